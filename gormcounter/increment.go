@@ -1,0 +1,26 @@
+package gormcounter
+
+import (
+	"gorm.io/gorm"
+)
+
+// Increment adds delta (negative to subtract) to the counter field of every
+// row that db targets, and returns the result like GORM's UpdateColumn:
+// check Error; RowsAffected is the number of parent rows incremented.
+//
+//	gormcounter.Increment(db.Model(&post), "Likes", 1)
+//	gormcounter.Increment(db.Model(&Post{}).Where("id IN ?", ids), "Likes", -3)
+//
+// field is the field name or the column name. The targets are chosen as
+// UpdateColumn chooses them (the model's primary key, Where conditions, soft
+// delete); without any condition the call fails with gorm.ErrMissingWhereClause
+// unless the session allows global updates.
+//
+// Each counter write is one statement that upserts one random slot row per
+// target, inside db's transaction if it has one. It never writes or locks
+// the parent row, runs no hooks and does not touch updated_at.
+//
+// The same path serves db.Model(&post).UpdateColumn("likes", gorm.Expr("likes + ?", 1)).
+func Increment(db *gorm.DB, field string, delta int64) *gorm.DB {
+	return db.UpdateColumn(field, incrementValue{field: field, delta: delta})
+}

@@ -1,0 +1,48 @@
+package gormcounter
+
+import (
+	"context"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+)
+
+type liveKey struct{}
+
+// WithLive returns a context under which loads fill rollup counters with
+// their exact value (the folded column plus pending slots) instead of the
+// cached column: db.WithContext(gormcounter.WithLive(ctx)).First(&post).
+func WithLive(ctx context.Context) context.Context {
+	return context.WithValue(ctx, liveKey{}, true)
+}
+
+func isLive(ctx context.Context) bool {
+	v, _ := ctx.Value(liveKey{}).(bool)
+	return v
+}
+
+// Live asks a query for exact rollup counters, for the statement and every
+// Preload level under it:
+//
+//	db.Clauses(gormcounter.Live).First(&post)
+//
+// The exact value is read in one statement (column + pending slots), so a
+// concurrent rollup pass is seen either wholly or not at all. It costs one
+// grouped query per statement, like a sum counter.
+var Live clause.Expression = liveOption{}
+
+type liveOption struct{}
+
+var _ gorm.StatementModifier = liveOption{}
+
+// ModifyStatement marks the statement's context, which Preload passes on.
+func (liveOption) ModifyStatement(stmt *gorm.Statement) {
+	ctx := stmt.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	stmt.Context = WithLive(ctx)
+}
+
+// Build writes nothing: Live changes how the statement is filled, not its SQL.
+func (liveOption) Build(clause.Builder) {}

@@ -1,0 +1,166 @@
+package gormcounter
+
+import (
+	"fmt"
+	"reflect"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/migrator"
+	"gorm.io/gorm/schema"
+
+	"github.com/hotcounter/hotcounter/internal/countersql"
+)
+
+// dialector wraps the dialector GORM opened with, only to hand out a migrator
+// that knows about slot tables: GORM has no migration callbacks. Everything
+// else, including the optional interfaces that GORM looks for with type
+// assertions (savepoints, error translation), is forwarded.
+type dialector struct {
+	gorm.Dialector
+	plugin *Plugin
+}
+
+var (
+	_ gorm.Dialector                     = (*dialector)(nil)
+	_ gorm.SavePointerDialectorInterface = (*dialector)(nil)
+	_ gorm.ErrorTranslator               = (*dialector)(nil)
+)
+
+// Unwrap returns the dialector that gormcounter wrapped, for code that needs
+// its concrete type: db.Dialector.(interface{ Unwrap() gorm.Dialector }).Unwrap().
+func (d *dialector) Unwrap() gorm.Dialector { return d.Dialector }
+
+// Migrator returns the wrapped dialector's migrator, extended with slot tables.
+func (d *dialector) Migrator(db *gorm.DB) gorm.Migrator {
+	return counterMigrator{Migrator: d.Dialector.Migrator(db), db: db, plugin: d.plugin}
+}
+
+// SavePoint forwards to the wrapped dialector (nested transactions).
+func (d *dialector) SavePoint(tx *gorm.DB, name string) error {
+	if sp, ok := d.Dialector.(gorm.SavePointerDialectorInterface); ok {
+		return sp.SavePoint(tx, name)
+	}
+	return gorm.ErrUnsupportedDriver
+}
+
+// RollbackTo forwards to the wrapped dialector (nested transactions).
+func (d *dialector) RollbackTo(tx *gorm.DB, name string) error {
+	if sp, ok := d.Dialector.(gorm.SavePointerDialectorInterface); ok {
+		return sp.RollbackTo(tx, name)
+	}
+	return gorm.ErrUnsupportedDriver
+}
+
+// Translate forwards to the wrapped dialector (Config.TranslateError).
+func (d *dialector) Translate(err error) error {
+	if t, ok := d.Dialector.(gorm.ErrorTranslator); ok {
+		return t.Translate(err)
+	}
+	return err
+}
+
+// counterMigrator creates a model's slot tables with the model's table, and
+// drops them with it.
+type counterMigrator struct {
+	gorm.Migrator
+	db     *gorm.DB
+	plugin *Plugin
+}
+
+var _ migrator.BuildIndexOptionsInterface = counterMigrator{}
+
+// BuildIndexOptions forwards to the wrapped migrator; GORM asserts this
+// interface on db.Migrator() without checking when it creates indexes.
+func (m counterMigrator) BuildIndexOptions(opts []schema.IndexOption, stmt *gorm.Statement) []any {
+	if b, ok := m.Migrator.(migrator.BuildIndexOptionsInterface); ok {
+		return b.BuildIndexOptions(opts, stmt)
+	}
+	return nil
+}
+
+// AutoMigrate migrates the models as GORM does, having first settled their
+// counter fields (a sum counter gets no column, a rollup counter a NOT NULL
+// DEFAULT 0 one), then creates the slot tables that do not exist yet.
+func (m counterMigrator) AutoMigrate(values ...any) error {
+	models, err := m.models(values)
+	if err != nil {
+		return err
+	}
+	if err := m.Migrator.AutoMigrate(values...); err != nil {
+		return err
+	}
+	return m.createSlotTables(models)
+}
+
+// CreateTable creates the models' tables and their slot tables.
+func (m counterMigrator) CreateTable(values ...any) error {
+	models, err := m.models(values)
+	if err != nil {
+		return err
+	}
+	if err := m.Migrator.CreateTable(values...); err != nil {
+		return err
+	}
+	return m.createSlotTables(models)
+}
+
+// DropTable drops the models' slot tables, then the models' tables. Slot
+// tables left behind would hand their counts to new rows that reuse the ids.
+func (m counterMigrator) DropTable(values ...any) error {
+	models, err := m.models(values)
+	if err != nil {
+		return err
+	}
+	for _, md := range models {
+		for _, c := range md.counters {
+			if err := execSQL(m.db, "", func(w countersql.Writer) { m.plugin.dialect.DropSlotTable(w, c.table) }).Error; err != nil {
+				return fmt.Errorf("gormcounter: drop slot table of %s: %w", c.name(), err)
+			}
+		}
+	}
+	return m.Migrator.DropTable(values...)
+}
+
+// models returns the counter models among values (skipping table names and
+// models without counters); a bad declaration is an error here.
+func (m counterMigrator) models(values []any) ([]*model, error) {
+	var out []*model
+	for _, v := range values {
+		if _, isName := v.(string); isName {
+			continue
+		}
+		t := reflect.TypeOf(v)
+		for t != nil && (t.Kind() == reflect.Ptr || t.Kind() == reflect.Slice) {
+			t = t.Elem()
+		}
+		if t == nil || t.Kind() != reflect.Struct {
+			continue
+		}
+		md, err := m.plugin.modelOf(m.db, v)
+		if err != nil {
+			return nil, err
+		}
+		if md != nil {
+			out = append(out, md)
+		}
+	}
+	return out, nil
+}
+
+func (m counterMigrator) createSlotTables(models []*model) error {
+	for _, md := range models {
+		key := *md.key // the slot table's owner column: the key's type, never auto-incremented
+		key.AutoIncrement = false
+		key.PrimaryKey = false
+		ownerType := m.db.Dialector.DataTypeOf(&key)
+		for _, c := range md.counters {
+			err := execSQL(m.db, "", func(w countersql.Writer) {
+				m.plugin.dialect.CreateSlotTable(w, c.table, ownerType)
+			}).Error
+			if err != nil {
+				return fmt.Errorf("gormcounter: create slot table %s for %s: %w", c.table.Slots, c.name(), err)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,210 @@
+package gormcounter
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/schema"
+
+	"github.com/hotcounter/hotcounter/internal/countersql"
+	"github.com/hotcounter/hotcounter/internal/spec"
+)
+
+// tagKey is the gorm tag key that declares a counter: `gorm:"counter"`.
+const tagKey = "COUNTER"
+
+// model is the counter view of one parsed GORM schema.
+type model struct {
+	schema   *schema.Schema
+	key      *schema.Field // the single primary key
+	counters []*counter    // in field order
+	byName   map[string]*counter
+}
+
+// counter is one counter field of a model.
+type counter struct {
+	model *model
+	index int // position in model.counters: fixes the order in which slot tables are written
+	field *schema.Field
+	opts  spec.Options
+	table countersql.Table
+}
+
+// name is how errors name the counter: Model.Field.
+func (c *counter) name() string { return c.model.schema.Name + "." + c.field.Name }
+
+func (m *model) lookup(name string) *counter {
+	if m == nil {
+		return nil
+	}
+	return m.byName[name]
+}
+
+func (m *model) hasMode(mode spec.Mode) bool {
+	for _, c := range m.counters {
+		if c.opts.Mode == mode {
+			return true
+		}
+	}
+	return false
+}
+
+type modelEntry struct {
+	own   sync.Once // settles this schema's own fields
+	graph sync.Once // settles every schema reachable through relationships
+	m     *model
+	err   error
+}
+
+// model returns the counters of s, settling s and every schema reachable from
+// it on first sight. It returns (nil, nil) for a model without counters.
+//
+// Settling changes the shared, cached *schema.Field of each counter (so that
+// GORM neither selects, inserts, updates nor migrates a sum counter's absent
+// column); it happens once per schema, guarded by sync.Once, before any GORM
+// callback reads those fields. Related schemas are settled too because a Joins
+// on one model reads the columns of another.
+func (p *Plugin) model(db *gorm.DB, s *schema.Schema) (*model, error) {
+	e := p.entry(s)
+	e.graph.Do(func() {
+		seen := map[*schema.Schema]bool{s: true}
+		queue := []*schema.Schema{s}
+		for len(queue) > 0 {
+			cur := queue[0]
+			queue = queue[1:]
+			ce := p.entry(cur)
+			ce.own.Do(func() { ce.m, ce.err = p.settle(db, cur) })
+			for _, rel := range cur.Relationships.Relations {
+				if rs := rel.FieldSchema; rs != nil && !seen[rs] {
+					seen[rs] = true
+					queue = append(queue, rs)
+				}
+			}
+		}
+	})
+	return e.m, e.err
+}
+
+func (p *Plugin) entry(s *schema.Schema) *modelEntry {
+	if v, ok := p.models.Load(s); ok {
+		return v.(*modelEntry)
+	}
+	v, _ := p.models.LoadOrStore(s, &modelEntry{})
+	return v.(*modelEntry)
+}
+
+// modelOf parses value (a model pointer) and returns its counters.
+func (p *Plugin) modelOf(db *gorm.DB, value any) (*model, error) {
+	stmt := &gorm.Statement{DB: db}
+	if err := stmt.Parse(value); err != nil {
+		return nil, fmt.Errorf("gormcounter: %w", err)
+	}
+	return p.model(db, stmt.Schema)
+}
+
+// settle reads the counter tags of s, validates them, names the storage, and
+// sets how GORM treats each counter field.
+func (p *Plugin) settle(db *gorm.DB, s *schema.Schema) (*model, error) {
+	m := &model{schema: s, byName: map[string]*counter{}}
+	def := spec.Options{Slots: p.cfg.DefaultSlots, Mode: spec.Sum}
+	for _, f := range s.Fields {
+		raw, ok := f.TagSettings[tagKey]
+		if !ok {
+			continue
+		}
+		if raw == tagKey { // bare `gorm:"counter"`
+			raw = ""
+		}
+		opts, err := spec.ParseList(raw, def)
+		if err != nil {
+			return nil, fmt.Errorf("gormcounter: %s.%s: %w", s.Name, f.Name, err)
+		}
+		if err := checkField(s, f); err != nil {
+			return nil, fmt.Errorf("gormcounter: %s.%s: %w", s.Name, f.Name, err)
+		}
+		if m.key == nil {
+			if len(s.PrimaryFields) != 1 {
+				return nil, fmt.Errorf("gormcounter: %s.%s: %w: the model needs exactly one primary key field, it has %d",
+					s.Name, f.Name, spec.ErrInvalid, len(s.PrimaryFields))
+			}
+			m.key = s.PrimaryFields[0]
+		}
+		c := &counter{model: m, index: len(m.counters), field: f, opts: opts}
+		c.table = countersql.Table{
+			Parent:    s.Table,
+			ParentKey: m.key.DBName,
+			Column:    f.DBName,
+			Slots:     db.NamingStrategy.TableName(s.Name + camel(f.DBName) + "Slot"),
+			Owner:     db.NamingStrategy.ColumnName("", s.Name+"ID"),
+		}
+		m.counters = append(m.counters, c)
+		m.byName[f.Name] = c
+		m.byName[f.DBName] = c
+	}
+	if len(m.counters) == 0 {
+		return nil, nil
+	}
+	for _, c := range m.counters {
+		c.settleField()
+	}
+	return m, nil
+}
+
+// checkField rejects fields that cannot hold a counter.
+func checkField(s *schema.Schema, f *schema.Field) error {
+	if f.PrimaryKey {
+		return fmt.Errorf("%w: a primary key cannot be a counter", spec.ErrInvalid)
+	}
+	if f.DBName == "" {
+		return fmt.Errorf("%w: the field has no column (is it tagged \"-\"?)", spec.ErrInvalid)
+	}
+	switch f.FieldType.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return nil
+	}
+	return fmt.Errorf("%w: a counter must be an integer field, %s is %s", spec.ErrInvalid, f.Name, f.FieldType)
+}
+
+// settleField sets how GORM treats the counter field. Both modes: never
+// inserted or updated from a struct (Create, Save and Updates(struct) leave
+// counters alone; increments go through the slots). Sum mode: no parent
+// column at all. Rollup mode: a NOT NULL DEFAULT 0 column that loads read.
+func (c *counter) settleField() {
+	f := c.field
+	f.Creatable = false
+	f.Updatable = false
+	if c.opts.Mode == spec.Sum {
+		f.Readable = false
+		f.IgnoreMigration = true
+		s := c.model.schema
+		names := make([]string, 0, len(s.DBNames))
+		for _, n := range s.DBNames {
+			if n != f.DBName {
+				names = append(names, n)
+			}
+		}
+		s.DBNames = names
+		return
+	}
+	f.Readable = true
+	f.NotNull = true
+	f.HasDefaultValue = true
+	f.DefaultValue = "0"
+}
+
+// camel turns a column name into the CamelCase that the naming strategy turns
+// back into snake case: like_count -> LikeCount.
+func camel(column string) string {
+	var b strings.Builder
+	for _, part := range strings.Split(column, "_") {
+		if part == "" {
+			continue
+		}
+		b.WriteString(strings.ToUpper(part[:1]) + part[1:])
+	}
+	return b.String()
+}

@@ -1,0 +1,135 @@
+package gormcounter
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"gorm.io/gorm"
+
+	"github.com/hotcounter/hotcounter/internal/countersql"
+	"github.com/hotcounter/hotcounter/internal/spec"
+)
+
+// Name is the plugin's name in gorm.Config.Plugins.
+const Name = "gormcounter"
+
+// Config tunes the plugin. The zero value is ready to use.
+type Config struct {
+	// DefaultSlots is the slot count of a counter whose tag names none.
+	// Zero means 16.
+	DefaultSlots int
+	// RollupBatchSize is how many parents one rollup transaction folds.
+	// Zero means 500.
+	RollupBatchSize int
+}
+
+// Plugin makes struct fields tagged `gorm:"counter"` sharded counters. Create
+// it with [New] and register it with db.Use. Use starts no goroutine; the
+// rollup loop runs only where you call [RollupLoop].
+type Plugin struct {
+	cfg     Config
+	dialect countersql.Dialect
+	models  sync.Map // *schema.Schema -> *modelEntry
+}
+
+var _ gorm.Plugin = (*Plugin)(nil)
+
+// New returns the plugin with cfg's settings.
+func New(cfg Config) *Plugin {
+	if cfg.DefaultSlots == 0 {
+		cfg.DefaultSlots = spec.DefaultSlots
+	}
+	if cfg.RollupBatchSize <= 0 {
+		cfg.RollupBatchSize = 500
+	}
+	return &Plugin{cfg: cfg}
+}
+
+// Name implements gorm.Plugin.
+func (p *Plugin) Name() string { return Name }
+
+// Initialize implements gorm.Plugin: it checks the configuration, wraps the
+// dialector so that AutoMigrate also creates slot tables, and registers the
+// callbacks that rewrite counter assignments and fill counters on load.
+func (p *Plugin) Initialize(db *gorm.DB) error {
+	if err := (spec.Options{Slots: p.cfg.DefaultSlots}).Validate(); err != nil {
+		return fmt.Errorf("gormcounter: Config.DefaultSlots: %w", err)
+	}
+	d, err := countersql.For(db.Dialector.Name())
+	if err != nil {
+		return err
+	}
+	p.dialect = d
+
+	if _, wrapped := db.Dialector.(*dialector); !wrapped {
+		db.Dialector = &dialector{Dialector: db.Dialector, plugin: p}
+	}
+
+	cb := db.Callback()
+	for _, r := range []func() error{
+		func() error { return cb.Create().Before("*").Register("gormcounter:prepare", p.prepareCallback) },
+		func() error { return cb.Query().Before("*").Register("gormcounter:prepare", p.prepareCallback) },
+		func() error { return cb.Update().Before("*").Register("gormcounter:prepare", p.prepareCallback) },
+		func() error { return cb.Delete().Before("*").Register("gormcounter:prepare", p.prepareCallback) },
+		func() error { return cb.Row().Before("*").Register("gormcounter:prepare", p.prepareCallback) },
+		func() error {
+			return cb.Update().After("gorm:save_before_associations").Before("gorm:update").
+				Register("gormcounter:rewrite_update", p.rewriteUpdate)
+		},
+		func() error { return p.guardParentUpdate(db) },
+		func() error { return cb.Query().Before("gorm:query").Register("gormcounter:select", p.adjustSelect) },
+		func() error { return cb.Row().Before("gorm:row").Register("gormcounter:select", p.adjustSelect) },
+		// After gorm:query alone would land after gorm:after_query, so AfterFind
+		// hooks would see unfilled counters (gorm#4712).
+		func() error {
+			return cb.Query().After("gorm:query").Before("gorm:preload").Register("gormcounter:fill", p.fill)
+		},
+	} {
+		if err := r(); err != nil {
+			return fmt.Errorf("gormcounter: register callbacks: %w", err)
+		}
+	}
+	return nil
+}
+
+// skipParentUpdate marks a statement whose assignments were all counters: the
+// increments already ran, and the parent row must not be written.
+const skipParentUpdate = "gormcounter:skip_parent_update"
+
+// guardParentUpdate wraps gorm:update so that an update which assigned only
+// counters issues no UPDATE of the parent (not even updated_at): an increment
+// never writes or locks the parent row.
+func (p *Plugin) guardParentUpdate(db *gorm.DB) error {
+	update := db.Callback().Update()
+	orig := update.Get("gorm:update")
+	if orig == nil {
+		return errors.New("gorm:update callback not found")
+	}
+	return update.Replace("gorm:update", func(tx *gorm.DB) {
+		if _, skip := tx.Statement.Settings.LoadAndDelete(skipParentUpdate); skip {
+			return
+		}
+		orig(tx)
+	})
+}
+
+// prepareCallback validates the statement's model and the models it relates
+// to, and settles how GORM treats their counter fields, before any GORM
+// callback reads those fields.
+func (p *Plugin) prepareCallback(db *gorm.DB) {
+	if db.Error != nil || db.Statement.Schema == nil {
+		return
+	}
+	if _, err := p.model(db, db.Statement.Schema); err != nil {
+		db.AddError(err)
+	}
+}
+
+// pluginOf returns the plugin registered on db.
+func pluginOf(db *gorm.DB) (*Plugin, error) {
+	if p, ok := db.Config.Plugins[Name].(*Plugin); ok {
+		return p, nil
+	}
+	return nil, ErrNotRegistered
+}

@@ -1,0 +1,401 @@
+package gormcounter
+
+import (
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/schema"
+
+	"github.com/hotcounter/hotcounter/internal/countersql"
+	"github.com/hotcounter/hotcounter/internal/spec"
+)
+
+// fillPlanKey carries, from adjustSelect to fill, the counters of the
+// statement's model that the caller asked for.
+const fillPlanKey = "gormcounter:fill_plan"
+
+// adjustSelect runs before the query is built. A sum counter has no column,
+// so it comes out of an explicit Select (and, when the destination is another
+// struct, out of the column list GORM would derive from it); the fill then
+// supplies it. It records which counters the caller asked for.
+func (p *Plugin) adjustSelect(db *gorm.DB) {
+	stmt := db.Statement
+	if db.Error != nil || stmt.Schema == nil || stmt.SQL.Len() > 0 {
+		return
+	}
+	m, err := p.model(db, stmt.Schema)
+	if err != nil || m == nil {
+		return
+	}
+	wanted := make([]*counter, 0, len(m.counters))
+	if len(stmt.Selects) > 0 {
+		var kept []string
+		all, hasKey, changed := false, false, false
+		for _, sel := range stmt.Selects {
+			names := simpleList(sel)
+			if names == nil {
+				kept = append(kept, sel)
+				continue
+			}
+			keep := names[:0:0]
+			for _, n := range names {
+				bare := bareName(n)
+				switch {
+				case bare == "*":
+					all = true
+				case bare == m.key.DBName || bare == m.key.Name:
+					hasKey = true
+				}
+				if c := m.lookup(bare); c != nil {
+					wanted = append(wanted, c)
+					if c.opts.Mode == spec.Sum {
+						changed = true
+						continue
+					}
+				}
+				keep = append(keep, n)
+			}
+			if len(keep) == len(names) {
+				kept = append(kept, sel)
+			} else {
+				kept = append(kept, keep...)
+			}
+		}
+		if all {
+			wanted = append(wanted[:0], m.counters...)
+		}
+		if changed {
+			if !hasKey && !all {
+				kept = append(kept, m.key.DBName) // the fill needs the key of every row
+			}
+			stmt.Selects = kept
+		}
+	} else {
+		for _, c := range m.counters {
+			if !omitted(stmt, c) {
+				wanted = append(wanted, c)
+			}
+		}
+		if m.hasMode(spec.Sum) && (db.QueryFields || !rowsAreModel(stmt)) {
+			// GORM would select the destination struct's columns; drop sum counters from them.
+			if ds := destSchema(db); ds != nil {
+				cols := make([]string, 0, len(ds.DBNames))
+				dropped := false
+				for _, n := range ds.DBNames {
+					if c := m.lookup(n); c != nil && c.opts.Mode == spec.Sum {
+						dropped = true
+						continue
+					}
+					cols = append(cols, n)
+				}
+				if dropped {
+					stmt.Selects = cols
+				}
+			}
+		}
+	}
+	stmt.Settings.Store(fillPlanKey, wanted)
+}
+
+func omitted(stmt *gorm.Statement, c *counter) bool {
+	for _, o := range stmt.Omits {
+		if bare := bareName(o); bare == c.field.DBName || bare == c.field.Name {
+			return true
+		}
+	}
+	return false
+}
+
+// simpleList splits "id, title" into names; nil when sel is an expression.
+func simpleList(sel string) []string {
+	if strings.ContainsAny(sel, "()?@'") {
+		return nil
+	}
+	parts := strings.Split(sel, ",")
+	out := make([]string, 0, len(parts))
+	for _, p := range parts {
+		p = strings.TrimSpace(p)
+		if p == "" || strings.ContainsAny(p, " \t\n") {
+			return nil
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// bareName strips quotes and a table qualifier: `"posts"."likes"` -> likes.
+func bareName(n string) string {
+	n = strings.NewReplacer("\"", "", "`", "").Replace(strings.TrimSpace(n))
+	if i := strings.LastIndexByte(n, '.'); i >= 0 {
+		n = n[i+1:]
+	}
+	return n
+}
+
+// rowsAreModel reports whether the statement scans into the model type itself.
+func rowsAreModel(stmt *gorm.Statement) bool {
+	t := stmt.ReflectValue.Type()
+	for t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Ptr {
+		t = t.Elem()
+	}
+	return t == stmt.Schema.ModelType
+}
+
+// destSchema parses the destination struct type when it is not the model.
+func destSchema(db *gorm.DB) *schema.Schema {
+	if db.Statement.Dest == nil {
+		return nil
+	}
+	ds := &gorm.Statement{DB: db}
+	if err := ds.Parse(db.Statement.Dest); err != nil {
+		return nil
+	}
+	return ds.Schema
+}
+
+// fillJob sets one counter on some loaded rows.
+type fillJob struct {
+	c    *counter
+	key  *schema.Field // the parent key in the rows' struct
+	dst  *schema.Field // the counter in the rows' struct
+	rows []reflect.Value
+}
+
+// fill runs after gorm:query (and before preload and AfterFind) on every
+// query statement: Find, First, Take, Last, FindInBatches, Raw().Find and
+// each Preload level. It sets the counters of the loaded rows, and of rows
+// brought in by Joins, with one grouped query for the whole statement.
+func (p *Plugin) fill(db *gorm.DB) {
+	stmt := db.Statement
+	plan, planned := stmt.Settings.LoadAndDelete(fillPlanKey)
+	if db.Error != nil || db.DryRun || stmt.Schema == nil || !stmt.ReflectValue.IsValid() {
+		return
+	}
+	live := isLive(stmt.Context)
+	rows := structsOf(stmt.ReflectValue)
+	if len(rows) == 0 {
+		return
+	}
+	var jobs []fillJob
+
+	if m, _ := p.model(db, stmt.Schema); m != nil {
+		wanted := m.counters // Raw SQL: every counter
+		if planned {
+			wanted = plan.([]*counter)
+		}
+		rs := stmt.Schema
+		if !rowsAreModel(stmt) {
+			rs = destSchema(db)
+		}
+		if rs != nil {
+			if key := rs.LookUpField(m.key.DBName); key != nil {
+				for _, c := range wanted {
+					if c.opts.Mode == spec.Rollup && !live {
+						continue
+					}
+					if dst := rs.LookUpField(c.field.DBName); dst != nil && dst.FieldType.Kind() != reflect.Struct {
+						jobs = append(jobs, fillJob{c: c, key: key, dst: dst, rows: rows})
+					}
+				}
+			}
+		}
+	}
+
+	for _, j := range stmt.Joins {
+		rels := joinedRelations(stmt.Schema, j.Name)
+		if rels == nil {
+			continue
+		}
+		values := rows
+		for _, rel := range rels {
+			values = nested(stmt, values, rel.Field)
+		}
+		last := rels[len(rels)-1]
+		jm, _ := p.model(db, last.FieldSchema)
+		if jm == nil || len(values) == 0 {
+			continue
+		}
+		for _, c := range jm.counters {
+			if c.opts.Mode == spec.Rollup && !live {
+				continue
+			}
+			jobs = append(jobs, fillJob{c: c, key: jm.key, dst: c.field, rows: values})
+		}
+	}
+	if len(jobs) > 0 {
+		if err := p.runFill(db, jobs, live); err != nil {
+			db.AddError(err)
+		}
+	}
+}
+
+// joinedRelations resolves a Joins name ("Author" or "Author.Company").
+func joinedRelations(s *schema.Schema, name string) []*schema.Relationship {
+	var out []*schema.Relationship
+	rels := s.Relationships.Relations
+	for _, part := range strings.Split(name, ".") {
+		rel, ok := rels[part]
+		if !ok {
+			return nil
+		}
+		out = append(out, rel)
+		rels = rel.FieldSchema.Relationships.Relations
+	}
+	return out
+}
+
+// structsOf returns the addressable structs held by a loaded value.
+func structsOf(rv reflect.Value) []reflect.Value {
+	for rv.Kind() == reflect.Ptr || rv.Kind() == reflect.Interface {
+		if rv.IsNil() {
+			return nil
+		}
+		rv = rv.Elem()
+	}
+	switch rv.Kind() {
+	case reflect.Struct:
+		return []reflect.Value{rv}
+	case reflect.Slice, reflect.Array:
+		out := make([]reflect.Value, 0, rv.Len())
+		for i := 0; i < rv.Len(); i++ {
+			out = append(out, structsOf(rv.Index(i))...)
+		}
+		return out
+	}
+	return nil
+}
+
+func nested(stmt *gorm.Statement, rows []reflect.Value, f *schema.Field) []reflect.Value {
+	out := make([]reflect.Value, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, structsOf(f.ReflectValueOf(stmt.Context, r))...)
+	}
+	return out
+}
+
+// fillChunk bounds the keys of one IN list, and fillArgs the arguments of one
+// statement (SQLite allows 32766, PostgreSQL 65535).
+const (
+	fillChunk = 1000
+	fillArgs  = 20000
+)
+
+type fillTarget struct {
+	row reflect.Value
+	dst *schema.Field
+}
+
+// fillGroup is one counter's keys and the rows each key fills.
+type fillGroup struct {
+	c    *counter
+	keys []any
+	by   map[string][]fillTarget
+}
+
+func (p *Plugin) runFill(db *gorm.DB, jobs []fillJob, live bool) error {
+	ctx := db.Statement.Context
+	var groups []*fillGroup
+	byCounter := map[*counter]*fillGroup{}
+	for _, j := range jobs {
+		g := byCounter[j.c]
+		if g == nil {
+			g = &fillGroup{c: j.c, by: map[string][]fillTarget{}}
+			byCounter[j.c] = g
+			groups = append(groups, g)
+		}
+		isSum := j.c.opts.Mode == spec.Sum || !live
+		for _, r := range j.rows {
+			k, zero := j.key.ValueOf(ctx, r)
+			if zero {
+				continue
+			}
+			text := keyText(k)
+			if _, seen := g.by[text]; !seen {
+				g.keys = append(g.keys, k)
+			}
+			g.by[text] = append(g.by[text], fillTarget{row: r, dst: j.dst})
+			if isSum {
+				// No slot rows means zero; also clears whatever the struct held.
+				if err := j.dst.Set(ctx, r, int64(0)); err != nil {
+					return fmt.Errorf("gormcounter: fill %s: %w", j.c.name(), err)
+				}
+			}
+		}
+	}
+
+	type partRef struct{ g *fillGroup }
+	var (
+		parts []countersql.FillPart
+		refs  []partRef
+		nargs int
+	)
+	flush := func() error {
+		if len(parts) == 0 {
+			return nil
+		}
+		defer func() { parts, refs, nargs = nil, nil, 0 }()
+		rows, err := querySQL(db, func(w countersql.Writer) { p.dialect.Fill(w, parts) }).Rows()
+		if err != nil {
+			return fmt.Errorf("gormcounter: fill: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				idx int
+				key string
+				val int64
+			)
+			if err := rows.Scan(&idx, &key, &val); err != nil {
+				return fmt.Errorf("gormcounter: fill: %w", err)
+			}
+			g := refs[idx].g
+			for _, t := range g.by[key] {
+				if err := t.dst.Set(ctx, t.row, val); err != nil {
+					return fmt.Errorf("gormcounter: fill %s: %w", g.c.name(), err)
+				}
+			}
+		}
+		return rows.Err()
+	}
+	for _, g := range groups {
+		isLive := live && g.c.opts.Mode == spec.Rollup
+		for start := 0; start < len(g.keys); start += fillChunk {
+			keys := g.keys[start:min(start+fillChunk, len(g.keys))]
+			if nargs+len(keys) > fillArgs {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+			parts = append(parts, countersql.FillPart{Table: g.c.table, Live: isLive, Keys: keys})
+			refs = append(refs, partRef{g})
+			nargs += len(keys)
+		}
+	}
+	return flush()
+}
+
+// keyText is the text form of a key, as the database's CAST(key AS TEXT)
+// writes it: integers in decimal, strings as they are, UUIDs canonical.
+func keyText(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case []byte:
+		return string(x)
+	case fmt.Stringer:
+		return x.String()
+	}
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return strconv.FormatInt(rv.Int(), 10)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return strconv.FormatUint(rv.Uint(), 10)
+	case reflect.String:
+		return rv.String()
+	}
+	return fmt.Sprint(v)
+}

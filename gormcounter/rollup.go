@@ -1,0 +1,153 @@
+package gormcounter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/hotcounter/hotcounter/internal/countersql"
+	"github.com/hotcounter/hotcounter/internal/retry"
+	"github.com/hotcounter/hotcounter/internal/spec"
+)
+
+// Rollup runs one rollup pass over every rollup counter of the given models:
+// it folds the pending slot values into the parent columns and removes the
+// slot rows it folded, a batch of parents per transaction, and returns when
+// it has walked each slot table once.
+//
+//	err := gormcounter.Rollup(db.WithContext(ctx), &Post{})
+//
+// It never waits on a row lock: on PostgreSQL slot rows and parents that
+// another transaction holds are skipped and stay pending for the next pass.
+// Increments made during the pass are folded now or next time, never twice,
+// never lost. Deadlocks and serialization failures of its own transactions
+// are retried. Rollup must not run inside the caller's transaction.
+func Rollup(db *gorm.DB, models ...any) error {
+	p, err := pluginOf(db)
+	if err != nil {
+		return err
+	}
+	counters, err := p.rollupCounters(db, models)
+	if err != nil {
+		return err
+	}
+	for _, c := range counters {
+		if err := p.foldAll(db, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RollupLoop runs a Rollup pass at once and then every interval until ctx is
+// done, and then returns nil. A failed pass is logged through db's logger and
+// the loop goes on; a model without rollup counters or with a bad
+// declaration is an error at the start. Run it in its own goroutine:
+//
+//	go gormcounter.RollupLoop(ctx, db, time.Second, &Post{})
+func RollupLoop(ctx context.Context, db *gorm.DB, interval time.Duration, models ...any) error {
+	if interval <= 0 {
+		return fmt.Errorf("gormcounter: RollupLoop: interval must be positive, got %v", interval)
+	}
+	p, err := pluginOf(db)
+	if err != nil {
+		return err
+	}
+	if _, err := p.rollupCounters(db, models); err != nil {
+		return err
+	}
+	db = db.WithContext(ctx)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if err := Rollup(db, models...); err != nil && ctx.Err() == nil {
+			db.Logger.Error(ctx, "gormcounter: rollup pass failed (will retry): %v", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func (p *Plugin) rollupCounters(db *gorm.DB, models []any) ([]*counter, error) {
+	if len(models) == 0 {
+		return nil, errors.New("gormcounter: Rollup: no model given")
+	}
+	var out []*counter
+	for _, v := range models {
+		m, err := p.modelOf(db, v)
+		if err != nil {
+			return nil, err
+		}
+		n := 0
+		if m != nil {
+			for _, c := range m.counters {
+				if c.opts.Mode == spec.Rollup {
+					out = append(out, c)
+					n++
+				}
+			}
+		}
+		if n == 0 {
+			return nil, fmt.Errorf("gormcounter: Rollup: %T has no rollup counter (tag one `gorm:\"counter:rollup\"`)", v)
+		}
+	}
+	return out, nil
+}
+
+// foldAll walks c's slot table in key order, folding a batch of parents per
+// transaction.
+func (p *Plugin) foldAll(db *gorm.DB, c *counter) error {
+	ctx := db.Statement.Context
+	var after any
+	for {
+		owners, err := p.pendingOwners(db, c, after)
+		if err != nil {
+			return fmt.Errorf("gormcounter: rollup %s: %w", c.name(), err)
+		}
+		if len(owners) == 0 {
+			return nil
+		}
+		err = retry.Do(ctx, 5, func() error {
+			return db.Transaction(func(tx *gorm.DB) error {
+				for _, step := range p.dialect.Fold(c.table, owners) {
+					if err := execSQL(tx, "", step).Error; err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		})
+		if err != nil {
+			return fmt.Errorf("gormcounter: rollup %s: %w", c.name(), err)
+		}
+		if len(owners) < p.cfg.RollupBatchSize {
+			return nil
+		}
+		after = owners[len(owners)-1]
+	}
+}
+
+func (p *Plugin) pendingOwners(db *gorm.DB, c *counter, after any) ([]any, error) {
+	rows, err := querySQL(db, func(w countersql.Writer) {
+		p.dialect.PendingOwners(w, c.table, after, p.cfg.RollupBatchSize)
+	}).Rows()
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var owners []any
+	for rows.Next() {
+		var v any
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		owners = append(owners, v)
+	}
+	return owners, rows.Err()
+}

@@ -1,0 +1,43 @@
+package gormcounter
+
+import (
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/hotcounter/hotcounter/internal/countersql"
+)
+
+// builderWriter lets countersql write into a GORM statement: identifiers are
+// quoted and arguments bound by the dialect GORM is using.
+type builderWriter struct{ b clause.Builder }
+
+func (w builderWriter) WriteString(s string) { w.b.WriteString(s) }
+func (w builderWriter) Ident(name string)    { w.b.WriteQuoted(name) }
+func (w builderWriter) Arg(v any)            { w.b.AddVar(w.b, v) }
+
+// sqlExpr is a statement written by countersql, usable wherever GORM takes a
+// clause.Expression.
+type sqlExpr func(countersql.Writer)
+
+func (e sqlExpr) Build(b clause.Builder) { e(builderWriter{b}) }
+
+// session returns a fresh statement on db's connection (the caller's
+// transaction, if any) and context, with table as the current table.
+func session(db *gorm.DB, table string) *gorm.DB {
+	tx := db.Session(&gorm.Session{NewDB: true})
+	if table != "" {
+		tx = tx.Table(table)
+	}
+	return tx
+}
+
+// execSQL runs a statement written by countersql through GORM, so that it is
+// logged, traced, translated and run in the caller's transaction like any other.
+func execSQL(db *gorm.DB, table string, build func(countersql.Writer)) *gorm.DB {
+	return session(db, table).Exec("?", sqlExpr(build))
+}
+
+// querySQL prepares a query written by countersql; call Rows on the result.
+func querySQL(db *gorm.DB, build func(countersql.Writer)) *gorm.DB {
+	return session(db, "").Raw("?", sqlExpr(build))
+}

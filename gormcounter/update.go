@@ -1,0 +1,374 @@
+package gormcounter
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+	"gorm.io/gorm/schema"
+
+	"github.com/hotcounter/hotcounter/internal/countersql"
+)
+
+// increment is one counter delta taken out of an update.
+type increment struct {
+	c     *counter
+	delta int64
+}
+
+// rewriteUpdate runs before gorm:update. It takes every counter assignment out
+// of the update (from an Updates/UpdateColumn map and from a SET clause),
+// checks that each is an increment, and writes each as one slot upsert over
+// the rows the update targets, in the caller's transaction. The rest of the
+// update proceeds as GORM would run it; when nothing else is left, the parent
+// row is not written at all.
+func (p *Plugin) rewriteUpdate(db *gorm.DB) {
+	stmt := db.Statement
+	if db.Error != nil || stmt.Schema == nil {
+		return
+	}
+	m, err := p.model(db, stmt.Schema)
+	if err != nil {
+		db.AddError(err)
+		return
+	}
+
+	var incs []increment
+	userAssignments := 0
+
+	if dest, ok := stmt.Dest.(map[string]any); ok {
+		var rest map[string]any
+		for k, v := range dest {
+			c := m.lookup(k)
+			if c == nil {
+				if iv, ok := v.(incrementValue); ok {
+					db.AddError(fmt.Errorf("gormcounter: Increment %s.%s: %w (tag it `gorm:\"counter\"`)", stmt.Schema.Name, iv.field, ErrNotCounter))
+					return
+				}
+				continue
+			}
+			delta, err := c.parseIncrement(v)
+			if err != nil {
+				db.AddError(err)
+				return
+			}
+			incs = append(incs, increment{c, delta})
+			if rest == nil {
+				rest = make(map[string]any, len(dest))
+				for k2, v2 := range dest {
+					rest[k2] = v2
+				}
+			}
+			delete(rest, k)
+		}
+		if rest != nil {
+			stmt.Dest = rest
+			userAssignments += len(rest)
+		} else {
+			userAssignments += len(dest)
+		}
+	} else if stmt.Dest != nil && m != nil && len(stmt.Selects) > 0 {
+		// Updates(struct) skips counters silently, unless the caller selected one by name.
+		for _, name := range stmt.Selects {
+			if c := m.lookup(name); c != nil {
+				db.AddError(fmt.Errorf("gormcounter: %s: %w: a struct update cannot set a counter; use gormcounter.Increment",
+					c.name(), ErrNotIncrement))
+				return
+			}
+		}
+		userAssignments++
+	} else {
+		userAssignments++
+	}
+
+	if cl, ok := stmt.Clauses["SET"]; ok && m != nil {
+		if set, ok := cl.Expression.(clause.Set); ok {
+			kept := make(clause.Set, 0, len(set))
+			for _, a := range set {
+				c := m.lookup(a.Column.Name)
+				if c == nil {
+					kept = append(kept, a)
+					continue
+				}
+				delta, err := c.parseIncrement(a.Value)
+				if err != nil {
+					db.AddError(err)
+					return
+				}
+				incs = append(incs, increment{c, delta})
+			}
+			if len(kept) != len(set) {
+				if len(kept) == 0 {
+					// An empty SET would render "SET id = id" and lock the parent row.
+					delete(stmt.Clauses, "SET")
+				} else {
+					cl.Expression = kept
+					stmt.Clauses["SET"] = cl
+				}
+			}
+			userAssignments += len(kept)
+		}
+	}
+	if len(incs) == 0 {
+		return
+	}
+	sort.SliceStable(incs, func(i, j int) bool { return incs[i].c.index < incs[j].c.index })
+
+	where, ok := targetConditions(db)
+	if !ok && !db.AllowGlobalUpdate {
+		db.AddError(gorm.ErrMissingWhereClause)
+		return
+	}
+	cond := func(w countersql.Writer) {
+		if len(where.Exprs) == 0 {
+			w.WriteString("1=1")
+			return
+		}
+		where.Build(w.(builderWriter).b)
+	}
+
+	var affected int64
+	for _, inc := range incs {
+		t := inc.c.table
+		t.Parent = stmt.Table
+		slot := rand.IntN(inc.c.opts.Slots)
+		tx := execSQL(db, stmt.Table, func(w countersql.Writer) {
+			p.dialect.IncrementWhere(w, t, slot, inc.delta, cond)
+		})
+		if tx.Error != nil {
+			db.AddError(fmt.Errorf("gormcounter: increment %s: %w", inc.c.name(), tx.Error))
+			return
+		}
+		affected = max(affected, tx.RowsAffected)
+	}
+
+	if userAssignments == 0 {
+		stmt.Settings.Store(skipParentUpdate, true)
+		db.RowsAffected = affected
+	}
+}
+
+// targetConditions returns the WHERE of the rows an update targets, as GORM
+// would build it: the caller's conditions, the primary keys of the model
+// value, and the model's query clauses (soft delete's "deleted_at IS NULL").
+// ok is false where GORM would report ErrMissingWhereClause.
+func targetConditions(db *gorm.DB) (where clause.Where, ok bool) {
+	stmt := db.Statement
+	scratch := &gorm.Statement{
+		DB: db, Context: stmt.Context, Table: stmt.Table, TableExpr: stmt.TableExpr,
+		Schema: stmt.Schema, Model: stmt.Model, Unscoped: stmt.Unscoped,
+		ReflectValue: stmt.ReflectValue, Clauses: map[string]clause.Clause{},
+	}
+	if c, ok := stmt.Clauses["WHERE"]; ok {
+		scratch.Clauses["WHERE"] = c
+	}
+	if pk := primaryKeyCondition(stmt); pk != nil {
+		scratch.AddClause(clause.Where{Exprs: []clause.Expression{pk}})
+	}
+	for _, c := range stmt.Schema.QueryClauses {
+		scratch.AddClause(c)
+	}
+	c, ok := scratch.Clauses["WHERE"]
+	if !ok {
+		return clause.Where{}, false
+	}
+	where, _ = c.Expression.(clause.Where)
+	if _, softDelete := scratch.Clauses["soft_delete_enabled"]; softDelete {
+		return where, len(where.Exprs) > 1
+	}
+	return where, len(where.Exprs) > 0
+}
+
+// primaryKeyCondition is the condition GORM adds for the primary keys of the
+// model value (Model(&post), Model(&posts)), or nil when they are zero.
+func primaryKeyCondition(stmt *gorm.Statement) clause.Expression {
+	rv := stmt.ReflectValue
+	s := stmt.Schema
+	switch rv.Kind() {
+	case reflect.Struct:
+		if rv.Type() != s.ModelType {
+			return nil
+		}
+		var eqs []clause.Expression
+		for _, f := range s.PrimaryFields {
+			if v, zero := f.ValueOf(stmt.Context, rv); !zero {
+				eqs = append(eqs, clause.Eq{Column: clause.Column{Table: clause.CurrentTable, Name: f.DBName}, Value: v})
+			}
+		}
+		if len(eqs) == 0 {
+			return nil
+		}
+		return clause.And(eqs...)
+	case reflect.Slice, reflect.Array:
+		if rv.Len() == 0 {
+			return nil
+		}
+		_, values := schema.GetIdentityFieldValuesMap(stmt.Context, rv, s.PrimaryFields)
+		if len(values) == 0 {
+			return nil
+		}
+		column, qvalues := schema.ToQueryValues(clause.CurrentTable, s.PrimaryFieldDBNames, values)
+		return clause.IN{Column: column, Values: qvalues}
+	}
+	return nil
+}
+
+// incrementValue is what Increment assigns: the delta, with the field name
+// kept for error messages. If it ever reaches SQL, the plugin was not there
+// to take it out, and building it fails the statement.
+type incrementValue struct {
+	field string
+	delta int64
+}
+
+func (v incrementValue) Build(b clause.Builder) {
+	_ = b.AddError(fmt.Errorf("gormcounter: Increment(%q): %w", v.field, ErrNotRegistered))
+}
+
+// parseIncrement returns the delta that v adds to the counter, or an error
+// naming the counter if v is not an increment. Accepted: Increment's value;
+// gorm.Expr("likes + ?", n), gorm.Expr("likes - ?", n), gorm.Expr("? + likes", n),
+// gorm.Expr("likes + 3"); the gen form Expr{SQL: "?+?", Vars: [Column, n]}.
+func (c *counter) parseIncrement(v any) (int64, error) {
+	switch e := v.(type) {
+	case incrementValue:
+		return e.delta, nil
+	case clause.Expr:
+		if d, ok := c.parseExpr(e); ok {
+			return d, nil
+		}
+	case *clause.Expr:
+		if e != nil {
+			if d, ok := c.parseExpr(*e); ok {
+				return d, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("gormcounter: %s: %w: %s; assign gorm.Expr(%q, n) or call gormcounter.Increment",
+		c.name(), ErrNotIncrement, describe(v), c.field.DBName+" + ?")
+}
+
+func describe(v any) string {
+	switch e := v.(type) {
+	case clause.Expr:
+		return fmt.Sprintf("gorm.Expr(%q, %v)", e.SQL, e.Vars)
+	case *clause.Expr:
+		if e != nil {
+			return fmt.Sprintf("gorm.Expr(%q, %v)", e.SQL, e.Vars)
+		}
+	}
+	return fmt.Sprintf("value %#v", v)
+}
+
+// parseExpr recognises "A + B" and "A - B" where one side is this counter's
+// column (by name, possibly quoted or table-qualified, or as a clause.Column
+// argument) and the other an integer (literal or argument). Subtraction needs
+// the column on the left.
+func (c *counter) parseExpr(e clause.Expr) (int64, bool) {
+	s := strings.TrimSpace(e.SQL)
+	opIdx := -1
+	for i := 1; i < len(s); i++ { // skip a leading sign
+		if s[i] == '+' || s[i] == '-' {
+			if opIdx >= 0 {
+				return 0, false
+			}
+			opIdx = i
+		}
+	}
+	if opIdx < 0 {
+		return 0, false
+	}
+	left, right := strings.TrimSpace(s[:opIdx]), strings.TrimSpace(s[opIdx+1:])
+	vars := e.Vars
+	next := func() (any, bool) {
+		if len(vars) == 0 {
+			return nil, false
+		}
+		v := vars[0]
+		vars = vars[1:]
+		return v, true
+	}
+	isColumn := func(tok string) bool {
+		if tok == "?" {
+			v, ok := next()
+			if !ok {
+				return false
+			}
+			col, ok := v.(clause.Column)
+			return ok && c.namedBy(col.Name)
+		}
+		return c.namedBy(tok)
+	}
+	number := func(tok string) (int64, bool) {
+		if tok == "?" {
+			v, ok := next()
+			if !ok {
+				return 0, false
+			}
+			return toInt64(v)
+		}
+		n, err := strconv.ParseInt(tok, 10, 64)
+		return n, err == nil
+	}
+	negative := s[opIdx] == '-'
+	var delta int64
+	// Read left to right so that ? arguments are consumed in order.
+	if isColumn(left) {
+		d, ok := number(right)
+		if !ok {
+			return 0, false
+		}
+		delta = d
+	} else {
+		vars = e.Vars
+		if negative {
+			return 0, false
+		}
+		d, ok := number(left)
+		if !ok || !isColumn(right) {
+			return 0, false
+		}
+		delta = d
+	}
+	if len(vars) != 0 {
+		return 0, false
+	}
+	if negative {
+		if delta == math.MinInt64 {
+			return 0, false
+		}
+		delta = -delta
+	}
+	return delta, true
+}
+
+// namedBy reports whether an SQL token names this counter's column: "likes",
+// "Likes", `"likes"`, "posts.likes".
+func (c *counter) namedBy(tok string) bool {
+	tok = strings.NewReplacer("\"", "", "`", "", "[", "", "]", "").Replace(tok)
+	if i := strings.LastIndexByte(tok, '.'); i >= 0 {
+		tok = tok[i+1:]
+	}
+	return strings.EqualFold(tok, c.field.DBName) || tok == c.field.Name
+}
+
+func toInt64(v any) (int64, bool) {
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return rv.Int(), true
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		u := rv.Uint()
+		if u > math.MaxInt64 {
+			return 0, false
+		}
+		return int64(u), true
+	}
+	return 0, false
+}

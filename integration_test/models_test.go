@@ -1,0 +1,51 @@
+package integration_test
+
+import (
+	"gorm.io/gorm"
+)
+
+// Post is the model of the issue: a sum counter and a rollup counter.
+type Post struct {
+	ID       uint
+	Title    string
+	Likes    int64 `gorm:"counter"`
+	Views    int64 `gorm:"counter:slots=64,rollup"`
+	AuthorID *uint
+	Author   *Author
+	Comments []Comment
+}
+
+// Author is joined from Post and has a counter of its own.
+type Author struct {
+	ID        uint
+	Name      string
+	Followers int32 `gorm:"counter:slots=4"`
+}
+
+// Comment is preloaded from Post and has a counter of its own.
+type Comment struct {
+	ID     uint
+	PostID uint
+	Body   string
+	Upvote int `gorm:"counter:slots=8"`
+}
+
+// Note has soft delete and an updated_at that increments must not touch.
+type Note struct {
+	ID        uint
+	Text      string
+	Stars     int64 `gorm:"counter"`
+	UpdatedAt int64 `gorm:"autoUpdateTime:milli"`
+	DeletedAt gorm.DeletedAt
+}
+
+// PostSummary is a destination struct that is not the model.
+type PostSummary struct {
+	ID    uint
+	Title string
+	Likes int64
+}
+
+func migrateAll(db *gorm.DB) error {
+	return db.AutoMigrate(&Author{}, &Post{}, &Comment{}, &Note{})
+}

@@ -1,0 +1,424 @@
+// Package countersql is the one place where hotcounter's SQL is written: slot
+// table DDL, the slot upsert, the fill query that loads counter values, and the
+// rollup fold. It knows nothing about GORM or ent. Each ORM hands it a [Writer]
+// that quotes identifiers and binds arguments in the ORM's own way, so the same
+// statements come out of both ORMs and each can read what the other wrote.
+package countersql
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// Column names inside every slot table.
+const (
+	SlotColumn  = "slot"
+	ValueColumn = "n"
+)
+
+// Writer receives SQL text from the builders in this package.
+type Writer interface {
+	// WriteString writes raw SQL.
+	WriteString(s string)
+	// Ident writes a quoted identifier. A dotted name is schema-qualified.
+	Ident(name string)
+	// Arg writes a bind placeholder and records v as its argument.
+	Arg(v any)
+}
+
+// Table names the storage of one counter.
+type Table struct {
+	Parent    string // parent table, e.g. posts
+	ParentKey string // parent primary key column, e.g. id
+	Column    string // parent column holding the folded total (rollup mode), e.g. views
+	Slots     string // slot table, e.g. post_views_slots
+	Owner     string // slot table column referencing the parent, e.g. post_id
+}
+
+type kind int
+
+const (
+	postgres kind = iota + 1
+	mysql
+	sqlite
+)
+
+// Dialect writes the SQL of one database family.
+type Dialect struct{ kind kind }
+
+// For returns the dialect for an ORM's dialect name: "postgres" (also "pgx"),
+// "mysql" or "sqlite" (also "sqlite3").
+func For(name string) (Dialect, error) {
+	switch name {
+	case "postgres", "pgx":
+		return Dialect{postgres}, nil
+	case "mysql":
+		return Dialect{mysql}, nil
+	case "sqlite", "sqlite3":
+		return Dialect{sqlite}, nil
+	}
+	return Dialect{}, fmt.Errorf("hotcounter: database %q is not supported (postgres, mysql and sqlite are)", name)
+}
+
+// Name returns the canonical dialect name.
+func (d Dialect) Name() string {
+	switch d.kind {
+	case postgres:
+		return "postgres"
+	case mysql:
+		return "mysql"
+	case sqlite:
+		return "sqlite"
+	}
+	return "unknown"
+}
+
+// textType and intType are the CAST targets that make key and value columns of
+// different tables comparable inside one UNION ALL.
+func (d Dialect) textType() string {
+	if d.kind == mysql {
+		return "CHAR"
+	}
+	return "TEXT"
+}
+
+func (d Dialect) intType() string {
+	switch d.kind {
+	case mysql:
+		return "SIGNED"
+	case sqlite:
+		return "INTEGER"
+	}
+	return "BIGINT"
+}
+
+func (d Dialect) slotType() string {
+	if d.kind == sqlite {
+		return "INTEGER"
+	}
+	return "SMALLINT"
+}
+
+func col(w Writer, table, column string) {
+	w.Ident(table)
+	w.WriteString(".")
+	w.Ident(column)
+}
+
+func args(w Writer, vs []any) {
+	w.WriteString("(")
+	for i, v := range vs {
+		if i > 0 {
+			w.WriteString(",")
+		}
+		w.Arg(v)
+	}
+	w.WriteString(")")
+}
+
+// CreateSlotTable writes the DDL of t's slot table: one row per (owner, slot),
+// keyed on both, cascading away with its parent. ownerType is the column type
+// of the parent key as the ORM maps it (no auto-increment).
+func (d Dialect) CreateSlotTable(w Writer, t Table, ownerType string) {
+	w.WriteString("CREATE TABLE IF NOT EXISTS ")
+	w.Ident(t.Slots)
+	w.WriteString(" (")
+	w.Ident(t.Owner)
+	w.WriteString(" " + ownerType + " NOT NULL, ")
+	w.Ident(SlotColumn)
+	w.WriteString(" " + d.slotType() + " NOT NULL, ")
+	w.Ident(ValueColumn)
+	w.WriteString(" BIGINT NOT NULL DEFAULT 0, PRIMARY KEY (")
+	w.Ident(t.Owner)
+	w.WriteString(", ")
+	w.Ident(SlotColumn)
+	w.WriteString("), FOREIGN KEY (")
+	w.Ident(t.Owner)
+	w.WriteString(") REFERENCES ")
+	w.Ident(t.Parent)
+	w.WriteString(" (")
+	w.Ident(t.ParentKey)
+	w.WriteString(") ON DELETE CASCADE)")
+}
+
+// DropSlotTable writes the DDL that removes t's slot table.
+func (d Dialect) DropSlotTable(w Writer, t Table) {
+	w.WriteString("DROP TABLE IF EXISTS ")
+	w.Ident(t.Slots)
+}
+
+// IncrementWhere writes one statement that adds delta to slot `slot` of every
+// parent row matching cond, creating slot rows as needed:
+//
+//	INSERT INTO slots (owner, slot, n) SELECT parent.key, slot, delta FROM parent
+//	WHERE cond ORDER BY parent.key ON CONFLICT (owner, slot) DO UPDATE SET n = slots.n + excluded.n
+//
+// Selecting the parents takes no row lock on them (PostgreSQL, SQLite), so an
+// increment never queues behind a transaction that holds the parent row. The
+// ORDER BY makes every multi-parent increment lock slot rows in key order, so
+// two of them cannot deadlock. cond writes a boolean SQL expression over the
+// parent table (the ORM renders the caller's WHERE); it must write something,
+// "1=1" at least, because SQLite needs a WHERE before ON CONFLICT.
+func (d Dialect) IncrementWhere(w Writer, t Table, slot int, delta int64, cond func(Writer)) {
+	w.WriteString("INSERT INTO ")
+	w.Ident(t.Slots)
+	w.WriteString(" (")
+	w.Ident(t.Owner)
+	w.WriteString(", ")
+	w.Ident(SlotColumn)
+	w.WriteString(", ")
+	w.Ident(ValueColumn)
+	w.WriteString(") SELECT ")
+	col(w, t.Parent, t.ParentKey)
+	// Typed casts: a bare parameter in a SELECT list is text to PostgreSQL.
+	w.WriteString(", CAST(")
+	w.Arg(slot)
+	w.WriteString(" AS " + d.slotType() + "), CAST(")
+	w.Arg(delta)
+	w.WriteString(" AS " + d.intType() + ") FROM ")
+	w.Ident(t.Parent)
+	w.WriteString(" WHERE ")
+	cond(w)
+	w.WriteString(" ORDER BY ")
+	col(w, t.Parent, t.ParentKey)
+	d.onConflictAdd(w, t)
+}
+
+// onConflictAdd writes the upsert tail that adds the inserted n to an existing slot row.
+func (d Dialect) onConflictAdd(w Writer, t Table) {
+	switch d.kind {
+	case mysql:
+		// Before 8.0.19 MySQL has no row alias and VALUES() is deprecated after
+		// it; MariaDB keeps VALUES(). Issue 4 settles the MySQL form.
+		w.WriteString(" ON DUPLICATE KEY UPDATE ")
+		w.Ident(ValueColumn)
+		w.WriteString(" = ")
+		col(w, t.Slots, ValueColumn)
+		w.WriteString(" + VALUES(")
+		w.Ident(ValueColumn)
+		w.WriteString(")")
+	default:
+		w.WriteString(" ON CONFLICT (")
+		w.Ident(t.Owner)
+		w.WriteString(", ")
+		w.Ident(SlotColumn)
+		w.WriteString(") DO UPDATE SET ")
+		w.Ident(ValueColumn)
+		w.WriteString(" = ")
+		col(w, t.Slots, ValueColumn)
+		w.WriteString(" + excluded.")
+		w.Ident(ValueColumn)
+	}
+}
+
+// FillPart asks for the values of one counter for some parents.
+type FillPart struct {
+	Table Table
+	// Live reads column + pending slots (rollup mode) instead of the slot sum.
+	Live bool
+	// Keys are the parent keys, at least one.
+	Keys []any
+}
+
+// Fill writes one query that returns the value of every part's counter for
+// every part's keys, as rows (part index, key as text, value). A sum part
+// returns a row only for parents that have slot rows (absent means zero); a
+// live part returns a row for every parent that exists, computed from the
+// parent column and the pending slots in the same statement, so a concurrent
+// fold is seen either wholly or not at all.
+func (d Dialect) Fill(w Writer, parts []FillPart) {
+	for i, p := range parts {
+		if i > 0 {
+			w.WriteString(" UNION ALL ")
+		}
+		w.WriteString("SELECT " + strconv.Itoa(i) + ", CAST(")
+		t := p.Table
+		if p.Live {
+			col(w, t.Parent, t.ParentKey)
+			w.WriteString(" AS " + d.textType() + "), CAST(")
+			col(w, t.Parent, t.Column)
+			w.WriteString(" + COALESCE(SUM(")
+			col(w, t.Slots, ValueColumn)
+			w.WriteString("), 0) AS " + d.intType() + ") FROM ")
+			w.Ident(t.Parent)
+			w.WriteString(" LEFT JOIN ")
+			w.Ident(t.Slots)
+			w.WriteString(" ON ")
+			col(w, t.Slots, t.Owner)
+			w.WriteString(" = ")
+			col(w, t.Parent, t.ParentKey)
+			w.WriteString(" WHERE ")
+			col(w, t.Parent, t.ParentKey)
+			w.WriteString(" IN ")
+			args(w, p.Keys)
+			w.WriteString(" GROUP BY ")
+			col(w, t.Parent, t.ParentKey)
+			w.WriteString(", ")
+			col(w, t.Parent, t.Column)
+			continue
+		}
+		col(w, t.Slots, t.Owner)
+		w.WriteString(" AS " + d.textType() + "), CAST(SUM(")
+		col(w, t.Slots, ValueColumn)
+		w.WriteString(") AS " + d.intType() + ") FROM ")
+		w.Ident(t.Slots)
+		w.WriteString(" WHERE ")
+		col(w, t.Slots, t.Owner)
+		w.WriteString(" IN ")
+		args(w, p.Keys)
+		w.WriteString(" GROUP BY ")
+		col(w, t.Slots, t.Owner)
+	}
+}
+
+// PendingOwners writes a query for up to limit distinct owners that have slot
+// rows, in key order, after the key `after` (nil starts at the beginning).
+// The rollup pass walks the slot table with it in batches.
+func (d Dialect) PendingOwners(w Writer, t Table, after any, limit int) {
+	w.WriteString("SELECT DISTINCT ")
+	w.Ident(t.Owner)
+	w.WriteString(" FROM ")
+	w.Ident(t.Slots)
+	if after != nil {
+		w.WriteString(" WHERE ")
+		w.Ident(t.Owner)
+		w.WriteString(" > ")
+		w.Arg(after)
+	}
+	w.WriteString(" ORDER BY ")
+	w.Ident(t.Owner)
+	w.WriteString(" LIMIT " + strconv.Itoa(limit))
+}
+
+// Fold returns the statements that move the pending slot values of the given
+// owners into the parent column and remove the slot rows they came from. The
+// caller runs them in order inside one transaction it owns; the affected-row
+// count of the last one is the number of parents folded.
+//
+// Exactness: a value leaves the slot table in the same transaction that adds
+// it to the column, so readers that read column + pending in one statement
+// (see [Dialect.Fill]) never count it twice or miss it.
+//
+// PostgreSQL folds in one statement that locks the parents and then the slot
+// rows with SKIP LOCKED, in key order: the fold never waits, so it can neither
+// stall increments nor deadlock with a caller's transaction; what it skips
+// stays pending for the next pass. SQLite has one writer at a time: the first
+// statement takes the write lock, so nothing changes between the two.
+func (d Dialect) Fold(t Table, owners []any) []func(Writer) {
+	if d.kind == postgres {
+		return []func(Writer){func(w Writer) { d.foldPostgres(w, t, owners) }}
+	}
+	return []func(Writer){
+		func(w Writer) {
+			// UPDATE parent SET col = col + (SELECT COALESCE(SUM(n),0) FROM slots WHERE owner = parent.key) WHERE key IN (...)
+			w.WriteString("UPDATE ")
+			w.Ident(t.Parent)
+			w.WriteString(" SET ")
+			w.Ident(t.Column)
+			w.WriteString(" = ")
+			col(w, t.Parent, t.Column)
+			w.WriteString(" + (SELECT COALESCE(SUM(")
+			col(w, t.Slots, ValueColumn)
+			w.WriteString("), 0) FROM ")
+			w.Ident(t.Slots)
+			w.WriteString(" WHERE ")
+			col(w, t.Slots, t.Owner)
+			w.WriteString(" = ")
+			col(w, t.Parent, t.ParentKey)
+			w.WriteString(") WHERE ")
+			col(w, t.Parent, t.ParentKey)
+			w.WriteString(" IN ")
+			args(w, owners)
+		},
+		func(w Writer) {
+			w.WriteString("DELETE FROM ")
+			w.Ident(t.Slots)
+			w.WriteString(" WHERE ")
+			w.Ident(t.Owner)
+			w.WriteString(" IN ")
+			args(w, owners)
+		},
+	}
+}
+
+func (d Dialect) foldPostgres(w Writer, t Table, owners []any) {
+	// WITH parents AS (SELECT key FROM parent WHERE key IN (...) ORDER BY key FOR NO KEY UPDATE SKIP LOCKED),
+	//      locked  AS (SELECT owner, slot FROM slots WHERE owner IN (SELECT key FROM parents) ORDER BY owner, slot FOR UPDATE SKIP LOCKED),
+	//      taken   AS (DELETE FROM slots USING locked WHERE slots.owner = locked.owner AND slots.slot = locked.slot RETURNING slots.owner, slots.n),
+	//      totals  AS (SELECT owner, SUM(n) AS n FROM taken GROUP BY owner)
+	// UPDATE parent SET col = parent.col + totals.n FROM totals WHERE parent.key = totals.owner
+	w.WriteString("WITH ")
+	w.Ident("hc_parents")
+	w.WriteString(" AS (SELECT ")
+	w.Ident(t.ParentKey)
+	w.WriteString(" FROM ")
+	w.Ident(t.Parent)
+	w.WriteString(" WHERE ")
+	w.Ident(t.ParentKey)
+	w.WriteString(" IN ")
+	args(w, owners)
+	w.WriteString(" ORDER BY ")
+	w.Ident(t.ParentKey)
+	w.WriteString(" FOR NO KEY UPDATE SKIP LOCKED), ")
+	w.Ident("hc_locked")
+	w.WriteString(" AS (SELECT ")
+	w.Ident(t.Owner)
+	w.WriteString(", ")
+	w.Ident(SlotColumn)
+	w.WriteString(" FROM ")
+	w.Ident(t.Slots)
+	w.WriteString(" WHERE ")
+	w.Ident(t.Owner)
+	w.WriteString(" IN (SELECT ")
+	w.Ident(t.ParentKey)
+	w.WriteString(" FROM ")
+	w.Ident("hc_parents")
+	w.WriteString(") ORDER BY ")
+	w.Ident(t.Owner)
+	w.WriteString(", ")
+	w.Ident(SlotColumn)
+	w.WriteString(" FOR UPDATE SKIP LOCKED), ")
+	w.Ident("hc_taken")
+	w.WriteString(" AS (DELETE FROM ")
+	w.Ident(t.Slots)
+	w.WriteString(" USING ")
+	w.Ident("hc_locked")
+	w.WriteString(" WHERE ")
+	col(w, t.Slots, t.Owner)
+	w.WriteString(" = ")
+	col(w, "hc_locked", t.Owner)
+	w.WriteString(" AND ")
+	col(w, t.Slots, SlotColumn)
+	w.WriteString(" = ")
+	col(w, "hc_locked", SlotColumn)
+	w.WriteString(" RETURNING ")
+	col(w, t.Slots, t.Owner)
+	w.WriteString(", ")
+	col(w, t.Slots, ValueColumn)
+	w.WriteString("), ")
+	w.Ident("hc_totals")
+	w.WriteString(" AS (SELECT ")
+	w.Ident(t.Owner)
+	w.WriteString(", SUM(")
+	w.Ident(ValueColumn)
+	w.WriteString(") AS ")
+	w.Ident(ValueColumn)
+	w.WriteString(" FROM ")
+	w.Ident("hc_taken")
+	w.WriteString(" GROUP BY ")
+	w.Ident(t.Owner)
+	w.WriteString(") UPDATE ")
+	w.Ident(t.Parent)
+	w.WriteString(" SET ")
+	w.Ident(t.Column)
+	w.WriteString(" = ")
+	col(w, t.Parent, t.Column)
+	w.WriteString(" + ")
+	col(w, "hc_totals", ValueColumn)
+	w.WriteString(" FROM ")
+	w.Ident("hc_totals")
+	w.WriteString(" WHERE ")
+	col(w, t.Parent, t.ParentKey)
+	w.WriteString(" = ")
+	col(w, "hc_totals", t.Owner)
+}

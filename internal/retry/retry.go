@@ -1,0 +1,55 @@
+// Package retry re-runs work whose transaction hotcounter owns when the
+// database aborted it for a reason that a second attempt can clear: a
+// deadlock, a serialization failure, a lock timeout, SQLite being busy.
+// Inside a caller's transaction nothing is retried: the caller owns it.
+package retry
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+)
+
+// Transient reports whether err is worth another attempt of the whole
+// transaction.
+func Transient(err error) bool {
+	if err == nil {
+		return false
+	}
+	var state interface{ SQLState() string } // pgconn.PgError
+	if errors.As(err, &state) {
+		switch state.SQLState() {
+		case "40P01", // deadlock_detected
+			"40001", // serialization_failure
+			"55P03": // lock_not_available
+			return true
+		}
+	}
+	var code interface{ Code() int } // SQLite
+	if errors.As(err, &code) {
+		switch code.Code() & 0xff { // primary result code
+		case 5, 6: // SQLITE_BUSY, SQLITE_LOCKED
+			return true
+		}
+	}
+	return false
+}
+
+// Do runs fn up to attempts times while it fails with a transient error,
+// sleeping a little longer, with jitter, before each new attempt.
+func Do(ctx context.Context, attempts int, fn func() error) error {
+	var err error
+	for i := 0; i < attempts; i++ {
+		if err = fn(); !Transient(err) {
+			return err
+		}
+		backoff := time.Duration(1<<i)*5*time.Millisecond + time.Duration(rand.IntN(5))*time.Millisecond
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(backoff):
+		}
+	}
+	return err
+}

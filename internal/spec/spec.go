@@ -1,0 +1,113 @@
+// Package spec holds what a counter declaration means, independent of the ORM
+// that declared it: the storage mode, the number of slots, and the parsing and
+// validation of the options a user writes.
+//
+// gormcounter reads options from a struct tag (`gorm:"counter:slots=64,rollup"`);
+// entcounter from functional options. Both end in an [Options] value checked by
+// [Options.Validate], so both reject the same mistakes with the same words.
+package spec
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Mode says where a counter's value lives.
+type Mode int
+
+const (
+	// Sum keeps the value only in the slot rows; every load sums them.
+	Sum Mode = iota
+	// Rollup keeps a cached total in a parent column that a rollup pass folds
+	// the slot rows into; plain loads read the column.
+	Rollup
+)
+
+// String returns the option word for the mode.
+func (m Mode) String() string {
+	switch m {
+	case Sum:
+		return "sum"
+	case Rollup:
+		return "rollup"
+	}
+	return "Mode(" + strconv.Itoa(int(m)) + ")"
+}
+
+const (
+	// DefaultSlots is the number of slot rows per parent when a declaration
+	// names none.
+	DefaultSlots = 16
+	// MaxSlots bounds the slot count: the slot column is a SMALLINT, and past a
+	// few hundred slots the sum on read costs more than contention saves.
+	MaxSlots = 1024
+)
+
+// ErrInvalid is wrapped by every declaration error.
+var ErrInvalid = errors.New("invalid counter declaration")
+
+// Options is a validated counter declaration.
+type Options struct {
+	Slots int
+	Mode  Mode
+}
+
+// Default returns the options of a bare declaration.
+func Default() Options { return Options{Slots: DefaultSlots, Mode: Sum} }
+
+// Validate reports a declaration that cannot work.
+func (o Options) Validate() error {
+	if o.Slots < 1 || o.Slots > MaxSlots {
+		return fmt.Errorf("%w: slots=%d is out of range: use 1 to %d", ErrInvalid, o.Slots, MaxSlots)
+	}
+	if o.Mode != Sum && o.Mode != Rollup {
+		return fmt.Errorf("%w: unknown mode %d", ErrInvalid, o.Mode)
+	}
+	return nil
+}
+
+// ParseList parses a comma-separated option list such as "slots=64,rollup",
+// starting from def. The empty string is a bare declaration.
+//
+// Words: slots=N (1..MaxSlots), sum, rollup. Anything else is an error.
+func ParseList(list string, def Options) (Options, error) {
+	o := def
+	modeSet := false
+	for _, raw := range strings.Split(list, ",") {
+		word := strings.TrimSpace(raw)
+		if word == "" {
+			continue
+		}
+		key, value, hasValue := strings.Cut(word, "=")
+		key = strings.ToLower(strings.TrimSpace(key))
+		value = strings.TrimSpace(value)
+		switch key {
+		case "slots":
+			if !hasValue || value == "" {
+				return o, fmt.Errorf("%w: slots needs a number, as in slots=16", ErrInvalid)
+			}
+			n, err := strconv.Atoi(value)
+			if err != nil {
+				return o, fmt.Errorf("%w: slots=%s is not a number", ErrInvalid, value)
+			}
+			o.Slots = n
+		case "sum", "rollup":
+			if hasValue {
+				return o, fmt.Errorf("%w: %q takes no value", ErrInvalid, key)
+			}
+			m := Sum
+			if key == "rollup" {
+				m = Rollup
+			}
+			if modeSet && o.Mode != m {
+				return o, fmt.Errorf("%w: both sum and rollup given", ErrInvalid)
+			}
+			o.Mode, modeSet = m, true
+		default:
+			return o, fmt.Errorf("%w: unknown option %q (known: slots=N, sum, rollup)", ErrInvalid, word)
+		}
+	}
+	return o, o.Validate()
+}
