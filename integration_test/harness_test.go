@@ -40,13 +40,13 @@ type counting struct {
 	sql atomic.Value // last statements, for failure messages
 }
 
-func (c *counting) LogMode(logger.LogLevel) logger.Interface           { return c }
-func (c *counting) Info(context.Context, string, ...any)               {}
-func (c *counting) Warn(context.Context, string, ...any)               {}
-func (c *counting) Error(context.Context, string, ...any)              {}
-func (c *counting) reset()                                             { c.n.Store(0); c.sql.Store([]string(nil)) }
-func (c *counting) count() int64                                       { return c.n.Load() }
-func (c *counting) statements() []string                               { s, _ := c.sql.Load().([]string); return s }
+func (c *counting) LogMode(logger.LogLevel) logger.Interface { return c }
+func (c *counting) Info(context.Context, string, ...any)     {}
+func (c *counting) Warn(context.Context, string, ...any)     {}
+func (c *counting) Error(context.Context, string, ...any)    {}
+func (c *counting) reset()                                   { c.n.Store(0); c.sql.Store([]string(nil)) }
+func (c *counting) count() int64                             { return c.n.Load() }
+func (c *counting) statements() []string                     { s, _ := c.sql.Load().([]string); return s }
 func (c *counting) Trace(_ context.Context, _ time.Time, fc func() (string, int64), _ error) {
 	c.n.Add(1)
 	s, _ := fc()
