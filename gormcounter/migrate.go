@@ -154,11 +154,24 @@ func (m counterMigrator) createSlotTables(models []*model) error {
 		key.PrimaryKey = false
 		ownerType := m.db.Dialector.DataTypeOf(&key)
 		for _, c := range md.counters {
+			if m.Migrator.HasTable(c.table.Slots) {
+				continue
+			}
 			err := execSQL(m.db, "", func(w countersql.Writer) {
 				m.plugin.dialect.CreateSlotTable(w, c.table, ownerType)
 			}).Error
 			if err != nil {
 				return fmt.Errorf("gormcounter: create slot table %s for %s: %w", c.table.Slots, c.name(), err)
+			}
+			if c.precreate {
+				// Parents that existed before the counter get their slot rows now;
+				// later parents get them when created.
+				err := execSQL(m.db, "", func(w countersql.Writer) {
+					m.plugin.dialect.PrecreateSlots(w, c.table, c.opts.Slots, func(w countersql.Writer) { w.WriteString("1=1") })
+				}).Error
+				if err != nil {
+					return fmt.Errorf("gormcounter: create slot rows of %s for existing rows: %w", c.name(), err)
+				}
 			}
 		}
 	}

@@ -31,6 +31,8 @@ type counter struct {
 	field *schema.Field
 	opts  spec.Options
 	table countersql.Table
+	// precreate: all slot rows are inserted with the parent (see spec.Options.Precreate).
+	precreate bool
 }
 
 // name is how errors name the counter: Model.Field.
@@ -132,7 +134,8 @@ func (p *Plugin) settle(db *gorm.DB, s *schema.Schema) (*model, error) {
 			}
 			m.key = s.PrimaryFields[0]
 		}
-		c := &counter{model: m, index: len(m.counters), field: f, opts: opts}
+		c := &counter{model: m, index: len(m.counters), field: f, opts: opts,
+			precreate: opts.PrecreateOn(p.dialect.PrecreateByDefault())}
 		c.table = countersql.Table{
 			Parent:    s.Table,
 			ParentKey: m.key.DBName,

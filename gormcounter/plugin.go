@@ -78,6 +78,10 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 				Register("gormcounter:rewrite_update", p.rewriteUpdate)
 		},
 		func() error { return p.guardParentUpdate(db) },
+		func() error {
+			return cb.Create().After("gorm:create").Before("gorm:save_after_associations").
+				Register("gormcounter:precreate", p.precreate)
+		},
 		func() error { return cb.Query().Before("gorm:query").Register("gormcounter:select", p.adjustSelect) },
 		func() error { return cb.Row().Before("gorm:row").Register("gormcounter:select", p.adjustSelect) },
 		// After gorm:query alone would land after gorm:after_query, so AfterFind

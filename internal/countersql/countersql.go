@@ -92,6 +92,11 @@ func (d Dialect) intType() string {
 	return "BIGINT"
 }
 
+// PrecreateByDefault reports whether sum counters pre-create their slot rows
+// unless told otherwise: yes where row locks exist (PostgreSQL), no on SQLite,
+// which has one writer at a time and no row locks to avoid.
+func (d Dialect) PrecreateByDefault() bool { return d.kind == postgres }
+
 func (d Dialect) slotType() string {
 	if d.kind == sqlite {
 		return "INTEGER"
@@ -182,6 +187,58 @@ func (d Dialect) IncrementWhere(w Writer, t Table, slot int, delta int64, cond f
 	w.WriteString(" ORDER BY ")
 	col(w, t.Parent, t.ParentKey)
 	d.onConflictAdd(w, t)
+}
+
+// KeyIn returns a condition for IncrementWhere and PrecreateSlots that
+// matches the parents with the given keys.
+func KeyIn(t Table, keys []any) func(Writer) {
+	return func(w Writer) {
+		col(w, t.Parent, t.ParentKey)
+		w.WriteString(" IN ")
+		args(w, keys)
+	}
+}
+
+// PrecreateSlots writes one statement that inserts every slot row (n = 0) of
+// every parent matching cond, leaving existing rows alone:
+//
+//	WITH RECURSIVE s(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM s WHERE i < slots-1)
+//	INSERT INTO slots (owner, slot, n) SELECT parent.key, s.i, 0 FROM parent CROSS JOIN s
+//	WHERE cond ORDER BY parent.key, s.i ON CONFLICT DO NOTHING
+func (d Dialect) PrecreateSlots(w Writer, t Table, slots int, cond func(Writer)) {
+	w.WriteString("WITH RECURSIVE ")
+	w.Ident("hc_slot")
+	w.WriteString(" (")
+	w.Ident("i")
+	w.WriteString(") AS (SELECT 0 UNION ALL SELECT ")
+	w.Ident("i")
+	w.WriteString(" + 1 FROM ")
+	w.Ident("hc_slot")
+	w.WriteString(" WHERE ")
+	w.Ident("i")
+	w.WriteString(" < " + strconv.Itoa(slots-1) + ") INSERT INTO ")
+	w.Ident(t.Slots)
+	w.WriteString(" (")
+	w.Ident(t.Owner)
+	w.WriteString(", ")
+	w.Ident(SlotColumn)
+	w.WriteString(", ")
+	w.Ident(ValueColumn)
+	w.WriteString(") SELECT ")
+	col(w, t.Parent, t.ParentKey)
+	w.WriteString(", ")
+	col(w, "hc_slot", "i")
+	w.WriteString(", 0 FROM ")
+	w.Ident(t.Parent)
+	w.WriteString(" CROSS JOIN ")
+	w.Ident("hc_slot")
+	w.WriteString(" WHERE ")
+	cond(w)
+	w.WriteString(" ORDER BY ")
+	col(w, t.Parent, t.ParentKey)
+	w.WriteString(", ")
+	col(w, "hc_slot", "i")
+	w.WriteString(" ON CONFLICT DO NOTHING")
 }
 
 // onConflictAdd writes the upsert tail that adds the inserted n to an existing slot row.

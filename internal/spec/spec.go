@@ -48,10 +48,41 @@ const (
 // ErrInvalid is wrapped by every declaration error.
 var ErrInvalid = errors.New("invalid counter declaration")
 
+// Toggle is an option that is on, off, or left to the database's default.
+type Toggle int
+
+const (
+	// Auto leaves the choice to the database's default.
+	Auto Toggle = iota
+	// On turns the option on.
+	On
+	// Off turns the option off.
+	Off
+)
+
 // Options is a validated counter declaration.
 type Options struct {
 	Slots int
 	Mode  Mode
+	// Precreate inserts every slot row (n = 0) when a parent is created, and
+	// for existing parents when the slot table is created, so that an
+	// increment only ever updates an existing row. On PostgreSQL that keeps
+	// increments from waiting behind a transaction that holds the parent
+	// FOR UPDATE: inserting a slot row runs the foreign key check, which takes
+	// FOR KEY SHARE on the parent. Sum counters only: a rollup pass removes the
+	// slot rows it folds.
+	Precreate Toggle
+}
+
+// PrecreateOn resolves Precreate for a database whose default is def.
+func (o Options) PrecreateOn(def bool) bool {
+	switch {
+	case o.Mode != Sum:
+		return false
+	case o.Precreate == Auto:
+		return def
+	}
+	return o.Precreate == On
 }
 
 // Default returns the options of a bare declaration.
@@ -65,13 +96,17 @@ func (o Options) Validate() error {
 	if o.Mode != Sum && o.Mode != Rollup {
 		return fmt.Errorf("%w: unknown mode %d", ErrInvalid, o.Mode)
 	}
+	if o.Mode == Rollup && o.Precreate == On {
+		return fmt.Errorf("%w: precreate applies to sum counters; a rollup pass removes the slot rows it folds", ErrInvalid)
+	}
 	return nil
 }
 
 // ParseList parses a comma-separated option list such as "slots=64,rollup",
 // starting from def. The empty string is a bare declaration.
 //
-// Words: slots=N (1..MaxSlots), sum, rollup. Anything else is an error.
+// Words: slots=N (1..MaxSlots), sum, rollup, precreate, precreate=true|false.
+// Anything else is an error.
 func ParseList(list string, def Options) (Options, error) {
 	o := def
 	modeSet := false
@@ -105,8 +140,20 @@ func ParseList(list string, def Options) (Options, error) {
 				return o, fmt.Errorf("%w: both sum and rollup given", ErrInvalid)
 			}
 			o.Mode, modeSet = m, true
+		case "precreate":
+			switch strings.ToLower(value) {
+			case "", "true":
+				if hasValue && value == "" {
+					return o, fmt.Errorf("%w: precreate= needs true or false", ErrInvalid)
+				}
+				o.Precreate = On
+			case "false":
+				o.Precreate = Off
+			default:
+				return o, fmt.Errorf("%w: precreate=%s: use precreate, precreate=true or precreate=false", ErrInvalid, value)
+			}
 		default:
-			return o, fmt.Errorf("%w: unknown option %q (known: slots=N, sum, rollup)", ErrInvalid, word)
+			return o, fmt.Errorf("%w: unknown option %q (known: slots=N, sum, rollup, precreate)", ErrInvalid, word)
 		}
 	}
 	return o, o.Validate()
