@@ -1,0 +1,203 @@
+package integration_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hotcounter/hotcounter/gormcounter"
+)
+
+// hammer runs writers goroutines that each call inc n times, and returns the
+// number of calls that succeeded. Every failure fails the test.
+func hammer(t *testing.T, writers, n int, inc func() error) int64 {
+	t.Helper()
+	var ok atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < n; i++ {
+				if err := inc(); err != nil {
+					errs <- err
+					return
+				}
+				ok.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("increment failed: %v", err)
+	}
+	return ok.Load()
+}
+
+// writersFor is the load of the concurrency tests: the 32 x 500 on
+// PostgreSQL; SQLite runs one writer at a time, so fewer suffice there.
+func writersFor(k dbKind) (writers, each int) {
+	if k == pg {
+		return 32, 500
+	}
+	return 8, 100
+}
+
+func TestConcurrentIncrementsLoseNothing(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		db := e.db
+		must(t, migrateAll(db))
+		post := newPost(t, db, "viral")
+		writers, each := writersFor(e.kind)
+		want := int64(writers * each)
+
+		for _, field := range []string{"Likes", "Views"} {
+			done := hammer(t, writers, each, func() error {
+				return gormcounter.Increment(db.Model(&Post{ID: post.ID}), field, 1).Error
+			})
+			if done != want {
+				t.Fatalf("%s: %d of %d increments succeeded", field, done, want)
+			}
+		}
+		got := exact(t, db, post.ID)
+		if got.Likes != want || got.Views != want {
+			t.Fatalf("after %d x %d increments: likes=%d views=%d, want %d", writers, each, got.Likes, got.Views, want)
+		}
+		if _, sum := slotRows(t, db, "post_likes_slots", "post_id", post.ID); sum != want {
+			t.Fatalf("slot table sum %d, want %d", sum, want)
+		}
+	})
+}
+
+func TestRollupUnderConcurrentIncrementsIsExact(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		db := e.db
+		must(t, migrateAll(db))
+		posts := []Post{newPost(t, db, "a"), newPost(t, db, "b"), newPost(t, db, "c")}
+
+		ctx, stop := context.WithCancel(context.Background())
+		loopDone := make(chan error, 1)
+		go func() { loopDone <- gormcounter.RollupLoop(ctx, db, 2*time.Millisecond, &Post{}) }()
+
+		// Readers check while everything runs that the exact value never goes
+		// backwards: a fold counted twice or missed would show as a jump.
+		var readerErr atomic.Value
+		readCtx, stopReaders := context.WithCancel(context.Background())
+		var readers sync.WaitGroup
+		for _, p := range posts {
+			readers.Add(1)
+			go func(id uint) {
+				defer readers.Done()
+				var last int64
+				for readCtx.Err() == nil {
+					var got Post
+					if err := db.Clauses(gormcounter.Live).First(&got, id).Error; err != nil {
+						readerErr.Store(err)
+						return
+					}
+					if got.Views < last {
+						readerErr.Store(fmt.Errorf("post %d: exact views went from %d to %d", id, last, got.Views))
+						return
+					}
+					last = got.Views
+				}
+			}(p.ID)
+		}
+
+		const writers, each = 8, 100
+		var next atomic.Int64
+		done := hammer(t, writers, each, func() error {
+			p := posts[next.Add(1)%int64(len(posts))]
+			return gormcounter.Increment(db.Model(&Post{ID: p.ID}), "Views", 1).Error
+		})
+		stopReaders()
+		readers.Wait()
+		stop()
+		if err := <-loopDone; err != nil {
+			t.Fatalf("RollupLoop: %v", err)
+		}
+		if err, _ := readerErr.Load().(error); err != nil {
+			t.Fatal(err)
+		}
+
+		var total int64
+		for _, p := range posts {
+			total += exact(t, db, p.ID).Views
+		}
+		if done != writers*each || total != done {
+			t.Fatalf("exact total %d after %d acknowledged increments", total, done)
+		}
+		var column int64
+		must(t, db.Raw("SELECT COALESCE(SUM(views), 0) FROM posts").Row().Scan(&column))
+		if column == 0 {
+			t.Fatal("the rollup loop folded nothing while the writers ran")
+		}
+		// One more pass folds everything: the column alone is then exact.
+		must(t, gormcounter.Rollup(db, &Post{}))
+		must(t, db.Raw("SELECT COALESCE(SUM(views), 0) FROM posts").Row().Scan(&column))
+		if column != done {
+			t.Fatalf("after a final rollup the column holds %d, want %d", column, done)
+		}
+		if n := rawInt(t, db, "SELECT COUNT(*) FROM post_views_slots"); n != 0 {
+			t.Fatalf("%d slot rows left after a final rollup with no writers", n)
+		}
+	})
+}
+
+func TestRollupFoldsAndCachedReadsLag(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		db := e.db
+		must(t, migrateAll(db))
+		a, b := newPost(t, db, "a"), newPost(t, db, "b")
+		for i := 0; i < 30; i++ {
+			must(t, gormcounter.Increment(db.Model(&a), "Views", 1).Error)
+		}
+		must(t, gormcounter.Increment(db.Model(&b), "Views", 5).Error)
+
+		var cached Post
+		must(t, db.First(&cached, a.ID).Error)
+		if cached.Views != 0 {
+			t.Fatalf("cached views = %d before a rollup, want 0", cached.Views)
+		}
+		must(t, gormcounter.Rollup(db, &Post{}))
+		must(t, db.First(&cached, a.ID).Error)
+		if cached.Views != 30 {
+			t.Fatalf("cached views = %d after a rollup, want 30", cached.Views)
+		}
+		// The rollup column is a real column: ORDER BY and WHERE work on it.
+		var top []Post
+		must(t, db.Where("views > ?", 1).Order("views DESC").Find(&top).Error)
+		if len(top) != 2 || top[0].ID != a.ID || top[1].ID != b.ID {
+			t.Fatalf("ordered by views: %+v", top)
+		}
+		must(t, gormcounter.Increment(db.Model(&a), "Views", 2).Error)
+		if got := exact(t, db, a.ID).Views; got != 32 {
+			t.Fatalf("live views = %d, want 32", got)
+		}
+	})
+}
+
+func TestRollupLoopStopsWithItsContext(t *testing.T) {
+	e := open(t, lite)
+	must(t, migrateAll(e.db))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- gormcounter.RollupLoop(ctx, e.db, time.Hour, &Post{}) }()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("RollupLoop returned %v, want nil on cancel", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("RollupLoop did not return after its context was cancelled")
+	}
+	if err := gormcounter.RollupLoop(context.Background(), e.db, time.Second, &Author{}); err == nil {
+		t.Fatal("RollupLoop on a model without rollup counters must fail at once")
+	}
+}

@@ -1,0 +1,316 @@
+package integration_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/schema"
+
+	"github.com/hotcounter/hotcounter/gormcounter"
+)
+
+// Indexed has indexes of every kind GORM creates, so AutoMigrate goes through
+// the migrator's BuildIndexOptions.
+type Indexed struct {
+	ID    uint
+	Email string `gorm:"uniqueIndex;size:100"`
+	A     string `gorm:"index:idx_ab,priority:1;size:50"`
+	B     string `gorm:"index:idx_ab,priority:2;size:50"`
+	Score int64  `gorm:"counter:slots=2"`
+}
+
+func TestMigratorWrapperKeepsGormWorking(t *testing.T) {
+	for _, k := range allKinds {
+		t.Run(string(k), func(t *testing.T) {
+			e := open(t, k, &gorm.Config{TranslateError: true})
+			db := e.db
+			must(t, migrateAll(db))
+			must(t, migrateAll(db)) // idempotent
+
+			// Index creation (BuildIndexOptions is forwarded).
+			must(t, db.AutoMigrate(&Indexed{}))
+			for _, idx := range []string{"idx_indexeds_email", "idx_ab"} {
+				if !db.Migrator().HasIndex(&Indexed{}, idx) {
+					t.Fatalf("index %s missing", idx)
+				}
+			}
+			must(t, db.Migrator().DropIndex(&Indexed{}, "idx_ab"))
+			must(t, db.Migrator().CreateIndex(&Indexed{}, "idx_ab"))
+
+			// TranslateError (ErrorTranslator is forwarded).
+			p := newPost(t, db, "dup")
+			err := db.Create(&Post{ID: p.ID, Title: "again"}).Error
+			if !errors.Is(err, gorm.ErrDuplicatedKey) {
+				t.Fatalf("duplicate key: %v, want gorm.ErrDuplicatedKey", err)
+			}
+
+			// Savepoints (SavePointerDialectorInterface is forwarded).
+			must(t, db.Transaction(func(tx *gorm.DB) error {
+				must(t, gormcounter.Increment(tx.Model(&p), "Likes", 1).Error)
+				must(t, tx.SavePoint("sp").Error)
+				must(t, gormcounter.Increment(tx.Model(&p), "Likes", 10).Error)
+				must(t, tx.RollbackTo("sp").Error)
+				return nil
+			}))
+			if got := exact(t, db, p.ID).Likes; got != 1 {
+				t.Fatalf("after RollbackTo: likes = %d, want 1", got)
+			}
+
+			u, ok := db.Dialector.(interface{ Unwrap() gorm.Dialector })
+			if !ok || u.Unwrap().Name() != string(k) {
+				t.Fatalf("Unwrap: %T", db.Dialector)
+			}
+		})
+	}
+}
+
+func TestSessionsMadeBeforeUseKeepWorking(t *testing.T) {
+	for _, k := range allKinds {
+		t.Run(string(k), func(t *testing.T) {
+			// Open without the plugin, take sessions, then register it.
+			e := open(t, k)
+			raw, err := gorm.Open(dialectorFor(k, e.dsn), &gorm.Config{Logger: e.log})
+			must(t, err)
+			early := raw.Session(&gorm.Session{})
+			earlyCtx := raw.WithContext(t.Context())
+			must(t, raw.Use(gormcounter.New(gormcounter.Config{})))
+			must(t, migrateAll(raw))
+
+			for _, s := range []*gorm.DB{early, earlyCtx} {
+				p := Post{Title: "early"}
+				must(t, s.Create(&p).Error)
+				must(t, gormcounter.Increment(s.Model(&p), "Likes", 2).Error)
+				must(t, s.Transaction(func(tx *gorm.DB) error {
+					must(t, gormcounter.Increment(tx.Model(&p), "Likes", 1).Error)
+					return tx.Transaction(func(tx2 *gorm.DB) error { // savepoint on the old dialector
+						return gormcounter.Increment(tx2.Model(&p), "Likes", 1).Error
+					})
+				}))
+				var got Post
+				must(t, s.First(&got, p.ID).Error)
+				if got.Likes != 4 {
+					t.Fatalf("session made before Use: likes = %d, want 4", got.Likes)
+				}
+			}
+		})
+	}
+}
+
+func TestCreateAndDropTableManageSlotTables(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		db := e.db
+		m := db.Migrator()
+		must(t, m.CreateTable(&Author{}))
+		if !m.HasTable("author_followers_slots") {
+			t.Fatal("CreateTable did not create the slot table")
+		}
+		a := Author{Name: "a"}
+		must(t, db.Create(&a).Error)
+		must(t, gormcounter.Increment(db.Model(&a), "Followers", 3).Error)
+		must(t, m.DropTable(&Author{}))
+		if m.HasTable("author_followers_slots") || m.HasTable("authors") {
+			t.Fatal("DropTable left a table behind")
+		}
+		// A recreated table starts from zero: no stale slots for reused ids.
+		must(t, db.AutoMigrate(&Author{}))
+		b := Author{Name: "b"}
+		must(t, db.Create(&b).Error)
+		var got Author
+		must(t, db.First(&got, b.ID).Error)
+		if got.Followers != 0 {
+			t.Fatalf("recreated table: followers = %d, want 0", got.Followers)
+		}
+	})
+}
+
+// Before and After map to the same table; After adds a counter.
+type Before struct {
+	ID    uint
+	Title string
+}
+
+func (Before) TableName() string { return "articles" }
+
+type After struct {
+	ID    uint
+	Title string
+	Reads int64 `gorm:"counter:slots=4"`
+	Saves int64 `gorm:"counter:rollup"`
+}
+
+func (After) TableName() string { return "articles" }
+
+func TestAddingACounterToAnExistingTable(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		db := e.db
+		must(t, db.AutoMigrate(&Before{}))
+		old := Before{Title: "old"}
+		must(t, db.Create(&old).Error)
+		must(t, db.AutoMigrate(&After{}))
+		if !db.Migrator().HasColumn(&After{}, "saves") || db.Migrator().HasColumn(&After{}, "reads") {
+			t.Fatal("want a saves column (rollup) and no reads column (sum)")
+		}
+		rows, _ := slotRows(t, db, "after_reads_slots", "after_id", old.ID)
+		if want := map[dbKind]int64{pg: 4, lite: 0}[e.kind]; rows != want {
+			t.Fatalf("existing row got %d pre-created slot rows, want %d", rows, want)
+		}
+		must(t, gormcounter.Increment(db.Model(&After{ID: old.ID}), "Reads", 2).Error)
+		must(t, gormcounter.Increment(db.Model(&After{ID: old.ID}), "Saves", 3).Error)
+		var got After
+		must(t, db.Clauses(gormcounter.Live).First(&got, old.ID).Error)
+		if got.Reads != 2 || got.Saves != 3 || got.Title != "old" {
+			t.Fatalf("after adding counters: %+v", got)
+		}
+	})
+}
+
+func TestDeletingAParentRemovesItsSlots(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		db := e.db
+		must(t, migrateAll(db))
+		a, b := newPost(t, db, "a"), newPost(t, db, "b")
+		for _, p := range []Post{a, b} {
+			must(t, gormcounter.Increment(db.Model(&p), "Likes", 1).Error)
+			must(t, gormcounter.Increment(db.Model(&p), "Views", 1).Error)
+		}
+		must(t, db.Delete(&a).Error)
+		must(t, db.Where("id = ?", b.ID).Delete(&Post{}).Error)
+		for _, table := range []string{"post_likes_slots", "post_views_slots"} {
+			if n := rawInt(t, db, "SELECT COUNT(*) FROM "+table); n != 0 {
+				t.Fatalf("%s keeps %d rows of deleted posts", table, n)
+			}
+		}
+	})
+}
+
+// Bad declarations, each a model of its own.
+type (
+	ZeroSlots struct {
+		ID uint
+		N  int64 `gorm:"counter:slots=0"`
+	}
+	WordSlots struct {
+		ID uint
+		N  int64 `gorm:"counter:slots=x"`
+	}
+	UnknownOption struct {
+		ID uint
+		N  int64 `gorm:"counter:slots=4,fast"`
+	}
+	TextCounter struct {
+		ID uint
+		N  string `gorm:"counter"`
+	}
+	RollupPrecreate struct {
+		ID uint
+		N  int64 `gorm:"counter:rollup,precreate"`
+	}
+	TooManySlots struct {
+		ID uint
+		N  int64 `gorm:"counter:slots=5000"`
+	}
+	TwoKeys struct {
+		A uint  `gorm:"primaryKey"`
+		B uint  `gorm:"primaryKey"`
+		N int64 `gorm:"counter"`
+	}
+)
+
+func TestBadDeclarationsNameModelAndField(t *testing.T) {
+	e := open(t, lite)
+	cases := []struct {
+		model any
+		name  string
+		says  string
+	}{
+		{&ZeroSlots{}, "ZeroSlots.N", "slots=0"},
+		{&WordSlots{}, "WordSlots.N", "slots=x"},
+		{&UnknownOption{}, "UnknownOption.N", `"fast"`},
+		{&TextCounter{}, "TextCounter.N", "integer"},
+		{&RollupPrecreate{}, "RollupPrecreate.N", "precreate"},
+		{&TooManySlots{}, "TooManySlots.N", "slots=5000"},
+		{&TwoKeys{}, "TwoKeys.N", "primary key"},
+	}
+	for _, c := range cases {
+		for _, step := range []struct {
+			what string
+			run  func() error
+		}{
+			{"AutoMigrate", func() error { return e.db.AutoMigrate(c.model) }},
+			{"Find", func() error { return e.db.Find(c.model).Error }},
+		} {
+			err := step.run()
+			if !errors.Is(err, gormcounter.ErrInvalidCounter) {
+				t.Fatalf("%s %T: err = %v, want ErrInvalidCounter", step.what, c.model, err)
+			}
+			if !strings.Contains(err.Error(), c.name) || !strings.Contains(err.Error(), c.says) {
+				t.Fatalf("%s %T: %q should name %s and say %s", step.what, c.model, err, c.name, c.says)
+			}
+		}
+	}
+	raw, err := gorm.Open(dialectorFor(lite, e.dsn), &gorm.Config{})
+	must(t, err)
+	if err := raw.Use(gormcounter.New(gormcounter.Config{DefaultSlots: -1})); err == nil {
+		t.Fatal("Use accepted DefaultSlots: -1")
+	}
+}
+
+// Order has a reserved word for a table and for its counter columns.
+type Order struct {
+	ID     uint
+	Group  int64 `gorm:"counter:slots=4"`
+	Select int64 `gorm:"counter:rollup"`
+}
+
+// Doc has a string primary key.
+type Doc struct {
+	Key   string `gorm:"primaryKey;size:64"`
+	Reads int64  `gorm:"counter"`
+	Saves int64  `gorm:"counter:rollup"`
+}
+
+func TestNamingStrategyAndQuoting(t *testing.T) {
+	for _, k := range allKinds {
+		t.Run(string(k), func(t *testing.T) {
+			e := open(t, k, &gorm.Config{NamingStrategy: schema.NamingStrategy{TablePrefix: "blog_", SingularTable: true}})
+			db := e.db
+			must(t, db.AutoMigrate(&Order{}, &Doc{}))
+			for _, table := range []string{"blog_order", "blog_order_group_slot", "blog_order_select_slot", "blog_doc_reads_slot"} {
+				if !db.Migrator().HasTable(table) {
+					t.Fatalf("table %s missing", table)
+				}
+			}
+			o := Order{}
+			must(t, db.Create(&o).Error)
+			must(t, gormcounter.Increment(db.Model(&o), "Group", 5).Error)
+			must(t, db.Model(&o).UpdateColumn("select", gorm.Expr(`"select" + ?`, 7)).Error)
+			var got Order
+			must(t, db.Clauses(gormcounter.Live).First(&got, o.ID).Error)
+			if got.Group != 5 || got.Select != 7 {
+				t.Fatalf("order: %+v", got)
+			}
+			must(t, gormcounter.Rollup(db, &Order{}))
+			must(t, db.First(&got, o.ID).Error)
+			if got.Select != 7 {
+				t.Fatalf("order after rollup: %+v", got)
+			}
+
+			docs := []Doc{{Key: "b-doc"}, {Key: "a-doc"}}
+			must(t, db.Create(&docs).Error)
+			must(t, gormcounter.Increment(db.Model(&Doc{}).Where(map[string]any{"key": []string{"a-doc", "b-doc"}}), "Reads", 2).Error)
+			must(t, gormcounter.Increment(db.Model(&docs[0]), "Saves", 4).Error)
+			must(t, gormcounter.Rollup(db, &Doc{}))
+			var loaded []Doc
+			must(t, db.Order("key").Find(&loaded).Error)
+			if len(loaded) != 2 || loaded[0].Reads != 2 || loaded[1].Reads != 2 || loaded[1].Saves != 4 {
+				t.Fatalf("docs: %+v", loaded)
+			}
+			must(t, db.Delete(&docs[1]).Error)
+			if n := rawInt(t, db, `SELECT COUNT(*) FROM blog_doc_reads_slot WHERE doc_id = 'a-doc'`); n != 0 {
+				t.Fatalf("string key cascade left %d rows", n)
+			}
+		})
+	}
+}

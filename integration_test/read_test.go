@@ -1,0 +1,274 @@
+package integration_test
+
+import (
+	"testing"
+
+	"gorm.io/gorm"
+
+	"github.com/hotcounter/hotcounter/gormcounter"
+)
+
+// Hooked records in AfterFind the counter value it was loaded with.
+type Hooked struct {
+	ID        uint
+	Hits      int64 `gorm:"counter:slots=2"`
+	SeenInHok int64 `gorm:"-"`
+}
+
+func (h *Hooked) AfterFind(*gorm.DB) error {
+	h.SeenInHok = h.Hits
+	return nil
+}
+
+// seed creates n posts with likes i+1 and views 10*(i+1), each with an
+// author (followers i+2) and two comments (upvotes i+3).
+func seed(t *testing.T, db *gorm.DB, n int) []Post {
+	t.Helper()
+	must(t, migrateAll(db))
+	posts := make([]Post, n)
+	for i := range posts {
+		author := Author{Name: "author"}
+		must(t, db.Create(&author).Error)
+		posts[i] = Post{Title: "post", AuthorID: &author.ID}
+		must(t, db.Create(&posts[i]).Error)
+		p := &posts[i]
+		must(t, gormcounter.Increment(db.Model(p), "Likes", int64(i+1)).Error)
+		must(t, gormcounter.Increment(db.Model(p), "Views", int64(10*(i+1))).Error)
+		must(t, gormcounter.Increment(db.Model(&author), "Followers", int64(i+2)).Error)
+		for c := 0; c < 2; c++ {
+			cm := Comment{PostID: p.ID, Body: "c"}
+			must(t, db.Create(&cm).Error)
+			must(t, gormcounter.Increment(db.Model(&cm), "Upvote", int64(i+3)).Error)
+		}
+	}
+	return posts
+}
+
+// statements runs fn and returns how many statements GORM sent.
+func statements(e *env, fn func()) int64 {
+	e.log.reset()
+	fn()
+	return e.log.count()
+}
+
+func TestLoadsFillCountersWithOneExtraQuery(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		db := e.db
+		const n = 100
+		posts := seed(t, db, n)
+		wantLikes := func(p Post) int64 {
+			for i, s := range posts {
+				if s.ID == p.ID {
+					return int64(i + 1)
+				}
+			}
+			return -1
+		}
+		check := func(name string, got []Post) {
+			t.Helper()
+			if len(got) == 0 {
+				t.Fatalf("%s loaded nothing", name)
+			}
+			for _, p := range got {
+				if p.Likes != wantLikes(p) {
+					t.Fatalf("%s: post %d likes = %d, want %d", name, p.ID, p.Likes, wantLikes(p))
+				}
+				if p.Views != 0 {
+					t.Fatalf("%s: post %d views = %d, want the cached 0 (no rollup yet)", name, p.ID, p.Views)
+				}
+			}
+		}
+		cases := []struct {
+			name  string
+			stmts int64
+			load  func() []Post
+		}{
+			{"Find", 2, func() []Post { var ps []Post; must(t, db.Find(&ps).Error); return ps }},
+			{"Find into pointers", 2, func() []Post {
+				var ps []*Post
+				must(t, db.Find(&ps).Error)
+				out := make([]Post, len(ps))
+				for i, p := range ps {
+					out[i] = *p
+				}
+				return out
+			}},
+			{"First", 2, func() []Post { var p Post; must(t, db.First(&p).Error); return []Post{p} }},
+			{"Take", 2, func() []Post { var p Post; must(t, db.Take(&p).Error); return []Post{p} }},
+			{"Last", 2, func() []Post { var p Post; must(t, db.Last(&p).Error); return []Post{p} }},
+			{"Where", 2, func() []Post {
+				var ps []Post
+				must(t, db.Where("id IN ?", []uint{posts[3].ID, posts[7].ID}).Find(&ps).Error)
+				return ps
+			}},
+			{"Raw().Find", 2, func() []Post {
+				var ps []Post
+				must(t, db.Raw("SELECT * FROM posts WHERE id <= ?", posts[9].ID).Find(&ps).Error)
+				return ps
+			}},
+			{"FindInBatches (4 batches of 30)", 8, func() []Post {
+				var all, batch []Post
+				must(t, db.FindInBatches(&batch, 30, func(tx *gorm.DB, _ int) error {
+					all = append(all, batch...)
+					return nil
+				}).Error)
+				return all
+			}},
+		}
+		for _, c := range cases {
+			var got []Post
+			if s := statements(e, func() { got = c.load() }); s != c.stmts {
+				t.Fatalf("%s: %d statements, want %d:\n%s", c.name, s, c.stmts, joined(e.log.statements()))
+			}
+			check(c.name, got)
+		}
+		var all []Post
+		must(t, db.Find(&all).Error)
+		if len(all) != n {
+			t.Fatalf("Find loaded %d posts, want %d", len(all), n)
+		}
+
+		// Preload: one fill per level (posts, then comments), never one per row.
+		var withComments []Post
+		if s := statements(e, func() { must(t, db.Preload("Comments").Find(&withComments).Error) }); s != 4 {
+			t.Fatalf("Preload: %d statements, want 4:\n%s", s, joined(e.log.statements()))
+		}
+		check("Preload", withComments)
+		for i, p := range withComments {
+			if len(p.Comments) != 2 {
+				t.Fatalf("post %d has %d comments", p.ID, len(p.Comments))
+			}
+			for _, c := range p.Comments {
+				if want := wantLikes(p) + 2; int64(c.Upvote) != want {
+					t.Fatalf("preloaded comment %d (post %d, #%d) upvote = %d, want %d", c.ID, p.ID, i, c.Upvote, want)
+				}
+			}
+		}
+
+		// Joins: the joined author's counter is filled by the same one query.
+		var withAuthor []Post
+		if s := statements(e, func() { must(t, db.Joins("Author").Find(&withAuthor).Error) }); s != 2 {
+			t.Fatalf("Joins: %d statements, want 2:\n%s", s, joined(e.log.statements()))
+		}
+		check("Joins", withAuthor)
+		for _, p := range withAuthor {
+			if p.Author == nil || int64(p.Author.Followers) != wantLikes(p)+1 {
+				t.Fatalf("joined author of post %d: %+v, want followers %d", p.ID, p.Author, wantLikes(p)+1)
+			}
+		}
+
+		// Live: exact rollup values with the same single extra query.
+		var live []Post
+		if s := statements(e, func() { must(t, db.Clauses(gormcounter.Live).Find(&live).Error) }); s != 2 {
+			t.Fatalf("Live: %d statements, want 2:\n%s", s, joined(e.log.statements()))
+		}
+		for _, p := range live {
+			if p.Views != 10*wantLikes(p) || p.Likes != wantLikes(p) {
+				t.Fatalf("live post %d: likes %d views %d", p.ID, p.Likes, p.Views)
+			}
+		}
+		var livePreload []Author
+		must(t, db.WithContext(gormcounter.WithLive(t.Context())).Find(&livePreload).Error)
+		if len(livePreload) != n {
+			t.Fatalf("WithLive Find: %d authors", len(livePreload))
+		}
+	})
+}
+
+func TestPartialSelectsAndOtherDestinations(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		db := e.db
+		posts := seed(t, db, 3)
+		id := posts[2].ID
+
+		var p Post
+		if s := statements(e, func() { must(t, db.Select("id", "title").First(&p, id).Error) }); s != 1 {
+			t.Fatalf("Select without counters: %d statements, want 1 (no fill)", s)
+		}
+		if p.Likes != 0 || p.Title != "post" {
+			t.Fatalf("Select(id, title): %+v", p)
+		}
+
+		p = Post{}
+		must(t, db.Select("title", "likes").First(&p, id).Error) // the key is added for the fill
+		if p.Likes != 3 || p.Title != "post" {
+			t.Fatalf("Select(title, likes): %+v", p)
+		}
+		p = Post{}
+		must(t, db.Select("title, Likes").Where("id = ?", id).Take(&p).Error)
+		if p.Likes != 3 {
+			t.Fatalf(`Select("title, Likes"): %+v`, p)
+		}
+		p = Post{}
+		if s := statements(e, func() { must(t, db.Omit("likes").First(&p, id).Error) }); s != 1 || p.Likes != 0 {
+			t.Fatalf("Omit(likes): %d statements, likes %d; want 1 and 0", s, p.Likes)
+		}
+
+		// Another struct as the destination: its counter-named field is filled.
+		var sums []PostSummary
+		must(t, db.Model(&Post{}).Order("id").Find(&sums).Error)
+		if len(sums) != 3 || sums[2].Likes != 3 || sums[0].Likes != 1 {
+			t.Fatalf("Find into PostSummary: %+v", sums)
+		}
+		// Scan goes around the query callbacks: it works, without the fill.
+		var scanned []PostSummary
+		must(t, db.Model(&Post{}).Select("id, title").Scan(&scanned).Error)
+		if len(scanned) != 3 {
+			t.Fatalf("Scan: %+v", scanned)
+		}
+		var titles []string
+		must(t, db.Model(&Post{}).Pluck("title", &titles).Error)
+		var count int64
+		must(t, db.Model(&Post{}).Count(&count).Error)
+		if len(titles) != 3 || count != 3 {
+			t.Fatalf("Pluck %v, Count %d", titles, count)
+		}
+		rows, err := db.Model(&Post{}).Rows()
+		must(t, err)
+		n := 0
+		for rows.Next() {
+			var row Post
+			must(t, db.ScanRows(rows, &row))
+			n++
+		}
+		must(t, rows.Close())
+		if n != 3 {
+			t.Fatalf("Rows: %d rows", n)
+		}
+		var views []int64
+		must(t, db.Model(&Post{}).Order("id").Pluck("views", &views).Error) // a rollup column is a column
+		if len(views) != 3 {
+			t.Fatalf("Pluck(views): %v", views)
+		}
+
+		// AfterFind hooks see filled counters.
+		must(t, db.AutoMigrate(&Hooked{}))
+		h := Hooked{}
+		must(t, db.Create(&h).Error)
+		must(t, gormcounter.Increment(db.Model(&h), "Hits", 9).Error)
+		var hs []Hooked
+		must(t, db.Find(&hs).Error)
+		if len(hs) != 1 || hs[0].SeenInHok != 9 {
+			t.Fatalf("AfterFind saw %+v, want 9", hs)
+		}
+	})
+}
+
+func TestQueryFieldsMode(t *testing.T) {
+	for _, k := range allKinds {
+		t.Run(string(k), func(t *testing.T) {
+			e := open(t, k, &gorm.Config{QueryFields: true})
+			posts := seed(t, e.db, 2)
+			var got []Post
+			must(t, e.db.Order("id").Find(&got).Error)
+			if len(got) != 2 || got[1].Likes != 2 || got[1].ID != posts[1].ID {
+				t.Fatalf("QueryFields Find: %+v", got)
+			}
+			var withAuthor []Post
+			must(t, e.db.Joins("Author").Order("posts.id").Find(&withAuthor).Error)
+			if len(withAuthor) != 2 || withAuthor[0].Author == nil || withAuthor[0].Author.Followers != 2 {
+				t.Fatalf("QueryFields Joins: %+v", withAuthor)
+			}
+		})
+	}
+}
