@@ -79,15 +79,44 @@ func (p *Plugin) model(db *gorm.DB, s *schema.Schema) (*model, error) {
 			queue = queue[1:]
 			ce := p.entry(cur)
 			ce.own.Do(func() { ce.m, ce.err = p.settle(db, cur) })
-			for _, rel := range cur.Relationships.Relations {
-				if rs := rel.FieldSchema; rs != nil && !seen[rs] {
+			for _, rs := range related(cur) {
+				if !seen[rs] {
 					seen[rs] = true
-					queue = append(queue, rs)
+					if parsed(db, rs) {
+						queue = append(queue, rs)
+					}
 				}
 			}
 		}
 	})
 	return e.m, e.err
+}
+
+// related returns the schemas that s's relationships point to. GORM adds to a
+// schema's relations when it parses another model that has many of it, under
+// Relationships.Mux: read them under it too.
+func related(s *schema.Schema) []*schema.Schema {
+	s.Relationships.Mux.RLock()
+	defer s.Relationships.Mux.RUnlock()
+	out := make([]*schema.Schema, 0, len(s.Relationships.Relations))
+	for _, rel := range s.Relationships.Relations {
+		if rel.FieldSchema != nil {
+			out = append(out, rel.FieldSchema)
+		}
+	}
+	return out
+}
+
+// parsed waits until GORM has finished parsing rs: a relationship can point
+// to a schema that another goroutine is still parsing, and only the schema
+// cache waits for it. It reports false if rs is not the cached schema of its
+// type (a schema GORM parsed for a special table name), which is left alone.
+func parsed(db *gorm.DB, rs *schema.Schema) bool {
+	stmt := &gorm.Statement{DB: db}
+	if err := stmt.Parse(reflect.New(rs.ModelType).Interface()); err != nil {
+		return false
+	}
+	return stmt.Schema == rs
 }
 
 func (p *Plugin) entry(s *schema.Schema) *modelEntry {

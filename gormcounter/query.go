@@ -235,14 +235,15 @@ func (p *Plugin) fill(db *gorm.DB) {
 // joinedRelations resolves a Joins name ("Author" or "Author.Company").
 func joinedRelations(s *schema.Schema, name string) []*schema.Relationship {
 	var out []*schema.Relationship
-	rels := s.Relationships.Relations
 	for _, part := range strings.Split(name, ".") {
-		rel, ok := rels[part]
+		s.Relationships.Mux.RLock()
+		rel, ok := s.Relationships.Relations[part]
+		s.Relationships.Mux.RUnlock()
 		if !ok {
 			return nil
 		}
 		out = append(out, rel)
-		rels = rel.FieldSchema.Relationships.Relations
+		s = rel.FieldSchema
 	}
 	return out
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"gorm.io/gorm"
+
 	"github.com/hotcounter/hotcounter/gormcounter"
 )
 
@@ -199,5 +201,55 @@ func TestRollupLoopStopsWithItsContext(t *testing.T) {
 	}
 	if err := gormcounter.RollupLoop(context.Background(), e.db, time.Second, &Author{}); err == nil {
 		t.Fatal("RollupLoop on a model without rollup counters must fail at once")
+	}
+}
+
+// TestFirstUseFromManyGoroutines starts 32 goroutines on models this *gorm.DB
+// has never seen (another one migrated them), so that settling the counter
+// fields of the shared schema races with every kind of statement. Run with
+// -race.
+func TestFirstUseFromManyGoroutines(t *testing.T) {
+	for _, k := range allKinds {
+		t.Run(string(k), func(t *testing.T) {
+			e := open(t, k)
+			seed(t, e.db, 4)
+			fresh, err := gorm.Open(dialectorFor(k, e.dsn), &gorm.Config{Logger: e.log})
+			must(t, err)
+			must(t, fresh.Use(gormcounter.New(gormcounter.Config{})))
+			var wg sync.WaitGroup
+			errs := make(chan error, 32)
+			for g := 0; g < 32; g++ {
+				wg.Add(1)
+				go func(g int) {
+					defer wg.Done()
+					var err error
+					switch g % 4 {
+					case 0:
+						var ps []Post
+						err = fresh.Joins("Author").Preload("Comments").Find(&ps).Error
+					case 1:
+						err = gormcounter.Increment(fresh.Model(&Post{}).Where("id > 0"), "Likes", 1).Error
+					case 2:
+						var cs []Comment
+						err = fresh.Find(&cs).Error
+					case 3:
+						err = fresh.Create(&Author{Name: "new"}).Error
+					}
+					errs <- err
+				}(g)
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			var p Post
+			must(t, fresh.Order("id").First(&p).Error)
+			if p.Likes != 1+8 { // seeded 1, then 8 goroutines added 1 to every post
+				t.Fatalf("likes = %d, want 9", p.Likes)
+			}
+		})
 	}
 }
