@@ -41,7 +41,7 @@ func (p *Plugin) precreate(db *gorm.DB) {
 			chunk := keys[start:min(start+fillChunk, len(keys))]
 			t := c.table
 			err := execSQL(db, "", func(w countersql.Writer) {
-				p.dialect.PrecreateSlots(w, t, c.opts.Slots, countersql.KeyIn(t, chunk))
+				p.dialect.PrecreateSlots(w, t, c.opts.Slots, p.dialect.KeyIn(t, chunk))
 			}).Error
 			if err != nil {
 				db.AddError(fmt.Errorf("gormcounter: create slot rows of %s: %w", c.name(), err))

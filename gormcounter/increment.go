@@ -16,11 +16,15 @@ import (
 // delete); without any condition the call fails with gorm.ErrMissingWhereClause
 // unless the session allows global updates.
 //
-// Each counter write is one statement that upserts one random slot row per
-// target, inside db's transaction if it has one. It never writes or locks
-// the parent row, runs no hooks and does not touch updated_at.
+// The write is one statement that upserts one random slot row per target,
+// inside db's transaction if it has one; outside one it needs none (a single
+// statement is atomic), so Increment skips GORM's default transaction and
+// costs one round trip. It never writes or locks the parent row, runs no
+// hooks and does not touch updated_at.
 //
-// The same path serves db.Model(&post).UpdateColumn("likes", gorm.Expr("likes + ?", 1)).
+// The same path serves db.Model(&post).UpdateColumn("likes", gorm.Expr("likes + ?", 1)),
+// inside GORM's default transaction unless the session skips it.
 func Increment(db *gorm.DB, field string, delta int64) *gorm.DB {
-	return db.UpdateColumn(field, incrementValue{field: field, delta: delta})
+	return db.Session(&gorm.Session{SkipDefaultTransaction: true}).
+		UpdateColumn(field, incrementValue{field: field, delta: delta})
 }

@@ -136,7 +136,7 @@ func (Before) TableName() string { return "articles" }
 type After struct {
 	ID    uint
 	Title string
-	Reads int64 `gorm:"counter:slots=4"`
+	Reads int64 `gorm:"counter:slots=4,precreate"`
 	Saves int64 `gorm:"counter:rollup"`
 }
 
@@ -153,8 +153,8 @@ func TestAddingACounterToAnExistingTable(t *testing.T) {
 			t.Fatal("want a saves column (rollup) and no reads column (sum)")
 		}
 		rows, _ := slotRows(t, db, "after_reads_slots", "after_id", old.ID)
-		if want := map[dbKind]int64{pg: 4, lite: 0}[e.kind]; rows != want {
-			t.Fatalf("existing row got %d pre-created slot rows, want %d", rows, want)
+		if rows != 4 {
+			t.Fatalf("the existing row got %d pre-created slot rows, want 4", rows)
 		}
 		must(t, gormcounter.Increment(db.Model(&After{ID: old.ID}), "Reads", 2).Error)
 		must(t, gormcounter.Increment(db.Model(&After{ID: old.ID}), "Saves", 3).Error)

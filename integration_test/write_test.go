@@ -353,26 +353,31 @@ func TestWholeRowWritesLeaveCountersAlone(t *testing.T) {
 	})
 }
 
-// lockedPost holds a row lock on a post in its own transaction until release
-// is called. mode is "FOR UPDATE" or "FOR NO KEY UPDATE" (what an UPDATE takes).
-func lockedPost(t *testing.T, db *gorm.DB, id uint, mode string) (release func()) {
+// Guarded pre-creates its slot rows, so that no increment ever inserts one.
+type Guarded struct {
+	ID    uint
+	Likes int64 `gorm:"counter:precreate"`
+}
+
+// locked holds a row lock on the row of model with the given id, in its own
+// transaction, until release is called. mode is "UPDATE" (SELECT ... FOR
+// UPDATE) or "NO KEY UPDATE" (what an UPDATE of the row takes).
+func locked(t *testing.T, db *gorm.DB, model any, id uint, mode string) (release func()) {
 	t.Helper()
-	locked, done := make(chan struct{}), make(chan struct{})
+	held, done := make(chan struct{}), make(chan struct{})
 	finished := make(chan error, 1)
 	go func() {
 		finished <- db.Transaction(func(tx *gorm.DB) error {
-			var got Post
-			if err := tx.Clauses(clause.Locking{Strength: strings.TrimPrefix(mode, "FOR ")}).
-				Select("id").First(&got, id).Error; err != nil {
-				close(locked)
+			err := tx.Model(model).Clauses(clause.Locking{Strength: mode}).Select("id").Where("id = ?", id).Take(model).Error
+			close(held)
+			if err != nil {
 				return err
 			}
-			close(locked)
 			<-done
 			return nil
 		})
 	}()
-	<-locked
+	<-held
 	return func() {
 		close(done)
 		if err := <-finished; err != nil {
@@ -385,46 +390,52 @@ func TestIncrementDoesNotWaitForParentLock(t *testing.T) {
 	e := open(t, pg)
 	db := e.db
 	must(t, migrateAll(db))
+	must(t, db.AutoMigrate(&Guarded{}))
 
 	// incrementWhileLocked increments while another transaction holds the
-	// post; an increment that queued on the lock would hang until the
-	// deadline (the holder only lets go afterwards) and fail.
-	incrementWhileLocked := func(t *testing.T, id uint, mode string, fields ...string) {
-		release := lockedPost(t, db, id, mode)
+	// row; an increment that queued on the lock would hang until the
+	// deadline (the holder lets go only afterwards) and fail.
+	incrementWhileLocked := func(t *testing.T, model any, id uint, mode string, fields ...string) {
+		release := locked(t, db, model, id, mode)
 		defer release()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		for i := 0; i < 50; i++ {
 			for _, f := range fields {
-				if err := gormcounter.Increment(db.WithContext(ctx).Model(&Post{ID: id}), f, 1).Error; err != nil {
-					t.Fatalf("increment %s with the post held %s: %v (it waited for the parent row lock)", f, mode, err)
+				if err := gormcounter.Increment(db.WithContext(ctx).Model(model).Where("id = ?", id), f, 1).Error; err != nil {
+					t.Fatalf("increment %s with the row held FOR %s: %v (it waited for the parent row lock)", f, mode, err)
 				}
 			}
 		}
 	}
 
-	t.Run("FOR UPDATE, fresh post, pre-created slots", func(t *testing.T) {
-		post := newPost(t, db, "fresh")
-		incrementWhileLocked(t, post.ID, "FOR UPDATE", "Likes")
-		if got := exact(t, db, post.ID).Likes; got != 50 {
-			t.Fatalf("likes = %d, want 50", got)
+	t.Run("FOR UPDATE, fresh row, precreate", func(t *testing.T) {
+		g := Guarded{}
+		must(t, db.Create(&g).Error)
+		incrementWhileLocked(t, &Guarded{}, g.ID, "UPDATE", "Likes")
+		var got Guarded
+		must(t, db.First(&got, g.ID).Error)
+		if got.Likes != 50 {
+			t.Fatalf("likes = %d, want 50", got.Likes)
 		}
 	})
-	t.Run("FOR NO KEY UPDATE, fresh post, both modes", func(t *testing.T) {
+	t.Run("FOR NO KEY UPDATE (an UPDATE of the post), fresh post, both modes", func(t *testing.T) {
 		post := newPost(t, db, "fresh")
-		incrementWhileLocked(t, post.ID, "FOR NO KEY UPDATE", "Likes", "Views")
+		incrementWhileLocked(t, &Post{}, post.ID, "NO KEY UPDATE", "Likes", "Views")
 		if got := exact(t, db, post.ID); got.Likes != 50 || got.Views != 50 {
 			t.Fatalf("likes=%d views=%d, want 50 and 50", got.Likes, got.Views)
 		}
 	})
-	t.Run("FOR UPDATE, rollup counter with slot rows in place", func(t *testing.T) {
+	t.Run("FOR UPDATE, both modes, slot rows in place", func(t *testing.T) {
 		post := newPost(t, db, "warm")
-		// Rollup slot rows come and go with each fold; once a slot row exists,
-		// an increment updates it without the foreign key check.
+		// Without precreate a slot row is inserted by the first increment that
+		// picks it (and, in rollup mode, again after each fold); once it
+		// exists, increments update it without the foreign key check.
+		must(t, db.Exec("INSERT INTO post_likes_slots (post_id, slot, n) SELECT ?, g, 0 FROM generate_series(0, 15) g", post.ID).Error)
 		must(t, db.Exec("INSERT INTO post_views_slots (post_id, slot, n) SELECT ?, g, 0 FROM generate_series(0, 63) g", post.ID).Error)
-		incrementWhileLocked(t, post.ID, "FOR UPDATE", "Views")
-		if got := exact(t, db, post.ID).Views; got != 50 {
-			t.Fatalf("views = %d, want 50", got)
+		incrementWhileLocked(t, &Post{}, post.ID, "UPDATE", "Likes", "Views")
+		if got := exact(t, db, post.ID); got.Likes != 50 || got.Views != 50 {
+			t.Fatalf("likes=%d views=%d, want 50 and 50", got.Likes, got.Views)
 		}
 	})
 }

@@ -6,8 +6,14 @@
 package countersql
 
 import (
+	"database/sql/driver"
 	"fmt"
+	"math"
+	"reflect"
 	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // Column names inside every slot table.
@@ -93,9 +99,11 @@ func (d Dialect) intType() string {
 }
 
 // PrecreateByDefault reports whether sum counters pre-create their slot rows
-// unless told otherwise: yes where row locks exist (PostgreSQL), no on SQLite,
-// which has one writer at a time and no row locks to avoid.
-func (d Dialect) PrecreateByDefault() bool { return d.kind == postgres }
+// unless told otherwise. Not on PostgreSQL or SQLite: every load sums every
+// slot row, so N rows for each parent, liked or not, would make reads of
+// cold rows cost as much as reads of hot ones. (MySQL's gap locks on first
+// inserts are the case for it: issue 4.)
+func (d Dialect) PrecreateByDefault() bool { return false }
 
 func (d Dialect) slotType() string {
 	if d.kind == sqlite {
@@ -119,6 +127,82 @@ func args(w Writer, vs []any) {
 		w.Arg(v)
 	}
 	w.WriteString(")")
+}
+
+// keyIn writes " IN (k1, k2, ...)", or on PostgreSQL " = ANY(?)" with the keys
+// bound as one array when they are all integers or all strings: one
+// parameter to encode instead of hundreds.
+func (d Dialect) keyIn(w Writer, keys []any) {
+	if d.kind == postgres && len(keys) > 1 {
+		if arr := typedArray(keys); arr != nil {
+			w.WriteString(" = ANY(")
+			w.Arg(arr)
+			w.WriteString(")")
+			return
+		}
+	}
+	w.WriteString(" IN ")
+	args(w, keys)
+}
+
+// typedArray returns keys as one array argument, or nil if they are not all
+// integers or all strings.
+func typedArray(keys []any) driver.Valuer {
+	switch reflect.ValueOf(keys[0]).Kind() {
+	case reflect.String:
+		out := make([]string, len(keys))
+		for i, k := range keys {
+			rv := reflect.ValueOf(k)
+			if rv.Kind() != reflect.String {
+				return nil
+			}
+			out[i] = rv.String()
+		}
+		return stringArray{out}
+	default:
+		out := make([]int64, len(keys))
+		for i, k := range keys {
+			rv := reflect.ValueOf(k)
+			switch rv.Kind() {
+			case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+				out[i] = rv.Int()
+			case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+				if rv.Uint() > math.MaxInt64 {
+					return nil
+				}
+				out[i] = int64(rv.Uint())
+			default:
+				return nil
+			}
+		}
+		return int64Array{out}
+	}
+}
+
+// int64Array and stringArray bind a PostgreSQL array as one argument (ORMs
+// expand a Go slice into a list of arguments). pgx encodes them natively as
+// arrays (they are pgtype.ArrayGetters); other drivers get the array's text
+// form from Value.
+type (
+	int64Array  struct{ pgtype.FlatArray[int64] }
+	stringArray struct{ pgtype.FlatArray[string] }
+)
+
+func (a int64Array) Value() (driver.Value, error) {
+	parts := make([]string, len(a.FlatArray))
+	for i, v := range a.FlatArray {
+		parts[i] = strconv.FormatInt(v, 10)
+	}
+	return "{" + strings.Join(parts, ",") + "}", nil
+}
+
+func (a stringArray) Value() (driver.Value, error) {
+	parts := make([]string, len(a.FlatArray))
+	esc := strings.NewReplacer(`\`, `\\`, `"`, `\"`)
+	for i, v := range a.FlatArray {
+		parts[i] = `"` + esc.Replace(v) + `"`
+	}
+	return "{" + strings.Join(parts, ",") + "}", nil
 }
 
 // CreateSlotTable writes the DDL of t's slot table: one row per (owner, slot),
@@ -191,11 +275,10 @@ func (d Dialect) IncrementWhere(w Writer, t Table, slot int, delta int64, cond f
 
 // KeyIn returns a condition for IncrementWhere and PrecreateSlots that
 // matches the parents with the given keys.
-func KeyIn(t Table, keys []any) func(Writer) {
+func (d Dialect) KeyIn(t Table, keys []any) func(Writer) {
 	return func(w Writer) {
 		col(w, t.Parent, t.ParentKey)
-		w.WriteString(" IN ")
-		args(w, keys)
+		d.keyIn(w, keys)
 	}
 }
 
@@ -306,8 +389,7 @@ func (d Dialect) Fill(w Writer, parts []FillPart) {
 			col(w, t.Parent, t.ParentKey)
 			w.WriteString(" WHERE ")
 			col(w, t.Parent, t.ParentKey)
-			w.WriteString(" IN ")
-			args(w, p.Keys)
+			d.keyIn(w, p.Keys)
 			w.WriteString(" GROUP BY ")
 			col(w, t.Parent, t.ParentKey)
 			w.WriteString(", ")
@@ -321,9 +403,12 @@ func (d Dialect) Fill(w Writer, parts []FillPart) {
 		w.Ident(t.Slots)
 		w.WriteString(" WHERE ")
 		col(w, t.Slots, t.Owner)
-		w.WriteString(" IN ")
-		args(w, p.Keys)
-		w.WriteString(" GROUP BY ")
+		d.keyIn(w, p.Keys)
+		// Pre-created and untouched slots hold 0: reading past them is cheap,
+		// aggregating them is not.
+		w.WriteString(" AND ")
+		col(w, t.Slots, ValueColumn)
+		w.WriteString(" <> 0 GROUP BY ")
 		col(w, t.Slots, t.Owner)
 	}
 }
@@ -384,16 +469,14 @@ func (d Dialect) Fold(t Table, owners []any) []func(Writer) {
 			col(w, t.Parent, t.ParentKey)
 			w.WriteString(") WHERE ")
 			col(w, t.Parent, t.ParentKey)
-			w.WriteString(" IN ")
-			args(w, owners)
+			d.keyIn(w, owners)
 		},
 		func(w Writer) {
 			w.WriteString("DELETE FROM ")
 			w.Ident(t.Slots)
 			w.WriteString(" WHERE ")
 			w.Ident(t.Owner)
-			w.WriteString(" IN ")
-			args(w, owners)
+			d.keyIn(w, owners)
 		},
 	}
 }
@@ -412,8 +495,7 @@ func (d Dialect) foldPostgres(w Writer, t Table, owners []any) {
 	w.Ident(t.Parent)
 	w.WriteString(" WHERE ")
 	w.Ident(t.ParentKey)
-	w.WriteString(" IN ")
-	args(w, owners)
+	d.keyIn(w, owners)
 	w.WriteString(" ORDER BY ")
 	w.Ident(t.ParentKey)
 	w.WriteString(" FOR NO KEY UPDATE SKIP LOCKED), ")

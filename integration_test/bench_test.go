@@ -1,0 +1,141 @@
+package integration_test
+
+import (
+	"runtime"
+	"testing"
+
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/hotcounter/hotcounter/gormcounter"
+	"github.com/hotcounter/hotcounter/internal/testdb"
+)
+
+// NaivePost is the baseline: a plain column, incremented in place.
+type NaivePost struct {
+	ID    uint
+	Likes int64
+}
+
+// WidePost spreads its counter over 64 slots.
+type WidePost struct {
+	ID    uint
+	Likes int64 `gorm:"counter:slots=64"`
+}
+
+// PlainPost reads the posts table with no counters: the baseline of loads.
+type PlainPost struct {
+	ID       uint
+	Title    string
+	Views    int64
+	AuthorID *uint
+}
+
+func (PlainPost) TableName() string { return "posts" }
+
+// benchWriters is the number of concurrent writers in the write benchmarks.
+const benchWriters = 32
+
+// openBench opens a PostgreSQL schema for a benchmark, quietly, with a pool
+// that lets every writer hold a connection.
+func openBench(b *testing.B) *gorm.DB {
+	b.Helper()
+	db, err := gorm.Open(postgres.Open(testdb.Postgres(b)), &gorm.Config{Logger: logger.Discard})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sqlDB, _ := db.DB()
+	sqlDB.SetMaxOpenConns(benchWriters + 8)
+	sqlDB.SetMaxIdleConns(benchWriters + 8)
+	b.Cleanup(func() { sqlDB.Close() })
+	if err := db.Use(gormcounter.New(gormcounter.Config{})); err != nil {
+		b.Fatal(err)
+	}
+	return db
+}
+
+// parallel runs op from benchWriters goroutines; ns/op is then wall time per
+// increment, the inverse of throughput.
+func parallel(b *testing.B, op func() error) {
+	b.SetParallelism((benchWriters + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := op(); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkIncrementOneRow: 32 writers increment one post's likes.
+func BenchmarkIncrementOneRow(b *testing.B) {
+	db := openBench(b)
+	if err := db.AutoMigrate(&NaivePost{}, &Author{}, &Post{}, &WidePost{}); err != nil {
+		b.Fatal(err)
+	}
+	naive, post, wide := NaivePost{}, Post{Title: "viral"}, WidePost{}
+	for _, v := range []any{&naive, &post, &wide} {
+		if err := db.Create(v).Error; err != nil {
+			b.Fatal(err)
+		}
+	}
+	// The baseline as most code writes it (GORM's default transaction around
+	// the UPDATE: the row lock is held across the COMMIT round trip) ...
+	b.Run("naive-tx", func(b *testing.B) {
+		parallel(b, func() error {
+			return db.Model(&NaivePost{ID: naive.ID}).UpdateColumn("likes", gorm.Expr("likes + ?", 1)).Error
+		})
+	})
+	// ... and at its best, one autocommit statement, as Increment runs.
+	auto := db.Session(&gorm.Session{SkipDefaultTransaction: true})
+	b.Run("naive", func(b *testing.B) {
+		parallel(b, func() error {
+			return auto.Model(&NaivePost{ID: naive.ID}).UpdateColumn("likes", gorm.Expr("likes + ?", 1)).Error
+		})
+	})
+	b.Run("slots16", func(b *testing.B) {
+		parallel(b, func() error { return gormcounter.Increment(db.Model(&Post{ID: post.ID}), "Likes", 1).Error })
+	})
+	b.Run("slots64", func(b *testing.B) {
+		parallel(b, func() error { return gormcounter.Increment(db.Model(&WidePost{ID: wide.ID}), "Likes", 1).Error })
+	})
+}
+
+// BenchmarkLoad: one goroutine loads 1 or 100 posts, without counters
+// (PlainPost on the same table) and with the sum counter filled.
+func BenchmarkLoad(b *testing.B) {
+	db := openBench(b)
+	if err := db.AutoMigrate(&Author{}, &Post{}); err != nil {
+		b.Fatal(err)
+	}
+	posts := make([]Post, 100)
+	for i := range posts {
+		posts[i].Title = "post"
+	}
+	if err := db.Create(&posts).Error; err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < 16; i++ { // spread likes over the slots
+		if err := gormcounter.Increment(db.Model(&Post{}).Where("id > 0"), "Likes", 1).Error; err != nil {
+			b.Fatal(err)
+		}
+	}
+	id := posts[50].ID
+	load := func(name string, fn func() error) {
+		b.Run(name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				if err := fn(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	load("plain-1", func() error { var p PlainPost; return db.First(&p, id).Error })
+	load("filled-1", func() error { var p Post; return db.First(&p, id).Error })
+	load("plain-100", func() error { var ps []PlainPost; return db.Find(&ps).Error })
+	load("filled-100", func() error { var ps []Post; return db.Find(&ps).Error })
+	load("live-100", func() error { var ps []Post; return db.Clauses(gormcounter.Live).Find(&ps).Error })
+}

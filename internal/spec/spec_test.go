@@ -1,0 +1,74 @@
+package spec
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestParseList(t *testing.T) {
+	def := Default()
+	cases := []struct {
+		in   string
+		want Options
+	}{
+		{"", Options{Slots: 16, Mode: Sum}},
+		{"slots=64,rollup", Options{Slots: 64, Mode: Rollup}},
+		{" slots = 4 , sum ", Options{Slots: 4, Mode: Sum}},
+		{"ROLLUP", Options{Slots: 16, Mode: Rollup}},
+		{"precreate", Options{Slots: 16, Mode: Sum, Precreate: On}},
+		{"precreate=false,slots=2", Options{Slots: 2, Mode: Sum, Precreate: Off}},
+		{"slots=1", Options{Slots: 1, Mode: Sum}},
+		{"slots=1024", Options{Slots: 1024, Mode: Sum}},
+	}
+	for _, c := range cases {
+		got, err := ParseList(c.in, def)
+		if err != nil || got != c.want {
+			t.Errorf("ParseList(%q) = %+v, %v; want %+v", c.in, got, err, c.want)
+		}
+	}
+	if got, _ := ParseList("", Options{Slots: 8}); got.Slots != 8 {
+		t.Errorf("the default slot count is not used: %+v", got)
+	}
+}
+
+func TestParseListRejects(t *testing.T) {
+	cases := map[string]string{
+		"slots=0":                  "slots=0",
+		"slots=-1":                 "slots=-1",
+		"slots=1025":               "slots=1025",
+		"slots=x":                  "slots=x",
+		"slots":                    "needs a number",
+		"slots=":                   "needs a number",
+		"fast":                     `"fast"`,
+		"sum,rollup":               "both",
+		"rollup=yes":               "takes no value",
+		"rollup,precreate":         "precreate",
+		"precreate=maybe":          "precreate=maybe",
+		"precreate=":               "precreate=",
+		"slots=4,slots=4,unknown=": `"unknown="`,
+	}
+	for in, says := range cases {
+		_, err := ParseList(in, Default())
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), says) {
+			t.Errorf("ParseList(%q) error = %v; want ErrInvalid saying %s", in, err, says)
+		}
+	}
+}
+
+func TestPrecreateOn(t *testing.T) {
+	for _, c := range []struct {
+		o        Options
+		def, yes bool
+	}{
+		{Options{Mode: Sum}, true, true},
+		{Options{Mode: Sum}, false, false},
+		{Options{Mode: Sum, Precreate: Off}, true, false},
+		{Options{Mode: Sum, Precreate: On}, false, true},
+		{Options{Mode: Rollup}, true, false},
+	} {
+		if got := c.o.PrecreateOn(c.def); got != c.yes {
+			t.Errorf("%+v.PrecreateOn(%v) = %v", c.o, c.def, got)
+		}
+	}
+}
