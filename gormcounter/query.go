@@ -365,14 +365,18 @@ func (p *Plugin) runFill(db *gorm.DB, jobs []fillJob, live bool) error {
 		isLive := live && g.c.opts.Mode == spec.Rollup
 		for start := 0; start < len(g.keys); start += fillChunk {
 			keys := g.keys[start:min(start+fillChunk, len(g.keys))]
-			if nargs+len(keys) > fillArgs {
+			n := len(keys)
+			if isLive {
+				n *= 2 // a live part binds its keys twice
+			}
+			if nargs+n > fillArgs {
 				if err := flush(); err != nil {
 					return err
 				}
 			}
 			parts = append(parts, countersql.FillPart{Table: g.c.table, Live: isLive, Keys: keys})
 			refs = append(refs, partRef{g})
-			nargs += len(keys)
+			nargs += n
 		}
 	}
 	return flush()

@@ -374,26 +374,39 @@ func (d Dialect) Fill(w Writer, parts []FillPart) {
 		w.WriteString("SELECT " + strconv.Itoa(i) + ", CAST(")
 		t := p.Table
 		if p.Live {
+			// parent.col + pending, with the pending sums computed before the
+			// join: SELECT key, col + COALESCE(s.n, 0) FROM parent LEFT JOIN
+			// (SELECT owner, SUM(n) AS n FROM slots WHERE owner IN keys GROUP BY owner) s
+			// ON s.owner = parent.key WHERE parent.key IN keys
 			col(w, t.Parent, t.ParentKey)
 			w.WriteString(" AS " + d.textType() + "), CAST(")
 			col(w, t.Parent, t.Column)
-			w.WriteString(" + COALESCE(SUM(")
-			col(w, t.Slots, ValueColumn)
-			w.WriteString("), 0) AS " + d.intType() + ") FROM ")
+			w.WriteString(" + COALESCE(")
+			col(w, "hc_pending", ValueColumn)
+			w.WriteString(", 0) AS " + d.intType() + ") FROM ")
 			w.Ident(t.Parent)
-			w.WriteString(" LEFT JOIN ")
+			w.WriteString(" LEFT JOIN (SELECT ")
+			w.Ident(t.Owner)
+			w.WriteString(", SUM(")
+			w.Ident(ValueColumn)
+			w.WriteString(") AS ")
+			w.Ident(ValueColumn)
+			w.WriteString(" FROM ")
 			w.Ident(t.Slots)
+			w.WriteString(" WHERE ")
+			w.Ident(t.Owner)
+			d.keyIn(w, p.Keys)
+			w.WriteString(" GROUP BY ")
+			w.Ident(t.Owner)
+			w.WriteString(") ")
+			w.Ident("hc_pending")
 			w.WriteString(" ON ")
-			col(w, t.Slots, t.Owner)
+			col(w, "hc_pending", t.Owner)
 			w.WriteString(" = ")
 			col(w, t.Parent, t.ParentKey)
 			w.WriteString(" WHERE ")
 			col(w, t.Parent, t.ParentKey)
 			d.keyIn(w, p.Keys)
-			w.WriteString(" GROUP BY ")
-			col(w, t.Parent, t.ParentKey)
-			w.WriteString(", ")
-			col(w, t.Parent, t.Column)
 			continue
 		}
 		col(w, t.Slots, t.Owner)

@@ -1,0 +1,159 @@
+// Command quickstart shows gormcounter end to end: declare counters with a
+// tag, migrate, increment from many goroutines, load, read live, roll up.
+//
+//	go run ./examples/quickstart                      # embedded SQLite, no server
+//	go run ./examples/quickstart -dsn "host=127.0.0.1 user=postgres dbname=test sslmode=disable"
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/glebarez/sqlite"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/hotcounter/hotcounter/gormcounter"
+)
+
+// Post has two counters. Likes: 16 slots, sum mode (no column on posts; every
+// load sums the slots). Views: 64 slots, rollup mode (posts.views caches the
+// total; a rollup pass folds the slots into it).
+type Post struct {
+	ID    uint
+	Title string
+	Likes int64 `gorm:"counter"`
+	Views int64 `gorm:"counter:slots=64,rollup"`
+}
+
+func main() {
+	dsn := flag.String("dsn", "", "PostgreSQL DSN (default: an SQLite file in a temporary directory)")
+	writers := flag.Int("writers", 8, "concurrent writers")
+	each := flag.Int("each", 250, "likes per writer")
+	flag.Parse()
+	if err := run(*dsn, *writers, *each); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func open(dsn string) (*gorm.DB, string, error) {
+	cfg := &gorm.Config{Logger: logger.Default.LogMode(logger.Silent)}
+	if dsn == "" {
+		dir, err := os.MkdirTemp("", "hotcounter-quickstart")
+		if err != nil {
+			return nil, "", err
+		}
+		path := filepath.Join(dir, "quickstart.db")
+		// Foreign keys on (slot rows cascade with their post), WAL, and a busy
+		// timeout with immediate transactions: SQLite has one writer at a time.
+		db, err := gorm.Open(sqlite.Open("file:"+path+"?_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_txlock=immediate"), cfg)
+		return db, "SQLite " + path, err
+	}
+	db, err := gorm.Open(postgres.Open(dsn), cfg)
+	if err == nil {
+		// A fresh start on PostgreSQL: drop what an earlier run left.
+		err = db.Migrator().DropTable(&Post{})
+	}
+	return db, "PostgreSQL", err
+}
+
+func run(dsn string, writers, each int) error {
+	db, where, err := open(dsn)
+	if err != nil {
+		return err
+	}
+	if err := db.Use(gormcounter.New(gormcounter.Config{})); err != nil {
+		return err
+	}
+	if err := db.AutoMigrate(&Post{}); err != nil {
+		return err
+	}
+	fmt.Printf("database: %s\nmigrated: posts, post_likes_slots, post_views_slots\n\n", where)
+
+	post := Post{Title: "hello, counters"}
+	if err := db.Create(&post).Error; err != nil {
+		return err
+	}
+
+	// Many writers on one post: each increment upserts a random slot row and
+	// never touches the posts row.
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				if err := gormcounter.Increment(db.Model(&post), "Likes", 1).Error; err != nil {
+					errs <- err
+					return
+				}
+				if err := gormcounter.Increment(db.Model(&post), "Views", 2).Error; err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return err
+	}
+	// The familiar GORM form goes the same way.
+	if err := db.Model(&post).UpdateColumn("likes", gorm.Expr("likes + ?", 5)).Error; err != nil {
+		return err
+	}
+	total := writers * each
+	fmt.Printf("%d writers x %d: %d likes and %d views acknowledged, plus 5 likes\n", writers, each, total, 2*total)
+
+	var slotRows, slotSum int64
+	if err := db.Raw("SELECT COUNT(*), SUM(n) FROM post_likes_slots WHERE post_id = ?", post.ID).Row().Scan(&slotRows, &slotSum); err != nil {
+		return err
+	}
+	fmt.Printf("post_likes_slots: %d rows for this post, summing to %d\n\n", slotRows, slotSum)
+
+	var loaded Post
+	if err := db.First(&loaded, post.ID).Error; err != nil {
+		return err
+	}
+	fmt.Printf("db.First:                       likes=%d (exact)  views=%d (cached column, not rolled up yet)\n", loaded.Likes, loaded.Views)
+	if err := db.Clauses(gormcounter.Live).First(&loaded, post.ID).Error; err != nil {
+		return err
+	}
+	fmt.Printf("db.Clauses(gormcounter.Live):   likes=%d          views=%d (column + pending slots)\n", loaded.Likes, loaded.Views)
+	if err := gormcounter.Rollup(db, &Post{}); err != nil {
+		return err
+	}
+	if err := db.First(&loaded, post.ID).Error; err != nil {
+		return err
+	}
+	fmt.Printf("after gormcounter.Rollup:       likes=%d          views=%d (cached column, now folded)\n\n", loaded.Likes, loaded.Views)
+
+	// Save never overwrites a counter; assigning one a value is an error.
+	loaded.Title, loaded.Likes = "renamed", 0
+	if err := db.Save(&loaded).Error; err != nil {
+		return err
+	}
+	err = db.Model(&loaded).Update("likes", 0).Error
+	fmt.Printf("Save with Likes=0 leaves the counter alone; Update(\"likes\", 0) fails:\n  %v\n", err)
+	if !errors.Is(err, gormcounter.ErrNotIncrement) {
+		return fmt.Errorf("expected ErrNotIncrement, got %v", err)
+	}
+	if err := db.First(&loaded, post.ID).Error; err != nil {
+		return err
+	}
+	if want := int64(total + 5); loaded.Likes != want || loaded.Views != int64(2*total) {
+		return fmt.Errorf("lost updates: likes %d (want %d), views %d (want %d)", loaded.Likes, want, loaded.Views, 2*total)
+	}
+	fmt.Println(strings.Repeat("-", 60))
+	fmt.Printf("final: %q likes=%d views=%d: nothing lost\n", loaded.Title, loaded.Likes, loaded.Views)
+	return nil
+}

@@ -1,0 +1,55 @@
+// Package gormcounter is a GORM plugin that makes a struct field a sharded
+// counter: a value that many writers can increment at once without queueing
+// on one row lock.
+//
+// Tag a field, register the plugin, migrate, increment, load as usual:
+//
+//	type Post struct {
+//		ID    uint
+//		Title string
+//		Likes int64 `gorm:"counter"`                 // 16 slots, sum mode
+//		Views int64 `gorm:"counter:slots=64,rollup"` // 64 slots, rollup mode
+//	}
+//
+//	db.Use(gormcounter.New(gormcounter.Config{}))
+//	db.AutoMigrate(&Post{})                     // also creates post_likes_slots, post_views_slots
+//	gormcounter.Increment(db.Model(&post), "Likes", 1)
+//	db.First(&post)                             // post.Likes exact, post.Views cached
+//	db.Clauses(gormcounter.Live).First(&post)   // post.Views exact too
+//	gormcounter.Rollup(db, &Post{})             // fold pending slots into posts.views
+//
+// # Storage
+//
+// Each counter has a slot table named <model>_<column>_slots through the
+// naming strategy (post_likes_slots), with columns <model>_id, slot and n,
+// primary key (<model>_id, slot), and a foreign key to the parent with ON
+// DELETE CASCADE. An increment adds to one random slot row, so concurrent
+// writers spread over up to N rows instead of one.
+//
+// # Modes
+//
+// Sum (the default): the parent table has no column; the value is the sum of
+// the slots, filled into every loaded row by one grouped query per statement.
+// Exact on every load; it cannot be sorted or filtered on in SQL.
+//
+// Rollup: the parent has a NOT NULL DEFAULT 0 column caching the total, which
+// Rollup (or RollupLoop) keeps fresh by folding the slots into it. Plain
+// loads read the column (stale by at most the rollup interval; sortable,
+// indexable, usable in WHERE) and cost nothing extra; Live loads read column +
+// pending slots in one statement.
+//
+// # Tag options
+//
+// `gorm:"counter"` or `gorm:"counter:<options>"`, options separated by commas:
+// slots=N (1 to 1024, default 16), sum, rollup, precreate[=true|false].
+// precreate inserts all N slot rows when a parent is created, so that no
+// increment ever inserts one (see the README for when that matters).
+//
+// # Writes
+//
+// Increment, UpdateColumn/Update/Updates with gorm.Expr("likes + ?", n), and
+// gen's "? + ?" form all become one slot upsert per counter per statement,
+// inside the caller's transaction. The parent row is not written: not even
+// updated_at. Create, Save and Updates with a struct leave counters alone.
+// Any other assignment to a counter fails with ErrNotIncrement.
+package gormcounter

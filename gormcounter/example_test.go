@@ -1,0 +1,112 @@
+package gormcounter_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/glebarez/sqlite"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/hotcounter/hotcounter/gormcounter"
+)
+
+type Post struct {
+	ID    uint
+	Title string
+	Likes int64 `gorm:"counter"`
+	Views int64 `gorm:"counter:slots=64,rollup"`
+}
+
+// openExample opens a fresh SQLite database with the plugin registered and
+// the Post model migrated.
+func openExample() (*gorm.DB, func()) {
+	dir, err := os.MkdirTemp("", "gormcounter-example")
+	if err != nil {
+		panic(err)
+	}
+	dsn := "file:" + filepath.Join(dir, "example.db") + "?_pragma=foreign_keys(1)&_pragma=busy_timeout(5000)"
+	db, err := gorm.Open(sqlite.Open(dsn), &gorm.Config{Logger: logger.Discard})
+	if err != nil {
+		panic(err)
+	}
+	if err := db.Use(gormcounter.New(gormcounter.Config{})); err != nil {
+		panic(err)
+	}
+	if err := db.AutoMigrate(&Post{}); err != nil {
+		panic(err)
+	}
+	return db, func() { os.RemoveAll(dir) }
+}
+
+func Example() {
+	db, done := openExample()
+	defer done()
+
+	post := Post{Title: "hello"}
+	db.Create(&post)
+	for i := 0; i < 3; i++ {
+		gormcounter.Increment(db.Model(&post), "Likes", 1)
+	}
+	db.Model(&post).UpdateColumn("views", gorm.Expr("views + ?", 10))
+
+	var loaded Post
+	db.First(&loaded, post.ID)
+	fmt.Println("likes:", loaded.Likes, "views (cached):", loaded.Views)
+
+	db.Clauses(gormcounter.Live).First(&loaded, post.ID)
+	fmt.Println("views (live):", loaded.Views)
+	// Output:
+	// likes: 3 views (cached): 0
+	// views (live): 10
+}
+
+func ExampleIncrement() {
+	db, done := openExample()
+	defer done()
+
+	posts := []Post{{Title: "a"}, {Title: "b"}, {Title: "c"}}
+	db.Create(&posts)
+
+	res := gormcounter.Increment(db.Model(&Post{}).Where("title IN ?", []string{"a", "c"}), "Likes", 5)
+	fmt.Println("error:", res.Error, "rows:", res.RowsAffected)
+
+	res = gormcounter.Increment(db.Model(&Post{}), "Likes", 1)
+	fmt.Println("without a condition:", res.Error)
+	// Output:
+	// error: <nil> rows: 2
+	// without a condition: WHERE conditions required
+}
+
+func ExampleRollup() {
+	db, done := openExample()
+	defer done()
+
+	post := Post{Title: "hello"}
+	db.Create(&post)
+	gormcounter.Increment(db.Model(&post), "Views", 7)
+
+	if err := gormcounter.Rollup(db, &Post{}); err != nil {
+		fmt.Println(err)
+	}
+	var top []Post // the rollup column sorts like any column
+	db.Order("views DESC").Find(&top)
+	fmt.Println(top[0].Title, top[0].Views)
+	// Output: hello 7
+}
+
+func ExampleLive() {
+	db, done := openExample()
+	defer done()
+
+	post := Post{Title: "hello"}
+	db.Create(&post)
+	gormcounter.Increment(db.Model(&post), "Views", 2)
+
+	var cached, live Post
+	db.First(&cached, post.ID)
+	db.Clauses(gormcounter.Live).First(&live, post.ID)
+	fmt.Println(cached.Views, live.Views)
+	// Output: 0 2
+}
