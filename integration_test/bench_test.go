@@ -105,25 +105,41 @@ func BenchmarkIncrementOneRow(b *testing.B) {
 }
 
 // BenchmarkLoad: one goroutine loads 1 or 100 posts, without counters
-// (PlainPost on the same table) and with the sum counter filled.
+// (PlainPost on the same table) and with the sum counter filled. Two shapes
+// of data: "typical" posts were liked 1 to 8 times (one slot row per like at
+// most), "hot" posts have all 16 slot rows holding values (a viral post: the
+// most rows a fill can meet).
 func BenchmarkLoad(b *testing.B) {
 	db := openBench(b)
 	if err := db.AutoMigrate(&Author{}, &Post{}); err != nil {
 		b.Fatal(err)
 	}
-	posts := make([]Post, 100)
+	posts := make([]Post, 200)
 	for i := range posts {
 		posts[i].Title = "post"
 	}
 	if err := db.Create(&posts).Error; err != nil {
 		b.Fatal(err)
 	}
-	for i := 0; i < 16; i++ { // spread likes over the slots
-		if err := gormcounter.Increment(db.Model(&Post{}).Where("id > 0"), "Likes", 1).Error; err != nil {
-			b.Fatal(err)
+	typical, hot := posts[:100], posts[100:]
+	for i, p := range typical {
+		for k := 0; k <= i%8; k++ {
+			if err := gormcounter.Increment(db.Model(&Post{ID: p.ID}), "Likes", 1).Error; err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
-	id := posts[50].ID
+	for _, p := range hot {
+		for rows := int64(0); rows < 16; {
+			if err := gormcounter.Increment(db.Model(&Post{ID: p.ID}), "Likes", 1).Error; err != nil {
+				b.Fatal(err)
+			}
+			if err := db.Raw("SELECT COUNT(*) FROM post_likes_slots WHERE post_id = ?", p.ID).Row().Scan(&rows); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	db.Exec("ANALYZE")
 	load := func(name string, fn func() error) {
 		b.Run(name, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
@@ -133,9 +149,17 @@ func BenchmarkLoad(b *testing.B) {
 			}
 		})
 	}
-	load("plain-1", func() error { var p PlainPost; return db.First(&p, id).Error })
-	load("filled-1", func() error { var p Post; return db.First(&p, id).Error })
-	load("plain-100", func() error { var ps []PlainPost; return db.Find(&ps).Error })
-	load("filled-100", func() error { var ps []Post; return db.Find(&ps).Error })
-	load("live-100", func() error { var ps []Post; return db.Clauses(gormcounter.Live).Find(&ps).Error })
+	within := func(ps []Post) (uint, uint) { return ps[0].ID, ps[len(ps)-1].ID }
+	t1, t2 := within(typical)
+	h1, h2 := within(hot)
+	one := hot[50].ID
+	load("plain-1", func() error { var p PlainPost; return db.First(&p, one).Error })
+	load("filled-1", func() error { var p Post; return db.First(&p, one).Error })
+	load("plain-100", func() error { var ps []PlainPost; return db.Where("id BETWEEN ? AND ?", t1, t2).Find(&ps).Error })
+	load("filled-100", func() error { var ps []Post; return db.Where("id BETWEEN ? AND ?", t1, t2).Find(&ps).Error })
+	load("filled-100-hot", func() error { var ps []Post; return db.Where("id BETWEEN ? AND ?", h1, h2).Find(&ps).Error })
+	load("live-100-hot", func() error {
+		var ps []Post
+		return db.Clauses(gormcounter.Live).Where("id BETWEEN ? AND ?", h1, h2).Find(&ps).Error
+	})
 }
