@@ -10,7 +10,7 @@ import (
 
 // precreate runs after gorm:create, inside its transaction: it inserts every
 // slot row of the new parents for each counter that pre-creates its slots
-// (sum counters on PostgreSQL by default), so that later increments only
+// (tagged precreate), so that later increments only
 // update existing rows and never run the foreign key check that would wait
 // for a transaction holding the parent FOR UPDATE.
 func (p *Plugin) precreate(db *gorm.DB) {

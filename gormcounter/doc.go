@@ -20,10 +20,10 @@
 //
 // # Storage
 //
-// Each counter has a slot table named <model>_<column>_slots through the
-// naming strategy (post_likes_slots), with columns <model>_id, slot and n,
-// primary key (<model>_id, slot), and a foreign key to the parent with ON
-// DELETE CASCADE. An increment adds to one random slot row, so concurrent
+// Each counter has a slot table named after the parent table (singular) and
+// the column, through the naming strategy: posts.likes -> post_likes_slots,
+// with columns post_id, slot and n, primary key (post_id, slot), and a
+// foreign key to the parent with ON DELETE CASCADE. An increment adds to one random slot row, so concurrent
 // writers spread over up to N rows instead of one.
 //
 // # Modes

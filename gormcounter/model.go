@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/jinzhu/inflection"
 	"gorm.io/gorm"
 	"gorm.io/gorm/schema"
 
@@ -21,7 +22,6 @@ type model struct {
 	schema   *schema.Schema
 	key      *schema.Field // the single primary key
 	counters []*counter    // in field order
-	byName   map[string]*counter
 }
 
 // counter is one counter field of a model.
@@ -38,11 +38,34 @@ type counter struct {
 // name is how errors name the counter: Model.Field.
 func (c *counter) name() string { return c.model.schema.Name + "." + c.field.Name }
 
+// lookup finds the counter a name refers to: its field name, or its column
+// name in any case, possibly quoted or table-qualified.
 func (m *model) lookup(name string) *counter {
 	if m == nil {
 		return nil
 	}
-	return m.byName[name]
+	for _, c := range m.counters {
+		if c.namedBy(name) {
+			return c
+		}
+	}
+	return nil
+}
+
+// namedBy reports whether a name refers to this counter: "Likes", "likes",
+// "LIKES", `"likes"`, "posts.likes".
+func (c *counter) namedBy(name string) bool {
+	bare := bareName(name)
+	return bare == c.field.Name || strings.EqualFold(bare, c.field.DBName)
+}
+
+// bareName strips quotes and a table qualifier: `"posts"."likes"` -> likes.
+func bareName(n string) string {
+	n = strings.NewReplacer("\"", "", "`", "").Replace(strings.TrimSpace(n))
+	if i := strings.LastIndexByte(n, '.'); i >= 0 {
+		n = n[i+1:]
+	}
+	return n
 }
 
 func (m *model) hasMode(mode spec.Mode) bool {
@@ -139,7 +162,7 @@ func (p *Plugin) modelOf(db *gorm.DB, value any) (*model, error) {
 // settle reads the counter tags of s, validates them, names the storage, and
 // sets how GORM treats each counter field.
 func (p *Plugin) settle(db *gorm.DB, s *schema.Schema) (*model, error) {
-	m := &model{schema: s, byName: map[string]*counter{}}
+	m := &model{schema: s}
 	def := spec.Options{Slots: p.cfg.DefaultSlots, Mode: spec.Sum}
 	for _, f := range s.Fields {
 		raw, ok := f.TagSettings[tagKey]
@@ -165,16 +188,15 @@ func (p *Plugin) settle(db *gorm.DB, s *schema.Schema) (*model, error) {
 		}
 		c := &counter{model: m, index: len(m.counters), field: f, opts: opts,
 			precreate: opts.PrecreateOn(p.dialect.PrecreateByDefault())}
+		slots, owner := storageNames(db.NamingStrategy, s.Table, f.DBName)
 		c.table = countersql.Table{
 			Parent:    s.Table,
 			ParentKey: m.key.DBName,
 			Column:    f.DBName,
-			Slots:     db.NamingStrategy.TableName(s.Name + camel(f.DBName) + "Slot"),
-			Owner:     db.NamingStrategy.ColumnName("", s.Name+"ID"),
+			Slots:     slots,
+			Owner:     owner,
 		}
 		m.counters = append(m.counters, c)
-		m.byName[f.Name] = c
-		m.byName[f.DBName] = c
 	}
 	if len(m.counters) == 0 {
 		return nil, nil
@@ -226,6 +248,27 @@ func (c *counter) settleField() {
 	f.NotNull = true
 	f.HasDefaultValue = true
 	f.DefaultValue = "0"
+}
+
+// storageNames names a counter's slot table and its owner column after the
+// parent table, not the Go type, so that renaming a struct or mapping two
+// structs to one table keeps one set of counts: posts.likes ->
+// post_likes_slots (post_id). The naming strategy supplies its prefix,
+// pluralization and case; a schema qualifier is kept.
+func storageNames(ns schema.Namer, table, column string) (slots, owner string) {
+	qualifier := ""
+	if i := strings.LastIndexByte(table, '.'); i >= 0 {
+		qualifier, table = table[:i+1], table[i+1:]
+	}
+	var prefix string
+	switch n := ns.(type) {
+	case schema.NamingStrategy:
+		prefix = n.TablePrefix
+	case *schema.NamingStrategy:
+		prefix = n.TablePrefix
+	}
+	base := inflection.Singular(strings.TrimPrefix(table, prefix))
+	return qualifier + ns.TableName(camel(base)+camel(column)+"Slot"), ns.ColumnName("", camel(base)+"ID")
 }
 
 // camel turns a column name into the CamelCase that the naming strategy turns

@@ -22,6 +22,13 @@ type Config struct {
 	// RollupBatchSize is how many parents one rollup transaction folds.
 	// Zero means 500.
 	RollupBatchSize int
+	// Models (pointers to model structs) are checked when the plugin is
+	// registered, so that a bad counter declaration fails db.Use. Optional:
+	// other models are checked by AutoMigrate or their first statement. Listing
+	// models also settles GORM's parsed schema before any statement is built,
+	// which matters only if statements use counter models in struct conditions
+	// (Where(&Post{...})) from many goroutines before the first statement.
+	Models []any
 }
 
 // Plugin makes struct fields tagged `gorm:"counter"` sharded counters. Create
@@ -61,6 +68,11 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 		return err
 	}
 	p.dialect = d
+	for _, v := range p.cfg.Models { // before changing anything: a failed Use leaves db as it was
+		if _, err := p.modelOf(db, v); err != nil {
+			return err
+		}
+	}
 
 	if _, wrapped := db.Dialector.(*dialector); !wrapped {
 		db.Dialector = &dialector{Dialector: db.Dialector, plugin: p}
@@ -74,7 +86,8 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 		func() error { return cb.Delete().Before("*").Register("gormcounter:prepare", p.prepareCallback) },
 		func() error { return cb.Row().Before("*").Register("gormcounter:prepare", p.prepareCallback) },
 		func() error {
-			return cb.Update().After("gorm:save_before_associations").Before("gorm:update").
+			// Before associations are saved: an update of counters alone saves none.
+			return cb.Update().After("gorm:before_update").Before("gorm:save_before_associations").
 				Register("gormcounter:rewrite_update", p.rewriteUpdate)
 		},
 		func() error { return p.guardParentUpdate(db) },
@@ -83,7 +96,7 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 				Register("gormcounter:precreate", p.precreate)
 		},
 		func() error { return cb.Query().Before("gorm:query").Register("gormcounter:select", p.adjustSelect) },
-		func() error { return cb.Row().Before("gorm:row").Register("gormcounter:select", p.adjustSelect) },
+		func() error { return cb.Row().Before("gorm:row").Register("gormcounter:columns", p.dropAbsentColumns) },
 		// After gorm:query alone would land after gorm:after_query, so AfterFind
 		// hooks would see unfilled counters (gorm#4712).
 		func() error {

@@ -17,92 +17,117 @@ import (
 // statement's model that the caller asked for.
 const fillPlanKey = "gormcounter:fill_plan"
 
-// adjustSelect runs before the query is built. A sum counter has no column,
-// so it comes out of an explicit Select (and, when the destination is another
-// struct, out of the column list GORM would derive from it); the fill then
-// supplies it. It records which counters the caller asked for.
+// adjustSelect runs before a query (Find, First, ...) is built. A sum counter
+// has no column, so when the rows are structs that the fill will complete,
+// the counter comes out of an explicit Select (the key goes in, the fill
+// needs it) and out of the column list GORM derives from another destination
+// struct. It records which counters the caller asked for.
 func (p *Plugin) adjustSelect(db *gorm.DB) {
 	stmt := db.Statement
-	if db.Error != nil || stmt.Schema == nil || stmt.SQL.Len() > 0 {
+	if db.Error != nil || stmt.Schema == nil || stmt.SQL.Len() > 0 || !rowsAreStructs(stmt) {
 		return
 	}
 	m, err := p.model(db, stmt.Schema)
 	if err != nil || m == nil {
 		return
 	}
+	live := isLive(stmt.Context)
 	wanted := make([]*counter, 0, len(m.counters))
-	if len(stmt.Selects) > 0 {
-		var kept []string
-		all, hasKey, changed := false, false, false
-		for _, sel := range stmt.Selects {
-			names := simpleList(sel)
-			if names == nil {
-				kept = append(kept, sel)
-				continue
-			}
-			keep := names[:0:0]
-			for _, n := range names {
-				bare := bareName(n)
-				switch {
-				case bare == "*":
-					all = true
-				case bare == m.key.DBName || bare == m.key.Name:
-					hasKey = true
-				}
-				if c := m.lookup(bare); c != nil {
-					wanted = append(wanted, c)
-					if c.opts.Mode == spec.Sum {
-						changed = true
-						continue
-					}
-				}
-				keep = append(keep, n)
-			}
-			if len(keep) == len(names) {
-				kept = append(kept, sel)
-			} else {
-				kept = append(kept, keep...)
-			}
-		}
-		if all {
-			wanted = append(wanted[:0], m.counters...)
-		}
-		if changed {
-			if !hasKey && !all {
-				kept = append(kept, m.key.DBName) // the fill needs the key of every row
-			}
-			stmt.Selects = kept
-		}
-	} else {
+	if len(stmt.Selects) == 0 {
 		for _, c := range m.counters {
 			if !omitted(stmt, c) {
 				wanted = append(wanted, c)
 			}
 		}
-		if m.hasMode(spec.Sum) && (db.QueryFields || !rowsAreModel(stmt)) {
-			// GORM would select the destination struct's columns; drop sum counters from them.
-			if ds := destSchema(db); ds != nil {
-				cols := make([]string, 0, len(ds.DBNames))
-				dropped := false
-				for _, n := range ds.DBNames {
-					if c := m.lookup(n); c != nil && c.opts.Mode == spec.Sum {
-						dropped = true
-						continue
-					}
-					cols = append(cols, n)
-				}
-				if dropped {
-					stmt.Selects = cols
+		dropDerivedColumns(db, m)
+		stmt.Settings.Store(fillPlanKey, wanted)
+		return
+	}
+	var kept []string
+	all, hasKey, changed, needKey := false, false, false, false
+	for _, sel := range stmt.Selects {
+		names := simpleList(sel)
+		if names == nil {
+			kept = append(kept, sel)
+			continue
+		}
+		keep := names[:0:0]
+		for _, n := range names {
+			switch bare := bareName(n); {
+			case bare == "*":
+				all = true
+			case bare == m.key.Name || strings.EqualFold(bare, m.key.DBName):
+				hasKey = true
+			}
+			if c := m.lookup(n); c != nil {
+				wanted = append(wanted, c)
+				needKey = needKey || c.opts.Mode == spec.Sum || live
+				if c.opts.Mode == spec.Sum {
+					changed = true
+					continue
 				}
 			}
+			keep = append(keep, n)
 		}
+		if len(keep) == len(names) {
+			kept = append(kept, sel)
+		} else {
+			kept = append(kept, keep...)
+		}
+	}
+	if all {
+		wanted = append(wanted[:0], m.counters...)
+	} else if needKey && !hasKey {
+		kept, changed = append(kept, m.key.DBName), true // the fill needs the key of every row
+	}
+	if changed {
+		stmt.Selects = kept
 	}
 	stmt.Settings.Store(fillPlanKey, wanted)
 }
 
+// dropAbsentColumns runs before Row, Rows, Scan and Pluck. They never fill,
+// but when GORM derives the column list from a destination struct that has a
+// field named like a sum counter, the column it would select does not exist.
+func (p *Plugin) dropAbsentColumns(db *gorm.DB) {
+	stmt := db.Statement
+	if db.Error != nil || stmt.Schema == nil || stmt.SQL.Len() > 0 || len(stmt.Selects) > 0 {
+		return
+	}
+	if m, err := p.model(db, stmt.Schema); err == nil && m != nil {
+		dropDerivedColumns(db, m)
+	}
+}
+
+// dropDerivedColumns handles a statement without Select whose columns GORM
+// takes from the destination struct (another struct, or QueryFields): it
+// selects those columns itself, minus sum counters, which have no column.
+func dropDerivedColumns(db *gorm.DB, m *model) {
+	stmt := db.Statement
+	if !stmt.ReflectValue.IsValid() || !m.hasMode(spec.Sum) || (!db.QueryFields && rowsAreModel(stmt)) {
+		return
+	}
+	ds := destSchema(db)
+	if ds == nil {
+		return
+	}
+	cols := make([]string, 0, len(ds.DBNames))
+	dropped := false
+	for _, n := range ds.DBNames {
+		if c := m.lookup(n); c != nil && c.opts.Mode == spec.Sum {
+			dropped = true
+			continue
+		}
+		cols = append(cols, n)
+	}
+	if dropped {
+		stmt.Selects = cols
+	}
+}
+
 func omitted(stmt *gorm.Statement, c *counter) bool {
 	for _, o := range stmt.Omits {
-		if bare := bareName(o); bare == c.field.DBName || bare == c.field.Name {
+		if c.namedBy(o) {
 			return true
 		}
 	}
@@ -126,15 +151,6 @@ func simpleList(sel string) []string {
 	return out
 }
 
-// bareName strips quotes and a table qualifier: `"posts"."likes"` -> likes.
-func bareName(n string) string {
-	n = strings.NewReplacer("\"", "", "`", "").Replace(strings.TrimSpace(n))
-	if i := strings.LastIndexByte(n, '.'); i >= 0 {
-		n = n[i+1:]
-	}
-	return n
-}
-
 // rowsAreModel reports whether the statement scans into the model type itself.
 func rowsAreModel(stmt *gorm.Statement) bool {
 	t := stmt.ReflectValue.Type()
@@ -142,6 +158,19 @@ func rowsAreModel(stmt *gorm.Statement) bool {
 		t = t.Elem()
 	}
 	return t == stmt.Schema.ModelType
+}
+
+// rowsAreStructs reports whether the statement scans into structs (not
+// maps or plain values), which the fill can complete.
+func rowsAreStructs(stmt *gorm.Statement) bool {
+	if !stmt.ReflectValue.IsValid() {
+		return false
+	}
+	t := stmt.ReflectValue.Type()
+	for t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Ptr {
+		t = t.Elem()
+	}
+	return t.Kind() == reflect.Struct
 }
 
 // destSchema parses the destination struct type when it is not the model.
@@ -327,10 +356,9 @@ func (p *Plugin) runFill(db *gorm.DB, jobs []fillJob, live bool) error {
 		}
 	}
 
-	type partRef struct{ g *fillGroup }
 	var (
 		parts []countersql.FillPart
-		refs  []partRef
+		refs  []*fillGroup // refs[i] is the group of parts[i]
 		nargs int
 	)
 	flush := func() error {
@@ -352,8 +380,11 @@ func (p *Plugin) runFill(db *gorm.DB, jobs []fillJob, live bool) error {
 			if err := rows.Scan(&idx, &key, &val); err != nil {
 				return fmt.Errorf("gormcounter: fill: %w", err)
 			}
-			g := refs[idx].g
+			g := refs[idx]
 			for _, t := range g.by[key] {
+				if val < 0 && isUnsigned(t.dst) {
+					return fmt.Errorf("gormcounter: fill %s: the total is %d, which its unsigned field cannot hold", g.c.name(), val)
+				}
 				if err := t.dst.Set(ctx, t.row, val); err != nil {
 					return fmt.Errorf("gormcounter: fill %s: %w", g.c.name(), err)
 				}
@@ -375,11 +406,19 @@ func (p *Plugin) runFill(db *gorm.DB, jobs []fillJob, live bool) error {
 				}
 			}
 			parts = append(parts, countersql.FillPart{Table: g.c.table, Live: isLive, Keys: keys})
-			refs = append(refs, partRef{g})
+			refs = append(refs, g)
 			nargs += n
 		}
 	}
 	return flush()
+}
+
+func isUnsigned(f *schema.Field) bool {
+	switch f.FieldType.Kind() {
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return true
+	}
+	return false
 }
 
 // keyText is the text form of a key, as the database's CAST(key AS TEXT)

@@ -34,8 +34,13 @@ func Rollup(db *gorm.DB, models ...any) error {
 	if err != nil {
 		return err
 	}
+	return p.rollup(db, counters, func() bool { return false })
+}
+
+// rollup folds every counter, checking stop between batches.
+func (p *Plugin) rollup(db *gorm.DB, counters []*counter, stop func() bool) error {
 	for _, c := range counters {
-		if err := p.foldAll(db, c); err != nil {
+		if err := p.foldAll(db, c, stop); err != nil {
 			return err
 		}
 	}
@@ -43,9 +48,11 @@ func Rollup(db *gorm.DB, models ...any) error {
 }
 
 // RollupLoop runs a Rollup pass at once and then every interval until ctx is
-// done, and then returns nil. A failed pass is logged through db's logger and
-// the loop goes on; a model without rollup counters or with a bad
-// declaration is an error at the start. Run it in its own goroutine:
+// done, and then returns nil. Cancelling ctx lets the batch in progress
+// commit and stops before the next one, so no fold is left half done. A
+// failed pass is logged through db's logger and the loop goes on; a model
+// without rollup counters or with a bad declaration is an error at the
+// start. Run it in its own goroutine:
 //
 //	go gormcounter.RollupLoop(ctx, db, time.Second, &Post{})
 func RollupLoop(ctx context.Context, db *gorm.DB, interval time.Duration, models ...any) error {
@@ -56,14 +63,16 @@ func RollupLoop(ctx context.Context, db *gorm.DB, interval time.Duration, models
 	if err != nil {
 		return err
 	}
-	if _, err := p.rollupCounters(db, models); err != nil {
+	counters, err := p.rollupCounters(db, models)
+	if err != nil {
 		return err
 	}
-	db = db.WithContext(ctx)
+	db = db.WithContext(context.WithoutCancel(ctx))
+	stop := func() bool { return ctx.Err() != nil }
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		if err := Rollup(db, models...); err != nil && ctx.Err() == nil {
+		if err := p.rollup(db, counters, stop); err != nil {
 			db.Logger.Error(ctx, "gormcounter: rollup pass failed (will retry): %v", err)
 		}
 		select {
@@ -101,11 +110,11 @@ func (p *Plugin) rollupCounters(db *gorm.DB, models []any) ([]*counter, error) {
 }
 
 // foldAll walks c's slot table in key order, folding a batch of parents per
-// transaction.
-func (p *Plugin) foldAll(db *gorm.DB, c *counter) error {
+// transaction, until it has walked it all or stop says so.
+func (p *Plugin) foldAll(db *gorm.DB, c *counter, stop func() bool) error {
 	ctx := db.Statement.Context
 	var after any
-	for {
+	for !stop() {
 		owners, err := p.pendingOwners(db, c, after)
 		if err != nil {
 			return fmt.Errorf("gormcounter: rollup %s: %w", c.name(), err)
@@ -131,6 +140,7 @@ func (p *Plugin) foldAll(db *gorm.DB, c *counter) error {
 		}
 		after = owners[len(owners)-1]
 	}
+	return nil
 }
 
 func (p *Plugin) pendingOwners(db *gorm.DB, c *counter, after any) ([]any, error) {

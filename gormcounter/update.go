@@ -22,12 +22,13 @@ type increment struct {
 	delta int64
 }
 
-// rewriteUpdate runs before gorm:update. It takes every counter assignment out
-// of the update (from an Updates/UpdateColumn map and from a SET clause),
-// checks that each is an increment, and writes each as one slot upsert over
-// the rows the update targets, in the caller's transaction. The rest of the
-// update proceeds as GORM would run it; when nothing else is left, the parent
-// row is not written at all.
+// rewriteUpdate runs before GORM saves associations and updates. It takes
+// every counter assignment out of the update (from an Updates/UpdateColumn
+// map and from a SET clause), checks that each is an increment, and writes
+// each as one slot upsert over the rows the update targets, in the caller's
+// transaction. The rest of the update proceeds as GORM would run it. When
+// nothing else is left, neither the parent row nor the model's associations
+// are written: an increment touches its slot rows and nothing more.
 func (p *Plugin) rewriteUpdate(db *gorm.DB) {
 	stmt := db.Statement
 	if db.Error != nil || stmt.Schema == nil {
@@ -41,8 +42,24 @@ func (p *Plugin) rewriteUpdate(db *gorm.DB) {
 
 	var incs []increment
 	userAssignments := 0
+	take := func(c *counter, v any) error {
+		if !updatesColumn(stmt, c) {
+			return nil // left out by Select or Omit, as GORM leaves it out
+		}
+		delta, err := c.parseIncrement(v)
+		if err != nil {
+			return err
+		}
+		incs = append(incs, increment{c, delta})
+		return nil
+	}
 
-	if dest, ok := stmt.Dest.(map[string]any); ok {
+	dest, isMap := stmt.Dest.(map[string]any)
+	if pm, ok := stmt.Dest.(*map[string]any); ok && pm != nil {
+		dest, isMap = *pm, true
+	}
+	switch {
+	case isMap:
 		var rest map[string]any
 		for k, v := range dest {
 			c := m.lookup(k)
@@ -53,12 +70,10 @@ func (p *Plugin) rewriteUpdate(db *gorm.DB) {
 				}
 				continue
 			}
-			delta, err := c.parseIncrement(v)
-			if err != nil {
+			if err := take(c, v); err != nil {
 				db.AddError(err)
 				return
 			}
-			incs = append(incs, increment{c, delta})
 			if rest == nil {
 				rest = make(map[string]any, len(dest))
 				for k2, v2 := range dest {
@@ -73,7 +88,7 @@ func (p *Plugin) rewriteUpdate(db *gorm.DB) {
 		} else {
 			userAssignments += len(dest)
 		}
-	} else if stmt.Dest != nil && m != nil && len(stmt.Selects) > 0 {
+	case stmt.Dest != nil && m != nil && len(stmt.Selects) > 0:
 		// Updates(struct) skips counters silently, unless the caller selected one by name.
 		for _, name := range stmt.Selects {
 			if c := m.lookup(name); c != nil {
@@ -83,7 +98,7 @@ func (p *Plugin) rewriteUpdate(db *gorm.DB) {
 			}
 		}
 		userAssignments++
-	} else {
+	default:
 		userAssignments++
 	}
 
@@ -96,12 +111,10 @@ func (p *Plugin) rewriteUpdate(db *gorm.DB) {
 					kept = append(kept, a)
 					continue
 				}
-				delta, err := c.parseIncrement(a.Value)
-				if err != nil {
+				if err := take(c, a.Value); err != nil {
 					db.AddError(err)
 					return
 				}
-				incs = append(incs, increment{c, delta})
 			}
 			if len(kept) != len(set) {
 				if len(kept) == 0 {
@@ -133,12 +146,13 @@ func (p *Plugin) rewriteUpdate(db *gorm.DB) {
 		where.Build(w.(builderWriter).b)
 	}
 
+	parent := parentTable(stmt)
 	var affected int64
 	for _, inc := range incs {
 		t := inc.c.table
-		t.Parent = stmt.Table
+		t.Parent = parent
 		slot := rand.IntN(inc.c.opts.Slots)
-		tx := execSQL(db, stmt.Table, func(w countersql.Writer) {
+		tx := execSQL(db, parent, func(w countersql.Writer) {
 			p.dialect.IncrementWhere(w, t, slot, inc.delta, cond)
 		})
 		if tx.Error != nil {
@@ -150,14 +164,46 @@ func (p *Plugin) rewriteUpdate(db *gorm.DB) {
 
 	if userAssignments == 0 {
 		stmt.Settings.Store(skipParentUpdate, true)
+		// GORM would save loaded associations (writing their rows, and the
+		// parent's foreign keys) even for an update of counters alone.
+		stmt.Omits = append(stmt.Omits[:len(stmt.Omits):len(stmt.Omits)], clause.Associations)
 		db.RowsAffected = affected
 	}
 }
 
+// updatesColumn reports whether an update with the statement's Select and
+// Omit would write the counter.
+func updatesColumn(stmt *gorm.Statement, c *counter) bool {
+	for _, o := range stmt.Omits {
+		if c.namedBy(o) {
+			return false
+		}
+	}
+	if len(stmt.Selects) == 0 {
+		return true
+	}
+	for _, s := range stmt.Selects {
+		if s == "*" || c.namedBy(s) {
+			return true
+		}
+	}
+	return false
+}
+
+// parentTable is the table an update targets, schema-qualified when the
+// model's table is (GORM keeps the qualifier only in TableExpr).
+func parentTable(stmt *gorm.Statement) string {
+	if full := stmt.Schema.Table; stmt.TableExpr != nil && strings.HasSuffix(full, "."+stmt.Table) {
+		return full
+	}
+	return stmt.Table
+}
+
 // targetConditions returns the WHERE of the rows an update targets, as GORM
-// would build it: the caller's conditions, the primary keys of the model
-// value, and the model's query clauses (soft delete's "deleted_at IS NULL").
-// ok is false where GORM would report ErrMissingWhereClause.
+// would build it: the caller's conditions, the model's query clauses (soft
+// delete's "deleted_at IS NULL", which wraps an OR in parentheses first),
+// then the primary keys of the model value. ok is false where GORM would
+// report ErrMissingWhereClause.
 func targetConditions(db *gorm.DB) (where clause.Where, ok bool) {
 	stmt := db.Statement
 	scratch := &gorm.Statement{
@@ -168,11 +214,11 @@ func targetConditions(db *gorm.DB) (where clause.Where, ok bool) {
 	if c, ok := stmt.Clauses["WHERE"]; ok {
 		scratch.Clauses["WHERE"] = c
 	}
-	if pk := primaryKeyCondition(stmt); pk != nil {
-		scratch.AddClause(clause.Where{Exprs: []clause.Expression{pk}})
-	}
 	for _, c := range stmt.Schema.QueryClauses {
 		scratch.AddClause(c)
+	}
+	if pk := primaryKeyCondition(stmt); pk != nil {
+		scratch.AddClause(clause.Where{Exprs: []clause.Expression{pk}})
 	}
 	c, ok := scratch.Clauses["WHERE"]
 	if !ok {
@@ -346,16 +392,6 @@ func (c *counter) parseExpr(e clause.Expr) (int64, bool) {
 		delta = -delta
 	}
 	return delta, true
-}
-
-// namedBy reports whether an SQL token names this counter's column: "likes",
-// "Likes", `"likes"`, "posts.likes".
-func (c *counter) namedBy(tok string) bool {
-	tok = strings.NewReplacer("\"", "", "`", "", "[", "", "]", "").Replace(tok)
-	if i := strings.LastIndexByte(tok, '.'); i >= 0 {
-		tok = tok[i+1:]
-	}
-	return strings.EqualFold(tok, c.field.DBName) || tok == c.field.Name
 }
 
 func toInt64(v any) (int64, bool) {

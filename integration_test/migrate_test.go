@@ -142,6 +142,14 @@ type After struct {
 
 func (After) TableName() string { return "articles" }
 
+// Renamed is another struct on the articles table: it shares the counts.
+type Renamed struct {
+	ID    uint
+	Reads int64 `gorm:"counter:slots=4"`
+}
+
+func (Renamed) TableName() string { return "articles" }
+
 func TestAddingACounterToAnExistingTable(t *testing.T) {
 	eachDB(t, func(t *testing.T, e *env) {
 		db := e.db
@@ -152,7 +160,7 @@ func TestAddingACounterToAnExistingTable(t *testing.T) {
 		if !db.Migrator().HasColumn(&After{}, "saves") || db.Migrator().HasColumn(&After{}, "reads") {
 			t.Fatal("want a saves column (rollup) and no reads column (sum)")
 		}
-		rows, _ := slotRows(t, db, "after_reads_slots", "after_id", old.ID)
+		rows, _ := slotRows(t, db, "article_reads_slots", "article_id", old.ID)
 		if rows != 4 {
 			t.Fatalf("the existing row got %d pre-created slot rows, want 4", rows)
 		}
@@ -162,6 +170,12 @@ func TestAddingACounterToAnExistingTable(t *testing.T) {
 		must(t, db.Clauses(gormcounter.Live).First(&got, old.ID).Error)
 		if got.Reads != 2 || got.Saves != 3 || got.Title != "old" {
 			t.Fatalf("after adding counters: %+v", got)
+		}
+		// Slot tables are named after the table, not the struct.
+		var other Renamed
+		must(t, db.First(&other, old.ID).Error)
+		if other.Reads != 2 {
+			t.Fatalf("another struct on the same table reads %d, want 2", other.Reads)
 		}
 	})
 }
@@ -254,6 +268,47 @@ func TestBadDeclarationsNameModelAndField(t *testing.T) {
 	must(t, err)
 	if err := raw.Use(gormcounter.New(gormcounter.Config{DefaultSlots: -1})); err == nil {
 		t.Fatal("Use accepted DefaultSlots: -1")
+	}
+	err = raw.Use(gormcounter.New(gormcounter.Config{Models: []any{&Post{}, &WordSlots{}}}))
+	if !errors.Is(err, gormcounter.ErrInvalidCounter) || !strings.Contains(err.Error(), "WordSlots.N") {
+		t.Fatalf("Use with a bad model in Config.Models: %v", err)
+	}
+	if _, wrapped := raw.Dialector.(interface{ Unwrap() gorm.Dialector }); wrapped {
+		t.Fatal("a failed Use left the dialector wrapped")
+	}
+}
+
+// Item lives in another PostgreSQL schema, through a qualified table name.
+type Item struct {
+	ID    uint
+	Hits  int64 `gorm:"counter:slots=4"`
+	Likes int64 `gorm:"counter:rollup"`
+}
+
+var itemSchema string
+
+func (Item) TableName() string { return itemSchema + ".items" }
+
+func TestSchemaQualifiedTable(t *testing.T) {
+	e := open(t, pg)
+	db := e.db
+	itemSchema = "hcq_" + strings.ReplaceAll(strings.ToLower(t.Name()), "/", "_")
+	must(t, db.Exec("DROP SCHEMA IF EXISTS "+itemSchema+" CASCADE").Error)
+	must(t, db.Exec("CREATE SCHEMA "+itemSchema).Error)
+	t.Cleanup(func() { db.Exec("DROP SCHEMA IF EXISTS " + itemSchema + " CASCADE") })
+	must(t, db.AutoMigrate(&Item{}))
+	if n := rawInt(t, db, "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = ? AND table_name IN ('item_hits_slots', 'item_likes_slots')", itemSchema); n != 2 {
+		t.Fatalf("%d slot tables in schema %s, want 2", n, itemSchema)
+	}
+	it := Item{}
+	must(t, db.Create(&it).Error)
+	must(t, gormcounter.Increment(db.Model(&it), "Hits", 3).Error)
+	must(t, gormcounter.Increment(db.Model(&Item{}).Where("id = ?", it.ID), "Likes", 4).Error)
+	must(t, gormcounter.Rollup(db, &Item{}))
+	var got Item
+	must(t, db.First(&got, it.ID).Error)
+	if got.Hits != 3 || got.Likes != 4 {
+		t.Fatalf("item: %+v", got)
 	}
 }
 

@@ -1,6 +1,7 @@
 package integration_test
 
 import (
+	"strings"
 	"testing"
 
 	"gorm.io/gorm"
@@ -271,4 +272,51 @@ func TestQueryFieldsMode(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestSelectingACounterWhereNothingFills(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		db := e.db
+		posts := seed(t, db, 2)
+		id := posts[1].ID
+		// Row, Pluck and Find into plain values do not fill: selecting a sum
+		// counter there is the database's error, never the key passed off as the count.
+		var n int64
+		if err := db.Model(&Post{}).Select("likes").Where("id = ?", id).Row().Scan(&n); err == nil {
+			t.Fatalf("Row with Select(likes) returned %d, want an error (there is no likes column)", n)
+		}
+		var ls []int64
+		if err := db.Model(&Post{}).Select("likes").Where("id = ?", id).Find(&ls).Error; err == nil {
+			t.Fatalf("Find into []int64 with Select(likes) returned %v, want an error", ls)
+		}
+		// Live with a selected rollup counter and no key: the key is added, the value exact.
+		must(t, gormcounter.Increment(db.Model(&Post{ID: id}), "Views", 5).Error)
+		var p Post
+		must(t, db.Clauses(gormcounter.Live).Select("views").Where("id = ?", id).Take(&p).Error)
+		if p.Views != 20+5 {
+			t.Fatalf("Live Select(views): %d, want 25", p.Views)
+		}
+	})
+}
+
+// Debt is an unsigned counter, which a negative total cannot fit.
+type Debt struct {
+	ID    uint
+	Owed  uint32 `gorm:"counter:slots=2"`
+	Other string
+}
+
+func TestUnsignedCounterBelowZeroIsAnError(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		db := e.db
+		must(t, db.AutoMigrate(&Debt{}))
+		d := Debt{}
+		must(t, db.Create(&d).Error)
+		must(t, gormcounter.Increment(db.Model(&d), "Owed", -1).Error)
+		var got Debt
+		err := db.First(&got, d.ID).Error
+		if err == nil || !strings.Contains(err.Error(), "Debt.Owed") {
+			t.Fatalf("loading a negative total into uint32: %v (value %d), want an error naming Debt.Owed", err, got.Owed)
+		}
+	})
 }

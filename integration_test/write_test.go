@@ -439,3 +439,78 @@ func TestIncrementDoesNotWaitForParentLock(t *testing.T) {
 		}
 	})
 }
+
+func TestIncrementWritesNothingButSlots(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		db := e.db
+		posts := seed(t, db, 2)
+		// A post loaded with its associations, then changed in memory only.
+		var p Post
+		must(t, db.Preload("Author").Preload("Comments").First(&p, posts[0].ID).Error)
+		p.Title = "changed in memory"
+		p.Author.Name = "changed in memory"
+		p.AuthorID = &posts[1].ID
+		p.Comments[0].Body = "changed in memory"
+
+		for _, inc := range []func() *gorm.DB{
+			func() *gorm.DB { return gormcounter.Increment(db.Model(&p), "Likes", 1) },
+			func() *gorm.DB { return db.Model(&p).UpdateColumn("likes", gorm.Expr("likes + ?", 1)) },
+			func() *gorm.DB { return db.Model(&p).Update("likes", gorm.Expr("likes + ?", 1)) },
+		} {
+			if n := statements(e, func() { must(t, inc().Error) }); n != 1 {
+				t.Fatalf("an increment sent %d statements, want 1:\n%s", n, joined(e.log.statements()))
+			}
+		}
+		var got Post
+		must(t, db.Preload("Author").Preload("Comments").First(&got, p.ID).Error)
+		if got.Likes != 1+3 {
+			t.Fatalf("likes = %d, want 4", got.Likes)
+		}
+		if got.Title == p.Title || got.Author.Name == p.Author.Name || *got.AuthorID == posts[1].ID || got.Comments[0].Body == p.Comments[0].Body {
+			t.Fatalf("an increment saved the model or its associations: %+v", got)
+		}
+	})
+}
+
+func TestIncrementsInOtherUpdateForms(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		db := e.db
+		must(t, migrateAll(db))
+		post := newPost(t, db, "p")
+
+		// A pointer to a map, as Updates accepts it.
+		must(t, db.Model(&post).Updates(&map[string]any{"likes": gorm.Expr("likes + ?", 2)}).Error)
+		must(t, db.Model(&post).UpdateColumns(&map[string]any{"title": "q", "likes": gorm.Expr("likes + ?", 3)}).Error)
+		if got := exact(t, db, post.ID); got.Likes != 5 || got.Title != "q" {
+			t.Fatalf("after updates through *map: %+v", got)
+		}
+		// Omit and Select leave a counter out, as GORM leaves out any column.
+		must(t, db.Model(&post).Omit("likes").Updates(map[string]any{"title": "r", "likes": gorm.Expr("likes + ?", 100)}).Error)
+		must(t, db.Model(&post).Select("title").Updates(map[string]any{"title": "s", "likes": gorm.Expr("likes + ?", 100)}).Error)
+		must(t, db.Model(&post).Select("Likes").Updates(map[string]any{"title": "not me", "likes": gorm.Expr("likes + ?", 1)}).Error)
+		if got := exact(t, db, post.ID); got.Likes != 6 || got.Title != "s" {
+			t.Fatalf("after Omit/Select: likes %d title %q, want 6 and s", got.Likes, got.Title)
+		}
+	})
+}
+
+func TestSoftDeleteWithOrTargetsLikeGorm(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		db := e.db
+		must(t, migrateAll(db))
+		notes := []Note{{Text: "x"}, {Text: "y"}, {Text: "x"}}
+		must(t, db.Create(&notes).Error)
+		// GORM's update reads: (text = x OR text = y) AND deleted_at IS NULL AND id = <note 2>.
+		res := gormcounter.Increment(db.Model(&notes[1]).Where("text = ?", "x").Or("text = ?", "y"), "Stars", 1)
+		must(t, res.Error)
+		if res.RowsAffected != 1 {
+			t.Fatalf("RowsAffected = %d, want 1", res.RowsAffected)
+		}
+		for i, n := range notes {
+			_, sum := slotRows(t, db, "note_stars_slots", "note_id", n.ID)
+			if want := int64(map[bool]int{true: 1}[i == 1]); sum != want {
+				t.Fatalf("note %d stars = %d, want %d", i, sum, want)
+			}
+		}
+	})
+}

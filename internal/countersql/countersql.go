@@ -45,54 +45,30 @@ type kind int
 
 const (
 	postgres kind = iota + 1
-	mysql
 	sqlite
 )
 
 // Dialect writes the SQL of one database family.
 type Dialect struct{ kind kind }
 
-// For returns the dialect for an ORM's dialect name: "postgres" (also "pgx"),
-// "mysql" or "sqlite" (also "sqlite3").
+// For returns the dialect for an ORM's dialect name: "postgres" (also "pgx")
+// or "sqlite" (also "sqlite3"). MySQL and MariaDB are not supported yet.
 func For(name string) (Dialect, error) {
 	switch name {
 	case "postgres", "pgx":
 		return Dialect{postgres}, nil
-	case "mysql":
-		return Dialect{mysql}, nil
 	case "sqlite", "sqlite3":
 		return Dialect{sqlite}, nil
 	}
-	return Dialect{}, fmt.Errorf("hotcounter: database %q is not supported (postgres, mysql and sqlite are)", name)
-}
-
-// Name returns the canonical dialect name.
-func (d Dialect) Name() string {
-	switch d.kind {
-	case postgres:
-		return "postgres"
-	case mysql:
-		return "mysql"
-	case sqlite:
-		return "sqlite"
-	}
-	return "unknown"
+	return Dialect{}, fmt.Errorf("hotcounter: database %q is not supported yet (PostgreSQL and SQLite are)", name)
 }
 
 // textType and intType are the CAST targets that make key and value columns of
 // different tables comparable inside one UNION ALL.
-func (d Dialect) textType() string {
-	if d.kind == mysql {
-		return "CHAR"
-	}
-	return "TEXT"
-}
+func (d Dialect) textType() string { return "TEXT" }
 
 func (d Dialect) intType() string {
-	switch d.kind {
-	case mysql:
-		return "SIGNED"
-	case sqlite:
+	if d.kind == sqlite {
 		return "INTEGER"
 	}
 	return "BIGINT"
@@ -326,29 +302,16 @@ func (d Dialect) PrecreateSlots(w Writer, t Table, slots int, cond func(Writer))
 
 // onConflictAdd writes the upsert tail that adds the inserted n to an existing slot row.
 func (d Dialect) onConflictAdd(w Writer, t Table) {
-	switch d.kind {
-	case mysql:
-		// Before 8.0.19 MySQL has no row alias and VALUES() is deprecated after
-		// it; MariaDB keeps VALUES(). Issue 4 settles the MySQL form.
-		w.WriteString(" ON DUPLICATE KEY UPDATE ")
-		w.Ident(ValueColumn)
-		w.WriteString(" = ")
-		col(w, t.Slots, ValueColumn)
-		w.WriteString(" + VALUES(")
-		w.Ident(ValueColumn)
-		w.WriteString(")")
-	default:
-		w.WriteString(" ON CONFLICT (")
-		w.Ident(t.Owner)
-		w.WriteString(", ")
-		w.Ident(SlotColumn)
-		w.WriteString(") DO UPDATE SET ")
-		w.Ident(ValueColumn)
-		w.WriteString(" = ")
-		col(w, t.Slots, ValueColumn)
-		w.WriteString(" + excluded.")
-		w.Ident(ValueColumn)
-	}
+	w.WriteString(" ON CONFLICT (")
+	w.Ident(t.Owner)
+	w.WriteString(", ")
+	w.Ident(SlotColumn)
+	w.WriteString(") DO UPDATE SET ")
+	w.Ident(ValueColumn)
+	w.WriteString(" = ")
+	col(w, t.Slots, ValueColumn)
+	w.WriteString(" + excluded.")
+	w.Ident(ValueColumn)
 }
 
 // FillPart asks for the values of one counter for some parents.
