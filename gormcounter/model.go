@@ -61,7 +61,10 @@ func (c *counter) namedBy(name string) bool {
 
 // bareName strips quotes and a table qualifier: `"posts"."likes"` -> likes.
 func bareName(n string) string {
-	n = strings.NewReplacer("\"", "", "`", "").Replace(strings.TrimSpace(n))
+	n = strings.TrimSpace(n)
+	if strings.ContainsAny(n, "\"`") {
+		n = strings.NewReplacer("\"", "", "`", "").Replace(n)
+	}
 	if i := strings.LastIndexByte(n, '.'); i >= 0 {
 		n = n[i+1:]
 	}
