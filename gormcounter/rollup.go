@@ -26,11 +26,7 @@ import (
 // never lost. Deadlocks and serialization failures of its own transactions
 // are retried. Rollup must not run inside the caller's transaction.
 func Rollup(db *gorm.DB, models ...any) error {
-	p, err := pluginOf(db)
-	if err != nil {
-		return err
-	}
-	counters, err := p.rollupCounters(db, models)
+	p, counters, err := rollupCounters(db, models)
 	if err != nil {
 		return err
 	}
@@ -59,11 +55,7 @@ func RollupLoop(ctx context.Context, db *gorm.DB, interval time.Duration, models
 	if interval <= 0 {
 		return fmt.Errorf("gormcounter: RollupLoop: interval must be positive, got %v", interval)
 	}
-	p, err := pluginOf(db)
-	if err != nil {
-		return err
-	}
-	counters, err := p.rollupCounters(db, models)
+	p, counters, err := rollupCounters(db, models)
 	if err != nil {
 		return err
 	}
@@ -83,15 +75,21 @@ func RollupLoop(ctx context.Context, db *gorm.DB, interval time.Duration, models
 	}
 }
 
-func (p *Plugin) rollupCounters(db *gorm.DB, models []any) ([]*counter, error) {
+// rollupCounters returns db's plugin and the rollup counters of models; a
+// model without one is an error.
+func rollupCounters(db *gorm.DB, models []any) (*Plugin, []*counter, error) {
+	p, err := pluginOf(db)
+	if err != nil {
+		return nil, nil, err
+	}
 	if len(models) == 0 {
-		return nil, errors.New("gormcounter: Rollup: no model given")
+		return nil, nil, errors.New("gormcounter: Rollup: no model given")
 	}
 	var out []*counter
 	for _, v := range models {
 		m, err := p.modelOf(db, v)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		n := 0
 		if m != nil {
@@ -103,10 +101,10 @@ func (p *Plugin) rollupCounters(db *gorm.DB, models []any) ([]*counter, error) {
 			}
 		}
 		if n == 0 {
-			return nil, fmt.Errorf("gormcounter: Rollup: %T has no rollup counter (tag one `gorm:\"counter:rollup\"`)", v)
+			return nil, nil, fmt.Errorf("gormcounter: Rollup: %T has no rollup counter (tag one `gorm:\"counter:rollup\"`)", v)
 		}
 	}
-	return out, nil
+	return p, out, nil
 }
 
 // foldAll walks c's slot table in key order, folding a batch of parents per

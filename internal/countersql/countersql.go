@@ -88,12 +88,6 @@ func (d Dialect) slotType() string {
 	return "SMALLINT"
 }
 
-func col(w Writer, table, column string) {
-	w.Ident(table)
-	w.WriteString(".")
-	w.Ident(column)
-}
-
 func args(w Writer, vs []any) {
 	w.WriteString("(")
 	for i, v := range vs {
@@ -181,35 +175,38 @@ func (a stringArray) Value() (driver.Value, error) {
 	return "{" + strings.Join(parts, ",") + "}", nil
 }
 
+// q writes sql to w, writing each % as the next of names, quoted as an
+// identifier ("%.%" is a qualified column). The statements below read as the
+// SQL they produce; names come from the ORM and are always quoted.
+func q(w Writer, sql string, names ...string) {
+	for {
+		i := strings.IndexByte(sql, '%')
+		if i < 0 {
+			if len(names) > 0 {
+				panic("countersql: more names than % in " + sql)
+			}
+			w.WriteString(sql)
+			return
+		}
+		w.WriteString(sql[:i])
+		w.Ident(names[0])
+		sql, names = sql[i+1:], names[1:]
+	}
+}
+
 // CreateSlotTable writes the DDL of t's slot table: one row per (owner, slot),
 // keyed on both, cascading away with its parent. ownerType is the column type
 // of the parent key as the ORM maps it (no auto-increment).
 func (d Dialect) CreateSlotTable(w Writer, t Table, ownerType string) {
-	w.WriteString("CREATE TABLE IF NOT EXISTS ")
-	w.Ident(t.Slots)
-	w.WriteString(" (")
-	w.Ident(t.Owner)
-	w.WriteString(" " + ownerType + " NOT NULL, ")
-	w.Ident(SlotColumn)
-	w.WriteString(" " + d.slotType() + " NOT NULL, ")
-	w.Ident(ValueColumn)
-	w.WriteString(" BIGINT NOT NULL DEFAULT 0, PRIMARY KEY (")
-	w.Ident(t.Owner)
-	w.WriteString(", ")
-	w.Ident(SlotColumn)
-	w.WriteString("), FOREIGN KEY (")
-	w.Ident(t.Owner)
-	w.WriteString(") REFERENCES ")
-	w.Ident(t.Parent)
-	w.WriteString(" (")
-	w.Ident(t.ParentKey)
-	w.WriteString(") ON DELETE CASCADE)")
+	q(w, "CREATE TABLE IF NOT EXISTS % (% "+ownerType+" NOT NULL, % "+d.slotType()+" NOT NULL, "+
+		"% BIGINT NOT NULL DEFAULT 0, PRIMARY KEY (%, %), "+
+		"FOREIGN KEY (%) REFERENCES % (%) ON DELETE CASCADE)",
+		t.Slots, t.Owner, SlotColumn, ValueColumn, t.Owner, SlotColumn, t.Owner, t.Parent, t.ParentKey)
 }
 
 // DropSlotTable writes the DDL that removes t's slot table.
 func (d Dialect) DropSlotTable(w Writer, t Table) {
-	w.WriteString("DROP TABLE IF EXISTS ")
-	w.Ident(t.Slots)
+	q(w, "DROP TABLE IF EXISTS %", t.Slots)
 }
 
 // IncrementWhere writes one statement that adds delta to slot `slot` of every
@@ -225,35 +222,22 @@ func (d Dialect) DropSlotTable(w Writer, t Table) {
 // parent table (the ORM renders the caller's WHERE); it must write something,
 // "1=1" at least, because SQLite needs a WHERE before ON CONFLICT.
 func (d Dialect) IncrementWhere(w Writer, t Table, slot int, delta int64, cond func(Writer)) {
-	w.WriteString("INSERT INTO ")
-	w.Ident(t.Slots)
-	w.WriteString(" (")
-	w.Ident(t.Owner)
-	w.WriteString(", ")
-	w.Ident(SlotColumn)
-	w.WriteString(", ")
-	w.Ident(ValueColumn)
-	w.WriteString(") SELECT ")
-	col(w, t.Parent, t.ParentKey)
 	// Typed casts: a bare parameter in a SELECT list is text to PostgreSQL.
-	w.WriteString(", CAST(")
+	q(w, "INSERT INTO % (%, %, %) SELECT %.%, CAST(", t.Slots, t.Owner, SlotColumn, ValueColumn, t.Parent, t.ParentKey)
 	w.Arg(slot)
 	w.WriteString(" AS " + d.slotType() + "), CAST(")
 	w.Arg(delta)
-	w.WriteString(" AS " + d.intType() + ") FROM ")
-	w.Ident(t.Parent)
-	w.WriteString(" WHERE ")
+	q(w, " AS "+d.intType()+") FROM % WHERE ", t.Parent)
 	cond(w)
-	w.WriteString(" ORDER BY ")
-	col(w, t.Parent, t.ParentKey)
-	d.onConflictAdd(w, t)
+	q(w, " ORDER BY %.% ON CONFLICT (%, %) DO UPDATE SET % = %.% + excluded.%",
+		t.Parent, t.ParentKey, t.Owner, SlotColumn, ValueColumn, t.Slots, ValueColumn, ValueColumn)
 }
 
 // KeyIn returns a condition for IncrementWhere and PrecreateSlots that
 // matches the parents with the given keys.
 func (d Dialect) KeyIn(t Table, keys []any) func(Writer) {
 	return func(w Writer) {
-		col(w, t.Parent, t.ParentKey)
+		q(w, "%.%", t.Parent, t.ParentKey)
 		d.keyIn(w, keys)
 	}
 }
@@ -265,53 +249,13 @@ func (d Dialect) KeyIn(t Table, keys []any) func(Writer) {
 //	INSERT INTO slots (owner, slot, n) SELECT parent.key, s.i, 0 FROM parent CROSS JOIN s
 //	WHERE cond ORDER BY parent.key, s.i ON CONFLICT DO NOTHING
 func (d Dialect) PrecreateSlots(w Writer, t Table, slots int, cond func(Writer)) {
-	w.WriteString("WITH RECURSIVE ")
-	w.Ident("hc_slot")
-	w.WriteString(" (")
-	w.Ident("i")
-	w.WriteString(") AS (SELECT 0 UNION ALL SELECT ")
-	w.Ident("i")
-	w.WriteString(" + 1 FROM ")
-	w.Ident("hc_slot")
-	w.WriteString(" WHERE ")
-	w.Ident("i")
-	w.WriteString(" < " + strconv.Itoa(slots-1) + ") INSERT INTO ")
-	w.Ident(t.Slots)
-	w.WriteString(" (")
-	w.Ident(t.Owner)
-	w.WriteString(", ")
-	w.Ident(SlotColumn)
-	w.WriteString(", ")
-	w.Ident(ValueColumn)
-	w.WriteString(") SELECT ")
-	col(w, t.Parent, t.ParentKey)
-	w.WriteString(", ")
-	col(w, "hc_slot", "i")
-	w.WriteString(", 0 FROM ")
-	w.Ident(t.Parent)
-	w.WriteString(" CROSS JOIN ")
-	w.Ident("hc_slot")
-	w.WriteString(" WHERE ")
+	const s, i = "hc_slot", "i"
+	q(w, "WITH RECURSIVE % (%) AS (SELECT 0 UNION ALL SELECT % + 1 FROM % WHERE % < "+strconv.Itoa(slots-1)+") "+
+		"INSERT INTO % (%, %, %) SELECT %.%, %.%, 0 FROM % CROSS JOIN % WHERE ",
+		s, i, i, s, i,
+		t.Slots, t.Owner, SlotColumn, ValueColumn, t.Parent, t.ParentKey, s, i, t.Parent, s)
 	cond(w)
-	w.WriteString(" ORDER BY ")
-	col(w, t.Parent, t.ParentKey)
-	w.WriteString(", ")
-	col(w, "hc_slot", "i")
-	w.WriteString(" ON CONFLICT DO NOTHING")
-}
-
-// onConflictAdd writes the upsert tail that adds the inserted n to an existing slot row.
-func (d Dialect) onConflictAdd(w Writer, t Table) {
-	w.WriteString(" ON CONFLICT (")
-	w.Ident(t.Owner)
-	w.WriteString(", ")
-	w.Ident(SlotColumn)
-	w.WriteString(") DO UPDATE SET ")
-	w.Ident(ValueColumn)
-	w.WriteString(" = ")
-	col(w, t.Slots, ValueColumn)
-	w.WriteString(" + excluded.")
-	w.Ident(ValueColumn)
+	q(w, " ORDER BY %.%, %.% ON CONFLICT DO NOTHING", t.Parent, t.ParentKey, s, i)
 }
 
 // FillPart asks for the values of one counter for some parents.
@@ -330,6 +274,7 @@ type FillPart struct {
 // parent column and the pending slots in the same statement, so a concurrent
 // fold is seen either wholly or not at all.
 func (d Dialect) Fill(w Writer, parts []FillPart) {
+	cast := func(to string) string { return " AS " + to + "), CAST(" }
 	for i, p := range parts {
 		if i > 0 {
 			w.WriteString(" UNION ALL ")
@@ -337,55 +282,25 @@ func (d Dialect) Fill(w Writer, parts []FillPart) {
 		w.WriteString("SELECT " + strconv.Itoa(i) + ", CAST(")
 		t := p.Table
 		if p.Live {
-			// parent.col + pending, with the pending sums computed before the
-			// join: SELECT key, col + COALESCE(s.n, 0) FROM parent LEFT JOIN
-			// (SELECT owner, SUM(n) AS n FROM slots WHERE owner IN keys GROUP BY owner) s
-			// ON s.owner = parent.key WHERE parent.key IN keys
-			col(w, t.Parent, t.ParentKey)
-			w.WriteString(" AS " + d.textType() + "), CAST(")
-			col(w, t.Parent, t.Column)
-			w.WriteString(" + COALESCE(")
-			col(w, "hc_pending", ValueColumn)
-			w.WriteString(", 0) AS " + d.intType() + ") FROM ")
-			w.Ident(t.Parent)
-			w.WriteString(" LEFT JOIN (SELECT ")
-			w.Ident(t.Owner)
-			w.WriteString(", SUM(")
-			w.Ident(ValueColumn)
-			w.WriteString(") AS ")
-			w.Ident(ValueColumn)
-			w.WriteString(" FROM ")
-			w.Ident(t.Slots)
-			w.WriteString(" WHERE ")
-			w.Ident(t.Owner)
+			// SELECT key, col + COALESCE(pending.n, 0) FROM parent LEFT JOIN
+			//   (SELECT owner, SUM(n) AS n FROM slots WHERE owner IN keys GROUP BY owner) pending
+			//   ON pending.owner = parent.key WHERE parent.key IN keys
+			// The pending sums are computed before the join: cheaper than grouping the join.
+			const pending = "hc_pending"
+			q(w, "%.%"+cast(d.textType())+"%.% + COALESCE(%.%, 0) AS "+d.intType()+") FROM % LEFT JOIN (SELECT %, SUM(%) AS % FROM % WHERE %",
+				t.Parent, t.ParentKey, t.Parent, t.Column, pending, ValueColumn, t.Parent, t.Owner, ValueColumn, ValueColumn, t.Slots, t.Owner)
 			d.keyIn(w, p.Keys)
-			w.WriteString(" GROUP BY ")
-			w.Ident(t.Owner)
-			w.WriteString(") ")
-			w.Ident("hc_pending")
-			w.WriteString(" ON ")
-			col(w, "hc_pending", t.Owner)
-			w.WriteString(" = ")
-			col(w, t.Parent, t.ParentKey)
-			w.WriteString(" WHERE ")
-			col(w, t.Parent, t.ParentKey)
+			q(w, " GROUP BY %) % ON %.% = %.% WHERE %.%", t.Owner, pending, pending, t.Owner, t.Parent, t.ParentKey, t.Parent, t.ParentKey)
 			d.keyIn(w, p.Keys)
 			continue
 		}
-		col(w, t.Slots, t.Owner)
-		w.WriteString(" AS " + d.textType() + "), CAST(SUM(")
-		col(w, t.Slots, ValueColumn)
-		w.WriteString(") AS " + d.intType() + ") FROM ")
-		w.Ident(t.Slots)
-		w.WriteString(" WHERE ")
-		col(w, t.Slots, t.Owner)
+		// SELECT owner, SUM(n) FROM slots WHERE owner IN keys AND n <> 0 GROUP BY owner
+		q(w, "%.%"+cast(d.textType())+"SUM(%.%) AS "+d.intType()+") FROM % WHERE %.%",
+			t.Slots, t.Owner, t.Slots, ValueColumn, t.Slots, t.Slots, t.Owner)
 		d.keyIn(w, p.Keys)
 		// Pre-created and untouched slots hold 0: reading past them is cheap,
 		// aggregating them is not.
-		w.WriteString(" AND ")
-		col(w, t.Slots, ValueColumn)
-		w.WriteString(" <> 0 GROUP BY ")
-		col(w, t.Slots, t.Owner)
+		q(w, " AND %.% <> 0 GROUP BY %.%", t.Slots, ValueColumn, t.Slots, t.Owner)
 	}
 }
 
@@ -393,19 +308,12 @@ func (d Dialect) Fill(w Writer, parts []FillPart) {
 // rows, in key order, after the key `after` (nil starts at the beginning).
 // The rollup pass walks the slot table with it in batches.
 func (d Dialect) PendingOwners(w Writer, t Table, after any, limit int) {
-	w.WriteString("SELECT DISTINCT ")
-	w.Ident(t.Owner)
-	w.WriteString(" FROM ")
-	w.Ident(t.Slots)
+	q(w, "SELECT DISTINCT % FROM %", t.Owner, t.Slots)
 	if after != nil {
-		w.WriteString(" WHERE ")
-		w.Ident(t.Owner)
-		w.WriteString(" > ")
+		q(w, " WHERE % > ", t.Owner)
 		w.Arg(after)
 	}
-	w.WriteString(" ORDER BY ")
-	w.Ident(t.Owner)
-	w.WriteString(" LIMIT " + strconv.Itoa(limit))
+	q(w, " ORDER BY % LIMIT "+strconv.Itoa(limit), t.Owner)
 }
 
 // Fold returns the statements that move the pending slot values of the given
@@ -428,112 +336,34 @@ func (d Dialect) Fold(t Table, owners []any) []func(Writer) {
 	}
 	return []func(Writer){
 		func(w Writer) {
-			// UPDATE parent SET col = col + (SELECT COALESCE(SUM(n),0) FROM slots WHERE owner = parent.key) WHERE key IN (...)
-			w.WriteString("UPDATE ")
-			w.Ident(t.Parent)
-			w.WriteString(" SET ")
-			w.Ident(t.Column)
-			w.WriteString(" = ")
-			col(w, t.Parent, t.Column)
-			w.WriteString(" + (SELECT COALESCE(SUM(")
-			col(w, t.Slots, ValueColumn)
-			w.WriteString("), 0) FROM ")
-			w.Ident(t.Slots)
-			w.WriteString(" WHERE ")
-			col(w, t.Slots, t.Owner)
-			w.WriteString(" = ")
-			col(w, t.Parent, t.ParentKey)
-			w.WriteString(") WHERE ")
-			col(w, t.Parent, t.ParentKey)
+			q(w, "UPDATE % SET % = %.% + (SELECT COALESCE(SUM(%.%), 0) FROM % WHERE %.% = %.%) WHERE %.%",
+				t.Parent, t.Column, t.Parent, t.Column, t.Slots, ValueColumn, t.Slots, t.Slots, t.Owner, t.Parent, t.ParentKey, t.Parent, t.ParentKey)
 			d.keyIn(w, owners)
 		},
 		func(w Writer) {
-			w.WriteString("DELETE FROM ")
-			w.Ident(t.Slots)
-			w.WriteString(" WHERE ")
-			w.Ident(t.Owner)
+			q(w, "DELETE FROM % WHERE %", t.Slots, t.Owner)
 			d.keyIn(w, owners)
 		},
 	}
 }
 
 func (d Dialect) foldPostgres(w Writer, t Table, owners []any) {
+	const parents, locked, taken, totals = "hc_parents", "hc_locked", "hc_taken", "hc_totals"
 	// WITH parents AS (SELECT key FROM parent WHERE key IN (...) ORDER BY key FOR NO KEY UPDATE SKIP LOCKED),
-	//      locked  AS (SELECT owner, slot FROM slots WHERE owner IN (SELECT key FROM parents) ORDER BY owner, slot FOR UPDATE SKIP LOCKED),
-	//      taken   AS (DELETE FROM slots USING locked WHERE slots.owner = locked.owner AND slots.slot = locked.slot RETURNING slots.owner, slots.n),
-	//      totals  AS (SELECT owner, SUM(n) AS n FROM taken GROUP BY owner)
-	// UPDATE parent SET col = parent.col + totals.n FROM totals WHERE parent.key = totals.owner
-	w.WriteString("WITH ")
-	w.Ident("hc_parents")
-	w.WriteString(" AS (SELECT ")
-	w.Ident(t.ParentKey)
-	w.WriteString(" FROM ")
-	w.Ident(t.Parent)
-	w.WriteString(" WHERE ")
-	w.Ident(t.ParentKey)
+	q(w, "WITH % AS (SELECT % FROM % WHERE %", parents, t.ParentKey, t.Parent, t.ParentKey)
 	d.keyIn(w, owners)
-	w.WriteString(" ORDER BY ")
-	w.Ident(t.ParentKey)
-	w.WriteString(" FOR NO KEY UPDATE SKIP LOCKED), ")
-	w.Ident("hc_locked")
-	w.WriteString(" AS (SELECT ")
-	w.Ident(t.Owner)
-	w.WriteString(", ")
-	w.Ident(SlotColumn)
-	w.WriteString(" FROM ")
-	w.Ident(t.Slots)
-	w.WriteString(" WHERE ")
-	w.Ident(t.Owner)
-	w.WriteString(" IN (SELECT ")
-	w.Ident(t.ParentKey)
-	w.WriteString(" FROM ")
-	w.Ident("hc_parents")
-	w.WriteString(") ORDER BY ")
-	w.Ident(t.Owner)
-	w.WriteString(", ")
-	w.Ident(SlotColumn)
-	w.WriteString(" FOR UPDATE SKIP LOCKED), ")
-	w.Ident("hc_taken")
-	w.WriteString(" AS (DELETE FROM ")
-	w.Ident(t.Slots)
-	w.WriteString(" USING ")
-	w.Ident("hc_locked")
-	w.WriteString(" WHERE ")
-	col(w, t.Slots, t.Owner)
-	w.WriteString(" = ")
-	col(w, "hc_locked", t.Owner)
-	w.WriteString(" AND ")
-	col(w, t.Slots, SlotColumn)
-	w.WriteString(" = ")
-	col(w, "hc_locked", SlotColumn)
-	w.WriteString(" RETURNING ")
-	col(w, t.Slots, t.Owner)
-	w.WriteString(", ")
-	col(w, t.Slots, ValueColumn)
-	w.WriteString("), ")
-	w.Ident("hc_totals")
-	w.WriteString(" AS (SELECT ")
-	w.Ident(t.Owner)
-	w.WriteString(", SUM(")
-	w.Ident(ValueColumn)
-	w.WriteString(") AS ")
-	w.Ident(ValueColumn)
-	w.WriteString(" FROM ")
-	w.Ident("hc_taken")
-	w.WriteString(" GROUP BY ")
-	w.Ident(t.Owner)
-	w.WriteString(") UPDATE ")
-	w.Ident(t.Parent)
-	w.WriteString(" SET ")
-	w.Ident(t.Column)
-	w.WriteString(" = ")
-	col(w, t.Parent, t.Column)
-	w.WriteString(" + ")
-	col(w, "hc_totals", ValueColumn)
-	w.WriteString(" FROM ")
-	w.Ident("hc_totals")
-	w.WriteString(" WHERE ")
-	col(w, t.Parent, t.ParentKey)
-	w.WriteString(" = ")
-	col(w, "hc_totals", t.Owner)
+	q(w, " ORDER BY % FOR NO KEY UPDATE SKIP LOCKED), "+
+		// locked AS (SELECT owner, slot FROM slots WHERE owner IN (SELECT key FROM parents) ORDER BY owner, slot FOR UPDATE SKIP LOCKED),
+		"% AS (SELECT %, % FROM % WHERE % IN (SELECT % FROM %) ORDER BY %, % FOR UPDATE SKIP LOCKED), "+
+		// taken AS (DELETE FROM slots USING locked WHERE slots.owner = locked.owner AND slots.slot = locked.slot RETURNING slots.owner, slots.n),
+		"% AS (DELETE FROM % USING % WHERE %.% = %.% AND %.% = %.% RETURNING %.%, %.%), "+
+		// totals AS (SELECT owner, SUM(n) AS n FROM taken GROUP BY owner)
+		"% AS (SELECT %, SUM(%) AS % FROM % GROUP BY %) "+
+		// UPDATE parent SET col = parent.col + totals.n FROM totals WHERE parent.key = totals.owner
+		"UPDATE % SET % = %.% + %.% FROM % WHERE %.% = %.%",
+		t.ParentKey,
+		locked, t.Owner, SlotColumn, t.Slots, t.Owner, t.ParentKey, parents, t.Owner, SlotColumn,
+		taken, t.Slots, locked, t.Slots, t.Owner, locked, t.Owner, t.Slots, SlotColumn, locked, SlotColumn, t.Slots, t.Owner, t.Slots, ValueColumn,
+		totals, t.Owner, ValueColumn, ValueColumn, taken, t.Owner,
+		t.Parent, t.Column, t.Parent, t.Column, totals, ValueColumn, totals, t.Parent, t.ParentKey, totals, t.Owner)
 }
