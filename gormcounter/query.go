@@ -151,26 +151,26 @@ func simpleList(sel string) []string {
 	return out
 }
 
-// rowsAreModel reports whether the statement scans into the model type itself.
-func rowsAreModel(stmt *gorm.Statement) bool {
+// rowType is the element type the statement scans into (nil if none).
+func rowType(stmt *gorm.Statement) reflect.Type {
+	if !stmt.ReflectValue.IsValid() {
+		return nil
+	}
 	t := stmt.ReflectValue.Type()
 	for t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Ptr {
 		t = t.Elem()
 	}
-	return t == stmt.Schema.ModelType
+	return t
 }
 
-// rowsAreStructs reports whether the statement scans into structs (not
-// maps or plain values), which the fill can complete.
+// rowsAreModel reports whether the statement scans into the model type itself.
+func rowsAreModel(stmt *gorm.Statement) bool { return rowType(stmt) == stmt.Schema.ModelType }
+
+// rowsAreStructs reports whether the statement scans into structs (not maps
+// or plain values), which the fill can complete.
 func rowsAreStructs(stmt *gorm.Statement) bool {
-	if !stmt.ReflectValue.IsValid() {
-		return false
-	}
-	t := stmt.ReflectValue.Type()
-	for t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Ptr {
-		t = t.Elem()
-	}
-	return t.Kind() == reflect.Struct
+	t := rowType(stmt)
+	return t != nil && t.Kind() == reflect.Struct
 }
 
 // destSchema parses the destination struct type when it is not the model.

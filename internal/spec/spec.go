@@ -25,17 +25,6 @@ const (
 	Rollup
 )
 
-// String returns the option word for the mode.
-func (m Mode) String() string {
-	switch m {
-	case Sum:
-		return "sum"
-	case Rollup:
-		return "rollup"
-	}
-	return "Mode(" + strconv.Itoa(int(m)) + ")"
-}
-
 const (
 	// DefaultSlots is the number of slot rows per parent when a declaration
 	// names none.
@@ -84,9 +73,6 @@ func (o Options) PrecreateOn(def bool) bool {
 	}
 	return o.Precreate == On
 }
-
-// Default returns the options of a bare declaration.
-func Default() Options { return Options{Slots: DefaultSlots, Mode: Sum} }
 
 // Validate reports a declaration that cannot work.
 func (o Options) Validate() error {

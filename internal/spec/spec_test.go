@@ -7,7 +7,7 @@ import (
 )
 
 func TestParseList(t *testing.T) {
-	def := Default()
+	def := Options{Slots: DefaultSlots}
 	cases := []struct {
 		in   string
 		want Options
@@ -49,7 +49,7 @@ func TestParseListRejects(t *testing.T) {
 		"slots=4,slots=4,unknown=": `"unknown="`,
 	}
 	for in, says := range cases {
-		_, err := ParseList(in, Default())
+		_, err := ParseList(in, Options{Slots: DefaultSlots})
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), says) {
 			t.Errorf("ParseList(%q) error = %v; want ErrInvalid saying %s", in, err, says)
 		}
