@@ -33,6 +33,11 @@ type Post struct {
 	Views int64 `gorm:"counter:slots=64,rollup"`
 }
 
+// TableName keeps the example to tables of its own, so that -dsn can point
+// at any database: quickstart_posts, quickstart_post_likes_slots,
+// quickstart_post_views_slots.
+func (Post) TableName() string { return "quickstart_posts" }
+
 func main() {
 	dsn := flag.String("dsn", "", "PostgreSQL DSN (default: an SQLite file in a temporary directory)")
 	writers := flag.Int("writers", 8, "concurrent writers")
@@ -58,8 +63,8 @@ func open(dsn string) (*gorm.DB, string, error) {
 	}
 	db, err := gorm.Open(postgres.Open(dsn), cfg)
 	if err == nil {
-		// A fresh start on PostgreSQL: drop what an earlier run left.
-		err = db.Migrator().DropTable(&Post{})
+		// A fresh start: drop the example's own tables if an earlier run left them.
+		err = db.Exec("DROP TABLE IF EXISTS quickstart_post_likes_slots, quickstart_post_views_slots, quickstart_posts").Error
 	}
 	return db, "PostgreSQL", err
 }
@@ -75,7 +80,7 @@ func run(dsn string, writers, each int) error {
 	if err := db.AutoMigrate(&Post{}); err != nil {
 		return err
 	}
-	fmt.Printf("database: %s\nmigrated: posts, post_likes_slots, post_views_slots\n\n", where)
+	fmt.Printf("database: %s\nmigrated: quickstart_posts, quickstart_post_likes_slots, quickstart_post_views_slots\n\n", where)
 
 	post := Post{Title: "hello, counters"}
 	if err := db.Create(&post).Error; err != nil {
@@ -115,10 +120,10 @@ func run(dsn string, writers, each int) error {
 	fmt.Printf("%d writers x %d: %d likes and %d views acknowledged, plus 5 likes\n", writers, each, total, 2*total)
 
 	var slotRows, slotSum int64
-	if err := db.Raw("SELECT COUNT(*), SUM(n) FROM post_likes_slots WHERE post_id = ?", post.ID).Row().Scan(&slotRows, &slotSum); err != nil {
+	if err := db.Raw("SELECT COUNT(*), SUM(n) FROM quickstart_post_likes_slots WHERE quickstart_post_id = ?", post.ID).Row().Scan(&slotRows, &slotSum); err != nil {
 		return err
 	}
-	fmt.Printf("post_likes_slots: %d rows for this post, summing to %d\n\n", slotRows, slotSum)
+	fmt.Printf("quickstart_post_likes_slots: %d rows for this post, summing to %d\n\n", slotRows, slotSum)
 
 	var loaded Post
 	if err := db.First(&loaded, post.ID).Error; err != nil {
