@@ -1,0 +1,340 @@
+// Package lab is the viral-post lab: it puts one post under an open-loop
+// load of likes, strategy by strategy, through a bounded connection pool like
+// an application's, and measures what users of the application would see
+// (latency, timeouts, an unrelated endpoint) and what the database saw (lock
+// waits, deadlocks), and checks that every acknowledged like was counted.
+//
+// It runs on PostgreSQL. examples/viralpost is its command; the integration
+// tests run a short version of it.
+package lab
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/hotcounter/hotcounter/gormcounter"
+)
+
+// Config is one run of the lab. Zero fields take the defaults of the
+// viralpost command.
+type Config struct {
+	DSN        string        // PostgreSQL; required
+	Rate       float64       // offered likes per second (2000)
+	Duration   time.Duration // load per strategy (20s)
+	Pool       int           // the application's max open connections (20)
+	Timeout    time.Duration // a request's deadline, from its arrival (2s)
+	Threshold  time.Duration // a lock wait at least this long is counted (100ms)
+	Unrelated  float64       // reads per second of the unrelated endpoint (50)
+	Strategies []string      // names to run, in the lab's order; nil runs all
+	// ServerLog is where logged lock waits are read: "auto" (the default),
+	// "off", or the path of the server's log file on the server.
+	ServerLog string
+	// Reads also measures loads of 1 and 100 posts; ReadRounds sets how
+	// many alternating rounds (15).
+	Reads      bool
+	ReadRounds int
+	// Progress, when set, receives a status line about twice a second.
+	Progress func(line string)
+}
+
+func (c *Config) defaults() {
+	setDefault(&c.Rate, 2000)
+	setDefault(&c.Duration, 20*time.Second)
+	setDefault(&c.Pool, 20)
+	setDefault(&c.Timeout, 2*time.Second)
+	setDefault(&c.Threshold, 100*time.Millisecond)
+	setDefault(&c.Unrelated, 50)
+	setDefault(&c.ReadRounds, 15)
+	c.ReadRounds = max(c.ReadRounds, 2) // the first round only warms up
+	if c.ServerLog == "" {
+		c.ServerLog = "auto"
+	}
+}
+
+func setDefault[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
+	}
+}
+
+// Result is everything one run measured; it is also the JSON file.
+type Result struct {
+	Started    time.Time        `json:"started"`
+	Machine    string           `json:"machine"`
+	Server     Server           `json:"server"`
+	Rate       float64          `json:"offered_per_s"`
+	Duration   string           `json:"duration"`
+	Pool       int              `json:"pool"`
+	Timeout    string           `json:"timeout"`
+	Threshold  string           `json:"lock_wait_threshold"`
+	Strategies []StrategyResult `json:"strategies"`
+	Reads      []ReadResult     `json:"reads,omitempty"`
+}
+
+// StrategyResult is what one strategy did under the load.
+type StrategyResult struct {
+	Name     string  `json:"name"`
+	What     string  `json:"what"`
+	Achieved float64 `json:"achieved_per_s"` // acknowledged likes per second of load
+	Sent     int     `json:"sent"`
+	Acked    int     `json:"acked"`
+	TimedOut int     `json:"timed_out"`
+	// Deadlocked counts likes that failed with a deadlock error; Deadlocks
+	// is the server's count (pg_stat_database) over the run.
+	Deadlocked int      `json:"deadlocked"`
+	Deadlocks  int64    `json:"deadlocks"`
+	Failed     int      `json:"failed"`
+	Errors     []string `json:"errors,omitempty"`
+	// Counted is what the post's count gained during the load. Lost is
+	// Acked - Counted when positive: acknowledged likes that were not
+	// counted, which must be zero. Counted may exceed Acked by likes whose
+	// deadline passed while their COMMIT was already under way.
+	Counted   int64     `json:"counted"`
+	Lost      int64     `json:"lost"`
+	Likes     Latency   `json:"likes"`
+	Unrelated Latency   `json:"unrelated"`
+	LockWaits LockWaits `json:"lock_waits"`
+	Timeline  []Bucket  `json:"timeline"`
+}
+
+// Run runs the lab: each selected strategy in turn, then the read side.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	cfg.defaults()
+	strategies, err := selectStrategies(cfg.Strategies)
+	if err != nil {
+		return nil, err
+	}
+	base, err := pgx.ParseConfig(cfg.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("parse DSN: %w", err)
+	}
+	app := base.RuntimeParams["application_name"]
+	if app == "" {
+		app = "viralpost"
+		base.RuntimeParams["application_name"] = app
+	}
+	obsDB := stdlib.OpenDB(*base.Copy())
+	defer obsDB.Close()
+	obsDB.SetMaxOpenConns(2)
+	obs, err := newObserver(ctx, obsDB, app, cfg.ServerLog)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{
+		Started: time.Now().UTC(), Server: obs.server,
+		Machine: fmt.Sprintf("%d CPUs, %s/%s, %s", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version()),
+		Rate:    cfg.Rate, Duration: cfg.Duration.String(), Pool: cfg.Pool,
+		Timeout: cfg.Timeout.String(), Threshold: cfg.Threshold.String(),
+	}
+	if err := seedUsers(ctx, base, cfg); err != nil {
+		return nil, err
+	}
+	for _, s := range strategies {
+		r, err := runStrategy(ctx, cfg, base, obs, s)
+		if err != nil {
+			return res, err
+		}
+		res.Strategies = append(res.Strategies, *r)
+	}
+	if cfg.Reads {
+		if res.Reads, err = measureReads(ctx, cfg, base); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// selectStrategies returns the named strategies in the lab's order.
+func selectStrategies(names []string) ([]Strategy, error) {
+	all := Strategies()
+	if len(names) == 0 {
+		return all, nil
+	}
+	var out []Strategy
+	for _, s := range all {
+		if slices.Contains(names, s.Name) {
+			out = append(out, s)
+		}
+	}
+	for _, n := range names {
+		if !slices.ContainsFunc(all, func(s Strategy) bool { return s.Name == n }) {
+			return nil, fmt.Errorf("unknown strategy %q", n)
+		}
+	}
+	return out, nil
+}
+
+// pool is the application's connection pool for one strategy, with the
+// server process ids of its connections, so that the server's log lines
+// can be attributed.
+type pool struct {
+	db   *gorm.DB
+	sql  *sql.DB
+	mu   sync.Mutex
+	pids map[int]bool
+}
+
+// openPool opens a GORM pool of cfg.Pool connections with gormcounter. As a
+// superuser it asks the server to log this pool's lock waits that last the
+// threshold (log_lock_waits and deadlock_timeout are per-session settings).
+func openPool(cfg Config, base *pgx.ConnConfig, logWaits bool) (*pool, error) {
+	cc := base.Copy()
+	if logWaits {
+		cc.RuntimeParams["log_lock_waits"] = "on"
+		cc.RuntimeParams["deadlock_timeout"] = strconv.FormatInt(cfg.Threshold.Milliseconds(), 10)
+	}
+	p := &pool{pids: map[int]bool{}}
+	p.sql = stdlib.OpenDB(*cc, stdlib.OptionAfterConnect(func(_ context.Context, c *pgx.Conn) error {
+		p.mu.Lock()
+		p.pids[int(c.PgConn().PID())] = true
+		p.mu.Unlock()
+		return nil
+	}))
+	p.sql.SetMaxOpenConns(cfg.Pool)
+	p.sql.SetMaxIdleConns(cfg.Pool)
+	db, err := gorm.Open(postgres.New(postgres.Config{Conn: p.sql}), &gorm.Config{Logger: logger.Discard})
+	if err == nil {
+		err = db.Use(gormcounter.New(gormcounter.Config{}))
+	}
+	if err != nil {
+		p.sql.Close()
+		return nil, err
+	}
+	p.db = db
+	return p, nil
+}
+
+// backends returns the pool's server process ids so far.
+func (p *pool) backends() map[int]bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.pids)
+}
+
+// usersSeeded is the number of rows the unrelated endpoint reads from.
+const usersSeeded = 1000
+
+// seedUsers creates the table the unrelated endpoint reads.
+func seedUsers(ctx context.Context, base *pgx.ConnConfig, cfg Config) error {
+	p, err := openPool(cfg, base, false)
+	if err != nil {
+		return err
+	}
+	defer p.sql.Close()
+	db := p.db.WithContext(ctx)
+	if err := db.Migrator().DropTable(&User{}); err != nil {
+		return err
+	}
+	if err := db.AutoMigrate(&User{}); err != nil {
+		return err
+	}
+	users := make([]User, usersSeeded)
+	for i := range users {
+		users[i].Name = "user " + strconv.Itoa(i+1)
+	}
+	return db.CreateInBatches(users, 500).Error
+}
+
+// runStrategy puts one strategy under the load.
+func runStrategy(ctx context.Context, cfg Config, base *pgx.ConnConfig, obs *observer, s Strategy) (*StrategyResult, error) {
+	p, err := openPool(cfg, base, obs.server.Superuser)
+	if err != nil {
+		return nil, err
+	}
+	defer p.sql.Close()
+	id, err := s.prepare(ctx, p.db)
+	if err != nil {
+		return nil, err
+	}
+	db := p.db
+	like := func(ctx context.Context) error { return s.like(db.WithContext(ctx), id) }
+
+	// Warm up: open every connection of the pool and prepare the statements.
+	var wg sync.WaitGroup
+	for range cfg.Pool {
+		wg.Go(func() { _ = like(ctx) })
+	}
+	wg.Wait()
+	before, err := s.count(db.WithContext(ctx), id)
+	if err != nil {
+		return nil, fmt.Errorf("%s: count before: %w", s.Name, err)
+	}
+
+	logFrom := int64(-1)
+	if obs.logPath != "" {
+		if logFrom, err = obs.logSize(ctx, obs.logPath); err != nil {
+			return nil, err
+		}
+	}
+	deadlocksBefore, err := obs.deadlocks(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sampling := obs.sample(ctx)
+	var likes, reads counters
+	stop := make(chan struct{})
+	go progress(cfg.Progress, s.Name, cfg.Duration, &likes, stop)
+	unrelated := make(chan *load, 1)
+	go func() {
+		unrelated <- openLoop(ctx, cfg.Unrelated, cfg.Duration, cfg.Timeout, &reads, func(ctx context.Context) error {
+			var u User
+			return db.WithContext(ctx).First(&u, 1+rand.IntN(usersSeeded)).Error
+		})
+	}()
+	l := openLoop(ctx, cfg.Rate, cfg.Duration, cfg.Timeout, &likes, like)
+	u := <-unrelated
+	close(stop)
+	r := &StrategyResult{Name: s.Name, What: s.What}
+	sampling.finish(&r.LockWaits, cfg.Threshold)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+
+	after, err := s.count(db.WithContext(ctx), id)
+	if err != nil {
+		return nil, fmt.Errorf("%s: count after: %w", s.Name, err)
+	}
+	r.Sent, r.Acked, r.TimedOut = len(l.requests), l.count(ok), l.count(timedOut)
+	r.Deadlocked, r.Failed, r.Errors = l.count(deadlock), l.count(failed), l.errs
+	r.Achieved = float64(r.Acked) / cfg.Duration.Seconds()
+	r.Counted = after - before
+	r.Lost = max(0, int64(r.Acked)-r.Counted)
+	r.Likes = l.summarise(0, l.duration)
+	r.Unrelated = u.summarise(0, u.duration)
+	r.Timeline = l.timeline()
+
+	// Close the pool so its server processes exit and report their
+	// statistics, then read the deadlock count and the log.
+	pids := p.backends()
+	p.sql.Close()
+	obs.awaitExit(ctx, pids)
+	deadlocksAfter, err := obs.deadlocks(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r.Deadlocks = deadlocksAfter - deadlocksBefore
+	r.LockWaits.Logged = -1
+	if logFrom >= 0 {
+		text, err := obs.readLog(ctx, logFrom)
+		if err != nil {
+			return nil, fmt.Errorf("read the server log: %w", err)
+		}
+		parseLog(text, pids, &r.LockWaits)
+	}
+	return r, nil
+}

@@ -1,0 +1,250 @@
+package lab
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Server describes the PostgreSQL server a run measured.
+type Server struct {
+	Version           string `json:"version"`
+	SynchronousCommit string `json:"synchronous_commit"`
+	Fsync             string `json:"fsync"`
+	SharedBuffers     string `json:"shared_buffers"`
+	MaxConnections    string `json:"max_connections"`
+	Superuser         bool   `json:"superuser"`
+	// LockWaitLog is how logged lock waits are counted: the server log file
+	// read through pg_read_file, or why they are not.
+	LockWaitLog string `json:"lock_wait_log"`
+}
+
+// observer watches the server from its own connection, outside the pool
+// under test, so that watching never queues behind the load.
+type observer struct {
+	db      *sql.DB
+	app     string        // application_name of the pool under test
+	logPath string        // server log file, "" when it cannot be read
+	server  Server        // settings, read once
+	every   time.Duration // pg_locks sampling period
+}
+
+// newObserver reads the server's settings and finds its log.
+func newObserver(ctx context.Context, db *sql.DB, app, logPath string) (*observer, error) {
+	o := &observer{db: db, app: app, every: 10 * time.Millisecond}
+	s := &o.server
+	err := db.QueryRowContext(ctx, `SELECT current_setting('server_version'),
+		current_setting('synchronous_commit'), current_setting('fsync'),
+		current_setting('shared_buffers'), current_setting('max_connections'),
+		current_setting('is_superuser') = 'on'`).
+		Scan(&s.Version, &s.SynchronousCommit, &s.Fsync, &s.SharedBuffers, &s.MaxConnections, &s.Superuser)
+	if err != nil {
+		return nil, fmt.Errorf("read server settings: %w", err)
+	}
+	o.logPath, s.LockWaitLog = o.findLog(ctx, logPath)
+	return o, nil
+}
+
+// findLog returns the server log to read logged lock waits from, and a
+// description of the choice. "auto" takes pg_current_logfile() when the
+// logging collector runs, else the Debian default for the server's version.
+func (o *observer) findLog(ctx context.Context, path string) (string, string) {
+	if path == "off" {
+		return "", "off (-pglog off)"
+	}
+	if !o.server.Superuser {
+		return "", "unavailable: reading the server log needs a superuser"
+	}
+	if path == "auto" || path == "" {
+		var cur sql.NullString
+		_ = o.db.QueryRowContext(ctx, `SELECT pg_current_logfile()`).Scan(&cur)
+		if cur.Valid && cur.String != "" {
+			path = cur.String
+		} else {
+			major, _, _ := strings.Cut(o.server.Version, ".")
+			path = "/var/log/postgresql/postgresql-" + major + "-main.log"
+		}
+	}
+	if _, err := o.logSize(ctx, path); err != nil {
+		return "", fmt.Sprintf("unavailable: %s: %v", path, err)
+	}
+	return path, "server log " + path + " (log_lock_waits = on, deadlock_timeout = threshold, set per session)"
+}
+
+// logSize returns the current size of the server log.
+func (o *observer) logSize(ctx context.Context, path string) (int64, error) {
+	var size sql.NullInt64
+	err := o.db.QueryRowContext(ctx, `SELECT (pg_stat_file($1, true)).size`, path).Scan(&size)
+	if err == nil && !size.Valid {
+		err = fmt.Errorf("no such file")
+	}
+	return size.Int64, err
+}
+
+// readLog returns the bytes the server log gained since offset.
+func (o *observer) readLog(ctx context.Context, offset int64) (string, error) {
+	end, err := o.logSize(ctx, o.logPath)
+	if err != nil || end <= offset {
+		return "", err
+	}
+	var text string
+	err = o.db.QueryRowContext(ctx, `SELECT pg_read_file($1, $2, $3)`, o.logPath, offset, end-offset).Scan(&text)
+	return text, err
+}
+
+// deadlocks returns the database's deadlock count so far.
+func (o *observer) deadlocks(ctx context.Context) (int64, error) {
+	var n int64
+	err := o.db.QueryRowContext(ctx, `SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()`).Scan(&n)
+	return n, err
+}
+
+// awaitExit waits, up to five seconds, until the given server processes
+// have exited: a process reports its statistics, deadlocks among them, as it
+// exits.
+func (o *observer) awaitExit(ctx context.Context, pids map[int]bool) {
+	list := make([]int32, 0, len(pids))
+	for pid := range pids {
+		list = append(list, int32(pid))
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		var alive int
+		if o.db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)`, list).Scan(&alive) != nil || alive == 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// LockWaits counts lock waits of the pool under test.
+type LockWaits struct {
+	// Logged counts the waits the server logged as lasting at least the
+	// threshold ("still waiting for ... after"); -1 when the log is unread.
+	Logged int `json:"logged"`
+	// LoggedRelations counts logged waits by the relation the server names
+	// in the wait's context, where it names one.
+	LoggedRelations map[string]int `json:"logged_relations,omitempty"`
+	// Sampled counts distinct waits (backend, start time) seen in pg_locks,
+	// sampled every 10 ms; short waits fall between samples.
+	Sampled int `json:"sampled"`
+	// SampledOver counts sampled waits seen at an age of at least the
+	// threshold.
+	SampledOver int `json:"sampled_over_threshold"`
+	// LongestMs is the longest wait seen, in milliseconds, from the log's
+	// "acquired ... after" lines and the samples.
+	LongestMs float64 `json:"longest_ms"`
+}
+
+// sampler records the lock waits of the pool's backends from pg_locks until
+// stopped.
+type sampler struct {
+	mu      sync.Mutex
+	waits   map[string]float64 // backend and wait start -> oldest age seen, ms
+	stop    chan struct{}
+	stopped chan struct{}
+}
+
+func (o *observer) sample(ctx context.Context) *sampler {
+	s := &sampler{waits: map[string]float64{}, stop: make(chan struct{}), stopped: make(chan struct{})}
+	go func() {
+		defer close(s.stopped)
+		t := time.NewTicker(o.every)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.stop:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			rows, err := o.db.QueryContext(ctx, `SELECT l.pid::text || '@' || l.waitstart::text,
+				EXTRACT(EPOCH FROM clock_timestamp() - l.waitstart) * 1000
+				FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+				WHERE NOT l.granted AND l.waitstart IS NOT NULL
+				AND a.application_name = $1 AND a.datname = current_database()`, o.app)
+			if err != nil {
+				continue
+			}
+			s.mu.Lock()
+			for rows.Next() {
+				var key string
+				var age float64
+				if rows.Scan(&key, &age) == nil {
+					s.waits[key] = max(s.waits[key], age)
+				}
+			}
+			s.mu.Unlock()
+			rows.Close()
+		}
+	}()
+	return s
+}
+
+// finish stops sampling and adds what it saw to w.
+func (s *sampler) finish(w *LockWaits, threshold time.Duration) {
+	close(s.stop)
+	<-s.stopped
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, age := range s.waits {
+		w.Sampled++
+		if age >= float64(threshold.Milliseconds()) {
+			w.SampledOver++
+		}
+		w.LongestMs = max(w.LongestMs, age)
+	}
+}
+
+var (
+	stillWaiting = regexp.MustCompile(`process (\d+) still waiting for .* after ([\d.]+) ms`)
+	acquired     = regexp.MustCompile(`process (\d+) acquired .* after ([\d.]+) ms`)
+	inRelation   = regexp.MustCompile(`in relation "([^"]+)"`)
+	logMessage   = regexp.MustCompile(`\b(LOG|ERROR|WARNING|FATAL|PANIC|DEBUG\d?|INFO|NOTICE):  `)
+)
+
+// parseLog counts the logged lock waits of the given backends in a piece of
+// server log. A message's DETAIL, CONTEXT and STATEMENT lines follow it; the
+// context names the relation for waits on a row.
+func parseLog(text string, pids map[int]bool, w *LockWaits) {
+	w.Logged = 0
+	w.LoggedRelations = map[string]int{}
+	current := false // inside a counted "still waiting" message
+	sc := bufio.NewScanner(strings.NewReader(text))
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if m := stillWaiting.FindStringSubmatch(line); m != nil {
+			pid, _ := strconv.Atoi(m[1])
+			current = pids[pid]
+			if current {
+				w.Logged++
+			}
+			continue
+		}
+		if m := acquired.FindStringSubmatch(line); m != nil {
+			pid, _ := strconv.Atoi(m[1])
+			if ms, err := strconv.ParseFloat(m[2], 64); err == nil && pids[pid] {
+				w.LongestMs = max(w.LongestMs, ms)
+			}
+			current = false
+			continue
+		}
+		if logMessage.MatchString(line) && !strings.Contains(line, "CONTEXT:") {
+			current = false
+			continue
+		}
+		if current && strings.Contains(line, "CONTEXT:") {
+			if m := inRelation.FindStringSubmatch(line); m != nil {
+				w.LoggedRelations[m[1]]++
+			}
+		}
+	}
+}

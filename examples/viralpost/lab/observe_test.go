@@ -1,0 +1,79 @@
+package lab
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hotcounter/hotcounter/internal/testdb"
+)
+
+// TestObserverCountsARealLockWait makes one writer of the pool wait 300 ms
+// behind a row lock and checks that both ways of counting lock waits see it:
+// the server's log (read back through SQL) and the pg_locks samples. The
+// lab's zero-wait results mean something only if this wait is counted.
+func TestObserverCountsARealLockWait(t *testing.T) {
+	ctx := context.Background()
+	base, err := pgx.ParseConfig(testdb.Postgres(t))
+	require.NoError(t, err)
+	obsDB := stdlib.OpenDB(*base.Copy())
+	defer obsDB.Close()
+	obs, err := newObserver(ctx, obsDB, base.RuntimeParams["application_name"], "auto")
+	require.NoError(t, err)
+	if obs.logPath == "" && os.Getenv("CI") == "true" {
+		t.Fatalf("the server log must be readable under CI: %s", obs.server.LockWaitLog)
+	}
+	cfg := Config{Pool: 2}
+	cfg.defaults()
+	p, err := openPool(cfg, base, obs.server.Superuser)
+	require.NoError(t, err)
+	defer p.sql.Close()
+	require.NoError(t, p.db.Exec(`CREATE TABLE lw (id int PRIMARY KEY, n int NOT NULL)`).Error)
+	require.NoError(t, p.db.Exec(`INSERT INTO lw VALUES (1, 0)`).Error)
+
+	var from int64
+	if obs.logPath != "" {
+		from, err = obs.logSize(ctx, obs.logPath)
+		require.NoError(t, err)
+	}
+	sampling := obs.sample(ctx)
+	holder := p.db.Begin()
+	require.NoError(t, holder.Exec(`SELECT * FROM lw WHERE id = 1 FOR UPDATE`).Error)
+	released := make(chan error, 1)
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		released <- holder.Commit().Error
+	}()
+	start := time.Now()
+	require.NoError(t, p.db.Exec(`UPDATE lw SET n = n + 1 WHERE id = 1`).Error)
+	waited := time.Since(start)
+	require.NoError(t, <-released)
+	require.Greater(t, waited, 250*time.Millisecond, "the update did not wait for the row lock")
+
+	var w LockWaits
+	sampling.finish(&w, cfg.Threshold)
+	assert.Equal(t, 1, w.Sampled, "distinct waits sampled")
+	assert.Equal(t, 1, w.SampledOver, "sampled waits of 100 ms or more")
+	if obs.logPath == "" {
+		t.Logf("server log not read: %s", obs.server.LockWaitLog)
+		return
+	}
+	time.Sleep(50 * time.Millisecond) // let the server write its "acquired" line
+	text, err := obs.readLog(ctx, from)
+	require.NoError(t, err)
+	parseLog(text, p.backends(), &w)
+	assert.Equal(t, 1, w.Logged, "logged waits in:\n%s", text)
+	assert.Equal(t, map[string]int{"lw": 1}, w.LoggedRelations)
+	assert.Greater(t, w.LongestMs, 250.0, "longest wait, ms")
+
+	// Waits of processes outside the pool are not the pool's.
+	var other LockWaits
+	parseLog(text, map[int]bool{}, &other)
+	assert.Zero(t, other.Logged)
+}

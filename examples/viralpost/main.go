@@ -1,0 +1,94 @@
+// Command viralpost is the viral-post lab: a celebrity's post gets likes at a
+// fixed rate (2,000 per second by default) through a pool of 20 connections,
+// and each strategy of counting them takes the load in turn, from the naive
+// single-row UPDATE to gormcounter's slots. It prints a table, writes a JSON
+// file and a PNG chart of latency over time, and then measures loads of 1
+// and 100 posts.
+//
+//	go run ./examples/viralpost                       # local PostgreSQL, database test
+//	go run ./examples/viralpost -dsn 'postgres://...' -rate 3000 -duration 30s
+//
+// It needs PostgreSQL. As a superuser it counts lock waits from the server's
+// own log (log_lock_waits with deadlock_timeout = -threshold, set for its
+// connections only); otherwise from samples of pg_locks. It creates tables
+// named viral_* in the DSN's schema, dropping them first.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/hotcounter/hotcounter/examples/viralpost/lab"
+)
+
+func main() {
+	var cfg lab.Config
+	var strategies, jsonPath, pngPath string
+	var quiet bool
+	flag.StringVar(&cfg.DSN, "dsn", "host=127.0.0.1 port=5432 user=postgres dbname=test sslmode=disable", "PostgreSQL DSN")
+	flag.Float64Var(&cfg.Rate, "rate", 2000, "likes per second offered (open loop: arrivals do not wait for answers)")
+	flag.DurationVar(&cfg.Duration, "duration", 20*time.Second, "load per strategy")
+	flag.IntVar(&cfg.Pool, "pool", 20, "the application's connection pool size")
+	flag.DurationVar(&cfg.Timeout, "timeout", 2*time.Second, "a request's deadline from its arrival")
+	flag.DurationVar(&cfg.Threshold, "threshold", 100*time.Millisecond, "lock waits at least this long are counted")
+	flag.Float64Var(&cfg.Unrelated, "unrelated", 50, "reads per second of an unrelated endpoint through the same pool")
+	flag.StringVar(&strategies, "strategies", "", "comma-separated strategies to run (default all: "+names()+")")
+	flag.StringVar(&cfg.ServerLog, "pglog", "auto", `server log to count logged lock waits in: "auto", "off" or a path on the server`)
+	flag.BoolVar(&cfg.Reads, "reads", true, "also measure loads of 1 and 100 posts")
+	flag.StringVar(&jsonPath, "json", "viralpost.json", "JSON result file (empty: none)")
+	flag.StringVar(&pngPath, "png", "viralpost.png", "PNG chart of latency over time (empty: none)")
+	flag.BoolVar(&quiet, "q", false, "no progress display")
+	flag.Parse()
+	if strategies != "" {
+		cfg.Strategies = strings.Split(strategies, ",")
+	}
+	if !quiet {
+		cfg.Progress = func(line string) { fmt.Fprintf(os.Stderr, "\r%-100s", line) }
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	res, err := lab.Run(ctx, cfg)
+	if !quiet {
+		fmt.Fprintf(os.Stderr, "\r%-100s\r", "")
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "viralpost:", err)
+		os.Exit(1)
+	}
+	res.WriteTable(os.Stdout)
+	if jsonPath != "" {
+		if err := res.WriteJSON(jsonPath); err != nil {
+			fmt.Fprintln(os.Stderr, "viralpost:", err)
+			os.Exit(1)
+		}
+		fmt.Println("\nwrote", jsonPath)
+	}
+	if pngPath != "" {
+		if err := res.WriteChart(pngPath); err != nil {
+			fmt.Fprintln(os.Stderr, "viralpost:", err)
+			os.Exit(1)
+		}
+		fmt.Println("wrote", pngPath)
+	}
+	for _, s := range res.Strategies {
+		if s.Lost != 0 {
+			fmt.Fprintf(os.Stderr, "viralpost: %s lost %d acknowledged likes\n", s.Name, s.Lost)
+			os.Exit(1)
+		}
+	}
+}
+
+// names lists the lab's strategies.
+func names() string {
+	var n []string
+	for _, s := range lab.Strategies() {
+		n = append(n, s.Name)
+	}
+	return strings.Join(n, ",")
+}

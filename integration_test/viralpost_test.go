@@ -1,0 +1,55 @@
+package integration_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hotcounter/hotcounter/examples/viralpost/lab"
+	"github.com/hotcounter/hotcounter/internal/testdb"
+)
+
+// TestViralPostLab runs a short version of the viral-post lab on PostgreSQL
+// and checks what must hold whatever the machine's speed: no acknowledged
+// like is lost, nothing deadlocks, the sharded strategies never wait 100 ms
+// or more for a lock, and the naive single row does make its writers wait.
+func TestViralPostLab(t *testing.T) {
+	dsn := testdb.Postgres(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := lab.Run(ctx, lab.Config{
+		DSN:       dsn,
+		Rate:      3000, // above what one row takes through GORM on the 2-core CI machine
+		Duration:  3 * time.Second,
+		Pool:      20,
+		Timeout:   2 * time.Second,
+		Threshold: 100 * time.Millisecond,
+		Unrelated: 20,
+	})
+	require.NoError(t, err)
+	require.Len(t, res.Strategies, len(lab.Strategies()))
+	t.Logf("lock waits counted from: %s", res.Server.LockWaitLog)
+	for _, s := range res.Strategies {
+		t.Logf("%-8s offered %.0f/s achieved %.0f/s p50 %.1f ms p99 %.1f ms timed out %d; waits logged %d, sampled %d (%d >= 100 ms, longest %.0f ms); acked %d counted %d",
+			s.Name, res.Rate, s.Achieved, s.Likes.P50, s.Likes.P99, s.TimedOut,
+			s.LockWaits.Logged, s.LockWaits.Sampled, s.LockWaits.SampledOver, s.LockWaits.LongestMs, s.Acked, s.Counted)
+		assert.Positive(t, s.Acked, "%s: acknowledged likes", s.Name)
+		assert.Zero(t, s.Lost, "%s: acknowledged likes not counted", s.Name)
+		assert.GreaterOrEqual(t, s.Counted, int64(s.Acked), "%s: counted", s.Name)
+		assert.LessOrEqual(t, s.Counted, int64(s.Acked+s.TimedOut), "%s: counted more than were sent and not refused", s.Name)
+		assert.Zero(t, s.Deadlocks, "%s: deadlocks on the server", s.Name)
+		assert.Zero(t, s.Deadlocked, "%s: likes failed by deadlock", s.Name)
+		assert.Zero(t, s.Failed, "%s: likes failed: %v", s.Name, s.Errors)
+		if s.Name == "naive" {
+			assert.Positive(t, s.LockWaits.Sampled, "naive: writers of one row must queue on its lock")
+			continue
+		}
+		assert.Zero(t, s.LockWaits.SampledOver, "%s: lock waits of 100 ms or more, sampled", s.Name)
+		if s.LockWaits.Logged >= 0 {
+			assert.Zero(t, s.LockWaits.Logged, "%s: lock waits of 100 ms or more in the server log: %v", s.Name, s.LockWaits.LoggedRelations)
+		}
+	}
+}
