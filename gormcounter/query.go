@@ -366,7 +366,7 @@ func (p *Plugin) runFill(db *gorm.DB, jobs []fillJob, live bool) error {
 			return nil
 		}
 		defer func() { parts, refs, nargs = nil, nil, 0 }()
-		rows, err := querySQL(db, func(w countersql.Writer) { p.dialect.Fill(w, parts) }).Rows()
+		rows, err := querySQL(db, "", func(w countersql.Writer) { p.dialect.Fill(w, parts) }).Rows()
 		if err != nil {
 			return fmt.Errorf("gormcounter: fill: %w", err)
 		}

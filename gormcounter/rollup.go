@@ -142,7 +142,7 @@ func (p *Plugin) foldAll(db *gorm.DB, c *counter, stop func() bool) error {
 }
 
 func (p *Plugin) pendingOwners(db *gorm.DB, c *counter, after any) ([]any, error) {
-	rows, err := querySQL(db, func(w countersql.Writer) {
+	rows, err := querySQL(db, "", func(w countersql.Writer) {
 		p.dialect.PendingOwners(w, c.table, after, p.cfg.RollupBatchSize)
 	}).Rows()
 	if err != nil {

@@ -37,7 +37,8 @@ func execSQL(db *gorm.DB, table string, build func(countersql.Writer)) *gorm.DB 
 	return session(db, table).Exec("?", sqlExpr(build))
 }
 
-// querySQL prepares a query written by countersql; call Rows on the result.
-func querySQL(db *gorm.DB, build func(countersql.Writer)) *gorm.DB {
-	return session(db, "").Raw("?", sqlExpr(build))
+// querySQL prepares a query written by countersql; call Rows or Scan on the
+// result. table, if any, is the current table of the caller's conditions.
+func querySQL(db *gorm.DB, table string, build func(countersql.Writer)) *gorm.DB {
+	return session(db, table).Raw("?", sqlExpr(build))
 }

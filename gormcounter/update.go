@@ -1,6 +1,7 @@
 package gormcounter
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -152,14 +153,21 @@ func (p *Plugin) rewriteUpdate(db *gorm.DB) {
 		t := inc.c.table
 		t.Parent = parent
 		slot := rand.IntN(inc.c.opts.Slots)
-		tx := execSQL(db, parent, func(w countersql.Writer) {
-			p.dialect.IncrementWhere(w, t, slot, inc.delta, cond)
-		})
-		if tx.Error != nil {
-			db.AddError(fmt.Errorf("gormcounter: increment %s: %w", inc.c.name(), tx.Error))
+		var n int64
+		var err error
+		if inc.c.opts.SkipLocked && p.dialect.SkipLocked() {
+			n, err = p.incrementFreeSlot(db, t, slot, inc.delta, cond, singleTarget(stmt))
+		} else {
+			tx := execSQL(db, parent, func(w countersql.Writer) {
+				p.dialect.IncrementWhere(w, t, slot, inc.delta, cond)
+			})
+			n, err = tx.RowsAffected, tx.Error
+		}
+		if err != nil {
+			db.AddError(fmt.Errorf("gormcounter: increment %s: %w", inc.c.name(), err))
 			return
 		}
-		affected = max(affected, tx.RowsAffected)
+		affected = max(affected, n)
 	}
 
 	if userAssignments == 0 {
@@ -169,6 +177,54 @@ func (p *Plugin) rewriteUpdate(db *gorm.DB) {
 		stmt.Omits = append(stmt.Omits[:len(stmt.Omits):len(stmt.Omits)], clause.Associations)
 		db.RowsAffected = affected
 	}
+}
+
+// incrementFreeSlot adds delta to a slot row that no other transaction
+// holds for every parent matching cond, and to slot `slot` (as a plain
+// increment does) for the parents that had no free slot row. single says
+// that cond matches one parent at most, so one updated row is all of them.
+// It returns the number of parents incremented.
+func (p *Plugin) incrementFreeSlot(db *gorm.DB, t countersql.Table, slot int, delta int64, cond func(countersql.Writer), single bool) (int64, error) {
+	rows, err := querySQL(db, t.Parent, func(w countersql.Writer) {
+		p.dialect.IncrementFreeSlot(w, t, slot, delta, cond)
+	}).Rows()
+	if err != nil {
+		return 0, err
+	}
+	var bumped []any
+	for rows.Next() {
+		var key any
+		if err := rows.Scan(&key); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		bumped = append(bumped, key)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return 0, err
+	}
+	if single && len(bumped) == 1 {
+		return 1, nil
+	}
+	tx := execSQL(db, t.Parent, func(w countersql.Writer) {
+		p.dialect.IncrementWhere(w, t, slot, delta, p.dialect.AndKeyNotIn(t, cond, bumped))
+	})
+	return int64(len(bumped)) + tx.RowsAffected, tx.Error
+}
+
+// singleTarget reports whether an update's model value names one parent by
+// its whole primary key (Model(&post)), so it matches one row at most.
+func singleTarget(stmt *gorm.Statement) bool {
+	rv := stmt.ReflectValue
+	if rv.Kind() != reflect.Struct || rv.Type() != stmt.Schema.ModelType || len(stmt.Schema.PrimaryFields) == 0 {
+		return false
+	}
+	for _, f := range stmt.Schema.PrimaryFields {
+		if _, zero := f.ValueOf(stmt.Context, rv); zero {
+			return false
+		}
+	}
+	return true
 }
 
 // updatesColumn reports whether an update with the statement's Select and

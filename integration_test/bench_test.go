@@ -24,6 +24,12 @@ type WidePost struct {
 	Likes int64 `gorm:"counter:slots=64"`
 }
 
+// SkipPost takes the lowest of its 64 pre-created slots that no one holds.
+type SkipPost struct {
+	ID    uint
+	Likes int64 `gorm:"counter:slots=64,precreate,skiplocked"`
+}
+
 // PlainPost reads the posts table with no counters: the baseline of loads.
 type PlainPost struct {
 	ID       uint
@@ -73,11 +79,11 @@ func parallel(b *testing.B, op func() error) {
 // BenchmarkIncrementOneRow: 32 writers increment one post's likes.
 func BenchmarkIncrementOneRow(b *testing.B) {
 	db := openBench(b)
-	if err := db.AutoMigrate(&NaivePost{}, &Author{}, &Post{}, &WidePost{}); err != nil {
+	if err := db.AutoMigrate(&NaivePost{}, &Author{}, &Post{}, &WidePost{}, &SkipPost{}); err != nil {
 		b.Fatal(err)
 	}
-	naive, post, wide := NaivePost{}, Post{Title: "viral"}, WidePost{}
-	for _, v := range []any{&naive, &post, &wide} {
+	naive, post, wide, skip := NaivePost{}, Post{Title: "viral"}, WidePost{}, SkipPost{}
+	for _, v := range []any{&naive, &post, &wide, &skip} {
 		if err := db.Create(v).Error; err != nil {
 			b.Fatal(err)
 		}
@@ -101,6 +107,9 @@ func BenchmarkIncrementOneRow(b *testing.B) {
 	})
 	b.Run("slots64", func(b *testing.B) {
 		parallel(b, func() error { return gormcounter.Increment(db.Model(&WidePost{ID: wide.ID}), "Likes", 1).Error })
+	})
+	b.Run("skiplocked64", func(b *testing.B) {
+		parallel(b, func() error { return gormcounter.Increment(db.Model(&SkipPost{ID: skip.ID}), "Likes", 1).Error })
 	})
 }
 

@@ -14,8 +14,13 @@ import (
 
 // TestViralPostLab runs a short version of the viral-post lab on PostgreSQL
 // and checks what must hold whatever the machine's speed: no acknowledged
-// like is lost, nothing deadlocks, the sharded strategies never wait 100 ms
-// or more for a lock, and the naive single row does make its writers wait.
+// like is lost, nothing deadlocks, the naive single row makes its writers
+// queue on its lock, and skip-locked slots (more slots than the pool has
+// connections) never wait 100 ms or more for a lock.
+//
+// Random slots are not held to that: when a commit stalls (a checkpoint, a
+// slow fsync), two writers that drew the same slot wait for it, and a 20 s
+// run of the lab has logged such waits. Their waits are logged here.
 func TestViralPostLab(t *testing.T) {
 	dsn := testdb.Postgres(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -43,8 +48,11 @@ func TestViralPostLab(t *testing.T) {
 		assert.Zero(t, s.Deadlocks, "%s: deadlocks on the server", s.Name)
 		assert.Zero(t, s.Deadlocked, "%s: likes failed by deadlock", s.Name)
 		assert.Zero(t, s.Failed, "%s: likes failed: %v", s.Name, s.Errors)
-		if s.Name == "naive" {
+		switch s.Name {
+		case "naive":
 			assert.Positive(t, s.LockWaits.Sampled, "naive: writers of one row must queue on its lock")
+			continue
+		case "slots16", "slots64":
 			continue
 		}
 		assert.Zero(t, s.LockWaits.SampledOver, "%s: lock waits of 100 ms or more, sampled", s.Name)

@@ -233,6 +233,56 @@ func (d Dialect) IncrementWhere(w Writer, t Table, slot int, delta int64, cond f
 		t.Parent, t.ParentKey, t.Owner, SlotColumn, ValueColumn, t.Slots, ValueColumn, ValueColumn)
 }
 
+// SkipLocked reports whether the database can choose a slot row that no
+// other transaction holds (FOR UPDATE SKIP LOCKED): PostgreSQL here.
+func (d Dialect) SkipLocked() bool { return d.kind == postgres }
+
+// IncrementFreeSlot writes an UPDATE that adds delta, for every parent
+// matching cond, to one of its slot rows that no other transaction holds: the
+// first free one from slot `start` on, wrapping around (start is random, so
+// writers spread over the slots as with IncrementWhere). It returns the owner
+// key of every row it updated:
+//
+//	UPDATE slots SET n = slots.n + delta FROM (SELECT parent.key AS o, free.slot AS s FROM parent
+//	    CROSS JOIN LATERAL (SELECT slot FROM slots WHERE owner = parent.key
+//	        ORDER BY MOD(slot + 1024 - start, 1024) FOR UPDATE SKIP LOCKED LIMIT 1) free
+//	    WHERE cond) pick
+//	WHERE slots.owner = pick.o AND slots.slot = pick.s RETURNING slots.owner
+//
+// Parents whose slot rows are all held, or that have none yet, are not
+// updated: the caller adds to them with IncrementWhere, excluding the keys
+// returned (see [Dialect.AndKeyNotIn]). SKIP LOCKED never waits, so this
+// statement neither queues nor deadlocks; it costs a row lock written
+// before the update.
+func (d Dialect) IncrementFreeSlot(w Writer, t Table, start int, delta int64, cond func(Writer)) {
+	const pick, free, inner, o, s = "hc_pick", "hc_free", "hc_slots", "hc_o", "hc_s"
+	q(w, "UPDATE % SET % = %.% + ", t.Slots, ValueColumn, t.Slots, ValueColumn)
+	w.Arg(delta)
+	q(w, " FROM (SELECT %.% AS %, %.% AS % FROM % CROSS JOIN LATERAL (SELECT %.% FROM % AS % WHERE %.% = %.% ORDER BY MOD(%.% + 1024 - ",
+		t.Parent, t.ParentKey, o, free, SlotColumn, s, t.Parent,
+		inner, SlotColumn, t.Slots, inner, inner, t.Owner, t.Parent, t.ParentKey, inner, SlotColumn)
+	w.Arg(start)
+	q(w, ", 1024) FOR UPDATE SKIP LOCKED LIMIT 1) % WHERE ", free)
+	cond(w)
+	q(w, ") % WHERE %.% = %.% AND %.% = %.% RETURNING %.%",
+		pick, t.Slots, t.Owner, pick, o, t.Slots, SlotColumn, pick, s, t.Slots, t.Owner)
+}
+
+// AndKeyNotIn returns cond narrowed to the parents whose keys are not in
+// keys (cond itself when keys is empty).
+func (d Dialect) AndKeyNotIn(t Table, cond func(Writer), keys []any) func(Writer) {
+	if len(keys) == 0 {
+		return cond
+	}
+	return func(w Writer) {
+		w.WriteString("(")
+		cond(w)
+		q(w, ") AND NOT (%.%", t.Parent, t.ParentKey)
+		d.keyIn(w, keys)
+		w.WriteString(")")
+	}
+}
+
 // KeyIn returns a condition for IncrementWhere and PrecreateSlots that
 // matches the parents with the given keys.
 func (d Dialect) KeyIn(t Table, keys []any) func(Writer) {

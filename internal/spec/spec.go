@@ -61,6 +61,13 @@ type Options struct {
 	// FOR KEY SHARE on the parent. Sum counters only: a rollup pass removes the
 	// slot rows it folds.
 	Precreate Toggle
+	// SkipLocked makes an increment take the lowest slot row of its parent
+	// that no other transaction holds (FOR UPDATE SKIP LOCKED) instead of a
+	// random one, falling back to a random slot when all are held, so that
+	// it waits for a slot lock only when more transactions write the parent
+	// at once than it has slots. Where the database has no SKIP LOCKED
+	// (SQLite, which has one writer at a time anyway), it changes nothing.
+	SkipLocked bool
 }
 
 // PrecreateOn resolves Precreate for a database whose default is def.
@@ -91,7 +98,8 @@ func (o Options) Validate() error {
 // ParseList parses a comma-separated option list such as "slots=64,rollup",
 // starting from def. The empty string is a bare declaration.
 //
-// Words: slots=N (1..MaxSlots), sum, rollup, precreate, precreate=true|false.
+// Words: slots=N (1..MaxSlots), sum, rollup, precreate, precreate=true|false,
+// skiplocked.
 // Anything else is an error.
 func ParseList(list string, def Options) (Options, error) {
 	o := def
@@ -138,8 +146,13 @@ func ParseList(list string, def Options) (Options, error) {
 			default:
 				return o, fmt.Errorf("%w: precreate=%s: use precreate, precreate=true or precreate=false", ErrInvalid, value)
 			}
+		case "skiplocked":
+			if hasValue {
+				return o, fmt.Errorf("%w: %q takes no value", ErrInvalid, key)
+			}
+			o.SkipLocked = true
 		default:
-			return o, fmt.Errorf("%w: unknown option %q (known: slots=N, sum, rollup, precreate)", ErrInvalid, word)
+			return o, fmt.Errorf("%w: unknown option %q (known: slots=N, sum, rollup, precreate, skiplocked)", ErrInvalid, word)
 		}
 	}
 	return o, o.Validate()

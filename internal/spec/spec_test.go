@@ -20,6 +20,8 @@ func TestParseList(t *testing.T) {
 		{"precreate=false,slots=2", Options{Slots: 2, Mode: Sum, Precreate: Off}},
 		{"slots=1", Options{Slots: 1, Mode: Sum}},
 		{"slots=1024", Options{Slots: 1024, Mode: Sum}},
+		{"slots=64,skiplocked", Options{Slots: 64, Mode: Sum, SkipLocked: true}},
+		{"rollup,SkipLocked", Options{Slots: 16, Mode: Rollup, SkipLocked: true}},
 	}
 	for _, c := range cases {
 		got, err := ParseList(c.in, def)
@@ -46,6 +48,7 @@ func TestParseListRejects(t *testing.T) {
 		"rollup,precreate":         "precreate",
 		"precreate=maybe":          "precreate=maybe",
 		"precreate=":               "precreate=",
+		"skiplocked=true":          "takes no value",
 		"slots=4,slots=4,unknown=": `"unknown="`,
 	}
 	for in, says := range cases {

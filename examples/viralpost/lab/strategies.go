@@ -41,6 +41,18 @@ type Slots64Post struct {
 // TableName keeps the lab's tables apart from an application's.
 func (Slots64Post) TableName() string { return "viral_s64_posts" }
 
+// SkipLocked64Post takes the lowest of its 64 pre-created slot rows that no
+// other transaction holds: with fewer concurrent writers than slots (the pool
+// has 20), a like never waits for a slot lock.
+type SkipLocked64Post struct {
+	ID    uint
+	Title string
+	Likes int64 `gorm:"counter:slots=64,precreate,skiplocked"`
+}
+
+// TableName keeps the lab's tables apart from an application's.
+func (SkipLocked64Post) TableName() string { return "viral_skl64_posts" }
+
 // User is what the unrelated endpoint reads: a plain table the likes never
 // touch, read through the same pool.
 type User struct {
@@ -87,7 +99,9 @@ func sharded[P any](name, what string, get func(*P) int64) Strategy {
 	return Strategy{
 		Name: name, What: what, model: new(P),
 		like: func(db *gorm.DB, id uint) error {
-			return oneRow(gormcounter.Increment(db.Model(new(P)).Where("id = ?", id), "Likes", 1))
+			post := new(P) // as an application has it: Increment(db.Model(&post), ...)
+			reflect.ValueOf(post).Elem().FieldByName("ID").SetUint(uint64(id))
+			return oneRow(gormcounter.Increment(db.Model(post), "Likes", 1))
 		},
 		count: likes(get),
 	}
@@ -110,6 +124,7 @@ func Strategies() []Strategy {
 		},
 		sharded("slots16", "gormcounter.Increment, 16 slots (random-slot upsert)", func(p *Slots16Post) int64 { return p.Likes }),
 		sharded("slots64", "gormcounter.Increment, 64 slots (random-slot upsert)", func(p *Slots64Post) int64 { return p.Likes }),
+		sharded("skiplocked64", "gormcounter.Increment, 64 pre-created slots, skiplocked (lowest slot no one holds)", func(p *SkipLocked64Post) int64 { return p.Likes }),
 	}
 }
 
