@@ -155,8 +155,8 @@ func (p *Plugin) rewriteUpdate(db *gorm.DB) {
 		slot := rand.IntN(inc.c.opts.Slots)
 		var n int64
 		var err error
-		if inc.c.opts.SkipLocked && p.dialect.SkipLocked() {
-			n, err = p.incrementFreeSlot(db, t, slot, inc.delta, cond, singleTarget(stmt))
+		if inc.c.opts.SkipLocked && p.dialect.SkipLocked() && singleTarget(stmt) {
+			n, err = p.incrementFreeSlot(db, t, slot, inc.delta, cond)
 		} else {
 			tx := execSQL(db, parent, func(w countersql.Writer) {
 				p.dialect.IncrementWhere(w, t, slot, inc.delta, cond)
@@ -179,41 +179,41 @@ func (p *Plugin) rewriteUpdate(db *gorm.DB) {
 	}
 }
 
-// incrementFreeSlot adds delta to a slot row that no other transaction
-// holds for every parent matching cond, and to slot `slot` (as a plain
-// increment does) for the parents that had no free slot row. single says
-// that cond matches one parent at most, so one updated row is all of them.
-// It returns the number of parents incremented.
-func (p *Plugin) incrementFreeSlot(db *gorm.DB, t countersql.Table, slot int, delta int64, cond func(countersql.Writer), single bool) (int64, error) {
+// incrementFreeSlot adds delta to a slot row of the one parent matching
+// cond that no other transaction holds; if it has none free (or no slot rows
+// yet), it adds to slot `slot` as a plain increment does. The first
+// statement changes nothing when it finds no free row, so the two never
+// apply half an increment. It returns the number of parents incremented.
+func (p *Plugin) incrementFreeSlot(db *gorm.DB, t countersql.Table, slot int, delta int64, cond func(countersql.Writer)) (int64, error) {
 	rows, err := querySQL(db, t.Parent, func(w countersql.Writer) {
 		p.dialect.IncrementFreeSlot(w, t, slot, delta, cond)
 	}).Rows()
 	if err != nil {
 		return 0, err
 	}
-	var bumped []any
+	updated := 0
 	for rows.Next() {
-		var key any
-		if err := rows.Scan(&key); err != nil {
-			rows.Close()
-			return 0, err
-		}
-		bumped = append(bumped, key)
+		updated++
 	}
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 		return 0, err
 	}
-	if single && len(bumped) == 1 {
+	switch {
+	case updated > 1:
+		return 0, fmt.Errorf("a skip-locked increment of one parent updated %d slot rows", updated)
+	case updated == 1:
 		return 1, nil
 	}
 	tx := execSQL(db, t.Parent, func(w countersql.Writer) {
-		p.dialect.IncrementWhere(w, t, slot, delta, p.dialect.AndKeyNotIn(t, cond, bumped))
+		p.dialect.IncrementWhere(w, t, slot, delta, cond)
 	})
-	return int64(len(bumped)) + tx.RowsAffected, tx.Error
+	return tx.RowsAffected, tx.Error
 }
 
 // singleTarget reports whether an update's model value names one parent by
-// its whole primary key (Model(&post)), so it matches one row at most.
+// its whole primary key (Model(&post)), so it matches one row at most. Only
+// such increments take a free slot (skiplocked); increments of several
+// parents use the plain upsert, which locks slot rows in key order.
 func singleTarget(stmt *gorm.Statement) bool {
 	rv := stmt.ReflectValue
 	if rv.Kind() != reflect.Struct || rv.Type() != stmt.Schema.ModelType || len(stmt.Schema.PrimaryFields) == 0 {

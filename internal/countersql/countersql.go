@@ -237,50 +237,37 @@ func (d Dialect) IncrementWhere(w Writer, t Table, slot int, delta int64, cond f
 // other transaction holds (FOR UPDATE SKIP LOCKED): PostgreSQL here.
 func (d Dialect) SkipLocked() bool { return d.kind == postgres }
 
-// IncrementFreeSlot writes an UPDATE that adds delta, for every parent
-// matching cond, to one of its slot rows that no other transaction holds: the
-// first free one from slot `start` on, wrapping around (start is random, so
-// writers spread over the slots as with IncrementWhere). It returns the owner
-// key of every row it updated:
+// IncrementFreeSlot writes an UPDATE that adds delta to one slot row of the
+// parent matching cond that no other transaction holds: the first free one
+// from slot `start` on, wrapping around (start is random, so writers spread
+// over the slots as with IncrementWhere). It returns the owner key of the row
+// it updated, or no row when every slot row of the parent is held or it has
+// none yet; the caller then falls back to IncrementWhere.
 //
-//	UPDATE slots SET n = slots.n + delta FROM (SELECT parent.key AS o, free.slot AS s FROM parent
+//	WITH pick AS MATERIALIZED (SELECT parent.key AS o, free.slot AS s FROM parent
 //	    CROSS JOIN LATERAL (SELECT slot FROM slots WHERE owner = parent.key
 //	        ORDER BY MOD(slot + 1024 - start, 1024) FOR UPDATE SKIP LOCKED LIMIT 1) free
-//	    WHERE cond) pick
+//	    WHERE cond)
+//	UPDATE slots SET n = slots.n + delta FROM pick
 //	WHERE slots.owner = pick.o AND slots.slot = pick.s RETURNING slots.owner
 //
-// Parents whose slot rows are all held, or that have none yet, are not
-// updated: the caller adds to them with IncrementWhere, excluding the keys
-// returned (see [Dialect.AndKeyNotIn]). SKIP LOCKED never waits, so this
-// statement neither queues nor deadlocks; it costs a row lock written
-// before the update.
+// cond must match one parent at most. With several, the slot rows of some
+// would be locked here and those of others by the fallback, in no common
+// order: two such increments could deadlock. MATERIALIZED makes the pick run
+// exactly once, before the update. SKIP LOCKED never waits; the statement
+// costs a row lock written before the update.
 func (d Dialect) IncrementFreeSlot(w Writer, t Table, start int, delta int64, cond func(Writer)) {
 	const pick, free, inner, o, s = "hc_pick", "hc_free", "hc_slots", "hc_o", "hc_s"
-	q(w, "UPDATE % SET % = %.% + ", t.Slots, ValueColumn, t.Slots, ValueColumn)
-	w.Arg(delta)
-	q(w, " FROM (SELECT %.% AS %, %.% AS % FROM % CROSS JOIN LATERAL (SELECT %.% FROM % AS % WHERE %.% = %.% ORDER BY MOD(%.% + 1024 - ",
-		t.Parent, t.ParentKey, o, free, SlotColumn, s, t.Parent,
+	q(w, "WITH % AS MATERIALIZED (SELECT %.% AS %, %.% AS % FROM % CROSS JOIN LATERAL (SELECT %.% FROM % AS % WHERE %.% = %.% ORDER BY MOD(%.% + 1024 - ",
+		pick, t.Parent, t.ParentKey, o, free, SlotColumn, s, t.Parent,
 		inner, SlotColumn, t.Slots, inner, inner, t.Owner, t.Parent, t.ParentKey, inner, SlotColumn)
 	w.Arg(start)
 	q(w, ", 1024) FOR UPDATE SKIP LOCKED LIMIT 1) % WHERE ", free)
 	cond(w)
-	q(w, ") % WHERE %.% = %.% AND %.% = %.% RETURNING %.%",
+	q(w, ") UPDATE % SET % = %.% + ", t.Slots, ValueColumn, t.Slots, ValueColumn)
+	w.Arg(delta)
+	q(w, " FROM % WHERE %.% = %.% AND %.% = %.% RETURNING %.%",
 		pick, t.Slots, t.Owner, pick, o, t.Slots, SlotColumn, pick, s, t.Slots, t.Owner)
-}
-
-// AndKeyNotIn returns cond narrowed to the parents whose keys are not in
-// keys (cond itself when keys is empty).
-func (d Dialect) AndKeyNotIn(t Table, cond func(Writer), keys []any) func(Writer) {
-	if len(keys) == 0 {
-		return cond
-	}
-	return func(w Writer) {
-		w.WriteString("(")
-		cond(w)
-		q(w, ") AND NOT (%.%", t.Parent, t.ParentKey)
-		d.keyIn(w, keys)
-		w.WriteString(")")
-	}
 }
 
 // KeyIn returns a condition for IncrementWhere and PrecreateSlots that

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,10 +23,12 @@ const (
 	failed                  // any other error
 )
 
-// classify maps a request's error to its outcome. Any error of a request
-// whose deadline has passed is a timeout: the cancellation surfaces as many
-// different errors (the query cancelled, the connection closed, the
-// transaction already rolled back), not all of them wrapping ctx.Err().
+// classify maps a request's error to its outcome. A timeout is an error
+// that says the request's deadline cut it short: the context's error, the
+// query cancelled (57014), or what the driver and GORM report after they
+// closed the connection or rolled back because of it, which does not always
+// wrap the context's error. Any other error is a failure, even one that
+// arrives after the deadline.
 func classify(ctx context.Context, err error) outcome {
 	var pgErr *pgconn.PgError
 	switch {
@@ -33,11 +36,26 @@ func classify(ctx context.Context, err error) outcome {
 		return ok
 	case errors.As(err, &pgErr) && pgErr.Code == "40P01":
 		return deadlock
-	case ctx.Err() != nil, errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled), pgconn.Timeout(err):
+		return timedOut
+	case ctx.Err() != nil && (errors.As(err, &pgErr) && pgErr.Code == "57014" || cutShort(err)):
 		return timedOut
 	default:
 		return failed
 	}
+}
+
+// cutShort recognises the errors a deadline leaves behind when GORM joins
+// them as text: the cancelled statement, the closed connection, the
+// transaction already rolled back.
+func cutShort(err error) bool {
+	msg := err.Error()
+	for _, s := range []string{"context deadline exceeded", "conn closed", "transaction has already been committed or rolled back", "canceling statement"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // request is one arrival: when it was due (from the start of the load) and

@@ -87,15 +87,23 @@ func (o *observer) logSize(ctx context.Context, path string) (int64, error) {
 	return size.Int64, err
 }
 
-// readLog returns the bytes the server log gained since offset.
+// readLog returns the bytes the server log gained since offset. A log that
+// shrank was rotated or truncated during the run: what it held is unknown,
+// and that is an error, not an empty log.
 func (o *observer) readLog(ctx context.Context, offset int64) (string, error) {
 	end, err := o.logSize(ctx, o.logPath)
-	if err != nil || end <= offset {
+	if err != nil {
 		return "", err
 	}
-	var text string
-	err = o.db.QueryRowContext(ctx, `SELECT pg_read_file($1, $2, $3)`, o.logPath, offset, end-offset).Scan(&text)
-	return text, err
+	if end < offset {
+		return "", fmt.Errorf("the server log %s shrank from %d to %d bytes during the run (rotated?)", o.logPath, offset, end)
+	}
+	if end == offset {
+		return "", nil
+	}
+	var text []byte // binary: an offset may fall inside a multibyte character
+	err = o.db.QueryRowContext(ctx, `SELECT pg_read_binary_file($1, $2, $3)`, o.logPath, offset, end-offset).Scan(&text)
+	return string(text), err
 }
 
 // deadlocks returns the database's deadlock count so far.
@@ -131,28 +139,42 @@ type LockWaits struct {
 	// LoggedRelations counts logged waits by the relation the server names
 	// in the wait's context, where it names one.
 	LoggedRelations map[string]int `json:"logged_relations,omitempty"`
-	// Sampled counts distinct waits (backend, start time) seen in pg_locks,
-	// sampled every 10 ms; short waits fall between samples.
+	// Sampled counts statements of the pool seen waiting for a lock in
+	// pg_locks, sampled every 10 ms; short waits fall between samples. A
+	// statement that waits for a row's tuple lock and then for its holder's
+	// transaction is one wait, from the first lock's waitstart.
 	Sampled int `json:"sampled"`
-	// SampledOver counts sampled waits seen at an age of at least the
-	// threshold.
+	// SampledOver counts sampled waits that had lasted at least the
+	// threshold when last seen.
 	SampledOver int `json:"sampled_over_threshold"`
 	// LongestMs is the longest wait seen, in milliseconds, from the log's
 	// "acquired ... after" lines and the samples.
 	LongestMs float64 `json:"longest_ms"`
+	// LogNote says why the log was not read, when Logged is -1.
+	LogNote string `json:"log_note,omitempty"`
 }
 
-// sampler records the lock waits of the pool's backends from pg_locks until
-// stopped.
+// sampler records the lock waits of the pool's statements from pg_locks
+// until stopped.
 type sampler struct {
 	mu      sync.Mutex
-	waits   map[string]float64 // backend and wait start -> oldest age seen, ms
+	waits   map[stmtKey]span
 	stop    chan struct{}
 	stopped chan struct{}
 }
 
+// stmtKey is one statement of one backend.
+type stmtKey struct {
+	pid   int
+	start string // pg_stat_activity.query_start
+}
+
+// span is how long a statement had been waiting when last seen: from the
+// earliest waitstart seen to the latest sample, in seconds since the epoch.
+type span struct{ first, last float64 }
+
 func (o *observer) sample(ctx context.Context) *sampler {
-	s := &sampler{waits: map[string]float64{}, stop: make(chan struct{}), stopped: make(chan struct{})}
+	s := &sampler{waits: map[stmtKey]span{}, stop: make(chan struct{}), stopped: make(chan struct{})}
 	go func() {
 		defer close(s.stopped)
 		t := time.NewTicker(o.every)
@@ -165,20 +187,25 @@ func (o *observer) sample(ctx context.Context) *sampler {
 				return
 			case <-t.C:
 			}
-			rows, err := o.db.QueryContext(ctx, `SELECT l.pid::text || '@' || l.waitstart::text,
-				EXTRACT(EPOCH FROM clock_timestamp() - l.waitstart) * 1000
+			rows, err := o.db.QueryContext(ctx, `SELECT l.pid, a.query_start::text,
+				EXTRACT(EPOCH FROM l.waitstart), EXTRACT(EPOCH FROM clock_timestamp())
 				FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-				WHERE NOT l.granted AND l.waitstart IS NOT NULL
+				WHERE NOT l.granted AND l.waitstart IS NOT NULL AND a.query_start IS NOT NULL
 				AND a.application_name = $1 AND a.datname = current_database()`, o.app)
 			if err != nil {
 				continue
 			}
 			s.mu.Lock()
 			for rows.Next() {
-				var key string
-				var age float64
-				if rows.Scan(&key, &age) == nil {
-					s.waits[key] = max(s.waits[key], age)
+				var k stmtKey
+				var waitstart, now float64
+				if rows.Scan(&k.pid, &k.start, &waitstart, &now) == nil {
+					sp, seen := s.waits[k]
+					if !seen || waitstart < sp.first {
+						sp.first = waitstart
+					}
+					sp.last = max(sp.last, now)
+					s.waits[k] = sp
 				}
 			}
 			s.mu.Unlock()
@@ -188,18 +215,22 @@ func (o *observer) sample(ctx context.Context) *sampler {
 	return s
 }
 
-// finish stops sampling and adds what it saw to w.
-func (s *sampler) finish(w *LockWaits, threshold time.Duration) {
+// finish stops sampling and adds the waits of the given backends to w.
+func (s *sampler) finish(w *LockWaits, threshold time.Duration, pids map[int]bool) {
 	close(s.stop)
 	<-s.stopped
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, age := range s.waits {
+	for k, sp := range s.waits {
+		if !pids[k.pid] {
+			continue
+		}
+		ms := (sp.last - sp.first) * 1000
 		w.Sampled++
-		if age >= float64(threshold.Milliseconds()) {
+		if ms >= float64(threshold.Milliseconds()) {
 			w.SampledOver++
 		}
-		w.LongestMs = max(w.LongestMs, age)
+		w.LongestMs = max(w.LongestMs, ms)
 	}
 }
 

@@ -57,7 +57,7 @@ func TestObserverCountsARealLockWait(t *testing.T) {
 	require.Greater(t, waited, 250*time.Millisecond, "the update did not wait for the row lock")
 
 	var w LockWaits
-	sampling.finish(&w, cfg.Threshold)
+	sampling.finish(&w, cfg.Threshold, p.backends())
 	assert.Equal(t, 1, w.Sampled, "distinct waits sampled")
 	assert.Equal(t, 1, w.SampledOver, "sampled waits of 100 ms or more")
 	if obs.logPath == "" {
@@ -76,4 +76,7 @@ func TestObserverCountsARealLockWait(t *testing.T) {
 	var other LockWaits
 	parseLog(text, map[int]bool{}, &other)
 	assert.Zero(t, other.Logged)
+	sampledElsewhere := obs.sample(ctx)
+	sampledElsewhere.finish(&other, cfg.Threshold, map[int]bool{})
+	assert.Zero(t, other.Sampled)
 }

@@ -36,6 +36,9 @@ func (r *Result) WriteTable(w io.Writer) {
 	}
 	tw.Flush()
 	for _, s := range r.Strategies {
+		if s.LockWaits.Logged < 0 && s.LockWaits.LogNote != "" {
+			fmt.Fprintf(w, "%s: logged waits not counted: %s\n", s.Name, s.LockWaits.LogNote)
+		}
 		if len(s.LockWaits.LoggedRelations) > 0 {
 			fmt.Fprintf(w, "%s: logged waits by relation: %v\n", s.Name, s.LockWaits.LoggedRelations)
 		}
