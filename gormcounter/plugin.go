@@ -95,6 +95,9 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 			return cb.Create().After("gorm:create").Before("gorm:save_after_associations").
 				Register("gormcounter:precreate", p.precreate)
 		},
+		func() error {
+			return cb.Create().Before("gorm:create").Register("gormcounter:batch", p.refuseEmptyBatch)
+		},
 		func() error { return cb.Query().Before("gorm:query").Register("gormcounter:select", p.adjustSelect) },
 		func() error { return cb.Row().Before("gorm:row").Register("gormcounter:columns", p.dropAbsentColumns) },
 		// After gorm:query alone would land after gorm:after_query, so AfterFind

@@ -514,3 +514,40 @@ func TestSoftDeleteWithOrTargetsLikeGorm(t *testing.T) {
 		}
 	})
 }
+
+// Stat has nothing GORM writes on create but its key: two counters.
+type Stat struct {
+	ID    uint
+	Hits  int64 `gorm:"counter"`
+	Total int64 `gorm:"counter:rollup"`
+}
+
+// TestBatchCreateOfCountersOnlyIsRefused: GORM creates a batch of rows that
+// have no column to write with one INSERT ... DEFAULT VALUES, which makes one
+// row. Such a batch fails with an error naming the model, and creates
+// nothing; one row at a time works.
+func TestBatchCreateOfCountersOnlyIsRefused(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		db := e.db
+		must(t, db.AutoMigrate(&Stat{}))
+		batch := []Stat{{Hits: 1}, {}, {}}
+		err := db.Create(&batch).Error
+		if err == nil || !strings.Contains(err.Error(), "Stat") || !strings.Contains(err.Error(), "one at a time") {
+			t.Fatalf("batch Create of a counters-only model: error %v, want one naming Stat", err)
+		}
+		if n := rawInt(t, db, "SELECT COUNT(*) FROM stats"); n != 0 {
+			t.Fatalf("%d rows were created by a refused batch", n)
+		}
+		for i := range batch {
+			must(t, db.Create(&batch[i]).Error)
+		}
+		if n := rawInt(t, db, "SELECT COUNT(*) FROM stats"); n != 3 || batch[2].ID == 0 || batch[0].ID == batch[1].ID {
+			t.Fatalf("one at a time: %d rows, ids %d %d %d", n, batch[0].ID, batch[1].ID, batch[2].ID)
+		}
+		var got Stat
+		must(t, db.First(&got, batch[0].ID).Error)
+		if got.Hits != 0 || got.Total != 0 {
+			t.Fatalf("Create wrote a counter: %+v", got)
+		}
+	})
+}
