@@ -151,7 +151,10 @@ func (m counterMigrator) createSlotTables(models []*model) error {
 	for _, md := range models {
 		key := *md.key // the slot table's owner column: the key's type, never auto-incremented
 		key.AutoIncrement = false
-		key.PrimaryKey = false
+		// MySQL sizes a string key varchar(191) only when it is a key (else
+		// longtext, which a foreign key cannot reference); elsewhere a primary
+		// key's type can carry its auto-increment.
+		key.PrimaryKey = m.plugin.dialect.MySQL()
 		ownerType := m.db.Dialector.DataTypeOf(&key)
 		for _, c := range md.counters {
 			if m.Migrator.HasTable(c.table.Slots) {

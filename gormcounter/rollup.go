@@ -122,6 +122,9 @@ func (p *Plugin) foldAll(db *gorm.DB, c *counter, stop func() bool) error {
 		}
 		err = retry.Do(ctx, 5, func() error {
 			return db.Transaction(func(tx *gorm.DB) error {
+				if p.dialect.MySQL() {
+					return p.foldMySQL(tx, c.table, owners)
+				}
 				for _, step := range p.dialect.Fold(c.table, owners) {
 					if err := execSQL(tx, "", step).Error; err != nil {
 						return err
@@ -155,7 +158,7 @@ func (p *Plugin) pendingOwners(db *gorm.DB, c *counter, after any) ([]any, error
 		if err := rows.Scan(&v); err != nil {
 			return nil, err
 		}
-		owners = append(owners, v)
+		owners = append(owners, normalizeKey(v))
 	}
 	return owners, rows.Err()
 }

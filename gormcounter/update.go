@@ -155,9 +155,12 @@ func (p *Plugin) rewriteUpdate(db *gorm.DB) {
 		slot := rand.IntN(inc.c.opts.Slots)
 		var n int64
 		var err error
-		if inc.c.opts.SkipLocked && p.dialect.SkipLocked() && singleTarget(stmt) {
+		switch {
+		case p.dialect.MySQL():
+			n, err = p.incrementMySQL(db, t, slot, inc.delta, cond)
+		case inc.c.opts.SkipLocked && p.dialect.SkipLocked() && singleTarget(stmt):
 			n, err = p.incrementFreeSlot(db, t, slot, inc.delta, cond)
-		} else {
+		default:
 			tx := execSQL(db, parent, func(w countersql.Writer) {
 				p.dialect.IncrementWhere(w, t, slot, inc.delta, cond)
 			})

@@ -43,12 +43,13 @@ func hammer(t *testing.T, writers, n int, inc func() error) int64 {
 }
 
 // writersFor is the load of the concurrency tests: the 32 x 500 on
-// PostgreSQL; SQLite runs one writer at a time, so fewer suffice there.
+// PostgreSQL and MariaDB; SQLite runs one writer at a time, so fewer suffice
+// there.
 func writersFor(k dbKind) (writers, each int) {
-	if k == pg {
-		return 32, 500
+	if k == lite {
+		return 8, 100
 	}
-	return 8, 100
+	return 32, 500
 }
 
 func TestConcurrentIncrementsLoseNothing(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/glebarez/sqlite"
+	"gorm.io/driver/mysql"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -29,9 +30,10 @@ type dbKind string
 const (
 	pg   dbKind = "postgres"
 	lite dbKind = "sqlite"
+	my   dbKind = "mariadb"
 )
 
-var allKinds = []dbKind{pg, lite}
+var allKinds = []dbKind{pg, lite, my}
 
 // counting is a GORM logger that counts the statements GORM sends, so tests
 // can assert how many queries a load costs. It logs nothing.
@@ -63,19 +65,33 @@ type env struct {
 }
 
 func dialectorFor(kind dbKind, dsn string) gorm.Dialector {
-	if kind == pg {
+	switch kind {
+	case pg:
 		return postgres.Open(dsn)
+	case my:
+		return mysql.Open(dsn)
 	}
 	return sqlite.Open(dsn)
+}
+
+// dialectName is GORM's name for the dialect of a database kind.
+func dialectName(k dbKind) string {
+	if k == my {
+		return "mysql"
+	}
+	return string(k)
 }
 
 // open returns a fresh database of the given kind with gormcounter registered.
 func open(t testing.TB, kind dbKind, cfgs ...*gorm.Config) *env {
 	t.Helper()
 	e := &env{kind: kind, log: &counting{}}
-	if kind == pg {
+	switch kind {
+	case pg:
 		e.dsn = testdb.Postgres(t)
-	} else {
+	case my:
+		e.dsn = testdb.MySQL(t)
+	default:
 		e.dsn = testdb.SQLite(t)
 	}
 	cfg := &gorm.Config{Logger: e.log}

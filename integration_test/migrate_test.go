@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 	"gorm.io/gorm/schema"
 
 	"github.com/hotcounter/hotcounter/gormcounter"
@@ -59,7 +60,7 @@ func TestMigratorWrapperKeepsGormWorking(t *testing.T) {
 			}
 
 			u, ok := db.Dialector.(interface{ Unwrap() gorm.Dialector })
-			if !ok || u.Unwrap().Name() != string(k) {
+			if !ok || u.Unwrap().Name() != dialectName(k) {
 				t.Fatalf("Unwrap: %T", db.Dialector)
 			}
 		})
@@ -340,7 +341,9 @@ func TestNamingStrategyAndQuoting(t *testing.T) {
 			o := Order{}
 			must(t, db.Create(&o).Error)
 			must(t, gormcounter.Increment(db.Model(&o), "Group", 5).Error)
-			must(t, db.Model(&o).UpdateColumn("select", gorm.Expr(`"select" + ?`, 7)).Error)
+			var quoted strings.Builder
+			db.Dialector.QuoteTo(&quoted, "select")
+			must(t, db.Model(&o).UpdateColumn("select", gorm.Expr(quoted.String()+" + ?", 7)).Error)
 			var got Order
 			must(t, db.Clauses(gormcounter.Live).First(&got, o.ID).Error)
 			if got.Group != 5 || got.Select != 7 {
@@ -358,7 +361,7 @@ func TestNamingStrategyAndQuoting(t *testing.T) {
 			must(t, gormcounter.Increment(db.Model(&docs[0]), "Saves", 4).Error)
 			must(t, gormcounter.Rollup(db, &Doc{}))
 			var loaded []Doc
-			must(t, db.Order("key").Find(&loaded).Error)
+			must(t, db.Order(clause.OrderByColumn{Column: clause.Column{Name: "key"}}).Find(&loaded).Error)
 			if len(loaded) != 2 || loaded[0].Reads != 2 || loaded[1].Reads != 2 || loaded[1].Saves != 4 {
 				t.Fatalf("docs: %+v", loaded)
 			}

@@ -46,40 +46,68 @@ type kind int
 const (
 	postgres kind = iota + 1
 	sqlite
+	mysql
 )
 
 // Dialect writes the SQL of one database family.
 type Dialect struct{ kind kind }
 
-// For returns the dialect for an ORM's dialect name: "postgres" (also "pgx")
-// or "sqlite" (also "sqlite3"). MySQL and MariaDB are not supported yet.
+// For returns the dialect for an ORM's dialect name: "postgres" (also "pgx"),
+// "sqlite" (also "sqlite3") or "mysql" (MySQL 8 and MariaDB 10.6+, InnoDB).
 func For(name string) (Dialect, error) {
 	switch name {
 	case "postgres", "pgx":
 		return Dialect{postgres}, nil
 	case "sqlite", "sqlite3":
 		return Dialect{sqlite}, nil
+	case "mysql":
+		return Dialect{mysql}, nil
 	}
-	return Dialect{}, fmt.Errorf("hotcounter: database %q is not supported yet (PostgreSQL and SQLite are)", name)
+	return Dialect{}, fmt.Errorf("hotcounter: database %q is not supported (PostgreSQL, MySQL/MariaDB and SQLite are)", name)
 }
+
+// MySQL reports whether this is the MySQL/MariaDB dialect, whose increments
+// and folds run as several statements (see [Dialect.SelectKeys] and
+// [Dialect.LockSlots]).
+func (d Dialect) MySQL() bool { return d.kind == mysql }
 
 // textType and intType are the CAST targets that make key and value columns of
 // different tables comparable inside one UNION ALL.
-func (d Dialect) textType() string { return "TEXT" }
+func (d Dialect) textType() string {
+	if d.kind == mysql {
+		return "CHAR"
+	}
+	return "TEXT"
+}
 
 func (d Dialect) intType() string {
-	if d.kind == sqlite {
+	switch d.kind {
+	case sqlite:
 		return "INTEGER"
+	case mysql:
+		return "SIGNED"
 	}
 	return "BIGINT"
 }
 
 // PrecreateByDefault reports whether sum counters pre-create their slot rows
-// unless told otherwise. Not on PostgreSQL or SQLite: every load sums every
-// slot row, so N rows for each parent, liked or not, would make reads of
-// cold rows cost as much as reads of hot ones. (MySQL's gap locks on first
-// inserts are the case for it: issue 4.)
-func (d Dialect) PrecreateByDefault() bool { return false }
+// unless told otherwise. On MySQL/MariaDB yes: inserting a slot row takes
+// gap and insert-intention locks (concurrent first inserts can deadlock,
+// MySQL bug 52020) and its foreign key check takes a shared lock on the
+// parent row, which waits for any transaction that updated the parent; with
+// every row in place an increment is an exact-match UPDATE that locks one
+// slot row. Not on PostgreSQL or SQLite: every load sums every slot row, so N
+// rows for each parent, liked or not, would make reads of cold rows cost as
+// much as reads of hot ones.
+func (d Dialect) PrecreateByDefault() bool { return d.kind == mysql }
+
+// slotCast is the CAST target of a slot number (MySQL casts to SIGNED only).
+func (d Dialect) slotCast() string {
+	if d.kind == mysql {
+		return "SIGNED"
+	}
+	return d.slotType()
+}
 
 func (d Dialect) slotType() string {
 	if d.kind == sqlite {
@@ -225,10 +253,15 @@ func (d Dialect) IncrementWhere(w Writer, t Table, slot int, delta int64, cond f
 	// Typed casts: a bare parameter in a SELECT list is text to PostgreSQL.
 	q(w, "INSERT INTO % (%, %, %) SELECT %.%, CAST(", t.Slots, t.Owner, SlotColumn, ValueColumn, t.Parent, t.ParentKey)
 	w.Arg(slot)
-	w.WriteString(" AS " + d.slotType() + "), CAST(")
+	w.WriteString(" AS " + d.slotCast() + "), CAST(")
 	w.Arg(delta)
 	q(w, " AS "+d.intType()+") FROM % WHERE ", t.Parent)
 	cond(w)
+	if d.kind == mysql {
+		q(w, " ORDER BY %.% ON DUPLICATE KEY UPDATE % = %.% + ", t.Parent, t.ParentKey, ValueColumn, t.Slots, ValueColumn)
+		w.Arg(delta)
+		return
+	}
 	q(w, " ORDER BY %.% ON CONFLICT (%, %) DO UPDATE SET % = %.% + excluded.%",
 		t.Parent, t.ParentKey, t.Owner, SlotColumn, ValueColumn, t.Slots, ValueColumn, ValueColumn)
 }
@@ -287,9 +320,23 @@ func (d Dialect) KeyIn(t Table, keys []any) func(Writer) {
 //	WHERE cond ORDER BY parent.key, s.i ON CONFLICT DO NOTHING
 func (d Dialect) PrecreateSlots(w Writer, t Table, slots int, cond func(Writer)) {
 	const s, i = "hc_slot", "i"
-	q(w, "WITH RECURSIVE % (%) AS (SELECT 0 UNION ALL SELECT % + 1 FROM % WHERE % < "+strconv.Itoa(slots-1)+") "+
-		"INSERT INTO % (%, %, %) SELECT %.%, %.%, 0 FROM % CROSS JOIN % WHERE ",
-		s, i, i, s, i,
+	numbers := func() {
+		q(w, "WITH RECURSIVE % (%) AS (SELECT 0 UNION ALL SELECT % + 1 FROM % WHERE % < "+strconv.Itoa(slots-1)+")", s, i, i, s, i)
+	}
+	if d.kind == mysql {
+		// INSERT ... SELECT FROM parent CROSS JOIN (WITH RECURSIVE ... SELECT i) s
+		// ... ON DUPLICATE KEY UPDATE n = n: MySQL takes no WITH before INSERT,
+		// and INSERT IGNORE would also hide foreign key failures.
+		q(w, "INSERT INTO % (%, %, %) SELECT %.%, %.%, 0 FROM % CROSS JOIN (",
+			t.Slots, t.Owner, SlotColumn, ValueColumn, t.Parent, t.ParentKey, s, i, t.Parent)
+		numbers()
+		q(w, " SELECT % FROM %) AS % WHERE ", i, s, s)
+		cond(w)
+		q(w, " ORDER BY %.%, %.% ON DUPLICATE KEY UPDATE % = %.%", t.Parent, t.ParentKey, s, i, ValueColumn, t.Slots, ValueColumn)
+		return
+	}
+	numbers()
+	q(w, " INSERT INTO % (%, %, %) SELECT %.%, %.%, 0 FROM % CROSS JOIN % WHERE ",
 		t.Slots, t.Owner, SlotColumn, ValueColumn, t.Parent, t.ParentKey, s, i, t.Parent, s)
 	cond(w)
 	q(w, " ORDER BY %.%, %.% ON CONFLICT DO NOTHING", t.Parent, t.ParentKey, s, i)
@@ -403,4 +450,91 @@ func (d Dialect) foldPostgres(w Writer, t Table, owners []any) {
 		taken, t.Slots, locked, t.Slots, t.Owner, locked, t.Owner, t.Slots, SlotColumn, locked, SlotColumn, t.Slots, t.Owner, t.Slots, ValueColumn,
 		totals, t.Owner, ValueColumn, ValueColumn, taken, t.Owner,
 		t.Parent, t.Column, t.Parent, t.Column, totals, ValueColumn, totals, t.Parent, t.ParentKey, totals, t.Owner)
+}
+
+// The MySQL/MariaDB write path. Under InnoDB's default REPEATABLE READ,
+// INSERT ... SELECT takes shared next-key locks on the rows it reads, so the
+// one-statement upsert of IncrementWhere would lock the parent rows. An
+// increment instead reads the parent keys with a plain (consistent,
+// lock-free) SELECT, adds to their slot rows with an exact-match UPDATE, and
+// inserts the slot rows that were missing.
+
+// SelectKeys writes a lock-free query for the keys of the parents matching
+// cond, in key order.
+func (d Dialect) SelectKeys(w Writer, t Table, cond func(Writer)) {
+	q(w, "SELECT %.% FROM % WHERE ", t.Parent, t.ParentKey, t.Parent)
+	cond(w)
+	q(w, " ORDER BY %.%", t.Parent, t.ParentKey)
+}
+
+// IncrementKeys writes an UPDATE that adds delta to slot `slot` of each of
+// keys (sorted), matching the slot table's primary key exactly, so InnoDB
+// locks those rows and no gaps. Its affected-row count is the number of slot
+// rows that existed (when delta is not 0).
+func (d Dialect) IncrementKeys(w Writer, t Table, keys []any, slot int, delta int64) {
+	q(w, "UPDATE % SET % = % + ", t.Slots, ValueColumn, ValueColumn)
+	w.Arg(delta)
+	q(w, " WHERE % = ", SlotColumn)
+	w.Arg(slot)
+	q(w, " AND %", t.Owner)
+	d.keyIn(w, keys)
+}
+
+// InsertSlots writes an INSERT of slot `slot` with value delta for each of
+// keys (sorted), adding to rows that appeared meanwhile:
+//
+//	INSERT INTO slots (owner, slot, n) VALUES (k1, slot, delta), ... ON DUPLICATE KEY UPDATE n = n + delta
+func (d Dialect) InsertSlots(w Writer, t Table, keys []any, slot int, delta int64) {
+	q(w, "INSERT INTO % (%, %, %) VALUES ", t.Slots, t.Owner, SlotColumn, ValueColumn)
+	for i, k := range keys {
+		if i > 0 {
+			w.WriteString(", ")
+		}
+		args(w, []any{k, slot, delta})
+	}
+	q(w, " ON DUPLICATE KEY UPDATE % = % + ", ValueColumn, ValueColumn)
+	w.Arg(delta)
+}
+
+// LockParents writes a query that locks the parents of owners that no other
+// transaction holds (FOR UPDATE SKIP LOCKED, MySQL 8 / MariaDB 10.6) and
+// returns their keys: the first step of a MySQL fold, so that it never waits.
+func (d Dialect) LockParents(w Writer, t Table, owners []any) {
+	q(w, "SELECT % FROM % WHERE %", t.ParentKey, t.Parent, t.ParentKey)
+	d.keyIn(w, owners)
+	q(w, " ORDER BY % FOR UPDATE SKIP LOCKED", t.ParentKey)
+}
+
+// LockSlots writes a query that locks the slot rows of owners that no other
+// transaction holds and returns them as (owner, slot, n), read current.
+func (d Dialect) LockSlots(w Writer, t Table, owners []any) {
+	q(w, "SELECT %, %, % FROM % WHERE %", t.Owner, SlotColumn, ValueColumn, t.Slots, t.Owner)
+	d.keyIn(w, owners)
+	q(w, " ORDER BY %, % FOR UPDATE SKIP LOCKED", t.Owner, SlotColumn)
+}
+
+// AddToColumns writes one UPDATE that adds amounts[i] to the column of the
+// parent with key keys[i].
+func (d Dialect) AddToColumns(w Writer, t Table, keys []any, amounts []int64) {
+	q(w, "UPDATE % SET % = % + CASE %", t.Parent, t.Column, t.Column, t.ParentKey)
+	for i, k := range keys {
+		w.WriteString(" WHEN ")
+		w.Arg(k)
+		w.WriteString(" THEN ")
+		w.Arg(amounts[i])
+	}
+	q(w, " ELSE 0 END WHERE %", t.ParentKey)
+	d.keyIn(w, keys)
+}
+
+// DeleteSlots writes a DELETE of the slot rows (owners[i], slots[i]).
+func (d Dialect) DeleteSlots(w Writer, t Table, owners []any, slots []int64) {
+	q(w, "DELETE FROM % WHERE (%, %) IN (", t.Slots, t.Owner, SlotColumn)
+	for i := range owners {
+		if i > 0 {
+			w.WriteString(", ")
+		}
+		args(w, []any{owners[i], slots[i]})
+	}
+	w.WriteString(")")
 }

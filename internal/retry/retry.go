@@ -9,6 +9,8 @@ import (
 	"errors"
 	"math/rand/v2"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 )
 
 // Transient reports whether err is worth another attempt of the whole
@@ -23,6 +25,14 @@ func Transient(err error) bool {
 		case "40P01", // deadlock_detected
 			"40001", // serialization_failure
 			"55P03": // lock_not_available
+			return true
+		}
+	}
+	var my *mysql.MySQLError
+	if errors.As(err, &my) {
+		switch my.Number {
+		case 1213, // ER_LOCK_DEADLOCK
+			1205: // ER_LOCK_WAIT_TIMEOUT
 			return true
 		}
 	}
@@ -44,7 +54,10 @@ func Do(ctx context.Context, attempts int, fn func() error) error {
 		if err = fn(); !Transient(err) {
 			return err
 		}
-		backoff := time.Duration(1<<i)*5*time.Millisecond + time.Duration(rand.IntN(5))*time.Millisecond
+		// Exponential from 5 ms, capped at 200 ms, half of it jitter, so that
+		// the victims of one deadlock do not all come back at once.
+		ceiling := min(200*time.Millisecond, time.Duration(1<<min(i, 10))*5*time.Millisecond)
+		backoff := ceiling/2 + rand.N(ceiling/2+1)
 		select {
 		case <-ctx.Done():
 			return errors.Join(err, ctx.Err())

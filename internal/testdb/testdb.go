@@ -1,9 +1,11 @@
 // Package testdb hands tests an isolated database on a real server: a fresh
-// PostgreSQL schema per test (dropped afterwards), or a fresh SQLite file.
+// PostgreSQL schema or MySQL/MariaDB database per test (dropped afterwards),
+// or a fresh SQLite file.
 //
-// Where the server is found:
+// Where the servers are found:
 //
 //	HOTCOUNTER_POSTGRES_DSN  default "host=127.0.0.1 port=5432 user=postgres dbname=test sslmode=disable"
+//	HOTCOUNTER_MYSQL_DSN     default "root@tcp(127.0.0.1:3306)/test"
 //
 // When the server cannot be reached the test is skipped, except under CI=true,
 // where it fails: CI must never pass by testing nothing.
@@ -22,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"   // also registers the "mysql" database/sql driver
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 )
 
@@ -101,6 +104,65 @@ func WithParams(dsn string, params map[string]string) string {
 		dsn += fmt.Sprintf(" %s=%s", k, v)
 	}
 	return dsn
+}
+
+// DefaultMySQLDSN is used when HOTCOUNTER_MYSQL_DSN is unset.
+const DefaultMySQLDSN = "root@tcp(127.0.0.1:3306)/test"
+
+// MySQL returns a DSN (go-sql-driver form) for a new, empty database on the
+// MySQL or MariaDB server, dropped when the test ends.
+func MySQL(tb testing.TB) string {
+	tb.Helper()
+	base := os.Getenv("HOTCOUNTER_MYSQL_DSN")
+	if base == "" {
+		base = DefaultMySQLDSN
+	}
+	cfg, err := mysql.ParseDSN(base)
+	if err != nil {
+		tb.Fatalf("HOTCOUNTER_MYSQL_DSN: %v", err)
+	}
+	admin, err := sql.Open("mysql", cfg.FormatDSN())
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err = admin.PingContext(ctx)
+		cancel()
+	}
+	if err != nil {
+		if admin != nil {
+			admin.Close()
+		}
+		unavailable(tb, "MySQL/MariaDB ("+base+")", err)
+		return ""
+	}
+	name := "hc_" + strings.ToLower(randomHex(6))
+	if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
+		admin.Close()
+		tb.Fatalf("create database: %v", err)
+	}
+	tb.Cleanup(func() {
+		defer admin.Close()
+		// Kill stragglers (a test that failed mid-transaction) so DROP cannot hang.
+		rows, err := admin.Query("SELECT id FROM information_schema.processlist WHERE db = ? AND id <> CONNECTION_ID()", name)
+		if err == nil {
+			var ids []int64
+			for rows.Next() {
+				var id int64
+				if rows.Scan(&id) == nil {
+					ids = append(ids, id)
+				}
+			}
+			rows.Close()
+			for _, id := range ids {
+				_, _ = admin.Exec(fmt.Sprintf("KILL %d", id))
+			}
+		}
+		if _, err := admin.Exec("DROP DATABASE " + name); err != nil {
+			tb.Errorf("drop database %s: %v", name, err)
+		}
+	})
+	cfg.DBName = name
+	cfg.ParseTime = true
+	return cfg.FormatDSN()
 }
 
 // SQLite returns a DSN for a new database file in the test's temporary
