@@ -1,7 +1,10 @@
 package gormcounter
 
 import (
+	"errors"
 	"fmt"
+
+	"github.com/go-sql-driver/mysql"
 
 	"gorm.io/gorm"
 
@@ -14,18 +17,112 @@ import (
 // caller's transaction, or in one of its own that is retried on deadlock.
 
 // incrementMySQL adds delta to slot `slot` of every parent the statement
-// targets. An increment of one parent named only by its primary key
-// (Model(&post), no Where, no soft delete) is one autocommit-able UPDATE of
-// its slot row when the row exists, as pre-created rows do: no read of the
-// parent, no transaction. Anything else takes incrementByKeys.
-func (p *Plugin) incrementMySQL(db *gorm.DB, t countersql.Table, slot int, delta int64, cond func(countersql.Writer)) (int64, error) {
+// targets, and returns how many parents that was.
+//
+// Pre-created slot rows (the default for sum counters) always exist, so an
+// increment is an exact-match UPDATE: it locks one row and no gap. An
+// increment of one parent named only by its primary key (Model(&post), no
+// Where, no soft delete) is that one statement, with no read of the parent.
+//
+// Other counters (rollup, precreate=false) insert their slot rows with
+// INSERT ... ON DUPLICATE KEY UPDATE and never UPDATE first: an UPDATE that
+// finds no row locks the gap where it would be, and the INSERT that follows
+// then deadlocks with every other writer doing the same (MySQL bug 52020).
+func (p *Plugin) incrementMySQL(db *gorm.DB, c *counter, t countersql.Table, slot int, delta int64, cond func(countersql.Writer)) (int64, error) {
 	if key, ok := primaryKeyOnly(db.Statement); ok && delta != 0 {
+		if !c.precreate {
+			// One statement: outside a transaction it can be retried alone.
+			var n int64
+			err := p.ownStatement(db, func(db *gorm.DB) (err error) {
+				n, err = p.upsertSlots(db, t, []any{key}, slot, delta)
+				return err
+			})
+			return n, err
+		}
 		res := execSQL(db, "", func(w countersql.Writer) { p.dialect.IncrementKeys(w, t, []any{key}, slot, delta) })
 		if res.Error != nil || res.RowsAffected == 1 {
 			return res.RowsAffected, res.Error
 		}
 	}
-	return p.incrementByKeys(db, t, slot, delta, cond)
+	var n int64
+	err := p.ownTransaction(db, func(tx *gorm.DB) error {
+		n = 0
+		keys, err := queryKeys(tx, t.Parent, func(w countersql.Writer) { p.dialect.SelectKeys(w, t, cond) })
+		if err != nil || delta == 0 {
+			n = int64(len(keys))
+			return err
+		}
+		for start := 0; start < len(keys); start += fillChunk {
+			chunk := keys[start:min(start+fillChunk, len(keys))]
+			var done int64
+			if c.precreate {
+				done, err = p.updateSlots(tx, t, chunk, slot, delta)
+			} else {
+				done, err = p.upsertSlots(tx, t, chunk, slot, delta)
+			}
+			if err != nil {
+				return err
+			}
+			n += done
+		}
+		return nil
+	})
+	return n, err
+}
+
+// updateSlots adds delta to the pre-created slot rows of keys with one
+// exact-match UPDATE. If some rows are missing (parents created outside
+// GORM, or before the counter was declared), which ones cannot be read back
+// safely: a plain SELECT reads the transaction's snapshot, which may still
+// show a row a rollup has since deleted. So the UPDATE is undone to a
+// savepoint and the keys are upserted instead.
+func (p *Plugin) updateSlots(tx *gorm.DB, t countersql.Table, keys []any, slot int, delta int64) (int64, error) {
+	const sp = "hc_increment"
+	if err := session(tx, "").SavePoint(sp).Error; err != nil {
+		return 0, err
+	}
+	res := execSQL(tx, "", func(w countersql.Writer) { p.dialect.IncrementKeys(w, t, keys, slot, delta) })
+	if res.Error != nil || res.RowsAffected == int64(len(keys)) {
+		return res.RowsAffected, res.Error
+	}
+	if err := session(tx, "").RollbackTo(sp).Error; err != nil {
+		return 0, err
+	}
+	return p.upsertSlots(tx, t, keys, slot, delta)
+}
+
+// upsertSlots adds delta to slot `slot` of keys (sorted), inserting the rows
+// that are missing, in one statement. A parent deleted since its key was
+// read fails the foreign key check (1452); the keys are then upserted one by
+// one and the gone ones skipped, as an UPDATE would skip them.
+func (p *Plugin) upsertSlots(db *gorm.DB, t countersql.Table, keys []any, slot int, delta int64) (int64, error) {
+	upsert := func(keys []any) error {
+		return execSQL(db, "", func(w countersql.Writer) { p.dialect.InsertSlots(w, t, keys, slot, delta) }).Error
+	}
+	err := upsert(keys)
+	if !parentGone(err) {
+		if err != nil {
+			return 0, err
+		}
+		return int64(len(keys)), nil
+	}
+	var n int64
+	for _, k := range keys {
+		switch err := upsert([]any{k}); {
+		case parentGone(err):
+		case err != nil:
+			return n, err
+		default:
+			n++
+		}
+	}
+	return n, nil
+}
+
+// parentGone reports a foreign key failure: the parent row does not exist.
+func parentGone(err error) bool {
+	var my *mysql.MySQLError
+	return errors.As(err, &my) && my.Number == 1452 // ER_NO_REFERENCED_ROW_2
 }
 
 // primaryKeyOnly returns the key of the one parent an update targets when
@@ -43,69 +140,6 @@ func primaryKeyOnly(stmt *gorm.Statement) (any, bool) {
 	}
 	key, _ := stmt.Schema.PrimaryFields[0].ValueOf(stmt.Context, stmt.ReflectValue)
 	return key, true
-}
-
-// incrementByKeys adds delta to slot `slot` of every parent matching cond: it
-// reads their keys without locking them, updates the existing slot rows by
-// exact key, and inserts the missing ones. It returns the number of parents
-// incremented.
-func (p *Plugin) incrementByKeys(db *gorm.DB, t countersql.Table, slot int, delta int64, cond func(countersql.Writer)) (int64, error) {
-	var n int64
-	err := p.ownTransaction(db, func(tx *gorm.DB) error {
-		keys, err := queryKeys(tx, t.Parent, func(w countersql.Writer) { p.dialect.SelectKeys(w, t, cond) })
-		n = int64(len(keys))
-		if err != nil || len(keys) == 0 || delta == 0 {
-			return err
-		}
-		for start := 0; start < len(keys); start += fillChunk {
-			if err := p.incrementChunk(tx, t, keys[start:min(start+fillChunk, len(keys))], slot, delta); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	return n, err
-}
-
-// incrementChunk adds delta to slot `slot` of each of keys. One UPDATE does
-// it when every slot row exists (pre-created, or written before). When some
-// are missing, which ones cannot be read back safely: a plain SELECT reads
-// the transaction's snapshot, which may still show a row a rollup has since
-// deleted, and a locking one takes the gap locks that make first inserts
-// deadlock. So the UPDATE is undone to a savepoint and each key is done
-// alone: UPDATE it, and INSERT ... ON DUPLICATE KEY UPDATE it if that found
-// no row (a row that appeared meanwhile is then added to, not replaced).
-func (p *Plugin) incrementChunk(tx *gorm.DB, t countersql.Table, keys []any, slot int, delta int64) error {
-	update := func(keys []any) (int64, error) {
-		res := execSQL(tx, "", func(w countersql.Writer) { p.dialect.IncrementKeys(w, t, keys, slot, delta) })
-		return res.RowsAffected, res.Error
-	}
-	if len(keys) > 1 {
-		const sp = "hc_increment"
-		if err := tx.SavePoint(sp).Error; err != nil {
-			return err
-		}
-		n, err := update(keys)
-		if err != nil || n == int64(len(keys)) {
-			return err
-		}
-		if err := tx.RollbackTo(sp).Error; err != nil {
-			return err
-		}
-	}
-	for _, k := range keys {
-		n, err := update([]any{k})
-		if err != nil {
-			return err
-		}
-		if n == 1 {
-			continue
-		}
-		if err := execSQL(tx, "", func(w countersql.Writer) { p.dialect.InsertSlots(w, t, []any{k}, slot, delta) }).Error; err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // foldMySQL folds the pending slots of owners into their parents' column:
@@ -155,8 +189,20 @@ func (p *Plugin) foldMySQL(tx *gorm.DB, t countersql.Table, owners []any) error 
 	if err := execSQL(tx, "", func(w countersql.Writer) { p.dialect.AddToColumns(w, t, keys, amounts) }).Error; err != nil {
 		return err
 	}
-	return execSQL(tx, "", func(w countersql.Writer) { p.dialect.DeleteSlots(w, t, slotOwners, slots) }).Error
+	// Two placeholders a row: chunks stay far below MySQL's 65,535.
+	for start := 0; start < len(slotOwners); start += deleteChunk {
+		end := min(start+deleteChunk, len(slotOwners))
+		if err := execSQL(tx, "", func(w countersql.Writer) {
+			p.dialect.DeleteSlots(w, t, slotOwners[start:end], slots[start:end])
+		}).Error; err != nil {
+			return err
+		}
+	}
+	return nil
 }
+
+// deleteChunk bounds the slot rows of one DELETE of a fold.
+const deleteChunk = 10000
 
 // ownTransaction runs fn in db's transaction if it has one, else in a new
 // transaction that is retried while it fails with a deadlock or lock timeout.
@@ -170,6 +216,16 @@ func (p *Plugin) ownTransaction(db *gorm.DB, fn func(tx *gorm.DB) error) error {
 	return retry.Do(db.Statement.Context, ownAttempts, func() error {
 		return session(db, "").Transaction(fn)
 	})
+}
+
+// ownStatement runs fn, which sends one statement, once in db's transaction
+// if it has one, else retried while it fails with a deadlock or lock wait
+// timeout: an autocommit statement that failed changed nothing.
+func (p *Plugin) ownStatement(db *gorm.DB, fn func(db *gorm.DB) error) error {
+	if _, inTx := db.Statement.ConnPool.(gorm.TxCommitter); inTx {
+		return fn(db)
+	}
+	return retry.Do(db.Statement.Context, ownAttempts, func() error { return fn(db) })
 }
 
 // ownAttempts bounds the attempts of a transaction hotcounter owns.

@@ -157,7 +157,7 @@ func (p *Plugin) rewriteUpdate(db *gorm.DB) {
 		var err error
 		switch {
 		case p.dialect.MySQL():
-			n, err = p.incrementMySQL(db, t, slot, inc.delta, cond)
+			n, err = p.incrementMySQL(db, inc.c, t, slot, inc.delta, cond)
 		case inc.c.opts.SkipLocked && p.dialect.SkipLocked() && singleTarget(stmt):
 			n, err = p.incrementFreeSlot(db, t, slot, inc.delta, cond)
 		default:

@@ -31,14 +31,15 @@ type BurstCold struct {
 	Likes int64 `gorm:"counter:precreate=false"`
 }
 
-// TestFirstIncrementsOfAFreshParentDoNotDeadlock is InnoDB's trap: concurrent
-// first inserts of a slot row take gap and insert-intention locks and can
-// deadlock (MySQL bug 52020). 64 goroutines increment a parent created an
-// instant before. With the slots pre-created (the default on MariaDB) every
-// increment is an exact-match UPDATE: the total is exact and the server
-// counts no deadlock. Without pre-created slots the total is still exact
-// (Increment owns its transaction and retries a deadlock); the deadlocks and
-// row lock waits the server counted are logged.
+// TestFirstIncrementsOfAFreshParentDoNotDeadlock is InnoDB's trap: an UPDATE
+// that finds no slot row locks its gap, and the INSERT that follows
+// deadlocks with other writers doing the same (MySQL bug 52020). 64
+// goroutines increment a parent created an instant before. With the slots
+// pre-created (the default on MariaDB) every increment is an exact-match
+// UPDATE: the total is exact and the server counts no deadlock. Without
+// pre-created slots the rows are inserted with ON DUPLICATE KEY UPDATE and
+// no UPDATE first: the total must be exact (Increment retries a deadlock it
+// owns); the deadlocks and row lock waits the server counted are logged.
 func TestFirstIncrementsOfAFreshParentDoNotDeadlock(t *testing.T) {
 	e := open(t, my)
 	db := e.db
@@ -92,4 +93,107 @@ func TestFirstIncrementsOfAFreshParentDoNotDeadlock(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestUpdateOfSomePostsWithACounterTouchesOnlyThem: Updates on a slice of
+// posts with a Where, setting a column and incrementing a counter, changes
+// exactly those posts. (On MariaDB the increment's savepoint once ran on the
+// update's own statement and dropped the slice's key condition: every post
+// matching the Where got the new title.)
+func TestUpdateOfSomePostsWithACounterTouchesOnlyThem(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		db := e.db
+		posts := seed(t, db, 3)
+		before := exact(t, db, posts[2].ID)
+		some := []Post{{ID: posts[0].ID}, {ID: posts[1].ID}}
+		tx := db.Model(&some).Where("title = ?", "post").Updates(map[string]any{"title": "changed", "views": gorm.Expr("views + ?", 1)})
+		must(t, tx.Error)
+		for i, p := range posts {
+			got := exact(t, db, p.ID)
+			changed := i < 2
+			if (got.Title == "changed") != changed {
+				t.Fatalf("post %d: title %q (should change: %v)", i, got.Title, changed)
+			}
+			if i == 2 && got.Views != before.Views {
+				t.Fatalf("post 3: views %d, want %d", got.Views, before.Views)
+			}
+		}
+		if v := exact(t, db, posts[0].ID).Views; v != 10+1 {
+			t.Fatalf("post 1: views %d, want 11", v)
+		}
+	})
+}
+
+// Wide has the most slots a counter may have, in both modes.
+type Wide struct {
+	ID    uint
+	Name  string
+	Likes int64 `gorm:"counter:slots=1024"`
+	Views int64 `gorm:"counter:slots=1024,rollup"`
+}
+
+// TestTheWidestCounters: 1,024 slots are pre-created with the parent where
+// that is the default (MariaDB: past its 1,000-row limit on recursive CTEs),
+// and a rollup pass folds 40 parents with every slot pending (40,960 rows,
+// past MySQL's 65,535 placeholders if deleted in one statement).
+func TestTheWidestCounters(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		db := e.db
+		must(t, db.AutoMigrate(&Wide{}))
+		parents := make([]Wide, 40)
+		for i := range parents {
+			parents[i].Name = "w"
+			must(t, db.Create(&parents[i]).Error)
+		}
+		wantRows := int64(0)
+		if e.kind == my {
+			wantRows = 40 * 1024
+		}
+		if rows := rawInt(t, db, "SELECT COUNT(*) FROM wide_likes_slots"); rows != wantRows {
+			t.Fatalf("%d slot rows of likes pre-created, want %d", rows, wantRows)
+		}
+		// Every slot of every parent pending: 40 x 1024 rows holding 1 each.
+		for _, p := range parents {
+			values := make([]map[string]any, 1024)
+			for s := range values {
+				values[s] = map[string]any{"wide_id": p.ID, "slot": s, "n": 1}
+			}
+			must(t, db.Table("wide_views_slots").CreateInBatches(values, 256).Error)
+		}
+		must(t, gormcounter.Rollup(db, &Wide{}))
+		if pending := rawInt(t, db, "SELECT COUNT(*) FROM wide_views_slots"); pending != 0 {
+			t.Fatalf("%d slot rows still pending after a pass", pending)
+		}
+		var got []Wide
+		must(t, db.Find(&got).Error)
+		for _, w := range got {
+			if w.Views != 1024 {
+				t.Fatalf("wide %d: views %d, want 1024", w.ID, w.Views)
+			}
+		}
+	})
+}
+
+// TestConcurrentUpdateColumnOnARollupCounter: the rewritten UpdateColumn
+// form runs in GORM's default transaction, where hotcounter cannot retry.
+// On MariaDB a rollup counter's slot rows are inserted by its increments
+// (a pass removes them), which is where InnoDB deadlocks: inserting without
+// updating first keeps the gap free, so these must end exact and without
+// failures.
+func TestConcurrentUpdateColumnOnARollupCounter(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		db := e.db
+		must(t, migrateAll(db))
+		post := newPost(t, db, "p")
+		writers, each := 32, 10
+		if e.kind == lite {
+			writers = 8
+		}
+		done := hammer(t, writers, each, func() error {
+			return db.Model(&Post{ID: post.ID}).UpdateColumn("views", gorm.Expr("views + ?", 1)).Error
+		})
+		if got := exact(t, db, post.ID).Views; got != done || done != int64(writers*each) {
+			t.Fatalf("views %d after %d of %d updates", got, done, writers*each)
+		}
+	})
 }

@@ -324,14 +324,19 @@ func (d Dialect) PrecreateSlots(w Writer, t Table, slots int, cond func(Writer))
 		q(w, "WITH RECURSIVE % (%) AS (SELECT 0 UNION ALL SELECT % + 1 FROM % WHERE % < "+strconv.Itoa(slots-1)+")", s, i, i, s, i)
 	}
 	if d.kind == mysql {
-		// INSERT ... SELECT FROM parent CROSS JOIN (WITH RECURSIVE ... SELECT i) s
-		// ... ON DUPLICATE KEY UPDATE n = n: MySQL takes no WITH before INSERT,
-		// and INSERT IGNORE would also hide foreign key failures.
-		q(w, "INSERT INTO % (%, %, %) SELECT %.%, %.%, 0 FROM % CROSS JOIN (",
+		// INSERT ... SELECT FROM parent CROSS JOIN (slot numbers) s ... ON
+		// DUPLICATE KEY UPDATE n = n. The numbers come from four cross-joined
+		// digit lists: MySQL takes no WITH before INSERT, and MariaDB stops a
+		// recursive CTE at 1,000 rows. INSERT IGNORE would also hide foreign
+		// key failures.
+		q(w, "INSERT INTO % (%, %, %) SELECT %.%, %.%, 0 FROM % CROSS JOIN (SELECT ",
 			t.Slots, t.Owner, SlotColumn, ValueColumn, t.Parent, t.ParentKey, s, i, t.Parent)
-		numbers()
-		q(w, " SELECT % FROM %) AS % WHERE ", i, s, s)
+		digits := "(SELECT 0 AS d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4" +
+			" UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)"
+		q(w, "d0.d + 10 * d1.d + 100 * d2.d + 1000 * d3.d AS % FROM "+digits+" d0 CROSS JOIN "+digits+" d1 CROSS JOIN "+
+			digits+" d2 CROSS JOIN "+digits+" d3) AS % WHERE %.% < "+strconv.Itoa(slots)+" AND (", i, s, s, i)
 		cond(w)
+		w.WriteString(")")
 		q(w, " ORDER BY %.%, %.% ON DUPLICATE KEY UPDATE % = %.%", t.Parent, t.ParentKey, s, i, ValueColumn, t.Slots, ValueColumn)
 		return
 	}
