@@ -7,11 +7,14 @@
 //
 //	go run ./examples/viralpost                       # local PostgreSQL, database test
 //	go run ./examples/viralpost -dsn 'postgres://...' -rate 3000 -duration 30s
+//	go run ./examples/viralpost -driver mysql         # local MariaDB, database test
 //
-// It needs PostgreSQL. As a superuser it counts lock waits from the server's
-// own log (log_lock_waits with deadlock_timeout = -threshold, set for its
-// connections only); otherwise from samples of pg_locks. It creates tables
-// named viral_* in the DSN's schema, dropping them first.
+// It needs PostgreSQL or MySQL/MariaDB. On PostgreSQL, as a superuser, it
+// counts lock waits from the server's own log (log_lock_waits with
+// deadlock_timeout = -threshold, set for its connections only), and from
+// samples of pg_locks; on MySQL/MariaDB from samples of INNODB_TRX and the
+// server's Innodb_row_lock_waits. It creates tables named viral_* in the
+// DSN's schema or database, dropping them first.
 package main
 
 import (
@@ -30,7 +33,8 @@ func main() {
 	var cfg lab.Config
 	var strategies, jsonPath, pngPath string
 	var quiet bool
-	flag.StringVar(&cfg.DSN, "dsn", "host=127.0.0.1 port=5432 user=postgres dbname=test sslmode=disable", "PostgreSQL DSN")
+	flag.StringVar(&cfg.Driver, "driver", "postgres", `"postgres", or "mysql" for MySQL/MariaDB`)
+	flag.StringVar(&cfg.DSN, "dsn", "", `DSN (default "host=127.0.0.1 port=5432 user=postgres dbname=test sslmode=disable", or "root@tcp(127.0.0.1:3306)/test" with -driver mysql)`)
 	flag.Float64Var(&cfg.Rate, "rate", 2000, "likes per second offered (open loop: arrivals do not wait for answers)")
 	flag.DurationVar(&cfg.Duration, "duration", 20*time.Second, "load per strategy")
 	flag.IntVar(&cfg.Pool, "pool", 20, "the application's connection pool size")
@@ -44,6 +48,12 @@ func main() {
 	flag.StringVar(&pngPath, "png", "viralpost.png", "PNG chart of latency over time (empty: none)")
 	flag.BoolVar(&quiet, "q", false, "no progress display")
 	flag.Parse()
+	if cfg.DSN == "" {
+		cfg.DSN = "host=127.0.0.1 port=5432 user=postgres dbname=test sslmode=disable"
+		if cfg.Driver == "mysql" {
+			cfg.DSN = "root@tcp(127.0.0.1:3306)/test"
+		}
+	}
 	if strategies != "" {
 		cfg.Strategies = strings.Split(strategies, ",")
 	}

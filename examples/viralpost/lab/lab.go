@@ -10,7 +10,6 @@ package lab
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -19,20 +18,13 @@ import (
 	"strconv"
 	"sync"
 	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
-	"gorm.io/driver/postgres"
-	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
-
-	"github.com/hotcounter/hotcounter/gormcounter"
 )
 
 // Config is one run of the lab. Zero fields take the defaults of the
 // viralpost command.
 type Config struct {
-	DSN        string        // PostgreSQL; required
+	DSN        string        // required
+	Driver     string        // "postgres" (the default) or "mysql" (MySQL/MariaDB)
 	Rate       float64       // offered likes per second (2000)
 	Duration   time.Duration // load per strategy (20s)
 	Pool       int           // the application's max open connections (20)
@@ -121,19 +113,21 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	base, err := pgx.ParseConfig(cfg.DSN)
+	tg, err := newTarget(cfg.Driver, cfg.DSN)
 	if err != nil {
-		return nil, fmt.Errorf("parse DSN: %w", err)
+		return nil, err
 	}
-	app := base.RuntimeParams["application_name"]
-	if app == "" {
-		app = "viralpost"
-		base.RuntimeParams["application_name"] = app
+	strategies = forTarget(strategies, tg, len(cfg.Strategies) > 0)
+	if strategies == nil {
+		return nil, fmt.Errorf("none of the strategies %v runs on this database", cfg.Strategies)
 	}
-	obsDB := stdlib.OpenDB(*base.Copy())
+	obsDB, err := tg.sqlDB(nil, nil)
+	if err != nil {
+		return nil, err
+	}
 	defer obsDB.Close()
 	obsDB.SetMaxOpenConns(2)
-	obs, err := newObserver(ctx, obsDB, app, cfg.ServerLog)
+	obs, err := newObserver(ctx, obsDB, tg, cfg.ServerLog)
 	if err != nil {
 		return nil, err
 	}
@@ -143,18 +137,18 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		Rate:    cfg.Rate, Duration: cfg.Duration.String(), Pool: cfg.Pool,
 		Timeout: cfg.Timeout.String(), Threshold: cfg.Threshold.String(),
 	}
-	if err := seedUsers(ctx, base, cfg); err != nil {
+	if err := seedUsers(ctx, tg, cfg); err != nil {
 		return nil, err
 	}
 	for _, s := range strategies {
-		r, err := runStrategy(ctx, cfg, base, obs, s)
+		r, err := runStrategy(ctx, cfg, tg, obs, s)
 		if err != nil {
 			return res, err
 		}
 		res.Strategies = append(res.Strategies, *r)
 	}
 	if cfg.Reads {
-		if res.Reads, err = measureReads(ctx, cfg, base); err != nil {
+		if res.Reads, err = measureReads(ctx, cfg, tg); err != nil {
 			return res, err
 		}
 	}
@@ -181,46 +175,6 @@ func selectStrategies(names []string) ([]Strategy, error) {
 	return out, nil
 }
 
-// pool is the application's connection pool for one strategy, with the
-// server process ids of its connections, so that the server's log lines
-// can be attributed.
-type pool struct {
-	db   *gorm.DB
-	sql  *sql.DB
-	mu   sync.Mutex
-	pids map[int]bool
-}
-
-// openPool opens a GORM pool of cfg.Pool connections with gormcounter. As a
-// superuser it asks the server to log this pool's lock waits that last the
-// threshold (log_lock_waits and deadlock_timeout are per-session settings).
-func openPool(cfg Config, base *pgx.ConnConfig, logWaits bool) (*pool, error) {
-	cc := base.Copy()
-	if logWaits {
-		cc.RuntimeParams["log_lock_waits"] = "on"
-		cc.RuntimeParams["deadlock_timeout"] = strconv.FormatInt(cfg.Threshold.Milliseconds(), 10)
-	}
-	p := &pool{pids: map[int]bool{}}
-	p.sql = stdlib.OpenDB(*cc, stdlib.OptionAfterConnect(func(_ context.Context, c *pgx.Conn) error {
-		p.mu.Lock()
-		p.pids[int(c.PgConn().PID())] = true
-		p.mu.Unlock()
-		return nil
-	}))
-	p.sql.SetMaxOpenConns(cfg.Pool)
-	p.sql.SetMaxIdleConns(cfg.Pool)
-	db, err := gorm.Open(postgres.New(postgres.Config{Conn: p.sql}), &gorm.Config{Logger: logger.Discard})
-	if err == nil {
-		err = db.Use(gormcounter.New(gormcounter.Config{}))
-	}
-	if err != nil {
-		p.sql.Close()
-		return nil, err
-	}
-	p.db = db
-	return p, nil
-}
-
 // backends returns the pool's server process ids so far.
 func (p *pool) backends() map[int]bool {
 	p.mu.Lock()
@@ -232,8 +186,8 @@ func (p *pool) backends() map[int]bool {
 const usersSeeded = 1000
 
 // seedUsers creates the table the unrelated endpoint reads.
-func seedUsers(ctx context.Context, base *pgx.ConnConfig, cfg Config) error {
-	p, err := openPool(cfg, base, false)
+func seedUsers(ctx context.Context, tg target, cfg Config) error {
+	p, err := tg.openPool(cfg, false)
 	if err != nil {
 		return err
 	}
@@ -253,8 +207,8 @@ func seedUsers(ctx context.Context, base *pgx.ConnConfig, cfg Config) error {
 }
 
 // runStrategy puts one strategy under the load.
-func runStrategy(ctx context.Context, cfg Config, base *pgx.ConnConfig, obs *observer, s Strategy) (*StrategyResult, error) {
-	p, err := openPool(cfg, base, obs.server.Superuser)
+func runStrategy(ctx context.Context, cfg Config, tg target, obs *observer, s Strategy) (*StrategyResult, error) {
+	p, err := tg.openPool(cfg, obs.server.Superuser)
 	if err != nil {
 		return nil, err
 	}
@@ -286,6 +240,12 @@ func runStrategy(ctx context.Context, cfg Config, base *pgx.ConnConfig, obs *obs
 	deadlocksBefore, err := obs.deadlocks(ctx)
 	if err != nil {
 		return nil, err
+	}
+	var rowWaitsBefore int64
+	if obs.mysql {
+		if rowWaitsBefore, err = obs.status(ctx, "Innodb_row_lock_waits"); err != nil {
+			return nil, err
+		}
 	}
 	sampling := obs.sample(ctx)
 	var likes, reads counters
@@ -330,6 +290,13 @@ func runStrategy(ctx context.Context, cfg Config, base *pgx.ConnConfig, obs *obs
 		return nil, err
 	}
 	r.Deadlocks = deadlocksAfter - deadlocksBefore
+	if obs.mysql {
+		rowWaitsAfter, err := obs.status(ctx, "Innodb_row_lock_waits")
+		if err != nil {
+			return nil, err
+		}
+		r.LockWaits.RowLockWaits = rowWaitsAfter - rowWaitsBefore
+	}
 	r.LockWaits.Logged = -1
 	r.LockWaits.LogNote = obs.server.LockWaitLog
 	if logFrom >= 0 {

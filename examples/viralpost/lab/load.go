@@ -47,10 +47,10 @@ func classify(ctx context.Context, err error) outcome {
 
 // cutShort recognises the errors a deadline leaves behind when GORM joins
 // them as text: the cancelled statement, the closed connection, the
-// transaction already rolled back.
+// transaction already rolled back, the connection the MySQL driver dropped.
 func cutShort(err error) bool {
 	msg := err.Error()
-	for _, s := range []string{"context deadline exceeded", "conn closed", "transaction has already been committed or rolled back", "canceling statement"} {
+	for _, s := range []string{"context deadline exceeded", "conn closed", "transaction has already been committed or rolled back", "canceling statement", "invalid connection", "bad connection"} {
 		if strings.Contains(msg, s) {
 			return true
 		}

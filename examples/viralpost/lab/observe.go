@@ -12,14 +12,14 @@ import (
 	"time"
 )
 
-// Server describes the PostgreSQL server a run measured.
+// Server describes the database server a run measured.
 type Server struct {
-	Version           string `json:"version"`
-	SynchronousCommit string `json:"synchronous_commit"`
-	Fsync             string `json:"fsync"`
-	SharedBuffers     string `json:"shared_buffers"`
-	MaxConnections    string `json:"max_connections"`
-	Superuser         bool   `json:"superuser"`
+	Product string `json:"product"` // PostgreSQL, MariaDB or MySQL
+	Version string `json:"version"`
+	// Durability names the settings that decide what a commit waits for:
+	// synchronous_commit and fsync, or innodb_flush_log_at_trx_commit.
+	Durability string `json:"durability"`
+	Superuser  bool   `json:"superuser"`
 	// LockWaitLog is how logged lock waits are counted: the server log file
 	// read through pg_read_file, or why they are not.
 	LockWaitLog string `json:"lock_wait_log"`
@@ -29,29 +29,46 @@ type Server struct {
 // under test, so that watching never queues behind the load.
 type observer struct {
 	db      *sql.DB
-	app     string        // application_name of the pool under test
-	logPath string        // server log file, "" when it cannot be read
+	mysql   bool          // MySQL/MariaDB, else PostgreSQL
+	app     string        // PostgreSQL application_name of the pool under test
+	logPath string        // PostgreSQL server log file, "" when it cannot be read
 	server  Server        // settings, read once
-	every   time.Duration // pg_locks sampling period
+	every   time.Duration // lock wait sampling period
 }
 
 // newObserver reads the server's settings and finds its log.
-func newObserver(ctx context.Context, db *sql.DB, app, logPath string) (*observer, error) {
-	o := &observer{db: db, app: app, every: 10 * time.Millisecond}
+func newObserver(ctx context.Context, db *sql.DB, tg target, logPath string) (*observer, error) {
+	o := &observer{db: db, mysql: tg.isMySQL(), app: tg.app, every: 10 * time.Millisecond}
 	s := &o.server
+	if o.mysql {
+		var flush, syncBinlog string
+		err := db.QueryRowContext(ctx, `SELECT VERSION(), @@innodb_flush_log_at_trx_commit, @@sync_binlog`).Scan(&s.Version, &flush, &syncBinlog)
+		if err != nil {
+			return nil, fmt.Errorf("read server settings: %w", err)
+		}
+		s.Product = "MySQL"
+		if strings.Contains(strings.ToLower(s.Version), "mariadb") {
+			s.Product = "MariaDB"
+		}
+		s.Durability = "innodb_flush_log_at_trx_commit=" + flush + ", sync_binlog=" + syncBinlog
+		s.LockWaitLog = "none: InnoDB logs no lock waits by duration (Innodb_row_lock_waits counts them all)"
+		return o, nil
+	}
+	var syncCommit, fsync string
 	err := db.QueryRowContext(ctx, `SELECT current_setting('server_version'),
 		current_setting('synchronous_commit'), current_setting('fsync'),
-		current_setting('shared_buffers'), current_setting('max_connections'),
 		current_setting('is_superuser') = 'on'`).
-		Scan(&s.Version, &s.SynchronousCommit, &s.Fsync, &s.SharedBuffers, &s.MaxConnections, &s.Superuser)
+		Scan(&s.Version, &syncCommit, &fsync, &s.Superuser)
 	if err != nil {
 		return nil, fmt.Errorf("read server settings: %w", err)
 	}
+	s.Product = "PostgreSQL"
+	s.Durability = "synchronous_commit=" + syncCommit + ", fsync=" + fsync
 	o.logPath, s.LockWaitLog = o.findLog(ctx, logPath)
 	return o, nil
 }
 
-// findLog returns the server log to read logged lock waits from, and a
+// findLog returns the PostgreSQL server log to read logged lock waits from, and a
 // description of the choice. "auto" takes pg_current_logfile() when the
 // logging collector runs, else the Debian default for the server's version.
 func (o *observer) findLog(ctx context.Context, path string) (string, string) {
@@ -109,7 +126,17 @@ func (o *observer) readLog(ctx context.Context, offset int64) (string, error) {
 // deadlocks returns the database's deadlock count so far.
 func (o *observer) deadlocks(ctx context.Context) (int64, error) {
 	var n int64
+	if o.mysql {
+		return o.status(ctx, "Innodb_deadlocks")
+	}
 	err := o.db.QueryRowContext(ctx, `SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()`).Scan(&n)
+	return n, err
+}
+
+// status reads a MySQL/MariaDB global status counter.
+func (o *observer) status(ctx context.Context, name string) (int64, error) {
+	var n int64
+	err := o.db.QueryRowContext(ctx, `SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = ?`, name).Scan(&n)
 	return n, err
 }
 
@@ -124,7 +151,20 @@ func (o *observer) awaitExit(ctx context.Context, pids map[int]bool) {
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
 		var alive int
-		if o.db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)`, list).Scan(&alive) != nil || alive == 0 {
+		var err error
+		if o.mysql {
+			alive = 0
+			for _, id := range list {
+				var n int
+				if err = o.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?`, id).Scan(&n); err != nil {
+					break
+				}
+				alive += n
+			}
+		} else {
+			err = o.db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)`, list).Scan(&alive)
+		}
+		if err != nil || alive == 0 {
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -152,6 +192,9 @@ type LockWaits struct {
 	LongestMs float64 `json:"longest_ms"`
 	// LogNote says why the log was not read, when Logged is -1.
 	LogNote string `json:"log_note,omitempty"`
+	// RowLockWaits is what MySQL/MariaDB counted (Innodb_row_lock_waits)
+	// over the run: every row lock wait of the server, of any duration.
+	RowLockWaits int64 `json:"row_lock_waits,omitempty"`
 }
 
 // sampler records the lock waits of the pool's statements from pg_locks
@@ -187,11 +230,21 @@ func (o *observer) sample(ctx context.Context) *sampler {
 				return
 			case <-t.C:
 			}
-			rows, err := o.db.QueryContext(ctx, `SELECT l.pid, a.query_start::text,
+			var rows *sql.Rows
+			var err error
+			if o.mysql {
+				// trx_wait_started has whole seconds only: the span of a wait is
+				// measured by the samples, from the server's clock in microseconds.
+				rows, err = o.db.QueryContext(ctx, `SELECT trx_mysql_thread_id, CONCAT(trx_id, '@', trx_wait_started),
+					UNIX_TIMESTAMP(NOW(6)), UNIX_TIMESTAMP(NOW(6))
+					FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'`)
+			} else {
+				rows, err = o.db.QueryContext(ctx, `SELECT l.pid, a.query_start::text,
 				EXTRACT(EPOCH FROM l.waitstart), EXTRACT(EPOCH FROM clock_timestamp())
 				FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
 				WHERE NOT l.granted AND l.waitstart IS NOT NULL AND a.query_start IS NOT NULL
 				AND a.application_name = $1 AND a.datname = current_database()`, o.app)
+			}
 			if err != nil {
 				continue
 			}

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -20,18 +18,19 @@ import (
 // lab's zero-wait results mean something only if this wait is counted.
 func TestObserverCountsARealLockWait(t *testing.T) {
 	ctx := context.Background()
-	base, err := pgx.ParseConfig(testdb.Postgres(t))
+	tg, err := newTarget("postgres", testdb.Postgres(t))
 	require.NoError(t, err)
-	obsDB := stdlib.OpenDB(*base.Copy())
+	obsDB, err := tg.sqlDB(nil, nil)
+	require.NoError(t, err)
 	defer obsDB.Close()
-	obs, err := newObserver(ctx, obsDB, base.RuntimeParams["application_name"], "auto")
+	obs, err := newObserver(ctx, obsDB, tg, "auto")
 	require.NoError(t, err)
 	if obs.logPath == "" && os.Getenv("CI") == "true" {
 		t.Fatalf("the server log must be readable under CI: %s", obs.server.LockWaitLog)
 	}
 	cfg := Config{Pool: 2}
 	cfg.defaults()
-	p, err := openPool(cfg, base, obs.server.Superuser)
+	p, err := tg.openPool(cfg, obs.server.Superuser)
 	require.NoError(t, err)
 	defer p.sql.Close()
 	require.NoError(t, p.db.Exec(`CREATE TABLE lw (id int PRIMARY KEY, n int NOT NULL)`).Error)

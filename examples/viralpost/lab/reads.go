@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"gorm.io/gorm"
 
 	"github.com/hotcounter/hotcounter/gormcounter"
@@ -108,8 +107,8 @@ func seedReads(ctx context.Context, db *gorm.DB) ([]uint, error) {
 // from the cached column, and rollup Live. The variants alternate within
 // each round, and each figure is a median over rounds, because the machine
 // is shared and noisy.
-func measureReads(ctx context.Context, cfg Config, base *pgx.ConnConfig) ([]ReadResult, error) {
-	p, err := openPool(cfg, base, false)
+func measureReads(ctx context.Context, cfg Config, tg target) ([]ReadResult, error) {
+	p, err := tg.openPool(cfg, false)
 	if err != nil {
 		return nil, err
 	}

@@ -19,9 +19,9 @@ import (
 // WriteTable prints the run as tables: the write load per strategy, then
 // the read side.
 func (r *Result) WriteTable(w io.Writer) {
-	fmt.Fprintf(w, "PostgreSQL %s (synchronous_commit=%s, fsync=%s), %s\n", r.Server.Version, r.Server.SynchronousCommit, r.Server.Fsync, r.Machine)
-	fmt.Fprintf(w, "%.0f likes/s offered for %s per strategy, pool %d, request timeout %s; lock waits >= %s from: %s; sampled every 10 ms from pg_locks\n\n",
-		r.Rate, r.Duration, r.Pool, r.Timeout, r.Threshold, r.Server.LockWaitLog)
+	fmt.Fprintf(w, "%s %s (%s), %s\n", r.Server.Product, r.Server.Version, r.Server.Durability, r.Machine)
+	fmt.Fprintf(w, "%.0f likes/s offered for %s per strategy, pool %d, request timeout %s; lock waits >= %s from: %s; sampled every 10 ms (%s)\n\n",
+		r.Rate, r.Duration, r.Pool, r.Timeout, r.Threshold, r.Server.LockWaitLog, sampledFrom(r.Server))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "strategy\tlikes/s\tp50 ms\tp99 ms\tmax ms\ttimed out\tunrelated p50/p99 ms\tunrelated timed out\twaits logged\twaits sampled (>=thr)\tdeadlocks\tacked\tcounted\tlost\t")
 	for _, s := range r.Strategies {
@@ -38,6 +38,9 @@ func (r *Result) WriteTable(w io.Writer) {
 	for _, s := range r.Strategies {
 		if s.LockWaits.Logged < 0 && s.LockWaits.LogNote != "" {
 			fmt.Fprintf(w, "%s: logged waits not counted: %s\n", s.Name, s.LockWaits.LogNote)
+		}
+		if s.LockWaits.RowLockWaits > 0 {
+			fmt.Fprintf(w, "%s: the server counted %d row lock waits (Innodb_row_lock_waits, any duration)\n", s.Name, s.LockWaits.RowLockWaits)
 		}
 		if len(s.LockWaits.LoggedRelations) > 0 {
 			fmt.Fprintf(w, "%s: logged waits by relation: %v\n", s.Name, s.LockWaits.LoggedRelations)
@@ -56,6 +59,14 @@ func (r *Result) WriteTable(w io.Writer) {
 		fmt.Fprintf(tw, "%d\t%s\t%.0f\t%.1fx\t\n", rr.Posts, rr.Variant, rr.Micros, rr.VsPlain)
 	}
 	tw.Flush()
+}
+
+// sampledFrom names where lock waits are sampled.
+func sampledFrom(s Server) string {
+	if s.Product == "PostgreSQL" {
+		return "pg_locks"
+	}
+	return "information_schema.INNODB_TRX"
 }
 
 // WriteJSON writes the whole result, timelines included, to path.
@@ -81,7 +92,7 @@ var palette = []color.Color{
 // log scale) above the likes acknowledged per second, and saves it as PNG.
 func (r *Result) WriteChart(path string) error {
 	lat, thr := plot.New(), plot.New()
-	lat.Title.Text = fmt.Sprintf("Viral post: %.0f likes/s offered, pool %d, PostgreSQL %s", r.Rate, r.Pool, r.Server.Version)
+	lat.Title.Text = fmt.Sprintf("Viral post: %.0f likes/s offered, pool %d, %s %s", r.Rate, r.Pool, r.Server.Product, r.Server.Version)
 	lat.Y.Label.Text = "like latency, ms (p99 solid, p50 dashed)"
 	lat.Y.Scale = plot.LogScale{}
 	lat.Y.Tick.Marker = plot.LogTicks{Prec: -1}
