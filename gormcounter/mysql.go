@@ -19,19 +19,29 @@ import (
 // incrementMySQL adds delta to slot `slot` of every parent the statement
 // targets, and returns how many parents that was.
 //
-// Pre-created slot rows (the default for sum counters) always exist, so an
-// increment is an exact-match UPDATE: it locks one row and no gap. An
-// increment of one parent named only by its primary key (Model(&post), no
-// Where, no soft delete) is that one statement, with no read of the parent.
+// An increment updates its slot row with an exact-match UPDATE, which locks
+// that row only and never the parent. When the row is missing it must be
+// inserted, and the insert's foreign key check takes a shared lock on the
+// parent; so rows are inserted only when an UPDATE found none. An UPDATE
+// that finds no row locks the gap where the row would go, and an INSERT
+// after it deadlocks with every other writer doing the same (MySQL bug
+// 52020). So the UPDATE either runs alone in autocommit, whose locks end
+// with it, or inside a savepoint that is rolled back before the INSERT (on
+// MariaDB that releases the gap lock; MySQL 8 is untested).
 //
-// Other counters (rollup, precreate=false) insert their slot rows with
-// INSERT ... ON DUPLICATE KEY UPDATE and never UPDATE first: an UPDATE that
-// finds no row locks the gap where it would be, and the INSERT that follows
-// then deadlocks with every other writer doing the same (MySQL bug 52020).
+// Pre-created slot rows (the default for sum counters) always exist, so an
+// increment of one parent named only by its primary key (Model(&post), no
+// Where, no soft delete) is one UPDATE, with no read of the parent.
 func (p *Plugin) incrementMySQL(db *gorm.DB, c *counter, t countersql.Table, slot int, delta int64, cond func(countersql.Writer)) (int64, error) {
-	if key, ok := primaryKeyOnly(db.Statement); ok && delta != 0 {
-		if !c.precreate {
-			// One statement: outside a transaction it can be retried alone.
+	_, inTx := db.Statement.ConnPool.(gorm.TxCommitter)
+	key, single := primaryKeyOnly(db.Statement)
+	if single && delta != 0 && (!inTx || c.precreate) {
+		res := execSQL(db, "", func(w countersql.Writer) { p.dialect.IncrementKeys(w, t, []any{key}, slot, delta) })
+		if res.Error != nil || res.RowsAffected == 1 {
+			return res.RowsAffected, res.Error
+		}
+		if !inTx {
+			// The UPDATE has committed, gap lock and all: insert the row.
 			var n int64
 			err := p.ownStatement(db, func(db *gorm.DB) (err error) {
 				n, err = p.upsertSlots(db, t, []any{key}, slot, delta)
@@ -39,43 +49,58 @@ func (p *Plugin) incrementMySQL(db *gorm.DB, c *counter, t countersql.Table, slo
 			})
 			return n, err
 		}
-		res := execSQL(db, "", func(w countersql.Writer) { p.dialect.IncrementKeys(w, t, []any{key}, slot, delta) })
-		if res.Error != nil || res.RowsAffected == 1 {
-			return res.RowsAffected, res.Error
-		}
 	}
 	var n int64
 	err := p.ownTransaction(db, func(tx *gorm.DB) error {
 		n = 0
-		keys, err := queryKeys(tx, t.Parent, func(w countersql.Writer) { p.dialect.SelectKeys(w, t, cond) })
-		if err != nil || delta == 0 {
-			n = int64(len(keys))
-			return err
-		}
-		for start := 0; start < len(keys); start += fillChunk {
-			chunk := keys[start:min(start+fillChunk, len(keys))]
-			var done int64
-			if c.precreate {
-				done, err = p.updateSlots(tx, t, chunk, slot, delta)
-			} else {
-				done, err = p.upsertSlots(tx, t, chunk, slot, delta)
-			}
-			if err != nil {
+		keys := []any{key}
+		if !single {
+			var err error
+			if keys, err = queryKeys(tx, t.Parent, func(w countersql.Writer) { p.dialect.SelectKeys(w, t, cond) }); err != nil {
 				return err
 			}
-			n += done
 		}
-		return nil
+		if delta == 0 {
+			n = int64(len(keys))
+			return nil
+		}
+		chunks := func() error {
+			for start := 0; start < len(keys); start += fillChunk {
+				done, err := p.updateSlots(tx, t, keys[start:min(start+fillChunk, len(keys))], slot, delta)
+				if err != nil {
+					return err
+				}
+				n += done
+			}
+			return nil
+		}
+		if len(keys) <= fillChunk || !inTx {
+			return chunks()
+		}
+		// Several statements in the caller's transaction: all or none.
+		return inSavepoint(tx, "hc_increment_all", chunks)
 	})
 	return n, err
 }
 
-// updateSlots adds delta to the pre-created slot rows of keys with one
-// exact-match UPDATE. If some rows are missing (parents created outside
-// GORM, or before the counter was declared), which ones cannot be read back
-// safely: a plain SELECT reads the transaction's snapshot, which may still
-// show a row a rollup has since deleted. So the UPDATE is undone to a
-// savepoint and the keys are upserted instead.
+// inSavepoint runs fn after a savepoint and rolls back to it if fn fails,
+// so that a failure leaves the caller's transaction as it was.
+func inSavepoint(tx *gorm.DB, name string, fn func() error) error {
+	if err := session(tx, "").SavePoint(name).Error; err != nil {
+		return err
+	}
+	if err := fn(); err != nil {
+		return errors.Join(err, session(tx, "").RollbackTo(name).Error)
+	}
+	return nil
+}
+
+// updateSlots adds delta to the slot rows of keys with one exact-match
+// UPDATE inside a savepoint. If some rows are missing, which ones cannot be
+// read back safely (a plain SELECT reads the transaction's snapshot, which
+// may still show a row a rollup has since deleted), so the UPDATE is rolled
+// back to the savepoint, releasing the gap locks it took, and the keys are
+// upserted instead.
 func (p *Plugin) updateSlots(tx *gorm.DB, t countersql.Table, keys []any, slot int, delta int64) (int64, error) {
 	const sp = "hc_increment"
 	if err := session(tx, "").SavePoint(sp).Error; err != nil {
@@ -119,10 +144,12 @@ func (p *Plugin) upsertSlots(db *gorm.DB, t countersql.Table, keys []any, slot i
 	return n, nil
 }
 
-// parentGone reports a foreign key failure: the parent row does not exist.
+// parentGone reports a foreign key failure: the parent row does not exist
+// (as the driver reports it, or as GORM's TranslateError does).
 func parentGone(err error) bool {
 	var my *mysql.MySQLError
-	return errors.As(err, &my) && my.Number == 1452 // ER_NO_REFERENCED_ROW_2
+	return errors.As(err, &my) && my.Number == 1452 || // ER_NO_REFERENCED_ROW_2
+		errors.Is(err, gorm.ErrForeignKeyViolated)
 }
 
 // primaryKeyOnly returns the key of the one parent an update targets when

@@ -1,7 +1,9 @@
 package integration_test
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -196,4 +198,55 @@ func TestConcurrentUpdateColumnOnARollupCounter(t *testing.T) {
 			t.Fatalf("views %d after %d of %d updates", got, done, writers*each)
 		}
 	})
+}
+
+// TestRollupIncrementsDoNotLockTheParent: once a rollup counter's slot row
+// exists, incrementing it on MariaDB is an UPDATE of that row alone, even
+// inside GORM's default transaction: a transaction that has updated the post
+// (holding its row lock) does not hold it up. (An INSERT ... ON DUPLICATE
+// KEY UPDATE would: its foreign key check locks the parent even when the
+// row exists.)
+func TestRollupIncrementsDoNotLockTheParent(t *testing.T) {
+	e := open(t, my)
+	db := e.db
+	must(t, migrateAll(db))
+	post := newPost(t, db, "p")
+	// Give every slot row of views a value, so that any slot picked exists.
+	for s := range 64 {
+		must(t, db.Exec("INSERT INTO post_views_slots (post_id, slot, n) VALUES (?, ?, 0)", post.ID, s).Error)
+	}
+	holder := db.Begin()
+	must(t, holder.Exec("UPDATE posts SET title = 'held' WHERE id = ?", post.ID).Error)
+	defer holder.Rollback()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for range 20 {
+		must(t, gormcounter.Increment(db.WithContext(ctx).Model(&Post{ID: post.ID}), "Views", 1).Error)
+		must(t, db.WithContext(ctx).Model(&Post{ID: post.ID}).UpdateColumn("views", gorm.Expr("views + ?", 1)).Error)
+	}
+	must(t, holder.Rollback().Error)
+	if got := exact(t, db, post.ID).Views; got != 40 {
+		t.Fatalf("views = %d, want 40", got)
+	}
+}
+
+// TestIncrementOfADeletedPostWithTranslateError: a post that is gone counts
+// as no row, as GORM's UPDATE would count it, also when GORM translates the
+// foreign key error of the slot row's insert.
+func TestIncrementOfADeletedPostWithTranslateError(t *testing.T) {
+	for _, k := range allKinds {
+		t.Run(string(k), func(t *testing.T) {
+			e := open(t, k, &gorm.Config{TranslateError: true})
+			db := e.db
+			must(t, migrateAll(db))
+			post := newPost(t, db, "gone")
+			must(t, db.Delete(&Post{ID: post.ID}).Error)
+			for _, field := range []string{"Likes", "Views"} {
+				tx := gormcounter.Increment(db.Model(&Post{ID: post.ID}), field, 1)
+				if tx.Error != nil || tx.RowsAffected != 0 {
+					t.Fatalf("%s of a deleted post: %v, %d rows", field, tx.Error, tx.RowsAffected)
+				}
+			}
+		})
+	}
 }

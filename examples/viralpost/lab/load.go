@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -34,7 +35,7 @@ func classify(ctx context.Context, err error) outcome {
 	switch {
 	case err == nil:
 		return ok
-	case errors.As(err, &pgErr) && pgErr.Code == "40P01":
+	case errors.As(err, &pgErr) && pgErr.Code == "40P01", isMySQLDeadlock(err):
 		return deadlock
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled), pgconn.Timeout(err):
 		return timedOut
@@ -43,6 +44,12 @@ func classify(ctx context.Context, err error) outcome {
 	default:
 		return failed
 	}
+}
+
+// isMySQLDeadlock reports MySQL's deadlock error, 1213.
+func isMySQLDeadlock(err error) bool {
+	var my *mysql.MySQLError
+	return errors.As(err, &my) && my.Number == 1213
 }
 
 // cutShort recognises the errors a deadline leaves behind when GORM joins

@@ -20,6 +20,8 @@ type Server struct {
 	// synchronous_commit and fsync, or innodb_flush_log_at_trx_commit.
 	Durability string `json:"durability"`
 	Superuser  bool   `json:"superuser"`
+	// Sampled says where and how often lock waits were sampled.
+	Sampled string `json:"sampled"`
 	// LockWaitLog is how logged lock waits are counted: the server log file
 	// read through pg_read_file, or why they are not.
 	LockWaitLog string `json:"lock_wait_log"`
@@ -39,6 +41,18 @@ type observer struct {
 // newObserver reads the server's settings and finds its log.
 func newObserver(ctx context.Context, db *sql.DB, tg target, logPath string) (*observer, error) {
 	o := &observer{db: db, mysql: tg.isMySQL(), app: tg.app, every: 10 * time.Millisecond}
+	if o.mysql {
+		// InnoDB refreshes its INNODB_TRX cache only when it has not been read
+		// for 100 ms: polled faster, the view never changes.
+		o.every = 150 * time.Millisecond
+	}
+	defer func() {
+		from := "pg_locks"
+		if o.mysql {
+			from = "information_schema.INNODB_TRX"
+		}
+		o.server.Sampled = fmt.Sprintf("every %v from %s", o.every, from)
+	}()
 	s := &o.server
 	if o.mysql {
 		var flush, syncBinlog string
@@ -234,7 +248,7 @@ func (o *observer) sample(ctx context.Context) *sampler {
 			var err error
 			if o.mysql {
 				// trx_wait_started has whole seconds only: the span of a wait is
-				// measured by the samples, from the server's clock in microseconds.
+				// measured by the samples (150 ms apart), from the server's clock.
 				rows, err = o.db.QueryContext(ctx, `SELECT trx_mysql_thread_id, CONCAT(trx_id, '@', trx_wait_started),
 					UNIX_TIMESTAMP(NOW(6)), UNIX_TIMESTAMP(NOW(6))
 					FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'`)

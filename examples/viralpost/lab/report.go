@@ -20,8 +20,8 @@ import (
 // the read side.
 func (r *Result) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "%s %s (%s), %s\n", r.Server.Product, r.Server.Version, r.Server.Durability, r.Machine)
-	fmt.Fprintf(w, "%.0f likes/s offered for %s per strategy, pool %d, request timeout %s; lock waits >= %s from: %s; sampled every 10 ms (%s)\n\n",
-		r.Rate, r.Duration, r.Pool, r.Timeout, r.Threshold, r.Server.LockWaitLog, sampledFrom(r.Server))
+	fmt.Fprintf(w, "%.0f likes/s offered for %s per strategy, pool %d, request timeout %s; lock waits >= %s from: %s; sampled %s\n\n",
+		r.Rate, r.Duration, r.Pool, r.Timeout, r.Threshold, r.Server.LockWaitLog, r.Server.Sampled)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "strategy\tlikes/s\tp50 ms\tp99 ms\tmax ms\ttimed out\tunrelated p50/p99 ms\tunrelated timed out\twaits logged\twaits sampled (>=thr)\tdeadlocks\tacked\tcounted\tlost\t")
 	for _, s := range r.Strategies {
@@ -59,14 +59,6 @@ func (r *Result) WriteTable(w io.Writer) {
 		fmt.Fprintf(tw, "%d\t%s\t%.0f\t%.1fx\t\n", rr.Posts, rr.Variant, rr.Micros, rr.VsPlain)
 	}
 	tw.Flush()
-}
-
-// sampledFrom names where lock waits are sampled.
-func sampledFrom(s Server) string {
-	if s.Product == "PostgreSQL" {
-		return "pg_locks"
-	}
-	return "information_schema.INNODB_TRX"
 }
 
 // WriteJSON writes the whole result, timelines included, to path.
