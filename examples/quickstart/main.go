@@ -3,6 +3,7 @@
 //
 //	go run ./examples/quickstart                      # embedded SQLite, no server
 //	go run ./examples/quickstart -dsn "host=127.0.0.1 user=postgres dbname=test sslmode=disable"
+//	go run ./examples/quickstart -dsn "root@tcp(127.0.0.1:3306)/test"   # MySQL/MariaDB
 package main
 
 import (
@@ -16,6 +17,7 @@ import (
 	"sync"
 
 	"github.com/glebarez/sqlite"
+	"gorm.io/driver/mysql"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -39,7 +41,7 @@ type Post struct {
 func (Post) TableName() string { return "quickstart_posts" }
 
 func main() {
-	dsn := flag.String("dsn", "", "PostgreSQL DSN (default: an SQLite file in a temporary directory)")
+	dsn := flag.String("dsn", "", `PostgreSQL DSN, or MySQL/MariaDB as user@tcp(host:port)/db (default: an SQLite file in a temporary directory)`)
 	writers := flag.Int("writers", 8, "concurrent writers")
 	each := flag.Int("each", 250, "likes per writer")
 	flag.Parse()
@@ -61,12 +63,16 @@ func open(dsn string) (*gorm.DB, string, error) {
 		db, err := gorm.Open(sqlite.Open("file:"+path+"?_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_txlock=immediate"), cfg)
 		return db, "SQLite " + path, err
 	}
-	db, err := gorm.Open(postgres.Open(dsn), cfg)
+	dialector, where := postgres.Open(dsn), "PostgreSQL"
+	if strings.Contains(dsn, "@tcp(") || strings.Contains(dsn, "@unix(") {
+		dialector, where = mysql.Open(dsn), "MySQL/MariaDB"
+	}
+	db, err := gorm.Open(dialector, cfg)
 	if err == nil {
 		// A fresh start: drop the example's own tables if an earlier run left them.
 		err = db.Exec("DROP TABLE IF EXISTS quickstart_post_likes_slots, quickstart_post_views_slots, quickstart_posts").Error
 	}
-	return db, "PostgreSQL", err
+	return db, where, err
 }
 
 func run(dsn string, writers, each int) error {
