@@ -1,8 +1,10 @@
 package gormcounter
 
 import (
+	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -79,6 +81,57 @@ func (p *Plugin) incrementMySQL(db *gorm.DB, c *counter, t countersql.Table, slo
 		}
 		// Several statements in the caller's transaction: all or none.
 		return inSavepoint(tx, "hc_increment_all", chunks)
+	})
+	return n, err
+}
+
+// incrementFreeSlotMySQL is the skiplocked increment of one parent on MySQL
+// and MariaDB: in one transaction it locks the first slot row of the parent
+// from a random start, wrapping around, that no other transaction holds, and
+// updates it. When every row is held, or there is none, it increments slot
+// `slot` as incrementMySQL does. A transaction of its own runs at READ
+// COMMITTED, where locking reads take no gap locks.
+func (p *Plugin) incrementFreeSlotMySQL(db *gorm.DB, c *counter, t countersql.Table, slot int, delta int64, cond func(countersql.Writer)) (int64, error) {
+	key, ok := primaryKeyOnly(db.Statement)
+	if !ok {
+		// A Where or soft delete decides whether the parent counts: take the
+		// path that reads it.
+		return p.incrementMySQL(db, c, t, slot, delta, cond)
+	}
+	var n int64
+	pick := func(tx *gorm.DB) (int, bool, error) {
+		for _, below := range []bool{false, true} {
+			keys, err := queryKeys(tx, "", func(w countersql.Writer) { p.dialect.PickFreeSlot(w, t, key, slot, below) })
+			if err != nil || len(keys) > 0 {
+				if err != nil {
+					return 0, false, err
+				}
+				free, err := strconv.Atoi(fmt.Sprint(keys[0]))
+				return free, err == nil, err
+			}
+		}
+		return 0, false, nil
+	}
+	run := func(tx *gorm.DB) error {
+		free, found, err := pick(tx)
+		if err != nil {
+			return err
+		}
+		if found {
+			res := execSQL(tx, "", func(w countersql.Writer) { p.dialect.IncrementKeys(w, t, []any{key}, free, delta) })
+			if res.Error != nil || res.RowsAffected == 1 {
+				n = res.RowsAffected
+				return res.Error
+			}
+		}
+		n, err = p.incrementMySQL(tx, c, t, slot, delta, cond)
+		return err
+	}
+	if _, inTx := db.Statement.ConnPool.(gorm.TxCommitter); inTx {
+		return n, run(db)
+	}
+	err := retry.Do(db.Statement.Context, ownAttempts, func() error {
+		return session(db, "").Transaction(run, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	})
 	return n, err
 }

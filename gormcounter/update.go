@@ -155,10 +155,13 @@ func (p *Plugin) rewriteUpdate(db *gorm.DB) {
 		slot := rand.IntN(inc.c.opts.Slots)
 		var n int64
 		var err error
+		skipLocked := inc.c.opts.SkipLocked && p.dialect.SkipLocked() && singleTarget(stmt)
 		switch {
+		case p.dialect.MySQL() && skipLocked:
+			n, err = p.incrementFreeSlotMySQL(db, inc.c, t, slot, inc.delta, cond)
 		case p.dialect.MySQL():
 			n, err = p.incrementMySQL(db, inc.c, t, slot, inc.delta, cond)
-		case inc.c.opts.SkipLocked && p.dialect.SkipLocked() && singleTarget(stmt):
+		case skipLocked:
 			n, err = p.incrementFreeSlot(db, t, slot, inc.delta, cond)
 		default:
 			tx := execSQL(db, parent, func(w countersql.Writer) {

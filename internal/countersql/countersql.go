@@ -267,8 +267,9 @@ func (d Dialect) IncrementWhere(w Writer, t Table, slot int, delta int64, cond f
 }
 
 // SkipLocked reports whether the database can choose a slot row that no
-// other transaction holds (FOR UPDATE SKIP LOCKED): PostgreSQL here.
-func (d Dialect) SkipLocked() bool { return d.kind == postgres }
+// other transaction holds (FOR UPDATE SKIP LOCKED): PostgreSQL, and MySQL 8
+// and MariaDB 10.6+ (see [Dialect.PickFreeSlot]).
+func (d Dialect) SkipLocked() bool { return d.kind == postgres || d.kind == mysql }
 
 // IncrementFreeSlot writes an UPDATE that adds delta to one slot row of the
 // parent matching cond that no other transaction holds: the first free one
@@ -499,6 +500,26 @@ func (d Dialect) InsertSlots(w Writer, t Table, keys []any, slot int, delta int6
 	}
 	q(w, " ON DUPLICATE KEY UPDATE % = % + ", ValueColumn, ValueColumn)
 	w.Arg(delta)
+}
+
+// PickFreeSlot writes a MySQL query that locks the first slot row of owner,
+// in slot order from slot `from` (or below `from` when below is set), that no
+// other transaction holds, and returns its slot number:
+//
+//	SELECT slot FROM slots WHERE owner = ? AND slot >= from ORDER BY slot LIMIT 1 FOR UPDATE SKIP LOCKED
+//
+// The scan follows the primary key and stops at the first row it can lock,
+// so it locks that row alone (and, under REPEATABLE READ, the gap before it).
+func (d Dialect) PickFreeSlot(w Writer, t Table, owner any, from int, below bool) {
+	q(w, "SELECT % FROM % WHERE % = ", SlotColumn, t.Slots, t.Owner)
+	w.Arg(owner)
+	op := " >= "
+	if below {
+		op = " < "
+	}
+	q(w, " AND %"+op, SlotColumn)
+	w.Arg(from)
+	q(w, " ORDER BY % LIMIT 1 FOR UPDATE SKIP LOCKED", SlotColumn)
 }
 
 // LockParents writes a query that locks the parents of owners that no other

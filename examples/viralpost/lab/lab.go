@@ -117,10 +117,6 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	strategies = forTarget(strategies, tg, len(cfg.Strategies) > 0)
-	if strategies == nil {
-		return nil, fmt.Errorf("none of the strategies %v runs on this database", cfg.Strategies)
-	}
 	obsDB, err := tg.sqlDB(nil, nil)
 	if err != nil {
 		return nil, err

@@ -75,25 +75,6 @@ type Strategy struct {
 	like func(db *gorm.DB, id uint) error
 	// count reads the post's likes.
 	count func(db *gorm.DB, id uint) (int64, error)
-	// postgresOnly marks a strategy that needs PostgreSQL (skip-locked slots).
-	postgresOnly bool
-}
-
-// forTarget drops the strategies the target cannot run; nil if none is left.
-// Asked for by name, one that cannot run is an error instead (the caller
-// sees nil).
-func forTarget(all []Strategy, tg target, named bool) []Strategy {
-	var out []Strategy
-	for _, s := range all {
-		if s.postgresOnly && tg.isMySQL() {
-			if named {
-				return nil
-			}
-			continue
-		}
-		out = append(out, s)
-	}
-	return out
 }
 
 // oneRow fails a like that matched no post, so that it is never acknowledged.
@@ -143,11 +124,9 @@ func Strategies() []Strategy {
 		},
 		sharded("slots16", "gormcounter.Increment, 16 slots (random-slot upsert)", func(p *Slots16Post) int64 { return p.Likes }),
 		sharded("slots64", "gormcounter.Increment, 64 slots (random-slot upsert)", func(p *Slots64Post) int64 { return p.Likes }),
-		postgresOnly(sharded("skiplocked64", "gormcounter.Increment, 64 pre-created slots, skiplocked (a slot no one holds)", func(p *SkipLocked64Post) int64 { return p.Likes })),
+		sharded("skiplocked64", "gormcounter.Increment, 64 pre-created slots, skiplocked (a slot no one holds)", func(p *SkipLocked64Post) int64 { return p.Likes }),
 	}
 }
-
-func postgresOnly(s Strategy) Strategy { s.postgresOnly = true; return s }
 
 // prepare drops and recreates the strategy's tables and creates the viral
 // post, so every run starts from nothing.
