@@ -37,6 +37,12 @@ func TestSkipLockedLosesNothing(t *testing.T) {
 		loopDone := make(chan error, 1)
 		go func() { loopDone <- gormcounter.RollupLoop(ctx, db, 2*time.Millisecond, &Clip{}) }()
 		writers, each := writersFor(e.kind)
+		if e.kind == my {
+			// A skip-locked increment on MariaDB is a transaction of four
+			// round trips, and with 32 writers on 4 slots most take the
+			// fallback as well: 32 x 500 would take minutes under -race.
+			each = 100
+		}
 		want := int64(writers * each)
 		for _, field := range []string{"Plays", "Saves"} {
 			if done := hammer(t, writers, each, func() error {
