@@ -39,6 +39,26 @@ func PostgresBaseDSN() string {
 	return DefaultPostgresDSN
 }
 
+// connect opens and pings an administrative connection to a server, or
+// skips the test (fails it under CI) and returns nil when it is unreachable.
+func connect(tb testing.TB, driverName, dsn, what string) *sql.DB {
+	tb.Helper()
+	admin, err := sql.Open(driverName, dsn)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err = admin.PingContext(ctx)
+		cancel()
+	}
+	if err != nil {
+		if admin != nil {
+			admin.Close()
+		}
+		unavailable(tb, what, err)
+		return nil
+	}
+	return admin
+}
+
 // unavailable skips the test, or fails it under CI.
 func unavailable(tb testing.TB, what string, err error) {
 	tb.Helper()
@@ -54,17 +74,8 @@ func unavailable(tb testing.TB, what string, err error) {
 func Postgres(tb testing.TB) string {
 	tb.Helper()
 	base := PostgresBaseDSN()
-	admin, err := sql.Open("pgx", base)
-	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err = admin.PingContext(ctx)
-		cancel()
-	}
-	if err != nil {
-		if admin != nil {
-			admin.Close()
-		}
-		unavailable(tb, "PostgreSQL ("+base+")", err)
+	admin := connect(tb, "pgx", base, "PostgreSQL ("+base+")")
+	if admin == nil {
 		return ""
 	}
 	schema := "hc_" + strings.ToLower(randomHex(6))
@@ -121,17 +132,8 @@ func MySQL(tb testing.TB) string {
 	if err != nil {
 		tb.Fatalf("HOTCOUNTER_MYSQL_DSN: %v", err)
 	}
-	admin, err := sql.Open("mysql", cfg.FormatDSN())
-	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err = admin.PingContext(ctx)
-		cancel()
-	}
-	if err != nil {
-		if admin != nil {
-			admin.Close()
-		}
-		unavailable(tb, "MySQL/MariaDB ("+base+")", err)
+	admin := connect(tb, "mysql", cfg.FormatDSN(), "MySQL/MariaDB ("+base+")")
+	if admin == nil {
 		return ""
 	}
 	name := "hc_" + strings.ToLower(randomHex(6))
