@@ -102,10 +102,10 @@ func (p *Plugin) incrementFreeSlotMySQL(db *gorm.DB, c *counter, t countersql.Ta
 	pick := func(tx *gorm.DB) (int, bool, error) {
 		for _, below := range []bool{false, true} {
 			keys, err := queryKeys(tx, "", func(w countersql.Writer) { p.dialect.PickFreeSlot(w, t, key, slot, below) })
-			if err != nil || len(keys) > 0 {
-				if err != nil {
-					return 0, false, err
-				}
+			if err != nil {
+				return 0, false, err
+			}
+			if len(keys) > 0 {
 				free, err := strconv.Atoi(fmt.Sprint(keys[0]))
 				return free, err == nil, err
 			}
