@@ -2,6 +2,7 @@ package gormcounter
 
 import (
 	"fmt"
+	"github.com/hotcounter/hotcounter/internal/engine"
 	"reflect"
 
 	"gorm.io/gorm"
@@ -67,8 +68,8 @@ func (p *Plugin) precreate(db *gorm.DB) {
 				return
 			}
 		}
-		for start := 0; start < len(keys); start += fillChunk {
-			chunk := keys[start:min(start+fillChunk, len(keys))]
+		for start := 0; start < len(keys); start += engine.FillChunk {
+			chunk := keys[start:min(start+engine.FillChunk, len(keys))]
 			t := c.table
 			err := execSQL(db, "", func(w countersql.Writer) {
 				p.dialect.PrecreateSlots(w, t, c.opts.Slots, p.dialect.KeyIn(t, chunk))

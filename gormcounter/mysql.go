@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/hotcounter/hotcounter/internal/engine"
 	"strconv"
 
 	"github.com/go-sql-driver/mysql"
@@ -67,8 +68,8 @@ func (p *Plugin) incrementMySQL(db *gorm.DB, c *counter, t countersql.Table, slo
 			return nil
 		}
 		chunks := func() error {
-			for start := 0; start < len(keys); start += fillChunk {
-				done, err := p.updateSlots(tx, t, keys[start:min(start+fillChunk, len(keys))], slot, delta)
+			for start := 0; start < len(keys); start += engine.FillChunk {
+				done, err := p.updateSlots(tx, t, keys[start:min(start+engine.FillChunk, len(keys))], slot, delta)
 				if err != nil {
 					return err
 				}
@@ -76,7 +77,7 @@ func (p *Plugin) incrementMySQL(db *gorm.DB, c *counter, t countersql.Table, slo
 			}
 			return nil
 		}
-		if len(keys) <= fillChunk || !inTx {
+		if len(keys) <= engine.FillChunk || !inTx {
 			return chunks()
 		}
 		// Several statements in the caller's transaction: all or none.
@@ -249,7 +250,7 @@ func (p *Plugin) foldMySQL(tx *gorm.DB, t countersql.Table, owners []any) error 
 			rows.Close()
 			return err
 		}
-		owner = normalizeKey(owner)
+		owner = engine.NormalizeKey(owner)
 		slotOwners, slots = append(slotOwners, owner), append(slots, slot)
 		k := fmt.Sprint(owner)
 		i, seen := index[k]
@@ -324,16 +325,7 @@ func queryKeys(db *gorm.DB, table string, build func(countersql.Writer)) ([]any,
 		if err := rows.Scan(&k); err != nil {
 			return nil, err
 		}
-		keys = append(keys, normalizeKey(k))
+		keys = append(keys, engine.NormalizeKey(k))
 	}
 	return keys, rows.Err()
-}
-
-// normalizeKey turns a key the driver returned as bytes (MySQL's text
-// protocol) into a string, so that it can be bound and compared again.
-func normalizeKey(k any) any {
-	if b, ok := k.([]byte); ok {
-		return string(b)
-	}
-	return k
 }

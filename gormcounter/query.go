@@ -2,14 +2,13 @@ package gormcounter
 
 import (
 	"fmt"
+	"github.com/hotcounter/hotcounter/internal/engine"
 	"reflect"
-	"strconv"
 	"strings"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/schema"
 
-	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/spec"
 )
 
@@ -306,13 +305,6 @@ func nested(stmt *gorm.Statement, rows []reflect.Value, f *schema.Field) []refle
 	return out
 }
 
-// fillChunk bounds the keys of one IN list, and fillArgs the arguments of one
-// statement (SQLite allows 32766, PostgreSQL 65535).
-const (
-	fillChunk = 1000
-	fillArgs  = 20000
-)
-
 type fillTarget struct {
 	row reflect.Value
 	dst *schema.Field
@@ -342,7 +334,7 @@ func (p *Plugin) runFill(db *gorm.DB, jobs []fillJob, live bool) error {
 			if zero {
 				continue
 			}
-			text := keyText(k)
+			text := engine.KeyText(k)
 			if _, seen := g.by[text]; !seen {
 				g.keys = append(g.keys, k)
 			}
@@ -356,61 +348,26 @@ func (p *Plugin) runFill(db *gorm.DB, jobs []fillJob, live bool) error {
 		}
 	}
 
-	var (
-		parts []countersql.FillPart
-		refs  []*fillGroup // refs[i] is the group of parts[i]
-		nargs int
-	)
-	flush := func() error {
-		if len(parts) == 0 {
-			return nil
-		}
-		defer func() { parts, refs, nargs = nil, nil, 0 }()
-		rows, err := querySQL(db, "", func(w countersql.Writer) { p.dialect.Fill(w, parts) }).Rows()
-		if err != nil {
-			return fmt.Errorf("gormcounter: fill: %w", err)
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var (
-				idx int
-				key string
-				val int64
-			)
-			if err := rows.Scan(&idx, &key, &val); err != nil {
-				return fmt.Errorf("gormcounter: fill: %w", err)
+	return engine.Fill(ctx, gormConn{db}, p.dialect, fillGroups(groups, live), func(gi int, key string, val int64) error {
+		g := groups[gi]
+		for _, t := range g.by[key] {
+			if val < 0 && isUnsigned(t.dst) {
+				return fmt.Errorf("gormcounter: fill %s: the total is %d, which its unsigned field cannot hold", g.c.name(), val)
 			}
-			g := refs[idx]
-			for _, t := range g.by[key] {
-				if val < 0 && isUnsigned(t.dst) {
-					return fmt.Errorf("gormcounter: fill %s: the total is %d, which its unsigned field cannot hold", g.c.name(), val)
-				}
-				if err := t.dst.Set(ctx, t.row, val); err != nil {
-					return fmt.Errorf("gormcounter: fill %s: %w", g.c.name(), err)
-				}
+			if err := t.dst.Set(ctx, t.row, val); err != nil {
+				return fmt.Errorf("gormcounter: fill %s: %w", g.c.name(), err)
 			}
 		}
-		return rows.Err()
+		return nil
+	})
+}
+
+func fillGroups(groups []*fillGroup, live bool) []engine.FillGroup {
+	out := make([]engine.FillGroup, len(groups))
+	for i, g := range groups {
+		out[i] = engine.FillGroup{Table: g.c.table, Live: live && g.c.opts.Mode == spec.Rollup, Keys: g.keys}
 	}
-	for _, g := range groups {
-		isLive := live && g.c.opts.Mode == spec.Rollup
-		for start := 0; start < len(g.keys); start += fillChunk {
-			keys := g.keys[start:min(start+fillChunk, len(g.keys))]
-			n := len(keys)
-			if isLive {
-				n *= 2 // a live part binds its keys twice
-			}
-			if nargs+n > fillArgs {
-				if err := flush(); err != nil {
-					return err
-				}
-			}
-			parts = append(parts, countersql.FillPart{Table: g.c.table, Live: isLive, Keys: keys})
-			refs = append(refs, g)
-			nargs += n
-		}
-	}
-	return flush()
+	return out
 }
 
 func isUnsigned(f *schema.Field) bool {
@@ -419,27 +376,4 @@ func isUnsigned(f *schema.Field) bool {
 		return true
 	}
 	return false
-}
-
-// keyText is the text form of a key, as the database's CAST(key AS TEXT)
-// writes it: integers in decimal, strings as they are, UUIDs canonical.
-func keyText(v any) string {
-	switch x := v.(type) {
-	case string:
-		return x
-	case []byte:
-		return string(x)
-	case fmt.Stringer:
-		return x.String()
-	}
-	rv := reflect.ValueOf(v)
-	switch rv.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return strconv.FormatInt(rv.Int(), 10)
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return strconv.FormatUint(rv.Uint(), 10)
-	case reflect.String:
-		return rv.String()
-	}
-	return fmt.Sprint(v)
 }

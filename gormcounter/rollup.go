@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/hotcounter/hotcounter/internal/engine"
 	"time"
 
 	"gorm.io/gorm"
 
-	"github.com/hotcounter/hotcounter/internal/countersql"
-	"github.com/hotcounter/hotcounter/internal/retry"
 	"github.com/hotcounter/hotcounter/internal/spec"
 )
 
@@ -111,54 +110,17 @@ func rollupCounters(db *gorm.DB, models []any) (*Plugin, []*counter, error) {
 // transaction, until it has walked it all or stop says so.
 func (p *Plugin) foldAll(db *gorm.DB, c *counter, stop func() bool) error {
 	ctx := db.Statement.Context
-	var after any
-	for !stop() {
-		owners, err := p.pendingOwners(db, c, after)
-		if err != nil {
-			return fmt.Errorf("gormcounter: rollup %s: %w", c.name(), err)
+	inTx := func(ctx context.Context, fn func(engine.Conn) error) error {
+		return db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return fn(gormConn{tx}) })
+	}
+	fold := func(ctx context.Context, tx engine.Conn, owners []any) error {
+		if p.dialect.MySQL() {
+			return p.foldMySQL(tx.(gormConn).db, c.table, owners)
 		}
-		if len(owners) == 0 {
-			return nil
-		}
-		err = retry.Do(ctx, 5, func() error {
-			return db.Transaction(func(tx *gorm.DB) error {
-				if p.dialect.MySQL() {
-					return p.foldMySQL(tx, c.table, owners)
-				}
-				for _, step := range p.dialect.Fold(c.table, owners) {
-					if err := execSQL(tx, "", step).Error; err != nil {
-						return err
-					}
-				}
-				return nil
-			})
-		})
-		if err != nil {
-			return fmt.Errorf("gormcounter: rollup %s: %w", c.name(), err)
-		}
-		if len(owners) < p.cfg.RollupBatchSize {
-			return nil
-		}
-		after = owners[len(owners)-1]
+		return engine.Fold(ctx, tx, p.dialect, c.table, owners)
+	}
+	if err := engine.FoldAll(ctx, gormConn{db}, p.dialect, c.table, p.cfg.RollupBatchSize, stop, inTx, fold); err != nil {
+		return fmt.Errorf("gormcounter: rollup %s: %w", c.name(), err)
 	}
 	return nil
-}
-
-func (p *Plugin) pendingOwners(db *gorm.DB, c *counter, after any) ([]any, error) {
-	rows, err := querySQL(db, "", func(w countersql.Writer) {
-		p.dialect.PendingOwners(w, c.table, after, p.cfg.RollupBatchSize)
-	}).Rows()
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var owners []any
-	for rows.Next() {
-		var v any
-		if err := rows.Scan(&v); err != nil {
-			return nil, err
-		}
-		owners = append(owners, normalizeKey(v))
-	}
-	return owners, rows.Err()
 }

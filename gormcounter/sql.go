@@ -1,6 +1,8 @@
 package gormcounter
 
 import (
+	"context"
+	"github.com/hotcounter/hotcounter/internal/engine"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
@@ -41,4 +43,16 @@ func execSQL(db *gorm.DB, table string, build func(countersql.Writer)) *gorm.DB 
 // result. table, if any, is the current table of the caller's conditions.
 func querySQL(db *gorm.DB, table string, build func(countersql.Writer)) *gorm.DB {
 	return session(db, table).Raw("?", sqlExpr(build))
+}
+
+// gormConn runs countersql statements for the shared engine through GORM.
+type gormConn struct{ db *gorm.DB }
+
+func (c gormConn) Exec(ctx context.Context, build func(countersql.Writer)) (int64, error) {
+	r := execSQL(c.db.WithContext(ctx), "", build)
+	return r.RowsAffected, r.Error
+}
+
+func (c gormConn) Query(ctx context.Context, build func(countersql.Writer)) (engine.Rows, error) {
+	return querySQL(c.db.WithContext(ctx), "", build).Rows()
 }
