@@ -430,11 +430,25 @@ func (d Dialect) Fold(t Table, owners []any) []func(Writer) {
 				t.Parent, t.Column, t.Parent, t.Column, t.Slots, ValueColumn, t.Slots, t.Slots, t.Owner, t.Parent, t.ParentKey, t.Parent, t.ParentKey)
 			d.keyIn(w, owners)
 		},
-		func(w Writer) {
-			q(w, "DELETE FROM % WHERE %", t.Slots, t.Owner)
-			d.keyIn(w, owners)
-		},
+		func(w Writer) { d.DeleteOwners(w, t, owners) },
 	}
+}
+
+// DeleteOwners writes a statement that removes every slot row of the given
+// owners.
+func (d Dialect) DeleteOwners(w Writer, t Table, owners []any) {
+	q(w, "DELETE FROM % WHERE %", t.Slots, t.Owner)
+	d.keyIn(w, owners)
+}
+
+// SetColumn writes a statement that sets the parent column of the given
+// parents to v (a rollup counter's total, with DeleteOwners in the same
+// transaction).
+func (d Dialect) SetColumn(w Writer, t Table, keys []any, v int64) {
+	q(w, "UPDATE % SET % = ", t.Parent, t.Column)
+	w.Arg(v)
+	q(w, " WHERE %", t.ParentKey)
+	d.keyIn(w, keys)
 }
 
 func (d Dialect) foldPostgres(w Writer, t Table, owners []any) {

@@ -1,0 +1,46 @@
+// Package entcounter declares sharded counters on ent schemas: the same
+// counters, tables and guarantees as gormcounter, so either ORM can read
+// what the other wrote.
+//
+// A counter is a field that a mixin declares on the parent schema, plus a
+// one-line schema for its slot table:
+//
+//	// ent/schema/post.go
+//	func (Post) Mixin() []ent.Mixin {
+//		return []ent.Mixin{
+//			entcounter.Counter("likes"),                                            // sum: no column on posts
+//			entcounter.Counter("views", entcounter.Slots(64), entcounter.Rollup()), // rollup: cached column posts.views
+//		}
+//	}
+//
+//	// ent/schema/post_likes_slot.go
+//	type PostLikesSlot struct{ ent.Schema }
+//
+//	func (PostLikesSlot) Mixin() []ent.Mixin { return []ent.Mixin{entcounter.SlotsOf(Post.Type, "likes")} }
+//
+//	// ent/entc.go (go:generate go run entc.go)
+//	entc.Generate("./schema", &gen.Config{}, entc.Extensions(entcounter.Extension()))
+//
+// The program imports the generated runtime package (<module>/ent/runtime),
+// which registers the counter hooks, as for any ent schema with hooks.
+//
+// Then, as usual in ent:
+//
+//   - client.Schema.Create creates the slot tables (post_likes_slots with
+//     post_id, slot, n, a surrogate id, a unique index on (post_id, slot) and a
+//     foreign key ON DELETE CASCADE); versioned migrations and Atlas see them
+//     too, because they are ordinary schemas.
+//   - AddLikes(k) on UpdateOne or on a bulk Update becomes one upsert into a
+//     random slot of each matched post, in the mutation's transaction when it
+//     has one, and never writes or locks the post row.
+//   - SetLikes(v) sets the total exactly: the slot rows of the post are
+//     replaced by one holding v (rollup: the column is set and the pending
+//     slots removed), in one transaction.
+//   - Get, Only, All and eager loading (WithPosts) fill sum counters exactly
+//     with one grouped query per load; rollup counters read their cached
+//     column, or column + pending slots under [WithLive].
+//   - [RollupPass] and [RollupLoop] fold pending slots into rollup columns.
+//
+// PostgreSQL and SQLite are supported; MySQL/MariaDB is refused with a clear
+// error for now (gormcounter supports it).
+package entcounter

@@ -1,0 +1,164 @@
+package entcounter
+
+import (
+	"embed"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/template"
+
+	"entgo.io/ent/entc"
+	"entgo.io/ent/entc/gen"
+	"github.com/jinzhu/inflection"
+)
+
+//go:embed template/hotcounter.tmpl
+var templates embed.FS
+
+// Extension returns the entc extension that generates what counters need:
+// a HotCounter method on the generated config (the driver and the list of
+// counters), the fill after every load, and the omission of sum counters
+// (which have no column) from selects. At generation it checks every
+// counter's declaration and its slot schema, and prints the schema to add
+// when one is missing.
+//
+//	entc.Generate("./schema", &gen.Config{}, entc.Extensions(entcounter.Extension()))
+func Extension() entc.Extension { return extension{} }
+
+type extension struct{ entc.DefaultExtension }
+
+func (extension) Templates() []*gen.Template {
+	return []*gen.Template{
+		gen.MustParse(gen.NewTemplate("hotcounter").
+			Funcs(template.FuncMap{
+				"hotCounterDefs":   graphDefs,
+				"hotCounterFields": counterFields,
+				"hotCounterHasSum": hasSum,
+			}).
+			ParseFS(templates, "template/hotcounter.tmpl")),
+	}
+}
+
+func (extension) Hooks() []gen.Hook {
+	return []gen.Hook{func(next gen.Generator) gen.Generator {
+		return gen.GenerateFunc(func(g *gen.Graph) error {
+			if _, err := defsOf(g); err != nil {
+				return err
+			}
+			return next.Generate(g)
+		})
+	}}
+}
+
+func annotationOfField(f *gen.Field) (Annotation, bool) {
+	raw, ok := f.Annotations[Annotation{}.Name()]
+	if !ok {
+		return Annotation{}, false
+	}
+	var a Annotation
+	b, _ := json.Marshal(raw)
+	if err := json.Unmarshal(b, &a); err != nil {
+		return Annotation{}, false
+	}
+	return a, true
+}
+
+func slotsAnnotationOf(t *gen.Type) (SlotsAnnotation, bool) {
+	raw, ok := t.Annotations[SlotsAnnotation{}.Name()]
+	if !ok {
+		return SlotsAnnotation{}, false
+	}
+	var a SlotsAnnotation
+	b, _ := json.Marshal(raw)
+	if err := json.Unmarshal(b, &a); err != nil {
+		return SlotsAnnotation{}, false
+	}
+	return a, true
+}
+
+// counterFields returns the counter fields of t.
+func counterFields(t *gen.Type) []*gen.Field {
+	var out []*gen.Field
+	for _, f := range t.Fields {
+		if _, ok := annotationOfField(f); ok {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func hasSum(t *gen.Type) bool {
+	for _, f := range t.Fields {
+		if a, ok := annotationOfField(f); ok && !a.Rollup {
+			return true
+		}
+	}
+	return false
+}
+
+func graphDefs(g *gen.Graph) []Def {
+	defs, _ := defsOf(g)
+	return defs
+}
+
+// defsOf resolves every counter of the graph to its tables, or explains
+// what is wrong with a declaration.
+func defsOf(g *gen.Graph) ([]Def, error) {
+	var (
+		defs []Def
+		errs []string
+	)
+	for _, n := range g.Nodes {
+		for _, f := range counterFields(n) {
+			a, _ := annotationOfField(f)
+			where := n.Name + "." + f.Name
+			if a.Err != "" {
+				errs = append(errs, fmt.Sprintf("%s: %s", where, a.Err))
+				continue
+			}
+			if !n.HasOneFieldID() {
+				errs = append(errs, fmt.Sprintf("%s: counters need a schema with a single id field", where))
+				continue
+			}
+			prefix := inflection.Singular(n.Table())
+			d := Def{
+				Type: n.Name, Field: f.Name, Table: n.Table(), Key: n.ID.StorageKey(),
+				SlotTable: prefix + "_" + f.Name + "_slots", Owner: prefix + "_id",
+				Slots: a.Slots, Rollup: a.Rollup, Precreate: a.Precreate,
+			}
+			var slot *gen.Type
+			for _, s := range g.Nodes {
+				if sa, ok := slotsAnnotationOf(s); ok && sa.Owner == n.Name && sa.Field == f.Name {
+					slot = s
+				}
+			}
+			switch {
+			case slot == nil:
+				errs = append(errs, fmt.Sprintf("%s: the counter has no slot table schema; add this file to the schema package:\n\n"+
+					"\ttype %[2]s struct{ ent.Schema }\n\n"+
+					"\tfunc (%[2]s) Mixin() []ent.Mixin { return []ent.Mixin{entcounter.SlotsOf(%[3]s.Type, %[4]q)} }\n",
+					where, n.Name+pascal(f.Name)+"Slot", n.Name, f.Name))
+				continue
+			case slot.Table() != d.SlotTable:
+				errs = append(errs, fmt.Sprintf("%s: its slot schema %s uses table %q, but the counter expects %q (the singular parent table, the field, \"slots\")",
+					where, slot.Name, slot.Table(), d.SlotTable))
+				continue
+			}
+			defs = append(defs, d)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("entcounter: %s", strings.Join(errs, "\nentcounter: "))
+	}
+	return defs, nil
+}
+
+func pascal(s string) string {
+	var b strings.Builder
+	for _, part := range strings.Split(s, "_") {
+		if part != "" {
+			b.WriteString(strings.ToUpper(part[:1]) + part[1:])
+		}
+	}
+	return b.String()
+}

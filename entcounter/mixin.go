@@ -1,0 +1,180 @@
+package entcounter
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"unicode"
+
+	"entgo.io/ent"
+	"entgo.io/ent/dialect/entsql"
+	"entgo.io/ent/schema"
+	"entgo.io/ent/schema/edge"
+	"entgo.io/ent/schema/field"
+	"entgo.io/ent/schema/index"
+	"entgo.io/ent/schema/mixin"
+	"github.com/jinzhu/inflection"
+
+	"github.com/hotcounter/hotcounter/internal/countersql"
+	"github.com/hotcounter/hotcounter/internal/spec"
+)
+
+// Counter declares the int64 field name as a sharded counter on the schema
+// whose Mixin returns it. Its slot table needs a schema of its own, declared
+// with [SlotsOf]; the extension's error message prints it when missing.
+//
+// A sum counter (the default) has no column on the parent; a [Rollup]
+// counter keeps its cached total in a column NOT NULL DEFAULT 0. A bad
+// option is reported by the extension at generation, naming the schema and
+// the field.
+func Counter(name string, opts ...Option) ent.Mixin {
+	o := spec.Options{Slots: spec.DefaultSlots}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return counterMixin{name: name, ann: annotationOf(o, o.Validate())}
+}
+
+type counterMixin struct {
+	mixin.Schema
+	name string
+	ann  Annotation
+}
+
+func (m counterMixin) Fields() []ent.Field {
+	f := field.Int64(m.name).Default(0).Annotations(m.ann)
+	if !m.ann.Rollup {
+		// No column: the value lives in the slot rows. Optional, so that
+		// creating a parent never requires it.
+		f = f.Optional().Annotations(entsql.Skip())
+	}
+	return []ent.Field{f}
+}
+
+func (m counterMixin) Hooks() []ent.Hook {
+	return []ent.Hook{counterHook(m.name, m.ann)}
+}
+
+// SlotsOf declares the slot table of the counter field of the owner schema
+// (pass the method value Owner.Type, as in edge.To). The schema that returns
+// it needs nothing else:
+//
+//	type PostLikesSlot struct{ ent.Schema }
+//
+//	func (PostLikesSlot) Mixin() []ent.Mixin { return []ent.Mixin{entcounter.SlotsOf(Post.Type, "likes")} }
+//
+// It creates the table <singular owner table>_<field>_slots with the owner
+// key column <singular owner table>_id, slot and n, ent's surrogate id, a
+// unique index on (owner key, slot) and a foreign key ON DELETE CASCADE:
+// the layout gormcounter uses, plus the id ent needs.
+func SlotsOf(owner any, fieldName string) ent.Mixin {
+	m := slotsMixin{owner: owner, field: fieldName}
+	m.ownerName, m.prefix, m.keyField, m.err = describeOwner(owner)
+	return m
+}
+
+type slotsMixin struct {
+	mixin.Schema
+	owner     any
+	field     string
+	ownerName string
+	prefix    string // singular owner table, e.g. post
+	keyField  ent.Field
+	err       error
+}
+
+func (m slotsMixin) Fields() []ent.Field {
+	if m.err != nil {
+		panic(fmt.Sprintf("entcounter: SlotsOf(%s, %q): %v", m.ownerName, m.field, m.err))
+	}
+	return []ent.Field{
+		m.keyField,
+		field.Int16(countersql.SlotColumn).Immutable(),
+		field.Int64(countersql.ValueColumn).Default(0),
+	}
+}
+
+func (m slotsMixin) Edges() []ent.Edge {
+	return []ent.Edge{
+		edge.To(snake(m.ownerName), m.owner).Field(m.ownerKey()).Unique().Required().Immutable().
+			Annotations(entsql.OnDelete(entsql.Cascade)),
+	}
+}
+
+func (m slotsMixin) Indexes() []ent.Index {
+	return []ent.Index{index.Fields(m.ownerKey(), countersql.SlotColumn).Unique()}
+}
+
+func (m slotsMixin) Annotations() []schema.Annotation {
+	return []schema.Annotation{
+		entsql.Table(m.prefix + "_" + m.field + "_slots"),
+		SlotsAnnotation{Owner: m.ownerName, Field: m.field},
+	}
+}
+
+func (m slotsMixin) ownerKey() string { return m.prefix + "_id" }
+
+// describeOwner reads the owner schema: its type name, the singular of its
+// table name and a field of its key's type for the owner key column.
+func describeOwner(owner any) (name, prefix string, key ent.Field, err error) {
+	t := reflect.TypeOf(owner)
+	if t == nil || t.Kind() != reflect.Func || t.NumIn() != 1 {
+		return fmt.Sprint(owner), "", nil, fmt.Errorf("pass the owner schema's Type method, as in SlotsOf(Post.Type, \"likes\"), not %T", owner)
+	}
+	st := t.In(0)
+	name = st.Name()
+	s, ok := reflect.New(st).Elem().Interface().(ent.Interface)
+	if !ok {
+		return name, "", nil, fmt.Errorf("%s is not an ent schema", name)
+	}
+	prefix = snake(name)
+	for _, a := range s.Annotations() {
+		if t, ok := a.(entsql.Annotation); ok && t.Table != "" {
+			prefix = inflection.Singular(t.Table)
+		}
+		if t, ok := a.(*entsql.Annotation); ok && t != nil && t.Table != "" {
+			prefix = inflection.Singular(t.Table)
+		}
+	}
+	col := prefix + "_id"
+	key = field.Int(col).Immutable()
+	for _, f := range s.Fields() {
+		d := f.Descriptor()
+		if d.Name != "id" {
+			continue
+		}
+		switch d.Info.Type {
+		case field.TypeInt:
+		case field.TypeInt64:
+			key = field.Int64(col).Immutable()
+		case field.TypeInt32:
+			key = field.Int32(col).Immutable()
+		case field.TypeUint:
+			key = field.Uint(col).Immutable()
+		case field.TypeUint64:
+			key = field.Uint64(col).Immutable()
+		case field.TypeString:
+			key = field.String(col).Immutable()
+		default:
+			return name, prefix, nil, fmt.Errorf("%s's id is a %s: counters support integer and string keys", name, d.Info.Type)
+		}
+	}
+	return name, prefix, key, nil
+}
+
+// snake turns a Go type name into ent's snake case: PostLike -> post_like,
+// HTTPLog -> http_log.
+func snake(s string) string {
+	var b strings.Builder
+	rs := []rune(s)
+	for i, r := range rs {
+		if unicode.IsUpper(r) {
+			if i > 0 && (unicode.IsLower(rs[i-1]) || (i+1 < len(rs) && unicode.IsLower(rs[i+1]) && unicode.IsUpper(rs[i-1]))) {
+				b.WriteByte('_')
+			}
+			r = unicode.ToLower(r)
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}

@@ -1,0 +1,66 @@
+package entcounter
+
+import (
+	"github.com/hotcounter/hotcounter/internal/spec"
+)
+
+// Option configures a counter declared with [Counter].
+type Option func(*spec.Options)
+
+// Slots sets the number of slot rows per parent (default 16, at most 1024).
+// More slots let more writers add to one parent at once; loads sum more rows.
+func Slots(n int) Option { return func(o *spec.Options) { o.Slots = n } }
+
+// Rollup keeps a cached total in a parent column that [RollupPass] folds
+// the slot rows into. Plain loads read the column (stale by at most the
+// rollup interval; sortable, indexable, usable in predicates); [WithLive]
+// loads read column + pending slots.
+func Rollup() Option { return func(o *spec.Options) { o.Mode = spec.Rollup } }
+
+// Precreate inserts every slot row (n = 0) of a parent when the parent is
+// created, so that increments only update existing rows. On PostgreSQL that
+// keeps an increment from waiting behind a transaction that holds the
+// parent FOR UPDATE (the foreign key check of a first insert takes FOR KEY
+// SHARE on the parent). Sum counters only. Parents that existed before the
+// counter was declared get their rows on their first increment.
+func Precreate() Option { return func(o *spec.Options) { o.Precreate = spec.On } }
+
+// Annotation marks a counter field; [Counter] attaches it and the extension
+// reads it. Users do not write it.
+type Annotation struct {
+	Slots     int    `json:"slots"`
+	Rollup    bool   `json:"rollup,omitempty"`
+	Precreate bool   `json:"precreate,omitempty"`
+	Err       string `json:"err,omitempty"` // a bad declaration, reported by the extension
+}
+
+// Name implements ent's schema.Annotation.
+func (Annotation) Name() string { return "HotCounter" }
+
+// SlotsAnnotation marks a slot table schema; [SlotsOf] attaches it.
+type SlotsAnnotation struct {
+	Owner string `json:"owner"` // the parent schema's type name, e.g. Post
+	Field string `json:"field"` // the counter field, e.g. likes
+}
+
+// Name implements ent's schema.Annotation.
+func (SlotsAnnotation) Name() string { return "HotCounterSlots" }
+
+func annotationOf(o spec.Options, err error) Annotation {
+	a := Annotation{Slots: o.Slots, Rollup: o.Mode == spec.Rollup, Precreate: o.Precreate == spec.On}
+	if err != nil {
+		a.Err = err.Error()
+	}
+	return a
+}
+
+func (a Annotation) options() spec.Options {
+	o := spec.Options{Slots: a.Slots}
+	if a.Rollup {
+		o.Mode = spec.Rollup
+	}
+	if a.Precreate {
+		o.Precreate = spec.On
+	}
+	return o
+}

@@ -1,0 +1,285 @@
+package entcounter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"entgo.io/ent/dialect"
+	"entgo.io/ent/dialect/sql"
+
+	"github.com/hotcounter/hotcounter/internal/countersql"
+	"github.com/hotcounter/hotcounter/internal/engine"
+)
+
+// Def describes one counter of a generated schema. The extension generates
+// the list; users do not write it.
+type Def struct {
+	Type      string // parent schema type, e.g. Post
+	Field     string // counter field, e.g. likes
+	Table     string // parent table, e.g. posts
+	Key       string // parent key column, e.g. id
+	SlotTable string // e.g. post_likes_slots
+	Owner     string // owner key column of the slot table, e.g. post_id
+	Slots     int
+	Rollup    bool
+	Precreate bool
+}
+
+func (d Def) table() countersql.Table {
+	return countersql.Table{Parent: d.Table, ParentKey: d.Key, Column: d.Field, Slots: d.SlotTable, Owner: d.Owner}
+}
+
+func (d Def) name() string { return d.Type + "." + d.Field }
+
+// Runtime is what generated code hands entcounter: the driver of a client
+// or transaction and the counters of its schema. The extension adds a
+// HotCounter method returning it to the generated config, so that every
+// client, transaction, query and mutation has one.
+type Runtime struct {
+	Driver dialect.Driver
+	Defs   []Def
+}
+
+// Source is anything with a HotCounter method: a generated *ent.Client,
+// *ent.Tx, query or mutation.
+type Source interface{ HotCounter() Runtime }
+
+func (r Runtime) dialect() (countersql.Dialect, error) {
+	name := r.Driver.Dialect()
+	if name == dialect.MySQL {
+		return countersql.Dialect{}, errors.New("entcounter: MySQL/MariaDB is not supported by entcounter yet (gormcounter supports it)")
+	}
+	return countersql.For(name)
+}
+
+func (r Runtime) def(typ, field string) (Def, bool) {
+	for _, d := range r.Defs {
+		if d.Type == typ && d.Field == field {
+			return d, true
+		}
+	}
+	return Def{}, false
+}
+
+// inTx reports whether the driver is a generated transaction's driver,
+// whose Commit is a no-op that the caller's Tx.Commit completes.
+func (r Runtime) inTx() bool {
+	_, ok := r.Driver.(dialect.Tx)
+	return ok
+}
+
+// conn runs countersql statements on an ent driver (or transaction).
+type conn struct {
+	ex      dialect.ExecQuerier
+	dialect string
+}
+
+func (c conn) build(fn func(countersql.Writer)) (string, []any) {
+	var b sql.Builder
+	b.SetDialect(c.dialect)
+	fn(writer{b: &b, mysql: c.dialect == dialect.MySQL})
+	return b.Query()
+}
+
+func (c conn) Exec(ctx context.Context, fn func(countersql.Writer)) (int64, error) {
+	query, args := c.build(fn)
+	var res sql.Result
+	if err := c.ex.Exec(ctx, query, args, &res); err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+func (c conn) Query(ctx context.Context, fn func(countersql.Writer)) (engine.Rows, error) {
+	query, args := c.build(fn)
+	rows := &sql.Rows{}
+	if err := c.ex.Query(ctx, query, args, rows); err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
+
+// writer lets countersql write into an ent SQL builder.
+type writer struct {
+	b     *sql.Builder
+	mysql bool
+}
+
+func (w writer) WriteString(s string) { w.b.WriteString(s) }
+func (w writer) Arg(v any)            { w.b.Arg(v) }
+func (w writer) Ident(name string) {
+	q := `"`
+	if w.mysql {
+		q = "`"
+	}
+	for i, part := range strings.Split(name, ".") {
+		if i > 0 {
+			w.b.WriteByte('.')
+		}
+		w.b.WriteString(q + strings.ReplaceAll(part, q, q+q) + q)
+	}
+}
+
+type liveKey struct{}
+
+// WithLive returns a context under which loads fill rollup counters with
+// their exact value, column + pending slots, read in one statement, instead
+// of the cached column. Sum counters are always exact.
+func WithLive(ctx context.Context) context.Context { return context.WithValue(ctx, liveKey{}, true) }
+
+func isLive(ctx context.Context) bool { v, _ := ctx.Value(liveKey{}).(bool); return v }
+
+// Load fills the counters of n loaded nodes of schema typ with one grouped
+// query. Generated code calls it after every load (including eager-loaded
+// edges); selected are the fields the query selected (none: all), key(i) is
+// the key of node i and set(i, field, v) assigns a value.
+func Load(ctx context.Context, r Runtime, typ string, selected []string, n int, key func(i int) any, set func(i int, field string, v int64)) error {
+	live := isLive(ctx)
+	var defs []Def
+	for _, d := range r.Defs {
+		if d.Type != typ || (d.Rollup && !live) {
+			continue
+		}
+		if len(selected) > 0 && !slices.Contains(selected, d.Field) {
+			continue
+		}
+		defs = append(defs, d)
+	}
+	if len(defs) == 0 || n == 0 {
+		return nil
+	}
+	dl, err := r.dialect()
+	if err != nil {
+		return err
+	}
+	byKey := map[string][]int{}
+	var keys []any
+	for i := 0; i < n; i++ {
+		k := key(i)
+		text := engine.KeyText(k)
+		if _, seen := byKey[text]; !seen {
+			keys = append(keys, k)
+		}
+		byKey[text] = append(byKey[text], i)
+	}
+	groups := make([]engine.FillGroup, len(defs))
+	for i, d := range defs {
+		groups[i] = engine.FillGroup{Table: d.table(), Live: d.Rollup, Keys: keys}
+		for j := 0; j < n; j++ {
+			set(j, d.Field, 0) // no slot rows: zero
+		}
+	}
+	err = engine.Fill(ctx, conn{r.Driver, r.Driver.Dialect()}, dl, groups, func(g int, k string, v int64) error {
+		for _, i := range byKey[k] {
+			set(i, defs[g].Field, v)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("entcounter: load %s: %w", typ, err)
+	}
+	return nil
+}
+
+// WithoutColumns returns columns without the sum counters of schema typ,
+// which have no column. Generated code calls it on every query and update
+// spec; it copies, never edits, the slice it gets.
+func WithoutColumns(r Runtime, typ string, columns []string) []string {
+	out := columns
+	for i := 0; i < len(out); i++ {
+		if d, ok := r.def(typ, out[i]); ok && !d.Rollup {
+			if len(out) == len(columns) && &out[0] == &columns[0] {
+				out = slices.Clone(columns)
+			}
+			out = slices.Delete(out, i, i+1)
+			i--
+		}
+	}
+	return out
+}
+
+// RollupBatchSize is how many parents one rollup transaction folds.
+const RollupBatchSize = 1000
+
+// RollupPass runs one rollup pass over every rollup counter of the client's
+// schema: it folds the pending slot values into the parent columns and
+// removes the slot rows it folded, a batch of parents per transaction.
+//
+//	err := entcounter.RollupPass(ctx, client)
+//
+// On PostgreSQL it never waits on a row lock: parents and slot rows that
+// another transaction holds are skipped and stay pending for the next pass.
+// Increments made meanwhile are folded now or next time, never twice, never
+// lost. Deadlocks and serialization failures are retried. It must not run
+// inside a transaction (pass the client, not a Tx).
+func RollupPass(ctx context.Context, src Source) error {
+	return rollup(ctx, src.HotCounter(), func() bool { return false })
+}
+
+func rollup(ctx context.Context, r Runtime, stop func() bool) error {
+	if r.inTx() {
+		return errors.New("entcounter: RollupPass must not run inside a transaction: pass the client")
+	}
+	dl, err := r.dialect()
+	if err != nil {
+		return err
+	}
+	name := r.Driver.Dialect()
+	inTx := func(ctx context.Context, fn func(engine.Conn) error) error {
+		tx, err := r.Driver.Tx(ctx)
+		if err != nil {
+			return err
+		}
+		if err := fn(conn{tx, name}); err != nil {
+			return errors.Join(err, tx.Rollback())
+		}
+		return tx.Commit()
+	}
+	for _, d := range r.Defs {
+		if !d.Rollup {
+			continue
+		}
+		t := d.table()
+		fold := func(ctx context.Context, tx engine.Conn, owners []any) error {
+			return engine.Fold(ctx, tx, dl, t, owners)
+		}
+		if err := engine.FoldAll(ctx, conn{r.Driver, name}, dl, t, RollupBatchSize, stop, inTx, fold); err != nil {
+			return fmt.Errorf("entcounter: rollup %s: %w", d.name(), err)
+		}
+	}
+	return nil
+}
+
+// RollupLoop runs a [RollupPass] at once and then every interval until ctx
+// is done, and then returns nil. Cancelling ctx lets the batch in progress
+// commit and stops before the next one. A failed pass is retried at the next
+// tick; onError, if not nil, hears of it. Run it in its own goroutine:
+//
+//	go entcounter.RollupLoop(ctx, client, time.Second, nil)
+func RollupLoop(ctx context.Context, src Source, interval time.Duration, onError func(error)) error {
+	if interval <= 0 {
+		return fmt.Errorf("entcounter: RollupLoop: interval must be positive, got %v", interval)
+	}
+	r := src.HotCounter()
+	if r.inTx() {
+		return errors.New("entcounter: RollupLoop must not run inside a transaction: pass the client")
+	}
+	work := context.WithoutCancel(ctx)
+	stop := func() bool { return ctx.Err() != nil }
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if err := rollup(work, r, stop); err != nil && onError != nil {
+			onError(err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
