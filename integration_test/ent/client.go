@@ -19,6 +19,7 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/authorfollowersslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/comment"
 	"github.com/hotcounter/hotcounter/integration_test/ent/commentupvoteslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/naivepost"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postviewsslot"
@@ -39,6 +40,8 @@ type Client struct {
 	Comment *CommentClient
 	// CommentUpvoteSlot is the client for interacting with the CommentUpvoteSlot builders.
 	CommentUpvoteSlot *CommentUpvoteSlotClient
+	// NaivePost is the client for interacting with the NaivePost builders.
+	NaivePost *NaivePostClient
 	// Post is the client for interacting with the Post builders.
 	Post *PostClient
 	// PostLikesSlot is the client for interacting with the PostLikesSlot builders.
@@ -60,6 +63,7 @@ func (c *Client) init() {
 	c.AuthorFollowersSlot = NewAuthorFollowersSlotClient(c.config)
 	c.Comment = NewCommentClient(c.config)
 	c.CommentUpvoteSlot = NewCommentUpvoteSlotClient(c.config)
+	c.NaivePost = NewNaivePostClient(c.config)
 	c.Post = NewPostClient(c.config)
 	c.PostLikesSlot = NewPostLikesSlotClient(c.config)
 	c.PostViewsSlot = NewPostViewsSlotClient(c.config)
@@ -159,6 +163,7 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		AuthorFollowersSlot: NewAuthorFollowersSlotClient(cfg),
 		Comment:             NewCommentClient(cfg),
 		CommentUpvoteSlot:   NewCommentUpvoteSlotClient(cfg),
+		NaivePost:           NewNaivePostClient(cfg),
 		Post:                NewPostClient(cfg),
 		PostLikesSlot:       NewPostLikesSlotClient(cfg),
 		PostViewsSlot:       NewPostViewsSlotClient(cfg),
@@ -185,6 +190,7 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		AuthorFollowersSlot: NewAuthorFollowersSlotClient(cfg),
 		Comment:             NewCommentClient(cfg),
 		CommentUpvoteSlot:   NewCommentUpvoteSlotClient(cfg),
+		NaivePost:           NewNaivePostClient(cfg),
 		Post:                NewPostClient(cfg),
 		PostLikesSlot:       NewPostLikesSlotClient(cfg),
 		PostViewsSlot:       NewPostViewsSlotClient(cfg),
@@ -217,8 +223,8 @@ func (c *Client) Close() error {
 // In order to add hooks to a specific client, call: `client.Node.Use(...)`.
 func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
-		c.Author, c.AuthorFollowersSlot, c.Comment, c.CommentUpvoteSlot, c.Post,
-		c.PostLikesSlot, c.PostViewsSlot,
+		c.Author, c.AuthorFollowersSlot, c.Comment, c.CommentUpvoteSlot, c.NaivePost,
+		c.Post, c.PostLikesSlot, c.PostViewsSlot,
 	} {
 		n.Use(hooks...)
 	}
@@ -228,8 +234,8 @@ func (c *Client) Use(hooks ...Hook) {
 // In order to add interceptors to a specific client, call: `client.Node.Intercept(...)`.
 func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
-		c.Author, c.AuthorFollowersSlot, c.Comment, c.CommentUpvoteSlot, c.Post,
-		c.PostLikesSlot, c.PostViewsSlot,
+		c.Author, c.AuthorFollowersSlot, c.Comment, c.CommentUpvoteSlot, c.NaivePost,
+		c.Post, c.PostLikesSlot, c.PostViewsSlot,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -246,6 +252,8 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.Comment.mutate(ctx, m)
 	case *CommentUpvoteSlotMutation:
 		return c.CommentUpvoteSlot.mutate(ctx, m)
+	case *NaivePostMutation:
+		return c.NaivePost.mutate(ctx, m)
 	case *PostMutation:
 		return c.Post.mutate(ctx, m)
 	case *PostLikesSlotMutation:
@@ -855,6 +863,139 @@ func (c *CommentUpvoteSlotClient) mutate(ctx context.Context, m *CommentUpvoteSl
 	}
 }
 
+// NaivePostClient is a client for the NaivePost schema.
+type NaivePostClient struct {
+	config
+}
+
+// NewNaivePostClient returns a client for the NaivePost from the given config.
+func NewNaivePostClient(c config) *NaivePostClient {
+	return &NaivePostClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `naivepost.Hooks(f(g(h())))`.
+func (c *NaivePostClient) Use(hooks ...Hook) {
+	c.hooks.NaivePost = append(c.hooks.NaivePost, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `naivepost.Intercept(f(g(h())))`.
+func (c *NaivePostClient) Intercept(interceptors ...Interceptor) {
+	c.inters.NaivePost = append(c.inters.NaivePost, interceptors...)
+}
+
+// Create returns a builder for creating a NaivePost entity.
+func (c *NaivePostClient) Create() *NaivePostCreate {
+	mutation := newNaivePostMutation(c.config, OpCreate)
+	return &NaivePostCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of NaivePost entities.
+func (c *NaivePostClient) CreateBulk(builders ...*NaivePostCreate) *NaivePostCreateBulk {
+	return &NaivePostCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *NaivePostClient) MapCreateBulk(slice any, setFunc func(*NaivePostCreate, int)) *NaivePostCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &NaivePostCreateBulk{err: fmt.Errorf("calling to NaivePostClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*NaivePostCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &NaivePostCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for NaivePost.
+func (c *NaivePostClient) Update() *NaivePostUpdate {
+	mutation := newNaivePostMutation(c.config, OpUpdate)
+	return &NaivePostUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *NaivePostClient) UpdateOne(_m *NaivePost) *NaivePostUpdateOne {
+	mutation := newNaivePostMutation(c.config, OpUpdateOne, withNaivePost(_m))
+	return &NaivePostUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *NaivePostClient) UpdateOneID(id int) *NaivePostUpdateOne {
+	mutation := newNaivePostMutation(c.config, OpUpdateOne, withNaivePostID(id))
+	return &NaivePostUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for NaivePost.
+func (c *NaivePostClient) Delete() *NaivePostDelete {
+	mutation := newNaivePostMutation(c.config, OpDelete)
+	return &NaivePostDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *NaivePostClient) DeleteOne(_m *NaivePost) *NaivePostDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *NaivePostClient) DeleteOneID(id int) *NaivePostDeleteOne {
+	builder := c.Delete().Where(naivepost.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &NaivePostDeleteOne{builder}
+}
+
+// Query returns a query builder for NaivePost.
+func (c *NaivePostClient) Query() *NaivePostQuery {
+	return &NaivePostQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeNaivePost},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a NaivePost entity by its id.
+func (c *NaivePostClient) Get(ctx context.Context, id int) (*NaivePost, error) {
+	return c.Query().Where(naivepost.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *NaivePostClient) GetX(ctx context.Context, id int) *NaivePost {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *NaivePostClient) Hooks() []Hook {
+	return c.hooks.NaivePost
+}
+
+// Interceptors returns the client interceptors.
+func (c *NaivePostClient) Interceptors() []Interceptor {
+	return c.inters.NaivePost
+}
+
+func (c *NaivePostClient) mutate(ctx context.Context, m *NaivePostMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&NaivePostCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&NaivePostUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&NaivePostUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&NaivePostDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown NaivePost mutation op: %q", m.Op())
+	}
+}
+
 // PostClient is a client for the Post schema.
 type PostClient struct {
 	config
@@ -1322,12 +1463,12 @@ func (c *PostViewsSlotClient) mutate(ctx context.Context, m *PostViewsSlotMutati
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
-		Author, AuthorFollowersSlot, Comment, CommentUpvoteSlot, Post, PostLikesSlot,
-		PostViewsSlot []ent.Hook
+		Author, AuthorFollowersSlot, Comment, CommentUpvoteSlot, NaivePost, Post,
+		PostLikesSlot, PostViewsSlot []ent.Hook
 	}
 	inters struct {
-		Author, AuthorFollowersSlot, Comment, CommentUpvoteSlot, Post, PostLikesSlot,
-		PostViewsSlot []ent.Interceptor
+		Author, AuthorFollowersSlot, Comment, CommentUpvoteSlot, NaivePost, Post,
+		PostLikesSlot, PostViewsSlot []ent.Interceptor
 	}
 )
 

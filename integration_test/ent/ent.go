@@ -16,6 +16,7 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/authorfollowersslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/comment"
 	"github.com/hotcounter/hotcounter/integration_test/ent/commentupvoteslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/naivepost"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postviewsslot"
@@ -83,6 +84,7 @@ func checkColumn(t, c string) error {
 			authorfollowersslot.Table: authorfollowersslot.ValidColumn,
 			comment.Table:             comment.ValidColumn,
 			commentupvoteslot.Table:   commentupvoteslot.ValidColumn,
+			naivepost.Table:           naivepost.ValidColumn,
 			post.Table:                post.ValidColumn,
 			postlikesslot.Table:       postlikesslot.ValidColumn,
 			postviewsslot.Table:       postviewsslot.ValidColumn,

@@ -14,6 +14,7 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/authorfollowersslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/comment"
 	"github.com/hotcounter/hotcounter/integration_test/ent/commentupvoteslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/naivepost"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postviewsslot"
@@ -33,6 +34,7 @@ const (
 	TypeAuthorFollowersSlot = "AuthorFollowersSlot"
 	TypeComment             = "Comment"
 	TypeCommentUpvoteSlot   = "CommentUpvoteSlot"
+	TypeNaivePost           = "NaivePost"
 	TypePost                = "Post"
 	TypePostLikesSlot       = "PostLikesSlot"
 	TypePostViewsSlot       = "PostViewsSlot"
@@ -2229,6 +2231,368 @@ func (m *CommentUpvoteSlotMutation) ResetEdge(name string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown CommentUpvoteSlot edge %s", name)
+}
+
+// NaivePostMutation represents an operation that mutates the NaivePost nodes in the graph.
+type NaivePostMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int
+	likes         *int64
+	addlikes      *int64
+	clearedFields map[string]struct{}
+	done          bool
+	oldValue      func(context.Context) (*NaivePost, error)
+	predicates    []predicate.NaivePost
+}
+
+var _ ent.Mutation = (*NaivePostMutation)(nil)
+
+// naivepostOption allows management of the mutation configuration using functional options.
+type naivepostOption func(*NaivePostMutation)
+
+// newNaivePostMutation creates new mutation for the NaivePost entity.
+func newNaivePostMutation(c config, op Op, opts ...naivepostOption) *NaivePostMutation {
+	m := &NaivePostMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeNaivePost,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withNaivePostID sets the ID field of the mutation.
+func withNaivePostID(id int) naivepostOption {
+	return func(m *NaivePostMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *NaivePost
+		)
+		m.oldValue = func(ctx context.Context) (*NaivePost, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().NaivePost.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withNaivePost sets the old NaivePost of the mutation.
+func withNaivePost(node *NaivePost) naivepostOption {
+	return func(m *NaivePostMutation) {
+		m.oldValue = func(context.Context) (*NaivePost, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m NaivePostMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m NaivePostMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *NaivePostMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *NaivePostMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().NaivePost.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetLikes sets the "likes" field.
+func (m *NaivePostMutation) SetLikes(i int64) {
+	m.likes = &i
+	m.addlikes = nil
+}
+
+// Likes returns the value of the "likes" field in the mutation.
+func (m *NaivePostMutation) Likes() (r int64, exists bool) {
+	v := m.likes
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLikes returns the old "likes" field's value of the NaivePost entity.
+// If the NaivePost object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *NaivePostMutation) OldLikes(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLikes is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLikes requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLikes: %w", err)
+	}
+	return oldValue.Likes, nil
+}
+
+// AddLikes adds i to the "likes" field.
+func (m *NaivePostMutation) AddLikes(i int64) {
+	if m.addlikes != nil {
+		*m.addlikes += i
+	} else {
+		m.addlikes = &i
+	}
+}
+
+// AddedLikes returns the value that was added to the "likes" field in this mutation.
+func (m *NaivePostMutation) AddedLikes() (r int64, exists bool) {
+	v := m.addlikes
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetLikes resets all changes to the "likes" field.
+func (m *NaivePostMutation) ResetLikes() {
+	m.likes = nil
+	m.addlikes = nil
+}
+
+// Where appends a list predicates to the NaivePostMutation builder.
+func (m *NaivePostMutation) Where(ps ...predicate.NaivePost) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the NaivePostMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *NaivePostMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.NaivePost, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *NaivePostMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *NaivePostMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (NaivePost).
+func (m *NaivePostMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *NaivePostMutation) Fields() []string {
+	fields := make([]string, 0, 1)
+	if m.likes != nil {
+		fields = append(fields, naivepost.FieldLikes)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *NaivePostMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case naivepost.FieldLikes:
+		return m.Likes()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *NaivePostMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case naivepost.FieldLikes:
+		return m.OldLikes(ctx)
+	}
+	return nil, fmt.Errorf("unknown NaivePost field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *NaivePostMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case naivepost.FieldLikes:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLikes(v)
+		return nil
+	}
+	return fmt.Errorf("unknown NaivePost field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *NaivePostMutation) AddedFields() []string {
+	var fields []string
+	if m.addlikes != nil {
+		fields = append(fields, naivepost.FieldLikes)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *NaivePostMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case naivepost.FieldLikes:
+		return m.AddedLikes()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *NaivePostMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case naivepost.FieldLikes:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddLikes(v)
+		return nil
+	}
+	return fmt.Errorf("unknown NaivePost numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *NaivePostMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *NaivePostMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *NaivePostMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown NaivePost nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *NaivePostMutation) ResetField(name string) error {
+	switch name {
+	case naivepost.FieldLikes:
+		m.ResetLikes()
+		return nil
+	}
+	return fmt.Errorf("unknown NaivePost field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *NaivePostMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *NaivePostMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *NaivePostMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *NaivePostMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *NaivePostMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *NaivePostMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *NaivePostMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown NaivePost unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *NaivePostMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown NaivePost edge %s", name)
 }
 
 // PostMutation represents an operation that mutates the Post nodes in the graph.

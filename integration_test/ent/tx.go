@@ -20,6 +20,8 @@ type Tx struct {
 	Comment *CommentClient
 	// CommentUpvoteSlot is the client for interacting with the CommentUpvoteSlot builders.
 	CommentUpvoteSlot *CommentUpvoteSlotClient
+	// NaivePost is the client for interacting with the NaivePost builders.
+	NaivePost *NaivePostClient
 	// Post is the client for interacting with the Post builders.
 	Post *PostClient
 	// PostLikesSlot is the client for interacting with the PostLikesSlot builders.
@@ -161,6 +163,7 @@ func (tx *Tx) init() {
 	tx.AuthorFollowersSlot = NewAuthorFollowersSlotClient(tx.config)
 	tx.Comment = NewCommentClient(tx.config)
 	tx.CommentUpvoteSlot = NewCommentUpvoteSlotClient(tx.config)
+	tx.NaivePost = NewNaivePostClient(tx.config)
 	tx.Post = NewPostClient(tx.config)
 	tx.PostLikesSlot = NewPostLikesSlotClient(tx.config)
 	tx.PostViewsSlot = NewPostViewsSlotClient(tx.config)

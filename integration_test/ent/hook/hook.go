@@ -57,6 +57,18 @@ func (f CommentUpvoteSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.CommentUpvoteSlotMutation", m)
 }
 
+// The NaivePostFunc type is an adapter to allow the use of ordinary
+// function as NaivePost mutator.
+type NaivePostFunc func(context.Context, *ent.NaivePostMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f NaivePostFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.NaivePostMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.NaivePostMutation", m)
+}
+
 // The PostFunc type is an adapter to allow the use of ordinary
 // function as Post mutator.
 type PostFunc func(context.Context, *ent.PostMutation) (ent.Value, error)

@@ -96,6 +96,17 @@ var (
 			},
 		},
 	}
+	// NaivePostsColumns holds the columns for the "naive_posts" table.
+	NaivePostsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "likes", Type: field.TypeInt64, Default: 0},
+	}
+	// NaivePostsTable holds the schema information for the "naive_posts" table.
+	NaivePostsTable = &schema.Table{
+		Name:       "naive_posts",
+		Columns:    NaivePostsColumns,
+		PrimaryKey: []*schema.Column{NaivePostsColumns[0]},
+	}
 	// PostsColumns holds the columns for the "posts" table.
 	PostsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt, Increment: true},
@@ -179,6 +190,7 @@ var (
 		AuthorFollowersSlotsTable,
 		CommentsTable,
 		CommentUpvoteSlotsTable,
+		NaivePostsTable,
 		PostsTable,
 		PostLikesSlotsTable,
 		PostViewsSlotsTable,

@@ -18,6 +18,9 @@ type Comment func(*sql.Selector)
 // CommentUpvoteSlot is the predicate function for commentupvoteslot builders.
 type CommentUpvoteSlot func(*sql.Selector)
 
+// NaivePost is the predicate function for naivepost builders.
+type NaivePost func(*sql.Selector)
+
 // Post is the predicate function for post builders.
 type Post func(*sql.Selector)
 

@@ -7,6 +7,7 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/authorfollowersslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/comment"
 	"github.com/hotcounter/hotcounter/integration_test/ent/commentupvoteslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/naivepost"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postviewsslot"
@@ -65,6 +66,12 @@ func init() {
 	commentupvoteslotDescN := commentupvoteslotMixinFields0[2].Descriptor()
 	// commentupvoteslot.DefaultN holds the default value on creation for the n field.
 	commentupvoteslot.DefaultN = commentupvoteslotDescN.Default.(int64)
+	naivepostFields := schema.NaivePost{}.Fields()
+	_ = naivepostFields
+	// naivepostDescLikes is the schema descriptor for likes field.
+	naivepostDescLikes := naivepostFields[0].Descriptor()
+	// naivepost.DefaultLikes holds the default value on creation for the likes field.
+	naivepost.DefaultLikes = naivepostDescLikes.Default.(int64)
 	postMixin := schema.Post{}.Mixin()
 	postMixinHooks0 := postMixin[0].Hooks()
 	postMixinHooks1 := postMixin[1].Hooks()

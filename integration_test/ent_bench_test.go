@@ -1,0 +1,95 @@
+package integration_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/hotcounter/hotcounter/entcounter"
+	"github.com/hotcounter/hotcounter/integration_test/ent"
+	"github.com/hotcounter/hotcounter/integration_test/ent/naivepost"
+	"github.com/hotcounter/hotcounter/integration_test/ent/post"
+)
+
+// openEntBench opens ent on a fresh PostgreSQL schema for a benchmark.
+func openEntBench(b *testing.B) *entEnv {
+	b.Helper()
+	e := openEnt(b, pg, true)
+	return e
+}
+
+// BenchmarkEntIncrementOneRow: 32 writers on one row, as ent users write it:
+// the naive AddLikes of a plain column (UpdateOne: the UPDATE and its
+// re-read in one transaction) against entcounter's AddLikes (16 slots, sum)
+// and AddViews (64 slots, rollup).
+func BenchmarkEntIncrementOneRow(b *testing.B) {
+	e := openEntBench(b)
+	ctx := context.Background()
+	c := e.client
+	naive := c.NaivePost.Create().SaveX(ctx)
+	p := c.Post.Create().SetTitle("viral").SaveX(ctx)
+	b.Run("naive", func(b *testing.B) {
+		parallel(b, func() error { return c.NaivePost.UpdateOneID(naive.ID).AddLikes(1).Exec(ctx) })
+	})
+	b.Run("slots16", func(b *testing.B) {
+		parallel(b, func() error { return c.Post.UpdateOneID(p.ID).AddLikes(1).Exec(ctx) })
+	})
+	b.Run("slots64", func(b *testing.B) {
+		parallel(b, func() error { return c.Post.UpdateOneID(p.ID).AddViews(1).Exec(ctx) })
+	})
+	// The bulk form skips the re-read: one id query and one upsert.
+	b.Run("naive-bulk", func(b *testing.B) {
+		parallel(b, func() error {
+			_, err := c.NaivePost.Update().Where(naivepost.ID(naive.ID)).AddLikes(1).Save(ctx)
+			return err
+		})
+	})
+	b.Run("slots16-bulk", func(b *testing.B) {
+		parallel(b, func() error { _, err := c.Post.Update().Where(post.ID(p.ID)).AddLikes(1).Save(ctx); return err })
+	})
+}
+
+// BenchmarkEntLoad: loads of 1 and 100 posts, plain (the same table, the
+// counters not selected) and with likes filled; "hot" posts have all 16
+// slot rows in use.
+func BenchmarkEntLoad(b *testing.B) {
+	e := openEntBench(b)
+	ctx := context.Background()
+	c := e.client
+	builders := make([]*ent.PostCreate, 200)
+	for i := range builders {
+		builders[i] = c.Post.Create().SetTitle("post")
+	}
+	posts := c.Post.CreateBulk(builders...).SaveX(ctx)
+	typical, hot := posts[:100], posts[100:]
+	for i, p := range typical {
+		for k := 0; k <= i%8; k++ {
+			c.Post.UpdateOneID(p.ID).AddLikes(1).ExecX(ctx)
+		}
+	}
+	for _, p := range hot {
+		for rawInt(b, e.db, "SELECT COUNT(*) FROM post_likes_slots WHERE post_id = ?", p.ID) < 16 {
+			c.Post.UpdateOneID(p.ID).AddLikes(1).ExecX(ctx)
+		}
+	}
+	e.db.Exec("ANALYZE")
+	load := func(name string, fn func() error) {
+		b.Run(name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				if err := fn(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	plain := []string{post.FieldTitle, post.FieldViews, post.FieldAuthorID}
+	between := func(ps []*ent.Post) *ent.PostQuery {
+		return c.Post.Query().Where(post.IDGTE(ps[0].ID), post.IDLTE(ps[len(ps)-1].ID))
+	}
+	one := hot[50].ID
+	load("plain-1", func() error { _, err := c.Post.Query().Where(post.ID(one)).Select(plain...).Only(ctx); return err })
+	load("filled-1", func() error { _, err := c.Post.Get(ctx, one); return err })
+	load("plain-100", func() error { _, err := between(typical).Select(plain...).All(ctx); return err })
+	load("filled-100", func() error { _, err := between(typical).All(ctx); return err })
+	load("filled-100-hot", func() error { _, err := between(hot).All(ctx); return err })
+	load("live-100-hot", func() error { _, err := between(hot).All(entcounter.WithLive(ctx)); return err })
+}
