@@ -34,6 +34,10 @@ func (extension) Templates() []*gen.Template {
 				"hotCounterDefs":   graphDefs,
 				"hotCounterFields": counterFields,
 				"hotCounterHasSum": hasSum,
+				"hotCounterIsRollup": func(f *gen.Field) bool {
+					a, _ := annotationOfField(f)
+					return a.Rollup
+				},
 			}).
 			ParseFS(templates, "template/hotcounter.tmpl")),
 	}
@@ -122,7 +126,7 @@ func defsOf(g *gen.Graph) ([]Def, error) {
 			}
 			prefix := inflection.Singular(n.Table())
 			d := Def{
-				Type: n.Name, Field: f.Name, Table: n.Table(), Key: n.ID.StorageKey(),
+				Type: n.Name, Field: f.Name, StructField: f.StructField(), Table: n.Table(), Key: n.ID.StorageKey(),
 				SlotTable: prefix + "_" + f.Name + "_slots", Owner: prefix + "_id",
 				Slots: a.Slots, Rollup: a.Rollup, Precreate: a.Precreate,
 			}

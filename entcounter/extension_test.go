@@ -42,3 +42,40 @@ func TestSnake(t *testing.T) {
 		}
 	}
 }
+
+// SlotsOf and the extension name a slot table alike, as GORM would (the
+// singular of the parent table), also for irregular plurals, and the owner
+// key takes the type of an id declared in a mixin.
+func TestExtensionAndSlotsOfAgreeOnNames(t *testing.T) {
+	g, err := entc.LoadGraph("./testdata/names", &gen.Config{})
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	defs, err := defsOf(g)
+	if err != nil {
+		t.Fatalf("the extension refused the schema: %v", err)
+	}
+	got := map[string]string{}
+	for _, d := range defs {
+		got[d.Type] = d.SlotTable + " " + d.Owner
+	}
+	want := map[string]string{
+		"Selfie": "selfy_likes_slots selfy_id", // jinzhu/inflection's singular of "selfies", as GORM has it
+		"Media":  "medium_likes_slots medium_id",
+		"Badge":  "badge_awarded_slots badge_id",
+	}
+	for typ, w := range want {
+		if got[typ] != w {
+			t.Errorf("%s: slot table and owner %q, want %q", typ, got[typ], w)
+		}
+	}
+	for _, n := range g.Nodes {
+		if n.Name == "BadgeAwardedSlot" {
+			for _, f := range n.Fields {
+				if f.Name == "badge_id" && f.Type.String() != "string" {
+					t.Errorf("badge_id is a %s, want string (Badge's id)", f.Type)
+				}
+			}
+		}
+	}
+}

@@ -18,26 +18,37 @@ import (
 // runs without the code that entcounter's extension generates.
 var ErrNotConfigured = errors.New("entcounter: the generated code has no HotCounter method: generate with entc.Extensions(entcounter.Extension())")
 
+// mutation is what the extension generates on the mutations of schemas
+// with counters.
+type mutation interface {
+	ent.Mutation
+	Source
+	HotCounterKeys(ctx context.Context) ([]any, error)
+	HotCounterID() (any, bool)
+	HotCounterNotFound() error
+	HotCounterUpsert() bool
+}
+
 // counterHook moves a counter's part of a mutation into the slot table:
 // adds become a slot upsert, sets replace the slot rows, and creation of a
 // sum counter's parent writes its initial value to a slot.
 func counterHook(field string, ann Annotation) ent.Hook {
 	return func(next ent.Mutator) ent.Mutator {
-		return ent.MutateFunc(func(ctx context.Context, m ent.Mutation) (ent.Value, error) {
-			added, hasAdd := m.AddedField(field)
-			value, hasSet := m.Field(field)
-			cleared := m.FieldCleared(field)
+		return ent.MutateFunc(func(ctx context.Context, em ent.Mutation) (ent.Value, error) {
+			added, hasAdd := em.AddedField(field)
+			value, hasSet := em.Field(field)
+			cleared := em.FieldCleared(field)
 			if !hasAdd && !hasSet && !cleared {
-				return next.Mutate(ctx, m)
+				return next.Mutate(ctx, em)
 			}
 			if ann.Err != "" {
-				return nil, fmt.Errorf("entcounter: %s.%s: %s", m.Type(), field, ann.Err)
+				return nil, fmt.Errorf("entcounter: %s.%s: %s", em.Type(), field, ann.Err)
 			}
-			src, ok := m.(Source)
+			m, ok := em.(mutation)
 			if !ok {
-				return nil, fmt.Errorf("%w (%s.%s)", ErrNotConfigured, m.Type(), field)
+				return nil, fmt.Errorf("%w (%s.%s)", ErrNotConfigured, em.Type(), field)
 			}
-			w := &write{r: src.HotCounter()}
+			w := &write{r: m.HotCounter()}
 			d, ok := w.r.def(m.Type(), field)
 			if !ok {
 				return nil, fmt.Errorf("entcounter: %s.%s is not in the generated counter list: run go generate", m.Type(), field)
@@ -50,35 +61,11 @@ func counterHook(field string, ann Annotation) ent.Hook {
 			add, set := toInt64(added), toInt64(value)
 			switch {
 			case m.Op().Is(ent.OpCreate):
-				if d.Rollup {
-					return next.Mutate(ctx, m) // the column takes the initial value
-				}
-				m.ResetField(field)
-				res, err := next.Mutate(ctx, m)
-				if err != nil {
-					return res, err
-				}
-				id, ok := mutationID(m)
-				if !ok {
-					return res, fmt.Errorf("entcounter: %s.%s: the created %s has no id", m.Type(), field, m.Type())
-				}
-				return res, w.created(ctx, id, set)
-			case m.Op().Is(ent.OpUpdateOne):
-				id, ok := mutationID(m)
-				if !ok {
-					return next.Mutate(ctx, m) // ent reports the missing id
-				}
-				m.ResetField(field)
-				res, err := next.Mutate(ctx, m) // NotFound comes from here, before any slot write
-				if err != nil {
-					return res, err
-				}
-				_, err = w.update(ctx, []any{id}, hasSet || cleared, set+add)
-				return res, err
-			case m.Op().Is(ent.OpUpdate):
+				return w.create(ctx, m, next, set)
+			case m.Op().Is(ent.OpUpdateOne | ent.OpUpdate):
 				// The keys are read before the update: its predicates may
 				// depend on the columns it changes.
-				keys, err := mutationIDs(ctx, m)
+				keys, err := m.HotCounterKeys(ctx)
 				if err != nil {
 					return nil, err
 				}
@@ -88,15 +75,93 @@ func counterHook(field string, ann Annotation) ent.Hook {
 				if err != nil {
 					return res, err
 				}
+				one := m.Op().Is(ent.OpUpdateOne)
+				if one && len(keys) == 0 {
+					// ent reads the row back by its id alone when nothing else
+					// changes: the predicates are ours to check.
+					return nil, m.HotCounterNotFound()
+				}
 				n, err := w.update(ctx, keys, hasSet || cleared, set+add)
-				if err == nil && counterOnly {
-					res = int(n) // ent ran no UPDATE: the parents written are the counter's
+				if err != nil {
+					return res, err
+				}
+				switch {
+				case !one && counterOnly:
+					res = int(n) // ent ran no UPDATE: the rows written are the counter's
+				case one:
+					err = w.refresh(ctx, res, keys[0], hasSet || cleared, set+add)
 				}
 				return res, err
 			}
 			return next.Mutate(ctx, m)
 		})
 	}
+}
+
+// create runs the creation of a parent. A rollup counter's initial value
+// goes to its column with the row. A sum counter has no column: its value
+// is written to a slot once the row exists. In an upsert (ON CONFLICT) the
+// row may have existed, so a non-zero value sets the total instead of
+// adding to it.
+func (w *write) create(ctx context.Context, m mutation, next ent.Mutator, v int64) (ent.Value, error) {
+	if w.d.Rollup {
+		return next.Mutate(ctx, m)
+	}
+	m.ResetField(w.d.Field)
+	res, err := next.Mutate(ctx, m)
+	if err != nil {
+		return res, err
+	}
+	id, ok := m.HotCounterID()
+	if !ok {
+		return res, fmt.Errorf("entcounter: %s: the created %s has no id", w.d.name(), m.Type())
+	}
+	if m.HotCounterUpsert() && v != 0 {
+		_, err = w.update(ctx, []any{id}, true, v)
+	} else {
+		err = w.created(ctx, id, v)
+	}
+	if err == nil {
+		err = setNodeField(res, w.d.StructField, v)
+	}
+	return res, err
+}
+
+// refresh makes the entity an UpdateOne returns show the counter as a load
+// would right after the write: the total that was set, the new sum of a sum
+// counter, the cached column of a rollup counter (which ent read back).
+func (w *write) refresh(ctx context.Context, node ent.Value, key any, set bool, v int64) error {
+	switch {
+	case set:
+		return setNodeField(node, w.d.StructField, v)
+	case w.d.Rollup:
+		return nil
+	}
+	var total int64
+	err := Load(ctx, w.r, w.d.Type, []string{w.d.Field}, 1, func(int) any { return key }, func(_ int, f string, n int64) {
+		if f == w.d.Field {
+			total = n
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return setNodeField(node, w.d.StructField, total)
+}
+
+// setNodeField sets the int64 field name of the entity (a pointer to the
+// generated struct) to v.
+func setNodeField(node ent.Value, name string, v int64) error {
+	rv := reflect.ValueOf(node)
+	if rv.Kind() != reflect.Pointer || rv.IsNil() || rv.Elem().Kind() != reflect.Struct {
+		return nil // not an entity (a bulk update's count, an upsert's id)
+	}
+	f := rv.Elem().FieldByName(name)
+	if !f.IsValid() || !f.CanSet() || f.Kind() != reflect.Int64 {
+		return fmt.Errorf("entcounter: %T has no int64 field %s", node, name)
+	}
+	f.SetInt(v)
+	return nil
 }
 
 // write applies one counter's change for some parents.
@@ -106,37 +171,6 @@ type write struct {
 	dl countersql.Dialect
 }
 
-// run runs fn in one transaction: the caller's when the mutation has one,
-// else a new one, retried on deadlocks and busy errors.
-func (w *write) run(ctx context.Context, fn func(engine.Conn) error) error {
-	once := func() error {
-		tx, err := w.r.Driver.Tx(ctx) // in a caller's transaction: a wrapper whose Commit is a no-op
-		if err != nil {
-			return err
-		}
-		if err := fn(conn{tx, w.r.Driver.Dialect()}); err != nil {
-			return errors.Join(err, tx.Rollback())
-		}
-		return tx.Commit()
-	}
-	if w.r.inTx() {
-		return once()
-	}
-	return retry.Do(ctx, 8, once)
-}
-
-// exec runs one statement, on its own (autocommit) outside a caller's
-// transaction.
-func (w *write) exec(ctx context.Context, fn func(countersql.Writer)) (int64, error) {
-	c := conn{w.r.Driver, w.r.Driver.Dialect()}
-	if w.r.inTx() {
-		return c.Exec(ctx, fn)
-	}
-	var n int64
-	err := retry.Do(ctx, 8, func() (err error) { n, err = c.Exec(ctx, fn); return err })
-	return n, err
-}
-
 func (w *write) wrap(err error) error {
 	if err == nil {
 		return nil
@@ -144,28 +178,76 @@ func (w *write) wrap(err error) error {
 	return fmt.Errorf("entcounter: %s: %w", w.d.name(), err)
 }
 
-// created writes the initial value of a new parent's sum counter.
-func (w *write) created(ctx context.Context, id any, v int64) error {
-	t, keys := w.d.table(), []any{id}
-	switch {
-	case w.d.Precreate:
-		return w.wrap(w.run(ctx, func(c engine.Conn) error {
-			if _, err := c.Exec(ctx, func(x countersql.Writer) { w.dl.PrecreateSlots(x, t, w.d.Slots, w.dl.KeyIn(t, keys)) }); err != nil || v == 0 {
-				return err
-			}
-			_, err := c.Exec(ctx, w.increment(keys, v))
+// chunks runs fn for the keys, at most engine.FillChunk at a time.
+func chunks(keys []any, fn func(keys []any) error) error {
+	for start := 0; start < len(keys); start += engine.FillChunk {
+		if err := fn(keys[start:min(start+engine.FillChunk, len(keys))]); err != nil {
 			return err
-		}))
-	case v != 0:
-		_, err := w.exec(ctx, w.increment(keys, v))
-		return w.wrap(err)
+		}
 	}
 	return nil
 }
 
-func (w *write) increment(keys []any, delta int64) func(countersql.Writer) {
+// exec runs one statement per chunk of keys on s.
+func (w *write) exec(ctx context.Context, s engine.Session, keys []any, stmt func(x countersql.Writer, keys []any)) error {
+	return chunks(keys, func(k []any) error {
+		_, err := s.Exec(ctx, func(x countersql.Writer) { stmt(x, k) })
+		return err
+	})
+}
+
+// increment adds delta to a random slot of each parent, in s's transaction
+// or in autocommit (hotcounter's own transaction past one chunk of keys),
+// and returns how many parents it incremented.
+func (w *write) increment(ctx context.Context, s engine.Session, keys []any, delta int64) (int64, error) {
+	t, slot := w.d.table(), rand.IntN(w.d.Slots)
+	if w.dl.MySQL() {
+		in := engine.MySQLIncrement{Table: t, Keys: keys, Slot: slot, Delta: delta, Precreate: w.d.precreate(w.dl)}
+		if len(keys) == 1 {
+			in.Key, in.Keys = keys[0], nil
+		}
+		return engine.IncrementMySQL(ctx, s, w.dl, in)
+	}
+	var n int64
+	upsert := func(s engine.Session) error {
+		n = 0
+		return chunks(keys, func(k []any) error {
+			done, err := s.Exec(ctx, func(x countersql.Writer) { w.dl.IncrementWhere(x, t, slot, delta, w.dl.KeyIn(t, k)) })
+			n += done
+			return err
+		})
+	}
+	var err error
+	switch {
+	case s.InTx():
+		err = upsert(s)
+	case len(keys) <= engine.FillChunk: // one autocommit statement
+		err = retry.Do(ctx, engine.OwnAttempts, func() error { return upsert(s) })
+	default:
+		err = engine.OwnTransaction(ctx, s, upsert)
+	}
+	return n, err
+}
+
+// created writes the initial value of a new parent's sum counter, and its
+// pre-created slot rows.
+func (w *write) created(ctx context.Context, id any, v int64) error {
+	s, keys := newSession(w.r), []any{id}
+	if !w.d.precreate(w.dl) {
+		if v == 0 {
+			return nil
+		}
+		_, err := w.increment(ctx, s, keys, v)
+		return w.wrap(err)
+	}
 	t := w.d.table()
-	return func(x countersql.Writer) { w.dl.IncrementWhere(x, t, rand.IntN(w.d.Slots), delta, w.dl.KeyIn(t, keys)) }
+	return w.wrap(engine.OwnTransaction(ctx, s, func(tx engine.Session) error {
+		if err := w.exec(ctx, tx, keys, func(x countersql.Writer, k []any) { w.dl.PrecreateSlots(x, t, w.d.Slots, w.dl.KeyIn(t, k)) }); err != nil || v == 0 {
+			return err
+		}
+		_, err := w.increment(ctx, tx, keys, v)
+		return err
+	}))
 }
 
 // update adds delta to the parents' counters or, if set, makes delta their
@@ -174,56 +256,43 @@ func (w *write) update(ctx context.Context, keys []any, set bool, delta int64) (
 	if len(keys) == 0 {
 		return 0, nil
 	}
+	s := newSession(w.r)
+	if !set {
+		n, err := w.increment(ctx, s, keys, delta)
+		return n, w.wrap(err)
+	}
 	t := w.d.table()
-	var total int64
-	chunked := func(c engine.Conn, fn func(keys []any) func(countersql.Writer)) error {
-		for start := 0; start < len(keys); start += engine.FillChunk {
-			n, err := c.Exec(ctx, fn(keys[start:min(start+engine.FillChunk, len(keys))]))
-			if err != nil {
+	err := engine.OwnTransaction(ctx, s, func(tx engine.Session) error {
+		// Assignments lock their parents first, so that they run one after
+		// another: two that each deleted the slot rows they saw and then
+		// wrote their total would add up. Increments do not wait for this
+		// lock (and it does not wait for them).
+		if w.dl.LocksRows() {
+			if err := chunks(keys, func(k []any) error {
+				_, err := engine.QueryKeys(ctx, tx, func(x countersql.Writer) { w.dl.LockParentsForSet(x, t, k) })
+				return err
+			}); err != nil {
 				return err
 			}
-			total += n
 		}
-		return nil
-	}
-	if !set {
-		if len(keys) <= engine.FillChunk {
-			n, err := w.exec(ctx, w.increment(keys, delta))
-			return n, w.wrap(err)
-		}
-		err := w.run(ctx, func(c engine.Conn) error {
-			total = 0
-			return chunked(c, func(k []any) func(countersql.Writer) { return w.increment(k, delta) })
-		})
-		return total, w.wrap(err)
-	}
-	err := w.run(ctx, func(c engine.Conn) error {
-		total = 0
-		// The pending slot rows go; rollup: the column takes the total; sum:
-		// (the pre-created rows and) one slot row holding the total replace them.
-		if err := chunked(c, func(k []any) func(countersql.Writer) {
-			return func(x countersql.Writer) { w.dl.DeleteOwners(x, t, k) }
-		}); err != nil {
+		// The slot rows go; rollup: the column takes the total; sum: (the
+		// pre-created rows and) one slot row holding the total replace them.
+		if err := w.exec(ctx, tx, keys, func(x countersql.Writer, k []any) { w.dl.DeleteOwners(x, t, k) }); err != nil {
 			return err
 		}
 		switch {
 		case w.d.Rollup:
-			if err := chunked(c, func(k []any) func(countersql.Writer) {
-				return func(x countersql.Writer) { w.dl.SetColumn(x, t, k, delta) }
-			}); err != nil {
-				return err
-			}
-		case w.d.Precreate:
-			if err := chunked(c, func(k []any) func(countersql.Writer) {
-				return func(x countersql.Writer) { w.dl.PrecreateSlots(x, t, w.d.Slots, w.dl.KeyIn(t, k)) }
-			}); err != nil {
+			return w.exec(ctx, tx, keys, func(x countersql.Writer, k []any) { w.dl.SetColumn(x, t, k, delta) })
+		case w.d.precreate(w.dl):
+			if err := w.exec(ctx, tx, keys, func(x countersql.Writer, k []any) { w.dl.PrecreateSlots(x, t, w.d.Slots, w.dl.KeyIn(t, k)) }); err != nil {
 				return err
 			}
 		}
-		if !w.d.Rollup && delta != 0 {
-			return chunked(c, func(k []any) func(countersql.Writer) { return w.increment(k, delta) })
+		if delta == 0 {
+			return nil
 		}
-		return nil
+		_, err := w.increment(ctx, tx, keys, delta)
+		return err
 	})
 	if err != nil {
 		return 0, w.wrap(err)
@@ -235,34 +304,6 @@ func (w *write) update(ctx context.Context, keys []any, set bool, delta int64) (
 func isEmpty(m ent.Mutation) bool {
 	return len(m.Fields()) == 0 && len(m.AddedFields()) == 0 && len(m.ClearedFields()) == 0 &&
 		len(m.AddedEdges()) == 0 && len(m.RemovedEdges()) == 0 && len(m.ClearedEdges()) == 0
-}
-
-// mutationID calls the generated ID() (T, bool) method.
-func mutationID(m ent.Mutation) (any, bool) {
-	f := reflect.ValueOf(m).MethodByName("ID")
-	if !f.IsValid() || f.Type().NumIn() != 0 || f.Type().NumOut() != 2 {
-		return nil, false
-	}
-	out := f.Call(nil)
-	return out[0].Interface(), out[1].Bool()
-}
-
-// mutationIDs calls the generated IDs(ctx) ([]T, error) method.
-func mutationIDs(ctx context.Context, m ent.Mutation) ([]any, error) {
-	f := reflect.ValueOf(m).MethodByName("IDs")
-	if !f.IsValid() {
-		return nil, fmt.Errorf("entcounter: %s mutation has no IDs method", m.Type())
-	}
-	out := f.Call([]reflect.Value{reflect.ValueOf(ctx)})
-	if err, _ := out[1].Interface().(error); err != nil {
-		return nil, err
-	}
-	ids := out[0]
-	keys := make([]any, ids.Len())
-	for i := range keys {
-		keys[i] = ids.Index(i).Interface()
-	}
-	return keys, nil
 }
 
 func toInt64(v ent.Value) int64 {

@@ -3,11 +3,10 @@ package entcounter
 import (
 	"fmt"
 	"reflect"
-	"strings"
-	"unicode"
 
 	"entgo.io/ent"
 	"entgo.io/ent/dialect/entsql"
+	"entgo.io/ent/entc/gen"
 	"entgo.io/ent/schema"
 	"entgo.io/ent/schema/edge"
 	"entgo.io/ent/schema/field"
@@ -127,18 +126,25 @@ func describeOwner(owner any) (name, prefix string, key ent.Field, err error) {
 	if !ok {
 		return name, "", nil, fmt.Errorf("%s is not an ent schema", name)
 	}
-	prefix = snake(name)
+	// The table ent names the owner (entsql.Table, or the snake case of the
+	// plural type name), singular, as GORM names slot tables after tables.
+	table := snakeCase(pluralize(name))
 	for _, a := range s.Annotations() {
 		if t, ok := a.(entsql.Annotation); ok && t.Table != "" {
-			prefix = inflection.Singular(t.Table)
+			table = t.Table
 		}
 		if t, ok := a.(*entsql.Annotation); ok && t != nil && t.Table != "" {
-			prefix = inflection.Singular(t.Table)
+			table = t.Table
 		}
 	}
+	prefix = inflection.Singular(table)
 	col := prefix + "_id"
 	key = field.Int(col).Immutable()
-	for _, f := range s.Fields() {
+	fields := s.Fields()
+	for _, m := range s.Mixin() {
+		fields = append(fields, m.Fields()...)
+	}
+	for _, f := range fields {
 		d := f.Descriptor()
 		if d.Name != "id" {
 			continue
@@ -162,19 +168,18 @@ func describeOwner(owner any) (name, prefix string, key ent.Field, err error) {
 	return name, prefix, key, nil
 }
 
-// snake turns a Go type name into ent's snake case: PostLike -> post_like,
-// HTTPLog -> http_log.
-func snake(s string) string {
-	var b strings.Builder
-	rs := []rune(s)
-	for i, r := range rs {
-		if unicode.IsUpper(r) {
-			if i > 0 && (unicode.IsLower(rs[i-1]) || (i+1 < len(rs) && unicode.IsLower(rs[i+1]) && unicode.IsUpper(rs[i-1]))) {
-				b.WriteByte('_')
-			}
-			r = unicode.ToLower(r)
+// snakeCase and pluralize are ent's own (entc/gen's template functions), so
+// that the table name is the one ent derives.
+var (
+	snakeCase = gen.Funcs["snake"].(func(string) string)
+	pluralize = func(name string) string {
+		p := gen.Funcs["plural"].(func(string) string)(name)
+		if p == name+"Slice" { // ent's plural marks a word it cannot pluralize
+			return name
 		}
-		b.WriteRune(r)
+		return p
 	}
-	return b.String()
-}
+)
+
+// snake is ent's snake case of a Go name: PostLike -> post_like.
+func snake(s string) string { return snakeCase(s) }

@@ -21,17 +21,23 @@ func Rollup() Option { return func(o *spec.Options) { o.Mode = spec.Rollup } }
 // created, so that increments only update existing rows. On PostgreSQL that
 // keeps an increment from waiting behind a transaction that holds the
 // parent FOR UPDATE (the foreign key check of a first insert takes FOR KEY
-// SHARE on the parent). Sum counters only. Parents that existed before the
-// counter was declared get their rows on their first increment.
+// SHARE on the parent); on MySQL/MariaDB, where it is the default for sum
+// counters, it also keeps first inserts from taking gap locks. Sum counters
+// only. Parents that existed before the counter was declared get their rows
+// on their first increments.
 func Precreate() Option { return func(o *spec.Options) { o.Precreate = spec.On } }
+
+// NoPrecreate turns pre-created slot rows off where they are the default
+// (MySQL/MariaDB).
+func NoPrecreate() Option { return func(o *spec.Options) { o.Precreate = spec.Off } }
 
 // Annotation marks a counter field; [Counter] attaches it and the extension
 // reads it. Users do not write it.
 type Annotation struct {
 	Slots     int    `json:"slots"`
 	Rollup    bool   `json:"rollup,omitempty"`
-	Precreate bool   `json:"precreate,omitempty"`
-	Err       string `json:"err,omitempty"` // a bad declaration, reported by the extension
+	Precreate int    `json:"precreate,omitempty"` // 0: the database's default, 1: on, 2: off
+	Err       string `json:"err,omitempty"`       // a bad declaration, reported by the extension
 }
 
 // Name implements ent's schema.Annotation.
@@ -47,20 +53,9 @@ type SlotsAnnotation struct {
 func (SlotsAnnotation) Name() string { return "HotCounterSlots" }
 
 func annotationOf(o spec.Options, err error) Annotation {
-	a := Annotation{Slots: o.Slots, Rollup: o.Mode == spec.Rollup, Precreate: o.Precreate == spec.On}
+	a := Annotation{Slots: o.Slots, Rollup: o.Mode == spec.Rollup, Precreate: int(o.Precreate)}
 	if err != nil {
 		a.Err = err.Error()
 	}
 	return a
-}
-
-func (a Annotation) options() spec.Options {
-	o := spec.Options{Slots: a.Slots}
-	if a.Rollup {
-		o.Mode = spec.Rollup
-	}
-	if a.Precreate {
-		o.Precreate = spec.On
-	}
-	return o
 }

@@ -2,6 +2,7 @@ package entcounter
 
 import (
 	"context"
+	stdsql "database/sql"
 	"errors"
 	"fmt"
 	"slices"
@@ -10,23 +11,36 @@ import (
 
 	"entgo.io/ent/dialect"
 	"entgo.io/ent/dialect/sql"
+	"entgo.io/ent/dialect/sql/sqlgraph"
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/engine"
+	"github.com/hotcounter/hotcounter/internal/spec"
 )
 
 // Def describes one counter of a generated schema. The extension generates
 // the list; users do not write it.
 type Def struct {
-	Type      string // parent schema type, e.g. Post
-	Field     string // counter field, e.g. likes
-	Table     string // parent table, e.g. posts
-	Key       string // parent key column, e.g. id
-	SlotTable string // e.g. post_likes_slots
-	Owner     string // owner key column of the slot table, e.g. post_id
-	Slots     int
-	Rollup    bool
-	Precreate bool
+	Type        string // parent schema type, e.g. Post
+	Field       string // counter field, e.g. likes
+	StructField string // its Go field, e.g. Likes
+	Table       string // parent table, e.g. posts
+	Key         string // parent key column, e.g. id
+	SlotTable   string // e.g. post_likes_slots
+	Owner       string // owner key column of the slot table, e.g. post_id
+	Slots       int
+	Rollup      bool
+	Precreate   int // 0: the database's default, 1: on, 2: off
+}
+
+// precreate reports whether the counter's slot rows are created with
+// their parent on the database of dialect dl.
+func (d Def) precreate(dl countersql.Dialect) bool {
+	o := spec.Options{Slots: d.Slots, Precreate: spec.Toggle(d.Precreate)}
+	if d.Rollup {
+		o.Mode = spec.Rollup
+	}
+	return o.PrecreateOn(dl.PrecreateByDefault())
 }
 
 func (d Def) table() countersql.Table {
@@ -49,11 +63,7 @@ type Runtime struct {
 type Source interface{ HotCounter() Runtime }
 
 func (r Runtime) dialect() (countersql.Dialect, error) {
-	name := r.Driver.Dialect()
-	if name == dialect.MySQL {
-		return countersql.Dialect{}, errors.New("entcounter: MySQL/MariaDB is not supported by entcounter yet (gormcounter supports it)")
-	}
-	return countersql.For(name)
+	return countersql.For(r.Driver.Dialect())
 }
 
 func (r Runtime) def(typ, field string) (Def, bool) {
@@ -66,10 +76,20 @@ func (r Runtime) def(typ, field string) (Def, bool) {
 }
 
 // inTx reports whether the driver is a generated transaction's driver,
-// whose Commit is a no-op that the caller's Tx.Commit completes.
+// whose Commit is a no-op that the caller's Tx.Commit completes, also when
+// wrapped for debugging (client.Debug()).
 func (r Runtime) inTx() bool {
-	_, ok := r.Driver.(dialect.Tx)
-	return ok
+	drv := r.Driver
+	for {
+		switch d := drv.(type) {
+		case dialect.Tx:
+			return true
+		case *dialect.DebugDriver:
+			drv = d.Driver
+		default:
+			return false
+		}
+	}
 }
 
 // conn runs countersql statements on an ent driver (or transaction).
@@ -102,6 +122,46 @@ func (c conn) Query(ctx context.Context, fn func(countersql.Writer)) (engine.Row
 	}
 	return rows, nil
 }
+
+// session is an engine.Session over an ent driver: the caller's
+// transaction (inTx) or the client's pool.
+type session struct {
+	conn
+	drv  dialect.Driver
+	inTx bool
+}
+
+func newSession(r Runtime) session {
+	return session{conn: conn{r.Driver, r.Driver.Dialect()}, drv: r.Driver, inTx: r.inTx()}
+}
+
+func (s session) InTx() bool { return s.inTx }
+
+func (s session) Begin(ctx context.Context, readCommitted bool, fn func(engine.Session) error) error {
+	var (
+		tx  dialect.Tx
+		err error
+	)
+	b, ok := s.drv.(interface {
+		BeginTx(context.Context, *stdsql.TxOptions) (dialect.Tx, error)
+	})
+	if readCommitted && ok {
+		tx, err = b.BeginTx(ctx, &stdsql.TxOptions{Isolation: stdsql.LevelReadCommitted})
+	} else {
+		tx, err = s.drv.Tx(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	if err := fn(session{conn: conn{tx, s.dialect}, drv: s.drv, inTx: true}); err != nil {
+		return errors.Join(err, tx.Rollback())
+	}
+	return tx.Commit()
+}
+
+// ParentGone: ent passes the driver's errors through, which the engine
+// recognises itself.
+func (session) ParentGone(error) bool { return false }
 
 // writer lets countersql write into an ent SQL builder.
 type writer struct {
@@ -200,6 +260,23 @@ func WithoutColumns(r Runtime, typ string, columns []string) []string {
 		}
 	}
 	return out
+}
+
+// DropZeroColumn removes column from the rows of a batch upsert when every
+// row gives it 0 (its default): an upsert that updates with the new values
+// would otherwise reset a rollup counter's cached column. Generated code
+// calls it.
+func DropZeroColumn(nodes []*sqlgraph.CreateSpec, column string) {
+	for _, n := range nodes {
+		for _, f := range n.Fields {
+			if f.Column == column && toInt64(f.Value) != 0 {
+				return
+			}
+		}
+	}
+	for _, n := range nodes {
+		n.Fields = slices.DeleteFunc(n.Fields, func(f *sqlgraph.FieldSpec) bool { return f.Column == column })
+	}
 }
 
 // RollupBatchSize is how many parents one rollup transaction folds.

@@ -2,12 +2,12 @@ package gormcounter
 
 import (
 	"fmt"
-	"github.com/hotcounter/hotcounter/internal/engine"
 	"reflect"
 
 	"gorm.io/gorm"
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
+	"github.com/hotcounter/hotcounter/internal/engine"
 )
 
 // refuseEmptyBatch fails a Create of several rows of a model that has no

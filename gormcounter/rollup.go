@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/hotcounter/hotcounter/internal/engine"
 	"time"
 
 	"gorm.io/gorm"
 
+	"github.com/hotcounter/hotcounter/internal/engine"
 	"github.com/hotcounter/hotcounter/internal/spec"
 )
 
@@ -111,15 +111,15 @@ func rollupCounters(db *gorm.DB, models []any) (*Plugin, []*counter, error) {
 func (p *Plugin) foldAll(db *gorm.DB, c *counter, stop func() bool) error {
 	ctx := db.Statement.Context
 	inTx := func(ctx context.Context, fn func(engine.Conn) error) error {
-		return db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return fn(gormConn{tx}) })
+		return db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return fn(gormConn{tx, ""}) })
 	}
 	fold := func(ctx context.Context, tx engine.Conn, owners []any) error {
 		if p.dialect.MySQL() {
-			return p.foldMySQL(tx.(gormConn).db, c.table, owners)
+			return engine.FoldMySQL(ctx, tx, p.dialect, c.table, owners)
 		}
 		return engine.Fold(ctx, tx, p.dialect, c.table, owners)
 	}
-	if err := engine.FoldAll(ctx, gormConn{db}, p.dialect, c.table, p.cfg.RollupBatchSize, stop, inTx, fold); err != nil {
+	if err := engine.FoldAll(ctx, gormConn{db, ""}, p.dialect, c.table, p.cfg.RollupBatchSize, stop, inTx, fold); err != nil {
 		return fmt.Errorf("gormcounter: rollup %s: %w", c.name(), err)
 	}
 	return nil

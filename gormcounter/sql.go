@@ -2,11 +2,11 @@ package gormcounter
 
 import (
 	"context"
-	"github.com/hotcounter/hotcounter/internal/engine"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
+	"github.com/hotcounter/hotcounter/internal/engine"
 )
 
 // builderWriter lets countersql write into a GORM statement: identifiers are
@@ -46,13 +46,16 @@ func querySQL(db *gorm.DB, table string, build func(countersql.Writer)) *gorm.DB
 }
 
 // gormConn runs countersql statements for the shared engine through GORM.
-type gormConn struct{ db *gorm.DB }
+type gormConn struct {
+	db    *gorm.DB
+	table string // the current table of conditions the statements embed
+}
 
 func (c gormConn) Exec(ctx context.Context, build func(countersql.Writer)) (int64, error) {
-	r := execSQL(c.db.WithContext(ctx), "", build)
+	r := execSQL(c.db.WithContext(ctx), c.table, build)
 	return r.RowsAffected, r.Error
 }
 
 func (c gormConn) Query(ctx context.Context, build func(countersql.Writer)) (engine.Rows, error) {
-	return querySQL(c.db.WithContext(ctx), "", build).Rows()
+	return querySQL(c.db.WithContext(ctx), c.table, build).Rows()
 }

@@ -15,6 +15,7 @@ import (
 	"gorm.io/gorm/schema"
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
+	"github.com/hotcounter/hotcounter/internal/engine"
 )
 
 // increment is one counter delta taken out of an update.
@@ -158,9 +159,9 @@ func (p *Plugin) rewriteUpdate(db *gorm.DB) {
 		skipLocked := inc.c.opts.SkipLocked && p.dialect.SkipLocked() && singleTarget(stmt)
 		switch {
 		case p.dialect.MySQL() && skipLocked:
-			n, err = p.incrementFreeSlotMySQL(db, inc.c, t, slot, inc.delta, cond)
+			n, err = engine.IncrementFreeSlotMySQL(stmt.Context, gormSession{gormConn{db, parent}}, p.dialect, mysqlIncrement(db, inc.c, t, slot, inc.delta, cond))
 		case p.dialect.MySQL():
-			n, err = p.incrementMySQL(db, inc.c, t, slot, inc.delta, cond)
+			n, err = engine.IncrementMySQL(stmt.Context, gormSession{gormConn{db, parent}}, p.dialect, mysqlIncrement(db, inc.c, t, slot, inc.delta, cond))
 		case skipLocked:
 			n, err = p.incrementFreeSlot(db, t, slot, inc.delta, cond)
 		default:

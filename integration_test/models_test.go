@@ -46,6 +46,15 @@ type PostSummary struct {
 	Likes int64
 }
 
+// Tag is upserted by name in the ent tests; GORM migrates it too, so that
+// either ORM can own the schema.
+type Tag struct {
+	ID   uint
+	Name string `gorm:"size:100;uniqueIndex"`
+	Uses int64  `gorm:"counter"`
+	Hits int64  `gorm:"counter:rollup"`
+}
+
 func migrateAll(db *gorm.DB) error {
-	return db.AutoMigrate(&Author{}, &Post{}, &Comment{}, &Note{})
+	return db.AutoMigrate(&Author{}, &Post{}, &Comment{}, &Note{}, &Tag{})
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
 	"github.com/hotcounter/hotcounter/integration_test/ent/author"
@@ -18,6 +19,7 @@ type AuthorCreate struct {
 	config
 	mutation *AuthorMutation
 	hooks    []Hook
+	conflict []sql.ConflictOption
 }
 
 // SetFollowers sets the "followers" field.
@@ -142,6 +144,10 @@ func (_c *AuthorCreate) createSpec() (*Author, *sqlgraph.CreateSpec) {
 		_node = &Author{config: _c.config}
 		_spec = sqlgraph.NewCreateSpec(author.Table, sqlgraph.NewFieldSpec(author.FieldID, field.TypeInt))
 	)
+	if len(_c.conflict) > 0 {
+		_c.mutation.hotcounterUpsert = true
+	}
+	_spec.OnConflict = _c.conflict
 	if value, ok := _c.mutation.Followers(); ok {
 		_spec.SetField(author.FieldFollowers, field.TypeInt64, value)
 		_node.Followers = value
@@ -169,11 +175,212 @@ func (_c *AuthorCreate) createSpec() (*Author, *sqlgraph.CreateSpec) {
 	return _node, _spec
 }
 
+// OnConflict allows configuring the `ON CONFLICT` / `ON DUPLICATE KEY` clause
+// of the `INSERT` statement. For example:
+//
+//	client.Author.Create().
+//		SetFollowers(v).
+//		OnConflict(
+//			// Update the row with the new values
+//			// the was proposed for insertion.
+//			sql.ResolveWithNewValues(),
+//		).
+//		// Override some of the fields with custom
+//		// update values.
+//		Update(func(u *ent.AuthorUpsert) {
+//			SetFollowers(v+v).
+//		}).
+//		Exec(ctx)
+func (_c *AuthorCreate) OnConflict(opts ...sql.ConflictOption) *AuthorUpsertOne {
+	_c.conflict = opts
+	return &AuthorUpsertOne{
+		create: _c,
+	}
+}
+
+// OnConflictColumns calls `OnConflict` and configures the columns
+// as conflict target. Using this option is equivalent to using:
+//
+//	client.Author.Create().
+//		OnConflict(sql.ConflictColumns(columns...)).
+//		Exec(ctx)
+func (_c *AuthorCreate) OnConflictColumns(columns ...string) *AuthorUpsertOne {
+	_c.conflict = append(_c.conflict, sql.ConflictColumns(columns...))
+	return &AuthorUpsertOne{
+		create: _c,
+	}
+}
+
+type (
+	// AuthorUpsertOne is the builder for "upsert"-ing
+	//  one Author node.
+	AuthorUpsertOne struct {
+		create *AuthorCreate
+	}
+
+	// AuthorUpsert is the "OnConflict" setter.
+	AuthorUpsert struct {
+		*sql.UpdateSet
+	}
+)
+
+// SetFollowers sets the "followers" field.
+func (u *AuthorUpsert) SetFollowers(v int64) *AuthorUpsert {
+	u.Set(author.FieldFollowers, v)
+	return u
+}
+
+// UpdateFollowers sets the "followers" field to the value that was provided on create.
+func (u *AuthorUpsert) UpdateFollowers() *AuthorUpsert {
+	u.SetExcluded(author.FieldFollowers)
+	return u
+}
+
+// AddFollowers adds v to the "followers" field.
+func (u *AuthorUpsert) AddFollowers(v int64) *AuthorUpsert {
+	u.Add(author.FieldFollowers, v)
+	return u
+}
+
+// ClearFollowers clears the value of the "followers" field.
+func (u *AuthorUpsert) ClearFollowers() *AuthorUpsert {
+	u.SetNull(author.FieldFollowers)
+	return u
+}
+
+// SetName sets the "name" field.
+func (u *AuthorUpsert) SetName(v string) *AuthorUpsert {
+	u.Set(author.FieldName, v)
+	return u
+}
+
+// UpdateName sets the "name" field to the value that was provided on create.
+func (u *AuthorUpsert) UpdateName() *AuthorUpsert {
+	u.SetExcluded(author.FieldName)
+	return u
+}
+
+// UpdateNewValues updates the mutable fields using the new values that were set on create.
+// Using this option is equivalent to using:
+//
+//	client.Author.Create().
+//		OnConflict(
+//			sql.ResolveWithNewValues(),
+//		).
+//		Exec(ctx)
+func (u *AuthorUpsertOne) UpdateNewValues() *AuthorUpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithNewValues())
+	return u
+}
+
+// Ignore sets each column to itself in case of conflict.
+// Using this option is equivalent to using:
+//
+//	client.Author.Create().
+//	    OnConflict(sql.ResolveWithIgnore()).
+//	    Exec(ctx)
+func (u *AuthorUpsertOne) Ignore() *AuthorUpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithIgnore())
+	return u
+}
+
+// DoNothing configures the conflict_action to `DO NOTHING`.
+// Supported only by SQLite and PostgreSQL.
+func (u *AuthorUpsertOne) DoNothing() *AuthorUpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.DoNothing())
+	return u
+}
+
+// Update allows overriding fields `UPDATE` values. See the AuthorCreate.OnConflict
+// documentation for more info.
+func (u *AuthorUpsertOne) Update(set func(*AuthorUpsert)) *AuthorUpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(update *sql.UpdateSet) {
+		set(&AuthorUpsert{UpdateSet: update})
+	}))
+	return u
+}
+
+// SetFollowers sets the "followers" field.
+func (u *AuthorUpsertOne) SetFollowers(v int64) *AuthorUpsertOne {
+	return u.Update(func(s *AuthorUpsert) {
+		s.SetFollowers(v)
+	})
+}
+
+// AddFollowers adds v to the "followers" field.
+func (u *AuthorUpsertOne) AddFollowers(v int64) *AuthorUpsertOne {
+	return u.Update(func(s *AuthorUpsert) {
+		s.AddFollowers(v)
+	})
+}
+
+// UpdateFollowers sets the "followers" field to the value that was provided on create.
+func (u *AuthorUpsertOne) UpdateFollowers() *AuthorUpsertOne {
+	return u.Update(func(s *AuthorUpsert) {
+		s.UpdateFollowers()
+	})
+}
+
+// ClearFollowers clears the value of the "followers" field.
+func (u *AuthorUpsertOne) ClearFollowers() *AuthorUpsertOne {
+	return u.Update(func(s *AuthorUpsert) {
+		s.ClearFollowers()
+	})
+}
+
+// SetName sets the "name" field.
+func (u *AuthorUpsertOne) SetName(v string) *AuthorUpsertOne {
+	return u.Update(func(s *AuthorUpsert) {
+		s.SetName(v)
+	})
+}
+
+// UpdateName sets the "name" field to the value that was provided on create.
+func (u *AuthorUpsertOne) UpdateName() *AuthorUpsertOne {
+	return u.Update(func(s *AuthorUpsert) {
+		s.UpdateName()
+	})
+}
+
+// Exec executes the query.
+func (u *AuthorUpsertOne) Exec(ctx context.Context) error {
+	if len(u.create.conflict) == 0 {
+		return errors.New("ent: missing options for AuthorCreate.OnConflict")
+	}
+	return u.create.Exec(ctx)
+}
+
+// ExecX is like Exec, but panics if an error occurs.
+func (u *AuthorUpsertOne) ExecX(ctx context.Context) {
+	if err := u.create.Exec(ctx); err != nil {
+		panic(err)
+	}
+}
+
+// Exec executes the UPSERT query and returns the inserted/updated ID.
+func (u *AuthorUpsertOne) ID(ctx context.Context) (id int, err error) {
+	node, err := u.create.Save(ctx)
+	if err != nil {
+		return id, err
+	}
+	return node.ID, nil
+}
+
+// IDX is like ID, but panics if an error occurs.
+func (u *AuthorUpsertOne) IDX(ctx context.Context) int {
+	id, err := u.ID(ctx)
+	if err != nil {
+		panic(err)
+	}
+	return id
+}
+
 // AuthorCreateBulk is the builder for creating many Author entities in bulk.
 type AuthorCreateBulk struct {
 	config
 	err      error
 	builders []*AuthorCreate
+	conflict []sql.ConflictOption
 }
 
 // Save creates the Author entities in the database.
@@ -203,6 +410,12 @@ func (_c *AuthorCreateBulk) Save(ctx context.Context) ([]*Author, error) {
 					_, err = mutators[i+1].Mutate(root, _c.builders[i+1].mutation)
 				} else {
 					spec := &sqlgraph.BatchCreateSpec{Nodes: specs}
+					if len(_c.conflict) > 0 {
+						for _, b := range _c.builders {
+							b.mutation.hotcounterUpsert = true
+						}
+					}
+					spec.OnConflict = _c.conflict
 					// Invoke the actual operation on the latest mutation in the chain.
 					if err = sqlgraph.BatchCreate(ctx, _c.driver, spec); err != nil {
 						if sqlgraph.IsConstraintError(err) {
@@ -253,6 +466,152 @@ func (_c *AuthorCreateBulk) Exec(ctx context.Context) error {
 // ExecX is like Exec, but panics if an error occurs.
 func (_c *AuthorCreateBulk) ExecX(ctx context.Context) {
 	if err := _c.Exec(ctx); err != nil {
+		panic(err)
+	}
+}
+
+// OnConflict allows configuring the `ON CONFLICT` / `ON DUPLICATE KEY` clause
+// of the `INSERT` statement. For example:
+//
+//	client.Author.CreateBulk(builders...).
+//		OnConflict(
+//			// Update the row with the new values
+//			// the was proposed for insertion.
+//			sql.ResolveWithNewValues(),
+//		).
+//		// Override some of the fields with custom
+//		// update values.
+//		Update(func(u *ent.AuthorUpsert) {
+//			SetFollowers(v+v).
+//		}).
+//		Exec(ctx)
+func (_c *AuthorCreateBulk) OnConflict(opts ...sql.ConflictOption) *AuthorUpsertBulk {
+	_c.conflict = opts
+	return &AuthorUpsertBulk{
+		create: _c,
+	}
+}
+
+// OnConflictColumns calls `OnConflict` and configures the columns
+// as conflict target. Using this option is equivalent to using:
+//
+//	client.Author.Create().
+//		OnConflict(sql.ConflictColumns(columns...)).
+//		Exec(ctx)
+func (_c *AuthorCreateBulk) OnConflictColumns(columns ...string) *AuthorUpsertBulk {
+	_c.conflict = append(_c.conflict, sql.ConflictColumns(columns...))
+	return &AuthorUpsertBulk{
+		create: _c,
+	}
+}
+
+// AuthorUpsertBulk is the builder for "upsert"-ing
+// a bulk of Author nodes.
+type AuthorUpsertBulk struct {
+	create *AuthorCreateBulk
+}
+
+// UpdateNewValues updates the mutable fields using the new values that
+// were set on create. Using this option is equivalent to using:
+//
+//	client.Author.Create().
+//		OnConflict(
+//			sql.ResolveWithNewValues(),
+//		).
+//		Exec(ctx)
+func (u *AuthorUpsertBulk) UpdateNewValues() *AuthorUpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithNewValues())
+	return u
+}
+
+// Ignore sets each column to itself in case of conflict.
+// Using this option is equivalent to using:
+//
+//	client.Author.Create().
+//		OnConflict(sql.ResolveWithIgnore()).
+//		Exec(ctx)
+func (u *AuthorUpsertBulk) Ignore() *AuthorUpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithIgnore())
+	return u
+}
+
+// DoNothing configures the conflict_action to `DO NOTHING`.
+// Supported only by SQLite and PostgreSQL.
+func (u *AuthorUpsertBulk) DoNothing() *AuthorUpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.DoNothing())
+	return u
+}
+
+// Update allows overriding fields `UPDATE` values. See the AuthorCreateBulk.OnConflict
+// documentation for more info.
+func (u *AuthorUpsertBulk) Update(set func(*AuthorUpsert)) *AuthorUpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(update *sql.UpdateSet) {
+		set(&AuthorUpsert{UpdateSet: update})
+	}))
+	return u
+}
+
+// SetFollowers sets the "followers" field.
+func (u *AuthorUpsertBulk) SetFollowers(v int64) *AuthorUpsertBulk {
+	return u.Update(func(s *AuthorUpsert) {
+		s.SetFollowers(v)
+	})
+}
+
+// AddFollowers adds v to the "followers" field.
+func (u *AuthorUpsertBulk) AddFollowers(v int64) *AuthorUpsertBulk {
+	return u.Update(func(s *AuthorUpsert) {
+		s.AddFollowers(v)
+	})
+}
+
+// UpdateFollowers sets the "followers" field to the value that was provided on create.
+func (u *AuthorUpsertBulk) UpdateFollowers() *AuthorUpsertBulk {
+	return u.Update(func(s *AuthorUpsert) {
+		s.UpdateFollowers()
+	})
+}
+
+// ClearFollowers clears the value of the "followers" field.
+func (u *AuthorUpsertBulk) ClearFollowers() *AuthorUpsertBulk {
+	return u.Update(func(s *AuthorUpsert) {
+		s.ClearFollowers()
+	})
+}
+
+// SetName sets the "name" field.
+func (u *AuthorUpsertBulk) SetName(v string) *AuthorUpsertBulk {
+	return u.Update(func(s *AuthorUpsert) {
+		s.SetName(v)
+	})
+}
+
+// UpdateName sets the "name" field to the value that was provided on create.
+func (u *AuthorUpsertBulk) UpdateName() *AuthorUpsertBulk {
+	return u.Update(func(s *AuthorUpsert) {
+		s.UpdateName()
+	})
+}
+
+// Exec executes the query.
+func (u *AuthorUpsertBulk) Exec(ctx context.Context) error {
+	if u.create.err != nil {
+		return u.create.err
+	}
+	for i, b := range u.create.builders {
+		if len(b.conflict) != 0 {
+			return fmt.Errorf("ent: OnConflict was set for builder %d. Set it on the AuthorCreateBulk instead", i)
+		}
+	}
+	if len(u.create.conflict) == 0 {
+		return errors.New("ent: missing options for AuthorCreateBulk.OnConflict")
+	}
+	return u.create.Exec(ctx)
+}
+
+// ExecX is like Exec, but panics if an error occurs.
+func (u *AuthorUpsertBulk) ExecX(ctx context.Context) {
+	if err := u.create.Exec(ctx); err != nil {
 		panic(err)
 	}
 }

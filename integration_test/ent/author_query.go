@@ -514,6 +514,9 @@ func (_q *AuthorQuery) sqlQuery(ctx context.Context) *sql.Selector {
 	if _q.ctx.Unique != nil && *_q.ctx.Unique {
 		selector.Distinct()
 	}
+	if cols := entcounter.WithoutColumns(_q.HotCounter(), "Author", columns); len(cols) != len(columns) {
+		selector.Select(selector.Columns(cols...)...)
+	}
 	for _, p := range _q.predicates {
 		p(selector)
 	}

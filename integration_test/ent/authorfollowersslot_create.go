@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
 	"github.com/hotcounter/hotcounter/integration_test/ent/author"
@@ -18,6 +19,7 @@ type AuthorFollowersSlotCreate struct {
 	config
 	mutation *AuthorFollowersSlotMutation
 	hooks    []Hook
+	conflict []sql.ConflictOption
 }
 
 // SetAuthorID sets the "author_id" field.
@@ -132,6 +134,7 @@ func (_c *AuthorFollowersSlotCreate) createSpec() (*AuthorFollowersSlot, *sqlgra
 		_node = &AuthorFollowersSlot{config: _c.config}
 		_spec = sqlgraph.NewCreateSpec(authorfollowersslot.Table, sqlgraph.NewFieldSpec(authorfollowersslot.FieldID, field.TypeInt))
 	)
+	_spec.OnConflict = _c.conflict
 	if value, ok := _c.mutation.Slot(); ok {
 		_spec.SetField(authorfollowersslot.FieldSlot, field.TypeInt16, value)
 		_node.Slot = value
@@ -160,11 +163,181 @@ func (_c *AuthorFollowersSlotCreate) createSpec() (*AuthorFollowersSlot, *sqlgra
 	return _node, _spec
 }
 
+// OnConflict allows configuring the `ON CONFLICT` / `ON DUPLICATE KEY` clause
+// of the `INSERT` statement. For example:
+//
+//	client.AuthorFollowersSlot.Create().
+//		SetAuthorID(v).
+//		OnConflict(
+//			// Update the row with the new values
+//			// the was proposed for insertion.
+//			sql.ResolveWithNewValues(),
+//		).
+//		// Override some of the fields with custom
+//		// update values.
+//		Update(func(u *ent.AuthorFollowersSlotUpsert) {
+//			SetAuthorID(v+v).
+//		}).
+//		Exec(ctx)
+func (_c *AuthorFollowersSlotCreate) OnConflict(opts ...sql.ConflictOption) *AuthorFollowersSlotUpsertOne {
+	_c.conflict = opts
+	return &AuthorFollowersSlotUpsertOne{
+		create: _c,
+	}
+}
+
+// OnConflictColumns calls `OnConflict` and configures the columns
+// as conflict target. Using this option is equivalent to using:
+//
+//	client.AuthorFollowersSlot.Create().
+//		OnConflict(sql.ConflictColumns(columns...)).
+//		Exec(ctx)
+func (_c *AuthorFollowersSlotCreate) OnConflictColumns(columns ...string) *AuthorFollowersSlotUpsertOne {
+	_c.conflict = append(_c.conflict, sql.ConflictColumns(columns...))
+	return &AuthorFollowersSlotUpsertOne{
+		create: _c,
+	}
+}
+
+type (
+	// AuthorFollowersSlotUpsertOne is the builder for "upsert"-ing
+	//  one AuthorFollowersSlot node.
+	AuthorFollowersSlotUpsertOne struct {
+		create *AuthorFollowersSlotCreate
+	}
+
+	// AuthorFollowersSlotUpsert is the "OnConflict" setter.
+	AuthorFollowersSlotUpsert struct {
+		*sql.UpdateSet
+	}
+)
+
+// SetN sets the "n" field.
+func (u *AuthorFollowersSlotUpsert) SetN(v int64) *AuthorFollowersSlotUpsert {
+	u.Set(authorfollowersslot.FieldN, v)
+	return u
+}
+
+// UpdateN sets the "n" field to the value that was provided on create.
+func (u *AuthorFollowersSlotUpsert) UpdateN() *AuthorFollowersSlotUpsert {
+	u.SetExcluded(authorfollowersslot.FieldN)
+	return u
+}
+
+// AddN adds v to the "n" field.
+func (u *AuthorFollowersSlotUpsert) AddN(v int64) *AuthorFollowersSlotUpsert {
+	u.Add(authorfollowersslot.FieldN, v)
+	return u
+}
+
+// UpdateNewValues updates the mutable fields using the new values that were set on create.
+// Using this option is equivalent to using:
+//
+//	client.AuthorFollowersSlot.Create().
+//		OnConflict(
+//			sql.ResolveWithNewValues(),
+//		).
+//		Exec(ctx)
+func (u *AuthorFollowersSlotUpsertOne) UpdateNewValues() *AuthorFollowersSlotUpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithNewValues())
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(s *sql.UpdateSet) {
+		if _, exists := u.create.mutation.AuthorID(); exists {
+			s.SetIgnore(authorfollowersslot.FieldAuthorID)
+		}
+		if _, exists := u.create.mutation.Slot(); exists {
+			s.SetIgnore(authorfollowersslot.FieldSlot)
+		}
+	}))
+	return u
+}
+
+// Ignore sets each column to itself in case of conflict.
+// Using this option is equivalent to using:
+//
+//	client.AuthorFollowersSlot.Create().
+//	    OnConflict(sql.ResolveWithIgnore()).
+//	    Exec(ctx)
+func (u *AuthorFollowersSlotUpsertOne) Ignore() *AuthorFollowersSlotUpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithIgnore())
+	return u
+}
+
+// DoNothing configures the conflict_action to `DO NOTHING`.
+// Supported only by SQLite and PostgreSQL.
+func (u *AuthorFollowersSlotUpsertOne) DoNothing() *AuthorFollowersSlotUpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.DoNothing())
+	return u
+}
+
+// Update allows overriding fields `UPDATE` values. See the AuthorFollowersSlotCreate.OnConflict
+// documentation for more info.
+func (u *AuthorFollowersSlotUpsertOne) Update(set func(*AuthorFollowersSlotUpsert)) *AuthorFollowersSlotUpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(update *sql.UpdateSet) {
+		set(&AuthorFollowersSlotUpsert{UpdateSet: update})
+	}))
+	return u
+}
+
+// SetN sets the "n" field.
+func (u *AuthorFollowersSlotUpsertOne) SetN(v int64) *AuthorFollowersSlotUpsertOne {
+	return u.Update(func(s *AuthorFollowersSlotUpsert) {
+		s.SetN(v)
+	})
+}
+
+// AddN adds v to the "n" field.
+func (u *AuthorFollowersSlotUpsertOne) AddN(v int64) *AuthorFollowersSlotUpsertOne {
+	return u.Update(func(s *AuthorFollowersSlotUpsert) {
+		s.AddN(v)
+	})
+}
+
+// UpdateN sets the "n" field to the value that was provided on create.
+func (u *AuthorFollowersSlotUpsertOne) UpdateN() *AuthorFollowersSlotUpsertOne {
+	return u.Update(func(s *AuthorFollowersSlotUpsert) {
+		s.UpdateN()
+	})
+}
+
+// Exec executes the query.
+func (u *AuthorFollowersSlotUpsertOne) Exec(ctx context.Context) error {
+	if len(u.create.conflict) == 0 {
+		return errors.New("ent: missing options for AuthorFollowersSlotCreate.OnConflict")
+	}
+	return u.create.Exec(ctx)
+}
+
+// ExecX is like Exec, but panics if an error occurs.
+func (u *AuthorFollowersSlotUpsertOne) ExecX(ctx context.Context) {
+	if err := u.create.Exec(ctx); err != nil {
+		panic(err)
+	}
+}
+
+// Exec executes the UPSERT query and returns the inserted/updated ID.
+func (u *AuthorFollowersSlotUpsertOne) ID(ctx context.Context) (id int, err error) {
+	node, err := u.create.Save(ctx)
+	if err != nil {
+		return id, err
+	}
+	return node.ID, nil
+}
+
+// IDX is like ID, but panics if an error occurs.
+func (u *AuthorFollowersSlotUpsertOne) IDX(ctx context.Context) int {
+	id, err := u.ID(ctx)
+	if err != nil {
+		panic(err)
+	}
+	return id
+}
+
 // AuthorFollowersSlotCreateBulk is the builder for creating many AuthorFollowersSlot entities in bulk.
 type AuthorFollowersSlotCreateBulk struct {
 	config
 	err      error
 	builders []*AuthorFollowersSlotCreate
+	conflict []sql.ConflictOption
 }
 
 // Save creates the AuthorFollowersSlot entities in the database.
@@ -194,6 +367,7 @@ func (_c *AuthorFollowersSlotCreateBulk) Save(ctx context.Context) ([]*AuthorFol
 					_, err = mutators[i+1].Mutate(root, _c.builders[i+1].mutation)
 				} else {
 					spec := &sqlgraph.BatchCreateSpec{Nodes: specs}
+					spec.OnConflict = _c.conflict
 					// Invoke the actual operation on the latest mutation in the chain.
 					if err = sqlgraph.BatchCreate(ctx, _c.driver, spec); err != nil {
 						if sqlgraph.IsConstraintError(err) {
@@ -244,6 +418,141 @@ func (_c *AuthorFollowersSlotCreateBulk) Exec(ctx context.Context) error {
 // ExecX is like Exec, but panics if an error occurs.
 func (_c *AuthorFollowersSlotCreateBulk) ExecX(ctx context.Context) {
 	if err := _c.Exec(ctx); err != nil {
+		panic(err)
+	}
+}
+
+// OnConflict allows configuring the `ON CONFLICT` / `ON DUPLICATE KEY` clause
+// of the `INSERT` statement. For example:
+//
+//	client.AuthorFollowersSlot.CreateBulk(builders...).
+//		OnConflict(
+//			// Update the row with the new values
+//			// the was proposed for insertion.
+//			sql.ResolveWithNewValues(),
+//		).
+//		// Override some of the fields with custom
+//		// update values.
+//		Update(func(u *ent.AuthorFollowersSlotUpsert) {
+//			SetAuthorID(v+v).
+//		}).
+//		Exec(ctx)
+func (_c *AuthorFollowersSlotCreateBulk) OnConflict(opts ...sql.ConflictOption) *AuthorFollowersSlotUpsertBulk {
+	_c.conflict = opts
+	return &AuthorFollowersSlotUpsertBulk{
+		create: _c,
+	}
+}
+
+// OnConflictColumns calls `OnConflict` and configures the columns
+// as conflict target. Using this option is equivalent to using:
+//
+//	client.AuthorFollowersSlot.Create().
+//		OnConflict(sql.ConflictColumns(columns...)).
+//		Exec(ctx)
+func (_c *AuthorFollowersSlotCreateBulk) OnConflictColumns(columns ...string) *AuthorFollowersSlotUpsertBulk {
+	_c.conflict = append(_c.conflict, sql.ConflictColumns(columns...))
+	return &AuthorFollowersSlotUpsertBulk{
+		create: _c,
+	}
+}
+
+// AuthorFollowersSlotUpsertBulk is the builder for "upsert"-ing
+// a bulk of AuthorFollowersSlot nodes.
+type AuthorFollowersSlotUpsertBulk struct {
+	create *AuthorFollowersSlotCreateBulk
+}
+
+// UpdateNewValues updates the mutable fields using the new values that
+// were set on create. Using this option is equivalent to using:
+//
+//	client.AuthorFollowersSlot.Create().
+//		OnConflict(
+//			sql.ResolveWithNewValues(),
+//		).
+//		Exec(ctx)
+func (u *AuthorFollowersSlotUpsertBulk) UpdateNewValues() *AuthorFollowersSlotUpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithNewValues())
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(s *sql.UpdateSet) {
+		for _, b := range u.create.builders {
+			if _, exists := b.mutation.AuthorID(); exists {
+				s.SetIgnore(authorfollowersslot.FieldAuthorID)
+			}
+			if _, exists := b.mutation.Slot(); exists {
+				s.SetIgnore(authorfollowersslot.FieldSlot)
+			}
+		}
+	}))
+	return u
+}
+
+// Ignore sets each column to itself in case of conflict.
+// Using this option is equivalent to using:
+//
+//	client.AuthorFollowersSlot.Create().
+//		OnConflict(sql.ResolveWithIgnore()).
+//		Exec(ctx)
+func (u *AuthorFollowersSlotUpsertBulk) Ignore() *AuthorFollowersSlotUpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithIgnore())
+	return u
+}
+
+// DoNothing configures the conflict_action to `DO NOTHING`.
+// Supported only by SQLite and PostgreSQL.
+func (u *AuthorFollowersSlotUpsertBulk) DoNothing() *AuthorFollowersSlotUpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.DoNothing())
+	return u
+}
+
+// Update allows overriding fields `UPDATE` values. See the AuthorFollowersSlotCreateBulk.OnConflict
+// documentation for more info.
+func (u *AuthorFollowersSlotUpsertBulk) Update(set func(*AuthorFollowersSlotUpsert)) *AuthorFollowersSlotUpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(update *sql.UpdateSet) {
+		set(&AuthorFollowersSlotUpsert{UpdateSet: update})
+	}))
+	return u
+}
+
+// SetN sets the "n" field.
+func (u *AuthorFollowersSlotUpsertBulk) SetN(v int64) *AuthorFollowersSlotUpsertBulk {
+	return u.Update(func(s *AuthorFollowersSlotUpsert) {
+		s.SetN(v)
+	})
+}
+
+// AddN adds v to the "n" field.
+func (u *AuthorFollowersSlotUpsertBulk) AddN(v int64) *AuthorFollowersSlotUpsertBulk {
+	return u.Update(func(s *AuthorFollowersSlotUpsert) {
+		s.AddN(v)
+	})
+}
+
+// UpdateN sets the "n" field to the value that was provided on create.
+func (u *AuthorFollowersSlotUpsertBulk) UpdateN() *AuthorFollowersSlotUpsertBulk {
+	return u.Update(func(s *AuthorFollowersSlotUpsert) {
+		s.UpdateN()
+	})
+}
+
+// Exec executes the query.
+func (u *AuthorFollowersSlotUpsertBulk) Exec(ctx context.Context) error {
+	if u.create.err != nil {
+		return u.create.err
+	}
+	for i, b := range u.create.builders {
+		if len(b.conflict) != 0 {
+			return fmt.Errorf("ent: OnConflict was set for builder %d. Set it on the AuthorFollowersSlotCreateBulk instead", i)
+		}
+	}
+	if len(u.create.conflict) == 0 {
+		return errors.New("ent: missing options for AuthorFollowersSlotCreateBulk.OnConflict")
+	}
+	return u.create.Exec(ctx)
+}
+
+// ExecX is like Exec, but panics if an error occurs.
+func (u *AuthorFollowersSlotUpsertBulk) ExecX(ctx context.Context) {
+	if err := u.create.Exec(ctx); err != nil {
 		panic(err)
 	}
 }

@@ -23,6 +23,9 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postviewsslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/tag"
+	"github.com/hotcounter/hotcounter/integration_test/ent/taghitsslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/tagusesslot"
 
 	"github.com/hotcounter/hotcounter/entcounter"
 )
@@ -48,6 +51,12 @@ type Client struct {
 	PostLikesSlot *PostLikesSlotClient
 	// PostViewsSlot is the client for interacting with the PostViewsSlot builders.
 	PostViewsSlot *PostViewsSlotClient
+	// Tag is the client for interacting with the Tag builders.
+	Tag *TagClient
+	// TagHitsSlot is the client for interacting with the TagHitsSlot builders.
+	TagHitsSlot *TagHitsSlotClient
+	// TagUsesSlot is the client for interacting with the TagUsesSlot builders.
+	TagUsesSlot *TagUsesSlotClient
 }
 
 // NewClient creates a new client configured with the given options.
@@ -67,6 +76,9 @@ func (c *Client) init() {
 	c.Post = NewPostClient(c.config)
 	c.PostLikesSlot = NewPostLikesSlotClient(c.config)
 	c.PostViewsSlot = NewPostViewsSlotClient(c.config)
+	c.Tag = NewTagClient(c.config)
+	c.TagHitsSlot = NewTagHitsSlotClient(c.config)
+	c.TagUsesSlot = NewTagUsesSlotClient(c.config)
 }
 
 type (
@@ -167,6 +179,9 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		Post:                NewPostClient(cfg),
 		PostLikesSlot:       NewPostLikesSlotClient(cfg),
 		PostViewsSlot:       NewPostViewsSlotClient(cfg),
+		Tag:                 NewTagClient(cfg),
+		TagHitsSlot:         NewTagHitsSlotClient(cfg),
+		TagUsesSlot:         NewTagUsesSlotClient(cfg),
 	}, nil
 }
 
@@ -194,6 +209,9 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		Post:                NewPostClient(cfg),
 		PostLikesSlot:       NewPostLikesSlotClient(cfg),
 		PostViewsSlot:       NewPostViewsSlotClient(cfg),
+		Tag:                 NewTagClient(cfg),
+		TagHitsSlot:         NewTagHitsSlotClient(cfg),
+		TagUsesSlot:         NewTagUsesSlotClient(cfg),
 	}, nil
 }
 
@@ -224,7 +242,7 @@ func (c *Client) Close() error {
 func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
 		c.Author, c.AuthorFollowersSlot, c.Comment, c.CommentUpvoteSlot, c.NaivePost,
-		c.Post, c.PostLikesSlot, c.PostViewsSlot,
+		c.Post, c.PostLikesSlot, c.PostViewsSlot, c.Tag, c.TagHitsSlot, c.TagUsesSlot,
 	} {
 		n.Use(hooks...)
 	}
@@ -235,7 +253,7 @@ func (c *Client) Use(hooks ...Hook) {
 func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
 		c.Author, c.AuthorFollowersSlot, c.Comment, c.CommentUpvoteSlot, c.NaivePost,
-		c.Post, c.PostLikesSlot, c.PostViewsSlot,
+		c.Post, c.PostLikesSlot, c.PostViewsSlot, c.Tag, c.TagHitsSlot, c.TagUsesSlot,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -260,6 +278,12 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.PostLikesSlot.mutate(ctx, m)
 	case *PostViewsSlotMutation:
 		return c.PostViewsSlot.mutate(ctx, m)
+	case *TagMutation:
+		return c.Tag.mutate(ctx, m)
+	case *TagHitsSlotMutation:
+		return c.TagHitsSlot.mutate(ctx, m)
+	case *TagUsesSlotMutation:
+		return c.TagUsesSlot.mutate(ctx, m)
 	default:
 		return nil, fmt.Errorf("ent: unknown mutation type %T", m)
 	}
@@ -1460,15 +1484,447 @@ func (c *PostViewsSlotClient) mutate(ctx context.Context, m *PostViewsSlotMutati
 	}
 }
 
+// TagClient is a client for the Tag schema.
+type TagClient struct {
+	config
+}
+
+// NewTagClient returns a client for the Tag from the given config.
+func NewTagClient(c config) *TagClient {
+	return &TagClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `tag.Hooks(f(g(h())))`.
+func (c *TagClient) Use(hooks ...Hook) {
+	c.hooks.Tag = append(c.hooks.Tag, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `tag.Intercept(f(g(h())))`.
+func (c *TagClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Tag = append(c.inters.Tag, interceptors...)
+}
+
+// Create returns a builder for creating a Tag entity.
+func (c *TagClient) Create() *TagCreate {
+	mutation := newTagMutation(c.config, OpCreate)
+	return &TagCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Tag entities.
+func (c *TagClient) CreateBulk(builders ...*TagCreate) *TagCreateBulk {
+	return &TagCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *TagClient) MapCreateBulk(slice any, setFunc func(*TagCreate, int)) *TagCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &TagCreateBulk{err: fmt.Errorf("calling to TagClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*TagCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &TagCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Tag.
+func (c *TagClient) Update() *TagUpdate {
+	mutation := newTagMutation(c.config, OpUpdate)
+	return &TagUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *TagClient) UpdateOne(_m *Tag) *TagUpdateOne {
+	mutation := newTagMutation(c.config, OpUpdateOne, withTag(_m))
+	return &TagUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *TagClient) UpdateOneID(id int) *TagUpdateOne {
+	mutation := newTagMutation(c.config, OpUpdateOne, withTagID(id))
+	return &TagUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Tag.
+func (c *TagClient) Delete() *TagDelete {
+	mutation := newTagMutation(c.config, OpDelete)
+	return &TagDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *TagClient) DeleteOne(_m *Tag) *TagDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *TagClient) DeleteOneID(id int) *TagDeleteOne {
+	builder := c.Delete().Where(tag.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &TagDeleteOne{builder}
+}
+
+// Query returns a query builder for Tag.
+func (c *TagClient) Query() *TagQuery {
+	return &TagQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeTag},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Tag entity by its id.
+func (c *TagClient) Get(ctx context.Context, id int) (*Tag, error) {
+	return c.Query().Where(tag.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *TagClient) GetX(ctx context.Context, id int) *Tag {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *TagClient) Hooks() []Hook {
+	hooks := c.hooks.Tag
+	return append(hooks[:len(hooks):len(hooks)], tag.Hooks[:]...)
+}
+
+// Interceptors returns the client interceptors.
+func (c *TagClient) Interceptors() []Interceptor {
+	return c.inters.Tag
+}
+
+func (c *TagClient) mutate(ctx context.Context, m *TagMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&TagCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&TagUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&TagUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&TagDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Tag mutation op: %q", m.Op())
+	}
+}
+
+// TagHitsSlotClient is a client for the TagHitsSlot schema.
+type TagHitsSlotClient struct {
+	config
+}
+
+// NewTagHitsSlotClient returns a client for the TagHitsSlot from the given config.
+func NewTagHitsSlotClient(c config) *TagHitsSlotClient {
+	return &TagHitsSlotClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `taghitsslot.Hooks(f(g(h())))`.
+func (c *TagHitsSlotClient) Use(hooks ...Hook) {
+	c.hooks.TagHitsSlot = append(c.hooks.TagHitsSlot, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `taghitsslot.Intercept(f(g(h())))`.
+func (c *TagHitsSlotClient) Intercept(interceptors ...Interceptor) {
+	c.inters.TagHitsSlot = append(c.inters.TagHitsSlot, interceptors...)
+}
+
+// Create returns a builder for creating a TagHitsSlot entity.
+func (c *TagHitsSlotClient) Create() *TagHitsSlotCreate {
+	mutation := newTagHitsSlotMutation(c.config, OpCreate)
+	return &TagHitsSlotCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of TagHitsSlot entities.
+func (c *TagHitsSlotClient) CreateBulk(builders ...*TagHitsSlotCreate) *TagHitsSlotCreateBulk {
+	return &TagHitsSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *TagHitsSlotClient) MapCreateBulk(slice any, setFunc func(*TagHitsSlotCreate, int)) *TagHitsSlotCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &TagHitsSlotCreateBulk{err: fmt.Errorf("calling to TagHitsSlotClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*TagHitsSlotCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &TagHitsSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for TagHitsSlot.
+func (c *TagHitsSlotClient) Update() *TagHitsSlotUpdate {
+	mutation := newTagHitsSlotMutation(c.config, OpUpdate)
+	return &TagHitsSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *TagHitsSlotClient) UpdateOne(_m *TagHitsSlot) *TagHitsSlotUpdateOne {
+	mutation := newTagHitsSlotMutation(c.config, OpUpdateOne, withTagHitsSlot(_m))
+	return &TagHitsSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *TagHitsSlotClient) UpdateOneID(id int) *TagHitsSlotUpdateOne {
+	mutation := newTagHitsSlotMutation(c.config, OpUpdateOne, withTagHitsSlotID(id))
+	return &TagHitsSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for TagHitsSlot.
+func (c *TagHitsSlotClient) Delete() *TagHitsSlotDelete {
+	mutation := newTagHitsSlotMutation(c.config, OpDelete)
+	return &TagHitsSlotDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *TagHitsSlotClient) DeleteOne(_m *TagHitsSlot) *TagHitsSlotDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *TagHitsSlotClient) DeleteOneID(id int) *TagHitsSlotDeleteOne {
+	builder := c.Delete().Where(taghitsslot.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &TagHitsSlotDeleteOne{builder}
+}
+
+// Query returns a query builder for TagHitsSlot.
+func (c *TagHitsSlotClient) Query() *TagHitsSlotQuery {
+	return &TagHitsSlotQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeTagHitsSlot},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a TagHitsSlot entity by its id.
+func (c *TagHitsSlotClient) Get(ctx context.Context, id int) (*TagHitsSlot, error) {
+	return c.Query().Where(taghitsslot.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *TagHitsSlotClient) GetX(ctx context.Context, id int) *TagHitsSlot {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryTag queries the tag edge of a TagHitsSlot.
+func (c *TagHitsSlotClient) QueryTag(_m *TagHitsSlot) *TagQuery {
+	query := (&TagClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(taghitsslot.Table, taghitsslot.FieldID, id),
+			sqlgraph.To(tag.Table, tag.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, taghitsslot.TagTable, taghitsslot.TagColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *TagHitsSlotClient) Hooks() []Hook {
+	return c.hooks.TagHitsSlot
+}
+
+// Interceptors returns the client interceptors.
+func (c *TagHitsSlotClient) Interceptors() []Interceptor {
+	return c.inters.TagHitsSlot
+}
+
+func (c *TagHitsSlotClient) mutate(ctx context.Context, m *TagHitsSlotMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&TagHitsSlotCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&TagHitsSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&TagHitsSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&TagHitsSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown TagHitsSlot mutation op: %q", m.Op())
+	}
+}
+
+// TagUsesSlotClient is a client for the TagUsesSlot schema.
+type TagUsesSlotClient struct {
+	config
+}
+
+// NewTagUsesSlotClient returns a client for the TagUsesSlot from the given config.
+func NewTagUsesSlotClient(c config) *TagUsesSlotClient {
+	return &TagUsesSlotClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `tagusesslot.Hooks(f(g(h())))`.
+func (c *TagUsesSlotClient) Use(hooks ...Hook) {
+	c.hooks.TagUsesSlot = append(c.hooks.TagUsesSlot, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `tagusesslot.Intercept(f(g(h())))`.
+func (c *TagUsesSlotClient) Intercept(interceptors ...Interceptor) {
+	c.inters.TagUsesSlot = append(c.inters.TagUsesSlot, interceptors...)
+}
+
+// Create returns a builder for creating a TagUsesSlot entity.
+func (c *TagUsesSlotClient) Create() *TagUsesSlotCreate {
+	mutation := newTagUsesSlotMutation(c.config, OpCreate)
+	return &TagUsesSlotCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of TagUsesSlot entities.
+func (c *TagUsesSlotClient) CreateBulk(builders ...*TagUsesSlotCreate) *TagUsesSlotCreateBulk {
+	return &TagUsesSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *TagUsesSlotClient) MapCreateBulk(slice any, setFunc func(*TagUsesSlotCreate, int)) *TagUsesSlotCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &TagUsesSlotCreateBulk{err: fmt.Errorf("calling to TagUsesSlotClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*TagUsesSlotCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &TagUsesSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for TagUsesSlot.
+func (c *TagUsesSlotClient) Update() *TagUsesSlotUpdate {
+	mutation := newTagUsesSlotMutation(c.config, OpUpdate)
+	return &TagUsesSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *TagUsesSlotClient) UpdateOne(_m *TagUsesSlot) *TagUsesSlotUpdateOne {
+	mutation := newTagUsesSlotMutation(c.config, OpUpdateOne, withTagUsesSlot(_m))
+	return &TagUsesSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *TagUsesSlotClient) UpdateOneID(id int) *TagUsesSlotUpdateOne {
+	mutation := newTagUsesSlotMutation(c.config, OpUpdateOne, withTagUsesSlotID(id))
+	return &TagUsesSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for TagUsesSlot.
+func (c *TagUsesSlotClient) Delete() *TagUsesSlotDelete {
+	mutation := newTagUsesSlotMutation(c.config, OpDelete)
+	return &TagUsesSlotDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *TagUsesSlotClient) DeleteOne(_m *TagUsesSlot) *TagUsesSlotDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *TagUsesSlotClient) DeleteOneID(id int) *TagUsesSlotDeleteOne {
+	builder := c.Delete().Where(tagusesslot.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &TagUsesSlotDeleteOne{builder}
+}
+
+// Query returns a query builder for TagUsesSlot.
+func (c *TagUsesSlotClient) Query() *TagUsesSlotQuery {
+	return &TagUsesSlotQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeTagUsesSlot},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a TagUsesSlot entity by its id.
+func (c *TagUsesSlotClient) Get(ctx context.Context, id int) (*TagUsesSlot, error) {
+	return c.Query().Where(tagusesslot.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *TagUsesSlotClient) GetX(ctx context.Context, id int) *TagUsesSlot {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryTag queries the tag edge of a TagUsesSlot.
+func (c *TagUsesSlotClient) QueryTag(_m *TagUsesSlot) *TagQuery {
+	query := (&TagClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(tagusesslot.Table, tagusesslot.FieldID, id),
+			sqlgraph.To(tag.Table, tag.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, tagusesslot.TagTable, tagusesslot.TagColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *TagUsesSlotClient) Hooks() []Hook {
+	return c.hooks.TagUsesSlot
+}
+
+// Interceptors returns the client interceptors.
+func (c *TagUsesSlotClient) Interceptors() []Interceptor {
+	return c.inters.TagUsesSlot
+}
+
+func (c *TagUsesSlotClient) mutate(ctx context.Context, m *TagUsesSlotMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&TagUsesSlotCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&TagUsesSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&TagUsesSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&TagUsesSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown TagUsesSlot mutation op: %q", m.Op())
+	}
+}
+
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
 		Author, AuthorFollowersSlot, Comment, CommentUpvoteSlot, NaivePost, Post,
-		PostLikesSlot, PostViewsSlot []ent.Hook
+		PostLikesSlot, PostViewsSlot, Tag, TagHitsSlot, TagUsesSlot []ent.Hook
 	}
 	inters struct {
 		Author, AuthorFollowersSlot, Comment, CommentUpvoteSlot, NaivePost, Post,
-		PostLikesSlot, PostViewsSlot []ent.Interceptor
+		PostLikesSlot, PostViewsSlot, Tag, TagHitsSlot, TagUsesSlot []ent.Interceptor
 	}
 )
 
@@ -1480,8 +1936,10 @@ func (c config) HotCounter() entcounter.Runtime {
 
 // hotCounterDefs lists the sharded counters of this schema.
 var hotCounterDefs = []entcounter.Def{
-	{Type: "Author", Field: "followers", Table: "authors", Key: "id", SlotTable: "author_followers_slots", Owner: "author_id", Slots: 4, Rollup: false, Precreate: false},
-	{Type: "Comment", Field: "upvote", Table: "comments", Key: "id", SlotTable: "comment_upvote_slots", Owner: "comment_id", Slots: 8, Rollup: false, Precreate: false},
-	{Type: "Post", Field: "likes", Table: "posts", Key: "id", SlotTable: "post_likes_slots", Owner: "post_id", Slots: 16, Rollup: false, Precreate: false},
-	{Type: "Post", Field: "views", Table: "posts", Key: "id", SlotTable: "post_views_slots", Owner: "post_id", Slots: 64, Rollup: true, Precreate: false},
+	{Type: "Author", Field: "followers", StructField: "Followers", Table: "authors", Key: "id", SlotTable: "author_followers_slots", Owner: "author_id", Slots: 4, Rollup: false, Precreate: 0},
+	{Type: "Comment", Field: "upvote", StructField: "Upvote", Table: "comments", Key: "id", SlotTable: "comment_upvote_slots", Owner: "comment_id", Slots: 8, Rollup: false, Precreate: 0},
+	{Type: "Post", Field: "likes", StructField: "Likes", Table: "posts", Key: "id", SlotTable: "post_likes_slots", Owner: "post_id", Slots: 16, Rollup: false, Precreate: 0},
+	{Type: "Post", Field: "views", StructField: "Views", Table: "posts", Key: "id", SlotTable: "post_views_slots", Owner: "post_id", Slots: 64, Rollup: true, Precreate: 0},
+	{Type: "Tag", Field: "uses", StructField: "Uses", Table: "tags", Key: "id", SlotTable: "tag_uses_slots", Owner: "tag_id", Slots: 16, Rollup: false, Precreate: 0},
+	{Type: "Tag", Field: "hits", StructField: "Hits", Table: "tags", Key: "id", SlotTable: "tag_hits_slots", Owner: "tag_id", Slots: 16, Rollup: true, Precreate: 0},
 }

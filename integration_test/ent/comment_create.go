@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
 	"github.com/hotcounter/hotcounter/integration_test/ent/comment"
@@ -18,6 +19,7 @@ type CommentCreate struct {
 	config
 	mutation *CommentMutation
 	hooks    []Hook
+	conflict []sql.ConflictOption
 }
 
 // SetUpvote sets the "upvote" field.
@@ -144,6 +146,10 @@ func (_c *CommentCreate) createSpec() (*Comment, *sqlgraph.CreateSpec) {
 		_node = &Comment{config: _c.config}
 		_spec = sqlgraph.NewCreateSpec(comment.Table, sqlgraph.NewFieldSpec(comment.FieldID, field.TypeInt))
 	)
+	if len(_c.conflict) > 0 {
+		_c.mutation.hotcounterUpsert = true
+	}
+	_spec.OnConflict = _c.conflict
 	if value, ok := _c.mutation.Upvote(); ok {
 		_spec.SetField(comment.FieldUpvote, field.TypeInt64, value)
 		_node.Upvote = value
@@ -172,11 +178,238 @@ func (_c *CommentCreate) createSpec() (*Comment, *sqlgraph.CreateSpec) {
 	return _node, _spec
 }
 
+// OnConflict allows configuring the `ON CONFLICT` / `ON DUPLICATE KEY` clause
+// of the `INSERT` statement. For example:
+//
+//	client.Comment.Create().
+//		SetUpvote(v).
+//		OnConflict(
+//			// Update the row with the new values
+//			// the was proposed for insertion.
+//			sql.ResolveWithNewValues(),
+//		).
+//		// Override some of the fields with custom
+//		// update values.
+//		Update(func(u *ent.CommentUpsert) {
+//			SetUpvote(v+v).
+//		}).
+//		Exec(ctx)
+func (_c *CommentCreate) OnConflict(opts ...sql.ConflictOption) *CommentUpsertOne {
+	_c.conflict = opts
+	return &CommentUpsertOne{
+		create: _c,
+	}
+}
+
+// OnConflictColumns calls `OnConflict` and configures the columns
+// as conflict target. Using this option is equivalent to using:
+//
+//	client.Comment.Create().
+//		OnConflict(sql.ConflictColumns(columns...)).
+//		Exec(ctx)
+func (_c *CommentCreate) OnConflictColumns(columns ...string) *CommentUpsertOne {
+	_c.conflict = append(_c.conflict, sql.ConflictColumns(columns...))
+	return &CommentUpsertOne{
+		create: _c,
+	}
+}
+
+type (
+	// CommentUpsertOne is the builder for "upsert"-ing
+	//  one Comment node.
+	CommentUpsertOne struct {
+		create *CommentCreate
+	}
+
+	// CommentUpsert is the "OnConflict" setter.
+	CommentUpsert struct {
+		*sql.UpdateSet
+	}
+)
+
+// SetUpvote sets the "upvote" field.
+func (u *CommentUpsert) SetUpvote(v int64) *CommentUpsert {
+	u.Set(comment.FieldUpvote, v)
+	return u
+}
+
+// UpdateUpvote sets the "upvote" field to the value that was provided on create.
+func (u *CommentUpsert) UpdateUpvote() *CommentUpsert {
+	u.SetExcluded(comment.FieldUpvote)
+	return u
+}
+
+// AddUpvote adds v to the "upvote" field.
+func (u *CommentUpsert) AddUpvote(v int64) *CommentUpsert {
+	u.Add(comment.FieldUpvote, v)
+	return u
+}
+
+// ClearUpvote clears the value of the "upvote" field.
+func (u *CommentUpsert) ClearUpvote() *CommentUpsert {
+	u.SetNull(comment.FieldUpvote)
+	return u
+}
+
+// SetPostID sets the "post_id" field.
+func (u *CommentUpsert) SetPostID(v int) *CommentUpsert {
+	u.Set(comment.FieldPostID, v)
+	return u
+}
+
+// UpdatePostID sets the "post_id" field to the value that was provided on create.
+func (u *CommentUpsert) UpdatePostID() *CommentUpsert {
+	u.SetExcluded(comment.FieldPostID)
+	return u
+}
+
+// SetBody sets the "body" field.
+func (u *CommentUpsert) SetBody(v string) *CommentUpsert {
+	u.Set(comment.FieldBody, v)
+	return u
+}
+
+// UpdateBody sets the "body" field to the value that was provided on create.
+func (u *CommentUpsert) UpdateBody() *CommentUpsert {
+	u.SetExcluded(comment.FieldBody)
+	return u
+}
+
+// UpdateNewValues updates the mutable fields using the new values that were set on create.
+// Using this option is equivalent to using:
+//
+//	client.Comment.Create().
+//		OnConflict(
+//			sql.ResolveWithNewValues(),
+//		).
+//		Exec(ctx)
+func (u *CommentUpsertOne) UpdateNewValues() *CommentUpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithNewValues())
+	return u
+}
+
+// Ignore sets each column to itself in case of conflict.
+// Using this option is equivalent to using:
+//
+//	client.Comment.Create().
+//	    OnConflict(sql.ResolveWithIgnore()).
+//	    Exec(ctx)
+func (u *CommentUpsertOne) Ignore() *CommentUpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithIgnore())
+	return u
+}
+
+// DoNothing configures the conflict_action to `DO NOTHING`.
+// Supported only by SQLite and PostgreSQL.
+func (u *CommentUpsertOne) DoNothing() *CommentUpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.DoNothing())
+	return u
+}
+
+// Update allows overriding fields `UPDATE` values. See the CommentCreate.OnConflict
+// documentation for more info.
+func (u *CommentUpsertOne) Update(set func(*CommentUpsert)) *CommentUpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(update *sql.UpdateSet) {
+		set(&CommentUpsert{UpdateSet: update})
+	}))
+	return u
+}
+
+// SetUpvote sets the "upvote" field.
+func (u *CommentUpsertOne) SetUpvote(v int64) *CommentUpsertOne {
+	return u.Update(func(s *CommentUpsert) {
+		s.SetUpvote(v)
+	})
+}
+
+// AddUpvote adds v to the "upvote" field.
+func (u *CommentUpsertOne) AddUpvote(v int64) *CommentUpsertOne {
+	return u.Update(func(s *CommentUpsert) {
+		s.AddUpvote(v)
+	})
+}
+
+// UpdateUpvote sets the "upvote" field to the value that was provided on create.
+func (u *CommentUpsertOne) UpdateUpvote() *CommentUpsertOne {
+	return u.Update(func(s *CommentUpsert) {
+		s.UpdateUpvote()
+	})
+}
+
+// ClearUpvote clears the value of the "upvote" field.
+func (u *CommentUpsertOne) ClearUpvote() *CommentUpsertOne {
+	return u.Update(func(s *CommentUpsert) {
+		s.ClearUpvote()
+	})
+}
+
+// SetPostID sets the "post_id" field.
+func (u *CommentUpsertOne) SetPostID(v int) *CommentUpsertOne {
+	return u.Update(func(s *CommentUpsert) {
+		s.SetPostID(v)
+	})
+}
+
+// UpdatePostID sets the "post_id" field to the value that was provided on create.
+func (u *CommentUpsertOne) UpdatePostID() *CommentUpsertOne {
+	return u.Update(func(s *CommentUpsert) {
+		s.UpdatePostID()
+	})
+}
+
+// SetBody sets the "body" field.
+func (u *CommentUpsertOne) SetBody(v string) *CommentUpsertOne {
+	return u.Update(func(s *CommentUpsert) {
+		s.SetBody(v)
+	})
+}
+
+// UpdateBody sets the "body" field to the value that was provided on create.
+func (u *CommentUpsertOne) UpdateBody() *CommentUpsertOne {
+	return u.Update(func(s *CommentUpsert) {
+		s.UpdateBody()
+	})
+}
+
+// Exec executes the query.
+func (u *CommentUpsertOne) Exec(ctx context.Context) error {
+	if len(u.create.conflict) == 0 {
+		return errors.New("ent: missing options for CommentCreate.OnConflict")
+	}
+	return u.create.Exec(ctx)
+}
+
+// ExecX is like Exec, but panics if an error occurs.
+func (u *CommentUpsertOne) ExecX(ctx context.Context) {
+	if err := u.create.Exec(ctx); err != nil {
+		panic(err)
+	}
+}
+
+// Exec executes the UPSERT query and returns the inserted/updated ID.
+func (u *CommentUpsertOne) ID(ctx context.Context) (id int, err error) {
+	node, err := u.create.Save(ctx)
+	if err != nil {
+		return id, err
+	}
+	return node.ID, nil
+}
+
+// IDX is like ID, but panics if an error occurs.
+func (u *CommentUpsertOne) IDX(ctx context.Context) int {
+	id, err := u.ID(ctx)
+	if err != nil {
+		panic(err)
+	}
+	return id
+}
+
 // CommentCreateBulk is the builder for creating many Comment entities in bulk.
 type CommentCreateBulk struct {
 	config
 	err      error
 	builders []*CommentCreate
+	conflict []sql.ConflictOption
 }
 
 // Save creates the Comment entities in the database.
@@ -206,6 +439,12 @@ func (_c *CommentCreateBulk) Save(ctx context.Context) ([]*Comment, error) {
 					_, err = mutators[i+1].Mutate(root, _c.builders[i+1].mutation)
 				} else {
 					spec := &sqlgraph.BatchCreateSpec{Nodes: specs}
+					if len(_c.conflict) > 0 {
+						for _, b := range _c.builders {
+							b.mutation.hotcounterUpsert = true
+						}
+					}
+					spec.OnConflict = _c.conflict
 					// Invoke the actual operation on the latest mutation in the chain.
 					if err = sqlgraph.BatchCreate(ctx, _c.driver, spec); err != nil {
 						if sqlgraph.IsConstraintError(err) {
@@ -256,6 +495,166 @@ func (_c *CommentCreateBulk) Exec(ctx context.Context) error {
 // ExecX is like Exec, but panics if an error occurs.
 func (_c *CommentCreateBulk) ExecX(ctx context.Context) {
 	if err := _c.Exec(ctx); err != nil {
+		panic(err)
+	}
+}
+
+// OnConflict allows configuring the `ON CONFLICT` / `ON DUPLICATE KEY` clause
+// of the `INSERT` statement. For example:
+//
+//	client.Comment.CreateBulk(builders...).
+//		OnConflict(
+//			// Update the row with the new values
+//			// the was proposed for insertion.
+//			sql.ResolveWithNewValues(),
+//		).
+//		// Override some of the fields with custom
+//		// update values.
+//		Update(func(u *ent.CommentUpsert) {
+//			SetUpvote(v+v).
+//		}).
+//		Exec(ctx)
+func (_c *CommentCreateBulk) OnConflict(opts ...sql.ConflictOption) *CommentUpsertBulk {
+	_c.conflict = opts
+	return &CommentUpsertBulk{
+		create: _c,
+	}
+}
+
+// OnConflictColumns calls `OnConflict` and configures the columns
+// as conflict target. Using this option is equivalent to using:
+//
+//	client.Comment.Create().
+//		OnConflict(sql.ConflictColumns(columns...)).
+//		Exec(ctx)
+func (_c *CommentCreateBulk) OnConflictColumns(columns ...string) *CommentUpsertBulk {
+	_c.conflict = append(_c.conflict, sql.ConflictColumns(columns...))
+	return &CommentUpsertBulk{
+		create: _c,
+	}
+}
+
+// CommentUpsertBulk is the builder for "upsert"-ing
+// a bulk of Comment nodes.
+type CommentUpsertBulk struct {
+	create *CommentCreateBulk
+}
+
+// UpdateNewValues updates the mutable fields using the new values that
+// were set on create. Using this option is equivalent to using:
+//
+//	client.Comment.Create().
+//		OnConflict(
+//			sql.ResolveWithNewValues(),
+//		).
+//		Exec(ctx)
+func (u *CommentUpsertBulk) UpdateNewValues() *CommentUpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithNewValues())
+	return u
+}
+
+// Ignore sets each column to itself in case of conflict.
+// Using this option is equivalent to using:
+//
+//	client.Comment.Create().
+//		OnConflict(sql.ResolveWithIgnore()).
+//		Exec(ctx)
+func (u *CommentUpsertBulk) Ignore() *CommentUpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithIgnore())
+	return u
+}
+
+// DoNothing configures the conflict_action to `DO NOTHING`.
+// Supported only by SQLite and PostgreSQL.
+func (u *CommentUpsertBulk) DoNothing() *CommentUpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.DoNothing())
+	return u
+}
+
+// Update allows overriding fields `UPDATE` values. See the CommentCreateBulk.OnConflict
+// documentation for more info.
+func (u *CommentUpsertBulk) Update(set func(*CommentUpsert)) *CommentUpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(update *sql.UpdateSet) {
+		set(&CommentUpsert{UpdateSet: update})
+	}))
+	return u
+}
+
+// SetUpvote sets the "upvote" field.
+func (u *CommentUpsertBulk) SetUpvote(v int64) *CommentUpsertBulk {
+	return u.Update(func(s *CommentUpsert) {
+		s.SetUpvote(v)
+	})
+}
+
+// AddUpvote adds v to the "upvote" field.
+func (u *CommentUpsertBulk) AddUpvote(v int64) *CommentUpsertBulk {
+	return u.Update(func(s *CommentUpsert) {
+		s.AddUpvote(v)
+	})
+}
+
+// UpdateUpvote sets the "upvote" field to the value that was provided on create.
+func (u *CommentUpsertBulk) UpdateUpvote() *CommentUpsertBulk {
+	return u.Update(func(s *CommentUpsert) {
+		s.UpdateUpvote()
+	})
+}
+
+// ClearUpvote clears the value of the "upvote" field.
+func (u *CommentUpsertBulk) ClearUpvote() *CommentUpsertBulk {
+	return u.Update(func(s *CommentUpsert) {
+		s.ClearUpvote()
+	})
+}
+
+// SetPostID sets the "post_id" field.
+func (u *CommentUpsertBulk) SetPostID(v int) *CommentUpsertBulk {
+	return u.Update(func(s *CommentUpsert) {
+		s.SetPostID(v)
+	})
+}
+
+// UpdatePostID sets the "post_id" field to the value that was provided on create.
+func (u *CommentUpsertBulk) UpdatePostID() *CommentUpsertBulk {
+	return u.Update(func(s *CommentUpsert) {
+		s.UpdatePostID()
+	})
+}
+
+// SetBody sets the "body" field.
+func (u *CommentUpsertBulk) SetBody(v string) *CommentUpsertBulk {
+	return u.Update(func(s *CommentUpsert) {
+		s.SetBody(v)
+	})
+}
+
+// UpdateBody sets the "body" field to the value that was provided on create.
+func (u *CommentUpsertBulk) UpdateBody() *CommentUpsertBulk {
+	return u.Update(func(s *CommentUpsert) {
+		s.UpdateBody()
+	})
+}
+
+// Exec executes the query.
+func (u *CommentUpsertBulk) Exec(ctx context.Context) error {
+	if u.create.err != nil {
+		return u.create.err
+	}
+	for i, b := range u.create.builders {
+		if len(b.conflict) != 0 {
+			return fmt.Errorf("ent: OnConflict was set for builder %d. Set it on the CommentCreateBulk instead", i)
+		}
+	}
+	if len(u.create.conflict) == 0 {
+		return errors.New("ent: missing options for CommentCreateBulk.OnConflict")
+	}
+	return u.create.Exec(ctx)
+}
+
+// ExecX is like Exec, but panics if an error occurs.
+func (u *CommentUpsertBulk) ExecX(ctx context.Context) {
+	if err := u.create.Exec(ctx); err != nil {
 		panic(err)
 	}
 }

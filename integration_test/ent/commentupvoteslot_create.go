@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
 	"github.com/hotcounter/hotcounter/integration_test/ent/comment"
@@ -18,6 +19,7 @@ type CommentUpvoteSlotCreate struct {
 	config
 	mutation *CommentUpvoteSlotMutation
 	hooks    []Hook
+	conflict []sql.ConflictOption
 }
 
 // SetCommentID sets the "comment_id" field.
@@ -132,6 +134,7 @@ func (_c *CommentUpvoteSlotCreate) createSpec() (*CommentUpvoteSlot, *sqlgraph.C
 		_node = &CommentUpvoteSlot{config: _c.config}
 		_spec = sqlgraph.NewCreateSpec(commentupvoteslot.Table, sqlgraph.NewFieldSpec(commentupvoteslot.FieldID, field.TypeInt))
 	)
+	_spec.OnConflict = _c.conflict
 	if value, ok := _c.mutation.Slot(); ok {
 		_spec.SetField(commentupvoteslot.FieldSlot, field.TypeInt16, value)
 		_node.Slot = value
@@ -160,11 +163,181 @@ func (_c *CommentUpvoteSlotCreate) createSpec() (*CommentUpvoteSlot, *sqlgraph.C
 	return _node, _spec
 }
 
+// OnConflict allows configuring the `ON CONFLICT` / `ON DUPLICATE KEY` clause
+// of the `INSERT` statement. For example:
+//
+//	client.CommentUpvoteSlot.Create().
+//		SetCommentID(v).
+//		OnConflict(
+//			// Update the row with the new values
+//			// the was proposed for insertion.
+//			sql.ResolveWithNewValues(),
+//		).
+//		// Override some of the fields with custom
+//		// update values.
+//		Update(func(u *ent.CommentUpvoteSlotUpsert) {
+//			SetCommentID(v+v).
+//		}).
+//		Exec(ctx)
+func (_c *CommentUpvoteSlotCreate) OnConflict(opts ...sql.ConflictOption) *CommentUpvoteSlotUpsertOne {
+	_c.conflict = opts
+	return &CommentUpvoteSlotUpsertOne{
+		create: _c,
+	}
+}
+
+// OnConflictColumns calls `OnConflict` and configures the columns
+// as conflict target. Using this option is equivalent to using:
+//
+//	client.CommentUpvoteSlot.Create().
+//		OnConflict(sql.ConflictColumns(columns...)).
+//		Exec(ctx)
+func (_c *CommentUpvoteSlotCreate) OnConflictColumns(columns ...string) *CommentUpvoteSlotUpsertOne {
+	_c.conflict = append(_c.conflict, sql.ConflictColumns(columns...))
+	return &CommentUpvoteSlotUpsertOne{
+		create: _c,
+	}
+}
+
+type (
+	// CommentUpvoteSlotUpsertOne is the builder for "upsert"-ing
+	//  one CommentUpvoteSlot node.
+	CommentUpvoteSlotUpsertOne struct {
+		create *CommentUpvoteSlotCreate
+	}
+
+	// CommentUpvoteSlotUpsert is the "OnConflict" setter.
+	CommentUpvoteSlotUpsert struct {
+		*sql.UpdateSet
+	}
+)
+
+// SetN sets the "n" field.
+func (u *CommentUpvoteSlotUpsert) SetN(v int64) *CommentUpvoteSlotUpsert {
+	u.Set(commentupvoteslot.FieldN, v)
+	return u
+}
+
+// UpdateN sets the "n" field to the value that was provided on create.
+func (u *CommentUpvoteSlotUpsert) UpdateN() *CommentUpvoteSlotUpsert {
+	u.SetExcluded(commentupvoteslot.FieldN)
+	return u
+}
+
+// AddN adds v to the "n" field.
+func (u *CommentUpvoteSlotUpsert) AddN(v int64) *CommentUpvoteSlotUpsert {
+	u.Add(commentupvoteslot.FieldN, v)
+	return u
+}
+
+// UpdateNewValues updates the mutable fields using the new values that were set on create.
+// Using this option is equivalent to using:
+//
+//	client.CommentUpvoteSlot.Create().
+//		OnConflict(
+//			sql.ResolveWithNewValues(),
+//		).
+//		Exec(ctx)
+func (u *CommentUpvoteSlotUpsertOne) UpdateNewValues() *CommentUpvoteSlotUpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithNewValues())
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(s *sql.UpdateSet) {
+		if _, exists := u.create.mutation.CommentID(); exists {
+			s.SetIgnore(commentupvoteslot.FieldCommentID)
+		}
+		if _, exists := u.create.mutation.Slot(); exists {
+			s.SetIgnore(commentupvoteslot.FieldSlot)
+		}
+	}))
+	return u
+}
+
+// Ignore sets each column to itself in case of conflict.
+// Using this option is equivalent to using:
+//
+//	client.CommentUpvoteSlot.Create().
+//	    OnConflict(sql.ResolveWithIgnore()).
+//	    Exec(ctx)
+func (u *CommentUpvoteSlotUpsertOne) Ignore() *CommentUpvoteSlotUpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithIgnore())
+	return u
+}
+
+// DoNothing configures the conflict_action to `DO NOTHING`.
+// Supported only by SQLite and PostgreSQL.
+func (u *CommentUpvoteSlotUpsertOne) DoNothing() *CommentUpvoteSlotUpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.DoNothing())
+	return u
+}
+
+// Update allows overriding fields `UPDATE` values. See the CommentUpvoteSlotCreate.OnConflict
+// documentation for more info.
+func (u *CommentUpvoteSlotUpsertOne) Update(set func(*CommentUpvoteSlotUpsert)) *CommentUpvoteSlotUpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(update *sql.UpdateSet) {
+		set(&CommentUpvoteSlotUpsert{UpdateSet: update})
+	}))
+	return u
+}
+
+// SetN sets the "n" field.
+func (u *CommentUpvoteSlotUpsertOne) SetN(v int64) *CommentUpvoteSlotUpsertOne {
+	return u.Update(func(s *CommentUpvoteSlotUpsert) {
+		s.SetN(v)
+	})
+}
+
+// AddN adds v to the "n" field.
+func (u *CommentUpvoteSlotUpsertOne) AddN(v int64) *CommentUpvoteSlotUpsertOne {
+	return u.Update(func(s *CommentUpvoteSlotUpsert) {
+		s.AddN(v)
+	})
+}
+
+// UpdateN sets the "n" field to the value that was provided on create.
+func (u *CommentUpvoteSlotUpsertOne) UpdateN() *CommentUpvoteSlotUpsertOne {
+	return u.Update(func(s *CommentUpvoteSlotUpsert) {
+		s.UpdateN()
+	})
+}
+
+// Exec executes the query.
+func (u *CommentUpvoteSlotUpsertOne) Exec(ctx context.Context) error {
+	if len(u.create.conflict) == 0 {
+		return errors.New("ent: missing options for CommentUpvoteSlotCreate.OnConflict")
+	}
+	return u.create.Exec(ctx)
+}
+
+// ExecX is like Exec, but panics if an error occurs.
+func (u *CommentUpvoteSlotUpsertOne) ExecX(ctx context.Context) {
+	if err := u.create.Exec(ctx); err != nil {
+		panic(err)
+	}
+}
+
+// Exec executes the UPSERT query and returns the inserted/updated ID.
+func (u *CommentUpvoteSlotUpsertOne) ID(ctx context.Context) (id int, err error) {
+	node, err := u.create.Save(ctx)
+	if err != nil {
+		return id, err
+	}
+	return node.ID, nil
+}
+
+// IDX is like ID, but panics if an error occurs.
+func (u *CommentUpvoteSlotUpsertOne) IDX(ctx context.Context) int {
+	id, err := u.ID(ctx)
+	if err != nil {
+		panic(err)
+	}
+	return id
+}
+
 // CommentUpvoteSlotCreateBulk is the builder for creating many CommentUpvoteSlot entities in bulk.
 type CommentUpvoteSlotCreateBulk struct {
 	config
 	err      error
 	builders []*CommentUpvoteSlotCreate
+	conflict []sql.ConflictOption
 }
 
 // Save creates the CommentUpvoteSlot entities in the database.
@@ -194,6 +367,7 @@ func (_c *CommentUpvoteSlotCreateBulk) Save(ctx context.Context) ([]*CommentUpvo
 					_, err = mutators[i+1].Mutate(root, _c.builders[i+1].mutation)
 				} else {
 					spec := &sqlgraph.BatchCreateSpec{Nodes: specs}
+					spec.OnConflict = _c.conflict
 					// Invoke the actual operation on the latest mutation in the chain.
 					if err = sqlgraph.BatchCreate(ctx, _c.driver, spec); err != nil {
 						if sqlgraph.IsConstraintError(err) {
@@ -244,6 +418,141 @@ func (_c *CommentUpvoteSlotCreateBulk) Exec(ctx context.Context) error {
 // ExecX is like Exec, but panics if an error occurs.
 func (_c *CommentUpvoteSlotCreateBulk) ExecX(ctx context.Context) {
 	if err := _c.Exec(ctx); err != nil {
+		panic(err)
+	}
+}
+
+// OnConflict allows configuring the `ON CONFLICT` / `ON DUPLICATE KEY` clause
+// of the `INSERT` statement. For example:
+//
+//	client.CommentUpvoteSlot.CreateBulk(builders...).
+//		OnConflict(
+//			// Update the row with the new values
+//			// the was proposed for insertion.
+//			sql.ResolveWithNewValues(),
+//		).
+//		// Override some of the fields with custom
+//		// update values.
+//		Update(func(u *ent.CommentUpvoteSlotUpsert) {
+//			SetCommentID(v+v).
+//		}).
+//		Exec(ctx)
+func (_c *CommentUpvoteSlotCreateBulk) OnConflict(opts ...sql.ConflictOption) *CommentUpvoteSlotUpsertBulk {
+	_c.conflict = opts
+	return &CommentUpvoteSlotUpsertBulk{
+		create: _c,
+	}
+}
+
+// OnConflictColumns calls `OnConflict` and configures the columns
+// as conflict target. Using this option is equivalent to using:
+//
+//	client.CommentUpvoteSlot.Create().
+//		OnConflict(sql.ConflictColumns(columns...)).
+//		Exec(ctx)
+func (_c *CommentUpvoteSlotCreateBulk) OnConflictColumns(columns ...string) *CommentUpvoteSlotUpsertBulk {
+	_c.conflict = append(_c.conflict, sql.ConflictColumns(columns...))
+	return &CommentUpvoteSlotUpsertBulk{
+		create: _c,
+	}
+}
+
+// CommentUpvoteSlotUpsertBulk is the builder for "upsert"-ing
+// a bulk of CommentUpvoteSlot nodes.
+type CommentUpvoteSlotUpsertBulk struct {
+	create *CommentUpvoteSlotCreateBulk
+}
+
+// UpdateNewValues updates the mutable fields using the new values that
+// were set on create. Using this option is equivalent to using:
+//
+//	client.CommentUpvoteSlot.Create().
+//		OnConflict(
+//			sql.ResolveWithNewValues(),
+//		).
+//		Exec(ctx)
+func (u *CommentUpvoteSlotUpsertBulk) UpdateNewValues() *CommentUpvoteSlotUpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithNewValues())
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(s *sql.UpdateSet) {
+		for _, b := range u.create.builders {
+			if _, exists := b.mutation.CommentID(); exists {
+				s.SetIgnore(commentupvoteslot.FieldCommentID)
+			}
+			if _, exists := b.mutation.Slot(); exists {
+				s.SetIgnore(commentupvoteslot.FieldSlot)
+			}
+		}
+	}))
+	return u
+}
+
+// Ignore sets each column to itself in case of conflict.
+// Using this option is equivalent to using:
+//
+//	client.CommentUpvoteSlot.Create().
+//		OnConflict(sql.ResolveWithIgnore()).
+//		Exec(ctx)
+func (u *CommentUpvoteSlotUpsertBulk) Ignore() *CommentUpvoteSlotUpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithIgnore())
+	return u
+}
+
+// DoNothing configures the conflict_action to `DO NOTHING`.
+// Supported only by SQLite and PostgreSQL.
+func (u *CommentUpvoteSlotUpsertBulk) DoNothing() *CommentUpvoteSlotUpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.DoNothing())
+	return u
+}
+
+// Update allows overriding fields `UPDATE` values. See the CommentUpvoteSlotCreateBulk.OnConflict
+// documentation for more info.
+func (u *CommentUpvoteSlotUpsertBulk) Update(set func(*CommentUpvoteSlotUpsert)) *CommentUpvoteSlotUpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(update *sql.UpdateSet) {
+		set(&CommentUpvoteSlotUpsert{UpdateSet: update})
+	}))
+	return u
+}
+
+// SetN sets the "n" field.
+func (u *CommentUpvoteSlotUpsertBulk) SetN(v int64) *CommentUpvoteSlotUpsertBulk {
+	return u.Update(func(s *CommentUpvoteSlotUpsert) {
+		s.SetN(v)
+	})
+}
+
+// AddN adds v to the "n" field.
+func (u *CommentUpvoteSlotUpsertBulk) AddN(v int64) *CommentUpvoteSlotUpsertBulk {
+	return u.Update(func(s *CommentUpvoteSlotUpsert) {
+		s.AddN(v)
+	})
+}
+
+// UpdateN sets the "n" field to the value that was provided on create.
+func (u *CommentUpvoteSlotUpsertBulk) UpdateN() *CommentUpvoteSlotUpsertBulk {
+	return u.Update(func(s *CommentUpvoteSlotUpsert) {
+		s.UpdateN()
+	})
+}
+
+// Exec executes the query.
+func (u *CommentUpvoteSlotUpsertBulk) Exec(ctx context.Context) error {
+	if u.create.err != nil {
+		return u.create.err
+	}
+	for i, b := range u.create.builders {
+		if len(b.conflict) != 0 {
+			return fmt.Errorf("ent: OnConflict was set for builder %d. Set it on the CommentUpvoteSlotCreateBulk instead", i)
+		}
+	}
+	if len(u.create.conflict) == 0 {
+		return errors.New("ent: missing options for CommentUpvoteSlotCreateBulk.OnConflict")
+	}
+	return u.create.Exec(ctx)
+}
+
+// ExecX is like Exec, but panics if an error occurs.
+func (u *CommentUpvoteSlotUpsertBulk) ExecX(ctx context.Context) {
+	if err := u.create.Exec(ctx); err != nil {
 		panic(err)
 	}
 }

@@ -20,6 +20,9 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postviewsslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/tag"
+	"github.com/hotcounter/hotcounter/integration_test/ent/taghitsslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/tagusesslot"
 )
 
 // ent aliases to avoid import conflicts in user's code.
@@ -88,6 +91,9 @@ func checkColumn(t, c string) error {
 			post.Table:                post.ValidColumn,
 			postlikesslot.Table:       postlikesslot.ValidColumn,
 			postviewsslot.Table:       postviewsslot.ValidColumn,
+			tag.Table:                 tag.ValidColumn,
+			taghitsslot.Table:         taghitsslot.ValidColumn,
+			tagusesslot.Table:         tagusesslot.ValidColumn,
 		})
 	})
 	return columnCheck(t, c)

@@ -14,7 +14,7 @@ import (
 )
 
 func main() {
-	if err := entc.Generate("./schema", &gen.Config{}, entc.Extensions(entcounter.Extension())); err != nil {
+	if err := entc.Generate("./schema", &gen.Config{Features: []gen.Feature{gen.FeatureUpsert}}, entc.Extensions(entcounter.Extension())); err != nil {
 		log.Fatal(err)
 	}
 }

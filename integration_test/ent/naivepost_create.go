@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
 	"github.com/hotcounter/hotcounter/integration_test/ent/naivepost"
@@ -17,6 +18,7 @@ type NaivePostCreate struct {
 	config
 	mutation *NaivePostMutation
 	hooks    []Hook
+	conflict []sql.ConflictOption
 }
 
 // SetLikes sets the "likes" field.
@@ -105,6 +107,7 @@ func (_c *NaivePostCreate) createSpec() (*NaivePost, *sqlgraph.CreateSpec) {
 		_node = &NaivePost{config: _c.config}
 		_spec = sqlgraph.NewCreateSpec(naivepost.Table, sqlgraph.NewFieldSpec(naivepost.FieldID, field.TypeInt))
 	)
+	_spec.OnConflict = _c.conflict
 	if value, ok := _c.mutation.Likes(); ok {
 		_spec.SetField(naivepost.FieldLikes, field.TypeInt64, value)
 		_node.Likes = value
@@ -112,11 +115,173 @@ func (_c *NaivePostCreate) createSpec() (*NaivePost, *sqlgraph.CreateSpec) {
 	return _node, _spec
 }
 
+// OnConflict allows configuring the `ON CONFLICT` / `ON DUPLICATE KEY` clause
+// of the `INSERT` statement. For example:
+//
+//	client.NaivePost.Create().
+//		SetLikes(v).
+//		OnConflict(
+//			// Update the row with the new values
+//			// the was proposed for insertion.
+//			sql.ResolveWithNewValues(),
+//		).
+//		// Override some of the fields with custom
+//		// update values.
+//		Update(func(u *ent.NaivePostUpsert) {
+//			SetLikes(v+v).
+//		}).
+//		Exec(ctx)
+func (_c *NaivePostCreate) OnConflict(opts ...sql.ConflictOption) *NaivePostUpsertOne {
+	_c.conflict = opts
+	return &NaivePostUpsertOne{
+		create: _c,
+	}
+}
+
+// OnConflictColumns calls `OnConflict` and configures the columns
+// as conflict target. Using this option is equivalent to using:
+//
+//	client.NaivePost.Create().
+//		OnConflict(sql.ConflictColumns(columns...)).
+//		Exec(ctx)
+func (_c *NaivePostCreate) OnConflictColumns(columns ...string) *NaivePostUpsertOne {
+	_c.conflict = append(_c.conflict, sql.ConflictColumns(columns...))
+	return &NaivePostUpsertOne{
+		create: _c,
+	}
+}
+
+type (
+	// NaivePostUpsertOne is the builder for "upsert"-ing
+	//  one NaivePost node.
+	NaivePostUpsertOne struct {
+		create *NaivePostCreate
+	}
+
+	// NaivePostUpsert is the "OnConflict" setter.
+	NaivePostUpsert struct {
+		*sql.UpdateSet
+	}
+)
+
+// SetLikes sets the "likes" field.
+func (u *NaivePostUpsert) SetLikes(v int64) *NaivePostUpsert {
+	u.Set(naivepost.FieldLikes, v)
+	return u
+}
+
+// UpdateLikes sets the "likes" field to the value that was provided on create.
+func (u *NaivePostUpsert) UpdateLikes() *NaivePostUpsert {
+	u.SetExcluded(naivepost.FieldLikes)
+	return u
+}
+
+// AddLikes adds v to the "likes" field.
+func (u *NaivePostUpsert) AddLikes(v int64) *NaivePostUpsert {
+	u.Add(naivepost.FieldLikes, v)
+	return u
+}
+
+// UpdateNewValues updates the mutable fields using the new values that were set on create.
+// Using this option is equivalent to using:
+//
+//	client.NaivePost.Create().
+//		OnConflict(
+//			sql.ResolveWithNewValues(),
+//		).
+//		Exec(ctx)
+func (u *NaivePostUpsertOne) UpdateNewValues() *NaivePostUpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithNewValues())
+	return u
+}
+
+// Ignore sets each column to itself in case of conflict.
+// Using this option is equivalent to using:
+//
+//	client.NaivePost.Create().
+//	    OnConflict(sql.ResolveWithIgnore()).
+//	    Exec(ctx)
+func (u *NaivePostUpsertOne) Ignore() *NaivePostUpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithIgnore())
+	return u
+}
+
+// DoNothing configures the conflict_action to `DO NOTHING`.
+// Supported only by SQLite and PostgreSQL.
+func (u *NaivePostUpsertOne) DoNothing() *NaivePostUpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.DoNothing())
+	return u
+}
+
+// Update allows overriding fields `UPDATE` values. See the NaivePostCreate.OnConflict
+// documentation for more info.
+func (u *NaivePostUpsertOne) Update(set func(*NaivePostUpsert)) *NaivePostUpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(update *sql.UpdateSet) {
+		set(&NaivePostUpsert{UpdateSet: update})
+	}))
+	return u
+}
+
+// SetLikes sets the "likes" field.
+func (u *NaivePostUpsertOne) SetLikes(v int64) *NaivePostUpsertOne {
+	return u.Update(func(s *NaivePostUpsert) {
+		s.SetLikes(v)
+	})
+}
+
+// AddLikes adds v to the "likes" field.
+func (u *NaivePostUpsertOne) AddLikes(v int64) *NaivePostUpsertOne {
+	return u.Update(func(s *NaivePostUpsert) {
+		s.AddLikes(v)
+	})
+}
+
+// UpdateLikes sets the "likes" field to the value that was provided on create.
+func (u *NaivePostUpsertOne) UpdateLikes() *NaivePostUpsertOne {
+	return u.Update(func(s *NaivePostUpsert) {
+		s.UpdateLikes()
+	})
+}
+
+// Exec executes the query.
+func (u *NaivePostUpsertOne) Exec(ctx context.Context) error {
+	if len(u.create.conflict) == 0 {
+		return errors.New("ent: missing options for NaivePostCreate.OnConflict")
+	}
+	return u.create.Exec(ctx)
+}
+
+// ExecX is like Exec, but panics if an error occurs.
+func (u *NaivePostUpsertOne) ExecX(ctx context.Context) {
+	if err := u.create.Exec(ctx); err != nil {
+		panic(err)
+	}
+}
+
+// Exec executes the UPSERT query and returns the inserted/updated ID.
+func (u *NaivePostUpsertOne) ID(ctx context.Context) (id int, err error) {
+	node, err := u.create.Save(ctx)
+	if err != nil {
+		return id, err
+	}
+	return node.ID, nil
+}
+
+// IDX is like ID, but panics if an error occurs.
+func (u *NaivePostUpsertOne) IDX(ctx context.Context) int {
+	id, err := u.ID(ctx)
+	if err != nil {
+		panic(err)
+	}
+	return id
+}
+
 // NaivePostCreateBulk is the builder for creating many NaivePost entities in bulk.
 type NaivePostCreateBulk struct {
 	config
 	err      error
 	builders []*NaivePostCreate
+	conflict []sql.ConflictOption
 }
 
 // Save creates the NaivePost entities in the database.
@@ -146,6 +311,7 @@ func (_c *NaivePostCreateBulk) Save(ctx context.Context) ([]*NaivePost, error) {
 					_, err = mutators[i+1].Mutate(root, _c.builders[i+1].mutation)
 				} else {
 					spec := &sqlgraph.BatchCreateSpec{Nodes: specs}
+					spec.OnConflict = _c.conflict
 					// Invoke the actual operation on the latest mutation in the chain.
 					if err = sqlgraph.BatchCreate(ctx, _c.driver, spec); err != nil {
 						if sqlgraph.IsConstraintError(err) {
@@ -196,6 +362,131 @@ func (_c *NaivePostCreateBulk) Exec(ctx context.Context) error {
 // ExecX is like Exec, but panics if an error occurs.
 func (_c *NaivePostCreateBulk) ExecX(ctx context.Context) {
 	if err := _c.Exec(ctx); err != nil {
+		panic(err)
+	}
+}
+
+// OnConflict allows configuring the `ON CONFLICT` / `ON DUPLICATE KEY` clause
+// of the `INSERT` statement. For example:
+//
+//	client.NaivePost.CreateBulk(builders...).
+//		OnConflict(
+//			// Update the row with the new values
+//			// the was proposed for insertion.
+//			sql.ResolveWithNewValues(),
+//		).
+//		// Override some of the fields with custom
+//		// update values.
+//		Update(func(u *ent.NaivePostUpsert) {
+//			SetLikes(v+v).
+//		}).
+//		Exec(ctx)
+func (_c *NaivePostCreateBulk) OnConflict(opts ...sql.ConflictOption) *NaivePostUpsertBulk {
+	_c.conflict = opts
+	return &NaivePostUpsertBulk{
+		create: _c,
+	}
+}
+
+// OnConflictColumns calls `OnConflict` and configures the columns
+// as conflict target. Using this option is equivalent to using:
+//
+//	client.NaivePost.Create().
+//		OnConflict(sql.ConflictColumns(columns...)).
+//		Exec(ctx)
+func (_c *NaivePostCreateBulk) OnConflictColumns(columns ...string) *NaivePostUpsertBulk {
+	_c.conflict = append(_c.conflict, sql.ConflictColumns(columns...))
+	return &NaivePostUpsertBulk{
+		create: _c,
+	}
+}
+
+// NaivePostUpsertBulk is the builder for "upsert"-ing
+// a bulk of NaivePost nodes.
+type NaivePostUpsertBulk struct {
+	create *NaivePostCreateBulk
+}
+
+// UpdateNewValues updates the mutable fields using the new values that
+// were set on create. Using this option is equivalent to using:
+//
+//	client.NaivePost.Create().
+//		OnConflict(
+//			sql.ResolveWithNewValues(),
+//		).
+//		Exec(ctx)
+func (u *NaivePostUpsertBulk) UpdateNewValues() *NaivePostUpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithNewValues())
+	return u
+}
+
+// Ignore sets each column to itself in case of conflict.
+// Using this option is equivalent to using:
+//
+//	client.NaivePost.Create().
+//		OnConflict(sql.ResolveWithIgnore()).
+//		Exec(ctx)
+func (u *NaivePostUpsertBulk) Ignore() *NaivePostUpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithIgnore())
+	return u
+}
+
+// DoNothing configures the conflict_action to `DO NOTHING`.
+// Supported only by SQLite and PostgreSQL.
+func (u *NaivePostUpsertBulk) DoNothing() *NaivePostUpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.DoNothing())
+	return u
+}
+
+// Update allows overriding fields `UPDATE` values. See the NaivePostCreateBulk.OnConflict
+// documentation for more info.
+func (u *NaivePostUpsertBulk) Update(set func(*NaivePostUpsert)) *NaivePostUpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(update *sql.UpdateSet) {
+		set(&NaivePostUpsert{UpdateSet: update})
+	}))
+	return u
+}
+
+// SetLikes sets the "likes" field.
+func (u *NaivePostUpsertBulk) SetLikes(v int64) *NaivePostUpsertBulk {
+	return u.Update(func(s *NaivePostUpsert) {
+		s.SetLikes(v)
+	})
+}
+
+// AddLikes adds v to the "likes" field.
+func (u *NaivePostUpsertBulk) AddLikes(v int64) *NaivePostUpsertBulk {
+	return u.Update(func(s *NaivePostUpsert) {
+		s.AddLikes(v)
+	})
+}
+
+// UpdateLikes sets the "likes" field to the value that was provided on create.
+func (u *NaivePostUpsertBulk) UpdateLikes() *NaivePostUpsertBulk {
+	return u.Update(func(s *NaivePostUpsert) {
+		s.UpdateLikes()
+	})
+}
+
+// Exec executes the query.
+func (u *NaivePostUpsertBulk) Exec(ctx context.Context) error {
+	if u.create.err != nil {
+		return u.create.err
+	}
+	for i, b := range u.create.builders {
+		if len(b.conflict) != 0 {
+			return fmt.Errorf("ent: OnConflict was set for builder %d. Set it on the NaivePostCreateBulk instead", i)
+		}
+	}
+	if len(u.create.conflict) == 0 {
+		return errors.New("ent: missing options for NaivePostCreateBulk.OnConflict")
+	}
+	return u.create.Exec(ctx)
+}
+
+// ExecX is like Exec, but panics if an error occurs.
+func (u *NaivePostUpsertBulk) ExecX(ctx context.Context) {
+	if err := u.create.Exec(ctx); err != nil {
 		panic(err)
 	}
 }

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 
+	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
+	"github.com/hotcounter/hotcounter/entcounter"
 	"github.com/hotcounter/hotcounter/integration_test/ent/author"
 	"github.com/hotcounter/hotcounter/integration_test/ent/comment"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
@@ -19,6 +21,7 @@ type PostCreate struct {
 	config
 	mutation *PostMutation
 	hooks    []Hook
+	conflict []sql.ConflictOption
 }
 
 // SetLikes sets the "likes" field.
@@ -183,6 +186,13 @@ func (_c *PostCreate) createSpec() (*Post, *sqlgraph.CreateSpec) {
 		_node = &Post{config: _c.config}
 		_spec = sqlgraph.NewCreateSpec(post.Table, sqlgraph.NewFieldSpec(post.FieldID, field.TypeInt))
 	)
+	if len(_c.conflict) > 0 {
+		_c.mutation.hotcounterUpsert = true
+		if v, ok := _c.mutation.Views(); ok && v == 0 {
+			_c.mutation.ResetViews()
+		}
+	}
+	_spec.OnConflict = _c.conflict
 	if value, ok := _c.mutation.Likes(); ok {
 		_spec.SetField(post.FieldLikes, field.TypeInt64, value)
 		_node.Likes = value
@@ -231,11 +241,290 @@ func (_c *PostCreate) createSpec() (*Post, *sqlgraph.CreateSpec) {
 	return _node, _spec
 }
 
+// OnConflict allows configuring the `ON CONFLICT` / `ON DUPLICATE KEY` clause
+// of the `INSERT` statement. For example:
+//
+//	client.Post.Create().
+//		SetLikes(v).
+//		OnConflict(
+//			// Update the row with the new values
+//			// the was proposed for insertion.
+//			sql.ResolveWithNewValues(),
+//		).
+//		// Override some of the fields with custom
+//		// update values.
+//		Update(func(u *ent.PostUpsert) {
+//			SetLikes(v+v).
+//		}).
+//		Exec(ctx)
+func (_c *PostCreate) OnConflict(opts ...sql.ConflictOption) *PostUpsertOne {
+	_c.conflict = opts
+	return &PostUpsertOne{
+		create: _c,
+	}
+}
+
+// OnConflictColumns calls `OnConflict` and configures the columns
+// as conflict target. Using this option is equivalent to using:
+//
+//	client.Post.Create().
+//		OnConflict(sql.ConflictColumns(columns...)).
+//		Exec(ctx)
+func (_c *PostCreate) OnConflictColumns(columns ...string) *PostUpsertOne {
+	_c.conflict = append(_c.conflict, sql.ConflictColumns(columns...))
+	return &PostUpsertOne{
+		create: _c,
+	}
+}
+
+type (
+	// PostUpsertOne is the builder for "upsert"-ing
+	//  one Post node.
+	PostUpsertOne struct {
+		create *PostCreate
+	}
+
+	// PostUpsert is the "OnConflict" setter.
+	PostUpsert struct {
+		*sql.UpdateSet
+	}
+)
+
+// SetLikes sets the "likes" field.
+func (u *PostUpsert) SetLikes(v int64) *PostUpsert {
+	u.Set(post.FieldLikes, v)
+	return u
+}
+
+// UpdateLikes sets the "likes" field to the value that was provided on create.
+func (u *PostUpsert) UpdateLikes() *PostUpsert {
+	u.SetExcluded(post.FieldLikes)
+	return u
+}
+
+// AddLikes adds v to the "likes" field.
+func (u *PostUpsert) AddLikes(v int64) *PostUpsert {
+	u.Add(post.FieldLikes, v)
+	return u
+}
+
+// ClearLikes clears the value of the "likes" field.
+func (u *PostUpsert) ClearLikes() *PostUpsert {
+	u.SetNull(post.FieldLikes)
+	return u
+}
+
+// SetViews sets the "views" field.
+func (u *PostUpsert) SetViews(v int64) *PostUpsert {
+	u.Set(post.FieldViews, v)
+	return u
+}
+
+// UpdateViews sets the "views" field to the value that was provided on create.
+func (u *PostUpsert) UpdateViews() *PostUpsert {
+	u.SetExcluded(post.FieldViews)
+	return u
+}
+
+// AddViews adds v to the "views" field.
+func (u *PostUpsert) AddViews(v int64) *PostUpsert {
+	u.Add(post.FieldViews, v)
+	return u
+}
+
+// SetTitle sets the "title" field.
+func (u *PostUpsert) SetTitle(v string) *PostUpsert {
+	u.Set(post.FieldTitle, v)
+	return u
+}
+
+// UpdateTitle sets the "title" field to the value that was provided on create.
+func (u *PostUpsert) UpdateTitle() *PostUpsert {
+	u.SetExcluded(post.FieldTitle)
+	return u
+}
+
+// SetAuthorID sets the "author_id" field.
+func (u *PostUpsert) SetAuthorID(v int) *PostUpsert {
+	u.Set(post.FieldAuthorID, v)
+	return u
+}
+
+// UpdateAuthorID sets the "author_id" field to the value that was provided on create.
+func (u *PostUpsert) UpdateAuthorID() *PostUpsert {
+	u.SetExcluded(post.FieldAuthorID)
+	return u
+}
+
+// ClearAuthorID clears the value of the "author_id" field.
+func (u *PostUpsert) ClearAuthorID() *PostUpsert {
+	u.SetNull(post.FieldAuthorID)
+	return u
+}
+
+// UpdateNewValues updates the mutable fields using the new values that were set on create.
+// Using this option is equivalent to using:
+//
+//	client.Post.Create().
+//		OnConflict(
+//			sql.ResolveWithNewValues(),
+//		).
+//		Exec(ctx)
+func (u *PostUpsertOne) UpdateNewValues() *PostUpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithNewValues())
+	return u
+}
+
+// Ignore sets each column to itself in case of conflict.
+// Using this option is equivalent to using:
+//
+//	client.Post.Create().
+//	    OnConflict(sql.ResolveWithIgnore()).
+//	    Exec(ctx)
+func (u *PostUpsertOne) Ignore() *PostUpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithIgnore())
+	return u
+}
+
+// DoNothing configures the conflict_action to `DO NOTHING`.
+// Supported only by SQLite and PostgreSQL.
+func (u *PostUpsertOne) DoNothing() *PostUpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.DoNothing())
+	return u
+}
+
+// Update allows overriding fields `UPDATE` values. See the PostCreate.OnConflict
+// documentation for more info.
+func (u *PostUpsertOne) Update(set func(*PostUpsert)) *PostUpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(update *sql.UpdateSet) {
+		set(&PostUpsert{UpdateSet: update})
+	}))
+	return u
+}
+
+// SetLikes sets the "likes" field.
+func (u *PostUpsertOne) SetLikes(v int64) *PostUpsertOne {
+	return u.Update(func(s *PostUpsert) {
+		s.SetLikes(v)
+	})
+}
+
+// AddLikes adds v to the "likes" field.
+func (u *PostUpsertOne) AddLikes(v int64) *PostUpsertOne {
+	return u.Update(func(s *PostUpsert) {
+		s.AddLikes(v)
+	})
+}
+
+// UpdateLikes sets the "likes" field to the value that was provided on create.
+func (u *PostUpsertOne) UpdateLikes() *PostUpsertOne {
+	return u.Update(func(s *PostUpsert) {
+		s.UpdateLikes()
+	})
+}
+
+// ClearLikes clears the value of the "likes" field.
+func (u *PostUpsertOne) ClearLikes() *PostUpsertOne {
+	return u.Update(func(s *PostUpsert) {
+		s.ClearLikes()
+	})
+}
+
+// SetViews sets the "views" field.
+func (u *PostUpsertOne) SetViews(v int64) *PostUpsertOne {
+	return u.Update(func(s *PostUpsert) {
+		s.SetViews(v)
+	})
+}
+
+// AddViews adds v to the "views" field.
+func (u *PostUpsertOne) AddViews(v int64) *PostUpsertOne {
+	return u.Update(func(s *PostUpsert) {
+		s.AddViews(v)
+	})
+}
+
+// UpdateViews sets the "views" field to the value that was provided on create.
+func (u *PostUpsertOne) UpdateViews() *PostUpsertOne {
+	return u.Update(func(s *PostUpsert) {
+		s.UpdateViews()
+	})
+}
+
+// SetTitle sets the "title" field.
+func (u *PostUpsertOne) SetTitle(v string) *PostUpsertOne {
+	return u.Update(func(s *PostUpsert) {
+		s.SetTitle(v)
+	})
+}
+
+// UpdateTitle sets the "title" field to the value that was provided on create.
+func (u *PostUpsertOne) UpdateTitle() *PostUpsertOne {
+	return u.Update(func(s *PostUpsert) {
+		s.UpdateTitle()
+	})
+}
+
+// SetAuthorID sets the "author_id" field.
+func (u *PostUpsertOne) SetAuthorID(v int) *PostUpsertOne {
+	return u.Update(func(s *PostUpsert) {
+		s.SetAuthorID(v)
+	})
+}
+
+// UpdateAuthorID sets the "author_id" field to the value that was provided on create.
+func (u *PostUpsertOne) UpdateAuthorID() *PostUpsertOne {
+	return u.Update(func(s *PostUpsert) {
+		s.UpdateAuthorID()
+	})
+}
+
+// ClearAuthorID clears the value of the "author_id" field.
+func (u *PostUpsertOne) ClearAuthorID() *PostUpsertOne {
+	return u.Update(func(s *PostUpsert) {
+		s.ClearAuthorID()
+	})
+}
+
+// Exec executes the query.
+func (u *PostUpsertOne) Exec(ctx context.Context) error {
+	if len(u.create.conflict) == 0 {
+		return errors.New("ent: missing options for PostCreate.OnConflict")
+	}
+	return u.create.Exec(ctx)
+}
+
+// ExecX is like Exec, but panics if an error occurs.
+func (u *PostUpsertOne) ExecX(ctx context.Context) {
+	if err := u.create.Exec(ctx); err != nil {
+		panic(err)
+	}
+}
+
+// Exec executes the UPSERT query and returns the inserted/updated ID.
+func (u *PostUpsertOne) ID(ctx context.Context) (id int, err error) {
+	node, err := u.create.Save(ctx)
+	if err != nil {
+		return id, err
+	}
+	return node.ID, nil
+}
+
+// IDX is like ID, but panics if an error occurs.
+func (u *PostUpsertOne) IDX(ctx context.Context) int {
+	id, err := u.ID(ctx)
+	if err != nil {
+		panic(err)
+	}
+	return id
+}
+
 // PostCreateBulk is the builder for creating many Post entities in bulk.
 type PostCreateBulk struct {
 	config
 	err      error
 	builders []*PostCreate
+	conflict []sql.ConflictOption
 }
 
 // Save creates the Post entities in the database.
@@ -265,6 +554,13 @@ func (_c *PostCreateBulk) Save(ctx context.Context) ([]*Post, error) {
 					_, err = mutators[i+1].Mutate(root, _c.builders[i+1].mutation)
 				} else {
 					spec := &sqlgraph.BatchCreateSpec{Nodes: specs}
+					if len(_c.conflict) > 0 {
+						for _, b := range _c.builders {
+							b.mutation.hotcounterUpsert = true
+						}
+						entcounter.DropZeroColumn(spec.Nodes, post.FieldViews)
+					}
+					spec.OnConflict = _c.conflict
 					// Invoke the actual operation on the latest mutation in the chain.
 					if err = sqlgraph.BatchCreate(ctx, _c.driver, spec); err != nil {
 						if sqlgraph.IsConstraintError(err) {
@@ -315,6 +611,194 @@ func (_c *PostCreateBulk) Exec(ctx context.Context) error {
 // ExecX is like Exec, but panics if an error occurs.
 func (_c *PostCreateBulk) ExecX(ctx context.Context) {
 	if err := _c.Exec(ctx); err != nil {
+		panic(err)
+	}
+}
+
+// OnConflict allows configuring the `ON CONFLICT` / `ON DUPLICATE KEY` clause
+// of the `INSERT` statement. For example:
+//
+//	client.Post.CreateBulk(builders...).
+//		OnConflict(
+//			// Update the row with the new values
+//			// the was proposed for insertion.
+//			sql.ResolveWithNewValues(),
+//		).
+//		// Override some of the fields with custom
+//		// update values.
+//		Update(func(u *ent.PostUpsert) {
+//			SetLikes(v+v).
+//		}).
+//		Exec(ctx)
+func (_c *PostCreateBulk) OnConflict(opts ...sql.ConflictOption) *PostUpsertBulk {
+	_c.conflict = opts
+	return &PostUpsertBulk{
+		create: _c,
+	}
+}
+
+// OnConflictColumns calls `OnConflict` and configures the columns
+// as conflict target. Using this option is equivalent to using:
+//
+//	client.Post.Create().
+//		OnConflict(sql.ConflictColumns(columns...)).
+//		Exec(ctx)
+func (_c *PostCreateBulk) OnConflictColumns(columns ...string) *PostUpsertBulk {
+	_c.conflict = append(_c.conflict, sql.ConflictColumns(columns...))
+	return &PostUpsertBulk{
+		create: _c,
+	}
+}
+
+// PostUpsertBulk is the builder for "upsert"-ing
+// a bulk of Post nodes.
+type PostUpsertBulk struct {
+	create *PostCreateBulk
+}
+
+// UpdateNewValues updates the mutable fields using the new values that
+// were set on create. Using this option is equivalent to using:
+//
+//	client.Post.Create().
+//		OnConflict(
+//			sql.ResolveWithNewValues(),
+//		).
+//		Exec(ctx)
+func (u *PostUpsertBulk) UpdateNewValues() *PostUpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithNewValues())
+	return u
+}
+
+// Ignore sets each column to itself in case of conflict.
+// Using this option is equivalent to using:
+//
+//	client.Post.Create().
+//		OnConflict(sql.ResolveWithIgnore()).
+//		Exec(ctx)
+func (u *PostUpsertBulk) Ignore() *PostUpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithIgnore())
+	return u
+}
+
+// DoNothing configures the conflict_action to `DO NOTHING`.
+// Supported only by SQLite and PostgreSQL.
+func (u *PostUpsertBulk) DoNothing() *PostUpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.DoNothing())
+	return u
+}
+
+// Update allows overriding fields `UPDATE` values. See the PostCreateBulk.OnConflict
+// documentation for more info.
+func (u *PostUpsertBulk) Update(set func(*PostUpsert)) *PostUpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(update *sql.UpdateSet) {
+		set(&PostUpsert{UpdateSet: update})
+	}))
+	return u
+}
+
+// SetLikes sets the "likes" field.
+func (u *PostUpsertBulk) SetLikes(v int64) *PostUpsertBulk {
+	return u.Update(func(s *PostUpsert) {
+		s.SetLikes(v)
+	})
+}
+
+// AddLikes adds v to the "likes" field.
+func (u *PostUpsertBulk) AddLikes(v int64) *PostUpsertBulk {
+	return u.Update(func(s *PostUpsert) {
+		s.AddLikes(v)
+	})
+}
+
+// UpdateLikes sets the "likes" field to the value that was provided on create.
+func (u *PostUpsertBulk) UpdateLikes() *PostUpsertBulk {
+	return u.Update(func(s *PostUpsert) {
+		s.UpdateLikes()
+	})
+}
+
+// ClearLikes clears the value of the "likes" field.
+func (u *PostUpsertBulk) ClearLikes() *PostUpsertBulk {
+	return u.Update(func(s *PostUpsert) {
+		s.ClearLikes()
+	})
+}
+
+// SetViews sets the "views" field.
+func (u *PostUpsertBulk) SetViews(v int64) *PostUpsertBulk {
+	return u.Update(func(s *PostUpsert) {
+		s.SetViews(v)
+	})
+}
+
+// AddViews adds v to the "views" field.
+func (u *PostUpsertBulk) AddViews(v int64) *PostUpsertBulk {
+	return u.Update(func(s *PostUpsert) {
+		s.AddViews(v)
+	})
+}
+
+// UpdateViews sets the "views" field to the value that was provided on create.
+func (u *PostUpsertBulk) UpdateViews() *PostUpsertBulk {
+	return u.Update(func(s *PostUpsert) {
+		s.UpdateViews()
+	})
+}
+
+// SetTitle sets the "title" field.
+func (u *PostUpsertBulk) SetTitle(v string) *PostUpsertBulk {
+	return u.Update(func(s *PostUpsert) {
+		s.SetTitle(v)
+	})
+}
+
+// UpdateTitle sets the "title" field to the value that was provided on create.
+func (u *PostUpsertBulk) UpdateTitle() *PostUpsertBulk {
+	return u.Update(func(s *PostUpsert) {
+		s.UpdateTitle()
+	})
+}
+
+// SetAuthorID sets the "author_id" field.
+func (u *PostUpsertBulk) SetAuthorID(v int) *PostUpsertBulk {
+	return u.Update(func(s *PostUpsert) {
+		s.SetAuthorID(v)
+	})
+}
+
+// UpdateAuthorID sets the "author_id" field to the value that was provided on create.
+func (u *PostUpsertBulk) UpdateAuthorID() *PostUpsertBulk {
+	return u.Update(func(s *PostUpsert) {
+		s.UpdateAuthorID()
+	})
+}
+
+// ClearAuthorID clears the value of the "author_id" field.
+func (u *PostUpsertBulk) ClearAuthorID() *PostUpsertBulk {
+	return u.Update(func(s *PostUpsert) {
+		s.ClearAuthorID()
+	})
+}
+
+// Exec executes the query.
+func (u *PostUpsertBulk) Exec(ctx context.Context) error {
+	if u.create.err != nil {
+		return u.create.err
+	}
+	for i, b := range u.create.builders {
+		if len(b.conflict) != 0 {
+			return fmt.Errorf("ent: OnConflict was set for builder %d. Set it on the PostCreateBulk instead", i)
+		}
+	}
+	if len(u.create.conflict) == 0 {
+		return errors.New("ent: missing options for PostCreateBulk.OnConflict")
+	}
+	return u.create.Exec(ctx)
+}
+
+// ExecX is like Exec, but panics if an error occurs.
+func (u *PostUpsertBulk) ExecX(ctx context.Context) {
+	if err := u.create.Exec(ctx); err != nil {
 		panic(err)
 	}
 }

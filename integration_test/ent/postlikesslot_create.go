@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
@@ -18,6 +19,7 @@ type PostLikesSlotCreate struct {
 	config
 	mutation *PostLikesSlotMutation
 	hooks    []Hook
+	conflict []sql.ConflictOption
 }
 
 // SetPostID sets the "post_id" field.
@@ -132,6 +134,7 @@ func (_c *PostLikesSlotCreate) createSpec() (*PostLikesSlot, *sqlgraph.CreateSpe
 		_node = &PostLikesSlot{config: _c.config}
 		_spec = sqlgraph.NewCreateSpec(postlikesslot.Table, sqlgraph.NewFieldSpec(postlikesslot.FieldID, field.TypeInt))
 	)
+	_spec.OnConflict = _c.conflict
 	if value, ok := _c.mutation.Slot(); ok {
 		_spec.SetField(postlikesslot.FieldSlot, field.TypeInt16, value)
 		_node.Slot = value
@@ -160,11 +163,181 @@ func (_c *PostLikesSlotCreate) createSpec() (*PostLikesSlot, *sqlgraph.CreateSpe
 	return _node, _spec
 }
 
+// OnConflict allows configuring the `ON CONFLICT` / `ON DUPLICATE KEY` clause
+// of the `INSERT` statement. For example:
+//
+//	client.PostLikesSlot.Create().
+//		SetPostID(v).
+//		OnConflict(
+//			// Update the row with the new values
+//			// the was proposed for insertion.
+//			sql.ResolveWithNewValues(),
+//		).
+//		// Override some of the fields with custom
+//		// update values.
+//		Update(func(u *ent.PostLikesSlotUpsert) {
+//			SetPostID(v+v).
+//		}).
+//		Exec(ctx)
+func (_c *PostLikesSlotCreate) OnConflict(opts ...sql.ConflictOption) *PostLikesSlotUpsertOne {
+	_c.conflict = opts
+	return &PostLikesSlotUpsertOne{
+		create: _c,
+	}
+}
+
+// OnConflictColumns calls `OnConflict` and configures the columns
+// as conflict target. Using this option is equivalent to using:
+//
+//	client.PostLikesSlot.Create().
+//		OnConflict(sql.ConflictColumns(columns...)).
+//		Exec(ctx)
+func (_c *PostLikesSlotCreate) OnConflictColumns(columns ...string) *PostLikesSlotUpsertOne {
+	_c.conflict = append(_c.conflict, sql.ConflictColumns(columns...))
+	return &PostLikesSlotUpsertOne{
+		create: _c,
+	}
+}
+
+type (
+	// PostLikesSlotUpsertOne is the builder for "upsert"-ing
+	//  one PostLikesSlot node.
+	PostLikesSlotUpsertOne struct {
+		create *PostLikesSlotCreate
+	}
+
+	// PostLikesSlotUpsert is the "OnConflict" setter.
+	PostLikesSlotUpsert struct {
+		*sql.UpdateSet
+	}
+)
+
+// SetN sets the "n" field.
+func (u *PostLikesSlotUpsert) SetN(v int64) *PostLikesSlotUpsert {
+	u.Set(postlikesslot.FieldN, v)
+	return u
+}
+
+// UpdateN sets the "n" field to the value that was provided on create.
+func (u *PostLikesSlotUpsert) UpdateN() *PostLikesSlotUpsert {
+	u.SetExcluded(postlikesslot.FieldN)
+	return u
+}
+
+// AddN adds v to the "n" field.
+func (u *PostLikesSlotUpsert) AddN(v int64) *PostLikesSlotUpsert {
+	u.Add(postlikesslot.FieldN, v)
+	return u
+}
+
+// UpdateNewValues updates the mutable fields using the new values that were set on create.
+// Using this option is equivalent to using:
+//
+//	client.PostLikesSlot.Create().
+//		OnConflict(
+//			sql.ResolveWithNewValues(),
+//		).
+//		Exec(ctx)
+func (u *PostLikesSlotUpsertOne) UpdateNewValues() *PostLikesSlotUpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithNewValues())
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(s *sql.UpdateSet) {
+		if _, exists := u.create.mutation.PostID(); exists {
+			s.SetIgnore(postlikesslot.FieldPostID)
+		}
+		if _, exists := u.create.mutation.Slot(); exists {
+			s.SetIgnore(postlikesslot.FieldSlot)
+		}
+	}))
+	return u
+}
+
+// Ignore sets each column to itself in case of conflict.
+// Using this option is equivalent to using:
+//
+//	client.PostLikesSlot.Create().
+//	    OnConflict(sql.ResolveWithIgnore()).
+//	    Exec(ctx)
+func (u *PostLikesSlotUpsertOne) Ignore() *PostLikesSlotUpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithIgnore())
+	return u
+}
+
+// DoNothing configures the conflict_action to `DO NOTHING`.
+// Supported only by SQLite and PostgreSQL.
+func (u *PostLikesSlotUpsertOne) DoNothing() *PostLikesSlotUpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.DoNothing())
+	return u
+}
+
+// Update allows overriding fields `UPDATE` values. See the PostLikesSlotCreate.OnConflict
+// documentation for more info.
+func (u *PostLikesSlotUpsertOne) Update(set func(*PostLikesSlotUpsert)) *PostLikesSlotUpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(update *sql.UpdateSet) {
+		set(&PostLikesSlotUpsert{UpdateSet: update})
+	}))
+	return u
+}
+
+// SetN sets the "n" field.
+func (u *PostLikesSlotUpsertOne) SetN(v int64) *PostLikesSlotUpsertOne {
+	return u.Update(func(s *PostLikesSlotUpsert) {
+		s.SetN(v)
+	})
+}
+
+// AddN adds v to the "n" field.
+func (u *PostLikesSlotUpsertOne) AddN(v int64) *PostLikesSlotUpsertOne {
+	return u.Update(func(s *PostLikesSlotUpsert) {
+		s.AddN(v)
+	})
+}
+
+// UpdateN sets the "n" field to the value that was provided on create.
+func (u *PostLikesSlotUpsertOne) UpdateN() *PostLikesSlotUpsertOne {
+	return u.Update(func(s *PostLikesSlotUpsert) {
+		s.UpdateN()
+	})
+}
+
+// Exec executes the query.
+func (u *PostLikesSlotUpsertOne) Exec(ctx context.Context) error {
+	if len(u.create.conflict) == 0 {
+		return errors.New("ent: missing options for PostLikesSlotCreate.OnConflict")
+	}
+	return u.create.Exec(ctx)
+}
+
+// ExecX is like Exec, but panics if an error occurs.
+func (u *PostLikesSlotUpsertOne) ExecX(ctx context.Context) {
+	if err := u.create.Exec(ctx); err != nil {
+		panic(err)
+	}
+}
+
+// Exec executes the UPSERT query and returns the inserted/updated ID.
+func (u *PostLikesSlotUpsertOne) ID(ctx context.Context) (id int, err error) {
+	node, err := u.create.Save(ctx)
+	if err != nil {
+		return id, err
+	}
+	return node.ID, nil
+}
+
+// IDX is like ID, but panics if an error occurs.
+func (u *PostLikesSlotUpsertOne) IDX(ctx context.Context) int {
+	id, err := u.ID(ctx)
+	if err != nil {
+		panic(err)
+	}
+	return id
+}
+
 // PostLikesSlotCreateBulk is the builder for creating many PostLikesSlot entities in bulk.
 type PostLikesSlotCreateBulk struct {
 	config
 	err      error
 	builders []*PostLikesSlotCreate
+	conflict []sql.ConflictOption
 }
 
 // Save creates the PostLikesSlot entities in the database.
@@ -194,6 +367,7 @@ func (_c *PostLikesSlotCreateBulk) Save(ctx context.Context) ([]*PostLikesSlot, 
 					_, err = mutators[i+1].Mutate(root, _c.builders[i+1].mutation)
 				} else {
 					spec := &sqlgraph.BatchCreateSpec{Nodes: specs}
+					spec.OnConflict = _c.conflict
 					// Invoke the actual operation on the latest mutation in the chain.
 					if err = sqlgraph.BatchCreate(ctx, _c.driver, spec); err != nil {
 						if sqlgraph.IsConstraintError(err) {
@@ -244,6 +418,141 @@ func (_c *PostLikesSlotCreateBulk) Exec(ctx context.Context) error {
 // ExecX is like Exec, but panics if an error occurs.
 func (_c *PostLikesSlotCreateBulk) ExecX(ctx context.Context) {
 	if err := _c.Exec(ctx); err != nil {
+		panic(err)
+	}
+}
+
+// OnConflict allows configuring the `ON CONFLICT` / `ON DUPLICATE KEY` clause
+// of the `INSERT` statement. For example:
+//
+//	client.PostLikesSlot.CreateBulk(builders...).
+//		OnConflict(
+//			// Update the row with the new values
+//			// the was proposed for insertion.
+//			sql.ResolveWithNewValues(),
+//		).
+//		// Override some of the fields with custom
+//		// update values.
+//		Update(func(u *ent.PostLikesSlotUpsert) {
+//			SetPostID(v+v).
+//		}).
+//		Exec(ctx)
+func (_c *PostLikesSlotCreateBulk) OnConflict(opts ...sql.ConflictOption) *PostLikesSlotUpsertBulk {
+	_c.conflict = opts
+	return &PostLikesSlotUpsertBulk{
+		create: _c,
+	}
+}
+
+// OnConflictColumns calls `OnConflict` and configures the columns
+// as conflict target. Using this option is equivalent to using:
+//
+//	client.PostLikesSlot.Create().
+//		OnConflict(sql.ConflictColumns(columns...)).
+//		Exec(ctx)
+func (_c *PostLikesSlotCreateBulk) OnConflictColumns(columns ...string) *PostLikesSlotUpsertBulk {
+	_c.conflict = append(_c.conflict, sql.ConflictColumns(columns...))
+	return &PostLikesSlotUpsertBulk{
+		create: _c,
+	}
+}
+
+// PostLikesSlotUpsertBulk is the builder for "upsert"-ing
+// a bulk of PostLikesSlot nodes.
+type PostLikesSlotUpsertBulk struct {
+	create *PostLikesSlotCreateBulk
+}
+
+// UpdateNewValues updates the mutable fields using the new values that
+// were set on create. Using this option is equivalent to using:
+//
+//	client.PostLikesSlot.Create().
+//		OnConflict(
+//			sql.ResolveWithNewValues(),
+//		).
+//		Exec(ctx)
+func (u *PostLikesSlotUpsertBulk) UpdateNewValues() *PostLikesSlotUpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithNewValues())
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(s *sql.UpdateSet) {
+		for _, b := range u.create.builders {
+			if _, exists := b.mutation.PostID(); exists {
+				s.SetIgnore(postlikesslot.FieldPostID)
+			}
+			if _, exists := b.mutation.Slot(); exists {
+				s.SetIgnore(postlikesslot.FieldSlot)
+			}
+		}
+	}))
+	return u
+}
+
+// Ignore sets each column to itself in case of conflict.
+// Using this option is equivalent to using:
+//
+//	client.PostLikesSlot.Create().
+//		OnConflict(sql.ResolveWithIgnore()).
+//		Exec(ctx)
+func (u *PostLikesSlotUpsertBulk) Ignore() *PostLikesSlotUpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithIgnore())
+	return u
+}
+
+// DoNothing configures the conflict_action to `DO NOTHING`.
+// Supported only by SQLite and PostgreSQL.
+func (u *PostLikesSlotUpsertBulk) DoNothing() *PostLikesSlotUpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.DoNothing())
+	return u
+}
+
+// Update allows overriding fields `UPDATE` values. See the PostLikesSlotCreateBulk.OnConflict
+// documentation for more info.
+func (u *PostLikesSlotUpsertBulk) Update(set func(*PostLikesSlotUpsert)) *PostLikesSlotUpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(update *sql.UpdateSet) {
+		set(&PostLikesSlotUpsert{UpdateSet: update})
+	}))
+	return u
+}
+
+// SetN sets the "n" field.
+func (u *PostLikesSlotUpsertBulk) SetN(v int64) *PostLikesSlotUpsertBulk {
+	return u.Update(func(s *PostLikesSlotUpsert) {
+		s.SetN(v)
+	})
+}
+
+// AddN adds v to the "n" field.
+func (u *PostLikesSlotUpsertBulk) AddN(v int64) *PostLikesSlotUpsertBulk {
+	return u.Update(func(s *PostLikesSlotUpsert) {
+		s.AddN(v)
+	})
+}
+
+// UpdateN sets the "n" field to the value that was provided on create.
+func (u *PostLikesSlotUpsertBulk) UpdateN() *PostLikesSlotUpsertBulk {
+	return u.Update(func(s *PostLikesSlotUpsert) {
+		s.UpdateN()
+	})
+}
+
+// Exec executes the query.
+func (u *PostLikesSlotUpsertBulk) Exec(ctx context.Context) error {
+	if u.create.err != nil {
+		return u.create.err
+	}
+	for i, b := range u.create.builders {
+		if len(b.conflict) != 0 {
+			return fmt.Errorf("ent: OnConflict was set for builder %d. Set it on the PostLikesSlotCreateBulk instead", i)
+		}
+	}
+	if len(u.create.conflict) == 0 {
+		return errors.New("ent: missing options for PostLikesSlotCreateBulk.OnConflict")
+	}
+	return u.create.Exec(ctx)
+}
+
+// ExecX is like Exec, but panics if an error occurs.
+func (u *PostLikesSlotUpsertBulk) ExecX(ctx context.Context) {
+	if err := u.create.Exec(ctx); err != nil {
 		panic(err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
@@ -18,6 +19,7 @@ type PostViewsSlotCreate struct {
 	config
 	mutation *PostViewsSlotMutation
 	hooks    []Hook
+	conflict []sql.ConflictOption
 }
 
 // SetPostID sets the "post_id" field.
@@ -132,6 +134,7 @@ func (_c *PostViewsSlotCreate) createSpec() (*PostViewsSlot, *sqlgraph.CreateSpe
 		_node = &PostViewsSlot{config: _c.config}
 		_spec = sqlgraph.NewCreateSpec(postviewsslot.Table, sqlgraph.NewFieldSpec(postviewsslot.FieldID, field.TypeInt))
 	)
+	_spec.OnConflict = _c.conflict
 	if value, ok := _c.mutation.Slot(); ok {
 		_spec.SetField(postviewsslot.FieldSlot, field.TypeInt16, value)
 		_node.Slot = value
@@ -160,11 +163,181 @@ func (_c *PostViewsSlotCreate) createSpec() (*PostViewsSlot, *sqlgraph.CreateSpe
 	return _node, _spec
 }
 
+// OnConflict allows configuring the `ON CONFLICT` / `ON DUPLICATE KEY` clause
+// of the `INSERT` statement. For example:
+//
+//	client.PostViewsSlot.Create().
+//		SetPostID(v).
+//		OnConflict(
+//			// Update the row with the new values
+//			// the was proposed for insertion.
+//			sql.ResolveWithNewValues(),
+//		).
+//		// Override some of the fields with custom
+//		// update values.
+//		Update(func(u *ent.PostViewsSlotUpsert) {
+//			SetPostID(v+v).
+//		}).
+//		Exec(ctx)
+func (_c *PostViewsSlotCreate) OnConflict(opts ...sql.ConflictOption) *PostViewsSlotUpsertOne {
+	_c.conflict = opts
+	return &PostViewsSlotUpsertOne{
+		create: _c,
+	}
+}
+
+// OnConflictColumns calls `OnConflict` and configures the columns
+// as conflict target. Using this option is equivalent to using:
+//
+//	client.PostViewsSlot.Create().
+//		OnConflict(sql.ConflictColumns(columns...)).
+//		Exec(ctx)
+func (_c *PostViewsSlotCreate) OnConflictColumns(columns ...string) *PostViewsSlotUpsertOne {
+	_c.conflict = append(_c.conflict, sql.ConflictColumns(columns...))
+	return &PostViewsSlotUpsertOne{
+		create: _c,
+	}
+}
+
+type (
+	// PostViewsSlotUpsertOne is the builder for "upsert"-ing
+	//  one PostViewsSlot node.
+	PostViewsSlotUpsertOne struct {
+		create *PostViewsSlotCreate
+	}
+
+	// PostViewsSlotUpsert is the "OnConflict" setter.
+	PostViewsSlotUpsert struct {
+		*sql.UpdateSet
+	}
+)
+
+// SetN sets the "n" field.
+func (u *PostViewsSlotUpsert) SetN(v int64) *PostViewsSlotUpsert {
+	u.Set(postviewsslot.FieldN, v)
+	return u
+}
+
+// UpdateN sets the "n" field to the value that was provided on create.
+func (u *PostViewsSlotUpsert) UpdateN() *PostViewsSlotUpsert {
+	u.SetExcluded(postviewsslot.FieldN)
+	return u
+}
+
+// AddN adds v to the "n" field.
+func (u *PostViewsSlotUpsert) AddN(v int64) *PostViewsSlotUpsert {
+	u.Add(postviewsslot.FieldN, v)
+	return u
+}
+
+// UpdateNewValues updates the mutable fields using the new values that were set on create.
+// Using this option is equivalent to using:
+//
+//	client.PostViewsSlot.Create().
+//		OnConflict(
+//			sql.ResolveWithNewValues(),
+//		).
+//		Exec(ctx)
+func (u *PostViewsSlotUpsertOne) UpdateNewValues() *PostViewsSlotUpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithNewValues())
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(s *sql.UpdateSet) {
+		if _, exists := u.create.mutation.PostID(); exists {
+			s.SetIgnore(postviewsslot.FieldPostID)
+		}
+		if _, exists := u.create.mutation.Slot(); exists {
+			s.SetIgnore(postviewsslot.FieldSlot)
+		}
+	}))
+	return u
+}
+
+// Ignore sets each column to itself in case of conflict.
+// Using this option is equivalent to using:
+//
+//	client.PostViewsSlot.Create().
+//	    OnConflict(sql.ResolveWithIgnore()).
+//	    Exec(ctx)
+func (u *PostViewsSlotUpsertOne) Ignore() *PostViewsSlotUpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithIgnore())
+	return u
+}
+
+// DoNothing configures the conflict_action to `DO NOTHING`.
+// Supported only by SQLite and PostgreSQL.
+func (u *PostViewsSlotUpsertOne) DoNothing() *PostViewsSlotUpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.DoNothing())
+	return u
+}
+
+// Update allows overriding fields `UPDATE` values. See the PostViewsSlotCreate.OnConflict
+// documentation for more info.
+func (u *PostViewsSlotUpsertOne) Update(set func(*PostViewsSlotUpsert)) *PostViewsSlotUpsertOne {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(update *sql.UpdateSet) {
+		set(&PostViewsSlotUpsert{UpdateSet: update})
+	}))
+	return u
+}
+
+// SetN sets the "n" field.
+func (u *PostViewsSlotUpsertOne) SetN(v int64) *PostViewsSlotUpsertOne {
+	return u.Update(func(s *PostViewsSlotUpsert) {
+		s.SetN(v)
+	})
+}
+
+// AddN adds v to the "n" field.
+func (u *PostViewsSlotUpsertOne) AddN(v int64) *PostViewsSlotUpsertOne {
+	return u.Update(func(s *PostViewsSlotUpsert) {
+		s.AddN(v)
+	})
+}
+
+// UpdateN sets the "n" field to the value that was provided on create.
+func (u *PostViewsSlotUpsertOne) UpdateN() *PostViewsSlotUpsertOne {
+	return u.Update(func(s *PostViewsSlotUpsert) {
+		s.UpdateN()
+	})
+}
+
+// Exec executes the query.
+func (u *PostViewsSlotUpsertOne) Exec(ctx context.Context) error {
+	if len(u.create.conflict) == 0 {
+		return errors.New("ent: missing options for PostViewsSlotCreate.OnConflict")
+	}
+	return u.create.Exec(ctx)
+}
+
+// ExecX is like Exec, but panics if an error occurs.
+func (u *PostViewsSlotUpsertOne) ExecX(ctx context.Context) {
+	if err := u.create.Exec(ctx); err != nil {
+		panic(err)
+	}
+}
+
+// Exec executes the UPSERT query and returns the inserted/updated ID.
+func (u *PostViewsSlotUpsertOne) ID(ctx context.Context) (id int, err error) {
+	node, err := u.create.Save(ctx)
+	if err != nil {
+		return id, err
+	}
+	return node.ID, nil
+}
+
+// IDX is like ID, but panics if an error occurs.
+func (u *PostViewsSlotUpsertOne) IDX(ctx context.Context) int {
+	id, err := u.ID(ctx)
+	if err != nil {
+		panic(err)
+	}
+	return id
+}
+
 // PostViewsSlotCreateBulk is the builder for creating many PostViewsSlot entities in bulk.
 type PostViewsSlotCreateBulk struct {
 	config
 	err      error
 	builders []*PostViewsSlotCreate
+	conflict []sql.ConflictOption
 }
 
 // Save creates the PostViewsSlot entities in the database.
@@ -194,6 +367,7 @@ func (_c *PostViewsSlotCreateBulk) Save(ctx context.Context) ([]*PostViewsSlot, 
 					_, err = mutators[i+1].Mutate(root, _c.builders[i+1].mutation)
 				} else {
 					spec := &sqlgraph.BatchCreateSpec{Nodes: specs}
+					spec.OnConflict = _c.conflict
 					// Invoke the actual operation on the latest mutation in the chain.
 					if err = sqlgraph.BatchCreate(ctx, _c.driver, spec); err != nil {
 						if sqlgraph.IsConstraintError(err) {
@@ -244,6 +418,141 @@ func (_c *PostViewsSlotCreateBulk) Exec(ctx context.Context) error {
 // ExecX is like Exec, but panics if an error occurs.
 func (_c *PostViewsSlotCreateBulk) ExecX(ctx context.Context) {
 	if err := _c.Exec(ctx); err != nil {
+		panic(err)
+	}
+}
+
+// OnConflict allows configuring the `ON CONFLICT` / `ON DUPLICATE KEY` clause
+// of the `INSERT` statement. For example:
+//
+//	client.PostViewsSlot.CreateBulk(builders...).
+//		OnConflict(
+//			// Update the row with the new values
+//			// the was proposed for insertion.
+//			sql.ResolveWithNewValues(),
+//		).
+//		// Override some of the fields with custom
+//		// update values.
+//		Update(func(u *ent.PostViewsSlotUpsert) {
+//			SetPostID(v+v).
+//		}).
+//		Exec(ctx)
+func (_c *PostViewsSlotCreateBulk) OnConflict(opts ...sql.ConflictOption) *PostViewsSlotUpsertBulk {
+	_c.conflict = opts
+	return &PostViewsSlotUpsertBulk{
+		create: _c,
+	}
+}
+
+// OnConflictColumns calls `OnConflict` and configures the columns
+// as conflict target. Using this option is equivalent to using:
+//
+//	client.PostViewsSlot.Create().
+//		OnConflict(sql.ConflictColumns(columns...)).
+//		Exec(ctx)
+func (_c *PostViewsSlotCreateBulk) OnConflictColumns(columns ...string) *PostViewsSlotUpsertBulk {
+	_c.conflict = append(_c.conflict, sql.ConflictColumns(columns...))
+	return &PostViewsSlotUpsertBulk{
+		create: _c,
+	}
+}
+
+// PostViewsSlotUpsertBulk is the builder for "upsert"-ing
+// a bulk of PostViewsSlot nodes.
+type PostViewsSlotUpsertBulk struct {
+	create *PostViewsSlotCreateBulk
+}
+
+// UpdateNewValues updates the mutable fields using the new values that
+// were set on create. Using this option is equivalent to using:
+//
+//	client.PostViewsSlot.Create().
+//		OnConflict(
+//			sql.ResolveWithNewValues(),
+//		).
+//		Exec(ctx)
+func (u *PostViewsSlotUpsertBulk) UpdateNewValues() *PostViewsSlotUpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithNewValues())
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(s *sql.UpdateSet) {
+		for _, b := range u.create.builders {
+			if _, exists := b.mutation.PostID(); exists {
+				s.SetIgnore(postviewsslot.FieldPostID)
+			}
+			if _, exists := b.mutation.Slot(); exists {
+				s.SetIgnore(postviewsslot.FieldSlot)
+			}
+		}
+	}))
+	return u
+}
+
+// Ignore sets each column to itself in case of conflict.
+// Using this option is equivalent to using:
+//
+//	client.PostViewsSlot.Create().
+//		OnConflict(sql.ResolveWithIgnore()).
+//		Exec(ctx)
+func (u *PostViewsSlotUpsertBulk) Ignore() *PostViewsSlotUpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWithIgnore())
+	return u
+}
+
+// DoNothing configures the conflict_action to `DO NOTHING`.
+// Supported only by SQLite and PostgreSQL.
+func (u *PostViewsSlotUpsertBulk) DoNothing() *PostViewsSlotUpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.DoNothing())
+	return u
+}
+
+// Update allows overriding fields `UPDATE` values. See the PostViewsSlotCreateBulk.OnConflict
+// documentation for more info.
+func (u *PostViewsSlotUpsertBulk) Update(set func(*PostViewsSlotUpsert)) *PostViewsSlotUpsertBulk {
+	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(update *sql.UpdateSet) {
+		set(&PostViewsSlotUpsert{UpdateSet: update})
+	}))
+	return u
+}
+
+// SetN sets the "n" field.
+func (u *PostViewsSlotUpsertBulk) SetN(v int64) *PostViewsSlotUpsertBulk {
+	return u.Update(func(s *PostViewsSlotUpsert) {
+		s.SetN(v)
+	})
+}
+
+// AddN adds v to the "n" field.
+func (u *PostViewsSlotUpsertBulk) AddN(v int64) *PostViewsSlotUpsertBulk {
+	return u.Update(func(s *PostViewsSlotUpsert) {
+		s.AddN(v)
+	})
+}
+
+// UpdateN sets the "n" field to the value that was provided on create.
+func (u *PostViewsSlotUpsertBulk) UpdateN() *PostViewsSlotUpsertBulk {
+	return u.Update(func(s *PostViewsSlotUpsert) {
+		s.UpdateN()
+	})
+}
+
+// Exec executes the query.
+func (u *PostViewsSlotUpsertBulk) Exec(ctx context.Context) error {
+	if u.create.err != nil {
+		return u.create.err
+	}
+	for i, b := range u.create.builders {
+		if len(b.conflict) != 0 {
+			return fmt.Errorf("ent: OnConflict was set for builder %d. Set it on the PostViewsSlotCreateBulk instead", i)
+		}
+	}
+	if len(u.create.conflict) == 0 {
+		return errors.New("ent: missing options for PostViewsSlotCreateBulk.OnConflict")
+	}
+	return u.create.Exec(ctx)
+}
+
+// ExecX is like Exec, but panics if an error occurs.
+func (u *PostViewsSlotUpsertBulk) ExecX(ctx context.Context) {
+	if err := u.create.Exec(ctx); err != nil {
 		panic(err)
 	}
 }

@@ -28,6 +28,12 @@ type Tx struct {
 	PostLikesSlot *PostLikesSlotClient
 	// PostViewsSlot is the client for interacting with the PostViewsSlot builders.
 	PostViewsSlot *PostViewsSlotClient
+	// Tag is the client for interacting with the Tag builders.
+	Tag *TagClient
+	// TagHitsSlot is the client for interacting with the TagHitsSlot builders.
+	TagHitsSlot *TagHitsSlotClient
+	// TagUsesSlot is the client for interacting with the TagUsesSlot builders.
+	TagUsesSlot *TagUsesSlotClient
 
 	// lazily loaded.
 	client     *Client
@@ -167,6 +173,9 @@ func (tx *Tx) init() {
 	tx.Post = NewPostClient(tx.config)
 	tx.PostLikesSlot = NewPostLikesSlotClient(tx.config)
 	tx.PostViewsSlot = NewPostViewsSlotClient(tx.config)
+	tx.Tag = NewTagClient(tx.config)
+	tx.TagHitsSlot = NewTagHitsSlotClient(tx.config)
+	tx.TagUsesSlot = NewTagUsesSlotClient(tx.config)
 }
 
 // txDriver wraps the given dialect.Tx with a nop dialect.Driver implementation.

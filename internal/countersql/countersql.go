@@ -536,6 +536,25 @@ func (d Dialect) PickFreeSlot(w Writer, t Table, owner any, from int, below bool
 	q(w, " ORDER BY % LIMIT 1 FOR UPDATE SKIP LOCKED", SlotColumn)
 }
 
+// LockParentsForSet writes a query that locks the given parents, in key
+// order, waiting for other holders, so that assignments of a counter's
+// total (delete the slot rows, write the new total) run one after another.
+// It takes FOR NO KEY UPDATE on PostgreSQL, which increments (their foreign
+// key checks take FOR KEY SHARE) do not wait for. SQLite has one writer at
+// a time and needs no lock: callers check [Dialect.LocksRows].
+func (d Dialect) LockParentsForSet(w Writer, t Table, keys []any) {
+	q(w, "SELECT % FROM % WHERE %", t.ParentKey, t.Parent, t.ParentKey)
+	d.keyIn(w, keys)
+	if d.kind == mysql {
+		q(w, " ORDER BY % FOR UPDATE", t.ParentKey)
+		return
+	}
+	q(w, " ORDER BY % FOR NO KEY UPDATE", t.ParentKey)
+}
+
+// LocksRows reports whether the database takes row locks (not SQLite).
+func (d Dialect) LocksRows() bool { return d.kind != sqlite }
+
 // LockParents writes a query that locks the parents of owners that no other
 // transaction holds (FOR UPDATE SKIP LOCKED, MySQL 8 / MariaDB 10.6) and
 // returns their keys: the first step of a MySQL fold, so that it never waits.

@@ -6,9 +6,12 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"reflect"
+	"slices"
 	"strconv"
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
@@ -198,4 +201,33 @@ func Fold(ctx context.Context, tx Conn, d countersql.Dialect, t countersql.Table
 		}
 	}
 	return nil
+}
+
+// SortKeys returns keys in ascending order (integers by value, anything
+// else by text), so that slot rows are always locked in key order and two
+// multi-parent increments cannot deadlock.
+func SortKeys(keys []any) []any {
+	out := slices.Clone(keys)
+	slices.SortFunc(out, func(a, b any) int {
+		ia, aok := asInt(a)
+		ib, bok := asInt(b)
+		if aok && bok {
+			return cmp.Compare(ia, ib)
+		}
+		return cmp.Compare(KeyText(a), KeyText(b))
+	})
+	return out
+}
+
+func asInt(v any) (int64, bool) {
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return rv.Int(), true
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if u := rv.Uint(); u <= math.MaxInt64 {
+			return int64(u), true
+		}
+	}
+	return 0, false
 }

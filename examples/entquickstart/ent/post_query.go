@@ -434,6 +434,9 @@ func (_q *PostQuery) sqlQuery(ctx context.Context) *sql.Selector {
 	if _q.ctx.Unique != nil && *_q.ctx.Unique {
 		selector.Distinct()
 	}
+	if cols := entcounter.WithoutColumns(_q.HotCounter(), "Post", columns); len(cols) != len(columns) {
+		selector.Select(selector.Columns(cols...)...)
+	}
 	for _, p := range _q.predicates {
 		p(selector)
 	}

@@ -105,6 +105,42 @@ func (f PostViewsSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Valu
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.PostViewsSlotMutation", m)
 }
 
+// The TagFunc type is an adapter to allow the use of ordinary
+// function as Tag mutator.
+type TagFunc func(context.Context, *ent.TagMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f TagFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.TagMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.TagMutation", m)
+}
+
+// The TagHitsSlotFunc type is an adapter to allow the use of ordinary
+// function as TagHitsSlot mutator.
+type TagHitsSlotFunc func(context.Context, *ent.TagHitsSlotMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f TagHitsSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.TagHitsSlotMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.TagHitsSlotMutation", m)
+}
+
+// The TagUsesSlotFunc type is an adapter to allow the use of ordinary
+// function as TagUsesSlot mutator.
+type TagUsesSlotFunc func(context.Context, *ent.TagUsesSlotMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f TagUsesSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.TagUsesSlotMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.TagUsesSlotMutation", m)
+}
+
 // Condition is a hook condition function.
 type Condition func(context.Context, ent.Mutation) bool
 

@@ -184,6 +184,74 @@ var (
 			},
 		},
 	}
+	// TagsColumns holds the columns for the "tags" table.
+	TagsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "hits", Type: field.TypeInt64, Default: 0},
+		{Name: "name", Type: field.TypeString, Unique: true, Size: 100},
+	}
+	// TagsTable holds the schema information for the "tags" table.
+	TagsTable = &schema.Table{
+		Name:       "tags",
+		Columns:    TagsColumns,
+		PrimaryKey: []*schema.Column{TagsColumns[0]},
+	}
+	// TagHitsSlotsColumns holds the columns for the "tag_hits_slots" table.
+	TagHitsSlotsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "slot", Type: field.TypeInt16},
+		{Name: "n", Type: field.TypeInt64, Default: 0},
+		{Name: "tag_id", Type: field.TypeInt},
+	}
+	// TagHitsSlotsTable holds the schema information for the "tag_hits_slots" table.
+	TagHitsSlotsTable = &schema.Table{
+		Name:       "tag_hits_slots",
+		Columns:    TagHitsSlotsColumns,
+		PrimaryKey: []*schema.Column{TagHitsSlotsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "tag_hits_slots_tags_tag",
+				Columns:    []*schema.Column{TagHitsSlotsColumns[3]},
+				RefColumns: []*schema.Column{TagsColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "taghitsslot_tag_id_slot",
+				Unique:  true,
+				Columns: []*schema.Column{TagHitsSlotsColumns[3], TagHitsSlotsColumns[1]},
+			},
+		},
+	}
+	// TagUsesSlotsColumns holds the columns for the "tag_uses_slots" table.
+	TagUsesSlotsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "slot", Type: field.TypeInt16},
+		{Name: "n", Type: field.TypeInt64, Default: 0},
+		{Name: "tag_id", Type: field.TypeInt},
+	}
+	// TagUsesSlotsTable holds the schema information for the "tag_uses_slots" table.
+	TagUsesSlotsTable = &schema.Table{
+		Name:       "tag_uses_slots",
+		Columns:    TagUsesSlotsColumns,
+		PrimaryKey: []*schema.Column{TagUsesSlotsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "tag_uses_slots_tags_tag",
+				Columns:    []*schema.Column{TagUsesSlotsColumns[3]},
+				RefColumns: []*schema.Column{TagsColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "tagusesslot_tag_id_slot",
+				Unique:  true,
+				Columns: []*schema.Column{TagUsesSlotsColumns[3], TagUsesSlotsColumns[1]},
+			},
+		},
+	}
 	// Tables holds all the tables in the schema.
 	Tables = []*schema.Table{
 		AuthorsTable,
@@ -194,6 +262,9 @@ var (
 		PostsTable,
 		PostLikesSlotsTable,
 		PostViewsSlotsTable,
+		TagsTable,
+		TagHitsSlotsTable,
+		TagUsesSlotsTable,
 	}
 )
 
@@ -215,5 +286,13 @@ func init() {
 	PostViewsSlotsTable.ForeignKeys[0].RefTable = PostsTable
 	PostViewsSlotsTable.Annotation = &entsql.Annotation{
 		Table: "post_views_slots",
+	}
+	TagHitsSlotsTable.ForeignKeys[0].RefTable = TagsTable
+	TagHitsSlotsTable.Annotation = &entsql.Annotation{
+		Table: "tag_hits_slots",
+	}
+	TagUsesSlotsTable.ForeignKeys[0].RefTable = TagsTable
+	TagUsesSlotsTable.Annotation = &entsql.Annotation{
+		Table: "tag_uses_slots",
 	}
 }

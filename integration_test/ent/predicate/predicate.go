@@ -29,3 +29,12 @@ type PostLikesSlot func(*sql.Selector)
 
 // PostViewsSlot is the predicate function for postviewsslot builders.
 type PostViewsSlot func(*sql.Selector)
+
+// Tag is the predicate function for tag builders.
+type Tag func(*sql.Selector)
+
+// TagHitsSlot is the predicate function for taghitsslot builders.
+type TagHitsSlot func(*sql.Selector)
+
+// TagUsesSlot is the predicate function for tagusesslot builders.
+type TagUsesSlot func(*sql.Selector)

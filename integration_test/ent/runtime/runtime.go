@@ -12,6 +12,9 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/postlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postviewsslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/schema"
+	"github.com/hotcounter/hotcounter/integration_test/ent/tag"
+	"github.com/hotcounter/hotcounter/integration_test/ent/taghitsslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/tagusesslot"
 )
 
 // The init function reads all schema descriptors with runtime code
@@ -113,6 +116,47 @@ func init() {
 	postviewsslotDescN := postviewsslotMixinFields0[2].Descriptor()
 	// postviewsslot.DefaultN holds the default value on creation for the n field.
 	postviewsslot.DefaultN = postviewsslotDescN.Default.(int64)
+	tagMixin := schema.Tag{}.Mixin()
+	tagMixinHooks0 := tagMixin[0].Hooks()
+	tagMixinHooks1 := tagMixin[1].Hooks()
+	tag.Hooks[0] = tagMixinHooks0[0]
+	tag.Hooks[1] = tagMixinHooks1[0]
+	tagMixinFields0 := tagMixin[0].Fields()
+	_ = tagMixinFields0
+	tagMixinFields1 := tagMixin[1].Fields()
+	_ = tagMixinFields1
+	tagFields := schema.Tag{}.Fields()
+	_ = tagFields
+	// tagDescUses is the schema descriptor for uses field.
+	tagDescUses := tagMixinFields0[0].Descriptor()
+	// tag.DefaultUses holds the default value on creation for the uses field.
+	tag.DefaultUses = tagDescUses.Default.(int64)
+	// tagDescHits is the schema descriptor for hits field.
+	tagDescHits := tagMixinFields1[0].Descriptor()
+	// tag.DefaultHits holds the default value on creation for the hits field.
+	tag.DefaultHits = tagDescHits.Default.(int64)
+	// tagDescName is the schema descriptor for name field.
+	tagDescName := tagFields[0].Descriptor()
+	// tag.NameValidator is a validator for the "name" field. It is called by the builders before save.
+	tag.NameValidator = tagDescName.Validators[0].(func(string) error)
+	taghitsslotMixin := schema.TagHitsSlot{}.Mixin()
+	taghitsslotMixinFields0 := taghitsslotMixin[0].Fields()
+	_ = taghitsslotMixinFields0
+	taghitsslotFields := schema.TagHitsSlot{}.Fields()
+	_ = taghitsslotFields
+	// taghitsslotDescN is the schema descriptor for n field.
+	taghitsslotDescN := taghitsslotMixinFields0[2].Descriptor()
+	// taghitsslot.DefaultN holds the default value on creation for the n field.
+	taghitsslot.DefaultN = taghitsslotDescN.Default.(int64)
+	tagusesslotMixin := schema.TagUsesSlot{}.Mixin()
+	tagusesslotMixinFields0 := tagusesslotMixin[0].Fields()
+	_ = tagusesslotMixinFields0
+	tagusesslotFields := schema.TagUsesSlot{}.Fields()
+	_ = tagusesslotFields
+	// tagusesslotDescN is the schema descriptor for n field.
+	tagusesslotDescN := tagusesslotMixinFields0[2].Descriptor()
+	// tagusesslot.DefaultN holds the default value on creation for the n field.
+	tagusesslot.DefaultN = tagusesslotDescN.Default.(int64)
 }
 
 const (

@@ -1,0 +1,137 @@
+package integration_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/hotcounter/hotcounter/entcounter"
+	"github.com/hotcounter/hotcounter/integration_test/ent"
+	"github.com/hotcounter/hotcounter/integration_test/ent/post"
+	"github.com/hotcounter/hotcounter/integration_test/ent/tag"
+)
+
+// An UpdateOne with predicates writes the counter only if the row matches
+// them, as ent writes other fields; else NotFound.
+func TestEntUpdateOneHonoursPredicates(t *testing.T) {
+	eachEnt(t, func(t *testing.T, e *entEnv) {
+		ctx := context.Background()
+		c := e.client
+		p := c.Post.Create().SetTitle("draft").SaveX(ctx)
+		err := c.Post.UpdateOneID(p.ID).Where(post.TitleEQ("published")).AddLikes(1).AddViews(1).Exec(ctx)
+		if !ent.IsNotFound(err) {
+			t.Fatalf("increment of a row that does not match: %v, want NotFound", err)
+		}
+		c.Post.UpdateOneID(p.ID).Where(post.TitleEQ("draft")).AddLikes(2).AddViews(3).ExecX(ctx)
+		if got := c.Post.GetX(entcounter.WithLive(ctx), p.ID); got.Likes != 2 || got.Views != 3 {
+			t.Fatalf("likes=%d views=%d, want 2 and 3 (only the matching update)", got.Likes, got.Views)
+		}
+	})
+}
+
+// Concurrent assignments of the total end at the value assigned, never at
+// a sum of them.
+func TestEntConcurrentSetsDoNotAddUp(t *testing.T) {
+	eachEnt(t, func(t *testing.T, e *entEnv) {
+		ctx := context.Background()
+		c := e.client
+		for round := 0; round < 10; round++ {
+			p := c.Post.Create().SetTitle("set").SaveX(ctx)
+			var wg sync.WaitGroup
+			for w := 0; w < 4; w++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if err := c.Post.UpdateOneID(p.ID).SetLikes(10).SetViews(20).Exec(ctx); err != nil {
+						t.Errorf("set: %v", err)
+					}
+				}()
+			}
+			wg.Wait()
+			if got := c.Post.GetX(entcounter.WithLive(ctx), p.ID); got.Likes != 10 || got.Views != 20 {
+				t.Fatalf("round %d: likes=%d views=%d after four SetLikes(10).SetViews(20), want 10 and 20", round, got.Likes, got.Views)
+			}
+		}
+	})
+}
+
+// Upserts: a create-time counter value sets the total (it does not add on
+// every conflict), and the default 0 never resets a rollup column.
+func TestEntUpserts(t *testing.T) {
+	eachEnt(t, func(t *testing.T, e *entEnv) {
+		ctx := context.Background()
+		c := e.client
+		upsert := func(name string, uses int64) {
+			t.Helper()
+			c.Tag.Create().SetName(name).SetUses(uses).OnConflictColumns(tag.FieldName).UpdateNewValues().ExecX(ctx)
+		}
+		for i := 0; i < 3; i++ {
+			upsert("go", 5)
+		}
+		g := c.Tag.Query().Where(tag.NameEQ("go")).OnlyX(ctx)
+		if g.Uses != 5 {
+			t.Fatalf("three upserts with SetUses(5): uses=%d, want 5", g.Uses)
+		}
+		c.Tag.UpdateOneID(g.ID).AddUses(1).AddHits(7).ExecX(ctx)
+		must(t, entcounter.RollupPass(ctx, c))
+		// An upsert that names no counter leaves both alone.
+		c.Tag.Create().SetName("go").OnConflictColumns(tag.FieldName).UpdateNewValues().ExecX(ctx)
+		c.Tag.CreateBulk(c.Tag.Create().SetName("go"), c.Tag.Create().SetName("rust")).
+			OnConflictColumns(tag.FieldName).UpdateNewValues().ExecX(ctx)
+		g = c.Tag.Query().Where(tag.NameEQ("go")).OnlyX(entcounter.WithLive(ctx))
+		if g.Uses != 6 || g.Hits != 7 {
+			t.Fatalf("after upserts without counters: uses=%d hits=%d, want 6 and 7", g.Uses, g.Hits)
+		}
+	})
+}
+
+// The entity Save returns shows the counter as a load would.
+func TestEntSaveReturnsCounters(t *testing.T) {
+	eachEnt(t, func(t *testing.T, e *entEnv) {
+		ctx := context.Background()
+		c := e.client
+		p := c.Post.Create().SetTitle("s").SetLikes(5).SetViews(7).SaveX(ctx)
+		if p.Likes != 5 || p.Views != 7 {
+			t.Fatalf("Create.Save returned likes=%d views=%d, want 5 and 7", p.Likes, p.Views)
+		}
+		bulk := c.Post.CreateBulk(c.Post.Create().SetTitle("b").SetLikes(3)).SaveX(ctx)
+		if bulk[0].Likes != 3 {
+			t.Fatalf("CreateBulk.Save returned likes=%d, want 3", bulk[0].Likes)
+		}
+		if p = c.Post.UpdateOneID(p.ID).AddLikes(1).SaveX(ctx); p.Likes != 6 {
+			t.Fatalf("AddLikes(1).Save returned likes=%d, want 6", p.Likes)
+		}
+		if p = c.Post.UpdateOneID(p.ID).SetViews(50).SaveX(ctx); p.Views != 50 {
+			t.Fatalf("SetViews(50).Save returned views=%d, want 50", p.Views)
+		}
+		if p = c.Post.UpdateOneID(p.ID).AddViews(1).SaveX(ctx); p.Views != 50 {
+			t.Fatalf("AddViews(1).Save returned views=%d, want the cached 50 (as a plain load shows)", p.Views)
+		}
+	})
+}
+
+// Paths that select without ent's query spec (Select().Scan) leave sum
+// counters out; transactions are recognised behind client.Debug().
+func TestEntSelectScanAndDebug(t *testing.T) {
+	eachEnt(t, func(t *testing.T, e *entEnv) {
+		ctx := context.Background()
+		c := e.client
+		c.Post.Create().SetTitle("scan").SetLikes(2).ExecX(ctx)
+		var rows []struct {
+			ID       int    `json:"id"`
+			Title    string `json:"title"`
+			Views    int64  `json:"views"`
+			AuthorID *int   `json:"author_id"`
+		}
+		c.Post.Query().Select().ScanX(ctx, &rows)
+		if len(rows) != 1 || rows[0].Title != "scan" {
+			t.Fatalf("Select().Scan = %+v", rows)
+		}
+		tx, err := c.Tx(ctx)
+		must(t, err)
+		defer tx.Rollback()
+		if err := entcounter.RollupPass(ctx, tx.Client().Debug()); err == nil {
+			t.Fatal("RollupPass accepted a transaction's client behind Debug()")
+		}
+	})
+}

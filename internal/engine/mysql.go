@@ -1,0 +1,356 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/hotcounter/hotcounter/internal/countersql"
+	"github.com/hotcounter/hotcounter/internal/retry"
+)
+
+// The MySQL/MariaDB paths run several statements where PostgreSQL and SQLite
+// run one (see the countersql functions they call for why). Each runs in the
+// caller's transaction, or in one of its own that is retried on deadlock.
+
+// Session is a Conn that knows whether it is a caller's transaction and can
+// open transactions of its own.
+type Session interface {
+	Conn
+	// InTx reports whether statements run in a transaction the caller owns.
+	InTx() bool
+	// Begin runs fn in a new transaction, at READ COMMITTED if asked, and
+	// commits it when fn returns nil (rolls it back otherwise).
+	Begin(ctx context.Context, readCommitted bool, fn func(tx Session) error) error
+	// ParentGone reports a foreign key failure of an inserted slot row: its
+	// parent does not exist (as the ORM reports it).
+	ParentGone(err error) bool
+}
+
+// OwnAttempts bounds the attempts of a transaction hotcounter owns.
+// Deadlocks come from first inserts of a slot row (slots not pre-created):
+// once the row exists the next attempt updates it, so a few attempts settle
+// even a burst of 64 writers on a fresh parent.
+const OwnAttempts = 12
+
+// OwnTransaction runs fn in s's transaction if it has one, else in a new
+// transaction that is retried while it fails with a deadlock or lock timeout.
+func OwnTransaction(ctx context.Context, s Session, fn func(tx Session) error) error {
+	if s.InTx() {
+		return fn(s)
+	}
+	return retry.Do(ctx, OwnAttempts, func() error { return s.Begin(ctx, false, fn) })
+}
+
+// ownStatement runs fn, which sends one statement, once in s's transaction
+// if it has one, else retried while it fails with a deadlock or lock wait
+// timeout: an autocommit statement that failed changed nothing.
+func ownStatement(ctx context.Context, s Session, fn func() error) error {
+	if s.InTx() {
+		return fn()
+	}
+	return retry.Do(ctx, OwnAttempts, fn)
+}
+
+// MySQLIncrement describes one increment on MySQL/MariaDB.
+type MySQLIncrement struct {
+	Table countersql.Table
+	// Key is the one parent to increment, when nothing but its primary key
+	// selects it; else Cond selects the parents (read without locks).
+	Key  any
+	Cond func(countersql.Writer)
+	// Keys, when not nil, are the parents (Key and Cond are then unused).
+	Keys      []any
+	Slot      int
+	Delta     int64
+	Precreate bool // the counter's slot rows are created with the parent
+}
+
+func (in MySQLIncrement) single() bool { return in.Keys == nil && in.Cond == nil }
+
+// IncrementMySQL adds delta to slot `slot` of every parent the increment
+// targets, and returns how many parents that was.
+//
+// An increment updates its slot row with an exact-match UPDATE, which locks
+// that row only and never the parent. When the row is missing it must be
+// inserted, and the insert's foreign key check takes a shared lock on the
+// parent; so rows are inserted only when an UPDATE found none. An UPDATE
+// that finds no row locks the gap where the row would go, and an INSERT
+// after it deadlocks with every other writer doing the same (MySQL bug
+// 52020). So the UPDATE either runs alone in autocommit, whose locks end
+// with it, or inside a savepoint that is rolled back before the INSERT (on
+// MariaDB that releases the gap lock; MySQL 8 is untested).
+//
+// Pre-created slot rows (the default for sum counters) always exist, so an
+// increment of one parent named only by its primary key is one UPDATE, with
+// no read of the parent.
+func IncrementMySQL(ctx context.Context, s Session, d countersql.Dialect, in MySQLIncrement) (int64, error) {
+	t, slot, delta := in.Table, in.Slot, in.Delta
+	keys := in.Keys
+	if in.single() {
+		keys = []any{in.Key}
+	}
+	if len(keys) == 1 && in.Cond == nil && delta != 0 && (!s.InTx() || in.Precreate) {
+		// Alone in autocommit, a statement that failed changed nothing: it is
+		// retried. A fold can deadlock with it where the slot table's unique
+		// key is a secondary index (ent's layout, beside its surrogate id):
+		// the UPDATE locks the index entry and then the row, the fold the
+		// row and then, deleting it, the index entry.
+		var n int64
+		err := ownStatement(ctx, s, func() (err error) {
+			n, err = s.Exec(ctx, func(w countersql.Writer) { d.IncrementKeys(w, t, keys, slot, delta) })
+			return err
+		})
+		if err != nil || n == 1 {
+			return n, err
+		}
+		if !s.InTx() {
+			// The UPDATE has committed, gap lock and all: insert the row.
+			err := ownStatement(ctx, s, func() (err error) {
+				n, err = upsertSlots(ctx, s, d, t, keys, slot, delta)
+				return err
+			})
+			return n, err
+		}
+	}
+	var n int64
+	err := OwnTransaction(ctx, s, func(tx Session) error {
+		n = 0
+		keys := keys
+		if keys == nil {
+			var err error
+			if keys, err = QueryKeys(ctx, tx, func(w countersql.Writer) { d.SelectKeys(w, t, in.Cond) }); err != nil {
+				return err
+			}
+		} else {
+			keys = SortKeys(keys)
+		}
+		if delta == 0 {
+			n = int64(len(keys))
+			return nil
+		}
+		chunks := func() error {
+			for start := 0; start < len(keys); start += FillChunk {
+				done, err := updateSlots(ctx, tx, d, t, keys[start:min(start+FillChunk, len(keys))], slot, delta)
+				if err != nil {
+					return err
+				}
+				n += done
+			}
+			return nil
+		}
+		if len(keys) <= FillChunk || !s.InTx() {
+			return chunks()
+		}
+		// Several statements in the caller's transaction: all or none.
+		return inSavepoint(ctx, tx, "hc_increment_all", chunks)
+	})
+	return n, err
+}
+
+// IncrementFreeSlotMySQL is the skip-locked increment of one parent on
+// MySQL and MariaDB: in one transaction it locks the first slot row of the
+// parent from a random start, wrapping around, that no other transaction
+// holds, and updates it. When every row is held, or there is none, it
+// increments slot `slot` as IncrementMySQL does. A transaction of its own
+// runs at READ COMMITTED, where locking reads take no gap locks.
+func IncrementFreeSlotMySQL(ctx context.Context, s Session, d countersql.Dialect, in MySQLIncrement) (int64, error) {
+	if !in.single() {
+		// A condition decides whether the parent counts: take the path that
+		// reads it.
+		return IncrementMySQL(ctx, s, d, in)
+	}
+	t, key := in.Table, in.Key
+	var n int64
+	pick := func(tx Session) (int, bool, error) {
+		for _, below := range []bool{false, true} {
+			keys, err := QueryKeys(ctx, tx, func(w countersql.Writer) { d.PickFreeSlot(w, t, key, in.Slot, below) })
+			if err != nil {
+				return 0, false, err
+			}
+			if len(keys) > 0 {
+				free, err := strconv.Atoi(fmt.Sprint(keys[0]))
+				return free, err == nil, err
+			}
+		}
+		return 0, false, nil
+	}
+	run := func(tx Session) error {
+		free, found, err := pick(tx)
+		if err != nil {
+			return err
+		}
+		if found {
+			done, err := tx.Exec(ctx, func(w countersql.Writer) { d.IncrementKeys(w, t, []any{key}, free, in.Delta) })
+			if err != nil || done == 1 {
+				n = done
+				return err
+			}
+		}
+		n, err = IncrementMySQL(ctx, tx, d, in)
+		return err
+	}
+	if s.InTx() {
+		return n, run(s)
+	}
+	err := retry.Do(ctx, OwnAttempts, func() error { return s.Begin(ctx, true, run) })
+	return n, err
+}
+
+// inSavepoint runs fn after a savepoint and rolls back to it if fn fails,
+// so that a failure leaves the caller's transaction as it was.
+func inSavepoint(ctx context.Context, tx Session, name string, fn func() error) error {
+	if err := savepoint(ctx, tx, "SAVEPOINT ", name); err != nil {
+		return err
+	}
+	if err := fn(); err != nil {
+		return errors.Join(err, savepoint(ctx, tx, "ROLLBACK TO SAVEPOINT ", name))
+	}
+	return nil
+}
+
+func savepoint(ctx context.Context, tx Session, verb, name string) error {
+	_, err := tx.Exec(ctx, func(w countersql.Writer) { w.WriteString(verb); w.Ident(name) })
+	return err
+}
+
+// updateSlots adds delta to the slot rows of keys with one exact-match
+// UPDATE inside a savepoint. If some rows are missing, which ones cannot be
+// read back safely (a plain SELECT reads the transaction's snapshot, which
+// may still show a row a rollup has since deleted), so the UPDATE is rolled
+// back to the savepoint, releasing the gap locks it took, and the keys are
+// upserted instead.
+func updateSlots(ctx context.Context, tx Session, d countersql.Dialect, t countersql.Table, keys []any, slot int, delta int64) (int64, error) {
+	const sp = "hc_increment"
+	if err := savepoint(ctx, tx, "SAVEPOINT ", sp); err != nil {
+		return 0, err
+	}
+	n, err := tx.Exec(ctx, func(w countersql.Writer) { d.IncrementKeys(w, t, keys, slot, delta) })
+	if err != nil || n == int64(len(keys)) {
+		return n, err
+	}
+	if err := savepoint(ctx, tx, "ROLLBACK TO SAVEPOINT ", sp); err != nil {
+		return 0, err
+	}
+	return upsertSlots(ctx, tx, d, t, keys, slot, delta)
+}
+
+// upsertSlots adds delta to slot `slot` of keys (sorted), inserting the rows
+// that are missing, in one statement. A parent deleted since its key was
+// read fails the foreign key check (1452); the keys are then upserted one by
+// one and the gone ones skipped, as an UPDATE would skip them.
+func upsertSlots(ctx context.Context, s Session, d countersql.Dialect, t countersql.Table, keys []any, slot int, delta int64) (int64, error) {
+	upsert := func(keys []any) error {
+		_, err := s.Exec(ctx, func(w countersql.Writer) { d.InsertSlots(w, t, keys, slot, delta) })
+		return err
+	}
+	gone := func(err error) bool { return mysqlParentGone(err) || s.ParentGone(err) }
+	err := upsert(keys)
+	if !gone(err) {
+		if err != nil {
+			return 0, err
+		}
+		return int64(len(keys)), nil
+	}
+	var n int64
+	for _, k := range keys {
+		switch err := upsert([]any{k}); {
+		case gone(err):
+		case err != nil:
+			return n, err
+		default:
+			n++
+		}
+	}
+	return n, nil
+}
+
+// mysqlParentGone reports the driver's foreign key failure of an insert:
+// the referenced row does not exist.
+func mysqlParentGone(err error) bool {
+	var my *mysql.MySQLError
+	return errors.As(err, &my) && my.Number == 1452 // ER_NO_REFERENCED_ROW_2
+}
+
+// FoldMySQL folds the pending slots of owners into their parents' column:
+// it locks the parents and then their slot rows that no one else holds
+// (SKIP LOCKED, so the fold never waits), adds the slot values to the
+// columns, and deletes the slot rows it added. What it skips stays pending.
+func FoldMySQL(ctx context.Context, tx Conn, d countersql.Dialect, t countersql.Table, owners []any) error {
+	parents, err := QueryKeys(ctx, tx, func(w countersql.Writer) { d.LockParents(w, t, owners) })
+	if err != nil || len(parents) == 0 {
+		return err
+	}
+	rows, err := tx.Query(ctx, func(w countersql.Writer) { d.LockSlots(w, t, parents) })
+	if err != nil {
+		return err
+	}
+	var (
+		slotOwners []any
+		slots      []int64
+		keys       []any
+		amounts    []int64
+		index      = map[string]int{}
+	)
+	for rows.Next() {
+		var owner any
+		var slot, n int64
+		if err := rows.Scan(&owner, &slot, &n); err != nil {
+			rows.Close()
+			return err
+		}
+		owner = NormalizeKey(owner)
+		slotOwners, slots = append(slotOwners, owner), append(slots, slot)
+		k := fmt.Sprint(owner)
+		i, seen := index[k]
+		if !seen {
+			i = len(keys)
+			index[k] = i
+			keys, amounts = append(keys, owner), append(amounts, 0)
+		}
+		amounts[i] += n
+	}
+	if err := rows.Close(); err != nil {
+		return err
+	}
+	if err := rows.Err(); err != nil || len(slotOwners) == 0 {
+		return err
+	}
+	if _, err := tx.Exec(ctx, func(w countersql.Writer) { d.AddToColumns(w, t, keys, amounts) }); err != nil {
+		return err
+	}
+	// Two placeholders a row: chunks stay far below MySQL's 65,535.
+	for start := 0; start < len(slotOwners); start += deleteChunk {
+		end := min(start+deleteChunk, len(slotOwners))
+		if _, err := tx.Exec(ctx, func(w countersql.Writer) {
+			d.DeleteSlots(w, t, slotOwners[start:end], slots[start:end])
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deleteChunk bounds the slot rows of one DELETE of a fold.
+const deleteChunk = 10000
+
+// QueryKeys runs a query written by countersql whose rows are one key each.
+func QueryKeys(ctx context.Context, c Conn, build func(countersql.Writer)) ([]any, error) {
+	rows, err := c.Query(ctx, build)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var keys []any
+	for rows.Next() {
+		var k any
+		if err := rows.Scan(&k); err != nil {
+			return nil, err
+		}
+		keys = append(keys, NormalizeKey(k))
+	}
+	return keys, rows.Err()
+}
