@@ -81,6 +81,14 @@ func counterHook(field string, ann Annotation) ent.Hook {
 					// changes: the predicates are ours to check.
 					return nil, m.HotCounterNotFound()
 				}
+				if one && !hasSet && !cleared && !d.Rollup && dl.ReturnsTotals() {
+					// One statement increments and reads the new total back.
+					total, err := w.incrementReturningTotal(ctx, keys[0], add)
+					if err == nil {
+						err = setNodeField(res, d.StructField, total)
+					}
+					return res, err
+				}
 				n, err := w.update(ctx, keys, hasSet || cleared, set+add)
 				if err != nil {
 					return res, err
@@ -125,6 +133,37 @@ func (w *write) create(ctx context.Context, m mutation, next ent.Mutator, v int6
 		err = setNodeField(res, w.d.StructField, v)
 	}
 	return res, err
+}
+
+// incrementReturningTotal adds delta to a random slot of one parent and
+// returns the counter's new total, in one statement (PostgreSQL).
+func (w *write) incrementReturningTotal(ctx context.Context, key any, delta int64) (int64, error) {
+	t, slot := w.d.table(), rand.IntN(w.d.Slots)
+	s := newSession(w.r)
+	var total int64
+	once := func() error {
+		rows, err := s.Query(ctx, func(x countersql.Writer) {
+			w.dl.IncrementReturningTotals(x, t, slot, delta, w.dl.KeyIn(t, []any{key}))
+		})
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var k string
+			if err := rows.Scan(&k, &total); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	}
+	var err error
+	if s.InTx() {
+		err = once()
+	} else {
+		err = retry.Do(ctx, engine.OwnAttempts, once)
+	}
+	return total, w.wrap(err)
 }
 
 // refresh makes the entity an UpdateOne returns show the counter as a load

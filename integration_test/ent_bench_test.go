@@ -10,19 +10,24 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 )
 
-// openEntBench opens ent on a fresh PostgreSQL schema for a benchmark.
-func openEntBench(b *testing.B) *entEnv {
+// openEntBench opens ent on a fresh database of the given kind for a
+// benchmark.
+func openEntBench(b *testing.B, kind dbKind) *entEnv {
 	b.Helper()
-	e := openEnt(b, pg, true)
-	return e
+	return openEnt(b, kind, true)
 }
 
 // BenchmarkEntIncrementOneRow: 32 writers on one row, as ent users write it:
 // the naive AddLikes of a plain column (UpdateOne: the UPDATE and its
 // re-read in one transaction) against entcounter's AddLikes (16 slots, sum)
 // and AddViews (64 slots, rollup).
-func BenchmarkEntIncrementOneRow(b *testing.B) {
-	e := openEntBench(b)
+func BenchmarkEntIncrementOneRow(b *testing.B) { benchEntIncrementOneRow(b, pg) }
+
+// BenchmarkEntIncrementOneRowMariaDB: the same on MariaDB.
+func BenchmarkEntIncrementOneRowMariaDB(b *testing.B) { benchEntIncrementOneRow(b, my) }
+
+func benchEntIncrementOneRow(b *testing.B, kind dbKind) {
+	e := openEntBench(b, kind)
 	ctx := context.Background()
 	c := e.client
 	naive := c.NaivePost.Create().SaveX(ctx)
@@ -52,7 +57,7 @@ func BenchmarkEntIncrementOneRow(b *testing.B) {
 // counters not selected) and with likes filled; "hot" posts have all 16
 // slot rows in use.
 func BenchmarkEntLoad(b *testing.B) {
-	e := openEntBench(b)
+	e := openEntBench(b, pg)
 	ctx := context.Background()
 	c := e.client
 	builders := make([]*ent.PostCreate, 200)

@@ -266,6 +266,30 @@ func (d Dialect) IncrementWhere(w Writer, t Table, slot int, delta int64, cond f
 		t.Parent, t.ParentKey, t.Owner, SlotColumn, ValueColumn, t.Slots, ValueColumn, ValueColumn)
 }
 
+// ReturnsTotals reports whether [Dialect.IncrementReturningTotals] is
+// available (PostgreSQL).
+func (d Dialect) ReturnsTotals() bool { return d.kind == postgres }
+
+// IncrementReturningTotals writes IncrementWhere's upsert wrapped so that
+// it also returns, for every parent it incremented, the parent key as text
+// and the counter's new total (PostgreSQL only):
+//
+//	WITH up AS (<the upsert> RETURNING owner, slot, n)
+//	SELECT CAST(up.owner AS TEXT), up.n + COALESCE((SELECT SUM(n) FROM slots
+//	    WHERE owner = up.owner AND slot <> up.slot), 0) FROM up
+//
+// The other slots are read as of the statement's start, so the total is
+// what a load right after it would read, save for increments that commit
+// in between. It saves the read that would otherwise follow.
+func (d Dialect) IncrementReturningTotals(w Writer, t Table, slot int, delta int64, cond func(Writer)) {
+	const up, other = "hc_up", "hc_other"
+	q(w, "WITH % AS (", up)
+	d.IncrementWhere(w, t, slot, delta, cond)
+	q(w, " RETURNING %.%, %.%, %.%) SELECT CAST(%.% AS TEXT), %.% + COALESCE((SELECT SUM(%.%) FROM % AS % WHERE %.% = %.% AND %.% <> %.%), 0) FROM %",
+		t.Slots, t.Owner, t.Slots, SlotColumn, t.Slots, ValueColumn,
+		up, t.Owner, up, ValueColumn, other, ValueColumn, t.Slots, other, other, t.Owner, up, t.Owner, other, SlotColumn, up, SlotColumn, up)
+}
+
 // SkipLocked reports whether the database can choose a slot row that no
 // other transaction holds (FOR UPDATE SKIP LOCKED): PostgreSQL, and MySQL 8
 // and MariaDB 10.6+ (see [Dialect.PickFreeSlot]).
