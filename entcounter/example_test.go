@@ -1,0 +1,58 @@
+package entcounter_test
+
+import (
+	"context"
+	"log"
+	"time"
+
+	"entgo.io/ent"
+
+	"github.com/hotcounter/hotcounter/entcounter"
+)
+
+// Post is an ent schema with two counters.
+type Post struct{ ent.Schema }
+
+// Mixin declares the counters: likes (16 slots, summed on every load, no
+// column) and views (64 slots, a cached column that rollup passes fold).
+func (Post) Mixin() []ent.Mixin {
+	return []ent.Mixin{
+		entcounter.Counter("likes"),
+		entcounter.Counter("views", entcounter.Slots(64), entcounter.Rollup()),
+	}
+}
+
+// PostLikesSlot is the slot table of Post.likes: one line per counter.
+type PostLikesSlot struct{ ent.Schema }
+
+// Mixin makes it post_likes_slots.
+func (PostLikesSlot) Mixin() []ent.Mixin {
+	return []ent.Mixin{entcounter.SlotsOf(Post.Type, "likes")}
+}
+
+// Declaring counters in a schema package. examples/entquickstart is the
+// whole program: schema, generation, increments, loads, rollup.
+func ExampleCounter() {
+	for _, m := range (Post{}).Mixin() {
+		for _, f := range m.Fields() {
+			log.Println(f.Descriptor().Name)
+		}
+	}
+}
+
+// Keeping rollup columns fresh: client is the generated *ent.Client (any
+// value with the generated HotCounter method).
+func ExampleRollupLoop() {
+	var client entcounter.Source // ent.NewClient(...) in a real program
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	go func() {
+		_ = entcounter.RollupLoop(ctx, client, time.Second, func(err error) { log.Printf("rollup: %v", err) })
+	}()
+}
+
+// Reading rollup counters exactly for one load.
+func ExampleWithLive() {
+	ctx := entcounter.WithLive(context.Background())
+	_ = ctx // client.Post.Get(ctx, id): Views is column + pending slots
+}
