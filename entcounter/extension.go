@@ -128,7 +128,7 @@ func defsOf(g *gen.Graph) ([]Def, error) {
 			d := Def{
 				Type: n.Name, Field: f.Name, StructField: f.StructField(), Table: n.Table(), Key: n.ID.StorageKey(),
 				SlotTable: prefix + "_" + f.Name + "_slots", Owner: prefix + "_id",
-				Slots: a.Slots, Rollup: a.Rollup, Precreate: a.Precreate,
+				Slots: a.Slots, Rollup: a.Rollup, Precreate: a.Precreate, SkipLocked: a.SkipLocked,
 			}
 			var slot *gen.Type
 			for _, s := range g.Nodes {

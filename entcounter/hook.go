@@ -81,6 +81,12 @@ func counterHook(field string, ann Annotation) ent.Hook {
 					// changes: the predicates are ours to check.
 					return nil, m.HotCounterNotFound()
 				}
+				if one && !hasSet && !cleared && d.SkipLocked && dl.SkipLocked() {
+					if err := w.incrementFreeSlot(ctx, keys[0], add); err != nil {
+						return res, err
+					}
+					return res, w.refresh(ctx, res, keys[0], false, add)
+				}
 				if one && !hasSet && !cleared && !d.Rollup && dl.ReturnsTotals() {
 					// One statement increments and reads the new total back.
 					total, err := w.incrementReturningTotal(ctx, keys[0], add)
@@ -133,6 +139,28 @@ func (w *write) create(ctx context.Context, m mutation, next ent.Mutator, v int6
 		err = setNodeField(res, w.d.StructField, v)
 	}
 	return res, err
+}
+
+// incrementFreeSlot adds delta to a slot row of one parent that no other
+// transaction holds (see SkipLocked).
+func (w *write) incrementFreeSlot(ctx context.Context, key any, delta int64) error {
+	t, slot := w.d.table(), rand.IntN(w.d.Slots)
+	s := newSession(w.r)
+	if w.dl.MySQL() {
+		in := engine.MySQLIncrement{Table: t, Key: key, Slot: slot, Delta: delta, Precreate: w.d.precreate(w.dl)}
+		_, err := engine.IncrementFreeSlotMySQL(ctx, s, w.dl, in)
+		return w.wrap(err)
+	}
+	once := func() error {
+		_, err := engine.IncrementFreeSlot(ctx, s, w.dl, t, slot, delta, w.dl.KeyIn(t, []any{key}))
+		return err
+	}
+	if s.InTx() {
+		return w.wrap(once())
+	}
+	// Its two statements commit alone, and the first changes nothing when
+	// it finds no free row: retrying the pair cannot count twice.
+	return w.wrap(retry.Do(ctx, engine.OwnAttempts, once))
 }
 
 // incrementReturningTotal adds delta to a random slot of one parent and

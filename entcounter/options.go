@@ -31,13 +31,22 @@ func Precreate() Option { return func(o *spec.Options) { o.Precreate = spec.On }
 // (MySQL/MariaDB).
 func NoPrecreate() Option { return func(o *spec.Options) { o.Precreate = spec.Off } }
 
+// SkipLocked makes an increment of one parent (UpdateOne) take a slot row
+// that no other transaction holds (FOR UPDATE SKIP LOCKED: PostgreSQL,
+// MySQL 8, MariaDB 10.6+), from a random start, falling back to a random
+// slot when all are held, so that a stalled writer does not hold up another
+// that drew the same slot. Best with Precreate and more slots than
+// concurrent writers. On SQLite it changes nothing.
+func SkipLocked() Option { return func(o *spec.Options) { o.SkipLocked = true } }
+
 // Annotation marks a counter field; [Counter] attaches it and the extension
 // reads it. Users do not write it.
 type Annotation struct {
-	Slots     int    `json:"slots"`
-	Rollup    bool   `json:"rollup,omitempty"`
-	Precreate int    `json:"precreate,omitempty"` // 0: the database's default, 1: on, 2: off
-	Err       string `json:"err,omitempty"`       // a bad declaration, reported by the extension
+	Slots      int    `json:"slots"`
+	Rollup     bool   `json:"rollup,omitempty"`
+	Precreate  int    `json:"precreate,omitempty"` // 0: the database's default, 1: on, 2: off
+	SkipLocked bool   `json:"skiplocked,omitempty"`
+	Err        string `json:"err,omitempty"` // a bad declaration, reported by the extension
 }
 
 // Name implements ent's schema.Annotation.
@@ -53,7 +62,7 @@ type SlotsAnnotation struct {
 func (SlotsAnnotation) Name() string { return "HotCounterSlots" }
 
 func annotationOf(o spec.Options, err error) Annotation {
-	a := Annotation{Slots: o.Slots, Rollup: o.Mode == spec.Rollup, Precreate: int(o.Precreate)}
+	a := Annotation{Slots: o.Slots, Rollup: o.Mode == spec.Rollup, Precreate: int(o.Precreate), SkipLocked: o.SkipLocked}
 	if err != nil {
 		a.Err = err.Error()
 	}

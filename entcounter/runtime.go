@@ -31,6 +31,7 @@ type Def struct {
 	Slots       int
 	Rollup      bool
 	Precreate   int // 0: the database's default, 1: on, 2: off
+	SkipLocked  bool
 }
 
 // precreate reports whether the counter's slot rows are created with

@@ -1,7 +1,6 @@
 package gormcounter
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -163,7 +162,7 @@ func (p *Plugin) rewriteUpdate(db *gorm.DB) {
 		case p.dialect.MySQL():
 			n, err = engine.IncrementMySQL(stmt.Context, gormSession{gormConn{db, parent}}, p.dialect, mysqlIncrement(db, inc.c, t, slot, inc.delta, cond))
 		case skipLocked:
-			n, err = p.incrementFreeSlot(db, t, slot, inc.delta, cond)
+			n, err = engine.IncrementFreeSlot(stmt.Context, gormConn{db, parent}, p.dialect, t, slot, inc.delta, cond)
 		default:
 			tx := execSQL(db, parent, func(w countersql.Writer) {
 				p.dialect.IncrementWhere(w, t, slot, inc.delta, cond)
@@ -184,37 +183,6 @@ func (p *Plugin) rewriteUpdate(db *gorm.DB) {
 		stmt.Omits = append(stmt.Omits[:len(stmt.Omits):len(stmt.Omits)], clause.Associations)
 		db.RowsAffected = affected
 	}
-}
-
-// incrementFreeSlot adds delta to a slot row of the one parent matching
-// cond that no other transaction holds; if it has none free (or no slot rows
-// yet), it adds to slot `slot` as a plain increment does. The first
-// statement changes nothing when it finds no free row, so the two never
-// apply half an increment. It returns the number of parents incremented.
-func (p *Plugin) incrementFreeSlot(db *gorm.DB, t countersql.Table, slot int, delta int64, cond func(countersql.Writer)) (int64, error) {
-	rows, err := querySQL(db, t.Parent, func(w countersql.Writer) {
-		p.dialect.IncrementFreeSlot(w, t, slot, delta, cond)
-	}).Rows()
-	if err != nil {
-		return 0, err
-	}
-	updated := 0
-	for rows.Next() {
-		updated++
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return 0, err
-	}
-	switch {
-	case updated > 1:
-		return 0, fmt.Errorf("a skip-locked increment of one parent updated %d slot rows", updated)
-	case updated == 1:
-		return 1, nil
-	}
-	tx := execSQL(db, t.Parent, func(w countersql.Writer) {
-		p.dialect.IncrementWhere(w, t, slot, delta, cond)
-	})
-	return tx.RowsAffected, tx.Error
 }
 
 // singleTarget reports whether an update's model value names one parent by

@@ -11,11 +11,13 @@ import (
 
 	"entgo.io/ent/dialect"
 	entsql "entgo.io/ent/dialect/sql"
+	"entgo.io/ent/dialect/sql/schema"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver for ent
 
 	"github.com/hotcounter/hotcounter/entcounter"
 	"github.com/hotcounter/hotcounter/gormcounter"
 	"github.com/hotcounter/hotcounter/integration_test/ent"
+	"github.com/hotcounter/hotcounter/integration_test/ent/migrate"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 	_ "github.com/hotcounter/hotcounter/integration_test/ent/runtime" // registers the counter hooks
 )
@@ -69,6 +71,45 @@ func entStatements(e *entEnv, fn func()) int64 {
 	before := e.stmts.Load()
 	fn()
 	return e.stmts.Load() - before
+}
+
+// The slot tables are ordinary ent tables: the generated migrate.Tables,
+// which Schema.Create, migrate.NamedDiff and Atlas's ent:// all start from,
+// hold them with their unique index and cascading foreign key.
+func TestEntSlotTablesInMigrateTables(t *testing.T) {
+	var found bool
+	for _, tbl := range migrate.Tables {
+		if tbl.Name != "post_likes_slots" {
+			continue
+		}
+		found = true
+		var unique, cascade bool
+		for _, idx := range tbl.Indexes {
+			if idx.Unique && len(idx.Columns) == 2 && idx.Columns[0].Name == "post_id" && idx.Columns[1].Name == "slot" {
+				unique = true
+			}
+		}
+		for _, fk := range tbl.ForeignKeys {
+			if fk.RefTable != nil && fk.RefTable.Name == "posts" && fk.OnDelete == schema.Cascade {
+				cascade = true
+			}
+		}
+		if !unique || !cascade {
+			t.Fatalf("post_likes_slots: unique (post_id, slot) %v, ON DELETE CASCADE to posts %v", unique, cascade)
+		}
+	}
+	if !found {
+		t.Fatal("migrate.Tables has no post_likes_slots")
+	}
+	for _, tbl := range migrate.Tables {
+		if tbl.Name == "posts" {
+			for _, c := range tbl.Columns {
+				if c.Name == "likes" {
+					t.Fatal("migrate.Tables gives posts a likes column (a sum counter has none)")
+				}
+			}
+		}
+	}
 }
 
 func TestEntMigrationCreatesSlotTables(t *testing.T) {

@@ -23,6 +23,8 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postviewsslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/skippost"
+	"github.com/hotcounter/hotcounter/integration_test/ent/skippostlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/tag"
 	"github.com/hotcounter/hotcounter/integration_test/ent/taghitsslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/tagusesslot"
@@ -51,6 +53,10 @@ type Client struct {
 	PostLikesSlot *PostLikesSlotClient
 	// PostViewsSlot is the client for interacting with the PostViewsSlot builders.
 	PostViewsSlot *PostViewsSlotClient
+	// SkipPost is the client for interacting with the SkipPost builders.
+	SkipPost *SkipPostClient
+	// SkipPostLikesSlot is the client for interacting with the SkipPostLikesSlot builders.
+	SkipPostLikesSlot *SkipPostLikesSlotClient
 	// Tag is the client for interacting with the Tag builders.
 	Tag *TagClient
 	// TagHitsSlot is the client for interacting with the TagHitsSlot builders.
@@ -76,6 +82,8 @@ func (c *Client) init() {
 	c.Post = NewPostClient(c.config)
 	c.PostLikesSlot = NewPostLikesSlotClient(c.config)
 	c.PostViewsSlot = NewPostViewsSlotClient(c.config)
+	c.SkipPost = NewSkipPostClient(c.config)
+	c.SkipPostLikesSlot = NewSkipPostLikesSlotClient(c.config)
 	c.Tag = NewTagClient(c.config)
 	c.TagHitsSlot = NewTagHitsSlotClient(c.config)
 	c.TagUsesSlot = NewTagUsesSlotClient(c.config)
@@ -179,6 +187,8 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		Post:                NewPostClient(cfg),
 		PostLikesSlot:       NewPostLikesSlotClient(cfg),
 		PostViewsSlot:       NewPostViewsSlotClient(cfg),
+		SkipPost:            NewSkipPostClient(cfg),
+		SkipPostLikesSlot:   NewSkipPostLikesSlotClient(cfg),
 		Tag:                 NewTagClient(cfg),
 		TagHitsSlot:         NewTagHitsSlotClient(cfg),
 		TagUsesSlot:         NewTagUsesSlotClient(cfg),
@@ -209,6 +219,8 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		Post:                NewPostClient(cfg),
 		PostLikesSlot:       NewPostLikesSlotClient(cfg),
 		PostViewsSlot:       NewPostViewsSlotClient(cfg),
+		SkipPost:            NewSkipPostClient(cfg),
+		SkipPostLikesSlot:   NewSkipPostLikesSlotClient(cfg),
 		Tag:                 NewTagClient(cfg),
 		TagHitsSlot:         NewTagHitsSlotClient(cfg),
 		TagUsesSlot:         NewTagUsesSlotClient(cfg),
@@ -242,7 +254,8 @@ func (c *Client) Close() error {
 func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
 		c.Author, c.AuthorFollowersSlot, c.Comment, c.CommentUpvoteSlot, c.NaivePost,
-		c.Post, c.PostLikesSlot, c.PostViewsSlot, c.Tag, c.TagHitsSlot, c.TagUsesSlot,
+		c.Post, c.PostLikesSlot, c.PostViewsSlot, c.SkipPost, c.SkipPostLikesSlot,
+		c.Tag, c.TagHitsSlot, c.TagUsesSlot,
 	} {
 		n.Use(hooks...)
 	}
@@ -253,7 +266,8 @@ func (c *Client) Use(hooks ...Hook) {
 func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
 		c.Author, c.AuthorFollowersSlot, c.Comment, c.CommentUpvoteSlot, c.NaivePost,
-		c.Post, c.PostLikesSlot, c.PostViewsSlot, c.Tag, c.TagHitsSlot, c.TagUsesSlot,
+		c.Post, c.PostLikesSlot, c.PostViewsSlot, c.SkipPost, c.SkipPostLikesSlot,
+		c.Tag, c.TagHitsSlot, c.TagUsesSlot,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -278,6 +292,10 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.PostLikesSlot.mutate(ctx, m)
 	case *PostViewsSlotMutation:
 		return c.PostViewsSlot.mutate(ctx, m)
+	case *SkipPostMutation:
+		return c.SkipPost.mutate(ctx, m)
+	case *SkipPostLikesSlotMutation:
+		return c.SkipPostLikesSlot.mutate(ctx, m)
 	case *TagMutation:
 		return c.Tag.mutate(ctx, m)
 	case *TagHitsSlotMutation:
@@ -1484,6 +1502,289 @@ func (c *PostViewsSlotClient) mutate(ctx context.Context, m *PostViewsSlotMutati
 	}
 }
 
+// SkipPostClient is a client for the SkipPost schema.
+type SkipPostClient struct {
+	config
+}
+
+// NewSkipPostClient returns a client for the SkipPost from the given config.
+func NewSkipPostClient(c config) *SkipPostClient {
+	return &SkipPostClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `skippost.Hooks(f(g(h())))`.
+func (c *SkipPostClient) Use(hooks ...Hook) {
+	c.hooks.SkipPost = append(c.hooks.SkipPost, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `skippost.Intercept(f(g(h())))`.
+func (c *SkipPostClient) Intercept(interceptors ...Interceptor) {
+	c.inters.SkipPost = append(c.inters.SkipPost, interceptors...)
+}
+
+// Create returns a builder for creating a SkipPost entity.
+func (c *SkipPostClient) Create() *SkipPostCreate {
+	mutation := newSkipPostMutation(c.config, OpCreate)
+	return &SkipPostCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of SkipPost entities.
+func (c *SkipPostClient) CreateBulk(builders ...*SkipPostCreate) *SkipPostCreateBulk {
+	return &SkipPostCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *SkipPostClient) MapCreateBulk(slice any, setFunc func(*SkipPostCreate, int)) *SkipPostCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &SkipPostCreateBulk{err: fmt.Errorf("calling to SkipPostClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*SkipPostCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &SkipPostCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for SkipPost.
+func (c *SkipPostClient) Update() *SkipPostUpdate {
+	mutation := newSkipPostMutation(c.config, OpUpdate)
+	return &SkipPostUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *SkipPostClient) UpdateOne(_m *SkipPost) *SkipPostUpdateOne {
+	mutation := newSkipPostMutation(c.config, OpUpdateOne, withSkipPost(_m))
+	return &SkipPostUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *SkipPostClient) UpdateOneID(id int) *SkipPostUpdateOne {
+	mutation := newSkipPostMutation(c.config, OpUpdateOne, withSkipPostID(id))
+	return &SkipPostUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for SkipPost.
+func (c *SkipPostClient) Delete() *SkipPostDelete {
+	mutation := newSkipPostMutation(c.config, OpDelete)
+	return &SkipPostDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *SkipPostClient) DeleteOne(_m *SkipPost) *SkipPostDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *SkipPostClient) DeleteOneID(id int) *SkipPostDeleteOne {
+	builder := c.Delete().Where(skippost.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &SkipPostDeleteOne{builder}
+}
+
+// Query returns a query builder for SkipPost.
+func (c *SkipPostClient) Query() *SkipPostQuery {
+	return &SkipPostQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeSkipPost},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a SkipPost entity by its id.
+func (c *SkipPostClient) Get(ctx context.Context, id int) (*SkipPost, error) {
+	return c.Query().Where(skippost.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *SkipPostClient) GetX(ctx context.Context, id int) *SkipPost {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *SkipPostClient) Hooks() []Hook {
+	hooks := c.hooks.SkipPost
+	return append(hooks[:len(hooks):len(hooks)], skippost.Hooks[:]...)
+}
+
+// Interceptors returns the client interceptors.
+func (c *SkipPostClient) Interceptors() []Interceptor {
+	return c.inters.SkipPost
+}
+
+func (c *SkipPostClient) mutate(ctx context.Context, m *SkipPostMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&SkipPostCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&SkipPostUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&SkipPostUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&SkipPostDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown SkipPost mutation op: %q", m.Op())
+	}
+}
+
+// SkipPostLikesSlotClient is a client for the SkipPostLikesSlot schema.
+type SkipPostLikesSlotClient struct {
+	config
+}
+
+// NewSkipPostLikesSlotClient returns a client for the SkipPostLikesSlot from the given config.
+func NewSkipPostLikesSlotClient(c config) *SkipPostLikesSlotClient {
+	return &SkipPostLikesSlotClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `skippostlikesslot.Hooks(f(g(h())))`.
+func (c *SkipPostLikesSlotClient) Use(hooks ...Hook) {
+	c.hooks.SkipPostLikesSlot = append(c.hooks.SkipPostLikesSlot, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `skippostlikesslot.Intercept(f(g(h())))`.
+func (c *SkipPostLikesSlotClient) Intercept(interceptors ...Interceptor) {
+	c.inters.SkipPostLikesSlot = append(c.inters.SkipPostLikesSlot, interceptors...)
+}
+
+// Create returns a builder for creating a SkipPostLikesSlot entity.
+func (c *SkipPostLikesSlotClient) Create() *SkipPostLikesSlotCreate {
+	mutation := newSkipPostLikesSlotMutation(c.config, OpCreate)
+	return &SkipPostLikesSlotCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of SkipPostLikesSlot entities.
+func (c *SkipPostLikesSlotClient) CreateBulk(builders ...*SkipPostLikesSlotCreate) *SkipPostLikesSlotCreateBulk {
+	return &SkipPostLikesSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *SkipPostLikesSlotClient) MapCreateBulk(slice any, setFunc func(*SkipPostLikesSlotCreate, int)) *SkipPostLikesSlotCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &SkipPostLikesSlotCreateBulk{err: fmt.Errorf("calling to SkipPostLikesSlotClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*SkipPostLikesSlotCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &SkipPostLikesSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for SkipPostLikesSlot.
+func (c *SkipPostLikesSlotClient) Update() *SkipPostLikesSlotUpdate {
+	mutation := newSkipPostLikesSlotMutation(c.config, OpUpdate)
+	return &SkipPostLikesSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *SkipPostLikesSlotClient) UpdateOne(_m *SkipPostLikesSlot) *SkipPostLikesSlotUpdateOne {
+	mutation := newSkipPostLikesSlotMutation(c.config, OpUpdateOne, withSkipPostLikesSlot(_m))
+	return &SkipPostLikesSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *SkipPostLikesSlotClient) UpdateOneID(id int) *SkipPostLikesSlotUpdateOne {
+	mutation := newSkipPostLikesSlotMutation(c.config, OpUpdateOne, withSkipPostLikesSlotID(id))
+	return &SkipPostLikesSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for SkipPostLikesSlot.
+func (c *SkipPostLikesSlotClient) Delete() *SkipPostLikesSlotDelete {
+	mutation := newSkipPostLikesSlotMutation(c.config, OpDelete)
+	return &SkipPostLikesSlotDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *SkipPostLikesSlotClient) DeleteOne(_m *SkipPostLikesSlot) *SkipPostLikesSlotDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *SkipPostLikesSlotClient) DeleteOneID(id int) *SkipPostLikesSlotDeleteOne {
+	builder := c.Delete().Where(skippostlikesslot.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &SkipPostLikesSlotDeleteOne{builder}
+}
+
+// Query returns a query builder for SkipPostLikesSlot.
+func (c *SkipPostLikesSlotClient) Query() *SkipPostLikesSlotQuery {
+	return &SkipPostLikesSlotQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeSkipPostLikesSlot},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a SkipPostLikesSlot entity by its id.
+func (c *SkipPostLikesSlotClient) Get(ctx context.Context, id int) (*SkipPostLikesSlot, error) {
+	return c.Query().Where(skippostlikesslot.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *SkipPostLikesSlotClient) GetX(ctx context.Context, id int) *SkipPostLikesSlot {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QuerySkipPost queries the skip_post edge of a SkipPostLikesSlot.
+func (c *SkipPostLikesSlotClient) QuerySkipPost(_m *SkipPostLikesSlot) *SkipPostQuery {
+	query := (&SkipPostClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(skippostlikesslot.Table, skippostlikesslot.FieldID, id),
+			sqlgraph.To(skippost.Table, skippost.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, skippostlikesslot.SkipPostTable, skippostlikesslot.SkipPostColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *SkipPostLikesSlotClient) Hooks() []Hook {
+	return c.hooks.SkipPostLikesSlot
+}
+
+// Interceptors returns the client interceptors.
+func (c *SkipPostLikesSlotClient) Interceptors() []Interceptor {
+	return c.inters.SkipPostLikesSlot
+}
+
+func (c *SkipPostLikesSlotClient) mutate(ctx context.Context, m *SkipPostLikesSlotMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&SkipPostLikesSlotCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&SkipPostLikesSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&SkipPostLikesSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&SkipPostLikesSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown SkipPostLikesSlot mutation op: %q", m.Op())
+	}
+}
+
 // TagClient is a client for the Tag schema.
 type TagClient struct {
 	config
@@ -1920,11 +2221,13 @@ func (c *TagUsesSlotClient) mutate(ctx context.Context, m *TagUsesSlotMutation) 
 type (
 	hooks struct {
 		Author, AuthorFollowersSlot, Comment, CommentUpvoteSlot, NaivePost, Post,
-		PostLikesSlot, PostViewsSlot, Tag, TagHitsSlot, TagUsesSlot []ent.Hook
+		PostLikesSlot, PostViewsSlot, SkipPost, SkipPostLikesSlot, Tag, TagHitsSlot,
+		TagUsesSlot []ent.Hook
 	}
 	inters struct {
 		Author, AuthorFollowersSlot, Comment, CommentUpvoteSlot, NaivePost, Post,
-		PostLikesSlot, PostViewsSlot, Tag, TagHitsSlot, TagUsesSlot []ent.Interceptor
+		PostLikesSlot, PostViewsSlot, SkipPost, SkipPostLikesSlot, Tag, TagHitsSlot,
+		TagUsesSlot []ent.Interceptor
 	}
 )
 
@@ -1936,10 +2239,11 @@ func (c config) HotCounter() entcounter.Runtime {
 
 // hotCounterDefs lists the sharded counters of this schema.
 var hotCounterDefs = []entcounter.Def{
-	{Type: "Author", Field: "followers", StructField: "Followers", Table: "authors", Key: "id", SlotTable: "author_followers_slots", Owner: "author_id", Slots: 4, Rollup: false, Precreate: 0},
-	{Type: "Comment", Field: "upvote", StructField: "Upvote", Table: "comments", Key: "id", SlotTable: "comment_upvote_slots", Owner: "comment_id", Slots: 8, Rollup: false, Precreate: 0},
-	{Type: "Post", Field: "likes", StructField: "Likes", Table: "posts", Key: "id", SlotTable: "post_likes_slots", Owner: "post_id", Slots: 16, Rollup: false, Precreate: 0},
-	{Type: "Post", Field: "views", StructField: "Views", Table: "posts", Key: "id", SlotTable: "post_views_slots", Owner: "post_id", Slots: 64, Rollup: true, Precreate: 0},
-	{Type: "Tag", Field: "uses", StructField: "Uses", Table: "tags", Key: "id", SlotTable: "tag_uses_slots", Owner: "tag_id", Slots: 16, Rollup: false, Precreate: 0},
-	{Type: "Tag", Field: "hits", StructField: "Hits", Table: "tags", Key: "id", SlotTable: "tag_hits_slots", Owner: "tag_id", Slots: 16, Rollup: true, Precreate: 0},
+	{Type: "Author", Field: "followers", StructField: "Followers", Table: "authors", Key: "id", SlotTable: "author_followers_slots", Owner: "author_id", Slots: 4, Rollup: false, Precreate: 0, SkipLocked: false},
+	{Type: "Comment", Field: "upvote", StructField: "Upvote", Table: "comments", Key: "id", SlotTable: "comment_upvote_slots", Owner: "comment_id", Slots: 8, Rollup: false, Precreate: 0, SkipLocked: false},
+	{Type: "Post", Field: "likes", StructField: "Likes", Table: "posts", Key: "id", SlotTable: "post_likes_slots", Owner: "post_id", Slots: 16, Rollup: false, Precreate: 0, SkipLocked: false},
+	{Type: "Post", Field: "views", StructField: "Views", Table: "posts", Key: "id", SlotTable: "post_views_slots", Owner: "post_id", Slots: 64, Rollup: true, Precreate: 0, SkipLocked: false},
+	{Type: "SkipPost", Field: "likes", StructField: "Likes", Table: "skip_posts", Key: "id", SlotTable: "skip_post_likes_slots", Owner: "skip_post_id", Slots: 64, Rollup: false, Precreate: 1, SkipLocked: true},
+	{Type: "Tag", Field: "uses", StructField: "Uses", Table: "tags", Key: "id", SlotTable: "tag_uses_slots", Owner: "tag_id", Slots: 16, Rollup: false, Precreate: 0, SkipLocked: false},
+	{Type: "Tag", Field: "hits", StructField: "Hits", Table: "tags", Key: "id", SlotTable: "tag_hits_slots", Owner: "tag_id", Slots: 16, Rollup: true, Precreate: 0, SkipLocked: false},
 }

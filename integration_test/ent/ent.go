@@ -20,6 +20,8 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postviewsslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/skippost"
+	"github.com/hotcounter/hotcounter/integration_test/ent/skippostlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/tag"
 	"github.com/hotcounter/hotcounter/integration_test/ent/taghitsslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/tagusesslot"
@@ -91,6 +93,8 @@ func checkColumn(t, c string) error {
 			post.Table:                post.ValidColumn,
 			postlikesslot.Table:       postlikesslot.ValidColumn,
 			postviewsslot.Table:       postviewsslot.ValidColumn,
+			skippost.Table:            skippost.ValidColumn,
+			skippostlikesslot.Table:   skippostlikesslot.ValidColumn,
 			tag.Table:                 tag.ValidColumn,
 			taghitsslot.Table:         taghitsslot.ValidColumn,
 			tagusesslot.Table:         tagusesslot.ValidColumn,

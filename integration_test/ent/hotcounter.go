@@ -8,6 +8,7 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/author"
 	"github.com/hotcounter/hotcounter/integration_test/ent/comment"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
+	"github.com/hotcounter/hotcounter/integration_test/ent/skippost"
 	"github.com/hotcounter/hotcounter/integration_test/ent/tag"
 )
 
@@ -133,6 +134,47 @@ func (m *PostMutation) HotCounterNotFound() error { return &NotFoundError{post.L
 
 // HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
 func (m *PostMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterKeys returns the keys of the SkipPost rows the mutation
+// writes: for UpdateOne its id, if the row matches the mutation's
+// predicates; for Update the ids of the rows that match. Called by
+// entcounter's hooks.
+func (m *SkipPostMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
+	var (
+		ids []int
+		err error
+	)
+	if id, ok := m.ID(); ok && m.Op().Is(OpUpdateOne) {
+		if len(m.predicates) == 0 {
+			return []any{id}, nil
+		}
+		ids, err = m.Client().SkipPost.Query().Where(skippost.ID(id)).Where(m.predicates...).IDs(ctx)
+	} else {
+		ids, err = m.IDs(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]any, len(ids))
+	for i, id := range ids {
+		keys[i] = id
+	}
+	return keys, nil
+}
+
+// HotCounterID returns the id of the SkipPost the mutation created or
+// updates, if known.
+func (m *SkipPostMutation) HotCounterID() (any, bool) {
+	id, ok := m.ID()
+	return id, ok
+}
+
+// HotCounterNotFound is the error of an UpdateOne whose SkipPost is
+// missing or does not match the predicates.
+func (m *SkipPostMutation) HotCounterNotFound() error { return &NotFoundError{skippost.Label} }
+
+// HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
+func (m *SkipPostMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
 
 // HotCounterKeys returns the keys of the Tag rows the mutation
 // writes: for UpdateOne its id, if the row matches the mutation's

@@ -19,6 +19,8 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/postlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postviewsslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/predicate"
+	"github.com/hotcounter/hotcounter/integration_test/ent/skippost"
+	"github.com/hotcounter/hotcounter/integration_test/ent/skippostlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/tag"
 	"github.com/hotcounter/hotcounter/integration_test/ent/taghitsslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/tagusesslot"
@@ -41,6 +43,8 @@ const (
 	TypePost                = "Post"
 	TypePostLikesSlot       = "PostLikesSlot"
 	TypePostViewsSlot       = "PostViewsSlot"
+	TypeSkipPost            = "SkipPost"
+	TypeSkipPostLikesSlot   = "SkipPostLikesSlot"
 	TypeTag                 = "Tag"
 	TypeTagHitsSlot         = "TagHitsSlot"
 	TypeTagUsesSlot         = "TagUsesSlot"
@@ -4454,6 +4458,949 @@ func (m *PostViewsSlotMutation) ResetEdge(name string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown PostViewsSlot edge %s", name)
+}
+
+// SkipPostMutation represents an operation that mutates the SkipPost nodes in the graph.
+type SkipPostMutation struct {
+	config
+	op               Op
+	typ              string
+	id               *int
+	likes            *int64
+	addlikes         *int64
+	clearedFields    map[string]struct{}
+	done             bool
+	oldValue         func(context.Context) (*SkipPost, error)
+	predicates       []predicate.SkipPost
+	hotcounterUpsert bool
+}
+
+var _ ent.Mutation = (*SkipPostMutation)(nil)
+
+// skippostOption allows management of the mutation configuration using functional options.
+type skippostOption func(*SkipPostMutation)
+
+// newSkipPostMutation creates new mutation for the SkipPost entity.
+func newSkipPostMutation(c config, op Op, opts ...skippostOption) *SkipPostMutation {
+	m := &SkipPostMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeSkipPost,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withSkipPostID sets the ID field of the mutation.
+func withSkipPostID(id int) skippostOption {
+	return func(m *SkipPostMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *SkipPost
+		)
+		m.oldValue = func(ctx context.Context) (*SkipPost, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().SkipPost.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withSkipPost sets the old SkipPost of the mutation.
+func withSkipPost(node *SkipPost) skippostOption {
+	return func(m *SkipPostMutation) {
+		m.oldValue = func(context.Context) (*SkipPost, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m SkipPostMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m SkipPostMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *SkipPostMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *SkipPostMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().SkipPost.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetLikes sets the "likes" field.
+func (m *SkipPostMutation) SetLikes(i int64) {
+	m.likes = &i
+	m.addlikes = nil
+}
+
+// Likes returns the value of the "likes" field in the mutation.
+func (m *SkipPostMutation) Likes() (r int64, exists bool) {
+	v := m.likes
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLikes returns the old "likes" field's value of the SkipPost entity.
+// If the SkipPost object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SkipPostMutation) OldLikes(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLikes is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLikes requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLikes: %w", err)
+	}
+	return oldValue.Likes, nil
+}
+
+// AddLikes adds i to the "likes" field.
+func (m *SkipPostMutation) AddLikes(i int64) {
+	if m.addlikes != nil {
+		*m.addlikes += i
+	} else {
+		m.addlikes = &i
+	}
+}
+
+// AddedLikes returns the value that was added to the "likes" field in this mutation.
+func (m *SkipPostMutation) AddedLikes() (r int64, exists bool) {
+	v := m.addlikes
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearLikes clears the value of the "likes" field.
+func (m *SkipPostMutation) ClearLikes() {
+	m.likes = nil
+	m.addlikes = nil
+	m.clearedFields[skippost.FieldLikes] = struct{}{}
+}
+
+// LikesCleared returns if the "likes" field was cleared in this mutation.
+func (m *SkipPostMutation) LikesCleared() bool {
+	_, ok := m.clearedFields[skippost.FieldLikes]
+	return ok
+}
+
+// ResetLikes resets all changes to the "likes" field.
+func (m *SkipPostMutation) ResetLikes() {
+	m.likes = nil
+	m.addlikes = nil
+	delete(m.clearedFields, skippost.FieldLikes)
+}
+
+// Where appends a list predicates to the SkipPostMutation builder.
+func (m *SkipPostMutation) Where(ps ...predicate.SkipPost) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the SkipPostMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *SkipPostMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.SkipPost, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *SkipPostMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *SkipPostMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (SkipPost).
+func (m *SkipPostMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *SkipPostMutation) Fields() []string {
+	fields := make([]string, 0, 1)
+	if m.likes != nil {
+		fields = append(fields, skippost.FieldLikes)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *SkipPostMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case skippost.FieldLikes:
+		return m.Likes()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *SkipPostMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case skippost.FieldLikes:
+		return m.OldLikes(ctx)
+	}
+	return nil, fmt.Errorf("unknown SkipPost field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *SkipPostMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case skippost.FieldLikes:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLikes(v)
+		return nil
+	}
+	return fmt.Errorf("unknown SkipPost field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *SkipPostMutation) AddedFields() []string {
+	var fields []string
+	if m.addlikes != nil {
+		fields = append(fields, skippost.FieldLikes)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *SkipPostMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case skippost.FieldLikes:
+		return m.AddedLikes()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *SkipPostMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case skippost.FieldLikes:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddLikes(v)
+		return nil
+	}
+	return fmt.Errorf("unknown SkipPost numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *SkipPostMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(skippost.FieldLikes) {
+		fields = append(fields, skippost.FieldLikes)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *SkipPostMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *SkipPostMutation) ClearField(name string) error {
+	switch name {
+	case skippost.FieldLikes:
+		m.ClearLikes()
+		return nil
+	}
+	return fmt.Errorf("unknown SkipPost nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *SkipPostMutation) ResetField(name string) error {
+	switch name {
+	case skippost.FieldLikes:
+		m.ResetLikes()
+		return nil
+	}
+	return fmt.Errorf("unknown SkipPost field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *SkipPostMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *SkipPostMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *SkipPostMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *SkipPostMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *SkipPostMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *SkipPostMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *SkipPostMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown SkipPost unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *SkipPostMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown SkipPost edge %s", name)
+}
+
+// SkipPostLikesSlotMutation represents an operation that mutates the SkipPostLikesSlot nodes in the graph.
+type SkipPostLikesSlotMutation struct {
+	config
+	op               Op
+	typ              string
+	id               *int
+	slot             *int16
+	addslot          *int16
+	n                *int64
+	addn             *int64
+	clearedFields    map[string]struct{}
+	skip_post        *int
+	clearedskip_post bool
+	done             bool
+	oldValue         func(context.Context) (*SkipPostLikesSlot, error)
+	predicates       []predicate.SkipPostLikesSlot
+}
+
+var _ ent.Mutation = (*SkipPostLikesSlotMutation)(nil)
+
+// skippostlikesslotOption allows management of the mutation configuration using functional options.
+type skippostlikesslotOption func(*SkipPostLikesSlotMutation)
+
+// newSkipPostLikesSlotMutation creates new mutation for the SkipPostLikesSlot entity.
+func newSkipPostLikesSlotMutation(c config, op Op, opts ...skippostlikesslotOption) *SkipPostLikesSlotMutation {
+	m := &SkipPostLikesSlotMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeSkipPostLikesSlot,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withSkipPostLikesSlotID sets the ID field of the mutation.
+func withSkipPostLikesSlotID(id int) skippostlikesslotOption {
+	return func(m *SkipPostLikesSlotMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *SkipPostLikesSlot
+		)
+		m.oldValue = func(ctx context.Context) (*SkipPostLikesSlot, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().SkipPostLikesSlot.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withSkipPostLikesSlot sets the old SkipPostLikesSlot of the mutation.
+func withSkipPostLikesSlot(node *SkipPostLikesSlot) skippostlikesslotOption {
+	return func(m *SkipPostLikesSlotMutation) {
+		m.oldValue = func(context.Context) (*SkipPostLikesSlot, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m SkipPostLikesSlotMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m SkipPostLikesSlotMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *SkipPostLikesSlotMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *SkipPostLikesSlotMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().SkipPostLikesSlot.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetSkipPostID sets the "skip_post_id" field.
+func (m *SkipPostLikesSlotMutation) SetSkipPostID(i int) {
+	m.skip_post = &i
+}
+
+// SkipPostID returns the value of the "skip_post_id" field in the mutation.
+func (m *SkipPostLikesSlotMutation) SkipPostID() (r int, exists bool) {
+	v := m.skip_post
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSkipPostID returns the old "skip_post_id" field's value of the SkipPostLikesSlot entity.
+// If the SkipPostLikesSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SkipPostLikesSlotMutation) OldSkipPostID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSkipPostID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSkipPostID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSkipPostID: %w", err)
+	}
+	return oldValue.SkipPostID, nil
+}
+
+// ResetSkipPostID resets all changes to the "skip_post_id" field.
+func (m *SkipPostLikesSlotMutation) ResetSkipPostID() {
+	m.skip_post = nil
+}
+
+// SetSlot sets the "slot" field.
+func (m *SkipPostLikesSlotMutation) SetSlot(i int16) {
+	m.slot = &i
+	m.addslot = nil
+}
+
+// Slot returns the value of the "slot" field in the mutation.
+func (m *SkipPostLikesSlotMutation) Slot() (r int16, exists bool) {
+	v := m.slot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSlot returns the old "slot" field's value of the SkipPostLikesSlot entity.
+// If the SkipPostLikesSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SkipPostLikesSlotMutation) OldSlot(ctx context.Context) (v int16, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSlot is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSlot requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSlot: %w", err)
+	}
+	return oldValue.Slot, nil
+}
+
+// AddSlot adds i to the "slot" field.
+func (m *SkipPostLikesSlotMutation) AddSlot(i int16) {
+	if m.addslot != nil {
+		*m.addslot += i
+	} else {
+		m.addslot = &i
+	}
+}
+
+// AddedSlot returns the value that was added to the "slot" field in this mutation.
+func (m *SkipPostLikesSlotMutation) AddedSlot() (r int16, exists bool) {
+	v := m.addslot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetSlot resets all changes to the "slot" field.
+func (m *SkipPostLikesSlotMutation) ResetSlot() {
+	m.slot = nil
+	m.addslot = nil
+}
+
+// SetN sets the "n" field.
+func (m *SkipPostLikesSlotMutation) SetN(i int64) {
+	m.n = &i
+	m.addn = nil
+}
+
+// N returns the value of the "n" field in the mutation.
+func (m *SkipPostLikesSlotMutation) N() (r int64, exists bool) {
+	v := m.n
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldN returns the old "n" field's value of the SkipPostLikesSlot entity.
+// If the SkipPostLikesSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SkipPostLikesSlotMutation) OldN(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldN is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldN requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldN: %w", err)
+	}
+	return oldValue.N, nil
+}
+
+// AddN adds i to the "n" field.
+func (m *SkipPostLikesSlotMutation) AddN(i int64) {
+	if m.addn != nil {
+		*m.addn += i
+	} else {
+		m.addn = &i
+	}
+}
+
+// AddedN returns the value that was added to the "n" field in this mutation.
+func (m *SkipPostLikesSlotMutation) AddedN() (r int64, exists bool) {
+	v := m.addn
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetN resets all changes to the "n" field.
+func (m *SkipPostLikesSlotMutation) ResetN() {
+	m.n = nil
+	m.addn = nil
+}
+
+// ClearSkipPost clears the "skip_post" edge to the SkipPost entity.
+func (m *SkipPostLikesSlotMutation) ClearSkipPost() {
+	m.clearedskip_post = true
+	m.clearedFields[skippostlikesslot.FieldSkipPostID] = struct{}{}
+}
+
+// SkipPostCleared reports if the "skip_post" edge to the SkipPost entity was cleared.
+func (m *SkipPostLikesSlotMutation) SkipPostCleared() bool {
+	return m.clearedskip_post
+}
+
+// SkipPostIDs returns the "skip_post" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// SkipPostID instead. It exists only for internal usage by the builders.
+func (m *SkipPostLikesSlotMutation) SkipPostIDs() (ids []int) {
+	if id := m.skip_post; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetSkipPost resets all changes to the "skip_post" edge.
+func (m *SkipPostLikesSlotMutation) ResetSkipPost() {
+	m.skip_post = nil
+	m.clearedskip_post = false
+}
+
+// Where appends a list predicates to the SkipPostLikesSlotMutation builder.
+func (m *SkipPostLikesSlotMutation) Where(ps ...predicate.SkipPostLikesSlot) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the SkipPostLikesSlotMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *SkipPostLikesSlotMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.SkipPostLikesSlot, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *SkipPostLikesSlotMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *SkipPostLikesSlotMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (SkipPostLikesSlot).
+func (m *SkipPostLikesSlotMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *SkipPostLikesSlotMutation) Fields() []string {
+	fields := make([]string, 0, 3)
+	if m.skip_post != nil {
+		fields = append(fields, skippostlikesslot.FieldSkipPostID)
+	}
+	if m.slot != nil {
+		fields = append(fields, skippostlikesslot.FieldSlot)
+	}
+	if m.n != nil {
+		fields = append(fields, skippostlikesslot.FieldN)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *SkipPostLikesSlotMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case skippostlikesslot.FieldSkipPostID:
+		return m.SkipPostID()
+	case skippostlikesslot.FieldSlot:
+		return m.Slot()
+	case skippostlikesslot.FieldN:
+		return m.N()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *SkipPostLikesSlotMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case skippostlikesslot.FieldSkipPostID:
+		return m.OldSkipPostID(ctx)
+	case skippostlikesslot.FieldSlot:
+		return m.OldSlot(ctx)
+	case skippostlikesslot.FieldN:
+		return m.OldN(ctx)
+	}
+	return nil, fmt.Errorf("unknown SkipPostLikesSlot field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *SkipPostLikesSlotMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case skippostlikesslot.FieldSkipPostID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSkipPostID(v)
+		return nil
+	case skippostlikesslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSlot(v)
+		return nil
+	case skippostlikesslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown SkipPostLikesSlot field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *SkipPostLikesSlotMutation) AddedFields() []string {
+	var fields []string
+	if m.addslot != nil {
+		fields = append(fields, skippostlikesslot.FieldSlot)
+	}
+	if m.addn != nil {
+		fields = append(fields, skippostlikesslot.FieldN)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *SkipPostLikesSlotMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case skippostlikesslot.FieldSlot:
+		return m.AddedSlot()
+	case skippostlikesslot.FieldN:
+		return m.AddedN()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *SkipPostLikesSlotMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case skippostlikesslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddSlot(v)
+		return nil
+	case skippostlikesslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown SkipPostLikesSlot numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *SkipPostLikesSlotMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *SkipPostLikesSlotMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *SkipPostLikesSlotMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown SkipPostLikesSlot nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *SkipPostLikesSlotMutation) ResetField(name string) error {
+	switch name {
+	case skippostlikesslot.FieldSkipPostID:
+		m.ResetSkipPostID()
+		return nil
+	case skippostlikesslot.FieldSlot:
+		m.ResetSlot()
+		return nil
+	case skippostlikesslot.FieldN:
+		m.ResetN()
+		return nil
+	}
+	return fmt.Errorf("unknown SkipPostLikesSlot field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *SkipPostLikesSlotMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.skip_post != nil {
+		edges = append(edges, skippostlikesslot.EdgeSkipPost)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *SkipPostLikesSlotMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case skippostlikesslot.EdgeSkipPost:
+		if id := m.skip_post; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *SkipPostLikesSlotMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *SkipPostLikesSlotMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *SkipPostLikesSlotMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedskip_post {
+		edges = append(edges, skippostlikesslot.EdgeSkipPost)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *SkipPostLikesSlotMutation) EdgeCleared(name string) bool {
+	switch name {
+	case skippostlikesslot.EdgeSkipPost:
+		return m.clearedskip_post
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *SkipPostLikesSlotMutation) ClearEdge(name string) error {
+	switch name {
+	case skippostlikesslot.EdgeSkipPost:
+		m.ClearSkipPost()
+		return nil
+	}
+	return fmt.Errorf("unknown SkipPostLikesSlot unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *SkipPostLikesSlotMutation) ResetEdge(name string) error {
+	switch name {
+	case skippostlikesslot.EdgeSkipPost:
+		m.ResetSkipPost()
+		return nil
+	}
+	return fmt.Errorf("unknown SkipPostLikesSlot edge %s", name)
 }
 
 // TagMutation represents an operation that mutates the Tag nodes in the graph.

@@ -28,6 +28,10 @@ type Tx struct {
 	PostLikesSlot *PostLikesSlotClient
 	// PostViewsSlot is the client for interacting with the PostViewsSlot builders.
 	PostViewsSlot *PostViewsSlotClient
+	// SkipPost is the client for interacting with the SkipPost builders.
+	SkipPost *SkipPostClient
+	// SkipPostLikesSlot is the client for interacting with the SkipPostLikesSlot builders.
+	SkipPostLikesSlot *SkipPostLikesSlotClient
 	// Tag is the client for interacting with the Tag builders.
 	Tag *TagClient
 	// TagHitsSlot is the client for interacting with the TagHitsSlot builders.
@@ -173,6 +177,8 @@ func (tx *Tx) init() {
 	tx.Post = NewPostClient(tx.config)
 	tx.PostLikesSlot = NewPostLikesSlotClient(tx.config)
 	tx.PostViewsSlot = NewPostViewsSlotClient(tx.config)
+	tx.SkipPost = NewSkipPostClient(tx.config)
+	tx.SkipPostLikesSlot = NewSkipPostLikesSlotClient(tx.config)
 	tx.Tag = NewTagClient(tx.config)
 	tx.TagHitsSlot = NewTagHitsSlotClient(tx.config)
 	tx.TagUsesSlot = NewTagUsesSlotClient(tx.config)

@@ -105,6 +105,30 @@ func (f PostViewsSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Valu
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.PostViewsSlotMutation", m)
 }
 
+// The SkipPostFunc type is an adapter to allow the use of ordinary
+// function as SkipPost mutator.
+type SkipPostFunc func(context.Context, *ent.SkipPostMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f SkipPostFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.SkipPostMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.SkipPostMutation", m)
+}
+
+// The SkipPostLikesSlotFunc type is an adapter to allow the use of ordinary
+// function as SkipPostLikesSlot mutator.
+type SkipPostLikesSlotFunc func(context.Context, *ent.SkipPostLikesSlotMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f SkipPostLikesSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.SkipPostLikesSlotMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.SkipPostLikesSlotMutation", m)
+}
+
 // The TagFunc type is an adapter to allow the use of ordinary
 // function as Tag mutator.
 type TagFunc func(context.Context, *ent.TagMutation) (ent.Value, error)

@@ -184,6 +184,44 @@ var (
 			},
 		},
 	}
+	// SkipPostsColumns holds the columns for the "skip_posts" table.
+	SkipPostsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+	}
+	// SkipPostsTable holds the schema information for the "skip_posts" table.
+	SkipPostsTable = &schema.Table{
+		Name:       "skip_posts",
+		Columns:    SkipPostsColumns,
+		PrimaryKey: []*schema.Column{SkipPostsColumns[0]},
+	}
+	// SkipPostLikesSlotsColumns holds the columns for the "skip_post_likes_slots" table.
+	SkipPostLikesSlotsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "slot", Type: field.TypeInt16},
+		{Name: "n", Type: field.TypeInt64, Default: 0},
+		{Name: "skip_post_id", Type: field.TypeInt},
+	}
+	// SkipPostLikesSlotsTable holds the schema information for the "skip_post_likes_slots" table.
+	SkipPostLikesSlotsTable = &schema.Table{
+		Name:       "skip_post_likes_slots",
+		Columns:    SkipPostLikesSlotsColumns,
+		PrimaryKey: []*schema.Column{SkipPostLikesSlotsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "skip_post_likes_slots_skip_posts_skip_post",
+				Columns:    []*schema.Column{SkipPostLikesSlotsColumns[3]},
+				RefColumns: []*schema.Column{SkipPostsColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "skippostlikesslot_skip_post_id_slot",
+				Unique:  true,
+				Columns: []*schema.Column{SkipPostLikesSlotsColumns[3], SkipPostLikesSlotsColumns[1]},
+			},
+		},
+	}
 	// TagsColumns holds the columns for the "tags" table.
 	TagsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt, Increment: true},
@@ -262,6 +300,8 @@ var (
 		PostsTable,
 		PostLikesSlotsTable,
 		PostViewsSlotsTable,
+		SkipPostsTable,
+		SkipPostLikesSlotsTable,
 		TagsTable,
 		TagHitsSlotsTable,
 		TagUsesSlotsTable,
@@ -286,6 +326,10 @@ func init() {
 	PostViewsSlotsTable.ForeignKeys[0].RefTable = PostsTable
 	PostViewsSlotsTable.Annotation = &entsql.Annotation{
 		Table: "post_views_slots",
+	}
+	SkipPostLikesSlotsTable.ForeignKeys[0].RefTable = SkipPostsTable
+	SkipPostLikesSlotsTable.Annotation = &entsql.Annotation{
+		Table: "skip_post_likes_slots",
 	}
 	TagHitsSlotsTable.ForeignKeys[0].RefTable = TagsTable
 	TagHitsSlotsTable.Annotation = &entsql.Annotation{

@@ -30,6 +30,12 @@ type PostLikesSlot func(*sql.Selector)
 // PostViewsSlot is the predicate function for postviewsslot builders.
 type PostViewsSlot func(*sql.Selector)
 
+// SkipPost is the predicate function for skippost builders.
+type SkipPost func(*sql.Selector)
+
+// SkipPostLikesSlot is the predicate function for skippostlikesslot builders.
+type SkipPostLikesSlot func(*sql.Selector)
+
 // Tag is the predicate function for tag builders.
 type Tag func(*sql.Selector)
 

@@ -12,6 +12,8 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/postlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postviewsslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/schema"
+	"github.com/hotcounter/hotcounter/integration_test/ent/skippost"
+	"github.com/hotcounter/hotcounter/integration_test/ent/skippostlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/tag"
 	"github.com/hotcounter/hotcounter/integration_test/ent/taghitsslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/tagusesslot"
@@ -116,6 +118,26 @@ func init() {
 	postviewsslotDescN := postviewsslotMixinFields0[2].Descriptor()
 	// postviewsslot.DefaultN holds the default value on creation for the n field.
 	postviewsslot.DefaultN = postviewsslotDescN.Default.(int64)
+	skippostMixin := schema.SkipPost{}.Mixin()
+	skippostMixinHooks0 := skippostMixin[0].Hooks()
+	skippost.Hooks[0] = skippostMixinHooks0[0]
+	skippostMixinFields0 := skippostMixin[0].Fields()
+	_ = skippostMixinFields0
+	skippostFields := schema.SkipPost{}.Fields()
+	_ = skippostFields
+	// skippostDescLikes is the schema descriptor for likes field.
+	skippostDescLikes := skippostMixinFields0[0].Descriptor()
+	// skippost.DefaultLikes holds the default value on creation for the likes field.
+	skippost.DefaultLikes = skippostDescLikes.Default.(int64)
+	skippostlikesslotMixin := schema.SkipPostLikesSlot{}.Mixin()
+	skippostlikesslotMixinFields0 := skippostlikesslotMixin[0].Fields()
+	_ = skippostlikesslotMixinFields0
+	skippostlikesslotFields := schema.SkipPostLikesSlot{}.Fields()
+	_ = skippostlikesslotFields
+	// skippostlikesslotDescN is the schema descriptor for n field.
+	skippostlikesslotDescN := skippostlikesslotMixinFields0[2].Descriptor()
+	// skippostlikesslot.DefaultN holds the default value on creation for the n field.
+	skippostlikesslot.DefaultN = skippostlikesslotDescN.Default.(int64)
 	tagMixin := schema.Tag{}.Mixin()
 	tagMixinHooks0 := tagMixin[0].Hooks()
 	tagMixinHooks1 := tagMixin[1].Hooks()
