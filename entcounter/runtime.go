@@ -15,6 +15,7 @@ import (
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/engine"
+	"github.com/hotcounter/hotcounter/internal/retry"
 	"github.com/hotcounter/hotcounter/internal/spec"
 )
 
@@ -278,6 +279,41 @@ func DropZeroColumn(nodes []*sqlgraph.CreateSpec, column string) {
 	for _, n := range nodes {
 		n.Fields = slices.DeleteFunc(n.Fields, func(f *sqlgraph.FieldSpec) bool { return f.Column == column })
 	}
+}
+
+// PrecreateExisting inserts the missing slot rows (n = 0) of every parent
+// of the client's counters that pre-create their slots (Precreate, or the
+// MySQL/MariaDB default for sum counters). New parents get theirs when
+// they are created; run this once after Schema.Create (or in a migration)
+// for the parents that existed before a counter was declared, as
+// gormcounter's AutoMigrate does. Rows already there are left alone. It
+// must not run inside a transaction.
+func PrecreateExisting(ctx context.Context, src Source) error {
+	r := src.HotCounter()
+	if r.inTx() {
+		return errors.New("entcounter: PrecreateExisting must not run inside a transaction: pass the client")
+	}
+	dl, err := r.dialect()
+	if err != nil {
+		return err
+	}
+	s := newSession(r)
+	for _, d := range r.Defs {
+		if !d.precreate(dl) {
+			continue
+		}
+		t := d.table()
+		err := retry.Do(ctx, engine.OwnAttempts, func() error {
+			_, err := s.Exec(ctx, func(w countersql.Writer) {
+				dl.PrecreateSlots(w, t, d.Slots, func(w countersql.Writer) { w.WriteString("1=1") })
+			})
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("entcounter: precreate %s: %w", d.name(), err)
+		}
+	}
+	return nil
 }
 
 // RollupBatchSize is how many parents one rollup transaction folds.

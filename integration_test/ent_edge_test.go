@@ -210,3 +210,33 @@ func TestEntFirstIncrementsOfAFreshParentDoNotDeadlock(t *testing.T) {
 		})
 	}
 }
+
+// Parents that existed before a pre-creating counter get their slot rows
+// from PrecreateExisting; rows already there are kept.
+func TestEntPrecreateExisting(t *testing.T) {
+	eachEnt(t, func(t *testing.T, e *entEnv) {
+		ctx := context.Background()
+		c := e.client
+		// Rows written past ent's hooks, as an import would.
+		must(t, e.db.Exec("INSERT INTO skip_posts (id) VALUES (1001), (1002)").Error)
+		kept := c.SkipPost.Create().SaveX(ctx)
+		c.SkipPost.UpdateOneID(kept.ID).AddLikes(5).ExecX(ctx)
+		must(t, entcounter.PrecreateExisting(ctx, c))
+		must(t, entcounter.PrecreateExisting(ctx, c)) // idempotent
+		for _, id := range []int{1001, 1002, kept.ID} {
+			if n := rawInt(t, e.db, "SELECT COUNT(*) FROM skip_post_likes_slots WHERE skip_post_id = ?", id); n != 64 {
+				t.Fatalf("post %d has %d slot rows, want 64", id, n)
+			}
+		}
+		if got := c.SkipPost.GetX(ctx, kept.ID); got.Likes != 5 {
+			t.Fatalf("likes=%d after PrecreateExisting, want 5", got.Likes)
+		}
+		if e.kind == my { // Post.likes pre-creates by default on MariaDB
+			must(t, e.db.Exec("INSERT INTO posts (title, views) VALUES ('imported', 0)").Error)
+			must(t, entcounter.PrecreateExisting(ctx, c))
+			if n := rawInt(t, e.db, "SELECT COUNT(*) FROM post_likes_slots WHERE post_id = (SELECT MAX(id) FROM posts)"); n != 16 {
+				t.Fatalf("the imported post has %d likes slot rows, want 16", n)
+			}
+		}
+	})
+}
