@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -16,6 +17,10 @@ import (
 
 // hammer runs writers goroutines that each call inc n times, and returns the
 // number of calls that succeeded. Every failure fails the test.
+// errStop, returned by a hammer's increment, ends that writer without an
+// error (and without counting).
+var errStop = errors.New("stop")
+
 func hammer(t *testing.T, writers, n int, inc func() error) int64 {
 	t.Helper()
 	var ok atomic.Int64
@@ -27,6 +32,9 @@ func hammer(t *testing.T, writers, n int, inc func() error) int64 {
 			defer wg.Done()
 			for i := 0; i < n; i++ {
 				if err := inc(); err != nil {
+					if errors.Is(err, errStop) {
+						return
+					}
 					errs <- err
 					return
 				}

@@ -621,3 +621,51 @@ func (d Dialect) DeleteSlots(w Writer, t Table, owners []any, slots []int64) {
 	}
 	w.WriteString(")")
 }
+
+// The write-behind buffer's statements.
+
+// AddToSlots writes one statement that adds amounts[i] to slot slots[i] of
+// owner keys[i] (keys sorted, each once), creating rows as needed
+// (PostgreSQL and SQLite):
+//
+//	INSERT INTO slots (owner, slot, n) VALUES (k1, s1, a1), ...
+//	ON CONFLICT (owner, slot) DO UPDATE SET n = slots.n + excluded.n
+func (d Dialect) AddToSlots(w Writer, t Table, keys []any, slots []int, amounts []int64) {
+	q(w, "INSERT INTO % (%, %, %) VALUES ", t.Slots, t.Owner, SlotColumn, ValueColumn)
+	for i, k := range keys {
+		if i > 0 {
+			w.WriteString(", ")
+		}
+		args(w, []any{k, slots[i], amounts[i]})
+	}
+	q(w, " ON CONFLICT (%, %) DO UPDATE SET % = %.% + excluded.%", t.Owner, SlotColumn, ValueColumn, t.Slots, ValueColumn, ValueColumn)
+}
+
+// CreateLedger writes the DDL of the table that records applied
+// write-behind batches.
+func (d Dialect) CreateLedger(w Writer, ledger string) {
+	q(w, "CREATE TABLE IF NOT EXISTS % (% VARCHAR(64) NOT NULL PRIMARY KEY, % BIGINT NOT NULL)", ledger, "batch", "at")
+}
+
+// LedgerHas writes a query that returns a row if batch was applied.
+func (d Dialect) LedgerHas(w Writer, ledger, batch string) {
+	q(w, "SELECT 1 FROM % WHERE % = ", ledger, "batch")
+	w.Arg(batch)
+}
+
+// LedgerAdd writes the insert that records batch as applied at the given
+// time (Unix milliseconds). Its primary key makes a second attempt of a
+// batch fail instead of applying it twice.
+func (d Dialect) LedgerAdd(w Writer, ledger, batch string, at int64) {
+	q(w, "INSERT INTO % (%, %) VALUES (", ledger, "batch", "at")
+	w.Arg(batch)
+	w.WriteString(", ")
+	w.Arg(at)
+	w.WriteString(")")
+}
+
+// LedgerPrune writes the delete of batches recorded before the given time.
+func (d Dialect) LedgerPrune(w Writer, ledger string, before int64) {
+	q(w, "DELETE FROM % WHERE % < ", ledger, "at")
+	w.Arg(before)
+}

@@ -1,0 +1,144 @@
+package gormcounter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+
+	"gorm.io/gorm"
+
+	"github.com/hotcounter/hotcounter/internal/writebehind"
+)
+
+// BufferConfig tunes a write-behind Buffer; the zero value is usable:
+// flushes every second (sooner past 10,000 pending parents), holds at most
+// 100,000 entries and then blocks, records batches in hotcounter_ledger.
+type BufferConfig = writebehind.Config
+
+// What Buffer.Increment does when the buffer is full (BufferConfig.OnFull).
+const (
+	BufferBlock = writebehind.Block // wait for a flush to make room (default)
+	BufferFail  = writebehind.Fail  // return ErrBufferFull
+)
+
+// ErrBufferFull is returned by Buffer.Increment when the buffer is full and
+// BufferConfig.OnFull is BufferFail.
+var ErrBufferFull = writebehind.ErrFull
+
+// Buffer is write-behind for counters: Increment adds to an in-memory delta
+// and returns; every interval the buffer writes all deltas, one sorted
+// multi-row upsert per slot table, in one transaction that also records
+// the batch in a ledger table, so a flush retried after an unknown COMMIT
+// outcome never counts twice. A failed flush keeps its deltas and retries
+// with backoff. Nothing acknowledged is lost while the process lives; a
+// crash loses the deltas of at most one interval. Call Close to flush and
+// stop.
+//
+//	buf, err := gormcounter.NewBuffer(db, gormcounter.BufferConfig{Interval: time.Second})
+//	defer buf.Close(ctx)
+//	buf.Increment(ctx, &Post{ID: id}, "Likes", 1)
+//
+// Loads read what has been flushed; add Pending for this process's own
+// increments not yet written. PostgreSQL and SQLite (MySQL/MariaDB not yet).
+type Buffer struct {
+	p  *Plugin
+	db *gorm.DB
+	b  *writebehind.Buffer
+
+	mu       sync.Mutex
+	counters map[*counter]*writebehind.Counter
+}
+
+// NewBuffer starts a write-behind buffer on db, which must have the plugin.
+// It creates the ledger table if missing and starts one goroutine.
+func NewBuffer(db *gorm.DB, cfg BufferConfig) (*Buffer, error) {
+	p, err := pluginOf(db)
+	if err != nil {
+		return nil, err
+	}
+	if p.dialect.MySQL() {
+		return nil, errors.New("gormcounter: NewBuffer: write-behind is not available on MySQL/MariaDB yet")
+	}
+	ctx := db.Statement.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	b, err := writebehind.New(ctx, gormSession{gormConn{db.Session(&gorm.Session{NewDB: true, Context: context.Background()}), ""}}, p.dialect, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("gormcounter: NewBuffer: %w", err)
+	}
+	return &Buffer{p: p, db: db, b: b, counters: map[*counter]*writebehind.Counter{}}, nil
+}
+
+// target returns the counter named field of model and the model's primary
+// key, which must be set.
+func (b *Buffer) target(model any, field string) (*writebehind.Counter, any, error) {
+	stmt := &gorm.Statement{DB: b.db}
+	if err := stmt.Parse(model); err != nil {
+		return nil, nil, fmt.Errorf("gormcounter: Buffer: %w", err)
+	}
+	m, err := b.p.model(b.db, stmt.Schema)
+	if err != nil {
+		return nil, nil, err
+	}
+	var c *counter
+	if m != nil {
+		c = m.lookup(field)
+	}
+	if c == nil {
+		return nil, nil, fmt.Errorf("gormcounter: Buffer %s.%s: %w (tag it `gorm:\"counter\"`)", stmt.Schema.Name, field, ErrNotCounter)
+	}
+	if len(stmt.Schema.PrimaryFields) != 1 {
+		return nil, nil, fmt.Errorf("gormcounter: Buffer %s: %w: the model needs one primary key", c.name(), ErrInvalidCounter)
+	}
+	rv := reflect.ValueOf(model)
+	for rv.Kind() == reflect.Pointer {
+		rv = rv.Elem()
+	}
+	key, zero := stmt.Schema.PrimaryFields[0].ValueOf(context.Background(), rv)
+	if zero {
+		return nil, nil, fmt.Errorf("gormcounter: Buffer %s: the model's primary key is not set: %w", c.name(), gorm.ErrMissingWhereClause)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	wc := b.counters[c]
+	if wc == nil {
+		t := c.table
+		t.Parent = stmt.Schema.Table
+		wc = &writebehind.Counter{Name: c.name(), Table: t, Slots: c.opts.Slots}
+		b.counters[c] = wc
+	}
+	return wc, key, nil
+}
+
+// Increment adds delta to the counter field of the row model names by its
+// primary key (&Post{ID: id}), in memory; the next flush writes it.
+func (b *Buffer) Increment(ctx context.Context, model any, field string, delta int64) error {
+	c, key, err := b.target(model, field)
+	if err != nil {
+		return err
+	}
+	if err := b.b.Add(ctx, c, key, delta); err != nil {
+		return fmt.Errorf("gormcounter: Buffer %s: %w", c.Name, err)
+	}
+	return nil
+}
+
+// Pending returns this buffer's delta for the counter of the row model
+// names, not yet written. A load plus Pending is the value including this
+// process's own increments.
+func (b *Buffer) Pending(model any, field string) (int64, error) {
+	c, key, err := b.target(model, field)
+	if err != nil {
+		return 0, err
+	}
+	return b.b.Pending(c, key), nil
+}
+
+// Flush writes what is pending now and returns when it is applied.
+func (b *Buffer) Flush(ctx context.Context) error { return b.b.Flush(ctx) }
+
+// Close flushes what is pending and stops the buffer; later increments fail.
+func (b *Buffer) Close(ctx context.Context) error { return b.b.Close(ctx) }

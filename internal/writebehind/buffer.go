@@ -1,0 +1,416 @@
+// Package writebehind adds counter increments up in memory and writes them
+// in batches: every interval (or sooner, when the pending set grows past a
+// size), all pending deltas go to the slot tables in one transaction, one
+// multi-row upsert per slot table, sorted by (owner, slot). An increment
+// returns as soon as it is added.
+//
+// Nothing acknowledged is lost while the process lives: a failed flush keeps
+// its deltas and is retried with backoff, and memory is bounded (past the
+// bound an increment blocks or fails, as configured; it is never dropped).
+// Flushes are idempotent: each batch carries an id that its transaction
+// records in a ledger table, so a batch whose COMMIT outcome is unknown
+// (the connection was cut during it) is retried without counting twice.
+//
+// A crash loses the pending deltas: at most one interval's worth.
+package writebehind
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hotcounter/hotcounter/internal/countersql"
+	"github.com/hotcounter/hotcounter/internal/engine"
+)
+
+// Counter is one counter the buffer writes: its tables and slot count.
+type Counter struct {
+	Name  string // for errors: Model.Field
+	Table countersql.Table
+	Slots int
+}
+
+// Full says what an increment does when the buffer holds MaxPending
+// entries.
+type Full int
+
+const (
+	// Block waits until a flush makes room (or the context ends).
+	Block Full = iota
+	// Fail returns ErrFull.
+	Fail
+)
+
+// ErrFull is returned by Add when the buffer is full and Config.OnFull is
+// Fail.
+var ErrFull = errors.New("write-behind buffer is full")
+
+// ErrClosed is returned by Add after Close.
+var ErrClosed = errors.New("write-behind buffer is closed")
+
+// Config tunes a Buffer. The zero value is usable.
+type Config struct {
+	// Interval between flushes; default 1s.
+	Interval time.Duration
+	// FlushAt starts a flush early when this many (counter, parent) entries
+	// are pending; default 10,000.
+	FlushAt int
+	// MaxPending bounds the entries held (pending plus the batch being
+	// written); default 100,000.
+	MaxPending int
+	// OnFull: Block (default) or Fail.
+	OnFull Full
+	// Ledger is the table that records applied batches; default
+	// hotcounter_ledger.
+	Ledger string
+	// LedgerKeep is how long batch ids are kept; default 1h.
+	LedgerKeep time.Duration
+	// OnError hears of failed flushes (they are retried).
+	OnError func(error)
+}
+
+func (c *Config) defaults() {
+	if c.Interval <= 0 {
+		c.Interval = time.Second
+	}
+	if c.FlushAt <= 0 {
+		c.FlushAt = 10_000
+	}
+	if c.MaxPending <= 0 {
+		c.MaxPending = 100_000
+	}
+	if c.FlushAt > c.MaxPending {
+		c.FlushAt = c.MaxPending
+	}
+	if c.Ledger == "" {
+		c.Ledger = "hotcounter_ledger"
+	}
+	if c.LedgerKeep <= 0 {
+		c.LedgerKeep = time.Hour
+	}
+}
+
+type entry struct {
+	c   *Counter
+	key string // engine.KeyText of the parent key
+}
+
+type pendingDelta struct {
+	key   any
+	delta int64
+}
+
+// batch is a set of deltas with the id its flush records in the ledger.
+type batch struct {
+	id      string
+	entries map[entry]pendingDelta
+}
+
+// Buffer holds pending increments and flushes them. Its methods are safe
+// for concurrent use.
+type Buffer struct {
+	s   engine.Session
+	d   countersql.Dialect
+	cfg Config
+
+	mu       sync.Mutex
+	room     *sync.Cond // signalled when entries leave
+	pending  map[entry]pendingDelta
+	inflight *batch // being written; kept until it is known to be applied
+	closed   bool
+
+	flushNow chan struct{}
+	stop     chan struct{}
+	done     chan struct{}
+	flushMu  sync.Mutex // one flush at a time
+}
+
+// New starts a buffer that writes through s. It creates the ledger table
+// if missing, and starts the goroutine that flushes every interval.
+func New(ctx context.Context, s engine.Session, d countersql.Dialect, cfg Config) (*Buffer, error) {
+	cfg.defaults()
+	if _, err := s.Exec(ctx, func(w countersql.Writer) { d.CreateLedger(w, cfg.Ledger) }); err != nil {
+		return nil, fmt.Errorf("create ledger %s: %w", cfg.Ledger, err)
+	}
+	b := &Buffer{
+		s: s, d: d, cfg: cfg,
+		pending:  map[entry]pendingDelta{},
+		flushNow: make(chan struct{}, 1),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+	}
+	b.room = sync.NewCond(&b.mu)
+	go b.loop()
+	return b, nil
+}
+
+func (b *Buffer) held() int {
+	n := len(b.pending)
+	if b.inflight != nil {
+		n += len(b.inflight.entries)
+	}
+	return n
+}
+
+// Add adds delta to the counter of the parent with the given key. It
+// returns once the delta is held in memory; the database sees it at the
+// next flush.
+func (b *Buffer) Add(ctx context.Context, c *Counter, key any, delta int64) error {
+	e := entry{c: c, key: engine.KeyText(key)}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for {
+		if b.closed {
+			return ErrClosed
+		}
+		if _, ok := b.pending[e]; ok || b.held() < b.cfg.MaxPending {
+			break
+		}
+		if b.cfg.OnFull == Fail {
+			return fmt.Errorf("%w (%d entries pending)", ErrFull, b.held())
+		}
+		b.kick()
+		if err := b.wait(ctx); err != nil {
+			return err
+		}
+	}
+	p := b.pending[e]
+	p.key, p.delta = key, p.delta+delta
+	b.pending[e] = p
+	if len(b.pending) >= b.cfg.FlushAt {
+		b.kick()
+	}
+	return nil
+}
+
+// wait waits for room, with b.mu held, until ctx ends.
+func (b *Buffer) wait(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	stop := context.AfterFunc(ctx, func() {
+		b.mu.Lock()
+		b.room.Broadcast()
+		b.mu.Unlock()
+	})
+	defer stop()
+	b.room.Wait()
+	return ctx.Err()
+}
+
+func (b *Buffer) kick() {
+	select {
+	case b.flushNow <- struct{}{}:
+	default:
+	}
+}
+
+// Pending returns the delta held for a counter of one parent, not yet
+// written: a reader can add it to what it loaded to see its own process's
+// increments.
+func (b *Buffer) Pending(c *Counter, key any) int64 {
+	e := entry{c: c, key: engine.KeyText(key)}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := b.pending[e].delta
+	if b.inflight != nil {
+		n += b.inflight.entries[e].delta
+	}
+	return n
+}
+
+func (b *Buffer) loop() {
+	defer close(b.done)
+	t := time.NewTicker(b.cfg.Interval)
+	defer t.Stop()
+	failures := 0
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-t.C:
+		case <-b.flushNow:
+		}
+		if err := b.Flush(context.Background()); err != nil {
+			failures++
+			if b.cfg.OnError != nil {
+				b.cfg.OnError(err)
+			}
+			// Back off: 50 ms doubling to the interval, with jitter.
+			d := min(b.cfg.Interval, time.Duration(1<<min(failures, 10))*25*time.Millisecond)
+			select {
+			case <-b.stop:
+				return
+			case <-time.After(d/2 + rand.N(d/2+1)):
+			}
+			b.kick()
+			continue
+		}
+		failures = 0
+	}
+}
+
+// Flush writes what is pending now, and returns when it is applied or
+// the attempt failed (the deltas are then kept for the next one).
+func (b *Buffer) Flush(ctx context.Context) error {
+	b.flushMu.Lock()
+	defer b.flushMu.Unlock()
+	b.mu.Lock()
+	if b.inflight == nil {
+		if len(b.pending) == 0 {
+			b.mu.Unlock()
+			return nil
+		}
+		b.inflight = &batch{id: newID(), entries: b.pending}
+		b.pending = map[entry]pendingDelta{}
+	}
+	bt := b.inflight
+	b.mu.Unlock()
+
+	if err := b.apply(ctx, bt); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	b.inflight = nil
+	b.room.Broadcast()
+	b.mu.Unlock()
+	return nil
+}
+
+// apply writes a batch in one transaction with its ledger row. A batch
+// whose ledger row is already there was applied by an earlier attempt
+// whose COMMIT reply was lost: it is done.
+func (b *Buffer) apply(ctx context.Context, bt *batch) error {
+	byCounter := map[*Counter][]pendingDelta{}
+	var order []*Counter
+	for e, p := range bt.entries {
+		if p.delta == 0 {
+			continue
+		}
+		if _, ok := byCounter[e.c]; !ok {
+			order = append(order, e.c)
+		}
+		byCounter[e.c] = append(byCounter[e.c], p)
+	}
+	slices.SortFunc(order, func(x, y *Counter) int { return strings.Compare(x.Table.Slots, y.Table.Slots) })
+	applied := false
+	err := b.s.Begin(ctx, false, func(tx engine.Session) error {
+		var seen int64
+		rows, err := tx.Query(ctx, func(w countersql.Writer) { b.d.LedgerHas(w, b.cfg.Ledger, bt.id) })
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			seen++
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return err
+		}
+		if seen > 0 {
+			applied = true
+			return nil
+		}
+		now := time.Now()
+		if _, err := tx.Exec(ctx, func(w countersql.Writer) { b.d.LedgerAdd(w, b.cfg.Ledger, bt.id, now.UnixMilli()) }); err != nil {
+			return err
+		}
+		for _, c := range order {
+			if err := b.write(ctx, tx, c, byCounter[c]); err != nil {
+				return fmt.Errorf("%s: %w", c.Name, err)
+			}
+		}
+		// Old batch ids can no longer come back: forget them.
+		_, err = tx.Exec(ctx, func(w countersql.Writer) {
+			b.d.LedgerPrune(w, b.cfg.Ledger, now.Add(-b.cfg.LedgerKeep).UnixMilli())
+		})
+		return err
+	})
+	if err != nil && !applied {
+		return fmt.Errorf("write-behind flush %s: %w", bt.id, err)
+	}
+	return nil
+}
+
+// write upserts one counter's deltas, sorted by owner, one random slot per
+// owner, in statements of at most engine.FillChunk rows. Deltas of parents
+// deleted since their increment are dropped (their counts went with them).
+func (b *Buffer) write(ctx context.Context, tx engine.Session, c *Counter, deltas []pendingDelta) error {
+	keys := make([]any, len(deltas))
+	byKey := make(map[string]int64, len(deltas))
+	for i, p := range deltas {
+		keys[i] = p.key
+		byKey[engine.KeyText(p.key)] = p.delta
+	}
+	keys = engine.SortKeys(keys)
+	// Only parents that exist: the insert would fail its foreign key check
+	// for the others, and with it the whole batch, forever.
+	var existing []any
+	for start := 0; start < len(keys); start += engine.FillChunk {
+		chunk := keys[start:min(start+engine.FillChunk, len(keys))]
+		found, err := engine.QueryKeys(ctx, tx, func(w countersql.Writer) { b.d.SelectKeys(w, c.Table, b.d.KeyIn(c.Table, chunk)) })
+		if err != nil {
+			return err
+		}
+		existing = append(existing, found...)
+	}
+	for start := 0; start < len(existing); start += engine.FillChunk {
+		chunk := existing[start:min(start+engine.FillChunk, len(existing))]
+		slots := make([]int, len(chunk))
+		amounts := make([]int64, len(chunk))
+		for i, k := range chunk {
+			slots[i] = rand.IntN(c.Slots)
+			amounts[i] = byKey[engine.KeyText(k)]
+		}
+		if _, err := tx.Exec(ctx, func(w countersql.Writer) { b.d.AddToSlots(w, c.Table, chunk, slots, amounts) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close flushes what is pending, stops the flushing goroutine, and refuses
+// further increments. If ctx ends first, Close returns its error and the
+// deltas it could not write are lost with the process.
+func (b *Buffer) Close(ctx context.Context) error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	b.room.Broadcast()
+	b.mu.Unlock()
+	close(b.stop)
+	<-b.done
+	for {
+		err := b.Flush(ctx)
+		b.mu.Lock()
+		left := b.held()
+		b.mu.Unlock()
+		if err == nil && left == 0 {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return errors.Join(err, ctx.Err())
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// newID returns a batch id no other batch has.
+func newID() string {
+	var b [16]byte
+	_, _ = crand.Read(b[:]) // never fails (crypto/rand panics instead)
+	return hex.EncodeToString(b[:])
+}
