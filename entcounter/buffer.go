@@ -79,7 +79,7 @@ func (b *Buffer) counter(typ, field string) (*writebehind.Counter, error) {
 	}
 	for _, d := range b.r.Defs {
 		if (d.Type == typ || snake(d.Type) == typ || strings.EqualFold(d.Type, typ)) && d.Field == field {
-			c := &writebehind.Counter{Name: d.name(), Table: d.table(), Slots: d.Slots}
+			c := &writebehind.Counter{Name: d.name(), Table: d.table(), Slots: d.Slots, Append: d.Append}
 			b.counters[k] = c
 			return c, nil
 		}

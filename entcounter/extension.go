@@ -127,21 +127,25 @@ func defsOf(g *gen.Graph) ([]Def, error) {
 			prefix := inflection.Singular(n.Table())
 			d := Def{
 				Type: n.Name, Field: f.Name, StructField: f.StructField(), Table: n.Table(), Key: n.ID.StorageKey(),
-				SlotTable: prefix + "_" + f.Name + "_slots", Owner: prefix + "_id",
-				Slots: a.Slots, Rollup: a.Rollup, Precreate: a.Precreate, SkipLocked: a.SkipLocked,
+				SlotTable: prefix + "_" + f.Name + tableSuffix(a.Append), Owner: prefix + "_id",
+				Slots: a.Slots, Rollup: a.Rollup, Append: a.Append, Precreate: a.Precreate, SkipLocked: a.SkipLocked,
 			}
 			var slot *gen.Type
 			for _, s := range g.Nodes {
-				if sa, ok := slotsAnnotationOf(s); ok && sa.Owner == n.Name && sa.Field == f.Name {
+				if sa, ok := slotsAnnotationOf(s); ok && sa.Owner == n.Name && sa.Field == f.Name && sa.Deltas == a.Append {
 					slot = s
 				}
 			}
 			switch {
 			case slot == nil:
-				errs = append(errs, fmt.Sprintf("%s: the counter has no slot table schema; add this file to the schema package:\n\n"+
-					"\ttype %[2]s struct{ ent.Schema }\n\n"+
-					"\tfunc (%[2]s) Mixin() []ent.Mixin { return []ent.Mixin{entcounter.SlotsOf(%[3]s.Type, %[4]q)} }\n",
-					where, n.Name+pascal(f.Name)+"Slot", n.Name, f.Name))
+				kind, typ, mixin := "slot", n.Name+pascal(f.Name)+"Slot", "SlotsOf"
+				if a.Append {
+					kind, typ, mixin = "delta", n.Name+pascal(f.Name)+"Delta", "DeltasOf"
+				}
+				errs = append(errs, fmt.Sprintf("%s: the counter has no %s table schema; add this file to the schema package:\n\n"+
+					"\ttype %[3]s struct{ ent.Schema }\n\n"+
+					"\tfunc (%[3]s) Mixin() []ent.Mixin { return []ent.Mixin{entcounter.%[4]s(%[5]s.Type, %[6]q)} }\n",
+					where, kind, typ, mixin, n.Name, f.Name))
 				continue
 			case slot.Table() != d.SlotTable:
 				errs = append(errs, fmt.Sprintf("%s: its slot schema %s uses table %q, but the counter expects %q (the singular parent table, the field, \"slots\")",
@@ -165,4 +169,13 @@ func pascal(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// tableSuffix ends the name of a counter's table: slots, or deltas for an
+// append counter.
+func tableSuffix(deltas bool) string {
+	if deltas {
+		return "_deltas"
+	}
+	return "_slots"
 }

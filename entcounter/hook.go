@@ -27,6 +27,7 @@ type mutation interface {
 	HotCounterID() (any, bool)
 	HotCounterNotFound() error
 	HotCounterUpsert() bool
+	HotCounterBulkUpsert() bool
 }
 
 // counterHook moves a counter's part of a mutation into the slot table:
@@ -118,19 +119,29 @@ func counterHook(field string, ann Annotation) ent.Hook {
 // row may have existed, so a non-zero value sets the total instead of
 // adding to it.
 func (w *write) create(ctx context.Context, m mutation, next ent.Mutator, v int64) (ent.Value, error) {
-	if w.d.Rollup {
-		return next.Mutate(ctx, m)
+	if !w.d.Rollup {
+		m.ResetField(w.d.Field) // a sum counter has no column
 	}
-	m.ResetField(w.d.Field)
 	res, err := next.Mutate(ctx, m)
 	if err != nil {
 		return res, err
+	}
+	upsert := m.HotCounterUpsert() && v != 0
+	if upsert && w.dl.MySQL() && m.HotCounterBulkUpsert() {
+		// ent numbers the rows of a batch from LastInsertId, which is wrong
+		// for rows that met a conflict: the value could go to another row.
+		return res, fmt.Errorf("entcounter: %s: a counter value in a bulk upsert on MySQL/MariaDB cannot be written "+
+			"(ent does not know the ids of rows that met a conflict); the rows were written without it: set it with an update", w.d.name())
+	}
+	if w.d.Rollup && !upsert {
+		return res, nil // the column took the initial value
 	}
 	id, ok := m.HotCounterID()
 	if !ok {
 		return res, fmt.Errorf("entcounter: %s: the created %s has no id", w.d.name(), m.Type())
 	}
-	if m.HotCounterUpsert() && v != 0 {
+	if upsert {
+		// The row may have existed: the value is its new total.
 		_, err = w.update(ctx, []any{id}, true, v)
 	} else {
 		err = w.created(ctx, id, v)
@@ -147,7 +158,7 @@ func (w *write) incrementFreeSlot(ctx context.Context, key any, delta int64) err
 	t, slot := w.d.table(), rand.IntN(w.d.Slots)
 	s := newSession(w.r)
 	if w.dl.MySQL() {
-		in := engine.MySQLIncrement{Table: t, Key: key, Slot: slot, Delta: delta, Precreate: w.d.precreate(w.dl)}
+		in := engine.MySQLIncrement{Table: t, Key: key, Slot: slot, Delta: delta}
 		_, err := engine.IncrementFreeSlotMySQL(ctx, s, w.dl, in)
 		return w.wrap(err)
 	}
@@ -268,8 +279,15 @@ func (w *write) exec(ctx context.Context, s engine.Session, keys []any, stmt fun
 // and returns how many parents it incremented.
 func (w *write) increment(ctx context.Context, s engine.Session, keys []any, delta int64) (int64, error) {
 	t, slot := w.d.table(), rand.IntN(w.d.Slots)
+	if w.d.Append && w.dl.MySQL() {
+		in := engine.MySQLIncrement{Table: t, Keys: keys, Delta: delta}
+		if len(keys) == 1 {
+			in.Key, in.Keys = keys[0], nil
+		}
+		return engine.AppendMySQL(ctx, s, w.dl, in)
+	}
 	if w.dl.MySQL() {
-		in := engine.MySQLIncrement{Table: t, Keys: keys, Slot: slot, Delta: delta, Precreate: w.d.precreate(w.dl)}
+		in := engine.MySQLIncrement{Table: t, Keys: keys, Slot: slot, Delta: delta}
 		if len(keys) == 1 {
 			in.Key, in.Keys = keys[0], nil
 		}
@@ -279,7 +297,11 @@ func (w *write) increment(ctx context.Context, s engine.Session, keys []any, del
 	upsert := func(s engine.Session) error {
 		n = 0
 		return chunks(keys, func(k []any) error {
-			done, err := s.Exec(ctx, func(x countersql.Writer) { w.dl.IncrementWhere(x, t, slot, delta, w.dl.KeyIn(t, k)) })
+			stmt := func(x countersql.Writer) { w.dl.IncrementWhere(x, t, slot, delta, w.dl.KeyIn(t, k)) }
+			if w.d.Append {
+				stmt = func(x countersql.Writer) { w.dl.AppendWhere(x, t, delta, w.dl.KeyIn(t, k)) }
+			}
+			done, err := s.Exec(ctx, stmt)
 			n += done
 			return err
 		})

@@ -72,7 +72,25 @@ func SlotsOf(owner any, fieldName string) ent.Mixin {
 	return m
 }
 
+// DeltasOf declares the delta table of an [Append] counter, as SlotsOf
+// declares a slot table:
+//
+//	type PostClapsDelta struct{ ent.Schema }
+//
+//	func (PostClapsDelta) Mixin() []ent.Mixin { return []ent.Mixin{entcounter.DeltasOf(Post.Type, "claps")} }
+//
+// It creates the table <singular owner table>_<field>_deltas: ent's id
+// (the delta's increasing id, by which rollup folds in batches), the owner
+// key column <singular owner table>_id with an index, and n, with a
+// foreign key ON DELETE CASCADE; the layout gormcounter uses.
+func DeltasOf(owner any, fieldName string) ent.Mixin {
+	m := slotsMixin{owner: owner, field: fieldName, deltas: true}
+	m.ownerName, m.prefix, m.keyField, m.err = describeOwner(owner)
+	return m
+}
+
 type slotsMixin struct {
+	deltas bool // a delta table (DeltasOf), not a slot table
 	mixin.Schema
 	owner     any
 	field     string
@@ -85,6 +103,9 @@ type slotsMixin struct {
 func (m slotsMixin) Fields() []ent.Field {
 	if m.err != nil {
 		panic(fmt.Sprintf("entcounter: SlotsOf(%s, %q): %v", m.ownerName, m.field, m.err))
+	}
+	if m.deltas {
+		return []ent.Field{m.keyField, field.Int64(countersql.ValueColumn).Immutable()}
 	}
 	return []ent.Field{
 		m.keyField,
@@ -101,13 +122,16 @@ func (m slotsMixin) Edges() []ent.Edge {
 }
 
 func (m slotsMixin) Indexes() []ent.Index {
+	if m.deltas {
+		return []ent.Index{index.Fields(m.ownerKey())}
+	}
 	return []ent.Index{index.Fields(m.ownerKey(), countersql.SlotColumn).Unique()}
 }
 
 func (m slotsMixin) Annotations() []schema.Annotation {
 	return []schema.Annotation{
-		entsql.Table(m.prefix + "_" + m.field + "_slots"),
-		SlotsAnnotation{Owner: m.ownerName, Field: m.field},
+		entsql.Table(m.prefix + "_" + m.field + tableSuffix(m.deltas)),
+		SlotsAnnotation{Owner: m.ownerName, Field: m.field, Deltas: m.deltas},
 	}
 }
 

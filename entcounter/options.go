@@ -17,6 +17,13 @@ func Slots(n int) Option { return func(o *spec.Options) { o.Slots = n } }
 // loads read column + pending slots.
 func Rollup() Option { return func(o *spec.Options) { o.Mode = spec.Rollup } }
 
+// Append keeps a cached total in a parent column, as Rollup does, but an
+// increment inserts a delta row instead of upserting a slot, so no two
+// increments share a row. RollupPass folds the delta rows into the column
+// in batches by id. The counter's table is declared with [DeltasOf]
+// instead of SlotsOf. PostgreSQL and SQLite.
+func Append() Option { return func(o *spec.Options) { o.Mode = spec.Append } }
+
 // Precreate inserts every slot row (n = 0) of a parent when the parent is
 // created, so that increments only update existing rows. On PostgreSQL that
 // keeps an increment from waiting behind a transaction that holds the
@@ -43,7 +50,8 @@ func SkipLocked() Option { return func(o *spec.Options) { o.SkipLocked = true } 
 // reads it. Users do not write it.
 type Annotation struct {
 	Slots      int    `json:"slots"`
-	Rollup     bool   `json:"rollup,omitempty"`
+	Rollup     bool   `json:"rollup,omitempty"` // a parent column holds the folded total (rollup and append)
+	Append     bool   `json:"append,omitempty"`
 	Precreate  int    `json:"precreate,omitempty"` // 0: the database's default, 1: on, 2: off
 	SkipLocked bool   `json:"skiplocked,omitempty"`
 	Err        string `json:"err,omitempty"` // a bad declaration, reported by the extension
@@ -56,13 +64,15 @@ func (Annotation) Name() string { return "HotCounter" }
 type SlotsAnnotation struct {
 	Owner string `json:"owner"` // the parent schema's type name, e.g. Post
 	Field string `json:"field"` // the counter field, e.g. likes
+	// Deltas: the table of an append counter (DeltasOf).
+	Deltas bool `json:"deltas,omitempty"`
 }
 
 // Name implements ent's schema.Annotation.
 func (SlotsAnnotation) Name() string { return "HotCounterSlots" }
 
 func annotationOf(o spec.Options, err error) Annotation {
-	a := Annotation{Slots: o.Slots, Rollup: o.Mode == spec.Rollup, Precreate: int(o.Precreate), SkipLocked: o.SkipLocked}
+	a := Annotation{Slots: o.Slots, Rollup: o.Mode.HasColumn(), Append: o.Mode == spec.Append, Precreate: int(o.Precreate), SkipLocked: o.SkipLocked}
 	if err != nil {
 		a.Err = err.Error()
 	}

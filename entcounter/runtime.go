@@ -30,8 +30,9 @@ type Def struct {
 	SlotTable   string // e.g. post_likes_slots
 	Owner       string // owner key column of the slot table, e.g. post_id
 	Slots       int
-	Rollup      bool
-	Precreate   int // 0: the database's default, 1: on, 2: off
+	Rollup      bool // a parent column holds the folded total (rollup and append counters)
+	Append      bool // the table holds delta rows (append counters)
+	Precreate   int  // 0: the database's default, 1: on, 2: off
 	SkipLocked  bool
 }
 
@@ -41,6 +42,9 @@ func (d Def) precreate(dl countersql.Dialect) bool {
 	o := spec.Options{Slots: d.Slots, Precreate: spec.Toggle(d.Precreate)}
 	if d.Rollup {
 		o.Mode = spec.Rollup
+	}
+	if d.Append {
+		o.Mode = spec.Append
 	}
 	return o.PrecreateOn(dl.PrecreateByDefault())
 }
@@ -359,9 +363,18 @@ func rollup(ctx context.Context, r Runtime, stop func() bool) error {
 		}
 		t := d.table()
 		fold := func(ctx context.Context, tx engine.Conn, owners []any) error {
+			if dl.MySQL() {
+				return engine.FoldMySQL(ctx, tx, dl, t, owners)
+			}
 			return engine.Fold(ctx, tx, dl, t, owners)
 		}
-		if err := engine.FoldAll(ctx, conn{r.Driver, name}, dl, t, RollupBatchSize, stop, inTx, fold); err != nil {
+		var err error
+		if d.Append {
+			err = engine.FoldDeltas(ctx, conn{r.Driver, name}, dl, t, RollupBatchSize, stop, inTx)
+		} else {
+			err = engine.FoldAll(ctx, conn{r.Driver, name}, dl, t, RollupBatchSize, stop, inTx, fold)
+		}
+		if err != nil {
 			return fmt.Errorf("entcounter: rollup %s: %w", d.name(), err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/hotcounter/hotcounter/internal/spec"
 	"github.com/hotcounter/hotcounter/internal/writebehind"
 )
 
@@ -107,7 +108,7 @@ func (b *Buffer) target(model any, field string) (*writebehind.Counter, any, err
 	if wc == nil {
 		t := c.table
 		t.Parent = stmt.Schema.Table
-		wc = &writebehind.Counter{Name: c.name(), Table: t, Slots: c.opts.Slots}
+		wc = &writebehind.Counter{Name: c.name(), Table: t, Slots: c.opts.Slots, Append: c.opts.Mode == spec.Append}
 		b.counters[c] = wc
 	}
 	return wc, key, nil

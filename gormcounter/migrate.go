@@ -9,6 +9,7 @@ import (
 	"gorm.io/gorm/schema"
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
+	"github.com/hotcounter/hotcounter/internal/spec"
 )
 
 // dialector wraps the dialector GORM opened with, only to hand out a migrator
@@ -160,9 +161,18 @@ func (m counterMigrator) createSlotTables(models []*model) error {
 			if m.Migrator.HasTable(c.table.Slots) {
 				continue
 			}
-			err := execSQL(m.db, "", func(w countersql.Writer) {
-				m.plugin.dialect.CreateSlotTable(w, c.table, ownerType)
-			}).Error
+			var err error
+			if c.opts.Mode == spec.Append {
+				for _, step := range m.plugin.dialect.CreateDeltaTable(c.table, ownerType) {
+					if err = execSQL(m.db, "", step).Error; err != nil {
+						break
+					}
+				}
+			} else {
+				err = execSQL(m.db, "", func(w countersql.Writer) {
+					m.plugin.dialect.CreateSlotTable(w, c.table, ownerType)
+				}).Error
+			}
 			if err != nil {
 				return fmt.Errorf("gormcounter: create slot table %s for %s: %w", c.table.Slots, c.name(), err)
 			}

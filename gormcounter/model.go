@@ -191,7 +191,11 @@ func (p *Plugin) settle(db *gorm.DB, s *schema.Schema) (*model, error) {
 		}
 		c := &counter{model: m, index: len(m.counters), field: f, opts: opts,
 			precreate: opts.PrecreateOn(p.dialect.PrecreateByDefault())}
-		slots, owner := storageNames(db.NamingStrategy, s.Table, f.DBName)
+		suffix := "Slot"
+		if opts.Mode == spec.Append {
+			suffix = "Deltas" // inflection has no plural of delta
+		}
+		slots, owner := storageNames(db.NamingStrategy, s.Table, f.DBName, suffix)
 		c.table = countersql.Table{
 			Parent:    s.Table,
 			ParentKey: m.key.DBName,
@@ -253,12 +257,12 @@ func (c *counter) settleField() {
 	f.DefaultValue = "0"
 }
 
-// storageNames names a counter's slot table and its owner column after the
-// parent table, not the Go type, so that renaming a struct or mapping two
+// storageNames names a counter's slot table (suffix Slot) or delta table
+// (suffix Delta) and its owner column after the parent table, not the Go type, so that renaming a struct or mapping two
 // structs to one table keeps one set of counts: posts.likes ->
 // post_likes_slots (post_id). The naming strategy supplies its prefix,
 // pluralization and case; a schema qualifier is kept.
-func storageNames(ns schema.Namer, table, column string) (slots, owner string) {
+func storageNames(ns schema.Namer, table, column, suffix string) (slots, owner string) {
 	qualifier := ""
 	if i := strings.LastIndexByte(table, '.'); i >= 0 {
 		qualifier, table = table[:i+1], table[i+1:]
@@ -271,7 +275,7 @@ func storageNames(ns schema.Namer, table, column string) (slots, owner string) {
 		prefix = n.TablePrefix
 	}
 	base := inflection.Singular(strings.TrimPrefix(table, prefix))
-	return qualifier + ns.TableName(camel(base)+camel(column)+"Slot"), ns.ColumnName("", camel(base)+"ID")
+	return qualifier + ns.TableName(camel(base)+camel(column)+suffix), ns.ColumnName("", camel(base)+"ID")
 }
 
 // camel turns a column name into the CamelCase that the naming strategy turns

@@ -40,7 +40,7 @@ func (gormSession) ParentGone(err error) bool { return errors.Is(err, gorm.ErrFo
 // mysqlIncrement describes an increment of counter c of the parents that
 // db's statement targets.
 func mysqlIncrement(db *gorm.DB, c *counter, t countersql.Table, slot int, delta int64, cond func(countersql.Writer)) engine.MySQLIncrement {
-	in := engine.MySQLIncrement{Table: t, Slot: slot, Delta: delta, Precreate: c.precreate}
+	in := engine.MySQLIncrement{Table: t, Slot: slot, Delta: delta}
 	if key, ok := primaryKeyOnly(db.Statement); ok {
 		in.Key = key
 	} else {

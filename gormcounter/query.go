@@ -221,7 +221,7 @@ func (p *Plugin) fill(db *gorm.DB) {
 		if rs != nil {
 			if key := rs.LookUpField(m.key.DBName); key != nil {
 				for _, c := range wanted {
-					if c.opts.Mode == spec.Rollup && !live {
+					if c.opts.Mode.HasColumn() && !live {
 						continue
 					}
 					if dst := rs.LookUpField(c.field.DBName); dst != nil && dst.FieldType.Kind() != reflect.Struct {
@@ -247,7 +247,7 @@ func (p *Plugin) fill(db *gorm.DB) {
 			continue
 		}
 		for _, c := range jm.counters {
-			if c.opts.Mode == spec.Rollup && !live {
+			if c.opts.Mode.HasColumn() && !live {
 				continue
 			}
 			jobs = append(jobs, fillJob{c: c, key: jm.key, dst: c.field, rows: values})
@@ -365,7 +365,7 @@ func (p *Plugin) runFill(db *gorm.DB, jobs []fillJob, live bool) error {
 func fillGroups(groups []*fillGroup, live bool) []engine.FillGroup {
 	out := make([]engine.FillGroup, len(groups))
 	for i, g := range groups {
-		out[i] = engine.FillGroup{Table: g.c.table, Live: live && g.c.opts.Mode == spec.Rollup, Keys: g.keys}
+		out[i] = engine.FillGroup{Table: g.c.table, Live: live && g.c.opts.Mode.HasColumn(), Keys: g.keys}
 	}
 	return out
 }

@@ -93,7 +93,7 @@ func rollupCounters(db *gorm.DB, models []any) (*Plugin, []*counter, error) {
 		n := 0
 		if m != nil {
 			for _, c := range m.counters {
-				if c.opts.Mode == spec.Rollup {
+				if c.opts.Mode.HasColumn() {
 					out = append(out, c)
 					n++
 				}
@@ -119,7 +119,13 @@ func (p *Plugin) foldAll(db *gorm.DB, c *counter, stop func() bool) error {
 		}
 		return engine.Fold(ctx, tx, p.dialect, c.table, owners)
 	}
-	if err := engine.FoldAll(ctx, gormConn{db, ""}, p.dialect, c.table, p.cfg.RollupBatchSize, stop, inTx, fold); err != nil {
+	var err error
+	if c.opts.Mode == spec.Append {
+		err = engine.FoldDeltas(ctx, gormConn{db, ""}, p.dialect, c.table, p.cfg.RollupBatchSize, stop, inTx)
+	} else {
+		err = engine.FoldAll(ctx, gormConn{db, ""}, p.dialect, c.table, p.cfg.RollupBatchSize, stop, inTx, fold)
+	}
+	if err != nil {
 		return fmt.Errorf("gormcounter: rollup %s: %w", c.name(), err)
 	}
 	return nil

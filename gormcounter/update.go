@@ -15,6 +15,7 @@ import (
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/engine"
+	"github.com/hotcounter/hotcounter/internal/spec"
 )
 
 // increment is one counter delta taken out of an update.
@@ -157,6 +158,11 @@ func (p *Plugin) rewriteUpdate(db *gorm.DB) {
 		var err error
 		skipLocked := inc.c.opts.SkipLocked && p.dialect.SkipLocked() && singleTarget(stmt)
 		switch {
+		case inc.c.opts.Mode == spec.Append && p.dialect.MySQL():
+			n, err = engine.AppendMySQL(stmt.Context, gormSession{gormConn{db, parent}}, p.dialect, mysqlIncrement(db, inc.c, t, 0, inc.delta, cond))
+		case inc.c.opts.Mode == spec.Append:
+			tx := execSQL(db, parent, func(w countersql.Writer) { p.dialect.AppendWhere(w, t, inc.delta, cond) })
+			n, err = tx.RowsAffected, tx.Error
 		case p.dialect.MySQL() && skipLocked:
 			n, err = engine.IncrementFreeSlotMySQL(stmt.Context, gormSession{gormConn{db, parent}}, p.dialect, mysqlIncrement(db, inc.c, t, slot, inc.delta, cond))
 		case p.dialect.MySQL():

@@ -169,8 +169,9 @@ func TestEntIncrementLoadRollup(t *testing.T) {
 		if got := c.Post.GetX(ctx, p.ID); got.Views != 80 {
 			t.Fatalf("after rollup views=%d, want 80", got.Views)
 		}
-		if n := rawInt(t, e.db, "SELECT COUNT(*) FROM post_views_slots"); n != 0 {
-			t.Fatalf("rollup left %d slot rows", n)
+		// MySQL folds empty the slot rows (n = 0) and keep them.
+		if n := rawInt(t, e.db, "SELECT COUNT(*) FROM post_views_slots WHERE n <> 0"); n != 0 {
+			t.Fatalf("rollup left %d slot rows pending", n)
 		}
 		// The cached column is usable in predicates and orders.
 		if n := c.Post.Query().Where(post.ViewsGTE(80)).CountX(ctx); n != 1 {
@@ -370,6 +371,9 @@ func TestEntRollupUnderWriters(t *testing.T) {
 		stop()
 		must(t, <-loopDone)
 		<-readerDone
+		if n := loopErrs.Load(); n != 0 {
+			t.Fatalf("%d rollup passes failed under the writers", n)
+		}
 		must(t, entcounter.RollupPass(ctx, c))
 		if got := c.Post.GetX(ctx, p.ID); got.Views != writers*each {
 			t.Fatalf("views=%d after the final pass, want %d", got.Views, writers*each)

@@ -163,7 +163,8 @@ func TestTheWidestCounters(t *testing.T) {
 			must(t, db.Table("wide_views_slots").CreateInBatches(values, 256).Error)
 		}
 		must(t, gormcounter.Rollup(db, &Wide{}))
-		if pending := rawInt(t, db, "SELECT COUNT(*) FROM wide_views_slots"); pending != 0 {
+		// MySQL folds empty the slot rows (n = 0) and keep them.
+		if pending := rawInt(t, db, "SELECT COUNT(*) FROM wide_views_slots WHERE n <> 0"); pending != 0 {
 			t.Fatalf("%d slot rows still pending after a pass", pending)
 		}
 		var got []Wide

@@ -56,5 +56,5 @@ type Tag struct {
 }
 
 func migrateAll(db *gorm.DB) error {
-	return db.AutoMigrate(&Author{}, &Post{}, &Comment{}, &Note{}, &Tag{})
+	return db.AutoMigrate(&Author{}, &Post{}, &Comment{}, &Note{}, &Tag{}, &Story{})
 }

@@ -474,15 +474,20 @@ func TestIncrementWritesNothingButSlots(t *testing.T) {
 		p.AuthorID = &posts[1].ID
 		p.Comments[0].Body = "changed in memory"
 
-		for _, inc := range []func() *gorm.DB{
+		for i, inc := range []func() *gorm.DB{
 			func() *gorm.DB { return gormcounter.Increment(db.Model(&p), "Likes", 1) },
 			func() *gorm.DB { return db.Model(&p).UpdateColumn("likes", gorm.Expr("likes + ?", 1)) },
 			func() *gorm.DB { return db.Model(&p).Update("likes", gorm.Expr("likes + ?", 1)) },
 		} {
 			// One upsert; on MariaDB one exact-match UPDATE of the pre-created
-			// slot row.
-			if n := statements(e, func() { must(t, inc().Error) }); n != 1 {
-				t.Fatalf("an increment sent %d statements, want 1:\n%s", n, joined(e.log.statements()))
+			// slot row, inside a savepoint when it runs in a transaction
+			// (GORM's default one for the Update forms).
+			want := int64(1)
+			if e.kind == my && i > 0 {
+				want = 2
+			}
+			if n := statements(e, func() { must(t, inc().Error) }); n != want {
+				t.Fatalf("an increment sent %d statements, want %d:\n%s", n, want, joined(e.log.statements()))
 			}
 		}
 		var got Post

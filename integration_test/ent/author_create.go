@@ -413,6 +413,7 @@ func (_c *AuthorCreateBulk) Save(ctx context.Context) ([]*Author, error) {
 					if len(_c.conflict) > 0 {
 						for _, b := range _c.builders {
 							b.mutation.hotcounterUpsert = true
+							b.mutation.hotcounterBulkUpsert = true
 						}
 					}
 					spec.OnConflict = _c.conflict

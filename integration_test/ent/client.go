@@ -25,6 +25,8 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/postviewsslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/skippost"
 	"github.com/hotcounter/hotcounter/integration_test/ent/skippostlikesslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/story"
+	"github.com/hotcounter/hotcounter/integration_test/ent/storyclapsdelta"
 	"github.com/hotcounter/hotcounter/integration_test/ent/tag"
 	"github.com/hotcounter/hotcounter/integration_test/ent/taghitsslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/tagusesslot"
@@ -57,6 +59,10 @@ type Client struct {
 	SkipPost *SkipPostClient
 	// SkipPostLikesSlot is the client for interacting with the SkipPostLikesSlot builders.
 	SkipPostLikesSlot *SkipPostLikesSlotClient
+	// Story is the client for interacting with the Story builders.
+	Story *StoryClient
+	// StoryClapsDelta is the client for interacting with the StoryClapsDelta builders.
+	StoryClapsDelta *StoryClapsDeltaClient
 	// Tag is the client for interacting with the Tag builders.
 	Tag *TagClient
 	// TagHitsSlot is the client for interacting with the TagHitsSlot builders.
@@ -84,6 +90,8 @@ func (c *Client) init() {
 	c.PostViewsSlot = NewPostViewsSlotClient(c.config)
 	c.SkipPost = NewSkipPostClient(c.config)
 	c.SkipPostLikesSlot = NewSkipPostLikesSlotClient(c.config)
+	c.Story = NewStoryClient(c.config)
+	c.StoryClapsDelta = NewStoryClapsDeltaClient(c.config)
 	c.Tag = NewTagClient(c.config)
 	c.TagHitsSlot = NewTagHitsSlotClient(c.config)
 	c.TagUsesSlot = NewTagUsesSlotClient(c.config)
@@ -189,6 +197,8 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		PostViewsSlot:       NewPostViewsSlotClient(cfg),
 		SkipPost:            NewSkipPostClient(cfg),
 		SkipPostLikesSlot:   NewSkipPostLikesSlotClient(cfg),
+		Story:               NewStoryClient(cfg),
+		StoryClapsDelta:     NewStoryClapsDeltaClient(cfg),
 		Tag:                 NewTagClient(cfg),
 		TagHitsSlot:         NewTagHitsSlotClient(cfg),
 		TagUsesSlot:         NewTagUsesSlotClient(cfg),
@@ -221,6 +231,8 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		PostViewsSlot:       NewPostViewsSlotClient(cfg),
 		SkipPost:            NewSkipPostClient(cfg),
 		SkipPostLikesSlot:   NewSkipPostLikesSlotClient(cfg),
+		Story:               NewStoryClient(cfg),
+		StoryClapsDelta:     NewStoryClapsDeltaClient(cfg),
 		Tag:                 NewTagClient(cfg),
 		TagHitsSlot:         NewTagHitsSlotClient(cfg),
 		TagUsesSlot:         NewTagUsesSlotClient(cfg),
@@ -255,7 +267,7 @@ func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
 		c.Author, c.AuthorFollowersSlot, c.Comment, c.CommentUpvoteSlot, c.NaivePost,
 		c.Post, c.PostLikesSlot, c.PostViewsSlot, c.SkipPost, c.SkipPostLikesSlot,
-		c.Tag, c.TagHitsSlot, c.TagUsesSlot,
+		c.Story, c.StoryClapsDelta, c.Tag, c.TagHitsSlot, c.TagUsesSlot,
 	} {
 		n.Use(hooks...)
 	}
@@ -267,7 +279,7 @@ func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
 		c.Author, c.AuthorFollowersSlot, c.Comment, c.CommentUpvoteSlot, c.NaivePost,
 		c.Post, c.PostLikesSlot, c.PostViewsSlot, c.SkipPost, c.SkipPostLikesSlot,
-		c.Tag, c.TagHitsSlot, c.TagUsesSlot,
+		c.Story, c.StoryClapsDelta, c.Tag, c.TagHitsSlot, c.TagUsesSlot,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -296,6 +308,10 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.SkipPost.mutate(ctx, m)
 	case *SkipPostLikesSlotMutation:
 		return c.SkipPostLikesSlot.mutate(ctx, m)
+	case *StoryMutation:
+		return c.Story.mutate(ctx, m)
+	case *StoryClapsDeltaMutation:
+		return c.StoryClapsDelta.mutate(ctx, m)
 	case *TagMutation:
 		return c.Tag.mutate(ctx, m)
 	case *TagHitsSlotMutation:
@@ -1785,6 +1801,289 @@ func (c *SkipPostLikesSlotClient) mutate(ctx context.Context, m *SkipPostLikesSl
 	}
 }
 
+// StoryClient is a client for the Story schema.
+type StoryClient struct {
+	config
+}
+
+// NewStoryClient returns a client for the Story from the given config.
+func NewStoryClient(c config) *StoryClient {
+	return &StoryClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `story.Hooks(f(g(h())))`.
+func (c *StoryClient) Use(hooks ...Hook) {
+	c.hooks.Story = append(c.hooks.Story, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `story.Intercept(f(g(h())))`.
+func (c *StoryClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Story = append(c.inters.Story, interceptors...)
+}
+
+// Create returns a builder for creating a Story entity.
+func (c *StoryClient) Create() *StoryCreate {
+	mutation := newStoryMutation(c.config, OpCreate)
+	return &StoryCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Story entities.
+func (c *StoryClient) CreateBulk(builders ...*StoryCreate) *StoryCreateBulk {
+	return &StoryCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *StoryClient) MapCreateBulk(slice any, setFunc func(*StoryCreate, int)) *StoryCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &StoryCreateBulk{err: fmt.Errorf("calling to StoryClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*StoryCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &StoryCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Story.
+func (c *StoryClient) Update() *StoryUpdate {
+	mutation := newStoryMutation(c.config, OpUpdate)
+	return &StoryUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *StoryClient) UpdateOne(_m *Story) *StoryUpdateOne {
+	mutation := newStoryMutation(c.config, OpUpdateOne, withStory(_m))
+	return &StoryUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *StoryClient) UpdateOneID(id int) *StoryUpdateOne {
+	mutation := newStoryMutation(c.config, OpUpdateOne, withStoryID(id))
+	return &StoryUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Story.
+func (c *StoryClient) Delete() *StoryDelete {
+	mutation := newStoryMutation(c.config, OpDelete)
+	return &StoryDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *StoryClient) DeleteOne(_m *Story) *StoryDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *StoryClient) DeleteOneID(id int) *StoryDeleteOne {
+	builder := c.Delete().Where(story.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &StoryDeleteOne{builder}
+}
+
+// Query returns a query builder for Story.
+func (c *StoryClient) Query() *StoryQuery {
+	return &StoryQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeStory},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Story entity by its id.
+func (c *StoryClient) Get(ctx context.Context, id int) (*Story, error) {
+	return c.Query().Where(story.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *StoryClient) GetX(ctx context.Context, id int) *Story {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *StoryClient) Hooks() []Hook {
+	hooks := c.hooks.Story
+	return append(hooks[:len(hooks):len(hooks)], story.Hooks[:]...)
+}
+
+// Interceptors returns the client interceptors.
+func (c *StoryClient) Interceptors() []Interceptor {
+	return c.inters.Story
+}
+
+func (c *StoryClient) mutate(ctx context.Context, m *StoryMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&StoryCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&StoryUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&StoryUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&StoryDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Story mutation op: %q", m.Op())
+	}
+}
+
+// StoryClapsDeltaClient is a client for the StoryClapsDelta schema.
+type StoryClapsDeltaClient struct {
+	config
+}
+
+// NewStoryClapsDeltaClient returns a client for the StoryClapsDelta from the given config.
+func NewStoryClapsDeltaClient(c config) *StoryClapsDeltaClient {
+	return &StoryClapsDeltaClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `storyclapsdelta.Hooks(f(g(h())))`.
+func (c *StoryClapsDeltaClient) Use(hooks ...Hook) {
+	c.hooks.StoryClapsDelta = append(c.hooks.StoryClapsDelta, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `storyclapsdelta.Intercept(f(g(h())))`.
+func (c *StoryClapsDeltaClient) Intercept(interceptors ...Interceptor) {
+	c.inters.StoryClapsDelta = append(c.inters.StoryClapsDelta, interceptors...)
+}
+
+// Create returns a builder for creating a StoryClapsDelta entity.
+func (c *StoryClapsDeltaClient) Create() *StoryClapsDeltaCreate {
+	mutation := newStoryClapsDeltaMutation(c.config, OpCreate)
+	return &StoryClapsDeltaCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of StoryClapsDelta entities.
+func (c *StoryClapsDeltaClient) CreateBulk(builders ...*StoryClapsDeltaCreate) *StoryClapsDeltaCreateBulk {
+	return &StoryClapsDeltaCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *StoryClapsDeltaClient) MapCreateBulk(slice any, setFunc func(*StoryClapsDeltaCreate, int)) *StoryClapsDeltaCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &StoryClapsDeltaCreateBulk{err: fmt.Errorf("calling to StoryClapsDeltaClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*StoryClapsDeltaCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &StoryClapsDeltaCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for StoryClapsDelta.
+func (c *StoryClapsDeltaClient) Update() *StoryClapsDeltaUpdate {
+	mutation := newStoryClapsDeltaMutation(c.config, OpUpdate)
+	return &StoryClapsDeltaUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *StoryClapsDeltaClient) UpdateOne(_m *StoryClapsDelta) *StoryClapsDeltaUpdateOne {
+	mutation := newStoryClapsDeltaMutation(c.config, OpUpdateOne, withStoryClapsDelta(_m))
+	return &StoryClapsDeltaUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *StoryClapsDeltaClient) UpdateOneID(id int) *StoryClapsDeltaUpdateOne {
+	mutation := newStoryClapsDeltaMutation(c.config, OpUpdateOne, withStoryClapsDeltaID(id))
+	return &StoryClapsDeltaUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for StoryClapsDelta.
+func (c *StoryClapsDeltaClient) Delete() *StoryClapsDeltaDelete {
+	mutation := newStoryClapsDeltaMutation(c.config, OpDelete)
+	return &StoryClapsDeltaDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *StoryClapsDeltaClient) DeleteOne(_m *StoryClapsDelta) *StoryClapsDeltaDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *StoryClapsDeltaClient) DeleteOneID(id int) *StoryClapsDeltaDeleteOne {
+	builder := c.Delete().Where(storyclapsdelta.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &StoryClapsDeltaDeleteOne{builder}
+}
+
+// Query returns a query builder for StoryClapsDelta.
+func (c *StoryClapsDeltaClient) Query() *StoryClapsDeltaQuery {
+	return &StoryClapsDeltaQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeStoryClapsDelta},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a StoryClapsDelta entity by its id.
+func (c *StoryClapsDeltaClient) Get(ctx context.Context, id int) (*StoryClapsDelta, error) {
+	return c.Query().Where(storyclapsdelta.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *StoryClapsDeltaClient) GetX(ctx context.Context, id int) *StoryClapsDelta {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryStory queries the story edge of a StoryClapsDelta.
+func (c *StoryClapsDeltaClient) QueryStory(_m *StoryClapsDelta) *StoryQuery {
+	query := (&StoryClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(storyclapsdelta.Table, storyclapsdelta.FieldID, id),
+			sqlgraph.To(story.Table, story.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, storyclapsdelta.StoryTable, storyclapsdelta.StoryColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *StoryClapsDeltaClient) Hooks() []Hook {
+	return c.hooks.StoryClapsDelta
+}
+
+// Interceptors returns the client interceptors.
+func (c *StoryClapsDeltaClient) Interceptors() []Interceptor {
+	return c.inters.StoryClapsDelta
+}
+
+func (c *StoryClapsDeltaClient) mutate(ctx context.Context, m *StoryClapsDeltaMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&StoryClapsDeltaCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&StoryClapsDeltaUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&StoryClapsDeltaUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&StoryClapsDeltaDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown StoryClapsDelta mutation op: %q", m.Op())
+	}
+}
+
 // TagClient is a client for the Tag schema.
 type TagClient struct {
 	config
@@ -2221,13 +2520,13 @@ func (c *TagUsesSlotClient) mutate(ctx context.Context, m *TagUsesSlotMutation) 
 type (
 	hooks struct {
 		Author, AuthorFollowersSlot, Comment, CommentUpvoteSlot, NaivePost, Post,
-		PostLikesSlot, PostViewsSlot, SkipPost, SkipPostLikesSlot, Tag, TagHitsSlot,
-		TagUsesSlot []ent.Hook
+		PostLikesSlot, PostViewsSlot, SkipPost, SkipPostLikesSlot, Story,
+		StoryClapsDelta, Tag, TagHitsSlot, TagUsesSlot []ent.Hook
 	}
 	inters struct {
 		Author, AuthorFollowersSlot, Comment, CommentUpvoteSlot, NaivePost, Post,
-		PostLikesSlot, PostViewsSlot, SkipPost, SkipPostLikesSlot, Tag, TagHitsSlot,
-		TagUsesSlot []ent.Interceptor
+		PostLikesSlot, PostViewsSlot, SkipPost, SkipPostLikesSlot, Story,
+		StoryClapsDelta, Tag, TagHitsSlot, TagUsesSlot []ent.Interceptor
 	}
 )
 
@@ -2239,11 +2538,12 @@ func (c config) HotCounter() entcounter.Runtime {
 
 // hotCounterDefs lists the sharded counters of this schema.
 var hotCounterDefs = []entcounter.Def{
-	{Type: "Author", Field: "followers", StructField: "Followers", Table: "authors", Key: "id", SlotTable: "author_followers_slots", Owner: "author_id", Slots: 4, Rollup: false, Precreate: 0, SkipLocked: false},
-	{Type: "Comment", Field: "upvote", StructField: "Upvote", Table: "comments", Key: "id", SlotTable: "comment_upvote_slots", Owner: "comment_id", Slots: 8, Rollup: false, Precreate: 0, SkipLocked: false},
-	{Type: "Post", Field: "likes", StructField: "Likes", Table: "posts", Key: "id", SlotTable: "post_likes_slots", Owner: "post_id", Slots: 16, Rollup: false, Precreate: 0, SkipLocked: false},
-	{Type: "Post", Field: "views", StructField: "Views", Table: "posts", Key: "id", SlotTable: "post_views_slots", Owner: "post_id", Slots: 64, Rollup: true, Precreate: 0, SkipLocked: false},
-	{Type: "SkipPost", Field: "likes", StructField: "Likes", Table: "skip_posts", Key: "id", SlotTable: "skip_post_likes_slots", Owner: "skip_post_id", Slots: 64, Rollup: false, Precreate: 1, SkipLocked: true},
-	{Type: "Tag", Field: "uses", StructField: "Uses", Table: "tags", Key: "id", SlotTable: "tag_uses_slots", Owner: "tag_id", Slots: 16, Rollup: false, Precreate: 0, SkipLocked: false},
-	{Type: "Tag", Field: "hits", StructField: "Hits", Table: "tags", Key: "id", SlotTable: "tag_hits_slots", Owner: "tag_id", Slots: 16, Rollup: true, Precreate: 0, SkipLocked: false},
+	{Type: "Author", Field: "followers", StructField: "Followers", Table: "authors", Key: "id", SlotTable: "author_followers_slots", Owner: "author_id", Slots: 4, Rollup: false, Append: false, Precreate: 0, SkipLocked: false},
+	{Type: "Comment", Field: "upvote", StructField: "Upvote", Table: "comments", Key: "id", SlotTable: "comment_upvote_slots", Owner: "comment_id", Slots: 8, Rollup: false, Append: false, Precreate: 0, SkipLocked: false},
+	{Type: "Post", Field: "likes", StructField: "Likes", Table: "posts", Key: "id", SlotTable: "post_likes_slots", Owner: "post_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false},
+	{Type: "Post", Field: "views", StructField: "Views", Table: "posts", Key: "id", SlotTable: "post_views_slots", Owner: "post_id", Slots: 64, Rollup: true, Append: false, Precreate: 0, SkipLocked: false},
+	{Type: "SkipPost", Field: "likes", StructField: "Likes", Table: "skip_posts", Key: "id", SlotTable: "skip_post_likes_slots", Owner: "skip_post_id", Slots: 64, Rollup: false, Append: false, Precreate: 1, SkipLocked: true},
+	{Type: "Story", Field: "claps", StructField: "Claps", Table: "stories", Key: "id", SlotTable: "story_claps_deltas", Owner: "story_id", Slots: 16, Rollup: true, Append: true, Precreate: 0, SkipLocked: false},
+	{Type: "Tag", Field: "uses", StructField: "Uses", Table: "tags", Key: "id", SlotTable: "tag_uses_slots", Owner: "tag_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false},
+	{Type: "Tag", Field: "hits", StructField: "Hits", Table: "tags", Key: "id", SlotTable: "tag_hits_slots", Owner: "tag_id", Slots: 16, Rollup: true, Append: false, Precreate: 0, SkipLocked: false},
 }

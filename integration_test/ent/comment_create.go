@@ -442,6 +442,7 @@ func (_c *CommentCreateBulk) Save(ctx context.Context) ([]*Comment, error) {
 					if len(_c.conflict) > 0 {
 						for _, b := range _c.builders {
 							b.mutation.hotcounterUpsert = true
+							b.mutation.hotcounterBulkUpsert = true
 						}
 					}
 					spec.OnConflict = _c.conflict

@@ -22,6 +22,8 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/postviewsslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/skippost"
 	"github.com/hotcounter/hotcounter/integration_test/ent/skippostlikesslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/story"
+	"github.com/hotcounter/hotcounter/integration_test/ent/storyclapsdelta"
 	"github.com/hotcounter/hotcounter/integration_test/ent/tag"
 	"github.com/hotcounter/hotcounter/integration_test/ent/taghitsslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/tagusesslot"
@@ -95,6 +97,8 @@ func checkColumn(t, c string) error {
 			postviewsslot.Table:       postviewsslot.ValidColumn,
 			skippost.Table:            skippost.ValidColumn,
 			skippostlikesslot.Table:   skippostlikesslot.ValidColumn,
+			story.Table:               story.ValidColumn,
+			storyclapsdelta.Table:     storyclapsdelta.ValidColumn,
 			tag.Table:                 tag.ValidColumn,
 			taghitsslot.Table:         taghitsslot.ValidColumn,
 			tagusesslot.Table:         tagusesslot.ValidColumn,

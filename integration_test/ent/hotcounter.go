@@ -9,6 +9,7 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/comment"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 	"github.com/hotcounter/hotcounter/integration_test/ent/skippost"
+	"github.com/hotcounter/hotcounter/integration_test/ent/story"
 	"github.com/hotcounter/hotcounter/integration_test/ent/tag"
 )
 
@@ -53,6 +54,10 @@ func (m *AuthorMutation) HotCounterNotFound() error { return &NotFoundError{auth
 // HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
 func (m *AuthorMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
 
+// HotCounterBulkUpsert reports whether the mutation is one row of a bulk
+// create with ON CONFLICT.
+func (m *AuthorMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
+
 // HotCounterKeys returns the keys of the Comment rows the mutation
 // writes: for UpdateOne its id, if the row matches the mutation's
 // predicates; for Update the ids of the rows that match. Called by
@@ -93,6 +98,10 @@ func (m *CommentMutation) HotCounterNotFound() error { return &NotFoundError{com
 
 // HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
 func (m *CommentMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterBulkUpsert reports whether the mutation is one row of a bulk
+// create with ON CONFLICT.
+func (m *CommentMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
 
 // HotCounterKeys returns the keys of the Post rows the mutation
 // writes: for UpdateOne its id, if the row matches the mutation's
@@ -135,6 +144,10 @@ func (m *PostMutation) HotCounterNotFound() error { return &NotFoundError{post.L
 // HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
 func (m *PostMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
 
+// HotCounterBulkUpsert reports whether the mutation is one row of a bulk
+// create with ON CONFLICT.
+func (m *PostMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
+
 // HotCounterKeys returns the keys of the SkipPost rows the mutation
 // writes: for UpdateOne its id, if the row matches the mutation's
 // predicates; for Update the ids of the rows that match. Called by
@@ -176,6 +189,55 @@ func (m *SkipPostMutation) HotCounterNotFound() error { return &NotFoundError{sk
 // HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
 func (m *SkipPostMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
 
+// HotCounterBulkUpsert reports whether the mutation is one row of a bulk
+// create with ON CONFLICT.
+func (m *SkipPostMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
+
+// HotCounterKeys returns the keys of the Story rows the mutation
+// writes: for UpdateOne its id, if the row matches the mutation's
+// predicates; for Update the ids of the rows that match. Called by
+// entcounter's hooks.
+func (m *StoryMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
+	var (
+		ids []int
+		err error
+	)
+	if id, ok := m.ID(); ok && m.Op().Is(OpUpdateOne) {
+		if len(m.predicates) == 0 {
+			return []any{id}, nil
+		}
+		ids, err = m.Client().Story.Query().Where(story.ID(id)).Where(m.predicates...).IDs(ctx)
+	} else {
+		ids, err = m.IDs(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]any, len(ids))
+	for i, id := range ids {
+		keys[i] = id
+	}
+	return keys, nil
+}
+
+// HotCounterID returns the id of the Story the mutation created or
+// updates, if known.
+func (m *StoryMutation) HotCounterID() (any, bool) {
+	id, ok := m.ID()
+	return id, ok
+}
+
+// HotCounterNotFound is the error of an UpdateOne whose Story is
+// missing or does not match the predicates.
+func (m *StoryMutation) HotCounterNotFound() error { return &NotFoundError{story.Label} }
+
+// HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
+func (m *StoryMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterBulkUpsert reports whether the mutation is one row of a bulk
+// create with ON CONFLICT.
+func (m *StoryMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
+
 // HotCounterKeys returns the keys of the Tag rows the mutation
 // writes: for UpdateOne its id, if the row matches the mutation's
 // predicates; for Update the ids of the rows that match. Called by
@@ -216,3 +278,7 @@ func (m *TagMutation) HotCounterNotFound() error { return &NotFoundError{tag.Lab
 
 // HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
 func (m *TagMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterBulkUpsert reports whether the mutation is one row of a bulk
+// create with ON CONFLICT.
+func (m *TagMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }

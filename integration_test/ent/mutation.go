@@ -21,6 +21,8 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/predicate"
 	"github.com/hotcounter/hotcounter/integration_test/ent/skippost"
 	"github.com/hotcounter/hotcounter/integration_test/ent/skippostlikesslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/story"
+	"github.com/hotcounter/hotcounter/integration_test/ent/storyclapsdelta"
 	"github.com/hotcounter/hotcounter/integration_test/ent/tag"
 	"github.com/hotcounter/hotcounter/integration_test/ent/taghitsslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/tagusesslot"
@@ -45,6 +47,8 @@ const (
 	TypePostViewsSlot       = "PostViewsSlot"
 	TypeSkipPost            = "SkipPost"
 	TypeSkipPostLikesSlot   = "SkipPostLikesSlot"
+	TypeStory               = "Story"
+	TypeStoryClapsDelta     = "StoryClapsDelta"
 	TypeTag                 = "Tag"
 	TypeTagHitsSlot         = "TagHitsSlot"
 	TypeTagUsesSlot         = "TagUsesSlot"
@@ -53,20 +57,21 @@ const (
 // AuthorMutation represents an operation that mutates the Author nodes in the graph.
 type AuthorMutation struct {
 	config
-	op               Op
-	typ              string
-	id               *int
-	followers        *int64
-	addfollowers     *int64
-	name             *string
-	clearedFields    map[string]struct{}
-	posts            map[int]struct{}
-	removedposts     map[int]struct{}
-	clearedposts     bool
-	done             bool
-	oldValue         func(context.Context) (*Author, error)
-	predicates       []predicate.Author
-	hotcounterUpsert bool
+	op                   Op
+	typ                  string
+	id                   *int
+	followers            *int64
+	addfollowers         *int64
+	name                 *string
+	clearedFields        map[string]struct{}
+	posts                map[int]struct{}
+	removedposts         map[int]struct{}
+	clearedposts         bool
+	done                 bool
+	oldValue             func(context.Context) (*Author, error)
+	predicates           []predicate.Author
+	hotcounterUpsert     bool
+	hotcounterBulkUpsert bool
 }
 
 var _ ent.Mutation = (*AuthorMutation)(nil)
@@ -1143,19 +1148,20 @@ func (m *AuthorFollowersSlotMutation) ResetEdge(name string) error {
 // CommentMutation represents an operation that mutates the Comment nodes in the graph.
 type CommentMutation struct {
 	config
-	op               Op
-	typ              string
-	id               *int
-	upvote           *int64
-	addupvote        *int64
-	body             *string
-	clearedFields    map[string]struct{}
-	post             *int
-	clearedpost      bool
-	done             bool
-	oldValue         func(context.Context) (*Comment, error)
-	predicates       []predicate.Comment
-	hotcounterUpsert bool
+	op                   Op
+	typ                  string
+	id                   *int
+	upvote               *int64
+	addupvote            *int64
+	body                 *string
+	clearedFields        map[string]struct{}
+	post                 *int
+	clearedpost          bool
+	done                 bool
+	oldValue             func(context.Context) (*Comment, error)
+	predicates           []predicate.Comment
+	hotcounterUpsert     bool
+	hotcounterBulkUpsert bool
 }
 
 var _ ent.Mutation = (*CommentMutation)(nil)
@@ -2610,24 +2616,25 @@ func (m *NaivePostMutation) ResetEdge(name string) error {
 // PostMutation represents an operation that mutates the Post nodes in the graph.
 type PostMutation struct {
 	config
-	op               Op
-	typ              string
-	id               *int
-	likes            *int64
-	addlikes         *int64
-	views            *int64
-	addviews         *int64
-	title            *string
-	clearedFields    map[string]struct{}
-	author           *int
-	clearedauthor    bool
-	comments         map[int]struct{}
-	removedcomments  map[int]struct{}
-	clearedcomments  bool
-	done             bool
-	oldValue         func(context.Context) (*Post, error)
-	predicates       []predicate.Post
-	hotcounterUpsert bool
+	op                   Op
+	typ                  string
+	id                   *int
+	likes                *int64
+	addlikes             *int64
+	views                *int64
+	addviews             *int64
+	title                *string
+	clearedFields        map[string]struct{}
+	author               *int
+	clearedauthor        bool
+	comments             map[int]struct{}
+	removedcomments      map[int]struct{}
+	clearedcomments      bool
+	done                 bool
+	oldValue             func(context.Context) (*Post, error)
+	predicates           []predicate.Post
+	hotcounterUpsert     bool
+	hotcounterBulkUpsert bool
 }
 
 var _ ent.Mutation = (*PostMutation)(nil)
@@ -4463,16 +4470,17 @@ func (m *PostViewsSlotMutation) ResetEdge(name string) error {
 // SkipPostMutation represents an operation that mutates the SkipPost nodes in the graph.
 type SkipPostMutation struct {
 	config
-	op               Op
-	typ              string
-	id               *int
-	likes            *int64
-	addlikes         *int64
-	clearedFields    map[string]struct{}
-	done             bool
-	oldValue         func(context.Context) (*SkipPost, error)
-	predicates       []predicate.SkipPost
-	hotcounterUpsert bool
+	op                   Op
+	typ                  string
+	id                   *int
+	likes                *int64
+	addlikes             *int64
+	clearedFields        map[string]struct{}
+	done                 bool
+	oldValue             func(context.Context) (*SkipPost, error)
+	predicates           []predicate.SkipPost
+	hotcounterUpsert     bool
+	hotcounterBulkUpsert bool
 }
 
 var _ ent.Mutation = (*SkipPostMutation)(nil)
@@ -5403,22 +5411,911 @@ func (m *SkipPostLikesSlotMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown SkipPostLikesSlot edge %s", name)
 }
 
+// StoryMutation represents an operation that mutates the Story nodes in the graph.
+type StoryMutation struct {
+	config
+	op                   Op
+	typ                  string
+	id                   *int
+	claps                *int64
+	addclaps             *int64
+	title                *string
+	clearedFields        map[string]struct{}
+	done                 bool
+	oldValue             func(context.Context) (*Story, error)
+	predicates           []predicate.Story
+	hotcounterUpsert     bool
+	hotcounterBulkUpsert bool
+}
+
+var _ ent.Mutation = (*StoryMutation)(nil)
+
+// storyOption allows management of the mutation configuration using functional options.
+type storyOption func(*StoryMutation)
+
+// newStoryMutation creates new mutation for the Story entity.
+func newStoryMutation(c config, op Op, opts ...storyOption) *StoryMutation {
+	m := &StoryMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeStory,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withStoryID sets the ID field of the mutation.
+func withStoryID(id int) storyOption {
+	return func(m *StoryMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *Story
+		)
+		m.oldValue = func(ctx context.Context) (*Story, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().Story.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withStory sets the old Story of the mutation.
+func withStory(node *Story) storyOption {
+	return func(m *StoryMutation) {
+		m.oldValue = func(context.Context) (*Story, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m StoryMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m StoryMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *StoryMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *StoryMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().Story.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetClaps sets the "claps" field.
+func (m *StoryMutation) SetClaps(i int64) {
+	m.claps = &i
+	m.addclaps = nil
+}
+
+// Claps returns the value of the "claps" field in the mutation.
+func (m *StoryMutation) Claps() (r int64, exists bool) {
+	v := m.claps
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldClaps returns the old "claps" field's value of the Story entity.
+// If the Story object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *StoryMutation) OldClaps(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldClaps is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldClaps requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldClaps: %w", err)
+	}
+	return oldValue.Claps, nil
+}
+
+// AddClaps adds i to the "claps" field.
+func (m *StoryMutation) AddClaps(i int64) {
+	if m.addclaps != nil {
+		*m.addclaps += i
+	} else {
+		m.addclaps = &i
+	}
+}
+
+// AddedClaps returns the value that was added to the "claps" field in this mutation.
+func (m *StoryMutation) AddedClaps() (r int64, exists bool) {
+	v := m.addclaps
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetClaps resets all changes to the "claps" field.
+func (m *StoryMutation) ResetClaps() {
+	m.claps = nil
+	m.addclaps = nil
+}
+
+// SetTitle sets the "title" field.
+func (m *StoryMutation) SetTitle(s string) {
+	m.title = &s
+}
+
+// Title returns the value of the "title" field in the mutation.
+func (m *StoryMutation) Title() (r string, exists bool) {
+	v := m.title
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTitle returns the old "title" field's value of the Story entity.
+// If the Story object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *StoryMutation) OldTitle(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTitle is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTitle requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTitle: %w", err)
+	}
+	return oldValue.Title, nil
+}
+
+// ResetTitle resets all changes to the "title" field.
+func (m *StoryMutation) ResetTitle() {
+	m.title = nil
+}
+
+// Where appends a list predicates to the StoryMutation builder.
+func (m *StoryMutation) Where(ps ...predicate.Story) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the StoryMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *StoryMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.Story, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *StoryMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *StoryMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (Story).
+func (m *StoryMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *StoryMutation) Fields() []string {
+	fields := make([]string, 0, 2)
+	if m.claps != nil {
+		fields = append(fields, story.FieldClaps)
+	}
+	if m.title != nil {
+		fields = append(fields, story.FieldTitle)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *StoryMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case story.FieldClaps:
+		return m.Claps()
+	case story.FieldTitle:
+		return m.Title()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *StoryMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case story.FieldClaps:
+		return m.OldClaps(ctx)
+	case story.FieldTitle:
+		return m.OldTitle(ctx)
+	}
+	return nil, fmt.Errorf("unknown Story field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *StoryMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case story.FieldClaps:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetClaps(v)
+		return nil
+	case story.FieldTitle:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTitle(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Story field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *StoryMutation) AddedFields() []string {
+	var fields []string
+	if m.addclaps != nil {
+		fields = append(fields, story.FieldClaps)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *StoryMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case story.FieldClaps:
+		return m.AddedClaps()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *StoryMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case story.FieldClaps:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddClaps(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Story numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *StoryMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *StoryMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *StoryMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown Story nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *StoryMutation) ResetField(name string) error {
+	switch name {
+	case story.FieldClaps:
+		m.ResetClaps()
+		return nil
+	case story.FieldTitle:
+		m.ResetTitle()
+		return nil
+	}
+	return fmt.Errorf("unknown Story field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *StoryMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *StoryMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *StoryMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *StoryMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *StoryMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *StoryMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *StoryMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown Story unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *StoryMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown Story edge %s", name)
+}
+
+// StoryClapsDeltaMutation represents an operation that mutates the StoryClapsDelta nodes in the graph.
+type StoryClapsDeltaMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int
+	n             *int64
+	addn          *int64
+	clearedFields map[string]struct{}
+	story         *int
+	clearedstory  bool
+	done          bool
+	oldValue      func(context.Context) (*StoryClapsDelta, error)
+	predicates    []predicate.StoryClapsDelta
+}
+
+var _ ent.Mutation = (*StoryClapsDeltaMutation)(nil)
+
+// storyclapsdeltaOption allows management of the mutation configuration using functional options.
+type storyclapsdeltaOption func(*StoryClapsDeltaMutation)
+
+// newStoryClapsDeltaMutation creates new mutation for the StoryClapsDelta entity.
+func newStoryClapsDeltaMutation(c config, op Op, opts ...storyclapsdeltaOption) *StoryClapsDeltaMutation {
+	m := &StoryClapsDeltaMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeStoryClapsDelta,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withStoryClapsDeltaID sets the ID field of the mutation.
+func withStoryClapsDeltaID(id int) storyclapsdeltaOption {
+	return func(m *StoryClapsDeltaMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *StoryClapsDelta
+		)
+		m.oldValue = func(ctx context.Context) (*StoryClapsDelta, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().StoryClapsDelta.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withStoryClapsDelta sets the old StoryClapsDelta of the mutation.
+func withStoryClapsDelta(node *StoryClapsDelta) storyclapsdeltaOption {
+	return func(m *StoryClapsDeltaMutation) {
+		m.oldValue = func(context.Context) (*StoryClapsDelta, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m StoryClapsDeltaMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m StoryClapsDeltaMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *StoryClapsDeltaMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *StoryClapsDeltaMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().StoryClapsDelta.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetStoryID sets the "story_id" field.
+func (m *StoryClapsDeltaMutation) SetStoryID(i int) {
+	m.story = &i
+}
+
+// StoryID returns the value of the "story_id" field in the mutation.
+func (m *StoryClapsDeltaMutation) StoryID() (r int, exists bool) {
+	v := m.story
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldStoryID returns the old "story_id" field's value of the StoryClapsDelta entity.
+// If the StoryClapsDelta object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *StoryClapsDeltaMutation) OldStoryID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldStoryID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldStoryID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldStoryID: %w", err)
+	}
+	return oldValue.StoryID, nil
+}
+
+// ResetStoryID resets all changes to the "story_id" field.
+func (m *StoryClapsDeltaMutation) ResetStoryID() {
+	m.story = nil
+}
+
+// SetN sets the "n" field.
+func (m *StoryClapsDeltaMutation) SetN(i int64) {
+	m.n = &i
+	m.addn = nil
+}
+
+// N returns the value of the "n" field in the mutation.
+func (m *StoryClapsDeltaMutation) N() (r int64, exists bool) {
+	v := m.n
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldN returns the old "n" field's value of the StoryClapsDelta entity.
+// If the StoryClapsDelta object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *StoryClapsDeltaMutation) OldN(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldN is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldN requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldN: %w", err)
+	}
+	return oldValue.N, nil
+}
+
+// AddN adds i to the "n" field.
+func (m *StoryClapsDeltaMutation) AddN(i int64) {
+	if m.addn != nil {
+		*m.addn += i
+	} else {
+		m.addn = &i
+	}
+}
+
+// AddedN returns the value that was added to the "n" field in this mutation.
+func (m *StoryClapsDeltaMutation) AddedN() (r int64, exists bool) {
+	v := m.addn
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetN resets all changes to the "n" field.
+func (m *StoryClapsDeltaMutation) ResetN() {
+	m.n = nil
+	m.addn = nil
+}
+
+// ClearStory clears the "story" edge to the Story entity.
+func (m *StoryClapsDeltaMutation) ClearStory() {
+	m.clearedstory = true
+	m.clearedFields[storyclapsdelta.FieldStoryID] = struct{}{}
+}
+
+// StoryCleared reports if the "story" edge to the Story entity was cleared.
+func (m *StoryClapsDeltaMutation) StoryCleared() bool {
+	return m.clearedstory
+}
+
+// StoryIDs returns the "story" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// StoryID instead. It exists only for internal usage by the builders.
+func (m *StoryClapsDeltaMutation) StoryIDs() (ids []int) {
+	if id := m.story; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetStory resets all changes to the "story" edge.
+func (m *StoryClapsDeltaMutation) ResetStory() {
+	m.story = nil
+	m.clearedstory = false
+}
+
+// Where appends a list predicates to the StoryClapsDeltaMutation builder.
+func (m *StoryClapsDeltaMutation) Where(ps ...predicate.StoryClapsDelta) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the StoryClapsDeltaMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *StoryClapsDeltaMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.StoryClapsDelta, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *StoryClapsDeltaMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *StoryClapsDeltaMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (StoryClapsDelta).
+func (m *StoryClapsDeltaMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *StoryClapsDeltaMutation) Fields() []string {
+	fields := make([]string, 0, 2)
+	if m.story != nil {
+		fields = append(fields, storyclapsdelta.FieldStoryID)
+	}
+	if m.n != nil {
+		fields = append(fields, storyclapsdelta.FieldN)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *StoryClapsDeltaMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case storyclapsdelta.FieldStoryID:
+		return m.StoryID()
+	case storyclapsdelta.FieldN:
+		return m.N()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *StoryClapsDeltaMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case storyclapsdelta.FieldStoryID:
+		return m.OldStoryID(ctx)
+	case storyclapsdelta.FieldN:
+		return m.OldN(ctx)
+	}
+	return nil, fmt.Errorf("unknown StoryClapsDelta field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *StoryClapsDeltaMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case storyclapsdelta.FieldStoryID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetStoryID(v)
+		return nil
+	case storyclapsdelta.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown StoryClapsDelta field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *StoryClapsDeltaMutation) AddedFields() []string {
+	var fields []string
+	if m.addn != nil {
+		fields = append(fields, storyclapsdelta.FieldN)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *StoryClapsDeltaMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case storyclapsdelta.FieldN:
+		return m.AddedN()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *StoryClapsDeltaMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case storyclapsdelta.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown StoryClapsDelta numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *StoryClapsDeltaMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *StoryClapsDeltaMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *StoryClapsDeltaMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown StoryClapsDelta nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *StoryClapsDeltaMutation) ResetField(name string) error {
+	switch name {
+	case storyclapsdelta.FieldStoryID:
+		m.ResetStoryID()
+		return nil
+	case storyclapsdelta.FieldN:
+		m.ResetN()
+		return nil
+	}
+	return fmt.Errorf("unknown StoryClapsDelta field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *StoryClapsDeltaMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.story != nil {
+		edges = append(edges, storyclapsdelta.EdgeStory)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *StoryClapsDeltaMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case storyclapsdelta.EdgeStory:
+		if id := m.story; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *StoryClapsDeltaMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *StoryClapsDeltaMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *StoryClapsDeltaMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedstory {
+		edges = append(edges, storyclapsdelta.EdgeStory)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *StoryClapsDeltaMutation) EdgeCleared(name string) bool {
+	switch name {
+	case storyclapsdelta.EdgeStory:
+		return m.clearedstory
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *StoryClapsDeltaMutation) ClearEdge(name string) error {
+	switch name {
+	case storyclapsdelta.EdgeStory:
+		m.ClearStory()
+		return nil
+	}
+	return fmt.Errorf("unknown StoryClapsDelta unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *StoryClapsDeltaMutation) ResetEdge(name string) error {
+	switch name {
+	case storyclapsdelta.EdgeStory:
+		m.ResetStory()
+		return nil
+	}
+	return fmt.Errorf("unknown StoryClapsDelta edge %s", name)
+}
+
 // TagMutation represents an operation that mutates the Tag nodes in the graph.
 type TagMutation struct {
 	config
-	op               Op
-	typ              string
-	id               *int
-	uses             *int64
-	adduses          *int64
-	hits             *int64
-	addhits          *int64
-	name             *string
-	clearedFields    map[string]struct{}
-	done             bool
-	oldValue         func(context.Context) (*Tag, error)
-	predicates       []predicate.Tag
-	hotcounterUpsert bool
+	op                   Op
+	typ                  string
+	id                   *int
+	uses                 *int64
+	adduses              *int64
+	hits                 *int64
+	addhits              *int64
+	name                 *string
+	clearedFields        map[string]struct{}
+	done                 bool
+	oldValue             func(context.Context) (*Tag, error)
+	predicates           []predicate.Tag
+	hotcounterUpsert     bool
+	hotcounterBulkUpsert bool
 }
 
 var _ ent.Mutation = (*TagMutation)(nil)

@@ -557,6 +557,7 @@ func (_c *PostCreateBulk) Save(ctx context.Context) ([]*Post, error) {
 					if len(_c.conflict) > 0 {
 						for _, b := range _c.builders {
 							b.mutation.hotcounterUpsert = true
+							b.mutation.hotcounterBulkUpsert = true
 						}
 						entcounter.DropZeroColumn(spec.Nodes, post.FieldViews)
 					}

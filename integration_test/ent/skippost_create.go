@@ -330,6 +330,7 @@ func (_c *SkipPostCreateBulk) Save(ctx context.Context) ([]*SkipPost, error) {
 					if len(_c.conflict) > 0 {
 						for _, b := range _c.builders {
 							b.mutation.hotcounterUpsert = true
+							b.mutation.hotcounterBulkUpsert = true
 						}
 					}
 					spec.OnConflict = _c.conflict

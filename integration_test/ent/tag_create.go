@@ -442,6 +442,7 @@ func (_c *TagCreateBulk) Save(ctx context.Context) ([]*Tag, error) {
 					if len(_c.conflict) > 0 {
 						for _, b := range _c.builders {
 							b.mutation.hotcounterUpsert = true
+							b.mutation.hotcounterBulkUpsert = true
 						}
 						entcounter.DropZeroColumn(spec.Nodes, tag.FieldHits)
 					}

@@ -32,6 +32,10 @@ type Tx struct {
 	SkipPost *SkipPostClient
 	// SkipPostLikesSlot is the client for interacting with the SkipPostLikesSlot builders.
 	SkipPostLikesSlot *SkipPostLikesSlotClient
+	// Story is the client for interacting with the Story builders.
+	Story *StoryClient
+	// StoryClapsDelta is the client for interacting with the StoryClapsDelta builders.
+	StoryClapsDelta *StoryClapsDeltaClient
 	// Tag is the client for interacting with the Tag builders.
 	Tag *TagClient
 	// TagHitsSlot is the client for interacting with the TagHitsSlot builders.
@@ -179,6 +183,8 @@ func (tx *Tx) init() {
 	tx.PostViewsSlot = NewPostViewsSlotClient(tx.config)
 	tx.SkipPost = NewSkipPostClient(tx.config)
 	tx.SkipPostLikesSlot = NewSkipPostLikesSlotClient(tx.config)
+	tx.Story = NewStoryClient(tx.config)
+	tx.StoryClapsDelta = NewStoryClapsDeltaClient(tx.config)
 	tx.Tag = NewTagClient(tx.config)
 	tx.TagHitsSlot = NewTagHitsSlotClient(tx.config)
 	tx.TagUsesSlot = NewTagUsesSlotClient(tx.config)

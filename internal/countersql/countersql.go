@@ -422,10 +422,16 @@ func (d Dialect) Fill(w Writer, parts []FillPart) {
 // rows, in key order, after the key `after` (nil starts at the beginning).
 // The rollup pass walks the slot table with it in batches.
 func (d Dialect) PendingOwners(w Writer, t Table, after any, limit int) {
-	q(w, "SELECT DISTINCT % FROM %", t.Owner, t.Slots)
+	q(w, "SELECT DISTINCT % FROM % WHERE ", t.Owner, t.Slots)
+	if d.kind == mysql {
+		// MySQL folds empty slot rows instead of deleting them.
+		q(w, "% <> 0 AND ", ValueColumn)
+	}
 	if after != nil {
-		q(w, " WHERE % > ", t.Owner)
+		q(w, "% > ", t.Owner)
 		w.Arg(after)
+	} else {
+		w.WriteString("1=1")
 	}
 	q(w, " ORDER BY % LIMIT "+strconv.Itoa(limit), t.Owner)
 }
@@ -583,23 +589,28 @@ func (d Dialect) LocksRows() bool { return d.kind != sqlite }
 // transaction holds (FOR UPDATE SKIP LOCKED, MySQL 8 / MariaDB 10.6) and
 // returns their keys: the first step of a MySQL fold, so that it never waits.
 func (d Dialect) LockParents(w Writer, t Table, owners []any) {
-	q(w, "SELECT % FROM % WHERE %", t.ParentKey, t.Parent, t.ParentKey)
+	q(w, "SELECT % FROM % FORCE INDEX (PRIMARY) WHERE %", t.ParentKey, t.Parent, t.ParentKey)
 	d.keyIn(w, owners)
 	q(w, " ORDER BY % FOR UPDATE SKIP LOCKED", t.ParentKey)
 }
 
-// LockSlots writes a query that locks the slot rows of owners that no other
-// transaction holds and returns them as (owner, slot, n), read current.
-func (d Dialect) LockSlots(w Writer, t Table, owners []any) {
-	q(w, "SELECT %, %, % FROM % WHERE %", t.Owner, SlotColumn, ValueColumn, t.Slots, t.Owner)
-	d.keyIn(w, owners)
-	q(w, " ORDER BY %, % FOR UPDATE SKIP LOCKED", t.Owner, SlotColumn)
+// LockSlots writes a query that locks the slot rows of one owner that no
+// other transaction holds and returns them as (slot, n), read current. One
+// owner at a time: with an equality on the key's prefix InnoDB reads (and
+// locks) that owner's rows only, where an IN list over a small table may
+// make it scan, and lock, them all.
+func (d Dialect) LockSlots(w Writer, t Table, owner any) {
+	q(w, "SELECT %, % FROM % WHERE % = ", SlotColumn, ValueColumn, t.Slots, t.Owner)
+	w.Arg(owner)
+	q(w, " AND % <> 0 ORDER BY % FOR UPDATE SKIP LOCKED", ValueColumn, SlotColumn)
 }
 
 // AddToColumns writes one UPDATE that adds amounts[i] to the column of the
 // parent with key keys[i].
 func (d Dialect) AddToColumns(w Writer, t Table, keys []any, amounts []int64) {
-	q(w, "UPDATE % SET % = % + CASE %", t.Parent, t.Column, t.Column, t.ParentKey)
+	// FORCE INDEX: InnoDB locks every row an UPDATE reads; a scan would lock
+	// (and wait for) parents the fold does not touch.
+	q(w, "UPDATE % FORCE INDEX (PRIMARY) SET % = % + CASE %", t.Parent, t.Column, t.Column, t.ParentKey)
 	for i, k := range keys {
 		w.WriteString(" WHEN ")
 		w.Arg(k)
@@ -610,16 +621,17 @@ func (d Dialect) AddToColumns(w Writer, t Table, keys []any, amounts []int64) {
 	d.keyIn(w, keys)
 }
 
-// DeleteSlots writes a DELETE of the slot rows (owners[i], slots[i]).
-func (d Dialect) DeleteSlots(w Writer, t Table, owners []any, slots []int64) {
-	q(w, "DELETE FROM % WHERE (%, %) IN (", t.Slots, t.Owner, SlotColumn)
-	for i := range owners {
-		if i > 0 {
-			w.WriteString(", ")
-		}
-		args(w, []any{owners[i], slots[i]})
-	}
-	w.WriteString(")")
+// ZeroSlot writes the UPDATE that empties one folded slot row (MySQL). The
+// row stays: the next increment of that slot is then an exact-match UPDATE,
+// where re-inserting it would take gap locks that wait for, or deadlock
+// with, writers of its neighbours (above all where the unique key is a
+// secondary index, ent's layout). One row a statement: an exact match on
+// the unique key locks that row only.
+func (d Dialect) ZeroSlot(w Writer, t Table, owner any, slot int64) {
+	q(w, "UPDATE % SET % = 0 WHERE % = ", t.Slots, ValueColumn, SlotColumn)
+	w.Arg(slot)
+	q(w, " AND % = ", t.Owner)
+	w.Arg(owner)
 }
 
 // The write-behind buffer's statements.
@@ -668,4 +680,155 @@ func (d Dialect) LedgerAdd(w Writer, ledger, batch string, at int64) {
 func (d Dialect) LedgerPrune(w Writer, ledger string, before int64) {
 	q(w, "DELETE FROM % WHERE % < ", ledger, "at")
 	w.Arg(before)
+}
+
+// Append mode: an increment inserts a delta row (id, owner, n) into the
+// counter's delta table; a rollup pass folds delta rows into the parent
+// column in batches by id. The delta table plays the part of the slot table
+// for reads: Fill's live part sums its n by owner ([Table].Slots names it).
+
+// IDColumn is the delta table's increasing row id.
+const IDColumn = "id"
+
+// CreateDeltaTable writes the DDL of t's delta table (t.Slots names it):
+// an increasing id, the owner key, n; an index on the owner for live reads;
+// a foreign key that cascades with the parent.
+func (d Dialect) CreateDeltaTable(t Table, ownerType string) []func(Writer) {
+	id := "BIGSERIAL PRIMARY KEY"
+	switch d.kind {
+	case sqlite:
+		id = "INTEGER PRIMARY KEY AUTOINCREMENT"
+	case mysql:
+		// The foreign key gives the owner column its index.
+		return []func(Writer){func(w Writer) {
+			q(w, "CREATE TABLE IF NOT EXISTS % (% BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, % "+ownerType+" NOT NULL, % BIGINT NOT NULL, "+
+				"FOREIGN KEY (%) REFERENCES % (%) ON DELETE CASCADE)",
+				t.Slots, IDColumn, t.Owner, ValueColumn, t.Owner, t.Parent, t.ParentKey)
+		}}
+	}
+	return []func(Writer){
+		func(w Writer) {
+			q(w, "CREATE TABLE IF NOT EXISTS % (% "+id+", % "+ownerType+" NOT NULL, % BIGINT NOT NULL, "+
+				"FOREIGN KEY (%) REFERENCES % (%) ON DELETE CASCADE)",
+				t.Slots, IDColumn, t.Owner, ValueColumn, t.Owner, t.Parent, t.ParentKey)
+		},
+		func(w Writer) {
+			q(w, "CREATE INDEX IF NOT EXISTS % ON % (%)", "idx_"+t.Slots+"_"+t.Owner, t.Slots, t.Owner)
+		},
+	}
+}
+
+// AppendWhere writes one statement that inserts a delta row of delta for
+// every parent matching cond (which must write something, "1=1" at least):
+//
+//	INSERT INTO deltas (owner, n) SELECT parent.key, delta FROM parent WHERE cond ORDER BY parent.key
+//
+// No row is shared with another increment, so none waits for another.
+func (d Dialect) AppendWhere(w Writer, t Table, delta int64, cond func(Writer)) {
+	q(w, "INSERT INTO % (%, %) SELECT %.%, CAST(", t.Slots, t.Owner, ValueColumn, t.Parent, t.ParentKey)
+	w.Arg(delta)
+	q(w, " AS "+d.intType()+") FROM % WHERE ", t.Parent)
+	cond(w)
+	q(w, " ORDER BY %.%", t.Parent, t.ParentKey)
+}
+
+// DeltaBatchEnd writes a query for the id that ends the next batch of at
+// most limit delta rows after the id `after`: the largest id among them,
+// NULL when there are none.
+func (d Dialect) DeltaBatchEnd(w Writer, t Table, after int64, limit int) {
+	const b = "hc_batch"
+	q(w, "SELECT MAX(%.%) FROM (SELECT % FROM % WHERE % > ", b, IDColumn, IDColumn, t.Slots, IDColumn)
+	w.Arg(after)
+	q(w, " ORDER BY % LIMIT "+strconv.Itoa(limit)+") %", IDColumn, b)
+}
+
+// DeltaOwners writes a lock-free query for the owners of the delta rows
+// with ids in (after, upTo]: the first step of a MySQL fold, whose next
+// locks those parents that no one holds (LockParents).
+func (d Dialect) DeltaOwners(w Writer, t Table, after, upTo int64) {
+	q(w, "SELECT DISTINCT % FROM % WHERE % > ", t.Owner, t.Slots, IDColumn)
+	w.Arg(after)
+	q(w, " AND % <= ", IDColumn)
+	w.Arg(upTo)
+	q(w, " ORDER BY %", t.Owner)
+}
+
+// LockDeltas writes a query that locks and returns (id, owner, n) of the
+// delta rows with ids in (after, upTo] of the given owners: MySQL/MariaDB,
+// whose fold then adds exactly those values (AddToColumns) and deletes
+// exactly those rows (DeleteDeltas).
+func (d Dialect) LockDeltas(w Writer, t Table, after, upTo int64, owners []any) {
+	q(w, "SELECT %, %, % FROM % WHERE % > ", IDColumn, t.Owner, ValueColumn, t.Slots, IDColumn)
+	w.Arg(after)
+	q(w, " AND % <= ", IDColumn)
+	w.Arg(upTo)
+	q(w, " AND %", t.Owner)
+	d.keyIn(w, owners)
+	q(w, " ORDER BY % FOR UPDATE", IDColumn)
+}
+
+// DeleteDeltas writes the delete of the delta rows with the given ids.
+func (d Dialect) DeleteDeltas(w Writer, t Table, ids []any) {
+	q(w, "DELETE FROM % WHERE %", t.Slots, IDColumn)
+	d.keyIn(w, ids)
+}
+
+// FoldDeltas returns the statements that move the delta rows with ids in
+// (after, upTo] into their parents' column and delete them, run in order in
+// one transaction. Exactly once: a row leaves the delta table in the same
+// transaction that adds it to the column. Rows inserted meanwhile, or
+// committed late with a lower id, stay for the next pass.
+//
+// PostgreSQL, in one statement that never waits: delta rows another fold
+// holds, and parents another transaction holds, are skipped (SKIP LOCKED)
+// and stay. SQLite has one writer at a time: an UPDATE, then a DELETE.
+func (d Dialect) FoldDeltas(t Table, after, upTo int64) []func(Writer) {
+	inRange := func(w Writer, table string) {
+		q(w, "%.% > ", table, IDColumn)
+		w.Arg(after)
+		q(w, " AND %.% <= ", table, IDColumn)
+		w.Arg(upTo)
+	}
+	if d.kind == postgres {
+		return []func(Writer){func(w Writer) {
+			const picked, parents, gone, totals = "hc_picked", "hc_parents", "hc_gone", "hc_totals"
+			q(w, "WITH % AS (SELECT %.%, %.% FROM % WHERE ", picked, t.Slots, IDColumn, t.Slots, t.Owner, t.Slots)
+			inRange(w, t.Slots)
+			q(w, " FOR UPDATE SKIP LOCKED), "+
+				"% AS (SELECT % FROM % WHERE % IN (SELECT % FROM %) ORDER BY % FOR NO KEY UPDATE SKIP LOCKED), "+
+				"% AS (DELETE FROM % USING % WHERE %.% = %.% AND %.% IN (SELECT % FROM %) RETURNING %.%, %.%), "+
+				"% AS (SELECT %, SUM(%) AS % FROM % GROUP BY %) "+
+				"UPDATE % SET % = %.% + %.% FROM % WHERE %.% = %.%",
+				parents, t.ParentKey, t.Parent, t.ParentKey, t.Owner, picked, t.ParentKey,
+				gone, t.Slots, picked, t.Slots, IDColumn, picked, IDColumn, picked, t.Owner, t.ParentKey, parents, t.Slots, t.Owner, t.Slots, ValueColumn,
+				totals, t.Owner, ValueColumn, ValueColumn, gone, t.Owner,
+				t.Parent, t.Column, t.Parent, t.Column, totals, ValueColumn, totals, t.Parent, t.ParentKey, totals, t.Owner)
+		}}
+	}
+	return []func(Writer){
+		func(w Writer) {
+			q(w, "UPDATE % SET % = %.% + (SELECT COALESCE(SUM(%.%), 0) FROM % WHERE %.% = %.% AND ",
+				t.Parent, t.Column, t.Parent, t.Column, t.Slots, ValueColumn, t.Slots, t.Slots, t.Owner, t.Parent, t.ParentKey)
+			inRange(w, t.Slots)
+			q(w, ") WHERE %.% IN (SELECT % FROM % WHERE ", t.Parent, t.ParentKey, t.Owner, t.Slots)
+			inRange(w, t.Slots)
+			w.WriteString(")")
+		},
+		func(w Writer) {
+			q(w, "DELETE FROM % WHERE ", t.Slots)
+			inRange(w, t.Slots)
+		},
+	}
+}
+
+// AppendRows writes one statement that inserts a delta row of amounts[i]
+// for owner keys[i]: the write-behind flush of an append counter.
+func (d Dialect) AppendRows(w Writer, t Table, keys []any, amounts []int64) {
+	q(w, "INSERT INTO % (%, %) VALUES ", t.Slots, t.Owner, ValueColumn)
+	for i, k := range keys {
+		if i > 0 {
+			w.WriteString(", ")
+		}
+		args(w, []any{k, amounts[i]})
+	}
 }

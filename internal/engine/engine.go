@@ -8,12 +8,14 @@ package engine
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"math"
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/retry"
@@ -132,13 +134,45 @@ func KeyText(v any) string {
 	return fmt.Sprint(v)
 }
 
-// NormalizeKey turns a key the driver returned as bytes (MySQL's text
-// protocol) into a string, so that it can be bound and compared again.
-func NormalizeKey(k any) any {
-	if b, ok := k.([]byte); ok {
-		return string(b)
+// keyReader turns the keys a query returns in column col back into values
+// of the column's type. MySQL's text protocol returns integers as bytes;
+// bound again as strings, they would make MariaDB compare an integer key
+// with strings and scan (and lock) the whole index instead of the rows.
+type keyReader struct{ integer, unsigned bool }
+
+func newKeyReader(rows Rows, col int) keyReader {
+	typed, ok := rows.(interface {
+		ColumnTypes() ([]*sql.ColumnType, error)
+	})
+	if !ok {
+		return keyReader{}
 	}
-	return k
+	types, err := typed.ColumnTypes()
+	if err != nil || col >= len(types) {
+		return keyReader{}
+	}
+	name := strings.ToUpper(types[col].DatabaseTypeName())
+	return keyReader{
+		integer:  strings.Contains(name, "INT"),
+		unsigned: strings.Contains(name, "UNSIGNED"),
+	}
+}
+
+func (r keyReader) key(v any) any {
+	b, ok := v.([]byte)
+	if !ok {
+		return v
+	}
+	if r.integer {
+		if r.unsigned {
+			if u, err := strconv.ParseUint(string(b), 10, 64); err == nil {
+				return u
+			}
+		} else if i, err := strconv.ParseInt(string(b), 10, 64); err == nil {
+			return i
+		}
+	}
+	return string(b)
 }
 
 // PendingOwners returns up to limit owners with slot rows in t, in key
@@ -150,12 +184,13 @@ func PendingOwners(ctx context.Context, conn Conn, d countersql.Dialect, t count
 	}
 	defer rows.Close()
 	var owners []any
+	kr := newKeyReader(rows, 0)
 	for rows.Next() {
 		var v any
 		if err := rows.Scan(&v); err != nil {
 			return nil, err
 		}
-		owners = append(owners, NormalizeKey(v))
+		owners = append(owners, kr.key(v))
 	}
 	return owners, rows.Err()
 }
@@ -258,4 +293,126 @@ func IncrementFreeSlot(ctx context.Context, c Conn, d countersql.Dialect, t coun
 		return 1, nil
 	}
 	return c.Exec(ctx, func(w countersql.Writer) { d.IncrementWhere(w, t, slot, delta, cond) })
+}
+
+// FoldDeltas walks an append counter's delta table by id, folding batches
+// of at most batch rows into the parent column, each in a transaction of
+// its own (inTx), until it reaches the last row that existed when it
+// started, or stop says so. Rows inserted meanwhile are left for the next
+// pass, so a pass ends even while writers keep appending.
+func FoldDeltas(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table, batch int, stop func() bool,
+	inTx func(ctx context.Context, fn func(Conn) error) error) error {
+	ceiling, ok, err := deltaBatchEnd(ctx, c, d, t, 0, math.MaxInt32)
+	if err != nil || !ok {
+		return err
+	}
+	var after int64
+	for after < ceiling && !stop() {
+		end, ok, err := deltaBatchEnd(ctx, c, d, t, after, batch)
+		if err != nil || !ok {
+			return err
+		}
+		end = min(end, ceiling)
+		err = retry.Do(ctx, FoldAttempts, func() error {
+			return inTx(ctx, func(tx Conn) error {
+				if d.MySQL() {
+					return foldDeltasMySQL(ctx, tx, d, t, after, end)
+				}
+				for _, step := range d.FoldDeltas(t, after, end) {
+					if _, err := tx.Exec(ctx, step); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		})
+		if err != nil {
+			return err
+		}
+		after = end
+	}
+	return nil
+}
+
+func deltaBatchEnd(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table, after int64, limit int) (int64, bool, error) {
+	rows, err := c.Query(ctx, func(w countersql.Writer) { d.DeltaBatchEnd(w, t, after, limit) })
+	if err != nil {
+		return 0, false, err
+	}
+	defer rows.Close()
+	var end sql.NullInt64
+	for rows.Next() {
+		if err := rows.Scan(&end); err != nil {
+			return 0, false, err
+		}
+	}
+	return end.Int64, end.Valid, rows.Err()
+}
+
+// foldDeltasMySQL folds the delta rows in (after, upTo] of the parents that
+// no one holds: it reads their owners without locks, locks those parents
+// (SKIP LOCKED), locks their delta rows, adds exactly the values it read to
+// the columns and deletes exactly those rows. An increment holding its
+// parent's shared lock (its foreign key check) is skipped, never waited
+// for, so the two cannot deadlock; what is skipped stays for the next pass.
+func foldDeltasMySQL(ctx context.Context, tx Conn, d countersql.Dialect, t countersql.Table, after, upTo int64) error {
+	owners, err := QueryKeys(ctx, tx, func(w countersql.Writer) { d.DeltaOwners(w, t, after, upTo) })
+	if err != nil || len(owners) == 0 {
+		return err
+	}
+	for start := 0; start < len(owners); start += FillChunk {
+		chunk := owners[start:min(start+FillChunk, len(owners))]
+		locked, err := QueryKeys(ctx, tx, func(w countersql.Writer) { d.LockParents(w, t, chunk) })
+		if err != nil {
+			return err
+		}
+		if len(locked) == 0 {
+			continue
+		}
+		rows, err := tx.Query(ctx, func(w countersql.Writer) { d.LockDeltas(w, t, after, upTo, locked) })
+		if err != nil {
+			return err
+		}
+		var (
+			ids     []any
+			keys    []any
+			amounts []int64
+			index   = map[string]int{}
+			kr      = newKeyReader(rows, 1)
+		)
+		for rows.Next() {
+			var id, n int64
+			var owner any
+			if err := rows.Scan(&id, &owner, &n); err != nil {
+				rows.Close()
+				return err
+			}
+			owner = kr.key(owner)
+			ids = append(ids, id)
+			k := KeyText(owner)
+			i, seen := index[k]
+			if !seen {
+				i = len(keys)
+				index[k] = i
+				keys, amounts = append(keys, owner), append(amounts, 0)
+			}
+			amounts[i] += n
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return err
+		}
+		if len(ids) == 0 {
+			continue
+		}
+		if _, err := tx.Exec(ctx, func(w countersql.Writer) { d.AddToColumns(w, t, keys, amounts) }); err != nil {
+			return err
+		}
+		for s := 0; s < len(ids); s += deleteChunk {
+			part := ids[s:min(s+deleteChunk, len(ids))]
+			if _, err := tx.Exec(ctx, func(w countersql.Writer) { d.DeleteDeltas(w, t, part) }); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

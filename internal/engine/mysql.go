@@ -63,10 +63,9 @@ type MySQLIncrement struct {
 	Key  any
 	Cond func(countersql.Writer)
 	// Keys, when not nil, are the parents (Key and Cond are then unused).
-	Keys      []any
-	Slot      int
-	Delta     int64
-	Precreate bool // the counter's slot rows are created with the parent
+	Keys  []any
+	Slot  int
+	Delta int64
 }
 
 func (in MySQLIncrement) single() bool { return in.Keys == nil && in.Cond == nil }
@@ -93,7 +92,11 @@ func IncrementMySQL(ctx context.Context, s Session, d countersql.Dialect, in MyS
 	if in.single() {
 		keys = []any{in.Key}
 	}
-	if len(keys) == 1 && in.Cond == nil && delta != 0 && (!s.InTx() || in.Precreate) {
+	// Alone in autocommit only: inside a caller's transaction an UPDATE that
+	// found no row (a parent without its pre-created rows) would keep its
+	// gap lock, and the insert after it would deadlock; there the UPDATE
+	// runs in a savepoint (updateSlots).
+	if len(keys) == 1 && in.Cond == nil && delta != 0 && !s.InTx() {
 		// Alone in autocommit, a statement that failed changed nothing: it is
 		// retried. A fold can deadlock with it where the slot table's unique
 		// key is a secondary index (ent's layout, beside its surrogate id):
@@ -120,9 +123,13 @@ func IncrementMySQL(ctx context.Context, s Session, d countersql.Dialect, in MyS
 	err := OwnTransaction(ctx, s, func(tx Session) error {
 		n = 0
 		keys := keys
-		if keys == nil {
+		cond := in.Cond
+		if keys != nil && delta == 0 {
+			cond = d.KeyIn(t, keys) // count the parents that exist
+		}
+		if keys == nil || delta == 0 {
 			var err error
-			if keys, err = QueryKeys(ctx, tx, func(w countersql.Writer) { d.SelectKeys(w, t, in.Cond) }); err != nil {
+			if keys, err = QueryKeys(ctx, tx, func(w countersql.Writer) { d.SelectKeys(w, t, cond) }); err != nil {
 				return err
 			}
 		} else {
@@ -278,63 +285,55 @@ func mysqlParentGone(err error) bool {
 // FoldMySQL folds the pending slots of owners into their parents' column:
 // it locks the parents and then their slot rows that no one else holds
 // (SKIP LOCKED, so the fold never waits), adds the slot values to the
-// columns, and deletes the slot rows it added. What it skips stays pending.
+// columns, and empties the slot rows it added (n = 0: they stay, see
+// countersql.ZeroSlot). What it skips stays pending.
 func FoldMySQL(ctx context.Context, tx Conn, d countersql.Dialect, t countersql.Table, owners []any) error {
 	parents, err := QueryKeys(ctx, tx, func(w countersql.Writer) { d.LockParents(w, t, owners) })
 	if err != nil || len(parents) == 0 {
 		return err
 	}
-	rows, err := tx.Query(ctx, func(w countersql.Writer) { d.LockSlots(w, t, parents) })
-	if err != nil {
-		return err
-	}
 	var (
-		slotOwners []any
-		slots      []int64
-		keys       []any
-		amounts    []int64
-		index      = map[string]int{}
+		keys    []any
+		amounts []int64
 	)
-	for rows.Next() {
-		var owner any
-		var slot, n int64
-		if err := rows.Scan(&owner, &slot, &n); err != nil {
-			rows.Close()
+	for _, owner := range parents {
+		rows, err := tx.Query(ctx, func(w countersql.Writer) { d.LockSlots(w, t, owner) })
+		if err != nil {
 			return err
 		}
-		owner = NormalizeKey(owner)
-		slotOwners, slots = append(slotOwners, owner), append(slots, slot)
-		k := fmt.Sprint(owner)
-		i, seen := index[k]
-		if !seen {
-			i = len(keys)
-			index[k] = i
-			keys, amounts = append(keys, owner), append(amounts, 0)
+		var (
+			slots []int64
+			sum   int64
+		)
+		for rows.Next() {
+			var slot, n int64
+			if err := rows.Scan(&slot, &n); err != nil {
+				rows.Close()
+				return err
+			}
+			slots, sum = append(slots, slot), sum+n
 		}
-		amounts[i] += n
-	}
-	if err := rows.Close(); err != nil {
-		return err
-	}
-	if err := rows.Err(); err != nil || len(slotOwners) == 0 {
-		return err
-	}
-	if _, err := tx.Exec(ctx, func(w countersql.Writer) { d.AddToColumns(w, t, keys, amounts) }); err != nil {
-		return err
-	}
-	// Two placeholders a row: chunks stay far below MySQL's 65,535.
-	for start := 0; start < len(slotOwners); start += deleteChunk {
-		end := min(start+deleteChunk, len(slotOwners))
-		if _, err := tx.Exec(ctx, func(w countersql.Writer) {
-			d.DeleteSlots(w, t, slotOwners[start:end], slots[start:end])
-		}); err != nil {
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 			return err
 		}
+		if len(slots) == 0 {
+			continue
+		}
+		for _, slot := range slots {
+			if _, err := tx.Exec(ctx, func(w countersql.Writer) { d.ZeroSlot(w, t, owner, slot) }); err != nil {
+				return err
+			}
+		}
+		keys, amounts = append(keys, owner), append(amounts, sum)
 	}
-	return nil
+	if len(keys) == 0 {
+		return nil
+	}
+	_, err = tx.Exec(ctx, func(w countersql.Writer) { d.AddToColumns(w, t, keys, amounts) })
+	return err
 }
 
-// deleteChunk bounds the slot rows of one DELETE of a fold.
+// deleteChunk bounds the rows of one DELETE of an append fold.
 const deleteChunk = 10000
 
 // QueryKeys runs a query written by countersql whose rows are one key each.
@@ -345,12 +344,75 @@ func QueryKeys(ctx context.Context, c Conn, build func(countersql.Writer)) ([]an
 	}
 	defer rows.Close()
 	var keys []any
+	kr := newKeyReader(rows, 0)
 	for rows.Next() {
 		var k any
 		if err := rows.Scan(&k); err != nil {
 			return nil, err
 		}
-		keys = append(keys, NormalizeKey(k))
+		keys = append(keys, kr.key(k))
 	}
 	return keys, rows.Err()
+}
+
+// AppendMySQL inserts a delta row of in.Delta for every parent the
+// increment targets (append counters), and returns how many parents that
+// was. The parent keys are read without locks (INSERT ... SELECT would
+// take shared locks on the parent rows); a parent deleted since fails the
+// foreign key check and is skipped, as an UPDATE would skip it.
+func AppendMySQL(ctx context.Context, s Session, d countersql.Dialect, in MySQLIncrement) (int64, error) {
+	t := in.Table
+	insert := func(c Session, keys []any) (int64, error) {
+		amounts := make([]int64, len(keys))
+		for i := range amounts {
+			amounts[i] = in.Delta
+		}
+		_, err := c.Exec(ctx, func(w countersql.Writer) { d.AppendRows(w, t, keys, amounts) })
+		gone := func(err error) bool { return mysqlParentGone(err) || c.ParentGone(err) }
+		if !gone(err) {
+			if err != nil {
+				return 0, err
+			}
+			return int64(len(keys)), nil
+		}
+		var n int64
+		for _, k := range keys {
+			_, err := c.Exec(ctx, func(w countersql.Writer) { d.AppendRows(w, t, []any{k}, []int64{in.Delta}) })
+			switch {
+			case gone(err):
+			case err != nil:
+				return n, err
+			default:
+				n++
+			}
+		}
+		return n, nil
+	}
+	if in.single() {
+		var n int64
+		err := ownStatement(ctx, s, func() (err error) { n, err = insert(s, []any{in.Key}); return err })
+		return n, err
+	}
+	var n int64
+	err := OwnTransaction(ctx, s, func(tx Session) error {
+		n = 0
+		keys := in.Keys
+		if keys == nil {
+			var err error
+			if keys, err = QueryKeys(ctx, tx, func(w countersql.Writer) { d.SelectKeys(w, t, in.Cond) }); err != nil {
+				return err
+			}
+		} else {
+			keys = SortKeys(keys)
+		}
+		for start := 0; start < len(keys); start += FillChunk {
+			done, err := insert(tx, keys[start:min(start+FillChunk, len(keys))])
+			if err != nil {
+				return err
+			}
+			n += done
+		}
+		return nil
+	})
+	return n, err
 }

@@ -23,7 +23,14 @@ const (
 	// Rollup keeps a cached total in a parent column that a rollup pass folds
 	// the slot rows into; plain loads read the column.
 	Rollup
+	// Append keeps a cached total in a parent column, as Rollup does, but an
+	// increment inserts a delta row instead of upserting a slot: no shared
+	// row at all. A rollup pass folds the delta rows into the column.
+	Append
 )
+
+// HasColumn reports whether the mode keeps a total in a parent column.
+func (m Mode) HasColumn() bool { return m == Rollup || m == Append }
 
 const (
 	// DefaultSlots is the number of slot rows per parent when a declaration
@@ -86,11 +93,14 @@ func (o Options) Validate() error {
 	if o.Slots < 1 || o.Slots > MaxSlots {
 		return fmt.Errorf("%w: slots=%d is out of range: use 1 to %d", ErrInvalid, o.Slots, MaxSlots)
 	}
-	if o.Mode != Sum && o.Mode != Rollup {
+	if o.Mode != Sum && o.Mode != Rollup && o.Mode != Append {
 		return fmt.Errorf("%w: unknown mode %d", ErrInvalid, o.Mode)
 	}
-	if o.Mode == Rollup && o.Precreate == On {
-		return fmt.Errorf("%w: precreate applies to sum counters; a rollup pass removes the slot rows it folds", ErrInvalid)
+	if o.Mode != Sum && o.Precreate == On {
+		return fmt.Errorf("%w: precreate applies to sum counters; a rollup pass removes the rows it folds", ErrInvalid)
+	}
+	if o.Mode == Append && o.SkipLocked {
+		return fmt.Errorf("%w: skiplocked applies to slots; an append counter shares no row", ErrInvalid)
 	}
 	return nil
 }
@@ -98,8 +108,8 @@ func (o Options) Validate() error {
 // ParseList parses a comma-separated option list such as "slots=64,rollup",
 // starting from def. The empty string is a bare declaration.
 //
-// Words: slots=N (1..MaxSlots), sum, rollup, precreate, precreate=true|false,
-// skiplocked.
+// Words: slots=N (1..MaxSlots), sum, rollup, append, precreate,
+// precreate=true|false, skiplocked.
 // Anything else is an error.
 func ParseList(list string, def Options) (Options, error) {
 	o := def
@@ -122,16 +132,13 @@ func ParseList(list string, def Options) (Options, error) {
 				return o, fmt.Errorf("%w: slots=%s is not a number", ErrInvalid, value)
 			}
 			o.Slots = n
-		case "sum", "rollup":
+		case "sum", "rollup", "append":
 			if hasValue {
 				return o, fmt.Errorf("%w: %q takes no value", ErrInvalid, key)
 			}
-			m := Sum
-			if key == "rollup" {
-				m = Rollup
-			}
+			m := map[string]Mode{"sum": Sum, "rollup": Rollup, "append": Append}[key]
 			if modeSet && o.Mode != m {
-				return o, fmt.Errorf("%w: both sum and rollup given", ErrInvalid)
+				return o, fmt.Errorf("%w: more than one of sum, rollup and append given", ErrInvalid)
 			}
 			o.Mode, modeSet = m, true
 		case "precreate":
@@ -152,7 +159,7 @@ func ParseList(list string, def Options) (Options, error) {
 			}
 			o.SkipLocked = true
 		default:
-			return o, fmt.Errorf("%w: unknown option %q (known: slots=N, sum, rollup, precreate, skiplocked)", ErrInvalid, word)
+			return o, fmt.Errorf("%w: unknown option %q (known: slots=N, sum, rollup, append, precreate, skiplocked)", ErrInvalid, word)
 		}
 	}
 	return o, o.Validate()

@@ -43,7 +43,10 @@ func TestParseListRejects(t *testing.T) {
 		"slots":                    "needs a number",
 		"slots=":                   "needs a number",
 		"fast":                     `"fast"`,
-		"sum,rollup":               "both",
+		"sum,rollup":               "more than one",
+		"append,rollup":            "more than one",
+		"append,precreate":         "precreate",
+		"append,skiplocked":        "skiplocked",
 		"rollup=yes":               "takes no value",
 		"rollup,precreate":         "precreate",
 		"precreate=maybe":          "precreate=maybe",
@@ -69,6 +72,7 @@ func TestPrecreateOn(t *testing.T) {
 		{Options{Mode: Sum, Precreate: Off}, true, false},
 		{Options{Mode: Sum, Precreate: On}, false, true},
 		{Options{Mode: Rollup}, true, false},
+		{Options{Mode: Append}, true, false},
 	} {
 		if got := c.o.PrecreateOn(c.def); got != c.yes {
 			t.Errorf("%+v.PrecreateOn(%v) = %v", c.o, c.def, got)

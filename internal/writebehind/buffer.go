@@ -35,6 +35,8 @@ type Counter struct {
 	Name  string // for errors: Model.Field
 	Table countersql.Table
 	Slots int
+	// Append: the counter's table holds delta rows (append mode), not slots.
+	Append bool
 }
 
 // Full says what an increment does when the buffer holds MaxPending
@@ -368,7 +370,11 @@ func (b *Buffer) write(ctx context.Context, tx engine.Session, c *Counter, delta
 			slots[i] = rand.IntN(c.Slots)
 			amounts[i] = byKey[engine.KeyText(k)]
 		}
-		if _, err := tx.Exec(ctx, func(w countersql.Writer) { b.d.AddToSlots(w, c.Table, chunk, slots, amounts) }); err != nil {
+		stmt := func(w countersql.Writer) { b.d.AddToSlots(w, c.Table, chunk, slots, amounts) }
+		if c.Append {
+			stmt = func(w countersql.Writer) { b.d.AppendRows(w, c.Table, chunk, amounts) }
+		}
+		if _, err := tx.Exec(ctx, stmt); err != nil {
 			return err
 		}
 	}

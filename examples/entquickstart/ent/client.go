@@ -669,6 +669,6 @@ func (c config) HotCounter() entcounter.Runtime {
 
 // hotCounterDefs lists the sharded counters of this schema.
 var hotCounterDefs = []entcounter.Def{
-	{Type: "Post", Field: "likes", StructField: "Likes", Table: "entquickstart_posts", Key: "id", SlotTable: "entquickstart_post_likes_slots", Owner: "entquickstart_post_id", Slots: 16, Rollup: false, Precreate: 0},
-	{Type: "Post", Field: "views", StructField: "Views", Table: "entquickstart_posts", Key: "id", SlotTable: "entquickstart_post_views_slots", Owner: "entquickstart_post_id", Slots: 64, Rollup: true, Precreate: 0},
+	{Type: "Post", Field: "likes", StructField: "Likes", Table: "entquickstart_posts", Key: "id", SlotTable: "entquickstart_post_likes_slots", Owner: "entquickstart_post_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false},
+	{Type: "Post", Field: "views", StructField: "Views", Table: "entquickstart_posts", Key: "id", SlotTable: "entquickstart_post_views_slots", Owner: "entquickstart_post_id", Slots: 64, Rollup: true, Append: false, Precreate: 0, SkipLocked: false},
 }

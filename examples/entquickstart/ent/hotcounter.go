@@ -48,3 +48,7 @@ func (m *PostMutation) HotCounterNotFound() error { return &NotFoundError{post.L
 
 // HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
 func (m *PostMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterBulkUpsert reports whether the mutation is one row of a bulk
+// create with ON CONFLICT.
+func (m *PostMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }

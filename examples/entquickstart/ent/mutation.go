@@ -33,19 +33,20 @@ const (
 // PostMutation represents an operation that mutates the Post nodes in the graph.
 type PostMutation struct {
 	config
-	op               Op
-	typ              string
-	id               *int
-	likes            *int64
-	addlikes         *int64
-	views            *int64
-	addviews         *int64
-	title            *string
-	clearedFields    map[string]struct{}
-	done             bool
-	oldValue         func(context.Context) (*Post, error)
-	predicates       []predicate.Post
-	hotcounterUpsert bool
+	op                   Op
+	typ                  string
+	id                   *int
+	likes                *int64
+	addlikes             *int64
+	views                *int64
+	addviews             *int64
+	title                *string
+	clearedFields        map[string]struct{}
+	done                 bool
+	oldValue             func(context.Context) (*Post, error)
+	predicates           []predicate.Post
+	hotcounterUpsert     bool
+	hotcounterBulkUpsert bool
 }
 
 var _ ent.Mutation = (*PostMutation)(nil)

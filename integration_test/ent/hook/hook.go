@@ -129,6 +129,30 @@ func (f SkipPostLikesSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.SkipPostLikesSlotMutation", m)
 }
 
+// The StoryFunc type is an adapter to allow the use of ordinary
+// function as Story mutator.
+type StoryFunc func(context.Context, *ent.StoryMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f StoryFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.StoryMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.StoryMutation", m)
+}
+
+// The StoryClapsDeltaFunc type is an adapter to allow the use of ordinary
+// function as StoryClapsDelta mutator.
+type StoryClapsDeltaFunc func(context.Context, *ent.StoryClapsDeltaMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f StoryClapsDeltaFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.StoryClapsDeltaMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.StoryClapsDeltaMutation", m)
+}
+
 // The TagFunc type is an adapter to allow the use of ordinary
 // function as Tag mutator.
 type TagFunc func(context.Context, *ent.TagMutation) (ent.Value, error)

@@ -222,6 +222,45 @@ var (
 			},
 		},
 	}
+	// StoriesColumns holds the columns for the "stories" table.
+	StoriesColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "claps", Type: field.TypeInt64, Default: 0},
+		{Name: "title", Type: field.TypeString, Default: ""},
+	}
+	// StoriesTable holds the schema information for the "stories" table.
+	StoriesTable = &schema.Table{
+		Name:       "stories",
+		Columns:    StoriesColumns,
+		PrimaryKey: []*schema.Column{StoriesColumns[0]},
+	}
+	// StoryClapsDeltasColumns holds the columns for the "story_claps_deltas" table.
+	StoryClapsDeltasColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "n", Type: field.TypeInt64},
+		{Name: "story_id", Type: field.TypeInt},
+	}
+	// StoryClapsDeltasTable holds the schema information for the "story_claps_deltas" table.
+	StoryClapsDeltasTable = &schema.Table{
+		Name:       "story_claps_deltas",
+		Columns:    StoryClapsDeltasColumns,
+		PrimaryKey: []*schema.Column{StoryClapsDeltasColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "story_claps_deltas_stories_story",
+				Columns:    []*schema.Column{StoryClapsDeltasColumns[2]},
+				RefColumns: []*schema.Column{StoriesColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "storyclapsdelta_story_id",
+				Unique:  false,
+				Columns: []*schema.Column{StoryClapsDeltasColumns[2]},
+			},
+		},
+	}
 	// TagsColumns holds the columns for the "tags" table.
 	TagsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt, Increment: true},
@@ -302,6 +341,8 @@ var (
 		PostViewsSlotsTable,
 		SkipPostsTable,
 		SkipPostLikesSlotsTable,
+		StoriesTable,
+		StoryClapsDeltasTable,
 		TagsTable,
 		TagHitsSlotsTable,
 		TagUsesSlotsTable,
@@ -330,6 +371,10 @@ func init() {
 	SkipPostLikesSlotsTable.ForeignKeys[0].RefTable = SkipPostsTable
 	SkipPostLikesSlotsTable.Annotation = &entsql.Annotation{
 		Table: "skip_post_likes_slots",
+	}
+	StoryClapsDeltasTable.ForeignKeys[0].RefTable = StoriesTable
+	StoryClapsDeltasTable.Annotation = &entsql.Annotation{
+		Table: "story_claps_deltas",
 	}
 	TagHitsSlotsTable.ForeignKeys[0].RefTable = TagsTable
 	TagHitsSlotsTable.Annotation = &entsql.Annotation{

@@ -36,6 +36,12 @@ type SkipPost func(*sql.Selector)
 // SkipPostLikesSlot is the predicate function for skippostlikesslot builders.
 type SkipPostLikesSlot func(*sql.Selector)
 
+// Story is the predicate function for story builders.
+type Story func(*sql.Selector)
+
+// StoryClapsDelta is the predicate function for storyclapsdelta builders.
+type StoryClapsDelta func(*sql.Selector)
+
 // Tag is the predicate function for tag builders.
 type Tag func(*sql.Selector)
 

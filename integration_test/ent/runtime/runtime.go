@@ -14,6 +14,7 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/schema"
 	"github.com/hotcounter/hotcounter/integration_test/ent/skippost"
 	"github.com/hotcounter/hotcounter/integration_test/ent/skippostlikesslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/story"
 	"github.com/hotcounter/hotcounter/integration_test/ent/tag"
 	"github.com/hotcounter/hotcounter/integration_test/ent/taghitsslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/tagusesslot"
@@ -138,6 +139,21 @@ func init() {
 	skippostlikesslotDescN := skippostlikesslotMixinFields0[2].Descriptor()
 	// skippostlikesslot.DefaultN holds the default value on creation for the n field.
 	skippostlikesslot.DefaultN = skippostlikesslotDescN.Default.(int64)
+	storyMixin := schema.Story{}.Mixin()
+	storyMixinHooks0 := storyMixin[0].Hooks()
+	story.Hooks[0] = storyMixinHooks0[0]
+	storyMixinFields0 := storyMixin[0].Fields()
+	_ = storyMixinFields0
+	storyFields := schema.Story{}.Fields()
+	_ = storyFields
+	// storyDescClaps is the schema descriptor for claps field.
+	storyDescClaps := storyMixinFields0[0].Descriptor()
+	// story.DefaultClaps holds the default value on creation for the claps field.
+	story.DefaultClaps = storyDescClaps.Default.(int64)
+	// storyDescTitle is the schema descriptor for title field.
+	storyDescTitle := storyFields[0].Descriptor()
+	// story.DefaultTitle holds the default value on creation for the title field.
+	story.DefaultTitle = storyDescTitle.Default.(string)
 	tagMixin := schema.Tag{}.Mixin()
 	tagMixinHooks0 := tagMixin[0].Hooks()
 	tagMixinHooks1 := tagMixin[1].Hooks()

@@ -1,0 +1,194 @@
+package integration_test
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/hotcounter/hotcounter/gormcounter"
+	"github.com/hotcounter/hotcounter/internal/testdb"
+)
+
+// Story counts claps in append mode: each increment inserts a delta row
+// into story_claps_deltas; rollup folds them into stories.claps.
+type Story struct {
+	ID    uint
+	Title string
+	Claps int64 `gorm:"counter:append"`
+}
+
+func storyClaps(t testing.TB, db *gorm.DB, id uint, live bool) int64 {
+	t.Helper()
+	q := db
+	if live {
+		q = db.Clauses(gormcounter.Live)
+	}
+	var s Story
+	must(t, q.First(&s, id).Error)
+	return s.Claps
+}
+
+func TestAppendCountersLoseNothing(t *testing.T) {
+	for _, k := range allKinds {
+		t.Run(string(k), func(t *testing.T) {
+			e := open(t, k)
+			db := e.db
+			must(t, db.AutoMigrate(&Story{}))
+			s := Story{Title: "s"}
+			must(t, db.Create(&s).Error)
+			writers, each := writersFor(k)
+			done := hammer(t, writers, each, func() error {
+				return gormcounter.Increment(db.Model(&Story{ID: s.ID}), "Claps", 1).Error
+			})
+			must(t, db.Model(&Story{ID: s.ID}).UpdateColumn("claps", gorm.Expr("claps + ?", 5)).Error)
+			done += 5
+			if n := rawInt(t, db, "SELECT COUNT(*) FROM story_claps_deltas"); n != int64(writers*each)+1 {
+				t.Fatalf("%d delta rows, want one per increment (%d)", n, writers*each+1)
+			}
+			if got := storyClaps(t, db, s.ID, false); got != 0 {
+				t.Fatalf("plain load before rollup: %d, want the cached 0", got)
+			}
+			if got := storyClaps(t, db, s.ID, true); got != done {
+				t.Fatalf("live: %d, want %d", got, done)
+			}
+			must(t, gormcounter.Rollup(db, &Story{}))
+			if got := storyClaps(t, db, s.ID, false); got != done {
+				t.Fatalf("after rollup: %d, want %d", got, done)
+			}
+			if n := rawInt(t, db, "SELECT COUNT(*) FROM story_claps_deltas"); n != 0 {
+				t.Fatalf("rollup left %d delta rows", n)
+			}
+			// Deleting the story removes its deltas.
+			must(t, gormcounter.Increment(db.Model(&Story{ID: s.ID}), "Claps", 1).Error)
+			must(t, db.Delete(&Story{ID: s.ID}).Error)
+			if n := rawInt(t, db, "SELECT COUNT(*) FROM story_claps_deltas"); n != 0 {
+				t.Fatalf("%d delta rows outlived their story", n)
+			}
+		})
+	}
+}
+
+// A rollup loop folds while writers append; live reads never go back and
+// the final total is exact.
+func TestAppendRollupUnderWriters(t *testing.T) {
+	for _, k := range allKinds {
+		t.Run(string(k), func(t *testing.T) {
+			e := open(t, k)
+			db := e.db
+			must(t, db.AutoMigrate(&Story{}))
+			s := Story{Title: "s"}
+			must(t, db.Create(&s).Error)
+			ctx, stop := context.WithCancel(context.Background())
+			loop := make(chan error, 1)
+			go func() { loop <- gormcounter.RollupLoop(ctx, db, 2*time.Millisecond, &Story{}) }()
+			readerDone := make(chan struct{})
+			go func() {
+				defer close(readerDone)
+				var last int64
+				for ctx.Err() == nil {
+					got := storyClaps(t, db, s.ID, true)
+					if got < last {
+						t.Errorf("live claps went back from %d to %d", last, got)
+						return
+					}
+					last = got
+				}
+			}()
+			done := hammer(t, 8, 100, func() error {
+				return gormcounter.Increment(db.Model(&Story{ID: s.ID}), "Claps", 1).Error
+			})
+			stop()
+			must(t, <-loop)
+			<-readerDone
+			must(t, gormcounter.Rollup(db, &Story{}))
+			if got := storyClaps(t, db, s.ID, false); got != done {
+				t.Fatalf("claps=%d after the final pass, want %d", got, done)
+			}
+		})
+	}
+}
+
+// Folds whose COMMIT reply is lost, and whose sessions are killed, fold
+// every delta exactly once.
+func TestAppendFoldSurvivesCutConnections(t *testing.T) {
+	dsn := testdb.Postgres(t)
+	setup, err := gorm.Open(postgres.Open(dsn), &gorm.Config{Logger: logger.Discard})
+	must(t, err)
+	must(t, setup.Use(gormcounter.New(gormcounter.Config{})))
+	must(t, setup.AutoMigrate(&Story{}))
+	s := Story{Title: "s"}
+	must(t, setup.Create(&s).Error)
+
+	proxy := newCuttingProxy(t, "127.0.0.1:5432")
+	viaProxy := testdb.WithParams(dsn, map[string]string{"host": "127.0.0.1", "port": strconv.Itoa(proxy.port()), "application_name": "hc_fold_fault"})
+	folder, err := gorm.Open(postgres.Open(viaProxy), &gorm.Config{Logger: logger.Discard})
+	must(t, err)
+	must(t, folder.Use(gormcounter.New(gormcounter.Config{RollupBatchSize: 50})))
+
+	ctx, stop := context.WithCancel(context.Background())
+	var failed, killed atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { // fold passes, through the proxy
+		defer wg.Done()
+		for ctx.Err() == nil {
+			if err := gormcounter.Rollup(folder, &Story{}); err != nil {
+				failed.Add(1)
+			}
+		}
+	}()
+	go func() { // kill the folder's sessions now and then
+		defer wg.Done()
+		for ctx.Err() == nil {
+			time.Sleep(23 * time.Millisecond)
+			var n int64
+			if setup.Raw("SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'hc_fold_fault'").Row().Scan(&n) == nil {
+				killed.Add(n)
+			}
+		}
+	}()
+	proxy.cutCommits.Store(5)
+	deadline := time.Now().Add(1500 * time.Millisecond)
+	done := hammer(t, 8, 1<<30, func() error {
+		if time.Now().After(deadline) {
+			return errStop
+		}
+		return gormcounter.Increment(setup.Model(&Story{ID: s.ID}), "Claps", 1).Error
+	})
+	stop()
+	wg.Wait()
+	must(t, gormcounter.Rollup(setup, &Story{}))
+	got := storyClaps(t, setup, s.ID, false)
+	t.Logf("%d increments; fold commits cut after reaching the server: %d; sessions killed: %d; failed passes: %d",
+		done, proxy.cut.Load(), killed.Load(), failed.Load())
+	if got != done {
+		t.Fatalf("claps=%d after %d increments", got, done)
+	}
+	if proxy.cut.Load() == 0 || killed.Load() == 0 {
+		t.Fatalf("a fault did not happen (cut %d, killed %d)", proxy.cut.Load(), killed.Load())
+	}
+}
+
+// The write-behind buffer writes append counters as delta rows.
+func TestBufferWritesAppendCounters(t *testing.T) {
+	e := open(t, pg)
+	db := e.db
+	must(t, db.AutoMigrate(&Story{}))
+	s := Story{Title: "s"}
+	must(t, db.Create(&s).Error)
+	buf, err := gormcounter.NewBuffer(db, gormcounter.BufferConfig{Interval: 10 * time.Millisecond})
+	must(t, err)
+	ctx := context.Background()
+	done := hammer(t, 8, 200, func() error { return buf.Increment(ctx, &Story{ID: s.ID}, "Claps", 1) })
+	must(t, buf.Close(ctx))
+	if got := storyClaps(t, db, s.ID, true); got != done {
+		t.Fatalf("live claps=%d after %d buffered increments", got, done)
+	}
+}
