@@ -92,11 +92,11 @@ func BenchmarkIncrementOneRowMariaDB(b *testing.B) { benchIncrementOneRow(b, my)
 
 func benchIncrementOneRow(b *testing.B, kind dbKind) {
 	db := openBenchOn(b, kind)
-	if err := db.AutoMigrate(&NaivePost{}, &Author{}, &Post{}, &WidePost{}, &SkipPost{}); err != nil {
+	if err := db.AutoMigrate(&NaivePost{}, &Author{}, &Post{}, &WidePost{}, &SkipPost{}, &Story{}); err != nil {
 		b.Fatal(err)
 	}
-	naive, post, wide, skip := NaivePost{}, Post{Title: "viral"}, WidePost{}, SkipPost{}
-	for _, v := range []any{&naive, &post, &wide, &skip} {
+	naive, post, wide, skip, story := NaivePost{}, Post{Title: "viral"}, WidePost{}, SkipPost{}, Story{Title: "viral"}
+	for _, v := range []any{&naive, &post, &wide, &skip, &story} {
 		if err := db.Create(v).Error; err != nil {
 			b.Fatal(err)
 		}
@@ -123,6 +123,10 @@ func benchIncrementOneRow(b *testing.B, kind dbKind) {
 	})
 	b.Run("skiplocked64", func(b *testing.B) {
 		parallel(b, func() error { return gormcounter.Increment(db.Model(&SkipPost{ID: skip.ID}), "Likes", 1).Error })
+	})
+	// Append: one delta row per increment, no shared row at all.
+	b.Run("append", func(b *testing.B) {
+		parallel(b, func() error { return gormcounter.Increment(db.Model(&Story{ID: story.ID}), "Claps", 1).Error })
 	})
 	if kind == my {
 		return // write-behind is not available on MySQL/MariaDB yet
