@@ -36,8 +36,6 @@ var ErrBufferFull = writebehind.ErrFull
 //	buf, err := entcounter.NewBuffer(ctx, client, entcounter.BufferConfig{})
 //	defer buf.Close(ctx)
 //	buf.Add(ctx, "Post", post.FieldLikes, p.ID, 1)
-//
-// PostgreSQL and SQLite (MySQL/MariaDB not yet).
 type Buffer struct {
 	r Runtime
 	b *writebehind.Buffer
@@ -57,9 +55,6 @@ func NewBuffer(ctx context.Context, src Source, cfg BufferConfig) (*Buffer, erro
 	dl, err := r.dialect()
 	if err != nil {
 		return nil, err
-	}
-	if dl.MySQL() {
-		return nil, errors.New("entcounter: NewBuffer: write-behind is not available on MySQL/MariaDB yet")
 	}
 	b, err := writebehind.New(ctx, newSession(r), dl, cfg)
 	if err != nil {

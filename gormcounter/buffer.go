@@ -2,7 +2,6 @@ package gormcounter
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"reflect"
 	"sync"
@@ -42,7 +41,7 @@ var ErrBufferFull = writebehind.ErrFull
 //	buf.Increment(ctx, &Post{ID: id}, "Likes", 1)
 //
 // Loads read what has been flushed; add Pending for this process's own
-// increments not yet written. PostgreSQL and SQLite (MySQL/MariaDB not yet).
+// increments not yet written.
 type Buffer struct {
 	p  *Plugin
 	db *gorm.DB
@@ -58,9 +57,6 @@ func NewBuffer(db *gorm.DB, cfg BufferConfig) (*Buffer, error) {
 	p, err := pluginOf(db)
 	if err != nil {
 		return nil, err
-	}
-	if p.dialect.MySQL() {
-		return nil, errors.New("gormcounter: NewBuffer: write-behind is not available on MySQL/MariaDB yet")
 	}
 	ctx := db.Statement.Context
 	if ctx == nil {

@@ -21,7 +21,7 @@ import (
 
 // Increments through a buffer are all written, once, by few statements.
 func TestBufferLosesNothing(t *testing.T) {
-	for _, k := range []dbKind{pg, lite} {
+	for _, k := range allKinds {
 		t.Run(string(k), func(t *testing.T) {
 			e := open(t, k)
 			db := e.db

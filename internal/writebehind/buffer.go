@@ -362,6 +362,9 @@ func (b *Buffer) write(ctx context.Context, tx engine.Session, c *Counter, delta
 		}
 		existing = append(existing, found...)
 	}
+	if b.d.MySQL() && !c.Append {
+		return b.writeMySQL(ctx, tx, c, existing, byKey)
+	}
 	for start := 0; start < len(existing); start += engine.FillChunk {
 		chunk := existing[start:min(start+engine.FillChunk, len(existing))]
 		slots := make([]int, len(chunk))
@@ -375,6 +378,33 @@ func (b *Buffer) write(ctx context.Context, tx engine.Session, c *Counter, delta
 			stmt = func(w countersql.Writer) { b.d.AppendRows(w, c.Table, chunk, amounts) }
 		}
 		if _, err := tx.Exec(ctx, stmt); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeMySQL writes one counter's deltas on MySQL/MariaDB through the
+// engine's increment path (exact-match UPDATEs of existing slot rows in a
+// savepoint, an upsert for the missing ones), one slot for the whole flush,
+// one increment per distinct delta: a multi-row upsert with per-row values
+// would need VALUES(), which MySQL deprecates, and would insert (and lock
+// the parent for its foreign key check) where an UPDATE suffices.
+func (b *Buffer) writeMySQL(ctx context.Context, tx engine.Session, c *Counter, keys []any, byKey map[string]int64) error {
+	slot := rand.IntN(c.Slots)
+	groups := map[int64][]any{}
+	var amounts []int64
+	for _, k := range keys {
+		a := byKey[engine.KeyText(k)]
+		if _, ok := groups[a]; !ok {
+			amounts = append(amounts, a)
+		}
+		groups[a] = append(groups[a], k)
+	}
+	slices.Sort(amounts)
+	for _, a := range amounts {
+		in := engine.MySQLIncrement{Table: c.Table, Keys: groups[a], Slot: slot, Delta: a}
+		if _, err := engine.IncrementMySQL(ctx, tx, b.d, in); err != nil {
 			return err
 		}
 	}
