@@ -40,7 +40,10 @@
 //     with one grouped query per load; rollup counters read their cached
 //     column, or column + pending slots under [WithLive].
 //   - [RollupPass] and [RollupLoop] fold pending slots into rollup columns.
+//   - [Append] counters insert a delta row per increment (their table is
+//     declared with [DeltasOf]); [NewBuffer] adds increments up in memory
+//     and writes them in batches (write-behind).
 //
-// PostgreSQL and SQLite are supported; MySQL/MariaDB is refused with a clear
-// error for now (gormcounter supports it).
+// PostgreSQL, MySQL/MariaDB (InnoDB) and SQLite, with the same statements
+// as gormcounter.
 package entcounter
