@@ -53,6 +53,18 @@ type SkipLocked64Post struct {
 // TableName keeps the lab's tables apart from an application's.
 func (SkipLocked64Post) TableName() string { return "viral_skl64_posts" }
 
+// AppendPost inserts one delta row per like (append mode): no two likes
+// share a row at all. Its total is read live (column + pending deltas): the
+// lab runs no rollup.
+type AppendPost struct {
+	ID    uint
+	Title string
+	Likes int64 `gorm:"counter:append"`
+}
+
+// TableName keeps the lab's tables apart from an application's.
+func (AppendPost) TableName() string { return "viral_append_posts" }
+
 // User is what the unrelated endpoint reads: a plain table the likes never
 // touch, read through the same pool.
 type User struct {
@@ -107,6 +119,18 @@ func sharded[P any](name, what string, get func(*P) int64) Strategy {
 	}
 }
 
+// appendOnly is the append-mode strategy: like sharded, but the total is
+// read live, since nothing folds the deltas during the run.
+func appendOnly() Strategy {
+	s := sharded("append", "gormcounter.Increment, append mode (a delta row per like)", func(p *AppendPost) int64 { return p.Likes })
+	s.count = func(db *gorm.DB, id uint) (int64, error) {
+		var p AppendPost
+		err := db.Clauses(gormcounter.Live).First(&p, id).Error
+		return p.Likes, err
+	}
+	return s
+}
+
 // Strategies returns every strategy the lab knows, in the order it runs them.
 func Strategies() []Strategy {
 	return []Strategy{
@@ -125,6 +149,7 @@ func Strategies() []Strategy {
 		sharded("slots16", "gormcounter.Increment, 16 slots (random-slot upsert)", func(p *Slots16Post) int64 { return p.Likes }),
 		sharded("slots64", "gormcounter.Increment, 64 slots (random-slot upsert)", func(p *Slots64Post) int64 { return p.Likes }),
 		sharded("skiplocked64", "gormcounter.Increment, 64 pre-created slots, skiplocked (a slot no one holds)", func(p *SkipLocked64Post) int64 { return p.Likes }),
+		appendOnly(),
 	}
 }
 
