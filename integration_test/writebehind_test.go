@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -279,4 +280,26 @@ func freshPosts(t *testing.T, db *gorm.DB, n int) []Post {
 	}
 	must(t, db.Create(&posts).Error)
 	return posts
+}
+
+// Mistakes are errors that name the model and field.
+func TestBufferRefusesMistakes(t *testing.T) {
+	e := open(t, lite)
+	db := e.db
+	must(t, migrateAll(db))
+	buf, err := gormcounter.NewBuffer(db, gormcounter.BufferConfig{})
+	must(t, err)
+	defer buf.Close(context.Background())
+	ctx := context.Background()
+	if err := buf.Increment(ctx, &Post{ID: 1}, "Title", 1); !errors.Is(err, gormcounter.ErrNotCounter) || !strings.Contains(err.Error(), "Post.Title") {
+		t.Fatalf("Increment of a plain field: %v, want ErrNotCounter naming Post.Title", err)
+	}
+	if err := buf.Increment(ctx, &Post{}, "Likes", 1); !errors.Is(err, gorm.ErrMissingWhereClause) || !strings.Contains(err.Error(), "Post.Likes") {
+		t.Fatalf("Increment of a post without its key: %v, want ErrMissingWhereClause naming Post.Likes", err)
+	}
+	plain, err := gorm.Open(dialectorFor(lite, e.dsn), &gorm.Config{Logger: logger.Discard})
+	must(t, err)
+	if _, err := gormcounter.NewBuffer(plain, gormcounter.BufferConfig{}); !errors.Is(err, gormcounter.ErrNotRegistered) {
+		t.Fatalf("NewBuffer without the plugin: %v, want ErrNotRegistered", err)
+	}
 }
