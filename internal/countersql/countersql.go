@@ -653,10 +653,21 @@ func (d Dialect) AddToSlots(w Writer, t Table, keys []any, slots []int, amounts 
 	q(w, " ON CONFLICT (%, %) DO UPDATE SET % = %.% + excluded.%", t.Owner, SlotColumn, ValueColumn, t.Slots, ValueColumn, ValueColumn)
 }
 
-// CreateLedger writes the DDL of the table that records applied
-// write-behind batches.
-func (d Dialect) CreateLedger(w Writer, ledger string) {
-	q(w, "CREATE TABLE IF NOT EXISTS % (% VARCHAR(64) NOT NULL PRIMARY KEY, % BIGINT NOT NULL)", ledger, "batch", "at")
+// CreateLedger returns the DDL of the table that records applied
+// write-behind batches, with an index on the time that pruning reads (a
+// prune that scanned would lock every other flush's ledger row).
+func (d Dialect) CreateLedger(ledger string) []func(Writer) {
+	if d.kind == mysql {
+		return []func(Writer){func(w Writer) {
+			q(w, "CREATE TABLE IF NOT EXISTS % (% VARCHAR(64) NOT NULL PRIMARY KEY, % BIGINT NOT NULL, INDEX (%))", ledger, "batch", "at", "at")
+		}}
+	}
+	return []func(Writer){
+		func(w Writer) {
+			q(w, "CREATE TABLE IF NOT EXISTS % (% VARCHAR(64) NOT NULL PRIMARY KEY, % BIGINT NOT NULL)", ledger, "batch", "at")
+		},
+		func(w Writer) { q(w, "CREATE INDEX IF NOT EXISTS % ON % (%)", "idx_"+ledger+"_at", ledger, "at") },
+	}
 }
 
 // LedgerHas writes a query that returns a row if batch was applied.
@@ -764,7 +775,9 @@ func (d Dialect) LockDeltas(w Writer, t Table, after, upTo int64, owners []any) 
 	w.Arg(upTo)
 	q(w, " AND %", t.Owner)
 	d.keyIn(w, owners)
-	q(w, " ORDER BY % FOR UPDATE", IDColumn)
+	// SKIP LOCKED: a delta another transaction has not committed yet (or
+	// the next-key lock past the range's end) is never waited for.
+	q(w, " ORDER BY % FOR UPDATE SKIP LOCKED", IDColumn)
 }
 
 // DeleteDeltas writes the delete of the delta rows with the given ids.

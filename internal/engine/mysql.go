@@ -153,7 +153,7 @@ func IncrementMySQL(ctx context.Context, s Session, d countersql.Dialect, in MyS
 			return chunks()
 		}
 		// Several statements in the caller's transaction: all or none.
-		return inSavepoint(ctx, tx, "hc_increment_all", chunks)
+		return InSavepoint(ctx, tx, "hc_increment_all", chunks)
 	})
 	return n, err
 }
@@ -207,9 +207,10 @@ func IncrementFreeSlotMySQL(ctx context.Context, s Session, d countersql.Dialect
 	return n, err
 }
 
-// inSavepoint runs fn after a savepoint and rolls back to it if fn fails,
-// so that a failure leaves the caller's transaction as it was.
-func inSavepoint(ctx context.Context, tx Session, name string, fn func() error) error {
+// InSavepoint runs fn after a savepoint and rolls back to it if fn fails,
+// so that a failure leaves the transaction as it was (PostgreSQL aborts a
+// transaction at its first error otherwise).
+func InSavepoint(ctx context.Context, tx Session, name string, fn func() error) error {
 	if err := savepoint(ctx, tx, "SAVEPOINT ", name); err != nil {
 		return err
 	}
@@ -415,4 +416,22 @@ func AppendMySQL(ctx context.Context, s Session, d countersql.Dialect, in MySQLI
 		return nil
 	})
 	return n, err
+}
+
+// ForeignKeyViolation reports the driver's error for a row whose parent
+// does not exist: PostgreSQL 23503, MySQL 1452, SQLite's constraint code
+// 787.
+func ForeignKeyViolation(err error) bool {
+	if err == nil {
+		return false
+	}
+	if mysqlParentGone(err) {
+		return true
+	}
+	var state interface{ SQLState() string }
+	if errors.As(err, &state) && state.SQLState() == "23503" {
+		return true
+	}
+	var code interface{ Code() int }
+	return errors.As(err, &code) && code.Code() == 787 // SQLITE_CONSTRAINT_FOREIGNKEY
 }

@@ -20,7 +20,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -128,18 +130,24 @@ type Buffer struct {
 	inflight *batch // being written; kept until it is known to be applied
 	closed   bool
 
-	flushNow chan struct{}
-	stop     chan struct{}
-	done     chan struct{}
-	flushMu  sync.Mutex // one flush at a time
+	flushNow  chan struct{}
+	stop      chan struct{}
+	stopOnce  sync.Once
+	done      chan struct{}
+	flushing  chan struct{} // holds a token while a flush runs: one at a time
+	loopCtx   context.Context
+	loopStop  context.CancelFunc // cancels the loop's flush when Close gives up
+	lastPrune time.Time
 }
 
 // New starts a buffer that writes through s. It creates the ledger table
 // if missing, and starts the goroutine that flushes every interval.
 func New(ctx context.Context, s engine.Session, d countersql.Dialect, cfg Config) (*Buffer, error) {
 	cfg.defaults()
-	if _, err := s.Exec(ctx, func(w countersql.Writer) { d.CreateLedger(w, cfg.Ledger) }); err != nil {
-		return nil, fmt.Errorf("create ledger %s: %w", cfg.Ledger, err)
+	for _, step := range d.CreateLedger(cfg.Ledger) {
+		if _, err := s.Exec(ctx, step); err != nil {
+			return nil, fmt.Errorf("create ledger %s: %w", cfg.Ledger, err)
+		}
 	}
 	b := &Buffer{
 		s: s, d: d, cfg: cfg,
@@ -147,7 +155,9 @@ func New(ctx context.Context, s engine.Session, d countersql.Dialect, cfg Config
 		flushNow: make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
+		flushing: make(chan struct{}, 1),
 	}
+	b.loopCtx, b.loopStop = context.WithCancel(context.Background())
 	b.room = sync.NewCond(&b.mu)
 	go b.loop()
 	return b, nil
@@ -165,6 +175,10 @@ func (b *Buffer) held() int {
 // returns once the delta is held in memory; the database sees it at the
 // next flush.
 func (b *Buffer) Add(ctx context.Context, c *Counter, key any, delta int64) error {
+	if rv := reflect.ValueOf(key); rv.CanUint() && rv.Uint() > math.MaxInt64 {
+		// No database key column holds it: the flush could never write it.
+		return fmt.Errorf("key %v is out of range of the database's integers", key)
+	}
 	e := entry{c: c, key: engine.KeyText(key)}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -240,7 +254,7 @@ func (b *Buffer) loop() {
 		case <-t.C:
 		case <-b.flushNow:
 		}
-		if err := b.Flush(context.Background()); err != nil {
+		if err := b.Flush(b.loopCtx); err != nil {
 			failures++
 			if b.cfg.OnError != nil {
 				b.cfg.OnError(err)
@@ -262,28 +276,52 @@ func (b *Buffer) loop() {
 // Flush writes what is pending now, and returns when it is applied or
 // the attempt failed (the deltas are then kept for the next one).
 func (b *Buffer) Flush(ctx context.Context) error {
-	b.flushMu.Lock()
-	defer b.flushMu.Unlock()
-	b.mu.Lock()
-	if b.inflight == nil {
-		if len(b.pending) == 0 {
-			b.mu.Unlock()
-			return nil
+	select {
+	case b.flushing <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-b.flushing }()
+	// A batch that failed before goes first, with its id; then what is
+	// pending now. Two rounds at most: increments added meanwhile wait for
+	// the next flush.
+	for round := 0; round < 2; round++ {
+		b.mu.Lock()
+		if b.inflight == nil {
+			if len(b.pending) == 0 {
+				b.mu.Unlock()
+				return nil
+			}
+			b.inflight = &batch{id: newID(), entries: b.pending}
+			b.pending = map[entry]pendingDelta{}
 		}
-		b.inflight = &batch{id: newID(), entries: b.pending}
-		b.pending = map[entry]pendingDelta{}
-	}
-	bt := b.inflight
-	b.mu.Unlock()
+		bt := b.inflight
+		b.mu.Unlock()
 
-	if err := b.apply(ctx, bt); err != nil {
-		return err
+		if err := b.apply(ctx, bt); err != nil {
+			return err
+		}
+		b.mu.Lock()
+		b.inflight = nil
+		b.room.Broadcast()
+		b.mu.Unlock()
 	}
-	b.mu.Lock()
-	b.inflight = nil
-	b.room.Broadcast()
-	b.mu.Unlock()
+	b.prune(ctx)
 	return nil
+}
+
+// prune forgets batch ids older than LedgerKeep, at most once a minute, in
+// a statement of its own: inside every flush it would scan and lock the
+// ledger rows of other processes' flushes.
+func (b *Buffer) prune(ctx context.Context) {
+	if time.Since(b.lastPrune) < time.Minute {
+		return
+	}
+	b.lastPrune = time.Now()
+	before := time.Now().Add(-b.cfg.LedgerKeep).UnixMilli()
+	if _, err := b.s.Exec(ctx, func(w countersql.Writer) { b.d.LedgerPrune(w, b.cfg.Ledger, before) }); err != nil && b.cfg.OnError != nil {
+		b.cfg.OnError(fmt.Errorf("write-behind ledger prune: %w", err))
+	}
 }
 
 // apply writes a batch in one transaction with its ledger row. A batch
@@ -328,11 +366,7 @@ func (b *Buffer) apply(ctx context.Context, bt *batch) error {
 				return fmt.Errorf("%s: %w", c.Name, err)
 			}
 		}
-		// Old batch ids can no longer come back: forget them.
-		_, err = tx.Exec(ctx, func(w countersql.Writer) {
-			b.d.LedgerPrune(w, b.cfg.Ledger, now.Add(-b.cfg.LedgerKeep).UnixMilli())
-		})
-		return err
+		return nil
 	})
 	if err != nil && !applied {
 		return fmt.Errorf("write-behind flush %s: %w", bt.id, err)
@@ -341,8 +375,11 @@ func (b *Buffer) apply(ctx context.Context, bt *batch) error {
 }
 
 // write upserts one counter's deltas, sorted by owner, one random slot per
-// owner, in statements of at most engine.FillChunk rows. Deltas of parents
-// deleted since their increment are dropped (their counts went with them).
+// owner, in statements of at most engine.FillChunk rows. Keys are written as
+// the increments spelled them, and the database matches them to its rows
+// (its collation may differ from Go's equality). Deltas of parents deleted
+// since their increment fail the foreign key check: that chunk is retried a
+// key at a time and those deltas are dropped (their counts went with them).
 func (b *Buffer) write(ctx context.Context, tx engine.Session, c *Counter, deltas []pendingDelta) error {
 	keys := make([]any, len(deltas))
 	byKey := make(map[string]int64, len(deltas))
@@ -351,22 +388,10 @@ func (b *Buffer) write(ctx context.Context, tx engine.Session, c *Counter, delta
 		byKey[engine.KeyText(p.key)] = p.delta
 	}
 	keys = engine.SortKeys(keys)
-	// Only parents that exist: the insert would fail its foreign key check
-	// for the others, and with it the whole batch, forever.
-	var existing []any
-	for start := 0; start < len(keys); start += engine.FillChunk {
-		chunk := keys[start:min(start+engine.FillChunk, len(keys))]
-		found, err := engine.QueryKeys(ctx, tx, func(w countersql.Writer) { b.d.SelectKeys(w, c.Table, b.d.KeyIn(c.Table, chunk)) })
-		if err != nil {
-			return err
-		}
-		existing = append(existing, found...)
-	}
 	if b.d.MySQL() && !c.Append {
-		return b.writeMySQL(ctx, tx, c, existing, byKey)
+		return b.writeMySQL(ctx, tx, c, keys, byKey)
 	}
-	for start := 0; start < len(existing); start += engine.FillChunk {
-		chunk := existing[start:min(start+engine.FillChunk, len(existing))]
+	insert := func(chunk []any) error {
 		slots := make([]int, len(chunk))
 		amounts := make([]int64, len(chunk))
 		for i, k := range chunk {
@@ -377,8 +402,23 @@ func (b *Buffer) write(ctx context.Context, tx engine.Session, c *Counter, delta
 		if c.Append {
 			stmt = func(w countersql.Writer) { b.d.AppendRows(w, c.Table, chunk, amounts) }
 		}
-		if _, err := tx.Exec(ctx, stmt); err != nil {
-			return err
+		_, err := tx.Exec(ctx, stmt)
+		return err
+	}
+	gone := func(err error) bool { return engine.ForeignKeyViolation(err) || tx.ParentGone(err) }
+	for start := 0; start < len(keys); start += engine.FillChunk {
+		chunk := keys[start:min(start+engine.FillChunk, len(keys))]
+		err := engine.InSavepoint(ctx, tx, "hc_flush", func() error { return insert(chunk) })
+		if !gone(err) {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		for _, k := range chunk {
+			if err := engine.InSavepoint(ctx, tx, "hc_flush_one", func() error { return insert([]any{k}) }); err != nil && !gone(err) {
+				return err
+			}
 		}
 	}
 	return nil
@@ -412,19 +452,24 @@ func (b *Buffer) writeMySQL(ctx context.Context, tx engine.Session, c *Counter, 
 }
 
 // Close flushes what is pending, stops the flushing goroutine, and refuses
-// further increments. If ctx ends first, Close returns its error and the
-// deltas it could not write are lost with the process.
+// further increments. If ctx ends first, Close returns its error; the
+// deltas it could not write stay held, and a later Close tries again (they
+// are lost only if the process ends).
 func (b *Buffer) Close(ctx context.Context) error {
 	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		return nil
-	}
 	b.closed = true
 	b.room.Broadcast()
 	b.mu.Unlock()
-	close(b.stop)
-	<-b.done
+	b.stopOnce.Do(func() { close(b.stop) })
+	// A flush of the loop that is stuck (a lock, a dead connection) is
+	// cancelled when ctx ends; its batch stays in flight for a later Close.
+	cancel := context.AfterFunc(ctx, b.loopStop)
+	defer cancel()
+	select {
+	case <-b.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	for {
 		err := b.Flush(ctx)
 		b.mu.Lock()
