@@ -38,12 +38,24 @@
 // indexable, usable in WHERE) and cost nothing extra; Live loads read column +
 // pending slots in one statement.
 //
+// Append: like Rollup, but an increment inserts a delta row into
+// <parent>_<column>_deltas instead of upserting a slot, so no two increments
+// share a row; Rollup folds the delta rows into the column in batches by id.
+//
 // # Tag options
 //
 // `gorm:"counter"` or `gorm:"counter:<options>"`, options separated by commas:
-// slots=N (1 to 1024, default 16), sum, rollup, precreate[=true|false].
-// precreate inserts all N slot rows when a parent is created, so that no
-// increment ever inserts one (see the README for when that matters).
+// slots=N (1 to 1024, default 16), sum, rollup, append, precreate[=true|false],
+// skiplocked. precreate inserts all N slot rows when a parent is created, so
+// that no increment ever inserts one; skiplocked makes an increment of one
+// parent take a slot row no other transaction holds (see the README for when
+// each matters).
+//
+// # Write-behind
+//
+// NewBuffer returns a Buffer whose Increment adds to memory and returns; a
+// flush every interval writes all deltas in one transaction, recorded in a
+// ledger so that a retried flush never counts twice.
 //
 // # Writes
 //
