@@ -10,8 +10,12 @@ import (
 
 type Story struct{ ent.Schema }
 
-func (Story) Mixin() []ent.Mixin { return []ent.Mixin{entcounter.Counter("claps", entcounter.Append())} }
+func (Story) Mixin() []ent.Mixin {
+	return []ent.Mixin{entcounter.Counter("claps", entcounter.Append())}
+}
 
 type StoryClapsSlot struct{ ent.Schema }
 
-func (StoryClapsSlot) Mixin() []ent.Mixin { return []ent.Mixin{entcounter.SlotsOf(Story.Type, "claps")} }
+func (StoryClapsSlot) Mixin() []ent.Mixin {
+	return []ent.Mixin{entcounter.SlotsOf(Story.Type, "claps")}
+}
