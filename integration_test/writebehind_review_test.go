@@ -220,3 +220,81 @@ func TestMariaDBConcurrentBuffersDoNotDeadlock(t *testing.T) {
 		t.Errorf("%d of 200 flushes failed; first: %v", len(errs), errs[0])
 	}
 }
+
+// Parents deleted before the flush, mixed with live ones, in all three
+// modes: the live ones count exactly, the deleted ones leave nothing, and
+// the flush costs a few statements per deleted parent, not one per key.
+func TestBufferDropsDeletedParents(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		db := e.db
+		must(t, migrateAll(db))
+		posts := freshPosts(t, db, 3)
+		st := []Story{{Title: "a"}, {Title: "b"}, {Title: "c"}}
+		must(t, db.Create(&st).Error)
+		ctx := context.Background()
+		buf, err := gormcounter.NewBuffer(db, gormcounter.BufferConfig{Interval: time.Hour})
+		must(t, err)
+		for i := range posts {
+			must(t, buf.Increment(ctx, &Post{ID: posts[i].ID}, "Likes", int64(i+1)))
+			must(t, buf.Increment(ctx, &Post{ID: posts[i].ID}, "Views", int64(i+1)))
+			must(t, buf.Increment(ctx, &Story{ID: st[i].ID}, "Claps", int64(i+1)))
+		}
+		must(t, db.Delete(&Post{}, posts[1].ID).Error)
+		must(t, db.Delete(&Story{}, st[1].ID).Error)
+		must(t, buf.Flush(ctx))
+		must(t, buf.Close(ctx))
+		for _, i := range []int{0, 2} {
+			p := exact(t, db, posts[i].ID)
+			if p.Likes != int64(i+1) || p.Views != int64(i+1) {
+				t.Errorf("post %d likes=%d views=%d want %d", i, p.Likes, p.Views, i+1)
+			}
+			if got := storyClaps(t, db, st[i].ID, true); got != int64(i+1) {
+				t.Errorf("story %d claps=%d want %d", i, got, i+1)
+			}
+		}
+		if n := rawInt(t, db, "SELECT COUNT(*) FROM post_likes_slots WHERE post_id = ?", posts[1].ID); n != 0 {
+			t.Errorf("%d slot rows of a deleted post", n)
+		}
+		if e.kind != pg {
+			return
+		}
+		// 3,000 posts, one deleted in each chunk of 1,000.
+		many := freshPosts(t, db, 3000)
+		buf, err = gormcounter.NewBuffer(db, gormcounter.BufferConfig{Interval: time.Hour})
+		must(t, err)
+		for i := range many {
+			must(t, buf.Increment(ctx, &Post{ID: many[i].ID}, "Likes", 1))
+		}
+		for _, i := range []int{5, 1005, 2005} {
+			must(t, db.Delete(&Post{}, many[i].ID).Error)
+		}
+		e.log.reset()
+		must(t, buf.Flush(ctx))
+		if n := e.log.count(); n > 300 {
+			t.Fatalf("a flush of 3,000 keys with 3 deleted parents sent %d statements", n)
+		}
+		must(t, buf.Close(ctx))
+		if got := exact(t, db, many[6].ID); got.Likes != 1 {
+			t.Fatalf("likes=%d, want 1", got.Likes)
+		}
+	})
+}
+
+// Batch ids older than LedgerKeep are pruned.
+func TestBufferPrunesTheLedger(t *testing.T) {
+	e := open(t, lite)
+	db := e.db
+	must(t, migrateAll(db))
+	posts := freshPosts(t, db, 1)
+	ctx := context.Background()
+	buf, err := gormcounter.NewBuffer(db, gormcounter.BufferConfig{Interval: time.Hour})
+	must(t, err)
+	old := time.Now().Add(-48 * time.Hour).UnixMilli()
+	must(t, db.Exec("INSERT INTO hotcounter_ledger (batch, at) VALUES ('old', ?)", old).Error)
+	must(t, buf.Increment(ctx, &Post{ID: posts[0].ID}, "Likes", 1))
+	must(t, buf.Flush(ctx))
+	must(t, buf.Close(ctx))
+	if n := rawInt(t, db, "SELECT COUNT(*) FROM hotcounter_ledger WHERE batch = 'old'"); n != 0 {
+		t.Fatal("a batch id 48 h old is still in the ledger after a flush")
+	}
+}

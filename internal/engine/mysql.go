@@ -215,9 +215,11 @@ func InSavepoint(ctx context.Context, tx Session, name string, fn func() error) 
 		return err
 	}
 	if err := fn(); err != nil {
-		return errors.Join(err, savepoint(ctx, tx, "ROLLBACK TO SAVEPOINT ", name))
+		return errors.Join(err, savepoint(ctx, tx, "ROLLBACK TO SAVEPOINT ", name), savepoint(ctx, tx, "RELEASE SAVEPOINT ", name))
 	}
-	return nil
+	// Released, so that a transaction that takes many does not keep them all
+	// (PostgreSQL slows down past 64 open subtransactions).
+	return savepoint(ctx, tx, "RELEASE SAVEPOINT ", name)
 }
 
 func savepoint(ctx context.Context, tx Session, verb, name string) error {

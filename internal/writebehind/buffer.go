@@ -290,7 +290,7 @@ func (b *Buffer) Flush(ctx context.Context) error {
 		if b.inflight == nil {
 			if len(b.pending) == 0 {
 				b.mu.Unlock()
-				return nil
+				break
 			}
 			b.inflight = &batch{id: newID(), entries: b.pending}
 			b.pending = map[entry]pendingDelta{}
@@ -378,8 +378,9 @@ func (b *Buffer) apply(ctx context.Context, bt *batch) error {
 // owner, in statements of at most engine.FillChunk rows. Keys are written as
 // the increments spelled them, and the database matches them to its rows
 // (its collation may differ from Go's equality). Deltas of parents deleted
-// since their increment fail the foreign key check: that chunk is retried a
-// key at a time and those deltas are dropped (their counts went with them).
+// since their increment fail the foreign key check: that chunk is written
+// again in halves, down to the keys that fail alone, whose deltas are
+// dropped (their counts went with them).
 func (b *Buffer) write(ctx context.Context, tx engine.Session, c *Counter, deltas []pendingDelta) error {
 	keys := make([]any, len(deltas))
 	byKey := make(map[string]int64, len(deltas))
@@ -406,19 +407,26 @@ func (b *Buffer) write(ctx context.Context, tx engine.Session, c *Counter, delta
 		return err
 	}
 	gone := func(err error) bool { return engine.ForeignKeyViolation(err) || tx.ParentGone(err) }
-	for start := 0; start < len(keys); start += engine.FillChunk {
-		chunk := keys[start:min(start+engine.FillChunk, len(keys))]
-		err := engine.InSavepoint(ctx, tx, "hc_flush", func() error { return insert(chunk) })
-		if !gone(err) {
-			if err != nil {
-				return err
+	// split writes keys; when a parent is gone it writes each half apart,
+	// down to the keys that fail alone: a few statements per deleted
+	// parent, not one per key.
+	var split func(keys []any) error
+	split = func(keys []any) error {
+		err := engine.InSavepoint(ctx, tx, "hc_flush", func() error { return insert(keys) })
+		if !gone(err) || len(keys) == 1 {
+			if gone(err) {
+				return nil // its parent is gone: the delta goes with it
 			}
-			continue
+			return err
 		}
-		for _, k := range chunk {
-			if err := engine.InSavepoint(ctx, tx, "hc_flush_one", func() error { return insert([]any{k}) }); err != nil && !gone(err) {
-				return err
-			}
+		if err := split(keys[:len(keys)/2]); err != nil {
+			return err
+		}
+		return split(keys[len(keys)/2:])
+	}
+	for start := 0; start < len(keys); start += engine.FillChunk {
+		if err := split(keys[start:min(start+engine.FillChunk, len(keys))]); err != nil {
+			return err
 		}
 	}
 	return nil
