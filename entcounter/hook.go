@@ -280,18 +280,10 @@ func (w *write) exec(ctx context.Context, s engine.Session, keys []any, stmt fun
 func (w *write) increment(ctx context.Context, s engine.Session, keys []any, delta int64) (int64, error) {
 	t, slot := w.d.table(), rand.IntN(w.d.Slots)
 	if w.d.Append && w.dl.MySQL() {
-		in := engine.MySQLIncrement{Table: t, Keys: keys, Delta: delta}
-		if len(keys) == 1 {
-			in.Key, in.Keys = keys[0], nil
-		}
-		return engine.AppendMySQL(ctx, s, w.dl, in)
+		return engine.AppendMySQL(ctx, s, w.dl, engine.MySQLIncrement{Table: t, Keys: keys, Delta: delta})
 	}
 	if w.dl.MySQL() {
-		in := engine.MySQLIncrement{Table: t, Keys: keys, Slot: slot, Delta: delta}
-		if len(keys) == 1 {
-			in.Key, in.Keys = keys[0], nil
-		}
-		return engine.IncrementMySQL(ctx, s, w.dl, in)
+		return engine.IncrementMySQL(ctx, s, w.dl, engine.MySQLIncrement{Table: t, Keys: keys, Slot: slot, Delta: delta})
 	}
 	var n int64
 	upsert := func(s engine.Session) error {

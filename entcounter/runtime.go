@@ -346,35 +346,15 @@ func rollup(ctx context.Context, r Runtime, stop func() bool) error {
 	if err != nil {
 		return err
 	}
-	name := r.Driver.Dialect()
+	s := newSession(r)
 	inTx := func(ctx context.Context, fn func(engine.Conn) error) error {
-		tx, err := r.Driver.Tx(ctx)
-		if err != nil {
-			return err
-		}
-		if err := fn(conn{tx, name}); err != nil {
-			return errors.Join(err, tx.Rollback())
-		}
-		return tx.Commit()
+		return s.Begin(ctx, false, func(tx engine.Session) error { return fn(tx) })
 	}
 	for _, d := range r.Defs {
 		if !d.Rollup {
 			continue
 		}
-		t := d.table()
-		fold := func(ctx context.Context, tx engine.Conn, owners []any) error {
-			if dl.MySQL() {
-				return engine.FoldMySQL(ctx, tx, dl, t, owners)
-			}
-			return engine.Fold(ctx, tx, dl, t, owners)
-		}
-		var err error
-		if d.Append {
-			err = engine.FoldDeltas(ctx, conn{r.Driver, name}, dl, t, RollupBatchSize, stop, inTx)
-		} else {
-			err = engine.FoldAll(ctx, conn{r.Driver, name}, dl, t, RollupBatchSize, stop, inTx, fold)
-		}
-		if err != nil {
+		if err := engine.Rollup(ctx, s, dl, d.table(), d.Append, RollupBatchSize, stop, inTx); err != nil {
 			return fmt.Errorf("entcounter: rollup %s: %w", d.name(), err)
 		}
 	}

@@ -110,21 +110,11 @@ func rollupCounters(db *gorm.DB, models []any) (*Plugin, []*counter, error) {
 // transaction, until it has walked it all or stop says so.
 func (p *Plugin) foldAll(db *gorm.DB, c *counter, stop func() bool) error {
 	ctx := db.Statement.Context
+	s := gormSession{gormConn{db, ""}}
 	inTx := func(ctx context.Context, fn func(engine.Conn) error) error {
-		return db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return fn(gormConn{tx, ""}) })
+		return s.Begin(ctx, false, func(tx engine.Session) error { return fn(tx) })
 	}
-	fold := func(ctx context.Context, tx engine.Conn, owners []any) error {
-		if p.dialect.MySQL() {
-			return engine.FoldMySQL(ctx, tx, p.dialect, c.table, owners)
-		}
-		return engine.Fold(ctx, tx, p.dialect, c.table, owners)
-	}
-	var err error
-	if c.opts.Mode == spec.Append {
-		err = engine.FoldDeltas(ctx, gormConn{db, ""}, p.dialect, c.table, p.cfg.RollupBatchSize, stop, inTx)
-	} else {
-		err = engine.FoldAll(ctx, gormConn{db, ""}, p.dialect, c.table, p.cfg.RollupBatchSize, stop, inTx, fold)
-	}
+	err := engine.Rollup(ctx, s, p.dialect, c.table, c.opts.Mode == spec.Append, p.cfg.RollupBatchSize, stop, inTx)
 	if err != nil {
 		return fmt.Errorf("gormcounter: rollup %s: %w", c.name(), err)
 	}

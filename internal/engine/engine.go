@@ -199,12 +199,27 @@ func PendingOwners(ctx context.Context, conn Conn, d countersql.Dialect, t count
 // aborts its transaction for a transient reason.
 const FoldAttempts = 5
 
-// FoldAll walks t's slot table in key order, folding up to batch parents
-// per transaction, until it has walked it all or stop says so. inTx runs a
-// function in a new transaction that it commits when the function returns
-// nil; fold folds one batch inside it.
-func FoldAll(ctx context.Context, conn Conn, d countersql.Dialect, t countersql.Table, batch int, stop func() bool,
-	inTx func(ctx context.Context, fn func(Conn) error) error, fold func(ctx context.Context, tx Conn, owners []any) error) error {
+// Rollup runs one rollup pass over one counter: it folds an append
+// counter's delta rows (deltas) or a counter's slot rows into the parent
+// column. inTx runs a function in a new
+// transaction that it commits when the function returns nil.
+func Rollup(ctx context.Context, conn Conn, d countersql.Dialect, t countersql.Table, deltas bool, batch int, stop func() bool,
+	inTx func(ctx context.Context, fn func(Conn) error) error) error {
+	if deltas {
+		return foldDeltas(ctx, conn, d, t, batch, stop, inTx)
+	}
+	return foldAll(ctx, conn, d, t, batch, stop, inTx)
+}
+
+// foldAll walks t's slot table in key order, folding up to batch parents
+// per transaction (fold, or foldMySQL), until it has walked it all or stop
+// says so.
+func foldAll(ctx context.Context, conn Conn, d countersql.Dialect, t countersql.Table, batch int, stop func() bool,
+	inTx func(ctx context.Context, fn func(Conn) error) error) error {
+	foldBatch := fold
+	if d.MySQL() {
+		foldBatch = foldMySQL
+	}
 	var after any
 	for !stop() {
 		owners, err := PendingOwners(ctx, conn, d, t, after, batch)
@@ -215,7 +230,7 @@ func FoldAll(ctx context.Context, conn Conn, d countersql.Dialect, t countersql.
 			return nil
 		}
 		err = retry.Do(ctx, FoldAttempts, func() error {
-			return inTx(ctx, func(tx Conn) error { return fold(ctx, tx, owners) })
+			return inTx(ctx, func(tx Conn) error { return foldBatch(ctx, tx, d, t, owners) })
 		})
 		if err != nil {
 			return err
@@ -228,9 +243,9 @@ func FoldAll(ctx context.Context, conn Conn, d countersql.Dialect, t countersql.
 	return nil
 }
 
-// Fold runs the dialect's fold statements for owners (PostgreSQL and
-// SQLite; MySQL folds in several steps that the ORM package runs).
-func Fold(ctx context.Context, tx Conn, d countersql.Dialect, t countersql.Table, owners []any) error {
+// fold runs the dialect's fold statements for owners (PostgreSQL and
+// SQLite; foldMySQL is MySQL's).
+func fold(ctx context.Context, tx Conn, d countersql.Dialect, t countersql.Table, owners []any) error {
 	for _, step := range d.Fold(t, owners) {
 		if _, err := tx.Exec(ctx, step); err != nil {
 			return err
@@ -295,12 +310,12 @@ func IncrementFreeSlot(ctx context.Context, c Conn, d countersql.Dialect, t coun
 	return c.Exec(ctx, func(w countersql.Writer) { d.IncrementWhere(w, t, slot, delta, cond) })
 }
 
-// FoldDeltas walks an append counter's delta table by id, folding batches
+// foldDeltas walks an append counter's delta table by id, folding batches
 // of at most batch rows into the parent column, each in a transaction of
 // its own (inTx), until it reaches the last row that existed when it
 // started, or stop says so. Rows inserted meanwhile are left for the next
 // pass, so a pass ends even while writers keep appending.
-func FoldDeltas(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table, batch int, stop func() bool,
+func foldDeltas(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table, batch int, stop func() bool,
 	inTx func(ctx context.Context, fn func(Conn) error) error) error {
 	ceiling, ok, err := deltaBatchEnd(ctx, c, d, t, 0, math.MaxInt32)
 	if err != nil || !ok {

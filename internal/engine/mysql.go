@@ -68,7 +68,19 @@ type MySQLIncrement struct {
 	Delta int64
 }
 
-func (in MySQLIncrement) single() bool { return in.Keys == nil && in.Cond == nil }
+// single reports whether the increment targets one parent by its key:
+// Key, or Keys holding one key.
+func (in MySQLIncrement) single() bool {
+	return in.Cond == nil && (in.Keys == nil || len(in.Keys) == 1)
+}
+
+// key is the parent of a single increment.
+func (in MySQLIncrement) key() any {
+	if len(in.Keys) == 1 {
+		return in.Keys[0]
+	}
+	return in.Key
+}
 
 // IncrementMySQL adds delta to slot `slot` of every parent the increment
 // targets, and returns how many parents that was.
@@ -90,7 +102,7 @@ func IncrementMySQL(ctx context.Context, s Session, d countersql.Dialect, in MyS
 	t, slot, delta := in.Table, in.Slot, in.Delta
 	keys := in.Keys
 	if in.single() {
-		keys = []any{in.Key}
+		keys = []any{in.key()}
 	}
 	// Alone in autocommit only: inside a caller's transaction an UPDATE that
 	// found no row (a parent without its pre-created rows) would keep its
@@ -170,7 +182,7 @@ func IncrementFreeSlotMySQL(ctx context.Context, s Session, d countersql.Dialect
 		// reads it.
 		return IncrementMySQL(ctx, s, d, in)
 	}
-	t, key := in.Table, in.Key
+	t, key := in.Table, in.key()
 	var n int64
 	pick := func(tx Session) (int, bool, error) {
 		for _, below := range []bool{false, true} {
@@ -285,12 +297,12 @@ func mysqlParentGone(err error) bool {
 	return errors.As(err, &my) && my.Number == 1452 // ER_NO_REFERENCED_ROW_2
 }
 
-// FoldMySQL folds the pending slots of owners into their parents' column:
+// foldMySQL folds the pending slots of owners into their parents' column:
 // it locks the parents and then their slot rows that no one else holds
 // (SKIP LOCKED, so the fold never waits), adds the slot values to the
 // columns, and empties the slot rows it added (n = 0: they stay, see
 // countersql.ZeroSlot). What it skips stays pending.
-func FoldMySQL(ctx context.Context, tx Conn, d countersql.Dialect, t countersql.Table, owners []any) error {
+func foldMySQL(ctx context.Context, tx Conn, d countersql.Dialect, t countersql.Table, owners []any) error {
 	parents, err := QueryKeys(ctx, tx, func(w countersql.Writer) { d.LockParents(w, t, owners) })
 	if err != nil || len(parents) == 0 {
 		return err
@@ -393,7 +405,7 @@ func AppendMySQL(ctx context.Context, s Session, d countersql.Dialect, in MySQLI
 	}
 	if in.single() {
 		var n int64
-		err := ownStatement(ctx, s, func() (err error) { n, err = insert(s, []any{in.Key}); return err })
+		err := ownStatement(ctx, s, func() (err error) { n, err = insert(s, []any{in.key()}); return err })
 		return n, err
 	}
 	var n int64
