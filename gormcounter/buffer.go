@@ -62,7 +62,7 @@ func NewBuffer(db *gorm.DB, cfg BufferConfig) (*Buffer, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	b, err := writebehind.New(ctx, gormSession{gormConn{db.Session(&gorm.Session{NewDB: true, Context: context.Background()}), ""}}, p.dialect, cfg)
+	b, err := writebehind.New(ctx, gormSession{gormConn{db: db.Session(&gorm.Session{NewDB: true, Context: context.Background()})}}, p.dialect, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("gormcounter: NewBuffer: %w", err)
 	}

@@ -90,7 +90,10 @@ func (m counterMigrator) AutoMigrate(values ...any) error {
 	if err := m.Migrator.AutoMigrate(values...); err != nil {
 		return err
 	}
-	return m.createSlotTables(models)
+	if err := m.createSlotTables(models); err != nil {
+		return err
+	}
+	return m.installCounts(values, models)
 }
 
 // CreateTable creates the models' tables and their slot tables.
@@ -102,7 +105,10 @@ func (m counterMigrator) CreateTable(values ...any) error {
 	if err := m.Migrator.CreateTable(values...); err != nil {
 		return err
 	}
-	return m.createSlotTables(models)
+	if err := m.createSlotTables(models); err != nil {
+		return err
+	}
+	return m.installCounts(values, models)
 }
 
 // DropTable drops the models' slot tables, then the models' tables. Slot
@@ -113,6 +119,9 @@ func (m counterMigrator) DropTable(values ...any) error {
 		return err
 	}
 	for _, md := range models {
+		if err := m.dropCountTriggers(md); err != nil {
+			return err
+		}
 		for _, c := range md.counters {
 			if err := execSQL(m.db, "", func(w countersql.Writer) { m.plugin.dialect.DropSlotTable(w, c.table) }).Error; err != nil {
 				return fmt.Errorf("gormcounter: drop slot table of %s: %w", c.name(), err)

@@ -33,6 +33,8 @@ type counter struct {
 	table countersql.Table
 	// precreate: all slot rows are inserted with the parent (see spec.Options.Precreate).
 	precreate bool
+	// count: the counter counts child rows (counts=), nil otherwise.
+	count *countOf
 }
 
 // name is how errors name the counter: Model.Field.
@@ -203,10 +205,20 @@ func (p *Plugin) settle(db *gorm.DB, s *schema.Schema) (*model, error) {
 			Slots:     slots,
 			Owner:     owner,
 		}
+		if opts.Counts != "" {
+			if c.count, err = resolveCount(s, f, opts, m.key); err != nil {
+				return nil, fmt.Errorf("gormcounter: %s.%s: %w", s.Name, f.Name, err)
+			}
+		}
 		m.counters = append(m.counters, c)
 	}
 	if len(m.counters) == 0 {
 		return nil, nil
+	}
+	for _, c := range m.counters {
+		if c.count != nil {
+			p.registerCount(c)
+		}
 	}
 	for _, c := range m.counters {
 		c.settleField()

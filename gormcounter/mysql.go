@@ -29,7 +29,7 @@ func (s gormSession) Begin(ctx context.Context, readCommitted bool, fn func(engi
 		opts = append(opts, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	}
 	return session(s.db.WithContext(ctx), "").Transaction(func(tx *gorm.DB) error {
-		return fn(gormSession{gormConn{tx, s.table}})
+		return fn(gormSession{gormConn{db: tx, table: s.table}})
 	}, opts...)
 }
 

@@ -38,6 +38,9 @@ type Plugin struct {
 	cfg     Config
 	dialect countersql.Dialect
 	models  sync.Map // *schema.Schema -> *modelEntry
+
+	countsMu sync.Mutex
+	counts   map[string][]*counter // child table -> the counts of its rows
 }
 
 var _ gorm.Plugin = (*Plugin)(nil)
@@ -99,6 +102,25 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 			return cb.Create().Before("gorm:create").Register("gormcounter:batch", p.refuseEmptyBatch)
 		},
 		func() error { return cb.Query().Before("gorm:query").Register("gormcounter:select", p.adjustSelect) },
+		// Counts of child rows kept by hooks (counts=...,hooks).
+		func() error {
+			return cb.Create().After("gorm:create").Before("gorm:save_after_associations").
+				Register("gormcounter:count_create", p.countAfterCreate)
+		},
+		func() error {
+			return cb.Update().After("gormcounter:rewrite_update").Before("gorm:update").
+				Register("gormcounter:count_before_update", p.countBeforeUpdate)
+		},
+		func() error {
+			return cb.Update().After("gorm:update").Before("gorm:save_after_associations").
+				Register("gormcounter:count_after_update", p.countAfterWrite)
+		},
+		func() error {
+			return cb.Delete().Before("gorm:delete").Register("gormcounter:count_before_delete", p.countBeforeDelete)
+		},
+		func() error {
+			return cb.Delete().After("gorm:delete").Before("gorm:after_delete").Register("gormcounter:count_after_delete", p.countAfterWrite)
+		},
 		func() error { return cb.Row().Before("gorm:row").Register("gormcounter:columns", p.dropAbsentColumns) },
 		// After gorm:query alone would land after gorm:after_query, so AfterFind
 		// hooks would see unfilled counters (gorm#4712).

@@ -348,7 +348,7 @@ func (p *Plugin) runFill(db *gorm.DB, jobs []fillJob, live bool) error {
 		}
 	}
 
-	return engine.Fill(ctx, gormConn{db, ""}, p.dialect, fillGroups(groups, live), func(gi int, key string, val int64) error {
+	return engine.Fill(ctx, gormConn{db: db}, p.dialect, fillGroups(groups, live), func(gi int, key string, val int64) error {
 		g := groups[gi]
 		for _, t := range g.by[key] {
 			if val < 0 && isUnsigned(t.dst) {

@@ -110,7 +110,7 @@ func rollupCounters(db *gorm.DB, models []any) (*Plugin, []*counter, error) {
 // transaction, until it has walked it all or stop says so.
 func (p *Plugin) foldAll(db *gorm.DB, c *counter, stop func() bool) error {
 	ctx := db.Statement.Context
-	s := gormSession{gormConn{db, ""}}
+	s := gormSession{gormConn{db: db}}
 	inTx := func(ctx context.Context, fn func(engine.Conn) error) error {
 		return s.Begin(ctx, false, func(tx engine.Session) error { return fn(tx) })
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
+	"gorm.io/gorm/schema"
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/engine"
@@ -49,13 +50,24 @@ func querySQL(db *gorm.DB, table string, build func(countersql.Writer)) *gorm.DB
 type gormConn struct {
 	db    *gorm.DB
 	table string // the current table of conditions the statements embed
+	// schema, if set, is the model of those conditions: GORM needs it to
+	// render clause.PrimaryKey (as in db.Delete(&Photo{}, 7)).
+	schema *schema.Schema
+}
+
+func (c gormConn) session(ctx context.Context) *gorm.DB {
+	tx := session(c.db.WithContext(ctx), c.table)
+	if c.schema != nil {
+		tx.Statement.Schema = c.schema
+	}
+	return tx
 }
 
 func (c gormConn) Exec(ctx context.Context, build func(countersql.Writer)) (int64, error) {
-	r := execSQL(c.db.WithContext(ctx), c.table, build)
+	r := c.session(ctx).Exec("?", sqlExpr(build))
 	return r.RowsAffected, r.Error
 }
 
 func (c gormConn) Query(ctx context.Context, build func(countersql.Writer)) (engine.Rows, error) {
-	return querySQL(c.db.WithContext(ctx), c.table, build).Rows()
+	return c.session(ctx).Raw("?", sqlExpr(build)).Rows()
 }

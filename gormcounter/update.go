@@ -48,6 +48,10 @@ func (p *Plugin) rewriteUpdate(db *gorm.DB) {
 		if !updatesColumn(stmt, c) {
 			return nil // left out by Select or Omit, as GORM leaves it out
 		}
+		if c.count != nil {
+			return fmt.Errorf("gormcounter: %s: %w: it counts %s rows and changes only when they do (gormcounter.Recount corrects it)",
+				c.name(), ErrNotIncrement, c.count.rel.FieldSchema.Name)
+		}
 		delta, err := c.parseIncrement(v)
 		if err != nil {
 			return err
@@ -140,13 +144,7 @@ func (p *Plugin) rewriteUpdate(db *gorm.DB) {
 		db.AddError(gorm.ErrMissingWhereClause)
 		return
 	}
-	cond := func(w countersql.Writer) {
-		if len(where.Exprs) == 0 {
-			w.WriteString("1=1")
-			return
-		}
-		where.Build(w.(builderWriter).b)
-	}
+	cond := whereCond(where)
 
 	parent := parentTable(stmt)
 	var affected int64
@@ -159,16 +157,16 @@ func (p *Plugin) rewriteUpdate(db *gorm.DB) {
 		skipLocked := inc.c.opts.SkipLocked && p.dialect.SkipLocked() && singleTarget(stmt)
 		switch {
 		case inc.c.opts.Mode == spec.Append && p.dialect.MySQL():
-			n, err = engine.AppendMySQL(stmt.Context, gormSession{gormConn{db, parent}}, p.dialect, mysqlIncrement(db, inc.c, t, 0, inc.delta, cond))
+			n, err = engine.AppendMySQL(stmt.Context, gormSession{gormConn{db: db, table: parent}}, p.dialect, mysqlIncrement(db, inc.c, t, 0, inc.delta, cond))
 		case inc.c.opts.Mode == spec.Append:
 			tx := execSQL(db, parent, func(w countersql.Writer) { p.dialect.AppendWhere(w, t, inc.delta, cond) })
 			n, err = tx.RowsAffected, tx.Error
 		case p.dialect.MySQL() && skipLocked:
-			n, err = engine.IncrementFreeSlotMySQL(stmt.Context, gormSession{gormConn{db, parent}}, p.dialect, mysqlIncrement(db, inc.c, t, slot, inc.delta, cond))
+			n, err = engine.IncrementFreeSlotMySQL(stmt.Context, gormSession{gormConn{db: db, table: parent}}, p.dialect, mysqlIncrement(db, inc.c, t, slot, inc.delta, cond))
 		case p.dialect.MySQL():
-			n, err = engine.IncrementMySQL(stmt.Context, gormSession{gormConn{db, parent}}, p.dialect, mysqlIncrement(db, inc.c, t, slot, inc.delta, cond))
+			n, err = engine.IncrementMySQL(stmt.Context, gormSession{gormConn{db: db, table: parent}}, p.dialect, mysqlIncrement(db, inc.c, t, slot, inc.delta, cond))
 		case skipLocked:
-			n, err = engine.IncrementFreeSlot(stmt.Context, gormConn{db, parent}, p.dialect, t, slot, inc.delta, cond)
+			n, err = engine.IncrementFreeSlot(stmt.Context, gormConn{db: db, table: parent}, p.dialect, t, slot, inc.delta, cond)
 		default:
 			tx := execSQL(db, parent, func(w countersql.Writer) {
 				p.dialect.IncrementWhere(w, t, slot, inc.delta, cond)

@@ -75,6 +75,16 @@ type Options struct {
 	// at once than it has slots. Where the database has no SKIP LOCKED
 	// (SQLite, which has one writer at a time anyway), it changes nothing.
 	SkipLocked bool
+	// Counts makes the counter a count of child rows: the name of the
+	// relation that holds them (GORM: a has-many field of the parent).
+	// Empty for a counter that only increments change.
+	Counts string
+	// Where limits a count to the child rows that match it: a boolean SQL
+	// expression over the child table's columns, as in status = 'active'.
+	Where string
+	// Hooks keeps a count with the ORM's callbacks instead of database
+	// triggers (which also see raw SQL, imports and bulk statements).
+	Hooks bool
 }
 
 // PrecreateOn resolves Precreate for a database whose default is def.
@@ -102,6 +112,18 @@ func (o Options) Validate() error {
 	if o.Mode == Append && o.SkipLocked {
 		return fmt.Errorf("%w: skiplocked applies to slots; an append counter shares no row", ErrInvalid)
 	}
+	if o.Counts == "" && (o.Where != "" || o.Hooks) {
+		return fmt.Errorf("%w: where= and hooks apply to a count of child rows: add counts=<relation>", ErrInvalid)
+	}
+	if o.Counts != "" && o.Mode == Append {
+		return fmt.Errorf("%w: counts= keeps its count in slots: use sum or rollup, not append", ErrInvalid)
+	}
+	if o.Counts != "" && o.SkipLocked {
+		return fmt.Errorf("%w: counts= picks the slot of the writer's session, not a free one: drop skiplocked", ErrInvalid)
+	}
+	if strings.ContainsRune(o.Where, ';') {
+		return fmt.Errorf("%w: where=%s: a condition is one SQL expression, without ';'", ErrInvalid, o.Where)
+	}
 	return nil
 }
 
@@ -109,12 +131,26 @@ func (o Options) Validate() error {
 // starting from def. The empty string is a bare declaration.
 //
 // Words: slots=N (1..MaxSlots), sum, rollup, append, precreate,
-// precreate=true|false, skiplocked.
+// precreate=true|false, skiplocked, counts=<relation>, hooks, and
+// where=<SQL>, which must come last: its condition runs to the end of the
+// list, commas included.
 // Anything else is an error.
 func ParseList(list string, def Options) (Options, error) {
 	o := def
 	modeSet := false
-	for _, raw := range strings.Split(list, ",") {
+	for rest := list; rest != ""; {
+		raw, after, _ := strings.Cut(rest, ",")
+		rest = after
+		if k, v, ok := strings.Cut(raw, "="); ok && strings.EqualFold(strings.TrimSpace(k), "where") {
+			if after != "" {
+				v += "," + after
+			}
+			o.Where, rest = strings.TrimSpace(v), ""
+			if o.Where == "" {
+				return o, fmt.Errorf("%w: where= needs a condition, as in where=status = 'active'", ErrInvalid)
+			}
+			continue
+		}
 		word := strings.TrimSpace(raw)
 		if word == "" {
 			continue
@@ -153,13 +189,22 @@ func ParseList(list string, def Options) (Options, error) {
 			default:
 				return o, fmt.Errorf("%w: precreate=%s: use precreate, precreate=true or precreate=false", ErrInvalid, value)
 			}
-		case "skiplocked":
+		case "skiplocked", "hooks":
 			if hasValue {
 				return o, fmt.Errorf("%w: %q takes no value", ErrInvalid, key)
 			}
-			o.SkipLocked = true
+			if key == "hooks" {
+				o.Hooks = true
+			} else {
+				o.SkipLocked = true
+			}
+		case "counts":
+			if value == "" {
+				return o, fmt.Errorf("%w: counts needs the relation it counts, as in counts=Objects", ErrInvalid)
+			}
+			o.Counts = value
 		default:
-			return o, fmt.Errorf("%w: unknown option %q (known: slots=N, sum, rollup, append, precreate, skiplocked)", ErrInvalid, word)
+			return o, fmt.Errorf("%w: unknown option %q (known: slots=N, sum, rollup, append, precreate, skiplocked, counts=, where=, hooks)", ErrInvalid, word)
 		}
 	}
 	return o, o.Validate()

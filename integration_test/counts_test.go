@@ -1,0 +1,282 @@
+package integration_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"gorm.io/gorm"
+
+	"github.com/hotcounter/hotcounter/gormcounter"
+)
+
+// Category counts its objects with triggers: all of them (sum mode), and
+// the active ones (rollup mode, with a condition). Soft-deleted objects
+// count for neither.
+type Category struct {
+	ID          uint
+	Name        string
+	ObjectCount int64 `gorm:"counter:counts=Objects"`
+	ActiveCount int64 `gorm:"counter:slots=4,rollup,counts=Objects,where=status = 'active'"`
+	Objects     []Object
+}
+
+// Object is the child row that categories count.
+type Object struct {
+	ID         uint
+	CategoryID *uint  `gorm:"index"`
+	Status     string `gorm:"size:20;default:active"`
+	DeletedAt  gorm.DeletedAt
+}
+
+// Album counts its photos with GORM hooks instead of triggers.
+type Album struct {
+	ID         uint
+	Name       string
+	PhotoCount int64 `gorm:"counter:counts=Photos,hooks"`
+	LiveCount  int64 `gorm:"counter:counts=Photos,hooks,where=status = 'active'"`
+	Photos     []Photo
+}
+
+// Photo is the child row that albums count.
+type Photo struct {
+	ID        uint
+	AlbumID   *uint  `gorm:"index"`
+	Status    string `gorm:"size:20;default:active"`
+	DeletedAt gorm.DeletedAt
+}
+
+// countKind is one way to keep counts, with its models behind one face, so
+// that the same scenarios run on both.
+type countKind struct {
+	name     string
+	parent   any    // a *Category or *Album, for Migrate and Recount
+	child    any    // a *Object or *Photo
+	parents  string // table names
+	children string
+	ref      string // child column that references the parent
+	all      string // the two counters' field names
+	active   string
+	triggers bool
+}
+
+var countKinds = []countKind{
+	{"triggers", &Category{}, &Object{}, "categories", "objects", "category_id", "ObjectCount", "ActiveCount", true},
+	{"hooks", &Album{}, &Photo{}, "albums", "photos", "album_id", "PhotoCount", "LiveCount", false},
+}
+
+func (k countKind) migrate(t testing.TB, db *gorm.DB) {
+	t.Helper()
+	must(t, db.AutoMigrate(k.parent, k.child))
+}
+
+// newParents creates n parents and returns their ids.
+func (k countKind) newParents(t testing.TB, db *gorm.DB, n int) []uint {
+	t.Helper()
+	ids := make([]uint, n)
+	for i := range ids {
+		if k.triggers {
+			c := Category{Name: fmt.Sprint("c", i)}
+			must(t, db.Create(&c).Error)
+			ids[i] = c.ID
+		} else {
+			a := Album{Name: fmt.Sprint("a", i)}
+			must(t, db.Create(&a).Error)
+			ids[i] = a.ID
+		}
+	}
+	return ids
+}
+
+// newChildren creates one child in each of the given parents (nil: none)
+// in one Create, and returns their ids.
+func (k countKind) newChildren(t testing.TB, db *gorm.DB, parents []*uint, status string) []uint {
+	t.Helper()
+	ids := make([]uint, len(parents))
+	if k.triggers {
+		rows := make([]Object, len(parents))
+		for i, p := range parents {
+			rows[i] = Object{CategoryID: p, Status: status}
+		}
+		must(t, db.CreateInBatches(rows, 1000).Error)
+		for i := range rows {
+			ids[i] = rows[i].ID
+		}
+	} else {
+		rows := make([]Photo, len(parents))
+		for i, p := range parents {
+			rows[i] = Photo{AlbumID: p, Status: status}
+		}
+		must(t, db.CreateInBatches(rows, 1000).Error)
+		for i := range rows {
+			ids[i] = rows[i].ID
+		}
+	}
+	return ids
+}
+
+// loaded returns every parent's two counters as a load fills them (live,
+// so that the rollup counter is exact), by id.
+func (k countKind) loaded(t testing.TB, db *gorm.DB) map[uint][2]int64 {
+	t.Helper()
+	out := map[uint][2]int64{}
+	db = db.Clauses(gormcounter.Live)
+	if k.triggers {
+		var cs []Category
+		must(t, db.Find(&cs).Error)
+		for _, c := range cs {
+			out[c.ID] = [2]int64{c.ObjectCount, c.ActiveCount}
+		}
+	} else {
+		var as []Album
+		must(t, db.Find(&as).Error)
+		for _, a := range as {
+			out[a.ID] = [2]int64{a.PhotoCount, a.LiveCount}
+		}
+	}
+	return out
+}
+
+// truth returns every parent's counts as COUNT(*) over the child table.
+func (k countKind) truth(t testing.TB, db *gorm.DB) map[uint][2]int64 {
+	t.Helper()
+	out := map[uint][2]int64{}
+	var ids []uint
+	must(t, db.Table(k.parents).Pluck("id", &ids).Error)
+	for _, id := range ids {
+		out[id] = [2]int64{}
+	}
+	type row struct {
+		P      uint
+		All    int64
+		Active int64
+	}
+	var rows []row
+	must(t, db.Raw(`SELECT `+k.ref+` AS p, COUNT(*) AS "all", SUM(CASE WHEN status = 'active' THEN 1 ELSE 0 END) AS active
+		FROM `+k.children+` WHERE deleted_at IS NULL AND `+k.ref+` IS NOT NULL GROUP BY `+k.ref).Scan(&rows).Error)
+	for _, r := range rows {
+		out[r.P] = [2]int64{r.All, r.Active}
+	}
+	return out
+}
+
+// mismatches lists the parents whose loaded counts differ from COUNT(*).
+func (k countKind) mismatches(t testing.TB, db *gorm.DB) []string {
+	t.Helper()
+	got, want := k.loaded(t, db), k.truth(t, db)
+	var bad []string
+	for id, w := range want {
+		if got[id] != w {
+			bad = append(bad, fmt.Sprintf("%d: loaded %v, COUNT(*) %v", id, got[id], w))
+		}
+	}
+	if len(got) != len(want) {
+		bad = append(bad, fmt.Sprintf("loaded %d parents, the table has %d", len(got), len(want)))
+	}
+	return bad
+}
+
+func (k countKind) check(t testing.TB, db *gorm.DB, step string) {
+	t.Helper()
+	if bad := k.mismatches(t, db); len(bad) > 0 {
+		if len(bad) > 5 {
+			bad = append(bad[:5], fmt.Sprintf("... %d in all", len(bad)))
+		}
+		t.Fatalf("after %s, counts differ from COUNT(*):\n%s", step, strings.Join(bad, "\n"))
+	}
+}
+
+// childModel returns a pointer to a zero child, for Model and Delete.
+func (k countKind) childModel() any {
+	if k.triggers {
+		return &Object{}
+	}
+	return &Photo{}
+}
+
+func ptr(v uint) *uint { return &v }
+
+// TestCountsFollowEveryWritePath walks a child table through every way
+// GORM writes it (and raw SQL) and compares the counts after each step with
+// COUNT(*), for counts kept by triggers and by hooks, on every database.
+func TestCountsFollowEveryWritePath(t *testing.T) {
+	for _, k := range countKinds {
+		t.Run(k.name, func(t *testing.T) {
+			eachDB(t, func(t *testing.T, e *env) {
+				db := e.db
+				k.migrate(t, db)
+				ps := k.newParents(t, db, 4)
+				k.check(t, db, "creating parents")
+
+				ids := k.newChildren(t, db, []*uint{&ps[0], &ps[0], &ps[1], nil, &ps[2]}, "active")
+				k.check(t, db, "a batch Create")
+				k.newChildren(t, db, []*uint{&ps[3]}, "draft")
+				k.check(t, db, "a Create that the condition leaves out")
+
+				child := k.childModel()
+				must(t, db.Model(child).Where("id = ?", ids[0]).Update(k.ref, ps[1]).Error)
+				k.check(t, db, "a move")
+				must(t, db.Model(child).Where("id = ?", ids[3]).Update(k.ref, ps[3]).Error)
+				k.check(t, db, "a move from no parent")
+				must(t, db.Model(child).Where("id = ?", ids[4]).Update(k.ref, nil).Error)
+				k.check(t, db, "a move to no parent")
+				must(t, db.Model(child).Where(k.ref+" = ?", ps[1]).Update(k.ref, ps[2]).Error)
+				k.check(t, db, "a bulk move")
+				must(t, db.Model(child).Where(k.ref+" = ?", ps[2]).Update("status", "draft").Error)
+				k.check(t, db, "a bulk status change")
+				must(t, db.Model(child).Where("id IN ?", ids[:2]).Updates(map[string]any{"status": "active", k.ref: ps[0]}).Error)
+				k.check(t, db, "Updates of status and parent")
+
+				must(t, db.Delete(child, ids[1]).Error)
+				k.check(t, db, "a soft delete")
+				must(t, db.Unscoped().Model(child).Where("id = ?", ids[1]).Update("deleted_at", nil).Error)
+				k.check(t, db, "an undelete")
+				must(t, db.Where(k.ref+" = ?", ps[3]).Delete(child).Error)
+				k.check(t, db, "a bulk soft delete")
+				must(t, db.Unscoped().Where("id = ?", ids[0]).Delete(child).Error)
+				k.check(t, db, "a hard delete")
+				must(t, db.Unscoped().Where("1 = 1").Delete(child).Error)
+				k.check(t, db, "a hard delete of the soft-deleted rows too")
+
+				// Raw SQL: triggers count it; hooks cannot see it, and Recount repairs.
+				must(t, db.Exec("INSERT INTO "+k.children+" ("+k.ref+", status) VALUES (?, 'active'), (?, 'active')", ps[2], ps[2]).Error)
+				if !k.triggers {
+					if len(k.mismatches(t, db)) == 0 {
+						t.Fatal("a raw insert was counted without triggers: the check cannot see drift")
+					}
+					for _, f := range []string{k.all, k.active} {
+						n, err := gormcounter.Recount(db.Model(k.parent), f)
+						must(t, err)
+						if n != 1 {
+							t.Errorf("Recount(%s) corrected %d parents, want 1", f, n)
+						}
+					}
+				}
+				k.check(t, db, "a raw insert")
+				for _, f := range []string{k.all, k.active} {
+					n, err := gormcounter.Recount(db.Model(k.parent), f)
+					must(t, err)
+					if n != 0 {
+						t.Errorf("Recount(%s) of exact counts corrected %d parents", f, n)
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestCountsAreNotIncremented: a count changes with its child rows only.
+func TestCountsAreNotIncremented(t *testing.T) {
+	e := open(t, lite)
+	k := countKinds[0]
+	k.migrate(t, e.db)
+	ps := k.newParents(t, e.db, 1)
+	err := gormcounter.Increment(e.db.Model(&Category{ID: ps[0]}), "ObjectCount", 1).Error
+	if !errors.Is(err, gormcounter.ErrNotIncrement) || !strings.Contains(err.Error(), "Category.ObjectCount") {
+		t.Fatalf("Increment of a count: %v; want ErrNotIncrement naming Category.ObjectCount", err)
+	}
+	if _, err := gormcounter.Recount(e.db.Model(&Post{}), "Likes"); !errors.Is(err, gormcounter.ErrNotCounter) {
+		t.Fatalf("Recount of a plain counter: %v; want ErrNotCounter", err)
+	}
+}

@@ -1,0 +1,373 @@
+package countersql
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
+	"strings"
+)
+
+// Counts of child rows (counter caches): a counter whose value is the number
+// of rows of a child table that reference its parent, such as a category's
+// count of objects. The count lives in the counter's slots like any other;
+// what changes it is a write to the child table. Database triggers (the
+// default: they also see raw SQL, imports and bulk statements) or the ORM's
+// hooks turn each child write into slot upserts.
+//
+// Lock order: a write that changes two parents (a move) upserts the lower
+// key's slot first, and a writer uses one slot per parent for the whole of
+// its session (see [Dialect.sessionSlot]), so two writers moving rows in
+// opposite directions take their slot locks in the same order and cannot
+// deadlock.
+
+// Count describes a counter that counts child rows.
+type Count struct {
+	Table             // the counter's storage and its parent
+	SlotCount  int    // the counter's slot count
+	Child      string // child table, e.g. objects
+	ChildKey   string // child primary key column (ORM hooks only)
+	Ref        string // child column holding the parent key, e.g. category_id
+	Columns    []string
+	Where      string // SQL condition over child columns (bare names); "" counts every row
+	SoftDelete string // child column that marks a soft-deleted row when not NULL; "" if none
+}
+
+// childAlias names the child table inside the statements below, so that a
+// table that counts its own rows (replies to comments) reads unambiguously.
+const childAlias = "hc_c"
+
+// triggerName is the name of one of c's triggers (and, on PostgreSQL, of its
+// function): hc_<slot table>_<op>, shortened with a hash to fit the
+// 63-character identifiers of PostgreSQL and MySQL.
+func (c Count) triggerName(op string) string {
+	base := c.Slots
+	if i := strings.LastIndexByte(base, '.'); i >= 0 {
+		base = base[i+1:]
+	}
+	name := "hc_" + base + "_" + op
+	if len(name) > 60 {
+		sum := sha256.Sum256([]byte(name))
+		name = name[:47] + "_" + hex.EncodeToString(sum[:])[:8] + "_" + op
+	}
+	return name
+}
+
+// schemaOf returns the schema qualifier of a table ("" if none), so that
+// functions live beside the table they serve.
+func schemaOf(table string) string {
+	if i := strings.LastIndexByte(table, '.'); i >= 0 {
+		return table[:i+1]
+	}
+	return ""
+}
+
+// where writes c's condition over the child columns, bare or qualified by
+// the alias the statement gives the child.
+func (c Count) where(w Writer) {
+	w.WriteString("(")
+	parts := 0
+	if c.SoftDelete != "" {
+		q(w, "% IS NULL", c.SoftDelete)
+		parts++
+	}
+	if c.Where != "" {
+		if parts > 0 {
+			w.WriteString(" AND ")
+		}
+		w.WriteString("(" + c.Where + ")")
+		parts++
+	}
+	if parts == 0 {
+		w.WriteString("1=1")
+	}
+	w.WriteString(")")
+}
+
+// sessionSlot is the slot a session writes: one per session and parent, so
+// that a transaction holds at most one slot row of each parent and two
+// transactions lock rows of the same parents in the same order. Sessions
+// spread over the slots as connection ids do. SQLite has one writer at a
+// time: slot 0.
+func (d Dialect) sessionSlot(slots int) string {
+	n := strconv.Itoa(slots)
+	switch d.kind {
+	case postgres:
+		return "CAST(mod(pg_backend_pid(), " + n + ") AS SMALLINT)"
+	case mysql:
+		return "MOD(CONNECTION_ID(), " + n + ")"
+	}
+	return "0"
+}
+
+// InstallCountTriggers returns the statements that (re)create the triggers
+// keeping c: after every INSERT, UPDATE and DELETE on the child table they
+// add to the slots of the parents whose count changed. DropCountTriggers
+// runs first, so a changed declaration replaces the old triggers.
+//
+// PostgreSQL: statement-level triggers with transition tables; each child
+// statement issues one upsert, one row per changed parent, in key order.
+// MySQL/MariaDB and SQLite: row-level triggers; a row moved between
+// parents updates the lower key first. MySQL and MariaDB do not fire
+// triggers for foreign key cascades; the slots of a deleted parent go with
+// it anyway.
+func (d Dialect) InstallCountTriggers(c Count) []func(Writer) {
+	steps := d.DropCountTriggers(c)
+	switch d.kind {
+	case postgres:
+		for _, op := range []struct{ name, event, refs string }{
+			{"ins", "INSERT", "NEW TABLE AS hc_new"},
+			{"upd", "UPDATE", "OLD TABLE AS hc_old NEW TABLE AS hc_new"},
+			{"del", "DELETE", "OLD TABLE AS hc_old"},
+		} {
+			op := op
+			fn := schemaOf(c.Child) + c.triggerName(op.name)
+			steps = append(steps,
+				func(w Writer) { d.pgCountFunction(w, c, fn, op.event) },
+				func(w Writer) {
+					q(w, "CREATE TRIGGER % AFTER "+op.event+" ON % REFERENCING "+op.refs+" FOR EACH STATEMENT EXECUTE FUNCTION %()",
+						c.triggerName(op.name), c.Child, fn)
+				})
+		}
+	case mysql:
+		for _, op := range []struct{ name, event string }{{"ins", "INSERT"}, {"upd", "UPDATE"}, {"del", "DELETE"}} {
+			op := op
+			steps = append(steps, func(w Writer) {
+				q(w, "CREATE TRIGGER % AFTER "+op.event+" ON % FOR EACH ROW BEGIN ", c.triggerName(op.name), c.Child)
+				d.mysqlCountBody(w, c, op.event)
+				w.WriteString(" END")
+			})
+		}
+	default:
+		for _, op := range []struct{ name, event string }{{"ins", "INSERT"}, {"upd", "UPDATE"}, {"del", "DELETE"}} {
+			op := op
+			steps = append(steps, func(w Writer) {
+				q(w, "CREATE TRIGGER % AFTER "+op.event+" ON % FOR EACH ROW BEGIN ", c.triggerName(op.name), c.Child)
+				if op.event != "INSERT" {
+					d.sqliteApply(w, c, "OLD", -1)
+				}
+				if op.event != "DELETE" {
+					d.sqliteApply(w, c, "NEW", 1)
+				}
+				w.WriteString(" END")
+			})
+		}
+	}
+	return steps
+}
+
+// DropCountTriggers returns the statements that remove c's triggers (and
+// functions), if they exist.
+func (d Dialect) DropCountTriggers(c Count) []func(Writer) {
+	var steps []func(Writer)
+	for _, op := range []string{"ins", "upd", "del"} {
+		name := c.triggerName(op)
+		switch d.kind {
+		case postgres:
+			steps = append(steps,
+				func(w Writer) { q(w, "DROP TRIGGER IF EXISTS % ON %", name, c.Child) },
+				func(w Writer) { q(w, "DROP FUNCTION IF EXISTS %()", schemaOf(c.Child)+name) })
+		default:
+			steps = append(steps, func(w Writer) { q(w, "DROP TRIGGER IF EXISTS %", schemaOf(c.Child)+name) })
+		}
+	}
+	return steps
+}
+
+// pgCountFunction writes the trigger function of one event: it sums +1 for
+// every counted new row and -1 for every counted old row by parent, and
+// upserts the non-zero sums into this session's slot, in key order. The
+// join skips parents that no longer exist: deleting a parent cascades to
+// its children, whose trigger then runs after the parent is gone.
+func (d Dialect) pgCountFunction(w Writer, c Count, fn, event string) {
+	q(w, "CREATE OR REPLACE FUNCTION %() RETURNS trigger LANGUAGE plpgsql AS $hc$ BEGIN ", fn)
+	q(w, "INSERT INTO % (%, %, %) SELECT hc_d.k, "+d.sessionSlot(c.SlotCount)+", hc_d.n FROM (SELECT hc_x.k, SUM(hc_x.n) AS n FROM (",
+		c.Slots, c.Owner, SlotColumn, ValueColumn)
+	parts := []struct{ table, sign string }{}
+	if event != "DELETE" {
+		parts = append(parts, struct{ table, sign string }{"hc_new", "1"})
+	}
+	if event != "INSERT" {
+		parts = append(parts, struct{ table, sign string }{"hc_old", "-1"})
+	}
+	for i, p := range parts {
+		if i > 0 {
+			w.WriteString(" UNION ALL ")
+		}
+		q(w, "SELECT %.% AS k, "+p.sign+" AS n FROM "+p.table+" AS % WHERE ", childAlias, c.Ref, childAlias)
+		c.where(w)
+	}
+	q(w, ") AS hc_x GROUP BY hc_x.k HAVING SUM(hc_x.n) <> 0) AS hc_d JOIN % AS hc_p ON hc_p.% = hc_d.k ORDER BY hc_d.k "+
+		"ON CONFLICT (%, %) DO UPDATE SET % = %.% + excluded.%; RETURN NULL; END $hc$",
+		c.Parent, c.ParentKey, c.Owner, SlotColumn, ValueColumn, c.Slots, ValueColumn, ValueColumn)
+}
+
+// counted writes a boolean: does the row (NEW or OLD, in a row trigger)
+// count for its parent? The condition is evaluated over a one-row derived
+// table built from the row's columns, so that it reads bare column names.
+func (c Count) counted(w Writer, row string) {
+	w.WriteString("(" + row + ".")
+	w.Ident(c.Ref)
+	w.WriteString(" IS NOT NULL")
+	if c.Where == "" && c.SoftDelete == "" {
+		w.WriteString(")")
+		return
+	}
+	w.WriteString(" AND EXISTS (SELECT 1 FROM (SELECT ")
+	for i, col := range c.Columns {
+		if i > 0 {
+			w.WriteString(", ")
+		}
+		w.WriteString(row + ".")
+		w.Ident(col)
+		w.WriteString(" AS ")
+		w.Ident(col)
+	}
+	q(w, ") AS % WHERE ", childAlias)
+	c.where(w)
+	w.WriteString("))")
+}
+
+// mysqlCountBody writes the body of a MySQL/MariaDB row trigger. A moved
+// row updates the lower parent key first.
+func (d Dialect) mysqlCountBody(w Writer, c Count, event string) {
+	ref := func(row string) {
+		w.WriteString(row + ".")
+		w.Ident(c.Ref)
+	}
+	switch event {
+	case "INSERT", "DELETE":
+		row, delta := "NEW", 1
+		if event == "DELETE" {
+			row, delta = "OLD", -1
+		}
+		w.WriteString("IF ")
+		c.counted(w, row)
+		w.WriteString(" THEN ")
+		d.mysqlApply(w, c, row, delta)
+		w.WriteString(" END IF;")
+		return
+	}
+	w.WriteString("DECLARE hc_o, hc_n INT DEFAULT 0; SET hc_o = ")
+	c.counted(w, "OLD")
+	w.WriteString("; SET hc_n = ")
+	c.counted(w, "NEW")
+	w.WriteString("; IF hc_o AND hc_n AND ")
+	ref("OLD")
+	w.WriteString(" = ")
+	ref("NEW")
+	w.WriteString(" THEN SET hc_o = 0, hc_n = 0; END IF; IF hc_o AND (NOT hc_n OR ")
+	ref("OLD")
+	w.WriteString(" < ")
+	ref("NEW")
+	w.WriteString(") THEN ")
+	d.mysqlApply(w, c, "OLD", -1)
+	w.WriteString(" SET hc_o = 0; END IF; IF hc_n THEN ")
+	d.mysqlApply(w, c, "NEW", 1)
+	w.WriteString(" END IF; IF hc_o THEN ")
+	d.mysqlApply(w, c, "OLD", -1)
+	w.WriteString(" END IF;")
+}
+
+// mysqlApply adds delta to the session's slot of row's parent: an
+// exact-match UPDATE, which locks that slot row only, and an insert only
+// where the row is missing (an insert takes gap locks).
+func (d Dialect) mysqlApply(w Writer, c Count, row string, delta int) {
+	k := strconv.Itoa(delta)
+	q(w, "UPDATE % SET % = % + "+k+" WHERE % = "+row+".% AND % = "+d.sessionSlot(c.SlotCount)+"; ",
+		c.Slots, ValueColumn, ValueColumn, c.Owner, c.Ref, SlotColumn)
+	q(w, "IF ROW_COUNT() = 0 THEN INSERT INTO % (%, %, %) VALUES ("+row+".%, "+d.sessionSlot(c.SlotCount)+", "+k+
+		") ON DUPLICATE KEY UPDATE % = % + "+k+"; END IF;",
+		c.Slots, c.Owner, SlotColumn, ValueColumn, c.Ref, ValueColumn, ValueColumn)
+}
+
+// sqliteApply writes the statements of a SQLite row trigger that add delta
+// to slot 0 of row's parent if the row counts and the parent exists (a
+// cascade from a deleted parent runs this trigger after the parent is gone).
+func (d Dialect) sqliteApply(w Writer, c Count, row string, delta int) {
+	q(w, "INSERT OR IGNORE INTO % (%, %, %) SELECT "+row+".%, 0, 0 WHERE ", c.Slots, c.Owner, SlotColumn, ValueColumn, c.Ref)
+	c.counted(w, row)
+	q(w, " AND EXISTS (SELECT 1 FROM % WHERE % = "+row+".%); ", c.Parent, c.ParentKey, c.Ref)
+	q(w, "UPDATE % SET % = % + "+strconv.Itoa(delta)+" WHERE % = "+row+".% AND % = 0 AND ", c.Slots, ValueColumn, ValueColumn, c.Owner, c.Ref, SlotColumn)
+	c.counted(w, row)
+	w.WriteString("; ")
+}
+
+// CountedRows writes the query an ORM hook runs around a child write: for
+// every child row matching cond, its key and, per count, the parent key it
+// counts for (NULL where it does not count). lock takes the rows FOR
+// UPDATE, so that no other writer changes them before the write.
+//
+//	SELECT key, CASE WHEN where1 THEN ref1 END, ... FROM child WHERE cond [FOR UPDATE]
+//
+// Every count names the same child table; cond may name it.
+func (d Dialect) CountedRows(w Writer, counts []Count, cond func(Writer), lock bool) {
+	child := counts[0]
+	q(w, "SELECT %", child.ChildKey)
+	for _, c := range counts {
+		w.WriteString(", CASE WHEN ")
+		c.where(w)
+		q(w, " THEN % END", c.Ref)
+	}
+	q(w, " FROM % WHERE ", child.Child)
+	cond(w)
+	if lock && d.kind != sqlite {
+		w.WriteString(" FOR UPDATE")
+	}
+}
+
+// ChildKeyIn returns a condition on the child key: key IN (keys).
+func (d Dialect) ChildKeyIn(c Count, keys []any) func(Writer) {
+	return func(w Writer) {
+		q(w, "%.%", c.Child, c.ChildKey)
+		d.keyIn(w, keys)
+	}
+}
+
+// AddCounts writes one upsert that adds amounts[i] to the session's slot of
+// parent keys[i]; keys are sorted and distinct, so that slot rows are
+// locked in key order.
+func (d Dialect) AddCounts(w Writer, c Count, keys []any, amounts []int64) {
+	q(w, "INSERT INTO % (%, %, %) VALUES ", c.Slots, c.Owner, SlotColumn, ValueColumn)
+	for i, k := range keys {
+		if i > 0 {
+			w.WriteString(", ")
+		}
+		w.WriteString("(")
+		w.Arg(k)
+		w.WriteString(", " + d.sessionSlot(c.SlotCount) + ", ")
+		w.Arg(amounts[i])
+		w.WriteString(")")
+	}
+	if d.kind == mysql {
+		q(w, " ON DUPLICATE KEY UPDATE % = % + VALUES(%)", ValueColumn, ValueColumn, ValueColumn)
+		return
+	}
+	q(w, " ON CONFLICT (%, %) DO UPDATE SET % = %.% + excluded.%", c.Owner, SlotColumn, ValueColumn, c.Slots, ValueColumn, ValueColumn)
+}
+
+// RecountBatch writes the query of one recount batch: for up to limit
+// parents matching cond after the key `after` (nil: from the start), in
+// key order, the parent key and how far its count is off: rows counted in
+// the child table minus the counter's total (column, if withColumn, plus
+// slots). It is one statement, so both sides are read from one snapshot;
+// the caller adds the difference to a slot, and whatever commits between
+// the read and that write is counted by its own trigger or hook, so
+// writes can go on during a recount.
+func (d Dialect) RecountBatch(w Writer, c Count, withColumn bool, after any, limit int, cond func(Writer)) {
+	q(w, "SELECT %.%, CAST((SELECT COUNT(*) FROM % AS % WHERE %.% = %.% AND ",
+		c.Parent, c.ParentKey, c.Child, childAlias, childAlias, c.Ref, c.Parent, c.ParentKey)
+	c.where(w)
+	q(w, ") - COALESCE((SELECT SUM(hc_s.%) FROM % AS hc_s WHERE hc_s.% = %.%), 0)", ValueColumn, c.Slots, c.Owner, c.Parent, c.ParentKey)
+	if withColumn {
+		q(w, " - %.%", c.Parent, c.Column)
+	}
+	q(w, " AS "+d.intType()+") FROM % WHERE ", c.Parent)
+	if after != nil {
+		q(w, "%.% > ", c.Parent, c.ParentKey)
+		w.Arg(after)
+		w.WriteString(" AND ")
+	}
+	w.WriteString("(")
+	cond(w)
+	q(w, ") ORDER BY %.% LIMIT "+strconv.Itoa(limit), c.Parent, c.ParentKey)
+}

@@ -1,0 +1,142 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/hotcounter/hotcounter/internal/countersql"
+)
+
+// Counts of child rows kept by ORM hooks (see countersql.Count): a hook
+// reads the rows a child write touches before it (locked) and after it,
+// and adds the difference to the parents' slots.
+
+// CountedRow is one child row as a hook sees it: its key and, per count,
+// the parent key it counts for (nil where it does not count).
+type CountedRow struct {
+	Key  any
+	Refs []any
+}
+
+// ReadCounted runs countersql's CountedRows query.
+func ReadCounted(ctx context.Context, conn Conn, d countersql.Dialect, counts []countersql.Count, cond func(countersql.Writer), lock bool) ([]CountedRow, error) {
+	rows, err := conn.Query(ctx, func(w countersql.Writer) { d.CountedRows(w, counts, cond, lock) })
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	readers := make([]keyReader, len(counts)+1)
+	for i := range readers {
+		readers[i] = newKeyReader(rows, i)
+	}
+	var out []CountedRow
+	for rows.Next() {
+		vals := make([]any, len(counts)+1)
+		ptrs := make([]any, len(vals))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		r := CountedRow{Key: readers[0].key(vals[0]), Refs: make([]any, len(counts))}
+		for i := range counts {
+			if vals[i+1] != nil {
+				r.Refs[i] = readers[i+1].key(vals[i+1])
+			}
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// ApplyCounts adds to the parents' slots what a child write changed: -1
+// for every counted row before it, +1 for every counted row after it. Each
+// count is one upsert per chunk of parents, in key order; counts are
+// applied in the order given, which the caller keeps the same for every
+// write, so that two writers lock slot rows in the same order.
+func ApplyCounts(ctx context.Context, conn Conn, d countersql.Dialect, counts []countersql.Count, before, after []CountedRow) error {
+	for i, c := range counts {
+		sums := map[string]int64{}
+		keyOf := map[string]any{}
+		add := func(rows []CountedRow, delta int64) {
+			for _, r := range rows {
+				if ref := r.Refs[i]; ref != nil {
+					k := KeyText(ref)
+					sums[k] += delta
+					keyOf[k] = ref
+				}
+			}
+		}
+		add(before, -1)
+		add(after, 1)
+		var keys []any
+		for k, n := range sums {
+			if n != 0 {
+				keys = append(keys, keyOf[k])
+			}
+		}
+		keys = SortKeys(keys)
+		for start := 0; start < len(keys); start += FillChunk {
+			chunk := keys[start:min(start+FillChunk, len(keys))]
+			amounts := make([]int64, len(chunk))
+			for j, k := range chunk {
+				amounts[j] = sums[KeyText(k)]
+			}
+			if _, err := conn.Exec(ctx, func(w countersql.Writer) { d.AddCounts(w, c, chunk, amounts) }); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Recount recomputes c from its child table for the parents matching cond,
+// batch parents at a time in key order, and adds the difference to a slot
+// of every parent whose count was off. It returns how many were. Each
+// batch reads counts and totals in one statement, so writes may go on
+// meanwhile (see countersql's RecountBatch). stop is checked between
+// batches.
+func Recount(ctx context.Context, conn Conn, d countersql.Dialect, c countersql.Count, withColumn bool, batch int,
+	cond func(countersql.Writer), stop func() bool) (int64, error) {
+	var after any
+	var corrected int64
+	for !stop() {
+		rows, err := conn.Query(ctx, func(w countersql.Writer) { d.RecountBatch(w, c, withColumn, after, batch, cond) })
+		if err != nil {
+			return corrected, err
+		}
+		kr := newKeyReader(rows, 0)
+		var keys []any
+		var diffs []int64
+		n := 0
+		for rows.Next() {
+			var k any
+			var diff int64
+			if err := rows.Scan(&k, &diff); err != nil {
+				rows.Close()
+				return corrected, err
+			}
+			n++
+			after = kr.key(k)
+			if diff != 0 {
+				keys = append(keys, after)
+				diffs = append(diffs, diff)
+			}
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return corrected, err
+		}
+		if len(keys) > 0 {
+			if _, err := conn.Exec(ctx, func(w countersql.Writer) { d.AddCounts(w, c, keys, diffs) }); err != nil {
+				return corrected, err
+			}
+			corrected += int64(len(keys))
+		}
+		if n < batch {
+			break
+		}
+	}
+	return corrected, nil
+}
