@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -394,4 +395,160 @@ func depesz(t *testing.T, e *env, k countKind) {
 func isDeadlock(err error) bool {
 	s := err.Error()
 	return strings.Contains(s, "40P01") || strings.Contains(s, "1213") || strings.Contains(strings.ToLower(s), "deadlock")
+}
+
+// slotTables returns the slot tables of a kind's two counters.
+func (k countKind) slotTables() (all, active string) {
+	if k.triggers {
+		return "category_object_count_slots", "category_active_count_slots"
+	}
+	return "album_photo_count_slots", "album_live_count_slots"
+}
+
+// TestRecountFixesDriftWhileWritesGoOn injects drift behind the counts'
+// back (raw SQL on their slot rows) into 60 of 1,200 parents, then runs
+// Recount while 8 writers keep moving children among all parents. Recount
+// must correct exactly the drifted parents (a write that commits during the
+// recount is never mistaken for drift), in several batches, and leave every
+// count equal to COUNT(*).
+func TestRecountFixesDriftWhileWritesGoOn(t *testing.T) {
+	for _, k := range countKinds {
+		t.Run(k.name, func(t *testing.T) {
+			eachDB(t, func(t *testing.T, e *env) {
+				db := e.db
+				k.migrate(t, db)
+				ps := k.newParents(t, db, 1200)
+				owners := make([]*uint, 3600)
+				for i := range owners {
+					owners[i] = &ps[i%len(ps)]
+				}
+				objs := k.newChildren(t, db, owners, "active")
+				k.check(t, db, "setting up")
+
+				var drifted []uint
+				for i := 7; i < len(ps); i += 20 {
+					drifted = append(drifted, ps[i])
+				}
+				all, active := k.slotTables()
+				owner := k.ref
+				if !k.triggers {
+					owner = "album_id"
+				}
+				must(t, db.Exec("UPDATE "+all+" SET n = n + 7 WHERE "+owner+" IN ?", drifted).Error)
+				must(t, db.Exec("UPDATE "+active+" SET n = n - 2 WHERE "+owner+" IN ?", drifted).Error)
+				if bad := k.mismatches(t, db); len(bad) != len(drifted) {
+					t.Fatalf("injected drift into %d parents, the check sees %d", len(drifted), len(bad))
+				}
+
+				var done atomic.Bool
+				var wg sync.WaitGroup
+				wg.Add(1)
+				writers := 8
+				if e.kind == lite {
+					writers = 2
+				}
+				var moved int64
+				var started atomic.Int64
+				go func() {
+					defer wg.Done()
+					moved = hammer(t, writers, 1<<30, func() error {
+						if done.Load() {
+							return errStop
+						}
+						started.Add(1)
+						id := objs[rand.IntN(len(objs))]
+						return db.Model(k.childModel()).Where("id = ?", id).Update(k.ref, ps[rand.IntN(len(ps))]).Error
+					})
+				}()
+				for started.Load() < 2*int64(writers) {
+					time.Sleep(time.Millisecond)
+				}
+				var fixed [2]int64
+				for i, f := range []string{k.all, k.active} {
+					n, err := gormcounter.Recount(db.Model(k.parent), f)
+					must(t, err)
+					fixed[i] = n
+				}
+				done.Store(true)
+				wg.Wait()
+				for i, f := range []string{k.all, k.active} {
+					if fixed[i] != int64(len(drifted)) {
+						t.Errorf("Recount(%s) corrected %d parents; drift was injected into %d", f, fixed[i], len(drifted))
+					}
+				}
+				if moved == 0 {
+					t.Fatal("no write ran during the recount")
+				}
+				k.check(t, db, "the recount")
+				t.Logf("%s on %s: corrected %v of %d drifted parents while %d moves ran", k.name, e.kind, fixed, len(drifted), moved)
+			})
+		})
+	}
+}
+
+type countsUnknown struct {
+	ID uint
+	N  int64 `gorm:"counter:counts=Things"`
+}
+
+type countsBelongsTo struct {
+	ID      uint
+	OwnerID uint
+	Owner   Category
+	N       int64 `gorm:"counter:counts=Owner"`
+}
+
+type countsWhereAlone struct {
+	ID uint
+	N  int64 `gorm:"counter:where=status = 'active'"`
+}
+
+// TestCountDeclarationErrors: a count that names no has-many relation, or a
+// condition without a count, fails AutoMigrate naming the model and field.
+func TestCountDeclarationErrors(t *testing.T) {
+	e := open(t, lite)
+	for _, c := range []struct {
+		model any
+		says  []string
+	}{
+		{&countsUnknown{}, []string{"countsUnknown.N", "counts=Things", "no relation Things"}},
+		{&countsBelongsTo{}, []string{"countsBelongsTo.N", "belongs_to", "has many"}},
+		{&countsWhereAlone{}, []string{"countsWhereAlone.N", "add counts="}},
+	} {
+		err := e.db.AutoMigrate(c.model)
+		if !errors.Is(err, gormcounter.ErrInvalidCounter) {
+			t.Errorf("AutoMigrate(%T) = %v; want ErrInvalidCounter", c.model, err)
+			continue
+		}
+		for _, s := range c.says {
+			if !strings.Contains(err.Error(), s) {
+				t.Errorf("AutoMigrate(%T) error %q does not say %q", c.model, err, s)
+			}
+		}
+	}
+}
+
+// TestCountTriggersFollowMigrations: a parent migrated before its child
+// table exists gets its triggers when the child is migrated; dropping the
+// parent's table removes them, so the child stays writable.
+func TestCountTriggersFollowMigrations(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		db := e.db
+		k := countKinds[0]
+		must(t, db.AutoMigrate(&Category{}))
+		must(t, db.AutoMigrate(&Object{}))
+		ps := k.newParents(t, db, 2)
+		must(t, db.Exec("INSERT INTO objects (category_id, status) VALUES (?, 'active')", ps[0]).Error)
+		k.check(t, db, "migrating the child after the parent and a raw insert")
+
+		must(t, db.Exec("DELETE FROM objects").Error)
+		must(t, db.Migrator().DropConstraint(&Category{}, "Objects"))
+		must(t, db.Migrator().DropTable(&Category{}))
+		must(t, db.Exec("INSERT INTO objects (category_id, status) VALUES (?, 'active')", ps[0]).Error)
+		var n int64
+		must(t, db.Model(&Object{}).Count(&n).Error)
+		if n != 1 {
+			t.Fatalf("objects has %d rows, want 1", n)
+		}
+	})
 }
