@@ -130,6 +130,14 @@ func defsOf(g *gen.Graph) ([]Def, error) {
 				SlotTable: prefix + "_" + f.Name + tableSuffix(a.Append), Owner: prefix + "_id",
 				Slots: a.Slots, Rollup: a.Rollup, Append: a.Append, Precreate: a.Precreate, SkipLocked: a.SkipLocked,
 			}
+			if a.Counts != "" {
+				c, err := countDefOf(n, a)
+				if err != nil {
+					errs = append(errs, fmt.Sprintf("%s: %v", where, err))
+					continue
+				}
+				d.Count = c
+			}
 			var slot *gen.Type
 			for _, s := range g.Nodes {
 				if sa, ok := slotsAnnotationOf(s); ok && sa.Owner == n.Name && sa.Field == f.Name && sa.Deltas == a.Append {
@@ -178,4 +186,47 @@ func tableSuffix(deltas bool) string {
 		return "_deltas"
 	}
 	return "_slots"
+}
+
+// countDefOf resolves a Counts declaration to the child table its O2M edge
+// reaches.
+func countDefOf(n *gen.Type, a Annotation) (*CountDef, error) {
+	var e *gen.Edge
+	var o2m []string
+	for _, ed := range n.Edges {
+		if ed.O2M() {
+			o2m = append(o2m, ed.Name)
+		}
+		if ed.Name == a.Counts {
+			e = ed
+		}
+	}
+	switch {
+	case e == nil:
+		return nil, fmt.Errorf("Counts(%q): %s has no edge %q (its O2M edges: %s)", a.Counts, n.Name, a.Counts, strings.Join(o2m, ", "))
+	case !e.O2M():
+		return nil, fmt.Errorf("Counts(%q): the edge is %s; a count needs an O2M edge (edge.To with many children)", a.Counts, e.Rel.Type)
+	case !e.Type.HasOneFieldID():
+		return nil, fmt.Errorf("Counts(%q): %s needs a single id field", a.Counts, e.Type.Name)
+	}
+	child := e.Type
+	c := &CountDef{Edge: e.Name, Table: child.Table(), Key: child.ID.StorageKey(), Ref: e.Rel.Column(), Where: a.Where}
+	seen := map[string]bool{}
+	add := func(col string) {
+		if !seen[col] {
+			seen[col] = true
+			c.Columns = append(c.Columns, col)
+		}
+	}
+	add(c.Key)
+	for _, f := range child.Fields {
+		if ca, ok := annotationOfField(f); ok && !ca.Rollup {
+			continue // a sum counter has no column
+		}
+		add(f.StorageKey())
+	}
+	for _, fk := range child.ForeignKeys {
+		add(fk.Field.StorageKey())
+	}
+	return c, nil
 }

@@ -18,6 +18,10 @@ import (
 // runs without the code that entcounter's extension generates.
 var ErrNotConfigured = errors.New("entcounter: the generated code has no HotCounter method: generate with entc.Extensions(entcounter.Extension())")
 
+// ErrCounted is wrapped by the error for an Add, Set or Clear of a count of
+// child rows ([Counts]): it changes only when the child rows do.
+var ErrCounted = errors.New("a count of child rows cannot be written")
+
 // mutation is what the extension generates on the mutations of schemas
 // with counters.
 type mutation interface {
@@ -44,6 +48,16 @@ func counterHook(field string, ann Annotation) ent.Hook {
 			}
 			if ann.Err != "" {
 				return nil, fmt.Errorf("entcounter: %s.%s: %s", em.Type(), field, ann.Err)
+			}
+			if ann.Counts != "" {
+				if em.Op().Is(ent.OpCreate) && !hasAdd && !cleared && toInt64(value) == 0 {
+					if !ann.Rollup {
+						em.ResetField(field) // the default 0; a sum counter has no column
+					}
+					return next.Mutate(ctx, em)
+				}
+				return nil, fmt.Errorf("entcounter: %s.%s: %w: it counts the rows of edge %q and changes only when they do (entcounter.Recount corrects it)",
+					em.Type(), field, ErrCounted, ann.Counts)
 			}
 			m, ok := em.(mutation)
 			if !ok {

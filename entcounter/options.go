@@ -46,6 +46,20 @@ func NoPrecreate() Option { return func(o *spec.Options) { o.Precreate = spec.Of
 // concurrent writers. On SQLite it changes nothing.
 func SkipLocked() Option { return func(o *spec.Options) { o.SkipLocked = true } }
 
+// Counts makes the counter the number of rows of the child schema that the
+// parent's O2M edge (named edge) reaches: a count of child rows. Triggers
+// that [InstallTriggers] creates keep it on every insert, delete and move,
+// raw SQL included; [Recount] repairs drift. The field cannot be added to or
+// set: it changes only when child rows do.
+//
+//	entcounter.Counter("object_count", entcounter.Counts("objects"))
+func Counts(edge string) Option { return func(o *spec.Options) { o.Counts = edge } }
+
+// Where limits a count ([Counts]) to the child rows that match cond, a
+// boolean SQL expression over the child table's columns (bare names), as in
+// status = 'active'.
+func Where(cond string) Option { return func(o *spec.Options) { o.Where = cond } }
+
 // Annotation marks a counter field; [Counter] attaches it and the extension
 // reads it. Users do not write it.
 type Annotation struct {
@@ -54,6 +68,8 @@ type Annotation struct {
 	Append     bool   `json:"append,omitempty"`
 	Precreate  int    `json:"precreate,omitempty"` // 0: the database's default, 1: on, 2: off
 	SkipLocked bool   `json:"skiplocked,omitempty"`
+	Counts     string `json:"counts,omitempty"` // the O2M edge whose rows it counts
+	Where      string `json:"where,omitempty"`
 	Err        string `json:"err,omitempty"` // a bad declaration, reported by the extension
 }
 
@@ -72,7 +88,8 @@ type SlotsAnnotation struct {
 func (SlotsAnnotation) Name() string { return "HotCounterSlots" }
 
 func annotationOf(o spec.Options, err error) Annotation {
-	a := Annotation{Slots: o.Slots, Rollup: o.Mode.HasColumn(), Append: o.Mode == spec.Append, Precreate: int(o.Precreate), SkipLocked: o.SkipLocked}
+	a := Annotation{Slots: o.Slots, Rollup: o.Mode.HasColumn(), Append: o.Mode == spec.Append, Precreate: int(o.Precreate), SkipLocked: o.SkipLocked,
+		Counts: o.Counts, Where: o.Where}
 	if err != nil {
 		a.Err = err.Error()
 	}

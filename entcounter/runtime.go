@@ -34,6 +34,25 @@ type Def struct {
 	Append      bool // the table holds delta rows (append counters)
 	Precreate   int  // 0: the database's default, 1: on, 2: off
 	SkipLocked  bool
+	// Count is set for a count of child rows ([Counts]).
+	Count *CountDef
+}
+
+// CountDef is what the extension resolves of a [Counts] declaration: the
+// child table that the edge reaches and how its rows reference the parent.
+type CountDef struct {
+	Edge    string   // the parent's edge, e.g. objects
+	Table   string   // child table, e.g. objects
+	Key     string   // child id column
+	Ref     string   // child column holding the parent key, e.g. category_objects
+	Columns []string // every child column
+	Where   string   // condition over child columns; "" counts every row
+}
+
+// count returns the countersql description of d's count.
+func (d Def) count() countersql.Count {
+	c := d.Count
+	return countersql.Count{Table: d.table(), SlotCount: d.Slots, Child: c.Table, ChildKey: c.Key, Ref: c.Ref, Columns: c.Columns, Where: c.Where}
 }
 
 // precreate reports whether the counter's slot rows are created with

@@ -110,3 +110,49 @@ func ExampleLive() {
 	fmt.Println(cached.Views, live.Views)
 	// Output: 0 2
 }
+
+// A Category counts its objects: all of them, and the active ones. Triggers
+// that AutoMigrate installs keep both, whatever writes the objects table.
+type Category struct {
+	ID          uint
+	Name        string
+	ObjectCount int64 `gorm:"counter:counts=Objects"`
+	ActiveCount int64 `gorm:"counter:counts=Objects,where=status = 'active'"`
+	Objects     []Object
+}
+
+type Object struct {
+	ID         uint
+	CategoryID uint
+	Status     string
+}
+
+func ExampleRecount() {
+	db, done := openExample()
+	defer done()
+	if err := db.AutoMigrate(&Category{}, &Object{}); err != nil {
+		panic(err)
+	}
+
+	books, toys := Category{Name: "books"}, Category{Name: "toys"}
+	db.Create(&books)
+	db.Create(&toys)
+	db.Create(&[]Object{{CategoryID: books.ID, Status: "active"}, {CategoryID: books.ID, Status: "draft"}})
+	db.Exec("INSERT INTO objects (category_id, status) VALUES (?, 'active')", toys.ID) // raw SQL counts too
+	db.Model(&Object{}).Where("status = ?", "draft").Update("category_id", toys.ID)  // a move
+
+	var cs []Category
+	db.Order("id").Find(&cs)
+	for _, c := range cs {
+		fmt.Println(c.Name, c.ObjectCount, c.ActiveCount)
+	}
+
+	// Recount repairs counts that drifted behind the counter's back.
+	db.Exec("DELETE FROM category_object_count_slots")
+	fixed, err := gormcounter.Recount(db.Model(&Category{}), "ObjectCount")
+	fmt.Println("corrected:", fixed, err)
+	// Output:
+	// books 1 1
+	// toys 2 1
+	// corrected: 2 <nil>
+}

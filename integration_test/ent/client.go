@@ -17,12 +17,16 @@ import (
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"github.com/hotcounter/hotcounter/integration_test/ent/author"
 	"github.com/hotcounter/hotcounter/integration_test/ent/authorfollowersslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/book"
 	"github.com/hotcounter/hotcounter/integration_test/ent/comment"
 	"github.com/hotcounter/hotcounter/integration_test/ent/commentupvoteslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/naivepost"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postviewsslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/shelf"
+	"github.com/hotcounter/hotcounter/integration_test/ent/shelfbookcountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/shelfopencountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/skippost"
 	"github.com/hotcounter/hotcounter/integration_test/ent/skippostlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/story"
@@ -43,6 +47,8 @@ type Client struct {
 	Author *AuthorClient
 	// AuthorFollowersSlot is the client for interacting with the AuthorFollowersSlot builders.
 	AuthorFollowersSlot *AuthorFollowersSlotClient
+	// Book is the client for interacting with the Book builders.
+	Book *BookClient
 	// Comment is the client for interacting with the Comment builders.
 	Comment *CommentClient
 	// CommentUpvoteSlot is the client for interacting with the CommentUpvoteSlot builders.
@@ -55,6 +61,12 @@ type Client struct {
 	PostLikesSlot *PostLikesSlotClient
 	// PostViewsSlot is the client for interacting with the PostViewsSlot builders.
 	PostViewsSlot *PostViewsSlotClient
+	// Shelf is the client for interacting with the Shelf builders.
+	Shelf *ShelfClient
+	// ShelfBookCountSlot is the client for interacting with the ShelfBookCountSlot builders.
+	ShelfBookCountSlot *ShelfBookCountSlotClient
+	// ShelfOpenCountSlot is the client for interacting with the ShelfOpenCountSlot builders.
+	ShelfOpenCountSlot *ShelfOpenCountSlotClient
 	// SkipPost is the client for interacting with the SkipPost builders.
 	SkipPost *SkipPostClient
 	// SkipPostLikesSlot is the client for interacting with the SkipPostLikesSlot builders.
@@ -82,12 +94,16 @@ func (c *Client) init() {
 	c.Schema = migrate.NewSchema(c.driver)
 	c.Author = NewAuthorClient(c.config)
 	c.AuthorFollowersSlot = NewAuthorFollowersSlotClient(c.config)
+	c.Book = NewBookClient(c.config)
 	c.Comment = NewCommentClient(c.config)
 	c.CommentUpvoteSlot = NewCommentUpvoteSlotClient(c.config)
 	c.NaivePost = NewNaivePostClient(c.config)
 	c.Post = NewPostClient(c.config)
 	c.PostLikesSlot = NewPostLikesSlotClient(c.config)
 	c.PostViewsSlot = NewPostViewsSlotClient(c.config)
+	c.Shelf = NewShelfClient(c.config)
+	c.ShelfBookCountSlot = NewShelfBookCountSlotClient(c.config)
+	c.ShelfOpenCountSlot = NewShelfOpenCountSlotClient(c.config)
 	c.SkipPost = NewSkipPostClient(c.config)
 	c.SkipPostLikesSlot = NewSkipPostLikesSlotClient(c.config)
 	c.Story = NewStoryClient(c.config)
@@ -189,12 +205,16 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		config:              cfg,
 		Author:              NewAuthorClient(cfg),
 		AuthorFollowersSlot: NewAuthorFollowersSlotClient(cfg),
+		Book:                NewBookClient(cfg),
 		Comment:             NewCommentClient(cfg),
 		CommentUpvoteSlot:   NewCommentUpvoteSlotClient(cfg),
 		NaivePost:           NewNaivePostClient(cfg),
 		Post:                NewPostClient(cfg),
 		PostLikesSlot:       NewPostLikesSlotClient(cfg),
 		PostViewsSlot:       NewPostViewsSlotClient(cfg),
+		Shelf:               NewShelfClient(cfg),
+		ShelfBookCountSlot:  NewShelfBookCountSlotClient(cfg),
+		ShelfOpenCountSlot:  NewShelfOpenCountSlotClient(cfg),
 		SkipPost:            NewSkipPostClient(cfg),
 		SkipPostLikesSlot:   NewSkipPostLikesSlotClient(cfg),
 		Story:               NewStoryClient(cfg),
@@ -223,12 +243,16 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		config:              cfg,
 		Author:              NewAuthorClient(cfg),
 		AuthorFollowersSlot: NewAuthorFollowersSlotClient(cfg),
+		Book:                NewBookClient(cfg),
 		Comment:             NewCommentClient(cfg),
 		CommentUpvoteSlot:   NewCommentUpvoteSlotClient(cfg),
 		NaivePost:           NewNaivePostClient(cfg),
 		Post:                NewPostClient(cfg),
 		PostLikesSlot:       NewPostLikesSlotClient(cfg),
 		PostViewsSlot:       NewPostViewsSlotClient(cfg),
+		Shelf:               NewShelfClient(cfg),
+		ShelfBookCountSlot:  NewShelfBookCountSlotClient(cfg),
+		ShelfOpenCountSlot:  NewShelfOpenCountSlotClient(cfg),
 		SkipPost:            NewSkipPostClient(cfg),
 		SkipPostLikesSlot:   NewSkipPostLikesSlotClient(cfg),
 		Story:               NewStoryClient(cfg),
@@ -265,8 +289,9 @@ func (c *Client) Close() error {
 // In order to add hooks to a specific client, call: `client.Node.Use(...)`.
 func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
-		c.Author, c.AuthorFollowersSlot, c.Comment, c.CommentUpvoteSlot, c.NaivePost,
-		c.Post, c.PostLikesSlot, c.PostViewsSlot, c.SkipPost, c.SkipPostLikesSlot,
+		c.Author, c.AuthorFollowersSlot, c.Book, c.Comment, c.CommentUpvoteSlot,
+		c.NaivePost, c.Post, c.PostLikesSlot, c.PostViewsSlot, c.Shelf,
+		c.ShelfBookCountSlot, c.ShelfOpenCountSlot, c.SkipPost, c.SkipPostLikesSlot,
 		c.Story, c.StoryClapsDelta, c.Tag, c.TagHitsSlot, c.TagUsesSlot,
 	} {
 		n.Use(hooks...)
@@ -277,8 +302,9 @@ func (c *Client) Use(hooks ...Hook) {
 // In order to add interceptors to a specific client, call: `client.Node.Intercept(...)`.
 func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
-		c.Author, c.AuthorFollowersSlot, c.Comment, c.CommentUpvoteSlot, c.NaivePost,
-		c.Post, c.PostLikesSlot, c.PostViewsSlot, c.SkipPost, c.SkipPostLikesSlot,
+		c.Author, c.AuthorFollowersSlot, c.Book, c.Comment, c.CommentUpvoteSlot,
+		c.NaivePost, c.Post, c.PostLikesSlot, c.PostViewsSlot, c.Shelf,
+		c.ShelfBookCountSlot, c.ShelfOpenCountSlot, c.SkipPost, c.SkipPostLikesSlot,
 		c.Story, c.StoryClapsDelta, c.Tag, c.TagHitsSlot, c.TagUsesSlot,
 	} {
 		n.Intercept(interceptors...)
@@ -292,6 +318,8 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.Author.mutate(ctx, m)
 	case *AuthorFollowersSlotMutation:
 		return c.AuthorFollowersSlot.mutate(ctx, m)
+	case *BookMutation:
+		return c.Book.mutate(ctx, m)
 	case *CommentMutation:
 		return c.Comment.mutate(ctx, m)
 	case *CommentUpvoteSlotMutation:
@@ -304,6 +332,12 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.PostLikesSlot.mutate(ctx, m)
 	case *PostViewsSlotMutation:
 		return c.PostViewsSlot.mutate(ctx, m)
+	case *ShelfMutation:
+		return c.Shelf.mutate(ctx, m)
+	case *ShelfBookCountSlotMutation:
+		return c.ShelfBookCountSlot.mutate(ctx, m)
+	case *ShelfOpenCountSlotMutation:
+		return c.ShelfOpenCountSlot.mutate(ctx, m)
 	case *SkipPostMutation:
 		return c.SkipPost.mutate(ctx, m)
 	case *SkipPostLikesSlotMutation:
@@ -619,6 +653,155 @@ func (c *AuthorFollowersSlotClient) mutate(ctx context.Context, m *AuthorFollowe
 		return (&AuthorFollowersSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown AuthorFollowersSlot mutation op: %q", m.Op())
+	}
+}
+
+// BookClient is a client for the Book schema.
+type BookClient struct {
+	config
+}
+
+// NewBookClient returns a client for the Book from the given config.
+func NewBookClient(c config) *BookClient {
+	return &BookClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `book.Hooks(f(g(h())))`.
+func (c *BookClient) Use(hooks ...Hook) {
+	c.hooks.Book = append(c.hooks.Book, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `book.Intercept(f(g(h())))`.
+func (c *BookClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Book = append(c.inters.Book, interceptors...)
+}
+
+// Create returns a builder for creating a Book entity.
+func (c *BookClient) Create() *BookCreate {
+	mutation := newBookMutation(c.config, OpCreate)
+	return &BookCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Book entities.
+func (c *BookClient) CreateBulk(builders ...*BookCreate) *BookCreateBulk {
+	return &BookCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *BookClient) MapCreateBulk(slice any, setFunc func(*BookCreate, int)) *BookCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &BookCreateBulk{err: fmt.Errorf("calling to BookClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*BookCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &BookCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Book.
+func (c *BookClient) Update() *BookUpdate {
+	mutation := newBookMutation(c.config, OpUpdate)
+	return &BookUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *BookClient) UpdateOne(_m *Book) *BookUpdateOne {
+	mutation := newBookMutation(c.config, OpUpdateOne, withBook(_m))
+	return &BookUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *BookClient) UpdateOneID(id int) *BookUpdateOne {
+	mutation := newBookMutation(c.config, OpUpdateOne, withBookID(id))
+	return &BookUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Book.
+func (c *BookClient) Delete() *BookDelete {
+	mutation := newBookMutation(c.config, OpDelete)
+	return &BookDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *BookClient) DeleteOne(_m *Book) *BookDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *BookClient) DeleteOneID(id int) *BookDeleteOne {
+	builder := c.Delete().Where(book.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &BookDeleteOne{builder}
+}
+
+// Query returns a query builder for Book.
+func (c *BookClient) Query() *BookQuery {
+	return &BookQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeBook},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Book entity by its id.
+func (c *BookClient) Get(ctx context.Context, id int) (*Book, error) {
+	return c.Query().Where(book.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *BookClient) GetX(ctx context.Context, id int) *Book {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryShelf queries the shelf edge of a Book.
+func (c *BookClient) QueryShelf(_m *Book) *ShelfQuery {
+	query := (&ShelfClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(book.Table, book.FieldID, id),
+			sqlgraph.To(shelf.Table, shelf.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, book.ShelfTable, book.ShelfColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *BookClient) Hooks() []Hook {
+	return c.hooks.Book
+}
+
+// Interceptors returns the client interceptors.
+func (c *BookClient) Interceptors() []Interceptor {
+	return c.inters.Book
+}
+
+func (c *BookClient) mutate(ctx context.Context, m *BookMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&BookCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&BookUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&BookUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&BookDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Book mutation op: %q", m.Op())
 	}
 }
 
@@ -1515,6 +1698,454 @@ func (c *PostViewsSlotClient) mutate(ctx context.Context, m *PostViewsSlotMutati
 		return (&PostViewsSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown PostViewsSlot mutation op: %q", m.Op())
+	}
+}
+
+// ShelfClient is a client for the Shelf schema.
+type ShelfClient struct {
+	config
+}
+
+// NewShelfClient returns a client for the Shelf from the given config.
+func NewShelfClient(c config) *ShelfClient {
+	return &ShelfClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `shelf.Hooks(f(g(h())))`.
+func (c *ShelfClient) Use(hooks ...Hook) {
+	c.hooks.Shelf = append(c.hooks.Shelf, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `shelf.Intercept(f(g(h())))`.
+func (c *ShelfClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Shelf = append(c.inters.Shelf, interceptors...)
+}
+
+// Create returns a builder for creating a Shelf entity.
+func (c *ShelfClient) Create() *ShelfCreate {
+	mutation := newShelfMutation(c.config, OpCreate)
+	return &ShelfCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Shelf entities.
+func (c *ShelfClient) CreateBulk(builders ...*ShelfCreate) *ShelfCreateBulk {
+	return &ShelfCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *ShelfClient) MapCreateBulk(slice any, setFunc func(*ShelfCreate, int)) *ShelfCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &ShelfCreateBulk{err: fmt.Errorf("calling to ShelfClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*ShelfCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &ShelfCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Shelf.
+func (c *ShelfClient) Update() *ShelfUpdate {
+	mutation := newShelfMutation(c.config, OpUpdate)
+	return &ShelfUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *ShelfClient) UpdateOne(_m *Shelf) *ShelfUpdateOne {
+	mutation := newShelfMutation(c.config, OpUpdateOne, withShelf(_m))
+	return &ShelfUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *ShelfClient) UpdateOneID(id int) *ShelfUpdateOne {
+	mutation := newShelfMutation(c.config, OpUpdateOne, withShelfID(id))
+	return &ShelfUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Shelf.
+func (c *ShelfClient) Delete() *ShelfDelete {
+	mutation := newShelfMutation(c.config, OpDelete)
+	return &ShelfDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *ShelfClient) DeleteOne(_m *Shelf) *ShelfDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *ShelfClient) DeleteOneID(id int) *ShelfDeleteOne {
+	builder := c.Delete().Where(shelf.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &ShelfDeleteOne{builder}
+}
+
+// Query returns a query builder for Shelf.
+func (c *ShelfClient) Query() *ShelfQuery {
+	return &ShelfQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeShelf},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Shelf entity by its id.
+func (c *ShelfClient) Get(ctx context.Context, id int) (*Shelf, error) {
+	return c.Query().Where(shelf.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *ShelfClient) GetX(ctx context.Context, id int) *Shelf {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryBooks queries the books edge of a Shelf.
+func (c *ShelfClient) QueryBooks(_m *Shelf) *BookQuery {
+	query := (&BookClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(shelf.Table, shelf.FieldID, id),
+			sqlgraph.To(book.Table, book.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, shelf.BooksTable, shelf.BooksColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *ShelfClient) Hooks() []Hook {
+	hooks := c.hooks.Shelf
+	return append(hooks[:len(hooks):len(hooks)], shelf.Hooks[:]...)
+}
+
+// Interceptors returns the client interceptors.
+func (c *ShelfClient) Interceptors() []Interceptor {
+	return c.inters.Shelf
+}
+
+func (c *ShelfClient) mutate(ctx context.Context, m *ShelfMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&ShelfCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&ShelfUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&ShelfUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&ShelfDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Shelf mutation op: %q", m.Op())
+	}
+}
+
+// ShelfBookCountSlotClient is a client for the ShelfBookCountSlot schema.
+type ShelfBookCountSlotClient struct {
+	config
+}
+
+// NewShelfBookCountSlotClient returns a client for the ShelfBookCountSlot from the given config.
+func NewShelfBookCountSlotClient(c config) *ShelfBookCountSlotClient {
+	return &ShelfBookCountSlotClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `shelfbookcountslot.Hooks(f(g(h())))`.
+func (c *ShelfBookCountSlotClient) Use(hooks ...Hook) {
+	c.hooks.ShelfBookCountSlot = append(c.hooks.ShelfBookCountSlot, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `shelfbookcountslot.Intercept(f(g(h())))`.
+func (c *ShelfBookCountSlotClient) Intercept(interceptors ...Interceptor) {
+	c.inters.ShelfBookCountSlot = append(c.inters.ShelfBookCountSlot, interceptors...)
+}
+
+// Create returns a builder for creating a ShelfBookCountSlot entity.
+func (c *ShelfBookCountSlotClient) Create() *ShelfBookCountSlotCreate {
+	mutation := newShelfBookCountSlotMutation(c.config, OpCreate)
+	return &ShelfBookCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of ShelfBookCountSlot entities.
+func (c *ShelfBookCountSlotClient) CreateBulk(builders ...*ShelfBookCountSlotCreate) *ShelfBookCountSlotCreateBulk {
+	return &ShelfBookCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *ShelfBookCountSlotClient) MapCreateBulk(slice any, setFunc func(*ShelfBookCountSlotCreate, int)) *ShelfBookCountSlotCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &ShelfBookCountSlotCreateBulk{err: fmt.Errorf("calling to ShelfBookCountSlotClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*ShelfBookCountSlotCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &ShelfBookCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for ShelfBookCountSlot.
+func (c *ShelfBookCountSlotClient) Update() *ShelfBookCountSlotUpdate {
+	mutation := newShelfBookCountSlotMutation(c.config, OpUpdate)
+	return &ShelfBookCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *ShelfBookCountSlotClient) UpdateOne(_m *ShelfBookCountSlot) *ShelfBookCountSlotUpdateOne {
+	mutation := newShelfBookCountSlotMutation(c.config, OpUpdateOne, withShelfBookCountSlot(_m))
+	return &ShelfBookCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *ShelfBookCountSlotClient) UpdateOneID(id int) *ShelfBookCountSlotUpdateOne {
+	mutation := newShelfBookCountSlotMutation(c.config, OpUpdateOne, withShelfBookCountSlotID(id))
+	return &ShelfBookCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for ShelfBookCountSlot.
+func (c *ShelfBookCountSlotClient) Delete() *ShelfBookCountSlotDelete {
+	mutation := newShelfBookCountSlotMutation(c.config, OpDelete)
+	return &ShelfBookCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *ShelfBookCountSlotClient) DeleteOne(_m *ShelfBookCountSlot) *ShelfBookCountSlotDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *ShelfBookCountSlotClient) DeleteOneID(id int) *ShelfBookCountSlotDeleteOne {
+	builder := c.Delete().Where(shelfbookcountslot.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &ShelfBookCountSlotDeleteOne{builder}
+}
+
+// Query returns a query builder for ShelfBookCountSlot.
+func (c *ShelfBookCountSlotClient) Query() *ShelfBookCountSlotQuery {
+	return &ShelfBookCountSlotQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeShelfBookCountSlot},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a ShelfBookCountSlot entity by its id.
+func (c *ShelfBookCountSlotClient) Get(ctx context.Context, id int) (*ShelfBookCountSlot, error) {
+	return c.Query().Where(shelfbookcountslot.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *ShelfBookCountSlotClient) GetX(ctx context.Context, id int) *ShelfBookCountSlot {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryShelf queries the shelf edge of a ShelfBookCountSlot.
+func (c *ShelfBookCountSlotClient) QueryShelf(_m *ShelfBookCountSlot) *ShelfQuery {
+	query := (&ShelfClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(shelfbookcountslot.Table, shelfbookcountslot.FieldID, id),
+			sqlgraph.To(shelf.Table, shelf.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, shelfbookcountslot.ShelfTable, shelfbookcountslot.ShelfColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *ShelfBookCountSlotClient) Hooks() []Hook {
+	return c.hooks.ShelfBookCountSlot
+}
+
+// Interceptors returns the client interceptors.
+func (c *ShelfBookCountSlotClient) Interceptors() []Interceptor {
+	return c.inters.ShelfBookCountSlot
+}
+
+func (c *ShelfBookCountSlotClient) mutate(ctx context.Context, m *ShelfBookCountSlotMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&ShelfBookCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&ShelfBookCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&ShelfBookCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&ShelfBookCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown ShelfBookCountSlot mutation op: %q", m.Op())
+	}
+}
+
+// ShelfOpenCountSlotClient is a client for the ShelfOpenCountSlot schema.
+type ShelfOpenCountSlotClient struct {
+	config
+}
+
+// NewShelfOpenCountSlotClient returns a client for the ShelfOpenCountSlot from the given config.
+func NewShelfOpenCountSlotClient(c config) *ShelfOpenCountSlotClient {
+	return &ShelfOpenCountSlotClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `shelfopencountslot.Hooks(f(g(h())))`.
+func (c *ShelfOpenCountSlotClient) Use(hooks ...Hook) {
+	c.hooks.ShelfOpenCountSlot = append(c.hooks.ShelfOpenCountSlot, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `shelfopencountslot.Intercept(f(g(h())))`.
+func (c *ShelfOpenCountSlotClient) Intercept(interceptors ...Interceptor) {
+	c.inters.ShelfOpenCountSlot = append(c.inters.ShelfOpenCountSlot, interceptors...)
+}
+
+// Create returns a builder for creating a ShelfOpenCountSlot entity.
+func (c *ShelfOpenCountSlotClient) Create() *ShelfOpenCountSlotCreate {
+	mutation := newShelfOpenCountSlotMutation(c.config, OpCreate)
+	return &ShelfOpenCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of ShelfOpenCountSlot entities.
+func (c *ShelfOpenCountSlotClient) CreateBulk(builders ...*ShelfOpenCountSlotCreate) *ShelfOpenCountSlotCreateBulk {
+	return &ShelfOpenCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *ShelfOpenCountSlotClient) MapCreateBulk(slice any, setFunc func(*ShelfOpenCountSlotCreate, int)) *ShelfOpenCountSlotCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &ShelfOpenCountSlotCreateBulk{err: fmt.Errorf("calling to ShelfOpenCountSlotClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*ShelfOpenCountSlotCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &ShelfOpenCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for ShelfOpenCountSlot.
+func (c *ShelfOpenCountSlotClient) Update() *ShelfOpenCountSlotUpdate {
+	mutation := newShelfOpenCountSlotMutation(c.config, OpUpdate)
+	return &ShelfOpenCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *ShelfOpenCountSlotClient) UpdateOne(_m *ShelfOpenCountSlot) *ShelfOpenCountSlotUpdateOne {
+	mutation := newShelfOpenCountSlotMutation(c.config, OpUpdateOne, withShelfOpenCountSlot(_m))
+	return &ShelfOpenCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *ShelfOpenCountSlotClient) UpdateOneID(id int) *ShelfOpenCountSlotUpdateOne {
+	mutation := newShelfOpenCountSlotMutation(c.config, OpUpdateOne, withShelfOpenCountSlotID(id))
+	return &ShelfOpenCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for ShelfOpenCountSlot.
+func (c *ShelfOpenCountSlotClient) Delete() *ShelfOpenCountSlotDelete {
+	mutation := newShelfOpenCountSlotMutation(c.config, OpDelete)
+	return &ShelfOpenCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *ShelfOpenCountSlotClient) DeleteOne(_m *ShelfOpenCountSlot) *ShelfOpenCountSlotDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *ShelfOpenCountSlotClient) DeleteOneID(id int) *ShelfOpenCountSlotDeleteOne {
+	builder := c.Delete().Where(shelfopencountslot.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &ShelfOpenCountSlotDeleteOne{builder}
+}
+
+// Query returns a query builder for ShelfOpenCountSlot.
+func (c *ShelfOpenCountSlotClient) Query() *ShelfOpenCountSlotQuery {
+	return &ShelfOpenCountSlotQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeShelfOpenCountSlot},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a ShelfOpenCountSlot entity by its id.
+func (c *ShelfOpenCountSlotClient) Get(ctx context.Context, id int) (*ShelfOpenCountSlot, error) {
+	return c.Query().Where(shelfopencountslot.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *ShelfOpenCountSlotClient) GetX(ctx context.Context, id int) *ShelfOpenCountSlot {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryShelf queries the shelf edge of a ShelfOpenCountSlot.
+func (c *ShelfOpenCountSlotClient) QueryShelf(_m *ShelfOpenCountSlot) *ShelfQuery {
+	query := (&ShelfClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(shelfopencountslot.Table, shelfopencountslot.FieldID, id),
+			sqlgraph.To(shelf.Table, shelf.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, shelfopencountslot.ShelfTable, shelfopencountslot.ShelfColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *ShelfOpenCountSlotClient) Hooks() []Hook {
+	return c.hooks.ShelfOpenCountSlot
+}
+
+// Interceptors returns the client interceptors.
+func (c *ShelfOpenCountSlotClient) Interceptors() []Interceptor {
+	return c.inters.ShelfOpenCountSlot
+}
+
+func (c *ShelfOpenCountSlotClient) mutate(ctx context.Context, m *ShelfOpenCountSlotMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&ShelfOpenCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&ShelfOpenCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&ShelfOpenCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&ShelfOpenCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown ShelfOpenCountSlot mutation op: %q", m.Op())
 	}
 }
 
@@ -2519,14 +3150,16 @@ func (c *TagUsesSlotClient) mutate(ctx context.Context, m *TagUsesSlotMutation) 
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
-		Author, AuthorFollowersSlot, Comment, CommentUpvoteSlot, NaivePost, Post,
-		PostLikesSlot, PostViewsSlot, SkipPost, SkipPostLikesSlot, Story,
-		StoryClapsDelta, Tag, TagHitsSlot, TagUsesSlot []ent.Hook
+		Author, AuthorFollowersSlot, Book, Comment, CommentUpvoteSlot, NaivePost, Post,
+		PostLikesSlot, PostViewsSlot, Shelf, ShelfBookCountSlot, ShelfOpenCountSlot,
+		SkipPost, SkipPostLikesSlot, Story, StoryClapsDelta, Tag, TagHitsSlot,
+		TagUsesSlot []ent.Hook
 	}
 	inters struct {
-		Author, AuthorFollowersSlot, Comment, CommentUpvoteSlot, NaivePost, Post,
-		PostLikesSlot, PostViewsSlot, SkipPost, SkipPostLikesSlot, Story,
-		StoryClapsDelta, Tag, TagHitsSlot, TagUsesSlot []ent.Interceptor
+		Author, AuthorFollowersSlot, Book, Comment, CommentUpvoteSlot, NaivePost, Post,
+		PostLikesSlot, PostViewsSlot, Shelf, ShelfBookCountSlot, ShelfOpenCountSlot,
+		SkipPost, SkipPostLikesSlot, Story, StoryClapsDelta, Tag, TagHitsSlot,
+		TagUsesSlot []ent.Interceptor
 	}
 )
 
@@ -2542,6 +3175,8 @@ var hotCounterDefs = []entcounter.Def{
 	{Type: "Comment", Field: "upvote", StructField: "Upvote", Table: "comments", Key: "id", SlotTable: "comment_upvote_slots", Owner: "comment_id", Slots: 8, Rollup: false, Append: false, Precreate: 0, SkipLocked: false},
 	{Type: "Post", Field: "likes", StructField: "Likes", Table: "posts", Key: "id", SlotTable: "post_likes_slots", Owner: "post_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false},
 	{Type: "Post", Field: "views", StructField: "Views", Table: "posts", Key: "id", SlotTable: "post_views_slots", Owner: "post_id", Slots: 64, Rollup: true, Append: false, Precreate: 0, SkipLocked: false},
+	{Type: "Shelf", Field: "book_count", StructField: "BookCount", Table: "shelves", Key: "id", SlotTable: "shelf_book_count_slots", Owner: "shelf_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &entcounter.CountDef{Edge: "books", Table: "books", Key: "id", Ref: "shelf_id", Columns: []string{"id", "status", "shelf_id"}, Where: ""}},
+	{Type: "Shelf", Field: "open_count", StructField: "OpenCount", Table: "shelves", Key: "id", SlotTable: "shelf_open_count_slots", Owner: "shelf_id", Slots: 4, Rollup: true, Append: false, Precreate: 0, SkipLocked: false, Count: &entcounter.CountDef{Edge: "books", Table: "books", Key: "id", Ref: "shelf_id", Columns: []string{"id", "status", "shelf_id"}, Where: "status = 'open'"}},
 	{Type: "SkipPost", Field: "likes", StructField: "Likes", Table: "skip_posts", Key: "id", SlotTable: "skip_post_likes_slots", Owner: "skip_post_id", Slots: 64, Rollup: false, Append: false, Precreate: 1, SkipLocked: true},
 	{Type: "Story", Field: "claps", StructField: "Claps", Table: "stories", Key: "id", SlotTable: "story_claps_deltas", Owner: "story_id", Slots: 16, Rollup: true, Append: true, Precreate: 0, SkipLocked: false},
 	{Type: "Tag", Field: "uses", StructField: "Uses", Table: "tags", Key: "id", SlotTable: "tag_uses_slots", Owner: "tag_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false},

@@ -14,12 +14,16 @@ import (
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"github.com/hotcounter/hotcounter/integration_test/ent/author"
 	"github.com/hotcounter/hotcounter/integration_test/ent/authorfollowersslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/book"
 	"github.com/hotcounter/hotcounter/integration_test/ent/comment"
 	"github.com/hotcounter/hotcounter/integration_test/ent/commentupvoteslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/naivepost"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postviewsslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/shelf"
+	"github.com/hotcounter/hotcounter/integration_test/ent/shelfbookcountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/shelfopencountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/skippost"
 	"github.com/hotcounter/hotcounter/integration_test/ent/skippostlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/story"
@@ -89,12 +93,16 @@ func checkColumn(t, c string) error {
 		columnCheck = sql.NewColumnCheck(map[string]func(string) bool{
 			author.Table:              author.ValidColumn,
 			authorfollowersslot.Table: authorfollowersslot.ValidColumn,
+			book.Table:                book.ValidColumn,
 			comment.Table:             comment.ValidColumn,
 			commentupvoteslot.Table:   commentupvoteslot.ValidColumn,
 			naivepost.Table:           naivepost.ValidColumn,
 			post.Table:                post.ValidColumn,
 			postlikesslot.Table:       postlikesslot.ValidColumn,
 			postviewsslot.Table:       postviewsslot.ValidColumn,
+			shelf.Table:               shelf.ValidColumn,
+			shelfbookcountslot.Table:  shelfbookcountslot.ValidColumn,
+			shelfopencountslot.Table:  shelfopencountslot.ValidColumn,
 			skippost.Table:            skippost.ValidColumn,
 			skippostlikesslot.Table:   skippostlikesslot.ValidColumn,
 			story.Table:               story.ValidColumn,

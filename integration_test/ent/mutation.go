@@ -12,6 +12,7 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"github.com/hotcounter/hotcounter/integration_test/ent/author"
 	"github.com/hotcounter/hotcounter/integration_test/ent/authorfollowersslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/book"
 	"github.com/hotcounter/hotcounter/integration_test/ent/comment"
 	"github.com/hotcounter/hotcounter/integration_test/ent/commentupvoteslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/naivepost"
@@ -19,6 +20,9 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/postlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postviewsslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/predicate"
+	"github.com/hotcounter/hotcounter/integration_test/ent/shelf"
+	"github.com/hotcounter/hotcounter/integration_test/ent/shelfbookcountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/shelfopencountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/skippost"
 	"github.com/hotcounter/hotcounter/integration_test/ent/skippostlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/story"
@@ -39,12 +43,16 @@ const (
 	// Node types.
 	TypeAuthor              = "Author"
 	TypeAuthorFollowersSlot = "AuthorFollowersSlot"
+	TypeBook                = "Book"
 	TypeComment             = "Comment"
 	TypeCommentUpvoteSlot   = "CommentUpvoteSlot"
 	TypeNaivePost           = "NaivePost"
 	TypePost                = "Post"
 	TypePostLikesSlot       = "PostLikesSlot"
 	TypePostViewsSlot       = "PostViewsSlot"
+	TypeShelf               = "Shelf"
+	TypeShelfBookCountSlot  = "ShelfBookCountSlot"
+	TypeShelfOpenCountSlot  = "ShelfOpenCountSlot"
 	TypeSkipPost            = "SkipPost"
 	TypeSkipPostLikesSlot   = "SkipPostLikesSlot"
 	TypeStory               = "Story"
@@ -1143,6 +1151,465 @@ func (m *AuthorFollowersSlotMutation) ResetEdge(name string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown AuthorFollowersSlot edge %s", name)
+}
+
+// BookMutation represents an operation that mutates the Book nodes in the graph.
+type BookMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int
+	status        *string
+	clearedFields map[string]struct{}
+	shelf         *int
+	clearedshelf  bool
+	done          bool
+	oldValue      func(context.Context) (*Book, error)
+	predicates    []predicate.Book
+}
+
+var _ ent.Mutation = (*BookMutation)(nil)
+
+// bookOption allows management of the mutation configuration using functional options.
+type bookOption func(*BookMutation)
+
+// newBookMutation creates new mutation for the Book entity.
+func newBookMutation(c config, op Op, opts ...bookOption) *BookMutation {
+	m := &BookMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeBook,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withBookID sets the ID field of the mutation.
+func withBookID(id int) bookOption {
+	return func(m *BookMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *Book
+		)
+		m.oldValue = func(ctx context.Context) (*Book, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().Book.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withBook sets the old Book of the mutation.
+func withBook(node *Book) bookOption {
+	return func(m *BookMutation) {
+		m.oldValue = func(context.Context) (*Book, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m BookMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m BookMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *BookMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *BookMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().Book.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetStatus sets the "status" field.
+func (m *BookMutation) SetStatus(s string) {
+	m.status = &s
+}
+
+// Status returns the value of the "status" field in the mutation.
+func (m *BookMutation) Status() (r string, exists bool) {
+	v := m.status
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldStatus returns the old "status" field's value of the Book entity.
+// If the Book object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *BookMutation) OldStatus(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldStatus is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldStatus requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldStatus: %w", err)
+	}
+	return oldValue.Status, nil
+}
+
+// ResetStatus resets all changes to the "status" field.
+func (m *BookMutation) ResetStatus() {
+	m.status = nil
+}
+
+// SetShelfID sets the "shelf_id" field.
+func (m *BookMutation) SetShelfID(i int) {
+	m.shelf = &i
+}
+
+// ShelfID returns the value of the "shelf_id" field in the mutation.
+func (m *BookMutation) ShelfID() (r int, exists bool) {
+	v := m.shelf
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldShelfID returns the old "shelf_id" field's value of the Book entity.
+// If the Book object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *BookMutation) OldShelfID(ctx context.Context) (v *int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldShelfID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldShelfID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldShelfID: %w", err)
+	}
+	return oldValue.ShelfID, nil
+}
+
+// ClearShelfID clears the value of the "shelf_id" field.
+func (m *BookMutation) ClearShelfID() {
+	m.shelf = nil
+	m.clearedFields[book.FieldShelfID] = struct{}{}
+}
+
+// ShelfIDCleared returns if the "shelf_id" field was cleared in this mutation.
+func (m *BookMutation) ShelfIDCleared() bool {
+	_, ok := m.clearedFields[book.FieldShelfID]
+	return ok
+}
+
+// ResetShelfID resets all changes to the "shelf_id" field.
+func (m *BookMutation) ResetShelfID() {
+	m.shelf = nil
+	delete(m.clearedFields, book.FieldShelfID)
+}
+
+// ClearShelf clears the "shelf" edge to the Shelf entity.
+func (m *BookMutation) ClearShelf() {
+	m.clearedshelf = true
+	m.clearedFields[book.FieldShelfID] = struct{}{}
+}
+
+// ShelfCleared reports if the "shelf" edge to the Shelf entity was cleared.
+func (m *BookMutation) ShelfCleared() bool {
+	return m.ShelfIDCleared() || m.clearedshelf
+}
+
+// ShelfIDs returns the "shelf" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// ShelfID instead. It exists only for internal usage by the builders.
+func (m *BookMutation) ShelfIDs() (ids []int) {
+	if id := m.shelf; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetShelf resets all changes to the "shelf" edge.
+func (m *BookMutation) ResetShelf() {
+	m.shelf = nil
+	m.clearedshelf = false
+}
+
+// Where appends a list predicates to the BookMutation builder.
+func (m *BookMutation) Where(ps ...predicate.Book) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the BookMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *BookMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.Book, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *BookMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *BookMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (Book).
+func (m *BookMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *BookMutation) Fields() []string {
+	fields := make([]string, 0, 2)
+	if m.status != nil {
+		fields = append(fields, book.FieldStatus)
+	}
+	if m.shelf != nil {
+		fields = append(fields, book.FieldShelfID)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *BookMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case book.FieldStatus:
+		return m.Status()
+	case book.FieldShelfID:
+		return m.ShelfID()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *BookMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case book.FieldStatus:
+		return m.OldStatus(ctx)
+	case book.FieldShelfID:
+		return m.OldShelfID(ctx)
+	}
+	return nil, fmt.Errorf("unknown Book field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *BookMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case book.FieldStatus:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetStatus(v)
+		return nil
+	case book.FieldShelfID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetShelfID(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Book field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *BookMutation) AddedFields() []string {
+	var fields []string
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *BookMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *BookMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown Book numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *BookMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(book.FieldShelfID) {
+		fields = append(fields, book.FieldShelfID)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *BookMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *BookMutation) ClearField(name string) error {
+	switch name {
+	case book.FieldShelfID:
+		m.ClearShelfID()
+		return nil
+	}
+	return fmt.Errorf("unknown Book nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *BookMutation) ResetField(name string) error {
+	switch name {
+	case book.FieldStatus:
+		m.ResetStatus()
+		return nil
+	case book.FieldShelfID:
+		m.ResetShelfID()
+		return nil
+	}
+	return fmt.Errorf("unknown Book field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *BookMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.shelf != nil {
+		edges = append(edges, book.EdgeShelf)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *BookMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case book.EdgeShelf:
+		if id := m.shelf; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *BookMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *BookMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *BookMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedshelf {
+		edges = append(edges, book.EdgeShelf)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *BookMutation) EdgeCleared(name string) bool {
+	switch name {
+	case book.EdgeShelf:
+		return m.clearedshelf
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *BookMutation) ClearEdge(name string) error {
+	switch name {
+	case book.EdgeShelf:
+		m.ClearShelf()
+		return nil
+	}
+	return fmt.Errorf("unknown Book unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *BookMutation) ResetEdge(name string) error {
+	switch name {
+	case book.EdgeShelf:
+		m.ResetShelf()
+		return nil
+	}
+	return fmt.Errorf("unknown Book edge %s", name)
 }
 
 // CommentMutation represents an operation that mutates the Comment nodes in the graph.
@@ -4465,6 +4932,1741 @@ func (m *PostViewsSlotMutation) ResetEdge(name string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown PostViewsSlot edge %s", name)
+}
+
+// ShelfMutation represents an operation that mutates the Shelf nodes in the graph.
+type ShelfMutation struct {
+	config
+	op                   Op
+	typ                  string
+	id                   *int
+	book_count           *int64
+	addbook_count        *int64
+	open_count           *int64
+	addopen_count        *int64
+	name                 *string
+	clearedFields        map[string]struct{}
+	books                map[int]struct{}
+	removedbooks         map[int]struct{}
+	clearedbooks         bool
+	done                 bool
+	oldValue             func(context.Context) (*Shelf, error)
+	predicates           []predicate.Shelf
+	hotcounterUpsert     bool
+	hotcounterBulkUpsert bool
+}
+
+var _ ent.Mutation = (*ShelfMutation)(nil)
+
+// shelfOption allows management of the mutation configuration using functional options.
+type shelfOption func(*ShelfMutation)
+
+// newShelfMutation creates new mutation for the Shelf entity.
+func newShelfMutation(c config, op Op, opts ...shelfOption) *ShelfMutation {
+	m := &ShelfMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeShelf,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withShelfID sets the ID field of the mutation.
+func withShelfID(id int) shelfOption {
+	return func(m *ShelfMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *Shelf
+		)
+		m.oldValue = func(ctx context.Context) (*Shelf, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().Shelf.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withShelf sets the old Shelf of the mutation.
+func withShelf(node *Shelf) shelfOption {
+	return func(m *ShelfMutation) {
+		m.oldValue = func(context.Context) (*Shelf, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m ShelfMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m ShelfMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *ShelfMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *ShelfMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().Shelf.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetBookCount sets the "book_count" field.
+func (m *ShelfMutation) SetBookCount(i int64) {
+	m.book_count = &i
+	m.addbook_count = nil
+}
+
+// BookCount returns the value of the "book_count" field in the mutation.
+func (m *ShelfMutation) BookCount() (r int64, exists bool) {
+	v := m.book_count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldBookCount returns the old "book_count" field's value of the Shelf entity.
+// If the Shelf object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ShelfMutation) OldBookCount(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldBookCount is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldBookCount requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldBookCount: %w", err)
+	}
+	return oldValue.BookCount, nil
+}
+
+// AddBookCount adds i to the "book_count" field.
+func (m *ShelfMutation) AddBookCount(i int64) {
+	if m.addbook_count != nil {
+		*m.addbook_count += i
+	} else {
+		m.addbook_count = &i
+	}
+}
+
+// AddedBookCount returns the value that was added to the "book_count" field in this mutation.
+func (m *ShelfMutation) AddedBookCount() (r int64, exists bool) {
+	v := m.addbook_count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearBookCount clears the value of the "book_count" field.
+func (m *ShelfMutation) ClearBookCount() {
+	m.book_count = nil
+	m.addbook_count = nil
+	m.clearedFields[shelf.FieldBookCount] = struct{}{}
+}
+
+// BookCountCleared returns if the "book_count" field was cleared in this mutation.
+func (m *ShelfMutation) BookCountCleared() bool {
+	_, ok := m.clearedFields[shelf.FieldBookCount]
+	return ok
+}
+
+// ResetBookCount resets all changes to the "book_count" field.
+func (m *ShelfMutation) ResetBookCount() {
+	m.book_count = nil
+	m.addbook_count = nil
+	delete(m.clearedFields, shelf.FieldBookCount)
+}
+
+// SetOpenCount sets the "open_count" field.
+func (m *ShelfMutation) SetOpenCount(i int64) {
+	m.open_count = &i
+	m.addopen_count = nil
+}
+
+// OpenCount returns the value of the "open_count" field in the mutation.
+func (m *ShelfMutation) OpenCount() (r int64, exists bool) {
+	v := m.open_count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldOpenCount returns the old "open_count" field's value of the Shelf entity.
+// If the Shelf object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ShelfMutation) OldOpenCount(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldOpenCount is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldOpenCount requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldOpenCount: %w", err)
+	}
+	return oldValue.OpenCount, nil
+}
+
+// AddOpenCount adds i to the "open_count" field.
+func (m *ShelfMutation) AddOpenCount(i int64) {
+	if m.addopen_count != nil {
+		*m.addopen_count += i
+	} else {
+		m.addopen_count = &i
+	}
+}
+
+// AddedOpenCount returns the value that was added to the "open_count" field in this mutation.
+func (m *ShelfMutation) AddedOpenCount() (r int64, exists bool) {
+	v := m.addopen_count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetOpenCount resets all changes to the "open_count" field.
+func (m *ShelfMutation) ResetOpenCount() {
+	m.open_count = nil
+	m.addopen_count = nil
+}
+
+// SetName sets the "name" field.
+func (m *ShelfMutation) SetName(s string) {
+	m.name = &s
+}
+
+// Name returns the value of the "name" field in the mutation.
+func (m *ShelfMutation) Name() (r string, exists bool) {
+	v := m.name
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldName returns the old "name" field's value of the Shelf entity.
+// If the Shelf object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ShelfMutation) OldName(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldName is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldName requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldName: %w", err)
+	}
+	return oldValue.Name, nil
+}
+
+// ResetName resets all changes to the "name" field.
+func (m *ShelfMutation) ResetName() {
+	m.name = nil
+}
+
+// AddBookIDs adds the "books" edge to the Book entity by ids.
+func (m *ShelfMutation) AddBookIDs(ids ...int) {
+	if m.books == nil {
+		m.books = make(map[int]struct{})
+	}
+	for i := range ids {
+		m.books[ids[i]] = struct{}{}
+	}
+}
+
+// ClearBooks clears the "books" edge to the Book entity.
+func (m *ShelfMutation) ClearBooks() {
+	m.clearedbooks = true
+}
+
+// BooksCleared reports if the "books" edge to the Book entity was cleared.
+func (m *ShelfMutation) BooksCleared() bool {
+	return m.clearedbooks
+}
+
+// RemoveBookIDs removes the "books" edge to the Book entity by IDs.
+func (m *ShelfMutation) RemoveBookIDs(ids ...int) {
+	if m.removedbooks == nil {
+		m.removedbooks = make(map[int]struct{})
+	}
+	for i := range ids {
+		delete(m.books, ids[i])
+		m.removedbooks[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedBooks returns the removed IDs of the "books" edge to the Book entity.
+func (m *ShelfMutation) RemovedBooksIDs() (ids []int) {
+	for id := range m.removedbooks {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// BooksIDs returns the "books" edge IDs in the mutation.
+func (m *ShelfMutation) BooksIDs() (ids []int) {
+	for id := range m.books {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetBooks resets all changes to the "books" edge.
+func (m *ShelfMutation) ResetBooks() {
+	m.books = nil
+	m.clearedbooks = false
+	m.removedbooks = nil
+}
+
+// Where appends a list predicates to the ShelfMutation builder.
+func (m *ShelfMutation) Where(ps ...predicate.Shelf) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the ShelfMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *ShelfMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.Shelf, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *ShelfMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *ShelfMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (Shelf).
+func (m *ShelfMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *ShelfMutation) Fields() []string {
+	fields := make([]string, 0, 3)
+	if m.book_count != nil {
+		fields = append(fields, shelf.FieldBookCount)
+	}
+	if m.open_count != nil {
+		fields = append(fields, shelf.FieldOpenCount)
+	}
+	if m.name != nil {
+		fields = append(fields, shelf.FieldName)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *ShelfMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case shelf.FieldBookCount:
+		return m.BookCount()
+	case shelf.FieldOpenCount:
+		return m.OpenCount()
+	case shelf.FieldName:
+		return m.Name()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *ShelfMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case shelf.FieldBookCount:
+		return m.OldBookCount(ctx)
+	case shelf.FieldOpenCount:
+		return m.OldOpenCount(ctx)
+	case shelf.FieldName:
+		return m.OldName(ctx)
+	}
+	return nil, fmt.Errorf("unknown Shelf field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ShelfMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case shelf.FieldBookCount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetBookCount(v)
+		return nil
+	case shelf.FieldOpenCount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetOpenCount(v)
+		return nil
+	case shelf.FieldName:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetName(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Shelf field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *ShelfMutation) AddedFields() []string {
+	var fields []string
+	if m.addbook_count != nil {
+		fields = append(fields, shelf.FieldBookCount)
+	}
+	if m.addopen_count != nil {
+		fields = append(fields, shelf.FieldOpenCount)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *ShelfMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case shelf.FieldBookCount:
+		return m.AddedBookCount()
+	case shelf.FieldOpenCount:
+		return m.AddedOpenCount()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ShelfMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case shelf.FieldBookCount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddBookCount(v)
+		return nil
+	case shelf.FieldOpenCount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddOpenCount(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Shelf numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *ShelfMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(shelf.FieldBookCount) {
+		fields = append(fields, shelf.FieldBookCount)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *ShelfMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *ShelfMutation) ClearField(name string) error {
+	switch name {
+	case shelf.FieldBookCount:
+		m.ClearBookCount()
+		return nil
+	}
+	return fmt.Errorf("unknown Shelf nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *ShelfMutation) ResetField(name string) error {
+	switch name {
+	case shelf.FieldBookCount:
+		m.ResetBookCount()
+		return nil
+	case shelf.FieldOpenCount:
+		m.ResetOpenCount()
+		return nil
+	case shelf.FieldName:
+		m.ResetName()
+		return nil
+	}
+	return fmt.Errorf("unknown Shelf field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *ShelfMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.books != nil {
+		edges = append(edges, shelf.EdgeBooks)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *ShelfMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case shelf.EdgeBooks:
+		ids := make([]ent.Value, 0, len(m.books))
+		for id := range m.books {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *ShelfMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.removedbooks != nil {
+		edges = append(edges, shelf.EdgeBooks)
+	}
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *ShelfMutation) RemovedIDs(name string) []ent.Value {
+	switch name {
+	case shelf.EdgeBooks:
+		ids := make([]ent.Value, 0, len(m.removedbooks))
+		for id := range m.removedbooks {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *ShelfMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedbooks {
+		edges = append(edges, shelf.EdgeBooks)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *ShelfMutation) EdgeCleared(name string) bool {
+	switch name {
+	case shelf.EdgeBooks:
+		return m.clearedbooks
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *ShelfMutation) ClearEdge(name string) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown Shelf unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *ShelfMutation) ResetEdge(name string) error {
+	switch name {
+	case shelf.EdgeBooks:
+		m.ResetBooks()
+		return nil
+	}
+	return fmt.Errorf("unknown Shelf edge %s", name)
+}
+
+// ShelfBookCountSlotMutation represents an operation that mutates the ShelfBookCountSlot nodes in the graph.
+type ShelfBookCountSlotMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int
+	slot          *int16
+	addslot       *int16
+	n             *int64
+	addn          *int64
+	clearedFields map[string]struct{}
+	shelf         *int
+	clearedshelf  bool
+	done          bool
+	oldValue      func(context.Context) (*ShelfBookCountSlot, error)
+	predicates    []predicate.ShelfBookCountSlot
+}
+
+var _ ent.Mutation = (*ShelfBookCountSlotMutation)(nil)
+
+// shelfbookcountslotOption allows management of the mutation configuration using functional options.
+type shelfbookcountslotOption func(*ShelfBookCountSlotMutation)
+
+// newShelfBookCountSlotMutation creates new mutation for the ShelfBookCountSlot entity.
+func newShelfBookCountSlotMutation(c config, op Op, opts ...shelfbookcountslotOption) *ShelfBookCountSlotMutation {
+	m := &ShelfBookCountSlotMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeShelfBookCountSlot,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withShelfBookCountSlotID sets the ID field of the mutation.
+func withShelfBookCountSlotID(id int) shelfbookcountslotOption {
+	return func(m *ShelfBookCountSlotMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *ShelfBookCountSlot
+		)
+		m.oldValue = func(ctx context.Context) (*ShelfBookCountSlot, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().ShelfBookCountSlot.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withShelfBookCountSlot sets the old ShelfBookCountSlot of the mutation.
+func withShelfBookCountSlot(node *ShelfBookCountSlot) shelfbookcountslotOption {
+	return func(m *ShelfBookCountSlotMutation) {
+		m.oldValue = func(context.Context) (*ShelfBookCountSlot, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m ShelfBookCountSlotMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m ShelfBookCountSlotMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *ShelfBookCountSlotMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *ShelfBookCountSlotMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().ShelfBookCountSlot.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetShelfID sets the "shelf_id" field.
+func (m *ShelfBookCountSlotMutation) SetShelfID(i int) {
+	m.shelf = &i
+}
+
+// ShelfID returns the value of the "shelf_id" field in the mutation.
+func (m *ShelfBookCountSlotMutation) ShelfID() (r int, exists bool) {
+	v := m.shelf
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldShelfID returns the old "shelf_id" field's value of the ShelfBookCountSlot entity.
+// If the ShelfBookCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ShelfBookCountSlotMutation) OldShelfID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldShelfID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldShelfID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldShelfID: %w", err)
+	}
+	return oldValue.ShelfID, nil
+}
+
+// ResetShelfID resets all changes to the "shelf_id" field.
+func (m *ShelfBookCountSlotMutation) ResetShelfID() {
+	m.shelf = nil
+}
+
+// SetSlot sets the "slot" field.
+func (m *ShelfBookCountSlotMutation) SetSlot(i int16) {
+	m.slot = &i
+	m.addslot = nil
+}
+
+// Slot returns the value of the "slot" field in the mutation.
+func (m *ShelfBookCountSlotMutation) Slot() (r int16, exists bool) {
+	v := m.slot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSlot returns the old "slot" field's value of the ShelfBookCountSlot entity.
+// If the ShelfBookCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ShelfBookCountSlotMutation) OldSlot(ctx context.Context) (v int16, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSlot is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSlot requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSlot: %w", err)
+	}
+	return oldValue.Slot, nil
+}
+
+// AddSlot adds i to the "slot" field.
+func (m *ShelfBookCountSlotMutation) AddSlot(i int16) {
+	if m.addslot != nil {
+		*m.addslot += i
+	} else {
+		m.addslot = &i
+	}
+}
+
+// AddedSlot returns the value that was added to the "slot" field in this mutation.
+func (m *ShelfBookCountSlotMutation) AddedSlot() (r int16, exists bool) {
+	v := m.addslot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetSlot resets all changes to the "slot" field.
+func (m *ShelfBookCountSlotMutation) ResetSlot() {
+	m.slot = nil
+	m.addslot = nil
+}
+
+// SetN sets the "n" field.
+func (m *ShelfBookCountSlotMutation) SetN(i int64) {
+	m.n = &i
+	m.addn = nil
+}
+
+// N returns the value of the "n" field in the mutation.
+func (m *ShelfBookCountSlotMutation) N() (r int64, exists bool) {
+	v := m.n
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldN returns the old "n" field's value of the ShelfBookCountSlot entity.
+// If the ShelfBookCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ShelfBookCountSlotMutation) OldN(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldN is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldN requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldN: %w", err)
+	}
+	return oldValue.N, nil
+}
+
+// AddN adds i to the "n" field.
+func (m *ShelfBookCountSlotMutation) AddN(i int64) {
+	if m.addn != nil {
+		*m.addn += i
+	} else {
+		m.addn = &i
+	}
+}
+
+// AddedN returns the value that was added to the "n" field in this mutation.
+func (m *ShelfBookCountSlotMutation) AddedN() (r int64, exists bool) {
+	v := m.addn
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetN resets all changes to the "n" field.
+func (m *ShelfBookCountSlotMutation) ResetN() {
+	m.n = nil
+	m.addn = nil
+}
+
+// ClearShelf clears the "shelf" edge to the Shelf entity.
+func (m *ShelfBookCountSlotMutation) ClearShelf() {
+	m.clearedshelf = true
+	m.clearedFields[shelfbookcountslot.FieldShelfID] = struct{}{}
+}
+
+// ShelfCleared reports if the "shelf" edge to the Shelf entity was cleared.
+func (m *ShelfBookCountSlotMutation) ShelfCleared() bool {
+	return m.clearedshelf
+}
+
+// ShelfIDs returns the "shelf" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// ShelfID instead. It exists only for internal usage by the builders.
+func (m *ShelfBookCountSlotMutation) ShelfIDs() (ids []int) {
+	if id := m.shelf; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetShelf resets all changes to the "shelf" edge.
+func (m *ShelfBookCountSlotMutation) ResetShelf() {
+	m.shelf = nil
+	m.clearedshelf = false
+}
+
+// Where appends a list predicates to the ShelfBookCountSlotMutation builder.
+func (m *ShelfBookCountSlotMutation) Where(ps ...predicate.ShelfBookCountSlot) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the ShelfBookCountSlotMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *ShelfBookCountSlotMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.ShelfBookCountSlot, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *ShelfBookCountSlotMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *ShelfBookCountSlotMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (ShelfBookCountSlot).
+func (m *ShelfBookCountSlotMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *ShelfBookCountSlotMutation) Fields() []string {
+	fields := make([]string, 0, 3)
+	if m.shelf != nil {
+		fields = append(fields, shelfbookcountslot.FieldShelfID)
+	}
+	if m.slot != nil {
+		fields = append(fields, shelfbookcountslot.FieldSlot)
+	}
+	if m.n != nil {
+		fields = append(fields, shelfbookcountslot.FieldN)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *ShelfBookCountSlotMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case shelfbookcountslot.FieldShelfID:
+		return m.ShelfID()
+	case shelfbookcountslot.FieldSlot:
+		return m.Slot()
+	case shelfbookcountslot.FieldN:
+		return m.N()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *ShelfBookCountSlotMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case shelfbookcountslot.FieldShelfID:
+		return m.OldShelfID(ctx)
+	case shelfbookcountslot.FieldSlot:
+		return m.OldSlot(ctx)
+	case shelfbookcountslot.FieldN:
+		return m.OldN(ctx)
+	}
+	return nil, fmt.Errorf("unknown ShelfBookCountSlot field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ShelfBookCountSlotMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case shelfbookcountslot.FieldShelfID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetShelfID(v)
+		return nil
+	case shelfbookcountslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSlot(v)
+		return nil
+	case shelfbookcountslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown ShelfBookCountSlot field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *ShelfBookCountSlotMutation) AddedFields() []string {
+	var fields []string
+	if m.addslot != nil {
+		fields = append(fields, shelfbookcountslot.FieldSlot)
+	}
+	if m.addn != nil {
+		fields = append(fields, shelfbookcountslot.FieldN)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *ShelfBookCountSlotMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case shelfbookcountslot.FieldSlot:
+		return m.AddedSlot()
+	case shelfbookcountslot.FieldN:
+		return m.AddedN()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ShelfBookCountSlotMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case shelfbookcountslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddSlot(v)
+		return nil
+	case shelfbookcountslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown ShelfBookCountSlot numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *ShelfBookCountSlotMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *ShelfBookCountSlotMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *ShelfBookCountSlotMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown ShelfBookCountSlot nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *ShelfBookCountSlotMutation) ResetField(name string) error {
+	switch name {
+	case shelfbookcountslot.FieldShelfID:
+		m.ResetShelfID()
+		return nil
+	case shelfbookcountslot.FieldSlot:
+		m.ResetSlot()
+		return nil
+	case shelfbookcountslot.FieldN:
+		m.ResetN()
+		return nil
+	}
+	return fmt.Errorf("unknown ShelfBookCountSlot field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *ShelfBookCountSlotMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.shelf != nil {
+		edges = append(edges, shelfbookcountslot.EdgeShelf)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *ShelfBookCountSlotMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case shelfbookcountslot.EdgeShelf:
+		if id := m.shelf; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *ShelfBookCountSlotMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *ShelfBookCountSlotMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *ShelfBookCountSlotMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedshelf {
+		edges = append(edges, shelfbookcountslot.EdgeShelf)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *ShelfBookCountSlotMutation) EdgeCleared(name string) bool {
+	switch name {
+	case shelfbookcountslot.EdgeShelf:
+		return m.clearedshelf
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *ShelfBookCountSlotMutation) ClearEdge(name string) error {
+	switch name {
+	case shelfbookcountslot.EdgeShelf:
+		m.ClearShelf()
+		return nil
+	}
+	return fmt.Errorf("unknown ShelfBookCountSlot unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *ShelfBookCountSlotMutation) ResetEdge(name string) error {
+	switch name {
+	case shelfbookcountslot.EdgeShelf:
+		m.ResetShelf()
+		return nil
+	}
+	return fmt.Errorf("unknown ShelfBookCountSlot edge %s", name)
+}
+
+// ShelfOpenCountSlotMutation represents an operation that mutates the ShelfOpenCountSlot nodes in the graph.
+type ShelfOpenCountSlotMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int
+	slot          *int16
+	addslot       *int16
+	n             *int64
+	addn          *int64
+	clearedFields map[string]struct{}
+	shelf         *int
+	clearedshelf  bool
+	done          bool
+	oldValue      func(context.Context) (*ShelfOpenCountSlot, error)
+	predicates    []predicate.ShelfOpenCountSlot
+}
+
+var _ ent.Mutation = (*ShelfOpenCountSlotMutation)(nil)
+
+// shelfopencountslotOption allows management of the mutation configuration using functional options.
+type shelfopencountslotOption func(*ShelfOpenCountSlotMutation)
+
+// newShelfOpenCountSlotMutation creates new mutation for the ShelfOpenCountSlot entity.
+func newShelfOpenCountSlotMutation(c config, op Op, opts ...shelfopencountslotOption) *ShelfOpenCountSlotMutation {
+	m := &ShelfOpenCountSlotMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeShelfOpenCountSlot,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withShelfOpenCountSlotID sets the ID field of the mutation.
+func withShelfOpenCountSlotID(id int) shelfopencountslotOption {
+	return func(m *ShelfOpenCountSlotMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *ShelfOpenCountSlot
+		)
+		m.oldValue = func(ctx context.Context) (*ShelfOpenCountSlot, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().ShelfOpenCountSlot.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withShelfOpenCountSlot sets the old ShelfOpenCountSlot of the mutation.
+func withShelfOpenCountSlot(node *ShelfOpenCountSlot) shelfopencountslotOption {
+	return func(m *ShelfOpenCountSlotMutation) {
+		m.oldValue = func(context.Context) (*ShelfOpenCountSlot, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m ShelfOpenCountSlotMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m ShelfOpenCountSlotMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *ShelfOpenCountSlotMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *ShelfOpenCountSlotMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().ShelfOpenCountSlot.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetShelfID sets the "shelf_id" field.
+func (m *ShelfOpenCountSlotMutation) SetShelfID(i int) {
+	m.shelf = &i
+}
+
+// ShelfID returns the value of the "shelf_id" field in the mutation.
+func (m *ShelfOpenCountSlotMutation) ShelfID() (r int, exists bool) {
+	v := m.shelf
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldShelfID returns the old "shelf_id" field's value of the ShelfOpenCountSlot entity.
+// If the ShelfOpenCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ShelfOpenCountSlotMutation) OldShelfID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldShelfID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldShelfID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldShelfID: %w", err)
+	}
+	return oldValue.ShelfID, nil
+}
+
+// ResetShelfID resets all changes to the "shelf_id" field.
+func (m *ShelfOpenCountSlotMutation) ResetShelfID() {
+	m.shelf = nil
+}
+
+// SetSlot sets the "slot" field.
+func (m *ShelfOpenCountSlotMutation) SetSlot(i int16) {
+	m.slot = &i
+	m.addslot = nil
+}
+
+// Slot returns the value of the "slot" field in the mutation.
+func (m *ShelfOpenCountSlotMutation) Slot() (r int16, exists bool) {
+	v := m.slot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSlot returns the old "slot" field's value of the ShelfOpenCountSlot entity.
+// If the ShelfOpenCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ShelfOpenCountSlotMutation) OldSlot(ctx context.Context) (v int16, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSlot is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSlot requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSlot: %w", err)
+	}
+	return oldValue.Slot, nil
+}
+
+// AddSlot adds i to the "slot" field.
+func (m *ShelfOpenCountSlotMutation) AddSlot(i int16) {
+	if m.addslot != nil {
+		*m.addslot += i
+	} else {
+		m.addslot = &i
+	}
+}
+
+// AddedSlot returns the value that was added to the "slot" field in this mutation.
+func (m *ShelfOpenCountSlotMutation) AddedSlot() (r int16, exists bool) {
+	v := m.addslot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetSlot resets all changes to the "slot" field.
+func (m *ShelfOpenCountSlotMutation) ResetSlot() {
+	m.slot = nil
+	m.addslot = nil
+}
+
+// SetN sets the "n" field.
+func (m *ShelfOpenCountSlotMutation) SetN(i int64) {
+	m.n = &i
+	m.addn = nil
+}
+
+// N returns the value of the "n" field in the mutation.
+func (m *ShelfOpenCountSlotMutation) N() (r int64, exists bool) {
+	v := m.n
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldN returns the old "n" field's value of the ShelfOpenCountSlot entity.
+// If the ShelfOpenCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ShelfOpenCountSlotMutation) OldN(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldN is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldN requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldN: %w", err)
+	}
+	return oldValue.N, nil
+}
+
+// AddN adds i to the "n" field.
+func (m *ShelfOpenCountSlotMutation) AddN(i int64) {
+	if m.addn != nil {
+		*m.addn += i
+	} else {
+		m.addn = &i
+	}
+}
+
+// AddedN returns the value that was added to the "n" field in this mutation.
+func (m *ShelfOpenCountSlotMutation) AddedN() (r int64, exists bool) {
+	v := m.addn
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetN resets all changes to the "n" field.
+func (m *ShelfOpenCountSlotMutation) ResetN() {
+	m.n = nil
+	m.addn = nil
+}
+
+// ClearShelf clears the "shelf" edge to the Shelf entity.
+func (m *ShelfOpenCountSlotMutation) ClearShelf() {
+	m.clearedshelf = true
+	m.clearedFields[shelfopencountslot.FieldShelfID] = struct{}{}
+}
+
+// ShelfCleared reports if the "shelf" edge to the Shelf entity was cleared.
+func (m *ShelfOpenCountSlotMutation) ShelfCleared() bool {
+	return m.clearedshelf
+}
+
+// ShelfIDs returns the "shelf" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// ShelfID instead. It exists only for internal usage by the builders.
+func (m *ShelfOpenCountSlotMutation) ShelfIDs() (ids []int) {
+	if id := m.shelf; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetShelf resets all changes to the "shelf" edge.
+func (m *ShelfOpenCountSlotMutation) ResetShelf() {
+	m.shelf = nil
+	m.clearedshelf = false
+}
+
+// Where appends a list predicates to the ShelfOpenCountSlotMutation builder.
+func (m *ShelfOpenCountSlotMutation) Where(ps ...predicate.ShelfOpenCountSlot) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the ShelfOpenCountSlotMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *ShelfOpenCountSlotMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.ShelfOpenCountSlot, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *ShelfOpenCountSlotMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *ShelfOpenCountSlotMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (ShelfOpenCountSlot).
+func (m *ShelfOpenCountSlotMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *ShelfOpenCountSlotMutation) Fields() []string {
+	fields := make([]string, 0, 3)
+	if m.shelf != nil {
+		fields = append(fields, shelfopencountslot.FieldShelfID)
+	}
+	if m.slot != nil {
+		fields = append(fields, shelfopencountslot.FieldSlot)
+	}
+	if m.n != nil {
+		fields = append(fields, shelfopencountslot.FieldN)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *ShelfOpenCountSlotMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case shelfopencountslot.FieldShelfID:
+		return m.ShelfID()
+	case shelfopencountslot.FieldSlot:
+		return m.Slot()
+	case shelfopencountslot.FieldN:
+		return m.N()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *ShelfOpenCountSlotMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case shelfopencountslot.FieldShelfID:
+		return m.OldShelfID(ctx)
+	case shelfopencountslot.FieldSlot:
+		return m.OldSlot(ctx)
+	case shelfopencountslot.FieldN:
+		return m.OldN(ctx)
+	}
+	return nil, fmt.Errorf("unknown ShelfOpenCountSlot field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ShelfOpenCountSlotMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case shelfopencountslot.FieldShelfID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetShelfID(v)
+		return nil
+	case shelfopencountslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSlot(v)
+		return nil
+	case shelfopencountslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown ShelfOpenCountSlot field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *ShelfOpenCountSlotMutation) AddedFields() []string {
+	var fields []string
+	if m.addslot != nil {
+		fields = append(fields, shelfopencountslot.FieldSlot)
+	}
+	if m.addn != nil {
+		fields = append(fields, shelfopencountslot.FieldN)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *ShelfOpenCountSlotMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case shelfopencountslot.FieldSlot:
+		return m.AddedSlot()
+	case shelfopencountslot.FieldN:
+		return m.AddedN()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ShelfOpenCountSlotMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case shelfopencountslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddSlot(v)
+		return nil
+	case shelfopencountslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown ShelfOpenCountSlot numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *ShelfOpenCountSlotMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *ShelfOpenCountSlotMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *ShelfOpenCountSlotMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown ShelfOpenCountSlot nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *ShelfOpenCountSlotMutation) ResetField(name string) error {
+	switch name {
+	case shelfopencountslot.FieldShelfID:
+		m.ResetShelfID()
+		return nil
+	case shelfopencountslot.FieldSlot:
+		m.ResetSlot()
+		return nil
+	case shelfopencountslot.FieldN:
+		m.ResetN()
+		return nil
+	}
+	return fmt.Errorf("unknown ShelfOpenCountSlot field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *ShelfOpenCountSlotMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.shelf != nil {
+		edges = append(edges, shelfopencountslot.EdgeShelf)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *ShelfOpenCountSlotMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case shelfopencountslot.EdgeShelf:
+		if id := m.shelf; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *ShelfOpenCountSlotMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *ShelfOpenCountSlotMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *ShelfOpenCountSlotMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedshelf {
+		edges = append(edges, shelfopencountslot.EdgeShelf)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *ShelfOpenCountSlotMutation) EdgeCleared(name string) bool {
+	switch name {
+	case shelfopencountslot.EdgeShelf:
+		return m.clearedshelf
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *ShelfOpenCountSlotMutation) ClearEdge(name string) error {
+	switch name {
+	case shelfopencountslot.EdgeShelf:
+		m.ClearShelf()
+		return nil
+	}
+	return fmt.Errorf("unknown ShelfOpenCountSlot unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *ShelfOpenCountSlotMutation) ResetEdge(name string) error {
+	switch name {
+	case shelfopencountslot.EdgeShelf:
+		m.ResetShelf()
+		return nil
+	}
+	return fmt.Errorf("unknown ShelfOpenCountSlot edge %s", name)
 }
 
 // SkipPostMutation represents an operation that mutates the SkipPost nodes in the graph.

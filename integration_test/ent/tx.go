@@ -16,6 +16,8 @@ type Tx struct {
 	Author *AuthorClient
 	// AuthorFollowersSlot is the client for interacting with the AuthorFollowersSlot builders.
 	AuthorFollowersSlot *AuthorFollowersSlotClient
+	// Book is the client for interacting with the Book builders.
+	Book *BookClient
 	// Comment is the client for interacting with the Comment builders.
 	Comment *CommentClient
 	// CommentUpvoteSlot is the client for interacting with the CommentUpvoteSlot builders.
@@ -28,6 +30,12 @@ type Tx struct {
 	PostLikesSlot *PostLikesSlotClient
 	// PostViewsSlot is the client for interacting with the PostViewsSlot builders.
 	PostViewsSlot *PostViewsSlotClient
+	// Shelf is the client for interacting with the Shelf builders.
+	Shelf *ShelfClient
+	// ShelfBookCountSlot is the client for interacting with the ShelfBookCountSlot builders.
+	ShelfBookCountSlot *ShelfBookCountSlotClient
+	// ShelfOpenCountSlot is the client for interacting with the ShelfOpenCountSlot builders.
+	ShelfOpenCountSlot *ShelfOpenCountSlotClient
 	// SkipPost is the client for interacting with the SkipPost builders.
 	SkipPost *SkipPostClient
 	// SkipPostLikesSlot is the client for interacting with the SkipPostLikesSlot builders.
@@ -175,12 +183,16 @@ func (tx *Tx) Client() *Client {
 func (tx *Tx) init() {
 	tx.Author = NewAuthorClient(tx.config)
 	tx.AuthorFollowersSlot = NewAuthorFollowersSlotClient(tx.config)
+	tx.Book = NewBookClient(tx.config)
 	tx.Comment = NewCommentClient(tx.config)
 	tx.CommentUpvoteSlot = NewCommentUpvoteSlotClient(tx.config)
 	tx.NaivePost = NewNaivePostClient(tx.config)
 	tx.Post = NewPostClient(tx.config)
 	tx.PostLikesSlot = NewPostLikesSlotClient(tx.config)
 	tx.PostViewsSlot = NewPostViewsSlotClient(tx.config)
+	tx.Shelf = NewShelfClient(tx.config)
+	tx.ShelfBookCountSlot = NewShelfBookCountSlotClient(tx.config)
+	tx.ShelfOpenCountSlot = NewShelfOpenCountSlotClient(tx.config)
 	tx.SkipPost = NewSkipPostClient(tx.config)
 	tx.SkipPostLikesSlot = NewSkipPostLikesSlotClient(tx.config)
 	tx.Story = NewStoryClient(tx.config)

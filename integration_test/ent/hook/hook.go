@@ -33,6 +33,18 @@ func (f AuthorFollowersSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (en
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.AuthorFollowersSlotMutation", m)
 }
 
+// The BookFunc type is an adapter to allow the use of ordinary
+// function as Book mutator.
+type BookFunc func(context.Context, *ent.BookMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f BookFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.BookMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.BookMutation", m)
+}
+
 // The CommentFunc type is an adapter to allow the use of ordinary
 // function as Comment mutator.
 type CommentFunc func(context.Context, *ent.CommentMutation) (ent.Value, error)
@@ -103,6 +115,42 @@ func (f PostViewsSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Valu
 		return f(ctx, mv)
 	}
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.PostViewsSlotMutation", m)
+}
+
+// The ShelfFunc type is an adapter to allow the use of ordinary
+// function as Shelf mutator.
+type ShelfFunc func(context.Context, *ent.ShelfMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f ShelfFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.ShelfMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.ShelfMutation", m)
+}
+
+// The ShelfBookCountSlotFunc type is an adapter to allow the use of ordinary
+// function as ShelfBookCountSlot mutator.
+type ShelfBookCountSlotFunc func(context.Context, *ent.ShelfBookCountSlotMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f ShelfBookCountSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.ShelfBookCountSlotMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.ShelfBookCountSlotMutation", m)
+}
+
+// The ShelfOpenCountSlotFunc type is an adapter to allow the use of ordinary
+// function as ShelfOpenCountSlot mutator.
+type ShelfOpenCountSlotFunc func(context.Context, *ent.ShelfOpenCountSlotMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f ShelfOpenCountSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.ShelfOpenCountSlotMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.ShelfOpenCountSlotMutation", m)
 }
 
 // The SkipPostFunc type is an adapter to allow the use of ordinary

@@ -48,6 +48,33 @@ var (
 			},
 		},
 	}
+	// BooksColumns holds the columns for the "books" table.
+	BooksColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "status", Type: field.TypeString, Size: 20, Default: "open"},
+		{Name: "shelf_id", Type: field.TypeInt, Nullable: true},
+	}
+	// BooksTable holds the schema information for the "books" table.
+	BooksTable = &schema.Table{
+		Name:       "books",
+		Columns:    BooksColumns,
+		PrimaryKey: []*schema.Column{BooksColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "books_shelves_books",
+				Columns:    []*schema.Column{BooksColumns[2]},
+				RefColumns: []*schema.Column{ShelvesColumns[0]},
+				OnDelete:   schema.SetNull,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "book_shelf_id",
+				Unique:  false,
+				Columns: []*schema.Column{BooksColumns[2]},
+			},
+		},
+	}
 	// CommentsColumns holds the columns for the "comments" table.
 	CommentsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt, Increment: true},
@@ -181,6 +208,74 @@ var (
 				Name:    "postviewsslot_post_id_slot",
 				Unique:  true,
 				Columns: []*schema.Column{PostViewsSlotsColumns[3], PostViewsSlotsColumns[1]},
+			},
+		},
+	}
+	// ShelvesColumns holds the columns for the "shelves" table.
+	ShelvesColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "open_count", Type: field.TypeInt64, Default: 0},
+		{Name: "name", Type: field.TypeString, Default: ""},
+	}
+	// ShelvesTable holds the schema information for the "shelves" table.
+	ShelvesTable = &schema.Table{
+		Name:       "shelves",
+		Columns:    ShelvesColumns,
+		PrimaryKey: []*schema.Column{ShelvesColumns[0]},
+	}
+	// ShelfBookCountSlotsColumns holds the columns for the "shelf_book_count_slots" table.
+	ShelfBookCountSlotsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "slot", Type: field.TypeInt16},
+		{Name: "n", Type: field.TypeInt64, Default: 0},
+		{Name: "shelf_id", Type: field.TypeInt},
+	}
+	// ShelfBookCountSlotsTable holds the schema information for the "shelf_book_count_slots" table.
+	ShelfBookCountSlotsTable = &schema.Table{
+		Name:       "shelf_book_count_slots",
+		Columns:    ShelfBookCountSlotsColumns,
+		PrimaryKey: []*schema.Column{ShelfBookCountSlotsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "shelf_book_count_slots_shelves_shelf",
+				Columns:    []*schema.Column{ShelfBookCountSlotsColumns[3]},
+				RefColumns: []*schema.Column{ShelvesColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "shelfbookcountslot_shelf_id_slot",
+				Unique:  true,
+				Columns: []*schema.Column{ShelfBookCountSlotsColumns[3], ShelfBookCountSlotsColumns[1]},
+			},
+		},
+	}
+	// ShelfOpenCountSlotsColumns holds the columns for the "shelf_open_count_slots" table.
+	ShelfOpenCountSlotsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "slot", Type: field.TypeInt16},
+		{Name: "n", Type: field.TypeInt64, Default: 0},
+		{Name: "shelf_id", Type: field.TypeInt},
+	}
+	// ShelfOpenCountSlotsTable holds the schema information for the "shelf_open_count_slots" table.
+	ShelfOpenCountSlotsTable = &schema.Table{
+		Name:       "shelf_open_count_slots",
+		Columns:    ShelfOpenCountSlotsColumns,
+		PrimaryKey: []*schema.Column{ShelfOpenCountSlotsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "shelf_open_count_slots_shelves_shelf",
+				Columns:    []*schema.Column{ShelfOpenCountSlotsColumns[3]},
+				RefColumns: []*schema.Column{ShelvesColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "shelfopencountslot_shelf_id_slot",
+				Unique:  true,
+				Columns: []*schema.Column{ShelfOpenCountSlotsColumns[3], ShelfOpenCountSlotsColumns[1]},
 			},
 		},
 	}
@@ -333,12 +428,16 @@ var (
 	Tables = []*schema.Table{
 		AuthorsTable,
 		AuthorFollowersSlotsTable,
+		BooksTable,
 		CommentsTable,
 		CommentUpvoteSlotsTable,
 		NaivePostsTable,
 		PostsTable,
 		PostLikesSlotsTable,
 		PostViewsSlotsTable,
+		ShelvesTable,
+		ShelfBookCountSlotsTable,
+		ShelfOpenCountSlotsTable,
 		SkipPostsTable,
 		SkipPostLikesSlotsTable,
 		StoriesTable,
@@ -354,6 +453,7 @@ func init() {
 	AuthorFollowersSlotsTable.Annotation = &entsql.Annotation{
 		Table: "author_followers_slots",
 	}
+	BooksTable.ForeignKeys[0].RefTable = ShelvesTable
 	CommentsTable.ForeignKeys[0].RefTable = PostsTable
 	CommentUpvoteSlotsTable.ForeignKeys[0].RefTable = CommentsTable
 	CommentUpvoteSlotsTable.Annotation = &entsql.Annotation{
@@ -367,6 +467,14 @@ func init() {
 	PostViewsSlotsTable.ForeignKeys[0].RefTable = PostsTable
 	PostViewsSlotsTable.Annotation = &entsql.Annotation{
 		Table: "post_views_slots",
+	}
+	ShelfBookCountSlotsTable.ForeignKeys[0].RefTable = ShelvesTable
+	ShelfBookCountSlotsTable.Annotation = &entsql.Annotation{
+		Table: "shelf_book_count_slots",
+	}
+	ShelfOpenCountSlotsTable.ForeignKeys[0].RefTable = ShelvesTable
+	ShelfOpenCountSlotsTable.Annotation = &entsql.Annotation{
+		Table: "shelf_open_count_slots",
 	}
 	SkipPostLikesSlotsTable.ForeignKeys[0].RefTable = SkipPostsTable
 	SkipPostLikesSlotsTable.Annotation = &entsql.Annotation{

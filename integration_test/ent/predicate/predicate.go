@@ -12,6 +12,9 @@ type Author func(*sql.Selector)
 // AuthorFollowersSlot is the predicate function for authorfollowersslot builders.
 type AuthorFollowersSlot func(*sql.Selector)
 
+// Book is the predicate function for book builders.
+type Book func(*sql.Selector)
+
 // Comment is the predicate function for comment builders.
 type Comment func(*sql.Selector)
 
@@ -29,6 +32,15 @@ type PostLikesSlot func(*sql.Selector)
 
 // PostViewsSlot is the predicate function for postviewsslot builders.
 type PostViewsSlot func(*sql.Selector)
+
+// Shelf is the predicate function for shelf builders.
+type Shelf func(*sql.Selector)
+
+// ShelfBookCountSlot is the predicate function for shelfbookcountslot builders.
+type ShelfBookCountSlot func(*sql.Selector)
+
+// ShelfOpenCountSlot is the predicate function for shelfopencountslot builders.
+type ShelfOpenCountSlot func(*sql.Selector)
 
 // SkipPost is the predicate function for skippost builders.
 type SkipPost func(*sql.Selector)

@@ -5,6 +5,7 @@ package runtime
 import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/author"
 	"github.com/hotcounter/hotcounter/integration_test/ent/authorfollowersslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/book"
 	"github.com/hotcounter/hotcounter/integration_test/ent/comment"
 	"github.com/hotcounter/hotcounter/integration_test/ent/commentupvoteslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/naivepost"
@@ -12,6 +13,9 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/postlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postviewsslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/schema"
+	"github.com/hotcounter/hotcounter/integration_test/ent/shelf"
+	"github.com/hotcounter/hotcounter/integration_test/ent/shelfbookcountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/shelfopencountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/skippost"
 	"github.com/hotcounter/hotcounter/integration_test/ent/skippostlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/story"
@@ -48,6 +52,14 @@ func init() {
 	authorfollowersslotDescN := authorfollowersslotMixinFields0[2].Descriptor()
 	// authorfollowersslot.DefaultN holds the default value on creation for the n field.
 	authorfollowersslot.DefaultN = authorfollowersslotDescN.Default.(int64)
+	bookFields := schema.Book{}.Fields()
+	_ = bookFields
+	// bookDescStatus is the schema descriptor for status field.
+	bookDescStatus := bookFields[0].Descriptor()
+	// book.DefaultStatus holds the default value on creation for the status field.
+	book.DefaultStatus = bookDescStatus.Default.(string)
+	// book.StatusValidator is a validator for the "status" field. It is called by the builders before save.
+	book.StatusValidator = bookDescStatus.Validators[0].(func(string) error)
 	commentMixin := schema.Comment{}.Mixin()
 	commentMixinHooks0 := commentMixin[0].Hooks()
 	comment.Hooks[0] = commentMixinHooks0[0]
@@ -119,6 +131,47 @@ func init() {
 	postviewsslotDescN := postviewsslotMixinFields0[2].Descriptor()
 	// postviewsslot.DefaultN holds the default value on creation for the n field.
 	postviewsslot.DefaultN = postviewsslotDescN.Default.(int64)
+	shelfMixin := schema.Shelf{}.Mixin()
+	shelfMixinHooks0 := shelfMixin[0].Hooks()
+	shelfMixinHooks1 := shelfMixin[1].Hooks()
+	shelf.Hooks[0] = shelfMixinHooks0[0]
+	shelf.Hooks[1] = shelfMixinHooks1[0]
+	shelfMixinFields0 := shelfMixin[0].Fields()
+	_ = shelfMixinFields0
+	shelfMixinFields1 := shelfMixin[1].Fields()
+	_ = shelfMixinFields1
+	shelfFields := schema.Shelf{}.Fields()
+	_ = shelfFields
+	// shelfDescBookCount is the schema descriptor for book_count field.
+	shelfDescBookCount := shelfMixinFields0[0].Descriptor()
+	// shelf.DefaultBookCount holds the default value on creation for the book_count field.
+	shelf.DefaultBookCount = shelfDescBookCount.Default.(int64)
+	// shelfDescOpenCount is the schema descriptor for open_count field.
+	shelfDescOpenCount := shelfMixinFields1[0].Descriptor()
+	// shelf.DefaultOpenCount holds the default value on creation for the open_count field.
+	shelf.DefaultOpenCount = shelfDescOpenCount.Default.(int64)
+	// shelfDescName is the schema descriptor for name field.
+	shelfDescName := shelfFields[0].Descriptor()
+	// shelf.DefaultName holds the default value on creation for the name field.
+	shelf.DefaultName = shelfDescName.Default.(string)
+	shelfbookcountslotMixin := schema.ShelfBookCountSlot{}.Mixin()
+	shelfbookcountslotMixinFields0 := shelfbookcountslotMixin[0].Fields()
+	_ = shelfbookcountslotMixinFields0
+	shelfbookcountslotFields := schema.ShelfBookCountSlot{}.Fields()
+	_ = shelfbookcountslotFields
+	// shelfbookcountslotDescN is the schema descriptor for n field.
+	shelfbookcountslotDescN := shelfbookcountslotMixinFields0[2].Descriptor()
+	// shelfbookcountslot.DefaultN holds the default value on creation for the n field.
+	shelfbookcountslot.DefaultN = shelfbookcountslotDescN.Default.(int64)
+	shelfopencountslotMixin := schema.ShelfOpenCountSlot{}.Mixin()
+	shelfopencountslotMixinFields0 := shelfopencountslotMixin[0].Fields()
+	_ = shelfopencountslotMixinFields0
+	shelfopencountslotFields := schema.ShelfOpenCountSlot{}.Fields()
+	_ = shelfopencountslotFields
+	// shelfopencountslotDescN is the schema descriptor for n field.
+	shelfopencountslotDescN := shelfopencountslotMixinFields0[2].Descriptor()
+	// shelfopencountslot.DefaultN holds the default value on creation for the n field.
+	shelfopencountslot.DefaultN = shelfopencountslotDescN.Default.(int64)
 	skippostMixin := schema.SkipPost{}.Mixin()
 	skippostMixinHooks0 := skippostMixin[0].Hooks()
 	skippost.Hooks[0] = skippostMixinHooks0[0]

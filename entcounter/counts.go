@@ -1,0 +1,90 @@
+package entcounter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/hotcounter/hotcounter/internal/countersql"
+	"github.com/hotcounter/hotcounter/internal/engine"
+)
+
+// InstallTriggers (re)creates the triggers that keep every count of child
+// rows ([Counts]) of the client's schema: after each INSERT, UPDATE and
+// DELETE on a child table they add to the slots of the parents whose count
+// changed, so raw SQL and bulk statements are counted too. Run it after
+// Schema.Create, and again after a migration that recreates a child table
+// (SQLite recreates a table to alter a column, and its triggers go with
+// it). It replaces triggers it created before and must not run inside a
+// transaction.
+//
+//	if err := client.Schema.Create(ctx); err != nil { ... }
+//	if err := entcounter.InstallTriggers(ctx, client); err != nil { ... }
+//
+// PostgreSQL: statement-level triggers, one upsert per statement, parents in
+// key order. MySQL/MariaDB and SQLite: row-level triggers; a move updates
+// the lower parent key first. Every writer uses one slot per parent per
+// session, so two transactions take slot locks in the same order.
+func InstallTriggers(ctx context.Context, src Source) error {
+	r := src.HotCounter()
+	if r.inTx() {
+		return errors.New("entcounter: InstallTriggers must not run inside a transaction: pass the client")
+	}
+	dl, err := r.dialect()
+	if err != nil {
+		return err
+	}
+	s := newSession(r)
+	for _, d := range r.Defs {
+		if d.Count == nil {
+			continue
+		}
+		for _, step := range dl.InstallCountTriggers(d.count()) {
+			if _, err := s.Exec(ctx, step); err != nil {
+				return fmt.Errorf("entcounter: install the triggers that keep %s (counts %s): %w", d.name(), d.Count.Table, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Recount recomputes the count of child rows typ.field (a counter declared
+// with [Counts]) from the child table, for the parents with the given ids
+// (all parents without ids), in batches, and corrects those whose count was
+// off. It returns how many it corrected.
+//
+//	n, err := entcounter.Recount(ctx, client, category.Table, category.FieldObjectCount)
+//
+// typ is the schema's type name (Category) or its table. Writes may go on
+// meanwhile: each batch reads the child rows and the counter in one
+// statement (one snapshot) and adds the difference to a slot, and a write
+// that commits after that snapshot is counted by its own trigger. Counts
+// drift only where triggers did not run (not installed yet, dropped by a
+// migration, a TRUNCATE); Recount is the repair.
+func Recount(ctx context.Context, src Source, typ, field string, ids ...any) (int64, error) {
+	r := src.HotCounter()
+	var d Def
+	found := false
+	for _, x := range r.Defs {
+		if (x.Type == typ || x.Table == typ) && x.Field == field {
+			d, found = x, true
+		}
+	}
+	if !found || d.Count == nil {
+		return 0, fmt.Errorf("entcounter: Recount %s.%s: not a count of child rows (declare it with entcounter.Counts)", typ, field)
+	}
+	dl, err := r.dialect()
+	if err != nil {
+		return 0, err
+	}
+	t := d.table()
+	cond := func(w countersql.Writer) { w.WriteString("1=1") }
+	if len(ids) > 0 {
+		cond = dl.KeyIn(t, ids)
+	}
+	n, err := engine.Recount(ctx, newSession(r), dl, d.count(), d.Rollup, RollupBatchSize, cond, func() bool { return ctx.Err() != nil })
+	if err != nil {
+		return n, fmt.Errorf("entcounter: recount %s: %w", d.name(), err)
+	}
+	return n, nil
+}
