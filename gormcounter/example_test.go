@@ -139,7 +139,7 @@ func ExampleRecount() {
 	db.Create(&toys)
 	db.Create(&[]Object{{CategoryID: books.ID, Status: "active"}, {CategoryID: books.ID, Status: "draft"}})
 	db.Exec("INSERT INTO objects (category_id, status) VALUES (?, 'active')", toys.ID) // raw SQL counts too
-	db.Model(&Object{}).Where("status = ?", "draft").Update("category_id", toys.ID)  // a move
+	db.Model(&Object{}).Where("status = ?", "draft").Update("category_id", toys.ID)    // a move
 
 	var cs []Category
 	db.Order("id").Find(&cs)
