@@ -40,6 +40,9 @@
 //     with one grouped query per load; rollup counters read their cached
 //     column, or column + pending slots under [WithLive].
 //   - [RollupPass] and [RollupLoop] fold pending slots into rollup columns.
+//   - [Counts] makes a counter the number of rows an O2M edge reaches
+//     ([Where] limits it); [InstallTriggers] creates the triggers that keep
+//     it, and [Recount] repairs drift.
 //   - [Append] counters insert a delta row per increment (their table is
 //     declared with [DeltasOf]); [NewBuffer] adds increments up in memory
 //     and writes them in batches (write-behind).

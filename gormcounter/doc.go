@@ -51,6 +51,22 @@
 // parent take a slot row no other transaction holds (see the README for when
 // each matters).
 //
+// # Counts of child rows
+//
+// counts=<relation> makes the counter the number of child rows of a has-many
+// relation, optionally only those matching where=<SQL> (the last option);
+// soft-deleted rows do not count:
+//
+//	ObjectCount int64 `gorm:"counter:counts=Objects"`
+//	ActiveCount int64 `gorm:"counter:counts=Objects,where=status = 'active'"`
+//
+// AutoMigrate installs triggers on the child table that keep it through
+// every insert, delete, soft delete and move, raw SQL included; with the
+// hooks option GORM callbacks keep it instead. Writers take slot locks in
+// one order (one slot per parent per session, parents in key order), so
+// moves in opposite directions do not deadlock. Recount repairs drift while
+// writes go on.
+//
 // # Write-behind
 //
 // NewBuffer returns a Buffer whose Increment adds to memory and returns; a
