@@ -32,6 +32,7 @@ func (extension) Templates() []*gen.Template {
 		gen.MustParse(gen.NewTemplate("hotcounter").
 			Funcs(template.FuncMap{
 				"hotCounterDefs":   graphDefs,
+				"hotCounterHooked": hookedTypes,
 				"hotCounterFields": counterFields,
 				"hotCounterHasSum": hasSum,
 				"hotCounterIsRollup": func(f *gen.Field) bool {
@@ -98,6 +99,26 @@ func hasSum(t *gen.Type) bool {
 		}
 	}
 	return false
+}
+
+// hookedTypes returns the schemas whose writes change a count kept by
+// hooks, the child and the parent (whose edge setters move children): the
+// generated config registers CountHook on each.
+func hookedTypes(g *gen.Graph) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, d := range graphDefs(g) {
+		if d.Count == nil || !d.Count.Hooks {
+			continue
+		}
+		for _, t := range []string{d.Count.Type, d.Type} {
+			if !seen[t] {
+				seen[t] = true
+				out = append(out, t)
+			}
+		}
+	}
+	return out
 }
 
 func graphDefs(g *gen.Graph) []Def {
@@ -210,7 +231,7 @@ func countDefOf(n *gen.Type, a Annotation) (*CountDef, error) {
 		return nil, fmt.Errorf("Counts(%q): %s needs a single id field", a.Counts, e.Type.Name)
 	}
 	child := e.Type
-	c := &CountDef{Edge: e.Name, Table: child.Table(), Key: child.ID.StorageKey(), Ref: e.Rel.Column(), Where: a.Where}
+	c := &CountDef{Edge: e.Name, Type: child.Name, Hooks: a.Hooks, Table: child.Table(), Key: child.ID.StorageKey(), Ref: e.Rel.Column(), Where: a.Where}
 	seen := map[string]bool{}
 	add := func(col string) {
 		if !seen[col] {

@@ -60,6 +60,15 @@ func Counts(edge string) Option { return func(o *spec.Options) { o.Counts = edge
 // status = 'active'.
 func Where(cond string) Option { return func(o *spec.Options) { o.Where = cond } }
 
+// ByHooks keeps a count ([Counts]) with ent hooks on the child's mutations
+// instead of database triggers, where triggers are not wanted. The hooks
+// lock and read the child rows a write targets, pin the write to them, read
+// them again after it and add the difference, so every hooked write must
+// run in a transaction (client.Tx): outside one it fails, as the count and
+// the write would not commit together. Raw SQL is not counted; [Recount]
+// repairs.
+func ByHooks() Option { return func(o *spec.Options) { o.Hooks = true } }
+
 // Annotation marks a counter field; [Counter] attaches it and the extension
 // reads it. Users do not write it.
 type Annotation struct {
@@ -70,6 +79,7 @@ type Annotation struct {
 	SkipLocked bool   `json:"skiplocked,omitempty"`
 	Counts     string `json:"counts,omitempty"` // the O2M edge whose rows it counts
 	Where      string `json:"where,omitempty"`
+	Hooks      bool   `json:"hooks,omitempty"`
 	Err        string `json:"err,omitempty"` // a bad declaration, reported by the extension
 }
 
@@ -89,7 +99,7 @@ func (SlotsAnnotation) Name() string { return "HotCounterSlots" }
 
 func annotationOf(o spec.Options, err error) Annotation {
 	a := Annotation{Slots: o.Slots, Rollup: o.Mode.HasColumn(), Append: o.Mode == spec.Append, Precreate: int(o.Precreate), SkipLocked: o.SkipLocked,
-		Counts: o.Counts, Where: o.Where}
+		Counts: o.Counts, Where: o.Where, Hooks: o.Hooks}
 	if err != nil {
 		a.Err = err.Error()
 	}

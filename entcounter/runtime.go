@@ -42,6 +42,8 @@ type Def struct {
 // child table that the edge reaches and how its rows reference the parent.
 type CountDef struct {
 	Edge    string   // the parent's edge, e.g. objects
+	Type    string   // the child schema, e.g. Object
+	Hooks   bool     // kept by ent hooks (ByHooks), not triggers
 	Table   string   // child table, e.g. objects
 	Key     string   // child id column
 	Ref     string   // child column holding the parent key, e.g. category_objects

@@ -32,7 +32,7 @@ type countOf struct {
 // MaxHookRows bounds the child rows that one statement may touch under a
 // count kept by hooks: the hook restricts the statement to the rows it read
 // and locked, by key. Triggers have no bound.
-const MaxHookRows = 30000
+const MaxHookRows = engine.MaxHookRows
 
 // resolveCount finds the has-many relation that a counts= declaration names.
 func resolveCount(s *schema.Schema, f *schema.Field, opts spec.Options, key *schema.Field) (*countOf, error) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -75,30 +76,59 @@ func entCountMismatches(t testing.TB, e *entEnv) []string {
 	t.Helper()
 	shelves, err := e.client.Shelf.Query().All(entcounter.WithLive(context.Background()))
 	must(t, err)
+	got := map[int][2]int64{}
+	for _, s := range shelves {
+		got[s.ID] = [2]int64{s.BookCount, s.OpenCount}
+	}
+	return countMismatches(t, e, got, "books", "shelf_id")
+}
+
+// rackCountMismatches does the same for racks and items.
+func rackCountMismatches(t testing.TB, e *entEnv) []string {
+	t.Helper()
+	racks, err := e.client.Rack.Query().All(entcounter.WithLive(context.Background()))
+	must(t, err)
+	got := map[int][2]int64{}
+	for _, r := range racks {
+		got[r.ID] = [2]int64{r.ItemCount, r.OpenCount}
+	}
+	return countMismatches(t, e, got, "items", "rack_id")
+}
+
+// countMismatches compares loaded (all, open) counts by parent id with
+// COUNT(*) over the child table.
+func countMismatches(t testing.TB, e *entEnv, got map[int][2]int64, child, ref string) []string {
+	t.Helper()
 	type row struct {
-		S    int
+		P    int
 		All  int64
 		Open int64
 	}
 	var rows []row
-	must(t, e.db.Raw(`SELECT shelf_id AS s, COUNT(*) AS "all", SUM(CASE WHEN status = 'open' THEN 1 ELSE 0 END) AS open
-		FROM books WHERE shelf_id IS NOT NULL GROUP BY shelf_id`).Scan(&rows).Error)
+	must(t, e.db.Raw(`SELECT `+ref+` AS p, COUNT(*) AS "all", SUM(CASE WHEN status = 'open' THEN 1 ELSE 0 END) AS open
+		FROM `+child+` WHERE `+ref+` IS NOT NULL GROUP BY `+ref).Scan(&rows).Error)
 	want := map[int][2]int64{}
 	for _, r := range rows {
-		want[r.S] = [2]int64{r.All, r.Open}
+		want[r.P] = [2]int64{r.All, r.Open}
 	}
 	var bad []string
-	for _, s := range shelves {
-		if got := [2]int64{s.BookCount, s.OpenCount}; got != want[s.ID] {
-			bad = append(bad, fmt.Sprintf("shelf %d: loaded %v, COUNT(*) %v", s.ID, got, want[s.ID]))
+	for id, g := range got {
+		if g != want[id] {
+			bad = append(bad, fmt.Sprintf("parent %d: loaded %v, COUNT(*) %v", id, g, want[id]))
 		}
 	}
+	sort.Strings(bad)
 	return bad
 }
 
 func entCheckCounts(t testing.TB, e *entEnv, step string) {
 	t.Helper()
-	if bad := entCountMismatches(t, e); len(bad) > 0 {
+	checkCounts(t, step, entCountMismatches(t, e))
+}
+
+func checkCounts(t testing.TB, step string, bad []string) {
+	t.Helper()
+	if len(bad) > 0 {
 		if len(bad) > 5 {
 			bad = append(bad[:5], fmt.Sprintf("... %d in all", len(bad)))
 		}

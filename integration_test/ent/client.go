@@ -20,10 +20,14 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/book"
 	"github.com/hotcounter/hotcounter/integration_test/ent/comment"
 	"github.com/hotcounter/hotcounter/integration_test/ent/commentupvoteslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/item"
 	"github.com/hotcounter/hotcounter/integration_test/ent/naivepost"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postviewsslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/rack"
+	"github.com/hotcounter/hotcounter/integration_test/ent/rackitemcountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/rackopencountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/shelf"
 	"github.com/hotcounter/hotcounter/integration_test/ent/shelfbookcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/shelfopencountslot"
@@ -53,6 +57,8 @@ type Client struct {
 	Comment *CommentClient
 	// CommentUpvoteSlot is the client for interacting with the CommentUpvoteSlot builders.
 	CommentUpvoteSlot *CommentUpvoteSlotClient
+	// Item is the client for interacting with the Item builders.
+	Item *ItemClient
 	// NaivePost is the client for interacting with the NaivePost builders.
 	NaivePost *NaivePostClient
 	// Post is the client for interacting with the Post builders.
@@ -61,6 +67,12 @@ type Client struct {
 	PostLikesSlot *PostLikesSlotClient
 	// PostViewsSlot is the client for interacting with the PostViewsSlot builders.
 	PostViewsSlot *PostViewsSlotClient
+	// Rack is the client for interacting with the Rack builders.
+	Rack *RackClient
+	// RackItemCountSlot is the client for interacting with the RackItemCountSlot builders.
+	RackItemCountSlot *RackItemCountSlotClient
+	// RackOpenCountSlot is the client for interacting with the RackOpenCountSlot builders.
+	RackOpenCountSlot *RackOpenCountSlotClient
 	// Shelf is the client for interacting with the Shelf builders.
 	Shelf *ShelfClient
 	// ShelfBookCountSlot is the client for interacting with the ShelfBookCountSlot builders.
@@ -97,10 +109,14 @@ func (c *Client) init() {
 	c.Book = NewBookClient(c.config)
 	c.Comment = NewCommentClient(c.config)
 	c.CommentUpvoteSlot = NewCommentUpvoteSlotClient(c.config)
+	c.Item = NewItemClient(c.config)
 	c.NaivePost = NewNaivePostClient(c.config)
 	c.Post = NewPostClient(c.config)
 	c.PostLikesSlot = NewPostLikesSlotClient(c.config)
 	c.PostViewsSlot = NewPostViewsSlotClient(c.config)
+	c.Rack = NewRackClient(c.config)
+	c.RackItemCountSlot = NewRackItemCountSlotClient(c.config)
+	c.RackOpenCountSlot = NewRackOpenCountSlotClient(c.config)
 	c.Shelf = NewShelfClient(c.config)
 	c.ShelfBookCountSlot = NewShelfBookCountSlotClient(c.config)
 	c.ShelfOpenCountSlot = NewShelfOpenCountSlotClient(c.config)
@@ -134,6 +150,8 @@ type (
 // newConfig creates a new config for the client.
 func newConfig(opts ...Option) config {
 	cfg := config{log: log.Println, hooks: &hooks{}, inters: &inters{}}
+	cfg.hooks.Item = append(cfg.hooks.Item, entcounter.CountHook())
+	cfg.hooks.Rack = append(cfg.hooks.Rack, entcounter.CountHook())
 	cfg.options(opts...)
 	return cfg
 }
@@ -208,10 +226,14 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		Book:                NewBookClient(cfg),
 		Comment:             NewCommentClient(cfg),
 		CommentUpvoteSlot:   NewCommentUpvoteSlotClient(cfg),
+		Item:                NewItemClient(cfg),
 		NaivePost:           NewNaivePostClient(cfg),
 		Post:                NewPostClient(cfg),
 		PostLikesSlot:       NewPostLikesSlotClient(cfg),
 		PostViewsSlot:       NewPostViewsSlotClient(cfg),
+		Rack:                NewRackClient(cfg),
+		RackItemCountSlot:   NewRackItemCountSlotClient(cfg),
+		RackOpenCountSlot:   NewRackOpenCountSlotClient(cfg),
 		Shelf:               NewShelfClient(cfg),
 		ShelfBookCountSlot:  NewShelfBookCountSlotClient(cfg),
 		ShelfOpenCountSlot:  NewShelfOpenCountSlotClient(cfg),
@@ -246,10 +268,14 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		Book:                NewBookClient(cfg),
 		Comment:             NewCommentClient(cfg),
 		CommentUpvoteSlot:   NewCommentUpvoteSlotClient(cfg),
+		Item:                NewItemClient(cfg),
 		NaivePost:           NewNaivePostClient(cfg),
 		Post:                NewPostClient(cfg),
 		PostLikesSlot:       NewPostLikesSlotClient(cfg),
 		PostViewsSlot:       NewPostViewsSlotClient(cfg),
+		Rack:                NewRackClient(cfg),
+		RackItemCountSlot:   NewRackItemCountSlotClient(cfg),
+		RackOpenCountSlot:   NewRackOpenCountSlotClient(cfg),
 		Shelf:               NewShelfClient(cfg),
 		ShelfBookCountSlot:  NewShelfBookCountSlotClient(cfg),
 		ShelfOpenCountSlot:  NewShelfOpenCountSlotClient(cfg),
@@ -289,10 +315,11 @@ func (c *Client) Close() error {
 // In order to add hooks to a specific client, call: `client.Node.Use(...)`.
 func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
-		c.Author, c.AuthorFollowersSlot, c.Book, c.Comment, c.CommentUpvoteSlot,
-		c.NaivePost, c.Post, c.PostLikesSlot, c.PostViewsSlot, c.Shelf,
-		c.ShelfBookCountSlot, c.ShelfOpenCountSlot, c.SkipPost, c.SkipPostLikesSlot,
-		c.Story, c.StoryClapsDelta, c.Tag, c.TagHitsSlot, c.TagUsesSlot,
+		c.Author, c.AuthorFollowersSlot, c.Book, c.Comment, c.CommentUpvoteSlot, c.Item,
+		c.NaivePost, c.Post, c.PostLikesSlot, c.PostViewsSlot, c.Rack,
+		c.RackItemCountSlot, c.RackOpenCountSlot, c.Shelf, c.ShelfBookCountSlot,
+		c.ShelfOpenCountSlot, c.SkipPost, c.SkipPostLikesSlot, c.Story,
+		c.StoryClapsDelta, c.Tag, c.TagHitsSlot, c.TagUsesSlot,
 	} {
 		n.Use(hooks...)
 	}
@@ -302,10 +329,11 @@ func (c *Client) Use(hooks ...Hook) {
 // In order to add interceptors to a specific client, call: `client.Node.Intercept(...)`.
 func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
-		c.Author, c.AuthorFollowersSlot, c.Book, c.Comment, c.CommentUpvoteSlot,
-		c.NaivePost, c.Post, c.PostLikesSlot, c.PostViewsSlot, c.Shelf,
-		c.ShelfBookCountSlot, c.ShelfOpenCountSlot, c.SkipPost, c.SkipPostLikesSlot,
-		c.Story, c.StoryClapsDelta, c.Tag, c.TagHitsSlot, c.TagUsesSlot,
+		c.Author, c.AuthorFollowersSlot, c.Book, c.Comment, c.CommentUpvoteSlot, c.Item,
+		c.NaivePost, c.Post, c.PostLikesSlot, c.PostViewsSlot, c.Rack,
+		c.RackItemCountSlot, c.RackOpenCountSlot, c.Shelf, c.ShelfBookCountSlot,
+		c.ShelfOpenCountSlot, c.SkipPost, c.SkipPostLikesSlot, c.Story,
+		c.StoryClapsDelta, c.Tag, c.TagHitsSlot, c.TagUsesSlot,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -324,6 +352,8 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.Comment.mutate(ctx, m)
 	case *CommentUpvoteSlotMutation:
 		return c.CommentUpvoteSlot.mutate(ctx, m)
+	case *ItemMutation:
+		return c.Item.mutate(ctx, m)
 	case *NaivePostMutation:
 		return c.NaivePost.mutate(ctx, m)
 	case *PostMutation:
@@ -332,6 +362,12 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.PostLikesSlot.mutate(ctx, m)
 	case *PostViewsSlotMutation:
 		return c.PostViewsSlot.mutate(ctx, m)
+	case *RackMutation:
+		return c.Rack.mutate(ctx, m)
+	case *RackItemCountSlotMutation:
+		return c.RackItemCountSlot.mutate(ctx, m)
+	case *RackOpenCountSlotMutation:
+		return c.RackOpenCountSlot.mutate(ctx, m)
 	case *ShelfMutation:
 		return c.Shelf.mutate(ctx, m)
 	case *ShelfBookCountSlotMutation:
@@ -1104,6 +1140,155 @@ func (c *CommentUpvoteSlotClient) mutate(ctx context.Context, m *CommentUpvoteSl
 	}
 }
 
+// ItemClient is a client for the Item schema.
+type ItemClient struct {
+	config
+}
+
+// NewItemClient returns a client for the Item from the given config.
+func NewItemClient(c config) *ItemClient {
+	return &ItemClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `item.Hooks(f(g(h())))`.
+func (c *ItemClient) Use(hooks ...Hook) {
+	c.hooks.Item = append(c.hooks.Item, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `item.Intercept(f(g(h())))`.
+func (c *ItemClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Item = append(c.inters.Item, interceptors...)
+}
+
+// Create returns a builder for creating a Item entity.
+func (c *ItemClient) Create() *ItemCreate {
+	mutation := newItemMutation(c.config, OpCreate)
+	return &ItemCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Item entities.
+func (c *ItemClient) CreateBulk(builders ...*ItemCreate) *ItemCreateBulk {
+	return &ItemCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *ItemClient) MapCreateBulk(slice any, setFunc func(*ItemCreate, int)) *ItemCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &ItemCreateBulk{err: fmt.Errorf("calling to ItemClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*ItemCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &ItemCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Item.
+func (c *ItemClient) Update() *ItemUpdate {
+	mutation := newItemMutation(c.config, OpUpdate)
+	return &ItemUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *ItemClient) UpdateOne(_m *Item) *ItemUpdateOne {
+	mutation := newItemMutation(c.config, OpUpdateOne, withItem(_m))
+	return &ItemUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *ItemClient) UpdateOneID(id int) *ItemUpdateOne {
+	mutation := newItemMutation(c.config, OpUpdateOne, withItemID(id))
+	return &ItemUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Item.
+func (c *ItemClient) Delete() *ItemDelete {
+	mutation := newItemMutation(c.config, OpDelete)
+	return &ItemDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *ItemClient) DeleteOne(_m *Item) *ItemDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *ItemClient) DeleteOneID(id int) *ItemDeleteOne {
+	builder := c.Delete().Where(item.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &ItemDeleteOne{builder}
+}
+
+// Query returns a query builder for Item.
+func (c *ItemClient) Query() *ItemQuery {
+	return &ItemQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeItem},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Item entity by its id.
+func (c *ItemClient) Get(ctx context.Context, id int) (*Item, error) {
+	return c.Query().Where(item.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *ItemClient) GetX(ctx context.Context, id int) *Item {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryRack queries the rack edge of a Item.
+func (c *ItemClient) QueryRack(_m *Item) *RackQuery {
+	query := (&RackClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(item.Table, item.FieldID, id),
+			sqlgraph.To(rack.Table, rack.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, item.RackTable, item.RackColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *ItemClient) Hooks() []Hook {
+	return c.hooks.Item
+}
+
+// Interceptors returns the client interceptors.
+func (c *ItemClient) Interceptors() []Interceptor {
+	return c.inters.Item
+}
+
+func (c *ItemClient) mutate(ctx context.Context, m *ItemMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&ItemCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&ItemUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&ItemUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&ItemDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Item mutation op: %q", m.Op())
+	}
+}
+
 // NaivePostClient is a client for the NaivePost schema.
 type NaivePostClient struct {
 	config
@@ -1698,6 +1883,454 @@ func (c *PostViewsSlotClient) mutate(ctx context.Context, m *PostViewsSlotMutati
 		return (&PostViewsSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown PostViewsSlot mutation op: %q", m.Op())
+	}
+}
+
+// RackClient is a client for the Rack schema.
+type RackClient struct {
+	config
+}
+
+// NewRackClient returns a client for the Rack from the given config.
+func NewRackClient(c config) *RackClient {
+	return &RackClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `rack.Hooks(f(g(h())))`.
+func (c *RackClient) Use(hooks ...Hook) {
+	c.hooks.Rack = append(c.hooks.Rack, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `rack.Intercept(f(g(h())))`.
+func (c *RackClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Rack = append(c.inters.Rack, interceptors...)
+}
+
+// Create returns a builder for creating a Rack entity.
+func (c *RackClient) Create() *RackCreate {
+	mutation := newRackMutation(c.config, OpCreate)
+	return &RackCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Rack entities.
+func (c *RackClient) CreateBulk(builders ...*RackCreate) *RackCreateBulk {
+	return &RackCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *RackClient) MapCreateBulk(slice any, setFunc func(*RackCreate, int)) *RackCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &RackCreateBulk{err: fmt.Errorf("calling to RackClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*RackCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &RackCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Rack.
+func (c *RackClient) Update() *RackUpdate {
+	mutation := newRackMutation(c.config, OpUpdate)
+	return &RackUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *RackClient) UpdateOne(_m *Rack) *RackUpdateOne {
+	mutation := newRackMutation(c.config, OpUpdateOne, withRack(_m))
+	return &RackUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *RackClient) UpdateOneID(id int) *RackUpdateOne {
+	mutation := newRackMutation(c.config, OpUpdateOne, withRackID(id))
+	return &RackUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Rack.
+func (c *RackClient) Delete() *RackDelete {
+	mutation := newRackMutation(c.config, OpDelete)
+	return &RackDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *RackClient) DeleteOne(_m *Rack) *RackDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *RackClient) DeleteOneID(id int) *RackDeleteOne {
+	builder := c.Delete().Where(rack.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &RackDeleteOne{builder}
+}
+
+// Query returns a query builder for Rack.
+func (c *RackClient) Query() *RackQuery {
+	return &RackQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeRack},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Rack entity by its id.
+func (c *RackClient) Get(ctx context.Context, id int) (*Rack, error) {
+	return c.Query().Where(rack.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *RackClient) GetX(ctx context.Context, id int) *Rack {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryItems queries the items edge of a Rack.
+func (c *RackClient) QueryItems(_m *Rack) *ItemQuery {
+	query := (&ItemClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(rack.Table, rack.FieldID, id),
+			sqlgraph.To(item.Table, item.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, rack.ItemsTable, rack.ItemsColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *RackClient) Hooks() []Hook {
+	hooks := c.hooks.Rack
+	return append(hooks[:len(hooks):len(hooks)], rack.Hooks[:]...)
+}
+
+// Interceptors returns the client interceptors.
+func (c *RackClient) Interceptors() []Interceptor {
+	return c.inters.Rack
+}
+
+func (c *RackClient) mutate(ctx context.Context, m *RackMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&RackCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&RackUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&RackUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&RackDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Rack mutation op: %q", m.Op())
+	}
+}
+
+// RackItemCountSlotClient is a client for the RackItemCountSlot schema.
+type RackItemCountSlotClient struct {
+	config
+}
+
+// NewRackItemCountSlotClient returns a client for the RackItemCountSlot from the given config.
+func NewRackItemCountSlotClient(c config) *RackItemCountSlotClient {
+	return &RackItemCountSlotClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `rackitemcountslot.Hooks(f(g(h())))`.
+func (c *RackItemCountSlotClient) Use(hooks ...Hook) {
+	c.hooks.RackItemCountSlot = append(c.hooks.RackItemCountSlot, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `rackitemcountslot.Intercept(f(g(h())))`.
+func (c *RackItemCountSlotClient) Intercept(interceptors ...Interceptor) {
+	c.inters.RackItemCountSlot = append(c.inters.RackItemCountSlot, interceptors...)
+}
+
+// Create returns a builder for creating a RackItemCountSlot entity.
+func (c *RackItemCountSlotClient) Create() *RackItemCountSlotCreate {
+	mutation := newRackItemCountSlotMutation(c.config, OpCreate)
+	return &RackItemCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of RackItemCountSlot entities.
+func (c *RackItemCountSlotClient) CreateBulk(builders ...*RackItemCountSlotCreate) *RackItemCountSlotCreateBulk {
+	return &RackItemCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *RackItemCountSlotClient) MapCreateBulk(slice any, setFunc func(*RackItemCountSlotCreate, int)) *RackItemCountSlotCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &RackItemCountSlotCreateBulk{err: fmt.Errorf("calling to RackItemCountSlotClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*RackItemCountSlotCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &RackItemCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for RackItemCountSlot.
+func (c *RackItemCountSlotClient) Update() *RackItemCountSlotUpdate {
+	mutation := newRackItemCountSlotMutation(c.config, OpUpdate)
+	return &RackItemCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *RackItemCountSlotClient) UpdateOne(_m *RackItemCountSlot) *RackItemCountSlotUpdateOne {
+	mutation := newRackItemCountSlotMutation(c.config, OpUpdateOne, withRackItemCountSlot(_m))
+	return &RackItemCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *RackItemCountSlotClient) UpdateOneID(id int) *RackItemCountSlotUpdateOne {
+	mutation := newRackItemCountSlotMutation(c.config, OpUpdateOne, withRackItemCountSlotID(id))
+	return &RackItemCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for RackItemCountSlot.
+func (c *RackItemCountSlotClient) Delete() *RackItemCountSlotDelete {
+	mutation := newRackItemCountSlotMutation(c.config, OpDelete)
+	return &RackItemCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *RackItemCountSlotClient) DeleteOne(_m *RackItemCountSlot) *RackItemCountSlotDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *RackItemCountSlotClient) DeleteOneID(id int) *RackItemCountSlotDeleteOne {
+	builder := c.Delete().Where(rackitemcountslot.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &RackItemCountSlotDeleteOne{builder}
+}
+
+// Query returns a query builder for RackItemCountSlot.
+func (c *RackItemCountSlotClient) Query() *RackItemCountSlotQuery {
+	return &RackItemCountSlotQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeRackItemCountSlot},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a RackItemCountSlot entity by its id.
+func (c *RackItemCountSlotClient) Get(ctx context.Context, id int) (*RackItemCountSlot, error) {
+	return c.Query().Where(rackitemcountslot.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *RackItemCountSlotClient) GetX(ctx context.Context, id int) *RackItemCountSlot {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryRack queries the rack edge of a RackItemCountSlot.
+func (c *RackItemCountSlotClient) QueryRack(_m *RackItemCountSlot) *RackQuery {
+	query := (&RackClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(rackitemcountslot.Table, rackitemcountslot.FieldID, id),
+			sqlgraph.To(rack.Table, rack.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, rackitemcountslot.RackTable, rackitemcountslot.RackColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *RackItemCountSlotClient) Hooks() []Hook {
+	return c.hooks.RackItemCountSlot
+}
+
+// Interceptors returns the client interceptors.
+func (c *RackItemCountSlotClient) Interceptors() []Interceptor {
+	return c.inters.RackItemCountSlot
+}
+
+func (c *RackItemCountSlotClient) mutate(ctx context.Context, m *RackItemCountSlotMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&RackItemCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&RackItemCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&RackItemCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&RackItemCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown RackItemCountSlot mutation op: %q", m.Op())
+	}
+}
+
+// RackOpenCountSlotClient is a client for the RackOpenCountSlot schema.
+type RackOpenCountSlotClient struct {
+	config
+}
+
+// NewRackOpenCountSlotClient returns a client for the RackOpenCountSlot from the given config.
+func NewRackOpenCountSlotClient(c config) *RackOpenCountSlotClient {
+	return &RackOpenCountSlotClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `rackopencountslot.Hooks(f(g(h())))`.
+func (c *RackOpenCountSlotClient) Use(hooks ...Hook) {
+	c.hooks.RackOpenCountSlot = append(c.hooks.RackOpenCountSlot, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `rackopencountslot.Intercept(f(g(h())))`.
+func (c *RackOpenCountSlotClient) Intercept(interceptors ...Interceptor) {
+	c.inters.RackOpenCountSlot = append(c.inters.RackOpenCountSlot, interceptors...)
+}
+
+// Create returns a builder for creating a RackOpenCountSlot entity.
+func (c *RackOpenCountSlotClient) Create() *RackOpenCountSlotCreate {
+	mutation := newRackOpenCountSlotMutation(c.config, OpCreate)
+	return &RackOpenCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of RackOpenCountSlot entities.
+func (c *RackOpenCountSlotClient) CreateBulk(builders ...*RackOpenCountSlotCreate) *RackOpenCountSlotCreateBulk {
+	return &RackOpenCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *RackOpenCountSlotClient) MapCreateBulk(slice any, setFunc func(*RackOpenCountSlotCreate, int)) *RackOpenCountSlotCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &RackOpenCountSlotCreateBulk{err: fmt.Errorf("calling to RackOpenCountSlotClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*RackOpenCountSlotCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &RackOpenCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for RackOpenCountSlot.
+func (c *RackOpenCountSlotClient) Update() *RackOpenCountSlotUpdate {
+	mutation := newRackOpenCountSlotMutation(c.config, OpUpdate)
+	return &RackOpenCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *RackOpenCountSlotClient) UpdateOne(_m *RackOpenCountSlot) *RackOpenCountSlotUpdateOne {
+	mutation := newRackOpenCountSlotMutation(c.config, OpUpdateOne, withRackOpenCountSlot(_m))
+	return &RackOpenCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *RackOpenCountSlotClient) UpdateOneID(id int) *RackOpenCountSlotUpdateOne {
+	mutation := newRackOpenCountSlotMutation(c.config, OpUpdateOne, withRackOpenCountSlotID(id))
+	return &RackOpenCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for RackOpenCountSlot.
+func (c *RackOpenCountSlotClient) Delete() *RackOpenCountSlotDelete {
+	mutation := newRackOpenCountSlotMutation(c.config, OpDelete)
+	return &RackOpenCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *RackOpenCountSlotClient) DeleteOne(_m *RackOpenCountSlot) *RackOpenCountSlotDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *RackOpenCountSlotClient) DeleteOneID(id int) *RackOpenCountSlotDeleteOne {
+	builder := c.Delete().Where(rackopencountslot.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &RackOpenCountSlotDeleteOne{builder}
+}
+
+// Query returns a query builder for RackOpenCountSlot.
+func (c *RackOpenCountSlotClient) Query() *RackOpenCountSlotQuery {
+	return &RackOpenCountSlotQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeRackOpenCountSlot},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a RackOpenCountSlot entity by its id.
+func (c *RackOpenCountSlotClient) Get(ctx context.Context, id int) (*RackOpenCountSlot, error) {
+	return c.Query().Where(rackopencountslot.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *RackOpenCountSlotClient) GetX(ctx context.Context, id int) *RackOpenCountSlot {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryRack queries the rack edge of a RackOpenCountSlot.
+func (c *RackOpenCountSlotClient) QueryRack(_m *RackOpenCountSlot) *RackQuery {
+	query := (&RackClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(rackopencountslot.Table, rackopencountslot.FieldID, id),
+			sqlgraph.To(rack.Table, rack.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, rackopencountslot.RackTable, rackopencountslot.RackColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *RackOpenCountSlotClient) Hooks() []Hook {
+	return c.hooks.RackOpenCountSlot
+}
+
+// Interceptors returns the client interceptors.
+func (c *RackOpenCountSlotClient) Interceptors() []Interceptor {
+	return c.inters.RackOpenCountSlot
+}
+
+func (c *RackOpenCountSlotClient) mutate(ctx context.Context, m *RackOpenCountSlotMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&RackOpenCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&RackOpenCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&RackOpenCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&RackOpenCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown RackOpenCountSlot mutation op: %q", m.Op())
 	}
 }
 
@@ -3150,16 +3783,16 @@ func (c *TagUsesSlotClient) mutate(ctx context.Context, m *TagUsesSlotMutation) 
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
-		Author, AuthorFollowersSlot, Book, Comment, CommentUpvoteSlot, NaivePost, Post,
-		PostLikesSlot, PostViewsSlot, Shelf, ShelfBookCountSlot, ShelfOpenCountSlot,
-		SkipPost, SkipPostLikesSlot, Story, StoryClapsDelta, Tag, TagHitsSlot,
-		TagUsesSlot []ent.Hook
+		Author, AuthorFollowersSlot, Book, Comment, CommentUpvoteSlot, Item, NaivePost,
+		Post, PostLikesSlot, PostViewsSlot, Rack, RackItemCountSlot, RackOpenCountSlot,
+		Shelf, ShelfBookCountSlot, ShelfOpenCountSlot, SkipPost, SkipPostLikesSlot,
+		Story, StoryClapsDelta, Tag, TagHitsSlot, TagUsesSlot []ent.Hook
 	}
 	inters struct {
-		Author, AuthorFollowersSlot, Book, Comment, CommentUpvoteSlot, NaivePost, Post,
-		PostLikesSlot, PostViewsSlot, Shelf, ShelfBookCountSlot, ShelfOpenCountSlot,
-		SkipPost, SkipPostLikesSlot, Story, StoryClapsDelta, Tag, TagHitsSlot,
-		TagUsesSlot []ent.Interceptor
+		Author, AuthorFollowersSlot, Book, Comment, CommentUpvoteSlot, Item, NaivePost,
+		Post, PostLikesSlot, PostViewsSlot, Rack, RackItemCountSlot, RackOpenCountSlot,
+		Shelf, ShelfBookCountSlot, ShelfOpenCountSlot, SkipPost, SkipPostLikesSlot,
+		Story, StoryClapsDelta, Tag, TagHitsSlot, TagUsesSlot []ent.Interceptor
 	}
 )
 
@@ -3175,8 +3808,10 @@ var hotCounterDefs = []entcounter.Def{
 	{Type: "Comment", Field: "upvote", StructField: "Upvote", Table: "comments", Key: "id", SlotTable: "comment_upvote_slots", Owner: "comment_id", Slots: 8, Rollup: false, Append: false, Precreate: 0, SkipLocked: false},
 	{Type: "Post", Field: "likes", StructField: "Likes", Table: "posts", Key: "id", SlotTable: "post_likes_slots", Owner: "post_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false},
 	{Type: "Post", Field: "views", StructField: "Views", Table: "posts", Key: "id", SlotTable: "post_views_slots", Owner: "post_id", Slots: 64, Rollup: true, Append: false, Precreate: 0, SkipLocked: false},
-	{Type: "Shelf", Field: "book_count", StructField: "BookCount", Table: "shelves", Key: "id", SlotTable: "shelf_book_count_slots", Owner: "shelf_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &entcounter.CountDef{Edge: "books", Table: "books", Key: "id", Ref: "shelf_id", Columns: []string{"id", "status", "shelf_id"}, Where: ""}},
-	{Type: "Shelf", Field: "open_count", StructField: "OpenCount", Table: "shelves", Key: "id", SlotTable: "shelf_open_count_slots", Owner: "shelf_id", Slots: 4, Rollup: true, Append: false, Precreate: 0, SkipLocked: false, Count: &entcounter.CountDef{Edge: "books", Table: "books", Key: "id", Ref: "shelf_id", Columns: []string{"id", "status", "shelf_id"}, Where: "status = 'open'"}},
+	{Type: "Rack", Field: "item_count", StructField: "ItemCount", Table: "racks", Key: "id", SlotTable: "rack_item_count_slots", Owner: "rack_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &entcounter.CountDef{Edge: "items", Type: "Item", Hooks: true, Table: "items", Key: "id", Ref: "rack_id", Columns: []string{"id", "status", "rack_id"}, Where: ""}},
+	{Type: "Rack", Field: "open_count", StructField: "OpenCount", Table: "racks", Key: "id", SlotTable: "rack_open_count_slots", Owner: "rack_id", Slots: 4, Rollup: true, Append: false, Precreate: 0, SkipLocked: false, Count: &entcounter.CountDef{Edge: "items", Type: "Item", Hooks: true, Table: "items", Key: "id", Ref: "rack_id", Columns: []string{"id", "status", "rack_id"}, Where: "status = 'open'"}},
+	{Type: "Shelf", Field: "book_count", StructField: "BookCount", Table: "shelves", Key: "id", SlotTable: "shelf_book_count_slots", Owner: "shelf_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &entcounter.CountDef{Edge: "books", Type: "Book", Hooks: false, Table: "books", Key: "id", Ref: "shelf_id", Columns: []string{"id", "status", "shelf_id"}, Where: ""}},
+	{Type: "Shelf", Field: "open_count", StructField: "OpenCount", Table: "shelves", Key: "id", SlotTable: "shelf_open_count_slots", Owner: "shelf_id", Slots: 4, Rollup: true, Append: false, Precreate: 0, SkipLocked: false, Count: &entcounter.CountDef{Edge: "books", Type: "Book", Hooks: false, Table: "books", Key: "id", Ref: "shelf_id", Columns: []string{"id", "status", "shelf_id"}, Where: "status = 'open'"}},
 	{Type: "SkipPost", Field: "likes", StructField: "Likes", Table: "skip_posts", Key: "id", SlotTable: "skip_post_likes_slots", Owner: "skip_post_id", Slots: 64, Rollup: false, Append: false, Precreate: 1, SkipLocked: true},
 	{Type: "Story", Field: "claps", StructField: "Claps", Table: "stories", Key: "id", SlotTable: "story_claps_deltas", Owner: "story_id", Slots: 16, Rollup: true, Append: true, Precreate: 0, SkipLocked: false},
 	{Type: "Tag", Field: "uses", StructField: "Uses", Table: "tags", Key: "id", SlotTable: "tag_uses_slots", Owner: "tag_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false},

@@ -17,10 +17,14 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/book"
 	"github.com/hotcounter/hotcounter/integration_test/ent/comment"
 	"github.com/hotcounter/hotcounter/integration_test/ent/commentupvoteslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/item"
 	"github.com/hotcounter/hotcounter/integration_test/ent/naivepost"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postviewsslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/rack"
+	"github.com/hotcounter/hotcounter/integration_test/ent/rackitemcountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/rackopencountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/shelf"
 	"github.com/hotcounter/hotcounter/integration_test/ent/shelfbookcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/shelfopencountslot"
@@ -96,10 +100,14 @@ func checkColumn(t, c string) error {
 			book.Table:                book.ValidColumn,
 			comment.Table:             comment.ValidColumn,
 			commentupvoteslot.Table:   commentupvoteslot.ValidColumn,
+			item.Table:                item.ValidColumn,
 			naivepost.Table:           naivepost.ValidColumn,
 			post.Table:                post.ValidColumn,
 			postlikesslot.Table:       postlikesslot.ValidColumn,
 			postviewsslot.Table:       postviewsslot.ValidColumn,
+			rack.Table:                rack.ValidColumn,
+			rackitemcountslot.Table:   rackitemcountslot.ValidColumn,
+			rackopencountslot.Table:   rackopencountslot.ValidColumn,
 			shelf.Table:               shelf.ValidColumn,
 			shelfbookcountslot.Table:  shelfbookcountslot.ValidColumn,
 			shelfopencountslot.Table:  shelfopencountslot.ValidColumn,

@@ -15,11 +15,15 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/book"
 	"github.com/hotcounter/hotcounter/integration_test/ent/comment"
 	"github.com/hotcounter/hotcounter/integration_test/ent/commentupvoteslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/item"
 	"github.com/hotcounter/hotcounter/integration_test/ent/naivepost"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postviewsslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/predicate"
+	"github.com/hotcounter/hotcounter/integration_test/ent/rack"
+	"github.com/hotcounter/hotcounter/integration_test/ent/rackitemcountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/rackopencountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/shelf"
 	"github.com/hotcounter/hotcounter/integration_test/ent/shelfbookcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/shelfopencountslot"
@@ -46,10 +50,14 @@ const (
 	TypeBook                = "Book"
 	TypeComment             = "Comment"
 	TypeCommentUpvoteSlot   = "CommentUpvoteSlot"
+	TypeItem                = "Item"
 	TypeNaivePost           = "NaivePost"
 	TypePost                = "Post"
 	TypePostLikesSlot       = "PostLikesSlot"
 	TypePostViewsSlot       = "PostViewsSlot"
+	TypeRack                = "Rack"
+	TypeRackItemCountSlot   = "RackItemCountSlot"
+	TypeRackOpenCountSlot   = "RackOpenCountSlot"
 	TypeShelf               = "Shelf"
 	TypeShelfBookCountSlot  = "ShelfBookCountSlot"
 	TypeShelfOpenCountSlot  = "ShelfOpenCountSlot"
@@ -2718,6 +2726,465 @@ func (m *CommentUpvoteSlotMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown CommentUpvoteSlot edge %s", name)
 }
 
+// ItemMutation represents an operation that mutates the Item nodes in the graph.
+type ItemMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int
+	status        *string
+	clearedFields map[string]struct{}
+	rack          *int
+	clearedrack   bool
+	done          bool
+	oldValue      func(context.Context) (*Item, error)
+	predicates    []predicate.Item
+}
+
+var _ ent.Mutation = (*ItemMutation)(nil)
+
+// itemOption allows management of the mutation configuration using functional options.
+type itemOption func(*ItemMutation)
+
+// newItemMutation creates new mutation for the Item entity.
+func newItemMutation(c config, op Op, opts ...itemOption) *ItemMutation {
+	m := &ItemMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeItem,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withItemID sets the ID field of the mutation.
+func withItemID(id int) itemOption {
+	return func(m *ItemMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *Item
+		)
+		m.oldValue = func(ctx context.Context) (*Item, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().Item.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withItem sets the old Item of the mutation.
+func withItem(node *Item) itemOption {
+	return func(m *ItemMutation) {
+		m.oldValue = func(context.Context) (*Item, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m ItemMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m ItemMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *ItemMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *ItemMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().Item.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetStatus sets the "status" field.
+func (m *ItemMutation) SetStatus(s string) {
+	m.status = &s
+}
+
+// Status returns the value of the "status" field in the mutation.
+func (m *ItemMutation) Status() (r string, exists bool) {
+	v := m.status
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldStatus returns the old "status" field's value of the Item entity.
+// If the Item object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ItemMutation) OldStatus(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldStatus is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldStatus requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldStatus: %w", err)
+	}
+	return oldValue.Status, nil
+}
+
+// ResetStatus resets all changes to the "status" field.
+func (m *ItemMutation) ResetStatus() {
+	m.status = nil
+}
+
+// SetRackID sets the "rack_id" field.
+func (m *ItemMutation) SetRackID(i int) {
+	m.rack = &i
+}
+
+// RackID returns the value of the "rack_id" field in the mutation.
+func (m *ItemMutation) RackID() (r int, exists bool) {
+	v := m.rack
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRackID returns the old "rack_id" field's value of the Item entity.
+// If the Item object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ItemMutation) OldRackID(ctx context.Context) (v *int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRackID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRackID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRackID: %w", err)
+	}
+	return oldValue.RackID, nil
+}
+
+// ClearRackID clears the value of the "rack_id" field.
+func (m *ItemMutation) ClearRackID() {
+	m.rack = nil
+	m.clearedFields[item.FieldRackID] = struct{}{}
+}
+
+// RackIDCleared returns if the "rack_id" field was cleared in this mutation.
+func (m *ItemMutation) RackIDCleared() bool {
+	_, ok := m.clearedFields[item.FieldRackID]
+	return ok
+}
+
+// ResetRackID resets all changes to the "rack_id" field.
+func (m *ItemMutation) ResetRackID() {
+	m.rack = nil
+	delete(m.clearedFields, item.FieldRackID)
+}
+
+// ClearRack clears the "rack" edge to the Rack entity.
+func (m *ItemMutation) ClearRack() {
+	m.clearedrack = true
+	m.clearedFields[item.FieldRackID] = struct{}{}
+}
+
+// RackCleared reports if the "rack" edge to the Rack entity was cleared.
+func (m *ItemMutation) RackCleared() bool {
+	return m.RackIDCleared() || m.clearedrack
+}
+
+// RackIDs returns the "rack" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// RackID instead. It exists only for internal usage by the builders.
+func (m *ItemMutation) RackIDs() (ids []int) {
+	if id := m.rack; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetRack resets all changes to the "rack" edge.
+func (m *ItemMutation) ResetRack() {
+	m.rack = nil
+	m.clearedrack = false
+}
+
+// Where appends a list predicates to the ItemMutation builder.
+func (m *ItemMutation) Where(ps ...predicate.Item) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the ItemMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *ItemMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.Item, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *ItemMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *ItemMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (Item).
+func (m *ItemMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *ItemMutation) Fields() []string {
+	fields := make([]string, 0, 2)
+	if m.status != nil {
+		fields = append(fields, item.FieldStatus)
+	}
+	if m.rack != nil {
+		fields = append(fields, item.FieldRackID)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *ItemMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case item.FieldStatus:
+		return m.Status()
+	case item.FieldRackID:
+		return m.RackID()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *ItemMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case item.FieldStatus:
+		return m.OldStatus(ctx)
+	case item.FieldRackID:
+		return m.OldRackID(ctx)
+	}
+	return nil, fmt.Errorf("unknown Item field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ItemMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case item.FieldStatus:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetStatus(v)
+		return nil
+	case item.FieldRackID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRackID(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Item field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *ItemMutation) AddedFields() []string {
+	var fields []string
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *ItemMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ItemMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown Item numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *ItemMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(item.FieldRackID) {
+		fields = append(fields, item.FieldRackID)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *ItemMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *ItemMutation) ClearField(name string) error {
+	switch name {
+	case item.FieldRackID:
+		m.ClearRackID()
+		return nil
+	}
+	return fmt.Errorf("unknown Item nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *ItemMutation) ResetField(name string) error {
+	switch name {
+	case item.FieldStatus:
+		m.ResetStatus()
+		return nil
+	case item.FieldRackID:
+		m.ResetRackID()
+		return nil
+	}
+	return fmt.Errorf("unknown Item field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *ItemMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.rack != nil {
+		edges = append(edges, item.EdgeRack)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *ItemMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case item.EdgeRack:
+		if id := m.rack; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *ItemMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *ItemMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *ItemMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedrack {
+		edges = append(edges, item.EdgeRack)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *ItemMutation) EdgeCleared(name string) bool {
+	switch name {
+	case item.EdgeRack:
+		return m.clearedrack
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *ItemMutation) ClearEdge(name string) error {
+	switch name {
+	case item.EdgeRack:
+		m.ClearRack()
+		return nil
+	}
+	return fmt.Errorf("unknown Item unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *ItemMutation) ResetEdge(name string) error {
+	switch name {
+	case item.EdgeRack:
+		m.ResetRack()
+		return nil
+	}
+	return fmt.Errorf("unknown Item edge %s", name)
+}
+
 // NaivePostMutation represents an operation that mutates the NaivePost nodes in the graph.
 type NaivePostMutation struct {
 	config
@@ -4932,6 +5399,1741 @@ func (m *PostViewsSlotMutation) ResetEdge(name string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown PostViewsSlot edge %s", name)
+}
+
+// RackMutation represents an operation that mutates the Rack nodes in the graph.
+type RackMutation struct {
+	config
+	op                   Op
+	typ                  string
+	id                   *int
+	item_count           *int64
+	additem_count        *int64
+	open_count           *int64
+	addopen_count        *int64
+	name                 *string
+	clearedFields        map[string]struct{}
+	items                map[int]struct{}
+	removeditems         map[int]struct{}
+	cleareditems         bool
+	done                 bool
+	oldValue             func(context.Context) (*Rack, error)
+	predicates           []predicate.Rack
+	hotcounterUpsert     bool
+	hotcounterBulkUpsert bool
+}
+
+var _ ent.Mutation = (*RackMutation)(nil)
+
+// rackOption allows management of the mutation configuration using functional options.
+type rackOption func(*RackMutation)
+
+// newRackMutation creates new mutation for the Rack entity.
+func newRackMutation(c config, op Op, opts ...rackOption) *RackMutation {
+	m := &RackMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeRack,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withRackID sets the ID field of the mutation.
+func withRackID(id int) rackOption {
+	return func(m *RackMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *Rack
+		)
+		m.oldValue = func(ctx context.Context) (*Rack, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().Rack.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withRack sets the old Rack of the mutation.
+func withRack(node *Rack) rackOption {
+	return func(m *RackMutation) {
+		m.oldValue = func(context.Context) (*Rack, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m RackMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m RackMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *RackMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *RackMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().Rack.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetItemCount sets the "item_count" field.
+func (m *RackMutation) SetItemCount(i int64) {
+	m.item_count = &i
+	m.additem_count = nil
+}
+
+// ItemCount returns the value of the "item_count" field in the mutation.
+func (m *RackMutation) ItemCount() (r int64, exists bool) {
+	v := m.item_count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldItemCount returns the old "item_count" field's value of the Rack entity.
+// If the Rack object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RackMutation) OldItemCount(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldItemCount is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldItemCount requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldItemCount: %w", err)
+	}
+	return oldValue.ItemCount, nil
+}
+
+// AddItemCount adds i to the "item_count" field.
+func (m *RackMutation) AddItemCount(i int64) {
+	if m.additem_count != nil {
+		*m.additem_count += i
+	} else {
+		m.additem_count = &i
+	}
+}
+
+// AddedItemCount returns the value that was added to the "item_count" field in this mutation.
+func (m *RackMutation) AddedItemCount() (r int64, exists bool) {
+	v := m.additem_count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearItemCount clears the value of the "item_count" field.
+func (m *RackMutation) ClearItemCount() {
+	m.item_count = nil
+	m.additem_count = nil
+	m.clearedFields[rack.FieldItemCount] = struct{}{}
+}
+
+// ItemCountCleared returns if the "item_count" field was cleared in this mutation.
+func (m *RackMutation) ItemCountCleared() bool {
+	_, ok := m.clearedFields[rack.FieldItemCount]
+	return ok
+}
+
+// ResetItemCount resets all changes to the "item_count" field.
+func (m *RackMutation) ResetItemCount() {
+	m.item_count = nil
+	m.additem_count = nil
+	delete(m.clearedFields, rack.FieldItemCount)
+}
+
+// SetOpenCount sets the "open_count" field.
+func (m *RackMutation) SetOpenCount(i int64) {
+	m.open_count = &i
+	m.addopen_count = nil
+}
+
+// OpenCount returns the value of the "open_count" field in the mutation.
+func (m *RackMutation) OpenCount() (r int64, exists bool) {
+	v := m.open_count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldOpenCount returns the old "open_count" field's value of the Rack entity.
+// If the Rack object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RackMutation) OldOpenCount(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldOpenCount is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldOpenCount requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldOpenCount: %w", err)
+	}
+	return oldValue.OpenCount, nil
+}
+
+// AddOpenCount adds i to the "open_count" field.
+func (m *RackMutation) AddOpenCount(i int64) {
+	if m.addopen_count != nil {
+		*m.addopen_count += i
+	} else {
+		m.addopen_count = &i
+	}
+}
+
+// AddedOpenCount returns the value that was added to the "open_count" field in this mutation.
+func (m *RackMutation) AddedOpenCount() (r int64, exists bool) {
+	v := m.addopen_count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetOpenCount resets all changes to the "open_count" field.
+func (m *RackMutation) ResetOpenCount() {
+	m.open_count = nil
+	m.addopen_count = nil
+}
+
+// SetName sets the "name" field.
+func (m *RackMutation) SetName(s string) {
+	m.name = &s
+}
+
+// Name returns the value of the "name" field in the mutation.
+func (m *RackMutation) Name() (r string, exists bool) {
+	v := m.name
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldName returns the old "name" field's value of the Rack entity.
+// If the Rack object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RackMutation) OldName(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldName is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldName requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldName: %w", err)
+	}
+	return oldValue.Name, nil
+}
+
+// ResetName resets all changes to the "name" field.
+func (m *RackMutation) ResetName() {
+	m.name = nil
+}
+
+// AddItemIDs adds the "items" edge to the Item entity by ids.
+func (m *RackMutation) AddItemIDs(ids ...int) {
+	if m.items == nil {
+		m.items = make(map[int]struct{})
+	}
+	for i := range ids {
+		m.items[ids[i]] = struct{}{}
+	}
+}
+
+// ClearItems clears the "items" edge to the Item entity.
+func (m *RackMutation) ClearItems() {
+	m.cleareditems = true
+}
+
+// ItemsCleared reports if the "items" edge to the Item entity was cleared.
+func (m *RackMutation) ItemsCleared() bool {
+	return m.cleareditems
+}
+
+// RemoveItemIDs removes the "items" edge to the Item entity by IDs.
+func (m *RackMutation) RemoveItemIDs(ids ...int) {
+	if m.removeditems == nil {
+		m.removeditems = make(map[int]struct{})
+	}
+	for i := range ids {
+		delete(m.items, ids[i])
+		m.removeditems[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedItems returns the removed IDs of the "items" edge to the Item entity.
+func (m *RackMutation) RemovedItemsIDs() (ids []int) {
+	for id := range m.removeditems {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ItemsIDs returns the "items" edge IDs in the mutation.
+func (m *RackMutation) ItemsIDs() (ids []int) {
+	for id := range m.items {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetItems resets all changes to the "items" edge.
+func (m *RackMutation) ResetItems() {
+	m.items = nil
+	m.cleareditems = false
+	m.removeditems = nil
+}
+
+// Where appends a list predicates to the RackMutation builder.
+func (m *RackMutation) Where(ps ...predicate.Rack) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the RackMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *RackMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.Rack, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *RackMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *RackMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (Rack).
+func (m *RackMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *RackMutation) Fields() []string {
+	fields := make([]string, 0, 3)
+	if m.item_count != nil {
+		fields = append(fields, rack.FieldItemCount)
+	}
+	if m.open_count != nil {
+		fields = append(fields, rack.FieldOpenCount)
+	}
+	if m.name != nil {
+		fields = append(fields, rack.FieldName)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *RackMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case rack.FieldItemCount:
+		return m.ItemCount()
+	case rack.FieldOpenCount:
+		return m.OpenCount()
+	case rack.FieldName:
+		return m.Name()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *RackMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case rack.FieldItemCount:
+		return m.OldItemCount(ctx)
+	case rack.FieldOpenCount:
+		return m.OldOpenCount(ctx)
+	case rack.FieldName:
+		return m.OldName(ctx)
+	}
+	return nil, fmt.Errorf("unknown Rack field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *RackMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case rack.FieldItemCount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetItemCount(v)
+		return nil
+	case rack.FieldOpenCount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetOpenCount(v)
+		return nil
+	case rack.FieldName:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetName(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Rack field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *RackMutation) AddedFields() []string {
+	var fields []string
+	if m.additem_count != nil {
+		fields = append(fields, rack.FieldItemCount)
+	}
+	if m.addopen_count != nil {
+		fields = append(fields, rack.FieldOpenCount)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *RackMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case rack.FieldItemCount:
+		return m.AddedItemCount()
+	case rack.FieldOpenCount:
+		return m.AddedOpenCount()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *RackMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case rack.FieldItemCount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddItemCount(v)
+		return nil
+	case rack.FieldOpenCount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddOpenCount(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Rack numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *RackMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(rack.FieldItemCount) {
+		fields = append(fields, rack.FieldItemCount)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *RackMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *RackMutation) ClearField(name string) error {
+	switch name {
+	case rack.FieldItemCount:
+		m.ClearItemCount()
+		return nil
+	}
+	return fmt.Errorf("unknown Rack nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *RackMutation) ResetField(name string) error {
+	switch name {
+	case rack.FieldItemCount:
+		m.ResetItemCount()
+		return nil
+	case rack.FieldOpenCount:
+		m.ResetOpenCount()
+		return nil
+	case rack.FieldName:
+		m.ResetName()
+		return nil
+	}
+	return fmt.Errorf("unknown Rack field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *RackMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.items != nil {
+		edges = append(edges, rack.EdgeItems)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *RackMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case rack.EdgeItems:
+		ids := make([]ent.Value, 0, len(m.items))
+		for id := range m.items {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *RackMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.removeditems != nil {
+		edges = append(edges, rack.EdgeItems)
+	}
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *RackMutation) RemovedIDs(name string) []ent.Value {
+	switch name {
+	case rack.EdgeItems:
+		ids := make([]ent.Value, 0, len(m.removeditems))
+		for id := range m.removeditems {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *RackMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.cleareditems {
+		edges = append(edges, rack.EdgeItems)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *RackMutation) EdgeCleared(name string) bool {
+	switch name {
+	case rack.EdgeItems:
+		return m.cleareditems
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *RackMutation) ClearEdge(name string) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown Rack unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *RackMutation) ResetEdge(name string) error {
+	switch name {
+	case rack.EdgeItems:
+		m.ResetItems()
+		return nil
+	}
+	return fmt.Errorf("unknown Rack edge %s", name)
+}
+
+// RackItemCountSlotMutation represents an operation that mutates the RackItemCountSlot nodes in the graph.
+type RackItemCountSlotMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int
+	slot          *int16
+	addslot       *int16
+	n             *int64
+	addn          *int64
+	clearedFields map[string]struct{}
+	rack          *int
+	clearedrack   bool
+	done          bool
+	oldValue      func(context.Context) (*RackItemCountSlot, error)
+	predicates    []predicate.RackItemCountSlot
+}
+
+var _ ent.Mutation = (*RackItemCountSlotMutation)(nil)
+
+// rackitemcountslotOption allows management of the mutation configuration using functional options.
+type rackitemcountslotOption func(*RackItemCountSlotMutation)
+
+// newRackItemCountSlotMutation creates new mutation for the RackItemCountSlot entity.
+func newRackItemCountSlotMutation(c config, op Op, opts ...rackitemcountslotOption) *RackItemCountSlotMutation {
+	m := &RackItemCountSlotMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeRackItemCountSlot,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withRackItemCountSlotID sets the ID field of the mutation.
+func withRackItemCountSlotID(id int) rackitemcountslotOption {
+	return func(m *RackItemCountSlotMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *RackItemCountSlot
+		)
+		m.oldValue = func(ctx context.Context) (*RackItemCountSlot, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().RackItemCountSlot.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withRackItemCountSlot sets the old RackItemCountSlot of the mutation.
+func withRackItemCountSlot(node *RackItemCountSlot) rackitemcountslotOption {
+	return func(m *RackItemCountSlotMutation) {
+		m.oldValue = func(context.Context) (*RackItemCountSlot, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m RackItemCountSlotMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m RackItemCountSlotMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *RackItemCountSlotMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *RackItemCountSlotMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().RackItemCountSlot.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetRackID sets the "rack_id" field.
+func (m *RackItemCountSlotMutation) SetRackID(i int) {
+	m.rack = &i
+}
+
+// RackID returns the value of the "rack_id" field in the mutation.
+func (m *RackItemCountSlotMutation) RackID() (r int, exists bool) {
+	v := m.rack
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRackID returns the old "rack_id" field's value of the RackItemCountSlot entity.
+// If the RackItemCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RackItemCountSlotMutation) OldRackID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRackID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRackID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRackID: %w", err)
+	}
+	return oldValue.RackID, nil
+}
+
+// ResetRackID resets all changes to the "rack_id" field.
+func (m *RackItemCountSlotMutation) ResetRackID() {
+	m.rack = nil
+}
+
+// SetSlot sets the "slot" field.
+func (m *RackItemCountSlotMutation) SetSlot(i int16) {
+	m.slot = &i
+	m.addslot = nil
+}
+
+// Slot returns the value of the "slot" field in the mutation.
+func (m *RackItemCountSlotMutation) Slot() (r int16, exists bool) {
+	v := m.slot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSlot returns the old "slot" field's value of the RackItemCountSlot entity.
+// If the RackItemCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RackItemCountSlotMutation) OldSlot(ctx context.Context) (v int16, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSlot is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSlot requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSlot: %w", err)
+	}
+	return oldValue.Slot, nil
+}
+
+// AddSlot adds i to the "slot" field.
+func (m *RackItemCountSlotMutation) AddSlot(i int16) {
+	if m.addslot != nil {
+		*m.addslot += i
+	} else {
+		m.addslot = &i
+	}
+}
+
+// AddedSlot returns the value that was added to the "slot" field in this mutation.
+func (m *RackItemCountSlotMutation) AddedSlot() (r int16, exists bool) {
+	v := m.addslot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetSlot resets all changes to the "slot" field.
+func (m *RackItemCountSlotMutation) ResetSlot() {
+	m.slot = nil
+	m.addslot = nil
+}
+
+// SetN sets the "n" field.
+func (m *RackItemCountSlotMutation) SetN(i int64) {
+	m.n = &i
+	m.addn = nil
+}
+
+// N returns the value of the "n" field in the mutation.
+func (m *RackItemCountSlotMutation) N() (r int64, exists bool) {
+	v := m.n
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldN returns the old "n" field's value of the RackItemCountSlot entity.
+// If the RackItemCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RackItemCountSlotMutation) OldN(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldN is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldN requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldN: %w", err)
+	}
+	return oldValue.N, nil
+}
+
+// AddN adds i to the "n" field.
+func (m *RackItemCountSlotMutation) AddN(i int64) {
+	if m.addn != nil {
+		*m.addn += i
+	} else {
+		m.addn = &i
+	}
+}
+
+// AddedN returns the value that was added to the "n" field in this mutation.
+func (m *RackItemCountSlotMutation) AddedN() (r int64, exists bool) {
+	v := m.addn
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetN resets all changes to the "n" field.
+func (m *RackItemCountSlotMutation) ResetN() {
+	m.n = nil
+	m.addn = nil
+}
+
+// ClearRack clears the "rack" edge to the Rack entity.
+func (m *RackItemCountSlotMutation) ClearRack() {
+	m.clearedrack = true
+	m.clearedFields[rackitemcountslot.FieldRackID] = struct{}{}
+}
+
+// RackCleared reports if the "rack" edge to the Rack entity was cleared.
+func (m *RackItemCountSlotMutation) RackCleared() bool {
+	return m.clearedrack
+}
+
+// RackIDs returns the "rack" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// RackID instead. It exists only for internal usage by the builders.
+func (m *RackItemCountSlotMutation) RackIDs() (ids []int) {
+	if id := m.rack; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetRack resets all changes to the "rack" edge.
+func (m *RackItemCountSlotMutation) ResetRack() {
+	m.rack = nil
+	m.clearedrack = false
+}
+
+// Where appends a list predicates to the RackItemCountSlotMutation builder.
+func (m *RackItemCountSlotMutation) Where(ps ...predicate.RackItemCountSlot) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the RackItemCountSlotMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *RackItemCountSlotMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.RackItemCountSlot, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *RackItemCountSlotMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *RackItemCountSlotMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (RackItemCountSlot).
+func (m *RackItemCountSlotMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *RackItemCountSlotMutation) Fields() []string {
+	fields := make([]string, 0, 3)
+	if m.rack != nil {
+		fields = append(fields, rackitemcountslot.FieldRackID)
+	}
+	if m.slot != nil {
+		fields = append(fields, rackitemcountslot.FieldSlot)
+	}
+	if m.n != nil {
+		fields = append(fields, rackitemcountslot.FieldN)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *RackItemCountSlotMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case rackitemcountslot.FieldRackID:
+		return m.RackID()
+	case rackitemcountslot.FieldSlot:
+		return m.Slot()
+	case rackitemcountslot.FieldN:
+		return m.N()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *RackItemCountSlotMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case rackitemcountslot.FieldRackID:
+		return m.OldRackID(ctx)
+	case rackitemcountslot.FieldSlot:
+		return m.OldSlot(ctx)
+	case rackitemcountslot.FieldN:
+		return m.OldN(ctx)
+	}
+	return nil, fmt.Errorf("unknown RackItemCountSlot field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *RackItemCountSlotMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case rackitemcountslot.FieldRackID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRackID(v)
+		return nil
+	case rackitemcountslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSlot(v)
+		return nil
+	case rackitemcountslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown RackItemCountSlot field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *RackItemCountSlotMutation) AddedFields() []string {
+	var fields []string
+	if m.addslot != nil {
+		fields = append(fields, rackitemcountslot.FieldSlot)
+	}
+	if m.addn != nil {
+		fields = append(fields, rackitemcountslot.FieldN)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *RackItemCountSlotMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case rackitemcountslot.FieldSlot:
+		return m.AddedSlot()
+	case rackitemcountslot.FieldN:
+		return m.AddedN()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *RackItemCountSlotMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case rackitemcountslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddSlot(v)
+		return nil
+	case rackitemcountslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown RackItemCountSlot numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *RackItemCountSlotMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *RackItemCountSlotMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *RackItemCountSlotMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown RackItemCountSlot nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *RackItemCountSlotMutation) ResetField(name string) error {
+	switch name {
+	case rackitemcountslot.FieldRackID:
+		m.ResetRackID()
+		return nil
+	case rackitemcountslot.FieldSlot:
+		m.ResetSlot()
+		return nil
+	case rackitemcountslot.FieldN:
+		m.ResetN()
+		return nil
+	}
+	return fmt.Errorf("unknown RackItemCountSlot field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *RackItemCountSlotMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.rack != nil {
+		edges = append(edges, rackitemcountslot.EdgeRack)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *RackItemCountSlotMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case rackitemcountslot.EdgeRack:
+		if id := m.rack; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *RackItemCountSlotMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *RackItemCountSlotMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *RackItemCountSlotMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedrack {
+		edges = append(edges, rackitemcountslot.EdgeRack)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *RackItemCountSlotMutation) EdgeCleared(name string) bool {
+	switch name {
+	case rackitemcountslot.EdgeRack:
+		return m.clearedrack
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *RackItemCountSlotMutation) ClearEdge(name string) error {
+	switch name {
+	case rackitemcountslot.EdgeRack:
+		m.ClearRack()
+		return nil
+	}
+	return fmt.Errorf("unknown RackItemCountSlot unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *RackItemCountSlotMutation) ResetEdge(name string) error {
+	switch name {
+	case rackitemcountslot.EdgeRack:
+		m.ResetRack()
+		return nil
+	}
+	return fmt.Errorf("unknown RackItemCountSlot edge %s", name)
+}
+
+// RackOpenCountSlotMutation represents an operation that mutates the RackOpenCountSlot nodes in the graph.
+type RackOpenCountSlotMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int
+	slot          *int16
+	addslot       *int16
+	n             *int64
+	addn          *int64
+	clearedFields map[string]struct{}
+	rack          *int
+	clearedrack   bool
+	done          bool
+	oldValue      func(context.Context) (*RackOpenCountSlot, error)
+	predicates    []predicate.RackOpenCountSlot
+}
+
+var _ ent.Mutation = (*RackOpenCountSlotMutation)(nil)
+
+// rackopencountslotOption allows management of the mutation configuration using functional options.
+type rackopencountslotOption func(*RackOpenCountSlotMutation)
+
+// newRackOpenCountSlotMutation creates new mutation for the RackOpenCountSlot entity.
+func newRackOpenCountSlotMutation(c config, op Op, opts ...rackopencountslotOption) *RackOpenCountSlotMutation {
+	m := &RackOpenCountSlotMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeRackOpenCountSlot,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withRackOpenCountSlotID sets the ID field of the mutation.
+func withRackOpenCountSlotID(id int) rackopencountslotOption {
+	return func(m *RackOpenCountSlotMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *RackOpenCountSlot
+		)
+		m.oldValue = func(ctx context.Context) (*RackOpenCountSlot, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().RackOpenCountSlot.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withRackOpenCountSlot sets the old RackOpenCountSlot of the mutation.
+func withRackOpenCountSlot(node *RackOpenCountSlot) rackopencountslotOption {
+	return func(m *RackOpenCountSlotMutation) {
+		m.oldValue = func(context.Context) (*RackOpenCountSlot, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m RackOpenCountSlotMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m RackOpenCountSlotMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *RackOpenCountSlotMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *RackOpenCountSlotMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().RackOpenCountSlot.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetRackID sets the "rack_id" field.
+func (m *RackOpenCountSlotMutation) SetRackID(i int) {
+	m.rack = &i
+}
+
+// RackID returns the value of the "rack_id" field in the mutation.
+func (m *RackOpenCountSlotMutation) RackID() (r int, exists bool) {
+	v := m.rack
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRackID returns the old "rack_id" field's value of the RackOpenCountSlot entity.
+// If the RackOpenCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RackOpenCountSlotMutation) OldRackID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRackID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRackID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRackID: %w", err)
+	}
+	return oldValue.RackID, nil
+}
+
+// ResetRackID resets all changes to the "rack_id" field.
+func (m *RackOpenCountSlotMutation) ResetRackID() {
+	m.rack = nil
+}
+
+// SetSlot sets the "slot" field.
+func (m *RackOpenCountSlotMutation) SetSlot(i int16) {
+	m.slot = &i
+	m.addslot = nil
+}
+
+// Slot returns the value of the "slot" field in the mutation.
+func (m *RackOpenCountSlotMutation) Slot() (r int16, exists bool) {
+	v := m.slot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSlot returns the old "slot" field's value of the RackOpenCountSlot entity.
+// If the RackOpenCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RackOpenCountSlotMutation) OldSlot(ctx context.Context) (v int16, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSlot is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSlot requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSlot: %w", err)
+	}
+	return oldValue.Slot, nil
+}
+
+// AddSlot adds i to the "slot" field.
+func (m *RackOpenCountSlotMutation) AddSlot(i int16) {
+	if m.addslot != nil {
+		*m.addslot += i
+	} else {
+		m.addslot = &i
+	}
+}
+
+// AddedSlot returns the value that was added to the "slot" field in this mutation.
+func (m *RackOpenCountSlotMutation) AddedSlot() (r int16, exists bool) {
+	v := m.addslot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetSlot resets all changes to the "slot" field.
+func (m *RackOpenCountSlotMutation) ResetSlot() {
+	m.slot = nil
+	m.addslot = nil
+}
+
+// SetN sets the "n" field.
+func (m *RackOpenCountSlotMutation) SetN(i int64) {
+	m.n = &i
+	m.addn = nil
+}
+
+// N returns the value of the "n" field in the mutation.
+func (m *RackOpenCountSlotMutation) N() (r int64, exists bool) {
+	v := m.n
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldN returns the old "n" field's value of the RackOpenCountSlot entity.
+// If the RackOpenCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RackOpenCountSlotMutation) OldN(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldN is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldN requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldN: %w", err)
+	}
+	return oldValue.N, nil
+}
+
+// AddN adds i to the "n" field.
+func (m *RackOpenCountSlotMutation) AddN(i int64) {
+	if m.addn != nil {
+		*m.addn += i
+	} else {
+		m.addn = &i
+	}
+}
+
+// AddedN returns the value that was added to the "n" field in this mutation.
+func (m *RackOpenCountSlotMutation) AddedN() (r int64, exists bool) {
+	v := m.addn
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetN resets all changes to the "n" field.
+func (m *RackOpenCountSlotMutation) ResetN() {
+	m.n = nil
+	m.addn = nil
+}
+
+// ClearRack clears the "rack" edge to the Rack entity.
+func (m *RackOpenCountSlotMutation) ClearRack() {
+	m.clearedrack = true
+	m.clearedFields[rackopencountslot.FieldRackID] = struct{}{}
+}
+
+// RackCleared reports if the "rack" edge to the Rack entity was cleared.
+func (m *RackOpenCountSlotMutation) RackCleared() bool {
+	return m.clearedrack
+}
+
+// RackIDs returns the "rack" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// RackID instead. It exists only for internal usage by the builders.
+func (m *RackOpenCountSlotMutation) RackIDs() (ids []int) {
+	if id := m.rack; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetRack resets all changes to the "rack" edge.
+func (m *RackOpenCountSlotMutation) ResetRack() {
+	m.rack = nil
+	m.clearedrack = false
+}
+
+// Where appends a list predicates to the RackOpenCountSlotMutation builder.
+func (m *RackOpenCountSlotMutation) Where(ps ...predicate.RackOpenCountSlot) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the RackOpenCountSlotMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *RackOpenCountSlotMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.RackOpenCountSlot, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *RackOpenCountSlotMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *RackOpenCountSlotMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (RackOpenCountSlot).
+func (m *RackOpenCountSlotMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *RackOpenCountSlotMutation) Fields() []string {
+	fields := make([]string, 0, 3)
+	if m.rack != nil {
+		fields = append(fields, rackopencountslot.FieldRackID)
+	}
+	if m.slot != nil {
+		fields = append(fields, rackopencountslot.FieldSlot)
+	}
+	if m.n != nil {
+		fields = append(fields, rackopencountslot.FieldN)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *RackOpenCountSlotMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case rackopencountslot.FieldRackID:
+		return m.RackID()
+	case rackopencountslot.FieldSlot:
+		return m.Slot()
+	case rackopencountslot.FieldN:
+		return m.N()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *RackOpenCountSlotMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case rackopencountslot.FieldRackID:
+		return m.OldRackID(ctx)
+	case rackopencountslot.FieldSlot:
+		return m.OldSlot(ctx)
+	case rackopencountslot.FieldN:
+		return m.OldN(ctx)
+	}
+	return nil, fmt.Errorf("unknown RackOpenCountSlot field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *RackOpenCountSlotMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case rackopencountslot.FieldRackID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRackID(v)
+		return nil
+	case rackopencountslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSlot(v)
+		return nil
+	case rackopencountslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown RackOpenCountSlot field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *RackOpenCountSlotMutation) AddedFields() []string {
+	var fields []string
+	if m.addslot != nil {
+		fields = append(fields, rackopencountslot.FieldSlot)
+	}
+	if m.addn != nil {
+		fields = append(fields, rackopencountslot.FieldN)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *RackOpenCountSlotMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case rackopencountslot.FieldSlot:
+		return m.AddedSlot()
+	case rackopencountslot.FieldN:
+		return m.AddedN()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *RackOpenCountSlotMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case rackopencountslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddSlot(v)
+		return nil
+	case rackopencountslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown RackOpenCountSlot numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *RackOpenCountSlotMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *RackOpenCountSlotMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *RackOpenCountSlotMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown RackOpenCountSlot nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *RackOpenCountSlotMutation) ResetField(name string) error {
+	switch name {
+	case rackopencountslot.FieldRackID:
+		m.ResetRackID()
+		return nil
+	case rackopencountslot.FieldSlot:
+		m.ResetSlot()
+		return nil
+	case rackopencountslot.FieldN:
+		m.ResetN()
+		return nil
+	}
+	return fmt.Errorf("unknown RackOpenCountSlot field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *RackOpenCountSlotMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.rack != nil {
+		edges = append(edges, rackopencountslot.EdgeRack)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *RackOpenCountSlotMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case rackopencountslot.EdgeRack:
+		if id := m.rack; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *RackOpenCountSlotMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *RackOpenCountSlotMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *RackOpenCountSlotMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedrack {
+		edges = append(edges, rackopencountslot.EdgeRack)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *RackOpenCountSlotMutation) EdgeCleared(name string) bool {
+	switch name {
+	case rackopencountslot.EdgeRack:
+		return m.clearedrack
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *RackOpenCountSlotMutation) ClearEdge(name string) error {
+	switch name {
+	case rackopencountslot.EdgeRack:
+		m.ClearRack()
+		return nil
+	}
+	return fmt.Errorf("unknown RackOpenCountSlot unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *RackOpenCountSlotMutation) ResetEdge(name string) error {
+	switch name {
+	case rackopencountslot.EdgeRack:
+		m.ResetRack()
+		return nil
+	}
+	return fmt.Errorf("unknown RackOpenCountSlot edge %s", name)
 }
 
 // ShelfMutation represents an operation that mutates the Shelf nodes in the graph.

@@ -22,6 +22,8 @@ type Tx struct {
 	Comment *CommentClient
 	// CommentUpvoteSlot is the client for interacting with the CommentUpvoteSlot builders.
 	CommentUpvoteSlot *CommentUpvoteSlotClient
+	// Item is the client for interacting with the Item builders.
+	Item *ItemClient
 	// NaivePost is the client for interacting with the NaivePost builders.
 	NaivePost *NaivePostClient
 	// Post is the client for interacting with the Post builders.
@@ -30,6 +32,12 @@ type Tx struct {
 	PostLikesSlot *PostLikesSlotClient
 	// PostViewsSlot is the client for interacting with the PostViewsSlot builders.
 	PostViewsSlot *PostViewsSlotClient
+	// Rack is the client for interacting with the Rack builders.
+	Rack *RackClient
+	// RackItemCountSlot is the client for interacting with the RackItemCountSlot builders.
+	RackItemCountSlot *RackItemCountSlotClient
+	// RackOpenCountSlot is the client for interacting with the RackOpenCountSlot builders.
+	RackOpenCountSlot *RackOpenCountSlotClient
 	// Shelf is the client for interacting with the Shelf builders.
 	Shelf *ShelfClient
 	// ShelfBookCountSlot is the client for interacting with the ShelfBookCountSlot builders.
@@ -186,10 +194,14 @@ func (tx *Tx) init() {
 	tx.Book = NewBookClient(tx.config)
 	tx.Comment = NewCommentClient(tx.config)
 	tx.CommentUpvoteSlot = NewCommentUpvoteSlotClient(tx.config)
+	tx.Item = NewItemClient(tx.config)
 	tx.NaivePost = NewNaivePostClient(tx.config)
 	tx.Post = NewPostClient(tx.config)
 	tx.PostLikesSlot = NewPostLikesSlotClient(tx.config)
 	tx.PostViewsSlot = NewPostViewsSlotClient(tx.config)
+	tx.Rack = NewRackClient(tx.config)
+	tx.RackItemCountSlot = NewRackItemCountSlotClient(tx.config)
+	tx.RackOpenCountSlot = NewRackOpenCountSlotClient(tx.config)
 	tx.Shelf = NewShelfClient(tx.config)
 	tx.ShelfBookCountSlot = NewShelfBookCountSlotClient(tx.config)
 	tx.ShelfOpenCountSlot = NewShelfOpenCountSlotClient(tx.config)

@@ -324,6 +324,14 @@ func (d Dialect) ChildKeyIn(c Count, keys []any) func(Writer) {
 	}
 }
 
+// ChildColumnIn returns a condition on a child column: column IN (values).
+func (d Dialect) ChildColumnIn(c Count, column string, values []any) func(Writer) {
+	return func(w Writer) {
+		q(w, "%.%", c.Child, column)
+		d.keyIn(w, values)
+	}
+}
+
 // AddCounts writes one upsert that adds amounts[i] to the session's slot of
 // parent keys[i]; keys are sorted and distinct, so that slot rows are
 // locked in key order.

@@ -10,6 +10,11 @@ import (
 // reads the rows a child write touches before it (locked) and after it,
 // and adds the difference to the parents' slots.
 
+// MaxHookRows bounds the child rows one statement may touch under a count
+// kept by hooks: the hook pins the statement to the rows it read and
+// locked, by key, in one list. Triggers have no bound.
+const MaxHookRows = 30000
+
 // CountedRow is one child row as a hook sees it: its key and, per count,
 // the parent key it counts for (nil where it does not count).
 type CountedRow struct {

@@ -69,6 +69,18 @@ func (f CommentUpvoteSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.CommentUpvoteSlotMutation", m)
 }
 
+// The ItemFunc type is an adapter to allow the use of ordinary
+// function as Item mutator.
+type ItemFunc func(context.Context, *ent.ItemMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f ItemFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.ItemMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.ItemMutation", m)
+}
+
 // The NaivePostFunc type is an adapter to allow the use of ordinary
 // function as NaivePost mutator.
 type NaivePostFunc func(context.Context, *ent.NaivePostMutation) (ent.Value, error)
@@ -115,6 +127,42 @@ func (f PostViewsSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Valu
 		return f(ctx, mv)
 	}
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.PostViewsSlotMutation", m)
+}
+
+// The RackFunc type is an adapter to allow the use of ordinary
+// function as Rack mutator.
+type RackFunc func(context.Context, *ent.RackMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f RackFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.RackMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.RackMutation", m)
+}
+
+// The RackItemCountSlotFunc type is an adapter to allow the use of ordinary
+// function as RackItemCountSlot mutator.
+type RackItemCountSlotFunc func(context.Context, *ent.RackItemCountSlotMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f RackItemCountSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.RackItemCountSlotMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.RackItemCountSlotMutation", m)
+}
+
+// The RackOpenCountSlotFunc type is an adapter to allow the use of ordinary
+// function as RackOpenCountSlot mutator.
+type RackOpenCountSlotFunc func(context.Context, *ent.RackOpenCountSlotMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f RackOpenCountSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.RackOpenCountSlotMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.RackOpenCountSlotMutation", m)
 }
 
 // The ShelfFunc type is an adapter to allow the use of ordinary

@@ -123,6 +123,33 @@ var (
 			},
 		},
 	}
+	// ItemsColumns holds the columns for the "items" table.
+	ItemsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "status", Type: field.TypeString, Size: 20, Default: "open"},
+		{Name: "rack_id", Type: field.TypeInt, Nullable: true},
+	}
+	// ItemsTable holds the schema information for the "items" table.
+	ItemsTable = &schema.Table{
+		Name:       "items",
+		Columns:    ItemsColumns,
+		PrimaryKey: []*schema.Column{ItemsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "items_racks_items",
+				Columns:    []*schema.Column{ItemsColumns[2]},
+				RefColumns: []*schema.Column{RacksColumns[0]},
+				OnDelete:   schema.SetNull,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "item_rack_id",
+				Unique:  false,
+				Columns: []*schema.Column{ItemsColumns[2]},
+			},
+		},
+	}
 	// NaivePostsColumns holds the columns for the "naive_posts" table.
 	NaivePostsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt, Increment: true},
@@ -208,6 +235,74 @@ var (
 				Name:    "postviewsslot_post_id_slot",
 				Unique:  true,
 				Columns: []*schema.Column{PostViewsSlotsColumns[3], PostViewsSlotsColumns[1]},
+			},
+		},
+	}
+	// RacksColumns holds the columns for the "racks" table.
+	RacksColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "open_count", Type: field.TypeInt64, Default: 0},
+		{Name: "name", Type: field.TypeString, Default: ""},
+	}
+	// RacksTable holds the schema information for the "racks" table.
+	RacksTable = &schema.Table{
+		Name:       "racks",
+		Columns:    RacksColumns,
+		PrimaryKey: []*schema.Column{RacksColumns[0]},
+	}
+	// RackItemCountSlotsColumns holds the columns for the "rack_item_count_slots" table.
+	RackItemCountSlotsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "slot", Type: field.TypeInt16},
+		{Name: "n", Type: field.TypeInt64, Default: 0},
+		{Name: "rack_id", Type: field.TypeInt},
+	}
+	// RackItemCountSlotsTable holds the schema information for the "rack_item_count_slots" table.
+	RackItemCountSlotsTable = &schema.Table{
+		Name:       "rack_item_count_slots",
+		Columns:    RackItemCountSlotsColumns,
+		PrimaryKey: []*schema.Column{RackItemCountSlotsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "rack_item_count_slots_racks_rack",
+				Columns:    []*schema.Column{RackItemCountSlotsColumns[3]},
+				RefColumns: []*schema.Column{RacksColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "rackitemcountslot_rack_id_slot",
+				Unique:  true,
+				Columns: []*schema.Column{RackItemCountSlotsColumns[3], RackItemCountSlotsColumns[1]},
+			},
+		},
+	}
+	// RackOpenCountSlotsColumns holds the columns for the "rack_open_count_slots" table.
+	RackOpenCountSlotsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "slot", Type: field.TypeInt16},
+		{Name: "n", Type: field.TypeInt64, Default: 0},
+		{Name: "rack_id", Type: field.TypeInt},
+	}
+	// RackOpenCountSlotsTable holds the schema information for the "rack_open_count_slots" table.
+	RackOpenCountSlotsTable = &schema.Table{
+		Name:       "rack_open_count_slots",
+		Columns:    RackOpenCountSlotsColumns,
+		PrimaryKey: []*schema.Column{RackOpenCountSlotsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "rack_open_count_slots_racks_rack",
+				Columns:    []*schema.Column{RackOpenCountSlotsColumns[3]},
+				RefColumns: []*schema.Column{RacksColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "rackopencountslot_rack_id_slot",
+				Unique:  true,
+				Columns: []*schema.Column{RackOpenCountSlotsColumns[3], RackOpenCountSlotsColumns[1]},
 			},
 		},
 	}
@@ -431,10 +526,14 @@ var (
 		BooksTable,
 		CommentsTable,
 		CommentUpvoteSlotsTable,
+		ItemsTable,
 		NaivePostsTable,
 		PostsTable,
 		PostLikesSlotsTable,
 		PostViewsSlotsTable,
+		RacksTable,
+		RackItemCountSlotsTable,
+		RackOpenCountSlotsTable,
 		ShelvesTable,
 		ShelfBookCountSlotsTable,
 		ShelfOpenCountSlotsTable,
@@ -459,6 +558,7 @@ func init() {
 	CommentUpvoteSlotsTable.Annotation = &entsql.Annotation{
 		Table: "comment_upvote_slots",
 	}
+	ItemsTable.ForeignKeys[0].RefTable = RacksTable
 	PostsTable.ForeignKeys[0].RefTable = AuthorsTable
 	PostLikesSlotsTable.ForeignKeys[0].RefTable = PostsTable
 	PostLikesSlotsTable.Annotation = &entsql.Annotation{
@@ -467,6 +567,14 @@ func init() {
 	PostViewsSlotsTable.ForeignKeys[0].RefTable = PostsTable
 	PostViewsSlotsTable.Annotation = &entsql.Annotation{
 		Table: "post_views_slots",
+	}
+	RackItemCountSlotsTable.ForeignKeys[0].RefTable = RacksTable
+	RackItemCountSlotsTable.Annotation = &entsql.Annotation{
+		Table: "rack_item_count_slots",
+	}
+	RackOpenCountSlotsTable.ForeignKeys[0].RefTable = RacksTable
+	RackOpenCountSlotsTable.Annotation = &entsql.Annotation{
+		Table: "rack_open_count_slots",
 	}
 	ShelfBookCountSlotsTable.ForeignKeys[0].RefTable = ShelvesTable
 	ShelfBookCountSlotsTable.Annotation = &entsql.Annotation{

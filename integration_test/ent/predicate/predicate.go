@@ -21,6 +21,9 @@ type Comment func(*sql.Selector)
 // CommentUpvoteSlot is the predicate function for commentupvoteslot builders.
 type CommentUpvoteSlot func(*sql.Selector)
 
+// Item is the predicate function for item builders.
+type Item func(*sql.Selector)
+
 // NaivePost is the predicate function for naivepost builders.
 type NaivePost func(*sql.Selector)
 
@@ -32,6 +35,15 @@ type PostLikesSlot func(*sql.Selector)
 
 // PostViewsSlot is the predicate function for postviewsslot builders.
 type PostViewsSlot func(*sql.Selector)
+
+// Rack is the predicate function for rack builders.
+type Rack func(*sql.Selector)
+
+// RackItemCountSlot is the predicate function for rackitemcountslot builders.
+type RackItemCountSlot func(*sql.Selector)
+
+// RackOpenCountSlot is the predicate function for rackopencountslot builders.
+type RackOpenCountSlot func(*sql.Selector)
 
 // Shelf is the predicate function for shelf builders.
 type Shelf func(*sql.Selector)

@@ -8,10 +8,14 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/book"
 	"github.com/hotcounter/hotcounter/integration_test/ent/comment"
 	"github.com/hotcounter/hotcounter/integration_test/ent/commentupvoteslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/item"
 	"github.com/hotcounter/hotcounter/integration_test/ent/naivepost"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postviewsslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/rack"
+	"github.com/hotcounter/hotcounter/integration_test/ent/rackitemcountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/rackopencountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/schema"
 	"github.com/hotcounter/hotcounter/integration_test/ent/shelf"
 	"github.com/hotcounter/hotcounter/integration_test/ent/shelfbookcountslot"
@@ -84,6 +88,14 @@ func init() {
 	commentupvoteslotDescN := commentupvoteslotMixinFields0[2].Descriptor()
 	// commentupvoteslot.DefaultN holds the default value on creation for the n field.
 	commentupvoteslot.DefaultN = commentupvoteslotDescN.Default.(int64)
+	itemFields := schema.Item{}.Fields()
+	_ = itemFields
+	// itemDescStatus is the schema descriptor for status field.
+	itemDescStatus := itemFields[0].Descriptor()
+	// item.DefaultStatus holds the default value on creation for the status field.
+	item.DefaultStatus = itemDescStatus.Default.(string)
+	// item.StatusValidator is a validator for the "status" field. It is called by the builders before save.
+	item.StatusValidator = itemDescStatus.Validators[0].(func(string) error)
 	naivepostFields := schema.NaivePost{}.Fields()
 	_ = naivepostFields
 	// naivepostDescLikes is the schema descriptor for likes field.
@@ -131,6 +143,47 @@ func init() {
 	postviewsslotDescN := postviewsslotMixinFields0[2].Descriptor()
 	// postviewsslot.DefaultN holds the default value on creation for the n field.
 	postviewsslot.DefaultN = postviewsslotDescN.Default.(int64)
+	rackMixin := schema.Rack{}.Mixin()
+	rackMixinHooks0 := rackMixin[0].Hooks()
+	rackMixinHooks1 := rackMixin[1].Hooks()
+	rack.Hooks[0] = rackMixinHooks0[0]
+	rack.Hooks[1] = rackMixinHooks1[0]
+	rackMixinFields0 := rackMixin[0].Fields()
+	_ = rackMixinFields0
+	rackMixinFields1 := rackMixin[1].Fields()
+	_ = rackMixinFields1
+	rackFields := schema.Rack{}.Fields()
+	_ = rackFields
+	// rackDescItemCount is the schema descriptor for item_count field.
+	rackDescItemCount := rackMixinFields0[0].Descriptor()
+	// rack.DefaultItemCount holds the default value on creation for the item_count field.
+	rack.DefaultItemCount = rackDescItemCount.Default.(int64)
+	// rackDescOpenCount is the schema descriptor for open_count field.
+	rackDescOpenCount := rackMixinFields1[0].Descriptor()
+	// rack.DefaultOpenCount holds the default value on creation for the open_count field.
+	rack.DefaultOpenCount = rackDescOpenCount.Default.(int64)
+	// rackDescName is the schema descriptor for name field.
+	rackDescName := rackFields[0].Descriptor()
+	// rack.DefaultName holds the default value on creation for the name field.
+	rack.DefaultName = rackDescName.Default.(string)
+	rackitemcountslotMixin := schema.RackItemCountSlot{}.Mixin()
+	rackitemcountslotMixinFields0 := rackitemcountslotMixin[0].Fields()
+	_ = rackitemcountslotMixinFields0
+	rackitemcountslotFields := schema.RackItemCountSlot{}.Fields()
+	_ = rackitemcountslotFields
+	// rackitemcountslotDescN is the schema descriptor for n field.
+	rackitemcountslotDescN := rackitemcountslotMixinFields0[2].Descriptor()
+	// rackitemcountslot.DefaultN holds the default value on creation for the n field.
+	rackitemcountslot.DefaultN = rackitemcountslotDescN.Default.(int64)
+	rackopencountslotMixin := schema.RackOpenCountSlot{}.Mixin()
+	rackopencountslotMixinFields0 := rackopencountslotMixin[0].Fields()
+	_ = rackopencountslotMixinFields0
+	rackopencountslotFields := schema.RackOpenCountSlot{}.Fields()
+	_ = rackopencountslotFields
+	// rackopencountslotDescN is the schema descriptor for n field.
+	rackopencountslotDescN := rackopencountslotMixinFields0[2].Descriptor()
+	// rackopencountslot.DefaultN holds the default value on creation for the n field.
+	rackopencountslot.DefaultN = rackopencountslotDescN.Default.(int64)
 	shelfMixin := schema.Shelf{}.Mixin()
 	shelfMixinHooks0 := shelfMixin[0].Hooks()
 	shelfMixinHooks1 := shelfMixin[1].Hooks()
