@@ -143,7 +143,9 @@ func mutationID(m ent.Mutation) (any, bool) {
 
 // pin adds "id IN (keys)" to the mutation's predicates.
 func pin(m ent.Mutation, column string, keys []any) error {
-	w, ok := m.(interface{ WhereP(...func(*entsql.Selector)) })
+	w, ok := m.(interface {
+		WhereP(...func(*entsql.Selector))
+	})
 	if !ok {
 		return fmt.Errorf("entcounter: %s mutation has no WhereP method", m.Type())
 	}
