@@ -83,7 +83,7 @@ func (p *Plugin) countSpec(db *gorm.DB, c *counter) (countersql.Count, error) {
 			SlotCount: c.opts.Slots,
 			Child:     child.Table,
 			Ref:       co.rel.References[0].ForeignKey.DBName,
-			Columns:   child.DBNames,
+			Columns:   columnsOf(child),
 			Where:     c.opts.Where,
 		}
 		if pf := child.PrioritizedPrimaryField; pf != nil {
@@ -97,6 +97,22 @@ func (p *Plugin) countSpec(db *gorm.DB, c *counter) (countersql.Count, error) {
 		co.spec = s
 	})
 	return co.spec, co.err
+}
+
+// columnsOf returns the columns a table of s has: its fields with a column
+// that migrations create (not read-only `->;-:migration` fields, not sum
+// counters).
+func columnsOf(s *schema.Schema) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, f := range s.Fields {
+		if f.DBName == "" || f.IgnoreMigration || seen[f.DBName] {
+			continue
+		}
+		seen[f.DBName] = true
+		out = append(out, f.DBName)
+	}
+	return out
 }
 
 // registerCount records a count under its child table, so that writes to
@@ -162,7 +178,10 @@ func (m counterMigrator) installCounts(values []any, models []*model) error {
 		if err != nil {
 			return err
 		}
-		if !m.Migrator.HasTable(cs.Child) {
+		if exists, err := m.tableExists(cs.Child); err != nil || !exists {
+			if err != nil {
+				return err
+			}
 			continue
 		}
 		steps := d.DropCountTriggers(cs)
@@ -189,6 +208,68 @@ func (m counterMigrator) installCounts(values []any, models []*model) error {
 	return nil
 }
 
+// keepCountTriggers runs fn, a migration of the tables of values, and puts
+// back the count triggers it dropped: SQLite's migrator recreates a table
+// to alter it, and the table's triggers go with the old one. The triggers
+// are read from the database, so this works in a process that never saw
+// the parent model.
+func (m counterMigrator) keepCountTriggers(values []any, fn func() error) error {
+	d := m.plugin.dialect
+	if !d.RecreatesTables() {
+		return fn()
+	}
+	type trigger struct{ name, sql string }
+	var saved []trigger
+	for _, v := range values {
+		table, ok := v.(string)
+		if !ok {
+			stmt := &gorm.Statement{DB: m.db}
+			if stmt.Parse(v) != nil {
+				continue
+			}
+			table = stmt.Schema.Table
+		}
+		rows, err := querySQL(m.db, "", func(w countersql.Writer) { d.CountTriggersOn(w, table) }).Rows()
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var t trigger
+			if err := rows.Scan(&t.name, &t.sql); err != nil {
+				rows.Close()
+				return err
+			}
+			saved = append(saved, t)
+		}
+		rows.Close()
+	}
+	if err := fn(); err != nil {
+		return err
+	}
+	for _, t := range saved {
+		if err := execSQL(m.db, "", func(w countersql.Writer) { w.WriteString(recreate(t.sql)) }).Error; err != nil {
+			return fmt.Errorf("gormcounter: put back trigger %s after a migration: %w", t.name, err)
+		}
+	}
+	return nil
+}
+
+// recreate turns a saved CREATE TRIGGER into one that leaves an existing
+// trigger alone.
+func recreate(sql string) string {
+	const prefix = "CREATE TRIGGER "
+	if strings.HasPrefix(sql, prefix) {
+		return "CREATE TRIGGER IF NOT EXISTS " + sql[len(prefix):]
+	}
+	return sql
+}
+
+// tableExists reports whether a table exists, schema-qualified or not.
+func (m counterMigrator) tableExists(table string) (bool, error) {
+	keys, err := engine.QueryKeys(m.db.Statement.Context, gormConn{db: m.db}, func(w countersql.Writer) { m.plugin.dialect.TableExists(w, table) })
+	return len(keys) > 0, err
+}
+
 // dropCountTriggers removes the triggers of md's counts, before its slot
 // tables go: a trigger left behind would fail every write to the child.
 func (m counterMigrator) dropCountTriggers(md *model) error {
@@ -200,7 +281,10 @@ func (m counterMigrator) dropCountTriggers(md *model) error {
 		if err != nil {
 			return err
 		}
-		if !m.Migrator.HasTable(cs.Child) {
+		if exists, err := m.tableExists(cs.Child); err != nil || !exists {
+			if err != nil {
+				return err
+			}
 			continue
 		}
 		for _, step := range m.plugin.dialect.DropCountTriggers(cs) {
@@ -215,8 +299,8 @@ func (m counterMigrator) dropCountTriggers(md *model) error {
 // hookCounts returns the counts kept by hooks on the statement's table.
 func (p *Plugin) hookCounts(db *gorm.DB) ([]countersql.Count, error) {
 	stmt := db.Statement
-	if stmt.Schema == nil || (stmt.Table != "" && stmt.Table != stmt.Schema.Table) {
-		return nil, nil
+	if stmt.Schema == nil || (stmt.Table != "" && stmt.Table != stmt.Schema.Table && !strings.HasSuffix(stmt.Schema.Table, "."+stmt.Table)) {
+		return nil, nil // another table than the model's (db.Table)
 	}
 	var out []countersql.Count
 	for _, c := range p.countsOn(stmt.Schema.Table) {
@@ -232,14 +316,67 @@ func (p *Plugin) hookCounts(db *gorm.DB) ([]countersql.Count, error) {
 	return out, nil
 }
 
-// countsBefore is where a hooked update or delete leaves the rows it read.
+// countsBefore is where a hooked write leaves the rows it read before the
+// write (a countState).
 const countsBefore = "gormcounter:counts_before"
+
+// countState is what a hooked write read before it: the rows, and the keys
+// to read again after it.
+type countState struct {
+	before []engine.CountedRow
+	keys   []any
+}
+
+// startedTx marks a statement for which the hooks opened the transaction.
+const startedTx = "gormcounter:started_transaction"
+
+// countBegin runs after gorm:begin_transaction: a hooked write needs its
+// reads, its statement and its slot upserts in one transaction, and under
+// SkipDefaultTransaction GORM opens none, so the hooks open one (committed
+// or rolled back by countCommit).
+func (p *Plugin) countBegin(db *gorm.DB) {
+	if db.Error != nil || db.DryRun {
+		return
+	}
+	if _, inTx := db.Statement.ConnPool.(gorm.TxCommitter); inTx {
+		return
+	}
+	counts, err := p.hookCounts(db)
+	if err != nil || len(counts) == 0 {
+		return
+	}
+	tx := db.Session(&gorm.Session{NewDB: true}).Begin()
+	if tx.Error != nil {
+		db.AddError(tx.Error)
+		return
+	}
+	db.Statement.ConnPool = tx.Statement.ConnPool
+	db.InstanceSet(startedTx, true)
+}
+
+// countCommit commits or rolls back the transaction countBegin opened.
+func (p *Plugin) countCommit(db *gorm.DB) {
+	if _, ok := db.InstanceGet(startedTx); !ok {
+		return
+	}
+	if db.Error != nil {
+		db.Rollback()
+	} else {
+		db.Commit()
+	}
+	db.Statement.ConnPool = db.ConnPool
+}
 
 // countBeforeUpdate and countBeforeDelete run before a child's update or
 // delete: they read and lock the rows the statement targets, with the
 // parents they count for, and restrict the statement to those rows by key,
 // so that a row inserted meanwhile is neither written nor miscounted.
-func (p *Plugin) countBeforeUpdate(db *gorm.DB) { p.countBefore(db, true) }
+func (p *Plugin) countBeforeUpdate(db *gorm.DB) {
+	if _, countersOnly := db.Statement.Settings.Load(skipParentUpdate); countersOnly {
+		return // an increment of the child's own counters: the row is not written
+	}
+	p.countBefore(db, true)
+}
 
 func (p *Plugin) countBeforeDelete(db *gorm.DB) { p.countBefore(db, false) }
 
@@ -277,7 +414,53 @@ func (p *Plugin) countBefore(db *gorm.DB, update bool) {
 	stmt.AddClause(clause.Where{Exprs: []clause.Expression{
 		clause.IN{Column: clause.Column{Table: clause.CurrentTable, Name: counts[0].ChildKey}, Values: keys},
 	}})
-	stmt.Settings.Store(countsBefore, rows)
+	stmt.Settings.Store(countsBefore, countState{before: rows, keys: keys})
+}
+
+// countBeforeCreate runs before a child's create. Rows created with their
+// key set may exist already: an upsert (Clauses(clause.OnConflict{...}),
+// Save of a slice, GORM saving loaded associations, Save falling back to a
+// create) updates them, possibly moving them to another parent. Those rows
+// are read and locked first, so that the count changes by what the write
+// changed, not by one per row. An upsert of rows without keys is refused:
+// the rows it would update are unknown.
+func (p *Plugin) countBeforeCreate(db *gorm.DB) {
+	stmt := db.Statement
+	if db.Error != nil || db.DryRun {
+		return
+	}
+	counts, err := p.hookCounts(db)
+	if err != nil {
+		db.AddError(err)
+		return
+	}
+	if len(counts) == 0 {
+		return
+	}
+	keys, missing, ok := createKeys(stmt)
+	_, upsert := stmt.Clauses["ON CONFLICT"]
+	switch {
+	case !ok && missing > 0:
+		db.AddError(fmt.Errorf("gormcounter: a Create of %s rows from a map under counts kept by hooks: create %s structs, whose keys GORM fills in",
+			stmt.Schema.Name, stmt.Schema.Name))
+		return
+	case upsert && missing > 0:
+		db.AddError(fmt.Errorf("gormcounter: an upsert (ON CONFLICT) of %s rows without their keys: counts kept by hooks cannot tell which rows it updates; set the keys, or keep the counts with triggers",
+			stmt.Schema.Name))
+		return
+	case len(keys)+missing > MaxHookRows:
+		db.AddError(fmt.Errorf("gormcounter: a create of %d %s rows at once: counts kept by hooks allow %d per statement; use CreateInBatches",
+			len(keys)+missing, stmt.Schema.Name, MaxHookRows))
+		return
+	case len(keys) == 0:
+		return
+	}
+	rows, err := engine.ReadCounted(stmt.Context, gormConn{db: db, table: stmt.Table, schema: stmt.Schema}, p.dialect, counts, p.dialect.ChildKeyIn(counts[0], keys), true)
+	if err != nil {
+		db.AddError(fmt.Errorf("gormcounter: read the %s rows an upsert may change: %w", stmt.Schema.Name, err))
+		return
+	}
+	stmt.Settings.Store(countsBefore, countState{before: rows, keys: keys})
 }
 
 // countAfterCreate and countAfterWrite run after a child's create, or an
@@ -301,17 +484,23 @@ func (p *Plugin) countAfter(db *gorm.DB, create bool) {
 	if len(counts) == 0 {
 		return
 	}
-	var before []engine.CountedRow
-	var keys []any
-	if !create {
-		before = v.([]engine.CountedRow)
-		for _, r := range before {
-			keys = append(keys, r.Key)
+	state, _ := v.(countState)
+	keys := state.keys
+	if create {
+		created, missing, _ := createKeys(stmt)
+		if missing > 0 {
+			db.AddError(fmt.Errorf("gormcounter: %d created %s rows have no key to count them by", missing, stmt.Schema.Name))
+			return
 		}
-	} else if keys = createdKeys(stmt); len(keys) > MaxHookRows {
-		db.AddError(fmt.Errorf("gormcounter: a create of %d %s rows at once: counts kept by hooks allow %d per statement; use CreateInBatches",
-			len(keys), stmt.Schema.Name, MaxHookRows))
-		return
+		seen := map[string]bool{}
+		for _, k := range keys {
+			seen[engine.KeyText(k)] = true
+		}
+		for _, k := range created {
+			if !seen[engine.KeyText(k)] {
+				keys = append(keys, k)
+			}
+		}
 	}
 	if len(keys) == 0 {
 		return
@@ -319,26 +508,59 @@ func (p *Plugin) countAfter(db *gorm.DB, create bool) {
 	conn := gormConn{db: db, table: stmt.Table, schema: stmt.Schema}
 	after, err := engine.ReadCounted(stmt.Context, conn, p.dialect, counts, p.dialect.ChildKeyIn(counts[0], keys), false)
 	if err == nil {
-		err = engine.ApplyCounts(stmt.Context, conn, p.dialect, counts, before, after)
+		err = engine.ApplyCounts(stmt.Context, conn, p.dialect, counts, state.before, after)
 	}
 	if err != nil {
 		db.AddError(fmt.Errorf("gormcounter: count the %s rows written: %w", stmt.Schema.Name, err))
 	}
 }
 
-// createdKeys returns the primary keys of the rows a create wrote.
-func createdKeys(stmt *gorm.Statement) []any {
+// createKeys returns the primary keys a create names: those of its struct
+// rows that are set (before the insert: given by the caller; after it: all
+// that GORM filled in), or those of its maps. missing counts the rows
+// without one; ok is false for rows that are neither structs of the model
+// nor maps.
+func createKeys(stmt *gorm.Statement) (keys []any, missing int, ok bool) {
 	pf := stmt.Schema.PrioritizedPrimaryField
-	if pf == nil || !stmt.ReflectValue.IsValid() || !rowsAreModel(stmt) {
-		return nil
+	if pf == nil {
+		return nil, 0, false
 	}
-	var keys []any
+	var maps []map[string]any
+	switch d := stmt.Dest.(type) {
+	case map[string]any:
+		maps = []map[string]any{d}
+	case *map[string]any:
+		maps = []map[string]any{*d}
+	case []map[string]any:
+		maps = d
+	case *[]map[string]any:
+		maps = *d
+	}
+	if maps != nil {
+		for _, m := range maps {
+			v, has := m[pf.DBName]
+			if !has {
+				v, has = m[pf.Name]
+			}
+			if !has || v == nil || reflect.ValueOf(v).IsZero() {
+				missing++
+				continue
+			}
+			keys = append(keys, v)
+		}
+		return keys, missing, missing == 0
+	}
+	if !stmt.ReflectValue.IsValid() || !rowsAreModel(stmt) {
+		return nil, 1, false
+	}
 	for _, rv := range structsOf(stmt.ReflectValue) {
 		if v, zero := pf.ValueOf(stmt.Context, rv); !zero {
 			keys = append(keys, v)
+		} else {
+			missing++
 		}
 	}
-	return keys
+	return keys, missing, true
 }
 
 // touchesCounts reports whether an update may change what counts: always,

@@ -87,13 +87,36 @@ func (m counterMigrator) AutoMigrate(values ...any) error {
 	if err != nil {
 		return err
 	}
-	if err := m.Migrator.AutoMigrate(values...); err != nil {
+	if err := m.keepCountTriggers(values, func() error { return m.Migrator.AutoMigrate(values...) }); err != nil {
 		return err
 	}
 	if err := m.createSlotTables(models); err != nil {
 		return err
 	}
 	return m.installCounts(values, models)
+}
+
+// AlterColumn alters a column as GORM does, keeping the table's count
+// triggers (SQLite recreates the table to alter a column).
+func (m counterMigrator) AlterColumn(value any, field string) error {
+	return m.keepCountTriggers([]any{value}, func() error { return m.Migrator.AlterColumn(value, field) })
+}
+
+// DropColumn drops a column as GORM does, keeping the table's count triggers.
+func (m counterMigrator) DropColumn(value any, name string) error {
+	return m.keepCountTriggers([]any{value}, func() error { return m.Migrator.DropColumn(value, name) })
+}
+
+// CreateConstraint creates a constraint as GORM does, keeping the table's
+// count triggers.
+func (m counterMigrator) CreateConstraint(value any, name string) error {
+	return m.keepCountTriggers([]any{value}, func() error { return m.Migrator.CreateConstraint(value, name) })
+}
+
+// DropConstraint drops a constraint as GORM does, keeping the table's count
+// triggers.
+func (m counterMigrator) DropConstraint(value any, name string) error {
+	return m.keepCountTriggers([]any{value}, func() error { return m.Migrator.DropConstraint(value, name) })
 }
 
 // CreateTable creates the models' tables and their slot tables.

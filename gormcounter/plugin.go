@@ -104,6 +104,27 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 		func() error { return cb.Query().Before("gorm:query").Register("gormcounter:select", p.adjustSelect) },
 		// Counts of child rows kept by hooks (counts=...,hooks).
 		func() error {
+			return cb.Create().After("gorm:begin_transaction").Before("gorm:before_create").Register("gormcounter:count_begin", p.countBegin)
+		},
+		func() error {
+			return cb.Update().After("gorm:begin_transaction").Before("gorm:setup_reflect_value").Register("gormcounter:count_begin", p.countBegin)
+		},
+		func() error {
+			return cb.Delete().After("gorm:begin_transaction").Before("gorm:before_delete").Register("gormcounter:count_begin", p.countBegin)
+		},
+		func() error {
+			return cb.Create().After("*").Register("gormcounter:count_commit", p.countCommit)
+		},
+		func() error {
+			return cb.Update().After("*").Register("gormcounter:count_commit", p.countCommit)
+		},
+		func() error {
+			return cb.Delete().After("*").Register("gormcounter:count_commit", p.countCommit)
+		},
+		func() error {
+			return cb.Create().Before("gorm:create").Register("gormcounter:count_before_create", p.countBeforeCreate)
+		},
+		func() error {
 			return cb.Create().After("gorm:create").Before("gorm:save_after_associations").
 				Register("gormcounter:count_create", p.countAfterCreate)
 		},

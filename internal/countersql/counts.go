@@ -132,7 +132,8 @@ func (d Dialect) InstallCountTriggers(c Count) []func(Writer) {
 		for _, op := range []struct{ name, event string }{{"ins", "INSERT"}, {"upd", "UPDATE"}, {"del", "DELETE"}} {
 			op := op
 			steps = append(steps, func(w Writer) {
-				q(w, "CREATE TRIGGER % AFTER "+op.event+" ON % FOR EACH ROW BEGIN ", c.triggerName(op.name), c.Child)
+				// MySQL wants the trigger in the table's schema, named so.
+				q(w, "CREATE TRIGGER % AFTER "+op.event+" ON % FOR EACH ROW BEGIN ", schemaOf(c.Child)+c.triggerName(op.name), c.Child)
 				d.mysqlCountBody(w, c, op.event)
 				w.WriteString(" END")
 			})
@@ -227,9 +228,23 @@ func (c Count) counted(w Writer, row string) {
 	w.WriteString("))")
 }
 
+// parentExists writes a boolean: does row's parent exist? Without foreign
+// key constraints a child may name a missing parent, whose slot row the
+// slot table's foreign key would refuse, failing the child's write.
+func (c Count) parentExists(w Writer, row string) {
+	q(w, "EXISTS (SELECT 1 FROM % WHERE % = "+row+".%)", c.Parent, c.ParentKey, c.Ref)
+}
+
 // mysqlCountBody writes the body of a MySQL/MariaDB row trigger. A moved
 // row updates the lower parent key first.
 func (d Dialect) mysqlCountBody(w Writer, c Count, event string) {
+	counted := func(row string) {
+		w.WriteString("(")
+		c.counted(w, row)
+		w.WriteString(" AND ")
+		c.parentExists(w, row)
+		w.WriteString(")")
+	}
 	ref := func(row string) {
 		w.WriteString(row + ".")
 		w.Ident(c.Ref)
@@ -241,16 +256,16 @@ func (d Dialect) mysqlCountBody(w Writer, c Count, event string) {
 			row, delta = "OLD", -1
 		}
 		w.WriteString("IF ")
-		c.counted(w, row)
+		counted(row)
 		w.WriteString(" THEN ")
 		d.mysqlApply(w, c, row, delta)
 		w.WriteString(" END IF;")
 		return
 	}
 	w.WriteString("DECLARE hc_o, hc_n INT DEFAULT 0; SET hc_o = ")
-	c.counted(w, "OLD")
+	counted("OLD")
 	w.WriteString("; SET hc_n = ")
-	c.counted(w, "NEW")
+	counted("NEW")
 	w.WriteString("; IF hc_o AND hc_n AND ")
 	ref("OLD")
 	w.WriteString(" = ")
@@ -284,10 +299,16 @@ func (d Dialect) mysqlApply(w Writer, c Count, row string, delta int) {
 // sqliteApply writes the statements of a SQLite row trigger that add delta
 // to slot 0 of row's parent if the row counts and the parent exists (a
 // cascade from a deleted parent runs this trigger after the parent is gone).
+// The slot row is created only where it is missing (NOT EXISTS, never a
+// conflict): a statement in a trigger takes the conflict policy of the
+// statement that fired it, so INSERT OR IGNORE would become an upsert's
+// failure or a REPLACE that resets the row.
 func (d Dialect) sqliteApply(w Writer, c Count, row string, delta int) {
-	q(w, "INSERT OR IGNORE INTO % (%, %, %) SELECT "+row+".%, 0, 0 WHERE ", c.Slots, c.Owner, SlotColumn, ValueColumn, c.Ref)
+	q(w, "INSERT INTO % (%, %, %) SELECT "+row+".%, 0, 0 WHERE ", c.Slots, c.Owner, SlotColumn, ValueColumn, c.Ref)
 	c.counted(w, row)
-	q(w, " AND EXISTS (SELECT 1 FROM % WHERE % = "+row+".%); ", c.Parent, c.ParentKey, c.Ref)
+	w.WriteString(" AND ")
+	c.parentExists(w, row)
+	q(w, " AND NOT EXISTS (SELECT 1 FROM % WHERE % = "+row+".% AND % = 0); ", c.Slots, c.Owner, c.Ref, SlotColumn)
 	q(w, "UPDATE % SET % = % + "+strconv.Itoa(delta)+" WHERE % = "+row+".% AND % = 0 AND ", c.Slots, ValueColumn, ValueColumn, c.Owner, c.Ref, SlotColumn)
 	c.counted(w, row)
 	w.WriteString("; ")
@@ -322,6 +343,59 @@ func (d Dialect) ChildKeyIn(c Count, keys []any) func(Writer) {
 		q(w, "%.%", c.Child, c.ChildKey)
 		d.keyIn(w, keys)
 	}
+}
+
+// RecreatesTables reports whether the ORM migrators of this database
+// recreate a table to alter it (SQLite), which drops its triggers.
+func (d Dialect) RecreatesTables() bool { return d.kind == sqlite }
+
+// CountTriggersOn writes the query of the name and SQL of every count
+// trigger on a table (SQLite), so that a migration that recreates the table
+// can put them back.
+func (d Dialect) CountTriggersOn(w Writer, table string) {
+	w.WriteString("SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'hc\\_%' ESCAPE '\\' AND tbl_name = ")
+	name := table
+	if i := strings.LastIndexByte(table, '.'); i >= 0 {
+		name = table[i+1:]
+	}
+	w.Arg(name)
+}
+
+// TableExists writes a query that returns a row if the table exists,
+// schema-qualified or not (ORM migrators check the current schema only).
+func (d Dialect) TableExists(w Writer, table string) {
+	schema, name := "", table
+	if i := strings.LastIndexByte(table, '.'); i >= 0 {
+		schema, name = table[:i], table[i+1:]
+	}
+	switch d.kind {
+	case postgres:
+		w.WriteString("SELECT 1 WHERE to_regclass(")
+		w.Arg(table)
+		w.WriteString(") IS NOT NULL")
+	case mysql:
+		w.WriteString("SELECT 1 FROM information_schema.tables WHERE table_name = ")
+		w.Arg(name)
+		if schema != "" {
+			w.WriteString(" AND table_schema = ")
+			w.Arg(schema)
+		} else {
+			w.WriteString(" AND table_schema = DATABASE()")
+		}
+	default:
+		if schema == "" {
+			schema = "main"
+		}
+		q(w, "SELECT 1 FROM %.sqlite_master WHERE type = 'table' AND name = ", schema)
+		w.Arg(name)
+	}
+}
+
+// ExistingParents writes the query of the keys among keys whose parent
+// row exists.
+func (d Dialect) ExistingParents(w Writer, c Count, keys []any) {
+	q(w, "SELECT % FROM % WHERE %", c.ParentKey, c.Parent, c.ParentKey)
+	d.keyIn(w, keys)
 }
 
 // ChildColumnIn returns a condition on a child column: column IN (values).

@@ -80,7 +80,10 @@ func ApplyCounts(ctx context.Context, conn Conn, d countersql.Dialect, counts []
 				keys = append(keys, keyOf[k])
 			}
 		}
-		keys = SortKeys(keys)
+		keys, err := existing(ctx, conn, d, c, SortKeys(keys))
+		if err != nil {
+			return err
+		}
 		for start := 0; start < len(keys); start += FillChunk {
 			chunk := keys[start:min(start+FillChunk, len(keys))]
 			amounts := make([]int64, len(chunk))
@@ -93,6 +96,30 @@ func ApplyCounts(ctx context.Context, conn Conn, d countersql.Dialect, counts []
 		}
 	}
 	return nil
+}
+
+// existing returns the keys (sorted) whose parent exists: without foreign
+// key constraints a child may name a missing parent, whose slot row the
+// slot table's foreign key would refuse, failing the child's write.
+func existing(ctx context.Context, conn Conn, d countersql.Dialect, c countersql.Count, keys []any) ([]any, error) {
+	found := map[string]bool{}
+	for start := 0; start < len(keys); start += FillChunk {
+		chunk := keys[start:min(start+FillChunk, len(keys))]
+		got, err := QueryKeys(ctx, conn, func(w countersql.Writer) { d.ExistingParents(w, c, chunk) })
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range got {
+			found[KeyText(k)] = true
+		}
+	}
+	out := keys[:0:0]
+	for _, k := range keys {
+		if found[KeyText(k)] {
+			out = append(out, k)
+		}
+	}
+	return out, nil
 }
 
 // Recount recomputes c from its child table for the parents matching cond,

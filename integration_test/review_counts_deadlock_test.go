@@ -1,0 +1,89 @@
+package integration_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// Lock order across statements (the README's "Deadlocks"): within one
+// statement, slot rows are taken in key order. Across the statements of one
+// transaction the order is the application's, as with any counter kept in
+// the transaction: two transactions creating objects in two categories in
+// opposite orders, over two statements each, deadlock when their sessions
+// write the same slot (ids equal modulo the slot count: 1 pair in 16 with
+// 16 slots), and do not when their slots differ. A classic counter cache,
+// one row per category, deadlocks on every such pair.
+func TestReviewTriggersCrossStatementDeadlock(t *testing.T) {
+	for _, kind := range []dbKind{pg, my} {
+		t.Run(string(kind), func(t *testing.T) {
+			e := open(t, kind)
+			db := e.db
+			k := countKinds[0]
+			k.migrate(t, db)
+			ps := k.newParents(t, db, 2)
+			sqlDB, err := db.DB()
+			must(t, err)
+			ctx := context.Background()
+			idQuery := "SELECT pg_backend_pid()"
+			if kind == my {
+				idQuery = "SELECT CONNECTION_ID()"
+			}
+			// Two pairs of connections: one sharing a slot (ids equal modulo
+			// 16, ObjectCount's slots), one not.
+			var same, other [2]*sql.Conn
+			seen := map[int64]*sql.Conn{}
+			for same[0] == nil || other[0] == nil {
+				c, err := sqlDB.Conn(ctx)
+				must(t, err)
+				defer c.Close()
+				var id int64
+				must(t, c.QueryRowContext(ctx, idQuery).Scan(&id))
+				if prev, ok := seen[id%16]; ok && same[0] == nil {
+					same = [2]*sql.Conn{prev, c}
+					continue
+				}
+				for slot, prev := range seen {
+					if slot != id%16 && other[0] == nil && prev != same[0] && prev != same[1] {
+						other = [2]*sql.Conn{prev, c}
+						break
+					}
+				}
+				if other[1] != c {
+					seen[id%16] = c
+				}
+			}
+			crossed := func(pair [2]*sql.Conn) (error, error) {
+				tx1, err := pair[0].BeginTx(ctx, nil)
+				must(t, err)
+				defer tx1.Rollback()
+				tx2, err := pair[1].BeginTx(ctx, nil)
+				must(t, err)
+				defer tx2.Rollback()
+				ins := func(tx *sql.Tx, cat uint) error {
+					_, err := tx.ExecContext(ctx, fmt.Sprintf("INSERT INTO objects (category_id, status) VALUES (%d, 'draft')", cat))
+					return err
+				}
+				must(t, ins(tx1, ps[1]))
+				must(t, ins(tx2, ps[0]))
+				done := make(chan error, 1)
+				go func() { done <- ins(tx1, ps[0]) }()
+				time.Sleep(200 * time.Millisecond)
+				err2 := ins(tx2, ps[1])
+				if err2 == nil {
+					tx2.Rollback()
+				}
+				return <-done, err2
+			}
+			if err1, err2 := crossed(other); err1 != nil || err2 != nil {
+				t.Fatalf("sessions on different slots, opposite orders over two statements: %v / %v; want no wait and no error", err1, err2)
+			}
+			err1, err2 := crossed(same)
+			if (err1 == nil || !isDeadlock(err1)) == (err2 == nil || !isDeadlock(err2)) {
+				t.Fatalf("sessions on one slot, opposite orders over two statements: %v / %v; want exactly one deadlock (documented)", err1, err2)
+			}
+		})
+	}
+}
