@@ -90,8 +90,12 @@ func BenchmarkCountCacheHotParent(b *testing.B) {
 	run("naive-trigger", func(tx *gorm.DB) error {
 		return tx.Create(&NaiveObject{NaiveCategoryID: naive.ID, Status: "active"}).Error
 	})
-	run("triggers16", func(tx *gorm.DB) error { return tx.Create(&BenchObject{BenchCategoryID: cat.ID, Status: "active"}).Error })
-	run("hooks16", func(tx *gorm.DB) error { return tx.Create(&HookObject{HookCategoryID: hooked.ID, Status: "active"}).Error })
+	run("triggers16", func(tx *gorm.DB) error {
+		return tx.Create(&BenchObject{BenchCategoryID: cat.ID, Status: "active"}).Error
+	})
+	run("hooks16", func(tx *gorm.DB) error {
+		return tx.Create(&HookObject{HookCategoryID: hooked.ID, Status: "active"}).Error
+	})
 
 	var n, want int64
 	if err := db.Raw("SELECT object_count FROM naive_categories WHERE id = ?", naive.ID).Scan(&n).Error; err != nil {
