@@ -2,6 +2,7 @@ package entcounter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"sort"
@@ -15,89 +16,126 @@ import (
 
 // ErrNeedsTx is wrapped by the error for a write to a child table, outside
 // a transaction, that changes a count kept by hooks ([ByHooks]).
-var ErrNeedsTx = fmt.Errorf("a write that changes a count kept by hooks must run in a transaction (client.Tx)")
+var ErrNeedsTx = errors.New("a write that changes a count kept by hooks must run in a transaction (client.Tx)")
+
+// ErrHookedUpsert is wrapped by the error for an upsert (OnConflict) of
+// rows whose count is kept by hooks: it may update rows the hook cannot
+// name before the write. The write ran in the caller's transaction, which
+// must roll back.
+var ErrHookedUpsert = errors.New("an upsert of rows whose count is kept by hooks cannot be counted: roll back, and write without OnConflict or keep the count with triggers")
+
+// hookedMutation is what the generated code adds to the mutations of
+// schemas whose writes change counts kept by hooks.
+type hookedMutation interface {
+	ent.Mutation
+	Source
+	HotCounterRowKeys(ctx context.Context) ([]any, error)
+	HotCounterUpsert() bool
+	WhereP(...func(*entsql.Selector))
+}
 
 // CountHook returns the ent hook that keeps counts declared with [ByHooks].
-// The extension registers it on the child schemas of such counts in the
-// generated config, so every client and transaction runs it; users do not
-// call it.
+// The extension registers it on the child and parent schemas of such
+// counts in the generated config, so every client and transaction runs it;
+// users do not call it.
 //
 // Around an update or delete of child rows, in the mutation's transaction,
-// it reads the ids the mutation targets, locks those rows (FOR UPDATE) and
-// reads the parents they count for, pins the mutation to those ids (so a
-// row inserted meanwhile is neither written nor miscounted), and after the
+// it reads the ids the mutation targets (without query interceptors, which
+// ent does not apply to writes), locks those rows (FOR UPDATE) and reads
+// the parents they count for, pins the mutation to those ids (so a row
+// inserted meanwhile is neither written nor miscounted), and after the
 // write reads the rows again and adds the difference to the parents'
 // slots, in one order for every writer. After a create it reads the new
-// row's parents.
+// row's parents. A parent's edge setters (AddXIDs, RemoveXIDs, ClearX)
+// are counted the same way.
 func CountHook() ent.Hook {
 	return func(next ent.Mutator) ent.Mutator {
 		return ent.MutateFunc(func(ctx context.Context, m ent.Mutation) (ent.Value, error) {
-			src, ok := m.(Source)
+			hm, ok := m.(hookedMutation)
 			if !ok {
 				return next.Mutate(ctx, m)
 			}
-			r := src.HotCounter()
-			counts := r.hookCounts(m.Type())
-			if len(counts) == 0 {
-				return edgeHook(ctx, m, r, next)
-			}
-			if !r.inTx() {
-				return nil, fmt.Errorf("entcounter: %s %s: %w", m.Op(), m.Type(), ErrNeedsTx)
-			}
-			dl, err := r.dialect()
-			if err != nil {
-				return nil, err
-			}
-			c := conn{ex: r.Driver, dialect: r.Driver.Dialect()}
-			var before []engine.CountedRow
-			var keys []any
-			create := m.Op().Is(ent.OpCreate)
-			if !create {
-				if keys, err = mutationIDs(ctx, m); err != nil {
-					return nil, err
-				}
-				if len(keys) == 0 {
-					return next.Mutate(ctx, m)
-				}
-				if len(keys) > engine.MaxHookRows {
-					return nil, fmt.Errorf("entcounter: a write to %d %s rows at once: counts kept by hooks allow %d per statement; write in batches",
-						len(keys), m.Type(), engine.MaxHookRows)
-				}
-				if before, err = engine.ReadCounted(ctx, c, dl, counts, dl.ChildKeyIn(counts[0], keys), true); err != nil {
-					return nil, fmt.Errorf("entcounter: read the %s rows whose counts a write changes: %w", m.Type(), err)
-				}
-				keys = keys[:0]
-				for _, row := range before {
-					keys = append(keys, row.Key)
-				}
-				if err := pin(m, counts[0].ChildKey, keys); err != nil {
-					return nil, err
+			r := hm.HotCounter()
+			// The parent side first (its edge setters move children), then
+			// the child side, for a schema that is both.
+			mut := next
+			children := map[string]bool{}
+			for _, d := range r.Defs {
+				if d.Count != nil && d.Count.Hooks && d.Type == m.Type() && !children[d.Count.Type] {
+					children[d.Count.Type] = true
+					child, inner := d.Count.Type, mut
+					mut = ent.MutateFunc(func(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+						return edgeHook(ctx, hm, r, child, inner)
+					})
 				}
 			}
-			v, err := next.Mutate(ctx, m)
-			if err != nil {
-				return v, err
+			if counts := r.hookCounts(m.Type()); len(counts) > 0 {
+				return childHook(ctx, hm, r, counts, mut)
 			}
-			if create {
-				id, ok := mutationID(m)
-				if !ok {
-					return v, fmt.Errorf("entcounter: the created %s has no id", m.Type())
-				}
-				keys = []any{id}
-			}
-			if len(keys) == 0 {
-				return v, nil
-			}
-			after, err := engine.ReadCounted(ctx, c, dl, counts, dl.ChildKeyIn(counts[0], keys), false)
-			if err == nil {
-				err = engine.ApplyCounts(ctx, c, dl, counts, before, after)
-			}
-			if err != nil {
-				return v, fmt.Errorf("entcounter: count the %s rows written: %w", m.Type(), err)
-			}
-			return v, nil
+			return mut.Mutate(ctx, m)
 		})
 	}
+}
+
+// childHook counts a create, update or delete of child rows.
+func childHook(ctx context.Context, m hookedMutation, r Runtime, counts []countersql.Count, next ent.Mutator) (ent.Value, error) {
+	if !r.inTx() {
+		return nil, fmt.Errorf("entcounter: %s %s: %w", m.Op(), m.Type(), ErrNeedsTx)
+	}
+	dl, err := r.dialect()
+	if err != nil {
+		return nil, err
+	}
+	c := conn{ex: r.Driver, dialect: r.Driver.Dialect()}
+	var before []engine.CountedRow
+	var keys []any
+	create := m.Op().Is(ent.OpCreate)
+	if !create {
+		if keys, err = m.HotCounterRowKeys(ctx); err != nil {
+			return nil, err
+		}
+		if len(keys) > engine.MaxHookRows {
+			return nil, fmt.Errorf("entcounter: a write to %d %s rows at once: counts kept by hooks allow %d per statement; write in batches",
+				len(keys), m.Type(), engine.MaxHookRows)
+		}
+		if len(keys) > 0 {
+			if before, err = engine.ReadCounted(ctx, c, dl, counts, dl.ChildKeyIn(counts[0], keys), true); err != nil {
+				return nil, fmt.Errorf("entcounter: read the %s rows whose counts a write changes: %w", m.Type(), err)
+			}
+		}
+		keys = keys[:0]
+		for _, row := range before {
+			keys = append(keys, row.Key)
+		}
+		// Pinned even when empty: a row that matches by the time the
+		// statement runs was not read, and must not be written.
+		m.WhereP(func(s *entsql.Selector) { s.Where(entsql.In(s.C(counts[0].ChildKey), keys...)) })
+	}
+	v, err := next.Mutate(ctx, m)
+	if err != nil {
+		return v, err
+	}
+	if create {
+		if m.HotCounterUpsert() {
+			return v, fmt.Errorf("entcounter: %s: %w", m.Type(), ErrHookedUpsert)
+		}
+		id, ok := mutationID(m)
+		if !ok {
+			return v, fmt.Errorf("entcounter: the created %s has no id", m.Type())
+		}
+		keys = []any{id}
+	}
+	if len(keys) == 0 {
+		return v, nil
+	}
+	after, err := engine.ReadCounted(ctx, c, dl, counts, dl.ChildKeyIn(counts[0], keys), false)
+	if err == nil {
+		err = engine.ApplyCounts(ctx, c, dl, counts, before, after)
+	}
+	if err != nil {
+		return v, fmt.Errorf("entcounter: count the %s rows written: %w", m.Type(), err)
+	}
+	return v, nil
 }
 
 // hookCounts returns the counts kept by hooks whose child is typ, in one
@@ -113,24 +151,6 @@ func (r Runtime) hookCounts(typ string) []countersql.Count {
 	return out
 }
 
-// mutationIDs calls the generated mutation's IDs(ctx): the id of an
-// UpdateOne or DeleteOne, or the ids a bulk mutation's predicates match.
-func mutationIDs(ctx context.Context, m ent.Mutation) ([]any, error) {
-	method := reflect.ValueOf(m).MethodByName("IDs")
-	if !method.IsValid() {
-		return nil, fmt.Errorf("entcounter: %s mutation has no IDs method", m.Type())
-	}
-	out := method.Call([]reflect.Value{reflect.ValueOf(ctx)})
-	if err, _ := out[1].Interface().(error); err != nil {
-		return nil, err
-	}
-	ids := make([]any, out[0].Len())
-	for i := range ids {
-		ids[i] = out[0].Index(i).Interface()
-	}
-	return ids, nil
-}
-
 // mutationID calls the generated mutation's ID(): the id a create wrote.
 func mutationID(m ent.Mutation) (any, bool) {
 	method := reflect.ValueOf(m).MethodByName("ID")
@@ -141,38 +161,24 @@ func mutationID(m ent.Mutation) (any, bool) {
 	return out[0].Interface(), out[1].Bool()
 }
 
-// pin adds "id IN (keys)" to the mutation's predicates.
-func pin(m ent.Mutation, column string, keys []any) error {
-	w, ok := m.(interface {
-		WhereP(...func(*entsql.Selector))
-	})
-	if !ok {
-		return fmt.Errorf("entcounter: %s mutation has no WhereP method", m.Type())
-	}
-	w.WhereP(func(s *entsql.Selector) { s.Where(entsql.In(s.C(column), keys...)) })
-	return nil
-}
-
-// edgeHook keeps counts kept by hooks through a parent's edge setters
-// (AddItemIDs, RemoveItemIDs, ClearItems), which write the child rows'
-// reference without a child mutation: it locks and reads the children the
-// mutation names (and, for a clear, the children of its parents) before the
-// write, reads them again after it, and adds the difference.
-func edgeHook(ctx context.Context, m ent.Mutation, r Runtime, next ent.Mutator) (ent.Value, error) {
+// edgeHook keeps the counts of child schema child kept by hooks through a
+// parent's edge setters (AddItemIDs, RemoveItemIDs, ClearItems), which
+// write the child rows' reference without a child mutation. It locks the
+// children the mutation names before the write and, for a clear, the
+// parents first (FOR UPDATE, which waits for any transaction adding a child
+// to them: its foreign key check holds the parent row), then the
+// children of those parents; after the write it reads the children again
+// and adds the difference.
+func edgeHook(ctx context.Context, m hookedMutation, r Runtime, child string, next ent.Mutator) (ent.Value, error) {
 	var (
 		ids     []any // children named by the mutation
 		cleared []string
-		child   string
 	)
 	for _, d := range r.Defs {
-		if d.Count == nil || !d.Count.Hooks || d.Type != m.Type() {
+		if d.Count == nil || !d.Count.Hooks || d.Type != m.Type() || d.Count.Type != child {
 			continue
 		}
 		e := d.Count.Edge
-		if len(m.AddedIDs(e)) == 0 && len(m.RemovedIDs(e)) == 0 && !m.EdgeCleared(e) {
-			continue
-		}
-		child = d.Count.Type
 		for _, id := range append(m.AddedIDs(e), m.RemovedIDs(e)...) {
 			ids = append(ids, id)
 		}
@@ -180,7 +186,7 @@ func edgeHook(ctx context.Context, m ent.Mutation, r Runtime, next ent.Mutator) 
 			cleared = append(cleared, d.Count.Ref)
 		}
 	}
-	if child == "" {
+	if len(ids) == 0 && len(cleared) == 0 {
 		return next.Mutate(ctx, m)
 	}
 	if !r.inTx() {
@@ -194,8 +200,13 @@ func edgeHook(ctx context.Context, m ent.Mutation, r Runtime, next ent.Mutator) 
 	c := conn{ex: r.Driver, dialect: r.Driver.Dialect()}
 	var parents []any
 	if len(cleared) > 0 && !m.Op().Is(ent.OpCreate) {
-		if parents, err = mutationIDs(ctx, m); err != nil {
+		if parents, err = m.HotCounterRowKeys(ctx); err != nil {
 			return nil, err
+		}
+		if len(parents) > 0 && dl.LocksRows() {
+			if _, err := engine.QueryKeys(ctx, c, func(w countersql.Writer) { dl.LockParentsForClear(w, counts[0], engine.SortKeys(parents)) }); err != nil {
+				return nil, err
+			}
 		}
 	}
 	cond := func(w countersql.Writer) {

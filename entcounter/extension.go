@@ -33,6 +33,8 @@ func (extension) Templates() []*gen.Template {
 			Funcs(template.FuncMap{
 				"hotCounterDefs":   graphDefs,
 				"hotCounterHooked": hookedTypes,
+				"hotCounterIsHooked": func(t *gen.Type) bool { return hooked[t.Name] },
+				"hotCounterMarks":    func(t *gen.Type) bool { return len(counterFields(t)) > 0 || hooked[t.Name] },
 				"hotCounterFields": counterFields,
 				"hotCounterHasSum": hasSum,
 				"hotCounterIsRollup": func(f *gen.Field) bool {
@@ -49,6 +51,10 @@ func (extension) Hooks() []gen.Hook {
 		return gen.GenerateFunc(func(g *gen.Graph) error {
 			if _, err := defsOf(g); err != nil {
 				return err
+			}
+			hooked = map[string]bool{}
+			for _, name := range hookedTypes(g) {
+				hooked[name] = true
 			}
 			return next.Generate(g)
 		})
@@ -100,6 +106,11 @@ func hasSum(t *gen.Type) bool {
 	}
 	return false
 }
+
+// hooked holds the names of the types of the graph being generated whose
+// writes change a count kept by hooks (see hookedTypes). Type-scoped
+// templates cannot reach the graph; the generation hook fills it first.
+var hooked map[string]bool
 
 // hookedTypes returns the schemas whose writes change a count kept by
 // hooks, the child and the parent (whose edge setters move children): the

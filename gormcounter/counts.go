@@ -350,13 +350,14 @@ func (p *Plugin) countBegin(db *gorm.DB) {
 		db.AddError(tx.Error)
 		return
 	}
+	db.InstanceSet(startedTx, db.Statement.ConnPool)
 	db.Statement.ConnPool = tx.Statement.ConnPool
-	db.InstanceSet(startedTx, true)
 }
 
 // countCommit commits or rolls back the transaction countBegin opened.
 func (p *Plugin) countCommit(db *gorm.DB) {
-	if _, ok := db.InstanceGet(startedTx); !ok {
+	v, ok := db.InstanceGet(startedTx)
+	if !ok {
 		return
 	}
 	if db.Error != nil {
@@ -364,7 +365,8 @@ func (p *Plugin) countCommit(db *gorm.DB) {
 	} else {
 		db.Commit()
 	}
-	db.Statement.ConnPool = db.ConnPool
+	db.Statement.ConnPool = v.(gorm.ConnPool)                                 // the pool, or the connection of db.Connection
+	db.Statement.Settings.Delete(fmt.Sprintf("%p", db.Statement) + startedTx) // as InstanceSet keys it
 }
 
 // countBeforeUpdate and countBeforeDelete run before a child's update or
@@ -438,14 +440,13 @@ func (p *Plugin) countBeforeCreate(db *gorm.DB) {
 		return
 	}
 	keys, missing, ok := createKeys(stmt)
-	_, upsert := stmt.Clauses["ON CONFLICT"]
 	switch {
 	case !ok && missing > 0:
 		db.AddError(fmt.Errorf("gormcounter: a Create of %s rows from a map under counts kept by hooks: create %s structs, whose keys GORM fills in",
 			stmt.Schema.Name, stmt.Schema.Name))
 		return
-	case upsert && missing > 0:
-		db.AddError(fmt.Errorf("gormcounter: an upsert (ON CONFLICT) of %s rows without their keys: counts kept by hooks cannot tell which rows it updates; set the keys, or keep the counts with triggers",
+	case !p.upsertByKey(stmt):
+		db.AddError(fmt.Errorf("gormcounter: an upsert (ON CONFLICT) of %s rows that may match another unique key than the primary key: counts kept by hooks cannot tell which rows it updates; keep the counts with triggers",
 			stmt.Schema.Name))
 		return
 	case len(keys)+missing > MaxHookRows:
@@ -513,6 +514,53 @@ func (p *Plugin) countAfter(db *gorm.DB, create bool) {
 	if err != nil {
 		db.AddError(fmt.Errorf("gormcounter: count the %s rows written: %w", stmt.Schema.Name, err))
 	}
+}
+
+// upsertByKey reports whether a create either is no upsert, or can update
+// only rows that its primary keys name: its conflict target is the primary
+// key (MySQL's ON DUPLICATE KEY matches any unique key, so there only if
+// the table has no other), or the table has no other unique key. Rows
+// without a key are then new rows. GORM saves associations this way (ON
+// CONFLICT (id)).
+func (p *Plugin) upsertByKey(stmt *gorm.Statement) bool {
+	c, upsert := stmt.Clauses["ON CONFLICT"]
+	if !upsert {
+		return true
+	}
+	if !p.otherUniqueKeys(stmt.Schema) {
+		return true
+	}
+	oc, _ := c.Expression.(clause.OnConflict)
+	if p.dialect.MySQL() || len(oc.Columns) != len(stmt.Schema.PrimaryFieldDBNames) {
+		return false
+	}
+	for i, col := range oc.Columns {
+		if col.Name != stmt.Schema.PrimaryFieldDBNames[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// otherUniqueKeys reports whether s declares a unique key besides its
+// primary key (cached per schema).
+func (p *Plugin) otherUniqueKeys(s *schema.Schema) bool {
+	if v, ok := p.uniques.Load(s); ok {
+		return v.(bool)
+	}
+	found := false
+	for _, f := range s.Fields {
+		if f.Unique && !f.PrimaryKey {
+			found = true
+		}
+	}
+	for _, idx := range s.ParseIndexes() {
+		if strings.EqualFold(idx.Class, "UNIQUE") {
+			found = true
+		}
+	}
+	p.uniques.Store(s, found)
+	return found
 }
 
 // createKeys returns the primary keys a create names: those of its struct

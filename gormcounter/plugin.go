@@ -39,6 +39,7 @@ type Plugin struct {
 	dialect countersql.Dialect
 	models  sync.Map // *schema.Schema -> *modelEntry
 
+	uniques  sync.Map // *schema.Schema -> bool: a unique key besides the primary key
 	countsMu sync.Mutex
 	counts   map[string][]*counter // child table -> the counts of its rows
 }

@@ -2729,16 +2729,18 @@ func (m *CommentUpvoteSlotMutation) ResetEdge(name string) error {
 // ItemMutation represents an operation that mutates the Item nodes in the graph.
 type ItemMutation struct {
 	config
-	op            Op
-	typ           string
-	id            *int
-	status        *string
-	clearedFields map[string]struct{}
-	rack          *int
-	clearedrack   bool
-	done          bool
-	oldValue      func(context.Context) (*Item, error)
-	predicates    []predicate.Item
+	op                   Op
+	typ                  string
+	id                   *int
+	status               *string
+	clearedFields        map[string]struct{}
+	rack                 *int
+	clearedrack          bool
+	done                 bool
+	oldValue             func(context.Context) (*Item, error)
+	predicates           []predicate.Item
+	hotcounterUpsert     bool
+	hotcounterBulkUpsert bool
 }
 
 var _ ent.Mutation = (*ItemMutation)(nil)

@@ -391,6 +391,17 @@ func (d Dialect) TableExists(w Writer, table string) {
 	}
 }
 
+// LockParentsForClear writes the query that locks parents (keys sorted)
+// FOR UPDATE before their children are detached in bulk: a transaction
+// adding a child to one of them holds its row FOR KEY SHARE (PostgreSQL)
+// or shared (InnoDB) through the foreign key check, so the lock waits for
+// it, and none can start until the clear commits.
+func (d Dialect) LockParentsForClear(w Writer, c Count, keys []any) {
+	q(w, "SELECT % FROM % WHERE %", c.ParentKey, c.Parent, c.ParentKey)
+	d.keyIn(w, keys)
+	q(w, " ORDER BY % FOR UPDATE", c.ParentKey)
+}
+
 // ExistingParents writes the query of the keys among keys whose parent
 // row exists.
 func (d Dialect) ExistingParents(w Writer, c Count, keys []any) {
