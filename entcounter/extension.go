@@ -31,12 +31,12 @@ func (extension) Templates() []*gen.Template {
 	return []*gen.Template{
 		gen.MustParse(gen.NewTemplate("hotcounter").
 			Funcs(template.FuncMap{
-				"hotCounterDefs":   graphDefs,
-				"hotCounterHooked": hookedTypes,
+				"hotCounterDefs":     graphDefs,
+				"hotCounterHooked":   hookedTypes,
 				"hotCounterIsHooked": func(t *gen.Type) bool { return hooked[t.Name] },
 				"hotCounterMarks":    func(t *gen.Type) bool { return len(counterFields(t)) > 0 || hooked[t.Name] },
-				"hotCounterFields": counterFields,
-				"hotCounterHasSum": hasSum,
+				"hotCounterFields":   counterFields,
+				"hotCounterHasSum":   hasSum,
 				"hotCounterIsRollup": func(f *gen.Field) bool {
 					a, _ := annotationOfField(f)
 					return a.Rollup
