@@ -279,8 +279,8 @@ func TestBadDeclarationsNameModelAndField(t *testing.T) {
 	}
 }
 
-// Item lives in another PostgreSQL schema, through a qualified table name.
-type Item struct {
+// QualifiedItem lives in another PostgreSQL schema, through a qualified table name.
+type QualifiedItem struct {
 	ID    uint
 	Hits  int64 `gorm:"counter:slots=4"`
 	Likes int64 `gorm:"counter:rollup"`
@@ -288,7 +288,7 @@ type Item struct {
 
 var itemSchema string
 
-func (Item) TableName() string { return itemSchema + ".items" }
+func (QualifiedItem) TableName() string { return itemSchema + ".items" }
 
 func TestSchemaQualifiedTable(t *testing.T) {
 	e := open(t, pg)
@@ -297,16 +297,16 @@ func TestSchemaQualifiedTable(t *testing.T) {
 	must(t, db.Exec("DROP SCHEMA IF EXISTS "+itemSchema+" CASCADE").Error)
 	must(t, db.Exec("CREATE SCHEMA "+itemSchema).Error)
 	t.Cleanup(func() { db.Exec("DROP SCHEMA IF EXISTS " + itemSchema + " CASCADE") })
-	must(t, db.AutoMigrate(&Item{}))
+	must(t, db.AutoMigrate(&QualifiedItem{}))
 	if n := rawInt(t, db, "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = ? AND table_name IN ('item_hits_slots', 'item_likes_slots')", itemSchema); n != 2 {
 		t.Fatalf("%d slot tables in schema %s, want 2", n, itemSchema)
 	}
-	it := Item{}
+	it := QualifiedItem{}
 	must(t, db.Create(&it).Error)
 	must(t, gormcounter.Increment(db.Model(&it), "Hits", 3).Error)
-	must(t, gormcounter.Increment(db.Model(&Item{}).Where("id = ?", it.ID), "Likes", 4).Error)
-	must(t, gormcounter.Rollup(db, &Item{}))
-	var got Item
+	must(t, gormcounter.Increment(db.Model(&QualifiedItem{}).Where("id = ?", it.ID), "Likes", 4).Error)
+	must(t, gormcounter.Rollup(db, &QualifiedItem{}))
+	var got QualifiedItem
 	must(t, db.First(&got, it.ID).Error)
 	if got.Hits != 3 || got.Likes != 4 {
 		t.Fatalf("item: %+v", got)

@@ -55,6 +55,40 @@ type Tag struct {
 	Hits int64  `gorm:"counter:rollup"`
 }
 
+// Shelf, Book, Rack and Item are the GORM side of the ent count schemas
+// (integration_test/ent/schema/shelf.go), so that GORM can own that schema
+// too: the same tables, slot tables and counts.
+type Shelf struct {
+	ID        int
+	Name      string `gorm:"default:''"`
+	BookCount int64  `gorm:"counter:counts=Books"`
+	OpenCount int64  `gorm:"counter:slots=4,rollup,counts=Books,where=status = 'open'"`
+	Books     []Book
+}
+
+// Book is a child row that shelves count.
+type Book struct {
+	ID      int
+	Status  string `gorm:"size:20;default:open"`
+	ShelfID *int   `gorm:"index"`
+}
+
+// Rack counts its items with hooks.
+type Rack struct {
+	ID        int
+	Name      string `gorm:"default:''"`
+	ItemCount int64  `gorm:"counter:counts=Items,hooks"`
+	OpenCount int64  `gorm:"counter:slots=4,rollup,counts=Items,hooks,where=status = 'open'"`
+	Items     []Item
+}
+
+// Item is a child row that racks count.
+type Item struct {
+	ID     int
+	Status string `gorm:"size:20;default:open"`
+	RackID *int   `gorm:"index"`
+}
+
 func migrateAll(db *gorm.DB) error {
-	return db.AutoMigrate(&Author{}, &Post{}, &Comment{}, &Note{}, &Tag{}, &Story{})
+	return db.AutoMigrate(&Author{}, &Post{}, &Comment{}, &Note{}, &Tag{}, &Story{}, &Shelf{}, &Book{}, &Rack{}, &Item{})
 }
