@@ -35,7 +35,7 @@ type countOf struct {
 const MaxHookRows = engine.MaxHookRows
 
 // resolveCount finds the has-many relation that a counts= declaration names.
-func resolveCount(s *schema.Schema, f *schema.Field, opts spec.Options, key *schema.Field) (*countOf, error) {
+func resolveCount(s *schema.Schema, opts spec.Options, key *schema.Field) (*countOf, error) {
 	s.Relationships.Mux.RLock()
 	defer s.Relationships.Mux.RUnlock()
 	var rel *schema.Relationship

@@ -206,7 +206,7 @@ func (p *Plugin) settle(db *gorm.DB, s *schema.Schema) (*model, error) {
 			Owner:     owner,
 		}
 		if opts.Counts != "" {
-			if c.count, err = resolveCount(s, f, opts, m.key); err != nil {
+			if c.count, err = resolveCount(s, opts, m.key); err != nil {
 				return nil, fmt.Errorf("gormcounter: %s.%s: %w", s.Name, f.Name, err)
 			}
 		}

@@ -1,6 +1,7 @@
 package integration_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -553,4 +554,46 @@ func TestCountTriggersFollowMigrations(t *testing.T) {
 			t.Fatalf("objects has %d rows, want 1", n)
 		}
 	})
+}
+
+// TestCountsWithRollupLoop: a rollup loop folds a rollup count's slots into
+// its column while 8 writers move children; every count stays equal to
+// COUNT(*) (live), and after a last pass the cached column alone is exact.
+func TestCountsWithRollupLoop(t *testing.T) {
+	for _, kind := range []dbKind{pg, my} {
+		t.Run(string(kind), func(t *testing.T) {
+			e := open(t, kind)
+			db := e.db
+			k := countKinds[0]
+			k.migrate(t, db)
+			ps := k.newParents(t, db, 20)
+			owners := make([]*uint, 400)
+			for i := range owners {
+				owners[i] = &ps[i%len(ps)]
+			}
+			objs := k.newChildren(t, db, owners, "active")
+			ctx, cancel := context.WithCancel(context.Background())
+			loop := make(chan error, 1)
+			go func() { loop <- gormcounter.RollupLoop(ctx, db, 5*time.Millisecond, &Category{}) }()
+			moved := hammer(t, 8, 100, func() error {
+				return db.Model(&Object{}).Where("id = ?", objs[rand.IntN(len(objs))]).Update(k.ref, ps[rand.IntN(len(ps))]).Error
+			})
+			cancel()
+			must(t, <-loop)
+			k.check(t, db, "moves during a rollup loop")
+			must(t, gormcounter.Rollup(db, &Category{}))
+			var cs []Category
+			must(t, db.Find(&cs).Error) // not live: the cached column
+			for _, c := range cs {
+				var want int64
+				must(t, db.Model(&Object{}).Where("category_id = ? AND status = 'active'", c.ID).Count(&want).Error)
+				if c.ActiveCount != want {
+					t.Fatalf("category %d: cached active count %d after a last pass, COUNT(*) %d", c.ID, c.ActiveCount, want)
+				}
+			}
+			if moved != 800 {
+				t.Fatalf("%d of 800 moves ran", moved)
+			}
+		})
+	}
 }
