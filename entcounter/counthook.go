@@ -125,14 +125,7 @@ func childHook(ctx context.Context, m hookedMutation, r Runtime, counts []counte
 		}
 		keys = []any{id}
 	}
-	if len(keys) == 0 {
-		return v, nil
-	}
-	after, err := engine.ReadCounted(ctx, c, dl, counts, dl.ChildKeyIn(counts[0], keys), false)
-	if err == nil {
-		err = engine.ApplyCounts(ctx, c, dl, counts, before, after)
-	}
-	if err != nil {
+	if err := engine.CountWritten(ctx, c, dl, counts, before, keys); err != nil {
 		return v, fmt.Errorf("entcounter: count the %s rows written: %w", m.Type(), err)
 	}
 	return v, nil
@@ -239,14 +232,7 @@ func edgeHook(ctx context.Context, m hookedMutation, r Runtime, child string, ne
 	for _, row := range before {
 		keys = append(keys, row.Key)
 	}
-	if len(keys) == 0 {
-		return v, nil
-	}
-	after, err := engine.ReadCounted(ctx, c, dl, counts, dl.ChildKeyIn(counts[0], keys), false)
-	if err == nil {
-		err = engine.ApplyCounts(ctx, c, dl, counts, before, after)
-	}
-	if err != nil {
+	if err := engine.CountWritten(ctx, c, dl, counts, before, keys); err != nil {
 		return v, fmt.Errorf("entcounter: count the %s rows an edge write moved: %w", child, err)
 	}
 	return v, nil

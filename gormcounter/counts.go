@@ -503,15 +503,8 @@ func (p *Plugin) countAfter(db *gorm.DB, create bool) {
 			}
 		}
 	}
-	if len(keys) == 0 {
-		return
-	}
 	conn := gormConn{db: db, table: stmt.Table, schema: stmt.Schema}
-	after, err := engine.ReadCounted(stmt.Context, conn, p.dialect, counts, p.dialect.ChildKeyIn(counts[0], keys), false)
-	if err == nil {
-		err = engine.ApplyCounts(stmt.Context, conn, p.dialect, counts, state.before, after)
-	}
-	if err != nil {
+	if err := engine.CountWritten(stmt.Context, conn, p.dialect, counts, state.before, keys); err != nil {
 		db.AddError(fmt.Errorf("gormcounter: count the %s rows written: %w", stmt.Schema.Name, err))
 	}
 }

@@ -54,12 +54,26 @@ func ReadCounted(ctx context.Context, conn Conn, d countersql.Dialect, counts []
 	return out, rows.Err()
 }
 
-// ApplyCounts adds to the parents' slots what a child write changed: -1
+// CountWritten finishes a hooked child write: it reads the rows with the
+// given keys again (the rows read before the write, and any it created) and
+// adds to the parents' slots what the write changed.
+func CountWritten(ctx context.Context, conn Conn, d countersql.Dialect, counts []countersql.Count, before []CountedRow, keys []any) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	after, err := ReadCounted(ctx, conn, d, counts, d.ChildKeyIn(counts[0], keys), false)
+	if err != nil {
+		return err
+	}
+	return applyCounts(ctx, conn, d, counts, before, after)
+}
+
+// applyCounts adds to the parents' slots what a child write changed: -1
 // for every counted row before it, +1 for every counted row after it. Each
 // count is one upsert per chunk of parents, in key order; counts are
 // applied in the order given, which the caller keeps the same for every
 // write, so that two writers lock slot rows in the same order.
-func ApplyCounts(ctx context.Context, conn Conn, d countersql.Dialect, counts []countersql.Count, before, after []CountedRow) error {
+func applyCounts(ctx context.Context, conn Conn, d countersql.Dialect, counts []countersql.Count, before, after []CountedRow) error {
 	for i, c := range counts {
 		sums := map[string]int64{}
 		keyOf := map[string]any{}
