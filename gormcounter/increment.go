@@ -22,6 +22,15 @@ import (
 // costs one round trip. It never writes or locks the parent row, runs no
 // hooks and does not touch updated_at.
 //
+// Outside a transaction, concurrent increments of the same counter and rows
+// from one *gorm.DB share statements: at most [Config].InFlight statements
+// run for them at once, and increments that arrive meanwhile go together in
+// the next one, which adds their sum. Each call still returns only after the
+// statement that carried its delta has committed, with that statement's
+// Error and RowsAffected. If db's context ends while the call waits, it
+// returns the context's error; its increment may still be written if its
+// statement had started, as with any cancelled write.
+//
 // The same path serves db.Model(&post).UpdateColumn("likes", gorm.Expr("likes + ?", 1)),
 // inside GORM's default transaction unless the session skips it.
 func Increment(db *gorm.DB, field string, delta int64) *gorm.DB {

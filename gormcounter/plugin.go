@@ -7,6 +7,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/hotcounter/hotcounter/internal/combine"
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/spec"
 )
@@ -29,6 +30,18 @@ type Config struct {
 	// which matters only if statements use counter models in struct conditions
 	// (Where(&Post{...})) from many goroutines before the first statement.
 	Models []any
+	// InFlight is how many increment statements may run at once for one
+	// counter of the same rows (one post's Likes, say) outside a
+	// transaction. Increments that arrive while that many run wait for one
+	// of them to finish and then go together, as one statement that adds
+	// their sum, the way a database's group commit shares one flush among
+	// concurrent commits. A lone increment never waits. Each caller returns
+	// after the statement that carried its delta has committed, with that
+	// statement's error and RowsAffected. Increments inside a transaction
+	// (the caller's, or GORM's default one around an update) and increments
+	// of append counters are never combined. Zero means 2; negative turns
+	// combining off.
+	InFlight int
 }
 
 // Plugin makes struct fields tagged `gorm:"counter"` sharded counters. Create
@@ -42,6 +55,8 @@ type Plugin struct {
 	uniques  sync.Map // *schema.Schema -> bool: a unique key besides the primary key
 	countsMu sync.Mutex
 	counts   map[string][]*counter // child table -> the counts of its rows
+
+	combined combine.Group // increments outside transactions, by target
 }
 
 var _ gorm.Plugin = (*Plugin)(nil)
@@ -54,7 +69,12 @@ func New(cfg Config) *Plugin {
 	if cfg.RollupBatchSize <= 0 {
 		cfg.RollupBatchSize = 500
 	}
-	return &Plugin{cfg: cfg}
+	if cfg.InFlight == 0 {
+		cfg.InFlight = 2
+	}
+	p := &Plugin{cfg: cfg}
+	p.combined.Limit = cfg.InFlight
+	return p
 }
 
 // Name implements gorm.Plugin.

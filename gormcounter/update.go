@@ -1,6 +1,8 @@
 package gormcounter
 
 import (
+	"context"
+	"database/sql"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -151,27 +153,31 @@ func (p *Plugin) rewriteUpdate(db *gorm.DB) {
 	for _, inc := range incs {
 		t := inc.c.table
 		t.Parent = parent
-		slot := rand.IntN(inc.c.opts.Slots)
+		skipLocked := inc.c.opts.SkipLocked && p.dialect.SkipLocked() && singleTarget(stmt)
+		write := func(ctx context.Context, delta int64) (int64, error) {
+			slot := rand.IntN(inc.c.opts.Slots)
+			conn := gormConn{db: db, table: parent}
+			switch {
+			case inc.c.opts.Mode == spec.Append && p.dialect.MySQL():
+				return engine.AppendMySQL(ctx, gormSession{conn}, p.dialect, mysqlIncrement(db, inc.c, t, 0, delta, cond))
+			case inc.c.opts.Mode == spec.Append:
+				return conn.Exec(ctx, func(w countersql.Writer) { p.dialect.AppendWhere(w, t, delta, cond) })
+			case p.dialect.MySQL() && skipLocked:
+				return engine.IncrementFreeSlotMySQL(ctx, gormSession{conn}, p.dialect, mysqlIncrement(db, inc.c, t, slot, delta, cond))
+			case p.dialect.MySQL():
+				return engine.IncrementMySQL(ctx, gormSession{conn}, p.dialect, mysqlIncrement(db, inc.c, t, slot, delta, cond))
+			case skipLocked:
+				return engine.IncrementFreeSlot(ctx, conn, p.dialect, t, slot, delta, cond)
+			default:
+				return conn.Exec(ctx, func(w countersql.Writer) { p.dialect.IncrementWhere(w, t, slot, delta, cond) })
+			}
+		}
 		var n int64
 		var err error
-		skipLocked := inc.c.opts.SkipLocked && p.dialect.SkipLocked() && singleTarget(stmt)
-		switch {
-		case inc.c.opts.Mode == spec.Append && p.dialect.MySQL():
-			n, err = engine.AppendMySQL(stmt.Context, gormSession{gormConn{db: db, table: parent}}, p.dialect, mysqlIncrement(db, inc.c, t, 0, inc.delta, cond))
-		case inc.c.opts.Mode == spec.Append:
-			tx := execSQL(db, parent, func(w countersql.Writer) { p.dialect.AppendWhere(w, t, inc.delta, cond) })
-			n, err = tx.RowsAffected, tx.Error
-		case p.dialect.MySQL() && skipLocked:
-			n, err = engine.IncrementFreeSlotMySQL(stmt.Context, gormSession{gormConn{db: db, table: parent}}, p.dialect, mysqlIncrement(db, inc.c, t, slot, inc.delta, cond))
-		case p.dialect.MySQL():
-			n, err = engine.IncrementMySQL(stmt.Context, gormSession{gormConn{db: db, table: parent}}, p.dialect, mysqlIncrement(db, inc.c, t, slot, inc.delta, cond))
-		case skipLocked:
-			n, err = engine.IncrementFreeSlot(stmt.Context, gormConn{db: db, table: parent}, p.dialect, t, slot, inc.delta, cond)
-		default:
-			tx := execSQL(db, parent, func(w countersql.Writer) {
-				p.dialect.IncrementWhere(w, t, slot, inc.delta, cond)
-			})
-			n, err = tx.RowsAffected, tx.Error
+		if key, ok := p.combineKey(db, inc.c, parent, where); ok {
+			n, err = p.combined.Do(stmt.Context, key, inc.delta, write)
+		} else {
+			n, err = write(stmt.Context, inc.delta)
 		}
 		if err != nil {
 			db.AddError(fmt.Errorf("gormcounter: increment %s: %w", inc.c.name(), err))
@@ -187,6 +193,43 @@ func (p *Plugin) rewriteUpdate(db *gorm.DB) {
 		stmt.Omits = append(stmt.Omits[:len(stmt.Omits):len(stmt.Omits)], clause.Associations)
 		db.RowsAffected = affected
 	}
+}
+
+// combineKey names what an increment of counter c writes, for p.combined:
+// the pool it runs on, the counter, and the parent rows (the SQL and
+// arguments of their condition). ok is false where the increment must be a
+// statement of its own: inside a transaction (the caller's, or GORM's
+// default one around an update), on a dedicated connection (db.Connection),
+// in a dry run, with combining turned off, for an append counter (one delta
+// row per increment is its contract), or where the condition holds an
+// argument that is not a plain value.
+func (p *Plugin) combineKey(db *gorm.DB, c *counter, parent string, where clause.Where) (string, bool) {
+	if p.cfg.InFlight < 0 || db.DryRun || c.opts.Mode == spec.Append {
+		return "", false
+	}
+	switch db.Statement.ConnPool.(type) {
+	case *sql.DB, *gorm.PreparedStmtDB:
+	default:
+		return "", false
+	}
+	s := session(db, parent).Statement
+	whereCond(where)(builderWriter{s})
+	var k strings.Builder
+	fmt.Fprintf(&k, "%p\x00%p\x00%s\x00%s", db.Statement.ConnPool, c, parent, s.SQL.String())
+	for _, v := range s.Vars {
+		rv := reflect.ValueOf(v)
+		switch {
+		case v == nil:
+			k.WriteString("\x00nil")
+		case rv.Kind() == reflect.String:
+			k.WriteString("\x00" + rv.Type().String() + ":" + strconv.Quote(rv.String()))
+		case rv.Kind() == reflect.Bool || rv.CanInt() || rv.CanUint() || rv.CanFloat():
+			fmt.Fprintf(&k, "\x00%T:%v", v, v)
+		default:
+			return "", false
+		}
+	}
+	return k.String(), true
 }
 
 // singleTarget reports whether an update's model value names one parent by

@@ -3,6 +3,7 @@ package integration_test
 import (
 	"context"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,6 +32,13 @@ type SkipPost struct {
 	Likes int64 `gorm:"counter:slots=64,precreate,skiplocked"`
 }
 
+// OneSlotPost has a counter of one slot: a single row, like the naive
+// column, but written through gormcounter (combined increments).
+type OneSlotPost struct {
+	ID    uint
+	Likes int64 `gorm:"counter:slots=1"`
+}
+
 // PlainPost reads the posts table with no counters: the baseline of loads.
 type PlainPost struct {
 	ID       uint
@@ -55,6 +63,13 @@ func openBenchOn(b *testing.B, kind dbKind) *gorm.DB {
 	if kind == my {
 		dsn = testdb.MySQL(b)
 	}
+	return openBenchWith(b, kind, dsn, gormcounter.Config{})
+}
+
+// openBenchWith opens dsn once more, as another process would, with the
+// plugin configured by cfg.
+func openBenchWith(b *testing.B, kind dbKind, dsn string, cfg gormcounter.Config) *gorm.DB {
+	b.Helper()
 	db, err := gorm.Open(dialectorFor(kind, dsn), &gorm.Config{Logger: logger.Discard})
 	if err != nil {
 		b.Fatal(err)
@@ -63,10 +78,18 @@ func openBenchOn(b *testing.B, kind dbKind) *gorm.DB {
 	sqlDB.SetMaxOpenConns(benchWriters + 8)
 	sqlDB.SetMaxIdleConns(benchWriters + 8)
 	b.Cleanup(func() { sqlDB.Close() })
-	if err := db.Use(gormcounter.New(gormcounter.Config{})); err != nil {
+	if err := db.Use(gormcounter.New(cfg)); err != nil {
 		b.Fatal(err)
 	}
 	return db
+}
+
+// benchDSN is a fresh database of the given kind for one benchmark.
+func benchDSN(b *testing.B, kind dbKind) string {
+	if kind == my {
+		return testdb.MySQL(b)
+	}
+	return testdb.Postgres(b)
 }
 
 // parallel runs op from benchWriters goroutines; ns/op is then wall time per
@@ -91,12 +114,16 @@ func BenchmarkIncrementOneRow(b *testing.B) { benchIncrementOneRow(b, pg) }
 func BenchmarkIncrementOneRowMariaDB(b *testing.B) { benchIncrementOneRow(b, my) }
 
 func benchIncrementOneRow(b *testing.B, kind dbKind) {
-	db := openBenchOn(b, kind)
-	if err := db.AutoMigrate(&NaivePost{}, &Author{}, &Post{}, &WidePost{}, &SkipPost{}, &Story{}); err != nil {
+	dsn := benchDSN(b, kind)
+	db := openBenchWith(b, kind, dsn, gormcounter.Config{})
+	// The same database through a plugin that never combines increments:
+	// what the slots alone give.
+	alone := openBenchWith(b, kind, dsn, gormcounter.Config{InFlight: -1})
+	if err := db.AutoMigrate(&NaivePost{}, &Author{}, &Post{}, &WidePost{}, &SkipPost{}, &Story{}, &OneSlotPost{}); err != nil {
 		b.Fatal(err)
 	}
-	naive, post, wide, skip, story := NaivePost{}, Post{Title: "viral"}, WidePost{}, SkipPost{}, Story{Title: "viral"}
-	for _, v := range []any{&naive, &post, &wide, &skip, &story} {
+	naive, post, wide, skip, story, one := NaivePost{}, Post{Title: "viral"}, WidePost{}, SkipPost{}, Story{Title: "viral"}, OneSlotPost{}
+	for _, v := range []any{&naive, &post, &wide, &skip, &story, &one} {
 		if err := db.Create(v).Error; err != nil {
 			b.Fatal(err)
 		}
@@ -121,6 +148,17 @@ func benchIncrementOneRow(b *testing.B, kind dbKind) {
 	b.Run("slots64", func(b *testing.B) {
 		parallel(b, func() error { return gormcounter.Increment(db.Model(&WidePost{ID: wide.ID}), "Likes", 1).Error })
 	})
+	b.Run("slots16-alone", func(b *testing.B) {
+		parallel(b, func() error { return gormcounter.Increment(alone.Model(&Post{ID: post.ID}), "Likes", 1).Error })
+	})
+	b.Run("slots64-alone", func(b *testing.B) {
+		parallel(b, func() error { return gormcounter.Increment(alone.Model(&WidePost{ID: wide.ID}), "Likes", 1).Error })
+	})
+	// Combining alone: one slot row, so at most Config.InFlight statements
+	// of this process, and they queue on its lock.
+	b.Run("slots1", func(b *testing.B) {
+		parallel(b, func() error { return gormcounter.Increment(db.Model(&OneSlotPost{ID: one.ID}), "Likes", 1).Error })
+	})
 	b.Run("skiplocked64", func(b *testing.B) {
 		parallel(b, func() error { return gormcounter.Increment(db.Model(&SkipPost{ID: skip.ID}), "Likes", 1).Error })
 	})
@@ -143,6 +181,49 @@ func benchIncrementOneRow(b *testing.B, kind dbKind) {
 		if err := buf.Close(ctx); err != nil {
 			b.Fatal(err)
 		}
+	})
+}
+
+// BenchmarkIncrementOneRowFourProcesses: the 32 writers spread over four
+// *gorm.DB (four pools, four plugins), as over four application servers.
+// Increments combine within a process only, so four processes run up to
+// 4 x Config.InFlight statements on the post at once: this is where the
+// slots count again.
+func BenchmarkIncrementOneRowFourProcesses(b *testing.B) {
+	dsn := benchDSN(b, pg)
+	var dbs []*gorm.DB
+	for i := 0; i < 4; i++ {
+		dbs = append(dbs, openBenchWith(b, pg, dsn, gormcounter.Config{}))
+	}
+	db := dbs[0]
+	if err := db.AutoMigrate(&NaivePost{}, &Author{}, &Post{}, &OneSlotPost{}); err != nil {
+		b.Fatal(err)
+	}
+	naive, post, one := NaivePost{}, Post{Title: "viral"}, OneSlotPost{}
+	for _, v := range []any{&naive, &post, &one} {
+		if err := db.Create(v).Error; err != nil {
+			b.Fatal(err)
+		}
+	}
+	var next atomic.Int64
+	spread := func(op func(db *gorm.DB) error) func() error {
+		return func() error { return op(dbs[next.Add(1)%4]) }
+	}
+	b.Run("naive", func(b *testing.B) {
+		parallel(b, spread(func(db *gorm.DB) error {
+			return db.Session(&gorm.Session{SkipDefaultTransaction: true}).Model(&NaivePost{ID: naive.ID}).
+				UpdateColumn("likes", gorm.Expr("likes + ?", 1)).Error
+		}))
+	})
+	b.Run("slots1", func(b *testing.B) {
+		parallel(b, spread(func(db *gorm.DB) error {
+			return gormcounter.Increment(db.Model(&OneSlotPost{ID: one.ID}), "Likes", 1).Error
+		}))
+	})
+	b.Run("slots16", func(b *testing.B) {
+		parallel(b, spread(func(db *gorm.DB) error {
+			return gormcounter.Increment(db.Model(&Post{ID: post.ID}), "Likes", 1).Error
+		}))
 	})
 }
 

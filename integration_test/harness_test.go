@@ -117,6 +117,24 @@ func open(t testing.TB, kind dbKind, cfgs ...*gorm.Config) *env {
 	return e
 }
 
+// withPlugin opens e's database once more, with gormcounter registered
+// with cfg.
+func withPlugin(t testing.TB, e *env, cfg gormcounter.Config) *gorm.DB {
+	t.Helper()
+	db, err := gorm.Open(dialectorFor(e.kind, e.dsn), &gorm.Config{Logger: e.log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqlDB.SetMaxOpenConns(64)
+	t.Cleanup(func() { sqlDB.Close() })
+	must(t, db.Use(gormcounter.New(cfg)))
+	return db
+}
+
 // eachDB runs fn as a subtest on every database kind.
 func eachDB(t *testing.T, fn func(t *testing.T, e *env)) {
 	t.Helper()

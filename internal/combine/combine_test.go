@@ -1,0 +1,288 @@
+package combine
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestDoAddsEveryDeltaExactlyOnce: 64 goroutines x 200 calls on 3 keys with a
+// slow statement; every delta lands once, batches form, and no more than
+// Limit statements of one key ever run at once.
+func TestDoAddsEveryDeltaExactlyOnce(t *testing.T) {
+	for _, limit := range []int{0, 1, 4} {
+		var g Group
+		g.Limit = limit
+		keys := []string{"a", "b", "c"}
+		var mu sync.Mutex
+		total := map[string]int64{}
+		running := map[string]int{}
+		var statements, calls atomic.Int64
+		var worst atomic.Int64
+		var wg sync.WaitGroup
+		for w := 0; w < 64; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < 200; i++ {
+					key := keys[(w+i)%len(keys)]
+					n, err := g.Do(context.Background(), key, int64(w%5+1), func(ctx context.Context, sum int64) (int64, error) {
+						mu.Lock()
+						running[key]++
+						if r := int64(running[key]); r > worst.Load() {
+							worst.Store(r)
+						}
+						mu.Unlock()
+						statements.Add(1)
+						time.Sleep(50 * time.Microsecond)
+						mu.Lock()
+						total[key] += sum
+						running[key]--
+						mu.Unlock()
+						return 1, nil
+					})
+					if err != nil || n != 1 {
+						t.Errorf("Do = %d, %v; want 1, nil", n, err)
+						return
+					}
+					calls.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		var want, got int64
+		for w := 0; w < 64; w++ {
+			want += 200 * int64(w%5+1)
+		}
+		for _, k := range keys {
+			got += total[k]
+		}
+		if got != want || calls.Load() != 64*200 {
+			t.Fatalf("limit %d: added %d over %d calls, want %d over %d", limit, got, calls.Load(), want, 64*200)
+		}
+		if w := worst.Load(); w > int64(max(limit, 1)) {
+			t.Fatalf("limit %d: %d statements of one key ran at once", limit, w)
+		}
+		if statements.Load() >= calls.Load() {
+			t.Fatalf("limit %d: %d statements for %d calls: nothing was combined", limit, statements.Load(), calls.Load())
+		}
+		if len(g.lines) != 0 {
+			t.Fatalf("limit %d: %d keys left behind", limit, len(g.lines))
+		}
+		t.Logf("limit %d: %d calls in %d statements", limit, calls.Load(), statements.Load())
+	}
+}
+
+// TestDoAloneRunsAtOnce: with nothing in flight a call is its own statement.
+func TestDoAloneRunsAtOnce(t *testing.T) {
+	var g Group
+	for i := 1; i <= 3; i++ {
+		n, err := g.Do(context.Background(), "k", int64(i), func(_ context.Context, sum int64) (int64, error) {
+			if sum != int64(i) {
+				t.Fatalf("sum %d, want %d", sum, i)
+			}
+			return 7, nil
+		})
+		if n != 7 || err != nil {
+			t.Fatalf("Do = %d, %v", n, err)
+		}
+	}
+}
+
+// TestDoSharesTheResult: every call a statement carried gets its result,
+// errors included.
+func TestDoSharesTheResult(t *testing.T) {
+	var g Group
+	boom := errors.New("boom")
+	release := make(chan struct{})
+	first := make(chan error)
+	go func() {
+		_, err := g.Do(context.Background(), "k", 1, func(context.Context, int64) (int64, error) {
+			<-release
+			return 0, nil
+		})
+		first <- err
+	}()
+	waitRunning(t, &g, "k")
+	var wg sync.WaitGroup
+	errs := make([]error, 5)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = g.Do(context.Background(), "k", 1, func(_ context.Context, sum int64) (int64, error) {
+				if sum != 5 {
+					t.Errorf("the second statement adds %d, want 5", sum)
+				}
+				return 0, boom
+			})
+		}()
+	}
+	waitQueued(t, &g, "k", 5)
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if !errors.Is(err, boom) {
+			t.Fatalf("err = %v, want boom", err)
+		}
+	}
+}
+
+// TestDoCancelled: a call that gives up while queued is never written; a
+// batch is cancelled only when all its calls gave up.
+func TestDoCancelled(t *testing.T) {
+	var g Group
+	release := make(chan struct{})
+	go g.Do(context.Background(), "k", 1, func(context.Context, int64) (int64, error) {
+		<-release
+		return 1, nil
+	})
+	waitRunning(t, &g, "k")
+
+	// Queued, then cancelled: removed, its delta never added.
+	ctx, cancel := context.WithCancel(context.Background())
+	gone := make(chan error)
+	go func() {
+		_, err := g.Do(ctx, "k", 100, func(context.Context, int64) (int64, error) { return 0, errors.New("must not run") })
+		gone <- err
+	}()
+	waitQueued(t, &g, "k", 1)
+	cancel()
+	if err := <-gone; !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+
+	// Two queued calls, one of which gives up while their batch runs: the
+	// batch goes on with the other's context alive.
+	ctxA, cancelA := context.WithCancel(context.Background())
+	ctxB, cancelB := context.WithCancel(context.Background())
+	defer cancelB()
+	sums := make(chan int64, 1)
+	inBatch := make(chan struct{})
+	finish := make(chan struct{})
+	batch := func(ctx context.Context, sum int64) (int64, error) {
+		sums <- sum
+		close(inBatch)
+		select {
+		case <-finish:
+			return 1, nil
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	resA, resB := make(chan error, 1), make(chan error, 1)
+	go func() { _, err := g.Do(ctxA, "k", 2, batch); resA <- err }()
+	waitQueued(t, &g, "k", 1)
+	go func() { _, err := g.Do(ctxB, "k", 3, batch); resB <- err }()
+	waitQueued(t, &g, "k", 2)
+	close(release)
+	<-inBatch
+	if s := <-sums; s != 5 {
+		t.Fatalf("batch adds %d, want 5 (the cancelled 100 must be gone)", s)
+	}
+	cancelA()
+	// A returns at once, with its context's error, unless it was the one
+	// running the batch; B's result is the batch's.
+	close(finish)
+	if err := <-resB; err != nil {
+		t.Fatalf("B: %v", err)
+	}
+	if err := <-resA; err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("A: %v", err)
+	}
+
+	// All calls of a batch give up: its statement's context ends.
+	blocked := make(chan struct{})
+	go g.Do(context.Background(), "j", 1, func(context.Context, int64) (int64, error) {
+		<-blocked
+		return 1, nil
+	})
+	waitRunning(t, &g, "j")
+	ctxC, cancelC := context.WithCancel(context.Background())
+	ended := make(chan error, 1)
+	started := make(chan struct{})
+	go g.Do(ctxC, "j", 1, func(ctx context.Context, _ int64) (int64, error) {
+		close(started)
+		<-ctx.Done()
+		ended <- ctx.Err()
+		return 0, ctx.Err()
+	})
+	waitQueued(t, &g, "j", 1)
+	close(blocked)
+	<-started
+	cancelC()
+	select {
+	case err := <-ended:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("statement context ended with %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the statement's context was not cancelled when its only caller gave up")
+	}
+}
+
+// TestDoPanicReleasesWaiters: a panic in a statement reaches the goroutine
+// that ran it; the calls it carried get ErrAbandoned and the next batch runs.
+func TestDoPanicReleasesWaiters(t *testing.T) {
+	var g Group
+	release := make(chan struct{})
+	panicked := make(chan any)
+	go func() {
+		defer func() { panicked <- recover() }()
+		g.Do(context.Background(), "k", 1, func(context.Context, int64) (int64, error) {
+			<-release
+			panic("driver bug")
+		})
+	}()
+	waitRunning(t, &g, "k")
+	res := make(chan error)
+	go func() {
+		_, err := g.Do(context.Background(), "k", 1, func(context.Context, int64) (int64, error) { return 1, nil })
+		res <- err
+	}()
+	waitQueued(t, &g, "k", 1)
+	close(release)
+	if p := <-panicked; p != "driver bug" {
+		t.Fatalf("recovered %v", p)
+	}
+	if err := <-res; err != nil {
+		t.Fatalf("the call queued behind the panic: %v", err)
+	}
+}
+
+func waitRunning(t *testing.T, g *Group, key string) {
+	t.Helper()
+	waitFor(t, func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		l := g.lines[key]
+		return l != nil && l.running > 0
+	})
+}
+
+func waitQueued(t *testing.T, g *Group, key string, n int) {
+	t.Helper()
+	waitFor(t, func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		l := g.lines[key]
+		return l != nil && len(l.queue) == n
+	})
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for i := 0; i < 10000; i++ {
+		if cond() {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatal("timed out")
+}
