@@ -154,22 +154,29 @@ func (p *Plugin) rewriteUpdate(db *gorm.DB) {
 		t := inc.c.table
 		t.Parent = parent
 		skipLocked := inc.c.opts.SkipLocked && p.dialect.SkipLocked() && singleTarget(stmt)
+		// A combined write may run on another goroutine after this call has
+		// returned (for callers that shared its statement): it must not
+		// touch db, which the caller owns. It gets a session of its own and
+		// what it needs of db's statement, read now.
+		conn := gormConn{db: db.Session(&gorm.Session{NewDB: true}), table: parent}
+		my := mysqlIncrement(db, inc.c, t, 0, 0, cond)
 		write := func(ctx context.Context, delta int64) (int64, error) {
-			slot := rand.IntN(inc.c.opts.Slots)
-			conn := gormConn{db: db, table: parent}
+			in := my
+			in.Slot, in.Delta = rand.IntN(inc.c.opts.Slots), delta
 			switch {
 			case inc.c.opts.Mode == spec.Append && p.dialect.MySQL():
-				return engine.AppendMySQL(ctx, gormSession{conn}, p.dialect, mysqlIncrement(db, inc.c, t, 0, delta, cond))
+				in.Slot = 0
+				return engine.AppendMySQL(ctx, gormSession{conn}, p.dialect, in)
 			case inc.c.opts.Mode == spec.Append:
 				return conn.Exec(ctx, func(w countersql.Writer) { p.dialect.AppendWhere(w, t, delta, cond) })
 			case p.dialect.MySQL() && skipLocked:
-				return engine.IncrementFreeSlotMySQL(ctx, gormSession{conn}, p.dialect, mysqlIncrement(db, inc.c, t, slot, delta, cond))
+				return engine.IncrementFreeSlotMySQL(ctx, gormSession{conn}, p.dialect, in)
 			case p.dialect.MySQL():
-				return engine.IncrementMySQL(ctx, gormSession{conn}, p.dialect, mysqlIncrement(db, inc.c, t, slot, delta, cond))
+				return engine.IncrementMySQL(ctx, gormSession{conn}, p.dialect, in)
 			case skipLocked:
-				return engine.IncrementFreeSlot(ctx, conn, p.dialect, t, slot, delta, cond)
+				return engine.IncrementFreeSlot(ctx, conn, p.dialect, t, in.Slot, delta, cond)
 			default:
-				return conn.Exec(ctx, func(w countersql.Writer) { p.dialect.IncrementWhere(w, t, slot, delta, cond) })
+				return conn.Exec(ctx, func(w countersql.Writer) { p.dialect.IncrementWhere(w, t, in.Slot, delta, cond) })
 			}
 		}
 		var n int64
@@ -202,7 +209,9 @@ func (p *Plugin) rewriteUpdate(db *gorm.DB) {
 // default one around an update), on a dedicated connection (db.Connection),
 // in a dry run, with combining turned off, for an append counter (one delta
 // row per increment is its contract), or where the condition holds an
-// argument that is not a plain value.
+// argument that is not a plain value. Callers that combine share the first
+// one's statement: its *gorm.DB (same pool, counter, table, condition and
+// logger, by the key) and its context values.
 func (p *Plugin) combineKey(db *gorm.DB, c *counter, parent string, where clause.Where) (string, bool) {
 	if p.cfg.InFlight < 0 || db.DryRun || c.opts.Mode == spec.Append {
 		return "", false
@@ -216,15 +225,33 @@ func (p *Plugin) combineKey(db *gorm.DB, c *counter, parent string, where clause
 	whereCond(where)(builderWriter{s})
 	var k strings.Builder
 	fmt.Fprintf(&k, "%p\x00%p\x00%s\x00%s", db.Statement.ConnPool, c, parent, s.SQL.String())
+	// The statement is logged by the first caller's logger: callers with
+	// other loggers (a Debug() session) get statements of their own.
+	if lg := reflect.ValueOf(db.Logger); lg.Kind() == reflect.Pointer {
+		fmt.Fprintf(&k, "\x00%s:%x", lg.Type(), lg.Pointer())
+	} else {
+		return "", false
+	}
 	for _, v := range s.Vars {
-		rv := reflect.ValueOf(v)
-		switch {
-		case v == nil:
+		if v == nil {
 			k.WriteString("\x00nil")
+			continue
+		}
+		// The value itself, never its String method, and its type by
+		// package path: equal keys must mean equal arguments.
+		rv := reflect.ValueOf(v)
+		k.WriteString("\x00" + rv.Type().PkgPath() + "." + rv.Type().String() + ":")
+		switch {
 		case rv.Kind() == reflect.String:
-			k.WriteString("\x00" + rv.Type().String() + ":" + strconv.Quote(rv.String()))
-		case rv.Kind() == reflect.Bool || rv.CanInt() || rv.CanUint() || rv.CanFloat():
-			fmt.Fprintf(&k, "\x00%T:%v", v, v)
+			k.WriteString(strconv.Quote(rv.String()))
+		case rv.Kind() == reflect.Bool:
+			k.WriteString(strconv.FormatBool(rv.Bool()))
+		case rv.CanInt():
+			k.WriteString(strconv.FormatInt(rv.Int(), 10))
+		case rv.CanUint():
+			k.WriteString(strconv.FormatUint(rv.Uint(), 10))
+		case rv.CanFloat():
+			k.WriteString(strconv.FormatFloat(rv.Float(), 'g', -1, 64))
 		default:
 			return "", false
 		}

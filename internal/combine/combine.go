@@ -8,21 +8,28 @@
 // increments that arrive while they run wait, and the next statement adds
 // their sum. No goroutine is started and nothing waits for a timer: a lone
 // increment runs at once, as it would without the group, and batches form
-// only while statements are already in flight. Every caller returns only
-// after the statement that carried its delta has finished, with that
-// statement's result, so an acknowledged increment is a committed one.
+// only while statements are already in flight. Every caller that does not
+// give up returns after the statement that carried its delta has finished,
+// with that statement's result, so an acknowledged increment is a committed
+// one. A statement carrying waiting calls runs on a goroutine of its own,
+// which ends when no call is left waiting.
 package combine
 
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Run executes one statement adding sum to the target and returns what it
-// returns (the number of rows it incremented). Its context is cancelled only
-// when every caller whose delta it carries has given up.
+// returns (the number of rows it incremented). A statement carrying one call
+// runs with that call's context; one carrying several runs with the values
+// of the first, ends at the latest of their deadlines if all have one, and
+// is cancelled once every caller has given up.
 type Run func(ctx context.Context, sum int64) (int64, error)
 
 // Group combines calls of [Group.Do] that name the same key. The zero value
@@ -47,35 +54,42 @@ type line struct {
 type state int
 
 const (
-	queued  state = iota // waiting in line.queue
-	taken                // carried by a batch another call runs
-	leading              // handed a batch to run
-	done                 // n and err are set
+	queued state = iota // waiting in line.queue
+	taken               // carried by a statement
+	done                // n and err are set
 )
 
 type call struct {
 	ctx   context.Context
 	delta int64
-	wake  chan struct{} // one send when state becomes leading or done
+	run   Run
+	wake  chan struct{} // closed when state becomes done
 
 	// Guarded by Group.mu until state is done; then read-only.
 	state state
-	batch []*call
 	n     int64
 	err   error
 }
 
-// ErrAbandoned is what the calls carried by a batch get when the run of the
-// batch panicked; the panic goes on in the goroutine that ran it.
+// ErrAbandoned is what the calls carried by a statement get when its run
+// panicked; the panic goes on in the goroutine that ran it.
 var ErrAbandoned = errors.New("combine: the statement carrying this increment panicked")
 
 // Do adds delta to the target named key through run, alone or together
 // with concurrent calls of the same key, and returns the result of the
-// statement that carried it. If ctx ends first, Do returns ctx.Err(); the
-// increment may still be written (as when a statement is cancelled while
-// it commits), so the outcome is unknown, as for any cancelled write.
+// statement that carried it. Calls of one key must pass runs that do the
+// same: a statement carrying several calls runs through the first one's.
+//
+// A call that finds fewer than Limit statements running runs its own at
+// once, in its own goroutine and with its own context, as it would without
+// the group. Otherwise it waits; the calls waiting when a statement
+// finishes go together as the next one, which runs on a goroutine of its
+// own, so that each of them can leave when its context ends: Do then
+// returns ctx.Err() at once. A call that leaves before its statement
+// started is never written; one that leaves later may still be, as when any
+// statement is cancelled while it commits, so its outcome is unknown.
 func (g *Group) Do(ctx context.Context, key string, delta int64, run Run) (int64, error) {
-	c := &call{ctx: ctx, delta: delta, wake: make(chan struct{}, 1)}
+	c := &call{ctx: ctx, delta: delta, run: run, wake: make(chan struct{})}
 	g.mu.Lock()
 	if g.lines == nil {
 		g.lines = map[string]*line{}
@@ -85,7 +99,17 @@ func (g *Group) Do(ctx context.Context, key string, delta int64, run Run) (int64
 		l = &line{}
 		g.lines[key] = l
 	}
-	if l.running < max(g.Limit, 1) {
+	switch {
+	case l.running < max(g.Limit, 1) && len(l.queue) == 0:
+		l.running++
+		c.state = taken
+		g.mu.Unlock()
+		func() {
+			defer g.next(key, l, false) // also if run panics
+			g.execute([]*call{c}, false)
+		}()
+		return c.n, c.err
+	case l.running < max(g.Limit, 1): // calls queued while a statement ended: take them along
 		l.running++
 		batch := append(l.queue, c)
 		l.queue = nil
@@ -93,94 +117,147 @@ func (g *Group) Do(ctx context.Context, key string, delta int64, run Run) (int64
 			m.state = taken
 		}
 		g.mu.Unlock()
-		g.run(key, l, batch, run)
-		return c.n, c.err
+		go g.loop(key, l, batch)
+	default:
+		l.queue = append(l.queue, c)
+		g.mu.Unlock()
 	}
-	l.queue = append(l.queue, c)
-	g.mu.Unlock()
 
-	for {
-		select {
-		case <-c.wake:
-		case <-ctx.Done():
+	select {
+	case <-c.wake:
+		return c.n, c.err
+	case <-ctx.Done():
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch c.state {
+	case done:
+		return c.n, c.err
+	case queued: // never taken: nothing was written
+		for i, m := range l.queue {
+			if m == c {
+				l.queue = append(l.queue[:i], l.queue[i+1:]...)
+				break
+			}
 		}
+	}
+	return 0, ctx.Err()
+}
+
+// loop runs batch, then every batch that queued meanwhile, on the calling
+// goroutine (one Do started for it).
+func (g *Group) loop(key string, l *line, batch []*call) {
+	g.execute(batch, true)
+	g.next(key, l, true)
+}
+
+// next is called when a statement of key has finished: the calls queued
+// meanwhile become the next statement, run on this goroutine if it is a
+// batch goroutine (inline), on a new one otherwise, so that the caller
+// whose statement finished can return.
+func (g *Group) next(key string, l *line, inline bool) {
+	for {
 		g.mu.Lock()
-		switch c.state {
-		case leading:
-			batch := c.batch
-			c.batch = nil
-			g.mu.Unlock()
-			g.run(key, l, batch, run)
-			return c.n, c.err
-		case done:
-			g.mu.Unlock()
-			return c.n, c.err
-		case queued:
-			if ctx.Err() != nil { // never taken: nothing was written
-				for i, m := range l.queue {
-					if m == c {
-						l.queue = append(l.queue[:i], l.queue[i+1:]...)
-						break
-					}
-				}
-				g.mu.Unlock()
-				return 0, ctx.Err()
+		if len(l.queue) == 0 {
+			if l.running--; l.running == 0 {
+				delete(g.lines, key)
 			}
-		case taken:
-			if ctx.Err() != nil { // a batch carries it: the outcome is unknown
-				g.mu.Unlock()
-				return 0, ctx.Err()
-			}
+			g.mu.Unlock()
+			return
+		}
+		batch := l.queue
+		l.queue = nil
+		for _, m := range batch {
+			m.state = taken
 		}
 		g.mu.Unlock()
+		if !inline {
+			go g.loop(key, l, batch)
+			return
+		}
+		g.execute(batch, true)
 	}
 }
 
-// run executes one batch, hands each call its result, and passes the next
-// batch (the calls that queued meanwhile) to one of them.
-func (g *Group) run(key string, l *line, batch []*call, run Run) {
-	var n int64
-	err := ErrAbandoned
+// execute runs one statement for batch, through the run of its first call,
+// and hands each call its result. If the deltas' sum would overflow, each
+// call runs alone, through its own run. A panic in run
+// reaches the callers as ErrAbandoned; on a goroutine of the group's own
+// (recovers) it ends there, or it would end the program; otherwise it goes
+// on up the caller's stack.
+func (g *Group) execute(batch []*call, recovers bool) {
+	results := make([]struct {
+		n   int64
+		err error
+	}, len(batch))
+	for i := range results {
+		results[i].err = ErrAbandoned
+	}
 	defer func() {
-		g.mu.Lock()
-		for _, m := range batch {
-			m.n, m.err, m.state = n, err, done
-			notify(m)
-		}
-		if len(l.queue) > 0 {
-			next := l.queue
-			l.queue = nil
-			for _, m := range next {
-				m.state = taken
+		if recovers {
+			if r := recover(); r != nil {
+				for i := range results {
+					if results[i].err == ErrAbandoned {
+						results[i].err = fmt.Errorf("%w: %v", ErrAbandoned, r)
+					}
+				}
 			}
-			next[0].state, next[0].batch = leading, next
-			notify(next[0])
-		} else if l.running--; l.running == 0 {
-			delete(g.lines, key)
+		}
+		g.mu.Lock()
+		for i, m := range batch {
+			m.n, m.err, m.state = results[i].n, results[i].err, done
+			close(m.wake)
 		}
 		g.mu.Unlock()
 	}()
-	ctx, stop := batchContext(batch)
-	defer stop()
-	var sum int64
+	sum, ok := int64(0), true
 	for _, m := range batch {
+		if ok = (m.delta > 0 && sum <= math.MaxInt64-m.delta) || (m.delta <= 0 && sum >= math.MinInt64-m.delta); !ok {
+			break
+		}
 		sum += m.delta
 	}
-	n, err = run(ctx, sum)
-}
-
-func notify(c *call) {
-	select {
-	case c.wake <- struct{}{}:
-	default:
+	if !ok {
+		for i, m := range batch {
+			results[i].n, results[i].err = m.run(m.ctx, m.delta)
+		}
+		return
+	}
+	ctx, stop := batchContext(batch)
+	defer stop()
+	n, err := batch[0].run(ctx, sum)
+	for i := range results {
+		results[i].n, results[i].err = n, err
 	}
 }
 
-// batchContext is the context a batch's statement runs with: the values of
-// the first call's context, cancelled once every call's context has ended
-// (never, if one of them cannot end).
+// batchContext is the context a statement runs with: the call's own when it
+// carries one; else the values of the first call's context, the latest of
+// their deadlines if every call has one, and cancelled once every call's
+// context has ended (never, if one of them cannot end).
 func batchContext(batch []*call) (context.Context, func()) {
-	ctx, cancel := context.WithCancel(context.WithoutCancel(batch[0].ctx))
+	if len(batch) == 1 {
+		return batch[0].ctx, func() {}
+	}
+	var latest time.Time
+	for _, m := range batch {
+		d, ok := m.ctx.Deadline()
+		if !ok {
+			latest = time.Time{}
+			break
+		}
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	base := context.WithoutCancel(batch[0].ctx)
+	var ctx context.Context
+	var cancel context.CancelFunc
+	if latest.IsZero() {
+		ctx, cancel = context.WithCancel(base)
+	} else {
+		ctx, cancel = context.WithDeadline(base, latest)
+	}
 	for _, m := range batch {
 		if m.ctx.Done() == nil {
 			return ctx, cancel

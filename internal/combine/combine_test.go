@@ -3,6 +3,7 @@ package combine
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -69,9 +70,13 @@ func TestDoAddsEveryDeltaExactlyOnce(t *testing.T) {
 		if statements.Load() >= calls.Load() {
 			t.Fatalf("limit %d: %d statements for %d calls: nothing was combined", limit, statements.Load(), calls.Load())
 		}
-		if len(g.lines) != 0 {
-			t.Fatalf("limit %d: %d keys left behind", limit, len(g.lines))
-		}
+		// The goroutine of the last statement tidies up after its callers
+		// returned.
+		waitFor(t, func() bool {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			return len(g.lines) == 0
+		})
 		t.Logf("limit %d: %d calls in %d statements", limit, calls.Load(), statements.Load())
 	}
 }
@@ -187,14 +192,14 @@ func TestDoCancelled(t *testing.T) {
 		t.Fatalf("batch adds %d, want 5 (the cancelled 100 must be gone)", s)
 	}
 	cancelA()
-	// A returns at once, with its context's error, unless it was the one
-	// running the batch; B's result is the batch's.
+	// A leaves at once, with its context's error, while the statement goes
+	// on for B, whose result is the statement's.
+	if err := <-resA; !errors.Is(err, context.Canceled) {
+		t.Fatalf("A: %v, want context.Canceled while its statement runs", err)
+	}
 	close(finish)
 	if err := <-resB; err != nil {
 		t.Fatalf("B: %v", err)
-	}
-	if err := <-resA; err != nil && !errors.Is(err, context.Canceled) {
-		t.Fatalf("A: %v", err)
 	}
 
 	// All calls of a batch give up: its statement's context ends.
@@ -253,6 +258,121 @@ func TestDoPanicReleasesWaiters(t *testing.T) {
 	}
 	if err := <-res; err != nil {
 		t.Fatalf("the call queued behind the panic: %v", err)
+	}
+}
+
+// TestDoDeadlines: a lone call's statement runs with the call's own context,
+// so its deadline ends it with DeadlineExceeded; a statement carrying
+// several calls that all have deadlines ends at the latest of them.
+func TestDoDeadlines(t *testing.T) {
+	var g Group
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	_, err := g.Do(ctx, "k", 1, func(ctx context.Context, _ int64) (int64, error) {
+		<-ctx.Done()
+		return 0, ctx.Err()
+	})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("lone call: %v, want DeadlineExceeded", err)
+	}
+
+	release := make(chan struct{})
+	go g.Do(context.Background(), "k", 1, func(context.Context, int64) (int64, error) {
+		<-release
+		return 1, nil
+	})
+	waitRunning(t, &g, "k")
+	soon, cancelSoon := context.WithTimeout(context.Background(), time.Hour)
+	defer cancelSoon()
+	later, cancelLater := context.WithTimeout(context.Background(), 2*time.Hour)
+	defer cancelLater()
+	want, _ := later.Deadline()
+	got := make(chan time.Time, 1)
+	batch := func(ctx context.Context, _ int64) (int64, error) {
+		d, _ := ctx.Deadline()
+		got <- d
+		return 1, nil
+	}
+	var wg sync.WaitGroup
+	for _, c := range []context.Context{soon, later} {
+		wg.Add(1)
+		go func() { defer wg.Done(); g.Do(c, "k", 1, batch) }()
+		waitQueued(t, &g, "k", map[context.Context]int{soon: 1, later: 2}[c])
+	}
+	close(release)
+	wg.Wait()
+	if d := <-got; !d.Equal(want) {
+		t.Fatalf("the statement's deadline is %v, want the latest, %v", d, want)
+	}
+}
+
+// TestDoOverflowRunsAlone: deltas whose sum would overflow are not added
+// up: each call runs its own statement.
+func TestDoOverflowRunsAlone(t *testing.T) {
+	var g Group
+	release := make(chan struct{})
+	go g.Do(context.Background(), "k", 1, func(context.Context, int64) (int64, error) {
+		<-release
+		return 1, nil
+	})
+	waitRunning(t, &g, "k")
+	var mu sync.Mutex
+	var sums []int64
+	var wg sync.WaitGroup
+	for i := 1; i <= 3; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := g.Do(context.Background(), "k", math.MaxInt64/2, func(_ context.Context, sum int64) (int64, error) {
+				mu.Lock()
+				sums = append(sums, sum)
+				mu.Unlock()
+				return 1, nil
+			}); err != nil {
+				t.Error(err)
+			}
+		}()
+		waitQueued(t, &g, "k", i)
+	}
+	close(release)
+	wg.Wait()
+	if len(sums) != 3 {
+		t.Fatalf("statements added %v, want three of MaxInt64/2", sums)
+	}
+	for _, s := range sums {
+		if s != math.MaxInt64/2 {
+			t.Fatalf("statements added %v, want three of MaxInt64/2", sums)
+		}
+	}
+}
+
+// TestDoPanicInABatch: a panic in a statement run on the group's goroutine
+// reaches its callers as ErrAbandoned (the program goes on), and the key
+// keeps working.
+func TestDoPanicInABatch(t *testing.T) {
+	var g Group
+	release := make(chan struct{})
+	go g.Do(context.Background(), "k", 1, func(context.Context, int64) (int64, error) {
+		<-release
+		return 1, nil
+	})
+	waitRunning(t, &g, "k")
+	res := make(chan error, 2)
+	for i := 1; i <= 2; i++ {
+		go func() {
+			_, err := g.Do(context.Background(), "k", 1, func(context.Context, int64) (int64, error) { panic("driver bug") })
+			res <- err
+		}()
+		waitQueued(t, &g, "k", i)
+	}
+	close(release)
+	for i := 0; i < 2; i++ {
+		if err := <-res; !errors.Is(err, ErrAbandoned) {
+			t.Fatalf("err = %v, want ErrAbandoned", err)
+		}
+	}
+	if n, err := g.Do(context.Background(), "k", 1, func(context.Context, int64) (int64, error) { return 1, nil }); n != 1 || err != nil {
+		t.Fatalf("after the panic: %d, %v", n, err)
 	}
 }
 
