@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/glebarez/sqlite"
 	"gorm.io/gorm"
@@ -155,4 +156,34 @@ func ExampleRecount() {
 	// books 1 1
 	// toys 2 1
 	// corrected: 2 <nil>
+}
+
+// Concurrent increments of one post, outside a transaction: those that
+// arrive while Config.InFlight statements for the post are running share
+// the next statement. Every call returns after its increment committed, so
+// the total is exact however the calls were grouped.
+func ExampleConfig_inFlight() {
+	db, done := openExample()
+	defer done()
+
+	post := Post{Title: "viral"}
+	db.Create(&post)
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 50; i++ {
+				if err := gormcounter.Increment(db.Model(&post), "Likes", 1).Error; err != nil {
+					panic(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+
+	var loaded Post
+	db.First(&loaded, post.ID)
+	fmt.Println("likes:", loaded.Likes)
+	// Output: likes: 400
 }

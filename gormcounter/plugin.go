@@ -35,9 +35,13 @@ type Config struct {
 	// transaction. Increments that arrive while that many run wait for one
 	// of them to finish and then go together, as one statement that adds
 	// their sum, the way a database's group commit shares one flush among
-	// concurrent commits. A lone increment never waits. Each caller returns
-	// after the statement that carried its delta has committed, with that
-	// statement's error and RowsAffected. Increments inside a transaction
+	// concurrent commits. A lone increment never waits and runs as it
+	// would without combining. Each caller returns after the statement that
+	// carried its delta has committed, with that statement's error and
+	// RowsAffected, or at once when its context ends (the outcome is then
+	// unknown, as for any cancelled write). A statement that carries
+	// waiting increments runs on a goroutine of its own, which ends when
+	// none is left waiting. Increments inside a transaction
 	// (the caller's, or GORM's default one around an update) and increments
 	// of append counters are never combined. Zero means 2; negative turns
 	// combining off.
