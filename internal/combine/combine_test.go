@@ -143,12 +143,7 @@ func TestDoSharesTheResult(t *testing.T) {
 // batch is cancelled only when all its calls gave up.
 func TestDoCancelled(t *testing.T) {
 	var g Group
-	release := make(chan struct{})
-	go g.Do(context.Background(), "k", 1, func(context.Context, int64) (int64, error) {
-		<-release
-		return 1, nil
-	})
-	waitRunning(t, &g, "k")
+	release := hold(t, &g, "k")
 
 	// Queued, then cancelled: removed, its delta never added.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -276,12 +271,7 @@ func TestDoDeadlines(t *testing.T) {
 		t.Fatalf("lone call: %v, want DeadlineExceeded", err)
 	}
 
-	release := make(chan struct{})
-	go g.Do(context.Background(), "k", 1, func(context.Context, int64) (int64, error) {
-		<-release
-		return 1, nil
-	})
-	waitRunning(t, &g, "k")
+	release := hold(t, &g, "k")
 	soon, cancelSoon := context.WithTimeout(context.Background(), time.Hour)
 	defer cancelSoon()
 	later, cancelLater := context.WithTimeout(context.Background(), 2*time.Hour)
@@ -310,12 +300,7 @@ func TestDoDeadlines(t *testing.T) {
 // up: each call runs its own statement.
 func TestDoOverflowRunsAlone(t *testing.T) {
 	var g Group
-	release := make(chan struct{})
-	go g.Do(context.Background(), "k", 1, func(context.Context, int64) (int64, error) {
-		<-release
-		return 1, nil
-	})
-	waitRunning(t, &g, "k")
+	release := hold(t, &g, "k")
 	var mu sync.Mutex
 	var sums []int64
 	var wg sync.WaitGroup
@@ -351,12 +336,7 @@ func TestDoOverflowRunsAlone(t *testing.T) {
 // keeps working.
 func TestDoPanicInABatch(t *testing.T) {
 	var g Group
-	release := make(chan struct{})
-	go g.Do(context.Background(), "k", 1, func(context.Context, int64) (int64, error) {
-		<-release
-		return 1, nil
-	})
-	waitRunning(t, &g, "k")
+	release := hold(t, &g, "k")
 	res := make(chan error, 2)
 	for i := 1; i <= 2; i++ {
 		go func() {
@@ -374,6 +354,19 @@ func TestDoPanicInABatch(t *testing.T) {
 	if n, err := g.Do(context.Background(), "k", 1, func(context.Context, int64) (int64, error) { return 1, nil }); n != 1 || err != nil {
 		t.Fatalf("after the panic: %d, %v", n, err)
 	}
+}
+
+// hold starts a statement of key that runs until release is closed, and
+// waits until it runs: calls of key made meanwhile queue.
+func hold(t *testing.T, g *Group, key string) (release chan struct{}) {
+	t.Helper()
+	release = make(chan struct{})
+	go g.Do(context.Background(), key, 1, func(context.Context, int64) (int64, error) {
+		<-release
+		return 1, nil
+	})
+	waitRunning(t, g, key)
+	return release
 }
 
 func waitRunning(t *testing.T, g *Group, key string) {
