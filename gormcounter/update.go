@@ -159,7 +159,10 @@ func (p *Plugin) rewriteUpdate(db *gorm.DB) {
 		// touch db, which the caller owns. It gets a session of its own and
 		// what it needs of db's statement, read now.
 		conn := gormConn{db: db.Session(&gorm.Session{NewDB: true}), table: parent}
-		my := mysqlIncrement(db, inc.c, t, 0, 0, cond)
+		var my engine.MySQLIncrement
+		if p.dialect.MySQL() {
+			my = mysqlIncrement(db, inc.c, t, 0, 0, cond)
+		}
 		write := func(ctx context.Context, delta int64) (int64, error) {
 			in := my
 			in.Slot, in.Delta = rand.IntN(inc.c.opts.Slots), delta

@@ -99,8 +99,10 @@ func (g *Group) Do(ctx context.Context, key string, delta int64, run Run) (int64
 		l = &line{}
 		g.lines[key] = l
 	}
-	switch {
-	case l.running < max(g.Limit, 1) && len(l.queue) == 0:
+	// Calls queue only while Limit statements run, and a statement that
+	// ends takes the queue along (next): a non-empty queue means Limit
+	// statements are running.
+	if l.running < max(g.Limit, 1) {
 		l.running++
 		c.state = taken
 		g.mu.Unlock()
@@ -109,19 +111,9 @@ func (g *Group) Do(ctx context.Context, key string, delta int64, run Run) (int64
 			g.execute([]*call{c}, false)
 		}()
 		return c.n, c.err
-	case l.running < max(g.Limit, 1): // calls queued while a statement ended: take them along
-		l.running++
-		batch := append(l.queue, c)
-		l.queue = nil
-		for _, m := range batch {
-			m.state = taken
-		}
-		g.mu.Unlock()
-		go g.loop(key, l, batch)
-	default:
-		l.queue = append(l.queue, c)
-		g.mu.Unlock()
 	}
+	l.queue = append(l.queue, c)
+	g.mu.Unlock()
 
 	select {
 	case <-c.wake:
