@@ -344,14 +344,19 @@ func PrecreateExisting(ctx context.Context, src Source) error {
 // RollupBatchSize is how many parents one rollup transaction folds.
 const RollupBatchSize = 1000
 
-// RollupPass runs one rollup pass over every rollup counter of the client's
-// schema: it folds the pending slot values into the parent columns and
-// removes the slot rows it folded, a batch of parents per transaction.
+// RollupPass runs one rollup pass over every counter of the client's
+// schema, a batch of parents per transaction. It folds the pending slot
+// values of rollup and append counters into the parent columns and removes
+// what it folded; it compacts sum counters, moving each parent's slot
+// values into one of its slot rows and deleting the others (setting them to
+// 0 where slots are pre-created), so that a load sums one row per parent
+// plus whatever arrived since. Totals do not change.
 //
 //	err := entcounter.RollupPass(ctx, client)
 //
-// On PostgreSQL it never waits on a row lock: parents and slot rows that
-// another transaction holds are skipped and stay pending for the next pass.
+// On PostgreSQL and MySQL it never waits on a row lock: parents and slot
+// rows that another transaction holds are skipped and stay as they are
+// until the next pass.
 // Increments made meanwhile are folded now or next time, never twice, never
 // lost. Deadlocks and serialization failures are retried. It must not run
 // inside a transaction (pass the client, not a Tx).
@@ -372,10 +377,13 @@ func rollup(ctx context.Context, r Runtime, stop func() bool) error {
 		return s.Begin(ctx, false, func(tx engine.Session) error { return fn(tx) })
 	}
 	for _, d := range r.Defs {
-		if !d.Rollup {
-			continue
+		var err error
+		if d.Rollup {
+			err = engine.Rollup(ctx, s, dl, d.table(), d.Append, RollupBatchSize, stop, inTx)
+		} else {
+			err = engine.Compact(ctx, s, dl, d.table(), d.precreate(dl), RollupBatchSize, stop, inTx)
 		}
-		if err := engine.Rollup(ctx, s, dl, d.table(), d.Append, RollupBatchSize, stop, inTx); err != nil {
+		if err != nil {
 			return fmt.Errorf("entcounter: rollup %s: %w", d.name(), err)
 		}
 	}

@@ -12,18 +12,25 @@ import (
 	"github.com/hotcounter/hotcounter/internal/spec"
 )
 
-// Rollup runs one rollup pass over every rollup counter of the given models:
-// it folds the pending slot values into the parent columns and removes the
-// slot rows it folded, a batch of parents per transaction, and returns when
-// it has walked each slot table once.
+// Rollup runs one rollup pass over every counter of the given models, a
+// batch of parents per transaction, and returns when it has walked each
+// slot table once.
 //
 //	err := gormcounter.Rollup(db.WithContext(ctx), &Post{})
 //
-// It never waits on a row lock: on PostgreSQL slot rows and parents that
-// another transaction holds are skipped and stay pending for the next pass.
-// Increments made during the pass are folded now or next time, never twice,
-// never lost. Deadlocks and serialization failures of its own transactions
-// are retried. Rollup must not run inside the caller's transaction.
+// For rollup and append counters it folds the pending slot values (or delta
+// rows) into the parent columns and removes what it folded. It compacts sum
+// counters: it moves each parent's slot values into one of its slot rows
+// and deletes the others (sets them to 0 where slots are pre-created), so
+// that a load sums one row per parent plus whatever arrived since. Totals
+// do not change.
+//
+// It never waits on a row lock: on PostgreSQL and MySQL, slot rows and
+// parents that another transaction holds are skipped and stay as they are
+// until the next pass. Increments made during the pass are folded now or
+// next time, never twice, never lost. Deadlocks and serialization failures
+// of its own transactions are retried. Rollup must not run inside the
+// caller's transaction.
 func Rollup(db *gorm.DB, models ...any) error {
 	p, counters, err := rollupCounters(db, models)
 	if err != nil {
@@ -46,8 +53,7 @@ func (p *Plugin) rollup(db *gorm.DB, counters []*counter, stop func() bool) erro
 // done, and then returns nil. Cancelling ctx lets the batch in progress
 // commit and stops before the next one, so no fold is left half done. A
 // failed pass is logged through db's logger and the loop goes on; a model
-// without rollup counters or with a bad declaration is an error at the
-// start. Run it in its own goroutine:
+// without counters or with a bad declaration is an error at the start. Run it in its own goroutine:
 //
 //	go gormcounter.RollupLoop(ctx, db, time.Second, &Post{})
 func RollupLoop(ctx context.Context, db *gorm.DB, interval time.Duration, models ...any) error {
@@ -74,8 +80,8 @@ func RollupLoop(ctx context.Context, db *gorm.DB, interval time.Duration, models
 	}
 }
 
-// rollupCounters returns db's plugin and the rollup counters of models; a
-// model without one is an error.
+// rollupCounters returns db's plugin and the counters of models; a model
+// without one is an error.
 func rollupCounters(db *gorm.DB, models []any) (*Plugin, []*counter, error) {
 	p, err := pluginOf(db)
 	if err != nil {
@@ -90,31 +96,29 @@ func rollupCounters(db *gorm.DB, models []any) (*Plugin, []*counter, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		n := 0
-		if m != nil {
-			for _, c := range m.counters {
-				if c.opts.Mode.HasColumn() {
-					out = append(out, c)
-					n++
-				}
-			}
+		if m == nil || len(m.counters) == 0 {
+			return nil, nil, fmt.Errorf("gormcounter: Rollup: %T has no counter (tag one `gorm:\"counter\"`)", v)
 		}
-		if n == 0 {
-			return nil, nil, fmt.Errorf("gormcounter: Rollup: %T has no rollup counter (tag one `gorm:\"counter:rollup\"`)", v)
-		}
+		out = append(out, m.counters...)
 	}
 	return p, out, nil
 }
 
-// foldAll walks c's slot table in key order, folding a batch of parents per
-// transaction, until it has walked it all or stop says so.
+// foldAll walks c's slot table in key order, folding (or, for a sum
+// counter, compacting) a batch of parents per transaction, until it has
+// walked it all or stop says so.
 func (p *Plugin) foldAll(db *gorm.DB, c *counter, stop func() bool) error {
 	ctx := db.Statement.Context
 	s := gormSession{gormConn{db: db}}
 	inTx := func(ctx context.Context, fn func(engine.Conn) error) error {
 		return s.Begin(ctx, false, func(tx engine.Session) error { return fn(tx) })
 	}
-	err := engine.Rollup(ctx, s, p.dialect, c.table, c.opts.Mode == spec.Append, p.cfg.RollupBatchSize, stop, inTx)
+	var err error
+	if c.opts.Mode == spec.Sum {
+		err = engine.Compact(ctx, s, p.dialect, c.table, c.precreate, p.cfg.RollupBatchSize, stop, inTx)
+	} else {
+		err = engine.Rollup(ctx, s, p.dialect, c.table, c.opts.Mode == spec.Append, p.cfg.RollupBatchSize, stop, inTx)
+	}
 	if err != nil {
 		return fmt.Errorf("gormcounter: rollup %s: %w", c.name(), err)
 	}

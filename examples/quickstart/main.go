@@ -125,11 +125,15 @@ func run(dsn string, writers, each int) error {
 	total := writers * each
 	fmt.Printf("%d writers x %d: %d likes and %d views acknowledged, plus 5 likes\n", writers, each, total, 2*total)
 
-	var slotRows, slotSum int64
-	if err := db.Raw("SELECT COUNT(*), SUM(n) FROM quickstart_post_likes_slots WHERE quickstart_post_id = ?", post.ID).Row().Scan(&slotRows, &slotSum); err != nil {
+	likeSlots := func() (rows, sum int64, err error) {
+		err = db.Raw("SELECT COUNT(*), SUM(n) FROM quickstart_post_likes_slots WHERE quickstart_post_id = ? AND n <> 0", post.ID).Row().Scan(&rows, &sum)
+		return rows, sum, err
+	}
+	slotRows, slotSum, err := likeSlots()
+	if err != nil {
 		return err
 	}
-	fmt.Printf("quickstart_post_likes_slots: %d rows for this post, summing to %d\n\n", slotRows, slotSum)
+	fmt.Printf("quickstart_post_likes_slots: %d rows for this post hold values, summing to %d\n\n", slotRows, slotSum)
 
 	var loaded Post
 	if err := db.First(&loaded, post.ID).Error; err != nil {
@@ -146,7 +150,11 @@ func run(dsn string, writers, each int) error {
 	if err := db.First(&loaded, post.ID).Error; err != nil {
 		return err
 	}
-	fmt.Printf("after gormcounter.Rollup:       likes=%d          views=%d (cached column, now folded)\n\n", loaded.Likes, loaded.Views)
+	fmt.Printf("after gormcounter.Rollup:       likes=%d          views=%d (cached column, now folded)\n", loaded.Likes, loaded.Views)
+	if slotRows, slotSum, err = likeSlots(); err != nil {
+		return err
+	}
+	fmt.Printf("  and likes compacted: %d slot row holds them all (%d)\n\n", slotRows, slotSum)
 
 	// Save never overwrites a counter; assigning one a value is an error.
 	loaded.Title, loaded.Likes = "renamed", 0

@@ -75,12 +75,11 @@ func Fill(ctx context.Context, conn Conn, d countersql.Dialect, groups []FillGro
 			return err
 		}
 		defer rows.Close()
+		var (
+			idx, val int64
+			key      string
+		)
 		for rows.Next() {
-			var (
-				idx int
-				key string
-				val int64
-			)
 			if err := rows.Scan(&idx, &key, &val); err != nil {
 				return err
 			}
@@ -220,9 +219,18 @@ func foldAll(ctx context.Context, conn Conn, d countersql.Dialect, t countersql.
 	if d.MySQL() {
 		foldBatch = foldMySQL
 	}
+	owners := func(after any) ([]any, error) { return PendingOwners(ctx, conn, d, t, after, batch) }
+	return walk(ctx, batch, stop, inTx, owners, func(tx Conn, owners []any) error { return foldBatch(ctx, tx, d, t, owners) })
+}
+
+// walk runs apply on the owners that list returns, a batch per
+// transaction (retried when the database aborts it for a transient reason),
+// until list returns a short batch or stop says so.
+func walk(ctx context.Context, batch int, stop func() bool, inTx func(ctx context.Context, fn func(Conn) error) error,
+	list func(after any) ([]any, error), apply func(tx Conn, owners []any) error) error {
 	var after any
 	for !stop() {
-		owners, err := PendingOwners(ctx, conn, d, t, after, batch)
+		owners, err := list(after)
 		if err != nil {
 			return err
 		}
@@ -230,7 +238,7 @@ func foldAll(ctx context.Context, conn Conn, d countersql.Dialect, t countersql.
 			return nil
 		}
 		err = retry.Do(ctx, FoldAttempts, func() error {
-			return inTx(ctx, func(tx Conn) error { return foldBatch(ctx, tx, d, t, owners) })
+			return inTx(ctx, func(tx Conn) error { return apply(tx, owners) })
 		})
 		if err != nil {
 			return err
@@ -241,6 +249,31 @@ func foldAll(ctx context.Context, conn Conn, d countersql.Dialect, t countersql.
 		after = owners[len(owners)-1]
 	}
 	return nil
+}
+
+// Compact runs one compaction pass over a sum counter: for every parent
+// with more than one slot row holding a value, a batch of parents per
+// transaction, it moves the values into one of those rows and deletes the
+// others, or sets them to 0 when keep is set (pre-created slots; MySQL
+// always keeps them, as its fold does). Totals never change, as any reader
+// sees them. On PostgreSQL and MySQL it locks with SKIP LOCKED and never
+// waits: rows that others hold stay as they are until the next pass.
+func Compact(ctx context.Context, conn Conn, d countersql.Dialect, t countersql.Table, keep bool, batch int, stop func() bool,
+	inTx func(ctx context.Context, fn func(Conn) error) error) error {
+	owners := func(after any) ([]any, error) {
+		return QueryKeys(ctx, conn, func(w countersql.Writer) { d.CrowdedOwners(w, t, after, batch) })
+	}
+	return walk(ctx, batch, stop, inTx, owners, func(tx Conn, owners []any) error {
+		if d.MySQL() {
+			return compactMySQL(ctx, tx, d, t, owners)
+		}
+		for _, step := range d.Compact(t, owners, keep) {
+			if _, err := tx.Exec(ctx, step); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // fold runs the dialect's fold statements for owners (PostgreSQL and

@@ -312,23 +312,8 @@ func foldMySQL(ctx context.Context, tx Conn, d countersql.Dialect, t countersql.
 		amounts []int64
 	)
 	for _, owner := range parents {
-		rows, err := tx.Query(ctx, func(w countersql.Writer) { d.LockSlots(w, t, owner) })
+		slots, sum, err := lockSlots(ctx, tx, d, t, owner)
 		if err != nil {
-			return err
-		}
-		var (
-			slots []int64
-			sum   int64
-		)
-		for rows.Next() {
-			var slot, n int64
-			if err := rows.Scan(&slot, &n); err != nil {
-				rows.Close()
-				return err
-			}
-			slots, sum = append(slots, slot), sum+n
-		}
-		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 			return err
 		}
 		if len(slots) == 0 {
@@ -346,6 +331,50 @@ func foldMySQL(ctx context.Context, tx Conn, d countersql.Dialect, t countersql.
 	}
 	_, err = tx.Exec(ctx, func(w countersql.Writer) { d.AddToColumns(w, t, keys, amounts) })
 	return err
+}
+
+// compactMySQL moves the slot values of each of owners into one of its
+// slot rows: it locks the owner's rows that hold a value and no one else
+// holds (SKIP LOCKED, so it never waits), gives the total to the first and
+// 0 to the others (they stay, as a fold leaves them), one exact row per
+// statement.
+func compactMySQL(ctx context.Context, tx Conn, d countersql.Dialect, t countersql.Table, owners []any) error {
+	for _, owner := range owners {
+		slots, total, err := lockSlots(ctx, tx, d, t, owner)
+		if err != nil {
+			return err
+		}
+		if len(slots) < 2 {
+			continue
+		}
+		if _, err := tx.Exec(ctx, func(w countersql.Writer) { d.SetSlot(w, t, owner, slots[0], total) }); err != nil {
+			return err
+		}
+		for _, slot := range slots[1:] {
+			if _, err := tx.Exec(ctx, func(w countersql.Writer) { d.ZeroSlot(w, t, owner, slot) }); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// lockSlots locks the slot rows of owner that hold a value and no one else
+// holds, and returns their slots and the sum of their values.
+func lockSlots(ctx context.Context, tx Conn, d countersql.Dialect, t countersql.Table, owner any) (slots []int64, sum int64, err error) {
+	rows, err := tx.Query(ctx, func(w countersql.Writer) { d.LockSlots(w, t, owner) })
+	if err != nil {
+		return nil, 0, err
+	}
+	for rows.Next() {
+		var slot, n int64
+		if err := rows.Scan(&slot, &n); err != nil {
+			rows.Close()
+			return nil, 0, err
+		}
+		slots, sum = append(slots, slot), sum+n
+	}
+	return slots, sum, errors.Join(rows.Err(), rows.Close())
 }
 
 // deleteChunk bounds the rows of one DELETE of an append fold.

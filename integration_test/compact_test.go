@@ -1,0 +1,228 @@
+package integration_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/hotcounter/hotcounter/gormcounter"
+)
+
+// slotsOf returns how many slot rows owner has in table, and how many of
+// them hold a value.
+func slotsOf(t testing.TB, db *gorm.DB, table, owner string, id uint) (rows, valued int64) {
+	t.Helper()
+	must(t, db.Raw(fmt.Sprintf("SELECT COUNT(*), COALESCE(SUM(CASE WHEN n <> 0 THEN 1 ELSE 0 END), 0) FROM %s WHERE %s = ?", table, owner), id).
+		Row().Scan(&rows, &valued))
+	return rows, valued
+}
+
+// spread increments field of the row that model targets until at least
+// want of its slot rows hold a value, and returns how many increments that
+// took.
+func spread(t testing.TB, db *gorm.DB, model any, field, table, owner string, id uint, want int64) int64 {
+	t.Helper()
+	var n int64
+	for {
+		if _, valued := slotsOf(t, db, table, owner, id); valued >= want {
+			return n
+		}
+		must(t, gormcounter.Increment(db.Model(model), field, 1).Error)
+		n++
+	}
+}
+
+// TestRollupCompactsSumCounters: a pass leaves one slot row holding a value
+// per parent (deleting the others, or emptying them where slots are
+// pre-created) and every total as it was.
+func TestRollupCompactsSumCounters(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		db := e.db
+		must(t, db.AutoMigrate(&Post{}, &Clip{}))
+		spreadOut, single, zero := newPost(t, db, "spread"), newPost(t, db, "single"), newPost(t, db, "zero")
+		likes := spread(t, db, &Post{ID: spreadOut.ID}, "Likes", "post_likes_slots", "post_id", spreadOut.ID, 5)
+		must(t, gormcounter.Increment(db.Model(&Post{ID: single.ID}), "Likes", 7).Error)
+		// Two rows that cancel out: the total is 0 but two rows hold values.
+		must(t, db.Exec("DELETE FROM post_likes_slots WHERE post_id = ?", zero.ID).Error)
+		must(t, db.Exec("INSERT INTO post_likes_slots (post_id, slot, n) VALUES (?, 3, 5), (?, 9, -5)", zero.ID, zero.ID).Error)
+		clip := Clip{} // Plays pre-creates its 4 slot rows: compaction empties the others
+
+		must(t, db.Create(&clip).Error)
+		plays := spread(t, db, &Clip{ID: clip.ID}, "Plays", "clip_plays_slots", "clip_id", clip.ID, 3)
+
+		must(t, gormcounter.Rollup(db, &Post{}, &Clip{}))
+
+		for _, c := range []struct {
+			id   uint
+			want int64
+		}{{spreadOut.ID, likes}, {single.ID, 7}, {zero.ID, 0}} {
+			var p Post
+			must(t, db.First(&p, c.id).Error)
+			if p.Likes != c.want {
+				t.Errorf("post %d: likes %d after compaction, want %d", c.id, p.Likes, c.want)
+			}
+			rows, valued := slotsOf(t, db, "post_likes_slots", "post_id", c.id)
+			if wantValued := min(c.want, 1); valued != wantValued {
+				t.Errorf("post %d: %d slot rows hold a value after compaction, want %d", c.id, valued, wantValued)
+			}
+			// MySQL pre-creates sum slots by default and keeps them.
+			if e.kind != my && c.id == spreadOut.ID && rows != 1 {
+				t.Errorf("post %d: %d slot rows after compaction, want 1", c.id, rows)
+			}
+		}
+		var got Clip
+		must(t, db.First(&got, clip.ID).Error)
+		if rows, valued := slotsOf(t, db, "clip_plays_slots", "clip_id", clip.ID); got.Plays != plays || rows != 4 || valued != 1 {
+			t.Errorf("clip: plays %d in %d slot rows (%d holding a value), want %d in 4 (1)", got.Plays, rows, valued, plays)
+		}
+
+		// A second pass finds nothing to do and changes nothing.
+		must(t, gormcounter.Rollup(db, &Post{}, &Clip{}))
+		var p Post
+		must(t, db.First(&p, spreadOut.ID).Error)
+		if _, valued := slotsOf(t, db, "post_likes_slots", "post_id", spreadOut.ID); p.Likes != likes || valued != 1 {
+			t.Errorf("after a second pass: likes %d in %d valued rows, want %d in 1", p.Likes, valued, likes)
+		}
+	})
+}
+
+// TestRollupCompactionSkipsHeldSlotRows: a transaction holding one of a
+// post's slot rows does not hold up the pass, which gathers the rest; the
+// held row stays apart until a later pass.
+func TestRollupCompactionSkipsHeldSlotRows(t *testing.T) {
+	for _, k := range []dbKind{pg, my} {
+		t.Run(string(k), func(t *testing.T) {
+			db := open(t, k).db
+			must(t, migrateAll(db))
+			post := newPost(t, db, "held")
+			// Every slot row holds a value, so the held increment holds one of them.
+			likes := spread(t, db, &Post{ID: post.ID}, "Likes", "post_likes_slots", "post_id", post.ID, 16)
+
+			holder := db.Begin()
+			defer holder.Rollback()
+			must(t, gormcounter.Increment(holder.Model(&Post{ID: post.ID}), "Likes", 1).Error)
+
+			done := make(chan error, 1)
+			go func() { done <- gormcounter.Rollup(db, &Post{}) }()
+			select {
+			case err := <-done:
+				must(t, err)
+			case <-time.After(time.Minute):
+				t.Fatal("Rollup waited for a slot row that another transaction holds")
+			}
+			if got := exact(t, db, post.ID).Likes; got != likes {
+				t.Fatalf("likes %d while the holder is open, want %d", got, likes)
+			}
+			must(t, holder.Commit().Error)
+			// The held row is the one not gathered.
+			if _, valued := slotsOf(t, db, "post_likes_slots", "post_id", post.ID); valued != 2 {
+				t.Fatalf("%d slot rows hold a value after the holder committed, want 2", valued)
+			}
+			must(t, gormcounter.Rollup(db, &Post{}))
+			if _, valued := slotsOf(t, db, "post_likes_slots", "post_id", post.ID); valued != 1 {
+				t.Fatalf("%d slot rows hold a value after the next pass, want 1", valued)
+			}
+			if got := exact(t, db, post.ID).Likes; got != likes+1 {
+				t.Fatalf("likes %d, want %d", got, likes+1)
+			}
+		})
+	}
+}
+
+// TestCompactionUnderConcurrentIncrementsIsExact: writers increment a sum
+// counter while a rollup loop compacts it; readers never see a total go
+// backwards (a compaction seen half done would), and the final totals equal
+// the acknowledged increments.
+func TestCompactionUnderConcurrentIncrementsIsExact(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		db := e.db
+		must(t, migrateAll(db))
+		posts := []Post{newPost(t, db, "a"), newPost(t, db, "b"), newPost(t, db, "c")}
+
+		ctx, stop := context.WithCancel(context.Background())
+		loopDone := make(chan error, 1)
+		go func() { loopDone <- gormcounter.RollupLoop(ctx, db, 2*time.Millisecond, &Post{}) }()
+
+		var readerErr atomic.Value
+		readCtx, stopReaders := context.WithCancel(context.Background())
+		var readers sync.WaitGroup
+		for _, p := range posts {
+			readers.Add(1)
+			go func(id uint) {
+				defer readers.Done()
+				var last int64
+				for readCtx.Err() == nil {
+					var got Post
+					if err := db.First(&got, id).Error; err != nil {
+						readerErr.Store(err)
+						return
+					}
+					if got.Likes < last {
+						readerErr.Store(fmt.Errorf("post %d: likes went from %d to %d", id, last, got.Likes))
+						return
+					}
+					last = got.Likes
+				}
+			}(p.ID)
+		}
+
+		const writers, each = 8, 100
+		var next atomic.Int64
+		done := hammer(t, writers, each, func() error {
+			p := posts[next.Add(1)%int64(len(posts))]
+			return gormcounter.Increment(db.Model(&Post{ID: p.ID}), "Likes", 1).Error
+		})
+		stopReaders()
+		readers.Wait()
+		stop()
+		if err := <-loopDone; err != nil {
+			t.Fatalf("RollupLoop: %v", err)
+		}
+		if err, _ := readerErr.Load().(error); err != nil {
+			t.Fatal(err)
+		}
+		var total int64
+		for _, p := range posts {
+			var got Post
+			must(t, db.First(&got, p.ID).Error)
+			total += got.Likes
+		}
+		if done != writers*each || total != done {
+			t.Fatalf("total %d after %d acknowledged increments", total, done)
+		}
+		// With the writers gone, passes gather every post into one row.
+		// (Cancelling the loop aborts its last transaction, and database/sql
+		// rolls it back in the background: until it has, a pass skips the
+		// rows it locked.)
+		for pass := 0; ; pass++ {
+			must(t, gormcounter.Rollup(db, &Post{}))
+			var crowded int64
+			for _, p := range posts {
+				if _, valued := slotsOf(t, db, "post_likes_slots", "post_id", p.ID); valued > 1 {
+					crowded++
+				}
+			}
+			if crowded == 0 {
+				break
+			}
+			if pass == 100 {
+				t.Fatalf("%d posts still have several valued slot rows after %d passes", crowded, pass)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		total = 0
+		for _, p := range posts {
+			var got Post
+			must(t, db.First(&got, p.ID).Error)
+			total += got.Likes
+		}
+		if total != done {
+			t.Fatalf("total %d after the final passes, want %d", total, done)
+		}
+	})
+}
