@@ -277,30 +277,34 @@ func joinedRelations(s *schema.Schema, name string) []*schema.Relationship {
 }
 
 // structsOf returns the addressable structs held by a loaded value.
-func structsOf(rv reflect.Value) []reflect.Value {
+func structsOf(rv reflect.Value) []reflect.Value { return appendStructs(nil, rv) }
+
+// appendStructs appends the addressable structs held by rv to out.
+func appendStructs(out []reflect.Value, rv reflect.Value) []reflect.Value {
 	for rv.Kind() == reflect.Ptr || rv.Kind() == reflect.Interface {
 		if rv.IsNil() {
-			return nil
+			return out
 		}
 		rv = rv.Elem()
 	}
 	switch rv.Kind() {
 	case reflect.Struct:
-		return []reflect.Value{rv}
+		return append(out, rv)
 	case reflect.Slice, reflect.Array:
-		out := make([]reflect.Value, 0, rv.Len())
-		for i := 0; i < rv.Len(); i++ {
-			out = append(out, structsOf(rv.Index(i))...)
+		if out == nil {
+			out = make([]reflect.Value, 0, rv.Len())
 		}
-		return out
+		for i := 0; i < rv.Len(); i++ {
+			out = appendStructs(out, rv.Index(i))
+		}
 	}
-	return nil
+	return out
 }
 
 func nested(stmt *gorm.Statement, rows []reflect.Value, f *schema.Field) []reflect.Value {
 	out := make([]reflect.Value, 0, len(rows))
 	for _, r := range rows {
-		out = append(out, structsOf(f.ReflectValueOf(stmt.Context, r))...)
+		out = appendStructs(out, f.ReflectValueOf(stmt.Context, r))
 	}
 	return out
 }
