@@ -344,19 +344,14 @@ func PrecreateExisting(ctx context.Context, src Source) error {
 // RollupBatchSize is how many parents one rollup transaction folds.
 const RollupBatchSize = 1000
 
-// RollupPass runs one rollup pass over every counter of the client's
-// schema, a batch of parents per transaction. It folds the pending slot
-// values of rollup and append counters into the parent columns and removes
-// what it folded; it compacts sum counters, moving each parent's slot
-// values into one of its slot rows and deleting the others (setting them to
-// 0 where slots are pre-created), so that a load sums one row per parent
-// plus whatever arrived since. Totals do not change.
+// RollupPass runs one rollup pass over every rollup counter of the client's
+// schema: it folds the pending slot values into the parent columns and
+// removes the slot rows it folded, a batch of parents per transaction.
 //
 //	err := entcounter.RollupPass(ctx, client)
 //
-// On PostgreSQL and MySQL it never waits on a row lock: parents and slot
-// rows that another transaction holds are skipped and stay as they are
-// until the next pass.
+// On PostgreSQL it never waits on a row lock: parents and slot rows that
+// another transaction holds are skipped and stay pending for the next pass.
 // Increments made meanwhile are folded now or next time, never twice, never
 // lost. Deadlocks and serialization failures are retried. It must not run
 // inside a transaction (pass the client, not a Tx).
@@ -372,22 +367,62 @@ func rollup(ctx context.Context, r Runtime, stop func() bool) error {
 	if err != nil {
 		return err
 	}
-	s := newSession(r)
-	inTx := func(ctx context.Context, fn func(engine.Conn) error) error {
-		return s.Begin(ctx, false, func(tx engine.Session) error { return fn(tx) })
-	}
+	s, inTx := ownTx(r)
 	for _, d := range r.Defs {
-		var err error
-		if d.Rollup {
-			err = engine.Rollup(ctx, s, dl, d.table(), d.Append, RollupBatchSize, stop, inTx)
-		} else {
-			err = engine.Compact(ctx, s, dl, d.table(), d.precreate(dl), RollupBatchSize, stop, inTx)
+		if !d.Rollup {
+			continue
 		}
-		if err != nil {
+		if err := engine.Rollup(ctx, s, dl, d.table(), d.Append, RollupBatchSize, stop, inTx); err != nil {
 			return fmt.Errorf("entcounter: rollup %s: %w", d.name(), err)
 		}
 	}
 	return nil
+}
+
+// CompactPass runs one compaction pass over every sum counter of the
+// client's schema. Random slots spread any parent incremented a few dozen
+// times over all of its slot rows, hot or not, and every load sums all of
+// them. For each parent with more than one slot row holding a value, a
+// batch of parents per transaction, it moves the values into one of those
+// rows and deletes the others (sets them to 0 where slots are pre-created,
+// and always on MySQL/MariaDB), so that a load sums one row per parent plus
+// whatever arrived since. Totals never change for a reader.
+//
+//	err := entcounter.CompactPass(ctx, client)
+//
+// Like [RollupPass] it never waits on a row lock and must not run inside a
+// transaction. It reads each slot table's primary key from end to end to
+// find the parents it compacts, so run it as often as the tables' size
+// allows (every minute, every hour), not on the rollup interval.
+func CompactPass(ctx context.Context, src Source) error {
+	r := src.HotCounter()
+	if r.inTx() {
+		return errors.New("entcounter: CompactPass must not run inside a transaction: pass the client")
+	}
+	dl, err := r.dialect()
+	if err != nil {
+		return err
+	}
+	s, inTx := ownTx(r)
+	for _, d := range r.Defs {
+		if d.Rollup {
+			continue
+		}
+		if err := engine.Compact(ctx, s, dl, d.table(), d.precreate(dl), RollupBatchSize, func() bool { return false }, inTx); err != nil {
+			return fmt.Errorf("entcounter: compact %s: %w", d.name(), err)
+		}
+	}
+	return nil
+}
+
+// ownTx returns r's session, and a function that runs its argument in a
+// transaction of its own, committed when it returns nil: how the rollup and
+// compaction walks run a batch.
+func ownTx(r Runtime) (engine.Conn, func(ctx context.Context, fn func(engine.Conn) error) error) {
+	s := newSession(r)
+	return s, func(ctx context.Context, fn func(engine.Conn) error) error {
+		return s.Begin(ctx, false, func(tx engine.Session) error { return fn(tx) })
+	}
 }
 
 // RollupLoop runs a [RollupPass] at once and then every interval until ctx

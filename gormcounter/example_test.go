@@ -97,6 +97,26 @@ func ExampleRollup() {
 	// Output: hello 7
 }
 
+func ExampleCompact() {
+	db, done := openExample()
+	defer done()
+
+	post := Post{Title: "hello"}
+	db.Create(&post)
+	for range 100 { // 100 likes land on random slots: most of the 16 rows
+		gormcounter.Increment(db.Model(&post), "Likes", 1)
+	}
+
+	if err := gormcounter.Compact(db, &Post{}); err != nil {
+		fmt.Println(err)
+	}
+	var rows int64
+	db.Raw("SELECT COUNT(*) FROM post_likes_slots WHERE post_id = ?", post.ID).Scan(&rows)
+	db.First(&post, post.ID)
+	fmt.Println(post.Likes, "likes in", rows, "slot row")
+	// Output: 100 likes in 1 slot row
+}
+
 func ExampleLive() {
 	db, done := openExample()
 	defer done()

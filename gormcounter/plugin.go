@@ -20,7 +20,8 @@ type Config struct {
 	// DefaultSlots is the slot count of a counter whose tag names none.
 	// Zero means 16.
 	DefaultSlots int
-	// RollupBatchSize is how many parents one rollup transaction folds.
+	// RollupBatchSize is how many parents one rollup (or compaction)
+	// transaction folds.
 	// Zero means 500.
 	RollupBatchSize int
 	// Models (pointers to model structs) are checked when the plugin is

@@ -12,25 +12,18 @@ import (
 	"github.com/hotcounter/hotcounter/internal/spec"
 )
 
-// Rollup runs one rollup pass over every counter of the given models, a
-// batch of parents per transaction, and returns when it has walked each
-// slot table once.
+// Rollup runs one rollup pass over every rollup counter of the given models:
+// it folds the pending slot values into the parent columns and removes the
+// slot rows it folded, a batch of parents per transaction, and returns when
+// it has walked each slot table once.
 //
 //	err := gormcounter.Rollup(db.WithContext(ctx), &Post{})
 //
-// For rollup and append counters it folds the pending slot values (or delta
-// rows) into the parent columns and removes what it folded. It compacts sum
-// counters: it moves each parent's slot values into one of its slot rows
-// and deletes the others (sets them to 0 where slots are pre-created), so
-// that a load sums one row per parent plus whatever arrived since. Totals
-// do not change.
-//
-// It never waits on a row lock: on PostgreSQL and MySQL, slot rows and
-// parents that another transaction holds are skipped and stay as they are
-// until the next pass. Increments made during the pass are folded now or
-// next time, never twice, never lost. Deadlocks and serialization failures
-// of its own transactions are retried. Rollup must not run inside the
-// caller's transaction.
+// It never waits on a row lock: on PostgreSQL slot rows and parents that
+// another transaction holds are skipped and stay pending for the next pass.
+// Increments made during the pass are folded now or next time, never twice,
+// never lost. Deadlocks and serialization failures of its own transactions
+// are retried. Rollup must not run inside the caller's transaction.
 func Rollup(db *gorm.DB, models ...any) error {
 	p, counters, err := rollupCounters(db, models)
 	if err != nil {
@@ -53,7 +46,8 @@ func (p *Plugin) rollup(db *gorm.DB, counters []*counter, stop func() bool) erro
 // done, and then returns nil. Cancelling ctx lets the batch in progress
 // commit and stops before the next one, so no fold is left half done. A
 // failed pass is logged through db's logger and the loop goes on; a model
-// without counters or with a bad declaration is an error at the start. Run it in its own goroutine:
+// without rollup counters or with a bad declaration is an error at the
+// start. Run it in its own goroutine:
 //
 //	go gormcounter.RollupLoop(ctx, db, time.Second, &Post{})
 func RollupLoop(ctx context.Context, db *gorm.DB, interval time.Duration, models ...any) error {
@@ -80,8 +74,8 @@ func RollupLoop(ctx context.Context, db *gorm.DB, interval time.Duration, models
 	}
 }
 
-// rollupCounters returns db's plugin and the counters of models; a model
-// without one is an error.
+// rollupCounters returns db's plugin and the rollup counters of models; a
+// model without one is an error.
 func rollupCounters(db *gorm.DB, models []any) (*Plugin, []*counter, error) {
 	p, err := pluginOf(db)
 	if err != nil {
@@ -96,31 +90,93 @@ func rollupCounters(db *gorm.DB, models []any) (*Plugin, []*counter, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		if m == nil || len(m.counters) == 0 {
-			return nil, nil, fmt.Errorf("gormcounter: Rollup: %T has no counter (tag one `gorm:\"counter\"`)", v)
+		n := 0
+		if m != nil {
+			for _, c := range m.counters {
+				if c.opts.Mode.HasColumn() {
+					out = append(out, c)
+					n++
+				}
+			}
 		}
-		out = append(out, m.counters...)
+		if n == 0 {
+			return nil, nil, fmt.Errorf("gormcounter: Rollup: %T has no rollup counter (tag one `gorm:\"counter:rollup\"`)", v)
+		}
 	}
 	return p, out, nil
 }
 
-// foldAll walks c's slot table in key order, folding (or, for a sum
-// counter, compacting) a batch of parents per transaction, until it has
-// walked it all or stop says so.
+// foldAll walks c's slot table in key order, folding a batch of parents per
+// transaction, until it has walked it all or stop says so.
 func (p *Plugin) foldAll(db *gorm.DB, c *counter, stop func() bool) error {
-	ctx := db.Statement.Context
-	s := gormSession{gormConn{db: db}}
-	inTx := func(ctx context.Context, fn func(engine.Conn) error) error {
-		return s.Begin(ctx, false, func(tx engine.Session) error { return fn(tx) })
-	}
-	var err error
-	if c.opts.Mode == spec.Sum {
-		err = engine.Compact(ctx, s, p.dialect, c.table, c.precreate, p.cfg.RollupBatchSize, stop, inTx)
-	} else {
-		err = engine.Rollup(ctx, s, p.dialect, c.table, c.opts.Mode == spec.Append, p.cfg.RollupBatchSize, stop, inTx)
-	}
+	s, inTx := ownTx(db)
+	err := engine.Rollup(db.Statement.Context, s, p.dialect, c.table, c.opts.Mode == spec.Append, p.cfg.RollupBatchSize, stop, inTx)
 	if err != nil {
 		return fmt.Errorf("gormcounter: rollup %s: %w", c.name(), err)
 	}
 	return nil
+}
+
+// Compact runs one compaction pass over every sum counter of the given
+// models. Random slots spread any parent incremented a few dozen times over
+// all of its slot rows, hot or not, and every load sums all of them. For
+// each parent with more than one slot row holding a value, a batch of
+// parents per transaction, Compact moves the values into one of those rows
+// and deletes the others (sets them to 0 where slots are pre-created, and
+// always on MySQL/MariaDB), so that a load sums one row per parent plus
+// whatever arrived since. Totals never change: a load reads the slots in one
+// statement and sees a parent's values before the move or after it.
+//
+//	err := gormcounter.Compact(db.WithContext(ctx), &Post{})
+//
+// Like [Rollup] it never waits on a row lock (on PostgreSQL and MySQL a row
+// that another transaction holds stays apart until the next pass), retries
+// deadlocks and serialization failures, and must not run inside the
+// caller's transaction. A pass reads the slot table's primary key from end
+// to end to find the parents it compacts, so run it as often as the table's
+// size allows (every minute, every hour), not on the rollup interval. A
+// model without sum counters is an error.
+func Compact(db *gorm.DB, models ...any) error {
+	p, err := pluginOf(db)
+	if err != nil {
+		return err
+	}
+	if len(models) == 0 {
+		return errors.New("gormcounter: Compact: no model given")
+	}
+	var counters []*counter
+	for _, v := range models {
+		m, err := p.modelOf(db, v)
+		if err != nil {
+			return err
+		}
+		n := len(counters)
+		if m != nil {
+			for _, c := range m.counters {
+				if c.opts.Mode == spec.Sum {
+					counters = append(counters, c)
+				}
+			}
+		}
+		if len(counters) == n {
+			return fmt.Errorf("gormcounter: Compact: %T has no sum counter (tag one `gorm:\"counter\"`)", v)
+		}
+	}
+	s, inTx := ownTx(db)
+	for _, c := range counters {
+		if err := engine.Compact(db.Statement.Context, s, p.dialect, c.table, c.precreate, p.cfg.RollupBatchSize, func() bool { return false }, inTx); err != nil {
+			return fmt.Errorf("gormcounter: compact %s: %w", c.name(), err)
+		}
+	}
+	return nil
+}
+
+// ownTx returns db as an engine session, and a function that runs its
+// argument in a transaction of its own on db, committed when it returns nil:
+// how the rollup and compaction walks run a batch.
+func ownTx(db *gorm.DB) (engine.Conn, func(ctx context.Context, fn func(engine.Conn) error) error) {
+	s := gormSession{gormConn{db: db}}
+	return s, func(ctx context.Context, fn func(engine.Conn) error) error {
+		return s.Begin(ctx, false, func(tx engine.Session) error { return fn(tx) })
+	}
 }

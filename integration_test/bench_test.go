@@ -232,8 +232,7 @@ func BenchmarkIncrementOneRowFourProcesses(b *testing.B) {
 // of data: "typical" posts were liked 1 to 8 times (one slot row per like at
 // most), "hot" posts have all 16 slot rows holding values (a viral post: the
 // most rows a fill can meet; after about 50 increments, random slots leave
-// any post there), and the hot posts again after a Rollup pass has
-// compacted them.
+// any post there), and the hot posts again after a Compact pass.
 func BenchmarkLoad(b *testing.B) {
 	db := openBench(b)
 	if err := db.AutoMigrate(&Author{}, &Post{}); err != nil {
@@ -287,10 +286,9 @@ func BenchmarkLoad(b *testing.B) {
 		var ps []Post
 		return db.Clauses(gormcounter.Live).Where("id BETWEEN ? AND ?", h1, h2).Find(&ps).Error
 	})
-	// A rollup pass compacts the hot posts: one slot row each holds the total.
-	// VACUUM then does at once what autovacuum does soon after: clear the
-	// rows the pass deleted.
-	if err := gormcounter.Rollup(db, &Post{}); err != nil {
+	// A Compact pass gathers each hot post's slots into one row. VACUUM then
+	// does at once what autovacuum does soon after: clear the rows it deleted.
+	if err := gormcounter.Compact(db, &Post{}); err != nil {
 		b.Fatal(err)
 	}
 	db.Exec("VACUUM ANALYZE")

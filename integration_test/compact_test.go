@@ -3,6 +3,7 @@ package integration_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -37,10 +38,10 @@ func spread(t testing.TB, db *gorm.DB, model any, field, table, owner string, id
 	}
 }
 
-// TestRollupCompactsSumCounters: a pass leaves one slot row holding a value
+// TestCompactSumCounters: a pass leaves one slot row holding a value
 // per parent (deleting the others, or emptying them where slots are
 // pre-created) and every total as it was.
-func TestRollupCompactsSumCounters(t *testing.T) {
+func TestCompactSumCounters(t *testing.T) {
 	eachDB(t, func(t *testing.T, e *env) {
 		db := e.db
 		must(t, db.AutoMigrate(&Post{}, &Clip{}))
@@ -55,7 +56,7 @@ func TestRollupCompactsSumCounters(t *testing.T) {
 		must(t, db.Create(&clip).Error)
 		plays := spread(t, db, &Clip{ID: clip.ID}, "Plays", "clip_plays_slots", "clip_id", clip.ID, 3)
 
-		must(t, gormcounter.Rollup(db, &Post{}, &Clip{}))
+		must(t, gormcounter.Compact(db, &Post{}, &Clip{}))
 
 		for _, c := range []struct {
 			id   uint
@@ -82,7 +83,7 @@ func TestRollupCompactsSumCounters(t *testing.T) {
 		}
 
 		// A second pass finds nothing to do and changes nothing.
-		must(t, gormcounter.Rollup(db, &Post{}, &Clip{}))
+		must(t, gormcounter.Compact(db, &Post{}, &Clip{}))
 		var p Post
 		must(t, db.First(&p, spreadOut.ID).Error)
 		if _, valued := slotsOf(t, db, "post_likes_slots", "post_id", spreadOut.ID); p.Likes != likes || valued != 1 {
@@ -91,10 +92,10 @@ func TestRollupCompactsSumCounters(t *testing.T) {
 	})
 }
 
-// TestRollupCompactionSkipsHeldSlotRows: a transaction holding one of a
+// TestCompactSkipsHeldSlotRows: a transaction holding one of a
 // post's slot rows does not hold up the pass, which gathers the rest; the
 // held row stays apart until a later pass.
-func TestRollupCompactionSkipsHeldSlotRows(t *testing.T) {
+func TestCompactSkipsHeldSlotRows(t *testing.T) {
 	for _, k := range []dbKind{pg, my} {
 		t.Run(string(k), func(t *testing.T) {
 			db := open(t, k).db
@@ -108,12 +109,12 @@ func TestRollupCompactionSkipsHeldSlotRows(t *testing.T) {
 			must(t, gormcounter.Increment(holder.Model(&Post{ID: post.ID}), "Likes", 1).Error)
 
 			done := make(chan error, 1)
-			go func() { done <- gormcounter.Rollup(db, &Post{}) }()
+			go func() { done <- gormcounter.Compact(db, &Post{}) }()
 			select {
 			case err := <-done:
 				must(t, err)
 			case <-time.After(time.Minute):
-				t.Fatal("Rollup waited for a slot row that another transaction holds")
+				t.Fatal("Compact waited for a slot row that another transaction holds")
 			}
 			if got := exact(t, db, post.ID).Likes; got != likes {
 				t.Fatalf("likes %d while the holder is open, want %d", got, likes)
@@ -123,7 +124,7 @@ func TestRollupCompactionSkipsHeldSlotRows(t *testing.T) {
 			if _, valued := slotsOf(t, db, "post_likes_slots", "post_id", post.ID); valued != 2 {
 				t.Fatalf("%d slot rows hold a value after the holder committed, want 2", valued)
 			}
-			must(t, gormcounter.Rollup(db, &Post{}))
+			must(t, gormcounter.Compact(db, &Post{}))
 			if _, valued := slotsOf(t, db, "post_likes_slots", "post_id", post.ID); valued != 1 {
 				t.Fatalf("%d slot rows hold a value after the next pass, want 1", valued)
 			}
@@ -135,7 +136,7 @@ func TestRollupCompactionSkipsHeldSlotRows(t *testing.T) {
 }
 
 // TestCompactionUnderConcurrentIncrementsIsExact: writers increment a sum
-// counter while a rollup loop compacts it; readers never see a total go
+// counter while compaction passes run one after another; readers never see a total go
 // backwards (a compaction seen half done would), and the final totals equal
 // the acknowledged increments.
 func TestCompactionUnderConcurrentIncrementsIsExact(t *testing.T) {
@@ -146,7 +147,18 @@ func TestCompactionUnderConcurrentIncrementsIsExact(t *testing.T) {
 
 		ctx, stop := context.WithCancel(context.Background())
 		loopDone := make(chan error, 1)
-		go func() { loopDone <- gormcounter.RollupLoop(ctx, db, 2*time.Millisecond, &Post{}) }()
+		passes := 0
+		go func() {
+			for ctx.Err() == nil {
+				if err := gormcounter.Compact(db, &Post{}); err != nil {
+					loopDone <- err
+					return
+				}
+				passes++
+				time.Sleep(2 * time.Millisecond)
+			}
+			loopDone <- nil
+		}()
 
 		var readerErr atomic.Value
 		readCtx, stopReaders := context.WithCancel(context.Background())
@@ -181,7 +193,10 @@ func TestCompactionUnderConcurrentIncrementsIsExact(t *testing.T) {
 		readers.Wait()
 		stop()
 		if err := <-loopDone; err != nil {
-			t.Fatalf("RollupLoop: %v", err)
+			t.Fatalf("Compact: %v", err)
+		}
+		if passes == 0 {
+			t.Fatal("no compaction pass ran while the writers did")
 		}
 		if err, _ := readerErr.Load().(error); err != nil {
 			t.Fatal(err)
@@ -195,25 +210,12 @@ func TestCompactionUnderConcurrentIncrementsIsExact(t *testing.T) {
 		if done != writers*each || total != done {
 			t.Fatalf("total %d after %d acknowledged increments", total, done)
 		}
-		// With the writers gone, passes gather every post into one row.
-		// (Cancelling the loop aborts its last transaction, and database/sql
-		// rolls it back in the background: until it has, a pass skips the
-		// rows it locked.)
-		for pass := 0; ; pass++ {
-			must(t, gormcounter.Rollup(db, &Post{}))
-			var crowded int64
-			for _, p := range posts {
-				if _, valued := slotsOf(t, db, "post_likes_slots", "post_id", p.ID); valued > 1 {
-					crowded++
-				}
+		// With the writers gone, a pass gathers every post into one row.
+		must(t, gormcounter.Compact(db, &Post{}))
+		for _, p := range posts {
+			if _, valued := slotsOf(t, db, "post_likes_slots", "post_id", p.ID); valued != 1 {
+				t.Fatalf("post %d: %d valued slot rows after the final pass, want 1", p.ID, valued)
 			}
-			if crowded == 0 {
-				break
-			}
-			if pass == 100 {
-				t.Fatalf("%d posts still have several valued slot rows after %d passes", crowded, pass)
-			}
-			time.Sleep(20 * time.Millisecond)
 		}
 		total = 0
 		for _, p := range posts {
@@ -222,7 +224,33 @@ func TestCompactionUnderConcurrentIncrementsIsExact(t *testing.T) {
 			total += got.Likes
 		}
 		if total != done {
-			t.Fatalf("total %d after the final passes, want %d", total, done)
+			t.Fatalf("total %d after the final pass, want %d", total, done)
 		}
 	})
+}
+
+// Board has a rollup counter only.
+type Board struct {
+	ID    uint
+	Score int64 `gorm:"counter:rollup"`
+}
+
+// TestCompactNeedsSumCounters: Compact of a model without sum counters, or
+// of no model, is an error naming what is wrong; Rollup still refuses a
+// model without rollup counters.
+func TestCompactNeedsSumCounters(t *testing.T) {
+	e := open(t, lite)
+	must(t, e.db.AutoMigrate(&Board{}, &Post{}))
+	if err := gormcounter.Compact(e.db, &Board{}); err == nil || !strings.Contains(err.Error(), "Board has no sum counter") {
+		t.Fatalf("Compact(&Board{}) = %v, want an error naming Board", err)
+	}
+	if err := gormcounter.Compact(e.db); err == nil {
+		t.Fatal("Compact of no model succeeded")
+	}
+	if err := gormcounter.Compact(e.db, &Post{}); err != nil {
+		t.Fatalf("Compact(&Post{}) = %v", err)
+	}
+	if err := gormcounter.Rollup(e.db, &Author{}); err == nil || !strings.Contains(err.Error(), "Author has no rollup counter") {
+		t.Fatalf("Rollup(&Author{}) = %v, want an error naming Author", err)
+	}
 }
