@@ -384,9 +384,9 @@ func rollup(ctx context.Context, r Runtime, stop func() bool) error {
 // times over all of its slot rows, hot or not, and every load sums all of
 // them. For each parent with more than one slot row holding a value, a
 // batch of parents per transaction, it moves the values into one of those
-// rows and deletes the others (sets them to 0 where slots are pre-created,
-// and always on MySQL/MariaDB), so that a load sums one row per parent plus
-// whatever arrived since. Totals never change for a reader.
+// rows and deletes the others (sets them to 0 where slots are pre-created),
+// so that a load sums one row per parent plus whatever arrived since.
+// Totals never change for a reader.
 //
 //	err := entcounter.CompactPass(ctx, client)
 //
@@ -394,6 +394,8 @@ func rollup(ctx context.Context, r Runtime, stop func() bool) error {
 // transaction. It reads each slot table's primary key from end to end to
 // find the parents it compacts, so run it as often as the tables' size
 // allows (every minute, every hour), not on the rollup interval.
+// PostgreSQL and SQLite only: on MySQL and MariaDB it returns an error
+// wrapping [errors.ErrUnsupported] (see gormcounter.Compact for why).
 func CompactPass(ctx context.Context, src Source) error {
 	r := src.HotCounter()
 	if r.inTx() {

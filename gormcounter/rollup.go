@@ -122,20 +122,27 @@ func (p *Plugin) foldAll(db *gorm.DB, c *counter, stop func() bool) error {
 // all of its slot rows, hot or not, and every load sums all of them. For
 // each parent with more than one slot row holding a value, a batch of
 // parents per transaction, Compact moves the values into one of those rows
-// and deletes the others (sets them to 0 where slots are pre-created, and
-// always on MySQL/MariaDB), so that a load sums one row per parent plus
-// whatever arrived since. Totals never change: a load reads the slots in one
-// statement and sees a parent's values before the move or after it.
+// and deletes the others (sets them to 0 where slots are pre-created), so
+// that a load sums one row per parent plus whatever arrived since. Totals
+// never change: a load reads the slots in one statement and sees a parent's
+// values before the move or after it.
 //
 //	err := gormcounter.Compact(db.WithContext(ctx), &Post{})
 //
-// Like [Rollup] it never waits on a row lock (on PostgreSQL and MySQL a row
-// that another transaction holds stays apart until the next pass), retries
+// Like [Rollup] it never waits on a row lock (on PostgreSQL a row that
+// another transaction holds stays apart until the next pass), retries
 // deadlocks and serialization failures, and must not run inside the
 // caller's transaction. A pass reads the slot table's primary key from end
 // to end to find the parents it compacts, so run it as often as the table's
 // size allows (every minute, every hour), not on the rollup interval. A
 // model without sum counters is an error.
+//
+// PostgreSQL and SQLite only: on MySQL and MariaDB it returns an error
+// wrapping [errors.ErrUnsupported] and changes nothing. Under their default
+// REPEATABLE READ, a transaction that reads a counter, increments it and
+// reads it again sees its own slot row as it is now and the others as of
+// its snapshot, so values a pass moved in between would count twice or not
+// at all.
 func Compact(db *gorm.DB, models ...any) error {
 	p, err := pluginOf(db)
 	if err != nil {

@@ -169,13 +169,16 @@ func TestEntIncrementLoadRollup(t *testing.T) {
 		if got := c.Post.GetX(ctx, p.ID); got.Views != 80 || got.Likes != 42 {
 			t.Fatalf("after rollup views=%d likes=%d, want 80 and 42", got.Views, got.Likes)
 		}
-		// CompactPass gathers the sum counter's slot rows: one holds its total.
-		must(t, entcounter.CompactPass(ctx, c))
-		if got := c.Post.GetX(ctx, p.ID); got.Likes != 42 {
-			t.Fatalf("after CompactPass likes=%d, want 42", got.Likes)
-		}
-		if n := rawInt(t, e.db, "SELECT COUNT(*) FROM post_likes_slots WHERE post_id = ? AND n <> 0", p.ID); n != 1 {
-			t.Fatalf("%d likes slot rows hold a value after CompactPass, want 1", n)
+		// CompactPass gathers the sum counter's slot rows: one holds its total
+		// (TestCompactRefusesMySQL covers MariaDB).
+		if e.kind != my {
+			must(t, entcounter.CompactPass(ctx, c))
+			if got := c.Post.GetX(ctx, p.ID); got.Likes != 42 {
+				t.Fatalf("after CompactPass likes=%d, want 42", got.Likes)
+			}
+			if n := rawInt(t, e.db, "SELECT COUNT(*) FROM post_likes_slots WHERE post_id = ? AND n <> 0", p.ID); n != 1 {
+				t.Fatalf("%d likes slot rows hold a value after CompactPass, want 1", n)
+			}
 		}
 		// MySQL folds empty the slot rows (n = 0) and keep them.
 		if n := rawInt(t, e.db, "SELECT COUNT(*) FROM post_views_slots WHERE n <> 0"); n != 0 {

@@ -25,9 +25,8 @@ func (d Dialect) CrowdedOwners(w Writer, t Table, after any, limit int) {
 // Compact returns the statements that move the slot values of each of the
 // given owners into one of its slot rows, deleting the other rows (or
 // setting them to 0 when keep is set: pre-created slots stay). The caller
-// runs them in order inside one transaction it owns. PostgreSQL and SQLite;
-// MySQL compacts one owner at a time (LockSlots, then [Dialect.SetSlot]
-// and [Dialect.ZeroSlot]).
+// runs them in order inside one transaction it owns. PostgreSQL and SQLite
+// only (see engine.Compact).
 //
 // PostgreSQL does it in one statement that locks the slot rows holding a
 // value with SKIP LOCKED, in key order, and moves what it locked into the
@@ -92,17 +91,4 @@ func (d Dialect) compactPostgres(w Writer, t Table, owners []any, keep bool) {
 	// UPDATE slots SET n = kept.n FROM kept WHERE slots.owner = kept.owner AND slots.slot = kept.slot
 	q(w, "UPDATE % SET % = %.% FROM % WHERE %.% = %.% AND %.% = %.%",
 		t.Slots, ValueColumn, kept, ValueColumn, kept, t.Slots, t.Owner, kept, t.Owner, t.Slots, SlotColumn, kept, SlotColumn)
-}
-
-// SetSlot writes an UPDATE that sets slot `slot` of owner to v, matching
-// the slot table's primary key exactly, so InnoDB locks that row alone (an
-// IN list of slots may make it read, and wait for, the owner's other rows).
-// With [Dialect.ZeroSlot] it is MySQL's compaction of one owner.
-func (d Dialect) SetSlot(w Writer, t Table, owner any, slot, v int64) {
-	q(w, "UPDATE % SET % = ", t.Slots, ValueColumn)
-	w.Arg(v)
-	q(w, " WHERE % = ", SlotColumn)
-	w.Arg(slot)
-	q(w, " AND % = ", t.Owner)
-	w.Arg(owner)
 }

@@ -274,20 +274,25 @@ func (d Dialect) ReturnsTotals() bool { return d.kind == postgres }
 // it also returns, for every parent it incremented, the parent key as text
 // and the counter's new total (PostgreSQL only):
 //
-//	WITH up AS (<the upsert> RETURNING owner, slot, n)
-//	SELECT CAST(up.owner AS TEXT), up.n + COALESCE((SELECT SUM(n) FROM slots
-//	    WHERE owner = up.owner AND slot <> up.slot), 0) FROM up
+//	WITH up AS (<the upsert> RETURNING owner)
+//	SELECT CAST(up.owner AS TEXT), COALESCE((SELECT SUM(n) FROM slots
+//	    WHERE owner = up.owner), 0) + delta FROM up
 //
-// The other slots are read as of the statement's start, so the total is
-// what a load right after it would read, save for increments that commit
-// in between. It saves the read that would otherwise follow.
+// The slots are all read as of the statement's start (the upsert's own
+// change is not visible to the rest of the statement), so the total is the
+// one a load at that moment would have read, plus delta. Mixing the
+// upserted row's latest value with the other rows as of the start would
+// not be: a compaction committing while the upsert waited for its row
+// would make the total miss or repeat the values it moved. It saves the
+// read that would otherwise follow.
 func (d Dialect) IncrementReturningTotals(w Writer, t Table, slot int, delta int64, cond func(Writer)) {
-	const up, other = "hc_up", "hc_other"
+	const up, all = "hc_up", "hc_all"
 	q(w, "WITH % AS (", up)
 	d.IncrementWhere(w, t, slot, delta, cond)
-	q(w, " RETURNING %.%, %.%, %.%) SELECT CAST(%.% AS TEXT), %.% + COALESCE((SELECT SUM(%.%) FROM % AS % WHERE %.% = %.% AND %.% <> %.%), 0) FROM %",
-		t.Slots, t.Owner, t.Slots, SlotColumn, t.Slots, ValueColumn,
-		up, t.Owner, up, ValueColumn, other, ValueColumn, t.Slots, other, other, t.Owner, up, t.Owner, other, SlotColumn, up, SlotColumn, up)
+	q(w, " RETURNING %.%) SELECT CAST(%.% AS TEXT), COALESCE((SELECT SUM(%.%) FROM % AS % WHERE %.% = %.%), 0) + ",
+		t.Slots, t.Owner, up, t.Owner, all, ValueColumn, t.Slots, all, all, t.Owner, up, t.Owner)
+	w.Arg(delta)
+	q(w, " FROM %", up)
 }
 
 // SkipLocked reports whether the database can choose a slot row that no

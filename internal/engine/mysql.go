@@ -333,32 +333,6 @@ func foldMySQL(ctx context.Context, tx Conn, d countersql.Dialect, t countersql.
 	return err
 }
 
-// compactMySQL moves the slot values of each of owners into one of its
-// slot rows: it locks the owner's rows that hold a value and no one else
-// holds (SKIP LOCKED, so it never waits), gives the total to the first and
-// 0 to the others (they stay, as a fold leaves them), one exact row per
-// statement.
-func compactMySQL(ctx context.Context, tx Conn, d countersql.Dialect, t countersql.Table, owners []any) error {
-	for _, owner := range owners {
-		slots, total, err := lockSlots(ctx, tx, d, t, owner)
-		if err != nil {
-			return err
-		}
-		if len(slots) < 2 {
-			continue
-		}
-		if _, err := tx.Exec(ctx, func(w countersql.Writer) { d.SetSlot(w, t, owner, slots[0], total) }); err != nil {
-			return err
-		}
-		for _, slot := range slots[1:] {
-			if _, err := tx.Exec(ctx, func(w countersql.Writer) { d.ZeroSlot(w, t, owner, slot) }); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
 // lockSlots locks the slot rows of owner that hold a value and no one else
 // holds, and returns their slots and the sum of their values.
 func lockSlots(ctx context.Context, tx Conn, d countersql.Dialect, t countersql.Table, owner any) (slots []int64, sum int64, err error) {
