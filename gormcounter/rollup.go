@@ -23,7 +23,8 @@ import (
 // another transaction holds are skipped and stay pending for the next pass.
 // Increments made during the pass are folded now or next time, never twice,
 // never lost. Deadlocks and serialization failures of its own transactions
-// are retried. Rollup must not run inside the caller's transaction.
+// are retried. Given a *gorm.DB inside a transaction it returns an error:
+// it runs transactions of its own.
 func Rollup(db *gorm.DB, models ...any) error {
 	p, counters, err := rollupCounters(db, models)
 	if err != nil {
@@ -77,7 +78,7 @@ func RollupLoop(ctx context.Context, db *gorm.DB, interval time.Duration, models
 // rollupCounters returns db's plugin and the rollup counters of models; a
 // model without one is an error.
 func rollupCounters(db *gorm.DB, models []any) (*Plugin, []*counter, error) {
-	p, err := pluginOf(db)
+	p, err := ownPassPlugin(db, "Rollup")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -131,7 +132,7 @@ func (p *Plugin) foldAll(db *gorm.DB, c *counter, stop func() bool) error {
 //
 // Like [Rollup] it never waits on a row lock (on PostgreSQL a row that
 // another transaction holds stays apart until the next pass), retries
-// deadlocks and serialization failures, and must not run inside the
+// deadlocks and serialization failures, and refuses to run inside the
 // caller's transaction. A pass reads the slot table's primary key from end
 // to end to find the parents it compacts, so run it as often as the table's
 // size allows (every minute, every hour), not on the rollup interval. A
@@ -144,7 +145,7 @@ func (p *Plugin) foldAll(db *gorm.DB, c *counter, stop func() bool) error {
 // its snapshot, so values a pass moved in between would count twice or not
 // at all.
 func Compact(db *gorm.DB, models ...any) error {
-	p, err := pluginOf(db)
+	p, err := ownPassPlugin(db, "Compact")
 	if err != nil {
 		return err
 	}
@@ -186,4 +187,18 @@ func ownTx(db *gorm.DB) (engine.Conn, func(ctx context.Context, fn func(engine.C
 	return s, func(ctx context.Context, fn func(engine.Conn) error) error {
 		return s.Begin(ctx, false, func(tx engine.Session) error { return fn(tx) })
 	}
+}
+
+// ownPassPlugin returns db's plugin for a pass that runs transactions of its
+// own (Rollup, Compact), and refuses db inside the caller's transaction:
+// there every batch's row locks would last until the caller commits.
+func ownPassPlugin(db *gorm.DB, name string) (*Plugin, error) {
+	p, err := pluginOf(db)
+	if err != nil {
+		return nil, err
+	}
+	if _, inTx := db.Statement.ConnPool.(gorm.TxCommitter); inTx {
+		return nil, fmt.Errorf("gormcounter: %s must not run inside a transaction: pass the *gorm.DB, not a transaction", name)
+	}
+	return p, nil
 }

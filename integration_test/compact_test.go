@@ -281,3 +281,30 @@ func TestCompactNeedsSumCounters(t *testing.T) {
 		t.Fatalf("Rollup(&Author{}) = %v, want an error naming Author", err)
 	}
 }
+
+// TestPassesRefuseTransactions: Rollup, RollupLoop and Compact run
+// transactions of their own; given the caller's transaction they fail at
+// once, changing nothing.
+func TestPassesRefuseTransactions(t *testing.T) {
+	e := open(t, lite)
+	must(t, migrateAll(e.db))
+	post := newPost(t, e.db, "tx")
+	must(t, gormcounter.Increment(e.db.Model(&Post{ID: post.ID}), "Views", 3).Error)
+	tx := e.db.Begin()
+	defer tx.Rollback()
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel() // were the loop to start, it would run one pass and return nil
+	for name, err := range map[string]error{
+		"Rollup":     gormcounter.Rollup(tx, &Post{}),
+		"RollupLoop": gormcounter.RollupLoop(cancelled, tx, time.Second, &Post{}),
+		"Compact":    gormcounter.Compact(tx, &Post{}),
+	} {
+		if err == nil || !strings.Contains(err.Error(), "must not run inside a transaction") {
+			t.Errorf("%s in a transaction = %v, want a refusal", name, err)
+		}
+	}
+	must(t, tx.Rollback().Error)
+	if v := rawInt(t, e.db, "SELECT views FROM posts WHERE id = ?", post.ID); v != 0 {
+		t.Fatalf("posts.views = %d after the refused passes, want 0 (nothing folded)", v)
+	}
+}
