@@ -360,14 +360,10 @@ func RollupPass(ctx context.Context, src Source) error {
 }
 
 func rollup(ctx context.Context, r Runtime, stop func() bool) error {
-	if r.inTx() {
-		return errors.New("entcounter: RollupPass must not run inside a transaction: pass the client")
-	}
-	dl, err := r.dialect()
+	dl, s, inTx, err := ownPass(r, "RollupPass")
 	if err != nil {
 		return err
 	}
-	s, inTx := ownTx(r)
 	for _, d := range r.Defs {
 		if !d.Rollup {
 			continue
@@ -398,14 +394,10 @@ func rollup(ctx context.Context, r Runtime, stop func() bool) error {
 // wrapping [errors.ErrUnsupported] (see gormcounter.Compact for why).
 func CompactPass(ctx context.Context, src Source) error {
 	r := src.HotCounter()
-	if r.inTx() {
-		return errors.New("entcounter: CompactPass must not run inside a transaction: pass the client")
-	}
-	dl, err := r.dialect()
+	dl, s, inTx, err := ownPass(r, "CompactPass")
 	if err != nil {
 		return err
 	}
-	s, inTx := ownTx(r)
 	for _, d := range r.Defs {
 		if d.Rollup {
 			continue
@@ -417,14 +409,22 @@ func CompactPass(ctx context.Context, src Source) error {
 	return nil
 }
 
-// ownTx returns r's session, and a function that runs its argument in a
-// transaction of its own, committed when it returns nil: how the rollup and
-// compaction walks run a batch.
-func ownTx(r Runtime) (engine.Conn, func(ctx context.Context, fn func(engine.Conn) error) error) {
-	s := newSession(r)
-	return s, func(ctx context.Context, fn func(engine.Conn) error) error {
-		return s.Begin(ctx, false, func(tx engine.Session) error { return fn(tx) })
+// ownPass prepares a pass named name that runs transactions of its own
+// (RollupPass, CompactPass): it refuses a transaction's client, and returns
+// the dialect, r's session, and a function that runs its argument in a
+// transaction of its own, committed when it returns nil.
+func ownPass(r Runtime, name string) (countersql.Dialect, engine.Conn, func(ctx context.Context, fn func(engine.Conn) error) error, error) {
+	if r.inTx() {
+		return countersql.Dialect{}, nil, nil, fmt.Errorf("entcounter: %s must not run inside a transaction: pass the client", name)
 	}
+	dl, err := r.dialect()
+	if err != nil {
+		return countersql.Dialect{}, nil, nil, err
+	}
+	s := newSession(r)
+	return dl, s, func(ctx context.Context, fn func(engine.Conn) error) error {
+		return s.Begin(ctx, false, func(tx engine.Session) error { return fn(tx) })
+	}, nil
 }
 
 // RollupLoop runs a [RollupPass] at once and then every interval until ctx

@@ -2,7 +2,6 @@ package gormcounter
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -78,12 +77,20 @@ func RollupLoop(ctx context.Context, db *gorm.DB, interval time.Duration, models
 // rollupCounters returns db's plugin and the rollup counters of models; a
 // model without one is an error.
 func rollupCounters(db *gorm.DB, models []any) (*Plugin, []*counter, error) {
-	p, err := ownPassPlugin(db, "Rollup")
+	return passCounters(db, models, "Rollup", "rollup counter (tag one `gorm:\"counter:rollup\"`)",
+		func(c *counter) bool { return c.opts.Mode.HasColumn() })
+}
+
+// passCounters returns db's plugin and the counters of models that a pass
+// named name works on (want); a model without one is an error saying it
+// has no `what`.
+func passCounters(db *gorm.DB, models []any, name, what string, want func(*counter) bool) (*Plugin, []*counter, error) {
+	p, err := ownPassPlugin(db, name)
 	if err != nil {
 		return nil, nil, err
 	}
 	if len(models) == 0 {
-		return nil, nil, errors.New("gormcounter: Rollup: no model given")
+		return nil, nil, fmt.Errorf("gormcounter: %s: no model given", name)
 	}
 	var out []*counter
 	for _, v := range models {
@@ -91,17 +98,16 @@ func rollupCounters(db *gorm.DB, models []any) (*Plugin, []*counter, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		n := 0
+		n := len(out)
 		if m != nil {
 			for _, c := range m.counters {
-				if c.opts.Mode.HasColumn() {
+				if want(c) {
 					out = append(out, c)
-					n++
 				}
 			}
 		}
-		if n == 0 {
-			return nil, nil, fmt.Errorf("gormcounter: Rollup: %T has no rollup counter (tag one `gorm:\"counter:rollup\"`)", v)
+		if len(out) == n {
+			return nil, nil, fmt.Errorf("gormcounter: %s: %T has no %s", name, v, what)
 		}
 	}
 	return p, out, nil
@@ -145,30 +151,10 @@ func (p *Plugin) foldAll(db *gorm.DB, c *counter, stop func() bool) error {
 // its snapshot, so values a pass moved in between would count twice or not
 // at all.
 func Compact(db *gorm.DB, models ...any) error {
-	p, err := ownPassPlugin(db, "Compact")
+	p, counters, err := passCounters(db, models, "Compact", "sum counter (tag one `gorm:\"counter\"`)",
+		func(c *counter) bool { return c.opts.Mode == spec.Sum })
 	if err != nil {
 		return err
-	}
-	if len(models) == 0 {
-		return errors.New("gormcounter: Compact: no model given")
-	}
-	var counters []*counter
-	for _, v := range models {
-		m, err := p.modelOf(db, v)
-		if err != nil {
-			return err
-		}
-		n := len(counters)
-		if m != nil {
-			for _, c := range m.counters {
-				if c.opts.Mode == spec.Sum {
-					counters = append(counters, c)
-				}
-			}
-		}
-		if len(counters) == n {
-			return fmt.Errorf("gormcounter: Compact: %T has no sum counter (tag one `gorm:\"counter\"`)", v)
-		}
 	}
 	s, inTx := ownTx(db)
 	for _, c := range counters {

@@ -39,12 +39,9 @@ func compactNow(t *testing.T, run func() error) {
 func TestCompactBetweenReadsOfATransaction(t *testing.T) {
 	for _, k := range []dbKind{pg} {
 		t.Run(string(k), func(t *testing.T) {
-			db := open(t, k).db
-			must(t, migrateAll(db))
-			post := newPost(t, db, "rr")
 			// Every slot row holds a value: whichever slot the increment
 			// takes, the compaction moved its value.
-			likes := spread(t, db, &Post{ID: post.ID}, "Likes", "post_likes_slots", "post_id", post.ID, 16)
+			db, post, likes := crowdedPost(t, k, "rr")
 
 			tx := db.Begin()
 			defer tx.Rollback()

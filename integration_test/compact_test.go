@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -49,6 +48,16 @@ func TestCompactRefusesMySQL(t *testing.T) {
 	if _, valued := slotsOf(t, db, "post_likes_slots", "post_id", post.ID); valued < 3 || exact(t, db, post.ID).Likes != likes {
 		t.Fatalf("after the refused passes: %d valued slot rows, likes %d; want the 3 or more rows as they were, %d", valued, exact(t, db, post.ID).Likes, likes)
 	}
+}
+
+// crowdedPost opens a fresh database of kind k and returns it with a post
+// whose 16 likes slot rows all hold a value, and its likes.
+func crowdedPost(t *testing.T, k dbKind, title string) (*gorm.DB, Post, int64) {
+	t.Helper()
+	db := open(t, k).db
+	must(t, migrateAll(db))
+	post := newPost(t, db, title)
+	return db, post, spread(t, db, &Post{ID: post.ID}, "Likes", "post_likes_slots", "post_id", post.ID, 16)
 }
 
 // spread increments field of the row that model targets until at least
@@ -125,11 +134,8 @@ func TestCompactSumCounters(t *testing.T) {
 func TestCompactSkipsHeldSlotRows(t *testing.T) {
 	for _, k := range []dbKind{pg} {
 		t.Run(string(k), func(t *testing.T) {
-			db := open(t, k).db
-			must(t, migrateAll(db))
-			post := newPost(t, db, "held")
 			// Every slot row holds a value, so the held increment holds one of them.
-			likes := spread(t, db, &Post{ID: post.ID}, "Likes", "post_likes_slots", "post_id", post.ID, 16)
+			db, post, likes := crowdedPost(t, k, "held")
 
 			holder := db.Begin()
 			defer holder.Rollback()
@@ -187,28 +193,11 @@ func TestCompactionUnderConcurrentIncrementsIsExact(t *testing.T) {
 			loopDone <- nil
 		}()
 
-		var readerErr atomic.Value
-		readCtx, stopReaders := context.WithCancel(context.Background())
-		var readers sync.WaitGroup
-		for _, p := range posts {
-			readers.Add(1)
-			go func(id uint) {
-				defer readers.Done()
-				var last int64
-				for readCtx.Err() == nil {
-					var got Post
-					if err := db.First(&got, id).Error; err != nil {
-						readerErr.Store(err)
-						return
-					}
-					if got.Likes < last {
-						readerErr.Store(fmt.Errorf("post %d: likes went from %d to %d", id, last, got.Likes))
-						return
-					}
-					last = got.Likes
-				}
-			}(p.ID)
-		}
+		stopReaders := watchNeverBackwards(posts, "likes", func(id uint) (int64, error) {
+			var got Post
+			err := db.First(&got, id).Error
+			return got.Likes, err
+		})
 
 		const writers, each = 8, 100
 		var next atomic.Int64
@@ -216,8 +205,7 @@ func TestCompactionUnderConcurrentIncrementsIsExact(t *testing.T) {
 			p := posts[next.Add(1)%int64(len(posts))]
 			return gormcounter.Increment(db.Model(&Post{ID: p.ID}), "Likes", 1).Error
 		})
-		stopReaders()
-		readers.Wait()
+		readErr := stopReaders()
 		stop()
 		if err := <-loopDone; err != nil {
 			t.Fatalf("Compact: %v", err)
@@ -225,8 +213,8 @@ func TestCompactionUnderConcurrentIncrementsIsExact(t *testing.T) {
 		if passes == 0 {
 			t.Fatal("no compaction pass ran while the writers did")
 		}
-		if err, _ := readerErr.Load().(error); err != nil {
-			t.Fatal(err)
+		if readErr != nil {
+			t.Fatal(readErr)
 		}
 		var total int64
 		for _, p := range posts {

@@ -50,6 +50,40 @@ func hammer(t *testing.T, writers, n int, inc func() error) int64 {
 	return ok.Load()
 }
 
+// watchNeverBackwards starts one reader per post that reads value(id) over
+// and over. The returned stop ends them, waits for them, and returns the
+// first read error, or a report of a value that went backwards (named what).
+func watchNeverBackwards(posts []Post, what string, value func(id uint) (int64, error)) (stop func() error) {
+	var readerErr atomic.Value
+	ctx, cancel := context.WithCancel(context.Background())
+	var readers sync.WaitGroup
+	for _, p := range posts {
+		readers.Add(1)
+		go func(id uint) {
+			defer readers.Done()
+			var last int64
+			for ctx.Err() == nil {
+				v, err := value(id)
+				if err != nil {
+					readerErr.Store(err)
+					return
+				}
+				if v < last {
+					readerErr.Store(fmt.Errorf("post %d: %s went from %d to %d", id, what, last, v))
+					return
+				}
+				last = v
+			}
+		}(p.ID)
+	}
+	return func() error {
+		cancel()
+		readers.Wait()
+		err, _ := readerErr.Load().(error)
+		return err
+	}
+}
+
 // writersFor is the load of the concurrency tests: the 32 x 500 on
 // PostgreSQL and MariaDB; SQLite runs one writer at a time, so fewer suffice
 // there.
@@ -104,28 +138,11 @@ func TestRollupUnderConcurrentIncrementsIsExact(t *testing.T) {
 
 		// Readers check while everything runs that the exact value never goes
 		// backwards: a fold counted twice or missed would show as a jump.
-		var readerErr atomic.Value
-		readCtx, stopReaders := context.WithCancel(context.Background())
-		var readers sync.WaitGroup
-		for _, p := range posts {
-			readers.Add(1)
-			go func(id uint) {
-				defer readers.Done()
-				var last int64
-				for readCtx.Err() == nil {
-					var got Post
-					if err := db.Clauses(gormcounter.Live).First(&got, id).Error; err != nil {
-						readerErr.Store(err)
-						return
-					}
-					if got.Views < last {
-						readerErr.Store(fmt.Errorf("post %d: exact views went from %d to %d", id, last, got.Views))
-						return
-					}
-					last = got.Views
-				}
-			}(p.ID)
-		}
+		stopReaders := watchNeverBackwards(posts, "exact views", func(id uint) (int64, error) {
+			var got Post
+			err := db.Clauses(gormcounter.Live).First(&got, id).Error
+			return got.Views, err
+		})
 
 		const writers, each = 8, 100
 		var next atomic.Int64
@@ -133,14 +150,13 @@ func TestRollupUnderConcurrentIncrementsIsExact(t *testing.T) {
 			p := posts[next.Add(1)%int64(len(posts))]
 			return gormcounter.Increment(db.Model(&Post{ID: p.ID}), "Views", 1).Error
 		})
-		stopReaders()
-		readers.Wait()
+		readErr := stopReaders()
 		stop()
 		if err := <-loopDone; err != nil {
 			t.Fatalf("RollupLoop: %v", err)
 		}
-		if err, _ := readerErr.Load().(error); err != nil {
-			t.Fatal(err)
+		if readErr != nil {
+			t.Fatal(readErr)
 		}
 
 		var total int64
