@@ -21,6 +21,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -46,7 +47,8 @@ func main() {
 	flag.BoolVar(&cfg.Reads, "reads", true, "also measure loads of 1 and 100 posts")
 	flag.StringVar(&jsonPath, "json", "viralpost.json", "JSON result file (empty: none)")
 	flag.StringVar(&pngPath, "png", "viralpost.png", "PNG chart of latency over time (empty: none)")
-	flag.BoolVar(&quiet, "q", false, "no progress display")
+	flag.BoolVar(&quiet, "quiet", false, "no progress display (on a terminal a live line; otherwise a line every few seconds)")
+	flag.BoolVar(&quiet, "q", false, "short for -quiet")
 	flag.Parse()
 	if cfg.DSN == "" {
 		cfg.DSN = "host=127.0.0.1 port=5432 user=postgres dbname=test sslmode=disable"
@@ -57,16 +59,16 @@ func main() {
 	if strategies != "" {
 		cfg.Strategies = strings.Split(strategies, ",")
 	}
+	var prog *progress
 	if !quiet {
-		cfg.Progress = func(line string) { fmt.Fprintf(os.Stderr, "\r%-100s", line) }
+		prog = newProgress(os.Stderr)
+		cfg.Progress = prog.show
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	res, err := lab.Run(ctx, cfg)
-	if !quiet {
-		fmt.Fprintf(os.Stderr, "\r%-100s\r", "")
-	}
+	prog.done()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "viralpost:", err)
 		os.Exit(1)
@@ -101,4 +103,44 @@ func names() string {
 		n = append(n, s.Name)
 	}
 	return strings.Join(n, ",")
+}
+
+// progress shows the lab's status lines: redrawn in place on a terminal,
+// and otherwise (a pipe, a log file) as a plain line every few seconds and
+// whenever the lab moves to the next strategy, so that a log holds a
+// readable trace instead of hundreds of carriage-return frames.
+type progress struct {
+	w        io.Writer
+	terminal bool
+	every    time.Duration
+	last     time.Time
+	lastKey  string
+}
+
+func newProgress(f *os.File) *progress {
+	p := &progress{w: f, every: 5 * time.Second}
+	if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+		p.terminal = true
+	}
+	return p
+}
+
+func (p *progress) show(line string) {
+	if p.terminal {
+		fmt.Fprintf(p.w, "\r%-100s", line)
+		return
+	}
+	key, _, _ := strings.Cut(line, " ") // the strategy's name
+	if key == p.lastKey && time.Since(p.last) < p.every {
+		return
+	}
+	p.last, p.lastKey = time.Now(), key
+	fmt.Fprintln(p.w, line)
+}
+
+// done clears a terminal's status line.
+func (p *progress) done() {
+	if p != nil && p.terminal {
+		fmt.Fprintf(p.w, "\r%-100s\r", "")
+	}
 }
