@@ -5,36 +5,9 @@ import (
 	"errors"
 	"fmt"
 
-	"ariga.io/atlas/sql/migrate"
-	"entgo.io/ent/dialect"
-	"entgo.io/ent/dialect/sql/schema"
-
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/engine"
 )
-
-// WithTriggers is a migration option that installs the triggers of
-// [InstallTriggers] as part of the migration, after ent applied its
-// changes and in the same transaction where the database has transactional
-// DDL (PostgreSQL, SQLite):
-//
-//	err := client.Schema.Create(ctx, entcounter.WithTriggers(client))
-//
-// ent runs apply hooks only when the migration changes something; declaring
-// a count adds its slot table, so that first migration installs them, and a
-// migration that recreates a child table (SQLite alters that way) puts them
-// back. Run [InstallTriggers] for a database migrated by other means.
-func WithTriggers(src Source) schema.MigrateOption {
-	return schema.WithApplyHook(func(next schema.Applier) schema.Applier {
-		return schema.ApplyFunc(func(ctx context.Context, ex dialect.ExecQuerier, plan *migrate.Plan) error {
-			if err := next.Apply(ctx, ex, plan); err != nil {
-				return err
-			}
-			r := src.HotCounter()
-			return installTriggers(ctx, conn{ex: ex, dialect: r.Driver.Dialect()}, r)
-		})
-	})
-}
 
 // InstallTriggers (re)creates the triggers that keep every count of child
 // rows ([Counts]) of the client's schema: after each INSERT, UPDATE and

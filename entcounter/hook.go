@@ -104,7 +104,11 @@ func counterHook(field string, ann Annotation) ent.Hook {
 				}
 				if one && !hasSet && !cleared && !d.Rollup && dl.ReturnsTotals() {
 					// One statement increments and reads the new total back.
-					total, err := w.incrementReturningTotal(ctx, keys[0], add)
+					read, err := w.sources(ctx)
+					if err != nil {
+						return res, err
+					}
+					total, err := w.incrementReturningTotal(ctx, keys[0], add, read)
 					if err == nil {
 						err = setNodeField(res, d.StructField, total)
 					}
@@ -134,7 +138,20 @@ func counterHook(field string, ann Annotation) ent.Hook {
 // adding to it.
 func (w *write) create(ctx context.Context, m mutation, next ent.Mutator, v int64) (ent.Value, error) {
 	if !w.d.Rollup {
-		m.ResetField(w.d.Field) // a sum counter has no column
+		// A sum counter has no column, unless it was adopted over one: then
+		// the new row's column starts at 0 (not NULL, and whatever its
+		// default), and the value goes to a slot. An upsert leaves an
+		// existing row's column alone.
+		st, err := w.storage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		m.ResetField(w.d.Field)
+		if st.Column && st.Integer() && !m.HotCounterUpsert() {
+			if err := m.SetField(w.d.Field, int64(0)); err != nil {
+				return nil, err
+			}
+		}
 	}
 	res, err := next.Mutate(ctx, m)
 	if err != nil {
@@ -190,13 +207,13 @@ func (w *write) incrementFreeSlot(ctx context.Context, key any, delta int64) err
 
 // incrementReturningTotal adds delta to a random slot of one parent and
 // returns the counter's new total, in one statement (PostgreSQL).
-func (w *write) incrementReturningTotal(ctx context.Context, key any, delta int64) (int64, error) {
+func (w *write) incrementReturningTotal(ctx context.Context, key any, delta int64, read countersql.Sources) (int64, error) {
 	t, slot := w.d.table(), rand.IntN(w.d.Slots)
 	s := newSession(w.r)
 	var total int64
 	once := func() error {
 		rows, err := s.Query(ctx, func(x countersql.Writer) {
-			w.dl.IncrementReturningTotals(x, t, slot, delta, w.dl.KeyIn(t, []any{key}))
+			w.dl.IncrementReturningTotals(x, t, slot, delta, w.dl.KeyIn(t, []any{key}), read)
 		})
 		if err != nil {
 			return err
@@ -261,6 +278,23 @@ type write struct {
 	r  Runtime
 	d  Def
 	dl countersql.Dialect
+}
+
+// storage returns where the counter's values live (an adopted column, a
+// table a change of mode left).
+func (w *write) storage(ctx context.Context) (engine.Storage, error) {
+	st, err := w.r.storages().Get(ctx, newSession(w.r), w.dl, w.d.table())
+	return st, w.wrap(err)
+}
+
+// sources returns what adds up to the counter's value.
+func (w *write) sources(ctx context.Context) (countersql.Sources, error) {
+	st, err := w.storage(ctx)
+	if err != nil {
+		return countersql.Sources{}, err
+	}
+	read, err := engine.Sources(w.d.table(), st, w.d.mode(), w.d.Count != nil)
+	return read, w.wrap(err)
 }
 
 func (w *write) wrap(err error) error {
@@ -357,7 +391,11 @@ func (w *write) update(ctx context.Context, keys []any, set bool, delta int64) (
 		return n, w.wrap(err)
 	}
 	t := w.d.table()
-	err := engine.OwnTransaction(ctx, s, func(tx engine.Session) error {
+	read, err := w.sources(ctx)
+	if err != nil {
+		return 0, err
+	}
+	err = engine.OwnTransaction(ctx, s, func(tx engine.Session) error {
 		// Assignments lock their parents first, so that they run one after
 		// another: two that each deleted the slot rows they saw and then
 		// wrote their total would add up. Increments do not wait for this
@@ -371,9 +409,22 @@ func (w *write) update(ctx context.Context, keys []any, set bool, delta int64) (
 			}
 		}
 		// The slot rows go; rollup: the column takes the total; sum: (the
-		// pre-created rows and) one slot row holding the total replace them.
+		// pre-created rows and) one slot row holding the total replace them,
+		// and a column the counter was adopted over becomes 0.
 		if err := w.exec(ctx, tx, keys, func(x countersql.Writer, k []any) { w.dl.DeleteOwners(x, t, k) }); err != nil {
 			return err
+		}
+		if read.Column && !w.d.Rollup {
+			if err := w.exec(ctx, tx, keys, func(x countersql.Writer, k []any) { w.dl.SetColumn(x, t, k, 0) }); err != nil {
+				return err
+			}
+		}
+		for _, other := range read.Tables[1:] {
+			o := t
+			o.Slots = other
+			if err := w.exec(ctx, tx, keys, func(x countersql.Writer, k []any) { w.dl.DeleteOwners(x, o, k) }); err != nil {
+				return err
+			}
 		}
 		switch {
 		case w.d.Rollup:

@@ -42,7 +42,11 @@ type counterMixin struct {
 
 func (m counterMixin) Fields() []ent.Field {
 	f := field.Int64(m.name).Default(0).Annotations(m.ann)
-	if !m.ann.Rollup {
+	switch {
+	case m.ann.KeepColumn:
+		// The column it was adopted over, kept while it holds counts.
+		f = f.Optional()
+	case !m.ann.Rollup:
 		// No column: the value lives in the slot rows. Optional, so that
 		// creating a parent never requires it.
 		f = f.Optional().Annotations(entsql.Skip())

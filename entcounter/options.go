@@ -69,6 +69,17 @@ func Where(cond string) Option { return func(o *spec.Options) { o.Where = cond }
 // repairs.
 func ByHooks() Option { return func(o *spec.Options) { o.Hooks = true } }
 
+// AdoptColumn declares a sum counter over a column that the table already
+// has and that still holds counts: a field.Int64("likes") that becomes
+// entcounter.Counter("likes", entcounter.AdoptColumn()). Loads add the
+// column to the slots, as they do for any column of a counter's name; this
+// option also keeps the column in ent's schema (nullable, default 0), so
+// that no migration drops it: SQLite alters a table by copying it, and the
+// copy has only the columns the schema declares. Once [MoveToSlots] has
+// emptied the column and no old code writes it, remove the option and
+// drop the column.
+func AdoptColumn() Option { return func(o *spec.Options) { o.KeepColumn = true } }
+
 // Annotation marks a counter field; [Counter] attaches it and the extension
 // reads it. Users do not write it.
 type Annotation struct {
@@ -80,7 +91,8 @@ type Annotation struct {
 	Counts     string `json:"counts,omitempty"` // the O2M edge whose rows it counts
 	Where      string `json:"where,omitempty"`
 	Hooks      bool   `json:"hooks,omitempty"`
-	Err        string `json:"err,omitempty"` // a bad declaration, reported by the extension
+	KeepColumn bool   `json:"keepcolumn,omitempty"` // AdoptColumn
+	Err        string `json:"err,omitempty"`        // a bad declaration, reported by the extension
 }
 
 // Name implements ent's schema.Annotation.
@@ -99,7 +111,7 @@ func (SlotsAnnotation) Name() string { return "HotCounterSlots" }
 
 func annotationOf(o spec.Options, err error) Annotation {
 	a := Annotation{Slots: o.Slots, Rollup: o.Mode.HasColumn(), Append: o.Mode == spec.Append, Precreate: int(o.Precreate), SkipLocked: o.SkipLocked,
-		Counts: o.Counts, Where: o.Where, Hooks: o.Hooks}
+		Counts: o.Counts, Where: o.Where, Hooks: o.Hooks, KeepColumn: o.KeepColumn}
 	if err != nil {
 		a.Err = err.Error()
 	}

@@ -34,6 +34,7 @@ type Def struct {
 	Append      bool // the table holds delta rows (append counters)
 	Precreate   int  // 0: the database's default, 1: on, 2: off
 	SkipLocked  bool
+	KeepColumn  bool // declared over an existing column, kept in the schema (AdoptColumn)
 	// Count is set for a count of child rows ([Counts]).
 	Count *CountDef
 }
@@ -71,7 +72,22 @@ func (d Def) precreate(dl countersql.Dialect) bool {
 }
 
 func (d Def) table() countersql.Table {
-	return countersql.Table{Parent: d.Table, ParentKey: d.Key, Column: d.Field, Slots: d.SlotTable, Owner: d.Owner}
+	other := strings.TrimSuffix(d.SlotTable, "_slots") + "_deltas"
+	if d.Append {
+		other = strings.TrimSuffix(d.SlotTable, "_deltas") + "_slots"
+	}
+	return countersql.Table{Parent: d.Table, ParentKey: d.Key, Column: d.Field, Slots: d.SlotTable, Owner: d.Owner, Other: other}
+}
+
+// mode is the counter's mode.
+func (d Def) mode() spec.Mode {
+	switch {
+	case d.Append:
+		return spec.Append
+	case d.Rollup:
+		return spec.Rollup
+	}
+	return spec.Sum
 }
 
 func (d Def) name() string { return d.Type + "." + d.Field }
@@ -83,6 +99,29 @@ func (d Def) name() string { return d.Type + "." + d.Field }
 type Runtime struct {
 	Driver dialect.Driver
 	Defs   []Def
+	// State is what the client has learned of its database (where each
+	// counter's values live), shared by its transactions. The extension
+	// generates one per client; nil uses one shared by the process.
+	State *State
+}
+
+// State is what an ent client has learned of its database: where each
+// counter's values live (a column it was adopted over, a table a change
+// of mode left), probed once. Generated code creates one per client with
+// [NewState]; users do not.
+type State struct{ storages engine.Storages }
+
+// NewState returns an empty State.
+func NewState() *State { return &State{} }
+
+// processState serves clients generated before State existed.
+var processState State
+
+func (r Runtime) storages() *engine.Storages {
+	if r.State == nil {
+		return &processState.storages
+	}
+	return &r.State.storages
 }
 
 // Source is anything with a HotCounter method: a generated *ent.Client,
@@ -253,23 +292,62 @@ func Load(ctx context.Context, r Runtime, typ string, selected []string, n int, 
 		}
 		byKey[text] = append(byKey[text], i)
 	}
-	groups := make([]engine.FillGroup, len(defs))
-	for i, d := range defs {
-		groups[i] = engine.FillGroup{Table: d.table(), Live: d.Rollup, Keys: keys}
+	for _, d := range defs {
 		for j := 0; j < n; j++ {
 			set(j, d.Field, 0) // no slot rows: zero
 		}
 	}
-	err = engine.Fill(ctx, conn{r.Driver, r.Driver.Dialect()}, dl, groups, func(g int, k string, v int64) error {
+	c := conn{r.Driver, r.Driver.Dialect()}
+	groups, probed, err := r.fillGroups(ctx, c, dl, defs, keys)
+	if err != nil {
+		return err
+	}
+	fill := func(g int, k string, v int64) error {
 		for _, i := range byKey[k] {
 			set(i, defs[g].Field, v)
 		}
 		return nil
-	})
+	}
+	err = engine.Fill(ctx, c, dl, groups, fill)
+	if err != nil && probed {
+		// A column or table the counters read may be gone (dropped after
+		// a move): look again next time, and now once more where a failed
+		// statement has not aborted a transaction.
+		for _, d := range defs {
+			r.storages().Forget(d.table())
+		}
+		if !r.inTx() {
+			if groups, _, err = r.fillGroups(ctx, c, dl, defs, keys); err == nil {
+				err = engine.Fill(ctx, c, dl, groups, fill)
+			}
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("entcounter: load %s: %w", typ, err)
 	}
 	return nil
+}
+
+// fillGroups returns what a load reads for each counter: a sum counter's
+// slots and the column it was adopted over, if any; a live rollup
+// counter's column and pending slots; and a table a change of mode left.
+// probed reports whether any reads more than its own table.
+func (r Runtime) fillGroups(ctx context.Context, c conn, dl countersql.Dialect, defs []Def, keys []any) (out []engine.FillGroup, probed bool, err error) {
+	out = make([]engine.FillGroup, len(defs))
+	for i, d := range defs {
+		t := d.table()
+		st, err := r.storages().Get(ctx, c, dl, t)
+		if err != nil {
+			return nil, false, fmt.Errorf("entcounter: load %s: %w", d.name(), err)
+		}
+		read, err := engine.Sources(t, st, d.mode(), d.Count != nil)
+		if err != nil {
+			return nil, false, fmt.Errorf("entcounter: %s: %w", d.name(), err)
+		}
+		probed = probed || len(read.Tables) > 1 || (read.Column && !d.Rollup)
+		out[i] = engine.FillGroup{Table: t, Read: read, Keys: keys}
+	}
+	return out, probed, nil
 }
 
 // WithoutColumns returns columns without the sum counters of schema typ,
@@ -368,11 +446,91 @@ func rollup(ctx context.Context, r Runtime, stop func() bool) error {
 		if !d.Rollup {
 			continue
 		}
-		if err := engine.Rollup(ctx, s, dl, d.table(), d.Append, RollupBatchSize, stop, inTx); err != nil {
+		t := d.table()
+		if err := engine.Rollup(ctx, s, dl, t, d.Append, RollupBatchSize, stop, inTx); err != nil {
 			return fmt.Errorf("entcounter: rollup %s: %w", d.name(), err)
+		}
+		// The table of the other kind, if a change of mode left one.
+		st, err := r.storages().Get(ctx, s, dl, t)
+		if err != nil {
+			return fmt.Errorf("entcounter: rollup %s: %w", d.name(), err)
+		}
+		if st.Other(t) {
+			other := t
+			other.Slots = t.Other
+			if err := engine.Rollup(ctx, s, dl, other, !d.Append, RollupBatchSize, stop, inTx); err != nil {
+				return fmt.Errorf("entcounter: rollup %s: fold %s: %w", d.name(), other.Slots, err)
+			}
 		}
 	}
 	return nil
+}
+
+// Moved is what [MoveToSlots] did; see its fields.
+type Moved = engine.Moved
+
+// MoveToSlots moves the values that the client's sum counters hold in a
+// parent column of their own name onto slot rows, so that the column can
+// be dropped: a column that existed before the field became a counter (a
+// plain field.Int64("likes") replaced by entcounter.Counter("likes")), or
+// that a rollup counter left when it became a sum counter. Until then
+// every load adds the column to the slots, and code that still writes the
+// column (likes = likes + 1) keeps counting, before, during and after the
+// move.
+//
+//	moved, err := entcounter.MoveToSlots(ctx, client)
+//
+// It walks the parents in key order, a batch per transaction; for each
+// parent whose column is not 0 it adds the value to the parent's slot row
+// -1 (a row increments never write) and sets the column to 0, in that
+// transaction, so every value moves exactly once and a load sees it before
+// the move or after it. It never waits on a row lock: parents another
+// transaction holds (old code writing the column) are skipped and reported
+// as Busy; run it again to move them. Running it again, or after an
+// interrupted run, moves only what is left. A NULL column counts as 0 and
+// becomes 0 (Moved.Nulls). It must not run inside a transaction.
+//
+// Dropping the column is yours to do once no code writes it: ent's
+// migrations keep columns that the schema no longer declares unless
+// migrate.WithDropColumn(true) is given; or ALTER TABLE posts DROP COLUMN
+// likes. Loads notice the column is gone.
+func MoveToSlots(ctx context.Context, src Source) (Moved, error) {
+	r := src.HotCounter()
+	dl, s, inTx, err := ownPass(r, "MoveToSlots")
+	if err != nil {
+		return Moved{}, err
+	}
+	var total Moved
+	for _, d := range r.Defs {
+		if d.Rollup || d.Count != nil {
+			continue
+		}
+		t := d.table()
+		r.storages().Forget(t)
+		st, err := r.storages().Get(ctx, s, dl, t)
+		if err != nil {
+			return total, fmt.Errorf("entcounter: MoveToSlots %s: %w", d.name(), err)
+		}
+		if !st.Column {
+			continue
+		}
+		if !st.Integer() {
+			return total, fmt.Errorf("entcounter: MoveToSlots %s: %w: %s.%s is %s", d.name(), engine.ErrColumnType, t.Parent, t.Column, st.Type)
+		}
+		if st.Other(t) {
+			deltas := t
+			deltas.Slots = t.Other
+			if err := engine.Rollup(ctx, s, dl, deltas, true, RollupBatchSize, func() bool { return false }, inTx); err != nil {
+				return total, fmt.Errorf("entcounter: MoveToSlots %s: fold %s: %w", d.name(), deltas.Slots, err)
+			}
+		}
+		m, err := engine.MoveColumns(ctx, s, dl, t, RollupBatchSize, inTx)
+		total.Add(m)
+		if err != nil {
+			return total, fmt.Errorf("entcounter: MoveToSlots %s: %w", d.name(), err)
+		}
+	}
+	return total, nil
 }
 
 // CompactPass runs one compaction pass over every sum counter of the

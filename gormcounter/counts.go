@@ -1,6 +1,7 @@
 package gormcounter
 
 import (
+	"database/sql"
 	"fmt"
 	"reflect"
 	"sort"
@@ -146,7 +147,11 @@ func (p *Plugin) countsOn(table string) []*counter {
 // or that count rows of models, after their tables are migrated. A count
 // kept by hooks gets its triggers removed. A count whose child table does
 // not exist yet is installed when the child is migrated.
-func (m counterMigrator) installCounts(values []any, models []*model) error {
+//
+// A count whose slot table the migration just created (created) is then
+// recounted from the child table, so that children written before the
+// count was declared are counted; it says how many parents it set.
+func (m counterMigrator) installCounts(values []any, models []*model, created map[*counter]bool) error {
 	var todo []*counter
 	seen := map[*counter]bool{}
 	add := func(c *counter) {
@@ -204,19 +209,39 @@ func (m counterMigrator) installCounts(values []any, models []*model) error {
 		if err != nil {
 			return fmt.Errorf("gormcounter: install the triggers that keep %s (counts %s): %w", c.name(), cs.Child, err)
 		}
+		if created[c] {
+			ctx := m.db.Statement.Context
+			n, err := engine.Recount(ctx, gormConn{db: m.db, table: c.table.Parent}, d, cs, c.opts.Mode.HasColumn(), m.plugin.cfg.RollupBatchSize,
+				func(w countersql.Writer) { w.WriteString("1=1") }, func() bool { return false })
+			if err != nil {
+				return fmt.Errorf("gormcounter: count the existing %s rows of %s: %w", cs.Child, c.name(), err)
+			}
+			if n > 0 {
+				m.db.Logger.Warn(ctx, "gormcounter: %s: counted the %s rows that existed before the count: %d parents set", c.name(), cs.Child, n)
+			}
+		}
 	}
 	return nil
 }
 
-// keepCountTriggers runs fn, a migration of the tables of values, and puts
-// back the count triggers it dropped: SQLite's migrator recreates a table
-// to alter it, and the table's triggers go with the old one. The triggers
-// are read from the database, so this works in a process that never saw
-// the parent model.
-func (m counterMigrator) keepCountTriggers(values []any, fn func() error) error {
+// guardRebuild runs fn, a migration of the tables of values, with the
+// migrator it must use. SQLite's migrator recreates a table to alter it
+// (create a copy, drop the table, rename the copy), which needs two
+// guards:
+//   - the whole rebuild runs on one connection: the migrator turns foreign
+//     keys off for it with a PRAGMA, which holds for one connection only,
+//     and with them on, dropping the old table cascades to its slot tables
+//     and deletes every count;
+//   - the count triggers that went with the old table are put back. They
+//     are read from the database, so this works in a process that never
+//     saw the parent model.
+//
+// fn gets the session to migrate with: inner(conn) is GORM's own migrator
+// on it.
+func (m counterMigrator) guardRebuild(values []any, fn func(conn *gorm.DB) error) error {
 	d := m.plugin.dialect
 	if !d.RecreatesTables() {
-		return fn()
+		return fn(m.db)
 	}
 	type trigger struct{ name, sql string }
 	var saved []trigger
@@ -243,7 +268,25 @@ func (m counterMigrator) keepCountTriggers(values []any, fn func() error) error 
 		}
 		rows.Close()
 	}
-	if err := fn(); err != nil {
+	if _, pinned := m.db.Statement.ConnPool.(*sql.Conn); pinned {
+		if err := fn(m.db); err != nil { // inside a rebuild already
+			return err
+		}
+	} else if err := m.db.Connection(func(conn *gorm.DB) error {
+		// Not every rebuild of GORM's SQLite migrator turns foreign keys
+		// off (DropColumn does not).
+		var on int
+		if err := querySQL(conn, "", d.ForeignKeysOn).Scan(&on).Error; err != nil {
+			return err
+		}
+		if on == 1 {
+			if err := execSQL(conn, "", func(w countersql.Writer) { d.SetForeignKeys(w, false) }).Error; err != nil {
+				return err
+			}
+			defer execSQL(conn, "", func(w countersql.Writer) { d.SetForeignKeys(w, true) })
+		}
+		return fn(conn)
+	}); err != nil {
 		return err
 	}
 	for _, t := range saved {
@@ -256,6 +299,15 @@ func (m counterMigrator) keepCountTriggers(values []any, fn func() error) error 
 
 // recreate turns a saved CREATE TRIGGER into one that leaves an existing
 // trigger alone.
+// inner returns GORM's own migrator (not the plugin's) on db.
+func inner(db *gorm.DB) gorm.Migrator {
+	d := db.Dialector
+	if w, ok := d.(*dialector); ok {
+		d = w.Dialector
+	}
+	return d.Migrator(db)
+}
+
 func recreate(sql string) string {
 	const prefix = "CREATE TRIGGER "
 	if strings.HasPrefix(sql, prefix) {

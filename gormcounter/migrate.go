@@ -82,41 +82,61 @@ func (m counterMigrator) BuildIndexOptions(opts []schema.IndexOption, stmt *gorm
 // AutoMigrate migrates the models as GORM does, having first settled their
 // counter fields (a sum counter gets no column, a rollup counter a NOT NULL
 // DEFAULT 0 one), then creates the slot tables that do not exist yet.
+//
+// A column that already has a counter's name is adopted (see
+// [MoveToSlots]): it must hold integers, a sum counter reads it as part of
+// its value (it gets the default 0), a rollup counter folds into it (its
+// NULLs become 0), and a count of child rows is recounted from the
+// children when its slot table is created. An integer field that is no
+// longer a counter gets back what its slot table still holds. AutoMigrate
+// says what it did through db's logger.
 func (m counterMigrator) AutoMigrate(values ...any) error {
 	models, err := m.models(values)
 	if err != nil {
 		return err
 	}
-	if err := m.keepCountTriggers(values, func() error { return m.Migrator.AutoMigrate(values...) }); err != nil {
+	if err := m.prepareColumns(models); err != nil {
 		return err
 	}
-	if err := m.createSlotTables(models); err != nil {
+	err = m.guardRebuild(values, func(conn *gorm.DB) error { return inner(conn).AutoMigrate(values...) })
+	if err != nil {
 		return err
 	}
-	return m.installCounts(values, models)
+	created, err := m.createSlotTables(models)
+	if err != nil {
+		return err
+	}
+	if err := m.installCounts(values, models, created); err != nil {
+		return err
+	}
+	if err := m.foldLeftovers(values); err != nil {
+		return err
+	}
+	return m.recordStorages(models)
 }
 
-// AlterColumn alters a column as GORM does, keeping the table's count
-// triggers (SQLite recreates the table to alter a column).
+// AlterColumn alters a column as GORM does; on SQLite, which recreates the
+// table to alter a column, it keeps the table's slot rows and count
+// triggers (see guardRebuild).
 func (m counterMigrator) AlterColumn(value any, field string) error {
-	return m.keepCountTriggers([]any{value}, func() error { return m.Migrator.AlterColumn(value, field) })
+	return m.guardRebuild([]any{value}, func(conn *gorm.DB) error { return inner(conn).AlterColumn(value, field) })
 }
 
 // DropColumn drops a column as GORM does, keeping the table's count triggers.
 func (m counterMigrator) DropColumn(value any, name string) error {
-	return m.keepCountTriggers([]any{value}, func() error { return m.Migrator.DropColumn(value, name) })
+	return m.guardRebuild([]any{value}, func(conn *gorm.DB) error { return inner(conn).DropColumn(value, name) })
 }
 
 // CreateConstraint creates a constraint as GORM does, keeping the table's
 // count triggers.
 func (m counterMigrator) CreateConstraint(value any, name string) error {
-	return m.keepCountTriggers([]any{value}, func() error { return m.Migrator.CreateConstraint(value, name) })
+	return m.guardRebuild([]any{value}, func(conn *gorm.DB) error { return inner(conn).CreateConstraint(value, name) })
 }
 
 // DropConstraint drops a constraint as GORM does, keeping the table's count
 // triggers.
 func (m counterMigrator) DropConstraint(value any, name string) error {
-	return m.keepCountTriggers([]any{value}, func() error { return m.Migrator.DropConstraint(value, name) })
+	return m.guardRebuild([]any{value}, func(conn *gorm.DB) error { return inner(conn).DropConstraint(value, name) })
 }
 
 // CreateTable creates the models' tables and their slot tables.
@@ -128,10 +148,14 @@ func (m counterMigrator) CreateTable(values ...any) error {
 	if err := m.Migrator.CreateTable(values...); err != nil {
 		return err
 	}
-	if err := m.createSlotTables(models); err != nil {
+	created, err := m.createSlotTables(models)
+	if err != nil {
 		return err
 	}
-	return m.installCounts(values, models)
+	if err := m.installCounts(values, models, created); err != nil {
+		return err
+	}
+	return m.recordStorages(models)
 }
 
 // DropTable drops the models' slot tables, then the models' tables. Slot
@@ -180,7 +204,10 @@ func (m counterMigrator) models(values []any) ([]*model, error) {
 	return out, nil
 }
 
-func (m counterMigrator) createSlotTables(models []*model) error {
+// createSlotTables creates the slot tables that do not exist yet, and
+// returns the counters whose tables it created.
+func (m counterMigrator) createSlotTables(models []*model) (map[*counter]bool, error) {
+	created := map[*counter]bool{}
 	for _, md := range models {
 		key := *md.key // the slot table's owner column: the key's type, never auto-incremented
 		key.AutoIncrement = false
@@ -193,6 +220,10 @@ func (m counterMigrator) createSlotTables(models []*model) error {
 			if m.Migrator.HasTable(c.table.Slots) {
 				continue
 			}
+			if err := m.checkParentKey(c); err != nil {
+				return nil, err
+			}
+			created[c] = true
 			var err error
 			if c.opts.Mode == spec.Append {
 				for _, step := range m.plugin.dialect.CreateDeltaTable(c.table, ownerType) {
@@ -206,7 +237,7 @@ func (m counterMigrator) createSlotTables(models []*model) error {
 				}).Error
 			}
 			if err != nil {
-				return fmt.Errorf("gormcounter: create slot table %s for %s: %w", c.table.Slots, c.name(), err)
+				return nil, fmt.Errorf("gormcounter: create slot table %s for %s: %w", c.table.Slots, c.name(), err)
 			}
 			if c.precreate {
 				// Parents that existed before the counter get their slot rows now;
@@ -215,10 +246,10 @@ func (m counterMigrator) createSlotTables(models []*model) error {
 					m.plugin.dialect.PrecreateSlots(w, c.table, c.opts.Slots, func(w countersql.Writer) { w.WriteString("1=1") })
 				}).Error
 				if err != nil {
-					return fmt.Errorf("gormcounter: create slot rows of %s for existing rows: %w", c.name(), err)
+					return nil, fmt.Errorf("gormcounter: create slot rows of %s for existing rows: %w", c.name(), err)
 				}
 			}
 		}
 	}
-	return nil
+	return created, nil
 }

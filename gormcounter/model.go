@@ -193,17 +193,18 @@ func (p *Plugin) settle(db *gorm.DB, s *schema.Schema) (*model, error) {
 		}
 		c := &counter{model: m, index: len(m.counters), field: f, opts: opts,
 			precreate: opts.PrecreateOn(p.dialect.PrecreateByDefault())}
-		suffix := "Slot"
+		slots, owner := storageNames(db.NamingStrategy, s.Table, f.DBName, "Slot")
+		deltas, _ := storageNames(db.NamingStrategy, s.Table, f.DBName, "Deltas") // inflection has no plural of delta
 		if opts.Mode == spec.Append {
-			suffix = "Deltas" // inflection has no plural of delta
+			slots, deltas = deltas, slots
 		}
-		slots, owner := storageNames(db.NamingStrategy, s.Table, f.DBName, suffix)
 		c.table = countersql.Table{
 			Parent:    s.Table,
 			ParentKey: m.key.DBName,
 			Column:    f.DBName,
 			Slots:     slots,
 			Owner:     owner,
+			Other:     deltas,
 		}
 		if opts.Counts != "" {
 			if c.count, err = resolveCount(s, opts, m.key); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hotcounter/hotcounter/internal/combine"
 	"github.com/hotcounter/hotcounter/internal/countersql"
+	"github.com/hotcounter/hotcounter/internal/engine"
 	"github.com/hotcounter/hotcounter/internal/spec"
 )
 
@@ -62,6 +63,10 @@ type Plugin struct {
 	counts   map[string][]*counter // child table -> the counts of its rows
 
 	combined combine.Group // increments outside transactions, by target
+
+	// storages: where each counter's values live in this database (an
+	// adopted column, a table a change of mode left), probed once.
+	storages engine.Storages
 }
 
 var _ gorm.Plugin = (*Plugin)(nil)

@@ -1,6 +1,7 @@
 package gormcounter
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"strings"
@@ -352,7 +353,7 @@ func (p *Plugin) runFill(db *gorm.DB, jobs []fillJob, live bool) error {
 		}
 	}
 
-	return engine.Fill(ctx, gormConn{db: db}, p.dialect, fillGroups(groups, live), func(gi int, key string, val int64) error {
+	set := func(gi int, key string, val int64) error {
 		g := groups[gi]
 		for _, t := range g.by[key] {
 			if val < 0 && isUnsigned(t.dst) {
@@ -363,15 +364,48 @@ func (p *Plugin) runFill(db *gorm.DB, jobs []fillJob, live bool) error {
 			}
 		}
 		return nil
-	})
+	}
+	conn := gormConn{db: db}
+	fgs, probed, err := p.fillGroups(ctx, conn, groups)
+	if err != nil {
+		return err
+	}
+	err = engine.Fill(ctx, conn, p.dialect, fgs, set)
+	if err != nil && probed {
+		// A column or table the counters read may be gone (dropped after
+		// a move): look again next time, and now once more where a failed
+		// statement has not aborted a transaction.
+		for _, g := range groups {
+			p.storages.Forget(g.c.table)
+		}
+		if _, inTx := db.Statement.ConnPool.(gorm.TxCommitter); !inTx {
+			if fgs, _, err = p.fillGroups(ctx, conn, groups); err == nil {
+				err = engine.Fill(ctx, conn, p.dialect, fgs, set)
+			}
+		}
+	}
+	return err
 }
 
-func fillGroups(groups []*fillGroup, live bool) []engine.FillGroup {
-	out := make([]engine.FillGroup, len(groups))
+// fillGroups returns what the fill reads for each group: a sum counter's
+// slots and the column it was adopted over, if any; a live rollup
+// counter's column and pending slots; and a table a change of mode left.
+// probed reports whether any group reads more than its own table.
+func (p *Plugin) fillGroups(ctx context.Context, conn gormConn, groups []*fillGroup) (out []engine.FillGroup, probed bool, err error) {
+	out = make([]engine.FillGroup, len(groups))
 	for i, g := range groups {
-		out[i] = engine.FillGroup{Table: g.c.table, Live: live && g.c.opts.Mode.HasColumn(), Keys: g.keys}
+		st, err := p.storages.Get(ctx, conn, p.dialect, g.c.table)
+		if err != nil {
+			return nil, false, fmt.Errorf("gormcounter: fill %s: %w", g.c.name(), err)
+		}
+		read, err := engine.Sources(g.c.table, st, g.c.opts.Mode, g.c.count != nil)
+		if err != nil {
+			return nil, false, fmt.Errorf("gormcounter: %s: %w", g.c.name(), err)
+		}
+		probed = probed || len(read.Tables) > 1 || (read.Column && g.c.opts.Mode == spec.Sum)
+		out[i] = engine.FillGroup{Table: g.c.table, Read: read, Keys: g.keys}
 	}
-	return out
+	return out, probed, nil
 }
 
 func isUnsigned(f *schema.Field) bool {

@@ -115,11 +115,27 @@ func passCounters(db *gorm.DB, models []any, name, what string, want func(*count
 
 // foldAll walks c's slot table in key order, folding a batch of parents per
 // transaction, until it has walked it all or stop says so.
+//
+// The table of the other kind, if a change of mode left one (the slot
+// table of a counter that became an append counter, the delta table of one
+// that was), is folded too.
 func (p *Plugin) foldAll(db *gorm.DB, c *counter, stop func() bool) error {
+	ctx := db.Statement.Context
 	s, inTx := ownTx(db)
-	err := engine.Rollup(db.Statement.Context, s, p.dialect, c.table, c.opts.Mode == spec.Append, p.cfg.RollupBatchSize, stop, inTx)
+	err := engine.Rollup(ctx, s, p.dialect, c.table, c.opts.Mode == spec.Append, p.cfg.RollupBatchSize, stop, inTx)
 	if err != nil {
 		return fmt.Errorf("gormcounter: rollup %s: %w", c.name(), err)
+	}
+	st, err := p.storages.Get(ctx, s, p.dialect, c.table)
+	if err != nil {
+		return fmt.Errorf("gormcounter: rollup %s: %w", c.name(), err)
+	}
+	if st.Other(c.table) {
+		other := c.table
+		other.Slots = c.table.Other
+		if err := engine.Rollup(ctx, s, p.dialect, other, c.opts.Mode != spec.Append, p.cfg.RollupBatchSize, stop, inTx); err != nil {
+			return fmt.Errorf("gormcounter: rollup %s: fold %s: %w", c.name(), other.Slots, err)
+		}
 	}
 	return nil
 }

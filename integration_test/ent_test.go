@@ -38,8 +38,22 @@ type entEnv struct {
 func openEnt(t testing.TB, kind dbKind, migrate bool) *entEnv {
 	t.Helper()
 	e := &entEnv{env: open(t, kind)}
+	e.client = reopenEnt(t, e)
+	if migrate {
+		must(t, e.client.Schema.Create(context.Background()))
+	}
+	return e
+}
+
+// reopenEnt returns a new ent client on e's database, as another process
+// would open it: its own pool, nothing learned of the database yet.
+func reopenEnt(t testing.TB, e *entEnv) *ent.Client { return reopenEntPool(t, e, 64) }
+
+// reopenEntPool is reopenEnt with a pool of at most conns connections.
+func reopenEntPool(t testing.TB, e *entEnv, conns int) *ent.Client {
+	t.Helper()
 	name, dial := "sqlite", dialect.SQLite
-	switch kind {
+	switch e.kind {
 	case pg:
 		name, dial = "pgx", dialect.Postgres
 	case my:
@@ -49,15 +63,11 @@ func openEnt(t testing.TB, kind dbKind, migrate bool) *entEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db.SetMaxOpenConns(64)
-	db.SetMaxIdleConns(64)
+	db.SetMaxOpenConns(conns)
+	db.SetMaxIdleConns(conns)
 	t.Cleanup(func() { db.Close() })
 	drv := dialect.DebugWithContext(entsql.OpenDB(dial, db), func(context.Context, ...any) { e.stmts.Add(1) })
-	e.client = ent.NewClient(ent.Driver(drv))
-	if migrate {
-		must(t, e.client.Schema.Create(context.Background()))
-	}
-	return e
+	return ent.NewClient(ent.Driver(drv))
 }
 
 func eachEnt(t *testing.T, fn func(t *testing.T, e *entEnv)) {

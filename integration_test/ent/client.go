@@ -18,6 +18,8 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/author"
 	"github.com/hotcounter/hotcounter/integration_test/ent/authorfollowersslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/book"
+	"github.com/hotcounter/hotcounter/integration_test/ent/clip"
+	"github.com/hotcounter/hotcounter/integration_test/ent/cliplikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/comment"
 	"github.com/hotcounter/hotcounter/integration_test/ent/commentupvoteslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/item"
@@ -53,6 +55,10 @@ type Client struct {
 	AuthorFollowersSlot *AuthorFollowersSlotClient
 	// Book is the client for interacting with the Book builders.
 	Book *BookClient
+	// Clip is the client for interacting with the Clip builders.
+	Clip *ClipClient
+	// ClipLikesSlot is the client for interacting with the ClipLikesSlot builders.
+	ClipLikesSlot *ClipLikesSlotClient
 	// Comment is the client for interacting with the Comment builders.
 	Comment *CommentClient
 	// CommentUpvoteSlot is the client for interacting with the CommentUpvoteSlot builders.
@@ -107,6 +113,8 @@ func (c *Client) init() {
 	c.Author = NewAuthorClient(c.config)
 	c.AuthorFollowersSlot = NewAuthorFollowersSlotClient(c.config)
 	c.Book = NewBookClient(c.config)
+	c.Clip = NewClipClient(c.config)
+	c.ClipLikesSlot = NewClipLikesSlotClient(c.config)
 	c.Comment = NewCommentClient(c.config)
 	c.CommentUpvoteSlot = NewCommentUpvoteSlotClient(c.config)
 	c.Item = NewItemClient(c.config)
@@ -142,6 +150,9 @@ type (
 		hooks *hooks
 		// interceptors to execute on queries.
 		inters *inters
+
+		// hotcounter is what entcounter has learned of the database.
+		hotcounter *entcounter.State
 	}
 	// Option function to configure the client.
 	Option func(*config)
@@ -150,6 +161,7 @@ type (
 // newConfig creates a new config for the client.
 func newConfig(opts ...Option) config {
 	cfg := config{log: log.Println, hooks: &hooks{}, inters: &inters{}}
+	cfg.hotcounter = entcounter.NewState()
 	cfg.hooks.Item = append(cfg.hooks.Item, entcounter.CountHook())
 	cfg.hooks.Rack = append(cfg.hooks.Rack, entcounter.CountHook())
 	cfg.options(opts...)
@@ -224,6 +236,8 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		Author:              NewAuthorClient(cfg),
 		AuthorFollowersSlot: NewAuthorFollowersSlotClient(cfg),
 		Book:                NewBookClient(cfg),
+		Clip:                NewClipClient(cfg),
+		ClipLikesSlot:       NewClipLikesSlotClient(cfg),
 		Comment:             NewCommentClient(cfg),
 		CommentUpvoteSlot:   NewCommentUpvoteSlotClient(cfg),
 		Item:                NewItemClient(cfg),
@@ -266,6 +280,8 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		Author:              NewAuthorClient(cfg),
 		AuthorFollowersSlot: NewAuthorFollowersSlotClient(cfg),
 		Book:                NewBookClient(cfg),
+		Clip:                NewClipClient(cfg),
+		ClipLikesSlot:       NewClipLikesSlotClient(cfg),
 		Comment:             NewCommentClient(cfg),
 		CommentUpvoteSlot:   NewCommentUpvoteSlotClient(cfg),
 		Item:                NewItemClient(cfg),
@@ -315,11 +331,11 @@ func (c *Client) Close() error {
 // In order to add hooks to a specific client, call: `client.Node.Use(...)`.
 func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
-		c.Author, c.AuthorFollowersSlot, c.Book, c.Comment, c.CommentUpvoteSlot, c.Item,
-		c.NaivePost, c.Post, c.PostLikesSlot, c.PostViewsSlot, c.Rack,
-		c.RackItemCountSlot, c.RackOpenCountSlot, c.Shelf, c.ShelfBookCountSlot,
-		c.ShelfOpenCountSlot, c.SkipPost, c.SkipPostLikesSlot, c.Story,
-		c.StoryClapsDelta, c.Tag, c.TagHitsSlot, c.TagUsesSlot,
+		c.Author, c.AuthorFollowersSlot, c.Book, c.Clip, c.ClipLikesSlot, c.Comment,
+		c.CommentUpvoteSlot, c.Item, c.NaivePost, c.Post, c.PostLikesSlot,
+		c.PostViewsSlot, c.Rack, c.RackItemCountSlot, c.RackOpenCountSlot, c.Shelf,
+		c.ShelfBookCountSlot, c.ShelfOpenCountSlot, c.SkipPost, c.SkipPostLikesSlot,
+		c.Story, c.StoryClapsDelta, c.Tag, c.TagHitsSlot, c.TagUsesSlot,
 	} {
 		n.Use(hooks...)
 	}
@@ -329,11 +345,11 @@ func (c *Client) Use(hooks ...Hook) {
 // In order to add interceptors to a specific client, call: `client.Node.Intercept(...)`.
 func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
-		c.Author, c.AuthorFollowersSlot, c.Book, c.Comment, c.CommentUpvoteSlot, c.Item,
-		c.NaivePost, c.Post, c.PostLikesSlot, c.PostViewsSlot, c.Rack,
-		c.RackItemCountSlot, c.RackOpenCountSlot, c.Shelf, c.ShelfBookCountSlot,
-		c.ShelfOpenCountSlot, c.SkipPost, c.SkipPostLikesSlot, c.Story,
-		c.StoryClapsDelta, c.Tag, c.TagHitsSlot, c.TagUsesSlot,
+		c.Author, c.AuthorFollowersSlot, c.Book, c.Clip, c.ClipLikesSlot, c.Comment,
+		c.CommentUpvoteSlot, c.Item, c.NaivePost, c.Post, c.PostLikesSlot,
+		c.PostViewsSlot, c.Rack, c.RackItemCountSlot, c.RackOpenCountSlot, c.Shelf,
+		c.ShelfBookCountSlot, c.ShelfOpenCountSlot, c.SkipPost, c.SkipPostLikesSlot,
+		c.Story, c.StoryClapsDelta, c.Tag, c.TagHitsSlot, c.TagUsesSlot,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -348,6 +364,10 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.AuthorFollowersSlot.mutate(ctx, m)
 	case *BookMutation:
 		return c.Book.mutate(ctx, m)
+	case *ClipMutation:
+		return c.Clip.mutate(ctx, m)
+	case *ClipLikesSlotMutation:
+		return c.ClipLikesSlot.mutate(ctx, m)
 	case *CommentMutation:
 		return c.Comment.mutate(ctx, m)
 	case *CommentUpvoteSlotMutation:
@@ -838,6 +858,289 @@ func (c *BookClient) mutate(ctx context.Context, m *BookMutation) (Value, error)
 		return (&BookDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown Book mutation op: %q", m.Op())
+	}
+}
+
+// ClipClient is a client for the Clip schema.
+type ClipClient struct {
+	config
+}
+
+// NewClipClient returns a client for the Clip from the given config.
+func NewClipClient(c config) *ClipClient {
+	return &ClipClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `clip.Hooks(f(g(h())))`.
+func (c *ClipClient) Use(hooks ...Hook) {
+	c.hooks.Clip = append(c.hooks.Clip, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `clip.Intercept(f(g(h())))`.
+func (c *ClipClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Clip = append(c.inters.Clip, interceptors...)
+}
+
+// Create returns a builder for creating a Clip entity.
+func (c *ClipClient) Create() *ClipCreate {
+	mutation := newClipMutation(c.config, OpCreate)
+	return &ClipCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Clip entities.
+func (c *ClipClient) CreateBulk(builders ...*ClipCreate) *ClipCreateBulk {
+	return &ClipCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *ClipClient) MapCreateBulk(slice any, setFunc func(*ClipCreate, int)) *ClipCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &ClipCreateBulk{err: fmt.Errorf("calling to ClipClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*ClipCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &ClipCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Clip.
+func (c *ClipClient) Update() *ClipUpdate {
+	mutation := newClipMutation(c.config, OpUpdate)
+	return &ClipUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *ClipClient) UpdateOne(_m *Clip) *ClipUpdateOne {
+	mutation := newClipMutation(c.config, OpUpdateOne, withClip(_m))
+	return &ClipUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *ClipClient) UpdateOneID(id int) *ClipUpdateOne {
+	mutation := newClipMutation(c.config, OpUpdateOne, withClipID(id))
+	return &ClipUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Clip.
+func (c *ClipClient) Delete() *ClipDelete {
+	mutation := newClipMutation(c.config, OpDelete)
+	return &ClipDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *ClipClient) DeleteOne(_m *Clip) *ClipDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *ClipClient) DeleteOneID(id int) *ClipDeleteOne {
+	builder := c.Delete().Where(clip.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &ClipDeleteOne{builder}
+}
+
+// Query returns a query builder for Clip.
+func (c *ClipClient) Query() *ClipQuery {
+	return &ClipQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeClip},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Clip entity by its id.
+func (c *ClipClient) Get(ctx context.Context, id int) (*Clip, error) {
+	return c.Query().Where(clip.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *ClipClient) GetX(ctx context.Context, id int) *Clip {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *ClipClient) Hooks() []Hook {
+	hooks := c.hooks.Clip
+	return append(hooks[:len(hooks):len(hooks)], clip.Hooks[:]...)
+}
+
+// Interceptors returns the client interceptors.
+func (c *ClipClient) Interceptors() []Interceptor {
+	return c.inters.Clip
+}
+
+func (c *ClipClient) mutate(ctx context.Context, m *ClipMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&ClipCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&ClipUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&ClipUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&ClipDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Clip mutation op: %q", m.Op())
+	}
+}
+
+// ClipLikesSlotClient is a client for the ClipLikesSlot schema.
+type ClipLikesSlotClient struct {
+	config
+}
+
+// NewClipLikesSlotClient returns a client for the ClipLikesSlot from the given config.
+func NewClipLikesSlotClient(c config) *ClipLikesSlotClient {
+	return &ClipLikesSlotClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `cliplikesslot.Hooks(f(g(h())))`.
+func (c *ClipLikesSlotClient) Use(hooks ...Hook) {
+	c.hooks.ClipLikesSlot = append(c.hooks.ClipLikesSlot, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `cliplikesslot.Intercept(f(g(h())))`.
+func (c *ClipLikesSlotClient) Intercept(interceptors ...Interceptor) {
+	c.inters.ClipLikesSlot = append(c.inters.ClipLikesSlot, interceptors...)
+}
+
+// Create returns a builder for creating a ClipLikesSlot entity.
+func (c *ClipLikesSlotClient) Create() *ClipLikesSlotCreate {
+	mutation := newClipLikesSlotMutation(c.config, OpCreate)
+	return &ClipLikesSlotCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of ClipLikesSlot entities.
+func (c *ClipLikesSlotClient) CreateBulk(builders ...*ClipLikesSlotCreate) *ClipLikesSlotCreateBulk {
+	return &ClipLikesSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *ClipLikesSlotClient) MapCreateBulk(slice any, setFunc func(*ClipLikesSlotCreate, int)) *ClipLikesSlotCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &ClipLikesSlotCreateBulk{err: fmt.Errorf("calling to ClipLikesSlotClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*ClipLikesSlotCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &ClipLikesSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for ClipLikesSlot.
+func (c *ClipLikesSlotClient) Update() *ClipLikesSlotUpdate {
+	mutation := newClipLikesSlotMutation(c.config, OpUpdate)
+	return &ClipLikesSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *ClipLikesSlotClient) UpdateOne(_m *ClipLikesSlot) *ClipLikesSlotUpdateOne {
+	mutation := newClipLikesSlotMutation(c.config, OpUpdateOne, withClipLikesSlot(_m))
+	return &ClipLikesSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *ClipLikesSlotClient) UpdateOneID(id int) *ClipLikesSlotUpdateOne {
+	mutation := newClipLikesSlotMutation(c.config, OpUpdateOne, withClipLikesSlotID(id))
+	return &ClipLikesSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for ClipLikesSlot.
+func (c *ClipLikesSlotClient) Delete() *ClipLikesSlotDelete {
+	mutation := newClipLikesSlotMutation(c.config, OpDelete)
+	return &ClipLikesSlotDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *ClipLikesSlotClient) DeleteOne(_m *ClipLikesSlot) *ClipLikesSlotDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *ClipLikesSlotClient) DeleteOneID(id int) *ClipLikesSlotDeleteOne {
+	builder := c.Delete().Where(cliplikesslot.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &ClipLikesSlotDeleteOne{builder}
+}
+
+// Query returns a query builder for ClipLikesSlot.
+func (c *ClipLikesSlotClient) Query() *ClipLikesSlotQuery {
+	return &ClipLikesSlotQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeClipLikesSlot},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a ClipLikesSlot entity by its id.
+func (c *ClipLikesSlotClient) Get(ctx context.Context, id int) (*ClipLikesSlot, error) {
+	return c.Query().Where(cliplikesslot.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *ClipLikesSlotClient) GetX(ctx context.Context, id int) *ClipLikesSlot {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryClip queries the clip edge of a ClipLikesSlot.
+func (c *ClipLikesSlotClient) QueryClip(_m *ClipLikesSlot) *ClipQuery {
+	query := (&ClipClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(cliplikesslot.Table, cliplikesslot.FieldID, id),
+			sqlgraph.To(clip.Table, clip.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, cliplikesslot.ClipTable, cliplikesslot.ClipColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *ClipLikesSlotClient) Hooks() []Hook {
+	return c.hooks.ClipLikesSlot
+}
+
+// Interceptors returns the client interceptors.
+func (c *ClipLikesSlotClient) Interceptors() []Interceptor {
+	return c.inters.ClipLikesSlot
+}
+
+func (c *ClipLikesSlotClient) mutate(ctx context.Context, m *ClipLikesSlotMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&ClipLikesSlotCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&ClipLikesSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&ClipLikesSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&ClipLikesSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown ClipLikesSlot mutation op: %q", m.Op())
 	}
 }
 
@@ -3783,28 +4086,31 @@ func (c *TagUsesSlotClient) mutate(ctx context.Context, m *TagUsesSlotMutation) 
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
-		Author, AuthorFollowersSlot, Book, Comment, CommentUpvoteSlot, Item, NaivePost,
-		Post, PostLikesSlot, PostViewsSlot, Rack, RackItemCountSlot, RackOpenCountSlot,
-		Shelf, ShelfBookCountSlot, ShelfOpenCountSlot, SkipPost, SkipPostLikesSlot,
-		Story, StoryClapsDelta, Tag, TagHitsSlot, TagUsesSlot []ent.Hook
+		Author, AuthorFollowersSlot, Book, Clip, ClipLikesSlot, Comment,
+		CommentUpvoteSlot, Item, NaivePost, Post, PostLikesSlot, PostViewsSlot, Rack,
+		RackItemCountSlot, RackOpenCountSlot, Shelf, ShelfBookCountSlot,
+		ShelfOpenCountSlot, SkipPost, SkipPostLikesSlot, Story, StoryClapsDelta, Tag,
+		TagHitsSlot, TagUsesSlot []ent.Hook
 	}
 	inters struct {
-		Author, AuthorFollowersSlot, Book, Comment, CommentUpvoteSlot, Item, NaivePost,
-		Post, PostLikesSlot, PostViewsSlot, Rack, RackItemCountSlot, RackOpenCountSlot,
-		Shelf, ShelfBookCountSlot, ShelfOpenCountSlot, SkipPost, SkipPostLikesSlot,
-		Story, StoryClapsDelta, Tag, TagHitsSlot, TagUsesSlot []ent.Interceptor
+		Author, AuthorFollowersSlot, Book, Clip, ClipLikesSlot, Comment,
+		CommentUpvoteSlot, Item, NaivePost, Post, PostLikesSlot, PostViewsSlot, Rack,
+		RackItemCountSlot, RackOpenCountSlot, Shelf, ShelfBookCountSlot,
+		ShelfOpenCountSlot, SkipPost, SkipPostLikesSlot, Story, StoryClapsDelta, Tag,
+		TagHitsSlot, TagUsesSlot []ent.Interceptor
 	}
 )
 
 // HotCounter hands entcounter the driver (or transaction) and the sharded
 // counters of this schema. Generated by entcounter's extension.
 func (c config) HotCounter() entcounter.Runtime {
-	return entcounter.Runtime{Driver: c.driver, Defs: hotCounterDefs}
+	return entcounter.Runtime{Driver: c.driver, Defs: hotCounterDefs, State: c.hotcounter}
 }
 
 // hotCounterDefs lists the sharded counters of this schema.
 var hotCounterDefs = []entcounter.Def{
 	{Type: "Author", Field: "followers", StructField: "Followers", Table: "authors", Key: "id", SlotTable: "author_followers_slots", Owner: "author_id", Slots: 4, Rollup: false, Append: false, Precreate: 0, SkipLocked: false},
+	{Type: "Clip", Field: "likes", StructField: "Likes", Table: "clips", Key: "id", SlotTable: "clip_likes_slots", Owner: "clip_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, KeepColumn: true},
 	{Type: "Comment", Field: "upvote", StructField: "Upvote", Table: "comments", Key: "id", SlotTable: "comment_upvote_slots", Owner: "comment_id", Slots: 8, Rollup: false, Append: false, Precreate: 0, SkipLocked: false},
 	{Type: "Post", Field: "likes", StructField: "Likes", Table: "posts", Key: "id", SlotTable: "post_likes_slots", Owner: "post_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false},
 	{Type: "Post", Field: "views", StructField: "Views", Table: "posts", Key: "id", SlotTable: "post_views_slots", Owner: "post_id", Slots: 64, Rollup: true, Append: false, Precreate: 0, SkipLocked: false},

@@ -15,6 +15,8 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/author"
 	"github.com/hotcounter/hotcounter/integration_test/ent/authorfollowersslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/book"
+	"github.com/hotcounter/hotcounter/integration_test/ent/clip"
+	"github.com/hotcounter/hotcounter/integration_test/ent/cliplikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/comment"
 	"github.com/hotcounter/hotcounter/integration_test/ent/commentupvoteslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/item"
@@ -98,6 +100,8 @@ func checkColumn(t, c string) error {
 			author.Table:              author.ValidColumn,
 			authorfollowersslot.Table: authorfollowersslot.ValidColumn,
 			book.Table:                book.ValidColumn,
+			clip.Table:                clip.ValidColumn,
+			cliplikesslot.Table:       cliplikesslot.ValidColumn,
 			comment.Table:             comment.ValidColumn,
 			commentupvoteslot.Table:   commentupvoteslot.ValidColumn,
 			item.Table:                item.ValidColumn,

@@ -6,6 +6,7 @@ import (
 	"context"
 
 	"github.com/hotcounter/hotcounter/integration_test/ent/author"
+	"github.com/hotcounter/hotcounter/integration_test/ent/clip"
 	"github.com/hotcounter/hotcounter/integration_test/ent/comment"
 	"github.com/hotcounter/hotcounter/integration_test/ent/item"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
@@ -62,6 +63,51 @@ func (m *AuthorMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
 // HotCounterBulkUpsert reports whether the mutation is one row of a bulk
 // create with ON CONFLICT.
 func (m *AuthorMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
+
+// HotCounterKeys returns the keys of the Clip rows the mutation
+// writes: for UpdateOne its id, if the row matches the mutation's
+// predicates; for Update the ids of the rows that match. Called by
+// entcounter's hooks.
+func (m *ClipMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
+	var (
+		ids []int
+		err error
+	)
+	if id, ok := m.ID(); ok && m.Op().Is(OpUpdateOne) {
+		if len(m.predicates) == 0 {
+			return []any{id}, nil
+		}
+		ids, err = m.Client().Clip.Query().Where(clip.ID(id)).Where(m.predicates...).IDs(ctx)
+	} else {
+		ids, err = m.IDs(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]any, len(ids))
+	for i, id := range ids {
+		keys[i] = id
+	}
+	return keys, nil
+}
+
+// HotCounterID returns the id of the Clip the mutation created or
+// updates, if known.
+func (m *ClipMutation) HotCounterID() (any, bool) {
+	id, ok := m.ID()
+	return id, ok
+}
+
+// HotCounterNotFound is the error of an UpdateOne whose Clip is
+// missing or does not match the predicates.
+func (m *ClipMutation) HotCounterNotFound() error { return &NotFoundError{clip.Label} }
+
+// HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
+func (m *ClipMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterBulkUpsert reports whether the mutation is one row of a bulk
+// create with ON CONFLICT.
+func (m *ClipMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
 
 // HotCounterKeys returns the keys of the Comment rows the mutation
 // writes: for UpdateOne its id, if the row matches the mutation's

@@ -13,6 +13,8 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/author"
 	"github.com/hotcounter/hotcounter/integration_test/ent/authorfollowersslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/book"
+	"github.com/hotcounter/hotcounter/integration_test/ent/clip"
+	"github.com/hotcounter/hotcounter/integration_test/ent/cliplikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/comment"
 	"github.com/hotcounter/hotcounter/integration_test/ent/commentupvoteslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/item"
@@ -48,6 +50,8 @@ const (
 	TypeAuthor              = "Author"
 	TypeAuthorFollowersSlot = "AuthorFollowersSlot"
 	TypeBook                = "Book"
+	TypeClip                = "Clip"
+	TypeClipLikesSlot       = "ClipLikesSlot"
 	TypeComment             = "Comment"
 	TypeCommentUpvoteSlot   = "CommentUpvoteSlot"
 	TypeItem                = "Item"
@@ -1618,6 +1622,1004 @@ func (m *BookMutation) ResetEdge(name string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown Book edge %s", name)
+}
+
+// ClipMutation represents an operation that mutates the Clip nodes in the graph.
+type ClipMutation struct {
+	config
+	op                   Op
+	typ                  string
+	id                   *int
+	likes                *int64
+	addlikes             *int64
+	title                *string
+	clearedFields        map[string]struct{}
+	done                 bool
+	oldValue             func(context.Context) (*Clip, error)
+	predicates           []predicate.Clip
+	hotcounterUpsert     bool
+	hotcounterBulkUpsert bool
+}
+
+var _ ent.Mutation = (*ClipMutation)(nil)
+
+// clipOption allows management of the mutation configuration using functional options.
+type clipOption func(*ClipMutation)
+
+// newClipMutation creates new mutation for the Clip entity.
+func newClipMutation(c config, op Op, opts ...clipOption) *ClipMutation {
+	m := &ClipMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeClip,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withClipID sets the ID field of the mutation.
+func withClipID(id int) clipOption {
+	return func(m *ClipMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *Clip
+		)
+		m.oldValue = func(ctx context.Context) (*Clip, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().Clip.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withClip sets the old Clip of the mutation.
+func withClip(node *Clip) clipOption {
+	return func(m *ClipMutation) {
+		m.oldValue = func(context.Context) (*Clip, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m ClipMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m ClipMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *ClipMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *ClipMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().Clip.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetLikes sets the "likes" field.
+func (m *ClipMutation) SetLikes(i int64) {
+	m.likes = &i
+	m.addlikes = nil
+}
+
+// Likes returns the value of the "likes" field in the mutation.
+func (m *ClipMutation) Likes() (r int64, exists bool) {
+	v := m.likes
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLikes returns the old "likes" field's value of the Clip entity.
+// If the Clip object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ClipMutation) OldLikes(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLikes is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLikes requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLikes: %w", err)
+	}
+	return oldValue.Likes, nil
+}
+
+// AddLikes adds i to the "likes" field.
+func (m *ClipMutation) AddLikes(i int64) {
+	if m.addlikes != nil {
+		*m.addlikes += i
+	} else {
+		m.addlikes = &i
+	}
+}
+
+// AddedLikes returns the value that was added to the "likes" field in this mutation.
+func (m *ClipMutation) AddedLikes() (r int64, exists bool) {
+	v := m.addlikes
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearLikes clears the value of the "likes" field.
+func (m *ClipMutation) ClearLikes() {
+	m.likes = nil
+	m.addlikes = nil
+	m.clearedFields[clip.FieldLikes] = struct{}{}
+}
+
+// LikesCleared returns if the "likes" field was cleared in this mutation.
+func (m *ClipMutation) LikesCleared() bool {
+	_, ok := m.clearedFields[clip.FieldLikes]
+	return ok
+}
+
+// ResetLikes resets all changes to the "likes" field.
+func (m *ClipMutation) ResetLikes() {
+	m.likes = nil
+	m.addlikes = nil
+	delete(m.clearedFields, clip.FieldLikes)
+}
+
+// SetTitle sets the "title" field.
+func (m *ClipMutation) SetTitle(s string) {
+	m.title = &s
+}
+
+// Title returns the value of the "title" field in the mutation.
+func (m *ClipMutation) Title() (r string, exists bool) {
+	v := m.title
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTitle returns the old "title" field's value of the Clip entity.
+// If the Clip object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ClipMutation) OldTitle(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTitle is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTitle requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTitle: %w", err)
+	}
+	return oldValue.Title, nil
+}
+
+// ResetTitle resets all changes to the "title" field.
+func (m *ClipMutation) ResetTitle() {
+	m.title = nil
+}
+
+// Where appends a list predicates to the ClipMutation builder.
+func (m *ClipMutation) Where(ps ...predicate.Clip) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the ClipMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *ClipMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.Clip, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *ClipMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *ClipMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (Clip).
+func (m *ClipMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *ClipMutation) Fields() []string {
+	fields := make([]string, 0, 2)
+	if m.likes != nil {
+		fields = append(fields, clip.FieldLikes)
+	}
+	if m.title != nil {
+		fields = append(fields, clip.FieldTitle)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *ClipMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case clip.FieldLikes:
+		return m.Likes()
+	case clip.FieldTitle:
+		return m.Title()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *ClipMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case clip.FieldLikes:
+		return m.OldLikes(ctx)
+	case clip.FieldTitle:
+		return m.OldTitle(ctx)
+	}
+	return nil, fmt.Errorf("unknown Clip field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ClipMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case clip.FieldLikes:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLikes(v)
+		return nil
+	case clip.FieldTitle:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTitle(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Clip field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *ClipMutation) AddedFields() []string {
+	var fields []string
+	if m.addlikes != nil {
+		fields = append(fields, clip.FieldLikes)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *ClipMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case clip.FieldLikes:
+		return m.AddedLikes()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ClipMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case clip.FieldLikes:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddLikes(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Clip numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *ClipMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(clip.FieldLikes) {
+		fields = append(fields, clip.FieldLikes)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *ClipMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *ClipMutation) ClearField(name string) error {
+	switch name {
+	case clip.FieldLikes:
+		m.ClearLikes()
+		return nil
+	}
+	return fmt.Errorf("unknown Clip nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *ClipMutation) ResetField(name string) error {
+	switch name {
+	case clip.FieldLikes:
+		m.ResetLikes()
+		return nil
+	case clip.FieldTitle:
+		m.ResetTitle()
+		return nil
+	}
+	return fmt.Errorf("unknown Clip field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *ClipMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *ClipMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *ClipMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *ClipMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *ClipMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *ClipMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *ClipMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown Clip unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *ClipMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown Clip edge %s", name)
+}
+
+// ClipLikesSlotMutation represents an operation that mutates the ClipLikesSlot nodes in the graph.
+type ClipLikesSlotMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int
+	slot          *int16
+	addslot       *int16
+	n             *int64
+	addn          *int64
+	clearedFields map[string]struct{}
+	clip          *int
+	clearedclip   bool
+	done          bool
+	oldValue      func(context.Context) (*ClipLikesSlot, error)
+	predicates    []predicate.ClipLikesSlot
+}
+
+var _ ent.Mutation = (*ClipLikesSlotMutation)(nil)
+
+// cliplikesslotOption allows management of the mutation configuration using functional options.
+type cliplikesslotOption func(*ClipLikesSlotMutation)
+
+// newClipLikesSlotMutation creates new mutation for the ClipLikesSlot entity.
+func newClipLikesSlotMutation(c config, op Op, opts ...cliplikesslotOption) *ClipLikesSlotMutation {
+	m := &ClipLikesSlotMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeClipLikesSlot,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withClipLikesSlotID sets the ID field of the mutation.
+func withClipLikesSlotID(id int) cliplikesslotOption {
+	return func(m *ClipLikesSlotMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *ClipLikesSlot
+		)
+		m.oldValue = func(ctx context.Context) (*ClipLikesSlot, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().ClipLikesSlot.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withClipLikesSlot sets the old ClipLikesSlot of the mutation.
+func withClipLikesSlot(node *ClipLikesSlot) cliplikesslotOption {
+	return func(m *ClipLikesSlotMutation) {
+		m.oldValue = func(context.Context) (*ClipLikesSlot, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m ClipLikesSlotMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m ClipLikesSlotMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *ClipLikesSlotMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *ClipLikesSlotMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().ClipLikesSlot.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetClipID sets the "clip_id" field.
+func (m *ClipLikesSlotMutation) SetClipID(i int) {
+	m.clip = &i
+}
+
+// ClipID returns the value of the "clip_id" field in the mutation.
+func (m *ClipLikesSlotMutation) ClipID() (r int, exists bool) {
+	v := m.clip
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldClipID returns the old "clip_id" field's value of the ClipLikesSlot entity.
+// If the ClipLikesSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ClipLikesSlotMutation) OldClipID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldClipID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldClipID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldClipID: %w", err)
+	}
+	return oldValue.ClipID, nil
+}
+
+// ResetClipID resets all changes to the "clip_id" field.
+func (m *ClipLikesSlotMutation) ResetClipID() {
+	m.clip = nil
+}
+
+// SetSlot sets the "slot" field.
+func (m *ClipLikesSlotMutation) SetSlot(i int16) {
+	m.slot = &i
+	m.addslot = nil
+}
+
+// Slot returns the value of the "slot" field in the mutation.
+func (m *ClipLikesSlotMutation) Slot() (r int16, exists bool) {
+	v := m.slot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSlot returns the old "slot" field's value of the ClipLikesSlot entity.
+// If the ClipLikesSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ClipLikesSlotMutation) OldSlot(ctx context.Context) (v int16, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSlot is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSlot requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSlot: %w", err)
+	}
+	return oldValue.Slot, nil
+}
+
+// AddSlot adds i to the "slot" field.
+func (m *ClipLikesSlotMutation) AddSlot(i int16) {
+	if m.addslot != nil {
+		*m.addslot += i
+	} else {
+		m.addslot = &i
+	}
+}
+
+// AddedSlot returns the value that was added to the "slot" field in this mutation.
+func (m *ClipLikesSlotMutation) AddedSlot() (r int16, exists bool) {
+	v := m.addslot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetSlot resets all changes to the "slot" field.
+func (m *ClipLikesSlotMutation) ResetSlot() {
+	m.slot = nil
+	m.addslot = nil
+}
+
+// SetN sets the "n" field.
+func (m *ClipLikesSlotMutation) SetN(i int64) {
+	m.n = &i
+	m.addn = nil
+}
+
+// N returns the value of the "n" field in the mutation.
+func (m *ClipLikesSlotMutation) N() (r int64, exists bool) {
+	v := m.n
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldN returns the old "n" field's value of the ClipLikesSlot entity.
+// If the ClipLikesSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ClipLikesSlotMutation) OldN(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldN is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldN requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldN: %w", err)
+	}
+	return oldValue.N, nil
+}
+
+// AddN adds i to the "n" field.
+func (m *ClipLikesSlotMutation) AddN(i int64) {
+	if m.addn != nil {
+		*m.addn += i
+	} else {
+		m.addn = &i
+	}
+}
+
+// AddedN returns the value that was added to the "n" field in this mutation.
+func (m *ClipLikesSlotMutation) AddedN() (r int64, exists bool) {
+	v := m.addn
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetN resets all changes to the "n" field.
+func (m *ClipLikesSlotMutation) ResetN() {
+	m.n = nil
+	m.addn = nil
+}
+
+// ClearClip clears the "clip" edge to the Clip entity.
+func (m *ClipLikesSlotMutation) ClearClip() {
+	m.clearedclip = true
+	m.clearedFields[cliplikesslot.FieldClipID] = struct{}{}
+}
+
+// ClipCleared reports if the "clip" edge to the Clip entity was cleared.
+func (m *ClipLikesSlotMutation) ClipCleared() bool {
+	return m.clearedclip
+}
+
+// ClipIDs returns the "clip" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// ClipID instead. It exists only for internal usage by the builders.
+func (m *ClipLikesSlotMutation) ClipIDs() (ids []int) {
+	if id := m.clip; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetClip resets all changes to the "clip" edge.
+func (m *ClipLikesSlotMutation) ResetClip() {
+	m.clip = nil
+	m.clearedclip = false
+}
+
+// Where appends a list predicates to the ClipLikesSlotMutation builder.
+func (m *ClipLikesSlotMutation) Where(ps ...predicate.ClipLikesSlot) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the ClipLikesSlotMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *ClipLikesSlotMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.ClipLikesSlot, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *ClipLikesSlotMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *ClipLikesSlotMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (ClipLikesSlot).
+func (m *ClipLikesSlotMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *ClipLikesSlotMutation) Fields() []string {
+	fields := make([]string, 0, 3)
+	if m.clip != nil {
+		fields = append(fields, cliplikesslot.FieldClipID)
+	}
+	if m.slot != nil {
+		fields = append(fields, cliplikesslot.FieldSlot)
+	}
+	if m.n != nil {
+		fields = append(fields, cliplikesslot.FieldN)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *ClipLikesSlotMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case cliplikesslot.FieldClipID:
+		return m.ClipID()
+	case cliplikesslot.FieldSlot:
+		return m.Slot()
+	case cliplikesslot.FieldN:
+		return m.N()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *ClipLikesSlotMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case cliplikesslot.FieldClipID:
+		return m.OldClipID(ctx)
+	case cliplikesslot.FieldSlot:
+		return m.OldSlot(ctx)
+	case cliplikesslot.FieldN:
+		return m.OldN(ctx)
+	}
+	return nil, fmt.Errorf("unknown ClipLikesSlot field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ClipLikesSlotMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case cliplikesslot.FieldClipID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetClipID(v)
+		return nil
+	case cliplikesslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSlot(v)
+		return nil
+	case cliplikesslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown ClipLikesSlot field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *ClipLikesSlotMutation) AddedFields() []string {
+	var fields []string
+	if m.addslot != nil {
+		fields = append(fields, cliplikesslot.FieldSlot)
+	}
+	if m.addn != nil {
+		fields = append(fields, cliplikesslot.FieldN)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *ClipLikesSlotMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case cliplikesslot.FieldSlot:
+		return m.AddedSlot()
+	case cliplikesslot.FieldN:
+		return m.AddedN()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ClipLikesSlotMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case cliplikesslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddSlot(v)
+		return nil
+	case cliplikesslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown ClipLikesSlot numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *ClipLikesSlotMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *ClipLikesSlotMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *ClipLikesSlotMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown ClipLikesSlot nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *ClipLikesSlotMutation) ResetField(name string) error {
+	switch name {
+	case cliplikesslot.FieldClipID:
+		m.ResetClipID()
+		return nil
+	case cliplikesslot.FieldSlot:
+		m.ResetSlot()
+		return nil
+	case cliplikesslot.FieldN:
+		m.ResetN()
+		return nil
+	}
+	return fmt.Errorf("unknown ClipLikesSlot field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *ClipLikesSlotMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clip != nil {
+		edges = append(edges, cliplikesslot.EdgeClip)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *ClipLikesSlotMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case cliplikesslot.EdgeClip:
+		if id := m.clip; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *ClipLikesSlotMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *ClipLikesSlotMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *ClipLikesSlotMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedclip {
+		edges = append(edges, cliplikesslot.EdgeClip)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *ClipLikesSlotMutation) EdgeCleared(name string) bool {
+	switch name {
+	case cliplikesslot.EdgeClip:
+		return m.clearedclip
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *ClipLikesSlotMutation) ClearEdge(name string) error {
+	switch name {
+	case cliplikesslot.EdgeClip:
+		m.ClearClip()
+		return nil
+	}
+	return fmt.Errorf("unknown ClipLikesSlot unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *ClipLikesSlotMutation) ResetEdge(name string) error {
+	switch name {
+	case cliplikesslot.EdgeClip:
+		m.ResetClip()
+		return nil
+	}
+	return fmt.Errorf("unknown ClipLikesSlot edge %s", name)
 }
 
 // CommentMutation represents an operation that mutates the Comment nodes in the graph.

@@ -18,6 +18,10 @@ type Tx struct {
 	AuthorFollowersSlot *AuthorFollowersSlotClient
 	// Book is the client for interacting with the Book builders.
 	Book *BookClient
+	// Clip is the client for interacting with the Clip builders.
+	Clip *ClipClient
+	// ClipLikesSlot is the client for interacting with the ClipLikesSlot builders.
+	ClipLikesSlot *ClipLikesSlotClient
 	// Comment is the client for interacting with the Comment builders.
 	Comment *CommentClient
 	// CommentUpvoteSlot is the client for interacting with the CommentUpvoteSlot builders.
@@ -192,6 +196,8 @@ func (tx *Tx) init() {
 	tx.Author = NewAuthorClient(tx.config)
 	tx.AuthorFollowersSlot = NewAuthorFollowersSlotClient(tx.config)
 	tx.Book = NewBookClient(tx.config)
+	tx.Clip = NewClipClient(tx.config)
+	tx.ClipLikesSlot = NewClipLikesSlotClient(tx.config)
 	tx.Comment = NewCommentClient(tx.config)
 	tx.CommentUpvoteSlot = NewCommentUpvoteSlotClient(tx.config)
 	tx.Item = NewItemClient(tx.config)

@@ -37,8 +37,12 @@ type Table struct {
 	Parent    string // parent table, e.g. posts
 	ParentKey string // parent primary key column, e.g. id
 	Column    string // parent column holding the folded total (rollup mode), e.g. views
-	Slots     string // slot table, e.g. post_views_slots
+	Slots     string // slot table, e.g. post_views_slots (an append counter's delta table, post_claps_deltas)
 	Owner     string // slot table column referencing the parent, e.g. post_id
+	// Other is the table of the other kind (a slot counter's delta table,
+	// an append counter's slot table): after a change of mode it may still
+	// hold values that count.
+	Other string
 }
 
 type kind int
@@ -284,13 +288,20 @@ func (d Dialect) ReturnsTotals() bool { return d.kind == postgres }
 // upserted row's latest value with the other rows as of the start would
 // not be: a compaction committing while the upsert waited for its row
 // would make the total miss or repeat the values it moved. It saves the
-// read that would otherwise follow.
-func (d Dialect) IncrementReturningTotals(w Writer, t Table, slot int, delta int64, cond func(Writer)) {
-	const up, all = "hc_up", "hc_all"
+// read that would otherwise follow. read names what adds up to the total:
+// the slot table, a table a change of mode left, the parent column the
+// counter was adopted over.
+func (d Dialect) IncrementReturningTotals(w Writer, t Table, slot int, delta int64, cond func(Writer), read Sources) {
+	const up, all, p = "hc_up", "hc_all", "hc_p"
 	q(w, "WITH % AS (", up)
 	d.IncrementWhere(w, t, slot, delta, cond)
-	q(w, " RETURNING %.%) SELECT CAST(%.% AS TEXT), COALESCE((SELECT SUM(%.%) FROM % AS % WHERE %.% = %.%), 0) + ",
-		t.Slots, t.Owner, up, t.Owner, all, ValueColumn, t.Slots, all, all, t.Owner, up, t.Owner)
+	q(w, " RETURNING %.%) SELECT CAST(%.% AS TEXT), ", t.Slots, t.Owner, up, t.Owner)
+	for _, tb := range read.Tables {
+		q(w, "COALESCE((SELECT SUM(%.%) FROM % AS % WHERE %.% = %.%), 0) + ", all, ValueColumn, tb, all, all, t.Owner, up, t.Owner)
+	}
+	if read.Column {
+		q(w, "COALESCE((SELECT %.% FROM % AS % WHERE %.% = %.%), 0) + ", p, t.Column, t.Parent, p, p, t.ParentKey, up, t.Owner)
+	}
 	w.Arg(delta)
 	q(w, " FROM %", up)
 }
@@ -308,7 +319,7 @@ func (d Dialect) SkipLocked() bool { return d.kind == postgres || d.kind == mysq
 // none yet; the caller then falls back to IncrementWhere.
 //
 //	WITH pick AS MATERIALIZED (SELECT parent.key AS o, free.slot AS s FROM parent
-//	    CROSS JOIN LATERAL (SELECT slot FROM slots WHERE owner = parent.key
+//	    CROSS JOIN LATERAL (SELECT slot FROM slots WHERE owner = parent.key AND slot >= 0
 //	        ORDER BY MOD(slot + 1024 - start, 1024) FOR UPDATE SKIP LOCKED LIMIT 1) free
 //	    WHERE cond)
 //	UPDATE slots SET n = slots.n + delta FROM pick
@@ -321,9 +332,9 @@ func (d Dialect) SkipLocked() bool { return d.kind == postgres || d.kind == mysq
 // costs a row lock written before the update.
 func (d Dialect) IncrementFreeSlot(w Writer, t Table, start int, delta int64, cond func(Writer)) {
 	const pick, free, inner, o, s = "hc_pick", "hc_free", "hc_slots", "hc_o", "hc_s"
-	q(w, "WITH % AS MATERIALIZED (SELECT %.% AS %, %.% AS % FROM % CROSS JOIN LATERAL (SELECT %.% FROM % AS % WHERE %.% = %.% ORDER BY MOD(%.% + 1024 - ",
+	q(w, "WITH % AS MATERIALIZED (SELECT %.% AS %, %.% AS % FROM % CROSS JOIN LATERAL (SELECT %.% FROM % AS % WHERE %.% = %.% AND %.% >= 0 ORDER BY MOD(%.% + 1024 - ",
 		pick, t.Parent, t.ParentKey, o, free, SlotColumn, s, t.Parent,
-		inner, SlotColumn, t.Slots, inner, inner, t.Owner, t.Parent, t.ParentKey, inner, SlotColumn)
+		inner, SlotColumn, t.Slots, inner, inner, t.Owner, t.Parent, t.ParentKey, inner, SlotColumn, inner, SlotColumn)
 	w.Arg(start)
 	q(w, ", 1024) FOR UPDATE SKIP LOCKED LIMIT 1) % WHERE ", free)
 	cond(w)
@@ -377,52 +388,6 @@ func (d Dialect) PrecreateSlots(w Writer, t Table, slots int, cond func(Writer))
 	q(w, " ORDER BY %.%, %.% ON CONFLICT DO NOTHING", t.Parent, t.ParentKey, s, i)
 }
 
-// FillPart asks for the values of one counter for some parents.
-type FillPart struct {
-	Table Table
-	// Live reads column + pending slots (rollup mode) instead of the slot sum.
-	Live bool
-	// Keys are the parent keys, at least one.
-	Keys []any
-}
-
-// Fill writes one query that returns the value of every part's counter for
-// every part's keys, as rows (part index, key as text, value). A sum part
-// returns a row only for parents that have slot rows (absent means zero); a
-// live part returns a row for every parent that exists, computed from the
-// parent column and the pending slots in the same statement, so a concurrent
-// fold is seen either wholly or not at all.
-func (d Dialect) Fill(w Writer, parts []FillPart) {
-	cast := func(to string) string { return " AS " + to + "), CAST(" }
-	for i, p := range parts {
-		if i > 0 {
-			w.WriteString(" UNION ALL ")
-		}
-		w.WriteString("SELECT " + strconv.Itoa(i) + ", CAST(")
-		t := p.Table
-		if p.Live {
-			// SELECT key, col + COALESCE(pending.n, 0) FROM parent LEFT JOIN
-			//   (SELECT owner, SUM(n) AS n FROM slots WHERE owner IN keys GROUP BY owner) pending
-			//   ON pending.owner = parent.key WHERE parent.key IN keys
-			// The pending sums are computed before the join: cheaper than grouping the join.
-			const pending = "hc_pending"
-			q(w, "%.%"+cast(d.textType())+"%.% + COALESCE(%.%, 0) AS "+d.intType()+") FROM % LEFT JOIN (SELECT %, SUM(%) AS % FROM % WHERE %",
-				t.Parent, t.ParentKey, t.Parent, t.Column, pending, ValueColumn, t.Parent, t.Owner, ValueColumn, ValueColumn, t.Slots, t.Owner)
-			d.keyIn(w, p.Keys)
-			q(w, " GROUP BY %) % ON %.% = %.% WHERE %.%", t.Owner, pending, pending, t.Owner, t.Parent, t.ParentKey, t.Parent, t.ParentKey)
-			d.keyIn(w, p.Keys)
-			continue
-		}
-		// SELECT owner, SUM(n) FROM slots WHERE owner IN keys AND n <> 0 GROUP BY owner
-		q(w, "%.%"+cast(d.textType())+"SUM(%.%) AS "+d.intType()+") FROM % WHERE %.%",
-			t.Slots, t.Owner, t.Slots, ValueColumn, t.Slots, t.Slots, t.Owner)
-		d.keyIn(w, p.Keys)
-		// Pre-created and untouched slots hold 0: reading past them is cheap,
-		// aggregating them is not.
-		q(w, " AND %.% <> 0 GROUP BY %.%", t.Slots, ValueColumn, t.Slots, t.Owner)
-	}
-}
-
 // PendingOwners writes a query for up to limit distinct owners that have slot
 // rows, in key order, after the key `after` (nil starts at the beginning).
 // The rollup pass walks the slot table with it in batches.
@@ -461,7 +426,7 @@ func (d Dialect) Fold(t Table, owners []any) []func(Writer) {
 	}
 	return []func(Writer){
 		func(w Writer) {
-			q(w, "UPDATE % SET % = %.% + (SELECT COALESCE(SUM(%.%), 0) FROM % WHERE %.% = %.%) WHERE %.%",
+			q(w, "UPDATE % SET % = COALESCE(%.%, 0) + (SELECT COALESCE(SUM(%.%), 0) FROM % WHERE %.% = %.%) WHERE %.%",
 				t.Parent, t.Column, t.Parent, t.Column, t.Slots, ValueColumn, t.Slots, t.Slots, t.Owner, t.Parent, t.ParentKey, t.Parent, t.ParentKey)
 			d.keyIn(w, owners)
 		},
@@ -499,7 +464,7 @@ func (d Dialect) foldPostgres(w Writer, t Table, owners []any) {
 		// totals AS (SELECT owner, SUM(n) AS n FROM taken GROUP BY owner)
 		"% AS (SELECT %, SUM(%) AS % FROM % GROUP BY %) "+
 		// UPDATE parent SET col = parent.col + totals.n FROM totals WHERE parent.key = totals.owner
-		"UPDATE % SET % = %.% + %.% FROM % WHERE %.% = %.%",
+		"UPDATE % SET % = COALESCE(%.%, 0) + %.% FROM % WHERE %.% = %.%",
 		t.ParentKey,
 		locked, t.Owner, SlotColumn, t.Slots, t.Owner, t.ParentKey, parents, t.Owner, SlotColumn,
 		taken, t.Slots, locked, t.Slots, t.Owner, locked, t.Owner, t.Slots, SlotColumn, locked, SlotColumn, t.Slots, t.Owner, t.Slots, ValueColumn,
@@ -564,6 +529,8 @@ func (d Dialect) PickFreeSlot(w Writer, t Table, owner any, from int, below bool
 	w.Arg(owner)
 	op := " >= "
 	if below {
+		// Never the row of moved column values (ColumnSlot).
+		q(w, " AND % >= 0", SlotColumn)
 		op = " < "
 	}
 	q(w, " AND %"+op, SlotColumn)
@@ -615,7 +582,7 @@ func (d Dialect) LockSlots(w Writer, t Table, owner any) {
 func (d Dialect) AddToColumns(w Writer, t Table, keys []any, amounts []int64) {
 	// FORCE INDEX: InnoDB locks every row an UPDATE reads; a scan would lock
 	// (and wait for) parents the fold does not touch.
-	q(w, "UPDATE % FORCE INDEX (PRIMARY) SET % = % + CASE %", t.Parent, t.Column, t.Column, t.ParentKey)
+	q(w, "UPDATE % FORCE INDEX (PRIMARY) SET % = COALESCE(%, 0) + CASE %", t.Parent, t.Column, t.Column, t.ParentKey)
 	for i, k := range keys {
 		w.WriteString(" WHEN ")
 		w.Arg(k)
@@ -642,11 +609,14 @@ func (d Dialect) ZeroSlot(w Writer, t Table, owner any, slot int64) {
 // The write-behind buffer's statements.
 
 // AddToSlots writes one statement that adds amounts[i] to slot slots[i] of
-// owner keys[i] (keys sorted, each once), creating rows as needed
-// (PostgreSQL and SQLite):
+// owner keys[i] (keys sorted, each once), creating rows as needed:
 //
 //	INSERT INTO slots (owner, slot, n) VALUES (k1, s1, a1), ...
 //	ON CONFLICT (owner, slot) DO UPDATE SET n = slots.n + excluded.n
+//
+// On MySQL/MariaDB, where an insert's foreign key check locks the parent,
+// increments use it only for rows an UPDATE found missing; a move out of
+// the parent column holds the parents already.
 func (d Dialect) AddToSlots(w Writer, t Table, keys []any, slots []int, amounts []int64) {
 	q(w, "INSERT INTO % (%, %, %) VALUES ", t.Slots, t.Owner, SlotColumn, ValueColumn)
 	for i, k := range keys {
@@ -654,6 +624,10 @@ func (d Dialect) AddToSlots(w Writer, t Table, keys []any, slots []int, amounts 
 			w.WriteString(", ")
 		}
 		args(w, []any{k, slots[i], amounts[i]})
+	}
+	if d.kind == mysql {
+		q(w, " ON DUPLICATE KEY UPDATE % = % + VALUES(%)", ValueColumn, ValueColumn, ValueColumn)
+		return
 	}
 	q(w, " ON CONFLICT (%, %) DO UPDATE SET % = %.% + excluded.%", t.Owner, SlotColumn, ValueColumn, t.Slots, ValueColumn, ValueColumn)
 }
@@ -816,7 +790,7 @@ func (d Dialect) FoldDeltas(t Table, after, upTo int64) []func(Writer) {
 				"% AS (SELECT % FROM % WHERE % IN (SELECT % FROM %) ORDER BY % FOR NO KEY UPDATE SKIP LOCKED), "+
 				"% AS (DELETE FROM % USING % WHERE %.% = %.% AND %.% IN (SELECT % FROM %) RETURNING %.%, %.%), "+
 				"% AS (SELECT %, SUM(%) AS % FROM % GROUP BY %) "+
-				"UPDATE % SET % = %.% + %.% FROM % WHERE %.% = %.%",
+				"UPDATE % SET % = COALESCE(%.%, 0) + %.% FROM % WHERE %.% = %.%",
 				parents, t.ParentKey, t.Parent, t.ParentKey, t.Owner, picked, t.ParentKey,
 				gone, t.Slots, picked, t.Slots, IDColumn, picked, IDColumn, picked, t.Owner, t.ParentKey, parents, t.Slots, t.Owner, t.Slots, ValueColumn,
 				totals, t.Owner, ValueColumn, ValueColumn, gone, t.Owner,
@@ -825,7 +799,7 @@ func (d Dialect) FoldDeltas(t Table, after, upTo int64) []func(Writer) {
 	}
 	return []func(Writer){
 		func(w Writer) {
-			q(w, "UPDATE % SET % = %.% + (SELECT COALESCE(SUM(%.%), 0) FROM % WHERE %.% = %.% AND ",
+			q(w, "UPDATE % SET % = COALESCE(%.%, 0) + (SELECT COALESCE(SUM(%.%), 0) FROM % WHERE %.% = %.% AND ",
 				t.Parent, t.Column, t.Parent, t.Column, t.Slots, ValueColumn, t.Slots, t.Slots, t.Owner, t.Parent, t.ParentKey)
 			inRange(w, t.Slots)
 			q(w, ") WHERE %.% IN (SELECT % FROM % WHERE ", t.Parent, t.ParentKey, t.Owner, t.Slots)

@@ -48,17 +48,17 @@ const (
 // FillGroup asks for one counter's values for some parents.
 type FillGroup struct {
 	Table countersql.Table
-	// Live reads column + pending slots (rollup counters).
-	Live bool
+	// Read is what adds up to the value (see [Sources]).
+	Read countersql.Sources
 	// Keys are distinct parent keys.
 	Keys []any
 }
 
 // Fill queries the values of every group's keys, as few queries as the
 // argument limits allow (one for any ordinary load), and calls set for
-// every (group index, key text, value) returned. A sum group returns no row
-// for a parent without slot rows: its value is zero, which the caller sets
-// beforehand.
+// every (group index, key text, value) returned. A group that reads no
+// column returns no row for a parent without slot rows: its value is zero,
+// which the caller sets beforehand.
 func Fill(ctx context.Context, conn Conn, d countersql.Dialect, groups []FillGroup, set func(group int, key string, value int64) error) error {
 	var (
 		parts []countersql.FillPart
@@ -92,16 +92,13 @@ func Fill(ctx context.Context, conn Conn, d countersql.Dialect, groups []FillGro
 	for gi, g := range groups {
 		for start := 0; start < len(g.Keys); start += FillChunk {
 			keys := g.Keys[start:min(start+FillChunk, len(g.Keys))]
-			n := len(keys)
-			if g.Live {
-				n *= 2 // a live part binds its keys twice
-			}
+			n := g.Read.Args(len(keys))
 			if nargs+n > FillArgs {
 				if err := flush(); err != nil {
 					return err
 				}
 			}
-			parts = append(parts, countersql.FillPart{Table: g.Table, Live: g.Live, Keys: keys})
+			parts = append(parts, countersql.FillPart{Table: g.Table, Read: g.Read, Keys: keys})
 			refs = append(refs, gi)
 			nargs += n
 		}

@@ -85,6 +85,10 @@ type Options struct {
 	// Hooks keeps a count with the ORM's callbacks instead of database
 	// triggers (which also see raw SQL, imports and bulk statements).
 	Hooks bool
+	// KeepColumn declares a sum counter over an existing column that still
+	// holds counts: the column stays in the ORM's schema, so that no
+	// migration drops it (ent; GORM never drops columns).
+	KeepColumn bool
 }
 
 // PrecreateOn resolves Precreate for a database whose default is def.
@@ -120,6 +124,9 @@ func (o Options) Validate() error {
 	}
 	if o.Counts != "" && o.SkipLocked {
 		return fmt.Errorf("%w: counts= picks the slot of the writer's session, not a free one: drop skiplocked", ErrInvalid)
+	}
+	if o.KeepColumn && (o.Mode != Sum || o.Counts != "") {
+		return fmt.Errorf("%w: keeping the column applies to sum counters; a rollup or append counter has its column anyway, and a count is recounted from its children", ErrInvalid)
 	}
 	if strings.ContainsRune(o.Where, ';') {
 		return fmt.Errorf("%w: where=%s: a condition is one SQL expression, without ';'", ErrInvalid, o.Where)

@@ -45,6 +45,30 @@ func (f BookFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error)
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.BookMutation", m)
 }
 
+// The ClipFunc type is an adapter to allow the use of ordinary
+// function as Clip mutator.
+type ClipFunc func(context.Context, *ent.ClipMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f ClipFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.ClipMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.ClipMutation", m)
+}
+
+// The ClipLikesSlotFunc type is an adapter to allow the use of ordinary
+// function as ClipLikesSlot mutator.
+type ClipLikesSlotFunc func(context.Context, *ent.ClipLikesSlotMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f ClipLikesSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.ClipLikesSlotMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.ClipLikesSlotMutation", m)
+}
+
 // The CommentFunc type is an adapter to allow the use of ordinary
 // function as Comment mutator.
 type CommentFunc func(context.Context, *ent.CommentMutation) (ent.Value, error)

@@ -75,6 +75,46 @@ var (
 			},
 		},
 	}
+	// ClipsColumns holds the columns for the "clips" table.
+	ClipsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "likes", Type: field.TypeInt64, Nullable: true, Default: 0},
+		{Name: "title", Type: field.TypeString, Default: ""},
+	}
+	// ClipsTable holds the schema information for the "clips" table.
+	ClipsTable = &schema.Table{
+		Name:       "clips",
+		Columns:    ClipsColumns,
+		PrimaryKey: []*schema.Column{ClipsColumns[0]},
+	}
+	// ClipLikesSlotsColumns holds the columns for the "clip_likes_slots" table.
+	ClipLikesSlotsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "slot", Type: field.TypeInt16},
+		{Name: "n", Type: field.TypeInt64, Default: 0},
+		{Name: "clip_id", Type: field.TypeInt},
+	}
+	// ClipLikesSlotsTable holds the schema information for the "clip_likes_slots" table.
+	ClipLikesSlotsTable = &schema.Table{
+		Name:       "clip_likes_slots",
+		Columns:    ClipLikesSlotsColumns,
+		PrimaryKey: []*schema.Column{ClipLikesSlotsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "clip_likes_slots_clips_clip",
+				Columns:    []*schema.Column{ClipLikesSlotsColumns[3]},
+				RefColumns: []*schema.Column{ClipsColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "cliplikesslot_clip_id_slot",
+				Unique:  true,
+				Columns: []*schema.Column{ClipLikesSlotsColumns[3], ClipLikesSlotsColumns[1]},
+			},
+		},
+	}
 	// CommentsColumns holds the columns for the "comments" table.
 	CommentsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt, Increment: true},
@@ -524,6 +564,8 @@ var (
 		AuthorsTable,
 		AuthorFollowersSlotsTable,
 		BooksTable,
+		ClipsTable,
+		ClipLikesSlotsTable,
 		CommentsTable,
 		CommentUpvoteSlotsTable,
 		ItemsTable,
@@ -553,6 +595,10 @@ func init() {
 		Table: "author_followers_slots",
 	}
 	BooksTable.ForeignKeys[0].RefTable = ShelvesTable
+	ClipLikesSlotsTable.ForeignKeys[0].RefTable = ClipsTable
+	ClipLikesSlotsTable.Annotation = &entsql.Annotation{
+		Table: "clip_likes_slots",
+	}
 	CommentsTable.ForeignKeys[0].RefTable = PostsTable
 	CommentUpvoteSlotsTable.ForeignKeys[0].RefTable = CommentsTable
 	CommentUpvoteSlotsTable.Annotation = &entsql.Annotation{

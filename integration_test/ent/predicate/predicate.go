@@ -15,6 +15,12 @@ type AuthorFollowersSlot func(*sql.Selector)
 // Book is the predicate function for book builders.
 type Book func(*sql.Selector)
 
+// Clip is the predicate function for clip builders.
+type Clip func(*sql.Selector)
+
+// ClipLikesSlot is the predicate function for cliplikesslot builders.
+type ClipLikesSlot func(*sql.Selector)
+
 // Comment is the predicate function for comment builders.
 type Comment func(*sql.Selector)
 

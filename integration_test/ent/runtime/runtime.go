@@ -6,6 +6,8 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/author"
 	"github.com/hotcounter/hotcounter/integration_test/ent/authorfollowersslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/book"
+	"github.com/hotcounter/hotcounter/integration_test/ent/clip"
+	"github.com/hotcounter/hotcounter/integration_test/ent/cliplikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/comment"
 	"github.com/hotcounter/hotcounter/integration_test/ent/commentupvoteslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/item"
@@ -64,6 +66,30 @@ func init() {
 	book.DefaultStatus = bookDescStatus.Default.(string)
 	// book.StatusValidator is a validator for the "status" field. It is called by the builders before save.
 	book.StatusValidator = bookDescStatus.Validators[0].(func(string) error)
+	clipMixin := schema.Clip{}.Mixin()
+	clipMixinHooks0 := clipMixin[0].Hooks()
+	clip.Hooks[0] = clipMixinHooks0[0]
+	clipMixinFields0 := clipMixin[0].Fields()
+	_ = clipMixinFields0
+	clipFields := schema.Clip{}.Fields()
+	_ = clipFields
+	// clipDescLikes is the schema descriptor for likes field.
+	clipDescLikes := clipMixinFields0[0].Descriptor()
+	// clip.DefaultLikes holds the default value on creation for the likes field.
+	clip.DefaultLikes = clipDescLikes.Default.(int64)
+	// clipDescTitle is the schema descriptor for title field.
+	clipDescTitle := clipFields[0].Descriptor()
+	// clip.DefaultTitle holds the default value on creation for the title field.
+	clip.DefaultTitle = clipDescTitle.Default.(string)
+	cliplikesslotMixin := schema.ClipLikesSlot{}.Mixin()
+	cliplikesslotMixinFields0 := cliplikesslotMixin[0].Fields()
+	_ = cliplikesslotMixinFields0
+	cliplikesslotFields := schema.ClipLikesSlot{}.Fields()
+	_ = cliplikesslotFields
+	// cliplikesslotDescN is the schema descriptor for n field.
+	cliplikesslotDescN := cliplikesslotMixinFields0[2].Descriptor()
+	// cliplikesslot.DefaultN holds the default value on creation for the n field.
+	cliplikesslot.DefaultN = cliplikesslotDescN.Default.(int64)
 	commentMixin := schema.Comment{}.Mixin()
 	commentMixinHooks0 := commentMixin[0].Hooks()
 	comment.Hooks[0] = commentMixinHooks0[0]

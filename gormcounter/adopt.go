@@ -1,0 +1,322 @@
+package gormcounter
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/schema"
+
+	"github.com/hotcounter/hotcounter/internal/countersql"
+	"github.com/hotcounter/hotcounter/internal/engine"
+	"github.com/hotcounter/hotcounter/internal/spec"
+)
+
+// Adopting a counter over a table that already holds counts: AutoMigrate
+// readies the existing column (see prepareColumns), loads add it to the
+// slots (engine.Sources), and MoveToSlots empties it onto slots.
+
+// Moved is what [MoveToSlots] did; see its fields.
+type Moved = engine.Moved
+
+// MoveToSlots moves the values that the sum counters of the given models
+// hold in a parent column of their own name onto slot rows, so that the
+// column can be dropped: a column that existed before the field was tagged
+// (or that a rollup counter left when it became a sum counter). Until then
+// every load adds the column to the slots, and code that still writes the
+// column (likes = likes + 1) keeps counting, before, during and after the
+// move.
+//
+//	moved, err := gormcounter.MoveToSlots(db.WithContext(ctx), &Post{})
+//
+// It walks the parents in key order, a batch of Config.RollupBatchSize per
+// transaction; for each parent whose column is not 0 it adds the value to
+// the parent's slot row -1 (a row increments never write) and sets the
+// column to 0, in that transaction, so every value moves exactly once and
+// a load sees it before the move or after it. It never waits on a row lock:
+// parents that another transaction holds at that moment (old code writing
+// the column) are skipped and reported as Busy; run it again to move them.
+// Running it again, or after an interrupted run, moves only what is left.
+// A NULL column counts as 0 and becomes 0 (Moved.Nulls). Values an append
+// counter left in a delta table are folded into the column first, and move
+// with it. Like [Rollup] it refuses to run inside a transaction.
+//
+// Dropping the column is yours to do once no code writes it (GORM never
+// drops columns): db.Migrator().DropColumn(&Post{}, "likes"), or
+// ALTER TABLE posts DROP COLUMN likes. Loads notice the column is gone.
+func MoveToSlots(db *gorm.DB, models ...any) (Moved, error) {
+	p, counters, err := passCounters(db, models, "MoveToSlots", "sum counter (tag one `gorm:\"counter\"`)",
+		func(c *counter) bool { return c.opts.Mode == spec.Sum && c.count == nil })
+	if err != nil {
+		return Moved{}, err
+	}
+	ctx := db.Statement.Context
+	s, inTx := ownTx(db)
+	var total Moved
+	for _, c := range counters {
+		p.storages.Forget(c.table)
+		st, err := p.storages.Get(ctx, s, p.dialect, c.table)
+		if err != nil {
+			return total, fmt.Errorf("gormcounter: MoveToSlots %s: %w", c.name(), err)
+		}
+		if !st.Column {
+			continue
+		}
+		if !st.Integer() {
+			return total, fmt.Errorf("gormcounter: MoveToSlots %s: %w: %s.%s is %s", c.name(), engine.ErrColumnType, c.table.Parent, c.table.Column, st.Type)
+		}
+		if st.Other(c.table) {
+			// An append counter's leftover deltas: into the column first,
+			// then onto slots with it.
+			deltas := c.table
+			deltas.Slots = c.table.Other
+			if err := engine.Rollup(ctx, s, p.dialect, deltas, true, p.cfg.RollupBatchSize, func() bool { return false }, inTx); err != nil {
+				return total, fmt.Errorf("gormcounter: MoveToSlots %s: fold %s: %w", c.name(), deltas.Slots, err)
+			}
+		}
+		m, err := engine.MoveColumns(ctx, s, p.dialect, c.table, p.cfg.RollupBatchSize, inTx)
+		total.Add(m)
+		if err != nil {
+			return total, fmt.Errorf("gormcounter: MoveToSlots %s: %w", c.name(), err)
+		}
+	}
+	return total, nil
+}
+
+// prepareColumns runs before GORM migrates the models. For every counter
+// whose parent table already has a column of the counter's name it checks
+// that the column holds integers and readies it:
+//   - a sum counter reads it as part of its value: the column gets the
+//     default 0, so that rows created without it start at 0 (old code's
+//     likes = likes + 1 would leave a NULL as it is);
+//   - a rollup or append counter folds into it, and GORM makes it NOT NULL
+//     DEFAULT 0: its NULLs become 0 first, in batches;
+//   - a count of child rows is recounted from the children once its slot
+//     table exists (installCounts); the column is left alone.
+//
+// It says what it found through db's logger.
+func (m counterMigrator) prepareColumns(models []*model) error {
+	ctx := m.db.Statement.Context
+	d := m.plugin.dialect
+	conn := gormConn{db: m.db}
+	for _, md := range models {
+		for _, c := range md.counters {
+			st, err := engine.Probe(ctx, conn, d, c.table)
+			if err != nil {
+				return fmt.Errorf("gormcounter: %s: read the columns of %s: %w", c.name(), c.table.Parent, err)
+			}
+			if !st.Column {
+				continue
+			}
+			if !st.Integer() {
+				return fmt.Errorf("gormcounter: %s: %w: the existing column %s.%s is %s; a counter needs an integer column: convert it first, or rename it out of the way",
+					c.name(), ErrInvalidCounter, c.table.Parent, c.table.Column, st.Type)
+			}
+			switch {
+			case c.count != nil:
+				m.db.Logger.Warn(ctx, "gormcounter: %s: %s.%s already exists; the count is kept in %s and recounted from %s rows, and the column is left as it is",
+					c.name(), c.table.Parent, c.table.Column, c.table.Slots, c.count.rel.FieldSchema.Table)
+				if c.opts.Mode.HasColumn() && st.Nullable {
+					if err := m.zeroNulls(ctx, c); err != nil {
+						return err
+					}
+				}
+			case c.opts.Mode.HasColumn():
+				if st.Nullable {
+					if err := m.zeroNulls(ctx, c); err != nil {
+						return err
+					}
+				}
+			default:
+				if st.Default == "" {
+					if err := m.defaultZero(c, st); err != nil {
+						return err
+					}
+				}
+				null := ""
+				if st.Nullable {
+					null = " (a NULL counts as 0)"
+				}
+				m.db.Logger.Warn(ctx, "gormcounter: %s: the existing column %s.%s is part of the value%s: loads add it to the slots, "+
+					"and code that still runs %s = %s + n keeps counting; gormcounter.MoveToSlots moves it onto slots, and then it can be dropped",
+					c.name(), c.table.Parent, c.table.Column, null, c.table.Column, c.table.Column)
+			}
+		}
+	}
+	return nil
+}
+
+// zeroNulls sets a rollup column's NULLs to 0 before GORM makes it NOT NULL.
+func (m counterMigrator) zeroNulls(ctx context.Context, c *counter) error {
+	n, err := engine.ZeroNulls(ctx, gormConn{db: m.db}, m.plugin.dialect, c.table, m.plugin.cfg.RollupBatchSize)
+	if err != nil {
+		return fmt.Errorf("gormcounter: %s: set the NULLs of %s.%s to 0: %w", c.name(), c.table.Parent, c.table.Column, err)
+	}
+	if n > 0 {
+		m.db.Logger.Warn(ctx, "gormcounter: %s: %d rows of %s held NULL in %s, counted as 0: set to 0 before the column becomes NOT NULL",
+			c.name(), n, c.table.Parent, c.table.Column)
+	}
+	return nil
+}
+
+// defaultZero gives an adopted column the default 0: an ALTER of the
+// catalog only on PostgreSQL and MySQL/MariaDB; SQLite rebuilds the table
+// (as GORM does to alter any column there), keeping its indexes and count
+// triggers.
+func (m counterMigrator) defaultZero(c *counter, st engine.Storage) error {
+	d := m.plugin.dialect
+	if d.AltersDefaults() {
+		if err := execSQL(m.db, "", func(w countersql.Writer) { d.SetColumnDefault(w, c.table) }).Error; err != nil {
+			return fmt.Errorf("gormcounter: %s: give %s.%s the default 0: %w", c.name(), c.table.Parent, c.table.Column, err)
+		}
+		return nil
+	}
+	type index struct{ name, sql string }
+	var saved []index
+	rows, err := querySQL(m.db, "", func(w countersql.Writer) { d.IndexesOn(w, c.table.Parent) }).Rows()
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var ix index
+		if err := rows.Scan(&ix.name, &ix.sql); err != nil {
+			rows.Close()
+			return err
+		}
+		saved = append(saved, ix)
+	}
+	rows.Close()
+	// A struct of the one column, as it is plus DEFAULT 0, for the
+	// migrator's table rebuild.
+	tag := fmt.Sprintf(`gorm:"column:%s;type:%s;default:0"`, c.table.Column, st.Type)
+	if !st.Nullable {
+		tag = fmt.Sprintf(`gorm:"column:%s;type:%s;not null;default:0"`, c.table.Column, st.Type)
+	}
+	typ := reflect.StructOf([]reflect.StructField{{Name: "Counter", Type: reflect.TypeOf(int64(0)), Tag: reflect.StructTag(tag)}})
+	err = m.guardRebuild([]any{c.table.Parent}, func(conn *gorm.DB) error {
+		return inner(conn.Table(c.table.Parent)).AlterColumn(reflect.New(typ).Interface(), "Counter")
+	})
+	if err != nil {
+		return fmt.Errorf("gormcounter: %s: give %s.%s the default 0: %w", c.name(), c.table.Parent, c.table.Column, err)
+	}
+	for _, ix := range saved {
+		sql := ix.sql
+		for _, p := range []string{"CREATE INDEX ", "CREATE UNIQUE INDEX "} {
+			if strings.HasPrefix(sql, p) {
+				sql = p + "IF NOT EXISTS " + sql[len(p):]
+			}
+		}
+		if err := execSQL(m.db, "", func(w countersql.Writer) { w.WriteString(sql) }).Error; err != nil {
+			return fmt.Errorf("gormcounter: %s: put back index %s after a rebuild of %s: %w", c.name(), ix.name, c.table.Parent, err)
+		}
+	}
+	return nil
+}
+
+// foldLeftovers folds, into their plain column, the values that a slot or
+// delta table still holds for an integer field that is no longer a counter
+// (its tag was removed): the value lands back in the column, exactly once,
+// and the table is left empty for the user to drop. It runs after GORM
+// migrated the models, so the column exists.
+func (m counterMigrator) foldLeftovers(values []any) error {
+	var tables map[string]bool
+	ctx := m.db.Statement.Context
+	d := m.plugin.dialect
+	for _, v := range values {
+		if _, isName := v.(string); isName {
+			continue
+		}
+		stmt := &gorm.Statement{DB: m.db}
+		if stmt.Parse(v) != nil || len(stmt.Schema.PrimaryFields) != 1 {
+			continue
+		}
+		s := stmt.Schema
+		md, _ := m.plugin.model(m.db, s)
+		for _, f := range s.Fields {
+			if f.DBName == "" || f.PrimaryKey || f.IgnoreMigration || !isInteger(f) || md.lookup(f.Name) != nil {
+				continue
+			}
+			if tables == nil {
+				names, err := m.Migrator.GetTables()
+				if err != nil {
+					return fmt.Errorf("gormcounter: list tables: %w", err)
+				}
+				tables = map[string]bool{}
+				for _, n := range names {
+					tables[n] = true
+				}
+			}
+			for _, suffix := range []string{"Slot", "Deltas"} {
+				name, owner := storageNames(m.db.NamingStrategy, s.Table, f.DBName, suffix)
+				if _, bare := splitName(name); !tables[bare] {
+					continue
+				}
+				t := countersql.Table{Parent: s.Table, ParentKey: s.PrimaryFields[0].DBName, Column: f.DBName, Slots: name, Owner: owner}
+				var rows, sum int64
+				if err := querySQL(m.db, "", func(w countersql.Writer) { d.TableTotal(w, name) }).Row().Scan(&rows, &sum); err != nil {
+					return fmt.Errorf("gormcounter: %s.%s: read %s: %w", s.Name, f.Name, name, err)
+				}
+				if rows == 0 {
+					continue
+				}
+				sess, inTx := ownTx(m.db)
+				if err := engine.Rollup(ctx, sess, d, t, suffix == "Deltas", m.plugin.cfg.RollupBatchSize, func() bool { return false }, inTx); err != nil {
+					return fmt.Errorf("gormcounter: %s.%s is no longer a counter: fold what %s holds into %s.%s: %w", s.Name, f.Name, name, s.Table, f.DBName, err)
+				}
+				m.db.Logger.Warn(ctx, "gormcounter: %s.%s is no longer a counter: folded %d rows of %s (%d in all) into %s.%s; drop %s once no code increments the counter",
+					s.Name, f.Name, rows, name, sum, s.Table, f.DBName, name)
+			}
+		}
+	}
+	return nil
+}
+
+func isInteger(f *schema.Field) bool {
+	switch f.FieldType.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return true
+	}
+	return false
+}
+
+// splitName splits "schema.table" (schema "" when unqualified).
+func splitName(name string) (schema, table string) {
+	if i := strings.LastIndexByte(name, '.'); i >= 0 {
+		return name[:i], name[i+1:]
+	}
+	return "", name
+}
+
+// checkParentKey reports a parent table whose key is neither its primary
+// key nor alone in a unique index: the slot table's foreign key could not
+// reference it.
+func (m counterMigrator) checkParentKey(c *counter) error {
+	ok, err := engine.KeyUnique(m.db.Statement.Context, gormConn{db: m.db}, m.plugin.dialect, c.table.Parent, c.table.ParentKey)
+	if err != nil {
+		return fmt.Errorf("gormcounter: %s: read the keys of %s: %w", c.name(), c.table.Parent, err)
+	}
+	if !ok {
+		return fmt.Errorf("gormcounter: %s: %w: table %s has no primary key (or unique index) on %s, which the foreign key of %s must reference; add one first, as in ALTER TABLE %s ADD PRIMARY KEY (%s)",
+			c.name(), ErrInvalidCounter, c.table.Parent, c.table.ParentKey, c.table.Slots, c.table.Parent, c.table.ParentKey)
+	}
+	return nil
+}
+
+// recordStorages probes where each counter's values live now that the
+// migration is done, so that the first loads need not.
+func (m counterMigrator) recordStorages(models []*model) error {
+	ctx := m.db.Statement.Context
+	for _, md := range models {
+		for _, c := range md.counters {
+			st, err := engine.Probe(ctx, gormConn{db: m.db}, m.plugin.dialect, c.table)
+			if err != nil {
+				return fmt.Errorf("gormcounter: %s: %w", c.name(), err)
+			}
+			m.plugin.storages.Set(c.table, st)
+		}
+	}
+	return nil
+}

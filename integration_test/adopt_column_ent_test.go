@@ -1,0 +1,281 @@
+package integration_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	atlasmigrate "ariga.io/atlas/sql/migrate"
+	"entgo.io/ent/dialect/sql/schema"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
+
+	"github.com/hotcounter/hotcounter/entcounter"
+	"github.com/hotcounter/hotcounter/integration_test/ent/migrate"
+	"github.com/hotcounter/hotcounter/integration_test/ent/post"
+)
+
+// legacyEntPosts makes the posts table as an ent application had it
+// before likes became a counter: ent's schema of today without the slot
+// table of likes, and with a plain likes column (NOT NULL without a default
+// where the database can drop one; SQLite keeps DEFAULT 0). It creates two
+// posts, with 1234 and 0 likes.
+func legacyEntPosts(t *testing.T, e *entEnv) (int, int) {
+	t.Helper()
+	ctx := context.Background()
+	must(t, e.client.Schema.Create(ctx))
+	must(t, e.db.Exec("DROP TABLE post_likes_slots").Error)
+	must(t, e.db.Exec("ALTER TABLE posts ADD COLUMN likes BIGINT NOT NULL DEFAULT 0").Error)
+	if e.kind != lite {
+		must(t, e.db.Exec("ALTER TABLE posts ALTER COLUMN likes DROP DEFAULT").Error)
+	}
+	var ids [2]int
+	for i, likes := range []int64{1234, 0} {
+		must(t, e.db.Exec("INSERT INTO posts (title, views, likes) VALUES (?, 0, ?)", fmt.Sprint("old ", i), likes).Error)
+		ids[i] = int(rawInt(t, e.db, "SELECT MAX(id) FROM posts"))
+	}
+	e.client = reopenEnt(t, e) // a new process: nothing learned yet
+	return ids[0], ids[1]
+}
+
+func entLikes(t *testing.T, e *entEnv, ctx context.Context, ids ...int) []int64 {
+	t.Helper()
+	out := make([]int64, len(ids))
+	for i, id := range ids {
+		p, err := e.client.Post.Get(ctx, id)
+		must(t, err)
+		out[i] = p.Likes
+	}
+	return out
+}
+
+func TestEntTaggingAnExistingColumnHidesNothing(t *testing.T) {
+	for _, k := range entKinds {
+		t.Run(string(k), func(t *testing.T) {
+			ctx := context.Background()
+			e := openEnt(t, k, false)
+			a, b := legacyEntPosts(t, e)
+			must(t, e.client.Schema.Create(ctx, entcounter.WithCounters(e.client)))
+
+			assert.Equal(t, []int64{1234, 0}, entLikes(t, e, ctx, a, b), "the column's likes")
+			saved, err := e.client.Post.UpdateOneID(a).AddLikes(1).Save(ctx)
+			must(t, err)
+			assert.EqualValues(t, 1235, saved.Likes, "UpdateOne returns the total with the column")
+			must(t, e.db.Exec("UPDATE posts SET likes = likes + 1 WHERE id = ?", a).Error) // old code
+			assert.Equal(t, []int64{1236, 0}, entLikes(t, e, ctx, a, b))
+			all, err := e.client.Post.Query().Order(post.ByID()).All(ctx)
+			must(t, err)
+			require.Len(t, all, 2)
+			assert.EqualValues(t, 1236, all[0].Likes, "All")
+
+			// New posts write 0 into the NOT NULL column, so old code's
+			// increments of them count.
+			fresh, err := e.client.Post.Create().SetTitle("new").SetLikes(3).Save(ctx)
+			must(t, err)
+			must(t, e.db.Exec("UPDATE posts SET likes = likes + 1 WHERE id = ?", fresh.ID).Error)
+			assert.Equal(t, []int64{4}, entLikes(t, e, ctx, fresh.ID))
+
+			// SetLikes sets the total: the column becomes 0.
+			must(t, e.client.Post.UpdateOneID(b).SetLikes(10).Exec(ctx))
+			assert.Equal(t, []int64{1236, 10}, entLikes(t, e, ctx, a, b))
+
+			moved, err := entcounter.MoveToSlots(ctx, e.client)
+			must(t, err)
+			assert.Equal(t, entcounter.Moved{Parents: 2, Amount: 1235 + 1}, moved, "a's column and the new post's")
+			assert.Equal(t, []int64{1236, 10, 4}, entLikes(t, e, ctx, a, b, fresh.ID), "a move changes no total")
+			again, err := entcounter.MoveToSlots(ctx, e.client)
+			must(t, err)
+			assert.Equal(t, entcounter.Moved{}, again)
+
+			must(t, e.db.Exec("ALTER TABLE posts DROP COLUMN likes").Error)
+			assert.Equal(t, []int64{1236, 10, 4}, entLikes(t, e, ctx, a, b, fresh.ID), "after the column is dropped")
+			saved, err = e.client.Post.UpdateOneID(a).AddLikes(1).Save(ctx)
+			must(t, err)
+			assert.EqualValues(t, 1237, saved.Likes)
+		})
+	}
+}
+
+// The versioned-migration path: ent's diff of the legacy database keeps
+// the likes column (ent drops columns only when told to) and adds the slot
+// tables; applied, it leaves loads showing the column's likes.
+func TestEntVersionedMigrationKeepsTheColumn(t *testing.T) {
+	for _, k := range entKinds {
+		t.Run(string(k), func(t *testing.T) {
+			ctx := context.Background()
+			e := openEnt(t, k, false)
+			a, _ := legacyEntPosts(t, e)
+			dir := t.TempDir()
+			ld, err := atlasmigrate.NewLocalDir(dir)
+			must(t, err)
+			m, err := schema.NewMigrate(e.client.HotCounter().Driver, schema.WithDir(ld), schema.WithFormatter(atlasmigrate.DefaultFormatter))
+			must(t, err)
+			must(t, m.NamedDiff(ctx, "adopt", migrate.Tables...))
+			files, err := filepath.Glob(filepath.Join(dir, "*_adopt.sql"))
+			must(t, err)
+			require.Len(t, files, 1)
+			body, err := os.ReadFile(files[0])
+			must(t, err)
+			sql := string(body)
+			assert.Contains(t, sql, "post_likes_slots")
+			assert.NotContains(t, strings.ToLower(sql), "drop column")
+			var stmt strings.Builder
+			for _, line := range strings.Split(sql, "\n") {
+				if strings.HasPrefix(line, "--") {
+					continue
+				}
+				stmt.WriteString(line + "\n")
+				if strings.HasSuffix(line, ";") {
+					must(t, e.db.Exec(stmt.String()).Error)
+					stmt.Reset()
+				}
+			}
+			assert.Equal(t, []int64{1234}, entLikes(t, e, ctx, a))
+			must(t, e.client.Post.UpdateOneID(a).AddLikes(2).Exec(ctx))
+			assert.Equal(t, []int64{1236}, entLikes(t, e, ctx, a))
+		})
+	}
+}
+
+func TestEntAdoptingABadColumnIsAnError(t *testing.T) {
+	for _, k := range entKinds {
+		t.Run(string(k), func(t *testing.T) {
+			ctx := context.Background()
+			e := openEnt(t, k, false)
+			must(t, e.client.Schema.Create(ctx))
+			must(t, e.db.Exec("DROP TABLE post_likes_slots").Error)
+			must(t, e.db.Exec("ALTER TABLE posts ADD COLUMN likes VARCHAR(20)").Error)
+			err := e.client.Schema.Create(ctx, entcounter.WithCounters(e.client))
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "Post.likes")
+			assert.Contains(t, err.Error(), "integer")
+		})
+	}
+}
+
+// A rollup counter over a column holding NULLs: the migration sets them to
+// 0 before ent makes the column NOT NULL (PostgreSQL and MariaDB, where a
+// column's nullability changes in place).
+func TestEntAdoptingARollupColumnWithNulls(t *testing.T) {
+	for _, k := range []dbKind{pg, my} {
+		t.Run(string(k), func(t *testing.T) {
+			ctx := context.Background()
+			e := openEnt(t, k, true)
+			nullable := "ALTER TABLE posts ALTER COLUMN views DROP NOT NULL"
+			if k == my {
+				nullable = "ALTER TABLE posts MODIFY views BIGINT NULL"
+			}
+			must(t, e.db.Exec(nullable).Error)
+			must(t, e.db.Exec("INSERT INTO posts (title, views) VALUES ('a', NULL), ('b', 7)").Error)
+			must(t, e.client.Schema.Create(ctx, entcounter.WithCounters(e.client)))
+			assert.EqualValues(t, 0, rawInt(t, e.db, "SELECT COUNT(*) FROM posts WHERE views IS NULL"))
+			all, err := e.client.Post.Query().Order(post.ByID()).All(ctx)
+			must(t, err)
+			require.Len(t, all, 2)
+			assert.EqualValues(t, 0, all[0].Views)
+			assert.EqualValues(t, 7, all[1].Views)
+		})
+	}
+}
+
+// A count declared over a column that held counts kept by hand:
+// WithCounters counts the existing child rows when it creates the count's
+// slot table; the column is not part of the count.
+func TestEntCountOverAnExistingColumnIsRecounted(t *testing.T) {
+	for _, k := range entKinds {
+		t.Run(string(k), func(t *testing.T) {
+			ctx := context.Background()
+			e := openEnt(t, k, true)
+			must(t, e.db.Exec("DROP TABLE shelf_book_count_slots").Error)
+			must(t, e.db.Exec("ALTER TABLE shelves ADD COLUMN book_count BIGINT NOT NULL DEFAULT 0").Error)
+			must(t, e.db.Exec("INSERT INTO shelves (name, open_count, book_count) VALUES ('a', 0, 9)").Error)
+			id := int(rawInt(t, e.db, "SELECT MAX(id) FROM shelves"))
+			for i := 0; i < 4; i++ {
+				must(t, e.db.Exec("INSERT INTO books (status, shelf_id) VALUES ('open', ?)", id).Error)
+			}
+			e.client = reopenEnt(t, e)
+			must(t, e.client.Schema.Create(ctx, entcounter.WithCounters(e.client)))
+			s, err := e.client.Shelf.Get(ctx, id)
+			must(t, err)
+			assert.EqualValues(t, 4, s.BookCount, "the four books, not the column's 9")
+			must(t, e.db.Exec("INSERT INTO books (status, shelf_id) VALUES ('open', ?)", id).Error)
+			s, err = e.client.Shelf.Get(ctx, id)
+			must(t, err)
+			assert.EqualValues(t, 5, s.BookCount)
+		})
+	}
+}
+
+// AdoptColumn keeps the column in ent's schema: a migration that alters the
+// table (here it makes the old NOT NULL column nullable with the default 0;
+// on SQLite by copying the table) keeps it and its counts.
+func TestEntAdoptColumnKeepsTheColumn(t *testing.T) {
+	for _, k := range entKinds {
+		t.Run(string(k), func(t *testing.T) {
+			ctx := context.Background()
+			e := openEnt(t, k, false)
+			ddl := map[dbKind]string{
+				pg:   "CREATE TABLE clips (id bigint GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY, title character varying NOT NULL DEFAULT '', likes bigint NOT NULL)",
+				my:   "CREATE TABLE clips (id bigint AUTO_INCREMENT PRIMARY KEY, title varchar(255) NOT NULL DEFAULT '', likes bigint NOT NULL)",
+				lite: "CREATE TABLE clips (id integer PRIMARY KEY AUTOINCREMENT, title text NOT NULL DEFAULT '', likes integer NOT NULL)",
+			}[k]
+			must(t, e.db.Exec(ddl).Error)
+			must(t, e.db.Exec("INSERT INTO clips (title, likes) VALUES ('a', 41)").Error)
+			id := int(rawInt(t, e.db, "SELECT MAX(id) FROM clips"))
+			single := reopenEnt(t, e) // SQLite: ent turns foreign keys off for its copy on the connection it migrates on
+			if k == lite {
+				single = reopenEntPool(t, e, 1)
+			}
+			must(t, single.Schema.Create(ctx, entcounter.WithCounters(single)))
+			c, err := e.client.Clip.Get(ctx, id)
+			must(t, err)
+			assert.EqualValues(t, 41, c.Likes)
+			must(t, e.client.Clip.UpdateOneID(id).AddLikes(1).Exec(ctx))
+			c, err = e.client.Clip.Get(ctx, id)
+			must(t, err)
+			assert.EqualValues(t, 42, c.Likes)
+			moved, err := entcounter.MoveToSlots(ctx, e.client)
+			must(t, err)
+			assert.Equal(t, entcounter.Moved{Parents: 1, Amount: 41}, moved)
+		})
+	}
+}
+
+// On SQLite a migration that copies a parent table would drop a column
+// that a counter was declared over without AdoptColumn, with its counts:
+// WithCounters refuses, and says what to declare.
+func TestEntSQLiteCopyOfAnAdoptedColumnIsRefused(t *testing.T) {
+	ctx := context.Background()
+	e := openEnt(t, lite, false)
+	a, _ := legacyEntPosts(t, e)
+	// Make views nullable by copying the table, as an old schema would have
+	// it: ent's next migration copies the table to make it NOT NULL again.
+	must(t, e.db.Connection(func(conn *gorm.DB) error {
+		var ddl string
+		must(t, conn.Raw("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'posts'").Scan(&ddl).Error)
+		nullable := regexp.MustCompile("`views` integer NOT NULL DEFAULT \\(0\\)").ReplaceAllString(ddl, "`views` integer NULL")
+		require.NotEqual(t, ddl, nullable, "ent's DDL of posts: %s", ddl)
+		for _, s := range []string{
+			"PRAGMA foreign_keys = OFF",
+			strings.Replace(nullable, "`posts`", "`posts_copy`", 1),
+			"INSERT INTO posts_copy SELECT * FROM posts",
+			"DROP TABLE posts",
+			"ALTER TABLE posts_copy RENAME TO posts",
+			"PRAGMA foreign_keys = ON",
+		} {
+			must(t, conn.Exec(s).Error)
+		}
+		return nil
+	}))
+	single := reopenEntPool(t, e, 1)
+	err := single.Schema.Create(ctx, entcounter.WithCounters(single))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "Post.likes")
+	assert.Contains(t, err.Error(), "AdoptColumn")
+	assert.EqualValues(t, 1234, rawInt(t, e.db, "SELECT likes FROM posts WHERE id = ?", a), "nothing was lost")
+}

@@ -1,0 +1,517 @@
+package integration_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
+
+	"github.com/hotcounter/hotcounter/gormcounter"
+)
+
+// The models of adoption: a table "shows" that an application has kept a
+// plain likes column on, and the same table seen by code that tags the
+// column as a counter in each mode.
+
+// OldShow is the application before hotcounter: a plain column.
+type OldShow struct {
+	ID    uint
+	Title string
+	Likes int64
+}
+
+func (OldShow) TableName() string { return "shows" }
+
+// OldNotNullShow is the same table with a NOT NULL column and no default.
+type OldNotNullShow struct {
+	ID    uint
+	Title string
+	Likes int64 `gorm:"not null"`
+}
+
+func (OldNotNullShow) TableName() string { return "shows" }
+
+// SumShow tags the column as a sum counter.
+type SumShow struct {
+	ID    uint
+	Title string
+	Likes int64 `gorm:"counter"`
+}
+
+func (SumShow) TableName() string { return "shows" }
+
+// RollupShow tags it as a rollup counter.
+type RollupShow struct {
+	ID    uint
+	Title string
+	Likes int64 `gorm:"counter:rollup"`
+}
+
+func (RollupShow) TableName() string { return "shows" }
+
+// AppendShow tags it as an append counter.
+type AppendShow struct {
+	ID    uint
+	Title string
+	Likes int64 `gorm:"counter:append"`
+}
+
+func (AppendShow) TableName() string { return "shows" }
+
+// WideShow is the sum counter with 64 slots instead of 16.
+type WideShow struct {
+	ID    uint
+	Title string
+	Likes int64 `gorm:"counter:slots=64"`
+}
+
+func (WideShow) TableName() string { return "shows" }
+
+// oldShows creates the table as the old application had it, with the
+// given likes per show (nil: NULL), and returns the shows' ids.
+func oldShows(t *testing.T, db *gorm.DB, likes ...*int64) []uint {
+	t.Helper()
+	must(t, db.AutoMigrate(&OldShow{}))
+	ids := make([]uint, len(likes))
+	for i, l := range likes {
+		s := OldShow{Title: fmt.Sprint("show ", i)}
+		must(t, db.Create(&s).Error)
+		if l == nil {
+			must(t, db.Exec("UPDATE shows SET likes = NULL WHERE id = ?", s.ID).Error)
+		} else {
+			must(t, db.Exec("UPDATE shows SET likes = ? WHERE id = ?", *l, s.ID).Error)
+		}
+		ids[i] = s.ID
+	}
+	return ids
+}
+
+func i64(v int64) *int64 { return &v }
+
+// showLikes loads the shows' likes through model M, plainly or Live.
+func showLikes[M any](t *testing.T, db *gorm.DB, live bool, ids []uint, get func(*M) (uint, int64)) []int64 {
+	t.Helper()
+	var rows []M
+	q := db
+	if live {
+		q = db.Clauses(gormcounter.Live)
+	}
+	must(t, q.Order("id").Find(&rows, ids).Error)
+	got := make([]int64, len(ids))
+	for i := range rows {
+		id, v := get(&rows[i])
+		for j, want := range ids {
+			if want == id {
+				got[j] = v
+			}
+		}
+	}
+	return got
+}
+
+func sumLikes(t *testing.T, db *gorm.DB, ids []uint) []int64 {
+	return showLikes(t, db, false, ids, func(s *SumShow) (uint, int64) { return s.ID, s.Likes })
+}
+
+// oldIncrement is old code's increment of the column.
+func oldIncrement(db *gorm.DB, id uint, n int64) error {
+	return db.Model(&OldShow{ID: id}).UpdateColumn("likes", gorm.Expr("likes + ?", n)).Error
+}
+
+func TestTaggingAnExistingColumnHidesNothing(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		db := e.db
+		ids := oldShows(t, db, i64(1234), i64(0), nil)
+		must(t, db.AutoMigrate(&SumShow{}))
+		assert.Equal(t, []int64{1234, 0, 0}, sumLikes(t, db, ids), "after AutoMigrate, loads show what the column held (NULL as 0)")
+
+		var one SumShow
+		must(t, db.First(&one, ids[0]).Error)
+		assert.EqualValues(t, 1234, one.Likes, "First")
+
+		for _, id := range ids {
+			must(t, gormcounter.Increment(db.Model(&SumShow{ID: id}), "Likes", 2).Error)
+			must(t, oldIncrement(db, id, 1)) // old code, still running
+		}
+		assert.Equal(t, []int64{1237, 3, 2}, sumLikes(t, db, ids), "new and old increments both count (old code's NULL + 1 stays NULL)")
+		assert.Equal(t, []int64{1237, 3, 2}, showLikes(t, db, true, ids, func(s *SumShow) (uint, int64) { return s.ID, s.Likes }), "Live")
+
+		// A show created by new code starts at 0 in the column, so old
+		// code's increments of it count.
+		fresh := SumShow{Title: "new"}
+		must(t, db.Create(&fresh).Error)
+		must(t, oldIncrement(db, fresh.ID, 5))
+		must(t, gormcounter.Increment(db.Model(&fresh), "Likes", 1).Error)
+		assert.Equal(t, []int64{6}, sumLikes(t, db, []uint{fresh.ID}))
+
+		// Another process that never migrated finds the column too.
+		other := withPlugin(t, e, gormcounter.Config{})
+		assert.Equal(t, []int64{1237, 3, 2}, sumLikes(t, other, ids), "a process that did not run AutoMigrate")
+	})
+}
+
+func TestTaggingANotNullColumnWithoutDefault(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		db := e.db
+		must(t, db.AutoMigrate(&OldNotNullShow{}))
+		old := OldNotNullShow{Title: "old", Likes: 40}
+		must(t, db.Create(&old).Error)
+		must(t, db.AutoMigrate(&SumShow{}))
+		fresh := SumShow{Title: "created by new code"}
+		must(t, db.Create(&fresh).Error) // the column gets the default 0
+		must(t, gormcounter.Increment(db.Model(&fresh), "Likes", 1).Error)
+		assert.Equal(t, []int64{40, 1}, sumLikes(t, db, []uint{old.ID, fresh.ID}))
+	})
+}
+
+func TestMoveToSlotsMovesEachValueOnce(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		db := e.db
+		ids := oldShows(t, db, i64(1234), i64(0), nil, i64(-5))
+		must(t, db.AutoMigrate(&SumShow{}))
+		must(t, gormcounter.Increment(db.Model(&SumShow{ID: ids[0]}), "Likes", 1).Error)
+
+		moved, err := gormcounter.MoveToSlots(db, &SumShow{})
+		must(t, err)
+		assert.Equal(t, gormcounter.Moved{Parents: 3, Amount: 1229, Nulls: 1}, moved)
+		assert.Equal(t, []int64{1235, 0, 0, -5}, sumLikes(t, db, ids), "a move changes no total")
+		assert.EqualValues(t, 0, rawInt(t, db, "SELECT COUNT(*) FROM shows WHERE likes <> 0 OR likes IS NULL"), "every column is 0")
+
+		again, err := gormcounter.MoveToSlots(db, &SumShow{})
+		must(t, err)
+		assert.Equal(t, gormcounter.Moved{}, again, "a second run moves nothing")
+		assert.Equal(t, []int64{1235, 0, 0, -5}, sumLikes(t, db, ids))
+
+		// Old code keeps writing the column after the move: still counted,
+		// and the next move takes it.
+		must(t, oldIncrement(db, ids[1], 7))
+		assert.Equal(t, []int64{1235, 7, 0, -5}, sumLikes(t, db, ids))
+		moved, err = gormcounter.MoveToSlots(db, &SumShow{})
+		must(t, err)
+		assert.Equal(t, gormcounter.Moved{Parents: 1, Amount: 7}, moved)
+
+		// The user drops the column: loads notice.
+		must(t, db.Migrator().DropColumn(&OldShow{}, "likes"))
+		if e.kind == pg {
+			// pgx caches prepared statements per connection: the first
+			// SELECT * after a column is dropped fails once (0A000), for
+			// every query of the application, counters or not.
+			db = withPlugin(t, e, gormcounter.Config{})
+		}
+		assert.Equal(t, []int64{1235, 7, 0, -5}, sumLikes(t, db, ids), "after the column is dropped")
+		must(t, gormcounter.Increment(db.Model(&SumShow{ID: ids[2]}), "Likes", 1).Error)
+		assert.Equal(t, []int64{1235, 7, 1, -5}, sumLikes(t, db, ids))
+		moved, err = gormcounter.MoveToSlots(db, &SumShow{})
+		must(t, err)
+		assert.Equal(t, gormcounter.Moved{}, moved, "nothing to move without the column")
+	})
+}
+
+// TestRollingDeployCountsEverything runs old code (likes = likes + 1 on
+// the column) and new code (Increment) on the same shows at once, while
+// moves run over and over, and readers check that no total ever goes
+// backwards; the end is exact.
+func TestRollingDeployCountsEverything(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		db := e.db
+		ids := oldShows(t, db, i64(100), i64(200), i64(300), i64(0))
+		must(t, db.AutoMigrate(&SumShow{}))
+		const writers, each = 8, 40
+		var oldDone, newDone atomic.Int64
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg, bg sync.WaitGroup
+		errs := make(chan error, 64)
+		for w := 0; w < writers; w++ {
+			wg.Add(1)
+			go func(w int) {
+				defer wg.Done()
+				for i := 0; i < each; i++ {
+					id := ids[(w+i)%len(ids)]
+					if w%2 == 0 {
+						if err := oldIncrement(db, id, 1); err != nil {
+							errs <- fmt.Errorf("old code: %w", err)
+							return
+						}
+						oldDone.Add(1)
+					} else {
+						if err := gormcounter.Increment(db.Model(&SumShow{ID: id}), "Likes", 1).Error; err != nil {
+							errs <- fmt.Errorf("new code: %w", err)
+							return
+						}
+						newDone.Add(1)
+					}
+				}
+			}(w)
+		}
+		var moves atomic.Int64
+		bg.Add(2)
+		go func() {
+			defer bg.Done()
+			for ctx.Err() == nil {
+				if _, err := gormcounter.MoveToSlots(db, &SumShow{}); err != nil {
+					errs <- fmt.Errorf("move: %w", err)
+					return
+				}
+				moves.Add(1)
+			}
+		}()
+		go func() {
+			defer bg.Done()
+			last := make([]int64, len(ids))
+			for ctx.Err() == nil {
+				got := sumLikes(t, db, ids)
+				for i := range got {
+					if got[i] < last[i] {
+						errs <- fmt.Errorf("show %d went from %d to %d during a move", ids[i], last[i], got[i])
+						return
+					}
+				}
+				last = got
+			}
+		}()
+		wg.Wait()
+		cancel()
+		bg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		_, err := gormcounter.MoveToSlots(db, &SumShow{})
+		must(t, err)
+		var total int64
+		for _, v := range sumLikes(t, db, ids) {
+			total += v
+		}
+		assert.EqualValues(t, 600+oldDone.Load()+newDone.Load(), total, "initial 600 + every increment, old and new")
+		assert.EqualValues(t, writers*each, oldDone.Load()+newDone.Load())
+		assert.EqualValues(t, 0, rawInt(t, db, "SELECT COUNT(*) FROM shows WHERE likes <> 0"))
+		t.Logf("%d moves ran during the writes", moves.Load())
+	})
+}
+
+func TestAdoptingForRollupAndAppend(t *testing.T) {
+	for _, mode := range []string{"rollup", "append"} {
+		t.Run(mode, func(t *testing.T) {
+			eachDB(t, func(t *testing.T, e *env) {
+				db := e.db
+				ids := oldShows(t, db, i64(50), nil)
+				load := func(live bool) []int64 {
+					if mode == "rollup" {
+						return showLikes(t, db, live, ids, func(s *RollupShow) (uint, int64) { return s.ID, s.Likes })
+					}
+					return showLikes(t, db, live, ids, func(s *AppendShow) (uint, int64) { return s.ID, s.Likes })
+				}
+				var model any = &RollupShow{}
+				inc := func(id uint) error { return gormcounter.Increment(db.Model(&RollupShow{ID: id}), "Likes", 1).Error }
+				if mode == "append" {
+					model = &AppendShow{}
+					inc = func(id uint) error { return gormcounter.Increment(db.Model(&AppendShow{ID: id}), "Likes", 1).Error }
+				}
+				must(t, db.AutoMigrate(model))
+				assert.EqualValues(t, 0, rawInt(t, db, "SELECT COUNT(*) FROM shows WHERE likes IS NULL"), "NULLs became 0")
+				assert.Equal(t, []int64{50, 0}, load(false))
+				for _, id := range ids {
+					must(t, inc(id))
+					must(t, oldIncrement(db, id, 1))
+				}
+				assert.Equal(t, []int64{51, 1}, load(false), "the column: old code's increments")
+				assert.Equal(t, []int64{52, 2}, load(true), "Live: the column and the pending increments")
+				must(t, gormcounter.Rollup(db, model))
+				assert.Equal(t, []int64{52, 2}, load(false), "after Rollup")
+			})
+		})
+	}
+}
+
+func TestAdoptingABadColumnIsAnError(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		db := e.db
+		must(t, db.Exec("CREATE TABLE shows (id INTEGER PRIMARY KEY, title VARCHAR(50), likes VARCHAR(20))").Error)
+		err := db.AutoMigrate(&SumShow{})
+		require.Error(t, err)
+		assert.ErrorIs(t, err, gormcounter.ErrInvalidCounter)
+		assert.Contains(t, err.Error(), "SumShow.Likes")
+		assert.Contains(t, err.Error(), "integer")
+
+		// A table without a primary key: the slot table's foreign key has
+		// nothing to reference.
+		must(t, db.Exec("DROP TABLE shows").Error)
+		must(t, db.Exec("CREATE TABLE shows (id INTEGER NOT NULL, title VARCHAR(50), likes BIGINT)").Error)
+		err = db.AutoMigrate(&SumShow{})
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "SumShow.Likes")
+		assert.Contains(t, err.Error(), "primary key")
+		assert.True(t, errors.Is(err, gormcounter.ErrInvalidCounter))
+	})
+}
+
+// TestChangingModeKeepsTotals moves one table through every mode and two
+// widths, with old code writing the column where there is one, and checks
+// the exact total at each step.
+func TestChangingModeKeepsTotals(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		db := e.db
+		ids := oldShows(t, db, i64(10))
+		id := ids[0]
+		want := int64(10)
+		appendMigrated := false
+		exact := func(step string) {
+			t.Helper()
+			var s SumShow
+			var r RollupShow
+			must(t, db.First(&s, id).Error)
+			must(t, db.Clauses(gormcounter.Live).First(&r, id).Error)
+			assert.Equal(t, want, s.Likes, "%s: as a sum counter", step)
+			assert.Equal(t, want, r.Likes, "%s: as a rollup counter, Live", step)
+			if appendMigrated {
+				var a AppendShow
+				must(t, db.Clauses(gormcounter.Live).First(&a, id).Error)
+				assert.Equal(t, want, a.Likes, "%s: as an append counter, Live", step)
+			}
+		}
+		bump := func(model any) {
+			t.Helper()
+			for i := 0; i < 20; i++ {
+				must(t, gormcounter.Increment(db.Model(model), "Likes", 1).Error)
+			}
+			want += 20
+		}
+		must(t, db.AutoMigrate(&SumShow{}))
+		bump(&SumShow{ID: id})
+		exact("sum over the old column")
+
+		must(t, db.AutoMigrate(&RollupShow{}))
+		exact("sum -> rollup")
+		bump(&RollupShow{ID: id})
+		must(t, gormcounter.Rollup(db, &RollupShow{}))
+		exact("rollup, folded")
+		var r RollupShow
+		must(t, db.First(&r, id).Error)
+		assert.Equal(t, want, r.Likes, "a plain rollup load after the fold")
+
+		must(t, db.AutoMigrate(&SumShow{}))
+		bump(&SumShow{ID: id})
+		exact("rollup -> sum: the folded column is part of the sum")
+
+		must(t, db.AutoMigrate(&AppendShow{}))
+		appendMigrated = true
+		bump(&AppendShow{ID: id})
+		exact("sum -> append: the slots still count")
+		must(t, gormcounter.Rollup(db, &AppendShow{}))
+		exact("append, folded (deltas and the slots left by sum)")
+
+		must(t, db.AutoMigrate(&SumShow{}))
+		bump(&SumShow{ID: id})
+		exact("append -> sum")
+		_, err := gormcounter.MoveToSlots(db, &SumShow{})
+		must(t, err)
+		exact("after MoveToSlots")
+
+		must(t, db.AutoMigrate(&WideShow{}))
+		bump(&WideShow{ID: id})
+		exact("16 -> 64 slots")
+		must(t, db.AutoMigrate(&SumShow{}))
+		bump(&SumShow{ID: id})
+		exact("64 -> 16 slots: rows above 16 keep counting")
+		if e.kind != my {
+			must(t, gormcounter.Compact(db, &SumShow{}))
+			exact("64 -> 16 slots, compacted")
+		}
+	})
+}
+
+// LeftShow is the table once its counter tag is removed again.
+type LeftShow struct {
+	ID    uint
+	Title string
+	Likes int64
+}
+
+func (LeftShow) TableName() string { return "shows" }
+
+func TestRemovingTheTagFoldsTheSlotsBack(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		db := e.db
+		ids := oldShows(t, db, i64(3))
+		must(t, db.AutoMigrate(&SumShow{}))
+		for i := 0; i < 5; i++ {
+			must(t, gormcounter.Increment(db.Model(&SumShow{ID: ids[0]}), "Likes", 1).Error)
+		}
+		must(t, db.AutoMigrate(&LeftShow{}))
+		var s LeftShow
+		must(t, db.First(&s, ids[0]).Error)
+		assert.EqualValues(t, 8, s.Likes, "the slots' values landed back in the column")
+		must(t, db.AutoMigrate(&LeftShow{}))
+		must(t, db.First(&s, ids[0]).Error)
+		assert.EqualValues(t, 8, s.Likes, "a second AutoMigrate changes nothing")
+	})
+}
+
+var _ = time.Second
+var _ = rand.IntN
+
+// OldFolder is a table whose application kept a count of its files in a
+// column, by hand; CountFolder declares it a count of child rows.
+type OldFolder struct {
+	ID        uint
+	Name      string
+	FileCount int64
+}
+
+func (OldFolder) TableName() string { return "folders" }
+
+type CountFolder struct {
+	ID        uint
+	Name      string
+	FileCount int64 `gorm:"counter:counts=Files"`
+	Files     []FolderFile `gorm:"foreignKey:FolderID"`
+}
+
+func (CountFolder) TableName() string { return "folders" }
+
+type FolderFile struct {
+	ID       uint
+	FolderID *uint `gorm:"index"`
+}
+
+// A count declared over a column that held counts kept by hand: the
+// migration counts the child rows that exist, and the column (right,
+// drifted or still written by old code) is not part of the count.
+func TestCountOverAnExistingColumnIsRecounted(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		db := e.db
+		must(t, db.AutoMigrate(&OldFolder{}, &FolderFile{}))
+		f1, f2 := OldFolder{Name: "a", FileCount: 3}, OldFolder{Name: "b", FileCount: 5} // b drifted: 2 files
+		must(t, db.Create(&f1).Error)
+		must(t, db.Create(&f2).Error)
+		for _, id := range []uint{f1.ID, f1.ID, f1.ID, f2.ID, f2.ID} {
+			id := id
+			must(t, db.Create(&FolderFile{FolderID: &id}).Error)
+		}
+		must(t, db.AutoMigrate(&CountFolder{}, &FolderFile{}))
+		load := func() []int64 {
+			var fs []CountFolder
+			must(t, db.Order("id").Find(&fs).Error)
+			out := make([]int64, len(fs))
+			for i, f := range fs {
+				out[i] = f.FileCount
+			}
+			return out
+		}
+		assert.Equal(t, []int64{3, 2}, load(), "the migration counted the existing files")
+		must(t, db.Exec("INSERT INTO folder_files (folder_id) VALUES (?)", f2.ID).Error)
+		must(t, db.Exec("UPDATE folders SET file_count = file_count + 1 WHERE id = ?", f2.ID).Error) // old code's bookkeeping
+		assert.Equal(t, []int64{3, 3}, load(), "a new file is counted once, whatever old code writes to the column")
+		n, err := gormcounter.Recount(db.Model(&CountFolder{}), "FileCount")
+		must(t, err)
+		assert.EqualValues(t, 0, n, "nothing to correct")
+	})
+}

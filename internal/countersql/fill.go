@@ -1,0 +1,110 @@
+package countersql
+
+import "strconv"
+
+// Sources names what a counter's value is made of in the database right
+// now: the parent column, if it is read (a rollup or append counter's
+// folded total, or the column a sum counter was adopted over), plus the n
+// of every row of the listed tables that belongs to the parent (the slot
+// table, and the delta or slot table a mode change left behind).
+type Sources struct {
+	Column bool
+	Tables []string
+}
+
+// FillPart asks for the values of one counter for some parents.
+type FillPart struct {
+	Table Table
+	// Read is what adds up to the value.
+	Read Sources
+	// Keys are the parent keys, at least one.
+	Keys []any
+}
+
+// Args is how many arguments a part with n keys binds at most.
+func (s Sources) Args(n int) int {
+	k := len(s.Tables)
+	if s.Column {
+		k++
+	}
+	return n * max(k, 1)
+}
+
+// Fill writes one query that returns the value of every part's counter for
+// every part's keys, as rows (part index, key as text, value). A part that
+// reads only tables returns a row only for parents that have rows with a
+// value (absent means zero); a part that reads the parent column returns a
+// row for every parent that exists, column and tables read in the same
+// statement, so a concurrent fold or move is seen either wholly or not at
+// all. A NULL column counts as 0.
+func (d Dialect) Fill(w Writer, parts []FillPart) {
+	for i, p := range parts {
+		if i > 0 {
+			w.WriteString(" UNION ALL ")
+		}
+		w.WriteString("SELECT " + strconv.Itoa(i) + ", CAST(")
+		t := p.Table
+		if p.Read.Column {
+			// SELECT key, COALESCE(col, 0) + COALESCE(pending.n, 0) FROM parent LEFT JOIN
+			//   (SELECT owner, SUM(n) AS n FROM slots WHERE owner IN keys GROUP BY owner) pending
+			//   ON pending.owner = parent.key WHERE parent.key IN keys
+			// The pending sums are computed before the join: cheaper than grouping the join.
+			const pending = "hc_pending"
+			q(w, "%.% AS "+d.textType()+"), CAST(COALESCE(%.%, 0)", t.Parent, t.ParentKey, t.Parent, t.Column)
+			if len(p.Read.Tables) == 0 {
+				q(w, " AS "+d.intType()+") FROM % WHERE %.%", t.Parent, t.Parent, t.ParentKey)
+				d.keyIn(w, p.Keys)
+				continue
+			}
+			q(w, " + COALESCE(%.%, 0) AS "+d.intType()+") FROM % LEFT JOIN (", pending, ValueColumn, t.Parent)
+			d.sumByOwner(w, t, p.Read.Tables, p.Keys, false)
+			q(w, ") % ON %.% = %.% WHERE %.%", pending, pending, t.Owner, t.Parent, t.ParentKey, t.Parent, t.ParentKey)
+			d.keyIn(w, p.Keys)
+			continue
+		}
+		// SELECT owner, SUM(n) FROM slots WHERE owner IN keys AND n <> 0 GROUP BY owner
+		const u = "hc_u"
+		if len(p.Read.Tables) == 1 {
+			q(w, "%.% AS "+d.textType()+"), CAST(SUM(%.%) AS "+d.intType()+") FROM % WHERE %.%",
+				p.Read.Tables[0], t.Owner, p.Read.Tables[0], ValueColumn, p.Read.Tables[0], p.Read.Tables[0], t.Owner)
+			d.keyIn(w, p.Keys)
+			// Pre-created and untouched slots hold 0: reading past them is cheap,
+			// aggregating them is not.
+			q(w, " AND %.% <> 0 GROUP BY %.%", p.Read.Tables[0], ValueColumn, p.Read.Tables[0], t.Owner)
+			continue
+		}
+		q(w, "%.% AS "+d.textType()+"), CAST(%.% AS "+d.intType()+") FROM (", u, t.Owner, u, ValueColumn)
+		d.sumByOwner(w, t, p.Read.Tables, p.Keys, true)
+		q(w, ") %", u)
+	}
+}
+
+// sumByOwner writes a query of (owner, SUM(n) AS n) over the rows of the
+// given tables that belong to keys; nonZero leaves out rows holding 0.
+// With several tables each one is filtered by the keys on its own, so
+// every database reads them through the owner index.
+func (d Dialect) sumByOwner(w Writer, t Table, tables []string, keys []any, nonZero bool) {
+	const all = "hc_all"
+	where := func(table string) {
+		q(w, " WHERE %.%", table, t.Owner)
+		d.keyIn(w, keys)
+		if nonZero {
+			q(w, " AND %.% <> 0", table, ValueColumn)
+		}
+	}
+	if len(tables) == 1 {
+		q(w, "SELECT %.%, SUM(%.%) AS % FROM % AS %", all, t.Owner, all, ValueColumn, ValueColumn, tables[0], all)
+		where(all)
+		q(w, " GROUP BY %.%", all, t.Owner)
+		return
+	}
+	q(w, "SELECT %.%, SUM(%.%) AS % FROM (", all, t.Owner, all, ValueColumn, ValueColumn)
+	for i, tb := range tables {
+		if i > 0 {
+			w.WriteString(" UNION ALL ")
+		}
+		q(w, "SELECT %.%, %.% FROM %", tb, t.Owner, tb, ValueColumn, tb)
+		where(tb)
+	}
+	q(w, ") % GROUP BY %.%", all, all, t.Owner)
+}
