@@ -471,7 +471,7 @@ func (OldFolder) TableName() string { return "folders" }
 type CountFolder struct {
 	ID        uint
 	Name      string
-	FileCount int64 `gorm:"counter:counts=Files"`
+	FileCount int64        `gorm:"counter:counts=Files"`
 	Files     []FolderFile `gorm:"foreignKey:FolderID"`
 }
 
