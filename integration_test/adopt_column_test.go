@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -454,9 +452,6 @@ func TestRemovingTheTagFoldsTheSlotsBack(t *testing.T) {
 		assert.EqualValues(t, 8, s.Likes, "a second AutoMigrate changes nothing")
 	})
 }
-
-var _ = time.Second
-var _ = rand.IntN
 
 // OldFolder is a table whose application kept a count of its files in a
 // column, by hand; CountFolder declares it a count of child rows.
