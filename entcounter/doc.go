@@ -41,8 +41,12 @@
 //     column, or column + pending slots under [WithLive].
 //   - [RollupPass] and [RollupLoop] fold pending slots into rollup columns.
 //   - [Counts] makes a counter the number of rows an O2M edge reaches
-//     ([Where] limits it); [InstallTriggers] creates the triggers that keep
-//     it, and [Recount] repairs drift.
+//     ([Where] limits it); [WithCounters] or [InstallTriggers] creates the
+//     triggers that keep it, and [Recount] repairs drift.
+//   - A plain field that becomes a counter keeps its counts: loads add the
+//     column to the slots until [MoveToSlots] empties it; [WithCounters]
+//     readies such columns during Schema.Create ([AdoptColumn] keeps one in
+//     the schema meanwhile).
 //   - [Append] counters insert a delta row per increment (their table is
 //     declared with [DeltasOf]); [NewBuffer] adds increments up in memory
 //     and writes them in batches (write-behind).

@@ -56,3 +56,23 @@ func ExampleWithLive() {
 	ctx := entcounter.WithLive(context.Background())
 	_ = ctx // client.Post.Get(ctx, id): Views is column + pending slots
 }
+
+// Adopting a column that held counts before the field became a counter:
+// migrate with WithCounters, deploy, then move the column onto slots and
+// drop it once no old code writes it.
+func ExampleMoveToSlots() {
+	var client entcounter.Source // ent.NewClient(...) in a real program
+	ctx := context.Background()
+	// client.Schema.Create(ctx, entcounter.WithCounters(client)) first.
+	moved, err := entcounter.MoveToSlots(ctx, client)
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Printf("moved %d likes of %d posts; %d posts were busy: run again", moved.Amount, moved.Parents, moved.Busy)
+}
+
+// Declaring a counter over an existing column, kept in the schema while it
+// holds counts (needed on SQLite, whose migrations copy tables).
+func ExampleAdoptColumn() {
+	_ = entcounter.Counter("likes", entcounter.AdoptColumn())
+}

@@ -42,6 +42,16 @@
 // <parent>_<column>_deltas instead of upserting a slot, so no two increments
 // share a row; Rollup folds the delta rows into the column in batches by id.
 //
+// # Adopting an existing column
+//
+// A column of a counter's name that the table already has is part of the
+// value as long as it exists: a sum counter's load returns COALESCE(column,
+// 0) plus the slots, in one statement, so tagging a column that holds
+// counts hides nothing, and old code that still increments the column keeps
+// counting. MoveToSlots moves the column's values onto slots, exactly once
+// and without waiting on a row lock, so that the column can be dropped.
+// Every change of mode or width keeps the total. See docs/adopting.md.
+//
 // # Tag options
 //
 // `gorm:"counter"` or `gorm:"counter:<options>"`, options separated by commas:

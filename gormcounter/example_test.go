@@ -207,3 +207,37 @@ func ExampleConfig_inFlight() {
 	fmt.Println("likes:", loaded.Likes)
 	// Output: likes: 400
 }
+
+// OldPost is the posts table as an application had it before hotcounter:
+// a plain likes column.
+type OldPost struct {
+	ID    uint
+	Title string
+	Likes int64
+}
+
+func (OldPost) TableName() string { return "posts" }
+
+func ExampleMoveToSlots() {
+	db, done := openExample()
+	defer done()
+	db.Migrator().DropTable(&Post{})
+	db.AutoMigrate(&OldPost{}) // the table before hotcounter
+	old := OldPost{Title: "popular", Likes: 1234}
+	db.Create(&old)
+
+	db.AutoMigrate(&Post{}) // Likes is now `gorm:"counter"`: the column stays
+	gormcounter.Increment(db.Model(&Post{ID: old.ID}), "Likes", 1)
+	var p Post
+	db.First(&p, old.ID)
+	fmt.Println("likes:", p.Likes)
+
+	moved, err := gormcounter.MoveToSlots(db, &Post{})
+	fmt.Println("moved:", moved.Parents, "posts,", moved.Amount, "likes; error:", err)
+	db.First(&p, old.ID)
+	fmt.Println("likes:", p.Likes)
+	// Output:
+	// likes: 1235
+	// moved: 1 posts, 1234 likes; error: <nil>
+	// likes: 1235
+}

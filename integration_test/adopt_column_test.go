@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -508,5 +509,42 @@ func TestCountOverAnExistingColumnIsRecounted(t *testing.T) {
 		n, err := gormcounter.Recount(db.Model(&CountFolder{}), "FileCount")
 		must(t, err)
 		assert.EqualValues(t, 0, n, "nothing to correct")
+	})
+}
+
+// A move interrupted after its first batch committed leaves every total
+// exact, and the next run moves the rest.
+func TestMoveToSlotsAfterAnInterruptedRun(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		likes := make([]*int64, 10)
+		for i := range likes {
+			likes[i] = i64(int64(i + 1))
+		}
+		ids := oldShows(t, e.db, likes...)
+		db := withPlugin(t, e, gormcounter.Config{RollupBatchSize: 3})
+		must(t, db.AutoMigrate(&SumShow{}))
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		// Cancel the run when it looks for its second batch: the first has
+		// committed.
+		var walks atomic.Int64
+		must(t, db.Callback().Row().After("gorm:row").Register("test:interrupt", func(tx *gorm.DB) {
+			if sql := tx.Statement.SQL.String(); strings.Contains(sql, "shows") && strings.Contains(sql, "IS NULL") && strings.Contains(sql, "LIMIT") {
+				if walks.Add(1) == 2 {
+					cancel()
+				}
+			}
+		}))
+		_, err := gormcounter.MoveToSlots(db.WithContext(ctx), &SumShow{})
+		require.Error(t, err, "the run was interrupted")
+		left := rawInt(t, db, "SELECT COUNT(*) FROM shows WHERE likes <> 0")
+		assert.True(t, left > 0 && left < 10, "an interrupted run moved some, not all: %d left", left)
+		want := []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+		assert.Equal(t, want, sumLikes(t, db, ids))
+		must(t, db.Callback().Row().Remove("test:interrupt"))
+		moved, err := gormcounter.MoveToSlots(db, &SumShow{})
+		must(t, err)
+		assert.EqualValues(t, left, moved.Parents, "the next run moves what was left")
+		assert.Equal(t, want, sumLikes(t, db, ids))
 	})
 }

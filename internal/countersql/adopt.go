@@ -39,9 +39,15 @@ func (d Dialect) ProbeStorage(w Writer, t Table) {
 		w.WriteString("SELECT a.attname IS NOT NULL, COALESCE(format_type(a.atttypid, a.atttypmod), ''), " +
 			"COALESCE(NOT a.attnotnull, false), COALESCE(pg_get_expr(ad.adbin, ad.adrelid), ''), to_regclass(")
 		w.Arg(pgRegclass(t.Slots))
-		w.WriteString(") IS NOT NULL, to_regclass(")
-		w.Arg(pgRegclass(t.Other))
-		w.WriteString(") IS NOT NULL FROM (SELECT 1) AS one LEFT JOIN pg_attribute a ON a.attrelid = to_regclass(")
+		w.WriteString(") IS NOT NULL, ")
+		if t.Other == "" {
+			w.WriteString("false")
+		} else {
+			w.WriteString("to_regclass(")
+			w.Arg(pgRegclass(t.Other))
+			w.WriteString(") IS NOT NULL")
+		}
+		w.WriteString(" FROM (SELECT 1) AS one LEFT JOIN pg_attribute a ON a.attrelid = to_regclass(")
 		w.Arg(pgRegclass(t.Parent))
 		w.WriteString(") AND a.attname = ")
 		w.Arg(t.Column)

@@ -91,3 +91,19 @@ func TestPrecreateOn(t *testing.T) {
 		}
 	}
 }
+
+func TestKeepColumnIsForSumCounters(t *testing.T) {
+	ok := Options{Slots: 16, KeepColumn: true}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("a sum counter that keeps its column: %v", err)
+	}
+	for _, o := range []Options{
+		{Slots: 16, KeepColumn: true, Mode: Rollup},
+		{Slots: 16, KeepColumn: true, Mode: Append},
+		{Slots: 16, KeepColumn: true, Counts: "Objects"},
+	} {
+		if err := o.Validate(); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%+v: got %v, want ErrInvalid", o, err)
+		}
+	}
+}
