@@ -1,0 +1,212 @@
+package countersql
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The golden files in testdata hold every statement this package writes,
+// per dialect, with its arguments, so that a change of SQL shows as a diff
+// in review without a database. Regenerate them with
+//
+//	go test ./internal/countersql -update
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// goldenWriter renders a statement as the ORMs do: identifiers quoted the
+// dialect's way, arguments as numbered placeholders listed after it.
+type goldenWriter struct {
+	b     strings.Builder
+	quote string
+	args  []any
+}
+
+func (w *goldenWriter) WriteString(s string) { w.b.WriteString(s) }
+func (w *goldenWriter) Ident(name string) {
+	for i, part := range strings.Split(name, ".") {
+		if i > 0 {
+			w.b.WriteByte('.')
+		}
+		w.b.WriteString(w.quote + part + w.quote)
+	}
+}
+func (w *goldenWriter) Arg(v any) {
+	w.args = append(w.args, v)
+	fmt.Fprintf(&w.b, "$%d", len(w.args))
+}
+
+var (
+	posts = Table{Parent: "posts", ParentKey: "id", Column: "likes", Slots: "post_likes_slots", Owner: "post_id", Other: "post_likes_deltas"}
+	claps = Table{Parent: "stories", ParentKey: "id", Column: "claps", Slots: "story_claps_deltas", Owner: "story_id", Other: "story_claps_slots"}
+	count = Count{Table: Table{Parent: "categories", ParentKey: "id", Column: "object_count", Slots: "category_object_count_slots", Owner: "category_id"},
+		SlotCount: 16, Child: "objects", ChildKey: "id", Ref: "category_id", Columns: []string{"id", "category_id", "status", "deleted_at"},
+		Where: "status = 'active'", SoftDelete: "deleted_at"}
+	keys = []any{int64(1), int64(2), int64(3)}
+	cond = func(w Writer) { w.WriteString("1=1") }
+)
+
+// statements lists one call of every statement builder, by name.
+func statements(d Dialect) []struct {
+	name  string
+	build func(Writer)
+} {
+	type st = struct {
+		name  string
+		build func(Writer)
+	}
+	one := func(name string, b func(Writer)) st { return st{name, b} }
+	many := func(name string, bs []func(Writer)) []st {
+		out := make([]st, len(bs))
+		for i, b := range bs {
+			out[i] = st{fmt.Sprintf("%s (%d of %d)", name, i+1, len(bs)), b}
+		}
+		return out
+	}
+	out := []st{
+		one("CreateSlotTable", func(w Writer) { d.CreateSlotTable(w, posts, "bigint") }),
+		one("DropSlotTable", func(w Writer) { d.DropSlotTable(w, posts) }),
+		one("IncrementWhere", func(w Writer) { d.IncrementWhere(w, posts, 7, 1, cond) }),
+		one("IncrementFreeSlot", func(w Writer) { d.IncrementFreeSlot(w, posts, 7, 1, d.KeyIn(posts, keys[:1])) }),
+		one("IncrementReturningTotals", func(w Writer) {
+			d.IncrementReturningTotals(w, posts, 7, 1, d.KeyIn(posts, keys[:1]), Sources{Column: true, Tables: []string{posts.Slots, posts.Other}})
+		}),
+		one("PrecreateSlots", func(w Writer) { d.PrecreateSlots(w, posts, 16, d.KeyIn(posts, keys)) }),
+		one("Fill: slots", func(w Writer) { d.Fill(w, []FillPart{{Table: posts, Read: Sources{Tables: []string{posts.Slots}}, Keys: keys}}) }),
+		one("Fill: slots and deltas", func(w Writer) {
+			d.Fill(w, []FillPart{{Table: posts, Read: Sources{Tables: []string{posts.Slots, posts.Other}}, Keys: keys}})
+		}),
+		one("Fill: column and slots, and a second part", func(w Writer) {
+			d.Fill(w, []FillPart{
+				{Table: posts, Read: Sources{Column: true, Tables: []string{posts.Slots}}, Keys: keys},
+				{Table: claps, Read: Sources{Column: true, Tables: []string{claps.Slots, claps.Other}}, Keys: keys},
+			})
+		}),
+		one("Fill: column alone", func(w Writer) { d.Fill(w, []FillPart{{Table: posts, Read: Sources{Column: true}, Keys: keys}}) }),
+		one("PendingOwners", func(w Writer) { d.PendingOwners(w, posts, int64(9), 500) }),
+	}
+	out = append(out, many("Fold", d.Fold(posts, keys))...)
+	out = append(out,
+		one("DeleteOwners", func(w Writer) { d.DeleteOwners(w, posts, keys) }),
+		one("SetColumn", func(w Writer) { d.SetColumn(w, posts, keys, 0) }),
+		one("SelectKeys", func(w Writer) { d.SelectKeys(w, posts, cond) }),
+		one("IncrementKeys", func(w Writer) { d.IncrementKeys(w, posts, keys, 7, 1) }),
+		one("InsertSlots", func(w Writer) { d.InsertSlots(w, posts, keys, 7, 1) }),
+		one("PickFreeSlot", func(w Writer) { d.PickFreeSlot(w, posts, int64(1), 7, false) }),
+		one("PickFreeSlot below", func(w Writer) { d.PickFreeSlot(w, posts, int64(1), 7, true) }),
+		one("LockParentsForSet", func(w Writer) { d.LockParentsForSet(w, posts, keys) }),
+		one("LockParents", func(w Writer) { d.LockParents(w, posts, keys) }),
+		one("LockSlots", func(w Writer) { d.LockSlots(w, posts, int64(1)) }),
+		one("AddToColumns", func(w Writer) { d.AddToColumns(w, posts, keys, []int64{4, 5, 6}) }),
+		one("ZeroSlot", func(w Writer) { d.ZeroSlot(w, posts, int64(1), 7) }),
+		one("AddToSlots", func(w Writer) { d.AddToSlots(w, posts, keys, []int{ColumnSlot, ColumnSlot, 3}, []int64{4, 5, 6}) }),
+	)
+	out = append(out, many("CreateLedger", d.CreateLedger("post_ledger"))...)
+	out = append(out,
+		one("LedgerHas", func(w Writer) { d.LedgerHas(w, "post_ledger", "b1") }),
+		one("LedgerAdd", func(w Writer) { d.LedgerAdd(w, "post_ledger", "b1", 1000) }),
+		one("LedgerPrune", func(w Writer) { d.LedgerPrune(w, "post_ledger", 1000) }),
+	)
+	out = append(out, many("CreateDeltaTable", d.CreateDeltaTable(claps, "bigint"))...)
+	out = append(out,
+		one("AppendWhere", func(w Writer) { d.AppendWhere(w, claps, 1, cond) }),
+		one("DeltaBatchEnd", func(w Writer) { d.DeltaBatchEnd(w, claps, 10, 500) }),
+		one("DeltaOwners", func(w Writer) { d.DeltaOwners(w, claps, 10, 20) }),
+		one("LockDeltas", func(w Writer) { d.LockDeltas(w, claps, 10, 20, keys) }),
+		one("DeleteDeltas", func(w Writer) { d.DeleteDeltas(w, claps, keys) }),
+	)
+	out = append(out, many("FoldDeltas", d.FoldDeltas(claps, 10, 20))...)
+	out = append(out,
+		one("AppendRows", func(w Writer) { d.AppendRows(w, claps, keys, []int64{4, 5, 6}) }),
+		one("CrowdedOwners", func(w Writer) { d.CrowdedOwners(w, posts, int64(9), 500) }),
+	)
+	out = append(out, many("Compact", d.Compact(posts, keys, false))...)
+	out = append(out, many("Compact, keeping pre-created rows", d.Compact(posts, keys, true))...)
+	out = append(out, many("InstallCountTriggers", d.InstallCountTriggers(count))...)
+	out = append(out, many("DropCountTriggers", d.DropCountTriggers(count))...)
+	out = append(out,
+		one("CountedRows", func(w Writer) { d.CountedRows(w, []Count{count}, d.ChildKeyIn(count, keys), true) }),
+		one("CountTriggersOn", func(w Writer) { d.CountTriggersOn(w, "objects") }),
+		one("TableExists", func(w Writer) { d.TableExists(w, "app.posts") }),
+		one("LockParentsForClear", func(w Writer) { d.LockParentsForClear(w, count, keys) }),
+		one("ExistingParents", func(w Writer) { d.ExistingParents(w, count, keys) }),
+		one("AddCounts", func(w Writer) { d.AddCounts(w, count, keys, []int64{1, -1, 2}) }),
+		one("RecountBatch", func(w Writer) { d.RecountBatch(w, count, false, int64(9), 500, cond) }),
+		one("RecountBatch with the column", func(w Writer) { d.RecountBatch(w, count, true, nil, 500, cond) }),
+		one("ProbeStorage", func(w Writer) { d.ProbeStorage(w, posts) }),
+		one("KeyUnique", func(w Writer) { d.KeyUnique(w, "posts", "id") }),
+		one("ColumnOwners", func(w Writer) { d.ColumnOwners(w, posts, int64(9), 500) }),
+		one("LockColumns", func(w Writer) { d.LockColumns(w, posts, keys) }),
+		one("SetColumnDefault", func(w Writer) { d.SetColumnDefault(w, posts) }),
+		one("ZeroNullColumns", func(w Writer) { d.ZeroNullColumns(w, posts, keys) }),
+		one("NullOwners", func(w Writer) { d.NullOwners(w, posts, nil, 500) }),
+		one("IndexesOn", func(w Writer) { d.IndexesOn(w, "posts") }),
+		one("TableTotal", func(w Writer) { d.TableTotal(w, "post_likes_slots") }),
+		one("ForeignKeysOn", d.ForeignKeysOn),
+		one("SetForeignKeys", func(w Writer) { d.SetForeignKeys(w, false) }),
+	)
+	return out
+}
+
+func TestGoldenSQL(t *testing.T) {
+	for _, name := range []string{"postgres", "mysql", "sqlite"} {
+		t.Run(name, func(t *testing.T) {
+			d, err := For(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			quote := `"`
+			if d.MySQL() {
+				quote = "`"
+			}
+			var out strings.Builder
+			fmt.Fprintf(&out, "-- Every statement of internal/countersql for %s. Generated by\n-- go test ./internal/countersql -update: review the diff.\n", name)
+			for _, s := range statements(d) {
+				w := &goldenWriter{quote: quote}
+				s.build(w)
+				fmt.Fprintf(&out, "\n-- %s\n%s;\n", s.name, w.b.String())
+				if len(w.args) > 0 {
+					fmt.Fprintf(&out, "-- args: %v\n", w.args)
+				}
+			}
+			path := filepath.Join("testdata", name+".sql")
+			if *update {
+				if err := os.MkdirAll("testdata", 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, []byte(out.String()), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run go test ./internal/countersql -update)", err)
+			}
+			if got := out.String(); got != string(want) {
+				t.Errorf("the SQL of %s changed; if that is intended, run go test ./internal/countersql -update and review the diff of %s\n%s",
+					name, path, firstDifference(string(want), got))
+			}
+		})
+	}
+}
+
+// firstDifference shows the first line where two texts differ.
+func firstDifference(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	for i := 0; i < max(len(w), len(g)); i++ {
+		var a, b string
+		if i < len(w) {
+			a = w[i]
+		}
+		if i < len(g) {
+			b = g[i]
+		}
+		if a != b {
+			return fmt.Sprintf("line %d:\n  was: %s\n  now: %s", i+1, a, b)
+		}
+	}
+	return ""
+}
