@@ -74,7 +74,9 @@ func statements(d Dialect) []struct {
 			d.IncrementReturningTotals(w, posts, 7, 1, d.KeyIn(posts, keys[:1]), Sources{Column: true, Tables: []string{posts.Slots, posts.Other}})
 		}),
 		one("PrecreateSlots", func(w Writer) { d.PrecreateSlots(w, posts, 16, d.KeyIn(posts, keys)) }),
-		one("Fill: slots", func(w Writer) { d.Fill(w, []FillPart{{Table: posts, Read: Sources{Tables: []string{posts.Slots}}, Keys: keys}}) }),
+		one("Fill: slots", func(w Writer) {
+			d.Fill(w, []FillPart{{Table: posts, Read: Sources{Tables: []string{posts.Slots}}, Keys: keys}})
+		}),
 		one("Fill: slots and deltas", func(w Writer) {
 			d.Fill(w, []FillPart{{Table: posts, Read: Sources{Tables: []string{posts.Slots, posts.Other}}, Keys: keys}})
 		}),
