@@ -2,58 +2,18 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/hotcounter/hotcounter/internal/countersql"
+	"github.com/hotcounter/hotcounter/internal/dberr"
 	"github.com/hotcounter/hotcounter/internal/retry"
 )
 
-// The MySQL/MariaDB paths run several statements where PostgreSQL and SQLite
-// run one (see the countersql functions they call for why). Each runs in the
-// caller's transaction, or in one of its own that is retried on deadlock.
-
-// Session is a Conn that knows whether it is a caller's transaction and can
-// open transactions of its own.
-type Session interface {
-	Conn
-	// InTx reports whether statements run in a transaction the caller owns.
-	InTx() bool
-	// Begin runs fn in a new transaction, at READ COMMITTED if asked, and
-	// commits it when fn returns nil (rolls it back otherwise).
-	Begin(ctx context.Context, readCommitted bool, fn func(tx Session) error) error
-	// ParentGone reports a foreign key failure of an inserted slot row: its
-	// parent does not exist (as the ORM reports it).
-	ParentGone(err error) bool
-}
-
-// OwnAttempts bounds the attempts of a transaction hotcounter owns.
-// Deadlocks come from first inserts of a slot row (slots not pre-created):
-// once the row exists the next attempt updates it, so a few attempts settle
-// even a burst of 64 writers on a fresh parent.
-const OwnAttempts = 12
-
-// OwnTransaction runs fn in s's transaction if it has one, else in a new
-// transaction that is retried while it fails with a deadlock or lock timeout.
-func OwnTransaction(ctx context.Context, s Session, fn func(tx Session) error) error {
-	if s.InTx() {
-		return fn(s)
-	}
-	return retry.Do(ctx, OwnAttempts, func() error { return s.Begin(ctx, false, fn) })
-}
-
-// ownStatement runs fn, which sends one statement, once in s's transaction
-// if it has one, else retried while it fails with a deadlock or lock wait
-// timeout: an autocommit statement that failed changed nothing.
-func ownStatement(ctx context.Context, s Session, fn func() error) error {
-	if s.InTx() {
-		return fn()
-	}
-	return retry.Do(ctx, OwnAttempts, fn)
-}
+// The MySQL/MariaDB write path runs several statements where PostgreSQL and
+// SQLite run one (see the countersql functions it calls for why). Each runs
+// in the caller's transaction, or in one of its own that is retried on
+// deadlock.
 
 // MySQLIncrement describes one increment on MySQL/MariaDB.
 type MySQLIncrement struct {
@@ -219,26 +179,6 @@ func IncrementFreeSlotMySQL(ctx context.Context, s Session, d countersql.Dialect
 	return n, err
 }
 
-// InSavepoint runs fn after a savepoint and rolls back to it if fn fails,
-// so that a failure leaves the transaction as it was (PostgreSQL aborts a
-// transaction at its first error otherwise).
-func InSavepoint(ctx context.Context, tx Session, name string, fn func() error) error {
-	if err := savepoint(ctx, tx, "SAVEPOINT ", name); err != nil {
-		return err
-	}
-	if err := fn(); err != nil {
-		return errors.Join(err, savepoint(ctx, tx, "ROLLBACK TO SAVEPOINT ", name), savepoint(ctx, tx, "RELEASE SAVEPOINT ", name))
-	}
-	// Released, so that a transaction that takes many does not keep them all
-	// (PostgreSQL slows down past 64 open subtransactions).
-	return savepoint(ctx, tx, "RELEASE SAVEPOINT ", name)
-}
-
-func savepoint(ctx context.Context, tx Session, verb, name string) error {
-	_, err := tx.Exec(ctx, func(w countersql.Writer) { w.WriteString(verb); w.Ident(name) })
-	return err
-}
-
 // updateSlots adds delta to the slot rows of keys with one exact-match
 // UPDATE inside a savepoint. If some rows are missing, which ones cannot be
 // read back safely (a plain SELECT reads the transaction's snapshot, which
@@ -269,7 +209,7 @@ func upsertSlots(ctx context.Context, s Session, d countersql.Dialect, t counter
 		_, err := s.Exec(ctx, func(w countersql.Writer) { d.InsertSlots(w, t, keys, slot, delta) })
 		return err
 	}
-	gone := func(err error) bool { return mysqlParentGone(err) || s.ParentGone(err) }
+	gone := func(err error) bool { return dberr.ForeignKeyViolation(err) || s.ParentGone(err) }
 	err := upsert(keys)
 	if !gone(err) {
 		if err != nil {
@@ -290,89 +230,6 @@ func upsertSlots(ctx context.Context, s Session, d countersql.Dialect, t counter
 	return n, nil
 }
 
-// mysqlParentGone reports the driver's foreign key failure of an insert:
-// the referenced row does not exist.
-func mysqlParentGone(err error) bool {
-	var my *mysql.MySQLError
-	return errors.As(err, &my) && my.Number == 1452 // ER_NO_REFERENCED_ROW_2
-}
-
-// foldMySQL folds the pending slots of owners into their parents' column:
-// it locks the parents and then their slot rows that no one else holds
-// (SKIP LOCKED, so the fold never waits), adds the slot values to the
-// columns, and empties the slot rows it added (n = 0: they stay, see
-// countersql.ZeroSlot). What it skips stays pending.
-func foldMySQL(ctx context.Context, tx Conn, d countersql.Dialect, t countersql.Table, owners []any) error {
-	parents, err := QueryKeys(ctx, tx, func(w countersql.Writer) { d.LockParents(w, t, owners) })
-	if err != nil || len(parents) == 0 {
-		return err
-	}
-	var (
-		keys    []any
-		amounts []int64
-	)
-	for _, owner := range parents {
-		slots, sum, err := lockSlots(ctx, tx, d, t, owner)
-		if err != nil {
-			return err
-		}
-		if len(slots) == 0 {
-			continue
-		}
-		for _, slot := range slots {
-			if _, err := tx.Exec(ctx, func(w countersql.Writer) { d.ZeroSlot(w, t, owner, slot) }); err != nil {
-				return err
-			}
-		}
-		keys, amounts = append(keys, owner), append(amounts, sum)
-	}
-	if len(keys) == 0 {
-		return nil
-	}
-	_, err = tx.Exec(ctx, func(w countersql.Writer) { d.AddToColumns(w, t, keys, amounts) })
-	return err
-}
-
-// lockSlots locks the slot rows of owner that hold a value and no one else
-// holds, and returns their slots and the sum of their values.
-func lockSlots(ctx context.Context, tx Conn, d countersql.Dialect, t countersql.Table, owner any) (slots []int64, sum int64, err error) {
-	rows, err := tx.Query(ctx, func(w countersql.Writer) { d.LockSlots(w, t, owner) })
-	if err != nil {
-		return nil, 0, err
-	}
-	for rows.Next() {
-		var slot, n int64
-		if err := rows.Scan(&slot, &n); err != nil {
-			rows.Close()
-			return nil, 0, err
-		}
-		slots, sum = append(slots, slot), sum+n
-	}
-	return slots, sum, errors.Join(rows.Err(), rows.Close())
-}
-
-// deleteChunk bounds the rows of one DELETE of an append fold.
-const deleteChunk = 10000
-
-// QueryKeys runs a query written by countersql whose rows are one key each.
-func QueryKeys(ctx context.Context, c Conn, build func(countersql.Writer)) ([]any, error) {
-	rows, err := c.Query(ctx, build)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var keys []any
-	kr := newKeyReader(rows, 0)
-	for rows.Next() {
-		var k any
-		if err := rows.Scan(&k); err != nil {
-			return nil, err
-		}
-		keys = append(keys, kr.key(k))
-	}
-	return keys, rows.Err()
-}
-
 // AppendMySQL inserts a delta row of in.Delta for every parent the
 // increment targets (append counters), and returns how many parents that
 // was. The parent keys are read without locks (INSERT ... SELECT would
@@ -386,7 +243,7 @@ func AppendMySQL(ctx context.Context, s Session, d countersql.Dialect, in MySQLI
 			amounts[i] = in.Delta
 		}
 		_, err := c.Exec(ctx, func(w countersql.Writer) { d.AppendRows(w, t, keys, amounts) })
-		gone := func(err error) bool { return mysqlParentGone(err) || c.ParentGone(err) }
+		gone := func(err error) bool { return dberr.ForeignKeyViolation(err) || c.ParentGone(err) }
 		if !gone(err) {
 			if err != nil {
 				return 0, err
@@ -433,22 +290,4 @@ func AppendMySQL(ctx context.Context, s Session, d countersql.Dialect, in MySQLI
 		return nil
 	})
 	return n, err
-}
-
-// ForeignKeyViolation reports the driver's error for a row whose parent
-// does not exist: PostgreSQL 23503, MySQL 1452, SQLite's constraint code
-// 787.
-func ForeignKeyViolation(err error) bool {
-	if err == nil {
-		return false
-	}
-	if mysqlParentGone(err) {
-		return true
-	}
-	var state interface{ SQLState() string }
-	if errors.As(err, &state) && state.SQLState() == "23503" {
-		return true
-	}
-	var code interface{ Code() int }
-	return errors.As(err, &code) && code.Code() == 787 // SQLITE_CONSTRAINT_FOREIGNKEY
 }

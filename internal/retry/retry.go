@@ -10,41 +10,12 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
+	"github.com/hotcounter/hotcounter/internal/dberr"
 )
 
 // Transient reports whether err is worth another attempt of the whole
-// transaction.
-func Transient(err error) bool {
-	if err == nil {
-		return false
-	}
-	var state interface{ SQLState() string } // pgconn.PgError
-	if errors.As(err, &state) {
-		switch state.SQLState() {
-		case "40P01", // deadlock_detected
-			"40001", // serialization_failure
-			"55P03": // lock_not_available
-			return true
-		}
-	}
-	var my *mysql.MySQLError
-	if errors.As(err, &my) {
-		switch my.Number {
-		case 1213, // ER_LOCK_DEADLOCK
-			1205: // ER_LOCK_WAIT_TIMEOUT
-			return true
-		}
-	}
-	var code interface{ Code() int } // SQLite
-	if errors.As(err, &code) {
-		switch code.Code() & 0xff { // primary result code
-		case 5, 6: // SQLITE_BUSY, SQLITE_LOCKED
-			return true
-		}
-	}
-	return false
-}
+// transaction (see dberr.Transient).
+func Transient(err error) bool { return dberr.Transient(err) }
 
 // Do runs fn up to attempts times while it fails with a transient error,
 // sleeping a little longer, with jitter, before each new attempt.

@@ -1,0 +1,118 @@
+// Package dberr classifies the errors of PostgreSQL, MySQL/MariaDB and
+// SQLite drivers without importing any of them: a program that uses
+// gormcounter on PostgreSQL compiles no MySQL driver. Errors are recognised
+// by the methods and fields the drivers' error types have: SQLState()
+// (pgx's *pgconn.PgError), Code() (the SQLite drivers), and go-sql-driver's
+// *mysql.MySQLError, read by its shape.
+package dberr
+
+import (
+	"errors"
+	"reflect"
+)
+
+// Transient reports whether err is worth another attempt of the whole
+// transaction: a deadlock, a serialization failure, a lock timeout, SQLite
+// being busy.
+func Transient(err error) bool {
+	if err == nil {
+		return false
+	}
+	switch sqlState(err) {
+	case "40P01", // deadlock_detected
+		"40001", // serialization_failure
+		"55P03": // lock_not_available
+		return true
+	}
+	switch n, _ := MySQLNumber(err); n {
+	case 1213, // ER_LOCK_DEADLOCK
+		1205: // ER_LOCK_WAIT_TIMEOUT
+		return true
+	}
+	if c, ok := sqliteCode(err); ok {
+		switch c & 0xff { // primary result code
+		case 5, 6: // SQLITE_BUSY, SQLITE_LOCKED
+			return true
+		}
+	}
+	return false
+}
+
+// ForeignKeyViolation reports an insert or update whose referenced row does
+// not exist.
+func ForeignKeyViolation(err error) bool {
+	if err == nil {
+		return false
+	}
+	if n, _ := MySQLNumber(err); n == 1452 { // ER_NO_REFERENCED_ROW_2
+		return true
+	}
+	if sqlState(err) == "23503" { // foreign_key_violation
+		return true
+	}
+	c, ok := sqliteCode(err)
+	return ok && c == 787 // SQLITE_CONSTRAINT_FOREIGNKEY
+}
+
+// MySQLNumber returns the server's error number of a MySQL/MariaDB error in
+// err's chain (go-sql-driver's *mysql.MySQLError: a struct named MySQLError
+// with a uint16 field Number).
+func MySQLNumber(err error) (uint16, bool) {
+	var n uint16
+	found := walk(err, func(e error) bool {
+		v := reflect.ValueOf(e)
+		if v.Kind() == reflect.Pointer && !v.IsNil() {
+			v = v.Elem()
+		}
+		if v.Kind() != reflect.Struct || v.Type().Name() != "MySQLError" {
+			return false
+		}
+		f := v.FieldByName("Number")
+		if !f.IsValid() || f.Kind() != reflect.Uint16 {
+			return false
+		}
+		n = uint16(f.Uint())
+		return true
+	})
+	return n, found
+}
+
+func sqlState(err error) string {
+	var state interface{ SQLState() string } // pgconn.PgError
+	if errors.As(err, &state) {
+		return state.SQLState()
+	}
+	return ""
+}
+
+func sqliteCode(err error) (int, bool) {
+	var code interface{ Code() int }
+	if errors.As(err, &code) {
+		return code.Code(), true
+	}
+	return 0, false
+}
+
+// walk calls match on every error of err's chain (Unwrap() error and
+// Unwrap() []error) until it returns true, and reports whether one did.
+func walk(err error, match func(error) bool) bool {
+	for err != nil {
+		if match(err) {
+			return true
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if walk(e, match) {
+					return true
+				}
+			}
+			return false
+		default:
+			return false
+		}
+	}
+	return false
+}

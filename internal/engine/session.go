@@ -1,0 +1,78 @@
+package engine
+
+import (
+	"context"
+	"errors"
+
+	"github.com/hotcounter/hotcounter/internal/countersql"
+	"github.com/hotcounter/hotcounter/internal/dberr"
+	"github.com/hotcounter/hotcounter/internal/retry"
+)
+
+// A Session runs statements in the caller's transaction or in transactions
+// of hotcounter's own, retried while the database aborts them for a
+// transient reason (a deadlock, a lock timeout).
+
+// Session is a Conn that knows whether it is a caller's transaction and can
+// open transactions of its own.
+type Session interface {
+	Conn
+	// InTx reports whether statements run in a transaction the caller owns.
+	InTx() bool
+	// Begin runs fn in a new transaction, at READ COMMITTED if asked, and
+	// commits it when fn returns nil (rolls it back otherwise).
+	Begin(ctx context.Context, readCommitted bool, fn func(tx Session) error) error
+	// ParentGone reports a foreign key failure of an inserted slot row: its
+	// parent does not exist (as the ORM reports it).
+	ParentGone(err error) bool
+}
+
+// OwnAttempts bounds the attempts of a transaction hotcounter owns.
+// Deadlocks come from first inserts of a slot row (slots not pre-created):
+// once the row exists the next attempt updates it, so a few attempts settle
+// even a burst of 64 writers on a fresh parent.
+const OwnAttempts = 12
+
+// OwnTransaction runs fn in s's transaction if it has one, else in a new
+// transaction that is retried while it fails with a deadlock or lock timeout.
+func OwnTransaction(ctx context.Context, s Session, fn func(tx Session) error) error {
+	if s.InTx() {
+		return fn(s)
+	}
+	return retry.Do(ctx, OwnAttempts, func() error { return s.Begin(ctx, false, fn) })
+}
+
+// ownStatement runs fn, which sends one statement, once in s's transaction
+// if it has one, else retried while it fails with a deadlock or lock wait
+// timeout: an autocommit statement that failed changed nothing.
+func ownStatement(ctx context.Context, s Session, fn func() error) error {
+	if s.InTx() {
+		return fn()
+	}
+	return retry.Do(ctx, OwnAttempts, fn)
+}
+
+// InSavepoint runs fn after a savepoint and rolls back to it if fn fails,
+// so that a failure leaves the transaction as it was (PostgreSQL aborts a
+// transaction at its first error otherwise).
+func InSavepoint(ctx context.Context, tx Session, name string, fn func() error) error {
+	if err := savepoint(ctx, tx, "SAVEPOINT ", name); err != nil {
+		return err
+	}
+	if err := fn(); err != nil {
+		return errors.Join(err, savepoint(ctx, tx, "ROLLBACK TO SAVEPOINT ", name), savepoint(ctx, tx, "RELEASE SAVEPOINT ", name))
+	}
+	// Released, so that a transaction that takes many does not keep them all
+	// (PostgreSQL slows down past 64 open subtransactions).
+	return savepoint(ctx, tx, "RELEASE SAVEPOINT ", name)
+}
+
+func savepoint(ctx context.Context, tx Session, verb, name string) error {
+	_, err := tx.Exec(ctx, func(w countersql.Writer) { w.WriteString(verb); w.Ident(name) })
+	return err
+}
+
+// ForeignKeyViolation reports the driver's error for a row whose parent
+// does not exist: PostgreSQL 23503, MySQL 1452, SQLite's constraint code
+// 787.
+func ForeignKeyViolation(err error) bool { return dberr.ForeignKeyViolation(err) }
