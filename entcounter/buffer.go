@@ -35,7 +35,7 @@ var ErrBufferFull = writebehind.ErrFull
 //
 //	buf, err := entcounter.NewBuffer(ctx, client, entcounter.BufferConfig{})
 //	defer buf.Close(ctx)
-//	buf.Add(ctx, "Post", post.FieldLikes, p.ID, 1)
+//	buf.Increment(ctx, "Post", post.FieldLikes, p.ID, 1)
 type Buffer struct {
 	r Runtime
 	b *writebehind.Buffer
@@ -79,12 +79,12 @@ func (b *Buffer) counter(typ, field string) (*writebehind.Counter, error) {
 			return c, nil
 		}
 	}
-	return nil, fmt.Errorf("entcounter: Buffer: %s.%s is not a counter", typ, field)
+	return nil, fmt.Errorf("entcounter: Buffer: %s.%s: %w", typ, field, ErrNotCounter)
 }
 
-// Add adds delta to the counter field of schema typ (Post or post) of the
-// row with the given id, in memory; the next flush writes it.
-func (b *Buffer) Add(ctx context.Context, typ, field string, id any, delta int64) error {
+// Increment adds delta to the counter field of schema typ (Post or post)
+// of the row with the given id, in memory; the next flush writes it.
+func (b *Buffer) Increment(ctx context.Context, typ, field string, id any, delta int64) error {
 	c, err := b.counter(typ, field)
 	if err != nil {
 		return err
@@ -93,6 +93,13 @@ func (b *Buffer) Add(ctx context.Context, typ, field string, id any, delta int64
 		return fmt.Errorf("entcounter: Buffer %s: %w", c.Name, err)
 	}
 	return nil
+}
+
+// Add is the old name of [Buffer.Increment].
+//
+// Deprecated: use Increment, the name gormcounter's Buffer uses too.
+func (b *Buffer) Add(ctx context.Context, typ, field string, id any, delta int64) error {
+	return b.Increment(ctx, typ, field, id, delta)
 }
 
 // Pending returns this buffer's delta for a counter of one row, not yet

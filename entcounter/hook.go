@@ -2,10 +2,10 @@ package entcounter
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 
 	"entgo.io/ent"
 
@@ -13,14 +13,6 @@ import (
 	"github.com/hotcounter/hotcounter/internal/engine"
 	"github.com/hotcounter/hotcounter/internal/retry"
 )
-
-// ErrNotConfigured is returned when a mutation of a schema with counters
-// runs without the code that entcounter's extension generates.
-var ErrNotConfigured = errors.New("entcounter: the generated code has no HotCounter method: generate with entc.Extensions(entcounter.Extension())")
-
-// ErrCounted is wrapped by the error for an Add, Set or Clear of a count of
-// child rows ([Counts]): it changes only when the child rows do.
-var ErrCounted = errors.New("a count of child rows cannot be written")
 
 // mutation is what the extension generates on the mutations of schemas
 // with counters.
@@ -47,7 +39,7 @@ func counterHook(field string, ann Annotation) ent.Hook {
 				return next.Mutate(ctx, em)
 			}
 			if ann.Err != "" {
-				return nil, fmt.Errorf("entcounter: %s.%s: %s", em.Type(), field, ann.Err)
+				return nil, fmt.Errorf("entcounter: %s.%s: %w%s", em.Type(), field, ErrInvalidCounter, strings.TrimPrefix(ann.Err, ErrInvalidCounter.Error()))
 			}
 			if ann.Counts != "" {
 				if em.Op().Is(ent.OpCreate) && !hasAdd && !cleared && toInt64(value) == 0 {
@@ -57,7 +49,7 @@ func counterHook(field string, ann Annotation) ent.Hook {
 					return next.Mutate(ctx, em)
 				}
 				return nil, fmt.Errorf("entcounter: %s.%s: %w: it counts the rows of edge %q and changes only when they do (entcounter.Recount corrects it)",
-					em.Type(), field, ErrCounted, ann.Counts)
+					em.Type(), field, ErrNotIncrement, ann.Counts)
 			}
 			m, ok := em.(mutation)
 			if !ok {

@@ -21,7 +21,7 @@ func Rollup() Option { return func(o *spec.Options) { o.Mode = spec.Rollup } }
 // increment inserts a delta row instead of upserting a slot, so no two
 // increments share a row. RollupPass folds the delta rows into the column
 // in batches by id. The counter's table is declared with [DeltasOf]
-// instead of SlotsOf. PostgreSQL and SQLite.
+// instead of SlotsOf.
 func Append() Option { return func(o *spec.Options) { o.Mode = spec.Append } }
 
 // Precreate inserts every slot row (n = 0) of a parent when the parent is

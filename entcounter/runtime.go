@@ -419,8 +419,10 @@ func PrecreateExisting(ctx context.Context, src Source) error {
 	return nil
 }
 
-// RollupBatchSize is how many parents one rollup transaction folds.
-const RollupBatchSize = 1000
+// RollupBatchSize is how many parents one transaction of a pass
+// (RollupPass, CompactPass, MoveToSlots, Recount) takes: 500, as
+// gormcounter's default.
+const RollupBatchSize = spec.DefaultBatchSize
 
 // RollupPass runs one rollup pass over every rollup counter of the client's
 // schema: it folds the pending slot values into the parent columns and
@@ -549,7 +551,7 @@ func MoveToSlots(ctx context.Context, src Source) (Moved, error) {
 // find the parents it compacts, so run it as often as the tables' size
 // allows (every minute, every hour), not on the rollup interval.
 // PostgreSQL and SQLite only: on MySQL and MariaDB it returns an error
-// wrapping [errors.ErrUnsupported] (see gormcounter.Compact for why).
+// wrapping [errors.ErrUnsupported] (see gormcounter.CompactPass for why).
 func CompactPass(ctx context.Context, src Source) error {
 	r := src.HotCounter()
 	dl, s, inTx, err := ownPass(r, "CompactPass")

@@ -97,21 +97,25 @@ func MoveToSlots(db *gorm.DB, models ...any) (Moved, error) {
 //     table exists (installCounts); the column is left alone.
 //
 // It says what it found through db's logger.
-func (m counterMigrator) prepareColumns(models []*model) error {
+//
+// It returns what it found of each counter's storage.
+func (m counterMigrator) prepareColumns(models []*model) (map[*counter]engine.Storage, error) {
 	ctx := m.db.Statement.Context
 	d := m.plugin.dialect
 	conn := gormConn{db: m.db}
+	found := map[*counter]engine.Storage{}
 	for _, md := range models {
 		for _, c := range md.counters {
 			st, err := engine.Probe(ctx, conn, d, c.table)
 			if err != nil {
-				return fmt.Errorf("gormcounter: %s: read the columns of %s: %w", c.name(), c.table.Parent, err)
+				return nil, fmt.Errorf("gormcounter: %s: read the columns of %s: %w", c.name(), c.table.Parent, err)
 			}
+			found[c] = st
 			if !st.Column {
 				continue
 			}
 			if !st.Integer() {
-				return fmt.Errorf("gormcounter: %s: %w: the existing column %s.%s is %s; a counter needs an integer column: convert it first, or rename it out of the way",
+				return nil, fmt.Errorf("gormcounter: %s: %w: the existing column %s.%s is %s; a counter needs an integer column: convert it first, or rename it out of the way",
 					c.name(), ErrInvalidCounter, c.table.Parent, c.table.Column, st.Type)
 			}
 			switch {
@@ -120,19 +124,19 @@ func (m counterMigrator) prepareColumns(models []*model) error {
 					c.name(), c.table.Parent, c.table.Column, c.table.Slots, c.count.rel.FieldSchema.Table)
 				if c.opts.Mode.HasColumn() && st.Nullable {
 					if err := m.zeroNulls(ctx, c); err != nil {
-						return err
+						return nil, err
 					}
 				}
 			case c.opts.Mode.HasColumn():
 				if st.Nullable {
 					if err := m.zeroNulls(ctx, c); err != nil {
-						return err
+						return nil, err
 					}
 				}
 			default:
 				if st.Default == "" {
 					if err := m.defaultZero(c, st); err != nil {
-						return err
+						return nil, err
 					}
 				}
 				null := ""
@@ -145,7 +149,7 @@ func (m counterMigrator) prepareColumns(models []*model) error {
 			}
 		}
 	}
-	return nil
+	return found, nil
 }
 
 // zeroNulls sets a rollup column's NULLs to 0 before GORM makes it NOT NULL.
@@ -305,18 +309,28 @@ func (m counterMigrator) checkParentKey(c *counter) error {
 	return nil
 }
 
-// recordStorages probes where each counter's values live now that the
-// migration is done, so that the first loads need not.
-func (m counterMigrator) recordStorages(models []*model) error {
-	ctx := m.db.Statement.Context
+// recordStorages records where each counter's values live now that the
+// migration is done, from what prepareColumns found before it: the counter's
+// own table exists now, and so does a rollup or append counter's column, and
+// the tables this migration created (created); nothing else changed. The first loads then need no probe.
+func (m counterMigrator) recordStorages(models []*model, before map[*counter]engine.Storage, created map[*counter]bool) {
+	made := map[string]bool{}
+	for c := range created {
+		made[c.table.Slots] = true
+	}
 	for _, md := range models {
 		for _, c := range md.counters {
-			st, err := engine.Probe(ctx, gormConn{db: m.db}, m.plugin.dialect, c.table)
-			if err != nil {
-				return fmt.Errorf("gormcounter: %s: %w", c.name(), err)
+			st, ok := before[c]
+			if !ok {
+				continue
 			}
+			tables := map[string]bool{c.table.Slots: true}
+			if c.table.Other != "" {
+				tables[c.table.Other] = st.Tables[c.table.Other] || made[c.table.Other]
+			}
+			st.Tables = tables
+			st.Column = st.Column || c.opts.Mode.HasColumn()
 			m.plugin.storages.Set(c.table, st)
 		}
 	}
-	return nil
 }

@@ -16,7 +16,7 @@
 //	gormcounter.Increment(db.Model(&post), "Likes", 1)
 //	db.First(&post)                             // post.Likes exact, post.Views cached
 //	db.Clauses(gormcounter.Live).First(&post)   // post.Views exact too
-//	gormcounter.Rollup(db, &Post{})             // fold pending slots into posts.views
+//	gormcounter.RollupPass(db, &Post{})         // fold pending slots into posts.views
 //
 // # Storage
 //
@@ -33,14 +33,14 @@
 // Exact on every load; it cannot be sorted or filtered on in SQL.
 //
 // Rollup: the parent has a NOT NULL DEFAULT 0 column caching the total, which
-// Rollup (or RollupLoop) keeps fresh by folding the slots into it. Plain
+// RollupPass (or RollupLoop) keeps fresh by folding the slots into it. Plain
 // loads read the column (stale by at most the rollup interval; sortable,
 // indexable, usable in WHERE) and cost nothing extra; Live loads read column +
 // pending slots in one statement.
 //
 // Append: like Rollup, but an increment inserts a delta row into
 // <parent>_<column>_deltas instead of upserting a slot, so no two increments
-// share a row; Rollup folds the delta rows into the column in batches by id.
+// share a row; RollupPass folds the delta rows into the column in batches by id.
 //
 // # Adopting an existing column
 //
@@ -58,7 +58,7 @@
 // slots=N (1 to 1024, default 16), sum, rollup, append, precreate[=true|false],
 // skiplocked. precreate inserts all N slot rows when a parent is created, so
 // that no increment ever inserts one; skiplocked makes an increment of one
-// parent take a slot row no other transaction holds (see the README for when
+// parent take a slot row no other transaction holds (see docs/writes.md for when
 // each matters).
 //
 // # Counts of child rows

@@ -13,12 +13,13 @@ var (
 	ErrInvalidCounter = spec.ErrInvalid
 
 	// ErrNotIncrement is wrapped by the error for an assignment to a counter
-	// that is not "column + n" or "column - n": counters only move by deltas.
-	ErrNotIncrement = errors.New("assignment to a counter is not an increment")
+	// that is not "column + n" or "column - n": counters only move by deltas;
+	// and for any assignment to a count of child rows.
+	ErrNotIncrement = spec.ErrNotIncrement
 
 	// ErrNotCounter is wrapped by the error for Increment on a field that is
 	// not declared as a counter.
-	ErrNotCounter = errors.New("field is not a counter")
+	ErrNotCounter = spec.ErrNotCounter
 
 	// ErrNotRegistered is returned when a gormcounter function runs on a
 	// *gorm.DB where the plugin was not registered with db.Use.

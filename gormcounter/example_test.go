@@ -80,7 +80,7 @@ func ExampleIncrement() {
 	// without a condition: WHERE conditions required
 }
 
-func ExampleRollup() {
+func ExampleRollupPass() {
 	db, done := openExample()
 	defer done()
 
@@ -88,7 +88,7 @@ func ExampleRollup() {
 	db.Create(&post)
 	gormcounter.Increment(db.Model(&post), "Views", 7)
 
-	if err := gormcounter.Rollup(db, &Post{}); err != nil {
+	if err := gormcounter.RollupPass(db, &Post{}); err != nil {
 		fmt.Println(err)
 	}
 	var top []Post // the rollup column sorts like any column
@@ -97,7 +97,7 @@ func ExampleRollup() {
 	// Output: hello 7
 }
 
-func ExampleCompact() {
+func ExampleCompactPass() {
 	db, done := openExample()
 	defer done()
 
@@ -107,7 +107,7 @@ func ExampleCompact() {
 		gormcounter.Increment(db.Model(&post), "Likes", 1)
 	}
 
-	if err := gormcounter.Compact(db, &Post{}); err != nil {
+	if err := gormcounter.CompactPass(db, &Post{}); err != nil {
 		fmt.Println(err)
 	}
 	var rows int64

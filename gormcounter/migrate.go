@@ -95,7 +95,8 @@ func (m counterMigrator) AutoMigrate(values ...any) error {
 	if err != nil {
 		return err
 	}
-	if err := m.prepareColumns(models); err != nil {
+	before, err := m.prepareColumns(models)
+	if err != nil {
 		return err
 	}
 	err = m.guardRebuild(values, func(conn *gorm.DB) error { return inner(conn).AutoMigrate(values...) })
@@ -112,7 +113,8 @@ func (m counterMigrator) AutoMigrate(values ...any) error {
 	if err := m.foldLeftovers(values); err != nil {
 		return err
 	}
-	return m.recordStorages(models)
+	m.recordStorages(models, before, created)
+	return nil
 }
 
 // AlterColumn alters a column as GORM does; on SQLite, which recreates the
@@ -152,10 +154,7 @@ func (m counterMigrator) CreateTable(values ...any) error {
 	if err != nil {
 		return err
 	}
-	if err := m.installCounts(values, models, created); err != nil {
-		return err
-	}
-	return m.recordStorages(models)
+	return m.installCounts(values, models, created)
 }
 
 // DropTable drops the models' slot tables, then the models' tables. Slot

@@ -21,8 +21,8 @@ type Config struct {
 	// DefaultSlots is the slot count of a counter whose tag names none.
 	// Zero means 16.
 	DefaultSlots int
-	// RollupBatchSize is how many parents one rollup (or compaction)
-	// transaction folds.
+	// RollupBatchSize is how many parents one transaction of a pass
+	// (RollupPass, CompactPass, MoveToSlots, Recount) takes.
 	// Zero means 500.
 	RollupBatchSize int
 	// Models (pointers to model structs) are checked when the plugin is
@@ -77,7 +77,7 @@ func New(cfg Config) *Plugin {
 		cfg.DefaultSlots = spec.DefaultSlots
 	}
 	if cfg.RollupBatchSize <= 0 {
-		cfg.RollupBatchSize = 500
+		cfg.RollupBatchSize = spec.DefaultBatchSize
 	}
 	if cfg.InFlight == 0 {
 		cfg.InFlight = 2

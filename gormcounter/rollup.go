@@ -11,12 +11,12 @@ import (
 	"github.com/hotcounter/hotcounter/internal/spec"
 )
 
-// Rollup runs one rollup pass over every rollup counter of the given models:
+// RollupPass runs one rollup pass over every rollup counter of the given models:
 // it folds the pending slot values into the parent columns and removes the
 // slot rows it folded, a batch of parents per transaction, and returns when
 // it has walked each slot table once.
 //
-//	err := gormcounter.Rollup(db.WithContext(ctx), &Post{})
+//	err := gormcounter.RollupPass(db.WithContext(ctx), &Post{})
 //
 // It never waits on a row lock: on PostgreSQL slot rows and parents that
 // another transaction holds are skipped and stay pending for the next pass.
@@ -24,13 +24,18 @@ import (
 // never lost. Deadlocks and serialization failures of its own transactions
 // are retried. Given a *gorm.DB inside a transaction it returns an error:
 // it runs transactions of its own.
-func Rollup(db *gorm.DB, models ...any) error {
+func RollupPass(db *gorm.DB, models ...any) error {
 	p, counters, err := rollupCounters(db, models)
 	if err != nil {
 		return err
 	}
 	return p.rollup(db, counters, func() bool { return false })
 }
+
+// Rollup is the old name of [RollupPass].
+//
+// Deprecated: use RollupPass, the name entcounter uses too.
+func Rollup(db *gorm.DB, models ...any) error { return RollupPass(db, models...) }
 
 // rollup folds every counter, checking stop between batches.
 func (p *Plugin) rollup(db *gorm.DB, counters []*counter, stop func() bool) error {
@@ -42,7 +47,7 @@ func (p *Plugin) rollup(db *gorm.DB, counters []*counter, stop func() bool) erro
 	return nil
 }
 
-// RollupLoop runs a Rollup pass at once and then every interval until ctx is
+// RollupLoop runs a [RollupPass] at once and then every interval until ctx is
 // done, and then returns nil. Cancelling ctx lets the batch in progress
 // commit and stops before the next one, so no fold is left half done. A
 // failed pass is logged through db's logger and the loop goes on; a model
@@ -77,7 +82,7 @@ func RollupLoop(ctx context.Context, db *gorm.DB, interval time.Duration, models
 // rollupCounters returns db's plugin and the rollup counters of models; a
 // model without one is an error.
 func rollupCounters(db *gorm.DB, models []any) (*Plugin, []*counter, error) {
-	return passCounters(db, models, "Rollup", "rollup counter (tag one `gorm:\"counter:rollup\"`)",
+	return passCounters(db, models, "RollupPass", "rollup counter (tag one `gorm:\"counter:rollup\"`)",
 		func(c *counter) bool { return c.opts.Mode.HasColumn() })
 }
 
@@ -140,19 +145,19 @@ func (p *Plugin) foldAll(db *gorm.DB, c *counter, stop func() bool) error {
 	return nil
 }
 
-// Compact runs one compaction pass over every sum counter of the given
+// CompactPass runs one compaction pass over every sum counter of the given
 // models. Random slots spread any parent incremented a few dozen times over
 // all of its slot rows, hot or not, and every load sums all of them. For
 // each parent with more than one slot row holding a value, a batch of
-// parents per transaction, Compact moves the values into one of those rows
+// parents per transaction, CompactPass moves the values into one of those rows
 // and deletes the others (sets them to 0 where slots are pre-created), so
 // that a load sums one row per parent plus whatever arrived since. Totals
 // never change: a load reads the slots in one statement and sees a parent's
 // values before the move or after it.
 //
-//	err := gormcounter.Compact(db.WithContext(ctx), &Post{})
+//	err := gormcounter.CompactPass(db.WithContext(ctx), &Post{})
 //
-// Like [Rollup] it never waits on a row lock (on PostgreSQL a row that
+// Like [RollupPass] it never waits on a row lock (on PostgreSQL a row that
 // another transaction holds stays apart until the next pass), retries
 // deadlocks and serialization failures, and refuses to run inside the
 // caller's transaction. A pass reads the slot table's primary key from end
@@ -166,8 +171,8 @@ func (p *Plugin) foldAll(db *gorm.DB, c *counter, stop func() bool) error {
 // reads it again sees its own slot row as it is now and the others as of
 // its snapshot, so values a pass moved in between would count twice or not
 // at all.
-func Compact(db *gorm.DB, models ...any) error {
-	p, counters, err := passCounters(db, models, "Compact", "sum counter (tag one `gorm:\"counter\"`)",
+func CompactPass(db *gorm.DB, models ...any) error {
+	p, counters, err := passCounters(db, models, "CompactPass", "sum counter (tag one `gorm:\"counter\"`)",
 		func(c *counter) bool { return c.opts.Mode == spec.Sum })
 	if err != nil {
 		return err
@@ -180,6 +185,11 @@ func Compact(db *gorm.DB, models ...any) error {
 	}
 	return nil
 }
+
+// Compact is the old name of [CompactPass].
+//
+// Deprecated: use CompactPass, the name entcounter uses too.
+func Compact(db *gorm.DB, models ...any) error { return CompactPass(db, models...) }
 
 // ownTx returns db as an engine session, and a function that runs its
 // argument in a transaction of its own on db, committed when it returns nil:

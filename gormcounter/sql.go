@@ -2,6 +2,7 @@ package gormcounter
 
 import (
 	"context"
+
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 	"gorm.io/gorm/schema"
@@ -70,4 +71,15 @@ func (c gormConn) Exec(ctx context.Context, build func(countersql.Writer)) (int6
 
 func (c gormConn) Query(ctx context.Context, build func(countersql.Writer)) (engine.Rows, error) {
 	return c.session(ctx).Raw("?", sqlExpr(build)).Rows()
+}
+
+// whereCond renders a GORM WHERE as a countersql condition.
+func whereCond(where clause.Where) func(countersql.Writer) {
+	return func(w countersql.Writer) {
+		if len(where.Exprs) == 0 {
+			w.WriteString("1=1")
+			return
+		}
+		where.Build(w.(builderWriter).b)
+	}
 }

@@ -150,25 +150,25 @@ func run(dsn string, writers, each int) error {
 		return err
 	}
 	fmt.Printf("db.Clauses(gormcounter.Live):   likes=%d          views=%d (column + pending slots)\n", loaded.Likes, loaded.Views)
-	if err := gormcounter.Rollup(db, &Post{}); err != nil {
+	if err := gormcounter.RollupPass(db, &Post{}); err != nil {
 		return err
 	}
 	if err := db.First(&loaded, post.ID).Error; err != nil {
 		return err
 	}
-	fmt.Printf("after gormcounter.Rollup:       likes=%d          views=%d (cached column, now folded)\n", loaded.Likes, loaded.Views)
-	switch err := gormcounter.Compact(db, &Post{}); {
+	fmt.Printf("after gormcounter.RollupPass:   likes=%d          views=%d (cached column, now folded)\n", loaded.Likes, loaded.Views)
+	switch err := gormcounter.CompactPass(db, &Post{}); {
 	case errors.Is(err, errors.ErrUnsupported):
 		// MySQL/MariaDB: refused, and nothing changed. Their sum slots are
 		// pre-created, and a load adds up only the rows holding a value.
-		fmt.Printf("gormcounter.Compact:            not offered on %s, nothing changed:\n  %v\n\n", where, err)
+		fmt.Printf("gormcounter.CompactPass:        not offered on %s, nothing changed:\n  %v\n\n", where, err)
 	case err != nil:
 		return err
 	default:
 		if slotRows, slotSum, err = likeSlots(); err != nil {
 			return err
 		}
-		fmt.Printf("after gormcounter.Compact:      %d likes slot row holds them all (%d)\n\n", slotRows, slotSum)
+		fmt.Printf("after gormcounter.CompactPass:  %d likes slot row holds them all (%d)\n\n", slotRows, slotSum)
 	}
 
 	// Save never overwrites a counter; assigning one a value is an error.

@@ -8,7 +8,6 @@
 package spec
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -40,9 +39,6 @@ const (
 	// few hundred slots the sum on read costs more than contention saves.
 	MaxSlots = 1024
 )
-
-// ErrInvalid is wrapped by every declaration error.
-var ErrInvalid = errors.New("invalid counter declaration")
 
 // Toggle is an option that is on, off, or left to the database's default.
 type Toggle int

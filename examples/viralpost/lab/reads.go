@@ -97,7 +97,7 @@ func seedReads(ctx context.Context, db *gorm.DB) ([]uint, error) {
 	if err := bump(&ReadRollup{}, "Views", 50); err != nil {
 		return nil, err
 	}
-	if err := gormcounter.Rollup(db, &ReadRollup{}); err != nil {
+	if err := gormcounter.RollupPass(db, &ReadRollup{}); err != nil {
 		return nil, err
 	}
 	return ids, bump(&ReadRollup{}, "Views", 5)

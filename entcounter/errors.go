@@ -1,0 +1,33 @@
+package entcounter
+
+import (
+	"errors"
+
+	"github.com/hotcounter/hotcounter/internal/spec"
+)
+
+var (
+	// ErrInvalidCounter is wrapped by the error for a counter declaration
+	// that cannot work (Slots(0), an option that does not fit the mode),
+	// reported at generation and by every write of the counter, naming
+	// schema and field. It is gormcounter.ErrInvalidCounter.
+	ErrInvalidCounter = spec.ErrInvalid
+
+	// ErrNotIncrement is wrapped by the error for an Add, Set or Clear of a
+	// count of child rows ([Counts]): it changes only when the child rows
+	// do. It is gormcounter.ErrNotIncrement.
+	ErrNotIncrement = spec.ErrNotIncrement
+
+	// ErrCounted is the old name of ErrNotIncrement.
+	//
+	// Deprecated: use ErrNotIncrement.
+	ErrCounted = spec.ErrNotIncrement
+
+	// ErrNotCounter is wrapped by the error for a buffered increment of a
+	// field that is not a counter. It is gormcounter.ErrNotCounter.
+	ErrNotCounter = spec.ErrNotCounter
+
+	// ErrNotConfigured is returned when a mutation of a schema with counters
+	// runs without the code that entcounter's extension generates.
+	ErrNotConfigured = errors.New("entcounter: the generated code has no HotCounter method: generate with entc.Extensions(entcounter.Extension())")
+)

@@ -1,0 +1,127 @@
+package gormcounter
+
+import (
+	"fmt"
+
+	"gorm.io/gorm"
+
+	"github.com/hotcounter/hotcounter/internal/countersql"
+	"github.com/hotcounter/hotcounter/internal/engine"
+)
+
+// Counts kept by triggers: the migration installs them on the child table
+// (and recounts a count whose slot table it just created), and drops them
+// with the parent.
+
+// installCounts (re)creates the triggers of the counts that models declare
+// or that count rows of models, after their tables are migrated. A count
+// kept by hooks gets its triggers removed. A count whose child table does
+// not exist yet is installed when the child is migrated.
+//
+// A count whose slot table the migration just created (created) is then
+// recounted from the child table, so that children written before the
+// count was declared are counted; it says how many parents it set.
+func (m counterMigrator) installCounts(values []any, models []*model, created map[*counter]bool) error {
+	var todo []*counter
+	seen := map[*counter]bool{}
+	add := func(c *counter) {
+		if c.count != nil && !seen[c] {
+			seen[c] = true
+			todo = append(todo, c)
+		}
+	}
+	for _, md := range models {
+		for _, c := range md.counters {
+			add(c)
+		}
+	}
+	for _, v := range values {
+		if _, isName := v.(string); isName {
+			continue
+		}
+		stmt := &gorm.Statement{DB: m.db}
+		if err := stmt.Parse(v); err != nil {
+			continue
+		}
+		for _, c := range m.plugin.countsOn(stmt.Schema.Table) {
+			add(c)
+		}
+	}
+	d := m.plugin.dialect
+	for _, c := range todo {
+		cs, err := m.plugin.countSpec(m.db, c)
+		if err != nil {
+			return err
+		}
+		if exists, err := m.tableExists(cs.Child); err != nil || !exists {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		steps := d.DropCountTriggers(cs)
+		if !c.opts.Hooks {
+			steps = d.InstallCountTriggers(cs)
+		}
+		run := func(tx *gorm.DB) error {
+			for _, step := range steps {
+				if err := execSQL(tx, "", step).Error; err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		if d.MySQL() { // DDL commits anyway
+			err = run(m.db)
+		} else {
+			err = m.db.Transaction(run)
+		}
+		if err != nil {
+			return fmt.Errorf("gormcounter: install the triggers that keep %s (counts %s): %w", c.name(), cs.Child, err)
+		}
+		if created[c] {
+			ctx := m.db.Statement.Context
+			n, err := engine.Recount(ctx, gormConn{db: m.db, table: c.table.Parent}, d, cs, c.opts.Mode.HasColumn(), m.plugin.cfg.RollupBatchSize,
+				func(w countersql.Writer) { w.WriteString("1=1") }, func() bool { return false })
+			if err != nil {
+				return fmt.Errorf("gormcounter: count the existing %s rows of %s: %w", cs.Child, c.name(), err)
+			}
+			if n > 0 {
+				m.db.Logger.Warn(ctx, "gormcounter: %s: counted the %s rows that existed before the count: %d parents set", c.name(), cs.Child, n)
+			}
+		}
+	}
+	return nil
+}
+
+// tableExists reports whether a table exists, schema-qualified or not.
+func (m counterMigrator) tableExists(table string) (bool, error) {
+	keys, err := engine.QueryKeys(m.db.Statement.Context, gormConn{db: m.db}, func(w countersql.Writer) { m.plugin.dialect.TableExists(w, table) })
+	return len(keys) > 0, err
+}
+
+// dropCountTriggers removes the triggers of md's counts, before its slot
+// tables go: a trigger left behind would fail every write to the child.
+func (m counterMigrator) dropCountTriggers(md *model) error {
+	for _, c := range md.counters {
+		if c.count == nil {
+			continue
+		}
+		cs, err := m.plugin.countSpec(m.db, c)
+		if err != nil {
+			return err
+		}
+		if exists, err := m.tableExists(cs.Child); err != nil || !exists {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		for _, step := range m.plugin.dialect.DropCountTriggers(cs) {
+			if err := execSQL(m.db, "", step).Error; err != nil {
+				return fmt.Errorf("gormcounter: drop the triggers that keep %s: %w", c.name(), err)
+			}
+		}
+	}
+	return nil
+}

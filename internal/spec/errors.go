@@ -1,0 +1,24 @@
+package spec
+
+import "errors"
+
+// The errors both ORM packages report, defined once: gormcounter and
+// entcounter export them under their own names (ErrInvalidCounter, ...),
+// so errors.Is works with either package's name.
+var (
+	// ErrInvalid is wrapped by every declaration error.
+	ErrInvalid = errors.New("invalid counter declaration")
+
+	// ErrNotIncrement is wrapped by the error for a write of a counter that
+	// is not an increment (an assignment, a multiplication), and for any
+	// write of a count of child rows, which changes only when its rows do.
+	ErrNotIncrement = errors.New("assignment to a counter is not an increment")
+
+	// ErrNotCounter is wrapped by the error for an increment of a field
+	// that is not declared as a counter.
+	ErrNotCounter = errors.New("field is not a counter")
+)
+
+// DefaultBatchSize is how many parents one transaction of a pass (rollup,
+// compaction, move, recount) takes, unless configured.
+const DefaultBatchSize = 500
