@@ -12,13 +12,12 @@ import (
 
 	atlasmigrate "ariga.io/atlas/sql/migrate"
 	"entgo.io/ent/dialect/sql/schema"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-	"gorm.io/gorm"
-
 	"github.com/hotcounter/hotcounter/entcounter"
 	"github.com/hotcounter/hotcounter/integration_test/ent/migrate"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
 )
 
 // legacyEntPosts makes the posts table as an ent application had it
@@ -29,7 +28,7 @@ import (
 func legacyEntPosts(t *testing.T, e *entEnv) (int, int) {
 	t.Helper()
 	ctx := context.Background()
-	must(t, e.client.Schema.Create(ctx))
+	must(t, entMigrate(ctx, e.client))
 	must(t, e.db.Exec("DROP TABLE post_likes_slots").Error)
 	must(t, e.db.Exec("ALTER TABLE posts ADD COLUMN likes BIGINT NOT NULL DEFAULT 0").Error)
 	if e.kind != lite {
@@ -56,12 +55,13 @@ func entLikes(t *testing.T, e *entEnv, ctx context.Context, ids ...int) []int64 
 }
 
 func TestEntTaggingAnExistingColumnHidesNothing(t *testing.T) {
-	for _, k := range entKinds {
+	parallel(t)
+	for _, k := range allKinds {
 		t.Run(string(k), func(t *testing.T) {
 			ctx := context.Background()
 			e := openEnt(t, k, false)
 			a, b := legacyEntPosts(t, e)
-			must(t, e.client.Schema.Create(ctx, entcounter.WithCounters(e.client)))
+			must(t, entMigrate(ctx, e.client, entcounter.WithCounters(e.client)))
 
 			assert.Equal(t, []int64{1234, 0}, entLikes(t, e, ctx, a, b), "the column's likes")
 			saved, err := e.client.Post.UpdateOneID(a).AddLikes(1).Save(ctx)
@@ -106,7 +106,8 @@ func TestEntTaggingAnExistingColumnHidesNothing(t *testing.T) {
 // the likes column (ent drops columns only when told to) and adds the slot
 // tables; applied, it leaves loads showing the column's likes.
 func TestEntVersionedMigrationKeepsTheColumn(t *testing.T) {
-	for _, k := range entKinds {
+	parallel(t)
+	for _, k := range allKinds {
 		t.Run(string(k), func(t *testing.T) {
 			ctx := context.Background()
 			e := openEnt(t, k, false)
@@ -116,7 +117,10 @@ func TestEntVersionedMigrationKeepsTheColumn(t *testing.T) {
 			must(t, err)
 			m, err := schema.NewMigrate(e.client.HotCounter().Driver, schema.WithDir(ld), schema.WithFormatter(atlasmigrate.DefaultFormatter))
 			must(t, err)
-			must(t, m.NamedDiff(ctx, "adopt", migrate.Tables...))
+			entSchemaMu.Lock()
+			err = m.NamedDiff(ctx, "adopt", migrate.Tables...)
+			entSchemaMu.Unlock()
+			must(t, err)
 			files, err := filepath.Glob(filepath.Join(dir, "*_adopt.sql"))
 			must(t, err)
 			require.Len(t, files, 1)
@@ -144,14 +148,15 @@ func TestEntVersionedMigrationKeepsTheColumn(t *testing.T) {
 }
 
 func TestEntAdoptingABadColumnIsAnError(t *testing.T) {
-	for _, k := range entKinds {
+	parallel(t)
+	for _, k := range allKinds {
 		t.Run(string(k), func(t *testing.T) {
 			ctx := context.Background()
 			e := openEnt(t, k, false)
-			must(t, e.client.Schema.Create(ctx))
+			must(t, entMigrate(ctx, e.client))
 			must(t, e.db.Exec("DROP TABLE post_likes_slots").Error)
 			must(t, e.db.Exec("ALTER TABLE posts ADD COLUMN likes VARCHAR(20)").Error)
-			err := e.client.Schema.Create(ctx, entcounter.WithCounters(e.client))
+			err := entMigrate(ctx, e.client, entcounter.WithCounters(e.client))
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), "Post.likes")
 			assert.Contains(t, err.Error(), "integer")
@@ -163,6 +168,7 @@ func TestEntAdoptingABadColumnIsAnError(t *testing.T) {
 // 0 before ent makes the column NOT NULL (PostgreSQL and MariaDB, where a
 // column's nullability changes in place).
 func TestEntAdoptingARollupColumnWithNulls(t *testing.T) {
+	parallel(t)
 	for _, k := range []dbKind{pg, my} {
 		t.Run(string(k), func(t *testing.T) {
 			ctx := context.Background()
@@ -173,7 +179,7 @@ func TestEntAdoptingARollupColumnWithNulls(t *testing.T) {
 			}
 			must(t, e.db.Exec(nullable).Error)
 			must(t, e.db.Exec("INSERT INTO posts (title, views) VALUES ('a', NULL), ('b', 7)").Error)
-			must(t, e.client.Schema.Create(ctx, entcounter.WithCounters(e.client)))
+			must(t, entMigrate(ctx, e.client, entcounter.WithCounters(e.client)))
 			assert.EqualValues(t, 0, rawInt(t, e.db, "SELECT COUNT(*) FROM posts WHERE views IS NULL"))
 			all, err := e.client.Post.Query().Order(post.ByID()).All(ctx)
 			must(t, err)
@@ -188,7 +194,8 @@ func TestEntAdoptingARollupColumnWithNulls(t *testing.T) {
 // WithCounters counts the existing child rows when it creates the count's
 // slot table; the column is not part of the count.
 func TestEntCountOverAnExistingColumnIsRecounted(t *testing.T) {
-	for _, k := range entKinds {
+	parallel(t)
+	for _, k := range allKinds {
 		t.Run(string(k), func(t *testing.T) {
 			ctx := context.Background()
 			e := openEnt(t, k, true)
@@ -200,7 +207,7 @@ func TestEntCountOverAnExistingColumnIsRecounted(t *testing.T) {
 				must(t, e.db.Exec("INSERT INTO books (status, shelf_id) VALUES ('open', ?)", id).Error)
 			}
 			e.client = reopenEnt(t, e)
-			must(t, e.client.Schema.Create(ctx, entcounter.WithCounters(e.client)))
+			must(t, entMigrate(ctx, e.client, entcounter.WithCounters(e.client)))
 			s, err := e.client.Shelf.Get(ctx, id)
 			must(t, err)
 			assert.EqualValues(t, 4, s.BookCount, "the four books, not the column's 9")
@@ -216,7 +223,8 @@ func TestEntCountOverAnExistingColumnIsRecounted(t *testing.T) {
 // table (here it makes the old NOT NULL column nullable with the default 0;
 // on SQLite by copying the table) keeps it and its counts.
 func TestEntAdoptColumnKeepsTheColumn(t *testing.T) {
-	for _, k := range entKinds {
+	parallel(t)
+	for _, k := range allKinds {
 		t.Run(string(k), func(t *testing.T) {
 			ctx := context.Background()
 			e := openEnt(t, k, false)
@@ -232,7 +240,7 @@ func TestEntAdoptColumnKeepsTheColumn(t *testing.T) {
 			if k == lite {
 				single = reopenEntPool(t, e, 1)
 			}
-			must(t, single.Schema.Create(ctx, entcounter.WithCounters(single)))
+			must(t, entMigrate(ctx, single, entcounter.WithCounters(single)))
 			c, err := e.client.Clip.Get(ctx, id)
 			must(t, err)
 			assert.EqualValues(t, 41, c.Likes)
@@ -251,6 +259,7 @@ func TestEntAdoptColumnKeepsTheColumn(t *testing.T) {
 // that a counter was declared over without AdoptColumn, with its counts:
 // WithCounters refuses, and says what to declare.
 func TestEntSQLiteCopyOfAnAdoptedColumnIsRefused(t *testing.T) {
+	parallel(t)
 	ctx := context.Background()
 	e := openEnt(t, lite, false)
 	a, _ := legacyEntPosts(t, e)
@@ -274,7 +283,7 @@ func TestEntSQLiteCopyOfAnAdoptedColumnIsRefused(t *testing.T) {
 		return nil
 	}))
 	single := reopenEntPool(t, e, 1)
-	err := single.Schema.Create(ctx, entcounter.WithCounters(single))
+	err := entMigrate(ctx, single, entcounter.WithCounters(single))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "Post.likes")
 	assert.Contains(t, err.Error(), "AdoptColumn")
@@ -284,12 +293,13 @@ func TestEntSQLiteCopyOfAnAdoptedColumnIsRefused(t *testing.T) {
 // Old code (likes = likes + 1 on the column) and new code (AddLikes) write
 // the same posts at once while moves run over and over; the end is exact.
 func TestEntRollingDeployCountsEverything(t *testing.T) {
-	for _, k := range entKinds {
+	parallel(t)
+	for _, k := range allKinds {
 		t.Run(string(k), func(t *testing.T) {
 			ctx := context.Background()
 			e := openEnt(t, k, false)
 			a, b := legacyEntPosts(t, e)
-			must(t, e.client.Schema.Create(ctx, entcounter.WithCounters(e.client)))
+			must(t, entMigrate(ctx, e.client, entcounter.WithCounters(e.client)))
 			ids := []int{a, b}
 			const writers, each = 6, 30
 			stop := make(chan struct{})
@@ -345,7 +355,8 @@ func TestEntRollingDeployCountsEverything(t *testing.T) {
 // A parent table without a primary key: the slot table's foreign key has
 // nothing to reference, and WithCounters says so, naming the counter.
 func TestEntParentWithoutPrimaryKeyIsAnError(t *testing.T) {
-	for _, k := range entKinds {
+	parallel(t)
+	for _, k := range allKinds {
 		t.Run(string(k), func(t *testing.T) {
 			e := openEnt(t, k, false)
 			id := "id bigint NOT NULL"
@@ -353,7 +364,7 @@ func TestEntParentWithoutPrimaryKeyIsAnError(t *testing.T) {
 				id = "id bigint GENERATED BY DEFAULT AS IDENTITY NOT NULL" // as ent makes it, less the key
 			}
 			must(t, e.db.Exec("CREATE TABLE clips ("+id+", title varchar(50) NOT NULL DEFAULT '', likes bigint)").Error)
-			err := e.client.Schema.Create(context.Background(), entcounter.WithCounters(e.client))
+			err := entMigrate(context.Background(), e.client, entcounter.WithCounters(e.client))
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), "Clip.likes")
 			assert.Contains(t, err.Error(), "primary key")

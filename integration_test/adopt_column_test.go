@@ -9,70 +9,11 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/hotcounter/hotcounter/gormcounter"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
-
-	"github.com/hotcounter/hotcounter/gormcounter"
 )
-
-// The models of adoption: a table "shows" that an application has kept a
-// plain likes column on, and the same table seen by code that tags the
-// column as a counter in each mode.
-
-// OldShow is the application before hotcounter: a plain column.
-type OldShow struct {
-	ID    uint
-	Title string
-	Likes int64
-}
-
-func (OldShow) TableName() string { return "shows" }
-
-// OldNotNullShow is the same table with a NOT NULL column and no default.
-type OldNotNullShow struct {
-	ID    uint
-	Title string
-	Likes int64 `gorm:"not null"`
-}
-
-func (OldNotNullShow) TableName() string { return "shows" }
-
-// SumShow tags the column as a sum counter.
-type SumShow struct {
-	ID    uint
-	Title string
-	Likes int64 `gorm:"counter"`
-}
-
-func (SumShow) TableName() string { return "shows" }
-
-// RollupShow tags it as a rollup counter.
-type RollupShow struct {
-	ID    uint
-	Title string
-	Likes int64 `gorm:"counter:rollup"`
-}
-
-func (RollupShow) TableName() string { return "shows" }
-
-// AppendShow tags it as an append counter.
-type AppendShow struct {
-	ID    uint
-	Title string
-	Likes int64 `gorm:"counter:append"`
-}
-
-func (AppendShow) TableName() string { return "shows" }
-
-// WideShow is the sum counter with 64 slots instead of 16.
-type WideShow struct {
-	ID    uint
-	Title string
-	Likes int64 `gorm:"counter:slots=64"`
-}
-
-func (WideShow) TableName() string { return "shows" }
 
 // oldShows creates the table as the old application had it, with the
 // given likes per show (nil: NULL), and returns the shows' ids.
@@ -92,8 +33,6 @@ func oldShows(t *testing.T, db *gorm.DB, likes ...*int64) []uint {
 	}
 	return ids
 }
-
-func i64(v int64) *int64 { return &v }
 
 // showLikes loads the shows' likes through model M, plainly or Live.
 func showLikes[M any](t *testing.T, db *gorm.DB, live bool, ids []uint, get func(*M) (uint, int64)) []int64 {
@@ -126,6 +65,7 @@ func oldIncrement(db *gorm.DB, id uint, n int64) error {
 }
 
 func TestTaggingAnExistingColumnHidesNothing(t *testing.T) {
+	parallel(t)
 	eachDB(t, func(t *testing.T, e *env) {
 		db := e.db
 		ids := oldShows(t, db, i64(1234), i64(0), nil)
@@ -158,6 +98,7 @@ func TestTaggingAnExistingColumnHidesNothing(t *testing.T) {
 }
 
 func TestTaggingANotNullColumnWithoutDefault(t *testing.T) {
+	parallel(t)
 	eachDB(t, func(t *testing.T, e *env) {
 		db := e.db
 		must(t, db.AutoMigrate(&OldNotNullShow{}))
@@ -172,6 +113,7 @@ func TestTaggingANotNullColumnWithoutDefault(t *testing.T) {
 }
 
 func TestMoveToSlotsMovesEachValueOnce(t *testing.T) {
+	parallel(t)
 	eachDB(t, func(t *testing.T, e *env) {
 		db := e.db
 		ids := oldShows(t, db, i64(1234), i64(0), nil, i64(-5))
@@ -219,6 +161,7 @@ func TestMoveToSlotsMovesEachValueOnce(t *testing.T) {
 // moves run over and over, and readers check that no total ever goes
 // backwards; the end is exact.
 func TestRollingDeployCountsEverything(t *testing.T) {
+	parallel(t)
 	eachDB(t, func(t *testing.T, e *env) {
 		db := e.db
 		ids := oldShows(t, db, i64(100), i64(200), i64(300), i64(0))
@@ -297,6 +240,7 @@ func TestRollingDeployCountsEverything(t *testing.T) {
 }
 
 func TestAdoptingForRollupAndAppend(t *testing.T) {
+	parallel(t)
 	for _, mode := range []string{"rollup", "append"} {
 		t.Run(mode, func(t *testing.T) {
 			eachDB(t, func(t *testing.T, e *env) {
@@ -323,7 +267,7 @@ func TestAdoptingForRollupAndAppend(t *testing.T) {
 				}
 				assert.Equal(t, []int64{51, 1}, load(false), "the column: old code's increments")
 				assert.Equal(t, []int64{52, 2}, load(true), "Live: the column and the pending increments")
-				must(t, gormcounter.Rollup(db, model))
+				must(t, gormcounter.RollupPass(db, model))
 				assert.Equal(t, []int64{52, 2}, load(false), "after Rollup")
 			})
 		})
@@ -331,6 +275,7 @@ func TestAdoptingForRollupAndAppend(t *testing.T) {
 }
 
 func TestAdoptingABadColumnIsAnError(t *testing.T) {
+	parallel(t)
 	eachDB(t, func(t *testing.T, e *env) {
 		db := e.db
 		must(t, db.Exec("CREATE TABLE shows (id INTEGER PRIMARY KEY, title VARCHAR(50), likes VARCHAR(20))").Error)
@@ -356,6 +301,7 @@ func TestAdoptingABadColumnIsAnError(t *testing.T) {
 // widths, with old code writing the column where there is one, and checks
 // the exact total at each step.
 func TestChangingModeKeepsTotals(t *testing.T) {
+	parallel(t)
 	eachDB(t, func(t *testing.T, e *env) {
 		db := e.db
 		ids := oldShows(t, db, i64(10))
@@ -390,7 +336,7 @@ func TestChangingModeKeepsTotals(t *testing.T) {
 		must(t, db.AutoMigrate(&RollupShow{}))
 		exact("sum -> rollup")
 		bump(&RollupShow{ID: id})
-		must(t, gormcounter.Rollup(db, &RollupShow{}))
+		must(t, gormcounter.RollupPass(db, &RollupShow{}))
 		exact("rollup, folded")
 		var r RollupShow
 		must(t, db.First(&r, id).Error)
@@ -404,7 +350,7 @@ func TestChangingModeKeepsTotals(t *testing.T) {
 		appendMigrated = true
 		bump(&AppendShow{ID: id})
 		exact("sum -> append: the slots still count")
-		must(t, gormcounter.Rollup(db, &AppendShow{}))
+		must(t, gormcounter.RollupPass(db, &AppendShow{}))
 		exact("append, folded (deltas and the slots left by sum)")
 
 		must(t, db.AutoMigrate(&SumShow{}))
@@ -421,22 +367,14 @@ func TestChangingModeKeepsTotals(t *testing.T) {
 		bump(&SumShow{ID: id})
 		exact("64 -> 16 slots: rows above 16 keep counting")
 		if e.kind != my {
-			must(t, gormcounter.Compact(db, &SumShow{}))
+			must(t, gormcounter.CompactPass(db, &SumShow{}))
 			exact("64 -> 16 slots, compacted")
 		}
 	})
 }
 
-// LeftShow is the table once its counter tag is removed again.
-type LeftShow struct {
-	ID    uint
-	Title string
-	Likes int64
-}
-
-func (LeftShow) TableName() string { return "shows" }
-
 func TestRemovingTheTagFoldsTheSlotsBack(t *testing.T) {
+	parallel(t)
 	eachDB(t, func(t *testing.T, e *env) {
 		db := e.db
 		ids := oldShows(t, db, i64(3))
@@ -454,34 +392,11 @@ func TestRemovingTheTagFoldsTheSlotsBack(t *testing.T) {
 	})
 }
 
-// OldFolder is a table whose application kept a count of its files in a
-// column, by hand; CountFolder declares it a count of child rows.
-type OldFolder struct {
-	ID        uint
-	Name      string
-	FileCount int64
-}
-
-func (OldFolder) TableName() string { return "folders" }
-
-type CountFolder struct {
-	ID        uint
-	Name      string
-	FileCount int64        `gorm:"counter:counts=Files"`
-	Files     []FolderFile `gorm:"foreignKey:FolderID"`
-}
-
-func (CountFolder) TableName() string { return "folders" }
-
-type FolderFile struct {
-	ID       uint
-	FolderID *uint `gorm:"index"`
-}
-
 // A count declared over a column that held counts kept by hand: the
 // migration counts the child rows that exist, and the column (right,
 // drifted or still written by old code) is not part of the count.
 func TestCountOverAnExistingColumnIsRecounted(t *testing.T) {
+	parallel(t)
 	eachDB(t, func(t *testing.T, e *env) {
 		db := e.db
 		must(t, db.AutoMigrate(&OldFolder{}, &FolderFile{}))
@@ -515,6 +430,7 @@ func TestCountOverAnExistingColumnIsRecounted(t *testing.T) {
 // A move interrupted after its first batch committed leaves every total
 // exact, and the next run moves the rest.
 func TestMoveToSlotsAfterAnInterruptedRun(t *testing.T) {
+	parallel(t)
 	eachDB(t, func(t *testing.T, e *env) {
 		likes := make([]*int64, 10)
 		for i := range likes {

@@ -8,21 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hotcounter/hotcounter/gormcounter"
+	"github.com/hotcounter/hotcounter/internal/testdb"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
-
-	"github.com/hotcounter/hotcounter/gormcounter"
-	"github.com/hotcounter/hotcounter/internal/testdb"
 )
-
-// Story counts claps in append mode: each increment inserts a delta row
-// into story_claps_deltas; rollup folds them into stories.claps.
-type Story struct {
-	ID    uint
-	Title string
-	Claps int64 `gorm:"counter:append"`
-}
 
 func storyClaps(t testing.TB, db *gorm.DB, id uint, live bool) int64 {
 	t.Helper()
@@ -36,9 +27,10 @@ func storyClaps(t testing.TB, db *gorm.DB, id uint, live bool) int64 {
 }
 
 func TestAppendCountersLoseNothing(t *testing.T) {
+	parallel(t)
 	for _, k := range allKinds {
 		t.Run(string(k), func(t *testing.T) {
-			e := open(t, k)
+			e := open(t, k, pool(writersPool))
 			db := e.db
 			must(t, db.AutoMigrate(&Story{}))
 			s := Story{Title: "s"}
@@ -58,7 +50,7 @@ func TestAppendCountersLoseNothing(t *testing.T) {
 			if got := storyClaps(t, db, s.ID, true); got != done {
 				t.Fatalf("live: %d, want %d", got, done)
 			}
-			must(t, gormcounter.Rollup(db, &Story{}))
+			must(t, gormcounter.RollupPass(db, &Story{}))
 			if got := storyClaps(t, db, s.ID, false); got != done {
 				t.Fatalf("after rollup: %d, want %d", got, done)
 			}
@@ -78,6 +70,7 @@ func TestAppendCountersLoseNothing(t *testing.T) {
 // A rollup loop folds while writers append; live reads never go back and
 // the final total is exact.
 func TestAppendRollupUnderWriters(t *testing.T) {
+	parallel(t)
 	for _, k := range allKinds {
 		t.Run(string(k), func(t *testing.T) {
 			e := open(t, k)
@@ -107,7 +100,7 @@ func TestAppendRollupUnderWriters(t *testing.T) {
 			stop()
 			must(t, <-loop)
 			<-readerDone
-			must(t, gormcounter.Rollup(db, &Story{}))
+			must(t, gormcounter.RollupPass(db, &Story{}))
 			if got := storyClaps(t, db, s.ID, false); got != done {
 				t.Fatalf("claps=%d after the final pass, want %d", got, done)
 			}
@@ -118,6 +111,7 @@ func TestAppendRollupUnderWriters(t *testing.T) {
 // Folds whose COMMIT reply is lost, and whose sessions are killed, fold
 // every delta exactly once.
 func TestAppendFoldSurvivesCutConnections(t *testing.T) {
+	parallel(t)
 	dsn := testdb.Postgres(t)
 	setup, err := gorm.Open(postgres.Open(dsn), &gorm.Config{Logger: logger.Discard})
 	must(t, err)
@@ -139,7 +133,7 @@ func TestAppendFoldSurvivesCutConnections(t *testing.T) {
 	go func() { // fold passes, through the proxy
 		defer wg.Done()
 		for ctx.Err() == nil {
-			if err := gormcounter.Rollup(folder, &Story{}); err != nil {
+			if err := gormcounter.RollupPass(folder, &Story{}); err != nil {
 				failed.Add(1)
 			}
 		}
@@ -164,7 +158,7 @@ func TestAppendFoldSurvivesCutConnections(t *testing.T) {
 	})
 	stop()
 	wg.Wait()
-	must(t, gormcounter.Rollup(setup, &Story{}))
+	must(t, gormcounter.RollupPass(setup, &Story{}))
 	got := storyClaps(t, setup, s.ID, false)
 	t.Logf("%d increments; fold commits cut after reaching the server: %d; sessions killed: %d; failed passes: %d",
 		done, proxy.cut.Load(), killed.Load(), failed.Load())
@@ -178,6 +172,7 @@ func TestAppendFoldSurvivesCutConnections(t *testing.T) {
 
 // The write-behind buffer writes append counters as delta rows.
 func TestBufferWritesAppendCounters(t *testing.T) {
+	parallel(t)
 	e := open(t, pg)
 	db := e.db
 	must(t, db.AutoMigrate(&Story{}))
@@ -191,4 +186,35 @@ func TestBufferWritesAppendCounters(t *testing.T) {
 	if got := storyClaps(t, db, s.ID, true); got != done {
 		t.Fatalf("live claps=%d after %d buffered increments", got, done)
 	}
+}
+
+// The MariaDB append fold does not wait for an open increment transaction
+// of another parent (its uncommitted delta row, or the next-key lock).
+func TestMariaDBAppendFoldDoesNotWait(t *testing.T) {
+	parallel(t)
+	e := open(t, my)
+	db := e.db
+	must(t, db.AutoMigrate(&Story{}))
+	a, b := Story{Title: "a"}, Story{Title: "b"}
+	must(t, db.Create(&a).Error)
+	must(t, db.Create(&b).Error)
+	must(t, gormcounter.Increment(db.Model(&Story{ID: a.ID}), "Claps", 1).Error)
+	tx := db.Begin()
+	must(t, gormcounter.Increment(tx.Model(&Story{ID: b.ID}), "Claps", 1).Error)
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- gormcounter.RollupPass(db, &Story{}) }()
+	select {
+	case err := <-done:
+		must(t, err)
+		tx.Rollback()
+		return
+	case <-time.After(waitLimit):
+	}
+	// Still waiting: now the caller's transaction increments a.
+	errTx := gormcounter.Increment(tx.Model(&Story{ID: a.ID}), "Claps", 1).Error
+	errRollup := <-done
+	t.Errorf("Rollup waited %v for an unrelated open increment; then caller's increment of a: %v; rollup: %v",
+		time.Since(start), errTx, errRollup)
+	tx.Rollback()
 }

@@ -7,47 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
-
 	"github.com/hotcounter/hotcounter/gormcounter"
 	"github.com/hotcounter/hotcounter/internal/testdb"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
 )
-
-// NaivePost is the baseline: a plain column, incremented in place.
-type NaivePost struct {
-	ID    uint
-	Likes int64
-}
-
-// WidePost spreads its counter over 64 slots.
-type WidePost struct {
-	ID    uint
-	Likes int64 `gorm:"counter:slots=64"`
-}
-
-// SkipPost takes the lowest of its 64 pre-created slots that no one holds.
-type SkipPost struct {
-	ID    uint
-	Likes int64 `gorm:"counter:slots=64,precreate,skiplocked"`
-}
-
-// OneSlotPost has a counter of one slot: a single row, like the naive
-// column, but written through gormcounter (combined increments).
-type OneSlotPost struct {
-	ID    uint
-	Likes int64 `gorm:"counter:slots=1"`
-}
-
-// PlainPost reads the posts table with no counters: the baseline of loads.
-type PlainPost struct {
-	ID       uint
-	Title    string
-	Views    int64
-	AuthorID *uint
-}
-
-func (PlainPost) TableName() string { return "posts" }
 
 // benchWriters is the number of concurrent writers in the write benchmarks.
 const benchWriters = 32
@@ -92,9 +56,9 @@ func benchDSN(b *testing.B, kind dbKind) string {
 	return testdb.Postgres(b)
 }
 
-// parallel runs op from benchWriters goroutines; ns/op is then wall time per
+// writersLoop runs op from benchWriters goroutines; ns/op is then wall time per
 // increment, the inverse of throughput.
-func parallel(b *testing.B, op func() error) {
+func writersLoop(b *testing.B, op func() error) {
 	b.SetParallelism((benchWriters + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
@@ -131,40 +95,40 @@ func benchIncrementOneRow(b *testing.B, kind dbKind) {
 	// The baseline as most code writes it (GORM's default transaction around
 	// the UPDATE: the row lock is held across the COMMIT round trip) ...
 	b.Run("naive-tx", func(b *testing.B) {
-		parallel(b, func() error {
+		writersLoop(b, func() error {
 			return db.Model(&NaivePost{ID: naive.ID}).UpdateColumn("likes", gorm.Expr("likes + ?", 1)).Error
 		})
 	})
 	// ... and at its best, one autocommit statement, as Increment runs.
 	auto := db.Session(&gorm.Session{SkipDefaultTransaction: true})
 	b.Run("naive", func(b *testing.B) {
-		parallel(b, func() error {
+		writersLoop(b, func() error {
 			return auto.Model(&NaivePost{ID: naive.ID}).UpdateColumn("likes", gorm.Expr("likes + ?", 1)).Error
 		})
 	})
 	b.Run("slots16", func(b *testing.B) {
-		parallel(b, func() error { return gormcounter.Increment(db.Model(&Post{ID: post.ID}), "Likes", 1).Error })
+		writersLoop(b, func() error { return gormcounter.Increment(db.Model(&Post{ID: post.ID}), "Likes", 1).Error })
 	})
 	b.Run("slots64", func(b *testing.B) {
-		parallel(b, func() error { return gormcounter.Increment(db.Model(&WidePost{ID: wide.ID}), "Likes", 1).Error })
+		writersLoop(b, func() error { return gormcounter.Increment(db.Model(&WidePost{ID: wide.ID}), "Likes", 1).Error })
 	})
 	b.Run("slots16-alone", func(b *testing.B) {
-		parallel(b, func() error { return gormcounter.Increment(alone.Model(&Post{ID: post.ID}), "Likes", 1).Error })
+		writersLoop(b, func() error { return gormcounter.Increment(alone.Model(&Post{ID: post.ID}), "Likes", 1).Error })
 	})
 	b.Run("slots64-alone", func(b *testing.B) {
-		parallel(b, func() error { return gormcounter.Increment(alone.Model(&WidePost{ID: wide.ID}), "Likes", 1).Error })
+		writersLoop(b, func() error { return gormcounter.Increment(alone.Model(&WidePost{ID: wide.ID}), "Likes", 1).Error })
 	})
 	// Combining alone: one slot row, so at most Config.InFlight statements
 	// of this process, and they queue on its lock.
 	b.Run("slots1", func(b *testing.B) {
-		parallel(b, func() error { return gormcounter.Increment(db.Model(&OneSlotPost{ID: one.ID}), "Likes", 1).Error })
+		writersLoop(b, func() error { return gormcounter.Increment(db.Model(&OneSlotPost{ID: one.ID}), "Likes", 1).Error })
 	})
 	b.Run("skiplocked64", func(b *testing.B) {
-		parallel(b, func() error { return gormcounter.Increment(db.Model(&SkipPost{ID: skip.ID}), "Likes", 1).Error })
+		writersLoop(b, func() error { return gormcounter.Increment(db.Model(&SkipPost{ID: skip.ID}), "Likes", 1).Error })
 	})
 	// Append: one delta row per increment, no shared row at all.
 	b.Run("append", func(b *testing.B) {
-		parallel(b, func() error { return gormcounter.Increment(db.Model(&Story{ID: story.ID}), "Claps", 1).Error })
+		writersLoop(b, func() error { return gormcounter.Increment(db.Model(&Story{ID: story.ID}), "Claps", 1).Error })
 	})
 	if kind == my {
 		return // write-behind is not available on MySQL/MariaDB yet
@@ -177,7 +141,7 @@ func benchIncrementOneRow(b *testing.B, kind dbKind) {
 			b.Fatal(err)
 		}
 		ctx := context.Background()
-		parallel(b, func() error { return buf.Increment(ctx, &Post{ID: post.ID}, "Likes", 1) })
+		writersLoop(b, func() error { return buf.Increment(ctx, &Post{ID: post.ID}, "Likes", 1) })
 		if err := buf.Close(ctx); err != nil {
 			b.Fatal(err)
 		}
@@ -210,18 +174,18 @@ func BenchmarkIncrementOneRowFourProcesses(b *testing.B) {
 		return func() error { return op(dbs[next.Add(1)%4]) }
 	}
 	b.Run("naive", func(b *testing.B) {
-		parallel(b, spread(func(db *gorm.DB) error {
+		writersLoop(b, spread(func(db *gorm.DB) error {
 			return db.Session(&gorm.Session{SkipDefaultTransaction: true}).Model(&NaivePost{ID: naive.ID}).
 				UpdateColumn("likes", gorm.Expr("likes + ?", 1)).Error
 		}))
 	})
 	b.Run("slots1", func(b *testing.B) {
-		parallel(b, spread(func(db *gorm.DB) error {
+		writersLoop(b, spread(func(db *gorm.DB) error {
 			return gormcounter.Increment(db.Model(&OneSlotPost{ID: one.ID}), "Likes", 1).Error
 		}))
 	})
 	b.Run("slots16", func(b *testing.B) {
-		parallel(b, spread(func(db *gorm.DB) error {
+		writersLoop(b, spread(func(db *gorm.DB) error {
 			return gormcounter.Increment(db.Model(&Post{ID: post.ID}), "Likes", 1).Error
 		}))
 	})
@@ -288,7 +252,7 @@ func BenchmarkLoad(b *testing.B) {
 	})
 	// A Compact pass gathers each hot post's slots into one row. VACUUM then
 	// does at once what autovacuum does soon after: clear the rows it deleted.
-	if err := gormcounter.Compact(db, &Post{}); err != nil {
+	if err := gormcounter.CompactPass(db, &Post{}); err != nil {
 		b.Fatal(err)
 	}
 	db.Exec("VACUUM ANALYZE")

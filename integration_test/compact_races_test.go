@@ -9,10 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"gorm.io/gorm"
-
 	"github.com/hotcounter/hotcounter/entcounter"
 	"github.com/hotcounter/hotcounter/gormcounter"
+	"gorm.io/gorm"
 )
 
 // compactNow runs a compaction pass and fails the test if it does not
@@ -37,6 +36,7 @@ func compactNow(t *testing.T, run func() error) {
 // now with the others as of the snapshot, from before the pass moved their
 // values: that is why Compact refuses MySQL/MariaDB.)
 func TestCompactBetweenReadsOfATransaction(t *testing.T) {
+	parallel(t)
 	for _, k := range []dbKind{pg} {
 		t.Run(string(k), func(t *testing.T) {
 			// Every slot row holds a value: whichever slot the increment
@@ -50,7 +50,7 @@ func TestCompactBetweenReadsOfATransaction(t *testing.T) {
 			if before.Likes != likes {
 				t.Fatalf("likes %d read in the transaction, want %d", before.Likes, likes)
 			}
-			compactNow(t, func() error { return gormcounter.Compact(db, &Post{}) })
+			compactNow(t, func() error { return gormcounter.CompactPass(db, &Post{}) })
 			if _, valued := slotsOf(t, db, "post_likes_slots", "post_id", post.ID); valued != 1 {
 				t.Fatalf("%d slot rows hold a value after the pass, want 1", valued)
 			}
@@ -77,6 +77,7 @@ func TestCompactBetweenReadsOfATransaction(t *testing.T) {
 // gathered total twice. It reads every slot as of its start and adds its
 // delta. One writer, so each returned total must be the previous plus 1.
 func TestEntUpdateOneTotalIsExactDuringCompactPass(t *testing.T) {
+	parallel(t)
 	e := openEnt(t, pg, true)
 	ctx := context.Background()
 	c := e.client
@@ -128,6 +129,7 @@ func TestEntUpdateOneTotalIsExactDuringCompactPass(t *testing.T) {
 // primary key and locked every row, then updated through the unique index
 // that increments take first. Compact refuses MySQL/MariaDB.)
 func TestEntCompactPassNeverDeadlocksIncrementsInTransactions(t *testing.T) {
+	parallel(t)
 	for _, k := range []dbKind{pg} {
 		t.Run(string(k), func(t *testing.T) {
 			e := openEnt(t, k, true)
@@ -206,17 +208,6 @@ func TestEntCompactPassNeverDeadlocksIncrementsInTransactions(t *testing.T) {
 	}
 }
 
-// CompactDoc has a string key; CompactUUIDDoc a PostgreSQL uuid key.
-type CompactDoc struct {
-	ID    string `gorm:"primaryKey;size:64"`
-	Reads int64  `gorm:"counter"`
-}
-
-type CompactUUIDDoc struct {
-	ID    string `gorm:"type:uuid;primaryKey"`
-	Reads int64  `gorm:"counter"`
-}
-
 // slotsOfKey is slotsOf for any key type.
 func slotsOfKey(t testing.TB, db *gorm.DB, table, owner string, id any) (rows, valued int64) {
 	t.Helper()
@@ -232,6 +223,7 @@ func slotsOfKey(t testing.TB, db *gorm.DB, table, owner string, id any) (rows, v
 // totals stay as they were. Not covered by compact_test.go, whose parents
 // have integer keys and fit one batch.
 func TestCompactWalksBatchesOfStringAndUUIDKeys(t *testing.T) {
+	parallel(t)
 	for _, k := range []dbKind{pg, lite} {
 		t.Run(string(k), func(t *testing.T) { compactWalksBatches(t, open(t, k)) })
 	}
@@ -283,7 +275,7 @@ func compactWalksBatches(t *testing.T, e *env) {
 					want[id] += d
 				}
 			}
-			must(t, gormcounter.Compact(db, kc.model("")))
+			must(t, gormcounter.CompactPass(db, kc.model("")))
 			for _, id := range kc.ids {
 				var got int64
 				must(t, db.Raw(fmt.Sprintf("SELECT COALESCE(SUM(n), 0) FROM %s WHERE %s = ?", kc.slot, kc.owner), id).Row().Scan(&got))

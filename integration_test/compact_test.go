@@ -9,10 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"gorm.io/gorm"
-
 	"github.com/hotcounter/hotcounter/entcounter"
 	"github.com/hotcounter/hotcounter/gormcounter"
+	"gorm.io/gorm"
 )
 
 // slotsOf returns how many slot rows owner has in table, and how many of
@@ -27,19 +26,18 @@ func slotsOf(t testing.TB, db *gorm.DB, table, owner string, id uint) (rows, val
 // eachCompactDB runs fn as a subtest on the databases Compact supports.
 func eachCompactDB(t *testing.T, fn func(t *testing.T, e *env)) {
 	t.Helper()
-	for _, k := range []dbKind{pg, lite} {
-		t.Run(string(k), func(t *testing.T) { fn(t, open(t, k)) })
-	}
+	eachDB(t, fn, on(pg, lite))
 }
 
 // TestCompactRefusesMySQL: on MariaDB, Compact and CompactPass return an
 // error wrapping errors.ErrUnsupported and leave the slot rows as they are.
 func TestCompactRefusesMySQL(t *testing.T) {
+	parallel(t)
 	e := openEnt(t, my, true)
 	db := e.db
 	post := newPost(t, db, "mysql")
 	likes := spread(t, db, &Post{ID: post.ID}, "Likes", "post_likes_slots", "post_id", post.ID, 3)
-	if err := gormcounter.Compact(db, &Post{}); !errors.Is(err, errors.ErrUnsupported) {
+	if err := gormcounter.CompactPass(db, &Post{}); !errors.Is(err, errors.ErrUnsupported) {
 		t.Fatalf("Compact on MariaDB = %v, want errors.ErrUnsupported", err)
 	}
 	if err := entcounter.CompactPass(context.Background(), e.client); !errors.Is(err, errors.ErrUnsupported) {
@@ -79,6 +77,7 @@ func spread(t testing.TB, db *gorm.DB, model any, field, table, owner string, id
 // per parent (deleting the others, or emptying them where slots are
 // pre-created) and every total as it was.
 func TestCompactSumCounters(t *testing.T) {
+	parallel(t)
 	eachCompactDB(t, func(t *testing.T, e *env) {
 		db := e.db
 		must(t, db.AutoMigrate(&Post{}, &Clip{}))
@@ -93,7 +92,7 @@ func TestCompactSumCounters(t *testing.T) {
 		must(t, db.Create(&clip).Error)
 		plays := spread(t, db, &Clip{ID: clip.ID}, "Plays", "clip_plays_slots", "clip_id", clip.ID, 3)
 
-		must(t, gormcounter.Compact(db, &Post{}, &Clip{}))
+		must(t, gormcounter.CompactPass(db, &Post{}, &Clip{}))
 
 		for _, c := range []struct {
 			id   uint
@@ -119,7 +118,7 @@ func TestCompactSumCounters(t *testing.T) {
 		}
 
 		// A second pass finds nothing to do and changes nothing.
-		must(t, gormcounter.Compact(db, &Post{}, &Clip{}))
+		must(t, gormcounter.CompactPass(db, &Post{}, &Clip{}))
 		var p Post
 		must(t, db.First(&p, spreadOut.ID).Error)
 		if _, valued := slotsOf(t, db, "post_likes_slots", "post_id", spreadOut.ID); p.Likes != likes || valued != 1 {
@@ -132,6 +131,7 @@ func TestCompactSumCounters(t *testing.T) {
 // post's slot rows does not hold up the pass, which gathers the rest; the
 // held row stays apart until a later pass.
 func TestCompactSkipsHeldSlotRows(t *testing.T) {
+	parallel(t)
 	for _, k := range []dbKind{pg} {
 		t.Run(string(k), func(t *testing.T) {
 			// Every slot row holds a value, so the held increment holds one of them.
@@ -142,7 +142,7 @@ func TestCompactSkipsHeldSlotRows(t *testing.T) {
 			must(t, gormcounter.Increment(holder.Model(&Post{ID: post.ID}), "Likes", 1).Error)
 
 			done := make(chan error, 1)
-			go func() { done <- gormcounter.Compact(db, &Post{}) }()
+			go func() { done <- gormcounter.CompactPass(db, &Post{}) }()
 			select {
 			case err := <-done:
 				must(t, err)
@@ -157,7 +157,7 @@ func TestCompactSkipsHeldSlotRows(t *testing.T) {
 			if _, valued := slotsOf(t, db, "post_likes_slots", "post_id", post.ID); valued != 2 {
 				t.Fatalf("%d slot rows hold a value after the holder committed, want 2", valued)
 			}
-			must(t, gormcounter.Compact(db, &Post{}))
+			must(t, gormcounter.CompactPass(db, &Post{}))
 			if _, valued := slotsOf(t, db, "post_likes_slots", "post_id", post.ID); valued != 1 {
 				t.Fatalf("%d slot rows hold a value after the next pass, want 1", valued)
 			}
@@ -173,6 +173,7 @@ func TestCompactSkipsHeldSlotRows(t *testing.T) {
 // backwards (a compaction seen half done would), and the final totals equal
 // the acknowledged increments.
 func TestCompactionUnderConcurrentIncrementsIsExact(t *testing.T) {
+	parallel(t)
 	eachCompactDB(t, func(t *testing.T, e *env) {
 		db := e.db
 		must(t, migrateAll(db))
@@ -183,7 +184,7 @@ func TestCompactionUnderConcurrentIncrementsIsExact(t *testing.T) {
 		passes := 0
 		go func() {
 			for ctx.Err() == nil {
-				if err := gormcounter.Compact(db, &Post{}); err != nil {
+				if err := gormcounter.CompactPass(db, &Post{}); err != nil {
 					loopDone <- err
 					return
 				}
@@ -226,7 +227,7 @@ func TestCompactionUnderConcurrentIncrementsIsExact(t *testing.T) {
 			t.Fatalf("total %d after %d acknowledged increments", total, done)
 		}
 		// With the writers gone, a pass gathers every post into one row.
-		must(t, gormcounter.Compact(db, &Post{}))
+		must(t, gormcounter.CompactPass(db, &Post{}))
 		for _, p := range posts {
 			if _, valued := slotsOf(t, db, "post_likes_slots", "post_id", p.ID); valued != 1 {
 				t.Fatalf("post %d: %d valued slot rows after the final pass, want 1", p.ID, valued)
@@ -244,28 +245,23 @@ func TestCompactionUnderConcurrentIncrementsIsExact(t *testing.T) {
 	})
 }
 
-// Board has a rollup counter only.
-type Board struct {
-	ID    uint
-	Score int64 `gorm:"counter:rollup"`
-}
-
 // TestCompactNeedsSumCounters: Compact of a model without sum counters, or
 // of no model, is an error naming what is wrong; Rollup still refuses a
 // model without rollup counters.
 func TestCompactNeedsSumCounters(t *testing.T) {
+	parallel(t)
 	e := open(t, lite)
 	must(t, e.db.AutoMigrate(&Board{}, &Post{}))
-	if err := gormcounter.Compact(e.db, &Board{}); err == nil || !strings.Contains(err.Error(), "Board has no sum counter") {
+	if err := gormcounter.CompactPass(e.db, &Board{}); err == nil || !strings.Contains(err.Error(), "Board has no sum counter") {
 		t.Fatalf("Compact(&Board{}) = %v, want an error naming Board", err)
 	}
-	if err := gormcounter.Compact(e.db); err == nil {
+	if err := gormcounter.CompactPass(e.db); err == nil {
 		t.Fatal("Compact of no model succeeded")
 	}
-	if err := gormcounter.Compact(e.db, &Post{}); err != nil {
+	if err := gormcounter.CompactPass(e.db, &Post{}); err != nil {
 		t.Fatalf("Compact(&Post{}) = %v", err)
 	}
-	if err := gormcounter.Rollup(e.db, &Author{}); err == nil || !strings.Contains(err.Error(), "Author has no rollup counter") {
+	if err := gormcounter.RollupPass(e.db, &Author{}); err == nil || !strings.Contains(err.Error(), "Author has no rollup counter") {
 		t.Fatalf("Rollup(&Author{}) = %v, want an error naming Author", err)
 	}
 }
@@ -274,6 +270,7 @@ func TestCompactNeedsSumCounters(t *testing.T) {
 // transactions of their own; given the caller's transaction they fail at
 // once, changing nothing.
 func TestPassesRefuseTransactions(t *testing.T) {
+	parallel(t)
 	e := open(t, lite)
 	must(t, migrateAll(e.db))
 	post := newPost(t, e.db, "tx")
@@ -283,9 +280,10 @@ func TestPassesRefuseTransactions(t *testing.T) {
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel() // were the loop to start, it would run one pass and return nil
 	for name, err := range map[string]error{
-		"Rollup":     gormcounter.Rollup(tx, &Post{}),
-		"RollupLoop": gormcounter.RollupLoop(cancelled, tx, time.Second, &Post{}),
-		"Compact":    gormcounter.Compact(tx, &Post{}),
+		"RollupPass":  gormcounter.RollupPass(tx, &Post{}),
+		"RollupLoop":  gormcounter.RollupLoop(cancelled, tx, time.Second, &Post{}),
+		"CompactPass": gormcounter.CompactPass(tx, &Post{}),
+		"MoveToSlots": func() error { _, err := gormcounter.MoveToSlots(tx, &Post{}); return err }(),
 	} {
 		if err == nil || !strings.Contains(err.Error(), "must not run inside a transaction") {
 			t.Errorf("%s in a transaction = %v, want a refusal", name, err)

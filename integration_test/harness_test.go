@@ -1,28 +1,215 @@
-// Package integration_test runs hotcounter against real databases:
-// PostgreSQL (a fresh schema per test) and SQLite (a fresh file per test).
-//
-// PostgreSQL is found through HOTCOUNTER_POSTGRES_DSN (default
-// "host=127.0.0.1 port=5432 user=postgres dbname=test sslmode=disable").
-// Without a reachable server the PostgreSQL cases skip, except under CI=true,
-// where they fail.
 package integration_test
 
 import (
 	"context"
+	stdsql "database/sql"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"entgo.io/ent/dialect"
+	entsql "entgo.io/ent/dialect/sql"
+	"entgo.io/ent/dialect/sql/schema"
 	"github.com/glebarez/sqlite"
+	"github.com/hotcounter/hotcounter/gormcounter"
+	"github.com/hotcounter/hotcounter/integration_test/ent"
+	_ "github.com/hotcounter/hotcounter/integration_test/ent/runtime"
+	"github.com/hotcounter/hotcounter/internal/testdb"
+	_ "github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/driver/mysql"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
-
-	"github.com/hotcounter/hotcounter/gormcounter"
-	"github.com/hotcounter/hotcounter/internal/testdb"
 )
+
+// hammer runs writers goroutines that each call inc n times, and returns the
+// number of calls that succeeded. Every failure fails the test.
+// errStop, returned by a hammer's increment, ends that writer without an
+// error (and without counting).
+var errStop = errors.New("stop")
+
+func hammer(t *testing.T, writers, n int, inc func() error) int64 {
+	t.Helper()
+	var ok atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < n; i++ {
+				if err := inc(); err != nil {
+					if errors.Is(err, errStop) {
+						return
+					}
+					errs <- err
+					return
+				}
+				ok.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("increment failed: %v", err)
+	}
+	return ok.Load()
+}
+
+// watchNeverBackwards starts one reader per post that reads value(id) over
+// and over. The returned stop ends them, waits for them, and returns the
+// first read error, or a report of a value that went backwards (named what).
+func watchNeverBackwards(posts []Post, what string, value func(id uint) (int64, error)) (stop func() error) {
+	var readerErr atomic.Value
+	ctx, cancel := context.WithCancel(context.Background())
+	var readers sync.WaitGroup
+	for _, p := range posts {
+		readers.Add(1)
+		go func(id uint) {
+			defer readers.Done()
+			var last int64
+			for ctx.Err() == nil {
+				v, err := value(id)
+				if err != nil {
+					readerErr.Store(err)
+					return
+				}
+				if v < last {
+					readerErr.Store(fmt.Errorf("post %d: %s went from %d to %d", id, what, last, v))
+					return
+				}
+				last = v
+			}
+		}(p.ID)
+	}
+	return func() error {
+		cancel()
+		readers.Wait()
+		err, _ := readerErr.Load().(error)
+		return err
+	}
+}
+
+// writersFor is the load of the concurrency tests: 32 writers, 50
+// increments each, on the servers (enough to meet on every slot row, and
+// to run in seconds under -race); 8 on SQLite, which has one writer at a
+// time anyway. Their tests open pools of writersPool connections.
+const writersPool = 40
+
+func writersFor(k dbKind) (writers, each int) {
+	if k == lite {
+		return 8, 50
+	}
+	return 32, 50
+}
+
+// slotRowsAll returns (rows, sum of n) over the whole post_views_slots table.
+func slotRowsAll(t testing.TB, db *gorm.DB) (int64, int64) {
+	t.Helper()
+	var rows, sum int64
+	must(t, db.Raw("SELECT COUNT(*), COALESCE(SUM(n), 0) FROM post_views_slots").Row().Scan(&rows, &sum))
+	return rows, sum
+}
+
+// isDeadlock reports a deadlock as PostgreSQL (40P01) and InnoDB (1213) report it.
+func isDeadlock(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "40P01") || strings.Contains(s, "1213") || strings.Contains(strings.ToLower(s), "deadlock")
+}
+
+// inTx runs fn in a transaction of client, committing if it returns nil.
+func inTx(ctx context.Context, c *ent.Client, fn func(tx *ent.Tx) error) error {
+	tx, err := c.Tx(ctx)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		return errors.Join(err, tx.Rollback())
+	}
+	return tx.Commit()
+}
+
+// entEnv is one test's database seen through ent (and through GORM, for
+// cross-ORM checks and raw SQL).
+type entEnv struct {
+	*env
+	client *ent.Client
+	stmts  atomic.Int64 // statements ent sent
+}
+
+// openEnt returns ent and GORM clients on one fresh database. ent owns the
+// schema unless migrate is false.
+func openEnt(t testing.TB, kind dbKind, migrate bool, opts ...option) *entEnv {
+	t.Helper()
+	return withEnt(t, open(t, kind, opts...), migrate)
+}
+
+// withEnt adds an ent client to e's database, migrated by ent if migrate.
+func withEnt(t testing.TB, e *env, migrate bool) *entEnv {
+	t.Helper()
+	ee := &entEnv{env: e}
+	ee.client = reopenEnt(t, ee)
+	if migrate {
+		must(t, entMigrate(context.Background(), ee.client))
+	}
+	return ee
+}
+
+// reopenEnt returns a new ent client on e's database, as another process
+// would open it: its own pool, nothing learned of the database yet.
+func reopenEnt(t testing.TB, e *entEnv) *ent.Client { return reopenEntPool(t, e, e.pool) }
+
+// reopenEntPool is reopenEnt with a pool of at most conns connections.
+func reopenEntPool(t testing.TB, e *entEnv, conns int) *ent.Client {
+	t.Helper()
+	name, dial := "sqlite", dialect.SQLite
+	switch e.kind {
+	case pg:
+		name, dial = "pgx", dialect.Postgres
+	case my:
+		name, dial = "mysql", dialect.MySQL
+	}
+	db, err := stdsql.Open(name, e.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(conns)
+	db.SetMaxIdleConns(conns)
+	t.Cleanup(func() { db.Close() })
+	drv := dialect.DebugWithContext(entsql.OpenDB(dial, db), func(context.Context, ...any) { e.stmts.Add(1) })
+	return ent.NewClient(ent.Driver(drv))
+}
+
+// entSchemaMu serializes ent's migrations: they set up the generated,
+// package-level migrate.Tables in place, so two at once race.
+var entSchemaMu sync.Mutex
+
+// entMigrate runs client.Schema.Create, one migration at a time.
+func entMigrate(ctx context.Context, client *ent.Client, opts ...schema.MigrateOption) error {
+	entSchemaMu.Lock()
+	defer entSchemaMu.Unlock()
+	return client.Schema.Create(ctx, opts...)
+}
+
+func eachEnt(t *testing.T, fn func(t *testing.T, e *entEnv), opts ...option) {
+	t.Helper()
+	eachDB(t, func(t *testing.T, e *env) { fn(t, withEnt(t, e, true)) }, opts...)
+}
+
+func entStatements(e *entEnv, fn func()) int64 {
+	before := e.stmts.Load()
+	fn()
+	return e.stmts.Load() - before
+}
 
 // dbKind names a database the suites run on.
 type dbKind string
@@ -43,12 +230,19 @@ type counting struct {
 }
 
 func (c *counting) LogMode(logger.LogLevel) logger.Interface { return c }
-func (c *counting) Info(context.Context, string, ...any)     {}
-func (c *counting) Warn(context.Context, string, ...any)     {}
-func (c *counting) Error(context.Context, string, ...any)    {}
-func (c *counting) reset()                                   { c.n.Store(0); c.sql.Store([]string(nil)) }
-func (c *counting) count() int64                             { return c.n.Load() }
-func (c *counting) statements() []string                     { s, _ := c.sql.Load().([]string); return s }
+
+func (c *counting) Info(context.Context, string, ...any) {}
+
+func (c *counting) Warn(context.Context, string, ...any) {}
+
+func (c *counting) Error(context.Context, string, ...any) {}
+
+func (c *counting) reset() { c.n.Store(0); c.sql.Store([]string(nil)) }
+
+func (c *counting) count() int64 { return c.n.Load() }
+
+func (c *counting) statements() []string { s, _ := c.sql.Load().([]string); return s }
+
 func (c *counting) Trace(_ context.Context, _ time.Time, fc func() (string, int64), _ error) {
 	c.n.Add(1)
 	s, _ := fc()
@@ -62,6 +256,7 @@ type env struct {
 	dsn  string
 	db   *gorm.DB // with gormcounter registered
 	log  *counting
+	pool int // connections each pool of the test may open
 }
 
 func dialectorFor(kind dbKind, dsn string) gorm.Dialector {
@@ -82,10 +277,48 @@ func dialectName(k dbKind) string {
 	return string(k)
 }
 
-// open returns a fresh database of the given kind with gormcounter registered.
-func open(t testing.TB, kind dbKind, cfgs ...*gorm.Config) *env {
+// option changes how open opens a database.
+type option func(*openOptions)
+
+type openOptions struct {
+	cfg   *gorm.Config
+	pool  int
+	kinds []dbKind // eachDB's databases
+}
+
+// on limits eachDB to the given databases.
+func on(kinds ...dbKind) option { return func(o *openOptions) { o.kinds = kinds } }
+
+// config opens the database with cfg (its Logger is replaced).
+func config(cfg *gorm.Config) option { return func(o *openOptions) { o.cfg = cfg } }
+
+// pool lets each of the test's pools open n connections (default
+// defaultPool): for tests that run more writers at once.
+func pool(n int) option { return func(o *openOptions) { o.pool = n } }
+
+// defaultPool is the size of a test's connection pools unless it asks for
+// more: enough for 16 writers and the checks beside them.
+const defaultPool = 24
+
+// open returns a fresh database of the given kind with gormcounter
+// registered. The test runs in parallel with other tests from here on
+// (see parallel), within the server's connection budget.
+func open(t testing.TB, kind dbKind, opts ...option) *env {
 	t.Helper()
-	e := &env{kind: kind, log: &counting{}}
+	o := openOptions{pool: defaultPool}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if !underReservation(t.Name()) {
+		// A test inside one that holds a reservation runs in its parent's
+		// turn: run in parallel, it would wait for a turn while its parent,
+		// waiting for it, holds connections that the tests holding the
+		// turns wait for.
+		parallel(t)
+	}
+	reserve(t, kind, o.pool)
+	track(t)
+	e := &env{kind: kind, log: &counting{}, pool: o.pool}
 	switch kind {
 	case pg:
 		e.dsn = testdb.Postgres(t)
@@ -94,27 +327,33 @@ func open(t testing.TB, kind dbKind, cfgs ...*gorm.Config) *env {
 	default:
 		e.dsn = testdb.SQLite(t)
 	}
-	cfg := &gorm.Config{Logger: e.log}
-	if len(cfgs) > 0 {
-		cfg = cfgs[0]
-		cfg.Logger = e.log
+	cfg := &gorm.Config{}
+	if o.cfg != nil {
+		cfg = o.cfg
 	}
+	cfg.Logger = e.log
 	db, err := gorm.Open(dialectorFor(kind, e.dsn), cfg)
 	if err != nil {
 		t.Fatalf("open %s: %v", kind, err)
 	}
-	sqlDB, err := db.DB()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sqlDB.SetMaxOpenConns(64)
-	sqlDB.SetMaxIdleConns(64)
-	t.Cleanup(func() { sqlDB.Close() })
+	e.limit(t, db)
 	if err := db.Use(gormcounter.New(gormcounter.Config{})); err != nil {
 		t.Fatalf("use: %v", err)
 	}
 	e.db = db
 	return e
+}
+
+// limit caps db's pool at the test's size and closes it when the test ends.
+func (e *env) limit(t testing.TB, db *gorm.DB) {
+	t.Helper()
+	sqlDB, err := db.DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqlDB.SetMaxOpenConns(e.pool)
+	sqlDB.SetMaxIdleConns(e.pool)
+	t.Cleanup(func() { sqlDB.Close() })
 }
 
 // withPlugin opens e's database once more, with gormcounter registered
@@ -125,25 +364,197 @@ func withPlugin(t testing.TB, e *env, cfg gormcounter.Config) *gorm.DB {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sqlDB, err := db.DB()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sqlDB.SetMaxOpenConns(64)
-	t.Cleanup(func() { sqlDB.Close() })
+	e.limit(t, db)
 	must(t, db.Use(gormcounter.New(cfg)))
 	return db
 }
 
-// eachDB runs fn as a subtest on every database kind.
-func eachDB(t *testing.T, fn func(t *testing.T, e *env)) {
+// eachDB runs fn as a parallel subtest on every database kind, and the
+// test itself in parallel with other tests.
+//
+// This is the loop over the databases: tests that run on some of them say
+// which with on(kinds...).
+func eachDB(t *testing.T, fn func(t *testing.T, e *env), opts ...option) {
 	t.Helper()
-	for _, k := range allKinds {
+	parallel(t)
+	o := openOptions{kinds: allKinds}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	for _, k := range o.kinds {
 		t.Run(string(k), func(t *testing.T) {
-			fn(t, open(t, k))
+			fn(t, open(t, k, opts...))
 		})
 	}
 }
+
+// Running tests in parallel. Each test has its own schema or database, so
+// tests can run side by side; three limits keep them honest:
+//   - a server takes so many connections (PostgreSQL 100 here): a test
+//     reserves what its pools may open (reserve) and waits until the
+//     server has that many to spare;
+//   - a test that reads a server-wide figure (deadlocks, row lock waits,
+//     the goroutines of the process) runs alone on that server (exclusive);
+//   - -test.parallel (TestMain sets 8 unless given) bounds how many run.
+
+var (
+	parallelOnce sync.Map // testing.TB -> struct{}: t.Parallel called
+	reserved     sync.Map // reservation -> struct{}: what a test holds
+	reserving    sync.Map // test name -> struct{}: it holds a reservation
+
+	// budgets are the connections tests may hold at once per server: its
+	// max_connections less what administration and stragglers use.
+	budgets = map[dbKind]*budget{pg: newBudget(84), my: newBudget(130)}
+
+	// servers are held shared by every test that uses a database kind, and
+	// exclusively by a test that reads figures of the whole server.
+	servers = map[dbKind]*server{pg: {}, my: {}, lite: {}}
+)
+
+// reservation is a test's hold on a server: its name and the server.
+type reservation struct {
+	test string
+	kind dbKind
+}
+
+// server is the sharing of one database server among tests.
+type server struct {
+	mu   sync.RWMutex
+	rmu  sync.Mutex
+	root string // the exclusive test's name, whose subtests share its hold
+}
+
+func (s *server) heldBy(name string) bool {
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
+	return s.root != "" && (name == s.root || strings.HasPrefix(name, s.root+"/"))
+}
+
+// parallel marks t (a *testing.T) parallel once.
+func parallel(t testing.TB) {
+	tt, ok := t.(*testing.T)
+	if !ok {
+		return
+	}
+	if _, done := parallelOnce.LoadOrStore(tt, struct{}{}); done {
+		return
+	}
+	tt.Parallel()
+}
+
+// underReservation reports whether a test above the named one holds a
+// reservation.
+func underReservation(name string) bool {
+	for i := strings.LastIndexByte(name, '/'); i >= 0; i = strings.LastIndexByte(name, '/') {
+		name = name[:i]
+		if _, held := reserving.Load(name); held {
+			return true
+		}
+	}
+	return false
+}
+
+// serial keeps t from running in parallel with its sibling subtests (for
+// one that sets what another reads, such as a table name). Call it before
+// open.
+func serial(t *testing.T) { parallelOnce.Store(t, struct{}{}) }
+
+// reserve takes n connections of kind's server budget for t (once per
+// test and server), and a shared hold on the server, until t ends. A
+// subtest shares what a test above it holds: it could not take more while
+// its parent holds on, waiting for it.
+func reserve(t testing.TB, kind dbKind, n int) {
+	t.Helper()
+	name := t.Name()
+	for up := name; ; {
+		if _, held := reserved.Load(reservation{up, kind}); held {
+			return
+		}
+		i := strings.LastIndexByte(up, '/')
+		if i < 0 {
+			break
+		}
+		up = up[:i]
+	}
+	reserved.Store(reservation{name, kind}, struct{}{})
+	reserving.Store(name, struct{}{})
+	t.Cleanup(func() { reserving.Delete(name) })
+	t.Cleanup(func() { reserved.Delete(reservation{name, kind}) })
+	if s := servers[kind]; !s.heldBy(name) {
+		s.mu.RLock()
+		t.Cleanup(s.mu.RUnlock)
+	}
+	if b := budgets[kind]; b != nil {
+		n += 2 // the schema's administrative connection, and a straggler
+		b.acquire(n)
+		t.Cleanup(func() { b.release(n) })
+	}
+}
+
+// exclusive makes t run alone among the tests that use the given servers:
+// for a test that reads figures of a whole server (deadlocks, row lock
+// waits), which other tests would change. It runs in parallel with tests
+// on other servers. Without kinds, t runs before all parallel tests, alone
+// in the process (for a test that counts the process's goroutines). Call
+// it first in the test.
+func exclusive(t *testing.T, kinds ...dbKind) {
+	t.Helper()
+	if len(kinds) == 0 {
+		parallelOnce.Store(t, struct{}{}) // never parallel
+		return
+	}
+	parallel(t)
+	for _, k := range kinds {
+		s := servers[k]
+		s.mu.Lock()
+		s.rmu.Lock()
+		s.root = t.Name()
+		s.rmu.Unlock()
+		t.Cleanup(func() {
+			s.rmu.Lock()
+			s.root = ""
+			s.rmu.Unlock()
+			s.mu.Unlock()
+		})
+	}
+}
+
+// budget is a counting semaphore of connections.
+type budget struct {
+	mu   sync.Mutex
+	cond *sync.Cond
+	free int
+	size int
+}
+
+func newBudget(n int) *budget {
+	b := &budget{free: n, size: n}
+	b.cond = sync.NewCond(&b.mu)
+	return b
+}
+
+func (b *budget) acquire(n int) {
+	n = min(n, b.size)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for b.free < n {
+		b.cond.Wait()
+	}
+	b.free -= n
+}
+
+func (b *budget) release(n int) {
+	n = min(n, b.size)
+	b.mu.Lock()
+	b.free += n
+	b.mu.Unlock()
+	b.cond.Broadcast()
+}
+
+// waitLimit bounds a test that checks that something does not wait for a
+// lock another transaction holds until the test ends: generous, since
+// tests share two cores, and only ever reached when it does wait.
+const waitLimit = 30 * time.Second
 
 func must(t testing.TB, err error) {
 	t.Helper()
@@ -164,3 +575,138 @@ func rawInt(t testing.TB, db *gorm.DB, q string, args ...any) int64 {
 }
 
 func joined(ss []string) string { return strings.Join(ss, "\n") }
+
+// TestMain runs the tests 8 at a time unless -test.parallel says
+// otherwise (most of their time is spent waiting on the databases), and
+// names the tests that run long while they run.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		_ = flag.Set("test.parallel", "8")
+	}
+	stop := watchSlowTests(progressOut(), 30*time.Second)
+	code := m.Run()
+	stop()
+	os.Exit(code)
+}
+
+// running holds the start of every test that opened a database.
+var running sync.Map // name -> time.Time
+
+func track(t testing.TB) {
+	if _, loaded := running.LoadOrStore(t.Name(), time.Now()); !loaded {
+		t.Cleanup(func() { running.Delete(t.Name()) })
+	}
+}
+
+// watchSlowTests writes, every interval, the tests that have run longer
+// than it, until stop is called.
+func watchSlowTests(w io.Writer, interval time.Duration) (stop func()) {
+	if w == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	start := time.Now()
+	go func() {
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			var slow []string
+			running.Range(func(k, v any) bool {
+				if d := time.Since(v.(time.Time)); d >= interval {
+					slow = append(slow, fmt.Sprintf("%s (%s)", k, d.Round(time.Second)))
+				}
+				return true
+			})
+			sort.Strings(slow)
+			if len(slow) > 0 {
+				fmt.Fprintf(w, "integration_test %s: running %s\n", time.Since(start).Round(time.Second), strings.Join(slow, ", "))
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+// progressOut is where progress goes: the terminal or pipe that the go
+// command writes to, which sees it at once (go test holds back the
+// output of a passing package until it ends, -v or not), or nil when the
+// go command writes to a file, where a line from here could land over its
+// own output.
+func progressOut() io.Writer {
+	f, err := os.OpenFile(fmt.Sprintf("/proc/%d/fd/1", os.Getppid()), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return nil
+	}
+	st, err := f.Stat()
+	if err != nil || st.Mode()&(os.ModeNamedPipe|os.ModeCharDevice) == 0 {
+		f.Close()
+		return nil
+	}
+	return f
+}
+
+// innodbStatus reads a global status counter of the MariaDB server.
+func innodbStatus(t *testing.T, db *gorm.DB, name string) int64 {
+	t.Helper()
+	var value int64
+	must(t, db.Raw("SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = ?", name).Row().Scan(&value))
+	return value
+}
+
+// hammerCount runs fn from writers goroutines each times, counting failures
+// into failed instead of failing the test, and returns the successes.
+func hammerCount(writers, each int, fn func() error, failed *int) int {
+	type r struct{ ok, bad int }
+	ch := make(chan r, writers)
+	for w := 0; w < writers; w++ {
+		go func() {
+			var x r
+			for i := 0; i < each; i++ {
+				if err := fn(); err != nil {
+					x.bad++
+				} else {
+					x.ok++
+				}
+			}
+			ch <- x
+		}()
+	}
+	ok := 0
+	for w := 0; w < writers; w++ {
+		x := <-ch
+		ok += x.ok
+		*failed += x.bad
+	}
+	return ok
+}
+
+// statements runs fn and returns how many statements GORM sent.
+func statements(e *env, fn func()) int64 {
+	e.log.reset()
+	fn()
+	return e.log.count()
+}
+
+// slotRows returns (rows, sum of n) of a slot table for one parent, read with
+// plain SQL.
+func slotRows(t testing.TB, db *gorm.DB, table, owner string, id any) (int64, int64) {
+	t.Helper()
+	var rows, sum int64
+	must(t, db.Raw("SELECT COUNT(*), COALESCE(SUM(n), 0) FROM "+table+" WHERE "+owner+" = ?", id).Row().Scan(&rows, &sum))
+	return rows, sum
+}
+
+// nonZeroSlots counts slot rows holding a value (pre-created rows hold 0).
+func nonZeroSlots(t testing.TB, db *gorm.DB, table, owner string, id any) int64 {
+	t.Helper()
+	return rawInt(t, db, "SELECT COUNT(*) FROM "+table+" WHERE "+owner+" = ? AND n <> 0", id)
+}
+
+func must2(n int64, _ error) int64 { return n }

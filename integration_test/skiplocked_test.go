@@ -7,25 +7,15 @@ import (
 	"testing"
 	"time"
 
-	"gorm.io/gorm"
-
 	"github.com/hotcounter/hotcounter/gormcounter"
+	"gorm.io/gorm"
 )
 
-// Clip counts its plays on slot rows that no other transaction holds.
-type Clip struct {
-	ID    uint
-	Title string
-	Plays int64 `gorm:"counter:slots=4,precreate,skiplocked"`
-	Saves int64 `gorm:"counter:slots=8,rollup,skiplocked"`
-	// Shares has two slots for many writers: most increments find both held.
-	Shares int64 `gorm:"counter:slots=2,precreate,skiplocked"`
-}
-
-// TestSkipLockedLosesNothing: 32 x 500 skip-locked increments on one clip
+// TestSkipLockedLosesNothing: 32 x 50 skip-locked increments on one clip
 // (8 x 100 on SQLite), in both modes, with a rollup loop folding the rollup
 // counter meanwhile, end exact; so does a bulk increment of several clips.
 func TestSkipLockedLosesNothing(t *testing.T) {
+	parallel(t)
 	eachDB(t, func(t *testing.T, e *env) {
 		db := e.db
 		must(t, db.AutoMigrate(&Clip{}))
@@ -37,12 +27,6 @@ func TestSkipLockedLosesNothing(t *testing.T) {
 		loopDone := make(chan error, 1)
 		go func() { loopDone <- gormcounter.RollupLoop(ctx, db, 2*time.Millisecond, &Clip{}) }()
 		writers, each := writersFor(e.kind)
-		if e.kind == my {
-			// A skip-locked increment on MariaDB is a transaction of four
-			// round trips, and with 32 writers on 4 slots most take the
-			// fallback as well: 32 x 500 would take minutes under -race.
-			each = 100
-		}
 		want := int64(writers * each)
 		for _, field := range []string{"Plays", "Saves"} {
 			if done := hammer(t, writers, each, func() error {
@@ -85,13 +69,14 @@ func TestSkipLockedLosesNothing(t *testing.T) {
 		if rows, _ := slotRows(t, db, "clip_plays_slots", "clip_id", id); rows != 4 {
 			t.Fatalf("clip %d has %d slot rows of plays, want its 4 pre-created ones", id, rows)
 		}
-	})
+	}, pool(writersPool))
 }
 
 // TestSkipLockedNeverWaitsWhileASlotIsFree: four transactions each hold an
 // increment of the same clip open; with four slots, none of them waits for
 // another (each runs under a lock timeout), and all four count.
 func TestSkipLockedNeverWaitsWhileASlotIsFree(t *testing.T) {
+	parallel(t)
 	for _, k := range []dbKind{pg, my} {
 		t.Run(string(k), func(t *testing.T) { skipLockedNeverWaits(t, k) })
 	}
@@ -149,14 +134,6 @@ func skipLockedNeverWaits(t *testing.T, kind dbKind) {
 	}
 }
 
-// Tally has two pre-created skip-locked slots. (Name is there because GORM
-// inserts one row, not three, for a batch of a model with no column to write.)
-type Tally struct {
-	ID    uint
-	Name  string
-	Count int64 `gorm:"counter:slots=2,precreate,skiplocked"`
-}
-
 // TestSkipLockedBulkIsExactWithoutDeadlocks: 16 writers each increment three
 // tallies at once, 200 times. Each statement must count each tally once
 // (RowsAffected 3), none may deadlock, and the totals must be exact. (Taking
@@ -164,6 +141,7 @@ type Tally struct {
 // deadlocked against the fallback; bulk increments use the key-ordered
 // upsert.)
 func TestSkipLockedBulkIsExactWithoutDeadlocks(t *testing.T) {
+	parallel(t)
 	e := open(t, pg)
 	db := e.db
 	must(t, db.AutoMigrate(&Tally{}))

@@ -9,6 +9,10 @@
 //
 // When the server cannot be reached the test is skipped, except under CI=true,
 // where it fails: CI must never pass by testing nothing.
+//
+// MySQL needs the "mysql" database/sql driver registered by the caller
+// (gorm.io/driver/mysql and github.com/go-sql-driver/mysql register it), so
+// that the library module does not depend on a MySQL driver.
 package testdb
 
 import (
@@ -24,7 +28,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"   // also registers the "mysql" database/sql driver
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 )
 
@@ -93,7 +96,16 @@ func Postgres(tb testing.TB) string {
 			tb.Errorf("drop schema %s: %v", schema, err)
 		}
 	})
-	return WithParams(base, map[string]string{"search_path": schema, "application_name": schema})
+	// Commits need not reach the disk: no test checks durability, and a
+	// flush per commit would set the pace of the whole suite.
+	return WithParams(base, map[string]string{"search_path": schema, "application_name": schema, "synchronous_commit": "off"})
+}
+
+// Durable returns a PostgreSQL DSN from Postgres with every commit flushed
+// to disk, as production runs: for tests that measure lock waits, whose
+// length the flush sets.
+func Durable(dsn string) string {
+	return WithParams(dsn, map[string]string{"synchronous_commit": "on"})
 }
 
 // WithParams adds connection parameters to a PostgreSQL DSN in either the
@@ -128,11 +140,10 @@ func MySQL(tb testing.TB) string {
 	if base == "" {
 		base = DefaultMySQLDSN
 	}
-	cfg, err := mysql.ParseDSN(base)
-	if err != nil {
+	if _, _, _, err := splitMySQLDSN(base); err != nil {
 		tb.Fatalf("HOTCOUNTER_MYSQL_DSN: %v", err)
 	}
-	admin := connect(tb, "mysql", cfg.FormatDSN(), "MySQL/MariaDB ("+base+")")
+	admin := connect(tb, "mysql", base, "MySQL/MariaDB ("+base+")")
 	if admin == nil {
 		return ""
 	}
@@ -162,14 +173,34 @@ func MySQL(tb testing.TB) string {
 			tb.Errorf("drop database %s: %v", name, err)
 		}
 	})
-	cfg.DBName = name
-	cfg.ParseTime = true
-	return cfg.FormatDSN()
+	return withMySQLDatabase(base, name)
+}
+
+// splitMySQLDSN splits a go-sql-driver DSN,
+// [user[:password]@][net[(addr)]]/dbname[?params], into the part before the
+// database name, the name and the parameters.
+func splitMySQLDSN(dsn string) (head, db, params string, err error) {
+	i := strings.LastIndexByte(dsn, '/')
+	if i < 0 {
+		return "", "", "", fmt.Errorf("%q has no /dbname", dsn)
+	}
+	head, rest := dsn[:i], dsn[i+1:]
+	db, params, _ = strings.Cut(rest, "?")
+	return head, db, params, nil
+}
+
+// withMySQLDatabase returns dsn naming database db instead, with
+// parseTime=true.
+func withMySQLDatabase(dsn, db string) string {
+	head, _, params, _ := splitMySQLDSN(dsn)
+	q, _ := url.ParseQuery(params)
+	q.Set("parseTime", "true")
+	return head + "/" + db + "?" + q.Encode()
 }
 
 // SQLite returns a DSN for a new database file in the test's temporary
-// directory, with foreign keys on (cascades need them), WAL, a busy timeout
-// and immediate transactions (SQLite has one writer; taking the write lock at
+// directory, with foreign keys on (cascades need them), WAL without a flush
+// per commit, a busy timeout and immediate transactions (SQLite has one writer; taking the write lock at
 // BEGIN avoids the read-then-write upgrade that fails without waiting).
 func SQLite(tb testing.TB) string {
 	tb.Helper()
@@ -178,7 +209,7 @@ func SQLite(tb testing.TB) string {
 
 // SQLiteFile returns the DSN that SQLite uses for the database file at path.
 func SQLiteFile(path string) string {
-	return "file:" + path + "?_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=busy_timeout(20000)&_txlock=immediate"
+	return "file:" + path + "?_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(60000)&_txlock=immediate"
 }
 
 func randomHex(n int) string {

@@ -4,58 +4,15 @@ import (
 	"strings"
 	"testing"
 
-	"gorm.io/gorm"
-
 	"github.com/hotcounter/hotcounter/gormcounter"
+	"gorm.io/gorm"
 )
 
-// Hooked records in AfterFind the counter value it was loaded with.
-type Hooked struct {
-	ID        uint
-	Hits      int64 `gorm:"counter:slots=2"`
-	SeenInHok int64 `gorm:"-"`
-}
-
-func (h *Hooked) AfterFind(*gorm.DB) error {
-	h.SeenInHok = h.Hits
-	return nil
-}
-
-// seed creates n posts with likes i+1 and views 10*(i+1), each with an
-// author (followers i+2) and two comments (upvotes i+3).
-func seed(t *testing.T, db *gorm.DB, n int) []Post {
-	t.Helper()
-	must(t, migrateAll(db))
-	posts := make([]Post, n)
-	for i := range posts {
-		author := Author{Name: "author"}
-		must(t, db.Create(&author).Error)
-		posts[i] = Post{Title: "post", AuthorID: &author.ID}
-		must(t, db.Create(&posts[i]).Error)
-		p := &posts[i]
-		must(t, gormcounter.Increment(db.Model(p), "Likes", int64(i+1)).Error)
-		must(t, gormcounter.Increment(db.Model(p), "Views", int64(10*(i+1))).Error)
-		must(t, gormcounter.Increment(db.Model(&author), "Followers", int64(i+2)).Error)
-		for c := 0; c < 2; c++ {
-			cm := Comment{PostID: p.ID, Body: "c"}
-			must(t, db.Create(&cm).Error)
-			must(t, gormcounter.Increment(db.Model(&cm), "Upvote", int64(i+3)).Error)
-		}
-	}
-	return posts
-}
-
-// statements runs fn and returns how many statements GORM sent.
-func statements(e *env, fn func()) int64 {
-	e.log.reset()
-	fn()
-	return e.log.count()
-}
-
 func TestLoadsFillCountersWithOneExtraQuery(t *testing.T) {
+	parallel(t)
 	eachDB(t, func(t *testing.T, e *env) {
 		db := e.db
-		const n = 100
+		const n = 20 // one grouped query per statement, whatever n is
 		posts := seed(t, db, n)
 		wantLikes := func(p Post) int64 {
 			for i, s := range posts {
@@ -107,9 +64,9 @@ func TestLoadsFillCountersWithOneExtraQuery(t *testing.T) {
 				must(t, db.Raw("SELECT * FROM posts WHERE id <= ?", posts[9].ID).Find(&ps).Error)
 				return ps
 			}},
-			{"FindInBatches (4 batches of 30)", 8, func() []Post {
+			{"FindInBatches (4 batches of 6)", 8, func() []Post {
 				var all, batch []Post
-				must(t, db.FindInBatches(&batch, 30, func(tx *gorm.DB, _ int) error {
+				must(t, db.FindInBatches(&batch, 6, func(tx *gorm.DB, _ int) error {
 					all = append(all, batch...)
 					return nil
 				}).Error)
@@ -177,6 +134,7 @@ func TestLoadsFillCountersWithOneExtraQuery(t *testing.T) {
 }
 
 func TestPartialSelectsAndOtherDestinations(t *testing.T) {
+	parallel(t)
 	eachDB(t, func(t *testing.T, e *env) {
 		db := e.db
 		posts := seed(t, db, 3)
@@ -256,9 +214,10 @@ func TestPartialSelectsAndOtherDestinations(t *testing.T) {
 }
 
 func TestQueryFieldsMode(t *testing.T) {
+	parallel(t)
 	for _, k := range allKinds {
 		t.Run(string(k), func(t *testing.T) {
-			e := open(t, k, &gorm.Config{QueryFields: true})
+			e := open(t, k, config(&gorm.Config{QueryFields: true}))
 			posts := seed(t, e.db, 2)
 			var got []Post
 			must(t, e.db.Order("id").Find(&got).Error)
@@ -275,6 +234,7 @@ func TestQueryFieldsMode(t *testing.T) {
 }
 
 func TestSelectingACounterWhereNothingFills(t *testing.T) {
+	parallel(t)
 	eachDB(t, func(t *testing.T, e *env) {
 		db := e.db
 		posts := seed(t, db, 2)
@@ -299,14 +259,8 @@ func TestSelectingACounterWhereNothingFills(t *testing.T) {
 	})
 }
 
-// Debt is an unsigned counter, which a negative total cannot fit.
-type Debt struct {
-	ID    uint
-	Owed  uint32 `gorm:"counter:slots=2"`
-	Other string
-}
-
 func TestUnsignedCounterBelowZeroIsAnError(t *testing.T) {
+	parallel(t)
 	eachDB(t, func(t *testing.T, e *env) {
 		db := e.db
 		must(t, db.AutoMigrate(&Debt{}))

@@ -5,27 +5,18 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hotcounter/hotcounter/gormcounter"
+	"github.com/stretchr/testify/assert"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 	"gorm.io/gorm/schema"
-
-	"github.com/hotcounter/hotcounter/gormcounter"
 )
 
-// Indexed has indexes of every kind GORM creates, so AutoMigrate goes through
-// the migrator's BuildIndexOptions.
-type Indexed struct {
-	ID    uint
-	Email string `gorm:"uniqueIndex;size:100"`
-	A     string `gorm:"index:idx_ab,priority:1;size:50"`
-	B     string `gorm:"index:idx_ab,priority:2;size:50"`
-	Score int64  `gorm:"counter:slots=2"`
-}
-
 func TestMigratorWrapperKeepsGormWorking(t *testing.T) {
+	parallel(t)
 	for _, k := range allKinds {
 		t.Run(string(k), func(t *testing.T) {
-			e := open(t, k, &gorm.Config{TranslateError: true})
+			e := open(t, k, config(&gorm.Config{TranslateError: true}))
 			db := e.db
 			must(t, migrateAll(db))
 			must(t, migrateAll(db)) // idempotent
@@ -68,6 +59,7 @@ func TestMigratorWrapperKeepsGormWorking(t *testing.T) {
 }
 
 func TestSessionsMadeBeforeUseKeepWorking(t *testing.T) {
+	parallel(t)
 	for _, k := range allKinds {
 		t.Run(string(k), func(t *testing.T) {
 			// Open without the plugin, take sessions, then register it.
@@ -100,6 +92,7 @@ func TestSessionsMadeBeforeUseKeepWorking(t *testing.T) {
 }
 
 func TestCreateAndDropTableManageSlotTables(t *testing.T) {
+	parallel(t)
 	eachDB(t, func(t *testing.T, e *env) {
 		db := e.db
 		m := db.Migrator()
@@ -126,32 +119,8 @@ func TestCreateAndDropTableManageSlotTables(t *testing.T) {
 	})
 }
 
-// Before and After map to the same table; After adds a counter.
-type Before struct {
-	ID    uint
-	Title string
-}
-
-func (Before) TableName() string { return "articles" }
-
-type After struct {
-	ID    uint
-	Title string
-	Reads int64 `gorm:"counter:slots=4,precreate"`
-	Saves int64 `gorm:"counter:rollup"`
-}
-
-func (After) TableName() string { return "articles" }
-
-// Renamed is another struct on the articles table: it shares the counts.
-type Renamed struct {
-	ID    uint
-	Reads int64 `gorm:"counter:slots=4"`
-}
-
-func (Renamed) TableName() string { return "articles" }
-
 func TestAddingACounterToAnExistingTable(t *testing.T) {
+	parallel(t)
 	eachDB(t, func(t *testing.T, e *env) {
 		db := e.db
 		must(t, db.AutoMigrate(&Before{}))
@@ -182,6 +151,7 @@ func TestAddingACounterToAnExistingTable(t *testing.T) {
 }
 
 func TestDeletingAParentRemovesItsSlots(t *testing.T) {
+	parallel(t)
 	eachDB(t, func(t *testing.T, e *env) {
 		db := e.db
 		must(t, migrateAll(db))
@@ -234,6 +204,7 @@ type (
 )
 
 func TestBadDeclarationsNameModelAndField(t *testing.T) {
+	parallel(t)
 	e := open(t, lite)
 	cases := []struct {
 		model any
@@ -279,18 +250,10 @@ func TestBadDeclarationsNameModelAndField(t *testing.T) {
 	}
 }
 
-// QualifiedItem lives in another PostgreSQL schema, through a qualified table name.
-type QualifiedItem struct {
-	ID    uint
-	Hits  int64 `gorm:"counter:slots=4"`
-	Likes int64 `gorm:"counter:rollup"`
-}
-
 var itemSchema string
 
-func (QualifiedItem) TableName() string { return itemSchema + ".items" }
-
 func TestSchemaQualifiedTable(t *testing.T) {
+	parallel(t)
 	e := open(t, pg)
 	db := e.db
 	itemSchema = "hcq_" + strings.ReplaceAll(strings.ToLower(t.Name()), "/", "_")
@@ -305,7 +268,7 @@ func TestSchemaQualifiedTable(t *testing.T) {
 	must(t, db.Create(&it).Error)
 	must(t, gormcounter.Increment(db.Model(&it), "Hits", 3).Error)
 	must(t, gormcounter.Increment(db.Model(&QualifiedItem{}).Where("id = ?", it.ID), "Likes", 4).Error)
-	must(t, gormcounter.Rollup(db, &QualifiedItem{}))
+	must(t, gormcounter.RollupPass(db, &QualifiedItem{}))
 	var got QualifiedItem
 	must(t, db.First(&got, it.ID).Error)
 	if got.Hits != 3 || got.Likes != 4 {
@@ -313,24 +276,11 @@ func TestSchemaQualifiedTable(t *testing.T) {
 	}
 }
 
-// Order has a reserved word for a table and for its counter columns.
-type Order struct {
-	ID     uint
-	Group  int64 `gorm:"counter:slots=4"`
-	Select int64 `gorm:"counter:rollup"`
-}
-
-// Doc has a string primary key.
-type Doc struct {
-	Key   string `gorm:"primaryKey;size:64"`
-	Reads int64  `gorm:"counter"`
-	Saves int64  `gorm:"counter:rollup"`
-}
-
 func TestNamingStrategyAndQuoting(t *testing.T) {
+	parallel(t)
 	for _, k := range allKinds {
 		t.Run(string(k), func(t *testing.T) {
-			e := open(t, k, &gorm.Config{NamingStrategy: schema.NamingStrategy{TablePrefix: "blog_", SingularTable: true}})
+			e := open(t, k, config(&gorm.Config{NamingStrategy: schema.NamingStrategy{TablePrefix: "blog_", SingularTable: true}}))
 			db := e.db
 			must(t, db.AutoMigrate(&Order{}, &Doc{}))
 			for _, table := range []string{"blog_order", "blog_order_group_slot", "blog_order_select_slot", "blog_doc_reads_slot"} {
@@ -349,7 +299,7 @@ func TestNamingStrategyAndQuoting(t *testing.T) {
 			if got.Group != 5 || got.Select != 7 {
 				t.Fatalf("order: %+v", got)
 			}
-			must(t, gormcounter.Rollup(db, &Order{}))
+			must(t, gormcounter.RollupPass(db, &Order{}))
 			must(t, db.First(&got, o.ID).Error)
 			if got.Select != 7 {
 				t.Fatalf("order after rollup: %+v", got)
@@ -359,7 +309,7 @@ func TestNamingStrategyAndQuoting(t *testing.T) {
 			must(t, db.Create(&docs).Error)
 			must(t, gormcounter.Increment(db.Model(&Doc{}).Where(map[string]any{"key": []string{"a-doc", "b-doc"}}), "Reads", 2).Error)
 			must(t, gormcounter.Increment(db.Model(&docs[0]), "Saves", 4).Error)
-			must(t, gormcounter.Rollup(db, &Doc{}))
+			must(t, gormcounter.RollupPass(db, &Doc{}))
 			var loaded []Doc
 			must(t, db.Order(clause.OrderByColumn{Column: clause.Column{Name: "key"}}).Find(&loaded).Error)
 			if len(loaded) != 2 || loaded[0].Reads != 2 || loaded[1].Reads != 2 || loaded[1].Saves != 4 {
@@ -371,4 +321,39 @@ func TestNamingStrategyAndQuoting(t *testing.T) {
 			}
 		})
 	}
+}
+
+// SQLite alters a table by copying it, dropping it and renaming the copy.
+// With foreign keys enforced, dropping a parent table cascades to its slot
+// tables and deletes every count; GORM's migrator turns them off for some
+// rebuilds (not DropColumn) with a PRAGMA that holds on one pooled
+// connection only. The plugin's migrator runs every rebuild on one
+// connection with foreign keys off: the counts survive, and foreign keys
+// are on again afterwards.
+func TestSQLiteTableRebuildKeepsCounts(t *testing.T) {
+	parallel(t)
+	e := open(t, lite)
+	db := e.db
+	must(t, db.AutoMigrate(&SumShow{}))
+	shows := make([]SumShow, 3)
+	for i := range shows {
+		must(t, db.Create(&shows[i]).Error)
+		for j := 0; j <= i; j++ {
+			must(t, gormcounter.Increment(db.Model(&shows[i]), "Likes", 10).Error)
+		}
+	}
+	ids := []uint{shows[0].ID, shows[1].ID, shows[2].ID}
+	// Several idle connections, so that a PRAGMA and the rebuild's
+	// transaction would run on different ones.
+	for i := 0; i < 8; i++ {
+		must(t, db.Exec("SELECT 1").Error)
+	}
+	must(t, db.Migrator().AlterColumn(&SumShow{}, "Title"))
+	assert.Equal(t, []int64{10, 20, 30}, sumLikes(t, db, ids), "after AlterColumn")
+	must(t, db.Exec("ALTER TABLE shows ADD COLUMN extra INTEGER").Error)
+	must(t, db.Migrator().DropColumn(&SumShow{}, "extra"))
+	assert.Equal(t, []int64{10, 20, 30}, sumLikes(t, db, ids), "after DropColumn")
+	assert.EqualValues(t, 1, rawInt(t, db, "PRAGMA foreign_keys"), "foreign keys are enforced again")
+	must(t, db.Delete(&SumShow{ID: ids[0]}).Error)
+	assert.EqualValues(t, 0, rawInt(t, db, "SELECT COUNT(*) FROM show_likes_slots WHERE show_id = ?", ids[0]), "deleting a show still cascades")
 }

@@ -16,7 +16,8 @@ import (
 // trigger's INSERT OR IGNORE of an existing slot row aborts, and the write
 // fails. GORM issues such upserts itself when it saves a parent's loaded
 // children.
-func TestReviewSQLiteTriggersUpsertFails(t *testing.T) {
+func TestSQLiteCountTriggersAllowUpserts(t *testing.T) {
+	parallel(t)
 	k := countKinds[0]
 	setup := func(t *testing.T) (db *gorm.DB, ps []uint) {
 		db = open(t, lite).db
@@ -45,9 +46,10 @@ func TestReviewSQLiteTriggersUpsertFails(t *testing.T) {
 // INSERT OR REPLACE of a new object is counted (the trigger's slot insert
 // no longer inherits the REPLACE). Of an existing object, REPLACE deletes
 // the old row without firing delete triggers unless the connection turned
-// recursive_triggers on (SQLite's rule; the README says so): with it on,
+// recursive_triggers on (SQLite's rule; docs/counts.md says so): with it on,
 // the count stays exact.
-func TestReviewSQLiteTriggersInsertOrReplace(t *testing.T) {
+func TestSQLiteCountTriggersCountInsertOrReplace(t *testing.T) {
+	parallel(t)
 	k := countKinds[0]
 	setup := func(t *testing.T) (db *gorm.DB, ps, ids []uint) {
 		db = open(t, lite).db

@@ -33,23 +33,23 @@ func benchEntIncrementOneRow(b *testing.B, kind dbKind) {
 	naive := c.NaivePost.Create().SaveX(ctx)
 	p := c.Post.Create().SetTitle("viral").SaveX(ctx)
 	b.Run("naive", func(b *testing.B) {
-		parallel(b, func() error { return c.NaivePost.UpdateOneID(naive.ID).AddLikes(1).Exec(ctx) })
+		writersLoop(b, func() error { return c.NaivePost.UpdateOneID(naive.ID).AddLikes(1).Exec(ctx) })
 	})
 	b.Run("slots16", func(b *testing.B) {
-		parallel(b, func() error { return c.Post.UpdateOneID(p.ID).AddLikes(1).Exec(ctx) })
+		writersLoop(b, func() error { return c.Post.UpdateOneID(p.ID).AddLikes(1).Exec(ctx) })
 	})
 	b.Run("slots64", func(b *testing.B) {
-		parallel(b, func() error { return c.Post.UpdateOneID(p.ID).AddViews(1).Exec(ctx) })
+		writersLoop(b, func() error { return c.Post.UpdateOneID(p.ID).AddViews(1).Exec(ctx) })
 	})
 	// The bulk form skips the re-read: one id query and one upsert.
 	b.Run("naive-bulk", func(b *testing.B) {
-		parallel(b, func() error {
+		writersLoop(b, func() error {
 			_, err := c.NaivePost.Update().Where(naivepost.ID(naive.ID)).AddLikes(1).Save(ctx)
 			return err
 		})
 	})
 	b.Run("slots16-bulk", func(b *testing.B) {
-		parallel(b, func() error { _, err := c.Post.Update().Where(post.ID(p.ID)).AddLikes(1).Save(ctx); return err })
+		writersLoop(b, func() error { _, err := c.Post.Update().Where(post.ID(p.ID)).AddLikes(1).Save(ctx); return err })
 	})
 }
 

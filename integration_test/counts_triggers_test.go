@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/hotcounter/hotcounter/gormcounter"
+	"gorm.io/gorm"
 )
 
-// Lock order across statements (the README's "Deadlocks"): within one
+// Lock order across statements (docs/counts.md, "Deadlocks"): within one
 // statement, slot rows are taken in key order. Across the statements of one
 // transaction the order is the application's, as with any counter kept in
 // the transaction: two transactions creating objects in two categories in
@@ -16,7 +19,8 @@ import (
 // write the same slot (ids equal modulo the slot count: 1 pair in 16 with
 // 16 slots), and do not when their slots differ. A classic counter cache,
 // one row per category, deadlocks on every such pair.
-func TestReviewTriggersCrossStatementDeadlock(t *testing.T) {
+func TestCountTriggersLockOrderAcrossStatements(t *testing.T) {
+	parallel(t)
 	for _, kind := range []dbKind{pg, my} {
 		t.Run(string(kind), func(t *testing.T) {
 			e := open(t, kind)
@@ -86,4 +90,40 @@ func TestReviewTriggersCrossStatementDeadlock(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Migrator().AlterColumn of the child on SQLite recreates the table, whose
+// triggers go with it: the plugin's migrator puts them back, and a raw insert
+// afterwards is counted.
+func TestCountTriggersSurviveAlterColumn(t *testing.T) {
+	parallel(t)
+	e := open(t, lite)
+	db := e.db
+	k := countKinds[0]
+	k.migrate(t, db)
+	ps := k.newParents(t, db, 1)
+	must(t, db.Migrator().AlterColumn(&Object{}, "Status"))
+	must(t, db.Exec("INSERT INTO objects (category_id, status) VALUES (?, 'active')", ps[0]).Error)
+	k.check(t, db, "Migrator().AlterColumn(&Object{}, \"Status\") and a raw insert")
+}
+
+// A deploy that migrates the child model alone, in a process that has not
+// loaded Category: SQLite recreates objects to alter Status, and the plugin's
+// migrator, which reads the triggers from the database, puts them back.
+func TestCountTriggersSurviveMigratingTheChildAlone(t *testing.T) {
+	parallel(t)
+	e := open(t, lite)
+	k := countKinds[0]
+	k.migrate(t, e.db)
+	ps := k.newParents(t, e.db, 1)
+
+	db2, err := gorm.Open(dialectorFor(e.kind, e.dsn), &gorm.Config{Logger: e.log})
+	must(t, err)
+	sqlDB, _ := db2.DB()
+	defer sqlDB.Close()
+	must(t, db2.Use(gormcounter.New(gormcounter.Config{})))
+	must(t, db2.AutoMigrate(&ObjectV2{}))
+
+	must(t, e.db.Exec("INSERT INTO objects (category_id, status) VALUES (?, 'active')", ps[0]).Error)
+	k.check(t, e.db, "AutoMigrate of the child alone (fresh process) and a raw insert")
 }

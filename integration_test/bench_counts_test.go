@@ -6,56 +6,6 @@ import (
 	"gorm.io/gorm"
 )
 
-// NaiveCategory keeps its count the classic way: one column, which a
-// row trigger on naive_objects updates in place.
-type NaiveCategory struct {
-	ID          uint
-	ObjectCount int64
-}
-
-// NaiveObject is the child of NaiveCategory.
-type NaiveObject struct {
-	ID              uint
-	NaiveCategoryID uint `gorm:"index"`
-	Status          string
-}
-
-// BenchCategory counts its objects with triggers (one count, as the naive
-// trigger keeps one).
-type BenchCategory struct {
-	ID           uint
-	ObjectCount  int64 `gorm:"counter:counts=BenchObjects"`
-	BenchObjects []BenchObject
-}
-
-// BenchObject is the child of BenchCategory.
-type BenchObject struct {
-	ID              uint
-	BenchCategoryID uint `gorm:"index"`
-	Status          string
-}
-
-// HookCategory counts its objects with GORM hooks.
-type HookCategory struct {
-	ID          uint
-	ObjectCount int64 `gorm:"counter:counts=HookObjects,hooks"`
-	HookObjects []HookObject
-}
-
-// HookObject is the child of HookCategory.
-type HookObject struct {
-	ID             uint
-	HookCategoryID uint `gorm:"index"`
-	Status         string
-}
-
-// BareObject has no count at all: the cost of the insert alone.
-type BareObject struct {
-	ID         uint
-	CategoryID uint `gorm:"index"`
-	Status     string
-}
-
 // BenchmarkCountCacheHotParent: 32 writers insert children of one hot
 // category (PostgreSQL), each insert in GORM's default transaction, each
 // category with one count. ns/op is wall time per insert. bare: no count
@@ -84,7 +34,7 @@ func BenchmarkCountCacheHotParent(b *testing.B) {
 		}
 	}
 	run := func(name string, insert func(tx *gorm.DB) error) {
-		b.Run(name, func(b *testing.B) { parallel(b, func() error { return insert(db) }) })
+		b.Run(name, func(b *testing.B) { writersLoop(b, func() error { return insert(db) }) })
 	}
 	run("bare", func(tx *gorm.DB) error { return tx.Create(&BareObject{CategoryID: 1, Status: "active"}).Error })
 	run("naive-trigger", func(tx *gorm.DB) error {

@@ -6,11 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-
 	"github.com/hotcounter/hotcounter/examples/viralpost/lab"
 	"github.com/hotcounter/hotcounter/internal/testdb"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestViralPostLab runs a short version of the viral-post lab on PostgreSQL
@@ -23,7 +22,8 @@ import (
 // slow fsync), two writers that drew the same slot wait for it, and a 20 s
 // run of the lab has logged such waits. Their waits are logged here.
 func TestViralPostLab(t *testing.T) {
-	res := runLab(t, "postgres", testdb.Postgres(t))
+	exclusive(t, pg) // it reads the server's deadlocks and lock waits
+	res := runLab(t, "postgres", testdb.Durable(testdb.Postgres(t)))
 	require.Len(t, res.Strategies, len(lab.Strategies()))
 	if os.Getenv("CI") == "true" {
 		for _, s := range res.Strategies {
@@ -41,6 +41,7 @@ func TestViralPostLab(t *testing.T) {
 // by duration; the server's count of row lock waits shows the naive row's
 // writers queueing.
 func TestViralPostLabMariaDB(t *testing.T) {
+	exclusive(t, my) // it reads the server's deadlocks and row lock waits
 	res := runLab(t, "mysql", testdb.MySQL(t))
 	require.Len(t, res.Strategies, len(lab.Strategies()))
 	checkLab(t, res, func(s lab.StrategyResult) {
@@ -50,7 +51,7 @@ func TestViralPostLabMariaDB(t *testing.T) {
 	})
 }
 
-// runLab runs a short lab: 3 s per strategy at 3,000 likes/s, more than one
+// runLab runs a short lab: 2 s per strategy at 3,000 likes/s, more than one
 // row takes through GORM on the 2-core CI machine.
 func runLab(t *testing.T, driver, dsn string) *lab.Result {
 	t.Helper()
@@ -60,7 +61,7 @@ func runLab(t *testing.T, driver, dsn string) *lab.Result {
 		Driver:    driver,
 		DSN:       dsn,
 		Rate:      3000,
-		Duration:  3 * time.Second,
+		Duration:  2 * time.Second,
 		Pool:      20,
 		Timeout:   2 * time.Second,
 		Threshold: 100 * time.Millisecond,

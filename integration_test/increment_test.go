@@ -7,43 +7,121 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hotcounter/hotcounter/gormcounter"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
-
-	"github.com/hotcounter/hotcounter/gormcounter"
 )
 
-// slotRows returns (rows, sum of n) of a slot table for one parent, read with
-// plain SQL.
-func slotRows(t testing.TB, db *gorm.DB, table, owner string, id any) (int64, int64) {
-	t.Helper()
-	var rows, sum int64
-	must(t, db.Raw("SELECT COUNT(*), COALESCE(SUM(n), 0) FROM "+table+" WHERE "+owner+" = ?", id).Row().Scan(&rows, &sum))
-	return rows, sum
+// TestUpdateOfSomePostsWithACounterTouchesOnlyThem: Updates on a slice of
+// posts with a Where, setting a column and incrementing a counter, changes
+// exactly those posts. (On MariaDB the increment's savepoint once ran on the
+// update's own statement and dropped the slice's key condition: every post
+// matching the Where got the new title.)
+func TestUpdateOfSomePostsWithACounterTouchesOnlyThem(t *testing.T) {
+	parallel(t)
+	eachDB(t, func(t *testing.T, e *env) {
+		db := e.db
+		posts := seed(t, db, 3)
+		before := exact(t, db, posts[2].ID)
+		some := []Post{{ID: posts[0].ID}, {ID: posts[1].ID}}
+		tx := db.Model(&some).Where("title = ?", "post").Updates(map[string]any{"title": "changed", "views": gorm.Expr("views + ?", 1)})
+		must(t, tx.Error)
+		for i, p := range posts {
+			got := exact(t, db, p.ID)
+			changed := i < 2
+			if (got.Title == "changed") != changed {
+				t.Fatalf("post %d: title %q (should change: %v)", i, got.Title, changed)
+			}
+			if i == 2 && got.Views != before.Views {
+				t.Fatalf("post 3: views %d, want %d", got.Views, before.Views)
+			}
+		}
+		if v := exact(t, db, posts[0].ID).Views; v != 10+1 {
+			t.Fatalf("post 1: views %d, want 11", v)
+		}
+	})
 }
 
-// nonZeroSlots counts slot rows holding a value (pre-created rows hold 0).
-func nonZeroSlots(t testing.TB, db *gorm.DB, table, owner string, id any) int64 {
-	t.Helper()
-	return rawInt(t, db, "SELECT COUNT(*) FROM "+table+" WHERE "+owner+" = ? AND n <> 0", id)
+// TestConcurrentUpdateColumnOnARollupCounter: the rewritten UpdateColumn
+// form runs in GORM's default transaction, where hotcounter cannot retry.
+// On MariaDB a rollup counter's slot rows are inserted by its increments
+// (a pass removes them), which is where InnoDB deadlocks: inserting without
+// updating first keeps the gap free, so these must end exact and without
+// failures.
+func TestConcurrentUpdateColumnOnARollupCounter(t *testing.T) {
+	parallel(t)
+	eachDB(t, func(t *testing.T, e *env) {
+		db := e.db
+		must(t, migrateAll(db))
+		post := newPost(t, db, "p")
+		writers, each := 32, 10
+		if e.kind == lite {
+			writers = 8
+		}
+		done := hammer(t, writers, each, func() error {
+			return db.Model(&Post{ID: post.ID}).UpdateColumn("views", gorm.Expr("views + ?", 1)).Error
+		})
+		if got := exact(t, db, post.ID).Views; got != done || done != int64(writers*each) {
+			t.Fatalf("views %d after %d of %d updates", got, done, writers*each)
+		}
+	})
 }
 
-// exact loads a post with exact values of both counters.
-func exact(t testing.TB, db *gorm.DB, id uint) Post {
-	t.Helper()
-	var p Post
-	must(t, db.Clauses(gormcounter.Live).First(&p, id).Error)
-	return p
+// TestRollupIncrementsDoNotLockTheParent: once a rollup counter's slot row
+// exists, incrementing it on MariaDB is an UPDATE of that row alone, even
+// inside GORM's default transaction: a transaction that has updated the post
+// (holding its row lock) does not hold it up. (An INSERT ... ON DUPLICATE
+// KEY UPDATE would: its foreign key check locks the parent even when the
+// row exists.)
+func TestRollupIncrementsDoNotLockTheParent(t *testing.T) {
+	parallel(t)
+	e := open(t, my)
+	db := e.db
+	must(t, migrateAll(db))
+	post := newPost(t, db, "p")
+	// Give every slot row of views a value, so that any slot picked exists.
+	for s := range 64 {
+		must(t, db.Exec("INSERT INTO post_views_slots (post_id, slot, n) VALUES (?, ?, 0)", post.ID, s).Error)
+	}
+	holder := db.Begin()
+	must(t, holder.Exec("UPDATE posts SET title = 'held' WHERE id = ?", post.ID).Error)
+	defer holder.Rollback()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	for range 20 {
+		must(t, gormcounter.Increment(db.WithContext(ctx).Model(&Post{ID: post.ID}), "Views", 1).Error)
+		must(t, db.WithContext(ctx).Model(&Post{ID: post.ID}).UpdateColumn("views", gorm.Expr("views + ?", 1)).Error)
+	}
+	must(t, holder.Rollback().Error)
+	if got := exact(t, db, post.ID).Views; got != 40 {
+		t.Fatalf("views = %d, want 40", got)
+	}
 }
 
-func newPost(t testing.TB, db *gorm.DB, title string) Post {
-	t.Helper()
-	p := Post{Title: title}
-	must(t, db.Create(&p).Error)
-	return p
+// TestIncrementOfADeletedPostWithTranslateError: a post that is gone counts
+// as no row, as GORM's UPDATE would count it, also when GORM translates the
+// foreign key error of the slot row's insert.
+func TestIncrementOfADeletedPostWithTranslateError(t *testing.T) {
+	parallel(t)
+	for _, k := range allKinds {
+		t.Run(string(k), func(t *testing.T) {
+			e := open(t, k, config(&gorm.Config{TranslateError: true}))
+			db := e.db
+			must(t, migrateAll(db))
+			post := newPost(t, db, "gone")
+			must(t, db.Delete(&Post{ID: post.ID}).Error)
+			for _, field := range []string{"Likes", "Views"} {
+				tx := gormcounter.Increment(db.Model(&Post{ID: post.ID}), field, 1)
+				if tx.Error != nil || tx.RowsAffected != 0 {
+					t.Fatalf("%s of a deleted post: %v, %d rows", field, tx.Error, tx.RowsAffected)
+				}
+			}
+		})
+	}
 }
 
 func TestIncrementWritesSlotsNotParent(t *testing.T) {
+	parallel(t)
 	eachDB(t, func(t *testing.T, e *env) {
 		db := e.db
 		must(t, migrateAll(db))
@@ -88,6 +166,7 @@ func TestIncrementWritesSlotsNotParent(t *testing.T) {
 }
 
 func TestEveryIncrementFormTakesTheSamePath(t *testing.T) {
+	parallel(t)
 	eachDB(t, func(t *testing.T, e *env) {
 		db := e.db
 		must(t, migrateAll(db))
@@ -149,6 +228,7 @@ func TestEveryIncrementFormTakesTheSamePath(t *testing.T) {
 }
 
 func TestIncrementIsInTheCallersTransaction(t *testing.T) {
+	parallel(t)
 	eachDB(t, func(t *testing.T, e *env) {
 		db := e.db
 		must(t, migrateAll(db))
@@ -194,6 +274,7 @@ func TestIncrementIsInTheCallersTransaction(t *testing.T) {
 }
 
 func TestIncrementManyParents(t *testing.T) {
+	parallel(t)
 	eachDB(t, func(t *testing.T, e *env) {
 		db := e.db
 		must(t, migrateAll(db))
@@ -252,6 +333,7 @@ func TestIncrementManyParents(t *testing.T) {
 }
 
 func TestIncrementWithoutWhereIsRefused(t *testing.T) {
+	parallel(t)
 	eachDB(t, func(t *testing.T, e *env) {
 		db := e.db
 		must(t, migrateAll(db))
@@ -276,6 +358,7 @@ func TestIncrementWithoutWhereIsRefused(t *testing.T) {
 }
 
 func TestAssignmentsThatAreNotIncrementsFail(t *testing.T) {
+	parallel(t)
 	eachDB(t, func(t *testing.T, e *env) {
 		db := e.db
 		must(t, migrateAll(db))
@@ -323,6 +406,7 @@ func TestAssignmentsThatAreNotIncrementsFail(t *testing.T) {
 }
 
 func TestWholeRowWritesLeaveCountersAlone(t *testing.T) {
+	parallel(t)
 	eachDB(t, func(t *testing.T, e *env) {
 		db := e.db
 		must(t, migrateAll(db))
@@ -353,12 +437,6 @@ func TestWholeRowWritesLeaveCountersAlone(t *testing.T) {
 	})
 }
 
-// Guarded pre-creates its slot rows, so that no increment ever inserts one.
-type Guarded struct {
-	ID    uint
-	Likes int64 `gorm:"counter:precreate"`
-}
-
 // locked holds a row lock on the row of model with the given id, in its own
 // transaction, until release is called. mode is "UPDATE" (SELECT ... FOR
 // UPDATE) or "NO KEY UPDATE" (what an UPDATE of the row takes).
@@ -387,6 +465,7 @@ func locked(t *testing.T, db *gorm.DB, model any, id uint, mode string) (release
 }
 
 func TestIncrementDoesNotWaitForParentLock(t *testing.T) {
+	parallel(t)
 	for _, k := range []dbKind{pg, my} {
 		t.Run(string(k), func(t *testing.T) { incrementsDoNotWaitForParentLock(t, k) })
 	}
@@ -463,6 +542,7 @@ func incrementsDoNotWaitForParentLock(t *testing.T, kind dbKind) {
 }
 
 func TestIncrementWritesNothingButSlots(t *testing.T) {
+	parallel(t)
 	eachDB(t, func(t *testing.T, e *env) {
 		db := e.db
 		posts := seed(t, db, 2)
@@ -502,6 +582,7 @@ func TestIncrementWritesNothingButSlots(t *testing.T) {
 }
 
 func TestIncrementsInOtherUpdateForms(t *testing.T) {
+	parallel(t)
 	eachDB(t, func(t *testing.T, e *env) {
 		db := e.db
 		must(t, migrateAll(db))
@@ -524,6 +605,7 @@ func TestIncrementsInOtherUpdateForms(t *testing.T) {
 }
 
 func TestSoftDeleteWithOrTargetsLikeGorm(t *testing.T) {
+	parallel(t)
 	eachDB(t, func(t *testing.T, e *env) {
 		db := e.db
 		must(t, migrateAll(db))
@@ -544,18 +626,12 @@ func TestSoftDeleteWithOrTargetsLikeGorm(t *testing.T) {
 	})
 }
 
-// Stat has nothing GORM writes on create but its key: two counters.
-type Stat struct {
-	ID    uint
-	Hits  int64 `gorm:"counter"`
-	Total int64 `gorm:"counter:rollup"`
-}
-
 // TestBatchCreateOfCountersOnlyIsRefused: GORM creates a batch of rows that
 // have no column to write with one INSERT ... DEFAULT VALUES, which makes one
 // row. Such a batch fails with an error naming the model, and creates
 // nothing; one row at a time works.
 func TestBatchCreateOfCountersOnlyIsRefused(t *testing.T) {
+	parallel(t)
 	eachDB(t, func(t *testing.T, e *env) {
 		db := e.db
 		must(t, db.AutoMigrate(&Stat{}))
@@ -577,6 +653,20 @@ func TestBatchCreateOfCountersOnlyIsRefused(t *testing.T) {
 		must(t, db.First(&got, batch[0].ID).Error)
 		if got.Hits != 0 || got.Total != 0 {
 			t.Fatalf("Create wrote a counter: %+v", got)
+		}
+	})
+}
+
+// An increment by 0 of a post that does not exist affects no row.
+func TestZeroIncrementOfAMissingPost(t *testing.T) {
+	parallel(t)
+	eachDB(t, func(t *testing.T, e *env) {
+		must(t, migrateAll(e.db))
+		for _, f := range []string{"Likes", "Views"} {
+			res := gormcounter.Increment(e.db.Model(&Post{ID: 987654}), f, 0)
+			if res.Error != nil || res.RowsAffected != 0 {
+				t.Errorf("%s +0 of a missing post: err %v, RowsAffected %d, want 0", f, res.Error, res.RowsAffected)
+			}
 		}
 	})
 }
