@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/hotcounter/hotcounter/internal/entrt"
 	"github.com/hotcounter/hotcounter/internal/writebehind"
 )
 
@@ -49,14 +50,14 @@ type Buffer struct {
 // goroutine.
 func NewBuffer(ctx context.Context, src Source, cfg BufferConfig) (*Buffer, error) {
 	r := src.HotCounter()
-	if r.inTx() {
+	if r.InTx() {
 		return nil, errors.New("entcounter: NewBuffer needs the client, not a transaction")
 	}
-	dl, err := r.dialect()
+	dl, err := r.Dialect()
 	if err != nil {
 		return nil, err
 	}
-	b, err := writebehind.New(ctx, newSession(r), dl, cfg)
+	b, err := writebehind.New(ctx, entrt.NewSession(r), dl, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("entcounter: NewBuffer: %w", err)
 	}
@@ -74,7 +75,7 @@ func (b *Buffer) counter(typ, field string) (*writebehind.Counter, error) {
 	}
 	for _, d := range b.r.Defs {
 		if (d.Type == typ || snake(d.Type) == typ || strings.EqualFold(d.Type, typ)) && d.Field == field {
-			c := &writebehind.Counter{Name: d.name(), Table: d.table(), Slots: d.Slots, Append: d.Append}
+			c := &writebehind.Counter{Name: d.Name(), Table: d.Tables(), Slots: d.Slots, Append: d.Append}
 			b.counters[k] = c
 			return c, nil
 		}

@@ -2,11 +2,11 @@ package entcounter
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/engine"
+	"github.com/hotcounter/hotcounter/internal/entrt"
 )
 
 // InstallTriggers (re)creates the triggers that keep every count of child
@@ -26,15 +26,15 @@ import (
 // the lower parent key first. Every writer uses one slot per parent per
 // session, so two transactions take slot locks in the same order.
 func InstallTriggers(ctx context.Context, src Source) error {
-	r := src.HotCounter()
-	if r.inTx() {
-		return errors.New("entcounter: InstallTriggers must not run inside a transaction: pass the client")
+	r, err := clientOnly(src, "InstallTriggers")
+	if err != nil {
+		return err
 	}
-	return installTriggers(ctx, newSession(r), r)
+	return installTriggers(ctx, entrt.NewSession(r), r)
 }
 
 func installTriggers(ctx context.Context, c engine.Conn, r Runtime) error {
-	dl, err := r.dialect()
+	dl, err := r.Dialect()
 	if err != nil {
 		return err
 	}
@@ -42,9 +42,9 @@ func installTriggers(ctx context.Context, c engine.Conn, r Runtime) error {
 		if d.Count == nil {
 			continue
 		}
-		for _, step := range dl.InstallCountTriggers(d.count()) {
+		for _, step := range dl.InstallCountTriggers(d.CountSpec()) {
 			if _, err := c.Exec(ctx, step); err != nil {
-				return fmt.Errorf("entcounter: install the triggers that keep %s (counts %s): %w", d.name(), d.Count.Table, err)
+				return fmt.Errorf("entcounter: install the triggers that keep %s (counts %s): %w", d.Name(), d.Count.Table, err)
 			}
 		}
 	}
@@ -76,18 +76,18 @@ func Recount(ctx context.Context, src Source, typ, field string, ids ...any) (in
 	if !found || d.Count == nil {
 		return 0, fmt.Errorf("entcounter: Recount %s.%s: not a count of child rows (declare it with entcounter.Counts)", typ, field)
 	}
-	dl, err := r.dialect()
+	dl, err := r.Dialect()
 	if err != nil {
 		return 0, err
 	}
-	t := d.table()
+	t := d.Tables()
 	cond := func(w countersql.Writer) { w.WriteString("1=1") }
 	if len(ids) > 0 {
 		cond = dl.KeyIn(t, ids)
 	}
-	n, err := engine.Recount(ctx, newSession(r), dl, d.count(), d.Rollup, RollupBatchSize, cond, func() bool { return ctx.Err() != nil })
+	n, err := engine.Recount(ctx, entrt.NewSession(r), dl, d.CountSpec(), d.Rollup, RollupBatchSize, cond, func() bool { return ctx.Err() != nil })
 	if err != nil {
-		return n, fmt.Errorf("entcounter: recount %s: %w", d.name(), err)
+		return n, fmt.Errorf("entcounter: recount %s: %w", d.Name(), err)
 	}
 	return n, nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/engine"
+	"github.com/hotcounter/hotcounter/internal/entrt"
 	"github.com/hotcounter/hotcounter/internal/retry"
 )
 
@@ -42,7 +43,7 @@ func counterHook(field string, ann Annotation) ent.Hook {
 				return nil, fmt.Errorf("entcounter: %s.%s: %w%s", em.Type(), field, ErrInvalidCounter, strings.TrimPrefix(ann.Err, ErrInvalidCounter.Error()))
 			}
 			if ann.Counts != "" {
-				if em.Op().Is(ent.OpCreate) && !hasAdd && !cleared && toInt64(value) == 0 {
+				if em.Op().Is(ent.OpCreate) && !hasAdd && !cleared && entrt.ToInt64(value) == 0 {
 					if !ann.Rollup {
 						em.ResetField(field) // the default 0; a sum counter has no column
 					}
@@ -56,16 +57,16 @@ func counterHook(field string, ann Annotation) ent.Hook {
 				return nil, fmt.Errorf("%w (%s.%s)", ErrNotConfigured, em.Type(), field)
 			}
 			w := &write{r: m.HotCounter()}
-			d, ok := w.r.def(m.Type(), field)
+			d, ok := w.r.Def(m.Type(), field)
 			if !ok {
 				return nil, fmt.Errorf("entcounter: %s.%s is not in the generated counter list: run go generate", m.Type(), field)
 			}
-			dl, err := w.r.dialect()
+			dl, err := w.r.Dialect()
 			if err != nil {
 				return nil, err
 			}
 			w.d, w.dl = d, dl
-			add, set := toInt64(added), toInt64(value)
+			add, set := entrt.ToInt64(added), entrt.ToInt64(value)
 			switch {
 			case m.Op().Is(ent.OpCreate):
 				return w.create(ctx, m, next, set)
@@ -154,14 +155,14 @@ func (w *write) create(ctx context.Context, m mutation, next ent.Mutator, v int6
 		// ent numbers the rows of a batch from LastInsertId, which is wrong
 		// for rows that met a conflict: the value could go to another row.
 		return res, fmt.Errorf("entcounter: %s: a counter value in a bulk upsert on MySQL/MariaDB cannot be written "+
-			"(ent does not know the ids of rows that met a conflict); the rows were written without it: set it with an update", w.d.name())
+			"(ent does not know the ids of rows that met a conflict); the rows were written without it: set it with an update", w.d.Name())
 	}
 	if w.d.Rollup && !upsert {
 		return res, nil // the column took the initial value
 	}
 	id, ok := m.HotCounterID()
 	if !ok {
-		return res, fmt.Errorf("entcounter: %s: the created %s has no id", w.d.name(), m.Type())
+		return res, fmt.Errorf("entcounter: %s: the created %s has no id", w.d.Name(), m.Type())
 	}
 	if upsert {
 		// The row may have existed: the value is its new total.
@@ -178,30 +179,16 @@ func (w *write) create(ctx context.Context, m mutation, next ent.Mutator, v int6
 // incrementFreeSlot adds delta to a slot row of one parent that no other
 // transaction holds (see SkipLocked).
 func (w *write) incrementFreeSlot(ctx context.Context, key any, delta int64) error {
-	t, slot := w.d.table(), rand.IntN(w.d.Slots)
-	s := newSession(w.r)
-	if w.dl.MySQL() {
-		in := engine.MySQLIncrement{Table: t, Key: key, Slot: slot, Delta: delta}
-		_, err := engine.IncrementFreeSlotMySQL(ctx, s, w.dl, in)
-		return w.wrap(err)
-	}
-	once := func() error {
-		_, err := engine.IncrementFreeSlot(ctx, s, w.dl, t, slot, delta, w.dl.KeyIn(t, []any{key}))
-		return err
-	}
-	if s.InTx() {
-		return w.wrap(once())
-	}
-	// Its two statements commit alone, and the first changes nothing when
-	// it finds no free row: retrying the pair cannot count twice.
-	return w.wrap(retry.Do(ctx, engine.OwnAttempts, once))
+	_, err := engine.Apply(ctx, entrt.NewSession(w.r), w.dl, engine.Increment{
+		Table: w.d.Tables(), Mode: w.d.Mode(), Slots: w.d.Slots, SkipLocked: true, Keys: []any{key}, Delta: delta})
+	return w.wrap(err)
 }
 
 // incrementReturningTotal adds delta to a random slot of one parent and
 // returns the counter's new total, in one statement (PostgreSQL).
 func (w *write) incrementReturningTotal(ctx context.Context, key any, delta int64, read countersql.Sources) (int64, error) {
-	t, slot := w.d.table(), rand.IntN(w.d.Slots)
-	s := newSession(w.r)
+	t, slot := w.d.Tables(), rand.IntN(w.d.Slots)
+	s := entrt.NewSession(w.r)
 	var total int64
 	once := func() error {
 		rows, err := s.Query(ctx, func(x countersql.Writer) {
@@ -275,7 +262,7 @@ type write struct {
 // storage returns where the counter's values live (an adopted column, a
 // table a change of mode left).
 func (w *write) storage(ctx context.Context) (engine.Storage, error) {
-	st, err := w.r.storages().Get(ctx, newSession(w.r), w.dl, w.d.table())
+	st, err := w.r.Storages().Get(ctx, entrt.NewSession(w.r), w.dl, w.d.Tables())
 	return st, w.wrap(err)
 }
 
@@ -285,7 +272,7 @@ func (w *write) sources(ctx context.Context) (countersql.Sources, error) {
 	if err != nil {
 		return countersql.Sources{}, err
 	}
-	read, err := engine.Sources(w.d.table(), st, w.d.mode(), w.d.Count != nil)
+	read, err := engine.Sources(w.d.Tables(), st, w.d.Mode(), w.d.Count != nil)
 	return read, w.wrap(err)
 }
 
@@ -293,7 +280,7 @@ func (w *write) wrap(err error) error {
 	if err == nil {
 		return nil
 	}
-	return fmt.Errorf("entcounter: %s: %w", w.d.name(), err)
+	return fmt.Errorf("entcounter: %s: %w", w.d.Name(), err)
 }
 
 // chunks runs fn for the keys, at most engine.FillChunk at a time.
@@ -314,54 +301,25 @@ func (w *write) exec(ctx context.Context, s engine.Session, keys []any, stmt fun
 	})
 }
 
-// increment adds delta to a random slot of each parent, in s's transaction
-// or in autocommit (hotcounter's own transaction past one chunk of keys),
-// and returns how many parents it incremented.
+// increment adds delta to a random slot of each parent (a delta row, for
+// an append counter), in s's transaction or in autocommit, and returns how
+// many parents it incremented.
 func (w *write) increment(ctx context.Context, s engine.Session, keys []any, delta int64) (int64, error) {
-	t, slot := w.d.table(), rand.IntN(w.d.Slots)
-	if w.d.Append && w.dl.MySQL() {
-		return engine.AppendMySQL(ctx, s, w.dl, engine.MySQLIncrement{Table: t, Keys: keys, Delta: delta})
-	}
-	if w.dl.MySQL() {
-		return engine.IncrementMySQL(ctx, s, w.dl, engine.MySQLIncrement{Table: t, Keys: keys, Slot: slot, Delta: delta})
-	}
-	var n int64
-	upsert := func(s engine.Session) error {
-		n = 0
-		return chunks(keys, func(k []any) error {
-			stmt := func(x countersql.Writer) { w.dl.IncrementWhere(x, t, slot, delta, w.dl.KeyIn(t, k)) }
-			if w.d.Append {
-				stmt = func(x countersql.Writer) { w.dl.AppendWhere(x, t, delta, w.dl.KeyIn(t, k)) }
-			}
-			done, err := s.Exec(ctx, stmt)
-			n += done
-			return err
-		})
-	}
-	var err error
-	switch {
-	case s.InTx():
-		err = upsert(s)
-	case len(keys) <= engine.FillChunk: // one autocommit statement
-		err = retry.Do(ctx, engine.OwnAttempts, func() error { return upsert(s) })
-	default:
-		err = engine.OwnTransaction(ctx, s, upsert)
-	}
-	return n, err
+	return engine.Apply(ctx, s, w.dl, engine.Increment{Table: w.d.Tables(), Mode: w.d.Mode(), Slots: w.d.Slots, Keys: keys, Delta: delta})
 }
 
 // created writes the initial value of a new parent's sum counter, and its
 // pre-created slot rows.
 func (w *write) created(ctx context.Context, id any, v int64) error {
-	s, keys := newSession(w.r), []any{id}
-	if !w.d.precreate(w.dl) {
+	s, keys := entrt.NewSession(w.r), []any{id}
+	if !w.d.PrecreateOn(w.dl) {
 		if v == 0 {
 			return nil
 		}
 		_, err := w.increment(ctx, s, keys, v)
 		return w.wrap(err)
 	}
-	t := w.d.table()
+	t := w.d.Tables()
 	return w.wrap(engine.OwnTransaction(ctx, s, func(tx engine.Session) error {
 		if err := w.exec(ctx, tx, keys, func(x countersql.Writer, k []any) { w.dl.PrecreateSlots(x, t, w.d.Slots, w.dl.KeyIn(t, k)) }); err != nil || v == 0 {
 			return err
@@ -377,12 +335,12 @@ func (w *write) update(ctx context.Context, keys []any, set bool, delta int64) (
 	if len(keys) == 0 {
 		return 0, nil
 	}
-	s := newSession(w.r)
+	s := entrt.NewSession(w.r)
 	if !set {
 		n, err := w.increment(ctx, s, keys, delta)
 		return n, w.wrap(err)
 	}
-	t := w.d.table()
+	t := w.d.Tables()
 	read, err := w.sources(ctx)
 	if err != nil {
 		return 0, err
@@ -421,7 +379,7 @@ func (w *write) update(ctx context.Context, keys []any, set bool, delta int64) (
 		switch {
 		case w.d.Rollup:
 			return w.exec(ctx, tx, keys, func(x countersql.Writer, k []any) { w.dl.SetColumn(x, t, k, delta) })
-		case w.d.precreate(w.dl):
+		case w.d.PrecreateOn(w.dl):
 			if err := w.exec(ctx, tx, keys, func(x countersql.Writer, k []any) { w.dl.PrecreateSlots(x, t, w.d.Slots, w.dl.KeyIn(t, k)) }); err != nil {
 				return err
 			}
@@ -442,21 +400,4 @@ func (w *write) update(ctx context.Context, keys []any, set bool, delta int64) (
 func isEmpty(m ent.Mutation) bool {
 	return len(m.Fields()) == 0 && len(m.AddedFields()) == 0 && len(m.ClearedFields()) == 0 &&
 		len(m.AddedEdges()) == 0 && len(m.RemovedEdges()) == 0 && len(m.ClearedEdges()) == 0
-}
-
-func toInt64(v ent.Value) int64 {
-	switch x := v.(type) {
-	case int64:
-		return x
-	case nil:
-		return 0
-	}
-	rv := reflect.ValueOf(v)
-	switch rv.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return rv.Int()
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return int64(rv.Uint())
-	}
-	return 0
 }

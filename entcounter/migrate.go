@@ -12,6 +12,7 @@ import (
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/engine"
+	"github.com/hotcounter/hotcounter/internal/entrt"
 )
 
 // WithCounters is the migration option for a schema with counters:
@@ -40,8 +41,8 @@ func WithCounters(src Source) schema.MigrateOption {
 	return schema.WithApplyHook(func(next schema.Applier) schema.Applier {
 		return schema.ApplyFunc(func(ctx context.Context, ex dialect.ExecQuerier, plan *migrate.Plan) error {
 			r := src.HotCounter()
-			c := conn{ex: ex, dialect: r.Driver.Dialect()}
-			dl, err := r.dialect()
+			c := entrt.Conn{Ex: ex, Dialect: r.Driver.Dialect()}
+			dl, err := r.Dialect()
 			if err != nil {
 				return err
 			}
@@ -61,18 +62,18 @@ func WithCounters(src Source) schema.MigrateOption {
 				return err
 			}
 			for i, d := range r.Defs {
-				t := d.table()
+				t := d.Tables()
 				if d.Count != nil && !before[i].Tables[t.Slots] {
-					if _, err := engine.Recount(ctx, c, dl, d.count(), d.Rollup, RollupBatchSize,
+					if _, err := engine.Recount(ctx, c, dl, d.CountSpec(), d.Rollup, RollupBatchSize,
 						func(w countersql.Writer) { w.WriteString("1=1") }, func() bool { return false }); err != nil {
-						return fmt.Errorf("entcounter: count the existing %s rows of %s: %w", d.Count.Table, d.name(), err)
+						return fmt.Errorf("entcounter: count the existing %s rows of %s: %w", d.Count.Table, d.Name(), err)
 					}
 				}
 				st, err := engine.Probe(ctx, c, dl, t)
 				if err != nil {
-					return fmt.Errorf("entcounter: %s: %w", d.name(), err)
+					return fmt.Errorf("entcounter: %s: %w", d.Name(), err)
 				}
-				r.storages().Set(t, st)
+				r.Storages().Set(t, st)
 			}
 			return nil
 		})
@@ -88,19 +89,19 @@ func WithTriggers(src Source) schema.MigrateOption { return WithCounters(src) }
 
 // prepareColumn checks and readies a column of d's name that the parent
 // table already has, before ent migrates it, and returns what it found.
-func prepareColumn(ctx context.Context, c conn, dl countersql.Dialect, d Def) (engine.Storage, error) {
-	t := d.table()
+func prepareColumn(ctx context.Context, c entrt.Conn, dl countersql.Dialect, d Def) (engine.Storage, error) {
+	t := d.Tables()
 	st, err := engine.Probe(ctx, c, dl, t)
 	if err != nil {
-		return st, fmt.Errorf("entcounter: %s: read the columns of %s: %w", d.name(), t.Parent, err)
+		return st, fmt.Errorf("entcounter: %s: read the columns of %s: %w", d.Name(), t.Parent, err)
 	}
 	if st.Column && !st.Integer() {
 		return st, fmt.Errorf("entcounter: %s: the existing column %s.%s is %s; a counter needs an integer column: convert it first, or rename it out of the way",
-			d.name(), t.Parent, t.Column, st.Type)
+			d.Name(), t.Parent, t.Column, st.Type)
 	}
 	if st.Column && d.Rollup && st.Nullable {
 		if _, err := engine.ZeroNulls(ctx, c, dl, t, RollupBatchSize); err != nil {
-			return st, fmt.Errorf("entcounter: %s: set the NULLs of %s.%s to 0: %w", d.name(), t.Parent, t.Column, err)
+			return st, fmt.Errorf("entcounter: %s: set the NULLs of %s.%s to 0: %w", d.Name(), t.Parent, t.Column, err)
 		}
 	}
 	if !st.Tables[t.Slots] {
@@ -111,11 +112,11 @@ func prepareColumn(ctx context.Context, c conn, dl countersql.Dialect, d Def) (e
 		if len(exists) > 0 {
 			ok, err := engine.KeyUnique(ctx, c, dl, t.Parent, t.ParentKey)
 			if err != nil {
-				return st, fmt.Errorf("entcounter: %s: read the keys of %s: %w", d.name(), t.Parent, err)
+				return st, fmt.Errorf("entcounter: %s: read the keys of %s: %w", d.Name(), t.Parent, err)
 			}
 			if !ok {
 				return st, fmt.Errorf("entcounter: %s: table %s has no primary key (or unique index) on %s, which the foreign key of %s must reference; add one first, as in ALTER TABLE %s ADD PRIMARY KEY (%s)",
-					d.name(), t.Parent, t.ParentKey, t.Slots, t.Parent, t.ParentKey)
+					d.Name(), t.Parent, t.ParentKey, t.Slots, t.Parent, t.ParentKey)
 			}
 		}
 	}
@@ -131,7 +132,7 @@ func prepareColumn(ctx context.Context, c conn, dl countersql.Dialect, d Def) (e
 //     tables and deletes their rows;
 //   - a sum counter declared over an existing column without AdoptColumn:
 //     the copy has only the columns the schema declares.
-func guardRebuilds(ctx context.Context, c conn, dl countersql.Dialect, r Runtime, before []engine.Storage, plan *migrate.Plan) error {
+func guardRebuilds(ctx context.Context, c entrt.Conn, dl countersql.Dialect, r Runtime, before []engine.Storage, plan *migrate.Plan) error {
 	if !dl.RecreatesTables() {
 		return nil
 	}
@@ -150,18 +151,18 @@ func guardRebuilds(ctx context.Context, c conn, dl countersql.Dialect, r Runtime
 	}
 	enforced := len(fks) > 0 && engine.KeyText(fks[0]) == "1"
 	for i, d := range r.Defs {
-		t := d.table()
+		t := d.Tables()
 		if !rebuilt[t.Parent] {
 			continue
 		}
 		if enforced && before[i].Tables[t.Slots] {
 			return fmt.Errorf("entcounter: %s: this migration rebuilds %s (SQLite alters a table by copying it), and its connection enforces foreign keys, "+
 				"so dropping the old table would delete every row of %s through ON DELETE CASCADE; run it on a client whose pool has one connection "+
-				"(db.SetMaxOpenConns(1)), where ent can turn foreign keys off", d.name(), t.Parent, t.Slots)
+				"(db.SetMaxOpenConns(1)), where ent can turn foreign keys off", d.Name(), t.Parent, t.Slots)
 		}
 		if before[i].Column && !d.Rollup && d.Count == nil && !d.KeepColumn {
 			return fmt.Errorf("entcounter: %s: this migration rebuilds %s (SQLite alters a table by copying it), and the copy would drop the column %s, "+
-				"which still holds counts: declare the counter with entcounter.AdoptColumn() until entcounter.MoveToSlots has emptied it", d.name(), t.Parent, t.Column)
+				"which still holds counts: declare the counter with entcounter.AdoptColumn() until entcounter.MoveToSlots has emptied it", d.Name(), t.Parent, t.Column)
 		}
 	}
 	return nil

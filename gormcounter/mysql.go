@@ -7,7 +7,6 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/engine"
 )
 
@@ -36,18 +35,6 @@ func (s gormSession) Begin(ctx context.Context, readCommitted bool, fn func(engi
 // ParentGone recognises the foreign key failure as GORM's TranslateError
 // reports it (the driver's own error is recognised by the engine).
 func (gormSession) ParentGone(err error) bool { return errors.Is(err, gorm.ErrForeignKeyViolated) }
-
-// mysqlIncrement describes an increment of counter c of the parents that
-// db's statement targets.
-func mysqlIncrement(db *gorm.DB, c *counter, t countersql.Table, slot int, delta int64, cond func(countersql.Writer)) engine.MySQLIncrement {
-	in := engine.MySQLIncrement{Table: t, Slot: slot, Delta: delta}
-	if key, ok := primaryKeyOnly(db.Statement); ok {
-		in.Key = key
-	} else {
-		in.Cond = cond
-	}
-	return in
-}
 
 // primaryKeyOnly returns the key of the one parent an update targets when
 // nothing but that key selects it: a model value with its primary key set,

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"reflect"
 	"sort"
 	"strconv"
@@ -15,7 +14,6 @@ import (
 	"gorm.io/gorm/clause"
 	"gorm.io/gorm/schema"
 
-	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/engine"
 	"github.com/hotcounter/hotcounter/internal/spec"
 )
@@ -43,9 +41,43 @@ func (p *Plugin) rewriteUpdate(db *gorm.DB) {
 		db.AddError(err)
 		return
 	}
+	incs, others, err := takeIncrements(stmt, m)
+	if err != nil {
+		db.AddError(err)
+		return
+	}
+	if len(incs) == 0 {
+		return
+	}
+	where, ok := targetConditions(db)
+	if !ok && !db.AllowGlobalUpdate {
+		db.AddError(gorm.ErrMissingWhereClause)
+		return
+	}
+	var affected int64
+	for _, inc := range incs {
+		n, err := p.increment(db, inc, where)
+		if err != nil {
+			db.AddError(fmt.Errorf("gormcounter: increment %s: %w", inc.c.name(), err))
+			return
+		}
+		affected = max(affected, n)
+	}
+	if others == 0 {
+		stmt.Settings.Store(skipParentUpdate, true)
+		// GORM would save loaded associations (writing their rows, and the
+		// parent's foreign keys) even for an update of counters alone.
+		stmt.Omits = append(stmt.Omits[:len(stmt.Omits):len(stmt.Omits)], clause.Associations)
+		db.RowsAffected = affected
+	}
+}
 
-	var incs []increment
-	userAssignments := 0
+// takeIncrements takes the counter assignments out of an update's map (or
+// pointer to one) and SET clause, in counter order, and returns them with
+// the number of other assignments left for GORM. An assignment that is not
+// an increment, or any assignment to a count of child rows, is an error
+// naming the counter.
+func takeIncrements(stmt *gorm.Statement, m *model) (incs []increment, others int, err error) {
 	take := func(c *counter, v any) error {
 		if !updatesColumn(stmt, c) {
 			return nil // left out by Select or Omit, as GORM leaves it out
@@ -73,14 +105,12 @@ func (p *Plugin) rewriteUpdate(db *gorm.DB) {
 			c := m.lookup(k)
 			if c == nil {
 				if iv, ok := v.(incrementValue); ok {
-					db.AddError(fmt.Errorf("gormcounter: Increment %s.%s: %w (tag it `gorm:\"counter\"`)", stmt.Schema.Name, iv.field, ErrNotCounter))
-					return
+					return nil, 0, fmt.Errorf("gormcounter: Increment %s.%s: %w (tag it `gorm:\"counter\"`)", stmt.Schema.Name, iv.field, ErrNotCounter)
 				}
 				continue
 			}
 			if err := take(c, v); err != nil {
-				db.AddError(err)
-				return
+				return nil, 0, err
 			}
 			if rest == nil {
 				rest = make(map[string]any, len(dest))
@@ -92,22 +122,21 @@ func (p *Plugin) rewriteUpdate(db *gorm.DB) {
 		}
 		if rest != nil {
 			stmt.Dest = rest
-			userAssignments += len(rest)
+			others += len(rest)
 		} else {
-			userAssignments += len(dest)
+			others += len(dest)
 		}
 	case stmt.Dest != nil && m != nil && len(stmt.Selects) > 0:
 		// Updates(struct) skips counters silently, unless the caller selected one by name.
 		for _, name := range stmt.Selects {
 			if c := m.lookup(name); c != nil {
-				db.AddError(fmt.Errorf("gormcounter: %s: %w: a struct update cannot set a counter; use gormcounter.Increment",
-					c.name(), ErrNotIncrement))
-				return
+				return nil, 0, fmt.Errorf("gormcounter: %s: %w: a struct update cannot set a counter; use gormcounter.Increment",
+					c.name(), ErrNotIncrement)
 			}
 		}
-		userAssignments++
+		others++
 	default:
-		userAssignments++
+		others++
 	}
 
 	if cl, ok := stmt.Clauses["SET"]; ok && m != nil {
@@ -120,8 +149,7 @@ func (p *Plugin) rewriteUpdate(db *gorm.DB) {
 					continue
 				}
 				if err := take(c, a.Value); err != nil {
-					db.AddError(err)
-					return
+					return nil, 0, err
 				}
 			}
 			if len(kept) != len(set) {
@@ -133,76 +161,43 @@ func (p *Plugin) rewriteUpdate(db *gorm.DB) {
 					stmt.Clauses["SET"] = cl
 				}
 			}
-			userAssignments += len(kept)
+			others += len(kept)
 		}
-	}
-	if len(incs) == 0 {
-		return
 	}
 	sort.SliceStable(incs, func(i, j int) bool { return incs[i].c.index < incs[j].c.index })
+	return incs, others, nil
+}
 
-	where, ok := targetConditions(db)
-	if !ok && !db.AllowGlobalUpdate {
-		db.AddError(gorm.ErrMissingWhereClause)
-		return
-	}
-	cond := whereCond(where)
-
+// increment writes one counter's increment of the rows that where selects
+// (see engine.Apply), sharing a statement with concurrent increments of the
+// same rows where it may (see combineKey), and returns how many parents it
+// incremented.
+func (p *Plugin) increment(db *gorm.DB, inc increment, where clause.Where) (int64, error) {
+	stmt := db.Statement
 	parent := parentTable(stmt)
-	var affected int64
-	for _, inc := range incs {
-		t := inc.c.table
-		t.Parent = parent
-		skipLocked := inc.c.opts.SkipLocked && p.dialect.SkipLocked() && singleTarget(stmt)
-		// A combined write may run on another goroutine after this call has
-		// returned (for callers that shared its statement): it must not
-		// touch db, which the caller owns. It gets a session of its own and
-		// what it needs of db's statement, read now.
-		conn := gormConn{db: db.Session(&gorm.Session{NewDB: true}), table: parent}
-		var my engine.MySQLIncrement
-		if p.dialect.MySQL() {
-			my = mysqlIncrement(db, inc.c, t, 0, 0, cond)
-		}
-		write := func(ctx context.Context, delta int64) (int64, error) {
-			in := my
-			in.Slot, in.Delta = rand.IntN(inc.c.opts.Slots), delta
-			switch {
-			case inc.c.opts.Mode == spec.Append && p.dialect.MySQL():
-				in.Slot = 0
-				return engine.AppendMySQL(ctx, gormSession{conn}, p.dialect, in)
-			case inc.c.opts.Mode == spec.Append:
-				return conn.Exec(ctx, func(w countersql.Writer) { p.dialect.AppendWhere(w, t, delta, cond) })
-			case p.dialect.MySQL() && skipLocked:
-				return engine.IncrementFreeSlotMySQL(ctx, gormSession{conn}, p.dialect, in)
-			case p.dialect.MySQL():
-				return engine.IncrementMySQL(ctx, gormSession{conn}, p.dialect, in)
-			case skipLocked:
-				return engine.IncrementFreeSlot(ctx, conn, p.dialect, t, in.Slot, delta, cond)
-			default:
-				return conn.Exec(ctx, func(w countersql.Writer) { p.dialect.IncrementWhere(w, t, in.Slot, delta, cond) })
-			}
-		}
-		var n int64
-		var err error
-		if key, ok := p.combineKey(db, inc.c, parent, where); ok {
-			n, err = p.combined.Do(stmt.Context, key, inc.delta, write)
-		} else {
-			n, err = write(stmt.Context, inc.delta)
-		}
-		if err != nil {
-			db.AddError(fmt.Errorf("gormcounter: increment %s: %w", inc.c.name(), err))
-			return
-		}
-		affected = max(affected, n)
+	t := inc.c.table
+	t.Parent = parent
+	in := engine.Increment{Table: t, Mode: inc.c.opts.Mode, Slots: inc.c.opts.Slots,
+		SkipLocked: inc.c.opts.SkipLocked && singleTarget(stmt)}
+	if key, ok := primaryKeyOnly(stmt); ok {
+		in.Key = key
+	} else {
+		in.Cond = whereCond(where)
 	}
-
-	if userAssignments == 0 {
-		stmt.Settings.Store(skipParentUpdate, true)
-		// GORM would save loaded associations (writing their rows, and the
-		// parent's foreign keys) even for an update of counters alone.
-		stmt.Omits = append(stmt.Omits[:len(stmt.Omits):len(stmt.Omits)], clause.Associations)
-		db.RowsAffected = affected
+	// A combined write may run on another goroutine after this call has
+	// returned (for callers that shared its statement): it must not touch
+	// db, which the caller owns. It gets a session of its own and what it
+	// needs of db's statement, read now.
+	s := gormSession{gormConn{db: db.Session(&gorm.Session{NewDB: true}), table: parent}}
+	write := func(ctx context.Context, delta int64) (int64, error) {
+		in := in
+		in.Delta = delta
+		return engine.Apply(ctx, s, p.dialect, in)
 	}
+	if key, ok := p.combineKey(db, inc.c, parent, where); ok {
+		return p.combined.Do(stmt.Context, key, inc.delta, write)
+	}
+	return write(stmt.Context, inc.delta)
 }
 
 // combineKey names what an increment of counter c writes, for p.combined:

@@ -10,7 +10,7 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
-	"github.com/hotcounter/hotcounter/entcounter"
+	"github.com/hotcounter/hotcounter/entcounter/generated"
 	"github.com/hotcounter/hotcounter/integration_test/ent/clip"
 	"github.com/hotcounter/hotcounter/integration_test/ent/predicate"
 )
@@ -122,7 +122,7 @@ func (_u *ClipUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	if value, ok := _u.mutation.Title(); ok {
 		_spec.SetField(clip.FieldTitle, field.TypeString, value)
 	}
-	_spec.Node.Columns = entcounter.WithoutColumns(_u.HotCounter(), "Clip", _spec.Node.Columns)
+	_spec.Node.Columns = generated.WithoutColumns(_u.HotCounter(), "Clip", _spec.Node.Columns)
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
 		if _, ok := err.(*sqlgraph.NotFoundError); ok {
 			err = &NotFoundError{clip.Label}
@@ -267,7 +267,7 @@ func (_u *ClipUpdateOne) sqlSave(ctx context.Context) (_node *Clip, err error) {
 	if value, ok := _u.mutation.Title(); ok {
 		_spec.SetField(clip.FieldTitle, field.TypeString, value)
 	}
-	_spec.Node.Columns = entcounter.WithoutColumns(_u.HotCounter(), "Clip", _spec.Node.Columns)
+	_spec.Node.Columns = generated.WithoutColumns(_u.HotCounter(), "Clip", _spec.Node.Columns)
 	_node = &Clip{config: _u.config}
 	_spec.Assign = _node.assignValues
 	_spec.ScanValues = _node.scanValues

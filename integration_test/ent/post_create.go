@@ -10,7 +10,7 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
-	"github.com/hotcounter/hotcounter/entcounter"
+	"github.com/hotcounter/hotcounter/entcounter/generated"
 	"github.com/hotcounter/hotcounter/integration_test/ent/author"
 	"github.com/hotcounter/hotcounter/integration_test/ent/comment"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
@@ -559,7 +559,7 @@ func (_c *PostCreateBulk) Save(ctx context.Context) ([]*Post, error) {
 							b.mutation.hotcounterUpsert = true
 							b.mutation.hotcounterBulkUpsert = true
 						}
-						entcounter.DropZeroColumn(spec.Nodes, post.FieldViews)
+						generated.DropZeroColumn(spec.Nodes, post.FieldViews)
 					}
 					spec.OnConflict = _c.conflict
 					// Invoke the actual operation on the latest mutation in the chain.

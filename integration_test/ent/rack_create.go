@@ -10,7 +10,7 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
-	"github.com/hotcounter/hotcounter/entcounter"
+	"github.com/hotcounter/hotcounter/entcounter/generated"
 	"github.com/hotcounter/hotcounter/integration_test/ent/item"
 	"github.com/hotcounter/hotcounter/integration_test/ent/rack"
 )
@@ -483,7 +483,7 @@ func (_c *RackCreateBulk) Save(ctx context.Context) ([]*Rack, error) {
 							b.mutation.hotcounterUpsert = true
 							b.mutation.hotcounterBulkUpsert = true
 						}
-						entcounter.DropZeroColumn(spec.Nodes, rack.FieldOpenCount)
+						generated.DropZeroColumn(spec.Nodes, rack.FieldOpenCount)
 					}
 					spec.OnConflict = _c.conflict
 					// Invoke the actual operation on the latest mutation in the chain.

@@ -12,7 +12,7 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
-	"github.com/hotcounter/hotcounter/entcounter"
+	"github.com/hotcounter/hotcounter/entcounter/generated"
 	"github.com/hotcounter/hotcounter/integration_test/ent/item"
 	"github.com/hotcounter/hotcounter/integration_test/ent/predicate"
 	"github.com/hotcounter/hotcounter/integration_test/ent/rack"
@@ -385,7 +385,7 @@ func (_q *RackQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Rack, e
 		node.Edges.loadedTypes = loadedTypes
 		return node.assignValues(columns, values)
 	}
-	_spec.Node.Columns = entcounter.WithoutColumns(_q.HotCounter(), "Rack", _spec.Node.Columns)
+	_spec.Node.Columns = generated.WithoutColumns(_q.HotCounter(), "Rack", _spec.Node.Columns)
 	for i := range hooks {
 		hooks[i](ctx, _spec)
 	}
@@ -402,7 +402,7 @@ func (_q *RackQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Rack, e
 			return nil, err
 		}
 	}
-	if err := entcounter.Load(ctx, _q.HotCounter(), "Rack", _q.ctx.Fields, len(nodes),
+	if err := generated.Load(ctx, _q.HotCounter(), "Rack", _q.ctx.Fields, len(nodes),
 		func(i int) any { return nodes[i].ID },
 		func(i int, f string, v int64) {
 			switch f {
@@ -453,7 +453,7 @@ func (_q *RackQuery) loadItems(ctx context.Context, query *ItemQuery, nodes []*R
 
 func (_q *RackQuery) sqlCount(ctx context.Context) (int, error) {
 	_spec := _q.querySpec()
-	_spec.Node.Columns = entcounter.WithoutColumns(_q.HotCounter(), "Rack", _spec.Node.Columns)
+	_spec.Node.Columns = generated.WithoutColumns(_q.HotCounter(), "Rack", _spec.Node.Columns)
 	_spec.Node.Columns = _q.ctx.Fields
 	if len(_q.ctx.Fields) > 0 {
 		_spec.Unique = _q.ctx.Unique != nil && *_q.ctx.Unique
@@ -516,7 +516,7 @@ func (_q *RackQuery) sqlQuery(ctx context.Context) *sql.Selector {
 	if _q.ctx.Unique != nil && *_q.ctx.Unique {
 		selector.Distinct()
 	}
-	if cols := entcounter.WithoutColumns(_q.HotCounter(), "Rack", columns); len(cols) != len(columns) {
+	if cols := generated.WithoutColumns(_q.HotCounter(), "Rack", columns); len(cols) != len(columns) {
 		selector.Select(selector.Columns(cols...)...)
 	}
 	for _, p := range _q.predicates {

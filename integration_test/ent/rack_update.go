@@ -10,7 +10,7 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
-	"github.com/hotcounter/hotcounter/entcounter"
+	"github.com/hotcounter/hotcounter/entcounter/generated"
 	"github.com/hotcounter/hotcounter/integration_test/ent/item"
 	"github.com/hotcounter/hotcounter/integration_test/ent/predicate"
 	"github.com/hotcounter/hotcounter/integration_test/ent/rack"
@@ -231,7 +231,7 @@ func (_u *RackUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 		}
 		_spec.Edges.Add = append(_spec.Edges.Add, edge)
 	}
-	_spec.Node.Columns = entcounter.WithoutColumns(_u.HotCounter(), "Rack", _spec.Node.Columns)
+	_spec.Node.Columns = generated.WithoutColumns(_u.HotCounter(), "Rack", _spec.Node.Columns)
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
 		if _, ok := err.(*sqlgraph.NotFoundError); ok {
 			err = &NotFoundError{rack.Label}
@@ -484,7 +484,7 @@ func (_u *RackUpdateOne) sqlSave(ctx context.Context) (_node *Rack, err error) {
 		}
 		_spec.Edges.Add = append(_spec.Edges.Add, edge)
 	}
-	_spec.Node.Columns = entcounter.WithoutColumns(_u.HotCounter(), "Rack", _spec.Node.Columns)
+	_spec.Node.Columns = generated.WithoutColumns(_u.HotCounter(), "Rack", _spec.Node.Columns)
 	_node = &Rack{config: _u.config}
 	_spec.Assign = _node.assignValues
 	_spec.ScanValues = _node.scanValues

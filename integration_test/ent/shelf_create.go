@@ -10,7 +10,7 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
-	"github.com/hotcounter/hotcounter/entcounter"
+	"github.com/hotcounter/hotcounter/entcounter/generated"
 	"github.com/hotcounter/hotcounter/integration_test/ent/book"
 	"github.com/hotcounter/hotcounter/integration_test/ent/shelf"
 )
@@ -483,7 +483,7 @@ func (_c *ShelfCreateBulk) Save(ctx context.Context) ([]*Shelf, error) {
 							b.mutation.hotcounterUpsert = true
 							b.mutation.hotcounterBulkUpsert = true
 						}
-						entcounter.DropZeroColumn(spec.Nodes, shelf.FieldOpenCount)
+						generated.DropZeroColumn(spec.Nodes, shelf.FieldOpenCount)
 					}
 					spec.OnConflict = _c.conflict
 					// Invoke the actual operation on the latest mutation in the chain.

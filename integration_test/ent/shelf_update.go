@@ -10,7 +10,7 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
-	"github.com/hotcounter/hotcounter/entcounter"
+	"github.com/hotcounter/hotcounter/entcounter/generated"
 	"github.com/hotcounter/hotcounter/integration_test/ent/book"
 	"github.com/hotcounter/hotcounter/integration_test/ent/predicate"
 	"github.com/hotcounter/hotcounter/integration_test/ent/shelf"
@@ -231,7 +231,7 @@ func (_u *ShelfUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 		}
 		_spec.Edges.Add = append(_spec.Edges.Add, edge)
 	}
-	_spec.Node.Columns = entcounter.WithoutColumns(_u.HotCounter(), "Shelf", _spec.Node.Columns)
+	_spec.Node.Columns = generated.WithoutColumns(_u.HotCounter(), "Shelf", _spec.Node.Columns)
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
 		if _, ok := err.(*sqlgraph.NotFoundError); ok {
 			err = &NotFoundError{shelf.Label}
@@ -484,7 +484,7 @@ func (_u *ShelfUpdateOne) sqlSave(ctx context.Context) (_node *Shelf, err error)
 		}
 		_spec.Edges.Add = append(_spec.Edges.Add, edge)
 	}
-	_spec.Node.Columns = entcounter.WithoutColumns(_u.HotCounter(), "Shelf", _spec.Node.Columns)
+	_spec.Node.Columns = generated.WithoutColumns(_u.HotCounter(), "Shelf", _spec.Node.Columns)
 	_node = &Shelf{config: _u.config}
 	_spec.Assign = _node.assignValues
 	_spec.ScanValues = _node.scanValues

@@ -11,7 +11,7 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
-	"github.com/hotcounter/hotcounter/entcounter"
+	"github.com/hotcounter/hotcounter/entcounter/generated"
 	"github.com/hotcounter/hotcounter/integration_test/ent/predicate"
 	"github.com/hotcounter/hotcounter/integration_test/ent/skippost"
 )
@@ -344,7 +344,7 @@ func (_q *SkipPostQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Ski
 		nodes = append(nodes, node)
 		return node.assignValues(columns, values)
 	}
-	_spec.Node.Columns = entcounter.WithoutColumns(_q.HotCounter(), "SkipPost", _spec.Node.Columns)
+	_spec.Node.Columns = generated.WithoutColumns(_q.HotCounter(), "SkipPost", _spec.Node.Columns)
 	for i := range hooks {
 		hooks[i](ctx, _spec)
 	}
@@ -354,7 +354,7 @@ func (_q *SkipPostQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Ski
 	if len(nodes) == 0 {
 		return nodes, nil
 	}
-	if err := entcounter.Load(ctx, _q.HotCounter(), "SkipPost", _q.ctx.Fields, len(nodes),
+	if err := generated.Load(ctx, _q.HotCounter(), "SkipPost", _q.ctx.Fields, len(nodes),
 		func(i int) any { return nodes[i].ID },
 		func(i int, f string, v int64) {
 			switch f {
@@ -369,7 +369,7 @@ func (_q *SkipPostQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Ski
 
 func (_q *SkipPostQuery) sqlCount(ctx context.Context) (int, error) {
 	_spec := _q.querySpec()
-	_spec.Node.Columns = entcounter.WithoutColumns(_q.HotCounter(), "SkipPost", _spec.Node.Columns)
+	_spec.Node.Columns = generated.WithoutColumns(_q.HotCounter(), "SkipPost", _spec.Node.Columns)
 	_spec.Node.Columns = _q.ctx.Fields
 	if len(_q.ctx.Fields) > 0 {
 		_spec.Unique = _q.ctx.Unique != nil && *_q.ctx.Unique
@@ -432,7 +432,7 @@ func (_q *SkipPostQuery) sqlQuery(ctx context.Context) *sql.Selector {
 	if _q.ctx.Unique != nil && *_q.ctx.Unique {
 		selector.Distinct()
 	}
-	if cols := entcounter.WithoutColumns(_q.HotCounter(), "SkipPost", columns); len(cols) != len(columns) {
+	if cols := generated.WithoutColumns(_q.HotCounter(), "SkipPost", columns); len(cols) != len(columns) {
 		selector.Select(selector.Columns(cols...)...)
 	}
 	for _, p := range _q.predicates {

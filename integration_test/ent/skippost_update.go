@@ -10,7 +10,7 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
-	"github.com/hotcounter/hotcounter/entcounter"
+	"github.com/hotcounter/hotcounter/entcounter/generated"
 	"github.com/hotcounter/hotcounter/integration_test/ent/predicate"
 	"github.com/hotcounter/hotcounter/integration_test/ent/skippost"
 )
@@ -105,7 +105,7 @@ func (_u *SkipPostUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	if _u.mutation.LikesCleared() {
 		_spec.ClearField(skippost.FieldLikes, field.TypeInt64)
 	}
-	_spec.Node.Columns = entcounter.WithoutColumns(_u.HotCounter(), "SkipPost", _spec.Node.Columns)
+	_spec.Node.Columns = generated.WithoutColumns(_u.HotCounter(), "SkipPost", _spec.Node.Columns)
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
 		if _, ok := err.(*sqlgraph.NotFoundError); ok {
 			err = &NotFoundError{skippost.Label}
@@ -233,7 +233,7 @@ func (_u *SkipPostUpdateOne) sqlSave(ctx context.Context) (_node *SkipPost, err 
 	if _u.mutation.LikesCleared() {
 		_spec.ClearField(skippost.FieldLikes, field.TypeInt64)
 	}
-	_spec.Node.Columns = entcounter.WithoutColumns(_u.HotCounter(), "SkipPost", _spec.Node.Columns)
+	_spec.Node.Columns = generated.WithoutColumns(_u.HotCounter(), "SkipPost", _spec.Node.Columns)
 	_node = &SkipPost{config: _u.config}
 	_spec.Assign = _node.assignValues
 	_spec.ScanValues = _node.scanValues

@@ -10,7 +10,7 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
-	"github.com/hotcounter/hotcounter/entcounter"
+	"github.com/hotcounter/hotcounter/entcounter/generated"
 	"github.com/hotcounter/hotcounter/integration_test/ent/story"
 )
 
@@ -377,7 +377,7 @@ func (_c *StoryCreateBulk) Save(ctx context.Context) ([]*Story, error) {
 							b.mutation.hotcounterUpsert = true
 							b.mutation.hotcounterBulkUpsert = true
 						}
-						entcounter.DropZeroColumn(spec.Nodes, story.FieldClaps)
+						generated.DropZeroColumn(spec.Nodes, story.FieldClaps)
 					}
 					spec.OnConflict = _c.conflict
 					// Invoke the actual operation on the latest mutation in the chain.

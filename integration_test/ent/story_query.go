@@ -11,7 +11,7 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
-	"github.com/hotcounter/hotcounter/entcounter"
+	"github.com/hotcounter/hotcounter/entcounter/generated"
 	"github.com/hotcounter/hotcounter/integration_test/ent/predicate"
 	"github.com/hotcounter/hotcounter/integration_test/ent/story"
 )
@@ -353,7 +353,7 @@ func (_q *StoryQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Story,
 	if len(nodes) == 0 {
 		return nodes, nil
 	}
-	if err := entcounter.Load(ctx, _q.HotCounter(), "Story", _q.ctx.Fields, len(nodes),
+	if err := generated.Load(ctx, _q.HotCounter(), "Story", _q.ctx.Fields, len(nodes),
 		func(i int) any { return nodes[i].ID },
 		func(i int, f string, v int64) {
 			switch f {

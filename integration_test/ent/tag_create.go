@@ -10,7 +10,7 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
-	"github.com/hotcounter/hotcounter/entcounter"
+	"github.com/hotcounter/hotcounter/entcounter/generated"
 	"github.com/hotcounter/hotcounter/integration_test/ent/tag"
 )
 
@@ -444,7 +444,7 @@ func (_c *TagCreateBulk) Save(ctx context.Context) ([]*Tag, error) {
 							b.mutation.hotcounterUpsert = true
 							b.mutation.hotcounterBulkUpsert = true
 						}
-						entcounter.DropZeroColumn(spec.Nodes, tag.FieldHits)
+						generated.DropZeroColumn(spec.Nodes, tag.FieldHits)
 					}
 					spec.OnConflict = _c.conflict
 					// Invoke the actual operation on the latest mutation in the chain.

@@ -11,7 +11,7 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
-	"github.com/hotcounter/hotcounter/entcounter"
+	"github.com/hotcounter/hotcounter/entcounter/generated"
 	"github.com/hotcounter/hotcounter/integration_test/ent/predicate"
 	"github.com/hotcounter/hotcounter/integration_test/ent/tag"
 )
@@ -344,7 +344,7 @@ func (_q *TagQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Tag, err
 		nodes = append(nodes, node)
 		return node.assignValues(columns, values)
 	}
-	_spec.Node.Columns = entcounter.WithoutColumns(_q.HotCounter(), "Tag", _spec.Node.Columns)
+	_spec.Node.Columns = generated.WithoutColumns(_q.HotCounter(), "Tag", _spec.Node.Columns)
 	for i := range hooks {
 		hooks[i](ctx, _spec)
 	}
@@ -354,7 +354,7 @@ func (_q *TagQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Tag, err
 	if len(nodes) == 0 {
 		return nodes, nil
 	}
-	if err := entcounter.Load(ctx, _q.HotCounter(), "Tag", _q.ctx.Fields, len(nodes),
+	if err := generated.Load(ctx, _q.HotCounter(), "Tag", _q.ctx.Fields, len(nodes),
 		func(i int) any { return nodes[i].ID },
 		func(i int, f string, v int64) {
 			switch f {
@@ -371,7 +371,7 @@ func (_q *TagQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Tag, err
 
 func (_q *TagQuery) sqlCount(ctx context.Context) (int, error) {
 	_spec := _q.querySpec()
-	_spec.Node.Columns = entcounter.WithoutColumns(_q.HotCounter(), "Tag", _spec.Node.Columns)
+	_spec.Node.Columns = generated.WithoutColumns(_q.HotCounter(), "Tag", _spec.Node.Columns)
 	_spec.Node.Columns = _q.ctx.Fields
 	if len(_q.ctx.Fields) > 0 {
 		_spec.Unique = _q.ctx.Unique != nil && *_q.ctx.Unique
@@ -434,7 +434,7 @@ func (_q *TagQuery) sqlQuery(ctx context.Context) *sql.Selector {
 	if _q.ctx.Unique != nil && *_q.ctx.Unique {
 		selector.Distinct()
 	}
-	if cols := entcounter.WithoutColumns(_q.HotCounter(), "Tag", columns); len(cols) != len(columns) {
+	if cols := generated.WithoutColumns(_q.HotCounter(), "Tag", columns); len(cols) != len(columns) {
 		selector.Select(selector.Columns(cols...)...)
 	}
 	for _, p := range _q.predicates {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
+	"github.com/hotcounter/hotcounter/internal/spec"
 )
 
 // IncrementFreeSlot adds delta to a slot row of the one parent matching
@@ -33,4 +35,113 @@ func IncrementFreeSlot(ctx context.Context, c Conn, d countersql.Dialect, t coun
 		return 1, nil
 	}
 	return c.Exec(ctx, func(w countersql.Writer) { d.IncrementWhere(w, t, slot, delta, cond) })
+}
+
+// Increment is one increment of a counter of some parents, as either ORM
+// asks for it.
+type Increment struct {
+	Table countersql.Table
+	Mode  spec.Mode
+	// Slots is the counter's slot count; each Apply draws one slot at
+	// random for all its parents.
+	Slots int
+	// SkipLocked takes a slot row of the one parent that no other
+	// transaction holds (where the database can), instead of a random one.
+	SkipLocked bool
+	// The parents: Key, when nothing but its primary key selects the one
+	// parent; else Keys; else those that Cond selects.
+	Key   any
+	Keys  []any
+	Cond  func(countersql.Writer)
+	Delta int64
+}
+
+// Apply writes in through s, in s's transaction or, outside one, in
+// autocommit statements that are retried while the database aborts them for
+// a transient reason (a failed statement changed nothing), or in a
+// transaction of its own when it takes several statements. It returns how
+// many parents it incremented. This is the one place that chooses the write
+// by mode (slots or delta rows), database (MySQL/MariaDB run several
+// statements) and slot choice (random or skip-locked), for both ORMs.
+func Apply(ctx context.Context, s Session, d countersql.Dialect, in Increment) (int64, error) {
+	t, slot := in.Table, rand.IntN(max(in.Slots, 1))
+	my := MySQLIncrement{Table: t, Slot: slot, Delta: in.Delta}
+	switch {
+	case in.Key != nil:
+		my.Key = in.Key
+	case in.Keys != nil:
+		my.Keys = in.Keys
+	default:
+		my.Cond = in.Cond
+	}
+	skipLocked := in.SkipLocked && d.SkipLocked()
+	switch {
+	case in.Mode == spec.Append && d.MySQL():
+		my.Slot = 0
+		return AppendMySQL(ctx, s, d, my)
+	case in.Mode == spec.Append:
+		return statements(ctx, s, d, in, func(w countersql.Writer, cond func(countersql.Writer)) {
+			d.AppendWhere(w, t, in.Delta, cond)
+		})
+	case d.MySQL() && skipLocked:
+		return IncrementFreeSlotMySQL(ctx, s, d, my)
+	case d.MySQL():
+		return IncrementMySQL(ctx, s, d, my)
+	case skipLocked:
+		var n int64
+		// Its two statements commit alone, and the first changes nothing
+		// when it finds no free row: retrying the pair cannot count twice.
+		err := ownStatement(ctx, s, func() (err error) {
+			n, err = IncrementFreeSlot(ctx, s, d, t, slot, in.Delta, in.cond(d))
+			return err
+		})
+		return n, err
+	}
+	return statements(ctx, s, d, in, func(w countersql.Writer, cond func(countersql.Writer)) {
+		d.IncrementWhere(w, t, slot, in.Delta, cond)
+	})
+}
+
+// cond is the condition that selects in's parents.
+func (in Increment) cond(d countersql.Dialect) func(countersql.Writer) {
+	switch {
+	case in.Key != nil:
+		return d.KeyIn(in.Table, []any{in.Key})
+	case in.Keys != nil:
+		return d.KeyIn(in.Table, in.Keys)
+	}
+	return in.Cond
+}
+
+// statements runs stmt, one statement for in's parents (or one per chunk of
+// FillChunk keys), and returns how many rows they wrote.
+func statements(ctx context.Context, s Session, d countersql.Dialect, in Increment, stmt func(w countersql.Writer, cond func(countersql.Writer))) (int64, error) {
+	var n int64
+	run := func(s Session) error {
+		n = 0
+		if in.Keys == nil || len(in.Keys) <= FillChunk {
+			done, err := s.Exec(ctx, func(w countersql.Writer) { stmt(w, in.cond(d)) })
+			n = done
+			return err
+		}
+		for start := 0; start < len(in.Keys); start += FillChunk {
+			chunk := in.Keys[start:min(start+FillChunk, len(in.Keys))]
+			done, err := s.Exec(ctx, func(w countersql.Writer) { stmt(w, d.KeyIn(in.Table, chunk)) })
+			n += done
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var err error
+	switch {
+	case s.InTx():
+		err = run(s)
+	case in.Keys == nil || len(in.Keys) <= FillChunk: // one autocommit statement
+		err = ownStatement(ctx, s, func() error { return run(s) })
+	default:
+		err = OwnTransaction(ctx, s, run)
+	}
+	return n, err
 }

@@ -10,7 +10,7 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
-	"github.com/hotcounter/hotcounter/entcounter"
+	"github.com/hotcounter/hotcounter/entcounter/generated"
 	"github.com/hotcounter/hotcounter/examples/entquickstart/ent/post"
 	"github.com/hotcounter/hotcounter/examples/entquickstart/ent/predicate"
 )
@@ -149,7 +149,7 @@ func (_u *PostUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	if value, ok := _u.mutation.Title(); ok {
 		_spec.SetField(post.FieldTitle, field.TypeString, value)
 	}
-	_spec.Node.Columns = entcounter.WithoutColumns(_u.HotCounter(), "Post", _spec.Node.Columns)
+	_spec.Node.Columns = generated.WithoutColumns(_u.HotCounter(), "Post", _spec.Node.Columns)
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
 		if _, ok := err.(*sqlgraph.NotFoundError); ok {
 			err = &NotFoundError{post.Label}
@@ -321,7 +321,7 @@ func (_u *PostUpdateOne) sqlSave(ctx context.Context) (_node *Post, err error) {
 	if value, ok := _u.mutation.Title(); ok {
 		_spec.SetField(post.FieldTitle, field.TypeString, value)
 	}
-	_spec.Node.Columns = entcounter.WithoutColumns(_u.HotCounter(), "Post", _spec.Node.Columns)
+	_spec.Node.Columns = generated.WithoutColumns(_u.HotCounter(), "Post", _spec.Node.Columns)
 	_node = &Post{config: _u.config}
 	_spec.Assign = _node.assignValues
 	_spec.ScanValues = _node.scanValues

@@ -1,4 +1,4 @@
-package entcounter
+package entrt
 
 import (
 	"context"
@@ -69,7 +69,7 @@ func CountHook() ent.Hook {
 					})
 				}
 			}
-			if counts := r.hookCounts(m.Type()); len(counts) > 0 {
+			if counts := r.HookCounts(m.Type()); len(counts) > 0 {
 				return childHook(ctx, hm, r, counts, mut)
 			}
 			return mut.Mutate(ctx, m)
@@ -79,14 +79,14 @@ func CountHook() ent.Hook {
 
 // childHook counts a create, update or delete of child rows.
 func childHook(ctx context.Context, m hookedMutation, r Runtime, counts []countersql.Count, next ent.Mutator) (ent.Value, error) {
-	if !r.inTx() {
+	if !r.InTx() {
 		return nil, fmt.Errorf("entcounter: %s %s: %w", m.Op(), m.Type(), ErrNeedsTx)
 	}
-	dl, err := r.dialect()
+	dl, err := r.Dialect()
 	if err != nil {
 		return nil, err
 	}
-	c := conn{ex: r.Driver, dialect: r.Driver.Dialect()}
+	c := Conn{Ex: r.Driver, Dialect: r.Driver.Dialect()}
 	var before []engine.CountedRow
 	var keys []any
 	create := m.Op().Is(ent.OpCreate)
@@ -133,11 +133,11 @@ func childHook(ctx context.Context, m hookedMutation, r Runtime, counts []counte
 
 // hookCounts returns the counts kept by hooks whose child is typ, in one
 // order for every writer (by slot table).
-func (r Runtime) hookCounts(typ string) []countersql.Count {
+func (r Runtime) HookCounts(typ string) []countersql.Count {
 	var out []countersql.Count
 	for _, d := range r.Defs {
 		if d.Count != nil && d.Count.Hooks && d.Count.Type == typ {
-			out = append(out, d.count())
+			out = append(out, d.CountSpec())
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Slots < out[j].Slots })
@@ -182,15 +182,15 @@ func edgeHook(ctx context.Context, m hookedMutation, r Runtime, child string, ne
 	if len(ids) == 0 && len(cleared) == 0 {
 		return next.Mutate(ctx, m)
 	}
-	if !r.inTx() {
+	if !r.InTx() {
 		return nil, fmt.Errorf("entcounter: %s %s edges: %w", m.Op(), m.Type(), ErrNeedsTx)
 	}
-	dl, err := r.dialect()
+	dl, err := r.Dialect()
 	if err != nil {
 		return nil, err
 	}
-	counts := r.hookCounts(child)
-	c := conn{ex: r.Driver, dialect: r.Driver.Dialect()}
+	counts := r.HookCounts(child)
+	c := Conn{Ex: r.Driver, Dialect: r.Driver.Dialect()}
 	var parents []any
 	if len(cleared) > 0 && !m.Op().Is(ent.OpCreate) {
 		if parents, err = m.HotCounterRowKeys(ctx); err != nil {

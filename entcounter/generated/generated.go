@@ -1,0 +1,62 @@
+// Package generated is what the code that entcounter's extension generates
+// calls: the list of a schema's counters, what a client has learned of its
+// database, the fill after every load, the columns a sum counter does not
+// have, and the hook that keeps counts of child rows. Users do not call it;
+// they call entcounter. It is kept apart from entcounter as ent keeps its
+// own runtime helpers (sqlgraph) apart from what users call.
+package generated
+
+import (
+	"context"
+
+	"entgo.io/ent"
+	"entgo.io/ent/dialect/sql/sqlgraph"
+
+	"github.com/hotcounter/hotcounter/internal/entrt"
+)
+
+// Runtime is what generated code hands entcounter: the driver of a client
+// or transaction, the counters of its schema and the client's State. The
+// extension adds a HotCounter method returning it to the generated config,
+// so that every client, transaction, query and mutation has one.
+type Runtime = entrt.Runtime
+
+// Def describes one counter of a generated schema.
+type Def = entrt.Def
+
+// CountDef is what the extension resolves of a Counts declaration: the
+// child table that the edge reaches and how its rows reference the parent.
+type CountDef = entrt.CountDef
+
+// State is what an ent client has learned of its database: where each
+// counter's values live (a column it was adopted over, a table a change of
+// mode left), probed once and shared by the client's transactions.
+type State = entrt.State
+
+// NewState returns an empty State, one per client.
+func NewState() *State { return entrt.NewState() }
+
+// Load fills the counters of n loaded nodes of schema typ with one grouped
+// query. Generated code calls it after every load (including eager-loaded
+// edges); selected are the fields the query selected (none: all), key(i) is
+// the key of node i and set(i, field, v) assigns a value.
+func Load(ctx context.Context, r Runtime, typ string, selected []string, n int, key func(i int) any, set func(i int, field string, v int64)) error {
+	return entrt.Load(ctx, r, typ, selected, n, key, set)
+}
+
+// WithoutColumns returns columns without the sum counters of schema typ,
+// which have no column. Generated code calls it on every query and update
+// spec; it copies, never edits, the slice it gets.
+func WithoutColumns(r Runtime, typ string, columns []string) []string {
+	return entrt.WithoutColumns(r, typ, columns)
+}
+
+// DropZeroColumn removes column from the rows of a batch upsert when every
+// row gives it 0 (its default): an upsert that updates with the new values
+// would otherwise reset a rollup counter's cached column.
+func DropZeroColumn(nodes []*sqlgraph.CreateSpec, column string) { entrt.DropZeroColumn(nodes, column) }
+
+// CountHook returns the ent hook that keeps counts declared with
+// entcounter.ByHooks. The generated config registers it on the child and
+// parent schemas of such counts.
+func CountHook() ent.Hook { return entrt.CountHook() }

@@ -1,0 +1,411 @@
+// Package entrt is what entcounter and the code that its extension
+// generates share at run time: the list of a schema's counters (Runtime,
+// Def), what the client has learned of its database (State), the fill after
+// every load, the columns a sum counter does not have, the count hook, and
+// the adapters that let countersql write and run SQL through an ent driver.
+// entcounter/generated exports what generated code calls; entcounter, what
+// users call.
+package entrt
+
+import (
+	"context"
+	stdsql "database/sql"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+
+	"entgo.io/ent"
+	"entgo.io/ent/dialect"
+	"entgo.io/ent/dialect/sql"
+	"entgo.io/ent/dialect/sql/sqlgraph"
+
+	"github.com/hotcounter/hotcounter/internal/countersql"
+	"github.com/hotcounter/hotcounter/internal/engine"
+	"github.com/hotcounter/hotcounter/internal/spec"
+)
+
+// Def describes one counter of a generated schema. The extension generates
+// the list; users do not write it.
+type Def struct {
+	Type        string // parent schema type, e.g. Post
+	Field       string // counter field, e.g. likes
+	StructField string // its Go field, e.g. Likes
+	Table       string // parent table, e.g. posts
+	Key         string // parent key column, e.g. id
+	SlotTable   string // e.g. post_likes_slots
+	Owner       string // owner key column of the slot table, e.g. post_id
+	Slots       int
+	Rollup      bool // a parent column holds the folded total (rollup and append counters)
+	Append      bool // the table holds delta rows (append counters)
+	Precreate   int  // 0: the database's default, 1: on, 2: off
+	SkipLocked  bool
+	KeepColumn  bool // declared over an existing column, kept in the schema (AdoptColumn)
+	// Count is set for a count of child rows ([Counts]).
+	Count *CountDef
+}
+
+// CountDef is what the extension resolves of a [Counts] declaration: the
+// child table that the edge reaches and how its rows reference the parent.
+type CountDef struct {
+	Edge    string   // the parent's edge, e.g. objects
+	Type    string   // the child schema, e.g. Object
+	Hooks   bool     // kept by ent hooks (ByHooks), not triggers
+	Table   string   // child table, e.g. objects
+	Key     string   // child id column
+	Ref     string   // child column holding the parent key, e.g. category_objects
+	Columns []string // every child column
+	Where   string   // condition over child columns; "" counts every row
+}
+
+// count returns the countersql description of d's count.
+func (d Def) CountSpec() countersql.Count {
+	c := d.Count
+	return countersql.Count{Table: d.Tables(), SlotCount: d.Slots, Child: c.Table, ChildKey: c.Key, Ref: c.Ref, Columns: c.Columns, Where: c.Where}
+}
+
+// precreate reports whether the counter's slot rows are created with
+// their parent on the database of dialect dl.
+func (d Def) PrecreateOn(dl countersql.Dialect) bool {
+	o := spec.Options{Slots: d.Slots, Precreate: spec.Toggle(d.Precreate)}
+	if d.Rollup {
+		o.Mode = spec.Rollup
+	}
+	if d.Append {
+		o.Mode = spec.Append
+	}
+	return o.PrecreateOn(dl.PrecreateByDefault())
+}
+
+func (d Def) Tables() countersql.Table {
+	other := strings.TrimSuffix(d.SlotTable, "_slots") + "_deltas"
+	if d.Append {
+		other = strings.TrimSuffix(d.SlotTable, "_deltas") + "_slots"
+	}
+	return countersql.Table{Parent: d.Table, ParentKey: d.Key, Column: d.Field, Slots: d.SlotTable, Owner: d.Owner, Other: other}
+}
+
+// mode is the counter's mode.
+func (d Def) Mode() spec.Mode {
+	switch {
+	case d.Append:
+		return spec.Append
+	case d.Rollup:
+		return spec.Rollup
+	}
+	return spec.Sum
+}
+
+func (d Def) Name() string { return d.Type + "." + d.Field }
+
+// Runtime is what generated code hands entcounter: the driver of a client
+// or transaction and the counters of its schema. The extension adds a
+// HotCounter method returning it to the generated config, so that every
+// client, transaction, query and mutation has one.
+type Runtime struct {
+	Driver dialect.Driver
+	Defs   []Def
+	// State is what the client has learned of its database (where each
+	// counter's values live), shared by its transactions. The extension
+	// generates one per client; nil uses one shared by the process.
+	State *State
+}
+
+// State is what an ent client has learned of its database: where each
+// counter's values live (a column it was adopted over, a table a change
+// of mode left), probed once. Generated code creates one per client with
+// [NewState]; users do not.
+type State struct{ storages engine.Storages }
+
+// NewState returns an empty State.
+func NewState() *State { return &State{} }
+
+// processState serves clients generated before State existed.
+var processState State
+
+func (r Runtime) Storages() *engine.Storages {
+	if r.State == nil {
+		return &processState.storages
+	}
+	return &r.State.storages
+}
+
+// Source is anything with a HotCounter method: a generated *ent.Client,
+// *ent.Tx, query or mutation.
+type Source interface{ HotCounter() Runtime }
+
+func (r Runtime) Dialect() (countersql.Dialect, error) {
+	return countersql.For(r.Driver.Dialect())
+}
+
+func (r Runtime) Def(typ, field string) (Def, bool) {
+	for _, d := range r.Defs {
+		if d.Type == typ && d.Field == field {
+			return d, true
+		}
+	}
+	return Def{}, false
+}
+
+// inTx reports whether the driver is a generated transaction's driver,
+// whose Commit is a no-op that the caller's Tx.Commit completes, also when
+// wrapped for debugging (client.Debug()).
+func (r Runtime) InTx() bool {
+	drv := r.Driver
+	for {
+		switch d := drv.(type) {
+		case dialect.Tx:
+			return true
+		case *dialect.DebugDriver:
+			drv = d.Driver
+		default:
+			return false
+		}
+	}
+}
+
+// Conn runs countersql statements on an ent driver (or transaction).
+type Conn struct {
+	Ex      dialect.ExecQuerier
+	Dialect string
+}
+
+func (c Conn) build(fn func(countersql.Writer)) (string, []any) {
+	var b sql.Builder
+	b.SetDialect(c.Dialect)
+	fn(writer{b: &b, mysql: c.Dialect == dialect.MySQL})
+	return b.Query()
+}
+
+func (c Conn) Exec(ctx context.Context, fn func(countersql.Writer)) (int64, error) {
+	query, args := c.build(fn)
+	var res sql.Result
+	if err := c.Ex.Exec(ctx, query, args, &res); err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+func (c Conn) Query(ctx context.Context, fn func(countersql.Writer)) (engine.Rows, error) {
+	query, args := c.build(fn)
+	rows := &sql.Rows{}
+	if err := c.Ex.Query(ctx, query, args, rows); err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
+
+// session is an engine.Session over an ent driver: the caller's
+// transaction (inTx) or the client's pool.
+type Session struct {
+	Conn
+	drv  dialect.Driver
+	inTx bool
+}
+
+func NewSession(r Runtime) Session {
+	return Session{Conn: Conn{r.Driver, r.Driver.Dialect()}, drv: r.Driver, inTx: r.InTx()}
+}
+
+func (s Session) InTx() bool { return s.inTx }
+
+func (s Session) Begin(ctx context.Context, readCommitted bool, fn func(engine.Session) error) error {
+	var (
+		tx  dialect.Tx
+		err error
+	)
+	b, ok := s.drv.(interface {
+		BeginTx(context.Context, *stdsql.TxOptions) (dialect.Tx, error)
+	})
+	if readCommitted && ok {
+		tx, err = b.BeginTx(ctx, &stdsql.TxOptions{Isolation: stdsql.LevelReadCommitted})
+	} else {
+		tx, err = s.drv.Tx(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	if err := fn(Session{Conn: Conn{tx, s.Dialect}, drv: s.drv, inTx: true}); err != nil {
+		return errors.Join(err, tx.Rollback())
+	}
+	return tx.Commit()
+}
+
+// ParentGone: ent passes the driver's errors through, which the engine
+// recognises itself.
+func (Session) ParentGone(error) bool { return false }
+
+// writer lets countersql write into an ent SQL builder.
+type writer struct {
+	b     *sql.Builder
+	mysql bool
+}
+
+func (w writer) WriteString(s string) { w.b.WriteString(s) }
+
+func (w writer) Arg(v any) { w.b.Arg(v) }
+
+func (w writer) Ident(name string) {
+	q := `"`
+	if w.mysql {
+		q = "`"
+	}
+	for i, part := range strings.Split(name, ".") {
+		if i > 0 {
+			w.b.WriteByte('.')
+		}
+		w.b.WriteString(q + strings.ReplaceAll(part, q, q+q) + q)
+	}
+}
+
+type liveKey struct{}
+
+// WithLive returns a context under which loads fill rollup counters with
+// their exact value, column + pending slots, read in one statement, instead
+// of the cached column. Sum counters are always exact.
+func WithLive(ctx context.Context) context.Context { return context.WithValue(ctx, liveKey{}, true) }
+
+func isLive(ctx context.Context) bool { v, _ := ctx.Value(liveKey{}).(bool); return v }
+
+// Load fills the counters of n loaded nodes of schema typ with one grouped
+// query. Generated code calls it after every load (including eager-loaded
+// edges); selected are the fields the query selected (none: all), key(i) is
+// the key of node i and set(i, field, v) assigns a value.
+func Load(ctx context.Context, r Runtime, typ string, selected []string, n int, key func(i int) any, set func(i int, field string, v int64)) error {
+	live := isLive(ctx)
+	var defs []Def
+	for _, d := range r.Defs {
+		if d.Type != typ || (d.Rollup && !live) {
+			continue
+		}
+		if len(selected) > 0 && !slices.Contains(selected, d.Field) {
+			continue
+		}
+		defs = append(defs, d)
+	}
+	if len(defs) == 0 || n == 0 {
+		return nil
+	}
+	dl, err := r.Dialect()
+	if err != nil {
+		return err
+	}
+	byKey := map[string][]int{}
+	var keys []any
+	for i := 0; i < n; i++ {
+		k := key(i)
+		text := engine.KeyText(k)
+		if _, seen := byKey[text]; !seen {
+			keys = append(keys, k)
+		}
+		byKey[text] = append(byKey[text], i)
+	}
+	for _, d := range defs {
+		for j := 0; j < n; j++ {
+			set(j, d.Field, 0) // no slot rows: zero
+		}
+	}
+	c := Conn{r.Driver, r.Driver.Dialect()}
+	groups, probed, err := r.fillGroups(ctx, c, dl, defs, keys)
+	if err != nil {
+		return err
+	}
+	fill := func(g int, k string, v int64) error {
+		for _, i := range byKey[k] {
+			set(i, defs[g].Field, v)
+		}
+		return nil
+	}
+	err = engine.Fill(ctx, c, dl, groups, fill)
+	if err != nil && probed {
+		// A column or table the counters read may be gone (dropped after
+		// a move): look again next time, and now once more where a failed
+		// statement has not aborted a transaction.
+		for _, d := range defs {
+			r.Storages().Forget(d.Tables())
+		}
+		if !r.InTx() {
+			if groups, _, err = r.fillGroups(ctx, c, dl, defs, keys); err == nil {
+				err = engine.Fill(ctx, c, dl, groups, fill)
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("entcounter: load %s: %w", typ, err)
+	}
+	return nil
+}
+
+// fillGroups returns what a load reads for each counter: a sum counter's
+// slots and the column it was adopted over, if any; a live rollup
+// counter's column and pending slots; and a table a change of mode left.
+// probed reports whether any reads more than its own table.
+func (r Runtime) fillGroups(ctx context.Context, c Conn, dl countersql.Dialect, defs []Def, keys []any) (out []engine.FillGroup, probed bool, err error) {
+	out = make([]engine.FillGroup, len(defs))
+	for i, d := range defs {
+		t := d.Tables()
+		st, err := r.Storages().Get(ctx, c, dl, t)
+		if err != nil {
+			return nil, false, fmt.Errorf("entcounter: load %s: %w", d.Name(), err)
+		}
+		read, err := engine.Sources(t, st, d.Mode(), d.Count != nil)
+		if err != nil {
+			return nil, false, fmt.Errorf("entcounter: %s: %w", d.Name(), err)
+		}
+		probed = probed || len(read.Tables) > 1 || (read.Column && !d.Rollup)
+		out[i] = engine.FillGroup{Table: t, Read: read, Keys: keys}
+	}
+	return out, probed, nil
+}
+
+// WithoutColumns returns columns without the sum counters of schema typ,
+// which have no column. Generated code calls it on every query and update
+// spec; it copies, never edits, the slice it gets.
+func WithoutColumns(r Runtime, typ string, columns []string) []string {
+	out := columns
+	for i := 0; i < len(out); i++ {
+		if d, ok := r.Def(typ, out[i]); ok && !d.Rollup {
+			if len(out) == len(columns) && &out[0] == &columns[0] {
+				out = slices.Clone(columns)
+			}
+			out = slices.Delete(out, i, i+1)
+			i--
+		}
+	}
+	return out
+}
+
+// DropZeroColumn removes column from the rows of a batch upsert when every
+// row gives it 0 (its default): an upsert that updates with the new values
+// would otherwise reset a rollup counter's cached column. Generated code
+// calls it.
+func DropZeroColumn(nodes []*sqlgraph.CreateSpec, column string) {
+	for _, n := range nodes {
+		for _, f := range n.Fields {
+			if f.Column == column && ToInt64(f.Value) != 0 {
+				return
+			}
+		}
+	}
+	for _, n := range nodes {
+		n.Fields = slices.DeleteFunc(n.Fields, func(f *sqlgraph.FieldSpec) bool { return f.Column == column })
+	}
+}
+
+func ToInt64(v ent.Value) int64 {
+	switch x := v.(type) {
+	case int64:
+		return x
+	case nil:
+		return 0
+	}
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return rv.Int()
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return int64(rv.Uint())
+	}
+	return 0
+}
