@@ -63,9 +63,16 @@ func TestObserverCountsARealLockWait(t *testing.T) {
 		t.Logf("server log not read: %s", obs.server.LockWaitLog)
 		return
 	}
-	time.Sleep(50 * time.Millisecond) // let the server write its "acquired" line
-	text, err := obs.readLog(ctx, from)
-	require.NoError(t, err)
+	// The server writes its "acquired" line after the wait ends, when it
+	// gets to it: read the log until it is there.
+	var text string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		text, err = obs.readLog(ctx, from)
+		require.NoError(t, err)
+		if acquired.MatchString(text) || time.Now().After(deadline) {
+			break
+		}
+	}
 	parseLog(text, p.backends(), &w)
 	assert.Equal(t, 1, w.Logged, "logged waits in:\n%s", text)
 	assert.Equal(t, map[string]int{"lw": 1}, w.LoggedRelations)
