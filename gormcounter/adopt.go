@@ -206,13 +206,7 @@ func (m counterMigrator) defaultZero(c *counter, st engine.Storage) error {
 		return fmt.Errorf("gormcounter: %s: give %s.%s the default 0: %w", c.name(), c.table.Parent, c.table.Column, err)
 	}
 	for _, ix := range saved {
-		sql := ix.sql
-		for _, p := range []string{"CREATE INDEX ", "CREATE UNIQUE INDEX "} {
-			if strings.HasPrefix(sql, p) {
-				sql = p + "IF NOT EXISTS " + sql[len(p):]
-			}
-		}
-		if err := execSQL(m.db, "", func(w countersql.Writer) { w.WriteString(sql) }).Error; err != nil {
+		if err := execSQL(m.db, "", func(w countersql.Writer) { countersql.Recreate(w, ix.sql) }).Error; err != nil {
 			return fmt.Errorf("gormcounter: %s: put back index %s after a rebuild of %s: %w", c.name(), ix.name, c.table.Parent, err)
 		}
 	}

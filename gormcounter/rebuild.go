@@ -3,7 +3,6 @@ package gormcounter
 import (
 	"database/sql"
 	"fmt"
-	"strings"
 
 	"gorm.io/gorm"
 
@@ -79,15 +78,13 @@ func (m counterMigrator) guardRebuild(values []any, fn func(conn *gorm.DB) error
 		return err
 	}
 	for _, t := range saved {
-		if err := execSQL(m.db, "", func(w countersql.Writer) { w.WriteString(recreate(t.sql)) }).Error; err != nil {
+		if err := execSQL(m.db, "", func(w countersql.Writer) { countersql.Recreate(w, t.sql) }).Error; err != nil {
 			return fmt.Errorf("gormcounter: put back trigger %s after a migration: %w", t.name, err)
 		}
 	}
 	return nil
 }
 
-// recreate turns a saved CREATE TRIGGER into one that leaves an existing
-// trigger alone.
 // inner returns GORM's own migrator (not the plugin's) on db.
 func inner(db *gorm.DB) gorm.Migrator {
 	d := db.Dialector
@@ -95,12 +92,4 @@ func inner(db *gorm.DB) gorm.Migrator {
 		d = w.Dialector
 	}
 	return d.Migrator(db)
-}
-
-func recreate(sql string) string {
-	const prefix = "CREATE TRIGGER "
-	if strings.HasPrefix(sql, prefix) {
-		return "CREATE TRIGGER IF NOT EXISTS " + sql[len(prefix):]
-	}
-	return sql
 }

@@ -297,3 +297,17 @@ func (d Dialect) SetForeignKeys(w Writer, on bool) {
 	}
 	w.WriteString("PRAGMA foreign_keys = OFF")
 }
+
+// Recreate writes a CREATE TRIGGER or CREATE [UNIQUE] INDEX statement that
+// SQLite kept (sqlite_master.sql) so that it leaves an object of that name
+// alone: put back after a rebuild of its table, it must not fail where the
+// rebuild kept the object.
+func Recreate(w Writer, saved string) {
+	for _, p := range []string{"CREATE TRIGGER ", "CREATE INDEX ", "CREATE UNIQUE INDEX "} {
+		if strings.HasPrefix(saved, p) && !strings.HasPrefix(saved[len(p):], "IF NOT EXISTS ") {
+			w.WriteString(p + "IF NOT EXISTS " + saved[len(p):])
+			return
+		}
+	}
+	w.WriteString(saved)
+}

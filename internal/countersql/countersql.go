@@ -241,3 +241,12 @@ func q(w Writer, sql string, names ...string) {
 		sql, names = sql[i+1:], names[1:]
 	}
 }
+
+// Savepoint writes SAVEPOINT name.
+func Savepoint(w Writer, name string) { w.WriteString("SAVEPOINT "); w.Ident(name) }
+
+// RollbackTo writes ROLLBACK TO SAVEPOINT name.
+func RollbackTo(w Writer, name string) { w.WriteString("ROLLBACK TO SAVEPOINT "); w.Ident(name) }
+
+// Release writes RELEASE SAVEPOINT name.
+func Release(w Writer, name string) { w.WriteString("RELEASE SAVEPOINT "); w.Ident(name) }

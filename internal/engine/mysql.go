@@ -187,14 +187,14 @@ func IncrementFreeSlotMySQL(ctx context.Context, s Session, d countersql.Dialect
 // upserted instead.
 func updateSlots(ctx context.Context, tx Session, d countersql.Dialect, t countersql.Table, keys []any, slot int, delta int64) (int64, error) {
 	const sp = "hc_increment"
-	if err := savepoint(ctx, tx, "SAVEPOINT ", sp); err != nil {
+	if err := savepoint(ctx, tx, countersql.Savepoint, sp); err != nil {
 		return 0, err
 	}
 	n, err := tx.Exec(ctx, func(w countersql.Writer) { d.IncrementKeys(w, t, keys, slot, delta) })
 	if err != nil || n == int64(len(keys)) {
 		return n, err
 	}
-	if err := savepoint(ctx, tx, "ROLLBACK TO SAVEPOINT ", sp); err != nil {
+	if err := savepoint(ctx, tx, countersql.RollbackTo, sp); err != nil {
 		return 0, err
 	}
 	return upsertSlots(ctx, tx, d, t, keys, slot, delta)

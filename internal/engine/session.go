@@ -56,19 +56,20 @@ func ownStatement(ctx context.Context, s Session, fn func() error) error {
 // so that a failure leaves the transaction as it was (PostgreSQL aborts a
 // transaction at its first error otherwise).
 func InSavepoint(ctx context.Context, tx Session, name string, fn func() error) error {
-	if err := savepoint(ctx, tx, "SAVEPOINT ", name); err != nil {
+	if err := savepoint(ctx, tx, countersql.Savepoint, name); err != nil {
 		return err
 	}
 	if err := fn(); err != nil {
-		return errors.Join(err, savepoint(ctx, tx, "ROLLBACK TO SAVEPOINT ", name), savepoint(ctx, tx, "RELEASE SAVEPOINT ", name))
+		return errors.Join(err, savepoint(ctx, tx, countersql.RollbackTo, name), savepoint(ctx, tx, countersql.Release, name))
 	}
 	// Released, so that a transaction that takes many does not keep them all
 	// (PostgreSQL slows down past 64 open subtransactions).
-	return savepoint(ctx, tx, "RELEASE SAVEPOINT ", name)
+	return savepoint(ctx, tx, countersql.Release, name)
 }
 
-func savepoint(ctx context.Context, tx Session, verb, name string) error {
-	_, err := tx.Exec(ctx, func(w countersql.Writer) { w.WriteString(verb); w.Ident(name) })
+// savepoint runs one of countersql's savepoint statements on name.
+func savepoint(ctx context.Context, tx Session, stmt func(countersql.Writer, string), name string) error {
+	_, err := tx.Exec(ctx, func(w countersql.Writer) { stmt(w, name) })
 	return err
 }
 

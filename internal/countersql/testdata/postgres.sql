@@ -285,3 +285,21 @@ PRAGMA foreign_keys;
 
 -- SetForeignKeys
 PRAGMA foreign_keys = OFF;
+
+-- Recreate trigger
+CREATE TRIGGER IF NOT EXISTS "t" AFTER INSERT ON "objects" BEGIN SELECT 1; END;
+
+-- Recreate index
+CREATE UNIQUE INDEX IF NOT EXISTS "ix" ON "posts" ("title");
+
+-- Recreate kept as written
+CREATE INDEX IF NOT EXISTS "ix" ON "posts" ("title");
+
+-- Savepoint
+SAVEPOINT "hc_increment";
+
+-- RollbackTo
+ROLLBACK TO SAVEPOINT "hc_increment";
+
+-- Release
+RELEASE SAVEPOINT "hc_increment";
