@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,14 @@ import (
 	"github.com/hotcounter/hotcounter/entcounter"
 	"github.com/hotcounter/hotcounter/integration_test/ent/migrate"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
+	"github.com/hotcounter/hotcounter/integration_test/entversions/deltas"
+	_ "github.com/hotcounter/hotcounter/integration_test/entversions/deltas/runtime"
+	"github.com/hotcounter/hotcounter/integration_test/entversions/rollup"
+	_ "github.com/hotcounter/hotcounter/integration_test/entversions/rollup/runtime"
+	"github.com/hotcounter/hotcounter/integration_test/entversions/sum16"
+	_ "github.com/hotcounter/hotcounter/integration_test/entversions/sum16/runtime"
+	"github.com/hotcounter/hotcounter/integration_test/entversions/sum64"
+	_ "github.com/hotcounter/hotcounter/integration_test/entversions/sum64/runtime"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
@@ -368,6 +377,162 @@ func TestEntParentWithoutPrimaryKeyIsAnError(t *testing.T) {
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), "Clip.likes")
 			assert.Contains(t, err.Error(), "primary key")
+		})
+	}
+}
+
+// reelVersion is one deploy of the entversions application, opened on a
+// database as a new process opens it.
+type reelVersion struct {
+	src     entcounter.Source
+	migrate func(ctx context.Context) error
+	add     func(ctx context.Context, id int, n int64) error
+	plays   func(ctx context.Context, id int) (int64, error)
+}
+
+// openReels opens version v ("sum16", "rollup", "deltas", "sum64") of the
+// entversions application on e's database.
+func openReels(t *testing.T, e *env, v string) reelVersion {
+	t.Helper()
+	drv := entDriver(t, e, 4, func() {})
+	locked := func(create func() error) error {
+		entSchemaMu.Lock() // the generated migrate.Tables are shared
+		defer entSchemaMu.Unlock()
+		return create()
+	}
+	switch v {
+	case "sum16":
+		c := sum16.NewClient(sum16.Driver(drv))
+		return reelVersion{c,
+			func(ctx context.Context) error {
+				return locked(func() error { return c.Schema.Create(ctx, entcounter.WithCounters(c)) })
+			},
+			func(ctx context.Context, id int, n int64) error { return c.Reel.UpdateOneID(id).AddPlays(n).Exec(ctx) },
+			func(ctx context.Context, id int) (int64, error) { r, err := c.Reel.Get(ctx, id); return plays(r, err) }}
+	case "rollup":
+		c := rollup.NewClient(rollup.Driver(drv))
+		return reelVersion{c,
+			func(ctx context.Context) error {
+				return locked(func() error { return c.Schema.Create(ctx, entcounter.WithCounters(c)) })
+			},
+			func(ctx context.Context, id int, n int64) error { return c.Reel.UpdateOneID(id).AddPlays(n).Exec(ctx) },
+			func(ctx context.Context, id int) (int64, error) { r, err := c.Reel.Get(ctx, id); return plays(r, err) }}
+	case "deltas":
+		c := deltas.NewClient(deltas.Driver(drv))
+		return reelVersion{c,
+			func(ctx context.Context) error {
+				return locked(func() error { return c.Schema.Create(ctx, entcounter.WithCounters(c)) })
+			},
+			func(ctx context.Context, id int, n int64) error { return c.Reel.UpdateOneID(id).AddPlays(n).Exec(ctx) },
+			func(ctx context.Context, id int) (int64, error) { r, err := c.Reel.Get(ctx, id); return plays(r, err) }}
+	case "sum64":
+		c := sum64.NewClient(sum64.Driver(drv))
+		return reelVersion{c,
+			func(ctx context.Context) error {
+				return locked(func() error { return c.Schema.Create(ctx, entcounter.WithCounters(c)) })
+			},
+			func(ctx context.Context, id int, n int64) error { return c.Reel.UpdateOneID(id).AddPlays(n).Exec(ctx) },
+			func(ctx context.Context, id int) (int64, error) { r, err := c.Reel.Get(ctx, id); return plays(r, err) }}
+	}
+	t.Fatalf("no version %q", v)
+	return reelVersion{}
+}
+
+// plays reads the plays of any version's reel.
+func plays[R interface {
+	*sum16.Reel | *rollup.Reel | *deltas.Reel | *sum64.Reel
+}](r R, err error) (int64, error) {
+	if err != nil {
+		return 0, err
+	}
+	switch r := any(r).(type) {
+	case *sum16.Reel:
+		return r.Plays, nil
+	case *rollup.Reel:
+		return r.Plays, nil
+	case *deltas.Reel:
+		return r.Plays, nil
+	case *sum64.Reel:
+		return r.Plays, nil
+	}
+	return 0, fmt.Errorf("not a reel: %T", r)
+}
+
+// The ent side of TestChangingModeKeepsTotals: one reels table whose plays
+// a column held (10) deployed as sum -> rollup -> sum -> append -> sum ->
+// 64 slots -> 16 slots, each deploy a new process that migrates, each
+// step's total read by every version deployed so far (live for rollup and
+// append).
+func TestEntChangingModeKeepsTotals(t *testing.T) {
+	parallel(t)
+	for _, k := range allKinds {
+		t.Run(string(k), func(t *testing.T) {
+			ctx := context.Background()
+			e := open(t, k)
+			first := openReels(t, e, "sum16")
+			must(t, first.migrate(ctx))
+			must(t, e.db.Exec("ALTER TABLE reels ADD COLUMN plays BIGINT NOT NULL DEFAULT 0").Error)
+			must(t, e.db.Exec("INSERT INTO reels (title, plays) VALUES ('old', 10)").Error)
+			id := int(rawInt(t, e.db, "SELECT MAX(id) FROM reels"))
+
+			want := int64(10)
+			readers := []string{"sum16"}
+			exact := func(step string) {
+				t.Helper()
+				for _, v := range readers {
+					got, err := openReels(t, e, v).plays(entcounter.WithLive(ctx), id)
+					must(t, err)
+					assert.Equal(t, want, got, "%s: read by %s", step, v)
+				}
+			}
+			deploy := func(v string) reelVersion {
+				t.Helper()
+				r := openReels(t, e, v)
+				must(t, r.migrate(ctx))
+				if !slices.Contains(readers, v) {
+					readers = append(readers, v)
+				}
+				for i := 0; i < 20; i++ {
+					must(t, r.add(ctx, id, 1))
+				}
+				want += 20
+				return r
+			}
+
+			deploy("sum16")
+			exact("sum over the old column")
+			r := deploy("rollup")
+			exact("sum -> rollup")
+			must(t, entcounter.RollupPass(ctx, r.src))
+			exact("rollup, folded")
+			got, err := openReels(t, e, "rollup").plays(ctx, id)
+			must(t, err)
+			assert.Equal(t, want, got, "a plain rollup load after the fold")
+
+			deploy("sum16")
+			exact("rollup -> sum: the folded column is part of the sum")
+			a := deploy("deltas")
+			exact("sum -> append: the slots still count")
+			must(t, entcounter.RollupPass(ctx, a.src))
+			exact("append, folded (deltas and the slots left by sum)")
+			got, err = openReels(t, e, "deltas").plays(ctx, id)
+			must(t, err)
+			assert.Equal(t, want, got, "a plain append load after the fold")
+
+			s := deploy("sum16")
+			exact("append -> sum")
+			_, err = entcounter.MoveToSlots(ctx, s.src)
+			must(t, err)
+			exact("after MoveToSlots")
+
+			deploy("sum64")
+			exact("16 -> 64 slots")
+			s = deploy("sum16")
+			exact("64 -> 16 slots: rows above 16 keep counting")
+			if k != my {
+				must(t, entcounter.CompactPass(ctx, s.src))
+				exact("64 -> 16 slots, compacted")
+			}
 		})
 	}
 }

@@ -171,6 +171,13 @@ func reopenEnt(t testing.TB, e *entEnv) *ent.Client { return reopenEntPool(t, e,
 // reopenEntPool is reopenEnt with a pool of at most conns connections.
 func reopenEntPool(t testing.TB, e *entEnv, conns int) *ent.Client {
 	t.Helper()
+	return ent.NewClient(ent.Driver(entDriver(t, e.env, conns, func() { e.stmts.Add(1) })))
+}
+
+// entDriver opens an ent driver of at most conns connections on e's
+// database, closed when t ends, that calls sent for every statement.
+func entDriver(t testing.TB, e *env, conns int, sent func()) dialect.Driver {
+	t.Helper()
 	name, dial := "sqlite", dialect.SQLite
 	switch e.kind {
 	case pg:
@@ -185,8 +192,7 @@ func reopenEntPool(t testing.TB, e *entEnv, conns int) *ent.Client {
 	db.SetMaxOpenConns(conns)
 	db.SetMaxIdleConns(conns)
 	t.Cleanup(func() { db.Close() })
-	drv := dialect.DebugWithContext(entsql.OpenDB(dial, db), func(context.Context, ...any) { e.stmts.Add(1) })
-	return ent.NewClient(ent.Driver(drv))
+	return dialect.DebugWithContext(entsql.OpenDB(dial, db), func(context.Context, ...any) { sent() })
 }
 
 // entSchemaMu serializes ent's migrations: they set up the generated,

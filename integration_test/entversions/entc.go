@@ -1,0 +1,23 @@
+//go:build ignore
+
+// Generates the four versions. Run: go generate ./integration_test/entversions
+package main
+
+import (
+	"log"
+
+	"entgo.io/ent/entc"
+	"entgo.io/ent/entc/gen"
+
+	"github.com/hotcounter/hotcounter/entcounter"
+)
+
+func main() {
+	const module = "github.com/hotcounter/hotcounter/integration_test/entversions/"
+	for _, v := range []string{"sum16", "rollup", "deltas", "sum64"} {
+		cfg := &gen.Config{Target: "./" + v, Package: module + v, Features: []gen.Feature{gen.FeatureUpsert}}
+		if err := entc.Generate("./"+v+"/schema", cfg, entc.Extensions(entcounter.Extension())); err != nil {
+			log.Fatalf("%s: %v", v, err)
+		}
+	}
+}
