@@ -11,7 +11,6 @@ import (
 
 	"github.com/hotcounter/hotcounter/integration_test/ent/migrate"
 
-	"entgo.io/ent"
 	"entgo.io/ent/dialect"
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
@@ -41,6 +40,7 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/taghitsslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/tagusesslot"
 
+	"entgo.io/ent"
 	"github.com/hotcounter/hotcounter/entcounter/generated"
 )
 

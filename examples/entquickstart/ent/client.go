@@ -11,7 +11,6 @@ import (
 
 	"github.com/hotcounter/hotcounter/examples/entquickstart/ent/migrate"
 
-	"entgo.io/ent"
 	"entgo.io/ent/dialect"
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
@@ -19,6 +18,7 @@ import (
 	"github.com/hotcounter/hotcounter/examples/entquickstart/ent/postlikesslot"
 	"github.com/hotcounter/hotcounter/examples/entquickstart/ent/postviewsslot"
 
+	"entgo.io/ent"
 	"github.com/hotcounter/hotcounter/entcounter/generated"
 )
 

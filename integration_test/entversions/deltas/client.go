@@ -11,13 +11,13 @@ import (
 
 	"github.com/hotcounter/hotcounter/integration_test/entversions/deltas/migrate"
 
-	"entgo.io/ent"
 	"entgo.io/ent/dialect"
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"github.com/hotcounter/hotcounter/integration_test/entversions/deltas/reel"
 	"github.com/hotcounter/hotcounter/integration_test/entversions/deltas/reelplaysdelta"
 
+	"entgo.io/ent"
 	"github.com/hotcounter/hotcounter/entcounter/generated"
 )
 

@@ -11,13 +11,13 @@ import (
 
 	"github.com/hotcounter/hotcounter/integration_test/entversions/sum64/migrate"
 
-	"entgo.io/ent"
 	"entgo.io/ent/dialect"
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"github.com/hotcounter/hotcounter/integration_test/entversions/sum64/reel"
 	"github.com/hotcounter/hotcounter/integration_test/entversions/sum64/reelplaysslot"
 
+	"entgo.io/ent"
 	"github.com/hotcounter/hotcounter/entcounter/generated"
 )
 

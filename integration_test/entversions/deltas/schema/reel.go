@@ -25,4 +25,6 @@ func (Reel) Mixin() []ent.Mixin {
 type ReelPlaysDelta struct{ ent.Schema }
 
 // Mixin of ReelPlaysDelta.
-func (ReelPlaysDelta) Mixin() []ent.Mixin { return []ent.Mixin{entcounter.DeltasOf(Reel.Type, "plays")} }
+func (ReelPlaysDelta) Mixin() []ent.Mixin {
+	return []ent.Mixin{entcounter.DeltasOf(Reel.Type, "plays")}
+}
