@@ -13,6 +13,7 @@ import (
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/engine"
 	"github.com/hotcounter/hotcounter/internal/entrt"
+	"github.com/jinzhu/inflection"
 )
 
 // WithCounters is the migration option for a schema with counters:
@@ -30,7 +31,15 @@ import (
 //   - installs the triggers that keep counts of child rows (see
 //     [InstallTriggers]), and recounts a count whose slot table it
 //     created, so that child rows written before the count existed are
-//     counted.
+//     counted;
+//   - folds back what the slot or delta table of a field that is no longer
+//     a counter (its mixin replaced by a plain integer field of the same
+//     name) still holds into that field's column, exactly once; the empty
+//     table is left for you to drop. The migration that adds the column
+//     folds after adding it; when the column is there already (a rollup
+//     or append counter's), the fold runs before ent's changes, in
+//     transactions of its own, from ent's diff step: pass WithCounters to
+//     Schema.Create, not to a dry run (Schema.WriteTo, Schema.Diff).
 //
 // A sum counter declared over an existing column needs nothing more: loads
 // add the column to the slots until [MoveToSlots] empties it. ent runs
@@ -38,7 +47,22 @@ import (
 // counter adds its slot table, so that first migration does the work. For
 // versioned migrations, see the adoption guide in docs/.
 func WithCounters(src Source) schema.MigrateOption {
-	return schema.WithApplyHook(func(next schema.Applier) schema.Applier {
+	var left []leftover // read from the schema ent migrates to, by the diff hook
+	diff := schema.WithDiffHook(func(next schema.Differ) schema.Differ {
+		return schema.DiffFunc(func(current, desired *atlasschema.Schema) ([]atlasschema.Change, error) {
+			// A leftover whose column exists is folded now, in transactions
+			// of its own: ent applies nothing (and runs no apply hook) when
+			// the column is all the schema declares. One whose column this
+			// migration adds is folded after ent has added it.
+			var now []leftover
+			now, left = splitLeftovers(leftovers(src.HotCounter(), desired), current)
+			if err := foldLeftoversNow(src.HotCounter(), now); err != nil {
+				return nil, err
+			}
+			return next.Diff(current, desired)
+		})
+	})
+	apply := schema.WithApplyHook(func(next schema.Applier) schema.Applier {
 		return schema.ApplyFunc(func(ctx context.Context, ex dialect.ExecQuerier, plan *migrate.Plan) error {
 			r := src.HotCounter()
 			c := entrt.Conn{Ex: ex, Dialect: r.Driver.Dialect()}
@@ -75,9 +99,115 @@ func WithCounters(src Source) schema.MigrateOption {
 				}
 				r.Storages().Set(t, st)
 			}
-			return nil
+			same := func(ctx context.Context, fn func(engine.Conn) error) error { return fn(c) }
+			return foldLeftovers(ctx, c, dl, left, same)
 		})
 	})
+	return func(a *schema.Atlas) { diff(a); apply(a) }
+}
+
+// leftover is the slot or delta table of an integer field that is no
+// longer a counter.
+type leftover struct {
+	t      countersql.Table
+	deltas bool
+}
+
+// leftovers names the tables that would hold the values of the integer
+// columns of desired that no counter of r declares, had they been counters
+// (<singular table>_<column>_slots or _deltas, as SlotsOf names them).
+func leftovers(r Runtime, desired *atlasschema.Schema) []leftover {
+	counter := map[[2]string]bool{}
+	for _, d := range r.Defs {
+		t := d.Tables()
+		counter[[2]string{t.Parent, t.Column}] = true
+	}
+	var out []leftover
+	for _, tbl := range desired.Tables {
+		if tbl.PrimaryKey == nil || len(tbl.PrimaryKey.Parts) != 1 || tbl.PrimaryKey.Parts[0].C == nil {
+			continue
+		}
+		key := tbl.PrimaryKey.Parts[0].C.Name
+		prefix := inflection.Singular(tbl.Name)
+		for _, col := range tbl.Columns {
+			if _, integer := col.Type.Type.(*atlasschema.IntegerType); !integer || col.Name == key || counter[[2]string{tbl.Name, col.Name}] {
+				continue
+			}
+			for _, deltas := range []bool{false, true} {
+				name := prefix + "_" + col.Name + tableSuffix(deltas)
+				if tableNamed(desired, name) {
+					continue // still declared: not a leftover
+				}
+				out = append(out, leftover{t: countersql.Table{Parent: tbl.Name, ParentKey: key, Column: col.Name, Slots: name, Owner: prefix + "_id"}, deltas: deltas})
+			}
+		}
+	}
+	return out
+}
+
+// splitLeftovers splits left into those whose column current has (now)
+// and the others (later).
+func splitLeftovers(left []leftover, current *atlasschema.Schema) (now, later []leftover) {
+	for _, l := range left {
+		if t, ok := current.Table(l.t.Parent); ok {
+			if _, ok := t.Column(l.t.Column); ok {
+				now = append(now, l)
+				continue
+			}
+		}
+		later = append(later, l)
+	}
+	return now, later
+}
+
+// foldLeftoversNow folds left through r's client, a batch of parents per
+// transaction, as RollupPass does.
+func foldLeftoversNow(r Runtime, left []leftover) error {
+	if len(left) == 0 {
+		return nil
+	}
+	ctx := context.Background()
+	dl, s, inTx, err := ownPass(r, "WithCounters")
+	if err != nil {
+		return err
+	}
+	return foldLeftovers(ctx, s, dl, left, inTx)
+}
+
+func tableNamed(s *atlasschema.Schema, name string) bool {
+	_, ok := s.Table(name)
+	return ok
+}
+
+// foldLeftovers folds, into their plain column, what the slot or delta
+// table of a field that is no longer a counter still holds, each batch in
+// inTx: the value lands back in the column exactly once, and the table is
+// left, empty, for the user to drop.
+func foldLeftovers(ctx context.Context, c engine.Conn, dl countersql.Dialect, left []leftover, inTx func(context.Context, func(engine.Conn) error) error) error {
+	if len(left) == 0 {
+		return nil
+	}
+	names := make([]string, len(left))
+	for i, l := range left {
+		names[i] = l.t.Slots
+	}
+	found, err := engine.QueryKeys(ctx, c, func(w countersql.Writer) { dl.TablesAmong(w, names) })
+	if err != nil {
+		return fmt.Errorf("entcounter: look for the tables of removed counters: %w", err)
+	}
+	exists := map[string]bool{}
+	for _, k := range found {
+		exists[engine.KeyText(k)] = true
+	}
+	for _, l := range left {
+		if !exists[l.t.Slots] {
+			continue
+		}
+		if err := engine.Rollup(ctx, c, dl, l.t, l.deltas, RollupBatchSize, func() bool { return false }, inTx); err != nil {
+			return fmt.Errorf("entcounter: %s.%s is no longer a counter: fold what %s holds into it: %w", l.t.Parent, l.t.Column, l.t.Slots, err)
+		}
+	}
+	return nil
 }
 
 // WithTriggers is the migration option that installs the triggers of

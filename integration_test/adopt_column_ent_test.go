@@ -18,6 +18,7 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 	"github.com/hotcounter/hotcounter/integration_test/entversions/deltas"
 	_ "github.com/hotcounter/hotcounter/integration_test/entversions/deltas/runtime"
+	"github.com/hotcounter/hotcounter/integration_test/entversions/plain"
 	"github.com/hotcounter/hotcounter/integration_test/entversions/rollup"
 	_ "github.com/hotcounter/hotcounter/integration_test/entversions/rollup/runtime"
 	"github.com/hotcounter/hotcounter/integration_test/entversions/sum16"
@@ -390,7 +391,7 @@ type reelVersion struct {
 	plays   func(ctx context.Context, id int) (int64, error)
 }
 
-// openReels opens version v ("sum16", "rollup", "deltas", "sum64") of the
+// openReels opens version v ("sum16", "rollup", "deltas", "sum64", "plain") of the
 // entversions application on e's database.
 func openReels(t *testing.T, e *env, v string) reelVersion {
 	t.Helper()
@@ -433,6 +434,14 @@ func openReels(t *testing.T, e *env, v string) reelVersion {
 			},
 			func(ctx context.Context, id int, n int64) error { return c.Reel.UpdateOneID(id).AddPlays(n).Exec(ctx) },
 			func(ctx context.Context, id int) (int64, error) { r, err := c.Reel.Get(ctx, id); return plays(r, err) }}
+	case "plain":
+		c := plain.NewClient(plain.Driver(drv))
+		return reelVersion{c,
+			func(ctx context.Context) error {
+				return locked(func() error { return c.Schema.Create(ctx, entcounter.WithCounters(c)) })
+			},
+			func(ctx context.Context, id int, n int64) error { return c.Reel.UpdateOneID(id).AddPlays(n).Exec(ctx) },
+			func(ctx context.Context, id int) (int64, error) { r, err := c.Reel.Get(ctx, id); return plays(r, err) }}
 	}
 	t.Fatalf("no version %q", v)
 	return reelVersion{}
@@ -440,7 +449,7 @@ func openReels(t *testing.T, e *env, v string) reelVersion {
 
 // plays reads the plays of any version's reel.
 func plays[R interface {
-	*sum16.Reel | *rollup.Reel | *deltas.Reel | *sum64.Reel
+	*sum16.Reel | *rollup.Reel | *deltas.Reel | *sum64.Reel | *plain.Reel
 }](r R, err error) (int64, error) {
 	if err != nil {
 		return 0, err
@@ -453,6 +462,8 @@ func plays[R interface {
 	case *deltas.Reel:
 		return r.Plays, nil
 	case *sum64.Reel:
+		return r.Plays, nil
+	case *plain.Reel:
 		return r.Plays, nil
 	}
 	return 0, fmt.Errorf("not a reel: %T", r)
@@ -534,5 +545,52 @@ func TestEntChangingModeKeepsTotals(t *testing.T) {
 				exact("64 -> 16 slots, compacted")
 			}
 		})
+	}
+}
+
+// Removing a counter's mixin for a plain integer field of the same name
+// folds what its slot or delta table holds back into the column, exactly
+// once: the deploy that migrates to the plain field (ent adds the column of
+// a sum counter; a rollup or append counter's is there) loads every play,
+// and the table is left empty.
+func TestEntRemovingTheCounterFoldsTheSlotsBack(t *testing.T) {
+	parallel(t)
+	for _, k := range allKinds {
+		for _, from := range []string{"sum16", "rollup", "deltas"} {
+			t.Run(string(k)+"/"+from, func(t *testing.T) {
+				ctx := context.Background()
+				e := open(t, k)
+				r := openReels(t, e, from)
+				must(t, r.migrate(ctx))
+				must(t, e.db.Exec("INSERT INTO reels (title) VALUES ('old')").Error)
+				id := int(rawInt(t, e.db, "SELECT MAX(id) FROM reels"))
+				must(t, r.add(ctx, id, 3))
+				if from != "sum16" {
+					must(t, entcounter.RollupPass(ctx, r.src)) // the column holds 3, the table nothing
+				}
+				must(t, r.add(ctx, id, 5))
+				table, held := "reel_plays_slots", int64(8)
+				if from == "deltas" {
+					table = "reel_plays_deltas"
+				}
+				if from != "sum16" {
+					held = 5
+				}
+				require.Equal(t, held, rawInt(t, e.db, "SELECT COALESCE(SUM(n), 0) FROM "+table))
+
+				p := openReels(t, e, "plain")
+				must(t, p.migrate(ctx))
+				got, err := p.plays(ctx, id)
+				must(t, err)
+				assert.Equal(t, int64(8), got, "a plain load after the counter is removed")
+				assert.Equal(t, int64(0), rawInt(t, e.db, "SELECT COALESCE(SUM(n), 0) FROM "+table), "what %s held is folded", table)
+
+				must(t, p.migrate(ctx)) // nothing left to fold: counted once
+				must(t, p.add(ctx, id, 2))
+				got, err = p.plays(ctx, id)
+				must(t, err)
+				assert.Equal(t, int64(10), got, "a second migration and a plain increment")
+			})
+		}
 	}
 }

@@ -1,6 +1,6 @@
 //go:build ignore
 
-// Generates the four versions. Run: go generate ./integration_test/entversions
+// Generates the five versions. Run: go generate ./integration_test/entversions
 package main
 
 import (
@@ -14,7 +14,7 @@ import (
 
 func main() {
 	const module = "github.com/hotcounter/hotcounter/integration_test/entversions/"
-	for _, v := range []string{"sum16", "rollup", "deltas", "sum64"} {
+	for _, v := range []string{"sum16", "rollup", "deltas", "sum64", "plain"} {
 		cfg := &gen.Config{Target: "./" + v, Package: module + v, Features: []gen.Feature{gen.FeatureUpsert}}
 		if err := entc.Generate("./"+v+"/schema", cfg, entc.Extensions(entcounter.Extension())); err != nil {
 			log.Fatalf("%s: %v", v, err)

@@ -1,10 +1,11 @@
-// Package entversions holds four versions of one ent application's schema,
-// each generated into its own package, as four deploys of the application
+// Package entversions holds five versions of one ent application's schema,
+// each generated into its own package, as five deploys of the application
 // would have them: the reels table's plays counted as a sum over 16 slots
-// (sum16), as a rollup (rollup), in append mode (deltas) and as a sum over
-// 64 slots (sum64). The tests migrate one database from version to version
-// and check that no play is lost or counted twice. Generated code is
-// committed; .ci/run regenerates it and fails on a difference.
+// (sum16), as a rollup (rollup), in append mode (deltas), as a sum over 64
+// slots (sum64), and as a plain column that is no longer a counter (plain).
+// The tests migrate one database from version to version and check that no
+// play is lost or counted twice. Generated code is committed; .ci/run
+// regenerates it and fails on a difference.
 package entversions
 
 //go:generate go run entc.go

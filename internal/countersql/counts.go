@@ -391,6 +391,27 @@ func (d Dialect) TableExists(w Writer, table string) {
 	}
 }
 
+// TablesAmong writes a query that returns the names, among names
+// (unqualified, in the current schema or database), of the tables that
+// exist.
+func (d Dialect) TablesAmong(w Writer, names []string) {
+	switch d.kind {
+	case postgres:
+		w.WriteString("SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() AND table_name IN (")
+	case mysql:
+		w.WriteString("SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name IN (")
+	default:
+		w.WriteString("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN (")
+	}
+	for i, n := range names {
+		if i > 0 {
+			w.WriteString(", ")
+		}
+		w.Arg(n)
+	}
+	w.WriteString(")")
+}
+
 // LockParentsForClear writes the query that locks parents (keys sorted)
 // FOR UPDATE before their children are detached in bulk: a transaction
 // adding a child to one of them holds its row FOR KEY SHARE (PostgreSQL)

@@ -151,6 +151,7 @@ func statements(d Dialect) []struct {
 		one("Recreate trigger", func(w Writer) { Recreate(w, `CREATE TRIGGER "t" AFTER INSERT ON "objects" BEGIN SELECT 1; END`) }),
 		one("Recreate index", func(w Writer) { Recreate(w, `CREATE UNIQUE INDEX "ix" ON "posts" ("title")`) }),
 		one("Recreate kept as written", func(w Writer) { Recreate(w, `CREATE INDEX IF NOT EXISTS "ix" ON "posts" ("title")`) }),
+		one("TablesAmong", func(w Writer) { d.TablesAmong(w, []string{"post_likes_slots", "post_likes_deltas"}) }),
 		one("Savepoint", func(w Writer) { Savepoint(w, "hc_increment") }),
 		one("RollbackTo", func(w Writer) { RollbackTo(w, "hc_increment") }),
 		one("Release", func(w Writer) { Release(w, "hc_increment") }),

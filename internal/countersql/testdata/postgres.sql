@@ -295,6 +295,10 @@ CREATE UNIQUE INDEX IF NOT EXISTS "ix" ON "posts" ("title");
 -- Recreate kept as written
 CREATE INDEX IF NOT EXISTS "ix" ON "posts" ("title");
 
+-- TablesAmong
+SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() AND table_name IN ($1, $2);
+-- args: [post_likes_slots post_likes_deltas]
+
 -- Savepoint
 SAVEPOINT "hc_increment";
 

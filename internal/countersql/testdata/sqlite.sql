@@ -284,6 +284,10 @@ CREATE UNIQUE INDEX IF NOT EXISTS "ix" ON "posts" ("title");
 -- Recreate kept as written
 CREATE INDEX IF NOT EXISTS "ix" ON "posts" ("title");
 
+-- TablesAmong
+SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ($1, $2);
+-- args: [post_likes_slots post_likes_deltas]
+
 -- Savepoint
 SAVEPOINT "hc_increment";
 
