@@ -14,11 +14,12 @@ import (
 // default: they also see raw SQL, imports and bulk statements) or the ORM's
 // hooks turn each child write into slot upserts.
 //
-// Lock order: a write that changes two parents (a move) upserts the lower
-// key's slot first, and a writer uses one slot per parent for the whole of
-// its session (see [Dialect.sessionSlot]), so two writers moving rows in
-// opposite directions take their slot locks in the same order and cannot
-// deadlock.
+// Lock order: a write that changes two parents (a move) writes the lower
+// key's slot first. PostgreSQL's triggers never wait for a slot row: they
+// pass over rows other transactions hold (see [Dialect.pgAddToFreeSlot]).
+// Elsewhere a writer uses one slot per parent for the whole of its session
+// (see [Dialect.sessionSlot]), so two writers moving rows in opposite
+// directions within one statement take their slot locks in the same order.
 
 // Count describes a counter that counts child rows.
 type Count struct {
@@ -175,14 +176,14 @@ func (d Dialect) DropCountTriggers(c Count) []func(Writer) {
 }
 
 // pgCountFunction writes the trigger function of one event: it sums +1 for
-// every counted new row and -1 for every counted old row by parent, and
-// upserts the non-zero sums into this session's slot, in key order. The
-// join skips parents that no longer exist: deleting a parent cascades to
-// its children, whose trigger then runs after the parent is gone.
+// every counted new row and -1 for every counted old row by parent and, in
+// key order, adds each non-zero sum to a slot row of the parent that no
+// other transaction holds (see [Dialect.pgAddToFreeSlot]). The join skips
+// parents that no longer exist: deleting a parent cascades to its children,
+// whose trigger then runs after the parent is gone.
 func (d Dialect) pgCountFunction(w Writer, c Count, fn, event string) {
-	q(w, "CREATE OR REPLACE FUNCTION %() RETURNS trigger LANGUAGE plpgsql AS $hc$ BEGIN ", fn)
-	q(w, "INSERT INTO % (%, %, %) SELECT hc_d.k, "+d.sessionSlot(c.SlotCount)+", hc_d.n FROM (SELECT hc_x.k, SUM(hc_x.n) AS n FROM (",
-		c.Slots, c.Owner, SlotColumn, ValueColumn)
+	q(w, "CREATE OR REPLACE FUNCTION %() RETURNS trigger LANGUAGE plpgsql AS $hc$ DECLARE hc_r record; hc_s integer; BEGIN "+
+		"FOR hc_r IN SELECT hc_d.k, hc_d.n FROM (SELECT hc_x.k, SUM(hc_x.n) AS n FROM (", fn)
 	parts := []struct{ table, sign string }{}
 	if event != "DELETE" {
 		parts = append(parts, struct{ table, sign string }{"hc_new", "1"})
@@ -197,9 +198,47 @@ func (d Dialect) pgCountFunction(w Writer, c Count, fn, event string) {
 		q(w, "SELECT %.% AS k, "+p.sign+" AS n FROM "+p.table+" AS % WHERE ", childAlias, c.Ref, childAlias)
 		c.where(w)
 	}
-	q(w, ") AS hc_x GROUP BY hc_x.k HAVING SUM(hc_x.n) <> 0) AS hc_d JOIN % AS hc_p ON hc_p.% = hc_d.k ORDER BY hc_d.k "+
-		"ON CONFLICT (%, %) DO UPDATE SET % = %.% + excluded.%; RETURN NULL; END $hc$",
-		c.Parent, c.ParentKey, c.Owner, SlotColumn, ValueColumn, c.Slots, ValueColumn, ValueColumn)
+	q(w, ") AS hc_x GROUP BY hc_x.k HAVING SUM(hc_x.n) <> 0) AS hc_d JOIN % AS hc_p ON hc_p.% = hc_d.k ORDER BY hc_d.k LOOP ",
+		c.Parent, c.ParentKey)
+	d.pgAddToFreeSlot(w, c.Table, "hc_r.k", "hc_r.n")
+	w.WriteString(" END LOOP; RETURN NULL; END $hc$")
+}
+
+// pgAddToFreeSlot writes PL/pgSQL statements that add the value of the
+// expression amount to a slot row of parent owner that no other
+// transaction holds, without ever waiting for a row lock (hc_s, an integer
+// variable, must be declared):
+//
+//  1. the lowest slot row (slot >= 0) that FOR UPDATE SKIP LOCKED can take:
+//     one nobody holds, or one this transaction holds already;
+//  2. else a new row, at the lowest slot number that no row has and whose
+//     advisory lock (pg_try_advisory_xact_lock on the table, owner and
+//     slot) this transaction gets: two transactions never insert the same
+//     row, so the insert never waits on another's uncommitted one; ON
+//     CONFLICT DO NOTHING (a row committed since) starts over at 1.
+//
+// Slot -1 (a moved column, see MoveToSlots) is never written here. The only
+// wait left is the foreign key check of a new row, FOR KEY SHARE on the
+// parent: it waits for a transaction that deletes the parent or holds it
+// FOR UPDATE.
+func (d Dialect) pgAddToFreeSlot(w Writer, t Table, owner, amount string) {
+	const f, g, e = "hc_f", "hc_g", "hc_e"
+	q(w, "LOOP UPDATE % SET % = %.% + "+amount+" WHERE % = "+owner+" AND % = (SELECT %.% FROM % AS % WHERE %.% = "+owner+
+		" AND %.% >= 0 ORDER BY %.% LIMIT 1 FOR UPDATE SKIP LOCKED); EXIT WHEN FOUND; ",
+		t.Slots, ValueColumn, t.Slots, ValueColumn, t.Owner, SlotColumn, f, SlotColumn, t.Slots, f, f, t.Owner, f, SlotColumn, f, SlotColumn)
+	q(w, "SELECT %.s INTO hc_s FROM generate_series(0, 32766) AS %(s) WHERE CASE WHEN EXISTS (SELECT 1 FROM % AS % WHERE %.% = "+owner+
+		" AND %.% = %.s) THEN false ELSE pg_try_advisory_xact_lock(hashtextextended(",
+		g, g, t.Slots, e, e, t.Owner, e, SlotColumn, g)
+	literal(w, t.Slots+":")
+	q(w, " || "+owner+" || ':' || %.s, 0)) END LIMIT 1; ", g)
+	q(w, "INSERT INTO % (%, %, %) VALUES ("+owner+", hc_s, "+amount+") ON CONFLICT DO NOTHING; EXIT WHEN FOUND; END LOOP;",
+		t.Slots, t.Owner, SlotColumn, ValueColumn)
+}
+
+// literal writes s as a SQL string literal, for DDL such as a function
+// body, which takes no bind parameters.
+func literal(w Writer, s string) {
+	w.WriteString("'" + strings.ReplaceAll(s, "'", "''") + "'")
 }
 
 // counted writes a boolean: does the row (NEW or OLD, in a row trigger)
