@@ -211,28 +211,44 @@ func (d Dialect) pgCountFunction(w Writer, c Count, fn, event string) {
 //
 //  1. the lowest slot row (slot >= 0) that FOR UPDATE SKIP LOCKED can take:
 //     one nobody holds, or one this transaction holds already;
-//  2. else a new row, at the lowest slot number that no row has and whose
-//     advisory lock (pg_try_advisory_xact_lock on the table, owner and
-//     slot) this transaction gets: two transactions never insert the same
-//     row, so the insert never waits on another's uncommitted one; ON
-//     CONFLICT DO NOTHING (a row committed since) starts over at 1.
+//  2. else a new row, at a slot number claimed with claimNewSlot: two
+//     transactions never insert the same row, so the insert never waits on
+//     another's uncommitted one; ON CONFLICT DO NOTHING (a row committed
+//     since) starts over at 1.
 //
 // Slot -1 (a moved column, see MoveToSlots) is never written here. The only
 // wait left is the foreign key check of a new row, FOR KEY SHARE on the
 // parent: it waits for a transaction that deletes the parent or holds it
 // FOR UPDATE.
 func (d Dialect) pgAddToFreeSlot(w Writer, t Table, owner, amount string) {
-	const f, g, e = "hc_f", "hc_g", "hc_e"
+	const f = "hc_f"
 	q(w, "LOOP UPDATE % SET % = %.% + "+amount+" WHERE % = "+owner+" AND % = (SELECT %.% FROM % AS % WHERE %.% = "+owner+
 		" AND %.% >= 0 ORDER BY %.% LIMIT 1 FOR UPDATE SKIP LOCKED); EXIT WHEN FOUND; ",
 		t.Slots, ValueColumn, t.Slots, ValueColumn, t.Owner, SlotColumn, f, SlotColumn, t.Slots, f, f, t.Owner, f, SlotColumn, f, SlotColumn)
-	q(w, "SELECT %.s INTO hc_s FROM generate_series(0, 32766) AS %(s) WHERE CASE WHEN EXISTS (SELECT 1 FROM % AS % WHERE %.% = "+owner+
-		" AND %.% = %.s) THEN false ELSE pg_try_advisory_xact_lock(hashtextextended(",
-		g, g, t.Slots, e, e, t.Owner, e, SlotColumn, g)
-	literal(w, t.Slots+":")
-	q(w, " || "+owner+" || ':' || %.s, 0)) END LIMIT 1; ", g)
+	w.WriteString("hc_s := (")
+	d.claimNewSlot(w, t, func(w Writer) { w.WriteString(owner) })
+	w.WriteString("); ")
 	q(w, "INSERT INTO % (%, %, %) VALUES ("+owner+", hc_s, "+amount+") ON CONFLICT DO NOTHING; EXIT WHEN FOUND; END LOOP;",
 		t.Slots, t.Owner, SlotColumn, ValueColumn)
+}
+
+// claimNewSlot writes a query (PostgreSQL) for a slot number of the parent
+// whose key owner writes (a SQL expression) that no row has and
+// that this transaction has claimed, so that no other transaction inserts
+// it meanwhile: the lowest one whose advisory lock
+// (pg_try_advisory_xact_lock, never waiting, held to the end of the
+// transaction) on the table, owner and slot it gets. Every writer that
+// inserts a slot row it did not find free claims it this way.
+func (d Dialect) claimNewSlot(w Writer, t Table, owner func(Writer)) {
+	const g, e = "hc_g", "hc_e"
+	q(w, "SELECT %.s FROM generate_series(0, 32766) AS %(s) WHERE CASE WHEN EXISTS (SELECT 1 FROM % AS % WHERE %.% = ",
+		g, g, t.Slots, e, e, t.Owner)
+	owner(w)
+	q(w, " AND %.% = %.s) THEN false ELSE pg_try_advisory_xact_lock(hashtextextended(", e, SlotColumn, g)
+	literal(w, t.Slots+":")
+	w.WriteString(" || ")
+	owner(w)
+	q(w, " || ':' || %.s, 0)) END LIMIT 1", g)
 }
 
 // literal writes s as a SQL string literal, for DDL such as a function

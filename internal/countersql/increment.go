@@ -108,6 +108,28 @@ func (d Dialect) IncrementFreeSlot(w Writer, t Table, start int, delta int64, co
 		pick, t.Slots, t.Owner, pick, o, t.Slots, SlotColumn, pick, s, t.Slots, t.Owner)
 }
 
+// IncrementNewSlot writes an INSERT that adds delta, for the one parent
+// matching cond, in a new slot row at a slot number it claims (see
+// claimNewSlot: PostgreSQL), so that it never waits for another
+// transaction's row. It returns the owner key of the row it inserted, or
+// no row when there is no such parent or a row of that number was
+// committed since (then the caller tries a free row again):
+//
+//	INSERT INTO slots (owner, slot, n) SELECT parent.key, (<claimed slot>), delta
+//	FROM parent WHERE cond ON CONFLICT (owner, slot) DO NOTHING RETURNING owner
+//
+// The new row's foreign key check takes FOR KEY SHARE on the parent: it
+// waits for a transaction that deletes the parent or holds it FOR UPDATE.
+func (d Dialect) IncrementNewSlot(w Writer, t Table, delta int64, cond func(Writer)) {
+	q(w, "INSERT INTO % (%, %, %) SELECT %.%, (", t.Slots, t.Owner, SlotColumn, ValueColumn, t.Parent, t.ParentKey)
+	d.claimNewSlot(w, t, func(w Writer) { q(w, "%.%", t.Parent, t.ParentKey) })
+	w.WriteString("), CAST(")
+	w.Arg(delta)
+	q(w, " AS "+d.intType()+") FROM % WHERE ", t.Parent)
+	cond(w)
+	q(w, " ON CONFLICT (%, %) DO NOTHING RETURNING %.%", t.Owner, SlotColumn, t.Slots, t.Owner)
+}
+
 // KeyIn returns a condition for IncrementWhere and PrecreateSlots that
 // matches the parents with the given keys.
 func (d Dialect) KeyIn(t Table, keys []any) func(Writer) {

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 
@@ -11,31 +10,40 @@ import (
 )
 
 // IncrementFreeSlot adds delta to a slot row of the one parent matching
-// cond that no other transaction holds (PostgreSQL); if it has none free
-// (or no slot rows yet), it adds to slot `slot` as a plain increment does.
-// The first statement changes nothing when it finds no free row, so the two
-// never apply half an increment. It returns the number of parents
-// incremented.
+// cond that no other transaction holds (PostgreSQL), and never waits for a
+// row lock: when every slot row of the parent is held (or it has none), it
+// inserts a new row at a slot number it claims (countersql's
+// IncrementNewSlot), and when a row of that number was committed meanwhile
+// it looks for a free row again. Each statement changes nothing when it
+// does not add the delta, so they never apply half an increment or one
+// twice. It returns the number of parents incremented: 0 when no parent
+// matches cond.
 func IncrementFreeSlot(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table, slot int, delta int64, cond func(countersql.Writer)) (int64, error) {
-	rows, err := c.Query(ctx, func(w countersql.Writer) { d.IncrementFreeSlot(w, t, slot, delta, cond) })
-	if err != nil {
-		return 0, err
+	for range newSlotAttempts {
+		for _, stmt := range []func(w countersql.Writer){
+			func(w countersql.Writer) { d.IncrementFreeSlot(w, t, slot, delta, cond) },
+			func(w countersql.Writer) { d.IncrementNewSlot(w, t, delta, cond) },
+		} {
+			keys, err := QueryKeys(ctx, c, stmt)
+			switch {
+			case err != nil:
+				return 0, err
+			case len(keys) > 1:
+				return 0, fmt.Errorf("a skip-locked increment of one parent wrote %d slot rows", len(keys))
+			case len(keys) == 1:
+				return 1, nil
+			}
+		}
 	}
-	updated := 0
-	for rows.Next() {
-		updated++
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return 0, err
-	}
-	switch {
-	case updated > 1:
-		return 0, fmt.Errorf("a skip-locked increment of one parent updated %d slot rows", updated)
-	case updated == 1:
-		return 1, nil
-	}
+	// Nothing written: no parent matches cond (or, after every attempt, a
+	// new row was committed under each claimed number; the plain upsert,
+	// which may wait, settles it).
 	return c.Exec(ctx, func(w countersql.Writer) { d.IncrementWhere(w, t, slot, delta, cond) })
 }
+
+// newSlotAttempts bounds IncrementFreeSlot's rounds of "a free row, else a
+// new one".
+const newSlotAttempts = 3
 
 // Increment is one increment of a counter of some parents, as either ORM
 // asks for it.
