@@ -112,6 +112,15 @@ func benchIncrementOneRow(b *testing.B, kind dbKind) {
 	b.Run("slots64", func(b *testing.B) {
 		writersLoop(b, func() error { return gormcounter.Increment(db.Model(&WidePost{ID: wide.ID}), "Likes", 1).Error })
 	})
+	// Inside the caller's transaction, as naive-tx: the slot row stays locked
+	// until the COMMIT, and no combining.
+	b.Run("slots16-tx", func(b *testing.B) {
+		writersLoop(b, func() error {
+			return db.Transaction(func(tx *gorm.DB) error {
+				return gormcounter.Increment(tx.Model(&Post{ID: post.ID}), "Likes", 1).Error
+			})
+		})
+	})
 	b.Run("slots16-alone", func(b *testing.B) {
 		writersLoop(b, func() error { return gormcounter.Increment(alone.Model(&Post{ID: post.ID}), "Likes", 1).Error })
 	})
