@@ -89,7 +89,7 @@ func counterHook(field string, ann Annotation) ent.Hook {
 					// changes: the predicates are ours to check.
 					return nil, m.HotCounterNotFound()
 				}
-				if one && !hasSet && !cleared && d.SkipLocked && dl.SkipLocked() {
+				if one && !hasSet && !cleared && engine.TakesFreeSlot(dl, d.SkipLocked, w.r.InTx(), true) {
 					if err := w.incrementFreeSlot(ctx, keys[0], add); err != nil {
 						return res, err
 					}

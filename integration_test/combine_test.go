@@ -28,7 +28,7 @@ type slotGate struct {
 func newSlotGate(t *testing.T, db *gorm.DB, table string) *slotGate {
 	g := &slotGate{table: table, open: make(chan struct{})}
 	name := "test:gate:" + t.Name()
-	must(t, db.Callback().Raw().Before("gorm:raw").Register(name, func(db *gorm.DB) {
+	before := func(db *gorm.DB) {
 		if !strings.Contains(db.Statement.SQL.String(), g.table) {
 			return
 		}
@@ -37,15 +37,23 @@ func newSlotGate(t *testing.T, db *gorm.DB, table string) *slotGate {
 		for w := g.worst.Load(); r > w && !g.worst.CompareAndSwap(w, r); w = g.worst.Load() {
 		}
 		<-g.open
-	}))
-	must(t, db.Callback().Raw().After("gorm:raw").Register(name+":after", func(db *gorm.DB) {
+	}
+	after := func(db *gorm.DB) {
 		if strings.Contains(db.Statement.SQL.String(), g.table) {
 			g.running.Add(-1)
 		}
-	}))
+	}
+	// Statements (gorm:raw) and queries (gorm:row: an increment that
+	// returns rows, such as one that takes a free slot).
+	must(t, db.Callback().Raw().Before("gorm:raw").Register(name, before))
+	must(t, db.Callback().Raw().After("gorm:raw").Register(name+":after", after))
+	must(t, db.Callback().Row().Before("gorm:row").Register(name, before))
+	must(t, db.Callback().Row().After("gorm:row").Register(name+":after", after))
 	t.Cleanup(func() {
 		db.Callback().Raw().Remove(name)
 		db.Callback().Raw().Remove(name + ":after")
+		db.Callback().Row().Remove(name)
+		db.Callback().Row().Remove(name + ":after")
 	})
 	return g
 }
@@ -167,8 +175,8 @@ func TestIncrementsInTransactionsAreNeverCombined(t *testing.T) {
 				t.Fatalf("transaction %d: %v, want %v", i, err, want)
 			}
 		}
-		if s := g.statements.Load(); s != int64(n) {
-			t.Fatalf("%d statements for %d increments in transactions, want one each", s, n)
+		if s := g.statements.Load(); s < int64(n) {
+			t.Fatalf("%d statements for %d increments in transactions, want at least one each", s, n)
 		}
 		if got := exact(t, db, post.ID).Likes; got != int64(n/2) {
 			t.Fatalf("likes=%d after %d committed and %d rolled back, want %d", got, n/2, n/2, n/2)

@@ -6,16 +6,27 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"gorm.io/gorm"
 )
 
+// noWaitTimeout is the lock_timeout of the sessions of the never-wait tests:
+// longer than the brief waits any writer can meet on a busy server (under
+// the full suite, 1 ms failed four writers of one slot table within the
+// same millisecond while no transaction held its rows for long: most
+// likely the relation extension lock of a growing table), and shorter than
+// the transactions that hold rows in these tests (open until the test
+// commits them, or sleeping 100 ms between two writes), so that a wait for
+// a row lock fails.
+const noWaitTimeout = "50ms"
+
 // noWaitSession makes a lock wait of the PostgreSQL connection c fail after
-// 1 ms (lock_timeout's smallest step), so that a writer that would have
-// waited for a row lock gets an error. (MariaDB's innodb_lock_wait_timeout
-// = 0 also fails SKIP LOCKED reads, with error 1180: not a detector there.)
+// noWaitTimeout, so that a writer that would have waited for a row lock
+// gets an error. (MariaDB's innodb_lock_wait_timeout = 0 also fails SKIP
+// LOCKED reads, with error 1180: not a detector there.)
 func noWaitSession(c *gorm.DB) error {
-	return c.Exec("SET lock_timeout = '1ms'").Error
+	return c.Exec("SET lock_timeout = '" + noWaitTimeout + "'").Error
 }
 
 // isLockWait reports a lock wait cut short by noWaitSession (SQLSTATE
@@ -97,7 +108,13 @@ func countStorm(t *testing.T, e *env) {
 					case 2: // two moves in one transaction, objects in key order
 						two := some(2)
 						err = c.Transaction(func(tx *gorm.DB) error {
-							for _, id := range two {
+							for i, id := range two {
+								if i > 0 {
+									// Work between the writes, holding the first
+									// move's slot rows: a writer that waited for
+									// them would fail (noWaitTimeout).
+									time.Sleep(100 * time.Millisecond)
+								}
 								if err := tx.Exec("UPDATE objects SET category_id = ? WHERE id = ?", cat(), id).Error; err != nil {
 									return err
 								}

@@ -14,7 +14,7 @@ import (
 // Skip-locked increments inside open transactions never wait (PostgreSQL):
 // three times as many transactions as Clip.Plays has slots (4, pre-created)
 // and Clip.Saves (8, rollup, none pre-created) each increment one clip and
-// stay open, on sessions where a lock wait fails after 1 ms. Once every
+// stay open, on sessions where a lock wait fails (noWaitTimeout). Once every
 // slot row is held, each next increment inserts a row of its own.
 func TestSkipLockedIncrementsNeverWait(t *testing.T) {
 	parallel(t)
@@ -48,26 +48,28 @@ func TestSkipLockedIncrementsNeverWait(t *testing.T) {
 	}
 }
 
-// Transactions that increment two clips in opposite orders, 32 writers on
-// PostgreSQL, never deadlock and lose nothing: no increment waits for a
-// slot row another transaction holds, so no cycle can form through them.
-func TestSkipLockedOppositeOrdersNeverDeadlock(t *testing.T) {
+// Transactions that increment two posts in opposite orders, 32 writers on
+// PostgreSQL, with counters declared plainly (16 random slots), never
+// deadlock and lose nothing: inside a transaction an increment of one post
+// takes a slot row nobody holds, or a new one, so it never waits for
+// another transaction and no cycle can form through counters.
+func TestIncrementsInTransactionsInOppositeOrdersNeverDeadlock(t *testing.T) {
 	parallel(t)
 	e := open(t, pg, pool(writersPool))
 	db := e.db
-	must(t, db.AutoMigrate(&Clip{}))
-	clips := []Clip{{Title: "a"}, {Title: "b"}}
-	must(t, db.Create(&clips).Error)
+	must(t, db.AutoMigrate(&Post{}))
+	posts := []Post{{Title: "a"}, {Title: "b"}}
+	must(t, db.Create(&posts).Error)
 	var deadlocks atomic.Int64
 	writers, each := writersFor(pg)
 	done := hammer(t, writers, each, func() error {
-		first, second := clips[0].ID, clips[1].ID
+		first, second := posts[0].ID, posts[1].ID
 		if rand.IntN(2) == 0 {
 			first, second = second, first
 		}
 		err := db.Transaction(func(tx *gorm.DB) error {
 			for _, id := range []uint{first, second} {
-				if err := gormcounter.Increment(tx.Model(&Clip{ID: id}), "Shares", 1).Error; err != nil {
+				if err := gormcounter.Increment(tx.Model(&Post{ID: id}), "Likes", 1).Error; err != nil {
 					return err
 				}
 			}
@@ -81,19 +83,76 @@ func TestSkipLockedOppositeOrdersNeverDeadlock(t *testing.T) {
 	if n := deadlocks.Load(); n != 0 {
 		t.Fatalf("%d deadlocks", n)
 	}
-	for _, c := range clips {
-		var got Clip
-		must(t, db.First(&got, c.ID).Error)
-		if got.Shares != done {
-			t.Fatalf("clip %d: shares=%d after %d acknowledged transactions", c.ID, got.Shares, done)
+	for _, p := range posts {
+		var got Post
+		must(t, db.First(&got, p.ID).Error)
+		if got.Likes != done {
+			t.Fatalf("post %d: likes=%d after %d acknowledged transactions", p.ID, got.Likes, done)
 		}
 	}
+}
+
+// Plainly declared counters (16 random slots) never wait inside open
+// transactions on PostgreSQL, GORM and ent: 24 transactions add a like to
+// one post each and stay open, on sessions where a lock wait fails after
+// noWaitTimeout.
+func TestIncrementsInTransactionsNeverWait(t *testing.T) {
+	parallel(t)
+	const held = 24
+	t.Run("gorm", func(t *testing.T) {
+		e := open(t, pg, pool(writersPool))
+		db := e.db
+		must(t, db.AutoMigrate(&Post{}))
+		post := Post{Title: "x"}
+		must(t, db.Create(&post).Error)
+		txs := make([]*gorm.DB, held)
+		for i := range txs {
+			txs[i] = db.Session(&gorm.Session{NewDB: true}).Begin()
+			must(t, txs[i].Error)
+			defer txs[i].Rollback()
+			must(t, noWaitSession(txs[i]))
+			if err := gormcounter.Increment(txs[i].Model(&Post{ID: post.ID}), "Likes", 1).Error; err != nil {
+				t.Fatalf("increment in transaction %d, with %d transactions holding slot rows: %v; want no wait", i, i, err)
+			}
+		}
+		for _, tx := range txs {
+			must(t, tx.Commit().Error)
+		}
+		var got Post
+		must(t, db.First(&got, post.ID).Error)
+		if got.Likes != held {
+			t.Fatalf("likes=%d, want %d", got.Likes, held)
+		}
+	})
+	t.Run("ent", func(t *testing.T) {
+		e := openEnt(t, pg, true, pool(writersPool))
+		ctx := context.Background()
+		c := e.client
+		p := c.Post.Create().SetTitle("x").SaveX(ctx)
+		txs := make([]*ent.Tx, held)
+		for i := range txs {
+			tx, err := c.Tx(ctx)
+			must(t, err)
+			defer tx.Rollback()
+			must(t, tx.HotCounter().Driver.Exec(ctx, "SET LOCAL lock_timeout = '"+noWaitTimeout+"'", []any{}, nil))
+			if err := tx.Post.UpdateOneID(p.ID).AddLikes(1).Exec(ctx); err != nil {
+				t.Fatalf("increment in transaction %d, with %d transactions holding slot rows: %v; want no wait", i, i, err)
+			}
+			txs[i] = tx
+		}
+		for _, tx := range txs {
+			must(t, tx.Commit())
+		}
+		if got := c.Post.GetX(ctx, p.ID); got.Likes != held {
+			t.Fatalf("likes=%d, want %d", got.Likes, held)
+		}
+	})
 }
 
 // ent's UpdateOne with SkipLocked never waits (PostgreSQL): while one
 // transaction holds every slot row of the post (64, pre-created), eight
 // open transactions each add a like, on sessions where a lock wait fails
-// after 1 ms: each inserts a row of its own.
+// after noWaitTimeout: each inserts a row of its own.
 func TestEntSkipLockedIncrementsNeverWait(t *testing.T) {
 	parallel(t)
 	e := openEnt(t, pg, true)
@@ -112,7 +171,7 @@ func TestEntSkipLockedIncrementsNeverWait(t *testing.T) {
 		tx, err := c.Tx(ctx)
 		must(t, err)
 		defer tx.Rollback()
-		must(t, tx.HotCounter().Driver.Exec(ctx, "SET LOCAL lock_timeout = '1ms'", []any{}, nil))
+		must(t, tx.HotCounter().Driver.Exec(ctx, "SET LOCAL lock_timeout = '"+noWaitTimeout+"'", []any{}, nil))
 		if err := tx.SkipPost.UpdateOneID(p.ID).AddLikes(1).Exec(ctx); err != nil {
 			t.Fatalf("increment in transaction %d, with every pre-created slot row held: %v; want no wait", i, err)
 		}

@@ -45,6 +45,19 @@ func IncrementFreeSlot(ctx context.Context, c Conn, d countersql.Dialect, t coun
 // new one".
 const newSlotAttempts = 3
 
+// TakesFreeSlot reports whether an increment takes a slot row that no
+// other transaction holds (IncrementFreeSlot, IncrementFreeSlotMySQL)
+// rather than a random one: for a counter declared skip-locked (the ORM
+// passes it only for increments of one parent), and on PostgreSQL for any
+// increment of one parent (one) inside the caller's transaction (inTx),
+// where a slot row stays locked until the caller commits. There it never
+// waits, so transactions that increment parents in any order cannot
+// deadlock through counters. Outside a transaction a statement holds its
+// row for itself alone, and random slots with combining are faster.
+func TakesFreeSlot(d countersql.Dialect, declared, inTx, one bool) bool {
+	return d.SkipLocked() && (declared || (inTx && one && !d.MySQL()))
+}
+
 // Increment is one increment of a counter of some parents, as either ORM
 // asks for it.
 type Increment struct {
@@ -82,7 +95,7 @@ func Apply(ctx context.Context, s Session, d countersql.Dialect, in Increment) (
 	default:
 		my.Cond = in.Cond
 	}
-	skipLocked := in.SkipLocked && d.SkipLocked()
+	skipLocked := TakesFreeSlot(d, in.SkipLocked, s.InTx(), in.Key != nil || len(in.Keys) == 1)
 	switch {
 	case in.Mode == spec.Append && d.MySQL():
 		my.Slot = 0
