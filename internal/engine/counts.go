@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"math/rand/v2"
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
 )
@@ -69,8 +70,11 @@ func CountWritten(ctx context.Context, conn Conn, d countersql.Dialect, counts [
 }
 
 // applyCounts adds to the parents' slots what a child write changed: -1
-// for every counted row before it, +1 for every counted row after it. Each
-// count is one upsert per chunk of parents, in key order; counts are
+// for every counted row before it, +1 for every counted row after it, in
+// the transaction of the write. On PostgreSQL each parent's amount goes to
+// a slot row that no other transaction holds (IncrementFreeSlot), so the
+// write never waits for a counter row. Elsewhere each count is one upsert
+// per chunk of parents into the session's slot, in key order; counts are
 // applied in the order given, which the caller keeps the same for every
 // write, so that two writers lock slot rows in the same order.
 func applyCounts(ctx context.Context, conn Conn, d countersql.Dialect, counts []countersql.Count, before, after []CountedRow) error {
@@ -97,6 +101,16 @@ func applyCounts(ctx context.Context, conn Conn, d countersql.Dialect, counts []
 		keys, err := existing(ctx, conn, d, c, SortKeys(keys))
 		if err != nil {
 			return err
+		}
+		if TakesFreeSlot(d, false, true, true) {
+			// PostgreSQL: each parent's amount goes to a slot row no other
+			// transaction holds, or a new one (never waiting), in key order.
+			for _, k := range keys {
+				if _, err := IncrementFreeSlot(ctx, conn, d, c.Table, rand.IntN(max(c.SlotCount, 1)), sums[KeyText(k)], d.KeyIn(c.Table, []any{k})); err != nil {
+					return err
+				}
+			}
+			continue
 		}
 		for start := 0; start < len(keys); start += FillChunk {
 			chunk := keys[start:min(start+FillChunk, len(keys))]
