@@ -70,6 +70,7 @@ func statements(d Dialect) []struct {
 		one("DropSlotTable", func(w Writer) { d.DropSlotTable(w, posts) }),
 		one("IncrementWhere", func(w Writer) { d.IncrementWhere(w, posts, 7, 1, cond) }),
 		one("IncrementFreeSlot", func(w Writer) { d.IncrementFreeSlot(w, posts, 7, 1, d.KeyIn(posts, keys[:1])) }),
+		one("IncrementFreeSlot, lowest first", func(w Writer) { d.IncrementFreeSlot(w, posts, -1, 1, d.KeyIn(posts, keys[:1])) }),
 		one("IncrementNewSlot", func(w Writer) { d.IncrementNewSlot(w, posts, 1, d.KeyIn(posts, keys[:1])) }),
 		one("IncrementReturningTotals", func(w Writer) {
 			d.IncrementReturningTotals(w, posts, 7, 1, d.KeyIn(posts, keys[:1]), Sources{Column: true, Tables: []string{posts.Slots, posts.Other}})

@@ -78,7 +78,8 @@ func (d Dialect) SkipLocked() bool { return d.kind == postgres || d.kind == mysq
 // IncrementFreeSlot writes an UPDATE that adds delta to one slot row of the
 // parent matching cond that no other transaction holds: the first free one
 // from slot `start` on, wrapping around (start is random, so writers spread
-// over the slots as with IncrementWhere). It returns the owner key of the row
+// over the slots as with IncrementWhere), or, with a negative start, the
+// lowest free one (in index order: no sort of the parent's rows). It returns the owner key of the row
 // it updated, or no row when every slot row of the parent is held or it has
 // none yet; the caller then falls back to IncrementWhere.
 //
@@ -96,11 +97,17 @@ func (d Dialect) SkipLocked() bool { return d.kind == postgres || d.kind == mysq
 // costs a row lock written before the update.
 func (d Dialect) IncrementFreeSlot(w Writer, t Table, start int, delta int64, cond func(Writer)) {
 	const pick, free, inner, o, s = "hc_pick", "hc_free", "hc_slots", "hc_o", "hc_s"
-	q(w, "WITH % AS MATERIALIZED (SELECT %.% AS %, %.% AS % FROM % CROSS JOIN LATERAL (SELECT %.% FROM % AS % WHERE %.% = %.% AND %.% >= 0 ORDER BY MOD(%.% + 1024 - ",
+	q(w, "WITH % AS MATERIALIZED (SELECT %.% AS %, %.% AS % FROM % CROSS JOIN LATERAL (SELECT %.% FROM % AS % WHERE %.% = %.% AND %.% >= 0 ORDER BY ",
 		pick, t.Parent, t.ParentKey, o, free, SlotColumn, s, t.Parent,
-		inner, SlotColumn, t.Slots, inner, inner, t.Owner, t.Parent, t.ParentKey, inner, SlotColumn, inner, SlotColumn)
-	w.Arg(start)
-	q(w, ", 1024) FOR UPDATE SKIP LOCKED LIMIT 1) % WHERE ", free)
+		inner, SlotColumn, t.Slots, inner, inner, t.Owner, t.Parent, t.ParentKey, inner, SlotColumn)
+	if start < 0 {
+		q(w, "%.%", inner, SlotColumn)
+	} else {
+		q(w, "MOD(%.% + 1024 - ", inner, SlotColumn)
+		w.Arg(start)
+		w.WriteString(", 1024)")
+	}
+	q(w, " FOR UPDATE SKIP LOCKED LIMIT 1) % WHERE ", free)
 	cond(w)
 	q(w, ") UPDATE % SET % = %.% + ", t.Slots, ValueColumn, t.Slots, ValueColumn)
 	w.Arg(delta)

@@ -10,8 +10,9 @@ import (
 )
 
 // IncrementFreeSlot adds delta to a slot row of the one parent matching
-// cond that no other transaction holds (PostgreSQL), and never waits for a
-// row lock: when every slot row of the parent is held (or it has none), it
+// cond that no other transaction holds (PostgreSQL), the first from slot
+// `slot` on (the lowest if slot is negative), and never waits for a row
+// lock: when every slot row of the parent is held (or it has none), it
 // inserts a new row at a slot number it claims (countersql's
 // IncrementNewSlot), and when a row of that number was committed meanwhile
 // it looks for a free row again. Each statement changes nothing when it
@@ -38,7 +39,8 @@ func IncrementFreeSlot(ctx context.Context, c Conn, d countersql.Dialect, t coun
 	// Nothing written: no parent matches cond (or, after every attempt, a
 	// new row was committed under each claimed number; the plain upsert,
 	// which may wait, settles it).
-	return c.Exec(ctx, func(w countersql.Writer) { d.IncrementWhere(w, t, slot, delta, cond) })
+	// (Never slot -1, which holds moved column values: see MoveToSlots.)
+	return c.Exec(ctx, func(w countersql.Writer) { d.IncrementWhere(w, t, max(slot, 0), delta, cond) })
 }
 
 // newSlotAttempts bounds IncrementFreeSlot's rounds of "a free row, else a

@@ -15,6 +15,10 @@ INSERT INTO "post_likes_slots" ("post_id", "slot", "n") SELECT "posts"."id", CAS
 WITH "hc_pick" AS MATERIALIZED (SELECT "posts"."id" AS "hc_o", "hc_free"."slot" AS "hc_s" FROM "posts" CROSS JOIN LATERAL (SELECT "hc_slots"."slot" FROM "post_likes_slots" AS "hc_slots" WHERE "hc_slots"."post_id" = "posts"."id" AND "hc_slots"."slot" >= 0 ORDER BY MOD("hc_slots"."slot" + 1024 - $1, 1024) FOR UPDATE SKIP LOCKED LIMIT 1) "hc_free" WHERE "posts"."id" IN ($2)) UPDATE "post_likes_slots" SET "n" = "post_likes_slots"."n" + $3 FROM "hc_pick" WHERE "post_likes_slots"."post_id" = "hc_pick"."hc_o" AND "post_likes_slots"."slot" = "hc_pick"."hc_s" RETURNING "post_likes_slots"."post_id";
 -- args: [7 1 1]
 
+-- IncrementFreeSlot, lowest first
+WITH "hc_pick" AS MATERIALIZED (SELECT "posts"."id" AS "hc_o", "hc_free"."slot" AS "hc_s" FROM "posts" CROSS JOIN LATERAL (SELECT "hc_slots"."slot" FROM "post_likes_slots" AS "hc_slots" WHERE "hc_slots"."post_id" = "posts"."id" AND "hc_slots"."slot" >= 0 ORDER BY "hc_slots"."slot" FOR UPDATE SKIP LOCKED LIMIT 1) "hc_free" WHERE "posts"."id" IN ($1)) UPDATE "post_likes_slots" SET "n" = "post_likes_slots"."n" + $2 FROM "hc_pick" WHERE "post_likes_slots"."post_id" = "hc_pick"."hc_o" AND "post_likes_slots"."slot" = "hc_pick"."hc_s" RETURNING "post_likes_slots"."post_id";
+-- args: [1 1]
+
 -- IncrementNewSlot
 INSERT INTO "post_likes_slots" ("post_id", "slot", "n") SELECT "posts"."id", (SELECT "hc_g".s FROM generate_series(0, 32766) AS "hc_g"(s) WHERE CASE WHEN EXISTS (SELECT 1 FROM "post_likes_slots" AS "hc_e" WHERE "hc_e"."post_id" = "posts"."id" AND "hc_e"."slot" = "hc_g".s) THEN false ELSE pg_try_advisory_xact_lock(hashtextextended('post_likes_slots:' || "posts"."id" || ':' || "hc_g".s, 0)) END LIMIT 1), CAST($1 AS INTEGER) FROM "posts" WHERE "posts"."id" IN ($2) ON CONFLICT ("post_id", "slot") DO NOTHING RETURNING "post_likes_slots"."post_id";
 -- args: [1 1]
