@@ -1,0 +1,537 @@
+// Package detect finds hot rows: it samples a database's lock views for a
+// while and reports the rows that sessions queued on, hottest first, with
+// the counter declaration that would spread their writes. It also reports
+// the state of the counter tables hotcounter keeps (Status). The hotcounter
+// command (cmd/hotcounter) prints what it finds.
+package detect
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/hotcounter/hotcounter/internal/countersql"
+)
+
+// DB is a database to sample: an open pool and the kind of server behind
+// it.
+type DB struct {
+	SQL *sql.DB
+	// System is "postgresql", "mariadb", "mysql" or "sqlite" (OpenTelemetry's
+	// db.system.name values).
+	System string
+	d      countersql.Dialect
+}
+
+// Open opens dsn: a MySQL/MariaDB DSN (user@tcp(host:port)/db), an SQLite
+// file (file:..., or a path ending in .db, .sqlite or .sqlite3), or else
+// PostgreSQL (URL or key=value). It pings the server and finds out which
+// kind it is.
+func Open(ctx context.Context, dsn string) (*DB, error) {
+	driver, dialect := "pgx", "postgres"
+	switch {
+	case strings.Contains(dsn, "@tcp(") || strings.Contains(dsn, "@unix("):
+		driver, dialect = "mysql", "mysql"
+	case strings.HasPrefix(dsn, "file:") || strings.HasSuffix(dsn, ".db") || strings.HasSuffix(dsn, ".sqlite") || strings.HasSuffix(dsn, ".sqlite3"):
+		driver, dialect = "sqlite", "sqlite"
+	}
+	d, err := countersql.For(dialect)
+	if err != nil {
+		return nil, err
+	}
+	db, err := sql.Open(driver, dsn)
+	if err != nil {
+		return nil, err
+	}
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	out := &DB{SQL: db, System: map[string]string{"pgx": "postgresql", "mysql": "mysql", "sqlite": "sqlite"}[driver], d: d}
+	if driver == "mysql" {
+		var v string
+		if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&v); err != nil {
+			db.Close()
+			return nil, err
+		}
+		if strings.Contains(strings.ToLower(v), "mariadb") {
+			out.System = "mariadb"
+		}
+	}
+	return out, nil
+}
+
+// Close closes the pool.
+func (db *DB) Close() error { return db.SQL.Close() }
+
+// Options tune a sampling run.
+type Options struct {
+	// For is how long to sample (default 10s).
+	For time.Duration
+	// Every is the time between samples (default 50ms; at least 150ms on
+	// MySQL/MariaDB, whose lock views refresh only after 100 ms unread).
+	Every time.Duration
+	// Schema limits the report to one schema (PostgreSQL) or database
+	// (MySQL/MariaDB). Empty: the whole database on PostgreSQL, the DSN's
+	// database on MySQL/MariaDB.
+	Schema string
+	// Progress, when set, is called after each sample.
+	Progress func(Progress)
+}
+
+// Progress is how far a run has come.
+type Progress struct {
+	Elapsed, Total time.Duration
+	Samples        int
+	Waits          int // wait episodes seen so far
+	Rows           int // distinct rows waited on so far
+}
+
+// Row is one hot row.
+type Row struct {
+	// Table is schema.table; Key the row's primary key as text (columns
+	// joined by ", "), or on MySQL/MariaDB the lock data of Index when the
+	// wait was on another index.
+	Table string `json:"table"`
+	Key   string `json:"key"`
+	Index string `json:"index,omitempty"`
+	// Sessions is how many distinct sessions were seen waiting on the row,
+	// Waits how many waits the samples caught (a session that waited twice
+	// counts twice; waits shorter than the time between samples are missed
+	// in proportion). WaitSeconds estimates the total time sessions spent
+	// waiting on the row: each waiter seen counts for the time between
+	// samples. LongestWaitSeconds is the longest single wait seen.
+	Sessions           int     `json:"sessions"`
+	Waits              int     `json:"waits"`
+	WaitSeconds        float64 `json:"wait_seconds"`
+	LongestWaitSeconds float64 `json:"longest_wait_seconds"`
+	// PeakWaiting is the most sessions seen waiting at once; MeanWriters
+	// the mean number of writers on the row at once (those waiting and the
+	// one holding it) over the samples that saw it busy: by Little's law,
+	// the writes per second times the lock hold time.
+	PeakWaiting int     `json:"peak_waiting"`
+	MeanWriters float64 `json:"mean_writers"`
+	// Samples is how many samples saw sessions waiting on the row.
+	Samples int `json:"samples"`
+	// Statement is the statement most often seen waiting on the row, and
+	// Column the column it adds to, when it is an increment (SET c = c + ...).
+	Statement string `json:"statement"`
+	Column    string `json:"column,omitempty"`
+	// TableWritesPerSecond is the rows written per second in the whole
+	// table during the run (PostgreSQL's statistics; 0 where unknown).
+	TableWritesPerSecond float64 `json:"table_writes_per_second,omitempty"`
+	// Slots is the suggested slot count: MeanWriters times a margin of 2,
+	// rounded up to a power of two, at least 4 and at most 1024.
+	Slots int `json:"slots"`
+	// GORM and Ent are the declarations to add.
+	GORM string `json:"gorm"`
+	Ent  string `json:"ent"`
+}
+
+// Report is what a run found.
+type Report struct {
+	System   string        `json:"system"`
+	Duration time.Duration `json:"-"`
+	Samples  int           `json:"samples"`
+	Rows     []Row         `json:"rows"`
+	// Unresolved counts, per table, the waits whose row could not be named
+	// (PostgreSQL: the row had moved before its key was read).
+	Unresolved map[string]int `json:"unresolved,omitempty"`
+	// Notes say what the run could not see and how to let it.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// innodbViewsIdle is the least time between samples on MySQL/MariaDB:
+// InnoDB refreshes its information_schema lock views only after they have
+// gone unread for 100 ms, so reading them more often shows one snapshot
+// over and over.
+const innodbViewsIdle = 150 * time.Millisecond
+
+// ErrPrivilege wraps an error caused by a missing privilege.
+var ErrPrivilege = errors.New("missing privilege")
+
+// sampled is one waiting session in one sample.
+type sampled struct {
+	session, schema, table, index, key string
+	page, tuple                        int64
+	started                            string        // when the wait began, as the server writes it
+	waited                             time.Duration // how long it has lasted
+	statement                          string
+}
+
+type rowID struct{ table, index, key string }
+
+type tally struct {
+	sessions        map[string]bool
+	waits           map[string]bool // wait episodes: session and start
+	waited, longest time.Duration
+	peak, busySum   int
+	samples         int
+	statements      map[string]int
+}
+
+// place is where a PostgreSQL row version lives.
+func (s sampled) place() string {
+	return s.schema + "." + s.table + "(" + strconv.FormatInt(s.page, 10) + "," + strconv.FormatInt(s.tuple, 10) + ")"
+}
+
+// Detect samples db for o.For and returns the hot rows, hottest (longest
+// total wait) first. A row is hot when it was seen waited on in at least
+// two samples, or by at least two sessions at once.
+func Detect(ctx context.Context, db *DB, o Options) (Report, error) {
+	if o.For <= 0 {
+		o.For = 10 * time.Second
+	}
+	if o.Every <= 0 {
+		o.Every = 50 * time.Millisecond
+	}
+	rep := Report{System: db.System, Unresolved: map[string]int{}}
+	if db.System == "sqlite" {
+		return rep, errors.New("SQLite has one writer for the whole database: there are no row locks to wait on (hot rows show as SQLITE_BUSY in the application instead)")
+	}
+	if db.d.MySQL() && o.Every < innodbViewsIdle {
+		o.Every = innodbViewsIdle
+	}
+	mysql8 := db.System == "mysql"
+	schema := o.Schema
+	if schema == "" && db.d.MySQL() {
+		if err := db.SQL.QueryRowContext(ctx, "SELECT COALESCE(DATABASE(), '')").Scan(&schema); err != nil {
+			return rep, err
+		}
+	}
+	if !db.d.MySQL() {
+		rep.Notes = append(rep.Notes, postgresNotes(ctx, db)...)
+	}
+	tallies := map[rowID]*tally{}
+	tableWrites := map[string]int64{}
+	start := time.Now()
+	ticker := time.NewTicker(o.Every)
+	defer ticker.Stop()
+	seen := 0
+	last := start
+	for {
+		waits, err := db.sample(ctx, mysql8)
+		if err != nil {
+			return rep, privilege(db, err)
+		}
+		rep.Samples++
+		now := time.Now()
+		interval := now.Sub(last) // what this sample stands for
+		if rep.Samples == 1 {
+			interval = o.Every
+		}
+		last = now
+		// Waiters queued on one row version (PostgreSQL) or record
+		// (InnoDB) share its place: where the key of one of them was read,
+		// it names them all.
+		places := map[string]string{}
+		for _, s := range waits {
+			if s.key != "" {
+				places[s.place()] = s.key
+			}
+		}
+		busy := map[rowID]int{}
+		for _, s := range waits {
+			if schema != "" && s.schema != schema {
+				continue
+			}
+			id := rowID{table: s.schema + "." + s.table, index: s.index, key: s.key}
+			if id.key == "" {
+				id.key = places[s.place()]
+			}
+			if !db.d.MySQL() {
+				if id.key == "" {
+					rep.Unresolved[id.table]++
+					continue
+				}
+				if _, ok := tableWrites[id.table]; !ok {
+					tableWrites[id.table] = db.tableWrites(ctx, s.schema, s.table)
+				}
+			} else {
+				if id.key == "" {
+					rep.Unresolved[id.table]++
+					continue
+				}
+				if s.index == "PRIMARY" {
+					id.index = ""
+				}
+			}
+			t := tallies[id]
+			if t == nil {
+				t = &tally{sessions: map[string]bool{}, waits: map[string]bool{}, statements: map[string]int{}}
+				tallies[id] = t
+			}
+			t.sessions[s.session] = true
+			episode := s.session + "@" + s.started
+			if s.started == "" {
+				episode = s.session + "@" + strconv.Itoa(rep.Samples)
+			}
+			if !t.waits[episode] {
+				t.waits[episode] = true
+				seen++
+			}
+			t.longest = max(t.longest, s.waited)
+			// Each waiter seen stands for the time between samples
+			// (sampling as PostgreSQL's wait-event samplers do).
+			t.waited += interval
+			t.statements[oneLine(s.statement)]++
+			busy[id]++
+		}
+		for id, n := range busy {
+			t := tallies[id]
+			t.samples++
+			t.busySum += n + 1 // the holder as well
+			t.peak = max(t.peak, n)
+		}
+		elapsed := time.Since(start)
+		if o.Progress != nil {
+			o.Progress(Progress{Elapsed: elapsed, Total: o.For, Samples: rep.Samples, Waits: seen, Rows: len(tallies)})
+		}
+		if elapsed >= o.For {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return rep, ctx.Err()
+		case <-ticker.C:
+		}
+	}
+	rep.Duration = time.Since(start)
+	for table, before := range tableWrites {
+		parts := strings.SplitN(table, ".", 2)
+		if after := db.tableWrites(ctx, parts[0], parts[1]); after > before && before >= 0 {
+			tableWrites[table] = after - before
+		} else {
+			tableWrites[table] = 0
+		}
+	}
+	for id, t := range tallies {
+		if t.samples < 2 && t.peak < 2 {
+			continue
+		}
+		r := Row{Table: id.table, Key: id.key, Index: id.index, Sessions: len(t.sessions), Waits: len(t.waits),
+			PeakWaiting: t.peak, Samples: t.samples, MeanWriters: float64(t.busySum) / float64(t.samples)}
+		r.WaitSeconds = t.waited.Seconds()
+		r.LongestWaitSeconds = t.longest.Seconds()
+		r.Statement = mostCommon(t.statements)
+		r.Column = incrementedColumn(r.Statement)
+		if w := tableWrites[id.table]; w > 0 {
+			r.TableWritesPerSecond = float64(w) / rep.Duration.Seconds()
+		}
+		r.Slots = slotsFor(r.MeanWriters)
+		r.GORM, r.Ent = declarations(r.Column, r.Slots)
+		rep.Rows = append(rep.Rows, r)
+	}
+	sort.Slice(rep.Rows, func(i, j int) bool {
+		a, b := rep.Rows[i], rep.Rows[j]
+		if a.WaitSeconds != b.WaitSeconds {
+			return a.WaitSeconds > b.WaitSeconds
+		}
+		if a.Waits != b.Waits {
+			return a.Waits > b.Waits
+		}
+		return a.Table+a.Key < b.Table+b.Key
+	})
+	if rep.Rows == nil {
+		rep.Rows = []Row{}
+	}
+	return rep, nil
+}
+
+// sample reads one sample of the lock views.
+func (db *DB) sample(ctx context.Context, mysql8 bool) ([]sampled, error) {
+	query, args := db.build(func(w countersql.Writer) { db.d.LockWaits(w, mysql8) })
+	rows, err := db.SQL.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []sampled
+	for rows.Next() {
+		var s sampled
+		var us int64
+		if err := rows.Scan(&s.session, &s.schema, &s.table, &s.index, &s.key, &s.page, &s.tuple, &s.started, &us, &s.statement); err != nil {
+			return nil, err
+		}
+		s.waited = time.Duration(us) * time.Microsecond
+		if db.d.MySQL() && s.schema == "" {
+			s.schema, s.table = splitQuoted(s.table)
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+// tableWrites is a table's rows written so far, or -1 when unknown.
+func (db *DB) tableWrites(ctx context.Context, schema, table string) int64 {
+	query, args := db.build(func(w countersql.Writer) { db.d.TableWrites(w, schema, table) })
+	var n int64
+	if err := db.SQL.QueryRowContext(ctx, query, args...).Scan(&n); err != nil {
+		return -1
+	}
+	return n
+}
+
+// postgresNotes says what the run cannot see on PostgreSQL.
+func postgresNotes(ctx context.Context, db *DB) []string {
+	var notes []string
+	var allStats bool
+	if err := db.SQL.QueryRowContext(ctx, "SELECT pg_has_role(current_user, 'pg_read_all_stats', 'MEMBER')").Scan(&allStats); err == nil && !allStats {
+		notes = append(notes, "the statements of other roles' sessions are hidden from this role: GRANT pg_read_all_stats TO "+currentUser(ctx, db))
+	}
+	var statements bool
+	if err := db.SQL.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_stat_statements')").Scan(&statements); err == nil && !statements {
+		notes = append(notes, "pg_stat_statements is not installed: with it (shared_preload_libraries = 'pg_stat_statements', then CREATE EXTENSION pg_stat_statements) the mean time of the hot UPDATE shows how long each write holds the row")
+	}
+	var lockWaits string
+	if err := db.SQL.QueryRowContext(ctx, "SHOW log_lock_waits").Scan(&lockWaits); err == nil && lockWaits != "on" {
+		notes = append(notes, "log_lock_waits is off: with it on (ALTER SYSTEM SET log_lock_waits = on; SELECT pg_reload_conf()) every wait longer than deadlock_timeout is logged with the row's place and the statement, a record that outlives this run")
+	}
+	return notes
+}
+
+func currentUser(ctx context.Context, db *DB) string {
+	var u string
+	_ = db.SQL.QueryRowContext(ctx, "SELECT current_user").Scan(&u)
+	return u
+}
+
+// privilege explains an error from the lock views when it is a missing
+// privilege.
+func privilege(db *DB, err error) error {
+	msg := strings.ToLower(err.Error())
+	switch {
+	case db.d.MySQL() && (strings.Contains(msg, "1227") || strings.Contains(msg, "process privilege")):
+		return fmt.Errorf("%w: reading InnoDB's lock views needs the PROCESS privilege (GRANT PROCESS ON *.* TO <user>): %v", ErrPrivilege, err)
+	case db.System == "mysql" && (strings.Contains(msg, "1142") || strings.Contains(msg, "performance_schema")):
+		return fmt.Errorf("%w: reading performance_schema.data_locks needs SELECT on performance_schema and performance_schema = ON: %v", ErrPrivilege, err)
+	case strings.Contains(msg, "permission denied"):
+		return fmt.Errorf("%w: naming the row needs SELECT on its table: %v", ErrPrivilege, err)
+	}
+	return err
+}
+
+// build renders a statement for database/sql.
+func (db *DB) build(fn func(countersql.Writer)) (string, []any) {
+	w := &writer{mysql: db.d.MySQL(), sqlite: db.System == "sqlite"}
+	fn(w)
+	return w.b.String(), w.args
+}
+
+type writer struct {
+	b             strings.Builder
+	args          []any
+	mysql, sqlite bool
+}
+
+func (w *writer) WriteString(s string) { w.b.WriteString(s) }
+
+func (w *writer) Ident(name string) {
+	q := `"`
+	if w.mysql {
+		q = "`"
+	}
+	for i, part := range strings.Split(name, ".") {
+		if i > 0 {
+			w.b.WriteString(".")
+		}
+		w.b.WriteString(q + strings.ReplaceAll(part, q, q+q) + q)
+	}
+}
+
+func (w *writer) Arg(v any) {
+	w.args = append(w.args, v)
+	if w.mysql || w.sqlite {
+		w.b.WriteString("?")
+		return
+	}
+	w.b.WriteString("$" + strconv.Itoa(len(w.args)))
+}
+
+// splitQuoted splits MariaDB's `schema`.`table`.
+func splitQuoted(s string) (string, string) {
+	parts := strings.SplitN(s, "`.`", 2)
+	if len(parts) != 2 {
+		return "", strings.Trim(s, "`")
+	}
+	return strings.TrimPrefix(parts[0], "`"), strings.TrimSuffix(parts[1], "`")
+}
+
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 300 {
+		s = s[:300] + "..."
+	}
+	return s
+}
+
+func mostCommon(m map[string]int) string {
+	best, n := "", -1
+	for s, c := range m {
+		if c > n || (c == n && s < best) {
+			best, n = s, c
+		}
+	}
+	return best
+}
+
+var increment = regexp.MustCompile("(?i)\\bSET\\s+[`\"]?(\\w+)[`\"]?\\s*=\\s*(?:COALESCE\\s*\\(\\s*)?(?:[`\"]?\\w+[`\"]?\\.)?[`\"]?(\\w+)[`\"]?")
+
+// incrementedColumn returns the column an UPDATE adds to (SET c = c + ...),
+// or "".
+func incrementedColumn(statement string) string {
+	m := increment.FindStringSubmatch(statement)
+	if m == nil || !strings.EqualFold(m[1], m[2]) {
+		return ""
+	}
+	return m[1]
+}
+
+// slotsFor applies the sizing rule: slots >= writes/s x lock hold time x
+// margin, where writes/s x hold time is the mean number of writers on the
+// row at once; margin 2, rounded up to a power of two within [4, 1024].
+func slotsFor(writers float64) int {
+	n := int(math.Ceil(writers * 2))
+	slots := 4
+	for slots < n && slots < 1024 {
+		slots *= 2
+	}
+	return slots
+}
+
+// declarations returns the GORM and ent declarations of a counter on
+// column with the given slots.
+func declarations(column string, slots int) (string, string) {
+	if column == "" {
+		return "", ""
+	}
+	field := goName(column)
+	return fmt.Sprintf("%s int64 `gorm:\"counter:slots=%d\"`", field, slots),
+		fmt.Sprintf("entcounter.Counter(%q, entcounter.Slots(%d))", column, slots)
+}
+
+// goName is GORM's field name for a column: like_count -> LikeCount.
+func goName(column string) string {
+	var b strings.Builder
+	up := true
+	for _, r := range column {
+		if r == '_' {
+			up = true
+			continue
+		}
+		if up {
+			r = unicode.ToUpper(r)
+			up = false
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
