@@ -10,6 +10,7 @@ import (
 	"github.com/hotcounter/hotcounter/internal/combine"
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/engine"
+	"github.com/hotcounter/hotcounter/internal/hotkeys"
 	"github.com/hotcounter/hotcounter/internal/spec"
 )
 
@@ -48,6 +49,9 @@ type Config struct {
 	// of append counters are never combined. Zero means 2; negative turns
 	// combining off.
 	InFlight int
+	// HotKeys tunes the counting of increments per row that
+	// [Plugin.HotKeys] reports; on unless HotKeys.Off.
+	HotKeys HotKeysConfig
 }
 
 // Plugin makes struct fields tagged `gorm:"counter"` sharded counters. Create
@@ -67,6 +71,9 @@ type Plugin struct {
 	// storages: where each counter's values live in this database (an
 	// adopted column, a table a change of mode left), probed once.
 	storages engine.Storages
+
+	hot         *hotkeys.Tracker // nil when HotKeys.Off
+	hotCounters sync.Map         // "table.column" of counters -> true
 }
 
 var _ gorm.Plugin = (*Plugin)(nil)
@@ -82,7 +89,7 @@ func New(cfg Config) *Plugin {
 	if cfg.InFlight == 0 {
 		cfg.InFlight = 2
 	}
-	p := &Plugin{cfg: cfg}
+	p := &Plugin{cfg: cfg, hot: newHotKeys(cfg.HotKeys)}
 	p.combined.Limit = cfg.InFlight
 	return p
 }
@@ -123,6 +130,10 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 			// Before associations are saved: an update of counters alone saves none.
 			return cb.Update().After("gorm:before_update").Before("gorm:save_before_associations").
 				Register("gormcounter:rewrite_update", p.rewriteUpdate)
+		},
+		func() error {
+			return cb.Update().After("gormcounter:rewrite_update").Before("gorm:update").
+				Register("gormcounter:hotkeys", p.countPlainIncrements)
 		},
 		func() error { return p.guardParentUpdate(db) },
 		func() error {

@@ -62,6 +62,7 @@ func (p *Plugin) rewriteUpdate(db *gorm.DB) {
 			return
 		}
 		affected = max(affected, n)
+		p.countIncrement(stmt, inc.c.field.DBName, true)
 	}
 	if others == 0 {
 		stmt.Settings.Store(skipParentUpdate, true)
@@ -419,7 +420,10 @@ func describe(v any) string {
 // column (by name, possibly quoted or table-qualified, or as a clause.Column
 // argument) and the other an integer (literal or argument). Subtraction needs
 // the column on the left.
-func (c *counter) parseExpr(e clause.Expr) (int64, bool) {
+func (c *counter) parseExpr(e clause.Expr) (int64, bool) { return parseIncrementExpr(e, c.namedBy) }
+
+// parseIncrementExpr is parseExpr for the column that named reports.
+func parseIncrementExpr(e clause.Expr, named func(string) bool) (int64, bool) {
 	s := strings.TrimSpace(e.SQL)
 	opIdx := -1
 	for i := 1; i < len(s); i++ { // skip a leading sign
@@ -450,9 +454,9 @@ func (c *counter) parseExpr(e clause.Expr) (int64, bool) {
 				return false
 			}
 			col, ok := v.(clause.Column)
-			return ok && c.namedBy(col.Name)
+			return ok && named(col.Name)
 		}
-		return c.namedBy(tok)
+		return named(tok)
 	}
 	number := func(tok string) (int64, bool) {
 		if tok == "?" {

@@ -95,6 +95,11 @@ func TestDetectNamesTheRowWritersQueueOn(t *testing.T) {
 			t.Fatalf("hottest row's advice = column %q, %d slots, %q, %d sessions; want likes, >= 4 slots, a counter tag, several sessions",
 				first.Column, first.Slots, first.GORM, first.Sessions)
 		}
+		hotKeys, err := gormcounter.HotKeysOf(e.db, 1)
+		must(t, err)
+		if len(hotKeys) != 1 || hotKeys[0].Table != "plains" || hotKeys[0].Column != "likes" || hotKeys[0].Key != "42" || hotKeys[0].Count != done {
+			t.Fatalf("the library's hot keys = %+v, want plains.likes 42 with %d increments", hotKeys, done)
+		}
 		if got := rawInt(t, e.db, "SELECT likes FROM plains WHERE id = ?", hot); got != done {
 			t.Fatalf("likes = %d after %d increments", got, done)
 		}

@@ -1,0 +1,200 @@
+package gormcounter
+
+import (
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/hotcounter/hotcounter/internal/hotkeys"
+)
+
+// HotKeysConfig tunes the counting of increments per row, which tells which
+// rows of which counter, or of which plain column not declared a counter
+// yet, take the most increments. See [Plugin.HotKeys].
+type HotKeysConfig struct {
+	// Keys is how many rows are counted per counter or column and window:
+	// exactly while no more rows than that are incremented in a window,
+	// within a known bound (HotKey.Error) after that. Zero means 64.
+	Keys int
+	// Window is the length of the time windows; a report covers the last
+	// complete window and the current one. Zero means one minute.
+	Window time.Duration
+	// Off turns the counting off.
+	Off bool
+}
+
+// HotKey is how often one row of one counter or column was incremented
+// lately.
+type HotKey struct {
+	// Table and Column name the counter or column; Counter is false for a
+	// plain column incremented with gorm.Expr("col + ?", n).
+	Table, Column string
+	Counter       bool
+	// Key is the row's primary key (columns joined by ", ").
+	Key string
+	// Count is how many increments (of any size) the row took over Span, an
+	// upper bound: the true number is at least Count-Error. Rate is Count
+	// per second.
+	Count, Error int64
+	Rate         float64
+	Span         time.Duration
+}
+
+// HotKeys returns the k rows with the most increments of every counter and
+// of every plain column incremented through GORM, over the last one to two
+// windows ([HotKeysConfig.Window]), hottest (highest Rate) first.
+//
+// An increment is counted for its row when the statement names one row by
+// its primary key: db.Model(&post) with the key set, or a Where on the
+// primary key alone (Where("id = ?", id)). Plain columns are counted when
+// they are incremented with UpdateColumn, Update or Updates and
+// gorm.Expr("col + ?", n), so that a table whose hot column is not a counter
+// yet shows which field to declare and which rows are hot. Raw SQL (db.Exec)
+// is not seen. Memory stays bounded whatever the number of rows.
+func (p *Plugin) HotKeys(k int) []HotKey {
+	if p.hot == nil {
+		return nil
+	}
+	var out []HotKey
+	for _, name := range p.hot.Names() {
+		table, column := splitName(name)
+		_, isCounter := p.hotCounters.Load(name)
+		for _, key := range p.hot.Top(name, k) {
+			out = append(out, HotKey{Table: table, Column: column, Counter: isCounter, Key: key.Key,
+				Count: key.Count, Error: key.Error, Rate: key.Rate, Span: key.Span})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Rate > out[j].Rate })
+	return out
+}
+
+// HotKeysOf returns [Plugin.HotKeys] of the plugin registered on db.
+func HotKeysOf(db *gorm.DB, k int) ([]HotKey, error) {
+	p, err := pluginOf(db)
+	if err != nil {
+		return nil, err
+	}
+	return p.HotKeys(k), nil
+}
+
+func newHotKeys(cfg HotKeysConfig) *hotkeys.Tracker {
+	if cfg.Off {
+		return nil
+	}
+	return hotkeys.New(hotkeys.Options{K: cfg.Keys, Window: cfg.Window})
+}
+
+// countIncrement counts an increment of column of the statement's table
+// for the row the statement names, if it names one.
+func (p *Plugin) countIncrement(stmt *gorm.Statement, column string, counter bool) {
+	if p.hot == nil {
+		return
+	}
+	key, ok := rowKey(stmt)
+	if !ok {
+		return
+	}
+	name := parentTable(stmt) + "." + column
+	if counter {
+		if _, seen := p.hotCounters.Load(name); !seen {
+			p.hotCounters.Store(name, true)
+		}
+	}
+	p.hot.Add(name, key, 1) // writes, whatever their size: each takes the row's lock once
+}
+
+// countPlainIncrements counts the increments of plain columns (not
+// counters) in an update: gorm.Expr("col + ?", n) assigned to col.
+func (p *Plugin) countPlainIncrements(db *gorm.DB) {
+	stmt := db.Statement
+	if p.hot == nil || db.Error != nil || stmt.Schema == nil {
+		return
+	}
+	dest := reflect.ValueOf(stmt.Dest)
+	for dest.Kind() == reflect.Pointer {
+		dest = dest.Elem()
+	}
+	if dest.Kind() != reflect.Map || dest.Type().Key().Kind() != reflect.String {
+		return
+	}
+	m, _ := p.model(db, stmt.Schema)
+	iter := dest.MapRange()
+	for iter.Next() {
+		name := iter.Key().String()
+		if m.lookup(name) != nil {
+			continue // a counter: counted where it is incremented
+		}
+		f := stmt.Schema.LookUpField(name)
+		if f == nil || f.DBName == "" {
+			continue
+		}
+		var e clause.Expr
+		switch v := iter.Value().Interface().(type) {
+		case clause.Expr:
+			e = v
+		case *clause.Expr:
+			if v == nil {
+				continue
+			}
+			e = *v
+		default:
+			continue
+		}
+		named := func(n string) bool { b := bareName(n); return b == f.Name || strings.EqualFold(b, f.DBName) }
+		if _, ok := parseIncrementExpr(e, named); ok {
+			p.countIncrement(stmt, f.DBName, false)
+		}
+	}
+}
+
+// rowKey is the primary key, as text, of the one row a statement names:
+// by its model value, or by a Where on the primary key alone.
+func rowKey(stmt *gorm.Statement) (string, bool) {
+	s := stmt.Schema
+	if singleTarget(stmt) {
+		if _, where := stmt.Clauses["WHERE"]; !where {
+			parts := make([]string, len(s.PrimaryFields))
+			for i, f := range s.PrimaryFields {
+				v, _ := f.ValueOf(stmt.Context, stmt.ReflectValue)
+				parts[i] = fmt.Sprint(v)
+			}
+			return strings.Join(parts, ", "), true
+		}
+	}
+	if len(s.PrimaryFields) != 1 || primaryKeyCondition(stmt) != nil {
+		return "", false
+	}
+	c, ok := stmt.Clauses["WHERE"]
+	if !ok {
+		return "", false
+	}
+	where, _ := c.Expression.(clause.Where)
+	if len(where.Exprs) != 1 {
+		return "", false
+	}
+	pk := s.PrimaryFields[0]
+	isKey := func(n string) bool { b := bareName(n); return b == pk.Name || strings.EqualFold(b, pk.DBName) }
+	switch e := where.Exprs[0].(type) {
+	case clause.Eq:
+		if col, ok := e.Column.(clause.Column); ok && isKey(col.Name) {
+			return fmt.Sprint(e.Value), true
+		}
+		if col, ok := e.Column.(string); ok && isKey(col) {
+			return fmt.Sprint(e.Value), true
+		}
+	case clause.Expr:
+		sql := strings.TrimSpace(e.SQL)
+		if len(e.Vars) == 1 && strings.HasSuffix(sql, "?") {
+			lhs := strings.TrimSpace(strings.TrimSuffix(sql, "?"))
+			if strings.HasSuffix(lhs, "=") && isKey(strings.TrimSpace(strings.TrimSuffix(lhs, "="))) {
+				return fmt.Sprint(e.Vars[0]), true
+			}
+		}
+	}
+	return "", false
+}

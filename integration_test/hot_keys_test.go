@@ -1,0 +1,70 @@
+package integration_test
+
+import (
+	"fmt"
+	"testing"
+
+	"gorm.io/gorm"
+
+	"github.com/hotcounter/hotcounter/gormcounter"
+)
+
+// hotKey finds the reported row of table.column, or fails.
+func hotKey(t *testing.T, keys []gormcounter.HotKey, table, column, key string) gormcounter.HotKey {
+	t.Helper()
+	for _, k := range keys {
+		if k.Table == table && k.Column == column && k.Key == key {
+			return k
+		}
+	}
+	t.Fatalf("no hot key %s.%s %s in %+v", table, column, key, keys)
+	return gormcounter.HotKey{}
+}
+
+func TestHotKeysCountIncrementsPerRowOfCountersAndPlainColumns(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		plainRows(t, e.db, 50)
+		must(t, e.db.AutoMigrate(&Post{}))
+		post := Post{Title: "hot"}
+		must(t, e.db.Create(&post).Error)
+		for i := 0; i < 30; i++ {
+			must(t, e.db.Model(&Plain{ID: 42}).UpdateColumn("likes", gorm.Expr("likes + ?", 1)).Error)
+		}
+		for i := 0; i < 3; i++ {
+			must(t, e.db.Model(&Plain{}).Where("id = ?", 9).Update("likes", gorm.Expr("likes + ?", 2)).Error)
+			must(t, e.db.Model(&Plain{ID: 7}).Updates(map[string]any{"likes": gorm.Expr("likes + 1"), "title": "t"}).Error)
+		}
+		for i := 0; i < 20; i++ {
+			must(t, gormcounter.Increment(e.db.Model(&post), "Likes", 1).Error)
+		}
+		// Not increments of one row by its key, or not through GORM's
+		// update: not counted.
+		must(t, e.db.Model(&Plain{}).Where("id IN ?", []int{1, 2}).UpdateColumn("likes", gorm.Expr("likes + ?", 1)).Error)
+		must(t, e.db.Model(&Plain{ID: 3}).UpdateColumn("title", "x").Error)
+		must(t, e.db.Exec("UPDATE plains SET likes = likes + 1 WHERE id = 5").Error)
+
+		keys, err := gormcounter.HotKeysOf(e.db, 10)
+		must(t, err)
+		for _, want := range []struct {
+			table, column, key string
+			counter            bool
+			count              int64
+		}{
+			{"plains", "likes", "42", false, 30},
+			{"posts", "likes", fmt.Sprint(post.ID), true, 20},
+			{"plains", "likes", "9", false, 3},
+			{"plains", "likes", "7", false, 3},
+		} {
+			k := hotKey(t, keys, want.table, want.column, want.key)
+			if k.Count != want.count || k.Error != 0 || k.Counter != want.counter || k.Rate <= 0 {
+				t.Errorf("%s.%s %s = %+v, want %d increments exactly, counter %v, a rate", want.table, want.column, want.key, k, want.count, want.counter)
+			}
+		}
+		if len(keys) != 4 {
+			t.Errorf("hot keys = %+v, want the 4 rows incremented by key", keys)
+		}
+		if keys[0].Key != "42" {
+			t.Errorf("hottest = %+v, want plains 42 first", keys[0])
+		}
+	})
+}
