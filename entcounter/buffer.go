@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/hotcounter/hotcounter/internal/engine"
 	"github.com/hotcounter/hotcounter/internal/entrt"
 	"github.com/hotcounter/hotcounter/internal/writebehind"
 )
@@ -57,7 +58,7 @@ func NewBuffer(ctx context.Context, src Source, cfg BufferConfig) (*Buffer, erro
 	if err != nil {
 		return nil, err
 	}
-	b, err := writebehind.New(ctx, entrt.NewSession(r), dl, cfg)
+	b, err := writebehind.New(ctx, entrt.NewSession(r), dl, cfg, r.Observer())
 	if err != nil {
 		return nil, fmt.Errorf("entcounter: NewBuffer: %w", err)
 	}
@@ -75,7 +76,7 @@ func (b *Buffer) counter(typ, field string) (*writebehind.Counter, error) {
 	}
 	for _, d := range b.r.Defs {
 		if (d.Type == typ || snake(d.Type) == typ || strings.EqualFold(d.Type, typ)) && d.Field == field {
-			c := &writebehind.Counter{Name: d.Name(), Table: d.Tables(), Slots: d.Slots, Append: d.Append}
+			c := &writebehind.Counter{Name: d.Name(), Column: d.Field, Table: d.Tables(), Slots: d.Slots, Append: d.Append}
 			b.counters[k] = c
 			return c, nil
 		}
@@ -93,6 +94,7 @@ func (b *Buffer) Increment(ctx context.Context, typ, field string, id any, delta
 	if err := b.b.Add(ctx, c, id, delta); err != nil {
 		return fmt.Errorf("entcounter: Buffer %s: %w", c.Name, err)
 	}
+	b.r.Observer().CountWrite(typ, c.Column, engine.KeyText(id), true)
 	return nil
 }
 

@@ -86,6 +86,7 @@ func Recount(ctx context.Context, src Source, typ, field string, ids ...any) (in
 		cond = dl.KeyIn(t, ids)
 	}
 	n, err := engine.Recount(ctx, entrt.NewSession(r), dl, d.CountSpec(), d.Rollup, RollupBatchSize, cond, func() bool { return ctx.Err() != nil })
+	r.Observer().Recount(ctx, d.Table, d.Field, n, err)
 	if err != nil {
 		return n, fmt.Errorf("entcounter: recount %s: %w", d.Name(), err)
 	}

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"strings"
+	"time"
 
 	"entgo.io/ent"
 
@@ -32,7 +33,7 @@ type mutation interface {
 // sum counter's parent writes its initial value to a slot.
 func counterHook(field string, ann Annotation) ent.Hook {
 	return func(next ent.Mutator) ent.Mutator {
-		return ent.MutateFunc(func(ctx context.Context, em ent.Mutation) (ent.Value, error) {
+		return ent.MutateFunc(func(ctx context.Context, em ent.Mutation) (_ ent.Value, err error) {
 			added, hasAdd := em.AddedField(field)
 			value, hasSet := em.Field(field)
 			cleared := em.FieldCleared(field)
@@ -67,6 +68,15 @@ func counterHook(field string, ann Annotation) ent.Hook {
 			}
 			w.d, w.dl = d, dl
 			add, set := entrt.ToInt64(added), entrt.ToInt64(value)
+			if hasAdd && !hasSet && !cleared && m.Op().Is(ent.OpUpdateOne|ent.OpUpdate) {
+				start, obs := time.Now(), w.r.Observer()
+				defer func() {
+					obs.Increment(ctx, d.Table, d.Field, time.Since(start), err)
+					if id, ok := m.HotCounterID(); ok && err == nil && m.Op().Is(ent.OpUpdateOne) {
+						obs.CountWrite(m.Type(), field, engine.KeyText(id), true)
+					}
+				}()
+			}
 			switch {
 			case m.Op().Is(ent.OpCreate):
 				return w.create(ctx, m, next, set)

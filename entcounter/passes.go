@@ -77,7 +77,10 @@ func rollup(ctx context.Context, r Runtime, stop func() bool) error {
 			continue
 		}
 		t := d.Tables()
-		if err := engine.Rollup(ctx, s, dl, t, d.Append, RollupBatchSize, stop, inTx); err != nil {
+		start := time.Now()
+		parents, err := engine.RollupCounted(ctx, s, dl, t, d.Append, RollupBatchSize, stop, inTx)
+		r.Observer().Pass(ctx, "rollup", d.Table, d.Field, start, parents, err)
+		if err != nil {
 			return fmt.Errorf("entcounter: rollup %s: %w", d.Name(), err)
 		}
 		// The table of the other kind, if a change of mode left one.
@@ -190,7 +193,10 @@ func CompactPass(ctx context.Context, src Source) error {
 		if d.Rollup {
 			continue
 		}
-		if err := engine.Compact(ctx, s, dl, d.Tables(), d.PrecreateOn(dl), RollupBatchSize, func() bool { return false }, inTx); err != nil {
+		start := time.Now()
+		parents, err := engine.Compact(ctx, s, dl, d.Tables(), d.PrecreateOn(dl), RollupBatchSize, func() bool { return false }, inTx)
+		r.Observer().Pass(ctx, "compact", d.Table, d.Field, start, parents, err)
+		if err != nil {
 			return fmt.Errorf("entcounter: compact %s: %w", d.Name(), err)
 		}
 	}

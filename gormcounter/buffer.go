@@ -8,6 +8,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/hotcounter/hotcounter/internal/engine"
 	"github.com/hotcounter/hotcounter/internal/spec"
 	"github.com/hotcounter/hotcounter/internal/writebehind"
 )
@@ -62,7 +63,7 @@ func NewBuffer(db *gorm.DB, cfg BufferConfig) (*Buffer, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	b, err := writebehind.New(ctx, gormSession{gormConn{db: db.Session(&gorm.Session{NewDB: true, Context: context.Background()})}}, p.dialect, cfg)
+	b, err := writebehind.New(ctx, gormSession{gormConn{db: db.Session(&gorm.Session{NewDB: true, Context: context.Background()})}}, p.dialect, cfg, p.obs)
 	if err != nil {
 		return nil, fmt.Errorf("gormcounter: NewBuffer: %w", err)
 	}
@@ -104,7 +105,7 @@ func (b *Buffer) target(model any, field string) (*writebehind.Counter, any, err
 	if wc == nil {
 		t := c.table
 		t.Parent = stmt.Schema.Table
-		wc = &writebehind.Counter{Name: c.name(), Table: t, Slots: c.opts.Slots, Append: c.opts.Mode == spec.Append}
+		wc = &writebehind.Counter{Name: c.name(), Column: c.field.DBName, Table: t, Slots: c.opts.Slots, Append: c.opts.Mode == spec.Append}
 		b.counters[c] = wc
 	}
 	return wc, key, nil
@@ -120,6 +121,7 @@ func (b *Buffer) Increment(ctx context.Context, model any, field string, delta i
 	if err := b.b.Add(ctx, c, key, delta); err != nil {
 		return fmt.Errorf("gormcounter: Buffer %s: %w", c.Name, err)
 	}
+	b.p.obs.CountWrite(c.Table.Parent, c.Column, engine.KeyText(key), true)
 	return nil
 }
 

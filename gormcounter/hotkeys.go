@@ -3,14 +3,11 @@ package gormcounter
 import (
 	"fmt"
 	"reflect"
-	"sort"
 	"strings"
 	"time"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
-
-	"github.com/hotcounter/hotcounter/internal/hotkeys"
 )
 
 // HotKeysConfig tunes the counting of increments per row, which tells which
@@ -57,19 +54,10 @@ type HotKey struct {
 // yet shows which field to declare and which rows are hot. Raw SQL (db.Exec)
 // is not seen. Memory stays bounded whatever the number of rows.
 func (p *Plugin) HotKeys(k int) []HotKey {
-	if p.hot == nil {
-		return nil
-	}
 	var out []HotKey
-	for _, name := range p.hot.Names() {
-		table, column := splitName(name)
-		_, isCounter := p.hotCounters.Load(name)
-		for _, key := range p.hot.Top(name, k) {
-			out = append(out, HotKey{Table: table, Column: column, Counter: isCounter, Key: key.Key,
-				Count: key.Count, Error: key.Error, Rate: key.Rate, Span: key.Span})
-		}
+	for _, key := range p.obs.HotKeys(k) {
+		out = append(out, HotKey(key))
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Rate > out[j].Rate })
 	return out
 }
 
@@ -82,37 +70,32 @@ func HotKeysOf(db *gorm.DB, k int) ([]HotKey, error) {
 	return p.HotKeys(k), nil
 }
 
-func newHotKeys(cfg HotKeysConfig) *hotkeys.Tracker {
-	if cfg.Off {
-		return nil
-	}
-	return hotkeys.New(hotkeys.Options{K: cfg.Keys, Window: cfg.Window})
-}
-
-// countIncrement counts an increment of column of the statement's table
-// for the row the statement names, if it names one.
-func (p *Plugin) countIncrement(stmt *gorm.Statement, column string, counter bool) {
-	if p.hot == nil {
-		return
-	}
-	key, ok := rowKey(stmt)
-	if !ok {
-		return
-	}
-	name := parentTable(stmt) + "." + column
-	if counter {
-		if _, seen := p.hotCounters.Load(name); !seen {
-			p.hotCounters.Store(name, true)
+// systemName is db.system.name of db's database: postgresql, mysql,
+// mariadb or sqlite. Telling MariaDB from MySQL takes a query, run only
+// when metrics are on.
+func systemName(db *gorm.DB, metrics bool) string {
+	switch name := db.Dialector.Name(); name {
+	case "postgres", "pgx":
+		return "postgresql"
+	case "sqlite", "sqlite3":
+		return "sqlite"
+	case "mysql":
+		var v string
+		if metrics && db.Session(&gorm.Session{NewDB: true}).Raw("SELECT VERSION()").Row().Scan(&v) == nil &&
+			strings.Contains(strings.ToLower(v), "mariadb") {
+			return "mariadb"
 		}
+		return "mysql"
+	default:
+		return name
 	}
-	p.hot.Add(name, key, 1) // writes, whatever their size: each takes the row's lock once
 }
 
 // countPlainIncrements counts the increments of plain columns (not
 // counters) in an update: gorm.Expr("col + ?", n) assigned to col.
 func (p *Plugin) countPlainIncrements(db *gorm.DB) {
 	stmt := db.Statement
-	if p.hot == nil || db.Error != nil || stmt.Schema == nil {
+	if db.Error != nil || stmt.Schema == nil {
 		return
 	}
 	dest := reflect.ValueOf(stmt.Dest)
@@ -147,7 +130,9 @@ func (p *Plugin) countPlainIncrements(db *gorm.DB) {
 		}
 		named := func(n string) bool { b := bareName(n); return b == f.Name || strings.EqualFold(b, f.DBName) }
 		if _, ok := parseIncrementExpr(e, named); ok {
-			p.countIncrement(stmt, f.DBName, false)
+			if key, ok := rowKey(stmt); ok {
+				p.obs.CountWrite(parentTable(stmt), f.DBName, key, false)
+			}
 		}
 	}
 }

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"sync"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"gorm.io/gorm"
 
 	"github.com/hotcounter/hotcounter/internal/combine"
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/engine"
-	"github.com/hotcounter/hotcounter/internal/hotkeys"
+	"github.com/hotcounter/hotcounter/internal/observe"
 	"github.com/hotcounter/hotcounter/internal/spec"
 )
 
@@ -52,6 +54,12 @@ type Config struct {
 	// HotKeys tunes the counting of increments per row that
 	// [Plugin.HotKeys] reports; on unless HotKeys.Off.
 	HotKeys HotKeysConfig
+	// MeterProvider, when set, receives OpenTelemetry metrics of the
+	// plugin's counters: increments and their duration, rollup and
+	// compaction passes, fold lag, write-behind flushes and pending
+	// amounts, recounts, and the rate of the hottest rows. See
+	// docs/metrics.md for the names and attributes. Nil records none.
+	MeterProvider metric.MeterProvider
 }
 
 // Plugin makes struct fields tagged `gorm:"counter"` sharded counters. Create
@@ -72,8 +80,8 @@ type Plugin struct {
 	// adopted column, a table a change of mode left), probed once.
 	storages engine.Storages
 
-	hot         *hotkeys.Tracker // nil when HotKeys.Off
-	hotCounters sync.Map         // "table.column" of counters -> true
+	// obs counts hot keys and records metrics; set by Initialize.
+	obs *observe.Observer
 }
 
 var _ gorm.Plugin = (*Plugin)(nil)
@@ -89,7 +97,7 @@ func New(cfg Config) *Plugin {
 	if cfg.InFlight == 0 {
 		cfg.InFlight = 2
 	}
-	p := &Plugin{cfg: cfg, hot: newHotKeys(cfg.HotKeys)}
+	p := &Plugin{cfg: cfg}
 	p.combined.Limit = cfg.InFlight
 	return p
 }
@@ -109,6 +117,14 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 		return err
 	}
 	p.dialect = d
+	if p.obs == nil {
+		obs, err := observe.New(observe.Config{System: systemName(db, p.cfg.MeterProvider != nil), Keys: p.cfg.HotKeys.Keys, Window: p.cfg.HotKeys.Window,
+			Off: p.cfg.HotKeys.Off, MeterProvider: p.cfg.MeterProvider})
+		if err != nil {
+			return err
+		}
+		p.obs = obs
+	}
 	for _, v := range p.cfg.Models { // before changing anything: a failed Use leaves db as it was
 		if _, err := p.modelOf(db, v); err != nil {
 			return err

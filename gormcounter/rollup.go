@@ -127,7 +127,9 @@ func passCounters(db *gorm.DB, models []any, name, what string, want func(*count
 func (p *Plugin) foldAll(db *gorm.DB, c *counter, stop func() bool) error {
 	ctx := db.Statement.Context
 	s, inTx := ownTx(db)
-	err := engine.Rollup(ctx, s, p.dialect, c.table, c.opts.Mode == spec.Append, p.cfg.RollupBatchSize, stop, inTx)
+	start := time.Now()
+	parents, err := engine.RollupCounted(ctx, s, p.dialect, c.table, c.opts.Mode == spec.Append, p.cfg.RollupBatchSize, stop, inTx)
+	p.obs.Pass(ctx, "rollup", c.table.Parent, c.field.DBName, start, parents, err)
 	if err != nil {
 		return fmt.Errorf("gormcounter: rollup %s: %w", c.name(), err)
 	}
@@ -179,7 +181,10 @@ func CompactPass(db *gorm.DB, models ...any) error {
 	}
 	s, inTx := ownTx(db)
 	for _, c := range counters {
-		if err := engine.Compact(db.Statement.Context, s, p.dialect, c.table, c.precreate, p.cfg.RollupBatchSize, func() bool { return false }, inTx); err != nil {
+		start := time.Now()
+		parents, err := engine.Compact(db.Statement.Context, s, p.dialect, c.table, c.precreate, p.cfg.RollupBatchSize, func() bool { return false }, inTx)
+		p.obs.Pass(db.Statement.Context, "compact", c.table.Parent, c.field.DBName, start, parents, err)
+		if err != nil {
 			return fmt.Errorf("gormcounter: compact %s: %w", c.name(), err)
 		}
 	}

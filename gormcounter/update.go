@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
@@ -55,14 +56,19 @@ func (p *Plugin) rewriteUpdate(db *gorm.DB) {
 		return
 	}
 	var affected int64
+	key, keyed := rowKey(stmt)
 	for _, inc := range incs {
+		start := time.Now()
 		n, err := p.increment(db, inc, where)
+		p.obs.Increment(stmt.Context, parentTable(stmt), inc.c.field.DBName, time.Since(start), err)
 		if err != nil {
 			db.AddError(fmt.Errorf("gormcounter: increment %s: %w", inc.c.name(), err))
 			return
 		}
 		affected = max(affected, n)
-		p.countIncrement(stmt, inc.c.field.DBName, true)
+		if keyed {
+			p.obs.CountWrite(parentTable(stmt), inc.c.field.DBName, key, true)
+		}
 	}
 	if others == 0 {
 		stmt.Settings.Store(skipParentUpdate, true)

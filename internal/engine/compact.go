@@ -21,10 +21,12 @@ import (
 // reads it again sees its own slot row as it is now and the others as of
 // its snapshot, so values a pass moved in between would count twice or
 // not at all.
+//
+// It returns how many parents the committed batches compacted.
 func Compact(ctx context.Context, conn Conn, d countersql.Dialect, t countersql.Table, keep bool, batch int, stop func() bool,
-	inTx func(ctx context.Context, fn func(Conn) error) error) error {
+	inTx func(ctx context.Context, fn func(Conn) error) error) (int64, error) {
 	if d.MySQL() {
-		return ErrCompactMySQL
+		return 0, ErrCompactMySQL
 	}
 	owners := func(after any) ([]any, error) {
 		return QueryKeys(ctx, conn, func(w countersql.Writer) { d.CrowdedOwners(w, t, after, batch) })

@@ -43,8 +43,16 @@ const FoldAttempts = 5
 // transaction that it commits when the function returns nil.
 func Rollup(ctx context.Context, conn Conn, d countersql.Dialect, t countersql.Table, deltas bool, batch int, stop func() bool,
 	inTx func(ctx context.Context, fn func(Conn) error) error) error {
+	_, err := RollupCounted(ctx, conn, d, t, deltas, batch, stop, inTx)
+	return err
+}
+
+// RollupCounted is Rollup that also returns how many parents' slot rows it
+// folded (batches committed; 0 for delta rows, which it folds by id).
+func RollupCounted(ctx context.Context, conn Conn, d countersql.Dialect, t countersql.Table, deltas bool, batch int, stop func() bool,
+	inTx func(ctx context.Context, fn func(Conn) error) error) (int64, error) {
 	if deltas {
-		return foldDeltas(ctx, conn, d, t, batch, stop, inTx)
+		return 0, foldDeltas(ctx, conn, d, t, batch, stop, inTx)
 	}
 	return foldAll(ctx, conn, d, t, batch, stop, inTx)
 }
@@ -53,7 +61,7 @@ func Rollup(ctx context.Context, conn Conn, d countersql.Dialect, t countersql.T
 // per transaction (fold, or foldMySQL), until it has walked it all or stop
 // says so.
 func foldAll(ctx context.Context, conn Conn, d countersql.Dialect, t countersql.Table, batch int, stop func() bool,
-	inTx func(ctx context.Context, fn func(Conn) error) error) error {
+	inTx func(ctx context.Context, fn func(Conn) error) error) (int64, error) {
 	foldBatch := fold
 	if d.MySQL() {
 		foldBatch = foldMySQL
@@ -64,30 +72,33 @@ func foldAll(ctx context.Context, conn Conn, d countersql.Dialect, t countersql.
 
 // walk runs apply on the owners that list returns, a batch per
 // transaction (retried when the database aborts it for a transient reason),
-// until list returns a short batch or stop says so.
+// until list returns a short batch or stop says so. It returns how many
+// owners the committed batches held.
 func walk(ctx context.Context, batch int, stop func() bool, inTx func(ctx context.Context, fn func(Conn) error) error,
-	list func(after any) ([]any, error), apply func(tx Conn, owners []any) error) error {
+	list func(after any) ([]any, error), apply func(tx Conn, owners []any) error) (int64, error) {
 	var after any
+	var done int64
 	for !stop() {
 		owners, err := list(after)
 		if err != nil {
-			return err
+			return done, err
 		}
 		if len(owners) == 0 {
-			return nil
+			return done, nil
 		}
 		err = retry.Do(ctx, FoldAttempts, func() error {
 			return inTx(ctx, func(tx Conn) error { return apply(tx, owners) })
 		})
 		if err != nil {
-			return err
+			return done, err
 		}
+		done += int64(len(owners))
 		if len(owners) < batch {
-			return nil
+			return done, nil
 		}
 		after = owners[len(owners)-1]
 	}
-	return nil
+	return done, nil
 }
 
 // fold runs the dialect's fold statements for owners (PostgreSQL and

@@ -15,6 +15,8 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"entgo.io/ent"
 	"entgo.io/ent/dialect"
@@ -23,6 +25,7 @@ import (
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/engine"
+	"github.com/hotcounter/hotcounter/internal/observe"
 	"github.com/hotcounter/hotcounter/internal/spec"
 )
 
@@ -116,13 +119,60 @@ type Runtime struct {
 // counter's values live (a column it was adopted over, a table a change
 // of mode left), probed once. Generated code creates one per client with
 // [NewState]; users do not.
-type State struct{ storages engine.Storages }
+type State struct {
+	storages engine.Storages
+	obs      atomic.Pointer[observe.Observer]
+	obsOnce  sync.Mutex
+}
 
 // NewState returns an empty State.
 func NewState() *State { return &State{} }
 
 // processState serves clients generated before State existed.
 var processState State
+
+// Observer is the client's observer: the one entcounter.Observe set, or
+// one that counts hot keys with the defaults and records no metrics.
+func (r Runtime) Observer() *observe.Observer {
+	st := r.State
+	if st == nil {
+		st = &processState
+	}
+	if o := st.obs.Load(); o != nil {
+		return o
+	}
+	st.obsOnce.Lock()
+	defer st.obsOnce.Unlock()
+	if o := st.obs.Load(); o != nil {
+		return o
+	}
+	o, _ := observe.New(observe.Config{System: r.System()}) // without a meter provider it cannot fail
+	st.obs.Store(o)
+	return o
+}
+
+// SetObserver replaces the client's observer.
+func (r Runtime) SetObserver(o *observe.Observer) {
+	st := r.State
+	if st == nil {
+		st = &processState
+	}
+	if old := st.obs.Swap(o); old != nil {
+		_ = old.Close()
+	}
+}
+
+// System is db.system.name of the client's database (MySQL and MariaDB are
+// told apart by their version, asked once when metrics are configured).
+func (r Runtime) System() string {
+	switch r.Driver.Dialect() {
+	case "postgres":
+		return "postgresql"
+	case "sqlite3":
+		return "sqlite"
+	}
+	return r.Driver.Dialect()
+}
 
 func (r Runtime) Storages() *engine.Storages {
 	if r.State == nil {

@@ -30,13 +30,15 @@ import (
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/engine"
+	"github.com/hotcounter/hotcounter/internal/observe"
 )
 
 // Counter is one counter the buffer writes: its tables and slot count.
 type Counter struct {
-	Name  string // for errors: Model.Field
-	Table countersql.Table
-	Slots int
+	Name   string // for errors: Model.Field
+	Column string // for metrics: the counter's column (or ent field)
+	Table  countersql.Table
+	Slots  int
 	// Append: the counter's table holds delta rows (append mode), not slots.
 	Append bool
 }
@@ -124,6 +126,9 @@ type Buffer struct {
 	d   countersql.Dialect
 	cfg Config
 
+	obs     *observe.Observer
+	unwatch func()
+
 	mu       sync.Mutex
 	room     *sync.Cond // signalled when entries leave
 	pending  map[entry]pendingDelta
@@ -142,7 +147,7 @@ type Buffer struct {
 
 // New starts a buffer that writes through s. It creates the ledger table
 // if missing, and starts the goroutine that flushes every interval.
-func New(ctx context.Context, s engine.Session, d countersql.Dialect, cfg Config) (*Buffer, error) {
+func New(ctx context.Context, s engine.Session, d countersql.Dialect, cfg Config, obs *observe.Observer) (*Buffer, error) {
 	cfg.defaults()
 	for _, step := range d.CreateLedger(cfg.Ledger) {
 		if _, err := s.Exec(ctx, step); err != nil {
@@ -159,8 +164,28 @@ func New(ctx context.Context, s engine.Session, d countersql.Dialect, cfg Config
 	}
 	b.loopCtx, b.loopStop = context.WithCancel(context.Background())
 	b.room = sync.NewCond(&b.mu)
+	b.obs = obs
+	b.unwatch = obs.WatchPending(b.pendingByCounter)
 	go b.loop()
 	return b, nil
+}
+
+// pendingByCounter sums what is held (pending and in flight) per parent
+// table and counter column, for the pending gauge.
+func (b *Buffer) pendingByCounter() map[[2]string]int64 {
+	out := map[[2]string]int64{}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	add := func(m map[entry]pendingDelta) {
+		for e, p := range m {
+			out[[2]string{e.c.Table.Parent, e.c.Column}] += p.delta
+		}
+	}
+	add(b.pending)
+	if b.inflight != nil {
+		add(b.inflight.entries)
+	}
+	return out
 }
 
 func (b *Buffer) held() int {
@@ -299,8 +324,14 @@ func (b *Buffer) Flush(ctx context.Context) error {
 		b.mu.Unlock()
 
 		if err := b.apply(ctx, bt); err != nil {
+			b.obs.Flush(ctx, nil, err)
 			return err
 		}
+		written := map[[2]string]int64{}
+		for e, p := range bt.entries {
+			written[[2]string{e.c.Table.Parent, e.c.Column}] += p.delta
+		}
+		b.obs.Flush(ctx, written, nil)
 		b.mu.Lock()
 		b.inflight = nil
 		b.room.Broadcast()
@@ -370,6 +401,9 @@ func (b *Buffer) apply(ctx context.Context, bt *batch) error {
 	})
 	if err != nil && !applied {
 		return fmt.Errorf("write-behind flush %s: %w", bt.id, err)
+	}
+	if applied {
+		b.obs.Replay(ctx)
 	}
 	return nil
 }
@@ -484,6 +518,7 @@ func (b *Buffer) Close(ctx context.Context) error {
 		left := b.held()
 		b.mu.Unlock()
 		if err == nil && left == 0 {
+			b.unwatch()
 			return nil
 		}
 		if ctx.Err() != nil {

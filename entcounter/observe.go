@@ -1,0 +1,159 @@
+package entcounter
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+
+	"entgo.io/ent"
+	entsql "entgo.io/ent/dialect/sql"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/hotcounter/hotcounter/internal/engine"
+	"github.com/hotcounter/hotcounter/internal/observe"
+)
+
+// HotKeysConfig tunes the counting of increments per row that [HotKeys]
+// reports.
+type HotKeysConfig struct {
+	// Keys is how many rows are counted per counter or field and window:
+	// exactly while no more rows than that are incremented in a window,
+	// within a known bound (HotKey.Error) after that. Zero means 64.
+	Keys int
+	// Window is the length of the time windows; a report covers the last
+	// complete window and the current one. Zero means one minute.
+	Window time.Duration
+	// Off turns the counting off.
+	Off bool
+}
+
+// ObserveConfig says how [Observe] watches a client's counters.
+type ObserveConfig struct {
+	HotKeys HotKeysConfig
+	// MeterProvider, when set, receives OpenTelemetry metrics: increments
+	// and their duration, rollup and compaction passes, fold lag,
+	// write-behind flushes and pending amounts, recounts, and the rate of
+	// the hottest rows (see docs/metrics.md). Nil records none.
+	MeterProvider metric.MeterProvider
+}
+
+// HotKey is how often one row of one counter or field was incremented
+// lately.
+type HotKey struct {
+	// Type and Field name the schema and field; Counter is false for a
+	// plain field incremented with AddX.
+	Type, Field string
+	Counter     bool
+	// Key is the row's id as text.
+	Key string
+	// Count is how many increments (of any size) the row took over Span, an
+	// upper bound: the true number is at least Count-Error. Rate is Count
+	// per second.
+	Count, Error int64
+	Rate         float64
+	Span         time.Duration
+}
+
+// Observe sets how the client's counters are watched, and returns the hook
+// that counts increments of plain fields per row, to register on the
+// client:
+//
+//	hook, err := entcounter.Observe(client, entcounter.ObserveConfig{MeterProvider: mp})
+//	client.Use(hook)
+//
+// Without Observe, increments of counters are counted per row with the
+// default [HotKeysConfig] and no metrics are recorded. Call it once, before
+// the client is used; a later call starts the counts and gauges afresh.
+//
+// The hook counts an UpdateOne mutation's AddX of every field that is not
+// a counter (counters are counted where they are written), so a schema
+// whose hot field is not a counter yet shows which field to declare and
+// which rows are hot. Bulk updates (Update().Where(...)) name no row and
+// are not counted.
+func Observe(src Source, cfg ObserveConfig) (ent.Hook, error) {
+	r := src.HotCounter()
+	system := r.System()
+	if system == "mysql" && cfg.MeterProvider != nil {
+		system = mysqlOrMariaDB(r)
+	}
+	o, err := observe.New(observe.Config{System: system, Keys: cfg.HotKeys.Keys, Window: cfg.HotKeys.Window,
+		Off: cfg.HotKeys.Off, MeterProvider: cfg.MeterProvider})
+	if err != nil {
+		return nil, fmt.Errorf("entcounter: Observe: %w", err)
+	}
+	r.SetObserver(o)
+	return func(next ent.Mutator) ent.Mutator {
+		return ent.MutateFunc(func(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+			if m.Op().Is(ent.OpUpdateOne) {
+				countPlainAdds(o, m)
+			}
+			return next.Mutate(ctx, m)
+		})
+	}, nil
+}
+
+// HotKeys returns the k rows with the most increments of every counter and
+// of every plain field counted by [Observe]'s hook, over the last one to
+// two windows, hottest (highest Rate) first. An increment is counted for
+// its row when it names one: UpdateOneID(id).AddX(n), or a Buffer's
+// Increment.
+func HotKeys(src Source, k int) []HotKey {
+	var out []HotKey
+	for _, key := range src.HotCounter().Observer().HotKeys(k) {
+		out = append(out, HotKey{Type: key.Table, Field: key.Column, Counter: key.Counter, Key: key.Key,
+			Count: key.Count, Error: key.Error, Rate: key.Rate, Span: key.Span})
+	}
+	return out
+}
+
+// countPlainAdds counts the adds of an UpdateOne mutation to fields that
+// are not counters.
+func countPlainAdds(o *observe.Observer, m ent.Mutation) {
+	fields := m.AddedFields()
+	if len(fields) == 0 {
+		return
+	}
+	id, ok := mutationID(m)
+	if !ok {
+		return
+	}
+	src, hasCounters := m.(Source)
+	for _, f := range fields {
+		if hasCounters {
+			if _, isCounter := src.HotCounter().Def(m.Type(), f); isCounter {
+				continue
+			}
+		}
+		o.CountWrite(m.Type(), f, engine.KeyText(id), false)
+	}
+}
+
+// mutationID is the id of the row a mutation updates: generated mutations
+// have ID() (T, bool) with the schema's id type.
+func mutationID(m ent.Mutation) (any, bool) {
+	if h, ok := m.(interface{ HotCounterID() (any, bool) }); ok {
+		return h.HotCounterID()
+	}
+	method := reflect.ValueOf(m).MethodByName("ID")
+	if !method.IsValid() || method.Type().NumIn() != 0 || method.Type().NumOut() != 2 || method.Type().Out(1).Kind() != reflect.Bool {
+		return nil, false
+	}
+	out := method.Call(nil)
+	return out[0].Interface(), out[1].Bool()
+}
+
+// mysqlOrMariaDB tells MariaDB from MySQL by the server's version.
+func mysqlOrMariaDB(r Runtime) string {
+	rows := &entsql.Rows{}
+	if err := r.Driver.Query(context.Background(), "SELECT VERSION()", []any{}, rows); err != nil {
+		return "mysql"
+	}
+	defer rows.Close()
+	var v string
+	if rows.Next() && rows.Scan(&v) == nil && strings.Contains(strings.ToLower(v), "mariadb") {
+		return "mariadb"
+	}
+	return "mysql"
+}
