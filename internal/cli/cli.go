@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strings"
 	"time"
 
@@ -189,8 +190,14 @@ func printReport(w io.Writer, rep detect.Report) {
 		}
 		fmt.Fprintln(w)
 	}
-	for table, n := range rep.Unresolved {
-		fmt.Fprintf(w, "not named: %d waits on %s (the row had moved on before its key was read)\n", n, table)
+	tables := make([]string, 0, len(rep.Unresolved))
+	for table := range rep.Unresolved {
+		tables = append(tables, table)
+	}
+	sort.Strings(tables)
+	for _, table := range tables {
+		n := rep.Unresolved[table]
+		fmt.Fprintf(w, "not named: %d waits on %s (the key was gone before it could be read: a PostgreSQL row moves on every update; InnoDB's view may lack the key)\n", n, table)
 	}
 	for _, n := range rep.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
