@@ -3,6 +3,7 @@ package integration_test
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,6 +91,18 @@ func checkLab(t *testing.T, res *lab.Result, perStrategy func(lab.StrategyResult
 		assert.Zero(t, s.Deadlocks, "%s: deadlocks on the server", s.Name)
 		assert.Zero(t, s.Deadlocked, "%s: likes failed by deadlock", s.Name)
 		assert.Zero(t, s.Failed, "%s: likes failed: %v", s.Name, s.Errors)
+		assert.Empty(t, s.DetectErr, "%s: detect could not run", s.Name)
+		// The library's hot keys and, for the naive row, the detector name
+		// the viral post (id 1) and its column.
+		if assert.NotEmpty(t, s.HotKeys, "%s: hot keys", s.Name) {
+			assert.Equal(t, "1", s.HotKeys[0].Key, "%s: hottest key", s.Name)
+			assert.Equal(t, s.Name != "naive", s.HotKeys[0].Counter, "%s: hot key is a counter", s.Name)
+		}
+		if s.Name == "naive" && assert.NotEmpty(t, s.Detected, "naive: detect named no row") {
+			d := s.Detected[0]
+			assert.True(t, strings.HasSuffix(d.Table, ".viral_naive_posts") && d.Key == "1" && d.Column == "like_count",
+				"naive: detect named %s key %s column %s, want viral_naive_posts 1 like_count", d.Table, d.Key, d.Column)
+		}
 		perStrategy(s)
 		if s.Name != "skiplocked64" {
 			continue

@@ -18,6 +18,9 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/hotcounter/hotcounter/gormcounter"
+	"github.com/hotcounter/hotcounter/internal/detect"
 )
 
 // Config is one run of the lab. Zero fields take the defaults of the
@@ -104,6 +107,33 @@ type StrategyResult struct {
 	Unrelated Latency   `json:"unrelated"`
 	LockWaits LockWaits `json:"lock_waits"`
 	Timeline  []Bucket  `json:"timeline"`
+	// Detected is what hotcounter detect named during the load (the three
+	// hottest rows); DetectErr why it could not run. HotKeys are the
+	// library's three most incremented rows (gormcounter.HotKeysOf).
+	Detected  []detect.Row         `json:"detected"`
+	DetectErr string               `json:"detect_error,omitempty"`
+	HotKeys   []gormcounter.HotKey `json:"hot_keys"`
+}
+
+// detection is what detectDuring found.
+type detection struct {
+	rows []detect.Row
+	err  string
+}
+
+// detectDuring runs hotcounter detect for most of a strategy's load, as an
+// operator on call would, on a connection of its own.
+func detectDuring(ctx context.Context, cfg Config) detection {
+	db, err := detect.Open(ctx, cfg.DSN)
+	if err != nil {
+		return detection{err: err.Error()}
+	}
+	defer db.Close()
+	rep, err := detect.Detect(ctx, db, detect.Options{For: max(cfg.Duration*3/4, time.Second)})
+	if err != nil {
+		return detection{err: err.Error()}
+	}
+	return detection{rows: rep.Rows[:min(3, len(rep.Rows))]}
 }
 
 // Run runs the lab: each selected strategy in turn, then the read side.
@@ -254,10 +284,17 @@ func runStrategy(ctx context.Context, cfg Config, tg target, obs *observer, s St
 			return db.WithContext(ctx).First(&u, 1+rand.IntN(usersSeeded)).Error
 		})
 	}()
+	detected := make(chan detection, 1)
+	go func() { detected <- detectDuring(ctx, cfg) }()
 	l := openLoop(ctx, cfg.Rate, cfg.Duration, cfg.Timeout, &likes, like)
 	u := <-unrelated
 	close(stop)
 	r := &StrategyResult{Name: s.Name, What: s.What}
+	found := <-detected
+	r.Detected, r.DetectErr = found.rows, found.err
+	if r.HotKeys, err = gormcounter.HotKeysOf(db, 3); err != nil {
+		return nil, err
+	}
 	sampling.finish(&r.LockWaits, cfg.Threshold, p.backends())
 	if err := ctx.Err(); err != nil {
 		return nil, err

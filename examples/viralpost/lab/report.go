@@ -49,6 +49,26 @@ func (r *Result) WriteTable(w io.Writer) {
 			fmt.Fprintf(w, "%s: %d failed: %s\n", s.Name, s.Failed, strings.Join(s.Errors, "; "))
 		}
 	}
+	fmt.Fprintln(w, "\nhot rows: what hotcounter detect named during each load, and the library's hot keys")
+	for _, s := range r.Strategies {
+		switch {
+		case s.DetectErr != "":
+			fmt.Fprintf(w, "%s: detect could not run: %s\n", s.Name, s.DetectErr)
+		case len(s.Detected) == 0:
+			fmt.Fprintf(w, "%s: detect found no hot row\n", s.Name)
+		}
+		for _, d := range s.Detected {
+			fmt.Fprintf(w, "%s: detect named %s key %s: %d sessions, %.1fs waiting, %.1f writers at once -> %d slots\n",
+				s.Name, d.Table, d.Key, d.Sessions, d.WaitSeconds, d.MeanWriters, d.Slots)
+		}
+		for _, k := range s.HotKeys {
+			kind := "counter"
+			if !k.Counter {
+				kind = "plain column"
+			}
+			fmt.Fprintf(w, "%s: hot key %s.%s %s: %d increments, %.0f/s (%s)\n", s.Name, k.Table, k.Column, k.Key, k.Count, k.Rate, kind)
+		}
+	}
 	if len(r.Reads) == 0 {
 		return
 	}
