@@ -117,9 +117,9 @@ func New(cfg Config) (*Observer, error) {
 	}
 	o.increments = counter("hotcounter.increments", "{increment}", "Increments of counters (each call, whatever its amount).")
 	o.incrementTime = seconds("hotcounter.increment.duration", "Duration of increments, from the call to its statement's commit.")
-	o.passes = counter("hotcounter.passes", "{pass}", "Rollup, compaction and recount passes run, by hotcounter.pass.name.")
-	o.passTime = seconds("hotcounter.pass.duration", "Duration of rollup, compaction and recount passes.")
-	o.folded = counter("hotcounter.pass.parents", "{parent}", "Parents whose slot or delta rows a pass folded or compacted, or whose count a recount checked.")
+	o.passes = counter("hotcounter.passes", "{pass}", "Rollup and compaction passes run, by hotcounter.pass.name (rollup, compact).")
+	o.passTime = seconds("hotcounter.pass.duration", "Duration of rollup and compaction passes.")
+	o.folded = counter("hotcounter.pass.parents", "{parent}", "Parents whose slot rows a pass folded or compacted (an append counter's delta rows are folded by id and not counted here).")
 	o.flushes = counter("hotcounter.buffer.flushes", "{flush}", "Flushes of the write-behind buffer; failed ones carry error.type (they are retried).")
 	o.flushed = counter("hotcounter.buffer.flushed", "{increment}", "Increments the write-behind buffer wrote to the database.")
 	o.replays = counter("hotcounter.buffer.ledger.replays", "{batch}", "Batches the write-behind buffer found already applied in its ledger (a commit whose outcome was unknown had succeeded).")
@@ -234,8 +234,8 @@ func (o *Observer) CountWrite(table, column, key string, counter bool) {
 	o.hot.Add(name, key, 1) // writes, whatever their size: each takes the row's lock once
 }
 
-// Pass records a pass (rollup, compact, recount) over one counter that
-// took d and covered parents.
+// Pass records a pass (rollup, compact) over one counter that started at
+// started and folded or compacted parents.
 func (o *Observer) Pass(ctx context.Context, pass, table, counter string, started time.Time, parents int64, err error) {
 	if o == nil {
 		return
