@@ -205,8 +205,9 @@ func printReport(w io.Writer, rep detect.Report) {
 }
 
 func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("status", "status -dsn DSN [-widest 5] [-json]", stderr)
+	fs := newFlags("status", "status -dsn DSN [-schema name] [-widest 5] [-json]", stderr)
 	dsn := fs.String("dsn", "", dsnHelp)
+	schema := fs.String("schema", "", "only this schema (PostgreSQL; default every schema) or database (MySQL/MariaDB; default the DSN's)")
 	widest := fs.Int("widest", 5, "list this many of each table's widest parents")
 	asJSON := fs.Bool("json", false, "print a JSON array of the counter tables")
 	if code, stop := parse(fs, args); stop {
@@ -217,7 +218,7 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return ExitError
 	}
 	defer db.Close()
-	tables, err := detect.Status(ctx, db, *widest)
+	tables, err := detect.Status(ctx, db, *schema, *widest)
 	if err != nil {
 		fmt.Fprintf(stderr, "hotcounter status: %v\n", err)
 		return ExitError

@@ -90,19 +90,30 @@ func (d Dialect) TableWrites(w Writer, schema, table string) {
 }
 
 // CounterTables writes the query of the tables that look like hotcounter's
-// in the current schema (PostgreSQL: every schema but the system ones), one
-// row each: schema, table, and its columns joined by ",". A slot table has
-// slot and n besides its owner column (and ent's id), a delta table id and
-// n, a ledger batch and at.
-func (d Dialect) CounterTables(w Writer) {
+// in schema, or where schema is "", in the current database (MySQL) or
+// every schema but the system ones (PostgreSQL), one row each: schema,
+// table, and its columns joined by ",". A slot table has slot and n besides
+// its owner column (and ent's id), a delta table id and n, a ledger batch
+// and at.
+func (d Dialect) CounterTables(w Writer, schema string) {
 	switch d.kind {
 	case postgres:
 		w.WriteString("SELECT table_schema::text, table_name::text, string_agg(column_name::text, ',' ORDER BY ordinal_position) " +
-			"FROM information_schema.columns WHERE table_schema NOT IN ('pg_catalog', 'information_schema') " +
-			"GROUP BY table_schema, table_name ORDER BY 1, 2")
+			"FROM information_schema.columns WHERE table_schema NOT IN ('pg_catalog', 'information_schema')")
+		if schema != "" {
+			w.WriteString(" AND table_schema = ")
+			w.Arg(schema)
+		}
+		w.WriteString(" GROUP BY table_schema, table_name ORDER BY 1, 2")
 	case mysql:
 		w.WriteString("SELECT table_schema, table_name, GROUP_CONCAT(column_name ORDER BY ordinal_position SEPARATOR ',') " +
-			"FROM information_schema.columns WHERE table_schema = DATABASE() GROUP BY table_schema, table_name ORDER BY 1, 2")
+			"FROM information_schema.columns WHERE table_schema = ")
+		if schema != "" {
+			w.Arg(schema)
+		} else {
+			w.WriteString("DATABASE()")
+		}
+		w.WriteString(" GROUP BY table_schema, table_name ORDER BY 1, 2")
 	default:
 		w.WriteString("SELECT 'main', m.name, (SELECT group_concat(p.name, ',') FROM pragma_table_info(m.name) p) " +
 			"FROM sqlite_master m WHERE m.type = 'table' ORDER BY 2")

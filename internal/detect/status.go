@@ -38,10 +38,11 @@ type Parent struct {
 	Sum  int64  `json:"sum"`
 }
 
-// Status finds the counter tables of db's current schema (PostgreSQL: of
-// every schema) by their columns, and reads their figures.
-func Status(ctx context.Context, db *DB, widest int) ([]Table, error) {
-	query, args := db.build(db.d.CounterTables)
+// Status finds the counter tables of schema by their columns, and reads
+// their figures. An empty schema is the DSN's database on MySQL/MariaDB and
+// every schema on PostgreSQL.
+func Status(ctx context.Context, db *DB, schema string, widest int) ([]Table, error) {
+	query, args := db.build(func(w countersql.Writer) { db.d.CounterTables(w, schema) })
 	rows, err := db.SQL.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, privilege(db, err)
