@@ -177,6 +177,9 @@ func printReport(w io.Writer, rep detect.Report) {
 		fmt.Fprintf(w, "%d. %s  key %s\n", i+1, r.Table, key)
 		fmt.Fprintf(w, "   waiting:   %.1fs in all by %d sessions, up to %d at once; %d waits caught, the longest %.0f ms\n",
 			r.WaitSeconds, r.Sessions, r.PeakWaiting, r.Waits, r.LongestWaitSeconds*1000)
+		if r.LoggedWaits > 0 {
+			fmt.Fprintf(w, "   logged:    %d waits on this table in the server log (longer than deadlock_timeout)\n", r.LoggedWaits)
+		}
 		if r.TableWritesPerSecond > 0 {
 			fmt.Fprintf(w, "   writes:    %.0f rows/s in the table (%.2f ms each if all were this row's)\n", r.TableWritesPerSecond, 1000/r.TableWritesPerSecond)
 		}

@@ -145,3 +145,39 @@ func (d Dialect) WidestParents(w Writer, table, owner string, limit int) {
 func (d Dialect) LedgerStatus(w Writer, ledger string) {
 	q(w, "SELECT COUNT(*), COALESCE(MAX(at), 0) FROM %", ledger)
 }
+
+// The PostgreSQL server log, read through SQL (a superuser, or a role with
+// pg_read_server_files): where lock waits are logged (log_lock_waits).
+
+// LogFile writes the query of the server's current log file (NULL without
+// the logging collector) and its major version.
+func (d Dialect) LogFile(w Writer) {
+	w.WriteString("SELECT pg_current_logfile(), split_part(current_setting('server_version'), '.', 1)")
+}
+
+// LogSize writes the query of a server file's size (NULL when missing).
+func (d Dialect) LogSize(w Writer, path string) {
+	w.WriteString("SELECT (pg_stat_file(")
+	w.Arg(path)
+	w.WriteString(", true)).size")
+}
+
+// LogRead writes the query of n bytes of a server file from offset, as
+// bytes: an offset may fall inside a multibyte character.
+func (d Dialect) LogRead(w Writer, path string, offset, n int64) {
+	w.WriteString("SELECT pg_read_binary_file(")
+	w.Arg(path)
+	w.WriteString(", ")
+	w.Arg(offset)
+	w.WriteString(", ")
+	w.Arg(n)
+	w.WriteString(")")
+}
+
+// RelationID writes the query of "database oid/relation oid" of a
+// PostgreSQL table (schema.table), as the server log names it.
+func (d Dialect) RelationID(w Writer, table string) {
+	w.WriteString("SELECT (SELECT oid FROM pg_database WHERE datname = current_database())::text || '/' || to_regclass(")
+	w.Arg(table)
+	w.WriteString(")::oid::text")
+}

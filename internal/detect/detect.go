@@ -125,6 +125,10 @@ type Row struct {
 	// Column the column it adds to, when it is an increment (SET c = c + ...).
 	Statement string `json:"statement"`
 	Column    string `json:"column,omitempty"`
+	// LoggedWaits is how many waits on rows of the table the server log
+	// recorded during the run (PostgreSQL with log_lock_waits on: waits
+	// longer than deadlock_timeout, in any database, by table name).
+	LoggedWaits int `json:"logged_waits,omitempty"`
 	// TableWritesPerSecond is the rows written per second in the whole
 	// table during the run (PostgreSQL's statistics; 0 where unknown).
 	TableWritesPerSecond float64 `json:"table_writes_per_second,omitempty"`
@@ -145,6 +149,9 @@ type Report struct {
 	// Unresolved counts, per table, the waits whose row could not be named
 	// (PostgreSQL: the row had moved before its key was read).
 	Unresolved map[string]int `json:"unresolved,omitempty"`
+	// Logged is what the server log recorded of lock waits during the run
+	// (PostgreSQL, where the role can read the log); nil when unread.
+	Logged *LoggedWaits `json:"logged,omitempty"`
 	// Notes say what the run could not see and how to let it.
 	Notes []string `json:"notes,omitempty"`
 }
@@ -207,8 +214,15 @@ func Detect(ctx context.Context, db *DB, o Options) (Report, error) {
 			return rep, err
 		}
 	}
+	var serverLog *ServerLog
+	logFrom := int64(-1)
 	if !db.d.MySQL() {
 		rep.Notes = append(rep.Notes, postgresNotes(ctx, db)...)
+		if l, err := FindServerLog(ctx, db.SQL, "auto"); err != nil {
+			rep.Notes = append(rep.Notes, "the server log is not readable by this role (it needs pg_read_server_files): logged lock waits are not counted")
+		} else if logFrom, err = l.Size(ctx); err == nil {
+			serverLog = &l
+		}
 	}
 	tallies := map[rowID]*tally{}
 	tableWrites := map[string]int64{}
@@ -305,6 +319,14 @@ func Detect(ctx context.Context, db *DB, o Options) (Report, error) {
 		}
 	}
 	rep.Duration = time.Since(start)
+	if serverLog != nil {
+		if text, err := serverLog.ReadFrom(ctx, logFrom); err != nil {
+			rep.Notes = append(rep.Notes, "logged lock waits not counted: "+err.Error())
+		} else {
+			lw := ParseLockWaitLog(text, nil)
+			rep.Logged = &lw
+		}
+	}
 	for table, before := range tableWrites {
 		parts := strings.SplitN(table, ".", 2)
 		if after := db.tableWrites(ctx, parts[0], parts[1]); after > before && before >= 0 {
@@ -325,6 +347,10 @@ func Detect(ctx context.Context, db *DB, o Options) (Report, error) {
 		r.Column = incrementedColumn(r.Statement)
 		if w := tableWrites[id.table]; w > 0 {
 			r.TableWritesPerSecond = float64(w) / rep.Duration.Seconds()
+		}
+		if rep.Logged != nil {
+			r.LoggedWaits = rep.Logged.Relations[strings.TrimPrefix(id.table, schemaOf(id.table)+".")] +
+				rep.Logged.RelationIDs[db.relationID(ctx, id.table)]
 		}
 		r.Slots = slotsFor(r.MeanWriters)
 		r.GORM, r.Ent = declarations(r.Column, r.Slots)
@@ -368,6 +394,14 @@ func (db *DB) sample(ctx context.Context, mysql8 bool) ([]sampled, error) {
 		out = append(out, s)
 	}
 	return out, rows.Err()
+}
+
+// relationID is a PostgreSQL table's "database oid/relation oid", or "".
+func (db *DB) relationID(ctx context.Context, table string) string {
+	query, args := db.build(func(w countersql.Writer) { db.d.RelationID(w, table) })
+	var id sql.NullString
+	_ = db.SQL.QueryRowContext(ctx, query, args...).Scan(&id)
+	return id.String
 }
 
 // tableWrites is a table's rows written so far, or -1 when unknown.
@@ -421,7 +455,11 @@ func privilege(db *DB, err error) error {
 
 // build renders a statement for database/sql.
 func (db *DB) build(fn func(countersql.Writer)) (string, []any) {
-	w := &writer{mysql: db.d.MySQL(), sqlite: db.System == "sqlite"}
+	return build(db.d, db.System == "sqlite", fn)
+}
+
+func build(d countersql.Dialect, sqlite bool, fn func(countersql.Writer)) (string, []any) {
+	w := &writer{mysql: d.MySQL(), sqlite: sqlite}
 	fn(w)
 	return w.b.String(), w.args
 }
@@ -454,6 +492,12 @@ func (w *writer) Arg(v any) {
 		return
 	}
 	w.b.WriteString("$" + strconv.Itoa(len(w.args)))
+}
+
+// schemaOf is the schema part of schema.table.
+func schemaOf(table string) string {
+	schema, _, _ := strings.Cut(table, ".")
+	return schema
 }
 
 // splitQuoted splits MariaDB's `schema`.`table`.

@@ -258,8 +258,8 @@ func runStrategy(ctx context.Context, cfg Config, tg target, obs *observer, s St
 	}
 
 	logFrom := int64(-1)
-	if obs.logPath != "" {
-		if logFrom, err = obs.logSize(ctx, obs.logPath); err != nil {
+	if obs.log != nil {
+		if logFrom, err = obs.log.Size(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -333,7 +333,7 @@ func runStrategy(ctx context.Context, cfg Config, tg target, obs *observer, s St
 	r.LockWaits.Logged = -1
 	r.LockWaits.LogNote = obs.server.LockWaitLog
 	if logFrom >= 0 {
-		if text, err := obs.readLog(ctx, logFrom); err != nil {
+		if text, err := obs.log.ReadFrom(ctx, logFrom); err != nil {
 			r.LockWaits.LogNote = err.Error()
 		} else {
 			r.LockWaits.LogNote = ""

@@ -1,15 +1,14 @@
 package lab
 
 import (
-	"bufio"
 	"context"
 	"database/sql"
 	"fmt"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hotcounter/hotcounter/internal/detect"
 )
 
 // Server describes the database server a run measured.
@@ -30,12 +29,12 @@ type Server struct {
 // observer watches the server from its own connection, outside the pool
 // under test, so that watching never queues behind the load.
 type observer struct {
-	db      *sql.DB
-	mysql   bool          // MySQL/MariaDB, else PostgreSQL
-	app     string        // PostgreSQL application_name of the pool under test
-	logPath string        // PostgreSQL server log file, "" when it cannot be read
-	server  Server        // settings, read once
-	every   time.Duration // lock wait sampling period
+	db     *sql.DB
+	mysql  bool              // MySQL/MariaDB, else PostgreSQL
+	app    string            // PostgreSQL application_name of the pool under test
+	log    *detect.ServerLog // PostgreSQL server log, nil when it cannot be read
+	server Server            // settings, read once
+	every  time.Duration     // lock wait sampling period
 }
 
 // newObserver reads the server's settings and finds its log.
@@ -78,63 +77,25 @@ func newObserver(ctx context.Context, db *sql.DB, tg target, logPath string) (*o
 	}
 	s.Product = "PostgreSQL"
 	s.Durability = "synchronous_commit=" + syncCommit + ", fsync=" + fsync
-	o.logPath, s.LockWaitLog = o.findLog(ctx, logPath)
+	o.log, s.LockWaitLog = o.findLog(ctx, logPath)
 	return o, nil
 }
 
 // findLog returns the PostgreSQL server log to read logged lock waits from, and a
 // description of the choice. "auto" takes pg_current_logfile() when the
 // logging collector runs, else the Debian default for the server's version.
-func (o *observer) findLog(ctx context.Context, path string) (string, string) {
+func (o *observer) findLog(ctx context.Context, path string) (*detect.ServerLog, string) {
 	if path == "off" {
-		return "", "off (-pglog off)"
+		return nil, "off (-pglog off)"
 	}
 	if !o.server.Superuser {
-		return "", "unavailable: reading the server log needs a superuser"
+		return nil, "unavailable: reading the server log needs a superuser"
 	}
-	if path == "auto" || path == "" {
-		var cur sql.NullString
-		_ = o.db.QueryRowContext(ctx, `SELECT pg_current_logfile()`).Scan(&cur)
-		if cur.Valid && cur.String != "" {
-			path = cur.String
-		} else {
-			major, _, _ := strings.Cut(o.server.Version, ".")
-			path = "/var/log/postgresql/postgresql-" + major + "-main.log"
-		}
-	}
-	if _, err := o.logSize(ctx, path); err != nil {
-		return "", fmt.Sprintf("unavailable: %s: %v", path, err)
-	}
-	return path, "server log " + path + " (log_lock_waits = on, deadlock_timeout = threshold, set per session)"
-}
-
-// logSize returns the current size of the server log.
-func (o *observer) logSize(ctx context.Context, path string) (int64, error) {
-	var size sql.NullInt64
-	err := o.db.QueryRowContext(ctx, `SELECT (pg_stat_file($1, true)).size`, path).Scan(&size)
-	if err == nil && !size.Valid {
-		err = fmt.Errorf("no such file")
-	}
-	return size.Int64, err
-}
-
-// readLog returns the bytes the server log gained since offset. A log that
-// shrank was rotated or truncated during the run: what it held is unknown,
-// and that is an error, not an empty log.
-func (o *observer) readLog(ctx context.Context, offset int64) (string, error) {
-	end, err := o.logSize(ctx, o.logPath)
+	l, err := detect.FindServerLog(ctx, o.db, path)
 	if err != nil {
-		return "", err
+		return nil, fmt.Sprintf("unavailable: %s: %v", l.Path, err)
 	}
-	if end < offset {
-		return "", fmt.Errorf("the server log %s shrank from %d to %d bytes during the run (rotated?)", o.logPath, offset, end)
-	}
-	if end == offset {
-		return "", nil
-	}
-	var text []byte // binary: an offset may fall inside a multibyte character
-	err = o.db.QueryRowContext(ctx, `SELECT pg_read_binary_file($1, $2, $3)`, o.logPath, offset, end-offset).Scan(&text)
-	return string(text), err
+	return &l, "server log " + l.Path + " (log_lock_waits = on, deadlock_timeout = threshold, set per session)"
 }
 
 // deadlocks returns the database's deadlock count so far.
@@ -301,48 +262,11 @@ func (s *sampler) finish(w *LockWaits, threshold time.Duration, pids map[int]boo
 	}
 }
 
-var (
-	stillWaiting = regexp.MustCompile(`process (\d+) still waiting for .* after ([\d.]+) ms`)
-	acquired     = regexp.MustCompile(`process (\d+) acquired .* after ([\d.]+) ms`)
-	inRelation   = regexp.MustCompile(`in relation "([^"]+)"`)
-	logMessage   = regexp.MustCompile(`\b(LOG|ERROR|WARNING|FATAL|PANIC|DEBUG\d?|INFO|NOTICE):  `)
-)
-
 // parseLog counts the logged lock waits of the given backends in a piece of
-// server log. A message's DETAIL, CONTEXT and STATEMENT lines follow it; the
-// context names the relation for waits on a row.
+// server log.
 func parseLog(text string, pids map[int]bool, w *LockWaits) {
-	w.Logged = 0
-	w.LoggedRelations = map[string]int{}
-	current := false // inside a counted "still waiting" message
-	sc := bufio.NewScanner(strings.NewReader(text))
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if m := stillWaiting.FindStringSubmatch(line); m != nil {
-			pid, _ := strconv.Atoi(m[1])
-			current = pids[pid]
-			if current {
-				w.Logged++
-			}
-			continue
-		}
-		if m := acquired.FindStringSubmatch(line); m != nil {
-			pid, _ := strconv.Atoi(m[1])
-			if ms, err := strconv.ParseFloat(m[2], 64); err == nil && pids[pid] {
-				w.LongestMs = max(w.LongestMs, ms)
-			}
-			current = false
-			continue
-		}
-		if logMessage.MatchString(line) && !strings.Contains(line, "CONTEXT:") {
-			current = false
-			continue
-		}
-		if current && strings.Contains(line, "CONTEXT:") {
-			if m := inRelation.FindStringSubmatch(line); m != nil {
-				w.LoggedRelations[m[1]]++
-			}
-		}
-	}
+	lw := detect.ParseLockWaitLog(text, func(pid int) bool { return pids[pid] })
+	w.Logged = lw.Waits
+	w.LoggedRelations = lw.Relations
+	w.LongestMs = max(w.LongestMs, lw.LongestMs)
 }

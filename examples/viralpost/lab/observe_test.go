@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,7 +26,7 @@ func TestObserverCountsARealLockWait(t *testing.T) {
 	defer obsDB.Close()
 	obs, err := newObserver(ctx, obsDB, tg, "auto")
 	require.NoError(t, err)
-	if obs.logPath == "" && os.Getenv("CI") == "true" {
+	if obs.log == nil && os.Getenv("CI") == "true" {
 		t.Fatalf("the server log must be readable under CI: %s", obs.server.LockWaitLog)
 	}
 	cfg := Config{Pool: 2}
@@ -37,8 +38,8 @@ func TestObserverCountsARealLockWait(t *testing.T) {
 	require.NoError(t, p.db.Exec(`INSERT INTO lw VALUES (1, 0)`).Error)
 
 	var from int64
-	if obs.logPath != "" {
-		from, err = obs.logSize(ctx, obs.logPath)
+	if obs.log != nil {
+		from, err = obs.log.Size(ctx)
 		require.NoError(t, err)
 	}
 	sampling := obs.sample(ctx)
@@ -59,7 +60,7 @@ func TestObserverCountsARealLockWait(t *testing.T) {
 	sampling.finish(&w, cfg.Threshold, p.backends())
 	assert.Equal(t, 1, w.Sampled, "distinct waits sampled")
 	assert.Equal(t, 1, w.SampledOver, "sampled waits of 100 ms or more")
-	if obs.logPath == "" {
+	if obs.log == nil {
 		t.Logf("server log not read: %s", obs.server.LockWaitLog)
 		return
 	}
@@ -67,9 +68,9 @@ func TestObserverCountsARealLockWait(t *testing.T) {
 	// gets to it: read the log until it is there.
 	var text string
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		text, err = obs.readLog(ctx, from)
+		text, err = obs.log.ReadFrom(ctx, from)
 		require.NoError(t, err)
-		if acquired.MatchString(text) || time.Now().After(deadline) {
+		if strings.Contains(text, " acquired ") || time.Now().After(deadline) {
 			break
 		}
 	}
