@@ -48,6 +48,21 @@ type Writer interface {
 	Arg(v any)
 }
 
+// QuoteIdent quotes a possibly schema-qualified name for MySQL/MariaDB
+// (backquotes) or the others (double quotes), for Writers that render SQL
+// for database/sql.
+func QuoteIdent(name string, mysql bool) string {
+	q := `"`
+	if mysql {
+		q = "`"
+	}
+	parts := strings.Split(name, ".")
+	for i, part := range parts {
+		parts[i] = q + strings.ReplaceAll(part, q, q+q) + q
+	}
+	return strings.Join(parts, ".")
+}
+
 // Table names the storage of one counter.
 type Table struct {
 	Parent    string // parent table, e.g. posts

@@ -296,18 +296,7 @@ func (w writer) WriteString(s string) { w.b.WriteString(s) }
 
 func (w writer) Arg(v any) { w.b.Arg(v) }
 
-func (w writer) Ident(name string) {
-	q := `"`
-	if w.mysql {
-		q = "`"
-	}
-	for i, part := range strings.Split(name, ".") {
-		if i > 0 {
-			w.b.WriteByte('.')
-		}
-		w.b.WriteString(q + strings.ReplaceAll(part, q, q+q) + q)
-	}
-}
+func (w writer) Ident(name string) { w.b.WriteString(countersql.QuoteIdent(name, w.mysql)) }
 
 type liveKey struct{}
 
