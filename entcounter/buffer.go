@@ -106,13 +106,14 @@ func (b *Buffer) Add(ctx context.Context, typ, field string, id any, delta int64
 }
 
 // Pending returns this buffer's delta for a counter of one row, not yet
-// written. A load plus Pending includes this process's own increments.
+// written. A load plus Pending includes this process's own increments;
+// with a Store (Redis), every instance's, read from the store.
 func (b *Buffer) Pending(typ, field string, id any) (int64, error) {
 	c, err := b.counter(typ, field)
 	if err != nil {
 		return 0, err
 	}
-	return b.b.Pending(c, id), nil
+	return b.b.PendingIn(context.Background(), c, id)
 }
 
 // Flush writes what is pending now and returns when it is applied.

@@ -127,13 +127,18 @@ func (b *Buffer) Increment(ctx context.Context, model any, field string, delta i
 
 // Pending returns this buffer's delta for the counter of the row model
 // names, not yet written. A load plus Pending is the value including this
-// process's own increments.
+// process's own increments; with a Store (Redis), every instance's, read
+// from the store with db's context.
 func (b *Buffer) Pending(model any, field string) (int64, error) {
 	c, key, err := b.target(model, field)
 	if err != nil {
 		return 0, err
 	}
-	return b.b.Pending(c, key), nil
+	ctx := b.db.Statement.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	return b.b.PendingIn(ctx, c, key)
 }
 
 // Flush writes what is pending now and returns when it is applied.

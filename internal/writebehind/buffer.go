@@ -80,6 +80,10 @@ type Config struct {
 	LedgerKeep time.Duration
 	// OnError hears of failed flushes (they are retried).
 	OnError func(error)
+	// Store, when set, keeps the increments instead of this process's
+	// memory: Redis, shared by every app instance (gormcounter/redisstore,
+	// entcounter/redisstore). FlushAt, MaxPending and OnFull do not apply.
+	Store Store
 }
 
 func (c *Config) defaults() {
@@ -130,6 +134,8 @@ type Buffer struct {
 	unwatch func()
 
 	mu       sync.Mutex
+	known    map[*Counter]bool // with a Store: the counters added to, which this buffer flushes
+	counters []*Counter
 	room     *sync.Cond // signalled when entries leave
 	pending  map[entry]pendingDelta
 	inflight *batch // being written; kept until it is known to be applied
@@ -204,6 +210,9 @@ func (b *Buffer) Add(ctx context.Context, c *Counter, key any, delta int64) erro
 		// No database key column holds it: the flush could never write it.
 		return fmt.Errorf("key %v is out of range of the database's integers", key)
 	}
+	if b.cfg.Store != nil {
+		return b.addToStore(ctx, c, key, delta)
+	}
 	e := entry{c: c, key: engine.KeyText(key)}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -267,6 +276,15 @@ func (b *Buffer) Pending(c *Counter, key any) int64 {
 	return n
 }
 
+// PendingIn is Pending for a buffer with or without a Store: what the
+// store holds (every app instance's increments), else this process's.
+func (b *Buffer) PendingIn(ctx context.Context, c *Counter, key any) (int64, error) {
+	if b.cfg.Store != nil {
+		return b.cfg.Store.Pending(ctx, c, key)
+	}
+	return b.Pending(c, key), nil
+}
+
 func (b *Buffer) loop() {
 	defer close(b.done)
 	t := time.NewTicker(b.cfg.Interval)
@@ -307,6 +325,13 @@ func (b *Buffer) Flush(ctx context.Context) error {
 		return ctx.Err()
 	}
 	defer func() { <-b.flushing }()
+	if b.cfg.Store != nil {
+		if err := b.flushStore(ctx); err != nil {
+			return err
+		}
+		b.prune(ctx)
+		return nil
+	}
 	// A batch that failed before goes first, with its id; then what is
 	// pending now. Two rounds at most: increments added meanwhile wait for
 	// the next flush.

@@ -1,0 +1,304 @@
+// Package redisstore keeps write-behind increments in Redis (standalone,
+// Sentinel or Cluster, through a go-redis v9 UniversalClient), so that many
+// app instances share them, and hands them to the SQL flush exactly once.
+//
+// Keys. Each counter is spread over Shards hashes by parent key, and every
+// key of one shard shares one hash tag, so that the scripts below touch one
+// Cluster slot:
+//
+//	<prefix>:{<slot table>:<shard>}:p        pending: hash parent -> delta
+//	<prefix>:{<slot table>:<shard>}:f        the batch in flight: hash parent -> delta
+//	<prefix>:{<slot table>:<shard>}:b        the id of the batch in flight
+//	<prefix>:{<slot table>:<shard>}:o:<id>   an applied add (expires): makes a retried add a no-op
+//
+// Adds. Concurrent increments of one shard go together in one script call
+// (at most two in flight per shard; the others wait and go in the next),
+// which adds every delta with HINCRBY under an id that it records with SET
+// NX. go-redis retries a command after a read timeout; the retry carries the
+// same id and adds nothing.
+//
+// Flushes. Take renames a shard's pending hash to its in-flight hash and
+// records a new batch id, or, when a batch is already in flight (a flush
+// failed or died after taking it), returns that one. The SQL transaction
+// records the id in the ledger; Done deletes the in-flight hash if its id
+// is still the one applied.
+package redisstore
+
+import (
+	"context"
+	crand "crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hotcounter/hotcounter/internal/writebehind"
+)
+
+// Options configure a Store. Zero values take the defaults.
+type Options struct {
+	// Prefix starts every key; default "hc".
+	Prefix string
+	// Shards is how many hashes (and Cluster slots) each counter is spread
+	// over; default 16.
+	Shards int
+	// InFlight is how many add scripts may run at once per shard before
+	// increments wait and go together; default 2.
+	InFlight int
+	// AddIDTTL is how long an add's id is kept to recognise its retries;
+	// default 10 minutes.
+	AddIDTTL time.Duration
+}
+
+// Store is a writebehind.Store in Redis.
+type Store struct {
+	rdb  redis.UniversalClient
+	opts Options
+
+	mu       sync.Mutex
+	batchers map[string]*batcher // by shard base key
+}
+
+var _ writebehind.Store = (*Store)(nil)
+
+// New returns a Store on rdb.
+func New(rdb redis.UniversalClient, opts Options) *Store {
+	if opts.Prefix == "" {
+		opts.Prefix = "hc"
+	}
+	if opts.Shards <= 0 {
+		opts.Shards = 16
+	}
+	if opts.InFlight <= 0 {
+		opts.InFlight = 2
+	}
+	if opts.AddIDTTL <= 0 {
+		opts.AddIDTTL = 10 * time.Minute
+	}
+	return &Store{rdb: rdb, opts: opts, batchers: map[string]*batcher{}}
+}
+
+// base is the key prefix of one shard of a counter, hash tag included.
+func (s *Store) base(c *writebehind.Counter, shard int) string {
+	return s.opts.Prefix + ":{" + c.Table.Slots + ":" + strconv.Itoa(shard) + "}"
+}
+
+func (s *Store) shardOf(field string) int {
+	h := fnv.New32a()
+	h.Write([]byte(field))
+	return int(h.Sum32() % uint32(s.opts.Shards))
+}
+
+// add adds deltas (field -> delta) under id, once.
+var addScript = redis.NewScript(`
+if redis.call('SET', KEYS[2], '1', 'NX', 'EX', ARGV[1]) then
+  for i = 2, #ARGV, 2 do
+    redis.call('HINCRBY', KEYS[1], ARGV[i], ARGV[i + 1])
+  end
+  return 1
+end
+return 0`)
+
+// takeScript returns {id, field, delta, ...} of the batch in flight, making
+// one of what is pending when there is none; nil when there is nothing.
+var takeScript = redis.NewScript(`
+local id = redis.call('GET', KEYS[3])
+if not id then
+  if redis.call('EXISTS', KEYS[1]) == 0 then
+    return false
+  end
+  redis.call('RENAME', KEYS[1], KEYS[2])
+  redis.call('SET', KEYS[3], ARGV[1])
+  id = ARGV[1]
+end
+local out = redis.call('HGETALL', KEYS[2])
+table.insert(out, 1, id)
+return out`)
+
+// doneScript forgets the batch in flight if it is still the one applied.
+var doneScript = redis.NewScript(`
+if redis.call('GET', KEYS[2]) == ARGV[1] then
+  redis.call('DEL', KEYS[1], KEYS[2])
+  return 1
+end
+return 0`)
+
+// Add implements writebehind.Store.
+func (s *Store) Add(ctx context.Context, c *writebehind.Counter, key any, delta int64) error {
+	field, err := writebehind.EncodeKey(key)
+	if err != nil {
+		return err
+	}
+	base := s.base(c, s.shardOf(field))
+	s.mu.Lock()
+	b := s.batchers[base]
+	if b == nil {
+		b = &batcher{s: s, base: base}
+		s.batchers[base] = b
+	}
+	s.mu.Unlock()
+	return b.add(ctx, field, delta)
+}
+
+// Pending implements writebehind.Store.
+func (s *Store) Pending(ctx context.Context, c *writebehind.Counter, key any) (int64, error) {
+	field, err := writebehind.EncodeKey(key)
+	if err != nil {
+		return 0, err
+	}
+	base := s.base(c, s.shardOf(field))
+	pipe := s.rdb.Pipeline()
+	pending := pipe.HGet(ctx, base+":p", field)
+	inFlight := pipe.HGet(ctx, base+":f", field)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return 0, err
+	}
+	var n int64
+	for _, cmd := range []*redis.StringCmd{pending, inFlight} {
+		if v, err := cmd.Int64(); err == nil {
+			n += v
+		} else if !errors.Is(err, redis.Nil) {
+			return 0, err
+		}
+	}
+	return n, nil
+}
+
+// token is where a batch lives.
+type token struct{ base, id string }
+
+// Take implements writebehind.Store: one script per shard of every counter.
+func (s *Store) Take(ctx context.Context, counters []*writebehind.Counter) ([]writebehind.StoreBatch, error) {
+	var out []writebehind.StoreBatch
+	for _, c := range counters {
+		for shard := 0; shard < s.opts.Shards; shard++ {
+			base := s.base(c, shard)
+			res, err := takeScript.Run(ctx, s.rdb, []string{base + ":p", base + ":f", base + ":b"}, newID()).Slice()
+			if errors.Is(err, redis.Nil) {
+				continue
+			}
+			if err != nil {
+				return out, err
+			}
+			b, err := batchOf(c, base, res)
+			if err != nil {
+				return out, err
+			}
+			out = append(out, b)
+		}
+	}
+	return out, nil
+}
+
+func batchOf(c *writebehind.Counter, base string, res []any) (writebehind.StoreBatch, error) {
+	id, _ := res[0].(string)
+	sum := sha256.Sum256([]byte(base + "\x00" + id))
+	b := writebehind.StoreBatch{ID: "r" + hex.EncodeToString(sum[:20]), Token: token{base, id}}
+	for i := 1; i+1 < len(res); i += 2 {
+		field, _ := res[i].(string)
+		v, _ := res[i+1].(string)
+		delta, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return b, fmt.Errorf("%s: field %s: %w", base, field, err)
+		}
+		key, err := writebehind.DecodeKey(field)
+		if err != nil {
+			return b, err
+		}
+		b.Entries = append(b.Entries, writebehind.StoreEntry{Counter: c, Key: key, Delta: delta})
+	}
+	return b, nil
+}
+
+// Done implements writebehind.Store.
+func (s *Store) Done(ctx context.Context, b writebehind.StoreBatch) error {
+	t := b.Token.(token)
+	return doneScript.Run(ctx, s.rdb, []string{t.base + ":f", t.base + ":b"}, t.id).Err()
+}
+
+// batcher sends the adds of one shard: at most InFlight scripts at once;
+// adds that arrive meanwhile go together in the next.
+type batcher struct {
+	s    *Store
+	base string
+
+	mu      sync.Mutex
+	queue   []*op
+	running int
+}
+
+type op struct {
+	field string
+	delta int64
+	done  chan error
+}
+
+func (b *batcher) add(ctx context.Context, field string, delta int64) error {
+	o := &op{field: field, delta: delta, done: make(chan error, 1)}
+	b.mu.Lock()
+	b.queue = append(b.queue, o)
+	if b.running < b.s.opts.InFlight {
+		b.running++
+		go b.run()
+	}
+	b.mu.Unlock()
+	select {
+	case err := <-o.done:
+		return err
+	case <-ctx.Done():
+		// The outcome is unknown, as for any write whose reply was lost.
+		return ctx.Err()
+	}
+}
+
+// run sends what is queued until the queue is empty.
+func (b *batcher) run() {
+	for {
+		b.mu.Lock()
+		ops := b.queue
+		b.queue = nil
+		if len(ops) == 0 {
+			b.running--
+			b.mu.Unlock()
+			return
+		}
+		b.mu.Unlock()
+		err := b.send(ops, newID())
+		for _, o := range ops {
+			o.done <- err
+		}
+	}
+}
+
+// send adds ops in one script call under id. It runs on a context of its
+// own: the callers each wait on theirs.
+func (b *batcher) send(ops []*op, id string) error {
+	sums := map[string]int64{}
+	var order []string
+	for _, o := range ops {
+		if _, ok := sums[o.field]; !ok {
+			order = append(order, o.field)
+		}
+		sums[o.field] += o.delta
+	}
+	args := make([]any, 0, 1+2*len(order))
+	args = append(args, int64(b.s.opts.AddIDTTL/time.Second))
+	for _, f := range order {
+		args = append(args, f, sums[f])
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return addScript.Run(ctx, b.s.rdb, []string{b.base + ":p", b.base + ":o:" + id}, args...).Err()
+}
+
+func newID() string {
+	var b [12]byte
+	_, _ = crand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,113 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hotcounter/hotcounter/internal/countersql"
+	"github.com/hotcounter/hotcounter/internal/writebehind"
+)
+
+func testStore(t *testing.T) *Store {
+	t.Helper()
+	addr := os.Getenv("HOTCOUNTER_REDIS_ADDR")
+	if addr == "" {
+		addr = "127.0.0.1:6379"
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("Redis (%s) is required under CI=true but unreachable: %v", addr, err)
+		}
+		t.Skipf("Redis (%s) unreachable: %v", addr, err)
+	}
+	prefix := fmt.Sprintf("hcunit%x", rand.Uint64())
+	t.Cleanup(func() {
+		ctx := context.Background()
+		iter := rdb.Scan(ctx, 0, prefix+":*", 1000).Iterator()
+		for iter.Next(ctx) {
+			rdb.Del(ctx, iter.Val())
+		}
+		rdb.Close()
+	})
+	return New(rdb, Options{Prefix: prefix, Shards: 4})
+}
+
+// A client that sends an add again (go-redis retries after a read timeout)
+// sends the same id: the second adds nothing.
+func TestAnAddSentTwiceCountsOnce(t *testing.T) {
+	s := testStore(t)
+	c := &writebehind.Counter{Name: "Post.Likes", Table: countersql.Table{Slots: "post_likes_slots"}}
+	field, _ := writebehind.EncodeKey(uint(7))
+	b := &batcher{s: s, base: s.base(c, s.shardOf(field))}
+	ops := []*op{{field: field, delta: 2}, {field: field, delta: 3}}
+	for range 2 {
+		if err := b.send(ops, "same-id"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.send([]*op{{field: field, delta: 1}}, "another-id"); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.Pending(context.Background(), c, uint(7))
+	if err != nil || n != 6 {
+		t.Fatalf("pending = %d, %v; want 6 (2+3 once, then 1)", n, err)
+	}
+}
+
+// Take hands back the batch in flight until Done forgets it; increments
+// that arrive meanwhile wait in the pending hash for the next batch.
+func TestTakeResumesTheBatchInFlightUntilDone(t *testing.T) {
+	ctx := context.Background()
+	s := testStore(t)
+	c := &writebehind.Counter{Name: "Post.Likes", Table: countersql.Table{Slots: "post_likes_slots"}}
+	for _, k := range []int64{1, 2, 3} {
+		if err := s.Add(ctx, c, k, k*10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, err := s.Take(ctx, []*writebehind.Counter{c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Add(ctx, c, int64(1), 1); err != nil {
+		t.Fatal(err)
+	}
+	again, err := s.Take(ctx, []*writebehind.Counter{c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(first) != fmt.Sprint(again) || total(first) != 60 {
+		t.Fatalf("taken %v then %v; want the same batches holding 60", first, again)
+	}
+	for _, b := range first {
+		if err := s.Done(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	next, err := s.Take(ctx, []*writebehind.Counter{c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if total(next) != 1 || len(next) != 1 || next[0].ID == first[0].ID {
+		t.Fatalf("after Done, taken %v; want one new batch holding the 1 added meanwhile", next)
+	}
+}
+
+func total(bs []writebehind.StoreBatch) int64 {
+	var n int64
+	for _, b := range bs {
+		for _, e := range b.Entries {
+			n += e.Delta
+		}
+	}
+	return n
+}
