@@ -23,7 +23,7 @@ import (
 // default 127.0.0.1:6379) and a key prefix of the test's own, whose keys
 // are deleted when the test ends. Without a server the test is skipped,
 // or fails under CI=true.
-func redisFor(t *testing.T) (*redis.Client, string) {
+func redisFor(t testing.TB) (*redis.Client, string) {
 	t.Helper()
 	addr := os.Getenv("HOTCOUNTER_REDIS_ADDR")
 	if addr == "" {
