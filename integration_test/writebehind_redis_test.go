@@ -16,6 +16,8 @@ import (
 
 	"github.com/hotcounter/hotcounter/gormcounter"
 	"github.com/hotcounter/hotcounter/gormcounter/redisstore"
+	"github.com/hotcounter/hotcounter/internal/countersql"
+	iredis "github.com/hotcounter/hotcounter/internal/redisstore"
 	"github.com/hotcounter/hotcounter/internal/writebehind"
 )
 
@@ -188,4 +190,124 @@ func TestRedisBufferWritesABatchOnceWhateverStepItsFlusherDiedAt(t *testing.T) {
 			must(t, dying.Close(ctx))
 		}
 	})
+}
+
+func TestRedisClusterBufferCountsEveryAcknowledgedIncrementOnce(t *testing.T) {
+	e := open(t, pg, pool(writersPool))
+	c := startCluster(t)
+	rdb := c.client(t)
+	ctx := context.Background()
+	prefix := clusterPrefix(t)
+	must(t, e.db.AutoMigrate(&Post{}))
+	posts := make([]Post, 40)
+	for i := range posts {
+		posts[i].Title = "post"
+	}
+	must(t, e.db.Create(&posts).Error)
+	var bufs []*gormcounter.Buffer
+	for range 2 {
+		_, buf := redisBuffer(t, e, rdb, prefix, 20*time.Millisecond)
+		bufs = append(bufs, buf)
+	}
+	var acked [40]atomic.Int64
+	var next atomic.Int64
+	writers, each := writersFor(pg)
+	hammer(t, writers, each, func() error {
+		i := next.Add(1)
+		p := int(i % 40)
+		if i%2 == 0 {
+			p = 0 // the viral post
+		}
+		if err := bufs[i%2].Increment(ctx, &Post{ID: posts[p].ID}, "Likes", 1); err != nil {
+			return err
+		}
+		acked[p].Add(1)
+		return nil
+	})
+	// The shards of one counter live on several masters.
+	var masters atomic.Int64
+	must(t, rdb.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+		if keys, err := n.Keys(ctx, prefix+":*").Result(); err == nil && len(keys) > 0 {
+			masters.Add(1)
+		}
+		return nil
+	}))
+	for _, buf := range bufs {
+		must(t, buf.Close(ctx))
+	}
+	if masters.Load() < 2 {
+		t.Errorf("the counter's keys were on %d master(s), want them spread", masters.Load())
+	}
+	var loaded []Post
+	must(t, e.db.Order("id").Find(&loaded).Error)
+	for i, p := range loaded {
+		if p.Likes != acked[i].Load() {
+			t.Errorf("post %d: %d likes counted, %d acknowledged", p.ID, p.Likes, acked[i].Load())
+		}
+	}
+}
+
+// A master of the cluster dies by SIGKILL while writers increment and the
+// buffers flush; its replica takes over. Replication is asynchronous, so
+// increments Redis acknowledged just before may be lost (reported); none
+// may count twice, and the count never exceeds what was attempted.
+func TestRedisClusterFailoverCountsNothingTwice(t *testing.T) {
+	e := open(t, pg, pool(writersPool))
+	c := startCluster(t)
+	rdb := c.client(t)
+	ctx := context.Background()
+	prefix := clusterPrefix(t)
+	must(t, e.db.AutoMigrate(&Post{}))
+	post := Post{Title: "viral"}
+	must(t, e.db.Create(&post).Error)
+	_, buf := redisBuffer(t, e, rdb, prefix, 50*time.Millisecond)
+	store := iredis.New(rdb, iredis.Options{Prefix: prefix})
+	key, err := store.PendingKey(&writebehind.Counter{Table: countersql.Table{Slots: "post_likes_slots"}}, post.ID)
+	must(t, err)
+
+	var attempted, acked atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				attempted.Add(1)
+				ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				err := buf.Increment(ctx, &Post{ID: post.ID}, "Likes", 1)
+				cancel()
+				if err != nil {
+					time.Sleep(20 * time.Millisecond)
+					continue
+				}
+				acked.Add(1)
+			}
+		})
+	}
+	time.Sleep(time.Second)
+	killed := c.kill(t, rdb, key)
+	// The replica takes over after the node timeout (1.5 s) and an election.
+	start := time.Now()
+	c.waitFailover(t, killed, 30*time.Second)
+	t.Logf("the cluster was whole again %v after the kill", time.Since(start).Round(100*time.Millisecond))
+	time.Sleep(time.Second) // writes after the failover
+	close(stop)
+	wg.Wait()
+	closeCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	must(t, buf.Close(closeCtx))
+	var got Post
+	must(t, e.db.First(&got, post.ID).Error)
+	t.Logf("killed master %s: attempted %d, acknowledged %d, counted %d (acknowledged and lost: %d)",
+		killed, attempted.Load(), acked.Load(), got.Likes, max(0, acked.Load()-got.Likes))
+	if got.Likes > attempted.Load() {
+		t.Fatalf("counted %d, more than the %d increments attempted: some counted twice", got.Likes, attempted.Load())
+	}
+	if got.Likes == 0 {
+		t.Fatalf("nothing counted after the failover")
+	}
 }

@@ -33,7 +33,9 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -63,6 +65,33 @@ type Store struct {
 
 	mu       sync.Mutex
 	batchers map[string]*batcher // by shard base key
+
+	// lastReload is when a cluster client was last told to reload its slot
+	// map (Unix nanoseconds).
+	lastReload atomic.Int64
+}
+
+// failed handles an error of a command: on a Cluster client, a network
+// error (a master that died) makes it reload its slot map, at most twice a
+// second. go-redis reloads it by itself only on MOVED replies and every
+// ClusterStateReloadInterval (a minute by default), and a dead master sends
+// no MOVED: until then every command for its slots would go to it.
+func (s *Store) failed(err error) error {
+	cc, ok := s.rdb.(*redis.ClusterClient)
+	var redisErr redis.Error
+	if !ok || err == nil || errors.Is(err, redis.Nil) || (errors.As(err, &redisErr) && !strings.HasPrefix(redisErr.Error(), "CLUSTERDOWN")) {
+		return err
+	}
+	now := time.Now().UnixNano()
+	last := s.lastReload.Load()
+	if now-last > int64(500*time.Millisecond) && s.lastReload.CompareAndSwap(last, now) {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			cc.ReloadState(ctx)
+		}()
+	}
+	return err
 }
 
 var _ writebehind.Store = (*Store)(nil)
@@ -146,6 +175,16 @@ func (s *Store) Add(ctx context.Context, c *writebehind.Counter, key any, delta 
 	return b.add(ctx, field, delta)
 }
 
+// PendingKey is the Redis key of the hash that holds the pending deltas of
+// the counter of one parent (to find the node that serves it).
+func (s *Store) PendingKey(c *writebehind.Counter, key any) (string, error) {
+	field, err := writebehind.EncodeKey(key)
+	if err != nil {
+		return "", err
+	}
+	return s.base(c, s.shardOf(field)) + ":p", nil
+}
+
 // Pending implements writebehind.Store.
 func (s *Store) Pending(ctx context.Context, c *writebehind.Counter, key any) (int64, error) {
 	field, err := writebehind.EncodeKey(key)
@@ -157,7 +196,7 @@ func (s *Store) Pending(ctx context.Context, c *writebehind.Counter, key any) (i
 	pending := pipe.HGet(ctx, base+":p", field)
 	inFlight := pipe.HGet(ctx, base+":f", field)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return 0, err
+		return 0, s.failed(err)
 	}
 	var n int64
 	for _, cmd := range []*redis.StringCmd{pending, inFlight} {
@@ -184,7 +223,7 @@ func (s *Store) Take(ctx context.Context, counters []*writebehind.Counter) ([]wr
 				continue
 			}
 			if err != nil {
-				return out, err
+				return out, s.failed(err)
 			}
 			b, err := batchOf(c, base, res)
 			if err != nil {
@@ -219,7 +258,7 @@ func batchOf(c *writebehind.Counter, base string, res []any) (writebehind.StoreB
 // Done implements writebehind.Store.
 func (s *Store) Done(ctx context.Context, b writebehind.StoreBatch) error {
 	t := b.Token.(token)
-	return doneScript.Run(ctx, s.rdb, []string{t.base + ":f", t.base + ":b"}, t.id).Err()
+	return s.failed(doneScript.Run(ctx, s.rdb, []string{t.base + ":f", t.base + ":b"}, t.id).Err())
 }
 
 // batcher sends the adds of one shard: at most InFlight scripts at once;
@@ -294,7 +333,7 @@ func (b *batcher) send(ops []*op, id string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return addScript.Run(ctx, b.s.rdb, []string{b.base + ":p", b.base + ":o:" + id}, args...).Err()
+	return b.s.failed(addScript.Run(ctx, b.s.rdb, []string{b.base + ":p", b.base + ":o:" + id}, args...).Err())
 }
 
 func newID() string {
