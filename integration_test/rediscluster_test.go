@@ -178,3 +178,50 @@ func waitFor(t *testing.T, limit time.Duration, what string, ok func() bool) {
 func clusterPrefix(t *testing.T) string {
 	return fmt.Sprintf("hctest%x", time.Now().UnixNano())
 }
+
+// standalone is one redis-server of a test's own, restartable on the same
+// port and directory (to test what its persistence keeps).
+type standalone struct {
+	addr, dir string
+	args      []string
+	cmd       *exec.Cmd
+}
+
+// startStandalone starts a redis-server with the given persistence
+// arguments, stopped when t ends.
+func startStandalone(t *testing.T, persistence ...string) *standalone {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("redis-server is required under CI=true: %v", err)
+		}
+		t.Skipf("redis-server missing: %v", err)
+	}
+	p := freePort(t)
+	s := &standalone{addr: "127.0.0.1:" + strconv.Itoa(p), dir: t.TempDir()}
+	s.args = append([]string{"--port", strconv.Itoa(p), "--bind", "127.0.0.1", "--save", "", "--dir", s.dir,
+		"--logfile", filepath.Join(s.dir, "log")}, persistence...)
+	s.start(t)
+	t.Cleanup(func() { s.kill(t) })
+	return s
+}
+
+func (s *standalone) start(t *testing.T) {
+	t.Helper()
+	s.cmd = exec.Command("redis-server", s.args...)
+	must(t, s.cmd.Start())
+	waitFor(t, 10*time.Second, "redis at "+s.addr, func() bool {
+		return exec.Command("redis-cli", "-p", port(s.addr), "ping").Run() == nil
+	})
+}
+
+// kill kills the server with SIGKILL: nothing is flushed on the way out.
+func (s *standalone) kill(t *testing.T) {
+	t.Helper()
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGKILL)
+	_, _ = s.cmd.Process.Wait()
+	s.cmd = nil
+}

@@ -311,3 +311,59 @@ func TestRedisClusterFailoverCountsNothingTwice(t *testing.T) {
 		t.Fatalf("nothing counted after the failover")
 	}
 }
+
+// Redis dies by SIGKILL while writers increment and is started again from
+// its append-only file (appendfsync always: every acknowledged write is on
+// disk). Every acknowledged increment is counted, none twice: acked <=
+// counted <= attempted.
+func TestRedisKilledAndRestartedFromItsAOFLosesNothingAcknowledged(t *testing.T) {
+	e := open(t, pg, pool(writersPool))
+	srv := startStandalone(t, "--appendonly", "yes", "--appendfsync", "always")
+	rdb := redis.NewClient(&redis.Options{Addr: srv.addr, MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	ctx := context.Background()
+	must(t, e.db.AutoMigrate(&Post{}))
+	post := Post{Title: "viral"}
+	must(t, e.db.Create(&post).Error)
+	_, buf := redisBuffer(t, e, rdb, "hc", 50*time.Millisecond)
+
+	var attempted, acked atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				attempted.Add(1)
+				ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				err := buf.Increment(ctx, &Post{ID: post.ID}, "Likes", 1)
+				cancel()
+				if err != nil {
+					time.Sleep(20 * time.Millisecond)
+					continue
+				}
+				acked.Add(1)
+			}
+		})
+	}
+	time.Sleep(time.Second)
+	srv.kill(t)
+	time.Sleep(300 * time.Millisecond) // increments fail meanwhile
+	srv.start(t)
+	time.Sleep(time.Second)
+	close(stop)
+	wg.Wait()
+	closeCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	must(t, buf.Close(closeCtx))
+	var got Post
+	must(t, e.db.First(&got, post.ID).Error)
+	t.Logf("Redis killed and restarted from its AOF: attempted %d, acknowledged %d, counted %d", attempted.Load(), acked.Load(), got.Likes)
+	if got.Likes < acked.Load() || got.Likes > attempted.Load() {
+		t.Fatalf("counted %d; want between the %d acknowledged and the %d attempted", got.Likes, acked.Load(), attempted.Load())
+	}
+}
