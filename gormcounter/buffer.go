@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 
 	"github.com/hotcounter/hotcounter/internal/engine"
 	"github.com/hotcounter/hotcounter/internal/spec"
@@ -99,16 +100,86 @@ func (b *Buffer) target(model any, field string) (*writebehind.Counter, any, err
 	if zero {
 		return nil, nil, fmt.Errorf("gormcounter: Buffer %s: the model's primary key is not set: %w", c.name(), gorm.ErrMissingWhereClause)
 	}
+	return b.counterFor(c, stmt.Schema.Table), key, nil
+}
+
+// counterFor is the buffer's description of counter c of parent table.
+func (b *Buffer) counterFor(c *counter, parent string) *writebehind.Counter {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	wc := b.counters[c]
 	if wc == nil {
 		t := c.table
-		t.Parent = stmt.Schema.Table
+		t.Parent = parent
 		wc = &writebehind.Counter{Name: c.name(), Column: c.field.DBName, Table: t, Slots: c.opts.Slots, Append: c.opts.Mode == spec.Append}
 		b.counters[c] = wc
 	}
-	return wc, key, nil
+	return wc
+}
+
+// Live returns a clause under which a query's loads are exact and include
+// what this buffer holds, not yet written: rollup counters read their
+// pending slots (as with [Live]), and every counter adds the buffer's
+// pending delta for each loaded row, read in one round trip per statement
+// (one Redis pipeline with a Redis store, which holds every instance's
+// increments; this process's memory otherwise):
+//
+//	db.Clauses(buf.Live()).Find(&posts)
+//
+// Plain loads read SQL only.
+func (b *Buffer) Live() clause.Expression { return bufferLive{b} }
+
+type bufferLive struct{ b *Buffer }
+
+type bufferKey struct{}
+
+// ModifyStatement marks the statement's context, which Preload passes on.
+func (l bufferLive) ModifyStatement(stmt *gorm.Statement) {
+	ctx := stmt.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	stmt.Context = context.WithValue(WithLive(ctx), bufferKey{}, l.b)
+}
+
+// Build writes nothing: the clause changes how the statement is filled.
+func (bufferLive) Build(clause.Builder) {}
+
+// addPending adds the buffer's pending deltas to the rows a fill loaded.
+func (b *Buffer) addPending(ctx context.Context, groups []*fillGroup) error {
+	var items []writebehind.PendingItem
+	var where []*fillGroup
+	for _, g := range groups {
+		wc := b.counterFor(g.c, g.c.table.Parent)
+		for _, k := range g.keys {
+			items = append(items, writebehind.PendingItem{Counter: wc, Key: k})
+			where = append(where, g)
+		}
+	}
+	if len(items) == 0 {
+		return nil
+	}
+	pending, err := b.b.PendingMany(ctx, items)
+	if err != nil {
+		return fmt.Errorf("gormcounter: Buffer: pending: %w", err)
+	}
+	for i, n := range pending {
+		if n == 0 {
+			continue
+		}
+		g := where[i]
+		for _, t := range g.by[engine.KeyText(items[i].Key)] {
+			cur, _ := t.dst.ValueOf(ctx, t.row)
+			v, ok := toInt64(cur)
+			if !ok {
+				return fmt.Errorf("gormcounter: Buffer: %s holds %v", g.c.name(), cur)
+			}
+			if err := t.dst.Set(ctx, t.row, v+n); err != nil {
+				return fmt.Errorf("gormcounter: fill %s: %w", g.c.name(), err)
+			}
+		}
+	}
+	return nil
 }
 
 // Increment adds delta to the counter field of the row model names by its

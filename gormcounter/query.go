@@ -384,6 +384,9 @@ func (p *Plugin) runFill(db *gorm.DB, jobs []fillJob, live bool) error {
 			}
 		}
 	}
+	if buf, ok := ctx.Value(bufferKey{}).(*Buffer); ok && err == nil && buf.p == p {
+		err = buf.addPending(ctx, groups)
+	}
 	return err
 }
 

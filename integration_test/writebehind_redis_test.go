@@ -367,3 +367,85 @@ func TestRedisKilledAndRestartedFromItsAOFLosesNothingAcknowledged(t *testing.T)
 		t.Fatalf("counted %d; want between the %d acknowledged and the %d attempted", got.Likes, acked.Load(), attempted.Load())
 	}
 }
+
+// roundTrips counts what a go-redis client sends: commands alone and
+// pipelines (each one round trip per node), but for the handshake of a new
+// connection (HELLO, CLIENT SETINFO).
+type roundTrips struct {
+	n     atomic.Int64
+	mu    sync.Mutex
+	names []string
+}
+
+func (r *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "hello" {
+			return next(ctx, cmd)
+		}
+		r.n.Add(1)
+		r.mu.Lock()
+		r.names = append(r.names, cmd.Name())
+		r.mu.Unlock()
+		return next(ctx, cmd)
+	}
+}
+
+func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) > 0 && cmds[0].Name() == "client" {
+			return next(ctx, cmds)
+		}
+		r.n.Add(1)
+		r.mu.Lock()
+		r.names = append(r.names, fmt.Sprintf("pipeline of %d", len(cmds)))
+		r.mu.Unlock()
+		return next(ctx, cmds)
+	}
+}
+
+func TestRedisBufferLiveLoadsAddWhatEveryInstanceHolds(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		rdb, prefix := redisFor(t)
+		must(t, e.db.AutoMigrate(&Post{}))
+		posts := []Post{{Title: "a"}, {Title: "b"}, {Title: "c"}}
+		must(t, e.db.Create(&posts).Error)
+		db, a := redisBuffer(t, e, rdb, prefix, time.Hour)
+		_, b := redisBuffer(t, e, rdb, prefix, time.Hour)
+		for i, n := range []int{7, 0, 3} {
+			for range n {
+				must(t, a.Increment(ctx, &Post{ID: posts[i].ID}, "Likes", 1))
+				must(t, b.Increment(ctx, &Post{ID: posts[i].ID}, "Views", 2))
+			}
+		}
+		must(t, gormcounter.Increment(db.Model(&posts[0]), "Likes", 100).Error) // written to SQL directly
+
+		var plain []Post
+		must(t, db.Order("id").Find(&plain).Error)
+		if plain[0].Likes != 100 || plain[0].Views != 0 || plain[2].Likes != 0 {
+			t.Fatalf("a plain load read %+v; want SQL only (likes 100, 0, 0; views 0)", plain)
+		}
+		trips := &roundTrips{}
+		rdb.AddHook(trips)
+		var live []Post
+		must(t, db.Clauses(a.Live()).Order("id").Find(&live).Error)
+		for i, want := range [][2]int64{{107, 14}, {0, 0}, {3, 6}} {
+			if live[i].Likes != want[0] || live[i].Views != want[1] {
+				t.Errorf("post %d loaded with the buffer = likes %d views %d; want %d and %d (SQL and both instances' increments in Redis)",
+					live[i].ID, live[i].Likes, live[i].Views, want[0], want[1])
+			}
+		}
+		if n := trips.n.Load(); n != 1 {
+			t.Errorf("the load made %d Redis round trips (%v), want 1 (one pipeline)", n, trips.names)
+		}
+		must(t, a.Close(ctx))
+		must(t, b.Close(ctx))
+		var after Post
+		must(t, db.Clauses(gormcounter.Live).First(&after, posts[0].ID).Error)
+		if after.Likes != 107 || after.Views != 14 {
+			t.Errorf("after the flush, post %d = likes %d views %d; want 107 and 14", after.ID, after.Likes, after.Views)
+		}
+	})
+}

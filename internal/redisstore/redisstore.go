@@ -187,26 +187,40 @@ func (s *Store) PendingKey(c *writebehind.Counter, key any) (string, error) {
 
 // Pending implements writebehind.Store.
 func (s *Store) Pending(ctx context.Context, c *writebehind.Counter, key any) (int64, error) {
-	field, err := writebehind.EncodeKey(key)
+	n, err := s.PendingMany(ctx, []writebehind.PendingItem{{Counter: c, Key: key}})
 	if err != nil {
 		return 0, err
 	}
-	base := s.base(c, s.shardOf(field))
+	return n[0], nil
+}
+
+// PendingMany implements writebehind.Store: two HGETs per parent (pending
+// and in flight), in one pipeline (grouped by node on a Cluster).
+func (s *Store) PendingMany(ctx context.Context, items []writebehind.PendingItem) ([]int64, error) {
 	pipe := s.rdb.Pipeline()
-	pending := pipe.HGet(ctx, base+":p", field)
-	inFlight := pipe.HGet(ctx, base+":f", field)
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return 0, s.failed(err)
+	cmds := make([][2]*redis.StringCmd, len(items))
+	for i, it := range items {
+		field, err := writebehind.EncodeKey(it.Key)
+		if err != nil {
+			return nil, err
+		}
+		base := s.base(it.Counter, s.shardOf(field))
+		cmds[i] = [2]*redis.StringCmd{pipe.HGet(ctx, base+":p", field), pipe.HGet(ctx, base+":f", field)}
 	}
-	var n int64
-	for _, cmd := range []*redis.StringCmd{pending, inFlight} {
-		if v, err := cmd.Int64(); err == nil {
-			n += v
-		} else if !errors.Is(err, redis.Nil) {
-			return 0, err
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, s.failed(err)
+	}
+	out := make([]int64, len(items))
+	for i, pair := range cmds {
+		for _, cmd := range pair {
+			if v, err := cmd.Int64(); err == nil {
+				out[i] += v
+			} else if !errors.Is(err, redis.Nil) {
+				return nil, err
+			}
 		}
 	}
-	return n, nil
+	return out, nil
 }
 
 // token is where a batch lives.

@@ -35,10 +35,30 @@ type Store interface {
 	// Pending is what the store holds for the counter of one parent, in
 	// flight or not, not yet written to SQL.
 	Pending(ctx context.Context, c *Counter, key any) (int64, error)
+	// PendingMany is Pending for many, in one round trip.
+	PendingMany(ctx context.Context, items []PendingItem) ([]int64, error)
 	// Take returns the batches to write for the given counters.
 	Take(ctx context.Context, counters []*Counter) ([]StoreBatch, error)
 	// Done forgets a batch that SQL has applied.
 	Done(ctx context.Context, b StoreBatch) error
+}
+
+// PendingItem names the counter of one parent.
+type PendingItem struct {
+	Counter *Counter
+	Key     any
+}
+
+// PendingMany is PendingIn for many parents: one round trip to a Store.
+func (b *Buffer) PendingMany(ctx context.Context, items []PendingItem) ([]int64, error) {
+	if b.cfg.Store != nil {
+		return b.cfg.Store.PendingMany(ctx, items)
+	}
+	out := make([]int64, len(items))
+	for i, it := range items {
+		out[i] = b.Pending(it.Counter, it.Key)
+	}
+	return out, nil
 }
 
 // StoreBatch is one batch taken from a Store.
