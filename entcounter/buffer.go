@@ -116,6 +116,36 @@ func (b *Buffer) Pending(typ, field string, id any) (int64, error) {
 	return b.b.PendingIn(context.Background(), c, id)
 }
 
+// Live returns a context under which loads are exact (as under
+// [WithLive]) and include what this buffer holds, not yet written, read in
+// one round trip per load (one Redis pipeline with a Redis store, which
+// holds every instance's increments; this process's memory otherwise):
+//
+//	p := client.Post.GetX(buf.Live(ctx), id)
+func (b *Buffer) Live(ctx context.Context) context.Context {
+	return entrt.WithPending(ctx, func(ctx context.Context, defs []entrt.Def, keys []any) ([][]int64, error) {
+		var items []writebehind.PendingItem
+		for _, d := range defs {
+			c, err := b.counter(d.Type, d.Field)
+			if err != nil {
+				return nil, err
+			}
+			for _, k := range keys {
+				items = append(items, writebehind.PendingItem{Counter: c, Key: k})
+			}
+		}
+		flat, err := b.b.PendingMany(ctx, items)
+		if err != nil {
+			return nil, err
+		}
+		out := make([][]int64, len(defs))
+		for i := range defs {
+			out[i] = flat[i*len(keys) : (i+1)*len(keys)]
+		}
+		return out, nil
+	})
+}
+
 // Flush writes what is pending now and returns when it is applied.
 func (b *Buffer) Flush(ctx context.Context) error { return b.b.Flush(ctx) }
 

@@ -350,7 +350,12 @@ func Load(ctx context.Context, r Runtime, typ string, selected []string, n int, 
 	if err != nil {
 		return err
 	}
+	values := make([]map[string]int64, len(defs)) // what the fill set, for pending deltas to add to
 	fill := func(g int, k string, v int64) error {
+		if values[g] == nil {
+			values[g] = map[string]int64{}
+		}
+		values[g][k] = v
 		for _, i := range byKey[k] {
 			set(i, defs[g].Field, v)
 		}
@@ -373,7 +378,36 @@ func Load(ctx context.Context, r Runtime, typ string, selected []string, n int, 
 	if err != nil {
 		return fmt.Errorf("entcounter: load %s: %w", typ, err)
 	}
+	if pending, ok := ctx.Value(pendingKey{}).(PendingFunc); ok {
+		deltas, err := pending(ctx, defs, keys)
+		if err != nil {
+			return fmt.Errorf("entcounter: load %s: pending: %w", typ, err)
+		}
+		for g, row := range deltas {
+			for j, n := range row {
+				if n == 0 {
+					continue
+				}
+				k := engine.KeyText(keys[j])
+				for _, i := range byKey[k] {
+					set(i, defs[g].Field, values[g][k]+n)
+				}
+			}
+		}
+	}
 	return nil
+}
+
+type pendingKey struct{}
+
+// PendingFunc returns what a write-behind buffer holds for each counter of
+// defs and parent of keys: deltas[d][k].
+type PendingFunc func(ctx context.Context, defs []Def, keys []any) (deltas [][]int64, err error)
+
+// WithPending returns a live context (WithLive) under which loads add what
+// fn returns to each counter they fill.
+func WithPending(ctx context.Context, fn PendingFunc) context.Context {
+	return context.WithValue(WithLive(ctx), pendingKey{}, fn)
 }
 
 // fillGroups returns what a load reads for each counter: a sum counter's
