@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hotcounter/hotcounter/gormcounter"
+	"github.com/hotcounter/hotcounter/gormcounter/redisstore"
 	"github.com/hotcounter/hotcounter/internal/testdb"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
@@ -376,8 +377,18 @@ func TestBufferBoundsMemoryAndKeepsFailedFlushes(t *testing.T) {
 // the same id, the ledger recognises them, and the totals are exact.
 // Meanwhile pg_terminate_backend kills the buffer's sessions at random
 // points of other flushes.
+//
+// The same with the Redis store: the batches wait in Redis, and a batch
+// whose COMMIT reply was lost stays in flight there until the ledger says
+// it was applied.
 func TestBufferFlushSurvivesCutConnections(t *testing.T) {
 	parallel(t)
+	for _, store := range []string{"memory", "redis"} {
+		t.Run(store, func(t *testing.T) { bufferFlushSurvivesCutConnections(t, store == "redis") })
+	}
+}
+
+func bufferFlushSurvivesCutConnections(t *testing.T, inRedis bool) {
 	dsn := testdb.Postgres(t)
 	setup, err := gorm.Open(postgres.Open(dsn), &gorm.Config{Logger: logger.Discard})
 	must(t, err)
@@ -386,15 +397,24 @@ func TestBufferFlushSurvivesCutConnections(t *testing.T) {
 	posts := freshPosts(t, setup, 4)
 
 	proxy := newCuttingProxy(t, "127.0.0.1:5432")
-	viaProxy := testdb.WithParams(dsn, map[string]string{"host": "127.0.0.1", "port": strconv.Itoa(proxy.port()), "application_name": "hc_buffer_fault"})
+	app := "hc_buffer_fault"
+	if inRedis {
+		app = "hc_buffer_fault_redis"
+	}
+	viaProxy := testdb.WithParams(dsn, map[string]string{"host": "127.0.0.1", "port": strconv.Itoa(proxy.port()), "application_name": app})
 	db, err := gorm.Open(postgres.Open(viaProxy), &gorm.Config{Logger: logger.Discard})
 	must(t, err)
 	must(t, db.Use(gormcounter.New(gormcounter.Config{})))
 	var flushErrs atomic.Int64
-	buf, err := gormcounter.NewBuffer(db, gormcounter.BufferConfig{
+	cfg := gormcounter.BufferConfig{
 		Interval: 10 * time.Millisecond,
 		OnError:  func(error) { flushErrs.Add(1) },
-	})
+	}
+	if inRedis {
+		rdb, prefix := redisFor(t)
+		cfg.Store = redisstore.New(rdb, redisstore.Options{Prefix: prefix})
+	}
+	buf, err := gormcounter.NewBuffer(db, cfg)
 	must(t, err)
 
 	ctx := context.Background()
@@ -411,7 +431,7 @@ func TestBufferFlushSurvivesCutConnections(t *testing.T) {
 			case <-time.After(37 * time.Millisecond):
 			}
 			var n int64
-			if err := setup.Raw("SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'hc_buffer_fault' AND pid <> pg_backend_pid()").Row().Scan(&n); err == nil {
+			if err := setup.Raw("SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = ? AND pid <> pg_backend_pid()", app).Row().Scan(&n); err == nil {
 				killed.Add(n)
 			}
 		}

@@ -125,6 +125,8 @@ func (b *Buffer) addToStore(ctx context.Context, c *Counter, key any, delta int6
 
 // flushStore writes what the store holds for the counters this buffer has
 // seen: every batch in its own transaction with its ledger row, then Done.
+// A shard with a batch in flight hands that one back first, and keeps what
+// arrived since pending: so a second round takes what is pending now.
 func (b *Buffer) flushStore(ctx context.Context) error {
 	b.mu.Lock()
 	counters := append([]*Counter(nil), b.counters...)
@@ -132,6 +134,15 @@ func (b *Buffer) flushStore(ctx context.Context) error {
 	if len(counters) == 0 {
 		return nil
 	}
+	for round := 0; round < 2; round++ {
+		if err := b.flushStoreOnce(ctx, counters); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *Buffer) flushStoreOnce(ctx context.Context, counters []*Counter) error {
 	batches, err := b.cfg.Store.Take(ctx, counters)
 	if err != nil {
 		b.obs.Flush(ctx, nil, err)
