@@ -18,9 +18,9 @@ import (
 )
 
 // Options configure the store: key prefix (default "hc"), shards per
-// counter (default 16), add scripts in flight per shard (default 2), and
-// how long an add's id is kept to recognise a client's retry of it
-// (default 10 minutes).
+// counter (default 16), and how long a shard keeps the sequence numbers
+// that make a client's retry of an add a no-op (default 24 hours after its
+// last add).
 type Options = redisstore.Options
 
 // Store is the Redis store; give it to gormcounter.BufferConfig.Store.

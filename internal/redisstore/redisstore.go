@@ -9,13 +9,15 @@
 //	<prefix>:{<slot table>:<shard>}:p        pending: hash parent -> delta
 //	<prefix>:{<slot table>:<shard>}:f        the batch in flight: hash parent -> delta
 //	<prefix>:{<slot table>:<shard>}:b        the id of the batch in flight
-//	<prefix>:{<slot table>:<shard>}:o:<id>   an applied add (expires): makes a retried add a no-op
+//	<prefix>:{<slot table>:<shard>}:s        hash: store instance -> sequence number of its last add
 //
-// Adds. Concurrent increments of one shard go together in one script call
-// (at most two in flight per shard; the others wait and go in the next),
-// which adds every delta with HINCRBY under an id that it records with SET
-// NX. go-redis retries a command after a read timeout; the retry carries the
-// same id and adds nothing.
+// Adds. Concurrent increments of one shard go together in one script call,
+// one at a time per shard and store (the others wait and go, summed, in the
+// next), which adds every delta with HINCRBY if its sequence number is above
+// the last one the shard recorded for this store instance. go-redis retries
+// a command after a read timeout; the retry carries the same number and
+// adds nothing. One hash field per instance and shard, not a key per add:
+// memory does not grow with the rate.
 //
 // Flushes. Take renames a shard's pending hash to its in-flight hash and
 // records a new batch id, or, when a batch is already in flight (a flush
@@ -50,12 +52,10 @@ type Options struct {
 	// Shards is how many hashes (and Cluster slots) each counter is spread
 	// over; default 16.
 	Shards int
-	// InFlight is how many add scripts may run at once per shard before
-	// increments wait and go together; default 2.
-	InFlight int
-	// AddIDTTL is how long an add's id is kept to recognise its retries;
-	// default 10 minutes.
-	AddIDTTL time.Duration
+	// SeqTTL is how long a shard keeps the sequence numbers of the store
+	// instances that add to it after its last add; default 24 hours (a
+	// retry comes within seconds).
+	SeqTTL time.Duration
 }
 
 // Store is a writebehind.Store in Redis.
@@ -65,6 +65,7 @@ type Store struct {
 
 	mu       sync.Mutex
 	batchers map[string]*batcher // by shard base key
+	instance string              // this store's name in the shards' sequence hashes
 
 	// lastReload is when a cluster client was last told to reload its slot
 	// map (Unix nanoseconds).
@@ -104,13 +105,10 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 	if opts.Shards <= 0 {
 		opts.Shards = 16
 	}
-	if opts.InFlight <= 0 {
-		opts.InFlight = 2
+	if opts.SeqTTL <= 0 {
+		opts.SeqTTL = 24 * time.Hour
 	}
-	if opts.AddIDTTL <= 0 {
-		opts.AddIDTTL = 10 * time.Minute
-	}
-	return &Store{rdb: rdb, opts: opts, batchers: map[string]*batcher{}}
+	return &Store{rdb: rdb, opts: opts, batchers: map[string]*batcher{}, instance: newID()}
 }
 
 // base is the key prefix of one shard of a counter, hash tag included.
@@ -124,15 +122,19 @@ func (s *Store) shardOf(field string) int {
 	return int(h.Sum32() % uint32(s.opts.Shards))
 }
 
-// add adds deltas (field -> delta) under id, once.
+// addScript adds deltas (field -> delta) if the add's sequence number
+// (ARGV[2]) is above the last its instance (ARGV[1]) added to this shard.
 var addScript = redis.NewScript(`
-if redis.call('SET', KEYS[2], '1', 'NX', 'EX', ARGV[1]) then
-  for i = 2, #ARGV, 2 do
-    redis.call('HINCRBY', KEYS[1], ARGV[i], ARGV[i + 1])
-  end
-  return 1
+local seq = tonumber(ARGV[2])
+if seq <= tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0') then
+  return 0
 end
-return 0`)
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+redis.call('EXPIRE', KEYS[2], ARGV[3])
+for i = 4, #ARGV, 2 do
+  redis.call('HINCRBY', KEYS[1], ARGV[i], ARGV[i + 1])
+end
+return 1`)
 
 // takeScript returns {id, field, delta, ...} of the batch in flight, making
 // one of what is pending when there is none; nil when there is nothing.
@@ -275,79 +277,83 @@ func (s *Store) Done(ctx context.Context, b writebehind.StoreBatch) error {
 	return s.failed(doneScript.Run(ctx, s.rdb, []string{t.base + ":f", t.base + ":b"}, t.id).Err())
 }
 
-// batcher sends the adds of one shard: at most InFlight scripts at once;
-// adds that arrive meanwhile go together in the next.
+// batcher sends the adds of one shard, one script call at a time (so that
+// their sequence numbers arrive in order); adds that arrive meanwhile are
+// summed into the next batch, whose callers all wait on it.
 type batcher struct {
 	s    *Store
 	base string
 
 	mu      sync.Mutex
-	queue   []*op
-	running int
+	next    *batch // collecting adds; nil when none wait
+	running bool
+	seq     int64 // of the last batch sent
 }
 
-type op struct {
-	field string
-	delta int64
-	done  chan error
+// batch is the adds of one script call: the sum per field, and the result
+// every caller of the batch returns once done is closed.
+type batch struct {
+	sums  map[string]int64
+	order []string
+	done  chan struct{}
+	err   error
 }
 
 func (b *batcher) add(ctx context.Context, field string, delta int64) error {
-	o := &op{field: field, delta: delta, done: make(chan error, 1)}
 	b.mu.Lock()
-	b.queue = append(b.queue, o)
-	if b.running < b.s.opts.InFlight {
-		b.running++
+	bt := b.next
+	if bt == nil {
+		bt = &batch{sums: map[string]int64{}, done: make(chan struct{})}
+		b.next = bt
+	}
+	if _, ok := bt.sums[field]; !ok {
+		bt.order = append(bt.order, field)
+	}
+	bt.sums[field] += delta
+	if !b.running {
+		b.running = true
 		go b.run()
 	}
 	b.mu.Unlock()
 	select {
-	case err := <-o.done:
-		return err
+	case <-bt.done:
+		return bt.err
 	case <-ctx.Done():
 		// The outcome is unknown, as for any write whose reply was lost.
 		return ctx.Err()
 	}
 }
 
-// run sends what is queued until the queue is empty.
+// run sends batches until none waits.
 func (b *batcher) run() {
 	for {
 		b.mu.Lock()
-		ops := b.queue
-		b.queue = nil
-		if len(ops) == 0 {
-			b.running--
+		bt := b.next
+		b.next = nil
+		if bt == nil {
+			b.running = false
 			b.mu.Unlock()
 			return
 		}
+		b.seq++
+		seq := b.seq
 		b.mu.Unlock()
-		err := b.send(ops, newID())
-		for _, o := range ops {
-			o.done <- err
-		}
+		bt.err = b.send(bt, b.s.instance, seq)
+		close(bt.done)
 	}
 }
 
-// send adds ops in one script call under id. It runs on a context of its
-// own: the callers each wait on theirs.
-func (b *batcher) send(ops []*op, id string) error {
-	sums := map[string]int64{}
-	var order []string
-	for _, o := range ops {
-		if _, ok := sums[o.field]; !ok {
-			order = append(order, o.field)
-		}
-		sums[o.field] += o.delta
-	}
-	args := make([]any, 0, 1+2*len(order))
-	args = append(args, int64(b.s.opts.AddIDTTL/time.Second))
-	for _, f := range order {
-		args = append(args, f, sums[f])
+// send adds a batch in one script call as add seq of instance. It runs on
+// a context of its own: the callers each wait on theirs.
+func (b *batcher) send(bt *batch, instance string, seq int64) error {
+	args := make([]any, 0, 3+2*len(bt.order))
+	args = append(args, instance, seq, int64(b.s.opts.SeqTTL/time.Second))
+	for _, f := range bt.order {
+		args = append(args, f, bt.sums[f])
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return b.s.failed(addScript.Run(ctx, b.s.rdb, []string{b.base + ":p", b.base + ":o:" + id}, args...).Err())
+	return b.s.failed(addScript.Run(ctx, b.s.rdb, []string{b.base + ":p", b.base + ":s"}, args...).Err())
 }
 
 func newID() string {

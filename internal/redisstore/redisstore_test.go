@@ -42,24 +42,27 @@ func testStore(t *testing.T) *Store {
 }
 
 // A client that sends an add again (go-redis retries after a read timeout)
-// sends the same id: the second adds nothing.
+// sends the same sequence number: the second adds nothing, nor does an
+// older one that arrives late.
 func TestAnAddSentTwiceCountsOnce(t *testing.T) {
 	s := testStore(t)
 	c := &writebehind.Counter{Name: "Post.Likes", Table: countersql.Table{Slots: "post_likes_slots"}}
 	field, _ := writebehind.EncodeKey(uint(7))
 	b := &batcher{s: s, base: s.base(c, s.shardOf(field))}
-	ops := []*op{{field: field, delta: 2}, {field: field, delta: 3}}
-	for range 2 {
-		if err := b.send(ops, "same-id"); err != nil {
+	five := &batch{sums: map[string]int64{field: 5}, order: []string{field}}
+	one := &batch{sums: map[string]int64{field: 1}, order: []string{field}}
+	for _, send := range []struct {
+		bt       *batch
+		instance string
+		seq      int64
+	}{{five, "a", 1}, {five, "a", 1}, {one, "a", 2}, {five, "a", 1}, {one, "b", 1}} {
+		if err := b.send(send.bt, send.instance, send.seq); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := b.send([]*op{{field: field, delta: 1}}, "another-id"); err != nil {
-		t.Fatal(err)
-	}
 	n, err := s.Pending(context.Background(), c, uint(7))
-	if err != nil || n != 6 {
-		t.Fatalf("pending = %d, %v; want 6 (2+3 once, then 1)", n, err)
+	if err != nil || n != 7 {
+		t.Fatalf("pending = %d, %v; want 7 (a: 5 once, then 1; b: 1)", n, err)
 	}
 }
 
