@@ -42,6 +42,7 @@ func main() {
 	flag.DurationVar(&cfg.Timeout, "timeout", 2*time.Second, "a request's deadline from its arrival")
 	flag.DurationVar(&cfg.Threshold, "threshold", 100*time.Millisecond, "lock waits at least this long are counted")
 	flag.Float64Var(&cfg.Unrelated, "unrelated", 50, "reads per second of an unrelated endpoint through the same pool")
+	flag.StringVar(&cfg.Redis, "redis", "127.0.0.1:6379", "Redis for the redis strategy (skipped when unreachable)")
 	flag.StringVar(&strategies, "strategies", "", "comma-separated strategies to run (default all: "+names()+")")
 	flag.StringVar(&cfg.ServerLog, "pglog", "auto", `server log to count logged lock waits in: "auto", "off" or a path on the server`)
 	flag.BoolVar(&cfg.Reads, "reads", true, "also measure loads of 1 and 100 posts")

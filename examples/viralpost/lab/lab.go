@@ -17,9 +17,14 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+
 	"github.com/hotcounter/hotcounter/gormcounter"
+	"github.com/hotcounter/hotcounter/gormcounter/redisstore"
 	"github.com/hotcounter/hotcounter/internal/detect"
 )
 
@@ -35,6 +40,9 @@ type Config struct {
 	Threshold  time.Duration // a lock wait at least this long is counted (100ms)
 	Unrelated  float64       // reads per second of the unrelated endpoint (50)
 	Strategies []string      // names to run, in the lab's order; nil runs all
+	// Redis is the address of the Redis server the redis strategy uses
+	// (127.0.0.1:6379); unreachable, the strategy is skipped and said so.
+	Redis string
 	// ServerLog is where logged lock waits are read: "auto" (the default),
 	// "off", or the path of the server's log file on the server.
 	ServerLog string
@@ -58,6 +66,9 @@ func (c *Config) defaults() {
 	if c.ServerLog == "" {
 		c.ServerLog = "auto"
 	}
+	if c.Redis == "" {
+		c.Redis = "127.0.0.1:6379"
+	}
 }
 
 func setDefault[T comparable](v *T, d T) {
@@ -78,6 +89,7 @@ type Result struct {
 	Timeout    string           `json:"timeout"`
 	Threshold  string           `json:"lock_wait_threshold"`
 	Strategies []StrategyResult `json:"strategies"`
+	Skipped    []string         `json:"skipped,omitempty"`
 	Reads      []ReadResult     `json:"reads,omitempty"`
 }
 
@@ -113,6 +125,31 @@ type StrategyResult struct {
 	Detected  []detect.Row         `json:"detected"`
 	DetectErr string               `json:"detect_error,omitempty"`
 	HotKeys   []gormcounter.HotKey `json:"hot_keys"`
+}
+
+// redisBuffer opens a write-behind buffer in Redis on db, under a key
+// prefix of this run's own; close flushes it (giving up after 30 s) and
+// deletes the prefix's keys.
+func redisBuffer(ctx context.Context, cfg Config, db *gorm.DB) (*gormcounter.Buffer, func() error, error) {
+	rdb := redis.NewClient(&redis.Options{Addr: cfg.Redis, PoolSize: cfg.Pool})
+	prefix := fmt.Sprintf("viralpost%d", time.Now().UnixNano())
+	buf, err := gormcounter.NewBuffer(db, gormcounter.BufferConfig{Interval: time.Second,
+		Store: redisstore.New(rdb, redisstore.Options{Prefix: prefix})})
+	if err != nil {
+		rdb.Close()
+		return nil, nil, err
+	}
+	return buf, func() error {
+		closeCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		err := buf.Close(closeCtx)
+		iter := rdb.Scan(ctx, 0, prefix+":*", 1000).Iterator()
+		for iter.Next(ctx) {
+			rdb.Del(ctx, iter.Val())
+		}
+		rdb.Close()
+		return err
+	}, nil
 }
 
 // detection is what detectDuring found.
@@ -167,6 +204,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	for _, s := range strategies {
+		if s.redis {
+			rdb := redis.NewClient(&redis.Options{Addr: cfg.Redis})
+			err := rdb.Ping(ctx).Err()
+			rdb.Close()
+			if err != nil {
+				res.Skipped = append(res.Skipped, fmt.Sprintf("%s: Redis at %s unreachable (%v)", s.Name, cfg.Redis, err))
+				continue
+			}
+		}
 		r, err := runStrategy(ctx, cfg, tg, obs, s)
 		if err != nil {
 			return res, err
@@ -245,6 +291,26 @@ func runStrategy(ctx context.Context, cfg Config, tg target, obs *observer, s St
 	}
 	db := p.db
 	like := func(ctx context.Context) error { return s.like(db.WithContext(ctx), id) }
+	closeBuf := func() error { return nil }
+	var closed atomic.Bool // the buffer has flushed everything and closed
+	if s.redis {
+		buf, closeRedis, err := redisBuffer(ctx, cfg, db)
+		if err != nil {
+			return nil, err
+		}
+		closeBuf = sync.OnceValue(func() error { closed.Store(true); return closeRedis() })
+		defer closeBuf() // on an early return; normally closed after the load
+		like = func(ctx context.Context) error { return buf.Increment(ctx, &RedisPost{ID: id}, "Likes", 1) }
+		s.count = func(db *gorm.DB, id uint) (int64, error) {
+			var p RedisPost
+			q := db
+			if !closed.Load() {
+				q = db.Clauses(buf.Live()) // SQL and what Redis holds
+			}
+			err := q.First(&p, id).Error
+			return p.Likes, err
+		}
+	}
 
 	// Warm up: open every connection of the pool and prepare the statements.
 	var wg sync.WaitGroup
@@ -289,6 +355,11 @@ func runStrategy(ctx context.Context, cfg Config, tg target, obs *observer, s St
 	l := openLoop(ctx, cfg.Rate, cfg.Duration, cfg.Timeout, &likes, like)
 	u := <-unrelated
 	close(stop)
+	// The buffer flushes what Redis holds before the count, while the pool
+	// is open.
+	if err := closeBuf(); err != nil {
+		return nil, fmt.Errorf("%s: close the buffer: %w", s.Name, err)
+	}
 	r := &StrategyResult{Name: s.Name, What: s.What}
 	found := <-detected
 	r.Detected, r.DetectErr = found.rows, found.err

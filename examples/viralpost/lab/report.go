@@ -49,6 +49,9 @@ func (r *Result) WriteTable(w io.Writer) {
 			fmt.Fprintf(w, "%s: %d failed: %s\n", s.Name, s.Failed, strings.Join(s.Errors, "; "))
 		}
 	}
+	for _, sk := range r.Skipped {
+		fmt.Fprintf(w, "skipped %s\n", sk)
+	}
 	fmt.Fprintln(w, "\nhot rows: what hotcounter detect named during each load, and the library's hot keys")
 	for _, s := range r.Strategies {
 		switch {

@@ -65,6 +65,18 @@ type AppendPost struct {
 // TableName keeps the lab's tables apart from an application's.
 func (AppendPost) TableName() string { return "viral_append_posts" }
 
+// RedisPost's likes go through the write-behind buffer with the Redis
+// store: a like returns once Redis has it, and a flush writes them every
+// second. Loads read SQL plus what Redis holds (buf.Live()).
+type RedisPost struct {
+	ID    uint
+	Title string
+	Likes int64 `gorm:"counter"`
+}
+
+// TableName keeps the lab's tables apart from an application's.
+func (RedisPost) TableName() string { return "viral_redis_posts" }
+
 // User is what the unrelated endpoint reads: a plain table the likes never
 // touch, read through the same pool.
 type User struct {
@@ -87,6 +99,9 @@ type Strategy struct {
 	like func(db *gorm.DB, id uint) error
 	// count reads the post's likes.
 	count func(db *gorm.DB, id uint) (int64, error)
+	// redis: like and count go through a write-behind buffer in Redis,
+	// which runStrategy opens on the pool (like and count are then unset).
+	redis bool
 }
 
 // oneRow fails a like that matched no post, so that it is never acknowledged.
@@ -150,6 +165,7 @@ func Strategies() []Strategy {
 		sharded("slots64", "gormcounter.Increment, 64 slots (random-slot upsert)", func(p *Slots64Post) int64 { return p.Likes }),
 		sharded("skiplocked64", "gormcounter.Increment, 64 pre-created slots, skiplocked (a slot no one holds)", func(p *SkipLocked64Post) int64 { return p.Likes }),
 		appendOnly(),
+		{Name: "redis", What: "write-behind buffer in Redis (Config.Redis): a like returns once Redis has it, flushed every second", model: &RedisPost{}, redis: true},
 	}
 }
 
