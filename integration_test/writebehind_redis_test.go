@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,40 +17,12 @@ import (
 	"github.com/hotcounter/hotcounter/gormcounter/redisstore"
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	iredis "github.com/hotcounter/hotcounter/internal/redisstore"
+	"github.com/hotcounter/hotcounter/internal/testdb"
 	"github.com/hotcounter/hotcounter/internal/writebehind"
 )
 
-// redisFor returns a client of the Redis server (HOTCOUNTER_REDIS_ADDR,
-// default 127.0.0.1:6379) and a key prefix of the test's own, whose keys
-// are deleted when the test ends. Without a server the test is skipped,
-// or fails under CI=true.
-func redisFor(t testing.TB) (*redis.Client, string) {
-	t.Helper()
-	addr := os.Getenv("HOTCOUNTER_REDIS_ADDR")
-	if addr == "" {
-		addr = "127.0.0.1:6379"
-	}
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		rdb.Close()
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("Redis (%s) is required under CI=true but unreachable: %v", addr, err)
-		}
-		t.Skipf("Redis (%s) unreachable, skipping (set CI=true to make this a failure): %v", addr, err)
-	}
-	prefix := fmt.Sprintf("hctest%x", rand.Uint64())
-	t.Cleanup(func() {
-		ctx := context.Background()
-		iter := rdb.Scan(ctx, 0, prefix+":*", 1000).Iterator()
-		for iter.Next(ctx) {
-			rdb.Del(ctx, iter.Val())
-		}
-		rdb.Close()
-	})
-	return rdb, prefix
-}
+// redisFor is testdb.Redis: a client and a key prefix of the test's own.
+func redisFor(t testing.TB) (*redis.Client, string) { return testdb.Redis(t) }
 
 // redisBuffer opens one "app instance": its own pool and plugin on e's
 // database, and a write-behind buffer in Redis under prefix.
@@ -265,29 +236,7 @@ func TestRedisClusterFailoverCountsNothingTwice(t *testing.T) {
 	key, err := store.PendingKey(&writebehind.Counter{Table: countersql.Table{Slots: "post_likes_slots"}}, post.ID)
 	must(t, err)
 
-	var attempted, acked atomic.Int64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				attempted.Add(1)
-				ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-				err := buf.Increment(ctx, &Post{ID: post.ID}, "Likes", 1)
-				cancel()
-				if err != nil {
-					time.Sleep(20 * time.Millisecond)
-					continue
-				}
-				acked.Add(1)
-			}
-		})
-	}
+	w := keepIncrementing(buf, post.ID)
 	time.Sleep(time.Second)
 	killed := c.kill(t, rdb, key)
 	// The replica takes over after the node timeout (1.5 s) and an election.
@@ -295,17 +244,16 @@ func TestRedisClusterFailoverCountsNothingTwice(t *testing.T) {
 	c.waitFailover(t, killed, 30*time.Second)
 	t.Logf("the cluster was whole again %v after the kill", time.Since(start).Round(100*time.Millisecond))
 	time.Sleep(time.Second) // writes after the failover
-	close(stop)
-	wg.Wait()
+	attempted, acked := w.stop()
 	closeCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	must(t, buf.Close(closeCtx))
 	var got Post
 	must(t, e.db.First(&got, post.ID).Error)
 	t.Logf("killed master %s: attempted %d, acknowledged %d, counted %d (acknowledged and lost: %d)",
-		killed, attempted.Load(), acked.Load(), got.Likes, max(0, acked.Load()-got.Likes))
-	if got.Likes > attempted.Load() {
-		t.Fatalf("counted %d, more than the %d increments attempted: some counted twice", got.Likes, attempted.Load())
+		killed, attempted, acked, got.Likes, max(0, acked-got.Likes))
+	if got.Likes > attempted {
+		t.Fatalf("counted %d, more than the %d increments attempted: some counted twice", got.Likes, attempted)
 	}
 	if got.Likes == 0 {
 		t.Fatalf("nothing counted after the failover")
@@ -327,44 +275,21 @@ func TestRedisKilledAndRestartedFromItsAOFLosesNothingAcknowledged(t *testing.T)
 	must(t, e.db.Create(&post).Error)
 	_, buf := redisBuffer(t, e, rdb, "hc", 50*time.Millisecond)
 
-	var attempted, acked atomic.Int64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				attempted.Add(1)
-				ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-				err := buf.Increment(ctx, &Post{ID: post.ID}, "Likes", 1)
-				cancel()
-				if err != nil {
-					time.Sleep(20 * time.Millisecond)
-					continue
-				}
-				acked.Add(1)
-			}
-		})
-	}
+	w := keepIncrementing(buf, post.ID)
 	time.Sleep(time.Second)
 	srv.kill(t)
 	time.Sleep(300 * time.Millisecond) // increments fail meanwhile
 	srv.start(t)
 	time.Sleep(time.Second)
-	close(stop)
-	wg.Wait()
+	attempted, acked := w.stop()
 	closeCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	must(t, buf.Close(closeCtx))
 	var got Post
 	must(t, e.db.First(&got, post.ID).Error)
-	t.Logf("Redis killed and restarted from its AOF: attempted %d, acknowledged %d, counted %d", attempted.Load(), acked.Load(), got.Likes)
-	if got.Likes < acked.Load() || got.Likes > attempted.Load() {
-		t.Fatalf("counted %d; want between the %d acknowledged and the %d attempted", got.Likes, acked.Load(), attempted.Load())
+	t.Logf("Redis killed and restarted from its AOF: attempted %d, acknowledged %d, counted %d", attempted, acked, got.Likes)
+	if got.Likes < acked || got.Likes > attempted {
+		t.Fatalf("counted %d; want between the %d acknowledged and the %d attempted", got.Likes, acked, attempted)
 	}
 }
 
@@ -448,4 +373,46 @@ func TestRedisBufferLiveLoadsAddWhatEveryInstanceHolds(t *testing.T) {
 			t.Errorf("after the flush, post %d = likes %d views %d; want 107 and 14", after.ID, after.Likes, after.Views)
 		}
 	})
+}
+
+// incrementing is 16 writers that like one post through a buffer until
+// stopped, counting what they attempted and what was acknowledged; a
+// failed increment (its outcome unknown) is followed by a short pause.
+type incrementing struct {
+	attempted, acked atomic.Int64
+	done             chan struct{}
+	wg               sync.WaitGroup
+}
+
+func keepIncrementing(buf *gormcounter.Buffer, id uint) *incrementing {
+	w := &incrementing{done: make(chan struct{})}
+	for range 16 {
+		w.wg.Go(func() {
+			for {
+				select {
+				case <-w.done:
+					return
+				default:
+				}
+				w.attempted.Add(1)
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				err := buf.Increment(ctx, &Post{ID: id}, "Likes", 1)
+				cancel()
+				if err != nil {
+					time.Sleep(20 * time.Millisecond)
+					continue
+				}
+				w.acked.Add(1)
+			}
+		})
+	}
+	return w
+}
+
+// stop stops the writers and returns what they attempted and what was
+// acknowledged.
+func (w *incrementing) stop() (attempted, acked int64) {
+	close(w.done)
+	w.wg.Wait()
+	return w.attempted.Load(), w.acked.Load()
 }

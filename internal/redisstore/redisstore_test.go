@@ -3,41 +3,15 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"os"
 	"testing"
-	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
+	"github.com/hotcounter/hotcounter/internal/testdb"
 	"github.com/hotcounter/hotcounter/internal/writebehind"
 )
 
 func testStore(t *testing.T) *Store {
-	t.Helper()
-	addr := os.Getenv("HOTCOUNTER_REDIS_ADDR")
-	if addr == "" {
-		addr = "127.0.0.1:6379"
-	}
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("Redis (%s) is required under CI=true but unreachable: %v", addr, err)
-		}
-		t.Skipf("Redis (%s) unreachable: %v", addr, err)
-	}
-	prefix := fmt.Sprintf("hcunit%x", rand.Uint64())
-	t.Cleanup(func() {
-		ctx := context.Background()
-		iter := rdb.Scan(ctx, 0, prefix+":*", 1000).Iterator()
-		for iter.Next(ctx) {
-			rdb.Del(ctx, iter.Val())
-		}
-		rdb.Close()
-	})
+	rdb, prefix := testdb.Redis(t)
 	return New(rdb, Options{Prefix: prefix, Shards: 4})
 }
 

@@ -6,6 +6,7 @@
 //
 //	HOTCOUNTER_POSTGRES_DSN  default "host=127.0.0.1 port=5432 user=postgres dbname=test sslmode=disable"
 //	HOTCOUNTER_MYSQL_DSN     default "root@tcp(127.0.0.1:3306)/test"
+//	HOTCOUNTER_REDIS_ADDR    default "127.0.0.1:6379" (a key prefix per test)
 //
 // When the server cannot be reached the test is skipped, except under CI=true,
 // where it fails: CI must never pass by testing nothing.
@@ -29,6 +30,7 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
+	"github.com/redis/go-redis/v9"
 )
 
 // DefaultPostgresDSN is used when HOTCOUNTER_POSTGRES_DSN is unset.
@@ -218,4 +220,34 @@ func randomHex(n int) string {
 		panic(err)
 	}
 	return hex.EncodeToString(b)
+}
+
+// Redis returns a client of the Redis server (HOTCOUNTER_REDIS_ADDR,
+// default 127.0.0.1:6379) and a key prefix of the test's own, whose keys
+// are deleted when the test ends. Without a server the test is skipped,
+// or fails under CI=true.
+func Redis(tb testing.TB) (*redis.Client, string) {
+	tb.Helper()
+	addr := os.Getenv("HOTCOUNTER_REDIS_ADDR")
+	if addr == "" {
+		addr = "127.0.0.1:6379"
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		rdb.Close()
+		unavailable(tb, "Redis ("+addr+")", err)
+		return nil, ""
+	}
+	prefix := "hctest" + strings.ToLower(randomHex(8))
+	tb.Cleanup(func() {
+		ctx := context.Background()
+		iter := rdb.Scan(ctx, 0, prefix+":*", 1000).Iterator()
+		for iter.Next(ctx) {
+			rdb.Del(ctx, iter.Val())
+		}
+		rdb.Close()
+	})
+	return rdb, prefix
 }
