@@ -95,7 +95,7 @@ func systemName(db *gorm.DB, metrics bool) string {
 // counters) in an update: gorm.Expr("col + ?", n) assigned to col.
 func (p *Plugin) countPlainIncrements(db *gorm.DB) {
 	stmt := db.Statement
-	if db.Error != nil || stmt.Schema == nil {
+	if db.Error != nil || stmt.Schema == nil || !p.obs.Counting() {
 		return
 	}
 	dest := reflect.ValueOf(stmt.Dest)

@@ -56,7 +56,11 @@ func (p *Plugin) rewriteUpdate(db *gorm.DB) {
 		return
 	}
 	var affected int64
-	key, keyed := rowKey(stmt)
+	var key string
+	keyed := false
+	if p.obs.Counting() {
+		key, keyed = rowKey(stmt)
+	}
 	for _, inc := range incs {
 		start := time.Now()
 		n, err := p.increment(db, inc, where)

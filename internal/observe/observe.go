@@ -218,6 +218,10 @@ func (o *Observer) Increment(ctx context.Context, table, counter string, d time.
 	o.incrementTime.Record(ctx, d.Seconds(), set)
 }
 
+// Counting reports whether hot keys are counted, so that callers skip
+// working out keys when they are not.
+func (o *Observer) Counting() bool { return o != nil && o.hot != nil }
+
 // CountWrite counts one write to a row (key) of a counter or of a plain
 // column, for the hot keys. GORM names the column by table and column, ent
 // by schema type and field.
