@@ -39,7 +39,9 @@ func installTriggers(ctx context.Context, c engine.Conn, r Runtime) error {
 		return err
 	}
 	for _, d := range r.Defs {
-		if d.Count == nil {
+		if d.Count == nil || d.Count.Hooks {
+			// A count kept by hooks gets no triggers: they would count
+			// its child writes a second time.
 			continue
 		}
 		for _, step := range dl.InstallCountTriggers(d.CountSpec()) {
