@@ -21,18 +21,26 @@ import (
 // a row lock fails.
 const noWaitTimeout = "50ms"
 
-// noWaitSession makes a lock wait of the PostgreSQL connection c fail after
-// noWaitTimeout, so that a writer that would have waited for a row lock
-// gets an error. (MariaDB's innodb_lock_wait_timeout = 0 also fails SKIP
-// LOCKED reads, with error 1180: not a detector there.)
+// noWaitSession makes a lock wait of connection c fail: on PostgreSQL
+// after noWaitTimeout, on MySQL/MariaDB at once (innodb_lock_wait_timeout
+// = 0, the strictest: there the writers read nothing with SKIP LOCKED,
+// which that setting would also fail, with error 1180).
 func noWaitSession(c *gorm.DB) error {
-	return c.Exec("SET lock_timeout = '" + noWaitTimeout + "'").Error
+	return c.Exec(noWaitSQL(c.Dialector.Name())).Error
 }
 
-// isLockWait reports a lock wait cut short by noWaitSession (SQLSTATE
-// 55P03, lock_not_available).
+// noWaitSQL is noWaitSession's statement for a gorm dialector name.
+func noWaitSQL(dialector string) string {
+	if dialector == "mysql" {
+		return "SET SESSION innodb_lock_wait_timeout = 0"
+	}
+	return "SET lock_timeout = '" + noWaitTimeout + "'"
+}
+
+// isLockWait reports a lock wait cut short by noWaitSession (PostgreSQL's
+// SQLSTATE 55P03, lock_not_available; MySQL's error 1205).
 func isLockWait(err error) bool {
-	return strings.Contains(err.Error(), "55P03")
+	return strings.Contains(err.Error(), "55P03") || strings.Contains(err.Error(), "1205")
 }
 
 // PostgreSQL's count triggers never make a writer wait: see countStorm.

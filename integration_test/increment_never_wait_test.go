@@ -55,13 +55,19 @@ func TestSkipLockedIncrementsNeverWait(t *testing.T) {
 // another transaction and no cycle can form through counters.
 func TestIncrementsInTransactionsInOppositeOrdersNeverDeadlock(t *testing.T) {
 	parallel(t)
-	e := open(t, pg, pool(writersPool))
+	oppositeOrders(t, pg)
+}
+
+// oppositeOrders runs 32 writers whose transactions increment two posts in
+// opposite orders, on the database of kind: no deadlock, every like counted.
+func oppositeOrders(t *testing.T, kind dbKind) {
+	e := open(t, kind, pool(writersPool))
 	db := e.db
 	must(t, db.AutoMigrate(&Post{}))
 	posts := []Post{{Title: "a"}, {Title: "b"}}
 	must(t, db.Create(&posts).Error)
 	var deadlocks atomic.Int64
-	writers, each := writersFor(pg)
+	writers, each := writersFor(kind)
 	done := hammer(t, writers, each, func() error {
 		first, second := posts[0].ID, posts[1].ID
 		if rand.IntN(2) == 0 {
@@ -98,9 +104,16 @@ func TestIncrementsInTransactionsInOppositeOrdersNeverDeadlock(t *testing.T) {
 // noWaitTimeout.
 func TestIncrementsInTransactionsNeverWait(t *testing.T) {
 	parallel(t)
+	heldTransactions(t, pg)
+}
+
+// heldTransactions opens 24 transactions on the database of kind that add
+// a like to one post each and stay open, on sessions where a lock wait
+// fails (noWaitSession), through GORM and through ent.
+func heldTransactions(t *testing.T, kind dbKind) {
 	const held = 24
 	t.Run("gorm", func(t *testing.T) {
-		e := open(t, pg, pool(writersPool))
+		e := open(t, kind, pool(writersPool))
 		db := e.db
 		must(t, db.AutoMigrate(&Post{}))
 		post := Post{Title: "x"}
@@ -125,7 +138,7 @@ func TestIncrementsInTransactionsNeverWait(t *testing.T) {
 		}
 	})
 	t.Run("ent", func(t *testing.T) {
-		e := openEnt(t, pg, true, pool(writersPool))
+		e := openEnt(t, kind, true, pool(writersPool))
 		ctx := context.Background()
 		c := e.client
 		p := c.Post.Create().SetTitle("x").SaveX(ctx)
@@ -134,7 +147,7 @@ func TestIncrementsInTransactionsNeverWait(t *testing.T) {
 			tx, err := c.Tx(ctx)
 			must(t, err)
 			defer tx.Rollback()
-			must(t, tx.HotCounter().Driver.Exec(ctx, "SET LOCAL lock_timeout = '"+noWaitTimeout+"'", []any{}, nil))
+			must(t, tx.HotCounter().Driver.Exec(ctx, noWaitSQL(e.db.Dialector.Name()), []any{}, nil))
 			if err := tx.Post.UpdateOneID(p.ID).AddLikes(1).Exec(ctx); err != nil {
 				t.Fatalf("increment in transaction %d, with %d transactions holding slot rows: %v; want no wait", i, i, err)
 			}

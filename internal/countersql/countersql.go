@@ -70,6 +70,12 @@ type Table struct {
 	Column    string // parent column holding the folded total (rollup mode), e.g. views
 	Slots     string // slot table, e.g. post_views_slots (an append counter's delta table, post_claps_deltas)
 	Owner     string // slot table column referencing the parent, e.g. post_id
+	// RowID is the slot table's surrogate key column (ent's id), or ""
+	// where (owner, slot) is its primary key (gormcounter's tables). On
+	// MySQL/MariaDB a session's own slot row is then updated by that key:
+	// an update through the unique (owner, slot) index locks the gap
+	// below the row too, which would make a neighbour's first insert wait.
+	RowID string
 	// Other is the table of the other kind (a slot counter's delta table,
 	// an append counter's slot table): after a change of mode it may still
 	// hold values that count.

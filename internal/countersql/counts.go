@@ -17,9 +17,9 @@ import (
 // Lock order: a write that changes two parents (a move) writes the lower
 // key's slot first. PostgreSQL's triggers never wait for a slot row: they
 // pass over rows other transactions hold (see [Dialect.pgAddToFreeSlot]).
-// Elsewhere a writer uses one slot per parent for the whole of its session
-// (see [Dialect.sessionSlot]), so two writers moving rows in opposite
-// directions within one statement take their slot locks in the same order.
+// MySQL's and MariaDB's write the session's own slot row, which no other
+// session writes (see claim.go), so they never wait for one either. SQLite
+// has one writer at a time.
 
 // Count describes a counter that counts child rows.
 type Count struct {
@@ -84,18 +84,14 @@ func (c Count) where(w Writer) {
 	w.WriteString(")")
 }
 
-// sessionSlot is the slot a session writes: one per session and parent, so
-// that a transaction holds at most one slot row of each parent and two
-// transactions lock rows of the same parents in the same order. Sessions
-// spread over the slots as connection ids do. SQLite has one writer at a
-// time: slot 0.
+// sessionSlot is the slot a session's recount writes on PostgreSQL: one
+// per session and parent, so that a transaction holds at most one slot row
+// of each parent. Sessions spread over the slots as backend pids do.
+// SQLite has one writer at a time: slot 0. (MySQL and MariaDB write the
+// session's own slot: see claim.go.)
 func (d Dialect) sessionSlot(slots int) string {
-	n := strconv.Itoa(slots)
-	switch d.kind {
-	case postgres:
-		return "CAST(mod(pg_backend_pid(), " + n + ") AS SMALLINT)"
-	case mysql:
-		return "MOD(CONNECTION_ID(), " + n + ")"
+	if d.kind == postgres {
+		return "CAST(mod(pg_backend_pid(), " + strconv.Itoa(slots) + ") AS SMALLINT)"
 	}
 	return "0"
 }
@@ -304,6 +300,11 @@ func (d Dialect) mysqlCountBody(w Writer, c Count, event string) {
 		w.WriteString(row + ".")
 		w.Ident(c.Ref)
 	}
+	w.WriteString("DECLARE hc_i INT DEFAULT 0; ")
+	if event == "UPDATE" {
+		w.WriteString("DECLARE hc_o, hc_n INT DEFAULT 0; ")
+	}
+	d.mysqlClaim(w)
 	switch event {
 	case "INSERT", "DELETE":
 		row, delta := "NEW", 1
@@ -317,7 +318,7 @@ func (d Dialect) mysqlCountBody(w Writer, c Count, event string) {
 		w.WriteString(" END IF;")
 		return
 	}
-	w.WriteString("DECLARE hc_o, hc_n INT DEFAULT 0; SET hc_o = ")
+	w.WriteString("SET hc_o = ")
 	counted("OLD")
 	w.WriteString("; SET hc_n = ")
 	counted("NEW")
@@ -338,15 +339,18 @@ func (d Dialect) mysqlCountBody(w Writer, c Count, event string) {
 	w.WriteString(" END IF;")
 }
 
-// mysqlApply adds delta to the session's slot of row's parent with one
-// upsert. Not an UPDATE first and an INSERT where it matched nothing: an
-// UPDATE that misses takes a gap lock, and two sessions that both missed
-// in one gap deadlock on their inserts (seen in the depesz test). The
-// upsert's next-key lock covers the gap below its row only, and rows are
-// upserted in key order, so no two sessions wait for each other in a cycle.
+// mysqlApply adds delta to the session's own slot of row's parent (see
+// claim.go) with one upsert: a row no other session writes, so the
+// trigger never waits for another transaction's slot row. Where (owner,
+// slot) is the primary key, a duplicate is locked as a record only and a
+// new row takes no lock another writer waits for. Where it is a unique
+// secondary index beside a surrogate key (ent's layout), the duplicate is
+// locked with the gap below it, so a session's first row of a parent can
+// wait for a transaction that holds the next row of the index. (Reading
+// the surrogate key first would not help: reads in a trigger lock too.)
 func (d Dialect) mysqlApply(w Writer, c Count, row string, delta int) {
 	k := strconv.Itoa(delta)
-	q(w, "INSERT INTO % (%, %, %) VALUES ("+row+".%, "+d.sessionSlot(c.SlotCount)+", "+k+
+	q(w, "INSERT INTO % (%, %, %) VALUES ("+row+".%, "+mysqlOwnSlot(c.SlotCount)+", "+k+
 		") ON DUPLICATE KEY UPDATE % = % + "+k+";",
 		c.Slots, c.Owner, SlotColumn, ValueColumn, c.Ref, ValueColumn, ValueColumn)
 }
@@ -495,7 +499,8 @@ func (d Dialect) ChildColumnIn(c Count, column string, values []any) func(Writer
 
 // AddCounts writes one upsert that adds amounts[i] to the session's slot of
 // parent keys[i]; keys are sorted and distinct, so that slot rows are
-// locked in key order.
+// locked in key order. PostgreSQL and SQLite (MySQL and MariaDB:
+// AddToOwnSlot).
 func (d Dialect) AddCounts(w Writer, c Count, keys []any, amounts []int64) {
 	q(w, "INSERT INTO % (%, %, %) VALUES ", c.Slots, c.Owner, SlotColumn, ValueColumn)
 	for i, k := range keys {
@@ -507,10 +512,6 @@ func (d Dialect) AddCounts(w Writer, c Count, keys []any, amounts []int64) {
 		w.WriteString(", " + d.sessionSlot(c.SlotCount) + ", ")
 		w.Arg(amounts[i])
 		w.WriteString(")")
-	}
-	if d.kind == mysql {
-		q(w, " ON DUPLICATE KEY UPDATE % = % + VALUES(%)", ValueColumn, ValueColumn, ValueColumn)
-		return
 	}
 	q(w, " ON CONFLICT (%, %) DO UPDATE SET % = %.% + excluded.%", c.Owner, SlotColumn, ValueColumn, c.Slots, ValueColumn, ValueColumn)
 }

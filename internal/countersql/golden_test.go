@@ -44,8 +44,11 @@ var (
 	count = Count{Table: Table{Parent: "categories", ParentKey: "id", Column: "object_count", Slots: "category_object_count_slots", Owner: "category_id"},
 		SlotCount: 16, Child: "objects", ChildKey: "id", Ref: "category_id", Columns: []string{"id", "category_id", "status", "deleted_at"},
 		Where: "status = 'active'", SoftDelete: "deleted_at"}
-	keys = []any{int64(1), int64(2), int64(3)}
-	cond = func(w Writer) { w.WriteString("1=1") }
+	// ent's layout: a surrogate key beside the unique (owner, slot).
+	entPosts = func() Table { t := posts; t.RowID = "id"; return t }()
+	entCount = func() Count { c := count; c.RowID = "id"; return c }()
+	keys     = []any{int64(1), int64(2), int64(3)}
+	cond     = func(w Writer) { w.WriteString("1=1") }
 )
 
 // statements lists one call of every statement builder, by name.
@@ -105,6 +108,15 @@ func statements(d Dialect) []struct {
 		one("LockSlots", func(w Writer) { d.LockSlots(w, posts, int64(1)) }),
 		one("AddToColumns", func(w Writer) { d.AddToColumns(w, posts, keys, []int64{4, 5, 6}) }),
 		one("ZeroSlot", func(w Writer) { d.ZeroSlot(w, posts, int64(1), 7) }),
+		one("ClaimedSlot", d.ClaimedSlot),
+		one("TryClaim", func(w Writer) { d.TryClaim(w, 3) }),
+		one("AddToOwnSlot", func(w Writer) { d.AddToOwnSlot(w, posts, 19, keys, []int64{4, 5, 6}) }),
+		one("OwnSlotRows", func(w Writer) { d.OwnSlotRows(w, posts, 16, keys) }),
+		one("OwnSlotRows, surrogate key", func(w Writer) { d.OwnSlotRows(w, entPosts, 16, keys) }),
+		one("AddBySlot", func(w Writer) { d.AddBySlot(w, posts, 19, keys, []int64{4, 5, 6}) }),
+		one("NoLockWait", d.NoLockWait),
+		one("RestoreLockWait", d.RestoreLockWait),
+		one("AddByRowID", func(w Writer) { d.AddByRowID(w, entPosts, keys, []int64{4, 5, 6}) }),
 		one("AddToSlots", func(w Writer) { d.AddToSlots(w, posts, keys, []int{ColumnSlot, ColumnSlot, 3}, []int64{4, 5, 6}) }),
 	)
 	out = append(out, many("CreateLedger", d.CreateLedger("post_ledger"))...)
@@ -129,6 +141,7 @@ func statements(d Dialect) []struct {
 	out = append(out, many("Compact", d.Compact(posts, keys, false))...)
 	out = append(out, many("Compact, keeping pre-created rows", d.Compact(posts, keys, true))...)
 	out = append(out, many("InstallCountTriggers", d.InstallCountTriggers(count))...)
+	out = append(out, many("InstallCountTriggers, slot table with a surrogate key", d.InstallCountTriggers(entCount))...)
 	out = append(out, many("DropCountTriggers", d.DropCountTriggers(count))...)
 	out = append(out,
 		one("CountedRows", func(w Writer) { d.CountedRows(w, []Count{count}, d.ChildKeyIn(count, keys), true) }),

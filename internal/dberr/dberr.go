@@ -38,6 +38,14 @@ func Transient(err error) bool {
 	return false
 }
 
+// LockWait reports a MySQL/MariaDB statement that gave up waiting for a
+// lock (ER_LOCK_WAIT_TIMEOUT, also what innodb_lock_wait_timeout = 0
+// returns at once).
+func LockWait(err error) bool {
+	n, _ := MySQLNumber(err)
+	return n == 1205
+}
+
 // ForeignKeyViolation reports an insert or update whose referenced row does
 // not exist.
 func ForeignKeyViolation(err error) bool {

@@ -72,10 +72,9 @@ func CountWritten(ctx context.Context, conn Conn, d countersql.Dialect, counts [
 // for every counted row before it, +1 for every counted row after it, in
 // the transaction of the write. On PostgreSQL each parent's amount goes to
 // a slot row that no other transaction holds (IncrementFreeSlot), so the
-// write never waits for a counter row. Elsewhere each count is one upsert
-// per chunk of parents into the session's slot, in key order; counts are
-// applied in the order given, which the caller keeps the same for every
-// write, so that two writers lock slot rows in the same order.
+// write never waits for a counter row; on MySQL and MariaDB it goes to the
+// session's own slot rows (AddToOwnSlot), which never wait either. SQLite
+// has one writer at a time: one upsert per chunk of parents into slot 0.
 func applyCounts(ctx context.Context, conn Conn, d countersql.Dialect, counts []countersql.Count, before, after []CountedRow) error {
 	for i, c := range counts {
 		sums := map[string]int64{}
@@ -113,13 +112,20 @@ func applyCounts(ctx context.Context, conn Conn, d countersql.Dialect, counts []
 			}
 			continue
 		}
-		for start := 0; start < len(keys); start += FillChunk {
-			chunk := keys[start:min(start+FillChunk, len(keys))]
-			amounts := make([]int64, len(chunk))
-			for j, k := range chunk {
-				amounts[j] = sums[KeyText(k)]
+		amounts := make([]int64, len(keys))
+		for j, k := range keys {
+			amounts[j] = sums[KeyText(k)]
+		}
+		if d.MySQL() {
+			// The session's own slot rows: never waiting (see AddToOwnSlot).
+			if _, _, err := AddToOwnSlot(ctx, conn, d, c.Table, c.SlotCount, keys, amounts, false); err != nil {
+				return err
 			}
-			if _, err := conn.Exec(ctx, func(w countersql.Writer) { d.AddCounts(w, c, chunk, amounts) }); err != nil {
+			continue
+		}
+		for start := 0; start < len(keys); start += FillChunk {
+			end := min(start+FillChunk, len(keys))
+			if _, err := conn.Exec(ctx, func(w countersql.Writer) { d.AddCounts(w, c, keys[start:end], amounts[start:end]) }); err != nil {
 				return err
 			}
 		}
@@ -190,7 +196,17 @@ func Recount(ctx context.Context, conn Conn, d countersql.Dialect, c countersql.
 			return corrected, err
 		}
 		if len(keys) > 0 {
-			if _, err := conn.Exec(ctx, func(w countersql.Writer) { d.AddCounts(w, c, keys, diffs) }); err != nil {
+			add := func() error {
+				_, err := conn.Exec(ctx, func(w countersql.Writer) { d.AddCounts(w, c, keys, diffs) })
+				return err
+			}
+			if d.MySQL() {
+				add = func() error {
+					_, _, err := AddToOwnSlot(ctx, conn, d, c.Table, c.SlotCount, keys, diffs, false)
+					return err
+				}
+			}
+			if err := add(); err != nil {
 				return corrected, err
 			}
 			corrected += int64(len(keys))

@@ -52,7 +52,8 @@ const newSlotAttempts = 3
 // rather than a random one: for a counter declared skip-locked (the ORM
 // passes it only for increments of one parent), and on PostgreSQL for any
 // increment of one parent (one) inside the caller's transaction (inTx),
-// where a slot row stays locked until the caller commits. There it never
+// where a slot row stays locked until the caller commits. (MySQL and
+// MariaDB write the session's own slot rows there: IncrementOwnSlotMySQL.) There it never
 // waits, so transactions that increment parents in any order cannot
 // deadlock through counters. Outside a transaction a statement holds its
 // row for itself alone, and random slots with combining are faster.
@@ -106,6 +107,10 @@ func Apply(ctx context.Context, s Session, d countersql.Dialect, in Increment) (
 		return statements(ctx, s, d, in, func(w countersql.Writer, cond func(countersql.Writer)) {
 			d.AppendWhere(w, t, in.Delta, cond)
 		})
+	case d.MySQL() && s.InTx() && in.Delta != 0:
+		// Inside the caller's transaction: the session's own slot rows,
+		// which no other transaction writes, so it never waits.
+		return IncrementOwnSlotMySQL(ctx, s, d, my, in.Slots)
 	case d.MySQL() && skipLocked:
 		return IncrementFreeSlotMySQL(ctx, s, d, my)
 	case d.MySQL():

@@ -130,6 +130,68 @@ func IncrementMySQL(ctx context.Context, s Session, d countersql.Dialect, in MyS
 	return n, err
 }
 
+// IncrementOwnSlotMySQL adds in.Delta to the session's own slot row of
+// every parent the increment targets (AddToOwnSlot), inside the caller's
+// transaction: rows no other session writes, so transactions that
+// increment parents in any order never wait for each other through
+// counters and cannot deadlock through them. Parents named by a condition
+// are read without locks first. A parent whose own row does not exist yet
+// and which another transaction holds (its foreign key check would wait)
+// is incremented as before own rows, at slot in.Slot (IncrementMySQL),
+// whose pre-created rows need no foreign key check. slots is the counter's
+// slot count.
+func IncrementOwnSlotMySQL(ctx context.Context, s Session, d countersql.Dialect, in MySQLIncrement, slots int) (int64, error) {
+	keys := in.Keys
+	switch {
+	case in.Keys == nil && in.Cond == nil:
+		keys = []any{in.Key}
+	case in.Keys == nil:
+		var err error
+		if keys, err = QueryKeys(ctx, s, func(w countersql.Writer) { d.SelectKeys(w, in.Table, in.Cond) }); err != nil {
+			return 0, err
+		}
+	}
+	keys = distinctKeys(keys)
+	amounts := make([]int64, len(keys))
+	for i := range amounts {
+		amounts[i] = in.Delta
+	}
+	var n int64
+	add := func() error {
+		done, missed, err := AddToOwnSlot(ctx, s, d, in.Table, slots, keys, amounts, true)
+		n = done
+		if err != nil || len(missed) == 0 {
+			return err
+		}
+		rest := MySQLIncrement{Table: in.Table, Slot: in.Slot, Delta: in.Delta, Keys: make([]any, len(missed))}
+		for i, at := range missed {
+			rest.Keys[i] = keys[at]
+		}
+		done, err = IncrementMySQL(ctx, s, d, rest)
+		n += done
+		return err
+	}
+	if len(keys) <= FillChunk {
+		return n, add()
+	}
+	// Several statements in the caller's transaction: all or none.
+	return n, InSavepoint(ctx, s, "hc_increment_all", add)
+}
+
+// distinctKeys returns keys sorted, each once: an increment names a parent
+// once however often its key is listed, as UPDATE ... WHERE key IN does.
+func distinctKeys(keys []any) []any {
+	seen := map[string]bool{}
+	out := make([]any, 0, len(keys))
+	for _, k := range SortKeys(keys) {
+		if t := KeyText(k); !seen[t] {
+			seen[t] = true
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // IncrementFreeSlotMySQL is the skip-locked increment of one parent on
 // MySQL and MariaDB: in one transaction it locks the first slot row of the
 // parent from a random start, wrapping around, that no other transaction

@@ -86,7 +86,7 @@ func (d Def) Tables() countersql.Table {
 	if d.Append {
 		other = strings.TrimSuffix(d.SlotTable, "_deltas") + "_slots"
 	}
-	return countersql.Table{Parent: d.Table, ParentKey: d.Key, Column: d.Field, Slots: d.SlotTable, Owner: d.Owner, Other: other}
+	return countersql.Table{Parent: d.Table, ParentKey: d.Key, Column: d.Field, Slots: d.SlotTable, Owner: d.Owner, Other: other, RowID: "id"}
 }
 
 // mode is the counter's mode.

@@ -106,6 +106,38 @@ UPDATE `posts` FORCE INDEX (PRIMARY) SET `likes` = COALESCE(`likes`, 0) + CASE `
 UPDATE `post_likes_slots` SET `n` = 0 WHERE `slot` = $1 AND `post_id` = $2;
 -- args: [7 1]
 
+-- ClaimedSlot
+SELECT IF(IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID(), @hc_slot, -1);
+
+-- TryClaim
+SELECT IF(GET_LOCK('hotcounter.slot.3', 0) = 1, @hc_slot := 3, -1);
+
+-- AddToOwnSlot
+INSERT INTO `post_likes_slots` (`post_id`, `slot`, `n`) VALUES ($1, 19, $2), ($3, 19, $4), ($5, 19, $6) ON DUPLICATE KEY UPDATE `n` = `n` + VALUES(`n`);
+-- args: [1 4 2 5 3 6]
+
+-- OwnSlotRows
+SELECT `hc`.`claim`, @@innodb_rollback_on_timeout, `hc_s`.`post_id`, `hc_s`.`slot` FROM (SELECT IF(IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID(), @hc_slot, -1) AS `claim`) AS `hc` LEFT JOIN `post_likes_slots` AS `hc_s` ON `hc`.`claim` >= 0 AND `hc_s`.`slot` = 16 + `hc`.`claim` AND `hc_s`.`post_id` IN ($1,$2,$3);
+-- args: [1 2 3]
+
+-- OwnSlotRows, surrogate key
+SELECT `hc`.`claim`, @@innodb_rollback_on_timeout, `hc_s`.`post_id`, `hc_s`.`id` FROM (SELECT IF(IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID(), @hc_slot, -1) AS `claim`) AS `hc` LEFT JOIN `post_likes_slots` AS `hc_s` ON `hc`.`claim` >= 0 AND `hc_s`.`slot` = 16 + `hc`.`claim` AND `hc_s`.`post_id` IN ($1,$2,$3);
+-- args: [1 2 3]
+
+-- AddBySlot
+UPDATE `post_likes_slots` SET `n` = `n` + CASE `post_id` WHEN $1 THEN $2 WHEN $3 THEN $4 WHEN $5 THEN $6 ELSE 0 END WHERE `slot` = 19 AND `post_id` IN ($7,$8,$9);
+-- args: [1 4 2 5 3 6 1 2 3]
+
+-- NoLockWait
+SET @hc_lwt = @@innodb_lock_wait_timeout, innodb_lock_wait_timeout = 0;
+
+-- RestoreLockWait
+SET innodb_lock_wait_timeout = @hc_lwt;
+
+-- AddByRowID
+UPDATE `post_likes_slots` SET `n` = `n` + CASE `id` WHEN $1 THEN $2 WHEN $3 THEN $4 WHEN $5 THEN $6 ELSE 0 END WHERE `id` IN ($7,$8,$9);
+-- args: [1 4 2 5 3 6 1 2 3]
+
 -- AddToSlots
 INSERT INTO `post_likes_slots` (`post_id`, `slot`, `n`) VALUES ($1,$2,$3), ($4,$5,$6), ($7,$8,$9) ON DUPLICATE KEY UPDATE `n` = `n` + VALUES(`n`);
 -- args: [1 -1 4 2 -1 5 3 3 6]
@@ -190,13 +222,31 @@ DROP TRIGGER IF EXISTS `hc_category_object_count_slots_upd`;
 DROP TRIGGER IF EXISTS `hc_category_object_count_slots_del`;
 
 -- InstallCountTriggers (4 of 6)
-CREATE TRIGGER `hc_category_object_count_slots_ins` AFTER INSERT ON `objects` FOR EACH ROW BEGIN IF ((NEW.`category_id` IS NOT NULL AND EXISTS (SELECT 1 FROM (SELECT NEW.`id` AS `id`, NEW.`category_id` AS `category_id`, NEW.`status` AS `status`, NEW.`deleted_at` AS `deleted_at`) AS `hc_c` WHERE (`deleted_at` IS NULL AND (status = 'active')))) AND EXISTS (SELECT 1 FROM `categories` WHERE `id` = NEW.`category_id`)) THEN INSERT INTO `category_object_count_slots` (`category_id`, `slot`, `n`) VALUES (NEW.`category_id`, MOD(CONNECTION_ID(), 16), 1) ON DUPLICATE KEY UPDATE `n` = `n` + 1; END IF; END;
+CREATE TRIGGER `hc_category_object_count_slots_ins` AFTER INSERT ON `objects` FOR EACH ROW BEGIN DECLARE hc_i INT DEFAULT 0; IF NOT (IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID()) THEN SET @hc_slot = NULL, hc_i = 0; WHILE @hc_slot IS NULL AND hc_i < 30000 DO IF GET_LOCK(CONCAT('hotcounter.slot.', hc_i), 0) = 1 THEN SET @hc_slot = hc_i; END IF; SET hc_i = hc_i + 1; END WHILE; END IF; IF ((NEW.`category_id` IS NOT NULL AND EXISTS (SELECT 1 FROM (SELECT NEW.`id` AS `id`, NEW.`category_id` AS `category_id`, NEW.`status` AS `status`, NEW.`deleted_at` AS `deleted_at`) AS `hc_c` WHERE (`deleted_at` IS NULL AND (status = 'active')))) AND EXISTS (SELECT 1 FROM `categories` WHERE `id` = NEW.`category_id`)) THEN INSERT INTO `category_object_count_slots` (`category_id`, `slot`, `n`) VALUES (NEW.`category_id`, IFNULL(16 + @hc_slot, MOD(CONNECTION_ID(), 16)), 1) ON DUPLICATE KEY UPDATE `n` = `n` + 1; END IF; END;
 
 -- InstallCountTriggers (5 of 6)
-CREATE TRIGGER `hc_category_object_count_slots_upd` AFTER UPDATE ON `objects` FOR EACH ROW BEGIN DECLARE hc_o, hc_n INT DEFAULT 0; SET hc_o = ((OLD.`category_id` IS NOT NULL AND EXISTS (SELECT 1 FROM (SELECT OLD.`id` AS `id`, OLD.`category_id` AS `category_id`, OLD.`status` AS `status`, OLD.`deleted_at` AS `deleted_at`) AS `hc_c` WHERE (`deleted_at` IS NULL AND (status = 'active')))) AND EXISTS (SELECT 1 FROM `categories` WHERE `id` = OLD.`category_id`)); SET hc_n = ((NEW.`category_id` IS NOT NULL AND EXISTS (SELECT 1 FROM (SELECT NEW.`id` AS `id`, NEW.`category_id` AS `category_id`, NEW.`status` AS `status`, NEW.`deleted_at` AS `deleted_at`) AS `hc_c` WHERE (`deleted_at` IS NULL AND (status = 'active')))) AND EXISTS (SELECT 1 FROM `categories` WHERE `id` = NEW.`category_id`)); IF hc_o AND hc_n AND OLD.`category_id` = NEW.`category_id` THEN SET hc_o = 0, hc_n = 0; END IF; IF hc_o AND (NOT hc_n OR OLD.`category_id` < NEW.`category_id`) THEN INSERT INTO `category_object_count_slots` (`category_id`, `slot`, `n`) VALUES (OLD.`category_id`, MOD(CONNECTION_ID(), 16), -1) ON DUPLICATE KEY UPDATE `n` = `n` + -1; SET hc_o = 0; END IF; IF hc_n THEN INSERT INTO `category_object_count_slots` (`category_id`, `slot`, `n`) VALUES (NEW.`category_id`, MOD(CONNECTION_ID(), 16), 1) ON DUPLICATE KEY UPDATE `n` = `n` + 1; END IF; IF hc_o THEN INSERT INTO `category_object_count_slots` (`category_id`, `slot`, `n`) VALUES (OLD.`category_id`, MOD(CONNECTION_ID(), 16), -1) ON DUPLICATE KEY UPDATE `n` = `n` + -1; END IF; END;
+CREATE TRIGGER `hc_category_object_count_slots_upd` AFTER UPDATE ON `objects` FOR EACH ROW BEGIN DECLARE hc_i INT DEFAULT 0; DECLARE hc_o, hc_n INT DEFAULT 0; IF NOT (IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID()) THEN SET @hc_slot = NULL, hc_i = 0; WHILE @hc_slot IS NULL AND hc_i < 30000 DO IF GET_LOCK(CONCAT('hotcounter.slot.', hc_i), 0) = 1 THEN SET @hc_slot = hc_i; END IF; SET hc_i = hc_i + 1; END WHILE; END IF; SET hc_o = ((OLD.`category_id` IS NOT NULL AND EXISTS (SELECT 1 FROM (SELECT OLD.`id` AS `id`, OLD.`category_id` AS `category_id`, OLD.`status` AS `status`, OLD.`deleted_at` AS `deleted_at`) AS `hc_c` WHERE (`deleted_at` IS NULL AND (status = 'active')))) AND EXISTS (SELECT 1 FROM `categories` WHERE `id` = OLD.`category_id`)); SET hc_n = ((NEW.`category_id` IS NOT NULL AND EXISTS (SELECT 1 FROM (SELECT NEW.`id` AS `id`, NEW.`category_id` AS `category_id`, NEW.`status` AS `status`, NEW.`deleted_at` AS `deleted_at`) AS `hc_c` WHERE (`deleted_at` IS NULL AND (status = 'active')))) AND EXISTS (SELECT 1 FROM `categories` WHERE `id` = NEW.`category_id`)); IF hc_o AND hc_n AND OLD.`category_id` = NEW.`category_id` THEN SET hc_o = 0, hc_n = 0; END IF; IF hc_o AND (NOT hc_n OR OLD.`category_id` < NEW.`category_id`) THEN INSERT INTO `category_object_count_slots` (`category_id`, `slot`, `n`) VALUES (OLD.`category_id`, IFNULL(16 + @hc_slot, MOD(CONNECTION_ID(), 16)), -1) ON DUPLICATE KEY UPDATE `n` = `n` + -1; SET hc_o = 0; END IF; IF hc_n THEN INSERT INTO `category_object_count_slots` (`category_id`, `slot`, `n`) VALUES (NEW.`category_id`, IFNULL(16 + @hc_slot, MOD(CONNECTION_ID(), 16)), 1) ON DUPLICATE KEY UPDATE `n` = `n` + 1; END IF; IF hc_o THEN INSERT INTO `category_object_count_slots` (`category_id`, `slot`, `n`) VALUES (OLD.`category_id`, IFNULL(16 + @hc_slot, MOD(CONNECTION_ID(), 16)), -1) ON DUPLICATE KEY UPDATE `n` = `n` + -1; END IF; END;
 
 -- InstallCountTriggers (6 of 6)
-CREATE TRIGGER `hc_category_object_count_slots_del` AFTER DELETE ON `objects` FOR EACH ROW BEGIN IF ((OLD.`category_id` IS NOT NULL AND EXISTS (SELECT 1 FROM (SELECT OLD.`id` AS `id`, OLD.`category_id` AS `category_id`, OLD.`status` AS `status`, OLD.`deleted_at` AS `deleted_at`) AS `hc_c` WHERE (`deleted_at` IS NULL AND (status = 'active')))) AND EXISTS (SELECT 1 FROM `categories` WHERE `id` = OLD.`category_id`)) THEN INSERT INTO `category_object_count_slots` (`category_id`, `slot`, `n`) VALUES (OLD.`category_id`, MOD(CONNECTION_ID(), 16), -1) ON DUPLICATE KEY UPDATE `n` = `n` + -1; END IF; END;
+CREATE TRIGGER `hc_category_object_count_slots_del` AFTER DELETE ON `objects` FOR EACH ROW BEGIN DECLARE hc_i INT DEFAULT 0; IF NOT (IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID()) THEN SET @hc_slot = NULL, hc_i = 0; WHILE @hc_slot IS NULL AND hc_i < 30000 DO IF GET_LOCK(CONCAT('hotcounter.slot.', hc_i), 0) = 1 THEN SET @hc_slot = hc_i; END IF; SET hc_i = hc_i + 1; END WHILE; END IF; IF ((OLD.`category_id` IS NOT NULL AND EXISTS (SELECT 1 FROM (SELECT OLD.`id` AS `id`, OLD.`category_id` AS `category_id`, OLD.`status` AS `status`, OLD.`deleted_at` AS `deleted_at`) AS `hc_c` WHERE (`deleted_at` IS NULL AND (status = 'active')))) AND EXISTS (SELECT 1 FROM `categories` WHERE `id` = OLD.`category_id`)) THEN INSERT INTO `category_object_count_slots` (`category_id`, `slot`, `n`) VALUES (OLD.`category_id`, IFNULL(16 + @hc_slot, MOD(CONNECTION_ID(), 16)), -1) ON DUPLICATE KEY UPDATE `n` = `n` + -1; END IF; END;
+
+-- InstallCountTriggers, slot table with a surrogate key (1 of 6)
+DROP TRIGGER IF EXISTS `hc_category_object_count_slots_ins`;
+
+-- InstallCountTriggers, slot table with a surrogate key (2 of 6)
+DROP TRIGGER IF EXISTS `hc_category_object_count_slots_upd`;
+
+-- InstallCountTriggers, slot table with a surrogate key (3 of 6)
+DROP TRIGGER IF EXISTS `hc_category_object_count_slots_del`;
+
+-- InstallCountTriggers, slot table with a surrogate key (4 of 6)
+CREATE TRIGGER `hc_category_object_count_slots_ins` AFTER INSERT ON `objects` FOR EACH ROW BEGIN DECLARE hc_i INT DEFAULT 0; IF NOT (IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID()) THEN SET @hc_slot = NULL, hc_i = 0; WHILE @hc_slot IS NULL AND hc_i < 30000 DO IF GET_LOCK(CONCAT('hotcounter.slot.', hc_i), 0) = 1 THEN SET @hc_slot = hc_i; END IF; SET hc_i = hc_i + 1; END WHILE; END IF; IF ((NEW.`category_id` IS NOT NULL AND EXISTS (SELECT 1 FROM (SELECT NEW.`id` AS `id`, NEW.`category_id` AS `category_id`, NEW.`status` AS `status`, NEW.`deleted_at` AS `deleted_at`) AS `hc_c` WHERE (`deleted_at` IS NULL AND (status = 'active')))) AND EXISTS (SELECT 1 FROM `categories` WHERE `id` = NEW.`category_id`)) THEN INSERT INTO `category_object_count_slots` (`category_id`, `slot`, `n`) VALUES (NEW.`category_id`, IFNULL(16 + @hc_slot, MOD(CONNECTION_ID(), 16)), 1) ON DUPLICATE KEY UPDATE `n` = `n` + 1; END IF; END;
+
+-- InstallCountTriggers, slot table with a surrogate key (5 of 6)
+CREATE TRIGGER `hc_category_object_count_slots_upd` AFTER UPDATE ON `objects` FOR EACH ROW BEGIN DECLARE hc_i INT DEFAULT 0; DECLARE hc_o, hc_n INT DEFAULT 0; IF NOT (IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID()) THEN SET @hc_slot = NULL, hc_i = 0; WHILE @hc_slot IS NULL AND hc_i < 30000 DO IF GET_LOCK(CONCAT('hotcounter.slot.', hc_i), 0) = 1 THEN SET @hc_slot = hc_i; END IF; SET hc_i = hc_i + 1; END WHILE; END IF; SET hc_o = ((OLD.`category_id` IS NOT NULL AND EXISTS (SELECT 1 FROM (SELECT OLD.`id` AS `id`, OLD.`category_id` AS `category_id`, OLD.`status` AS `status`, OLD.`deleted_at` AS `deleted_at`) AS `hc_c` WHERE (`deleted_at` IS NULL AND (status = 'active')))) AND EXISTS (SELECT 1 FROM `categories` WHERE `id` = OLD.`category_id`)); SET hc_n = ((NEW.`category_id` IS NOT NULL AND EXISTS (SELECT 1 FROM (SELECT NEW.`id` AS `id`, NEW.`category_id` AS `category_id`, NEW.`status` AS `status`, NEW.`deleted_at` AS `deleted_at`) AS `hc_c` WHERE (`deleted_at` IS NULL AND (status = 'active')))) AND EXISTS (SELECT 1 FROM `categories` WHERE `id` = NEW.`category_id`)); IF hc_o AND hc_n AND OLD.`category_id` = NEW.`category_id` THEN SET hc_o = 0, hc_n = 0; END IF; IF hc_o AND (NOT hc_n OR OLD.`category_id` < NEW.`category_id`) THEN INSERT INTO `category_object_count_slots` (`category_id`, `slot`, `n`) VALUES (OLD.`category_id`, IFNULL(16 + @hc_slot, MOD(CONNECTION_ID(), 16)), -1) ON DUPLICATE KEY UPDATE `n` = `n` + -1; SET hc_o = 0; END IF; IF hc_n THEN INSERT INTO `category_object_count_slots` (`category_id`, `slot`, `n`) VALUES (NEW.`category_id`, IFNULL(16 + @hc_slot, MOD(CONNECTION_ID(), 16)), 1) ON DUPLICATE KEY UPDATE `n` = `n` + 1; END IF; IF hc_o THEN INSERT INTO `category_object_count_slots` (`category_id`, `slot`, `n`) VALUES (OLD.`category_id`, IFNULL(16 + @hc_slot, MOD(CONNECTION_ID(), 16)), -1) ON DUPLICATE KEY UPDATE `n` = `n` + -1; END IF; END;
+
+-- InstallCountTriggers, slot table with a surrogate key (6 of 6)
+CREATE TRIGGER `hc_category_object_count_slots_del` AFTER DELETE ON `objects` FOR EACH ROW BEGIN DECLARE hc_i INT DEFAULT 0; IF NOT (IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID()) THEN SET @hc_slot = NULL, hc_i = 0; WHILE @hc_slot IS NULL AND hc_i < 30000 DO IF GET_LOCK(CONCAT('hotcounter.slot.', hc_i), 0) = 1 THEN SET @hc_slot = hc_i; END IF; SET hc_i = hc_i + 1; END WHILE; END IF; IF ((OLD.`category_id` IS NOT NULL AND EXISTS (SELECT 1 FROM (SELECT OLD.`id` AS `id`, OLD.`category_id` AS `category_id`, OLD.`status` AS `status`, OLD.`deleted_at` AS `deleted_at`) AS `hc_c` WHERE (`deleted_at` IS NULL AND (status = 'active')))) AND EXISTS (SELECT 1 FROM `categories` WHERE `id` = OLD.`category_id`)) THEN INSERT INTO `category_object_count_slots` (`category_id`, `slot`, `n`) VALUES (OLD.`category_id`, IFNULL(16 + @hc_slot, MOD(CONNECTION_ID(), 16)), -1) ON DUPLICATE KEY UPDATE `n` = `n` + -1; END IF; END;
 
 -- DropCountTriggers (1 of 3)
 DROP TRIGGER IF EXISTS `hc_category_object_count_slots_ins`;
@@ -228,7 +278,7 @@ SELECT `id` FROM `categories` WHERE `id` IN ($1,$2,$3);
 -- args: [1 2 3]
 
 -- AddCounts
-INSERT INTO `category_object_count_slots` (`category_id`, `slot`, `n`) VALUES ($1, MOD(CONNECTION_ID(), 16), $2), ($3, MOD(CONNECTION_ID(), 16), $4), ($5, MOD(CONNECTION_ID(), 16), $6) ON DUPLICATE KEY UPDATE `n` = `n` + VALUES(`n`);
+INSERT INTO `category_object_count_slots` (`category_id`, `slot`, `n`) VALUES ($1, 0, $2), ($3, 0, $4), ($5, 0, $6) ON CONFLICT (`category_id`, `slot`) DO UPDATE SET `n` = `category_object_count_slots`.`n` + excluded.`n`;
 -- args: [1 1 2 -1 3 2]
 
 -- RecountBatch

@@ -102,6 +102,38 @@ UPDATE "posts" FORCE INDEX (PRIMARY) SET "likes" = COALESCE("likes", 0) + CASE "
 UPDATE "post_likes_slots" SET "n" = 0 WHERE "slot" = $1 AND "post_id" = $2;
 -- args: [7 1]
 
+-- ClaimedSlot
+SELECT IF(IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID(), @hc_slot, -1);
+
+-- TryClaim
+SELECT IF(GET_LOCK('hotcounter.slot.3', 0) = 1, @hc_slot := 3, -1);
+
+-- AddToOwnSlot
+INSERT INTO "post_likes_slots" ("post_id", "slot", "n") VALUES ($1, 19, $2), ($3, 19, $4), ($5, 19, $6) ON DUPLICATE KEY UPDATE "n" = "n" + VALUES("n");
+-- args: [1 4 2 5 3 6]
+
+-- OwnSlotRows
+SELECT "hc"."claim", @@innodb_rollback_on_timeout, "hc_s"."post_id", "hc_s"."slot" FROM (SELECT IF(IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID(), @hc_slot, -1) AS "claim") AS "hc" LEFT JOIN "post_likes_slots" AS "hc_s" ON "hc"."claim" >= 0 AND "hc_s"."slot" = 16 + "hc"."claim" AND "hc_s"."post_id" = ANY($1);
+-- args: [{[1 2 3]}]
+
+-- OwnSlotRows, surrogate key
+SELECT "hc"."claim", @@innodb_rollback_on_timeout, "hc_s"."post_id", "hc_s"."id" FROM (SELECT IF(IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID(), @hc_slot, -1) AS "claim") AS "hc" LEFT JOIN "post_likes_slots" AS "hc_s" ON "hc"."claim" >= 0 AND "hc_s"."slot" = 16 + "hc"."claim" AND "hc_s"."post_id" = ANY($1);
+-- args: [{[1 2 3]}]
+
+-- AddBySlot
+UPDATE "post_likes_slots" SET "n" = "n" + CASE "post_id" WHEN $1 THEN $2 WHEN $3 THEN $4 WHEN $5 THEN $6 ELSE 0 END WHERE "slot" = 19 AND "post_id" = ANY($7);
+-- args: [1 4 2 5 3 6 {[1 2 3]}]
+
+-- NoLockWait
+SET @hc_lwt = @@innodb_lock_wait_timeout, innodb_lock_wait_timeout = 0;
+
+-- RestoreLockWait
+SET innodb_lock_wait_timeout = @hc_lwt;
+
+-- AddByRowID
+UPDATE "post_likes_slots" SET "n" = "n" + CASE "id" WHEN $1 THEN $2 WHEN $3 THEN $4 WHEN $5 THEN $6 ELSE 0 END WHERE "id" = ANY($7);
+-- args: [1 4 2 5 3 6 {[1 2 3]}]
+
 -- AddToSlots
 INSERT INTO "post_likes_slots" ("post_id", "slot", "n") VALUES ($1,$2,$3), ($4,$5,$6), ($7,$8,$9) ON CONFLICT ("post_id", "slot") DO UPDATE SET "n" = "post_likes_slots"."n" + excluded."n";
 -- args: [1 -1 4 2 -1 5 3 3 6]
@@ -204,6 +236,42 @@ CREATE TRIGGER "hc_category_object_count_slots_upd" AFTER UPDATE ON "objects" RE
 CREATE OR REPLACE FUNCTION "hc_category_object_count_slots_del"() RETURNS trigger LANGUAGE plpgsql AS $hc$ DECLARE hc_r record; hc_s integer; BEGIN FOR hc_r IN SELECT hc_d.k, hc_d.n FROM (SELECT hc_x.k, SUM(hc_x.n) AS n FROM (SELECT "hc_c"."category_id" AS k, -1 AS n FROM hc_old AS "hc_c" WHERE ("deleted_at" IS NULL AND (status = 'active'))) AS hc_x GROUP BY hc_x.k HAVING SUM(hc_x.n) <> 0) AS hc_d JOIN "categories" AS hc_p ON hc_p."id" = hc_d.k ORDER BY hc_d.k LOOP LOOP UPDATE "category_object_count_slots" SET "n" = "category_object_count_slots"."n" + hc_r.n WHERE "category_id" = hc_r.k AND "slot" = (SELECT "hc_f"."slot" FROM "category_object_count_slots" AS "hc_f" WHERE "hc_f"."category_id" = hc_r.k AND "hc_f"."slot" >= 0 ORDER BY "hc_f"."slot" LIMIT 1 FOR UPDATE SKIP LOCKED); EXIT WHEN FOUND; hc_s := (SELECT "hc_g".s FROM generate_series(0, 32766) AS "hc_g"(s) WHERE CASE WHEN EXISTS (SELECT 1 FROM "category_object_count_slots" AS "hc_e" WHERE "hc_e"."category_id" = hc_r.k AND "hc_e"."slot" = "hc_g".s) THEN false ELSE pg_try_advisory_xact_lock(hashtextextended('category_object_count_slots:' || hc_r.k || ':' || "hc_g".s, 0)) END LIMIT 1); INSERT INTO "category_object_count_slots" ("category_id", "slot", "n") VALUES (hc_r.k, hc_s, hc_r.n) ON CONFLICT DO NOTHING; EXIT WHEN FOUND; END LOOP; END LOOP; RETURN NULL; END $hc$;
 
 -- InstallCountTriggers (12 of 12)
+CREATE TRIGGER "hc_category_object_count_slots_del" AFTER DELETE ON "objects" REFERENCING OLD TABLE AS hc_old FOR EACH STATEMENT EXECUTE FUNCTION "hc_category_object_count_slots_del"();
+
+-- InstallCountTriggers, slot table with a surrogate key (1 of 12)
+DROP TRIGGER IF EXISTS "hc_category_object_count_slots_ins" ON "objects";
+
+-- InstallCountTriggers, slot table with a surrogate key (2 of 12)
+DROP FUNCTION IF EXISTS "hc_category_object_count_slots_ins"();
+
+-- InstallCountTriggers, slot table with a surrogate key (3 of 12)
+DROP TRIGGER IF EXISTS "hc_category_object_count_slots_upd" ON "objects";
+
+-- InstallCountTriggers, slot table with a surrogate key (4 of 12)
+DROP FUNCTION IF EXISTS "hc_category_object_count_slots_upd"();
+
+-- InstallCountTriggers, slot table with a surrogate key (5 of 12)
+DROP TRIGGER IF EXISTS "hc_category_object_count_slots_del" ON "objects";
+
+-- InstallCountTriggers, slot table with a surrogate key (6 of 12)
+DROP FUNCTION IF EXISTS "hc_category_object_count_slots_del"();
+
+-- InstallCountTriggers, slot table with a surrogate key (7 of 12)
+CREATE OR REPLACE FUNCTION "hc_category_object_count_slots_ins"() RETURNS trigger LANGUAGE plpgsql AS $hc$ DECLARE hc_r record; hc_s integer; BEGIN FOR hc_r IN SELECT hc_d.k, hc_d.n FROM (SELECT hc_x.k, SUM(hc_x.n) AS n FROM (SELECT "hc_c"."category_id" AS k, 1 AS n FROM hc_new AS "hc_c" WHERE ("deleted_at" IS NULL AND (status = 'active'))) AS hc_x GROUP BY hc_x.k HAVING SUM(hc_x.n) <> 0) AS hc_d JOIN "categories" AS hc_p ON hc_p."id" = hc_d.k ORDER BY hc_d.k LOOP LOOP UPDATE "category_object_count_slots" SET "n" = "category_object_count_slots"."n" + hc_r.n WHERE "category_id" = hc_r.k AND "slot" = (SELECT "hc_f"."slot" FROM "category_object_count_slots" AS "hc_f" WHERE "hc_f"."category_id" = hc_r.k AND "hc_f"."slot" >= 0 ORDER BY "hc_f"."slot" LIMIT 1 FOR UPDATE SKIP LOCKED); EXIT WHEN FOUND; hc_s := (SELECT "hc_g".s FROM generate_series(0, 32766) AS "hc_g"(s) WHERE CASE WHEN EXISTS (SELECT 1 FROM "category_object_count_slots" AS "hc_e" WHERE "hc_e"."category_id" = hc_r.k AND "hc_e"."slot" = "hc_g".s) THEN false ELSE pg_try_advisory_xact_lock(hashtextextended('category_object_count_slots:' || hc_r.k || ':' || "hc_g".s, 0)) END LIMIT 1); INSERT INTO "category_object_count_slots" ("category_id", "slot", "n") VALUES (hc_r.k, hc_s, hc_r.n) ON CONFLICT DO NOTHING; EXIT WHEN FOUND; END LOOP; END LOOP; RETURN NULL; END $hc$;
+
+-- InstallCountTriggers, slot table with a surrogate key (8 of 12)
+CREATE TRIGGER "hc_category_object_count_slots_ins" AFTER INSERT ON "objects" REFERENCING NEW TABLE AS hc_new FOR EACH STATEMENT EXECUTE FUNCTION "hc_category_object_count_slots_ins"();
+
+-- InstallCountTriggers, slot table with a surrogate key (9 of 12)
+CREATE OR REPLACE FUNCTION "hc_category_object_count_slots_upd"() RETURNS trigger LANGUAGE plpgsql AS $hc$ DECLARE hc_r record; hc_s integer; BEGIN FOR hc_r IN SELECT hc_d.k, hc_d.n FROM (SELECT hc_x.k, SUM(hc_x.n) AS n FROM (SELECT "hc_c"."category_id" AS k, 1 AS n FROM hc_new AS "hc_c" WHERE ("deleted_at" IS NULL AND (status = 'active')) UNION ALL SELECT "hc_c"."category_id" AS k, -1 AS n FROM hc_old AS "hc_c" WHERE ("deleted_at" IS NULL AND (status = 'active'))) AS hc_x GROUP BY hc_x.k HAVING SUM(hc_x.n) <> 0) AS hc_d JOIN "categories" AS hc_p ON hc_p."id" = hc_d.k ORDER BY hc_d.k LOOP LOOP UPDATE "category_object_count_slots" SET "n" = "category_object_count_slots"."n" + hc_r.n WHERE "category_id" = hc_r.k AND "slot" = (SELECT "hc_f"."slot" FROM "category_object_count_slots" AS "hc_f" WHERE "hc_f"."category_id" = hc_r.k AND "hc_f"."slot" >= 0 ORDER BY "hc_f"."slot" LIMIT 1 FOR UPDATE SKIP LOCKED); EXIT WHEN FOUND; hc_s := (SELECT "hc_g".s FROM generate_series(0, 32766) AS "hc_g"(s) WHERE CASE WHEN EXISTS (SELECT 1 FROM "category_object_count_slots" AS "hc_e" WHERE "hc_e"."category_id" = hc_r.k AND "hc_e"."slot" = "hc_g".s) THEN false ELSE pg_try_advisory_xact_lock(hashtextextended('category_object_count_slots:' || hc_r.k || ':' || "hc_g".s, 0)) END LIMIT 1); INSERT INTO "category_object_count_slots" ("category_id", "slot", "n") VALUES (hc_r.k, hc_s, hc_r.n) ON CONFLICT DO NOTHING; EXIT WHEN FOUND; END LOOP; END LOOP; RETURN NULL; END $hc$;
+
+-- InstallCountTriggers, slot table with a surrogate key (10 of 12)
+CREATE TRIGGER "hc_category_object_count_slots_upd" AFTER UPDATE ON "objects" REFERENCING OLD TABLE AS hc_old NEW TABLE AS hc_new FOR EACH STATEMENT EXECUTE FUNCTION "hc_category_object_count_slots_upd"();
+
+-- InstallCountTriggers, slot table with a surrogate key (11 of 12)
+CREATE OR REPLACE FUNCTION "hc_category_object_count_slots_del"() RETURNS trigger LANGUAGE plpgsql AS $hc$ DECLARE hc_r record; hc_s integer; BEGIN FOR hc_r IN SELECT hc_d.k, hc_d.n FROM (SELECT hc_x.k, SUM(hc_x.n) AS n FROM (SELECT "hc_c"."category_id" AS k, -1 AS n FROM hc_old AS "hc_c" WHERE ("deleted_at" IS NULL AND (status = 'active'))) AS hc_x GROUP BY hc_x.k HAVING SUM(hc_x.n) <> 0) AS hc_d JOIN "categories" AS hc_p ON hc_p."id" = hc_d.k ORDER BY hc_d.k LOOP LOOP UPDATE "category_object_count_slots" SET "n" = "category_object_count_slots"."n" + hc_r.n WHERE "category_id" = hc_r.k AND "slot" = (SELECT "hc_f"."slot" FROM "category_object_count_slots" AS "hc_f" WHERE "hc_f"."category_id" = hc_r.k AND "hc_f"."slot" >= 0 ORDER BY "hc_f"."slot" LIMIT 1 FOR UPDATE SKIP LOCKED); EXIT WHEN FOUND; hc_s := (SELECT "hc_g".s FROM generate_series(0, 32766) AS "hc_g"(s) WHERE CASE WHEN EXISTS (SELECT 1 FROM "category_object_count_slots" AS "hc_e" WHERE "hc_e"."category_id" = hc_r.k AND "hc_e"."slot" = "hc_g".s) THEN false ELSE pg_try_advisory_xact_lock(hashtextextended('category_object_count_slots:' || hc_r.k || ':' || "hc_g".s, 0)) END LIMIT 1); INSERT INTO "category_object_count_slots" ("category_id", "slot", "n") VALUES (hc_r.k, hc_s, hc_r.n) ON CONFLICT DO NOTHING; EXIT WHEN FOUND; END LOOP; END LOOP; RETURN NULL; END $hc$;
+
+-- InstallCountTriggers, slot table with a surrogate key (12 of 12)
 CREATE TRIGGER "hc_category_object_count_slots_del" AFTER DELETE ON "objects" REFERENCING OLD TABLE AS hc_old FOR EACH STATEMENT EXECUTE FUNCTION "hc_category_object_count_slots_del"();
 
 -- DropCountTriggers (1 of 6)

@@ -106,6 +106,38 @@ UPDATE "posts" FORCE INDEX (PRIMARY) SET "likes" = COALESCE("likes", 0) + CASE "
 UPDATE "post_likes_slots" SET "n" = 0 WHERE "slot" = $1 AND "post_id" = $2;
 -- args: [7 1]
 
+-- ClaimedSlot
+SELECT IF(IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID(), @hc_slot, -1);
+
+-- TryClaim
+SELECT IF(GET_LOCK('hotcounter.slot.3', 0) = 1, @hc_slot := 3, -1);
+
+-- AddToOwnSlot
+INSERT INTO "post_likes_slots" ("post_id", "slot", "n") VALUES ($1, 19, $2), ($3, 19, $4), ($5, 19, $6) ON DUPLICATE KEY UPDATE "n" = "n" + VALUES("n");
+-- args: [1 4 2 5 3 6]
+
+-- OwnSlotRows
+SELECT "hc"."claim", @@innodb_rollback_on_timeout, "hc_s"."post_id", "hc_s"."slot" FROM (SELECT IF(IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID(), @hc_slot, -1) AS "claim") AS "hc" LEFT JOIN "post_likes_slots" AS "hc_s" ON "hc"."claim" >= 0 AND "hc_s"."slot" = 16 + "hc"."claim" AND "hc_s"."post_id" IN ($1,$2,$3);
+-- args: [1 2 3]
+
+-- OwnSlotRows, surrogate key
+SELECT "hc"."claim", @@innodb_rollback_on_timeout, "hc_s"."post_id", "hc_s"."id" FROM (SELECT IF(IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID(), @hc_slot, -1) AS "claim") AS "hc" LEFT JOIN "post_likes_slots" AS "hc_s" ON "hc"."claim" >= 0 AND "hc_s"."slot" = 16 + "hc"."claim" AND "hc_s"."post_id" IN ($1,$2,$3);
+-- args: [1 2 3]
+
+-- AddBySlot
+UPDATE "post_likes_slots" SET "n" = "n" + CASE "post_id" WHEN $1 THEN $2 WHEN $3 THEN $4 WHEN $5 THEN $6 ELSE 0 END WHERE "slot" = 19 AND "post_id" IN ($7,$8,$9);
+-- args: [1 4 2 5 3 6 1 2 3]
+
+-- NoLockWait
+SET @hc_lwt = @@innodb_lock_wait_timeout, innodb_lock_wait_timeout = 0;
+
+-- RestoreLockWait
+SET innodb_lock_wait_timeout = @hc_lwt;
+
+-- AddByRowID
+UPDATE "post_likes_slots" SET "n" = "n" + CASE "id" WHEN $1 THEN $2 WHEN $3 THEN $4 WHEN $5 THEN $6 ELSE 0 END WHERE "id" IN ($7,$8,$9);
+-- args: [1 4 2 5 3 6 1 2 3]
+
 -- AddToSlots
 INSERT INTO "post_likes_slots" ("post_id", "slot", "n") VALUES ($1,$2,$3), ($4,$5,$6), ($7,$8,$9) ON CONFLICT ("post_id", "slot") DO UPDATE SET "n" = "post_likes_slots"."n" + excluded."n";
 -- args: [1 -1 4 2 -1 5 3 3 6]
@@ -202,6 +234,24 @@ CREATE TRIGGER "hc_category_object_count_slots_ins" AFTER INSERT ON "objects" FO
 CREATE TRIGGER "hc_category_object_count_slots_upd" AFTER UPDATE ON "objects" FOR EACH ROW BEGIN INSERT INTO "category_object_count_slots" ("category_id", "slot", "n") SELECT OLD."category_id", 0, 0 WHERE (OLD."category_id" IS NOT NULL AND EXISTS (SELECT 1 FROM (SELECT OLD."id" AS "id", OLD."category_id" AS "category_id", OLD."status" AS "status", OLD."deleted_at" AS "deleted_at") AS "hc_c" WHERE ("deleted_at" IS NULL AND (status = 'active')))) AND EXISTS (SELECT 1 FROM "categories" WHERE "id" = OLD."category_id") AND NOT EXISTS (SELECT 1 FROM "category_object_count_slots" WHERE "category_id" = OLD."category_id" AND "slot" = 0); UPDATE "category_object_count_slots" SET "n" = "n" + -1 WHERE "category_id" = OLD."category_id" AND "slot" = 0 AND (OLD."category_id" IS NOT NULL AND EXISTS (SELECT 1 FROM (SELECT OLD."id" AS "id", OLD."category_id" AS "category_id", OLD."status" AS "status", OLD."deleted_at" AS "deleted_at") AS "hc_c" WHERE ("deleted_at" IS NULL AND (status = 'active')))); INSERT INTO "category_object_count_slots" ("category_id", "slot", "n") SELECT NEW."category_id", 0, 0 WHERE (NEW."category_id" IS NOT NULL AND EXISTS (SELECT 1 FROM (SELECT NEW."id" AS "id", NEW."category_id" AS "category_id", NEW."status" AS "status", NEW."deleted_at" AS "deleted_at") AS "hc_c" WHERE ("deleted_at" IS NULL AND (status = 'active')))) AND EXISTS (SELECT 1 FROM "categories" WHERE "id" = NEW."category_id") AND NOT EXISTS (SELECT 1 FROM "category_object_count_slots" WHERE "category_id" = NEW."category_id" AND "slot" = 0); UPDATE "category_object_count_slots" SET "n" = "n" + 1 WHERE "category_id" = NEW."category_id" AND "slot" = 0 AND (NEW."category_id" IS NOT NULL AND EXISTS (SELECT 1 FROM (SELECT NEW."id" AS "id", NEW."category_id" AS "category_id", NEW."status" AS "status", NEW."deleted_at" AS "deleted_at") AS "hc_c" WHERE ("deleted_at" IS NULL AND (status = 'active'))));  END;
 
 -- InstallCountTriggers (6 of 6)
+CREATE TRIGGER "hc_category_object_count_slots_del" AFTER DELETE ON "objects" FOR EACH ROW BEGIN INSERT INTO "category_object_count_slots" ("category_id", "slot", "n") SELECT OLD."category_id", 0, 0 WHERE (OLD."category_id" IS NOT NULL AND EXISTS (SELECT 1 FROM (SELECT OLD."id" AS "id", OLD."category_id" AS "category_id", OLD."status" AS "status", OLD."deleted_at" AS "deleted_at") AS "hc_c" WHERE ("deleted_at" IS NULL AND (status = 'active')))) AND EXISTS (SELECT 1 FROM "categories" WHERE "id" = OLD."category_id") AND NOT EXISTS (SELECT 1 FROM "category_object_count_slots" WHERE "category_id" = OLD."category_id" AND "slot" = 0); UPDATE "category_object_count_slots" SET "n" = "n" + -1 WHERE "category_id" = OLD."category_id" AND "slot" = 0 AND (OLD."category_id" IS NOT NULL AND EXISTS (SELECT 1 FROM (SELECT OLD."id" AS "id", OLD."category_id" AS "category_id", OLD."status" AS "status", OLD."deleted_at" AS "deleted_at") AS "hc_c" WHERE ("deleted_at" IS NULL AND (status = 'active'))));  END;
+
+-- InstallCountTriggers, slot table with a surrogate key (1 of 6)
+DROP TRIGGER IF EXISTS "hc_category_object_count_slots_ins";
+
+-- InstallCountTriggers, slot table with a surrogate key (2 of 6)
+DROP TRIGGER IF EXISTS "hc_category_object_count_slots_upd";
+
+-- InstallCountTriggers, slot table with a surrogate key (3 of 6)
+DROP TRIGGER IF EXISTS "hc_category_object_count_slots_del";
+
+-- InstallCountTriggers, slot table with a surrogate key (4 of 6)
+CREATE TRIGGER "hc_category_object_count_slots_ins" AFTER INSERT ON "objects" FOR EACH ROW BEGIN INSERT INTO "category_object_count_slots" ("category_id", "slot", "n") SELECT NEW."category_id", 0, 0 WHERE (NEW."category_id" IS NOT NULL AND EXISTS (SELECT 1 FROM (SELECT NEW."id" AS "id", NEW."category_id" AS "category_id", NEW."status" AS "status", NEW."deleted_at" AS "deleted_at") AS "hc_c" WHERE ("deleted_at" IS NULL AND (status = 'active')))) AND EXISTS (SELECT 1 FROM "categories" WHERE "id" = NEW."category_id") AND NOT EXISTS (SELECT 1 FROM "category_object_count_slots" WHERE "category_id" = NEW."category_id" AND "slot" = 0); UPDATE "category_object_count_slots" SET "n" = "n" + 1 WHERE "category_id" = NEW."category_id" AND "slot" = 0 AND (NEW."category_id" IS NOT NULL AND EXISTS (SELECT 1 FROM (SELECT NEW."id" AS "id", NEW."category_id" AS "category_id", NEW."status" AS "status", NEW."deleted_at" AS "deleted_at") AS "hc_c" WHERE ("deleted_at" IS NULL AND (status = 'active'))));  END;
+
+-- InstallCountTriggers, slot table with a surrogate key (5 of 6)
+CREATE TRIGGER "hc_category_object_count_slots_upd" AFTER UPDATE ON "objects" FOR EACH ROW BEGIN INSERT INTO "category_object_count_slots" ("category_id", "slot", "n") SELECT OLD."category_id", 0, 0 WHERE (OLD."category_id" IS NOT NULL AND EXISTS (SELECT 1 FROM (SELECT OLD."id" AS "id", OLD."category_id" AS "category_id", OLD."status" AS "status", OLD."deleted_at" AS "deleted_at") AS "hc_c" WHERE ("deleted_at" IS NULL AND (status = 'active')))) AND EXISTS (SELECT 1 FROM "categories" WHERE "id" = OLD."category_id") AND NOT EXISTS (SELECT 1 FROM "category_object_count_slots" WHERE "category_id" = OLD."category_id" AND "slot" = 0); UPDATE "category_object_count_slots" SET "n" = "n" + -1 WHERE "category_id" = OLD."category_id" AND "slot" = 0 AND (OLD."category_id" IS NOT NULL AND EXISTS (SELECT 1 FROM (SELECT OLD."id" AS "id", OLD."category_id" AS "category_id", OLD."status" AS "status", OLD."deleted_at" AS "deleted_at") AS "hc_c" WHERE ("deleted_at" IS NULL AND (status = 'active')))); INSERT INTO "category_object_count_slots" ("category_id", "slot", "n") SELECT NEW."category_id", 0, 0 WHERE (NEW."category_id" IS NOT NULL AND EXISTS (SELECT 1 FROM (SELECT NEW."id" AS "id", NEW."category_id" AS "category_id", NEW."status" AS "status", NEW."deleted_at" AS "deleted_at") AS "hc_c" WHERE ("deleted_at" IS NULL AND (status = 'active')))) AND EXISTS (SELECT 1 FROM "categories" WHERE "id" = NEW."category_id") AND NOT EXISTS (SELECT 1 FROM "category_object_count_slots" WHERE "category_id" = NEW."category_id" AND "slot" = 0); UPDATE "category_object_count_slots" SET "n" = "n" + 1 WHERE "category_id" = NEW."category_id" AND "slot" = 0 AND (NEW."category_id" IS NOT NULL AND EXISTS (SELECT 1 FROM (SELECT NEW."id" AS "id", NEW."category_id" AS "category_id", NEW."status" AS "status", NEW."deleted_at" AS "deleted_at") AS "hc_c" WHERE ("deleted_at" IS NULL AND (status = 'active'))));  END;
+
+-- InstallCountTriggers, slot table with a surrogate key (6 of 6)
 CREATE TRIGGER "hc_category_object_count_slots_del" AFTER DELETE ON "objects" FOR EACH ROW BEGIN INSERT INTO "category_object_count_slots" ("category_id", "slot", "n") SELECT OLD."category_id", 0, 0 WHERE (OLD."category_id" IS NOT NULL AND EXISTS (SELECT 1 FROM (SELECT OLD."id" AS "id", OLD."category_id" AS "category_id", OLD."status" AS "status", OLD."deleted_at" AS "deleted_at") AS "hc_c" WHERE ("deleted_at" IS NULL AND (status = 'active')))) AND EXISTS (SELECT 1 FROM "categories" WHERE "id" = OLD."category_id") AND NOT EXISTS (SELECT 1 FROM "category_object_count_slots" WHERE "category_id" = OLD."category_id" AND "slot" = 0); UPDATE "category_object_count_slots" SET "n" = "n" + -1 WHERE "category_id" = OLD."category_id" AND "slot" = 0 AND (OLD."category_id" IS NOT NULL AND EXISTS (SELECT 1 FROM (SELECT OLD."id" AS "id", OLD."category_id" AS "category_id", OLD."status" AS "status", OLD."deleted_at" AS "deleted_at") AS "hc_c" WHERE ("deleted_at" IS NULL AND (status = 'active'))));  END;
 
 -- DropCountTriggers (1 of 3)

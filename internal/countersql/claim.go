@@ -1,0 +1,152 @@
+package countersql
+
+import "strconv"
+
+// A MySQL/MariaDB session's own slot rows. Writes that run inside a
+// transaction (count triggers and hooks, increments in a caller's
+// transaction, recount) go to slot rows no other session ever writes, so
+// they never wait for another transaction's row lock and transactions
+// that write parents in opposite orders cannot deadlock through them.
+//
+// A session claims a number with a named lock, GET_LOCK(name, 0), which
+// never waits: the lowest number no live session holds. MySQL and MariaDB
+// keep a named lock until the session ends (or RELEASE_LOCK), so the
+// number is the session's for its life, and it is kept in the user
+// variable @hc_slot. A claim is checked before each use (IS_USED_LOCK),
+// so a session whose variable was reset, or whose lock was released,
+// claims again. The named locks are the server's, shared by every
+// database on it. The session's slot of a counter declared with N slots
+// is N + its number: rows 0..N-1 stay the random slots of autocommit
+// increments, whose statements hold their row for themselves alone.
+//
+// Slot rows of a parent grow with the sessions that wrote it (at most as
+// many as were ever connected at once); loads add them all, and rollup
+// folds them.
+
+const (
+	claimLock = "hotcounter.slot."
+	// MaxClaims bounds the numbers a session tries: the SMALLINT slot
+	// column holds N + MaxClaims for every N up to 1024. A session that
+	// finds none free writes the slot its connection id falls on, as
+	// before claims, and may wait.
+	MaxClaims = 30000
+)
+
+// ClaimedSlot writes a query for the number this session has claimed, or
+// -1 if it holds none (part of OwnSlotRows).
+func (d Dialect) ClaimedSlot(w Writer) {
+	w.WriteString("SELECT IF(IS_USED_LOCK(CONCAT('" + claimLock + "', @hc_slot)) <=> CONNECTION_ID(), @hc_slot, -1)")
+}
+
+// TryClaim writes a query that claims number i for this session without
+// waiting and returns i, or -1 if another session holds it.
+func (d Dialect) TryClaim(w Writer, i int) {
+	n := strconv.Itoa(i)
+	w.WriteString("SELECT IF(GET_LOCK('" + claimLock + n + "', 0) = 1, @hc_slot := " + n + ", -1)")
+}
+
+// mysqlClaim writes the statements of a trigger body that claim a number
+// for the session if it holds none (hc_i is the body's loop variable).
+func (d Dialect) mysqlClaim(w Writer) {
+	w.WriteString("IF NOT (IS_USED_LOCK(CONCAT('" + claimLock + "', @hc_slot)) <=> CONNECTION_ID()) THEN " +
+		"SET @hc_slot = NULL, hc_i = 0; WHILE @hc_slot IS NULL AND hc_i < " + strconv.Itoa(MaxClaims) + " DO " +
+		"IF GET_LOCK(CONCAT('" + claimLock + "', hc_i), 0) = 1 THEN SET @hc_slot = hc_i; END IF; " +
+		"SET hc_i = hc_i + 1; END WHILE; END IF; ")
+}
+
+// mysqlOwnSlot is the slot expression of a trigger: the session's own
+// slot of a counter of `slots` slots, or where it claimed none, the slot
+// its connection id falls on.
+func mysqlOwnSlot(slots int) string {
+	n := strconv.Itoa(slots)
+	return "IFNULL(" + n + " + @hc_slot, MOD(CONNECTION_ID(), " + n + "))"
+}
+
+// OwnSlot is the slot of a counter of `slots` slots that the session
+// holding number claimed writes.
+func OwnSlot(slots, claimed int) int { return slots + claimed }
+
+// AddToOwnSlot writes one upsert that adds amounts[i] to slot `slot` of
+// parent keys[i] (a session's own slot, in a table whose primary key is
+// (owner, slot)): a duplicate primary key is locked as a record only, and
+// a new row takes no lock that another session's write waits for.
+func (d Dialect) AddToOwnSlot(w Writer, t Table, slot int, keys []any, amounts []int64) {
+	q(w, "INSERT INTO % (%, %, %) VALUES ", t.Slots, t.Owner, SlotColumn, ValueColumn)
+	for i, k := range keys {
+		if i > 0 {
+			w.WriteString(", ")
+		}
+		w.WriteString("(")
+		w.Arg(k)
+		w.WriteString(", " + strconv.Itoa(slot) + ", ")
+		w.Arg(amounts[i])
+		w.WriteString(")")
+	}
+	q(w, " ON DUPLICATE KEY UPDATE % = % + VALUES(%)", ValueColumn, ValueColumn, ValueColumn)
+}
+
+// OwnSlotRows writes the first query of a session's write to its own slot
+// rows, read without locks: the number the session holds (-1: none, as
+// ClaimedSlot), innodb_rollback_on_timeout, and for each of the given
+// parents whose own row exists, its owner and its surrogate key (t.RowID)
+// or, where (owner, slot) is the primary key, its slot. One row with NULL
+// owner when none exists.
+//
+//	SELECT hc.claim, @@innodb_rollback_on_timeout, s.owner, s.id
+//	FROM (SELECT <claimed number> AS claim) hc
+//	LEFT JOIN slots s ON hc.claim >= 0 AND s.slot = slots + hc.claim AND s.owner IN (...)
+func (d Dialect) OwnSlotRows(w Writer, t Table, slots int, keys []any) {
+	const hc, s, claim = "hc", "hc_s", "claim"
+	id := t.RowID
+	if id == "" {
+		id = SlotColumn
+	}
+	q(w, "SELECT %.%, @@innodb_rollback_on_timeout, %.%, %.% FROM (", hc, claim, s, t.Owner, s, id)
+	d.ClaimedSlot(w)
+	q(w, " AS %) AS % LEFT JOIN % AS % ON %.% >= 0 AND %.% = "+strconv.Itoa(slots)+" + %.% AND %.%",
+		claim, hc, t.Slots, s, hc, claim, s, SlotColumn, hc, claim, s, t.Owner)
+	d.keyIn(w, keys)
+}
+
+// AddBySlot writes one UPDATE that adds amounts[i] to slot `slot` of
+// parent keys[i], rows that exist, matched on the primary key (owner,
+// slot): record locks only.
+func (d Dialect) AddBySlot(w Writer, t Table, slot int, keys []any, amounts []int64) {
+	q(w, "UPDATE % SET % = % + CASE %", t.Slots, ValueColumn, ValueColumn, t.Owner)
+	for i, k := range keys {
+		w.WriteString(" WHEN ")
+		w.Arg(k)
+		w.WriteString(" THEN ")
+		w.Arg(amounts[i])
+	}
+	q(w, " ELSE 0 END WHERE % = "+strconv.Itoa(slot)+" AND %", SlotColumn, t.Owner)
+	d.keyIn(w, keys)
+}
+
+// NoLockWait writes the statement that makes this session's lock waits
+// fail at once, keeping the setting it had in @hc_lwt; RestoreLockWait
+// puts it back. A session's first row of a parent is inserted between the
+// two: the insert's foreign key check takes a shared lock on the parent,
+// which a transaction that has updated the parent holds.
+func (d Dialect) NoLockWait(w Writer) {
+	w.WriteString("SET @hc_lwt = @@innodb_lock_wait_timeout, innodb_lock_wait_timeout = 0")
+}
+
+// RestoreLockWait writes the statement that undoes NoLockWait.
+func (d Dialect) RestoreLockWait(w Writer) {
+	w.WriteString("SET innodb_lock_wait_timeout = @hc_lwt")
+}
+
+// AddByRowID writes one UPDATE that adds amounts[i] to the slot row with
+// surrogate key ids[i]: a primary key match locks those records only.
+func (d Dialect) AddByRowID(w Writer, t Table, ids []any, amounts []int64) {
+	q(w, "UPDATE % SET % = % + CASE %", t.Slots, ValueColumn, ValueColumn, t.RowID)
+	for i, id := range ids {
+		w.WriteString(" WHEN ")
+		w.Arg(id)
+		w.WriteString(" THEN ")
+		w.Arg(amounts[i])
+	}
+	q(w, " ELSE 0 END WHERE %", t.RowID)
+	d.keyIn(w, ids)
+}
