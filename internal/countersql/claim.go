@@ -32,11 +32,14 @@ const (
 	MaxClaims = 30000
 )
 
-// ClaimedSlot writes a query for the number this session has claimed, or
-// -1 if it holds none (part of OwnSlotRows).
+// ClaimedSlot writes a query for the number this session has claimed (-1
+// if it holds none) and innodb_rollback_on_timeout.
 func (d Dialect) ClaimedSlot(w Writer) {
-	w.WriteString("SELECT IF(IS_USED_LOCK(CONCAT('" + claimLock + "', @hc_slot)) <=> CONNECTION_ID(), @hc_slot, -1)")
+	w.WriteString("SELECT " + claimedNumber + ", @@innodb_rollback_on_timeout")
 }
+
+// claimedNumber is the number this session holds, or -1.
+const claimedNumber = "IF(IS_USED_LOCK(CONCAT('" + claimLock + "', @hc_slot)) <=> CONNECTION_ID(), @hc_slot, -1)"
 
 // TryClaim writes a query that claims number i for this session without
 // waiting and returns i, or -1 if another session holds it.
@@ -86,25 +89,20 @@ func (d Dialect) AddToOwnSlot(w Writer, t Table, slot int, keys []any, amounts [
 }
 
 // OwnSlotRows writes the first query of a session's write to its own slot
-// rows, read without locks: the number the session holds (-1: none, as
-// ClaimedSlot), innodb_rollback_on_timeout, and for each of the given
-// parents whose own row exists, its owner and its surrogate key (t.RowID)
-// or, where (owner, slot) is the primary key, its slot. One row with NULL
-// owner when none exists.
-//
-//	SELECT hc.claim, @@innodb_rollback_on_timeout, s.owner, s.id
-//	FROM (SELECT <claimed number> AS claim) hc
-//	LEFT JOIN slots s ON hc.claim >= 0 AND s.slot = slots + hc.claim AND s.owner IN (...)
+// rows, read without locks: for each of the given parents whose row at
+// slot slots + @hc_slot exists, the number the session holds (as
+// ClaimedSlot: the rows are the session's only if it is @hc_slot),
+// innodb_rollback_on_timeout, the owner, and the row's surrogate key
+// (t.RowID) or, where (owner, slot) is the primary key, its slot. The
+// user variable is a constant of the statement: the rows are found by
+// primary key (or unique index) lookups.
 func (d Dialect) OwnSlotRows(w Writer, t Table, slots int, keys []any) {
-	const hc, s, claim = "hc", "hc_s", "claim"
 	id := t.RowID
 	if id == "" {
 		id = SlotColumn
 	}
-	q(w, "SELECT %.%, @@innodb_rollback_on_timeout, %.%, %.% FROM (", hc, claim, s, t.Owner, s, id)
-	d.ClaimedSlot(w)
-	q(w, " AS %) AS % LEFT JOIN % AS % ON %.% >= 0 AND %.% = "+strconv.Itoa(slots)+" + %.% AND %.%",
-		claim, hc, t.Slots, s, hc, claim, s, SlotColumn, hc, claim, s, t.Owner)
+	q(w, "SELECT "+claimedNumber+", @@innodb_rollback_on_timeout, %, % FROM % WHERE % = "+strconv.Itoa(slots)+" + @hc_slot AND %",
+		t.Owner, id, t.Slots, SlotColumn, t.Owner)
 	d.keyIn(w, keys)
 }
 

@@ -71,30 +71,48 @@ type ownRows struct {
 	found             map[string]any // key text -> row id (or slot)
 }
 
+// readOwnRows runs OwnSlotRows, and ClaimedSlot when it found no row.
 func readOwnRows(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table, slots int, keys []any) (ownRows, error) {
 	out := ownRows{claimed: -1, found: map[string]any{}}
-	rows, err := c.Query(ctx, func(w countersql.Writer) { d.OwnSlotRows(w, t, slots, keys) })
-	if err != nil {
+	scan := func(q func(countersql.Writer), withRows bool) (int, error) {
+		rows, err := c.Query(ctx, q)
+		if err != nil {
+			return 0, err
+		}
+		defer rows.Close()
+		kr := newKeyReader(rows, 2)
+		n := 0
+		for rows.Next() {
+			var claimed sql.NullInt64
+			var rot sql.NullBool
+			var owner, id any
+			dest := []any{&claimed, &rot}
+			if withRows {
+				dest = append(dest, &owner, &id)
+			}
+			if err := rows.Scan(dest...); err != nil {
+				return 0, err
+			}
+			n++
+			out.claimed = -1
+			if claimed.Valid {
+				out.claimed = int(claimed.Int64)
+			}
+			out.rollbackOnTimeout = rot.Bool
+			if owner != nil {
+				out.found[KeyText(kr.key(owner))] = id
+			}
+		}
+		return n, rows.Err()
+	}
+	n, err := scan(func(w countersql.Writer) { d.OwnSlotRows(w, t, slots, keys) }, true)
+	if err != nil || n > 0 && out.claimed >= 0 {
 		return out, err
 	}
-	defer rows.Close()
-	kr := newKeyReader(rows, 2)
-	for rows.Next() {
-		var claimed sql.NullInt64
-		var rot sql.NullBool
-		var owner, id any
-		if err := rows.Scan(&claimed, &rot, &owner, &id); err != nil {
-			return out, err
-		}
-		if claimed.Valid {
-			out.claimed = int(claimed.Int64)
-		}
-		out.rollbackOnTimeout = rot.Bool
-		if owner != nil {
-			out.found[KeyText(kr.key(owner))] = id
-		}
-	}
-	return out, rows.Err()
+	// No row, or rows of a number this session no longer holds.
+	clear(out.found)
+	_, err = scan(d.ClaimedSlot, false)
+	return out, err
 }
 
 func addToOwnSlot(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table, slots int, keys []any, amounts []int64, guard bool) (int64, []int, error) {

@@ -107,7 +107,7 @@ UPDATE "post_likes_slots" SET "n" = 0 WHERE "slot" = $1 AND "post_id" = $2;
 -- args: [7 1]
 
 -- ClaimedSlot
-SELECT IF(IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID(), @hc_slot, -1);
+SELECT IF(IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID(), @hc_slot, -1), @@innodb_rollback_on_timeout;
 
 -- TryClaim
 SELECT IF(GET_LOCK('hotcounter.slot.3', 0) = 1, @hc_slot := 3, -1);
@@ -117,11 +117,11 @@ INSERT INTO "post_likes_slots" ("post_id", "slot", "n") VALUES ($1, 19, $2), ($3
 -- args: [1 4 2 5 3 6]
 
 -- OwnSlotRows
-SELECT "hc"."claim", @@innodb_rollback_on_timeout, "hc_s"."post_id", "hc_s"."slot" FROM (SELECT IF(IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID(), @hc_slot, -1) AS "claim") AS "hc" LEFT JOIN "post_likes_slots" AS "hc_s" ON "hc"."claim" >= 0 AND "hc_s"."slot" = 16 + "hc"."claim" AND "hc_s"."post_id" IN ($1,$2,$3);
+SELECT IF(IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID(), @hc_slot, -1), @@innodb_rollback_on_timeout, "post_id", "slot" FROM "post_likes_slots" WHERE "slot" = 16 + @hc_slot AND "post_id" IN ($1,$2,$3);
 -- args: [1 2 3]
 
 -- OwnSlotRows, surrogate key
-SELECT "hc"."claim", @@innodb_rollback_on_timeout, "hc_s"."post_id", "hc_s"."id" FROM (SELECT IF(IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID(), @hc_slot, -1) AS "claim") AS "hc" LEFT JOIN "post_likes_slots" AS "hc_s" ON "hc"."claim" >= 0 AND "hc_s"."slot" = 16 + "hc"."claim" AND "hc_s"."post_id" IN ($1,$2,$3);
+SELECT IF(IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID(), @hc_slot, -1), @@innodb_rollback_on_timeout, "post_id", "id" FROM "post_likes_slots" WHERE "slot" = 16 + @hc_slot AND "post_id" IN ($1,$2,$3);
 -- args: [1 2 3]
 
 -- AddBySlot
