@@ -8,6 +8,7 @@ import (
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
+	"gorm.io/gorm/schema"
 
 	"github.com/hotcounter/hotcounter/internal/engine"
 	"github.com/hotcounter/hotcounter/internal/spec"
@@ -51,6 +52,20 @@ type Buffer struct {
 
 	mu       sync.Mutex
 	counters map[*counter]*writebehind.Counter
+	// targets caches what target resolves per model type and field, as
+	// GORM caches a type's schema.
+	targets sync.Map // targetKey -> resolved
+}
+
+type targetKey struct {
+	typ   reflect.Type
+	field string
+}
+
+type resolved struct {
+	c   *writebehind.Counter
+	pk  *schema.Field
+	hot string // the counter's name among hot keys: table.column
 }
 
 // NewBuffer starts a write-behind buffer on db, which must have the plugin.
@@ -74,33 +89,58 @@ func NewBuffer(db *gorm.DB, cfg BufferConfig) (*Buffer, error) {
 // target returns the counter named field of model and the model's primary
 // key, which must be set.
 func (b *Buffer) target(model any, field string) (*writebehind.Counter, any, error) {
+	t, key, err := b.targetOf(model, field)
+	return t.c, key, err
+}
+
+// targetOf is target with the rest of what it resolved.
+func (b *Buffer) targetOf(model any, field string) (resolved, any, error) {
+	rv := reflect.ValueOf(model)
+	for rv.Kind() == reflect.Pointer {
+		rv = rv.Elem()
+	}
+	if rv.Kind() != reflect.Struct {
+		return resolved{}, nil, fmt.Errorf("gormcounter: Buffer: the model must be a struct naming its row by primary key (&Post{ID: id}), not %T", model)
+	}
+	tk := targetKey{rv.Type(), field}
+	r, ok := b.targets.Load(tk)
+	if !ok {
+		var err error
+		if r, err = b.resolve(model, field); err != nil {
+			return resolved{}, nil, err
+		}
+		b.targets.Store(tk, r)
+	}
+	t := r.(resolved)
+	key, zero := t.pk.ValueOf(context.Background(), rv)
+	if zero {
+		return resolved{}, nil, fmt.Errorf("gormcounter: Buffer %s: the model's primary key is not set: %w", t.c.Name, gorm.ErrMissingWhereClause)
+	}
+	return t, key, nil
+}
+
+// resolve finds the counter field of model's type and its primary key.
+func (b *Buffer) resolve(model any, field string) (resolved, error) {
 	stmt := &gorm.Statement{DB: b.db}
 	if err := stmt.Parse(model); err != nil {
-		return nil, nil, fmt.Errorf("gormcounter: Buffer: %w", err)
+		return resolved{}, fmt.Errorf("gormcounter: Buffer: %w", err)
 	}
 	m, err := b.p.model(b.db, stmt.Schema)
 	if err != nil {
-		return nil, nil, err
+		return resolved{}, err
 	}
 	var c *counter
 	if m != nil {
 		c = m.lookup(field)
 	}
 	if c == nil {
-		return nil, nil, fmt.Errorf("gormcounter: Buffer %s.%s: %w (tag it `gorm:\"counter\"`)", stmt.Schema.Name, field, ErrNotCounter)
+		return resolved{}, fmt.Errorf("gormcounter: Buffer %s.%s: %w (tag it `gorm:\"counter\"`)", stmt.Schema.Name, field, ErrNotCounter)
 	}
 	if len(stmt.Schema.PrimaryFields) != 1 {
-		return nil, nil, fmt.Errorf("gormcounter: Buffer %s: %w: the model needs one primary key", c.name(), ErrInvalidCounter)
+		return resolved{}, fmt.Errorf("gormcounter: Buffer %s: %w: the model needs one primary key", c.name(), ErrInvalidCounter)
 	}
-	rv := reflect.ValueOf(model)
-	for rv.Kind() == reflect.Pointer {
-		rv = rv.Elem()
-	}
-	key, zero := stmt.Schema.PrimaryFields[0].ValueOf(context.Background(), rv)
-	if zero {
-		return nil, nil, fmt.Errorf("gormcounter: Buffer %s: the model's primary key is not set: %w", c.name(), gorm.ErrMissingWhereClause)
-	}
-	return b.counterFor(c, stmt.Schema.Table), key, nil
+	wc := b.counterFor(c, stmt.Schema.Table)
+	return resolved{c: wc, pk: stmt.Schema.PrimaryFields[0], hot: wc.Table.Parent + "." + wc.Column}, nil
 }
 
 // counterFor is the buffer's description of counter c of parent table.
@@ -185,14 +225,16 @@ func (b *Buffer) addPending(ctx context.Context, groups []*fillGroup) error {
 // Increment adds delta to the counter field of the row model names by its
 // primary key (&Post{ID: id}), in memory; the next flush writes it.
 func (b *Buffer) Increment(ctx context.Context, model any, field string, delta int64) error {
-	c, key, err := b.target(model, field)
+	t, key, err := b.targetOf(model, field)
 	if err != nil {
 		return err
 	}
-	if err := b.b.Add(ctx, c, key, delta); err != nil {
-		return fmt.Errorf("gormcounter: Buffer %s: %w", c.Name, err)
+	if err := b.b.Add(ctx, t.c, key, delta); err != nil {
+		return fmt.Errorf("gormcounter: Buffer %s: %w", t.c.Name, err)
 	}
-	b.p.obs.CountWrite(c.Table.Parent, c.Column, engine.KeyText(key), true)
+	if b.p.obs.Counting() {
+		b.p.obs.CountWriteTo(t.hot, engine.KeyText(key), true)
+	}
 	return nil
 }
 

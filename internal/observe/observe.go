@@ -229,7 +229,15 @@ func (o *Observer) CountWrite(table, column, key string, counter bool) {
 	if o == nil || o.hot == nil {
 		return
 	}
-	name := table + "." + column
+	o.CountWriteTo(table+"."+column, key, counter)
+}
+
+// CountWriteTo is CountWrite with the name "table.column" made once by the
+// caller (a write path that names the same counter on every write).
+func (o *Observer) CountWriteTo(name, key string, counter bool) {
+	if o == nil || o.hot == nil {
+		return
+	}
 	if counter {
 		if _, seen := o.counters.Load(name); !seen {
 			o.counters.Store(name, true)

@@ -63,9 +63,8 @@ type Store struct {
 	rdb  redis.UniversalClient
 	opts Options
 
-	mu       sync.Mutex
-	batchers map[string]*batcher // by shard base key
-	instance string              // this store's name in the shards' sequence hashes
+	batchers sync.Map // *writebehind.Counter -> []*batcher, one per shard
+	instance string   // this store's name in the shards' sequence hashes
 
 	// lastReload is when a cluster client was last told to reload its slot
 	// map (Unix nanoseconds).
@@ -108,7 +107,7 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 	if opts.SeqTTL <= 0 {
 		opts.SeqTTL = 24 * time.Hour
 	}
-	return &Store{rdb: rdb, opts: opts, batchers: map[string]*batcher{}, instance: newID()}
+	return &Store{rdb: rdb, opts: opts, instance: newID()}
 }
 
 // base is the key prefix of one shard of a counter, hash tag included.
@@ -166,14 +165,15 @@ func (s *Store) Add(ctx context.Context, c *writebehind.Counter, key any, delta 
 	if err != nil {
 		return err
 	}
-	base := s.base(c, s.shardOf(field))
-	s.mu.Lock()
-	b := s.batchers[base]
-	if b == nil {
-		b = &batcher{s: s, base: base}
-		s.batchers[base] = b
+	bs, ok := s.batchers.Load(c)
+	if !ok {
+		all := make([]*batcher, s.opts.Shards)
+		for i := range all {
+			all[i] = &batcher{s: s, base: s.base(c, i)}
+		}
+		bs, _ = s.batchers.LoadOrStore(c, all)
 	}
-	s.mu.Unlock()
+	b := bs.([]*batcher)[s.shardOf(field)]
 	return b.add(ctx, field, delta)
 }
 

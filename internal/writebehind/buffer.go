@@ -26,6 +26,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
@@ -133,13 +134,15 @@ type Buffer struct {
 	obs     *observe.Observer
 	unwatch func()
 
-	mu       sync.Mutex
-	known    map[*Counter]bool // with a Store: the counters added to, which this buffer flushes
-	counters []*Counter
-	room     *sync.Cond // signalled when entries leave
-	pending  map[entry]pendingDelta
-	inflight *batch // being written; kept until it is known to be applied
-	closed   bool
+	mu        sync.Mutex
+	known     map[*Counter]bool // with a Store: the counters added to, which this buffer flushes
+	knownFast sync.Map          // the same, read without b.mu on every add
+	isClosed  atomic.Bool       // closed, read without b.mu
+	counters  []*Counter
+	room      *sync.Cond // signalled when entries leave
+	pending   map[entry]pendingDelta
+	inflight  *batch // being written; kept until it is known to be applied
+	closed    bool
 
 	flushNow  chan struct{}
 	stop      chan struct{}
@@ -525,6 +528,7 @@ func (b *Buffer) writeMySQL(ctx context.Context, tx engine.Session, c *Counter, 
 func (b *Buffer) Close(ctx context.Context) error {
 	b.mu.Lock()
 	b.closed = true
+	b.isClosed.Store(true)
 	b.room.Broadcast()
 	b.mu.Unlock()
 	b.stopOnce.Do(func() { close(b.stop) })

@@ -107,6 +107,12 @@ func DecodeKey(s string) (any, error) {
 
 // addToStore is Add with a Store.
 func (b *Buffer) addToStore(ctx context.Context, c *Counter, key any, delta int64) error {
+	if _, ok := b.knownFast.Load(c); ok {
+		if b.isClosed.Load() {
+			return ErrClosed
+		}
+		return b.cfg.Store.Add(ctx, c, key, delta)
+	}
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
@@ -118,6 +124,7 @@ func (b *Buffer) addToStore(ctx context.Context, c *Counter, key any, delta int6
 	if !b.known[c] {
 		b.known[c] = true
 		b.counters = append(b.counters, c)
+		b.knownFast.Store(c, true)
 	}
 	b.mu.Unlock()
 	return b.cfg.Store.Add(ctx, c, key, delta)
