@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -15,7 +16,6 @@ import (
 	"github.com/hotcounter/hotcounter/gormcounter"
 	"github.com/hotcounter/hotcounter/gormcounter/redisstore"
 	"github.com/hotcounter/hotcounter/internal/testdb"
-	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 )
@@ -381,28 +381,67 @@ func TestBufferBoundsMemoryAndKeepsFailedFlushes(t *testing.T) {
 // The same with the Redis store: the batches wait in Redis, and a batch
 // whose COMMIT reply was lost stays in flight there until the ledger says
 // it was applied.
+//
+// On MariaDB the proxy cuts the same way (it looks for COMMIT in what the
+// client sends), and KILL CONNECTION ends the buffer's sessions.
 func TestBufferFlushSurvivesCutConnections(t *testing.T) {
 	parallel(t)
-	for _, store := range []string{"memory", "redis"} {
-		t.Run(store, func(t *testing.T) { bufferFlushSurvivesCutConnections(t, store == "redis") })
+	for _, kind := range []dbKind{pg, my} {
+		for _, store := range []string{"memory", "redis"} {
+			t.Run(string(kind)+"/"+store, func(t *testing.T) { bufferFlushSurvivesCutConnections(t, kind, store == "redis") })
+		}
 	}
 }
 
-func bufferFlushSurvivesCutConnections(t *testing.T, inRedis bool) {
-	dsn := testdb.Postgres(t)
-	setup, err := gorm.Open(postgres.Open(dsn), &gorm.Config{Logger: logger.Discard})
+func bufferFlushSurvivesCutConnections(t *testing.T, kind dbKind, inRedis bool) {
+	var dsn, server string
+	if kind == my {
+		dsn, server = testdb.MySQL(t), "127.0.0.1:3306"
+	} else {
+		dsn, server = testdb.Postgres(t), "127.0.0.1:5432"
+	}
+	setup, err := gorm.Open(dialectorFor(kind, dsn), &gorm.Config{Logger: logger.Discard})
 	must(t, err)
 	must(t, setup.Use(gormcounter.New(gormcounter.Config{})))
 	must(t, migrateAll(setup))
 	posts := freshPosts(t, setup, 4)
 
-	proxy := newCuttingProxy(t, "127.0.0.1:5432")
+	proxy := newCuttingProxy(t, server)
 	app := "hc_buffer_fault"
 	if inRedis {
 		app = "hc_buffer_fault_redis"
 	}
 	viaProxy := testdb.WithParams(dsn, map[string]string{"host": "127.0.0.1", "port": strconv.Itoa(proxy.port()), "application_name": app})
-	db, err := gorm.Open(postgres.Open(viaProxy), &gorm.Config{Logger: logger.Discard})
+	// kill ends the buffer's sessions and returns how many it ended.
+	kill := func() (int64, error) {
+		var n int64
+		err := setup.Raw("SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = ? AND pid <> pg_backend_pid()", app).Row().Scan(&n)
+		return n, err
+	}
+	if kind == my {
+		// The sessions that come through the proxy: in the test's
+		// database, from the proxy's side of the loopback, not setup's.
+		viaProxy = strings.Replace(dsn, server, "127.0.0.1:"+strconv.Itoa(proxy.port()), 1)
+		sqlSetup, err := setup.DB()
+		must(t, err)
+		sqlSetup.SetMaxOpenConns(1)
+		var own int64
+		must(t, setup.Raw("SELECT CONNECTION_ID()").Row().Scan(&own))
+		kill = func() (int64, error) {
+			var ids []int64
+			if err := setup.Raw("SELECT id FROM information_schema.processlist WHERE db = DATABASE() AND id <> ?", own).Scan(&ids).Error; err != nil {
+				return 0, err
+			}
+			var n int64
+			for _, id := range ids {
+				if setup.Exec(fmt.Sprintf("KILL CONNECTION %d", id)).Error == nil {
+					n++
+				}
+			}
+			return n, nil
+		}
+	}
+	db, err := gorm.Open(dialectorFor(kind, viaProxy), &gorm.Config{Logger: logger.Discard})
 	must(t, err)
 	must(t, db.Use(gormcounter.New(gormcounter.Config{})))
 	var flushErrs atomic.Int64
@@ -430,8 +469,7 @@ func bufferFlushSurvivesCutConnections(t *testing.T, inRedis bool) {
 				return
 			case <-time.After(37 * time.Millisecond):
 			}
-			var n int64
-			if err := setup.Raw("SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = ? AND pid <> pg_backend_pid()", app).Row().Scan(&n); err == nil {
+			if n, err := kill(); err == nil {
 				killed.Add(n)
 			}
 		}

@@ -228,27 +228,73 @@ func (s *Store) PendingMany(ctx context.Context, items []writebehind.PendingItem
 // token is where a batch lives.
 type token struct{ base, id string }
 
-// Take implements writebehind.Store: one script per shard of every counter.
+// Take implements writebehind.Store: one script per shard of every
+// counter, all in one pipeline (on a Cluster, one per node, sent at once).
+// It returns the batches of the shards that answered, and the first error
+// of those that did not: their batches stay where they are for the next
+// Take.
 func (s *Store) Take(ctx context.Context, counters []*writebehind.Counter) ([]writebehind.StoreBatch, error) {
-	var out []writebehind.StoreBatch
+	type call struct {
+		c    *writebehind.Counter
+		base string
+		keys []string
+		id   string
+		cmd  *redis.Cmd
+	}
+	var calls []*call
 	for _, c := range counters {
 		for shard := 0; shard < s.opts.Shards; shard++ {
 			base := s.base(c, shard)
-			res, err := takeScript.Run(ctx, s.rdb, []string{base + ":p", base + ":f", base + ":b"}, newID()).Slice()
-			if errors.Is(err, redis.Nil) {
-				continue
-			}
-			if err != nil {
-				return out, s.failed(err)
-			}
-			b, err := batchOf(c, base, res)
-			if err != nil {
-				return out, err
-			}
-			out = append(out, b)
+			calls = append(calls, &call{c: c, base: base, keys: []string{base + ":p", base + ":f", base + ":b"}, id: newID()})
 		}
 	}
-	return out, nil
+	run := func(calls []*call) {
+		pipe := s.rdb.Pipeline()
+		for _, cl := range calls {
+			cl.cmd = takeScript.EvalSha(ctx, pipe, cl.keys, cl.id)
+		}
+		_, _ = pipe.Exec(ctx) // each command keeps its own error
+	}
+	run(calls)
+	var missing []*call
+	for _, cl := range calls {
+		if err := cl.cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			missing = append(missing, cl)
+		}
+	}
+	if len(missing) > 0 {
+		// A server that has not seen the script (a new node, a restart):
+		// load it everywhere, then run those again.
+		if err := takeScript.Load(ctx, s.rdb).Err(); err != nil {
+			return nil, s.failed(err)
+		}
+		run(missing)
+	}
+	var (
+		out      []writebehind.StoreBatch
+		firstErr error
+	)
+	for _, cl := range calls {
+		res, err := cl.cmd.Slice()
+		switch {
+		case errors.Is(err, redis.Nil):
+			continue
+		case err != nil:
+			if firstErr == nil {
+				firstErr = s.failed(err)
+			}
+			continue
+		}
+		b, err := batchOf(cl.c, cl.base, res)
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		out = append(out, b)
+	}
+	return out, firstErr
 }
 
 func batchOf(c *writebehind.Counter, base string, res []any) (writebehind.StoreBatch, error) {

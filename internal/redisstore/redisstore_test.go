@@ -88,3 +88,24 @@ func total(bs []writebehind.StoreBatch) int64 {
 	}
 	return n
 }
+
+// Take sends its scripts by hash in one pipeline; a server that does not
+// know the script (restarted, or a replica just promoted) is sent it, and
+// the batches come back all the same.
+func TestTakeAfterTheServerForgotItsScripts(t *testing.T) {
+	ctx := context.Background()
+	s := testStore(t)
+	c := &writebehind.Counter{Name: "Post.Likes", Table: countersql.Table{Slots: "post_likes_slots"}}
+	for _, k := range []int64{1, 2, 3, 4, 5} {
+		if err := s.Add(ctx, c, k, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Take(ctx, []*writebehind.Counter{c})
+	if err != nil || total(got) != 15 {
+		t.Fatalf("taken %v, %v after SCRIPT FLUSH; want batches holding 15", got, err)
+	}
+}

@@ -37,7 +37,9 @@ type Store interface {
 	Pending(ctx context.Context, c *Counter, key any) (int64, error)
 	// PendingMany is Pending for many, in one round trip.
 	PendingMany(ctx context.Context, items []PendingItem) ([]int64, error)
-	// Take returns the batches to write for the given counters.
+	// Take returns the batches to write for the given counters. With an
+	// error it may still return batches (those of the store's nodes that
+	// answered): they are written all the same.
 	Take(ctx context.Context, counters []*Counter) ([]StoreBatch, error)
 	// Done forgets a batch that SQL has applied.
 	Done(ctx context.Context, b StoreBatch) error
@@ -151,11 +153,13 @@ func (b *Buffer) flushStore(ctx context.Context) error {
 
 func (b *Buffer) flushStoreOnce(ctx context.Context, counters []*Counter) error {
 	batches, err := b.cfg.Store.Take(ctx, counters)
-	if err != nil {
-		b.obs.Flush(ctx, nil, err)
-		return fmt.Errorf("write-behind take: %w", err)
-	}
 	var errs []error
+	if err != nil {
+		// The batches that were taken are written all the same: a store
+		// node that failed keeps its own for the next flush.
+		b.obs.Flush(ctx, nil, err)
+		errs = append(errs, fmt.Errorf("write-behind take: %w", err))
+	}
 	for _, sb := range batches {
 		bt := &batch{id: sb.ID, entries: map[entry]pendingDelta{}}
 		written := map[[2]string]int64{}
