@@ -501,8 +501,8 @@ func bufferFlushSurvivesCutConnections(t *testing.T, kind dbKind, inRedis bool) 
 		likes += got.Likes
 		views += got.Views
 	}
-	t.Logf("%d increments; commits cut after reaching the server: %d; backends killed: %d; failed flushes: %d",
-		done*2, proxy.cut.Load(), killed.Load(), flushErrs.Load())
+	t.Logf("%s, redis store %v: %d increments; commits cut after reaching the server: %d; sessions killed: %d; failed flushes: %d",
+		kind, inRedis, done*2, proxy.cut.Load(), killed.Load(), flushErrs.Load())
 	if likes != done || views != done {
 		t.Fatalf("likes %d and views %d after %d acknowledged increments of each", likes, views, done)
 	}
