@@ -96,7 +96,11 @@ func (d Dialect) AddToOwnSlot(w Writer, t Table, slot int, keys []any, amounts [
 // (t.RowID) or, where (owner, slot) is the primary key, its slot. The
 // user variable is a constant of the statement: the rows are found by
 // primary key (or unique index) lookups.
-func (d Dialect) OwnSlotRows(w Writer, t Table, slots int, keys []any) {
+//
+// With lock set it reads the rows as they are now, locking them (FOR
+// UPDATE): after an UPDATE that missed rows the snapshot still showed
+// (deleted since by a Set of the counter), to tell which are gone.
+func (d Dialect) OwnSlotRows(w Writer, t Table, slots int, keys []any, lock bool) {
 	id := t.RowID
 	if id == "" {
 		id = SlotColumn
@@ -104,6 +108,9 @@ func (d Dialect) OwnSlotRows(w Writer, t Table, slots int, keys []any) {
 	q(w, "SELECT "+claimedNumber+", @@innodb_rollback_on_timeout, %, % FROM % WHERE % = "+strconv.Itoa(slots)+" + @hc_slot AND %",
 		t.Owner, id, t.Slots, SlotColumn, t.Owner)
 	d.keyIn(w, keys)
+	if lock {
+		w.WriteString(" FOR UPDATE")
+	}
 }
 
 // AddBySlot writes one UPDATE that adds amounts[i] to slot `slot` of

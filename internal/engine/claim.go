@@ -72,7 +72,7 @@ type ownRows struct {
 }
 
 // readOwnRows runs OwnSlotRows, and ClaimedSlot when it found no row.
-func readOwnRows(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table, slots int, keys []any) (ownRows, error) {
+func readOwnRows(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table, slots int, keys []any, lock bool) (ownRows, error) {
 	out := ownRows{claimed: -1, found: map[string]any{}}
 	scan := func(q func(countersql.Writer), withRows bool) (int, error) {
 		rows, err := c.Query(ctx, q)
@@ -105,7 +105,7 @@ func readOwnRows(ctx context.Context, c Conn, d countersql.Dialect, t countersql
 		}
 		return n, rows.Err()
 	}
-	n, err := scan(func(w countersql.Writer) { d.OwnSlotRows(w, t, slots, keys) }, true)
+	n, err := scan(func(w countersql.Writer) { d.OwnSlotRows(w, t, slots, keys, lock) }, true)
 	if err != nil || n > 0 && out.claimed >= 0 {
 		return out, err
 	}
@@ -116,7 +116,7 @@ func readOwnRows(ctx context.Context, c Conn, d countersql.Dialect, t countersql
 }
 
 func addToOwnSlot(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table, slots int, keys []any, amounts []int64, guard bool) (int64, []int, error) {
-	own, err := readOwnRows(ctx, c, d, t, slots, keys)
+	own, err := readOwnRows(ctx, c, d, t, slots, keys, false)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -130,7 +130,7 @@ func addToOwnSlot(ctx context.Context, c Conn, d countersql.Dialect, t countersq
 			_, err := insertSlots(ctx, c, d, t, rand.IntN(max(slots, 1)), keys, amounts)
 			return int64(len(keys)), nil, err
 		}
-		if own, err = readOwnRows(ctx, c, d, t, slots, keys); err != nil {
+		if own, err = readOwnRows(ctx, c, d, t, slots, keys, false); err != nil {
 			return 0, nil, err
 		}
 		own.claimed = claimed
@@ -150,9 +150,6 @@ func addToOwnSlot(ctx context.Context, c Conn, d countersql.Dialect, t countersq
 	}
 	var n int64
 	if len(found) > 0 {
-		// A row read but deleted since went with its parent (rollup
-		// empties slot rows on MySQL, never deletes them): the UPDATE
-		// passes over it, as an increment of a gone parent does.
 		done, err := c.Exec(ctx, func(w countersql.Writer) {
 			if t.RowID != "" {
 				d.AddByRowID(w, t, ids, foundAmounts)
@@ -164,6 +161,23 @@ func addToOwnSlot(ctx context.Context, c Conn, d countersql.Dialect, t countersq
 			return 0, nil, err
 		}
 		n = done
+		if done < int64(len(found)) {
+			// Rows the snapshot showed were deleted since: a Set of the
+			// counter (or the parent) went. Read the rows as they are now
+			// (the UPDATE holds those it wrote) and write the others as
+			// missing ones; a gone parent fails its foreign key check and
+			// is passed over.
+			now, err := readOwnRows(ctx, c, d, t, slots, found, true)
+			if err != nil {
+				return n, nil, err
+			}
+			for i, k := range found {
+				if _, ok := now.found[KeyText(k)]; !ok {
+					missing, rest = append(missing, k), append(rest, foundAmounts[i])
+					missingAt = append(missingAt, indexOf(keys, k))
+				}
+			}
+		}
 	}
 	if len(missing) == 0 {
 		return n, nil, nil
@@ -218,4 +232,15 @@ func insertSlots(ctx context.Context, c Conn, d countersql.Dialect, t countersql
 		}
 	}
 	return n, nil
+}
+
+// indexOf is the index of key k in keys (by KeyText).
+func indexOf(keys []any, k any) int {
+	t := KeyText(k)
+	for i, x := range keys {
+		if KeyText(x) == t {
+			return i
+		}
+	}
+	return -1
 }

@@ -120,6 +120,10 @@ SELECT IF(IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID()
 SELECT IF(IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID(), @hc_slot, -1), @@innodb_rollback_on_timeout, "post_id", "id" FROM "post_likes_slots" WHERE "slot" = 16 + @hc_slot AND "post_id" = ANY($1);
 -- args: [{[1 2 3]}]
 
+-- OwnSlotRows, locked
+SELECT IF(IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID(), @hc_slot, -1), @@innodb_rollback_on_timeout, "post_id", "slot" FROM "post_likes_slots" WHERE "slot" = 16 + @hc_slot AND "post_id" = ANY($1) FOR UPDATE;
+-- args: [{[1 2 3]}]
+
 -- AddBySlot
 UPDATE "post_likes_slots" SET "n" = "n" + CASE "post_id" WHEN $1 THEN $2 WHEN $3 THEN $4 WHEN $5 THEN $6 ELSE 0 END WHERE "slot" = 19 AND "post_id" = ANY($7);
 -- args: [1 4 2 5 3 6 {[1 2 3]}]
