@@ -23,6 +23,7 @@ import (
 type increment struct {
 	c     *counter
 	delta int64
+	take  bool // a Take of delta from a guarded counter
 }
 
 // rewriteUpdate runs before GORM saves associations and updates. It takes
@@ -66,7 +67,11 @@ func (p *Plugin) rewriteUpdate(db *gorm.DB) {
 		n, err := p.increment(db, inc, where)
 		p.obs.Increment(stmt.Context, parentTable(stmt), inc.c.field.DBName, time.Since(start), err)
 		if err != nil {
-			db.AddError(fmt.Errorf("gormcounter: increment %s: %w", inc.c.name(), err))
+			if inc.take {
+				db.AddError(fmt.Errorf("gormcounter: take %d from %s: %w", inc.delta, inc.c.name(), err))
+			} else {
+				db.AddError(fmt.Errorf("gormcounter: increment %s: %w", inc.c.name(), err))
+			}
 			return
 		}
 		affected = max(affected, n)
@@ -97,11 +102,22 @@ func takeIncrements(stmt *gorm.Statement, m *model) (incs []increment, others in
 			return fmt.Errorf("gormcounter: %s: %w: it counts %s rows and changes only when they do (gormcounter.Recount corrects it)",
 				c.name(), ErrNotIncrement, c.count.rel.FieldSchema.Name)
 		}
+		if tv, ok := v.(takeValue); ok {
+			if !c.opts.Guarded {
+				return fmt.Errorf("gormcounter: Take %s: %w: declare it `gorm:\"counter:guarded\"`", c.name(), ErrNotGuarded)
+			}
+			incs = append(incs, increment{c: c, delta: tv.amount, take: true})
+			return nil
+		}
 		delta, err := c.parseIncrement(v)
 		if err != nil {
 			return err
 		}
-		incs = append(incs, increment{c, delta})
+		if c.opts.Guarded && delta < 0 {
+			return fmt.Errorf("gormcounter: %s: %w: a decrease of %d could take it below zero; use gormcounter.Take, which refuses when less is left",
+				c.name(), ErrNegativeGuarded, -delta)
+		}
+		incs = append(incs, increment{c: c, delta: delta})
 		return nil
 	}
 
@@ -117,6 +133,9 @@ func takeIncrements(stmt *gorm.Statement, m *model) (incs []increment, others in
 			if c == nil {
 				if iv, ok := v.(incrementValue); ok {
 					return nil, 0, fmt.Errorf("gormcounter: Increment %s.%s: %w (tag it `gorm:\"counter\"`)", stmt.Schema.Name, iv.field, ErrNotCounter)
+				}
+				if tv, ok := v.(takeValue); ok {
+					return nil, 0, fmt.Errorf("gormcounter: Take %s.%s: %w (tag it `gorm:\"counter:guarded\"`)", stmt.Schema.Name, tv.field, ErrNotCounter)
 				}
 				continue
 			}
@@ -188,6 +207,14 @@ func (p *Plugin) increment(db *gorm.DB, inc increment, where clause.Where) (int6
 	parent := parentTable(stmt)
 	t := inc.c.table
 	t.Parent = parent
+	if inc.c.opts.Guarded {
+		if key, ok := primaryKeyOnly(stmt); ok {
+			return p.guarded(db, inc, t, key)
+		}
+		if inc.take {
+			return 0, fmt.Errorf("gormcounter: Take %s: name one row by its primary key (db.Model(&item)), with no other condition", inc.c.name())
+		}
+	}
 	in := engine.Increment{Table: t, Mode: inc.c.opts.Mode, Slots: inc.c.opts.Slots,
 		SkipLocked: inc.c.opts.SkipLocked && singleTarget(stmt)}
 	if key, ok := primaryKeyOnly(stmt); ok {

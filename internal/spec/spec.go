@@ -81,6 +81,12 @@ type Options struct {
 	// Hooks keeps a count with the ORM's callbacks instead of database
 	// triggers (which also see raw SQL, imports and bulk statements).
 	Hooks bool
+	// Guarded makes the counter stock that never goes below zero: it is
+	// decreased only by a take that succeeds in full or fails (taking
+	// nothing) when less is left, never by a negative increment. Its slot
+	// rows each hold a part of the stock, never below zero (the escrow
+	// method). Sum counters only.
+	Guarded bool
 	// KeepColumn declares a sum counter over an existing column that still
 	// holds counts: the column stays in the ORM's schema, so that no
 	// migration drops it (ent; GORM never drops columns).
@@ -121,6 +127,9 @@ func (o Options) Validate() error {
 	if o.Counts != "" && o.SkipLocked {
 		return fmt.Errorf("%w: counts= picks the slot of the writer's session, not a free one: drop skiplocked", ErrInvalid)
 	}
+	if o.Guarded && (o.Mode != Sum || o.Counts != "") {
+		return fmt.Errorf("%w: guarded applies to sum counters: its slot rows hold the stock (no rollup column, no count of children)", ErrInvalid)
+	}
 	if o.KeepColumn && (o.Mode != Sum || o.Counts != "") {
 		return fmt.Errorf("%w: keeping the column applies to sum counters; a rollup or append counter has its column anyway, and a count is recounted from its children", ErrInvalid)
 	}
@@ -134,7 +143,7 @@ func (o Options) Validate() error {
 // starting from def. The empty string is a bare declaration.
 //
 // Words: slots=N (1..MaxSlots), sum, rollup, append, precreate,
-// precreate=true|false, skiplocked, counts=<relation>, hooks, and
+// precreate=true|false, skiplocked, guarded, counts=<relation>, hooks, and
 // where=<SQL>, which must come last: its condition runs to the end of the
 // list, commas included.
 // Anything else is an error.
@@ -192,13 +201,16 @@ func ParseList(list string, def Options) (Options, error) {
 			default:
 				return o, fmt.Errorf("%w: precreate=%s: use precreate, precreate=true or precreate=false", ErrInvalid, value)
 			}
-		case "skiplocked", "hooks":
+		case "skiplocked", "hooks", "guarded":
 			if hasValue {
 				return o, fmt.Errorf("%w: %q takes no value", ErrInvalid, key)
 			}
-			if key == "hooks" {
+			switch key {
+			case "hooks":
 				o.Hooks = true
-			} else {
+			case "guarded":
+				o.Guarded = true
+			default:
 				o.SkipLocked = true
 			}
 		case "counts":
@@ -207,7 +219,7 @@ func ParseList(list string, def Options) (Options, error) {
 			}
 			o.Counts = value
 		default:
-			return o, fmt.Errorf("%w: unknown option %q (known: slots=N, sum, rollup, append, precreate, skiplocked, counts=, where=, hooks)", ErrInvalid, word)
+			return o, fmt.Errorf("%w: unknown option %q (known: slots=N, sum, rollup, append, precreate, skiplocked, guarded, counts=, where=, hooks)", ErrInvalid, word)
 		}
 	}
 	return o, o.Validate()

@@ -26,6 +26,8 @@ func TestParseList(t *testing.T) {
 		{"counts=Objects,rollup,hooks", Options{Slots: 16, Mode: Rollup, Counts: "Objects", Hooks: true}},
 		{"counts=Objects, where=status IN ('a', 'b'), x = 1", Options{Slots: 16, Mode: Sum, Counts: "Objects", Where: "status IN ('a', 'b'), x = 1"}},
 		{"slots=4,counts = Objects,WHERE = n > 0", Options{Slots: 4, Mode: Sum, Counts: "Objects", Where: "n > 0"}},
+		{"guarded", Options{Slots: 16, Mode: Sum, Guarded: true}},
+		{"slots=8,guarded,precreate", Options{Slots: 8, Mode: Sum, Guarded: true, Precreate: On}},
 	}
 	for _, c := range cases {
 		got, err := ParseList(c.in, def)
@@ -56,6 +58,9 @@ func TestParseListRejects(t *testing.T) {
 		"precreate=maybe":                  "precreate=maybe",
 		"precreate=":                       "precreate=",
 		"skiplocked=true":                  "takes no value",
+		"guarded,rollup":                   "guarded applies to sum counters",
+		"guarded,counts=Objects":           "guarded applies to sum counters",
+		"guarded=yes":                      "takes no value",
 		"slots=4,slots=4,unknown=":         `"unknown="`,
 		"where=a = 1":                      "add counts=",
 		"hooks":                            "add counts=",

@@ -106,6 +106,26 @@ UPDATE "posts" FORCE INDEX (PRIMARY) SET "likes" = COALESCE("likes", 0) + CASE "
 UPDATE "post_likes_slots" SET "n" = 0 WHERE "slot" = $1 AND "post_id" = $2;
 -- args: [7 1]
 
+-- TakeFromFreeSlot
+UPDATE "post_likes_slots" SET "n" = "n" - $1 WHERE "post_id" = $2 AND "slot" = (SELECT "slot" FROM "post_likes_slots" WHERE "post_id" = $3 AND "n" >= $4 ORDER BY random() LIMIT 1 FOR UPDATE SKIP LOCKED) AND "n" >= $5 RETURNING "slot";
+-- args: [2 1 1 2 2]
+
+-- SlotsHolding
+SELECT "slot" FROM "post_likes_slots" WHERE "post_id" = $1 AND "n" >= $2;
+-- args: [1 2]
+
+-- TakeFromSlot
+UPDATE "post_likes_slots" SET "n" = "n" - $1 WHERE "post_id" = $2 AND "slot" = 3 AND "n" >= $3;
+-- args: [2 1 2]
+
+-- LockAllSlots
+SELECT "slot", "n" FROM "post_likes_slots" WHERE "post_id" = $1 ORDER BY "slot";
+-- args: [1]
+
+-- SpreadOver
+INSERT INTO "post_likes_slots" ("post_id", "slot", "n") VALUES ($1,$2,$3), ($4,$5,$6), ($7,$8,$9) ON CONFLICT ("post_id", "slot") DO UPDATE SET "n" = "post_likes_slots"."n" + excluded."n";
+-- args: [1 0 2 1 1 2 1 2 1]
+
 -- ClaimedSlot
 SELECT IF(IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID(), @hc_slot, -1), @@innodb_rollback_on_timeout;
 

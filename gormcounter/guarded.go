@@ -1,0 +1,92 @@
+package gormcounter
+
+import (
+	"errors"
+	"fmt"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/hotcounter/hotcounter/internal/countersql"
+	"github.com/hotcounter/hotcounter/internal/dberr"
+	"github.com/hotcounter/hotcounter/internal/engine"
+)
+
+// Guarded counters: stock that never goes below zero.
+//
+//	type Item struct {
+//		ID    uint
+//		Stock int64 `gorm:"counter:guarded"`
+//	}
+//	gormcounter.Increment(db.Model(&item), "Stock", 500)       // restock
+//	err := gormcounter.Take(db.Model(&item), "Stock", 2).Error // takes 2, or ErrInsufficient
+//
+// The stock is split over the counter's slot rows, each never below zero
+// (the escrow method): a take subtracts from one row that holds enough, so
+// buyers of one item do not queue on one row.
+
+var (
+	// ErrInsufficient is wrapped by Take's error when less than the amount
+	// is left: the take took nothing.
+	ErrInsufficient = engine.ErrInsufficient
+	// ErrNegativeGuarded is wrapped by the error for a decrease of a
+	// guarded counter other than Take (a negative Increment, gorm.Expr("stock
+	// - ?", n)): it could take the stock below zero.
+	ErrNegativeGuarded = errors.New("a guarded counter goes down only through Take")
+	// ErrNotGuarded is wrapped by Take's error on a counter not declared
+	// guarded.
+	ErrNotGuarded = errors.New("not a guarded counter")
+)
+
+// Take subtracts amount (> 0) from the guarded counter field of the one row
+// db's model names by its primary key, in full, or not at all: when less
+// than amount is left, Error wraps ErrInsufficient and nothing changed.
+// It never takes the counter below zero, and refuses only when the total
+// really is short at that moment: if no single slot row holds enough, it
+// locks every row of the item and takes from several, fullest first.
+//
+//	err := gormcounter.Take(db.Model(&Item{ID: id}), "Stock", 2).Error
+//	if errors.Is(err, gormcounter.ErrInsufficient) { ... sold out ... }
+//
+// It runs in db's transaction if it has one (a rollback returns the stock),
+// else in one of its own. On PostgreSQL the first try takes a row no other
+// transaction holds (FOR UPDATE SKIP LOCKED) and never waits. RowsAffected
+// is 1 after a take.
+func Take(db *gorm.DB, field string, amount int64) *gorm.DB {
+	return db.Session(&gorm.Session{SkipDefaultTransaction: true}).
+		UpdateColumn(field, takeValue{field: field, amount: amount})
+}
+
+// takeValue is what Take assigns, as incrementValue for Increment.
+type takeValue struct {
+	field  string
+	amount int64
+}
+
+func (v takeValue) Build(b clause.Builder) {
+	_ = b.AddError(fmt.Errorf("gormcounter: Take(%q): %w", v.field, ErrNotRegistered))
+}
+
+// guarded writes a take from, or a restock of, the guarded counter of the
+// one row key: a restock spreads over the slots.
+func (p *Plugin) guarded(db *gorm.DB, inc increment, t countersql.Table, key any) (int64, error) {
+	s := gormSession{gormConn{db: db.Session(&gorm.Session{NewDB: true}), table: t.Parent}}
+	ctx := db.Statement.Context
+	if inc.take {
+		if err := engine.Take(ctx, s, p.dialect, t, key, inc.delta); err != nil {
+			return 0, err
+		}
+		return 1, nil
+	}
+	if inc.delta == 0 {
+		return 0, nil
+	}
+	err := engine.Restock(ctx, s, p.dialect, t, inc.c.opts.Slots, key, inc.delta)
+	if dberr.ForeignKeyViolation(err) || s.ParentGone(err) {
+		return 0, nil // no such row, as an UPDATE would find none
+	}
+	if err != nil {
+		return 0, err
+	}
+	return 1, nil
+}

@@ -1,0 +1,134 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/hotcounter/hotcounter/internal/countersql"
+)
+
+// ErrInsufficient is Take's error when less than the amount is left.
+var ErrInsufficient = errors.New("not enough left")
+
+// Take subtracts amount (> 0) from the guarded counter of the parent key:
+// in full, or not at all with ErrInsufficient when its total is below
+// amount. First from one slot row that holds enough: on PostgreSQL one no
+// other transaction holds (never waiting), elsewhere the rows holding
+// enough tried one by one from a random one. When none will do, it locks
+// every slot row of the parent in slot order (waiting for takes under
+// way), and either refuses, the total being short at that moment, or takes
+// from the fullest rows first, so that what remains sits in as few rows as
+// it can (the endgame: the last units are not spread thin). Inside the
+// caller's transaction (a rollback returns the stock), else in one of its
+// own, retried on deadlock.
+func Take(ctx context.Context, s Session, d countersql.Dialect, t countersql.Table, key any, amount int64) error {
+	if amount <= 0 {
+		return fmt.Errorf("a take of %d: take a positive amount (Increment restocks)", amount)
+	}
+	return OwnTransaction(ctx, s, func(tx Session) error {
+		ok, err := takeOne(ctx, tx, d, t, key, amount)
+		if err != nil || ok {
+			return err
+		}
+		if s.InTx() {
+			// Several statements in the caller's transaction: all or none.
+			return InSavepoint(ctx, tx, "hc_take", func() error { return takeAcross(ctx, tx, d, t, key, amount) })
+		}
+		return takeAcross(ctx, tx, d, t, key, amount)
+	})
+}
+
+// takeOne takes amount from one slot row that holds enough, if it finds
+// one.
+func takeOne(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table, key any, amount int64) (bool, error) {
+	if d.SkipLocked() && !d.MySQL() {
+		got, err := QueryKeys(ctx, c, func(w countersql.Writer) { d.TakeFromFreeSlot(w, t, key, amount) })
+		return len(got) == 1, err
+	}
+	slots, err := QueryKeys(ctx, c, func(w countersql.Writer) { d.SlotsHolding(w, t, key, amount) })
+	if err != nil || len(slots) == 0 {
+		return false, err
+	}
+	start := rand.IntN(len(slots))
+	for i := range slots {
+		slot, ok := asInt(slots[(start+i)%len(slots)])
+		if !ok {
+			return false, fmt.Errorf("slot %v is not a number", slots[i])
+		}
+		n, err := c.Exec(ctx, func(w countersql.Writer) { d.TakeFromSlot(w, t, key, int(slot), amount) })
+		if err != nil || n == 1 {
+			return n == 1, err
+		}
+	}
+	return false, nil
+}
+
+// takeAcross locks every slot row of the parent and takes amount from the
+// fullest first, or refuses with ErrInsufficient.
+func takeAcross(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table, key any, amount int64) error {
+	rows, err := c.Query(ctx, func(w countersql.Writer) { d.LockAllSlots(w, t, key) })
+	if err != nil {
+		return err
+	}
+	type part struct{ slot, n int64 }
+	var parts []part
+	var total int64
+	for rows.Next() {
+		var p part
+		if err := rows.Scan(&p.slot, &p.n); err != nil {
+			rows.Close()
+			return err
+		}
+		parts, total = append(parts, p), total+p.n
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return err
+	}
+	if total < amount {
+		return fmt.Errorf("%w: %d left, %d asked", ErrInsufficient, total, amount)
+	}
+	slices.SortStableFunc(parts, func(a, b part) int { return int(b.n - a.n) })
+	left := amount
+	for _, p := range parts {
+		if left == 0 {
+			break
+		}
+		x := min(p.n, left)
+		if x == 0 {
+			continue
+		}
+		n, err := c.Exec(ctx, func(w countersql.Writer) { d.TakeFromSlot(w, t, key, int(p.slot), x) })
+		if err != nil {
+			return err
+		}
+		if n != 1 {
+			return fmt.Errorf("slot %d of a locked parent changed under its lock", p.slot)
+		}
+		left -= x
+	}
+	return nil
+}
+
+// Restock adds amount to the guarded counter of the parent key, spread
+// over its slots (the first amount % slots get one more), so that takes
+// find stock in every row.
+func Restock(ctx context.Context, s Session, d countersql.Dialect, t countersql.Table, slots int, key any, amount int64) error {
+	n := int64(max(slots, 1))
+	amounts := make([]int64, 0, n)
+	for i := range n {
+		a := amount / n
+		if i < amount%n {
+			a++
+		}
+		if a > 0 {
+			amounts = append(amounts, a)
+		}
+	}
+	return ownStatement(ctx, s, func() error {
+		_, err := s.Exec(ctx, func(w countersql.Writer) { d.SpreadOver(w, t, key, amounts) })
+		return err
+	})
+}
