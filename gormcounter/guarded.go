@@ -73,7 +73,7 @@ func (p *Plugin) guarded(db *gorm.DB, inc increment, t countersql.Table, key any
 	s := gormSession{gormConn{db: db.Session(&gorm.Session{NewDB: true}), table: t.Parent}}
 	ctx := db.Statement.Context
 	if inc.take {
-		if err := engine.Take(ctx, s, p.dialect, t, key, inc.delta); err != nil {
+		if err := engine.Take(ctx, s, p.dialect, t, inc.c.opts.Slots, key, inc.delta); err != nil {
 			return 0, err
 		}
 		return 1, nil

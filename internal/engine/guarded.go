@@ -16,20 +16,33 @@ var ErrInsufficient = errors.New("not enough left")
 // Take subtracts amount (> 0) from the guarded counter of the parent key:
 // in full, or not at all with ErrInsufficient when its total is below
 // amount. First from one slot row that holds enough: on PostgreSQL one no
-// other transaction holds (never waiting), elsewhere the rows holding
-// enough tried one by one from a random one. When none will do, it locks
+// other transaction holds (never waiting); then, and elsewhere at once, the
+// rows holding enough tried one by one from a random one (each try waits
+// for that row only; MySQL/MariaDB and SQLite try a random slot first). When none will do, it locks
 // every slot row of the parent in slot order (waiting for takes under
 // way), and either refuses, the total being short at that moment, or takes
 // from the fullest rows first, so that what remains sits in as few rows as
 // it can (the endgame: the last units are not spread thin). Inside the
 // caller's transaction (a rollback returns the stock), else in one of its
 // own, retried on deadlock.
-func Take(ctx context.Context, s Session, d countersql.Dialect, t countersql.Table, key any, amount int64) error {
+func Take(ctx context.Context, s Session, d countersql.Dialect, t countersql.Table, slots int, key any, amount int64) error {
 	if amount <= 0 {
 		return fmt.Errorf("a take of %d: take a positive amount (Increment restocks)", amount)
 	}
+	if !s.InTx() {
+		// Outside a transaction each statement of the first try takes in
+		// full or changes nothing: autocommit, no BEGIN and COMMIT.
+		var ok bool
+		err := ownStatement(ctx, s, func() (err error) {
+			ok, err = takeOne(ctx, s, d, t, slots, key, amount)
+			return err
+		})
+		if err != nil || ok {
+			return err
+		}
+	}
 	return OwnTransaction(ctx, s, func(tx Session) error {
-		ok, err := takeOne(ctx, tx, d, t, key, amount)
+		ok, err := takeOne(ctx, tx, d, t, slots, key, amount)
 		if err != nil || ok {
 			return err
 		}
@@ -43,20 +56,30 @@ func Take(ctx context.Context, s Session, d countersql.Dialect, t countersql.Tab
 
 // takeOne takes amount from one slot row that holds enough, if it finds
 // one.
-func takeOne(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table, key any, amount int64) (bool, error) {
+func takeOne(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table, slots int, key any, amount int64) (bool, error) {
 	if d.SkipLocked() && !d.MySQL() {
 		got, err := QueryKeys(ctx, c, func(w countersql.Writer) { d.TakeFromFreeSlot(w, t, key, amount) })
-		return len(got) == 1, err
+		if err != nil || len(got) == 1 {
+			return len(got) == 1, err
+		}
+		// Every row holding enough is held (more buyers than slots): wait
+		// for one of them, not for all.
+	} else {
+		// One round trip while the stock is spread: a random slot first.
+		n, err := c.Exec(ctx, func(w countersql.Writer) { d.TakeFromSlot(w, t, key, rand.IntN(max(slots, 1)), amount) })
+		if err != nil || n == 1 {
+			return n == 1, err
+		}
 	}
-	slots, err := QueryKeys(ctx, c, func(w countersql.Writer) { d.SlotsHolding(w, t, key, amount) })
-	if err != nil || len(slots) == 0 {
+	holding, err := QueryKeys(ctx, c, func(w countersql.Writer) { d.SlotsHolding(w, t, key, amount) })
+	if err != nil || len(holding) == 0 {
 		return false, err
 	}
-	start := rand.IntN(len(slots))
-	for i := range slots {
-		slot, ok := asInt(slots[(start+i)%len(slots)])
+	start := rand.IntN(len(holding))
+	for i := range holding {
+		slot, ok := asInt(holding[(start+i)%len(holding)])
 		if !ok {
-			return false, fmt.Errorf("slot %v is not a number", slots[i])
+			return false, fmt.Errorf("slot %v is not a number", holding[i])
 		}
 		n, err := c.Exec(ctx, func(w countersql.Writer) { d.TakeFromSlot(w, t, key, int(slot), amount) })
 		if err != nil || n == 1 {
