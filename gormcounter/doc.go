@@ -59,7 +59,9 @@
 // skiplocked. precreate inserts all N slot rows when a parent is created, so
 // that no increment ever inserts one; skiplocked makes an increment of one
 // parent take a slot row no other transaction holds (see docs/writes.md for when
-// each matters).
+// each matters). guarded makes the counter stock that never goes below zero:
+// it goes down only through [Take], which takes in full or fails with
+// [ErrInsufficient] (docs/guarded.md).
 //
 // # Counts of child rows
 //

@@ -1,6 +1,7 @@
 package gormcounter_test
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -240,4 +241,30 @@ func ExampleMoveToSlots() {
 	// likes: 1235
 	// moved: 1 posts, 1234 likes; error: <nil>
 	// likes: 1235
+}
+
+// A guarded counter: stock that never goes below zero. Take takes in full
+// or fails with ErrInsufficient; a restock is an Increment.
+func ExampleTake() {
+	type Item struct {
+		ID    uint
+		Stock int64 `gorm:"counter:guarded"`
+	}
+	db, done := openExample()
+	defer done()
+	if err := db.AutoMigrate(&Item{}); err != nil {
+		panic(err)
+	}
+	item := Item{}
+	db.Create(&item)
+	gormcounter.Increment(db.Model(&item), "Stock", 3)
+	fmt.Println(gormcounter.Take(db.Model(&item), "Stock", 2).Error)
+	err := gormcounter.Take(db.Model(&item), "Stock", 2).Error
+	fmt.Println(errors.Is(err, gormcounter.ErrInsufficient))
+	db.First(&item, item.ID)
+	fmt.Println(item.Stock)
+	// Output:
+	// <nil>
+	// true
+	// 1
 }
