@@ -112,6 +112,7 @@ func statements(d Dialect) []struct {
 		one("SlotsHolding", func(w Writer) { d.SlotsHolding(w, posts, int64(1), 2) }),
 		one("TakeFromSlot", func(w Writer) { d.TakeFromSlot(w, posts, int64(1), 3, 2) }),
 		one("LockAllSlots", func(w Writer) { d.LockAllSlots(w, posts, int64(1)) }),
+		one("LockSlotHolding", func(w Writer) { d.LockSlotHolding(w, posts, int64(1), 2) }),
 		one("SpreadOver", func(w Writer) { d.SpreadOver(w, posts, int64(1), []int64{2, 2, 1}) }),
 		one("ClaimedSlot", d.ClaimedSlot),
 		one("TryClaim", func(w Writer) { d.TryClaim(w, 3) }),

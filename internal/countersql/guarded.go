@@ -74,3 +74,15 @@ func (d Dialect) SpreadOver(w Writer, t Table, owner any, amounts []int64) {
 	}
 	d.AddToSlots(w, t, keys, slots, amounts)
 }
+
+// LockSlotHolding writes the MySQL/MariaDB query, inside a caller's
+// transaction, for the lowest slot of owner holding at least amount that
+// no other transaction holds, locked (FOR UPDATE SKIP LOCKED, a current
+// read): the row a take then updates, without waiting.
+func (d Dialect) LockSlotHolding(w Writer, t Table, owner any, amount int64) {
+	q(w, "SELECT % FROM % WHERE % = ", SlotColumn, t.Slots, t.Owner)
+	w.Arg(owner)
+	q(w, " AND % >= ", ValueColumn)
+	w.Arg(amount)
+	q(w, " ORDER BY % LIMIT 1 FOR UPDATE SKIP LOCKED", SlotColumn)
+}

@@ -31,32 +31,51 @@ func Take(ctx context.Context, s Session, d countersql.Dialect, t countersql.Tab
 	}
 	if !s.InTx() {
 		// Outside a transaction each statement of the first try takes in
-		// full or changes nothing: autocommit, no BEGIN and COMMIT.
+		// full or changes nothing: autocommit, no BEGIN and COMMIT. If it
+		// finds no row, a transaction of its own gathers (takeAcross).
 		var ok bool
 		err := ownStatement(ctx, s, func() (err error) {
-			ok, err = takeOne(ctx, s, d, t, slots, key, amount)
+			ok, err = takeOne(ctx, s, d, t, slots, key, amount, false)
 			return err
 		})
 		if err != nil || ok {
 			return err
 		}
+		return OwnTransaction(ctx, s, func(tx Session) error { return takeAcross(ctx, tx, d, t, key, amount) })
 	}
-	return OwnTransaction(ctx, s, func(tx Session) error {
-		ok, err := takeOne(ctx, tx, d, t, slots, key, amount)
-		if err != nil || ok {
-			return err
-		}
-		if s.InTx() {
-			// Several statements in the caller's transaction: all or none.
-			return InSavepoint(ctx, tx, "hc_take", func() error { return takeAcross(ctx, tx, d, t, key, amount) })
-		}
-		return takeAcross(ctx, tx, d, t, key, amount)
-	})
+	// Inside the caller's transaction a row that a try read stays locked
+	// until the caller commits (MySQL's REPEATABLE READ keeps the lock of a
+	// row an UPDATE read but did not change; PostgreSQL's UPDATE keeps the
+	// lock it took to recheck a row that changed), and tries over some rows
+	// followed by takeAcross over all would lock them out of order and
+	// deadlock. So one try that never waits and keeps no stray lock:
+	// PostgreSQL's SKIP LOCKED take; on MySQL/MariaDB a SKIP LOCKED read in
+	// a savepoint rolled back when it finds nothing (that releases the rows
+	// it read); SQLite has one writer at a time.
+	var ok bool
+	var err error
+	switch {
+	case d.MySQL():
+		ok, err = takeLockedMySQL(ctx, s, d, t, key, amount)
+	case d.SkipLocked():
+		// PostgreSQL locks only the row it takes from, never waiting.
+		var got []any
+		got, err = QueryKeys(ctx, s, func(w countersql.Writer) { d.TakeFromFreeSlot(w, t, key, amount) })
+		ok = len(got) == 1
+	default:
+		ok, err = takeOne(ctx, s, d, t, slots, key, amount, true)
+	}
+	if err != nil || ok {
+		return err
+	}
+	// Several statements in the caller's transaction: all or none.
+	return InSavepoint(ctx, s, "hc_take", func() error { return takeAcross(ctx, s, d, t, key, amount) })
 }
 
 // takeOne takes amount from one slot row that holds enough, if it finds
-// one.
-func takeOne(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table, slots int, key any, amount int64) (bool, error) {
+// one. ordered tries the rows in slot order, from the lowest, and never a
+// random one first.
+func takeOne(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table, slots int, key any, amount int64, ordered bool) (bool, error) {
 	if d.SkipLocked() && !d.MySQL() {
 		got, err := QueryKeys(ctx, c, func(w countersql.Writer) { d.TakeFromFreeSlot(w, t, key, amount) })
 		if err != nil || len(got) == 1 {
@@ -64,7 +83,7 @@ func takeOne(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Tab
 		}
 		// Every row holding enough is held (more buyers than slots): wait
 		// for one of them, not for all.
-	} else {
+	} else if !ordered {
 		// One round trip while the stock is spread: a random slot first.
 		n, err := c.Exec(ctx, func(w countersql.Writer) { d.TakeFromSlot(w, t, key, rand.IntN(max(slots, 1)), amount) })
 		if err != nil || n == 1 {
@@ -75,7 +94,16 @@ func takeOne(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Tab
 	if err != nil || len(holding) == 0 {
 		return false, err
 	}
-	start := rand.IntN(len(holding))
+	start := 0
+	if ordered {
+		slices.SortFunc(holding, func(a, b any) int {
+			x, _ := asInt(a)
+			y, _ := asInt(b)
+			return int(x - y)
+		})
+	} else {
+		start = rand.IntN(len(holding))
+	}
 	for i := range holding {
 		slot, ok := asInt(holding[(start+i)%len(holding)])
 		if !ok {
@@ -87,6 +115,32 @@ func takeOne(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Tab
 		}
 	}
 	return false, nil
+}
+
+// takeLockedMySQL locks a slot row of the parent that holds enough and no
+// other transaction holds, and takes from it, inside a savepoint: a read
+// that found none is rolled back, releasing the rows it locked on its way.
+func takeLockedMySQL(ctx context.Context, c Session, d countersql.Dialect, t countersql.Table, key any, amount int64) (bool, error) {
+	const sp = "hc_take_try"
+	if err := savepoint(ctx, c, countersql.Savepoint, sp); err != nil {
+		return false, err
+	}
+	got, err := QueryKeys(ctx, c, func(w countersql.Writer) { d.LockSlotHolding(w, t, key, amount) })
+	if err == nil && len(got) == 0 {
+		return false, errors.Join(savepoint(ctx, c, countersql.RollbackTo, sp), savepoint(ctx, c, countersql.Release, sp))
+	}
+	if err != nil {
+		return false, err
+	}
+	slot, ok := asInt(got[0])
+	if !ok {
+		return false, fmt.Errorf("slot %v is not a number", got[0])
+	}
+	n, err := c.Exec(ctx, func(w countersql.Writer) { d.TakeFromSlot(w, t, key, int(slot), amount) })
+	if err != nil {
+		return false, err
+	}
+	return n == 1, savepoint(ctx, c, countersql.Release, sp)
 }
 
 // takeAcross locks every slot row of the parent and takes amount from the

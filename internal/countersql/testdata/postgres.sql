@@ -118,6 +118,10 @@ UPDATE "post_likes_slots" SET "n" = "n" - $1 WHERE "post_id" = $2 AND "slot" = 3
 SELECT "slot", "n" FROM "post_likes_slots" WHERE "post_id" = $1 ORDER BY "slot" FOR UPDATE;
 -- args: [1]
 
+-- LockSlotHolding
+SELECT "slot" FROM "post_likes_slots" WHERE "post_id" = $1 AND "n" >= $2 ORDER BY "slot" LIMIT 1 FOR UPDATE SKIP LOCKED;
+-- args: [1 2]
+
 -- SpreadOver
 INSERT INTO "post_likes_slots" ("post_id", "slot", "n") VALUES ($1,$2,$3), ($4,$5,$6), ($7,$8,$9) ON CONFLICT ("post_id", "slot") DO UPDATE SET "n" = "post_likes_slots"."n" + excluded."n";
 -- args: [1 0 2 1 1 2 1 2 1]
