@@ -127,20 +127,9 @@ func TestGuardedTakesOfRandomSizesAreExact(t *testing.T) {
 			buyers = 8
 		}
 		hammer(t, buyers, 1, func() error {
-			size := int64(1 + rand.IntN(5))
-			for {
-				err := gormcounter.Take(db.Model(&Product{ID: p.ID}), "Stock", size).Error
-				switch {
-				case err == nil:
-					sold.Add(size)
-				case errors.Is(err, gormcounter.ErrInsufficient) && size > 1:
-					size = 1
-				case errors.Is(err, gormcounter.ErrInsufficient):
-					return nil
-				default:
-					return err
-				}
-			}
+			return buyUntilSoldOut(&sold, int64(1+rand.IntN(5)), func(size int64) error {
+				return gormcounter.Take(db.Model(&Product{ID: p.ID}), "Stock", size).Error
+			})
 		})
 		total, lowest := stockRows(t, db, p.ID)
 		if sold.Load() != 2000 || total != 0 || lowest < 0 {
@@ -207,26 +196,34 @@ func TestGuardedTakesInTransactionsAreExact(t *testing.T) {
 			buyers = 4
 		}
 		hammer(t, buyers, 1, func() error {
-			size := int64(1 + rand.IntN(3))
-			for {
-				err := db.Transaction(func(tx *gorm.DB) error {
+			return buyUntilSoldOut(&sold, int64(1+rand.IntN(3)), func(size int64) error {
+				return db.Transaction(func(tx *gorm.DB) error {
 					return gormcounter.Take(tx.Model(&Product{ID: p.ID}), "Stock", size).Error
 				})
-				switch {
-				case err == nil:
-					sold.Add(size)
-				case errors.Is(err, gormcounter.ErrInsufficient) && size > 1:
-					size = 1
-				case errors.Is(err, gormcounter.ErrInsufficient):
-					return nil
-				default:
-					return err
-				}
-			}
+			})
 		})
 		total, lowest := stockRows(t, db, p.ID)
 		if sold.Load() != 500 || total != 0 || lowest < 0 {
 			t.Fatalf("sold %d, %d left, lowest row %d; want 500 sold, 0 left", sold.Load(), total, lowest)
 		}
 	}, pool(writersPool))
+}
+
+// buyUntilSoldOut takes size units with take, adding what it got to sold,
+// until refused; refused for more than 1, it goes on with 1, and stops
+// when even 1 is refused. Any other error is returned.
+func buyUntilSoldOut(sold *atomic.Int64, size int64, take func(size int64) error) error {
+	for {
+		err := take(size)
+		switch {
+		case err == nil:
+			sold.Add(size)
+		case errors.Is(err, gormcounter.ErrInsufficient) && size > 1:
+			size = 1
+		case errors.Is(err, gormcounter.ErrInsufficient):
+			return nil
+		default:
+			return err
+		}
+	}
 }

@@ -118,12 +118,7 @@ func (d Dialect) OwnSlotRows(w Writer, t Table, slots int, keys []any, lock bool
 // slot): record locks only.
 func (d Dialect) AddBySlot(w Writer, t Table, slot int, keys []any, amounts []int64) {
 	q(w, "UPDATE % SET % = % + CASE %", t.Slots, ValueColumn, ValueColumn, t.Owner)
-	for i, k := range keys {
-		w.WriteString(" WHEN ")
-		w.Arg(k)
-		w.WriteString(" THEN ")
-		w.Arg(amounts[i])
-	}
+	whenThen(w, keys, amounts)
 	q(w, " ELSE 0 END WHERE % = "+strconv.Itoa(slot)+" AND %", SlotColumn, t.Owner)
 	d.keyIn(w, keys)
 }
@@ -146,12 +141,7 @@ func (d Dialect) RestoreLockWait(w Writer) {
 // surrogate key ids[i]: a primary key match locks those records only.
 func (d Dialect) AddByRowID(w Writer, t Table, ids []any, amounts []int64) {
 	q(w, "UPDATE % SET % = % + CASE %", t.Slots, ValueColumn, ValueColumn, t.RowID)
-	for i, id := range ids {
-		w.WriteString(" WHEN ")
-		w.Arg(id)
-		w.WriteString(" THEN ")
-		w.Arg(amounts[i])
-	}
+	whenThen(w, ids, amounts)
 	q(w, " ELSE 0 END WHERE %", t.RowID)
 	d.keyIn(w, ids)
 }

@@ -111,12 +111,7 @@ func (d Dialect) AddToColumns(w Writer, t Table, keys []any, amounts []int64) {
 	// FORCE INDEX: InnoDB locks every row an UPDATE reads; a scan would lock
 	// (and wait for) parents the fold does not touch.
 	q(w, "UPDATE % FORCE INDEX (PRIMARY) SET % = COALESCE(%, 0) + CASE %", t.Parent, t.Column, t.Column, t.ParentKey)
-	for i, k := range keys {
-		w.WriteString(" WHEN ")
-		w.Arg(k)
-		w.WriteString(" THEN ")
-		w.Arg(amounts[i])
-	}
+	whenThen(w, keys, amounts)
 	q(w, " ELSE 0 END WHERE %", t.ParentKey)
 	d.keyIn(w, keys)
 }
@@ -132,4 +127,14 @@ func (d Dialect) ZeroSlot(w Writer, t Table, owner any, slot int64) {
 	w.Arg(slot)
 	q(w, " AND % = ", t.Owner)
 	w.Arg(owner)
+}
+
+// whenThen writes the arms of a CASE on a key: WHEN keys[i] THEN amounts[i].
+func whenThen(w Writer, keys []any, amounts []int64) {
+	for i, k := range keys {
+		w.WriteString(" WHEN ")
+		w.Arg(k)
+		w.WriteString(" THEN ")
+		w.Arg(amounts[i])
+	}
 }

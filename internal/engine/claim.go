@@ -206,32 +206,10 @@ func addToOwnSlot(ctx context.Context, c Conn, d countersql.Dialect, t countersq
 // the keys are then upserted one by one and the gone ones passed over. It
 // returns how many parents it wrote.
 func insertSlots(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table, slot int, keys []any, amounts []int64) (int64, error) {
-	gone := func(err error) bool {
-		ses, ok := c.(Session)
-		return dberr.ForeignKeyViolation(err) || ok && ses.ParentGone(err)
-	}
-	insert := func(keys []any, amounts []int64) error {
-		_, err := c.Exec(ctx, func(w countersql.Writer) { d.AddToOwnSlot(w, t, slot, keys, amounts) })
+	return skippingGone(c, len(keys), func(from, to int) error {
+		_, err := c.Exec(ctx, func(w countersql.Writer) { d.AddToOwnSlot(w, t, slot, keys[from:to], amounts[from:to]) })
 		return err
-	}
-	err := insert(keys, amounts)
-	if !gone(err) {
-		if err != nil {
-			return 0, err
-		}
-		return int64(len(keys)), nil
-	}
-	var n int64
-	for i := range keys {
-		switch err := insert(keys[i:i+1], amounts[i:i+1]); {
-		case gone(err):
-		case err != nil:
-			return n, err
-		default:
-			n++
-		}
-	}
-	return n, nil
+	})
 }
 
 // indexOf is the index of key k in keys (by KeyText).

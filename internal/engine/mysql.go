@@ -267,29 +267,39 @@ func updateSlots(ctx context.Context, tx Session, d countersql.Dialect, t counte
 // read fails the foreign key check (1452); the keys are then upserted one by
 // one and the gone ones skipped, as an UPDATE would skip them.
 func upsertSlots(ctx context.Context, s Session, d countersql.Dialect, t countersql.Table, keys []any, slot int, delta int64) (int64, error) {
-	upsert := func(keys []any) error {
-		_, err := s.Exec(ctx, func(w countersql.Writer) { d.InsertSlots(w, t, keys, slot, delta) })
+	return skippingGone(s, len(keys), func(from, to int) error {
+		_, err := s.Exec(ctx, func(w countersql.Writer) { d.InsertSlots(w, t, keys[from:to], slot, delta) })
 		return err
+	})
+}
+
+// skippingGone runs write over parents [0, n) in one go and, when a parent
+// is gone (an inserted row's foreign key check failed), once per parent,
+// passing over the gone ones, as an UPDATE would find no row for them. It
+// returns how many parents were written.
+func skippingGone(c Conn, n int, write func(from, to int) error) (int64, error) {
+	gone := func(err error) bool {
+		s, ok := c.(Session)
+		return dberr.ForeignKeyViolation(err) || ok && s.ParentGone(err)
 	}
-	gone := func(err error) bool { return dberr.ForeignKeyViolation(err) || s.ParentGone(err) }
-	err := upsert(keys)
+	err := write(0, n)
 	if !gone(err) {
 		if err != nil {
 			return 0, err
 		}
-		return int64(len(keys)), nil
+		return int64(n), nil
 	}
-	var n int64
-	for _, k := range keys {
-		switch err := upsert([]any{k}); {
+	var done int64
+	for i := range n {
+		switch err := write(i, i+1); {
 		case gone(err):
 		case err != nil:
-			return n, err
+			return done, err
 		default:
-			n++
+			done++
 		}
 	}
-	return n, nil
+	return done, nil
 }
 
 // AppendMySQL inserts a delta row of in.Delta for every parent the
@@ -304,26 +314,10 @@ func AppendMySQL(ctx context.Context, s Session, d countersql.Dialect, in MySQLI
 		for i := range amounts {
 			amounts[i] = in.Delta
 		}
-		_, err := c.Exec(ctx, func(w countersql.Writer) { d.AppendRows(w, t, keys, amounts) })
-		gone := func(err error) bool { return dberr.ForeignKeyViolation(err) || c.ParentGone(err) }
-		if !gone(err) {
-			if err != nil {
-				return 0, err
-			}
-			return int64(len(keys)), nil
-		}
-		var n int64
-		for _, k := range keys {
-			_, err := c.Exec(ctx, func(w countersql.Writer) { d.AppendRows(w, t, []any{k}, []int64{in.Delta}) })
-			switch {
-			case gone(err):
-			case err != nil:
-				return n, err
-			default:
-				n++
-			}
-		}
-		return n, nil
+		return skippingGone(c, len(keys), func(from, to int) error {
+			_, err := c.Exec(ctx, func(w countersql.Writer) { d.AppendRows(w, t, keys[from:to], amounts[from:to]) })
+			return err
+		})
 	}
 	if in.single() {
 		var n int64
