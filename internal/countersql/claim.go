@@ -74,17 +74,7 @@ func OwnSlot(slots, claimed int) int { return slots + claimed }
 // (owner, slot)): a duplicate primary key is locked as a record only, and
 // a new row takes no lock that another session's write waits for.
 func (d Dialect) AddToOwnSlot(w Writer, t Table, slot int, keys []any, amounts []int64) {
-	q(w, "INSERT INTO % (%, %, %) VALUES ", t.Slots, t.Owner, SlotColumn, ValueColumn)
-	for i, k := range keys {
-		if i > 0 {
-			w.WriteString(", ")
-		}
-		w.WriteString("(")
-		w.Arg(k)
-		w.WriteString(", " + strconv.Itoa(slot) + ", ")
-		w.Arg(amounts[i])
-		w.WriteString(")")
-	}
+	insertSlotRows(w, t, strconv.Itoa(slot), keys, amounts)
 	q(w, " ON DUPLICATE KEY UPDATE % = % + VALUES(%)", ValueColumn, ValueColumn, ValueColumn)
 }
 
@@ -144,4 +134,21 @@ func (d Dialect) AddByRowID(w Writer, t Table, ids []any, amounts []int64) {
 	whenThen(w, ids, amounts)
 	q(w, " ELSE 0 END WHERE %", t.RowID)
 	d.keyIn(w, ids)
+}
+
+// insertSlotRows writes INSERT INTO slots (owner, slot, n) VALUES with one
+// row (keys[i], slot, amounts[i]) per key; slot is SQL (a number or an
+// expression).
+func insertSlotRows(w Writer, t Table, slot string, keys []any, amounts []int64) {
+	q(w, "INSERT INTO % (%, %, %) VALUES ", t.Slots, t.Owner, SlotColumn, ValueColumn)
+	for i, k := range keys {
+		if i > 0 {
+			w.WriteString(", ")
+		}
+		w.WriteString("(")
+		w.Arg(k)
+		w.WriteString(", " + slot + ", ")
+		w.Arg(amounts[i])
+		w.WriteString(")")
+	}
 }

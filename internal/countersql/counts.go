@@ -502,17 +502,7 @@ func (d Dialect) ChildColumnIn(c Count, column string, values []any) func(Writer
 // locked in key order. PostgreSQL and SQLite (MySQL and MariaDB:
 // AddToOwnSlot).
 func (d Dialect) AddCounts(w Writer, c Count, keys []any, amounts []int64) {
-	q(w, "INSERT INTO % (%, %, %) VALUES ", c.Slots, c.Owner, SlotColumn, ValueColumn)
-	for i, k := range keys {
-		if i > 0 {
-			w.WriteString(", ")
-		}
-		w.WriteString("(")
-		w.Arg(k)
-		w.WriteString(", " + d.sessionSlot(c.SlotCount) + ", ")
-		w.Arg(amounts[i])
-		w.WriteString(")")
-	}
+	insertSlotRows(w, c.Table, d.sessionSlot(c.SlotCount), keys, amounts)
 	q(w, " ON CONFLICT (%, %) DO UPDATE SET % = %.% + excluded.%", c.Owner, SlotColumn, ValueColumn, c.Slots, ValueColumn, ValueColumn)
 }
 
