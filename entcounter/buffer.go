@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 
 	"github.com/hotcounter/hotcounter/internal/engine"
@@ -74,12 +73,10 @@ func (b *Buffer) counter(typ, field string) (*writebehind.Counter, error) {
 	if c := b.counters[k]; c != nil {
 		return c, nil
 	}
-	for _, d := range b.r.Defs {
-		if (d.Type == typ || snake(d.Type) == typ || strings.EqualFold(d.Type, typ)) && d.Field == field {
-			c := &writebehind.Counter{Name: d.Name(), Column: d.Field, Table: d.Tables(), Slots: d.Slots, Append: d.Append}
-			b.counters[k] = c
-			return c, nil
-		}
+	if d, ok := findDef(b.r, typ, field); ok {
+		c := &writebehind.Counter{Name: d.Name(), Column: d.Field, Table: d.Tables(), Slots: d.Slots, Append: d.Append}
+		b.counters[k] = c
+		return c, nil
 	}
 	return nil, fmt.Errorf("entcounter: Buffer: %s.%s: %w", typ, field, ErrNotCounter)
 }

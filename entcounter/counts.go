@@ -68,13 +68,7 @@ func installTriggers(ctx context.Context, c engine.Conn, r Runtime) error {
 // migration, a TRUNCATE); Recount is the repair.
 func Recount(ctx context.Context, src Source, typ, field string, ids ...any) (int64, error) {
 	r := src.HotCounter()
-	var d Def
-	found := false
-	for _, x := range r.Defs {
-		if (x.Type == typ || x.Table == typ) && x.Field == field {
-			d, found = x, true
-		}
-	}
+	d, found := findDef(r, typ, field)
 	if !found || d.Count == nil {
 		return 0, fmt.Errorf("entcounter: Recount %s.%s: not a count of child rows (declare it with entcounter.Counts)", typ, field)
 	}

@@ -2,6 +2,7 @@ package entcounter_test
 
 import (
 	"context"
+	"errors"
 	"log"
 	"time"
 
@@ -75,4 +76,19 @@ func ExampleMoveToSlots() {
 // holds counts (needed on SQLite, whose migrations copy tables).
 func ExampleAdoptColumn() {
 	_ = entcounter.Counter("likes", entcounter.AdoptColumn())
+}
+
+// A guarded counter: stock that never goes below zero. Take takes in full
+// or refuses with ErrInsufficient; AddStock restocks, spread over the
+// slots; a negative AddStock is refused with ErrNegativeGuarded.
+func ExampleTake() {
+	_ = entcounter.Counter("stock", entcounter.Guarded()) // in the Item schema's Mixin
+	var client entcounter.Source                          // ent.NewClient(...), or a *ent.Tx to take in it
+	ctx := context.Background()
+	switch err := entcounter.Take(ctx, client, "Item", "stock", 42, 2); {
+	case errors.Is(err, entcounter.ErrInsufficient):
+		log.Print("sold out")
+	case err != nil:
+		log.Fatal(err)
+	}
 }

@@ -53,6 +53,19 @@ func counterHook(field string, ann Annotation) ent.Hook {
 				return nil, fmt.Errorf("entcounter: %s.%s: %w: it counts the rows of edge %q and changes only when they do (entcounter.Recount corrects it)",
 					em.Type(), field, ErrNotIncrement, ann.Counts)
 			}
+			if ann.Guarded {
+				add, set := entrt.ToInt64(added), entrt.ToInt64(value)
+				what := ""
+				switch {
+				case hasSet && set+add < 0:
+					what = fmt.Sprintf("a Set to %d is below zero", set+add)
+				case hasAdd && add < 0:
+					what = fmt.Sprintf("an Add of %d could take it below zero; use entcounter.Take, which refuses when less is left", add)
+				}
+				if what != "" {
+					return nil, fmt.Errorf("entcounter: %s.%s: %w: %s", em.Type(), field, ErrNegativeGuarded, what)
+				}
+			}
 			m, ok := em.(mutation)
 			if !ok {
 				return nil, fmt.Errorf("%w (%s.%s)", ErrNotConfigured, em.Type(), field)
@@ -99,13 +112,13 @@ func counterHook(field string, ann Annotation) ent.Hook {
 					// changes: the predicates are ours to check.
 					return nil, m.HotCounterNotFound()
 				}
-				if one && !hasSet && !cleared && engine.TakesFreeSlot(dl, d.SkipLocked, w.r.InTx(), true) {
+				if one && !hasSet && !cleared && !d.Guarded && engine.TakesFreeSlot(dl, d.SkipLocked, w.r.InTx(), true) {
 					if err := w.incrementFreeSlot(ctx, keys[0], add); err != nil {
 						return res, err
 					}
 					return res, w.refresh(ctx, res, keys[0], false, add)
 				}
-				if one && !hasSet && !cleared && !d.Rollup && dl.ReturnsTotals() {
+				if one && !hasSet && !cleared && !d.Rollup && !d.Guarded && dl.ReturnsTotals() {
 					// One statement increments and reads the new total back.
 					read, err := w.sources(ctx)
 					if err != nil {
@@ -312,9 +325,15 @@ func (w *write) exec(ctx context.Context, s engine.Session, keys []any, stmt fun
 }
 
 // increment adds delta to a random slot of each parent (a delta row, for
-// an append counter), in s's transaction or in autocommit, and returns how
+// an append counter; over all the slots, for a restock of one item's
+// guarded counter), in s's transaction or in autocommit, and returns how
 // many parents it incremented.
 func (w *write) increment(ctx context.Context, s engine.Session, keys []any, delta int64) (int64, error) {
+	if w.d.Guarded && len(keys) == 1 && delta > 0 {
+		// A restock of one item spreads over the slots, so that every row
+		// holds stock for takes.
+		return 1, engine.Restock(ctx, s, w.dl, w.d.Tables(), w.d.Slots, keys[0], delta)
+	}
 	return engine.Apply(ctx, s, w.dl, engine.Increment{Table: w.d.Tables(), Mode: w.d.Mode(), Slots: w.d.Slots, Keys: keys, Delta: delta})
 }
 

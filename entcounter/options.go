@@ -80,6 +80,15 @@ func ByHooks() Option { return func(o *spec.Options) { o.Hooks = true } }
 // drop the column.
 func AdoptColumn() Option { return func(o *spec.Options) { o.KeepColumn = true } }
 
+// Guarded makes a sum counter stock that never goes below zero: it goes
+// down only through [Take], which takes in full or refuses with
+// [ErrInsufficient]; an Add of a negative amount, or a Set below zero, is
+// refused with [ErrNegativeGuarded]. The stock is split over the slot
+// rows, each never below zero (docs/guarded.md).
+//
+//	entcounter.Counter("stock", entcounter.Guarded())
+func Guarded() Option { return func(o *spec.Options) { o.Guarded = true } }
+
 // Annotation marks a counter field; [Counter] attaches it and the extension
 // reads it. Users do not write it.
 type Annotation struct {
@@ -92,7 +101,8 @@ type Annotation struct {
 	Where      string `json:"where,omitempty"`
 	Hooks      bool   `json:"hooks,omitempty"`
 	KeepColumn bool   `json:"keepcolumn,omitempty"` // AdoptColumn
-	Err        string `json:"err,omitempty"`        // a bad declaration, reported by the extension
+	Guarded    bool   `json:"guarded,omitempty"`
+	Err        string `json:"err,omitempty"` // a bad declaration, reported by the extension
 }
 
 // Name implements ent's schema.Annotation.
@@ -111,7 +121,7 @@ func (SlotsAnnotation) Name() string { return "HotCounterSlots" }
 
 func annotationOf(o spec.Options, err error) Annotation {
 	a := Annotation{Slots: o.Slots, Rollup: o.Mode.HasColumn(), Append: o.Mode == spec.Append, Precreate: int(o.Precreate), SkipLocked: o.SkipLocked,
-		Counts: o.Counts, Where: o.Where, Hooks: o.Hooks, KeepColumn: o.KeepColumn}
+		Counts: o.Counts, Where: o.Where, Hooks: o.Hooks, KeepColumn: o.KeepColumn, Guarded: o.Guarded}
 	if err != nil {
 		a.Err = err.Error()
 	}

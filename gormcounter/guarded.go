@@ -1,7 +1,6 @@
 package gormcounter
 
 import (
-	"errors"
 	"fmt"
 
 	"gorm.io/gorm"
@@ -10,6 +9,7 @@ import (
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/dberr"
 	"github.com/hotcounter/hotcounter/internal/engine"
+	"github.com/hotcounter/hotcounter/internal/spec"
 )
 
 // Guarded counters: stock that never goes below zero.
@@ -31,11 +31,12 @@ var (
 	ErrInsufficient = engine.ErrInsufficient
 	// ErrNegativeGuarded is wrapped by the error for a decrease of a
 	// guarded counter other than Take (a negative Increment, gorm.Expr("stock
-	// - ?", n)): it could take the stock below zero.
-	ErrNegativeGuarded = errors.New("a guarded counter goes down only through Take")
+	// - ?", n)): it could take the stock below zero. It is
+	// entcounter.ErrNegativeGuarded.
+	ErrNegativeGuarded = spec.ErrNegativeGuarded
 	// ErrNotGuarded is wrapped by Take's error on a counter not declared
-	// guarded.
-	ErrNotGuarded = errors.New("not a guarded counter")
+	// guarded. It is entcounter.ErrNotGuarded.
+	ErrNotGuarded = spec.ErrNotGuarded
 )
 
 // Take subtracts amount (> 0) from the guarded counter field of the one row

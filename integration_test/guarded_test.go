@@ -42,77 +42,88 @@ func stockRows(t *testing.T, db *gorm.DB, id uint) (total, lowest int64) {
 // restock of 500 arrives (after the first 1,000 sales, so the stock never
 // runs out before it). Exactly 3,500 takes succeed, the stock ends at 0,
 // no slot row ever holds less than 0, and no buyer is refused while stock
-// remained: a refusal is false if a take that succeeded started after it
-// returned (the stock only goes down after the restock).
+// remained (see flashSale).
 func TestGuardedFlashSaleIsExact(t *testing.T) {
 	eachDB(t, func(t *testing.T, e *env) {
 		db := e.db
 		p := newProduct(t, db, 3000)
-		var (
-			sold, refused               atomic.Int64
-			restocked                   sync.Once
-			mu                          sync.Mutex
-			firstRefusal, lastSaleStart time.Time
-		)
 		buyers := 64
 		if e.kind == lite {
 			buyers = 8
 		}
-		var wg sync.WaitGroup
-		errs := make(chan error, buyers)
-		for range buyers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					start := time.Now()
-					err := gormcounter.Take(db.Model(&Product{ID: p.ID}), "Stock", 1).Error
-					switch {
-					case err == nil:
-						mu.Lock()
-						if start.After(lastSaleStart) {
-							lastSaleStart = start
-						}
-						mu.Unlock()
-						if sold.Add(1) == 1000 {
-							restocked.Do(func() {
-								if err := gormcounter.Increment(db.Model(&Product{ID: p.ID}), "Stock", 500).Error; err != nil {
-									errs <- err
-								}
-							})
-						}
-					case errors.Is(err, gormcounter.ErrInsufficient):
-						refused.Add(1)
-						mu.Lock()
-						if now := time.Now(); firstRefusal.IsZero() || now.Before(firstRefusal) {
-							firstRefusal = now
-						}
-						mu.Unlock()
-						return
-					default:
-						errs <- err
-						return
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Fatal(err)
-		}
-		// Any refusal that returned before the last sale started was false.
-		if firstRefusal.Before(lastSaleStart) {
-			t.Fatalf("a buyer was refused (at %v) before a sale that then succeeded started (%v): refused while stock remained", firstRefusal, lastSaleStart)
-		}
+		sold, refused := flashSale(t, buyers,
+			func() error { return gormcounter.Take(db.Model(&Product{ID: p.ID}), "Stock", 1).Error },
+			func() error { return gormcounter.Increment(db.Model(&Product{ID: p.ID}), "Stock", 500).Error })
 		total, lowest := stockRows(t, db, p.ID)
 		var got Product
 		must(t, db.First(&got, p.ID).Error)
-		if sold.Load() != 3500 || total != 0 || got.Stock != 0 || lowest < 0 {
-			t.Fatalf("sold %d, stock %d (loaded %d, lowest row %d); want 3500 sold and 0 left, no row below 0", sold.Load(), total, got.Stock, lowest)
+		if sold != 3500 || total != 0 || got.Stock != 0 || lowest < 0 {
+			t.Fatalf("sold %d, stock %d (loaded %d, lowest row %d); want 3500 sold and 0 left, no row below 0", sold, total, got.Stock, lowest)
 		}
-		t.Logf("%s: %d buyers sold %d of 3,000 + 500 restocked; %d refused once sold out", e.kind, buyers, sold.Load(), refused.Load())
+		t.Logf("%s: %d buyers sold %d of 3,000 + 500 restocked; %d refused once sold out", e.kind, buyers, sold, refused)
 	}, pool(writersPool))
+}
+
+// flashSale runs buyers that take 1 with take until refused, and restock
+// once after the 1,000th sale. It returns how many takes succeeded and how
+// many were refused, and fails t on any other error or on a false "sold
+// out": a refusal that returned before a take that then succeeded started
+// (the stock only goes down after the restock).
+func flashSale(t *testing.T, buyers int, take, restock func() error) (sold, refused int64) {
+	t.Helper()
+	var (
+		nsold, nrefused             atomic.Int64
+		restocked                   sync.Once
+		mu                          sync.Mutex
+		firstRefusal, lastSaleStart time.Time
+	)
+	var wg sync.WaitGroup
+	errs := make(chan error, buyers)
+	for range buyers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				start := time.Now()
+				err := take()
+				switch {
+				case err == nil:
+					mu.Lock()
+					if start.After(lastSaleStart) {
+						lastSaleStart = start
+					}
+					mu.Unlock()
+					if nsold.Add(1) == 1000 {
+						restocked.Do(func() {
+							if err := restock(); err != nil {
+								errs <- err
+							}
+						})
+					}
+				case errors.Is(err, gormcounter.ErrInsufficient):
+					nrefused.Add(1)
+					mu.Lock()
+					if now := time.Now(); firstRefusal.IsZero() || now.Before(firstRefusal) {
+						firstRefusal = now
+					}
+					mu.Unlock()
+					return
+				default:
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if firstRefusal.Before(lastSaleStart) {
+		t.Fatalf("a buyer was refused (at %v) before a sale that then succeeded started (%v): refused while stock remained", firstRefusal, lastSaleStart)
+	}
+	return nsold.Load(), nrefused.Load()
 }
 
 // Takes of random sizes (1 to 5): a buyer refused for k > 1 tries 1, and

@@ -26,6 +26,8 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postviewsslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/product"
+	"github.com/hotcounter/hotcounter/integration_test/ent/productstockslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/rack"
 	"github.com/hotcounter/hotcounter/integration_test/ent/rackitemcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/rackopencountslot"
@@ -73,6 +75,10 @@ type Client struct {
 	PostLikesSlot *PostLikesSlotClient
 	// PostViewsSlot is the client for interacting with the PostViewsSlot builders.
 	PostViewsSlot *PostViewsSlotClient
+	// Product is the client for interacting with the Product builders.
+	Product *ProductClient
+	// ProductStockSlot is the client for interacting with the ProductStockSlot builders.
+	ProductStockSlot *ProductStockSlotClient
 	// Rack is the client for interacting with the Rack builders.
 	Rack *RackClient
 	// RackItemCountSlot is the client for interacting with the RackItemCountSlot builders.
@@ -122,6 +128,8 @@ func (c *Client) init() {
 	c.Post = NewPostClient(c.config)
 	c.PostLikesSlot = NewPostLikesSlotClient(c.config)
 	c.PostViewsSlot = NewPostViewsSlotClient(c.config)
+	c.Product = NewProductClient(c.config)
+	c.ProductStockSlot = NewProductStockSlotClient(c.config)
 	c.Rack = NewRackClient(c.config)
 	c.RackItemCountSlot = NewRackItemCountSlotClient(c.config)
 	c.RackOpenCountSlot = NewRackOpenCountSlotClient(c.config)
@@ -245,6 +253,8 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		Post:                NewPostClient(cfg),
 		PostLikesSlot:       NewPostLikesSlotClient(cfg),
 		PostViewsSlot:       NewPostViewsSlotClient(cfg),
+		Product:             NewProductClient(cfg),
+		ProductStockSlot:    NewProductStockSlotClient(cfg),
 		Rack:                NewRackClient(cfg),
 		RackItemCountSlot:   NewRackItemCountSlotClient(cfg),
 		RackOpenCountSlot:   NewRackOpenCountSlotClient(cfg),
@@ -289,6 +299,8 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		Post:                NewPostClient(cfg),
 		PostLikesSlot:       NewPostLikesSlotClient(cfg),
 		PostViewsSlot:       NewPostViewsSlotClient(cfg),
+		Product:             NewProductClient(cfg),
+		ProductStockSlot:    NewProductStockSlotClient(cfg),
 		Rack:                NewRackClient(cfg),
 		RackItemCountSlot:   NewRackItemCountSlotClient(cfg),
 		RackOpenCountSlot:   NewRackOpenCountSlotClient(cfg),
@@ -333,9 +345,10 @@ func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
 		c.Author, c.AuthorFollowersSlot, c.Book, c.Clip, c.ClipLikesSlot, c.Comment,
 		c.CommentUpvoteSlot, c.Item, c.NaivePost, c.Post, c.PostLikesSlot,
-		c.PostViewsSlot, c.Rack, c.RackItemCountSlot, c.RackOpenCountSlot, c.Shelf,
-		c.ShelfBookCountSlot, c.ShelfOpenCountSlot, c.SkipPost, c.SkipPostLikesSlot,
-		c.Story, c.StoryClapsDelta, c.Tag, c.TagHitsSlot, c.TagUsesSlot,
+		c.PostViewsSlot, c.Product, c.ProductStockSlot, c.Rack, c.RackItemCountSlot,
+		c.RackOpenCountSlot, c.Shelf, c.ShelfBookCountSlot, c.ShelfOpenCountSlot,
+		c.SkipPost, c.SkipPostLikesSlot, c.Story, c.StoryClapsDelta, c.Tag,
+		c.TagHitsSlot, c.TagUsesSlot,
 	} {
 		n.Use(hooks...)
 	}
@@ -347,9 +360,10 @@ func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
 		c.Author, c.AuthorFollowersSlot, c.Book, c.Clip, c.ClipLikesSlot, c.Comment,
 		c.CommentUpvoteSlot, c.Item, c.NaivePost, c.Post, c.PostLikesSlot,
-		c.PostViewsSlot, c.Rack, c.RackItemCountSlot, c.RackOpenCountSlot, c.Shelf,
-		c.ShelfBookCountSlot, c.ShelfOpenCountSlot, c.SkipPost, c.SkipPostLikesSlot,
-		c.Story, c.StoryClapsDelta, c.Tag, c.TagHitsSlot, c.TagUsesSlot,
+		c.PostViewsSlot, c.Product, c.ProductStockSlot, c.Rack, c.RackItemCountSlot,
+		c.RackOpenCountSlot, c.Shelf, c.ShelfBookCountSlot, c.ShelfOpenCountSlot,
+		c.SkipPost, c.SkipPostLikesSlot, c.Story, c.StoryClapsDelta, c.Tag,
+		c.TagHitsSlot, c.TagUsesSlot,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -382,6 +396,10 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.PostLikesSlot.mutate(ctx, m)
 	case *PostViewsSlotMutation:
 		return c.PostViewsSlot.mutate(ctx, m)
+	case *ProductMutation:
+		return c.Product.mutate(ctx, m)
+	case *ProductStockSlotMutation:
+		return c.ProductStockSlot.mutate(ctx, m)
 	case *RackMutation:
 		return c.Rack.mutate(ctx, m)
 	case *RackItemCountSlotMutation:
@@ -2186,6 +2204,289 @@ func (c *PostViewsSlotClient) mutate(ctx context.Context, m *PostViewsSlotMutati
 		return (&PostViewsSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown PostViewsSlot mutation op: %q", m.Op())
+	}
+}
+
+// ProductClient is a client for the Product schema.
+type ProductClient struct {
+	config
+}
+
+// NewProductClient returns a client for the Product from the given config.
+func NewProductClient(c config) *ProductClient {
+	return &ProductClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `product.Hooks(f(g(h())))`.
+func (c *ProductClient) Use(hooks ...Hook) {
+	c.hooks.Product = append(c.hooks.Product, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `product.Intercept(f(g(h())))`.
+func (c *ProductClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Product = append(c.inters.Product, interceptors...)
+}
+
+// Create returns a builder for creating a Product entity.
+func (c *ProductClient) Create() *ProductCreate {
+	mutation := newProductMutation(c.config, OpCreate)
+	return &ProductCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Product entities.
+func (c *ProductClient) CreateBulk(builders ...*ProductCreate) *ProductCreateBulk {
+	return &ProductCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *ProductClient) MapCreateBulk(slice any, setFunc func(*ProductCreate, int)) *ProductCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &ProductCreateBulk{err: fmt.Errorf("calling to ProductClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*ProductCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &ProductCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Product.
+func (c *ProductClient) Update() *ProductUpdate {
+	mutation := newProductMutation(c.config, OpUpdate)
+	return &ProductUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *ProductClient) UpdateOne(_m *Product) *ProductUpdateOne {
+	mutation := newProductMutation(c.config, OpUpdateOne, withProduct(_m))
+	return &ProductUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *ProductClient) UpdateOneID(id int) *ProductUpdateOne {
+	mutation := newProductMutation(c.config, OpUpdateOne, withProductID(id))
+	return &ProductUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Product.
+func (c *ProductClient) Delete() *ProductDelete {
+	mutation := newProductMutation(c.config, OpDelete)
+	return &ProductDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *ProductClient) DeleteOne(_m *Product) *ProductDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *ProductClient) DeleteOneID(id int) *ProductDeleteOne {
+	builder := c.Delete().Where(product.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &ProductDeleteOne{builder}
+}
+
+// Query returns a query builder for Product.
+func (c *ProductClient) Query() *ProductQuery {
+	return &ProductQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeProduct},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Product entity by its id.
+func (c *ProductClient) Get(ctx context.Context, id int) (*Product, error) {
+	return c.Query().Where(product.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *ProductClient) GetX(ctx context.Context, id int) *Product {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *ProductClient) Hooks() []Hook {
+	hooks := c.hooks.Product
+	return append(hooks[:len(hooks):len(hooks)], product.Hooks[:]...)
+}
+
+// Interceptors returns the client interceptors.
+func (c *ProductClient) Interceptors() []Interceptor {
+	return c.inters.Product
+}
+
+func (c *ProductClient) mutate(ctx context.Context, m *ProductMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&ProductCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&ProductUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&ProductUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&ProductDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Product mutation op: %q", m.Op())
+	}
+}
+
+// ProductStockSlotClient is a client for the ProductStockSlot schema.
+type ProductStockSlotClient struct {
+	config
+}
+
+// NewProductStockSlotClient returns a client for the ProductStockSlot from the given config.
+func NewProductStockSlotClient(c config) *ProductStockSlotClient {
+	return &ProductStockSlotClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `productstockslot.Hooks(f(g(h())))`.
+func (c *ProductStockSlotClient) Use(hooks ...Hook) {
+	c.hooks.ProductStockSlot = append(c.hooks.ProductStockSlot, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `productstockslot.Intercept(f(g(h())))`.
+func (c *ProductStockSlotClient) Intercept(interceptors ...Interceptor) {
+	c.inters.ProductStockSlot = append(c.inters.ProductStockSlot, interceptors...)
+}
+
+// Create returns a builder for creating a ProductStockSlot entity.
+func (c *ProductStockSlotClient) Create() *ProductStockSlotCreate {
+	mutation := newProductStockSlotMutation(c.config, OpCreate)
+	return &ProductStockSlotCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of ProductStockSlot entities.
+func (c *ProductStockSlotClient) CreateBulk(builders ...*ProductStockSlotCreate) *ProductStockSlotCreateBulk {
+	return &ProductStockSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *ProductStockSlotClient) MapCreateBulk(slice any, setFunc func(*ProductStockSlotCreate, int)) *ProductStockSlotCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &ProductStockSlotCreateBulk{err: fmt.Errorf("calling to ProductStockSlotClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*ProductStockSlotCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &ProductStockSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for ProductStockSlot.
+func (c *ProductStockSlotClient) Update() *ProductStockSlotUpdate {
+	mutation := newProductStockSlotMutation(c.config, OpUpdate)
+	return &ProductStockSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *ProductStockSlotClient) UpdateOne(_m *ProductStockSlot) *ProductStockSlotUpdateOne {
+	mutation := newProductStockSlotMutation(c.config, OpUpdateOne, withProductStockSlot(_m))
+	return &ProductStockSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *ProductStockSlotClient) UpdateOneID(id int) *ProductStockSlotUpdateOne {
+	mutation := newProductStockSlotMutation(c.config, OpUpdateOne, withProductStockSlotID(id))
+	return &ProductStockSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for ProductStockSlot.
+func (c *ProductStockSlotClient) Delete() *ProductStockSlotDelete {
+	mutation := newProductStockSlotMutation(c.config, OpDelete)
+	return &ProductStockSlotDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *ProductStockSlotClient) DeleteOne(_m *ProductStockSlot) *ProductStockSlotDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *ProductStockSlotClient) DeleteOneID(id int) *ProductStockSlotDeleteOne {
+	builder := c.Delete().Where(productstockslot.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &ProductStockSlotDeleteOne{builder}
+}
+
+// Query returns a query builder for ProductStockSlot.
+func (c *ProductStockSlotClient) Query() *ProductStockSlotQuery {
+	return &ProductStockSlotQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeProductStockSlot},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a ProductStockSlot entity by its id.
+func (c *ProductStockSlotClient) Get(ctx context.Context, id int) (*ProductStockSlot, error) {
+	return c.Query().Where(productstockslot.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *ProductStockSlotClient) GetX(ctx context.Context, id int) *ProductStockSlot {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryProduct queries the product edge of a ProductStockSlot.
+func (c *ProductStockSlotClient) QueryProduct(_m *ProductStockSlot) *ProductQuery {
+	query := (&ProductClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(productstockslot.Table, productstockslot.FieldID, id),
+			sqlgraph.To(product.Table, product.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, productstockslot.ProductTable, productstockslot.ProductColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *ProductStockSlotClient) Hooks() []Hook {
+	return c.hooks.ProductStockSlot
+}
+
+// Interceptors returns the client interceptors.
+func (c *ProductStockSlotClient) Interceptors() []Interceptor {
+	return c.inters.ProductStockSlot
+}
+
+func (c *ProductStockSlotClient) mutate(ctx context.Context, m *ProductStockSlotMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&ProductStockSlotCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&ProductStockSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&ProductStockSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&ProductStockSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown ProductStockSlot mutation op: %q", m.Op())
 	}
 }
 
@@ -4087,17 +4388,17 @@ func (c *TagUsesSlotClient) mutate(ctx context.Context, m *TagUsesSlotMutation) 
 type (
 	hooks struct {
 		Author, AuthorFollowersSlot, Book, Clip, ClipLikesSlot, Comment,
-		CommentUpvoteSlot, Item, NaivePost, Post, PostLikesSlot, PostViewsSlot, Rack,
-		RackItemCountSlot, RackOpenCountSlot, Shelf, ShelfBookCountSlot,
-		ShelfOpenCountSlot, SkipPost, SkipPostLikesSlot, Story, StoryClapsDelta, Tag,
-		TagHitsSlot, TagUsesSlot []ent.Hook
+		CommentUpvoteSlot, Item, NaivePost, Post, PostLikesSlot, PostViewsSlot,
+		Product, ProductStockSlot, Rack, RackItemCountSlot, RackOpenCountSlot, Shelf,
+		ShelfBookCountSlot, ShelfOpenCountSlot, SkipPost, SkipPostLikesSlot, Story,
+		StoryClapsDelta, Tag, TagHitsSlot, TagUsesSlot []ent.Hook
 	}
 	inters struct {
 		Author, AuthorFollowersSlot, Book, Clip, ClipLikesSlot, Comment,
-		CommentUpvoteSlot, Item, NaivePost, Post, PostLikesSlot, PostViewsSlot, Rack,
-		RackItemCountSlot, RackOpenCountSlot, Shelf, ShelfBookCountSlot,
-		ShelfOpenCountSlot, SkipPost, SkipPostLikesSlot, Story, StoryClapsDelta, Tag,
-		TagHitsSlot, TagUsesSlot []ent.Interceptor
+		CommentUpvoteSlot, Item, NaivePost, Post, PostLikesSlot, PostViewsSlot,
+		Product, ProductStockSlot, Rack, RackItemCountSlot, RackOpenCountSlot, Shelf,
+		ShelfBookCountSlot, ShelfOpenCountSlot, SkipPost, SkipPostLikesSlot, Story,
+		StoryClapsDelta, Tag, TagHitsSlot, TagUsesSlot []ent.Interceptor
 	}
 )
 
@@ -4114,6 +4415,7 @@ var hotCounterDefs = []generated.Def{
 	{Type: "Comment", Field: "upvote", StructField: "Upvote", Table: "comments", Key: "id", SlotTable: "comment_upvote_slots", Owner: "comment_id", Slots: 8, Rollup: false, Append: false, Precreate: 0, SkipLocked: false},
 	{Type: "Post", Field: "likes", StructField: "Likes", Table: "posts", Key: "id", SlotTable: "post_likes_slots", Owner: "post_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false},
 	{Type: "Post", Field: "views", StructField: "Views", Table: "posts", Key: "id", SlotTable: "post_views_slots", Owner: "post_id", Slots: 64, Rollup: true, Append: false, Precreate: 0, SkipLocked: false},
+	{Type: "Product", Field: "stock", StructField: "Stock", Table: "products", Key: "id", SlotTable: "product_stock_slots", Owner: "product_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Guarded: true},
 	{Type: "Rack", Field: "item_count", StructField: "ItemCount", Table: "racks", Key: "id", SlotTable: "rack_item_count_slots", Owner: "rack_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "items", Type: "Item", Hooks: true, Table: "items", Key: "id", Ref: "rack_id", Columns: []string{"id", "status", "rack_id"}, Where: ""}},
 	{Type: "Rack", Field: "open_count", StructField: "OpenCount", Table: "racks", Key: "id", SlotTable: "rack_open_count_slots", Owner: "rack_id", Slots: 4, Rollup: true, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "items", Type: "Item", Hooks: true, Table: "items", Key: "id", Ref: "rack_id", Columns: []string{"id", "status", "rack_id"}, Where: "status = 'open'"}},
 	{Type: "Shelf", Field: "book_count", StructField: "BookCount", Table: "shelves", Key: "id", SlotTable: "shelf_book_count_slots", Owner: "shelf_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "books", Type: "Book", Hooks: false, Table: "books", Key: "id", Ref: "shelf_id", Columns: []string{"id", "status", "shelf_id"}, Where: ""}},

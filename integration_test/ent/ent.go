@@ -24,6 +24,8 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postviewsslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/product"
+	"github.com/hotcounter/hotcounter/integration_test/ent/productstockslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/rack"
 	"github.com/hotcounter/hotcounter/integration_test/ent/rackitemcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/rackopencountslot"
@@ -109,6 +111,8 @@ func checkColumn(t, c string) error {
 			post.Table:                post.ValidColumn,
 			postlikesslot.Table:       postlikesslot.ValidColumn,
 			postviewsslot.Table:       postviewsslot.ValidColumn,
+			product.Table:             product.ValidColumn,
+			productstockslot.Table:    productstockslot.ValidColumn,
 			rack.Table:                rack.ValidColumn,
 			rackitemcountslot.Table:   rackitemcountslot.ValidColumn,
 			rackopencountslot.Table:   rackopencountslot.ValidColumn,

@@ -10,6 +10,7 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/comment"
 	"github.com/hotcounter/hotcounter/integration_test/ent/item"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
+	"github.com/hotcounter/hotcounter/integration_test/ent/product"
 	"github.com/hotcounter/hotcounter/integration_test/ent/rack"
 	"github.com/hotcounter/hotcounter/integration_test/ent/shelf"
 	"github.com/hotcounter/hotcounter/integration_test/ent/skippost"
@@ -198,6 +199,51 @@ func (m *PostMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
 // HotCounterBulkUpsert reports whether the mutation is one row of a bulk
 // create with ON CONFLICT.
 func (m *PostMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
+
+// HotCounterKeys returns the keys of the Product rows the mutation
+// writes: for UpdateOne its id, if the row matches the mutation's
+// predicates; for Update the ids of the rows that match. Called by
+// entcounter's hooks.
+func (m *ProductMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
+	var (
+		ids []int
+		err error
+	)
+	if id, ok := m.ID(); ok && m.Op().Is(OpUpdateOne) {
+		if len(m.predicates) == 0 {
+			return []any{id}, nil
+		}
+		ids, err = m.Client().Product.Query().Where(product.ID(id)).Where(m.predicates...).IDs(ctx)
+	} else {
+		ids, err = m.IDs(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]any, len(ids))
+	for i, id := range ids {
+		keys[i] = id
+	}
+	return keys, nil
+}
+
+// HotCounterID returns the id of the Product the mutation created or
+// updates, if known.
+func (m *ProductMutation) HotCounterID() (any, bool) {
+	id, ok := m.ID()
+	return id, ok
+}
+
+// HotCounterNotFound is the error of an UpdateOne whose Product is
+// missing or does not match the predicates.
+func (m *ProductMutation) HotCounterNotFound() error { return &NotFoundError{product.Label} }
+
+// HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
+func (m *ProductMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterBulkUpsert reports whether the mutation is one row of a bulk
+// create with ON CONFLICT.
+func (m *ProductMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
 
 // HotCounterKeys returns the keys of the Rack rows the mutation
 // writes: for UpdateOne its id, if the row matches the mutation's

@@ -36,6 +36,10 @@ type Tx struct {
 	PostLikesSlot *PostLikesSlotClient
 	// PostViewsSlot is the client for interacting with the PostViewsSlot builders.
 	PostViewsSlot *PostViewsSlotClient
+	// Product is the client for interacting with the Product builders.
+	Product *ProductClient
+	// ProductStockSlot is the client for interacting with the ProductStockSlot builders.
+	ProductStockSlot *ProductStockSlotClient
 	// Rack is the client for interacting with the Rack builders.
 	Rack *RackClient
 	// RackItemCountSlot is the client for interacting with the RackItemCountSlot builders.
@@ -205,6 +209,8 @@ func (tx *Tx) init() {
 	tx.Post = NewPostClient(tx.config)
 	tx.PostLikesSlot = NewPostLikesSlotClient(tx.config)
 	tx.PostViewsSlot = NewPostViewsSlotClient(tx.config)
+	tx.Product = NewProductClient(tx.config)
+	tx.ProductStockSlot = NewProductStockSlotClient(tx.config)
 	tx.Rack = NewRackClient(tx.config)
 	tx.RackItemCountSlot = NewRackItemCountSlotClient(tx.config)
 	tx.RackOpenCountSlot = NewRackOpenCountSlotClient(tx.config)

@@ -48,21 +48,14 @@ func Take(ctx context.Context, s Session, d countersql.Dialect, t countersql.Tab
 	// row an UPDATE read but did not change; PostgreSQL's UPDATE keeps the
 	// lock it took to recheck a row that changed), and tries over some rows
 	// followed by takeAcross over all would lock them out of order and
-	// deadlock. So one try that never waits and keeps no stray lock:
-	// PostgreSQL's SKIP LOCKED take; on MySQL/MariaDB a SKIP LOCKED read in
-	// a savepoint rolled back when it finds nothing (that releases the rows
-	// it read); SQLite has one writer at a time.
+	// deadlock. So one try that never waits and keeps no stray lock: a SKIP
+	// LOCKED take in a savepoint rolled back when it finds nothing (see
+	// tryInSavepoint); SQLite has one writer at a time.
 	var ok bool
 	var err error
-	switch {
-	case d.MySQL():
-		ok, err = takeLockedMySQL(ctx, s, d, t, key, amount)
-	case d.SkipLocked():
-		// PostgreSQL locks only the row it takes from, never waiting.
-		var got []any
-		got, err = QueryKeys(ctx, s, func(w countersql.Writer) { d.TakeFromFreeSlot(w, t, key, amount) })
-		ok = len(got) == 1
-	default:
+	if d.SkipLocked() || d.MySQL() {
+		ok, err = tryInSavepoint(ctx, s, d, t, key, amount)
+	} else {
 		ok, err = takeOne(ctx, s, d, t, slots, key, amount, true)
 	}
 	if err != nil || ok {
@@ -117,19 +110,39 @@ func takeOne(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Tab
 	return false, nil
 }
 
-// takeLockedMySQL locks a slot row of the parent that holds enough and no
-// other transaction holds, and takes from it, inside a savepoint: a read
-// that found none is rolled back, releasing the rows it locked on its way.
-func takeLockedMySQL(ctx context.Context, c Session, d countersql.Dialect, t countersql.Table, key any, amount int64) (bool, error) {
+// tryInSavepoint makes the one try of a take inside the caller's
+// transaction: it takes from a slot row holding enough that no other
+// transaction holds, never waiting, inside a savepoint rolled back when it
+// finds none, which releases every row the try locked on its way: MySQL's
+// REPEATABLE READ keeps the lock of a row a read found too low, and
+// PostgreSQL keeps the lock of a row that FOR UPDATE locked and then found
+// changed and no longer matching (a test of 16 buyers taking in ent
+// transactions deadlocked on such a stray lock once takeAcross waited).
+func tryInSavepoint(ctx context.Context, c Session, d countersql.Dialect, t countersql.Table, key any, amount int64) (bool, error) {
 	const sp = "hc_take_try"
 	if err := savepoint(ctx, c, countersql.Savepoint, sp); err != nil {
 		return false, err
 	}
-	got, err := QueryKeys(ctx, c, func(w countersql.Writer) { d.LockSlotHolding(w, t, key, amount) })
-	if err == nil && len(got) == 0 {
+	ok, err := tryFreeSlot(ctx, c, d, t, key, amount)
+	switch {
+	case err != nil:
+		return false, err
+	case !ok:
 		return false, errors.Join(savepoint(ctx, c, countersql.RollbackTo, sp), savepoint(ctx, c, countersql.Release, sp))
 	}
-	if err != nil {
+	return true, savepoint(ctx, c, countersql.Release, sp)
+}
+
+// tryFreeSlot takes amount from a slot row of the parent that holds enough
+// and that no other transaction holds: PostgreSQL in one statement; MySQL
+// and MariaDB lock the row first (SKIP LOCKED), then take from it.
+func tryFreeSlot(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table, key any, amount int64) (bool, error) {
+	if !d.MySQL() {
+		got, err := QueryKeys(ctx, c, func(w countersql.Writer) { d.TakeFromFreeSlot(w, t, key, amount) })
+		return len(got) == 1, err
+	}
+	got, err := QueryKeys(ctx, c, func(w countersql.Writer) { d.LockSlotHolding(w, t, key, amount) })
+	if err != nil || len(got) == 0 {
 		return false, err
 	}
 	slot, ok := asInt(got[0])
@@ -137,10 +150,7 @@ func takeLockedMySQL(ctx context.Context, c Session, d countersql.Dialect, t cou
 		return false, fmt.Errorf("slot %v is not a number", got[0])
 	}
 	n, err := c.Exec(ctx, func(w countersql.Writer) { d.TakeFromSlot(w, t, key, int(slot), amount) })
-	if err != nil {
-		return false, err
-	}
-	return n == 1, savepoint(ctx, c, countersql.Release, sp)
+	return n == 1, err
 }
 
 // takeAcross locks every slot row of the parent and takes amount from the

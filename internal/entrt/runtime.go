@@ -45,6 +45,7 @@ type Def struct {
 	Precreate   int  // 0: the database's default, 1: on, 2: off
 	SkipLocked  bool
 	KeepColumn  bool // declared over an existing column, kept in the schema (AdoptColumn)
+	Guarded     bool // never below zero: goes down only through Take (Guarded)
 	// Count is set for a count of child rows ([Counts]).
 	Count *CountDef
 }

@@ -17,6 +17,15 @@ var (
 	// ErrNotCounter is wrapped by the error for an increment of a field
 	// that is not declared as a counter.
 	ErrNotCounter = errors.New("field is not a counter")
+
+	// ErrNegativeGuarded is wrapped by the error for a decrease of a
+	// guarded counter other than a take (a negative increment, an
+	// assignment below zero): it could take the stock below zero.
+	ErrNegativeGuarded = errors.New("a guarded counter goes down only through Take")
+
+	// ErrNotGuarded is wrapped by a take's error on a counter not declared
+	// guarded.
+	ErrNotGuarded = errors.New("not a guarded counter")
 )
 
 // DefaultBatchSize is how many parents one transaction of a pass (rollup,

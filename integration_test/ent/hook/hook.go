@@ -153,6 +153,30 @@ func (f PostViewsSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Valu
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.PostViewsSlotMutation", m)
 }
 
+// The ProductFunc type is an adapter to allow the use of ordinary
+// function as Product mutator.
+type ProductFunc func(context.Context, *ent.ProductMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f ProductFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.ProductMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.ProductMutation", m)
+}
+
+// The ProductStockSlotFunc type is an adapter to allow the use of ordinary
+// function as ProductStockSlot mutator.
+type ProductStockSlotFunc func(context.Context, *ent.ProductStockSlotMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f ProductStockSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.ProductStockSlotMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.ProductStockSlotMutation", m)
+}
+
 // The RackFunc type is an adapter to allow the use of ordinary
 // function as Rack mutator.
 type RackFunc func(context.Context, *ent.RackMutation) (ent.Value, error)

@@ -278,6 +278,45 @@ var (
 			},
 		},
 	}
+	// ProductsColumns holds the columns for the "products" table.
+	ProductsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "name", Type: field.TypeString, Default: ""},
+	}
+	// ProductsTable holds the schema information for the "products" table.
+	ProductsTable = &schema.Table{
+		Name:       "products",
+		Columns:    ProductsColumns,
+		PrimaryKey: []*schema.Column{ProductsColumns[0]},
+	}
+	// ProductStockSlotsColumns holds the columns for the "product_stock_slots" table.
+	ProductStockSlotsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "slot", Type: field.TypeInt16},
+		{Name: "n", Type: field.TypeInt64, Default: 0},
+		{Name: "product_id", Type: field.TypeInt},
+	}
+	// ProductStockSlotsTable holds the schema information for the "product_stock_slots" table.
+	ProductStockSlotsTable = &schema.Table{
+		Name:       "product_stock_slots",
+		Columns:    ProductStockSlotsColumns,
+		PrimaryKey: []*schema.Column{ProductStockSlotsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "product_stock_slots_products_product",
+				Columns:    []*schema.Column{ProductStockSlotsColumns[3]},
+				RefColumns: []*schema.Column{ProductsColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "productstockslot_product_id_slot",
+				Unique:  true,
+				Columns: []*schema.Column{ProductStockSlotsColumns[3], ProductStockSlotsColumns[1]},
+			},
+		},
+	}
 	// RacksColumns holds the columns for the "racks" table.
 	RacksColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt, Increment: true},
@@ -573,6 +612,8 @@ var (
 		PostsTable,
 		PostLikesSlotsTable,
 		PostViewsSlotsTable,
+		ProductsTable,
+		ProductStockSlotsTable,
 		RacksTable,
 		RackItemCountSlotsTable,
 		RackOpenCountSlotsTable,
@@ -613,6 +654,10 @@ func init() {
 	PostViewsSlotsTable.ForeignKeys[0].RefTable = PostsTable
 	PostViewsSlotsTable.Annotation = &entsql.Annotation{
 		Table: "post_views_slots",
+	}
+	ProductStockSlotsTable.ForeignKeys[0].RefTable = ProductsTable
+	ProductStockSlotsTable.Annotation = &entsql.Annotation{
+		Table: "product_stock_slots",
 	}
 	RackItemCountSlotsTable.ForeignKeys[0].RefTable = RacksTable
 	RackItemCountSlotsTable.Annotation = &entsql.Annotation{

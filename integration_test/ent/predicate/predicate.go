@@ -42,6 +42,12 @@ type PostLikesSlot func(*sql.Selector)
 // PostViewsSlot is the predicate function for postviewsslot builders.
 type PostViewsSlot func(*sql.Selector)
 
+// Product is the predicate function for product builders.
+type Product func(*sql.Selector)
+
+// ProductStockSlot is the predicate function for productstockslot builders.
+type ProductStockSlot func(*sql.Selector)
+
 // Rack is the predicate function for rack builders.
 type Rack func(*sql.Selector)
 

@@ -15,6 +15,8 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postviewsslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/product"
+	"github.com/hotcounter/hotcounter/integration_test/ent/productstockslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/rack"
 	"github.com/hotcounter/hotcounter/integration_test/ent/rackitemcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/rackopencountslot"
@@ -169,6 +171,30 @@ func init() {
 	postviewsslotDescN := postviewsslotMixinFields0[2].Descriptor()
 	// postviewsslot.DefaultN holds the default value on creation for the n field.
 	postviewsslot.DefaultN = postviewsslotDescN.Default.(int64)
+	productMixin := schema.Product{}.Mixin()
+	productMixinHooks0 := productMixin[0].Hooks()
+	product.Hooks[0] = productMixinHooks0[0]
+	productMixinFields0 := productMixin[0].Fields()
+	_ = productMixinFields0
+	productFields := schema.Product{}.Fields()
+	_ = productFields
+	// productDescStock is the schema descriptor for stock field.
+	productDescStock := productMixinFields0[0].Descriptor()
+	// product.DefaultStock holds the default value on creation for the stock field.
+	product.DefaultStock = productDescStock.Default.(int64)
+	// productDescName is the schema descriptor for name field.
+	productDescName := productFields[0].Descriptor()
+	// product.DefaultName holds the default value on creation for the name field.
+	product.DefaultName = productDescName.Default.(string)
+	productstockslotMixin := schema.ProductStockSlot{}.Mixin()
+	productstockslotMixinFields0 := productstockslotMixin[0].Fields()
+	_ = productstockslotMixinFields0
+	productstockslotFields := schema.ProductStockSlot{}.Fields()
+	_ = productstockslotFields
+	// productstockslotDescN is the schema descriptor for n field.
+	productstockslotDescN := productstockslotMixinFields0[2].Descriptor()
+	// productstockslot.DefaultN holds the default value on creation for the n field.
+	productstockslot.DefaultN = productstockslotDescN.Default.(int64)
 	rackMixin := schema.Rack{}.Mixin()
 	rackMixinHooks0 := rackMixin[0].Hooks()
 	rackMixinHooks1 := rackMixin[1].Hooks()

@@ -1,0 +1,70 @@
+package entcounter
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/hotcounter/hotcounter/internal/engine"
+	"github.com/hotcounter/hotcounter/internal/entrt"
+	"github.com/hotcounter/hotcounter/internal/spec"
+)
+
+var (
+	// ErrInsufficient is wrapped by Take's error when less than the amount
+	// is left: the take took nothing. It is gormcounter.ErrInsufficient.
+	ErrInsufficient = engine.ErrInsufficient
+	// ErrNegativeGuarded is wrapped by the error for a decrease of a
+	// guarded counter other than Take (an Add of a negative amount, a Set
+	// below zero): it could take the stock below zero. It is
+	// gormcounter.ErrNegativeGuarded.
+	ErrNegativeGuarded = spec.ErrNegativeGuarded
+	// ErrNotGuarded is wrapped by Take's error on a counter not declared
+	// [Guarded]. It is gormcounter.ErrNotGuarded.
+	ErrNotGuarded = spec.ErrNotGuarded
+)
+
+// Take subtracts amount (> 0) from the guarded counter field of schema typ
+// (its type name, Product, or its table) of the row with the given id, in
+// full, or not at all: when less than amount is left, the error wraps
+// [ErrInsufficient] and nothing changed. It never takes the counter below
+// zero, and refuses only when the total really is short at that moment:
+// if no single slot row holds enough, it locks every row of the item and
+// takes from several, fullest first.
+//
+//	err := entcounter.Take(ctx, client, product.Table, product.FieldStock, id, 2)
+//	if errors.Is(err, entcounter.ErrInsufficient) { ... sold out ... }
+//
+// Given a transaction (*ent.Tx) it takes in it (a rollback returns the
+// stock); given the client, in a transaction of its own where it needs
+// one. Restock with AddStock(n) (UpdateOneID), which spreads n over the
+// slots. An id with no row is refused as insufficient: it holds nothing.
+func Take(ctx context.Context, src Source, typ, field string, id any, amount int64) error {
+	r := src.HotCounter()
+	d, ok := findDef(r, typ, field)
+	if !ok {
+		return fmt.Errorf("entcounter: Take %s.%s: %w", typ, field, ErrNotCounter)
+	}
+	if !d.Guarded {
+		return fmt.Errorf("entcounter: Take %s: %w: declare it with entcounter.Guarded()", d.Name(), ErrNotGuarded)
+	}
+	dl, err := r.Dialect()
+	if err != nil {
+		return err
+	}
+	if err := engine.Take(ctx, entrt.NewSession(r), dl, d.Tables(), d.Slots, id, amount); err != nil {
+		return fmt.Errorf("entcounter: take %d from %s: %w", amount, d.Name(), err)
+	}
+	return nil
+}
+
+// findDef finds the counter field of schema typ: its type name (Post),
+// label (post) or table (posts).
+func findDef(r Runtime, typ, field string) (Def, bool) {
+	for _, d := range r.Defs {
+		if (d.Type == typ || d.Table == typ || snake(d.Type) == typ || strings.EqualFold(d.Type, typ)) && d.Field == field {
+			return d, true
+		}
+	}
+	return Def{}, false
+}
