@@ -113,3 +113,40 @@ func checkLab(t *testing.T, res *lab.Result, perStrategy func(lab.StrategyResult
 		}
 	}
 }
+
+// TestFlashSaleLab runs a short flash sale (2 s per strategy at 500
+// buyers/s, stock for half of it plus a restock) on PostgreSQL and MariaDB
+// and checks what must hold whatever the machine's speed (the naive row
+// may not sell out on a loaded machine): no buyer is refused while stock
+// remained, no row goes below zero, and what left the stock is what was
+// sold, up to the takes whose outcome a timeout hid.
+func TestFlashSaleLab(t *testing.T) {
+	parallel(t)
+	for _, k := range []dbKind{pg, my} {
+		t.Run(string(k), func(t *testing.T) {
+			parallel(t)
+			reserve(t, k, 24) // the pool of 20, the observer's connections
+			dsn, driver := testdb.Durable(testdb.Postgres(t)), "postgres"
+			if k == my {
+				dsn, driver = testdb.MySQL(t), "mysql"
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			res, err := lab.FlashSale(ctx, lab.FlashSaleConfig{Config: lab.Config{
+				Driver: driver, DSN: dsn, Rate: 500, Duration: 2 * time.Second, Pool: 20, Timeout: 5 * time.Second}})
+			require.NoError(t, err)
+			require.Len(t, res.Strategies, len(lab.SaleStrategies()))
+			for _, s := range res.Strategies {
+				t.Logf("%-7s sold %d/s p99 %.1f ms; sold %d refused %d (while stock remained %d) timed out %d; restocked %v, taken %d left %d lowest row %d",
+					s.Name, int(s.SoldPerS), s.Takes.P99, s.Sold, s.Refused, s.FalseRefusals, s.TimedOut, s.Restocked, s.Taken, s.Left, s.LowestRow)
+				assert.Zero(t, s.FalseRefusals, "%s: refused while stock remained", s.Name)
+				assert.GreaterOrEqual(t, s.LowestRow, int64(0), "%s: a row below zero", s.Name)
+				assert.Positive(t, s.Sold, "%s: sales", s.Name)
+				assert.LessOrEqual(t, int64(s.Sold), s.Taken, "%s: acknowledged sales not taken from the stock", s.Name)
+				assert.LessOrEqual(t, s.Taken, int64(s.Sold+s.TimedOut), "%s: taken more than sold", s.Name)
+				assert.Zero(t, s.Deadlocked, "%s: deadlocks", s.Name)
+				assert.Zero(t, s.Failed, "%s: failed: %v", s.Name, s.Errors)
+			}
+		})
+	}
+}

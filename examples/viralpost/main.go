@@ -8,6 +8,15 @@
 //	go run ./examples/viralpost                       # local PostgreSQL, database test
 //	go run ./examples/viralpost -dsn 'postgres://...' -rate 3000 -duration 30s
 //	go run ./examples/viralpost -driver mysql         # local MariaDB, database test
+//	go run ./examples/viralpost -scenario flashsale   # the flash sale instead
+//
+// The flash sale (-scenario flashsale) sells one product's stock at -rate
+// buyers per second, each taking 1, with a restock after a third is sold;
+// it sells out part-way, and the buyers after that are refused. It runs the
+// single guarded row (UPDATE ... SET stock = stock - 1 WHERE ... AND stock
+// >= 1) against gormcounter.Take on 16 and 64 slots, and reports sales per
+// second, latency, sold, refused, and refusals while stock remained (which
+// must be 0).
 //
 // It needs PostgreSQL or MySQL/MariaDB. On PostgreSQL, as a superuser, it
 // counts lock waits from the server's own log (log_lock_waits with
@@ -32,18 +41,21 @@ import (
 
 func main() {
 	var cfg lab.Config
-	var strategies, jsonPath, pngPath string
+	var strategies, jsonPath, pngPath, scenario string
+	var stock int64
 	var quiet bool
+	flag.StringVar(&scenario, "scenario", "viralpost", `"viralpost" (likes of one post) or "flashsale" (one product's stock)`)
+	flag.Int64Var(&stock, "stock", 0, "flashsale: the stock at the start (default: what -rate buys in half of -duration)")
 	flag.StringVar(&cfg.Driver, "driver", "postgres", `"postgres", or "mysql" for MySQL/MariaDB`)
 	flag.StringVar(&cfg.DSN, "dsn", "", `DSN (default "host=127.0.0.1 port=5432 user=postgres dbname=test sslmode=disable", or "root@tcp(127.0.0.1:3306)/test" with -driver mysql)`)
 	flag.Float64Var(&cfg.Rate, "rate", 2000, "likes per second offered (open loop: arrivals do not wait for answers)")
-	flag.DurationVar(&cfg.Duration, "duration", 20*time.Second, "load per strategy")
+	flag.DurationVar(&cfg.Duration, "duration", 20*time.Second, "load per strategy (flashsale: 10s unless set)")
 	flag.IntVar(&cfg.Pool, "pool", 20, "the application's connection pool size")
 	flag.DurationVar(&cfg.Timeout, "timeout", 2*time.Second, "a request's deadline from its arrival")
 	flag.DurationVar(&cfg.Threshold, "threshold", 100*time.Millisecond, "lock waits at least this long are counted")
 	flag.Float64Var(&cfg.Unrelated, "unrelated", 50, "reads per second of an unrelated endpoint through the same pool")
 	flag.StringVar(&cfg.Redis, "redis", "127.0.0.1:6379", "Redis for the redis strategy (skipped when unreachable)")
-	flag.StringVar(&strategies, "strategies", "", "comma-separated strategies to run (default all: "+names()+")")
+	flag.StringVar(&strategies, "strategies", "", "comma-separated strategies to run (default all: "+names()+"; flashsale: "+saleNames()+")")
 	flag.StringVar(&cfg.ServerLog, "pglog", "auto", `server log to count logged lock waits in: "auto", "off" or a path on the server`)
 	flag.BoolVar(&cfg.Reads, "reads", true, "also measure loads of 1 and 100 posts")
 	flag.StringVar(&jsonPath, "json", "viralpost.json", "JSON result file (empty: none)")
@@ -68,6 +80,14 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	switch scenario {
+	case "viralpost":
+	case "flashsale":
+		os.Exit(flashSale(ctx, cfg, stock, jsonPath, prog))
+	default:
+		fmt.Fprintf(os.Stderr, "viralpost: unknown scenario %q (viralpost, flashsale)\n", scenario)
+		os.Exit(2)
+	}
 	res, err := lab.Run(ctx, cfg)
 	prog.done()
 	if err != nil {
@@ -95,6 +115,55 @@ func main() {
 			os.Exit(1)
 		}
 	}
+}
+
+// flashSale runs the flash sale and returns the exit code: 1 on an error,
+// an item below zero, or a refusal while stock remained.
+func flashSale(ctx context.Context, cfg lab.Config, stock int64, jsonPath string, prog *progress) int {
+	if !flagSet("duration") {
+		cfg.Duration = 0 // the flash sale's default
+	}
+	if !flagSet("json") {
+		jsonPath = "flashsale.json"
+	}
+	res, err := lab.FlashSale(ctx, lab.FlashSaleConfig{Config: cfg, Stock: stock})
+	prog.done()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "viralpost:", err)
+		return 1
+	}
+	res.WriteTable(os.Stdout)
+	if jsonPath != "" {
+		if err := res.WriteJSON(jsonPath); err != nil {
+			fmt.Fprintln(os.Stderr, "viralpost:", err)
+			return 1
+		}
+		fmt.Println("\nwrote", jsonPath)
+	}
+	code := 0
+	for _, s := range res.Strategies {
+		if s.FalseRefusals != 0 || s.LowestRow < 0 {
+			fmt.Fprintf(os.Stderr, "viralpost: %s refused %d buyers while stock remained; lowest row %d\n", s.Name, s.FalseRefusals, s.LowestRow)
+			code = 1
+		}
+	}
+	return code
+}
+
+// flagSet reports whether the command line set the flag name.
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// saleNames lists the flash sale's strategies.
+func saleNames() string {
+	var n []string
+	for _, s := range lab.SaleStrategies() {
+		n = append(n, s.Name)
+	}
+	return strings.Join(n, ",")
 }
 
 // names lists the lab's strategies.

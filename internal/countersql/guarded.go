@@ -30,14 +30,13 @@ func (d Dialect) TakeFromFreeSlot(w Writer, t Table, owner any, amount int64) {
 	q(w, " RETURNING %", SlotColumn)
 }
 
-// SlotsHolding writes a query for the slots of owner's rows that hold at
-// least amount, read without locks (MySQL/MariaDB and SQLite: the rows a
-// take tries one by one with TakeFromSlot).
-func (d Dialect) SlotsHolding(w Writer, t Table, owner any, amount int64) {
-	q(w, "SELECT % FROM % WHERE % = ", SlotColumn, t.Slots, t.Owner)
+// SlotsHolding writes a query for the slot and amount of owner's rows that
+// hold any stock, read without locks: which rows a take tries one by one
+// with TakeFromSlot, and whether they add up to the amount at all.
+func (d Dialect) SlotsHolding(w Writer, t Table, owner any) {
+	q(w, "SELECT %, % FROM % WHERE % = ", SlotColumn, ValueColumn, t.Slots, t.Owner)
 	w.Arg(owner)
-	q(w, " AND % >= ", ValueColumn)
-	w.Arg(amount)
+	q(w, " AND % > 0", ValueColumn)
 }
 
 // TakeFromSlot writes the take of amount from slot `slot` of owner if the

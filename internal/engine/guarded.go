@@ -18,7 +18,10 @@ var ErrInsufficient = errors.New("not enough left")
 // amount. First from one slot row that holds enough: on PostgreSQL one no
 // other transaction holds (never waiting); then, and elsewhere at once, the
 // rows holding enough tried one by one from a random one (each try waits
-// for that row only; MySQL/MariaDB and SQLite try a random slot first). When none will do, it locks
+// for that row only; MySQL/MariaDB and SQLite try a random slot first).
+// Outside a transaction, when that read shows less than amount in all rows
+// together, it refuses at once (what was committed when the read began was
+// short). When none will do, it locks
 // every slot row of the parent in slot order (waiting for takes under
 // way), and either refuses, the total being short at that moment, or takes
 // from the fullest rows first, so that what remains sits in as few rows as
@@ -83,25 +86,41 @@ func takeOne(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Tab
 			return n == 1, err
 		}
 	}
-	holding, err := QueryKeys(ctx, c, func(w countersql.Writer) { d.SlotsHolding(w, t, key, amount) })
-	if err != nil || len(holding) == 0 {
+	var holding []int64 // slots of rows holding enough
+	var total int64
+	rows, err := c.Query(ctx, func(w countersql.Writer) { d.SlotsHolding(w, t, key) })
+	if err != nil {
 		return false, err
+	}
+	for rows.Next() {
+		var slot, n int64
+		if err := rows.Scan(&slot, &n); err != nil {
+			rows.Close()
+			return false, err
+		}
+		if total += n; n >= amount {
+			holding = append(holding, slot)
+		}
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return false, err
+	}
+	if total < amount && !ordered {
+		// Outside a transaction the read saw what was committed when it
+		// began: less than amount, in every row together (a take under way
+		// elsewhere shows what it has not yet taken). Refused without
+		// locking every row, so that buyers after the sell-out do not queue
+		// on them all, one after another.
+		return false, fmt.Errorf("%w: %d left, %d asked", ErrInsufficient, total, amount)
 	}
 	start := 0
 	if ordered {
-		slices.SortFunc(holding, func(a, b any) int {
-			x, _ := asInt(a)
-			y, _ := asInt(b)
-			return int(x - y)
-		})
-	} else {
+		slices.Sort(holding)
+	} else if len(holding) > 0 {
 		start = rand.IntN(len(holding))
 	}
 	for i := range holding {
-		slot, ok := asInt(holding[(start+i)%len(holding)])
-		if !ok {
-			return false, fmt.Errorf("slot %v is not a number", holding[i])
-		}
+		slot := holding[(start+i)%len(holding)]
 		n, err := c.Exec(ctx, func(w countersql.Writer) { d.TakeFromSlot(w, t, key, int(slot), amount) })
 		if err != nil || n == 1 {
 			return n == 1, err

@@ -23,6 +23,7 @@ const (
 	timedOut                // the request's deadline passed (waiting for a connection or the database)
 	deadlock                // SQLSTATE 40P01
 	failed                  // any other error
+	refused                 // a flash sale's buyer told "sold out" (errSoldOut)
 )
 
 // classify maps a request's error to its outcome. A timeout is an error
@@ -36,6 +37,8 @@ func classify(ctx context.Context, err error) outcome {
 	switch {
 	case err == nil:
 		return ok
+	case errors.Is(err, errSoldOut):
+		return refused
 	case errors.As(err, &pgErr) && pgErr.Code == "40P01", isMySQLDeadlock(err):
 		return deadlock
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled), pgconn.Timeout(err):
@@ -82,6 +85,7 @@ type request struct {
 
 // load is the record of one open-loop run.
 type load struct {
+	start    time.Time // when arrival 0 was due
 	rate     float64
 	duration time.Duration
 	requests []request
@@ -108,6 +112,7 @@ func openLoop(ctx context.Context, rate float64, d, timeout time.Duration, live 
 		start  = time.Now()
 		period = float64(time.Second) / rate
 	)
+	l.start = start
 	for i := 0; i < n && ctx.Err() == nil; i++ {
 		due := time.Duration(float64(i) * period)
 		if wait := time.Until(start.Add(due)); wait > 0 {
@@ -128,6 +133,7 @@ func openLoop(ctx context.Context, rate float64, d, timeout time.Duration, live 
 				live.acked.Add(1)
 			case timedOut:
 				live.timedOut.Add(1)
+			case refused:
 			default:
 				mu.Lock()
 				if msg := err.Error(); !seen[msg] && len(l.errs) < 5 {
@@ -191,6 +197,17 @@ func (l *load) summarise(from, to time.Duration) Latency {
 	s.P99 = ms(quantile(lat, 0.99))
 	s.Max = ms(lat[len(lat)-1])
 	return s
+}
+
+// summariseOutcome is summarise over the requests that ended with o.
+func (l *load) summariseOutcome(o outcome) Latency {
+	only := &load{requests: make([]request, 0, len(l.requests))}
+	for _, r := range l.requests {
+		if r.outcome == o {
+			only.requests = append(only.requests, r)
+		}
+	}
+	return only.summarise(0, l.duration+time.Hour)
 }
 
 // quantile returns the q-quantile of sorted values (nearest rank).

@@ -85,8 +85,13 @@ func (r *Result) WriteTable(w io.Writer) {
 }
 
 // WriteJSON writes the whole result, timelines included, to path.
-func (r *Result) WriteJSON(path string) error {
-	b, err := json.MarshalIndent(r, "", "  ")
+func (r *Result) WriteJSON(path string) error { return writeJSON(path, r) }
+
+// WriteJSON writes the flash sale's result as indented JSON.
+func (r *FlashSaleResult) WriteJSON(path string) error { return writeJSON(path, r) }
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}

@@ -111,8 +111,8 @@ UPDATE `post_likes_slots` SET `n` = `n` - $1 WHERE `post_id` = $2 AND `slot` = (
 -- args: [2 1 1 2 2]
 
 -- SlotsHolding
-SELECT `slot` FROM `post_likes_slots` WHERE `post_id` = $1 AND `n` >= $2;
--- args: [1 2]
+SELECT `slot`, `n` FROM `post_likes_slots` WHERE `post_id` = $1 AND `n` > 0;
+-- args: [1]
 
 -- TakeFromSlot
 UPDATE `post_likes_slots` SET `n` = `n` - $1 WHERE `post_id` = $2 AND `slot` = 3 AND `n` >= $3;
