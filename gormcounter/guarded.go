@@ -1,6 +1,8 @@
 package gormcounter
 
 import (
+	"context"
+	"errors"
 	"fmt"
 
 	"gorm.io/gorm"
@@ -51,8 +53,11 @@ var (
 //
 // It runs in db's transaction if it has one (a rollback returns the stock),
 // else in one of its own. On PostgreSQL the first try takes a row no other
-// transaction holds (FOR UPDATE SKIP LOCKED) and never waits. RowsAffected
-// is 1 after a take.
+// transaction holds (FOR UPDATE SKIP LOCKED) and never waits. Outside a
+// transaction, takes of one item that arrive while Config.InFlight others
+// run go together as one take of their sum (one statement and commit for
+// all); if that is refused, each runs alone, so a buyer is refused only
+// when less than its own amount is left. RowsAffected is 1 after a take.
 func Take(db *gorm.DB, field string, amount int64) *gorm.DB {
 	return db.Session(&gorm.Session{SkipDefaultTransaction: true}).
 		UpdateColumn(field, takeValue{field: field, amount: amount})
@@ -70,14 +75,23 @@ func (v takeValue) Build(b clause.Builder) {
 
 // guarded writes a take from, or a restock of, the guarded counter of the
 // one row key: a restock spreads over the slots.
-func (p *Plugin) guarded(db *gorm.DB, inc increment, t countersql.Table, key any) (int64, error) {
+func (p *Plugin) guarded(db *gorm.DB, inc increment, t countersql.Table, key any, where clause.Where) (int64, error) {
 	s := gormSession{gormConn{db: db.Session(&gorm.Session{NewDB: true}), table: t.Parent}}
 	ctx := db.Statement.Context
 	if inc.take {
-		if err := engine.Take(ctx, s, p.dialect, t, inc.c.opts.Slots, key, inc.delta); err != nil {
-			return 0, err
+		take := func(ctx context.Context, amount int64) (int64, error) {
+			if err := engine.Take(ctx, s, p.dialect, t, inc.c.opts.Slots, key, amount); err != nil {
+				return 0, err
+			}
+			return 1, nil
 		}
-		return 1, nil
+		// Outside a transaction, takes of one item that arrive while
+		// others run go together as one take of their sum, as increments
+		// do; refused, each runs alone (p.takes.Split).
+		if k, ok := p.combineKey(db, inc.c, t.Parent, where); ok {
+			return p.takes.Do(ctx, k, inc.delta, take)
+		}
+		return take(ctx, inc.delta)
 	}
 	if inc.delta == 0 {
 		return 0, nil
@@ -90,4 +104,21 @@ func (p *Plugin) guarded(db *gorm.DB, inc increment, t countersql.Table, key any
 		return 0, err
 	}
 	return 1, nil
+}
+
+// splitTakes answers the buyers of a combined take refused for want of
+// stock (it took nothing): a buyer asking more than was left is refused at
+// once, as a take of its own would have been then; the others take alone.
+// Any other error is every buyer's: the take may have committed.
+func splitTakes(err error) func(amount int64) (bool, error) {
+	var short *engine.Shortage
+	if !errors.As(err, &short) {
+		return nil
+	}
+	return func(amount int64) (bool, error) {
+		if amount > short.Left {
+			return false, &engine.Shortage{Left: short.Left, Asked: amount}
+		}
+		return true, nil
+	}
 }

@@ -75,6 +75,7 @@ type Plugin struct {
 	counts   map[string][]*counter // child table -> the counts of its rows
 
 	combined combine.Group // increments outside transactions, by target
+	takes    combine.Group // takes of guarded counters outside transactions, by item
 
 	// storages: where each counter's values live in this database (an
 	// adopted column, a table a change of mode left), probed once.
@@ -99,6 +100,8 @@ func New(cfg Config) *Plugin {
 	}
 	p := &Plugin{cfg: cfg}
 	p.combined.Limit = cfg.InFlight
+	p.takes.Limit = cfg.InFlight
+	p.takes.Split = splitTakes
 	return p
 }
 

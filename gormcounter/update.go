@@ -209,7 +209,7 @@ func (p *Plugin) increment(db *gorm.DB, inc increment, where clause.Where) (int6
 	t.Parent = parent
 	if inc.c.opts.Guarded {
 		if key, ok := primaryKeyOnly(stmt); ok {
-			return p.guarded(db, inc, t, key)
+			return p.guarded(db, inc, t, key, where)
 		}
 		if inc.take {
 			return 0, fmt.Errorf("gormcounter: Take %s: name one row by its primary key (db.Model(&item)), with no other condition", inc.c.name())

@@ -39,6 +39,16 @@ type Group struct {
 	// wait for one of them to finish and then share the next statement.
 	// Zero or less means 1.
 	Limit int
+	// Split, when set, is asked about the error of a statement that carried
+	// several calls. If it returns nil, every call gets the error. Else it
+	// returns decide, which is asked about each call in the order they came:
+	// alone runs the call in a statement of its own; otherwise the call gets
+	// answer. When a call run alone fails with an error that Split splits
+	// too, its decide is asked about the calls after it (it knows more
+	// recent news). Takes of stock set it: a take of the sum refused for
+	// want of stock took nothing; a buyer asking no more than was left then
+	// takes alone, the others are refused at once, without a statement.
+	Split func(err error) (decide func(delta int64) (alone bool, answer error))
 
 	mu    sync.Mutex
 	lines map[string]*line
@@ -218,6 +228,24 @@ func (g *Group) execute(batch []*call, recovers bool) {
 	ctx, stop := batchContext(batch)
 	defer stop()
 	n, err := batch[0].run(ctx, sum)
+	if err != nil && g.Split != nil {
+		if decide := g.Split(err); decide != nil {
+			for i, m := range batch {
+				alone, answer := decide(m.delta)
+				if !alone {
+					results[i].err = answer
+					continue
+				}
+				results[i].n, results[i].err = m.run(m.ctx, m.delta)
+				if results[i].err != nil {
+					if d := g.Split(results[i].err); d != nil {
+						decide = d
+					}
+				}
+			}
+			return
+		}
+	}
 	for i := range results {
 		results[i].n, results[i].err = n, err
 	}

@@ -3,6 +3,7 @@ package combine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -328,6 +329,84 @@ func TestDoOverflowRunsAlone(t *testing.T) {
 		if s != math.MaxInt64/2 {
 			t.Fatalf("statements added %v, want three of MaxInt64/2", sums)
 		}
+	}
+}
+
+// short is the refusal of a take in TestDoSplit: how much was left.
+type short struct{ left int64 }
+
+func (e short) Error() string { return fmt.Sprintf("%d left", e.left) }
+
+// TestDoSplit: a statement carrying several calls that fails with an error
+// Split splits is not their answer. Five takes of 1 from 2 left: the take
+// of 5 is refused (2 left); two takes run alone and succeed, the third is
+// refused (0 left), and the last two are refused at once from that news,
+// without statements of their own. An error Split does not split is every
+// call's.
+func TestDoSplit(t *testing.T) {
+	errBoom := errors.New("boom")
+	g := Group{Split: func(err error) func(int64) (bool, error) {
+		var s short
+		if !errors.As(err, &s) {
+			return nil
+		}
+		return func(delta int64) (bool, error) {
+			if delta > s.left {
+				return false, short{s.left}
+			}
+			return true, nil
+		}
+	}}
+	var mu sync.Mutex
+	left, fail := int64(2), false
+	var sums []int64
+	take := func(_ context.Context, sum int64) (int64, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		sums = append(sums, sum)
+		switch {
+		case fail:
+			return 0, errBoom
+		case sum > left:
+			return 0, short{left}
+		}
+		left -= sum
+		return 1, nil
+	}
+	run := func(calls int) (ok int, errs []error) {
+		release := hold(t, &g, "k")
+		res := make(chan error, calls)
+		for i := 1; i <= calls; i++ {
+			go func() {
+				_, err := g.Do(context.Background(), "k", 1, take)
+				res <- err
+			}()
+			waitQueued(t, &g, "k", i)
+		}
+		close(release)
+		for range calls {
+			if err := <-res; err != nil {
+				errs = append(errs, err)
+			} else {
+				ok++
+			}
+		}
+		return ok, errs
+	}
+	ok, errs := run(5)
+	var s short
+	for _, err := range errs {
+		if !errors.As(err, &s) || s.left != 0 {
+			t.Fatalf("a refused take got %v, want 0 left", err)
+		}
+	}
+	if ok != 2 || len(errs) != 3 || left != 0 || len(sums) != 4 || sums[0] != 5 {
+		t.Fatalf("%d taken, %d refused, %d left, statements of %v; want 2 taken, 3 refused, 0 left, statements of 5, 1, 1, 1", ok, len(errs), left, sums)
+	}
+	sums, fail = nil, true
+	ok, errs = run(3)
+	if ok != 0 || len(errs) != 3 || !errors.Is(errs[0], errBoom) || len(sums) != 1 {
+		t.Fatalf("%d taken, errors %v, statements of %v; want every call to get the one statement's error", ok, errs, sums)
 	}
 }
 

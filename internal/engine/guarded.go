@@ -13,6 +13,18 @@ import (
 // ErrInsufficient is Take's error when less than the amount is left.
 var ErrInsufficient = errors.New("not enough left")
 
+// Shortage is the error of a take refused for want of stock: how much was
+// left in all rows together when it was refused, and how much it asked.
+// errors.Is(err, ErrInsufficient) holds for it.
+type Shortage struct{ Left, Asked int64 }
+
+func (e *Shortage) Error() string {
+	return fmt.Sprintf("%v: %d left, %d asked", ErrInsufficient, e.Left, e.Asked)
+}
+
+// Is makes a Shortage match ErrInsufficient.
+func (e *Shortage) Is(target error) bool { return target == ErrInsufficient }
+
 // Take subtracts amount (> 0) from the guarded counter of the parent key:
 // in full, or not at all with ErrInsufficient when its total is below
 // amount. First from one slot row that holds enough: on PostgreSQL one no
@@ -111,7 +123,7 @@ func takeOne(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Tab
 		// elsewhere shows what it has not yet taken). Refused without
 		// locking every row, so that buyers after the sell-out do not queue
 		// on them all, one after another.
-		return false, fmt.Errorf("%w: %d left, %d asked", ErrInsufficient, total, amount)
+		return false, &Shortage{Left: total, Asked: amount}
 	}
 	start := 0
 	if ordered {
@@ -194,7 +206,7 @@ func takeAcross(ctx context.Context, c Conn, d countersql.Dialect, t countersql.
 		return err
 	}
 	if total < amount {
-		return fmt.Errorf("%w: %d left, %d asked", ErrInsufficient, total, amount)
+		return &Shortage{Left: total, Asked: amount}
 	}
 	slices.SortStableFunc(parts, func(a, b part) int { return int(b.n - a.n) })
 	left := amount
