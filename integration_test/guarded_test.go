@@ -238,3 +238,40 @@ func buyUntilSoldOut(sold *atomic.Int64, size int64, take func(size int64) error
 		}
 	}
 }
+
+// The endgame: a take gathered from several rows moves what remains into
+// as few rows as each hold a take of its size, so that the last units are
+// not spread thin: 10 units in 10 rows of 1, a take of 4 leaves one row of
+// 6, from which the next take of 4 is served alone. With much left, it
+// keeps as many rows as hold such a take: 1,600 in 16 rows of 100, a take
+// of 150 leaves 1,450 in 9 rows of 161 or 162.
+func TestGuardedEndgameGathersTheRestIntoFewRows(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		db := e.db
+		rows := func(id uint) (nonEmpty, lowest int64) {
+			must(t, db.Raw("SELECT COUNT(*), COALESCE(MIN(n), 0) FROM product_stock_slots WHERE product_id = ? AND n > 0", id).Row().Scan(&nonEmpty, &lowest))
+			return nonEmpty, lowest
+		}
+		p := newProduct(t, db, 10)
+		if n, _ := rows(p.ID); n != 10 {
+			t.Fatalf("a restock of 10 sits in %d rows, want 10", n)
+		}
+		must(t, gormcounter.Take(db.Model(&Product{ID: p.ID}), "Stock", 4).Error)
+		if n, low := rows(p.ID); n != 1 || low != 6 {
+			t.Fatalf("after taking 4 of 10 rows of 1: %d rows hold stock, the lowest %d; want one row of 6", n, low)
+		}
+		must(t, gormcounter.Take(db.Model(&Product{ID: p.ID}), "Stock", 4).Error)
+		if total, lowest := stockRows(t, db, p.ID); total != 2 || lowest < 0 {
+			t.Fatalf("stock %d (lowest row %d) after taking 8 of 10", total, lowest)
+		}
+
+		big := newProduct(t, db, 1600)
+		must(t, gormcounter.Take(db.Model(&Product{ID: big.ID}), "Stock", 150).Error)
+		if n, low := rows(big.ID); n != 9 || low != 161 {
+			t.Fatalf("after taking 150 of 16 rows of 100: %d rows hold stock, the lowest %d; want 9 rows of 161 or 162", n, low)
+		}
+		if total, _ := stockRows(t, db, big.ID); total != 1450 {
+			t.Fatalf("stock %d after taking 150 of 1,600", total)
+		}
+	})
+}

@@ -62,6 +62,18 @@ func (d Dialect) LockAllSlots(w Writer, t Table, owner any) {
 	}
 }
 
+// ReshapeSlots writes one UPDATE that adds changes[i] (negative: taken) to
+// slot slots[i] of owner: a take gathered from several rows, and what
+// remains moved into fewer rows, on rows that LockAllSlots locked.
+func (d Dialect) ReshapeSlots(w Writer, t Table, owner any, slots []any, changes []int64) {
+	q(w, "UPDATE % SET % = % + CASE %", t.Slots, ValueColumn, ValueColumn, SlotColumn)
+	whenThen(w, slots, changes)
+	q(w, " ELSE 0 END WHERE % = ", t.Owner)
+	w.Arg(owner)
+	q(w, " AND %", SlotColumn)
+	d.keyIn(w, slots)
+}
+
 // SpreadOver writes one upsert that adds amounts[i] to slot i of owner:
 // a restock of a guarded counter, spread over its slots so that takes
 // find stock in every row.

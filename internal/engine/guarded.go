@@ -36,8 +36,9 @@ func (e *Shortage) Is(target error) bool { return target == ErrInsufficient }
 // short). When none will do, it locks
 // every slot row of the parent in slot order (waiting for takes under
 // way), and either refuses, the total being short at that moment, or takes
-// from the fullest rows first, so that what remains sits in as few rows as
-// it can (the endgame: the last units are not spread thin). Inside the
+// from the fullest rows first; when little remains it moves it into as few
+// rows as each hold a take of this size (the endgame: the last units are
+// not spread thin). Inside the
 // caller's transaction (a rollback returns the stock), else in one of its
 // own, retried on deadlock.
 func Take(ctx context.Context, s Session, d countersql.Dialect, t countersql.Table, slots int, key any, amount int64) error {
@@ -185,7 +186,8 @@ func tryFreeSlot(ctx context.Context, c Conn, d countersql.Dialect, t countersql
 }
 
 // takeAcross locks every slot row of the parent and takes amount from the
-// fullest first, or refuses with ErrInsufficient.
+// fullest first, moving what remains into fewer rows in the endgame, in one
+// statement; or refuses with a Shortage.
 func takeAcross(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table, key any, amount int64) error {
 	rows, err := c.Query(ctx, func(w countersql.Writer) { d.LockAllSlots(w, t, key) })
 	if err != nil {
@@ -208,24 +210,43 @@ func takeAcross(ctx context.Context, c Conn, d countersql.Dialect, t countersql.
 	if total < amount {
 		return &Shortage{Left: total, Asked: amount}
 	}
+	// Fullest first: the take touches as few rows as it can.
 	slices.SortStableFunc(parts, func(a, b part) int { return int(b.n - a.n) })
+	after := make([]int64, len(parts))
 	left := amount
-	for _, p := range parts {
-		if left == 0 {
-			break
-		}
+	for i, p := range parts {
 		x := min(p.n, left)
-		if x == 0 {
-			continue
+		after[i], left = p.n-x, left-x
+	}
+	// The endgame: when what remains cannot give every row a take of this
+	// size, it goes into as few rows as each hold at least one (the
+	// fullest), so that the last units are not spread thin and the next
+	// take like this one finds a row of its own.
+	if rest := total - amount; rest < amount*int64(len(parts)) {
+		k := int64(max(1, min(int64(len(parts)), rest/amount)))
+		for i := range after {
+			after[i] = 0
+			if int64(i) < k {
+				after[i] = rest / k
+				if int64(i) < rest%k {
+					after[i]++
+				}
+			}
 		}
-		n, err := c.Exec(ctx, func(w countersql.Writer) { d.TakeFromSlot(w, t, key, int(p.slot), x) })
-		if err != nil {
-			return err
+	}
+	var slots []any
+	var changes []int64
+	for i, p := range parts {
+		if after[i] != p.n {
+			slots, changes = append(slots, p.slot), append(changes, after[i]-p.n)
 		}
-		if n != 1 {
-			return fmt.Errorf("slot %d of a locked parent changed under its lock", p.slot)
-		}
-		left -= x
+	}
+	n, err := c.Exec(ctx, func(w countersql.Writer) { d.ReshapeSlots(w, t, key, slots, changes) })
+	if err != nil {
+		return err
+	}
+	if n != int64(len(slots)) {
+		return fmt.Errorf("%d of %d slot rows of a locked parent written: they changed under its lock", n, len(slots))
 	}
 	return nil
 }

@@ -114,6 +114,10 @@ UPDATE `post_likes_slots` SET `n` = `n` - $1 WHERE `post_id` = $2 AND `slot` = (
 SELECT `slot`, `n` FROM `post_likes_slots` WHERE `post_id` = $1 AND `n` > 0;
 -- args: [1]
 
+-- ReshapeSlots
+UPDATE `post_likes_slots` SET `n` = `n` + CASE `slot` WHEN $1 THEN $2 WHEN $3 THEN $4 ELSE 0 END WHERE `post_id` = $5 AND `slot` IN ($6,$7);
+-- args: [0 5 3 -7 1 0 3]
+
 -- TakeFromSlot
 UPDATE `post_likes_slots` SET `n` = `n` - $1 WHERE `post_id` = $2 AND `slot` = 3 AND `n` >= $3;
 -- args: [2 1 2]
