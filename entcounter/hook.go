@@ -2,6 +2,7 @@ package entcounter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -11,9 +12,11 @@ import (
 	"entgo.io/ent"
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
+	"github.com/hotcounter/hotcounter/internal/dberr"
 	"github.com/hotcounter/hotcounter/internal/engine"
 	"github.com/hotcounter/hotcounter/internal/entrt"
 	"github.com/hotcounter/hotcounter/internal/retry"
+	"github.com/hotcounter/hotcounter/internal/spec"
 )
 
 // mutation is what the extension generates on the mutations of schemas
@@ -102,6 +105,15 @@ func counterHook(field string, ann Annotation) ent.Hook {
 				}
 				m.ResetField(field)
 				counterOnly := isEmpty(m)
+				if fm, ok := m.(fastMutation); ok && counterOnly && m.Op().Is(ent.OpUpdateOne) && !hasSet && !cleared && fm.HotCounterByIDOnly() && dl.LocksRows() {
+					// ent would run an empty update (BEGIN, a read of the
+					// row, COMMIT) for the entity alone: the increment is the
+					// only write, and the entity is read after it. (Not on
+					// SQLite: one writer at a time, nothing to gain, and a
+					// database without foreign keys would keep the slot row
+					// of a parent that ent's read would have found missing.)
+					return w.incrementOne(ctx, fm, keys[0], add)
+				}
 				res, err := next.Mutate(ctx, m)
 				if err != nil {
 					return res, err
@@ -124,7 +136,7 @@ func counterHook(field string, ann Annotation) ent.Hook {
 					if err != nil {
 						return res, err
 					}
-					total, err := w.incrementReturningTotal(ctx, keys[0], add, read)
+					total, _, err := w.incrementReturningTotal(ctx, keys[0], add, read)
 					if err == nil {
 						err = setNodeField(res, d.StructField, total)
 					}
@@ -146,6 +158,69 @@ func counterHook(field string, ann Annotation) ent.Hook {
 		})
 	}
 }
+
+// fastMutation is what the extension generates on mutations since it
+// writes an UpdateOne of counters alone without ent's empty update; code
+// generated before lacks it and takes the slower path.
+type fastMutation interface {
+	mutation
+	HotCounterByIDOnly() bool
+	HotCounterEntity(ctx context.Context, id any) (any, error)
+}
+
+// incrementOne writes an UpdateOneID(id).AddX(n) that changes nothing but
+// the counter: the increment (outside a transaction, together with
+// concurrent increments of the same row, in one statement, as
+// gormcounter's), then the entity, read as Get reads it (counters filled,
+// the increment included). A row that does not exist is ent's NotFound.
+func (w *write) incrementOne(ctx context.Context, m fastMutation, key any, delta int64) (ent.Value, error) {
+	s := entrt.NewSession(w.r)
+	skipLocked := engine.TakesFreeSlot(w.dl, w.d.SkipLocked, s.InTx(), true)
+	if w.dl.ReturnsTotals() && w.d.Mode() == spec.Sum && !w.d.Guarded && !skipLocked {
+		// PostgreSQL: the increment returns the new total, and the read of
+		// the entity leaves this counter to it.
+		read, err := w.sources(ctx)
+		if err != nil {
+			return nil, err
+		}
+		run := func(ctx context.Context, delta int64) (int64, error) {
+			total, found, err := w.incrementReturningTotal(ctx, key, delta, read)
+			if err == nil && !found {
+				err = errNoParent
+			}
+			return total, err
+		}
+		var total int64
+		if s.InTx() {
+			total, err = run(ctx, delta)
+		} else {
+			total, err = w.r.Combined().Do(ctx, w.combineKey(key), delta, run)
+		}
+		if errors.Is(err, errNoParent) {
+			return nil, m.HotCounterNotFound()
+		}
+		if err != nil {
+			return nil, err
+		}
+		v, err := m.HotCounterEntity(entrt.WithoutFill(ctx, w.d.Type, w.d.Field), key)
+		if err == nil {
+			err = setNodeField(v, w.d.StructField, total)
+		}
+		return v, err
+	}
+	n, err := w.incrementKeys(ctx, s, []any{key}, delta, skipLocked)
+	switch {
+	case dberr.ForeignKeyViolation(err), err == nil && n == 0 && delta != 0:
+		return nil, m.HotCounterNotFound()
+	case err != nil:
+		return nil, w.wrap(err)
+	}
+	return m.HotCounterEntity(ctx, key)
+}
+
+// errNoParent is what a combined increment of a row that does not exist
+// hands its callers.
+var errNoParent = errors.New("no such row")
 
 // create runs the creation of a parent. A rollup counter's initial value
 // goes to its column with the row. A sum counter has no column: its value
@@ -209,10 +284,9 @@ func (w *write) incrementFreeSlot(ctx context.Context, key any, delta int64) err
 
 // incrementReturningTotal adds delta to a random slot of one parent and
 // returns the counter's new total, in one statement (PostgreSQL).
-func (w *write) incrementReturningTotal(ctx context.Context, key any, delta int64, read countersql.Sources) (int64, error) {
+func (w *write) incrementReturningTotal(ctx context.Context, key any, delta int64, read countersql.Sources) (total int64, found bool, err error) {
 	t, slot := w.d.Tables(), rand.IntN(w.d.Slots)
 	s := entrt.NewSession(w.r)
-	var total int64
 	once := func() error {
 		rows, err := s.Query(ctx, func(x countersql.Writer) {
 			w.dl.IncrementReturningTotals(x, t, slot, delta, w.dl.KeyIn(t, []any{key}), read)
@@ -226,16 +300,16 @@ func (w *write) incrementReturningTotal(ctx context.Context, key any, delta int6
 			if err := rows.Scan(&k, &total); err != nil {
 				return err
 			}
+			found = true
 		}
 		return rows.Err()
 	}
-	var err error
 	if s.InTx() {
 		err = once()
 	} else {
 		err = retry.Do(ctx, engine.OwnAttempts, once)
 	}
-	return total, w.wrap(err)
+	return total, found, w.wrap(err)
 }
 
 // refresh makes the entity an UpdateOne returns show the counter as a load
@@ -329,12 +403,34 @@ func (w *write) exec(ctx context.Context, s engine.Session, keys []any, stmt fun
 // guarded counter), in s's transaction or in autocommit, and returns how
 // many parents it incremented.
 func (w *write) increment(ctx context.Context, s engine.Session, keys []any, delta int64) (int64, error) {
-	if w.d.Guarded && len(keys) == 1 && delta > 0 {
-		// A restock of one item spreads over the slots, so that every row
-		// holds stock for takes.
-		return 1, engine.Restock(ctx, s, w.dl, w.d.Tables(), w.d.Slots, keys[0], delta)
+	return w.incrementKeys(ctx, s, keys, delta, false)
+}
+
+// incrementKeys is increment, taking a free slot if skipLocked. An
+// increment of one parent outside a transaction goes together with
+// concurrent increments of the same parent, as one statement adding their
+// sum (as gormcounter's do); inside one, each must roll back alone, and an
+// append counter's contract is one delta row per increment.
+func (w *write) incrementKeys(ctx context.Context, s engine.Session, keys []any, delta int64, skipLocked bool) (int64, error) {
+	run := func(ctx context.Context, delta int64) (int64, error) {
+		if w.d.Guarded && len(keys) == 1 && delta > 0 {
+			// A restock of one item spreads over the slots, so that every
+			// row holds stock for takes.
+			return 1, engine.Restock(ctx, s, w.dl, w.d.Tables(), w.d.Slots, keys[0], delta)
+		}
+		return engine.Apply(ctx, s, w.dl, engine.Increment{Table: w.d.Tables(), Mode: w.d.Mode(), Slots: w.d.Slots,
+			SkipLocked: skipLocked, Keys: keys, Delta: delta})
 	}
-	return engine.Apply(ctx, s, w.dl, engine.Increment{Table: w.d.Tables(), Mode: w.d.Mode(), Slots: w.d.Slots, Keys: keys, Delta: delta})
+	if len(keys) != 1 || s.InTx() || w.d.Append || delta == 0 {
+		return run(ctx, delta)
+	}
+	return w.r.Combined().Do(ctx, w.combineKey(keys[0]), delta, run)
+}
+
+// combineKey names the increments of one parent's counter for the
+// client's combining group.
+func (w *write) combineKey(key any) string {
+	return fmt.Sprintf("%s\x00%s\x00%v", w.d.SlotTable, w.d.Field, key)
 }
 
 // created writes the initial value of a new parent's sum counter, and its

@@ -4,17 +4,25 @@ import (
 	"context"
 	"testing"
 
+	"gorm.io/gorm"
+
 	"github.com/hotcounter/hotcounter/entcounter"
+	"github.com/hotcounter/hotcounter/gormcounter"
 	"github.com/hotcounter/hotcounter/integration_test/ent"
 	"github.com/hotcounter/hotcounter/integration_test/ent/naivepost"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
+	"github.com/hotcounter/hotcounter/internal/testdb"
 )
 
 // openEntBench opens ent on a fresh database of the given kind for a
 // benchmark.
 func openEntBench(b *testing.B, kind dbKind) *entEnv {
 	b.Helper()
-	return openEnt(b, kind, true)
+	e := open(b, kind, pool(benchWriters+8))
+	if kind == pg {
+		e.dsn = testdb.Durable(e.dsn) // every commit flushed, as GORM's benchmarks and production run
+	}
+	return withEnt(b, e, true)
 }
 
 // BenchmarkEntIncrementOneRow: 32 writers on one row, as ent users write it:
@@ -50,6 +58,17 @@ func benchEntIncrementOneRow(b *testing.B, kind dbKind) {
 	})
 	b.Run("slots16-bulk", func(b *testing.B) {
 		writersLoop(b, func() error { _, err := c.Post.Update().Where(post.ID(p.ID)).AddLikes(1).Save(ctx); return err })
+	})
+	// GORM on the same database and rows, for its ratio in the same run:
+	// its naive row in GORM's default transaction, and Increment.
+	db := openBenchWith(b, kind, e.dsn, gormcounter.Config{})
+	b.Run("gorm-naive-tx", func(b *testing.B) {
+		writersLoop(b, func() error {
+			return db.Model(&NaivePost{ID: uint(naive.ID)}).UpdateColumn("likes", gorm.Expr("likes + ?", 1)).Error
+		})
+	})
+	b.Run("gorm-slots16", func(b *testing.B) {
+		writersLoop(b, func() error { return gormcounter.Increment(db.Model(&Post{ID: uint(p.ID)}), "Likes", 1).Error })
 	})
 }
 

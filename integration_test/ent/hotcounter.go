@@ -4,6 +4,7 @@ package ent
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/hotcounter/hotcounter/integration_test/ent/author"
 	"github.com/hotcounter/hotcounter/integration_test/ent/clip"
@@ -61,6 +62,21 @@ func (m *AuthorMutation) HotCounterNotFound() error { return &NotFoundError{auth
 // HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
 func (m *AuthorMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
 
+// HotCounterByIDOnly reports whether the mutation names its row by id
+// alone (UpdateOneID without Where).
+func (m *AuthorMutation) HotCounterByIDOnly() bool { return len(m.predicates) == 0 }
+
+// HotCounterEntity loads the Author with the given id as Get does,
+// counters filled: the entity an UpdateOne that wrote only counters
+// returns, read after the write.
+func (m *AuthorMutation) HotCounterEntity(ctx context.Context, id any) (any, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("Author: id %v (%T) is not a int", id, id)
+	}
+	return m.Client().Author.Get(ctx, key)
+}
+
 // HotCounterBulkUpsert reports whether the mutation is one row of a bulk
 // create with ON CONFLICT.
 func (m *AuthorMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
@@ -105,6 +121,21 @@ func (m *ClipMutation) HotCounterNotFound() error { return &NotFoundError{clip.L
 
 // HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
 func (m *ClipMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterByIDOnly reports whether the mutation names its row by id
+// alone (UpdateOneID without Where).
+func (m *ClipMutation) HotCounterByIDOnly() bool { return len(m.predicates) == 0 }
+
+// HotCounterEntity loads the Clip with the given id as Get does,
+// counters filled: the entity an UpdateOne that wrote only counters
+// returns, read after the write.
+func (m *ClipMutation) HotCounterEntity(ctx context.Context, id any) (any, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("Clip: id %v (%T) is not a int", id, id)
+	}
+	return m.Client().Clip.Get(ctx, key)
+}
 
 // HotCounterBulkUpsert reports whether the mutation is one row of a bulk
 // create with ON CONFLICT.
@@ -151,6 +182,21 @@ func (m *CommentMutation) HotCounterNotFound() error { return &NotFoundError{com
 // HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
 func (m *CommentMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
 
+// HotCounterByIDOnly reports whether the mutation names its row by id
+// alone (UpdateOneID without Where).
+func (m *CommentMutation) HotCounterByIDOnly() bool { return len(m.predicates) == 0 }
+
+// HotCounterEntity loads the Comment with the given id as Get does,
+// counters filled: the entity an UpdateOne that wrote only counters
+// returns, read after the write.
+func (m *CommentMutation) HotCounterEntity(ctx context.Context, id any) (any, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("Comment: id %v (%T) is not a int", id, id)
+	}
+	return m.Client().Comment.Get(ctx, key)
+}
+
 // HotCounterBulkUpsert reports whether the mutation is one row of a bulk
 // create with ON CONFLICT.
 func (m *CommentMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
@@ -195,6 +241,21 @@ func (m *PostMutation) HotCounterNotFound() error { return &NotFoundError{post.L
 
 // HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
 func (m *PostMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterByIDOnly reports whether the mutation names its row by id
+// alone (UpdateOneID without Where).
+func (m *PostMutation) HotCounterByIDOnly() bool { return len(m.predicates) == 0 }
+
+// HotCounterEntity loads the Post with the given id as Get does,
+// counters filled: the entity an UpdateOne that wrote only counters
+// returns, read after the write.
+func (m *PostMutation) HotCounterEntity(ctx context.Context, id any) (any, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("Post: id %v (%T) is not a int", id, id)
+	}
+	return m.Client().Post.Get(ctx, key)
+}
 
 // HotCounterBulkUpsert reports whether the mutation is one row of a bulk
 // create with ON CONFLICT.
@@ -241,6 +302,21 @@ func (m *ProductMutation) HotCounterNotFound() error { return &NotFoundError{pro
 // HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
 func (m *ProductMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
 
+// HotCounterByIDOnly reports whether the mutation names its row by id
+// alone (UpdateOneID without Where).
+func (m *ProductMutation) HotCounterByIDOnly() bool { return len(m.predicates) == 0 }
+
+// HotCounterEntity loads the Product with the given id as Get does,
+// counters filled: the entity an UpdateOne that wrote only counters
+// returns, read after the write.
+func (m *ProductMutation) HotCounterEntity(ctx context.Context, id any) (any, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("Product: id %v (%T) is not a int", id, id)
+	}
+	return m.Client().Product.Get(ctx, key)
+}
+
 // HotCounterBulkUpsert reports whether the mutation is one row of a bulk
 // create with ON CONFLICT.
 func (m *ProductMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
@@ -285,6 +361,21 @@ func (m *RackMutation) HotCounterNotFound() error { return &NotFoundError{rack.L
 
 // HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
 func (m *RackMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterByIDOnly reports whether the mutation names its row by id
+// alone (UpdateOneID without Where).
+func (m *RackMutation) HotCounterByIDOnly() bool { return len(m.predicates) == 0 }
+
+// HotCounterEntity loads the Rack with the given id as Get does,
+// counters filled: the entity an UpdateOne that wrote only counters
+// returns, read after the write.
+func (m *RackMutation) HotCounterEntity(ctx context.Context, id any) (any, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("Rack: id %v (%T) is not a int", id, id)
+	}
+	return m.Client().Rack.Get(ctx, key)
+}
 
 // HotCounterBulkUpsert reports whether the mutation is one row of a bulk
 // create with ON CONFLICT.
@@ -331,6 +422,21 @@ func (m *ShelfMutation) HotCounterNotFound() error { return &NotFoundError{shelf
 // HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
 func (m *ShelfMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
 
+// HotCounterByIDOnly reports whether the mutation names its row by id
+// alone (UpdateOneID without Where).
+func (m *ShelfMutation) HotCounterByIDOnly() bool { return len(m.predicates) == 0 }
+
+// HotCounterEntity loads the Shelf with the given id as Get does,
+// counters filled: the entity an UpdateOne that wrote only counters
+// returns, read after the write.
+func (m *ShelfMutation) HotCounterEntity(ctx context.Context, id any) (any, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("Shelf: id %v (%T) is not a int", id, id)
+	}
+	return m.Client().Shelf.Get(ctx, key)
+}
+
 // HotCounterBulkUpsert reports whether the mutation is one row of a bulk
 // create with ON CONFLICT.
 func (m *ShelfMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
@@ -375,6 +481,21 @@ func (m *SkipPostMutation) HotCounterNotFound() error { return &NotFoundError{sk
 
 // HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
 func (m *SkipPostMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterByIDOnly reports whether the mutation names its row by id
+// alone (UpdateOneID without Where).
+func (m *SkipPostMutation) HotCounterByIDOnly() bool { return len(m.predicates) == 0 }
+
+// HotCounterEntity loads the SkipPost with the given id as Get does,
+// counters filled: the entity an UpdateOne that wrote only counters
+// returns, read after the write.
+func (m *SkipPostMutation) HotCounterEntity(ctx context.Context, id any) (any, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("SkipPost: id %v (%T) is not a int", id, id)
+	}
+	return m.Client().SkipPost.Get(ctx, key)
+}
 
 // HotCounterBulkUpsert reports whether the mutation is one row of a bulk
 // create with ON CONFLICT.
@@ -421,6 +542,21 @@ func (m *StoryMutation) HotCounterNotFound() error { return &NotFoundError{story
 // HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
 func (m *StoryMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
 
+// HotCounterByIDOnly reports whether the mutation names its row by id
+// alone (UpdateOneID without Where).
+func (m *StoryMutation) HotCounterByIDOnly() bool { return len(m.predicates) == 0 }
+
+// HotCounterEntity loads the Story with the given id as Get does,
+// counters filled: the entity an UpdateOne that wrote only counters
+// returns, read after the write.
+func (m *StoryMutation) HotCounterEntity(ctx context.Context, id any) (any, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("Story: id %v (%T) is not a int", id, id)
+	}
+	return m.Client().Story.Get(ctx, key)
+}
+
 // HotCounterBulkUpsert reports whether the mutation is one row of a bulk
 // create with ON CONFLICT.
 func (m *StoryMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
@@ -465,6 +601,21 @@ func (m *TagMutation) HotCounterNotFound() error { return &NotFoundError{tag.Lab
 
 // HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
 func (m *TagMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterByIDOnly reports whether the mutation names its row by id
+// alone (UpdateOneID without Where).
+func (m *TagMutation) HotCounterByIDOnly() bool { return len(m.predicates) == 0 }
+
+// HotCounterEntity loads the Tag with the given id as Get does,
+// counters filled: the entity an UpdateOne that wrote only counters
+// returns, read after the write.
+func (m *TagMutation) HotCounterEntity(ctx context.Context, id any) (any, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("Tag: id %v (%T) is not a int", id, id)
+	}
+	return m.Client().Tag.Get(ctx, key)
+}
 
 // HotCounterBulkUpsert reports whether the mutation is one row of a bulk
 // create with ON CONFLICT.

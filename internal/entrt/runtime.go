@@ -23,6 +23,7 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 
+	"github.com/hotcounter/hotcounter/internal/combine"
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/engine"
 	"github.com/hotcounter/hotcounter/internal/observe"
@@ -122,12 +123,19 @@ type Runtime struct {
 // [NewState]; users do not.
 type State struct {
 	storages engine.Storages
+	// combined merges concurrent increments of one row outside
+	// transactions into one statement, as gormcounter's plugin does.
+	combined combine.Group
 	obs      atomic.Pointer[observe.Observer]
 	obsOnce  sync.Mutex
 }
 
 // NewState returns an empty State.
-func NewState() *State { return &State{} }
+func NewState() *State {
+	st := &State{}
+	st.combined.Limit = 2 // gormcounter's default InFlight
+	return st
+}
 
 // processState serves clients generated before State existed.
 var processState State
@@ -173,6 +181,16 @@ func (r Runtime) System() string {
 		return "sqlite"
 	}
 	return r.Driver.Dialect()
+}
+
+// Combined is the client's group of increments that share a statement
+// (at most 2 statements in flight per row).
+func (r Runtime) Combined() *combine.Group {
+	st := r.State
+	if st == nil {
+		st = &processState
+	}
+	return &st.combined
 }
 
 func (r Runtime) Storages() *engine.Storages {
@@ -308,6 +326,20 @@ func WithLive(ctx context.Context) context.Context { return context.WithValue(ct
 
 func isLive(ctx context.Context) bool { v, _ := ctx.Value(liveKey{}).(bool); return v }
 
+type noFillKey struct{}
+
+// WithoutFill returns a context under which loads leave the counter field
+// of schema typ unfilled: for a read whose caller sets it from a value it
+// already has (the total an increment returned).
+func WithoutFill(ctx context.Context, typ, field string) context.Context {
+	return context.WithValue(ctx, noFillKey{}, typ+"."+field)
+}
+
+func noFill(ctx context.Context, d Def) bool {
+	v, _ := ctx.Value(noFillKey{}).(string)
+	return v != "" && v == d.Name()
+}
+
 // Load fills the counters of n loaded nodes of schema typ with one grouped
 // query. Generated code calls it after every load (including eager-loaded
 // edges); selected are the fields the query selected (none: all), key(i) is
@@ -316,7 +348,7 @@ func Load(ctx context.Context, r Runtime, typ string, selected []string, n int, 
 	live := isLive(ctx)
 	var defs []Def
 	for _, d := range r.Defs {
-		if d.Type != typ || (d.Rollup && !live) {
+		if d.Type != typ || (d.Rollup && !live) || noFill(ctx, d) {
 			continue
 		}
 		if len(selected) > 0 && !slices.Contains(selected, d.Field) {

@@ -4,6 +4,7 @@ package ent
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/hotcounter/hotcounter/examples/entquickstart/ent/post"
 )
@@ -48,6 +49,21 @@ func (m *PostMutation) HotCounterNotFound() error { return &NotFoundError{post.L
 
 // HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
 func (m *PostMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterByIDOnly reports whether the mutation names its row by id
+// alone (UpdateOneID without Where).
+func (m *PostMutation) HotCounterByIDOnly() bool { return len(m.predicates) == 0 }
+
+// HotCounterEntity loads the Post with the given id as Get does,
+// counters filled: the entity an UpdateOne that wrote only counters
+// returns, read after the write.
+func (m *PostMutation) HotCounterEntity(ctx context.Context, id any) (any, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("Post: id %v (%T) is not a int", id, id)
+	}
+	return m.Client().Post.Get(ctx, key)
+}
 
 // HotCounterBulkUpsert reports whether the mutation is one row of a bulk
 // create with ON CONFLICT.

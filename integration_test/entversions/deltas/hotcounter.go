@@ -4,6 +4,7 @@ package deltas
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/hotcounter/hotcounter/integration_test/entversions/deltas/reel"
 )
@@ -48,6 +49,21 @@ func (m *ReelMutation) HotCounterNotFound() error { return &NotFoundError{reel.L
 
 // HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
 func (m *ReelMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterByIDOnly reports whether the mutation names its row by id
+// alone (UpdateOneID without Where).
+func (m *ReelMutation) HotCounterByIDOnly() bool { return len(m.predicates) == 0 }
+
+// HotCounterEntity loads the Reel with the given id as Get does,
+// counters filled: the entity an UpdateOne that wrote only counters
+// returns, read after the write.
+func (m *ReelMutation) HotCounterEntity(ctx context.Context, id any) (any, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("Reel: id %v (%T) is not a int", id, id)
+	}
+	return m.Client().Reel.Get(ctx, key)
+}
 
 // HotCounterBulkUpsert reports whether the mutation is one row of a bulk
 // create with ON CONFLICT.
