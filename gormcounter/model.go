@@ -246,13 +246,16 @@ func checkField(s *schema.Schema, f *schema.Field) error {
 // settleField sets how GORM treats the counter field. Both modes: never
 // inserted or updated from a struct (Create, Save and Updates(struct) leave
 // counters alone; increments go through the slots). Sum mode: no parent
-// column at all. Rollup mode: a NOT NULL DEFAULT 0 column that loads read.
+// column at all (not among the schema's columns, so never selected by
+// name), but readable, so that a load of one row scans the total it
+// selects beside the columns (see inlineTotals). Rollup mode: a NOT NULL
+// DEFAULT 0 column that loads read.
 func (c *counter) settleField() {
 	f := c.field
 	f.Creatable = false
 	f.Updatable = false
 	if c.opts.Mode == spec.Sum {
-		f.Readable = false
+		f.Readable = true
 		f.IgnoreMigration = true
 		s := c.model.schema
 		names := make([]string, 0, len(s.DBNames))

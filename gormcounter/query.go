@@ -7,8 +7,10 @@ import (
 	"strings"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 	"gorm.io/gorm/schema"
 
+	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/engine"
 	"github.com/hotcounter/hotcounter/internal/spec"
 )
@@ -40,7 +42,7 @@ func (p *Plugin) adjustSelect(db *gorm.DB) {
 			}
 		}
 		dropDerivedColumns(db, m)
-		stmt.Settings.Store(fillPlanKey, wanted)
+		stmt.Settings.Store(fillPlanKey, p.inlineTotals(db, wanted))
 		return
 	}
 	var kept []string
@@ -84,6 +86,58 @@ func (p *Plugin) adjustSelect(db *gorm.DB) {
 		stmt.Selects = kept
 	}
 	stmt.Settings.Store(fillPlanKey, wanted)
+}
+
+// inlineTotals makes a load of one row of the model (First, Take, Last into
+// a struct) select its sum counters' totals beside its columns, one
+// correlated subquery each, so that it is one statement, not a load and a
+// fill; it returns the counters left to the fill. Loads of many rows keep
+// the fill's one grouped query; so do loads with Joins, a Table
+// expression, Distinct or grouping, QueryFields, a write-behind buffer's
+// Live (its pending amounts are added by the fill), and counters adopted
+// over a column (the column would be selected twice).
+func (p *Plugin) inlineTotals(db *gorm.DB, wanted []*counter) []*counter {
+	stmt := db.Statement
+	if !stmt.ReflectValue.IsValid() || stmt.ReflectValue.Kind() != reflect.Struct || !rowsAreModel(stmt) ||
+		len(stmt.Joins) > 0 || stmt.TableExpr != nil || stmt.Distinct || db.QueryFields || stmt.Table == "" {
+		return wanted
+	}
+	if _, ok := stmt.Clauses["GROUP BY"]; ok {
+		return wanted
+	}
+	if _, ok := stmt.Context.Value(bufferKey{}).(*Buffer); ok {
+		return wanted
+	}
+	var (
+		inline []countersql.Inline
+		rest   []*counter
+	)
+	for _, c := range wanted {
+		if c.opts.Mode != spec.Sum || isUnsigned(c.field) {
+			// An unsigned field cannot take a negative total: the fill
+			// says so, naming the counter.
+			rest = append(rest, c)
+			continue
+		}
+		st, err := p.storages.Get(stmt.Context, gormConn{db: db}, p.dialect, c.table)
+		if err != nil {
+			return wanted // the fill reports it
+		}
+		read, err := engine.Sources(c.table, st, c.opts.Mode, c.count != nil)
+		if err != nil || read.Column {
+			rest = append(rest, c)
+			continue
+		}
+		t := c.table
+		t.Parent = stmt.Table
+		inline = append(inline, countersql.Inline{Table: t, Read: read, As: c.field.DBName})
+	}
+	if len(inline) == 0 {
+		return wanted
+	}
+	table := stmt.Table
+	stmt.AddClause(clause.Select{Expression: sqlExpr(func(w countersql.Writer) { p.dialect.SelectWithTotals(w, table, inline) })})
+	return rest
 }
 
 // dropAbsentColumns runs before Row, Rows, Scan and Pluck. They never fill,

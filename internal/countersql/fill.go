@@ -108,3 +108,37 @@ func (d Dialect) sumByOwner(w Writer, t Table, tables []string, keys []any, nonZ
 	}
 	q(w, ") % GROUP BY %.%", all, all, t.Owner)
 }
+
+// Inline asks for one counter's total in the select list of a load of its
+// parent rows (see SelectWithTotals).
+type Inline struct {
+	Table Table
+	Read  Sources // slot tables only: a column the counter was adopted over is left to the fill
+	As    string  // the name the load scans into the counter's field
+}
+
+// SelectWithTotals writes the select list of a load of parent rows from
+// the table named parent (as the outer query names it) that also returns
+// each counter's total, so that a load of one row needs no second
+// statement:
+//
+//	"posts".*, (COALESCE((SELECT SUM(s.n) FROM post_likes_slots AS s WHERE s.post_id = "posts"."id"), 0)) AS "likes"
+func (d Dialect) SelectWithTotals(w Writer, parent string, totals []Inline) {
+	const s = "hc_s"
+	w.Ident(parent)
+	w.WriteString(".*")
+	for _, in := range totals {
+		w.WriteString(", (")
+		for i, tb := range in.Read.Tables {
+			if i > 0 {
+				w.WriteString(" + ")
+			}
+			q(w, "COALESCE((SELECT SUM(%.%) FROM % AS % WHERE %.% = ", s, ValueColumn, tb, s, s, in.Table.Owner)
+			q(w, "%.%), 0)", parent, in.Table.ParentKey)
+		}
+		if len(in.Read.Tables) == 0 {
+			w.WriteString("0")
+		}
+		q(w, ") AS %", in.As)
+	}
+}

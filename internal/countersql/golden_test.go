@@ -110,6 +110,9 @@ func statements(d Dialect) []struct {
 		one("ZeroSlot", func(w Writer) { d.ZeroSlot(w, posts, int64(1), 7) }),
 		one("TakeFromFreeSlot", func(w Writer) { d.TakeFromFreeSlot(w, posts, int64(1), 2) }),
 		one("SlotsHolding", func(w Writer) { d.SlotsHolding(w, posts, int64(1)) }),
+		one("SelectWithTotals", func(w Writer) {
+			d.SelectWithTotals(w, "posts", []Inline{{Table: posts, Read: Sources{Tables: []string{"post_likes_slots", "post_likes_deltas"}}, As: "likes"}})
+		}),
 		one("ReshapeSlots", func(w Writer) { d.ReshapeSlots(w, posts, int64(1), []any{int64(0), int64(3)}, []int64{5, -7}) }),
 		one("TakeFromSlot", func(w Writer) { d.TakeFromSlot(w, posts, int64(1), 3, 2) }),
 		one("LockAllSlots", func(w Writer) { d.LockAllSlots(w, posts, int64(1)) }),
