@@ -11,6 +11,7 @@ import (
 
 	"entgo.io/ent"
 
+	"github.com/hotcounter/hotcounter/internal/combine"
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/dberr"
 	"github.com/hotcounter/hotcounter/internal/engine"
@@ -190,12 +191,7 @@ func (w *write) incrementOne(ctx context.Context, m fastMutation, key any, delta
 			}
 			return total, err
 		}
-		var total int64
-		if s.InTx() {
-			total, err = run(ctx, delta)
-		} else {
-			total, err = w.r.Combined().Do(ctx, w.combineKey(key), delta, run)
-		}
+		total, err := w.shared(ctx, s, key, delta, run)
 		if errors.Is(err, errNoParent) {
 			return nil, m.HotCounterNotFound()
 		}
@@ -406,11 +402,8 @@ func (w *write) increment(ctx context.Context, s engine.Session, keys []any, del
 	return w.incrementKeys(ctx, s, keys, delta, false)
 }
 
-// incrementKeys is increment, taking a free slot if skipLocked. An
-// increment of one parent outside a transaction goes together with
-// concurrent increments of the same parent, as one statement adding their
-// sum (as gormcounter's do); inside one, each must roll back alone, and an
-// append counter's contract is one delta row per increment.
+// incrementKeys is increment, taking a free slot if skipLocked; an
+// increment of one parent is shared with concurrent ones (see shared).
 func (w *write) incrementKeys(ctx context.Context, s engine.Session, keys []any, delta int64, skipLocked bool) (int64, error) {
 	run := func(ctx context.Context, delta int64) (int64, error) {
 		if w.d.Guarded && len(keys) == 1 && delta > 0 {
@@ -421,16 +414,23 @@ func (w *write) incrementKeys(ctx context.Context, s engine.Session, keys []any,
 		return engine.Apply(ctx, s, w.dl, engine.Increment{Table: w.d.Tables(), Mode: w.d.Mode(), Slots: w.d.Slots,
 			SkipLocked: skipLocked, Keys: keys, Delta: delta})
 	}
-	if len(keys) != 1 || s.InTx() || w.d.Append || delta == 0 {
+	if len(keys) != 1 {
 		return run(ctx, delta)
 	}
-	return w.r.Combined().Do(ctx, w.combineKey(keys[0]), delta, run)
+	return w.shared(ctx, s, keys[0], delta, run)
 }
 
-// combineKey names the increments of one parent's counter for the
-// client's combining group.
-func (w *write) combineKey(key any) string {
-	return fmt.Sprintf("%s\x00%s\x00%v", w.d.SlotTable, w.d.Field, key)
+// shared runs run, the increment of one parent by delta: outside a
+// transaction through the client's combining group, so that concurrent
+// increments of the parent's counter share one statement adding their sum
+// (run then returns what that statement returned to all of them); inside
+// one alone, as each must roll back alone; and alone for an append
+// counter, whose contract is one delta row per increment.
+func (w *write) shared(ctx context.Context, s engine.Session, key any, delta int64, run combine.Run) (int64, error) {
+	if s.InTx() || w.d.Append || delta == 0 {
+		return run(ctx, delta)
+	}
+	return w.r.Combined().Do(ctx, fmt.Sprintf("%s\x00%s\x00%v", w.d.SlotTable, w.d.Field, key), delta, run)
 }
 
 // created writes the initial value of a new parent's sum counter, and its
