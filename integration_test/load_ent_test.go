@@ -69,3 +69,41 @@ func TestEntLoadsAreNotNPlusOne(t *testing.T) {
 		}
 	})
 }
+
+// A load of one node (Get, Only, First) selects its sum counters' totals in
+// its own statement: one statement, the totals exact. An eager-loaded edge
+// of one node is still filled (its own query is not the one that selected
+// totals), and so is a count of child rows loaded the same way.
+func TestEntLoadOfOneNodeIsOneStatement(t *testing.T) {
+	parallel(t)
+	eachEnt(t, func(t *testing.T, e *entEnv) {
+		ctx := context.Background()
+		c := e.client
+		a := c.Author.Create().SetName("ann").SaveX(ctx)
+		c.Author.UpdateOneID(a.ID).AddFollowers(4).ExecX(ctx)
+		p := c.Post.Create().SetTitle("viral").SetAuthorID(a.ID).SaveX(ctx)
+		for range 20 {
+			c.Post.UpdateOneID(p.ID).AddLikes(1).ExecX(ctx)
+		}
+		for name, load := range map[string]func() *ent.Post{
+			"Get":   func() *ent.Post { return c.Post.GetX(ctx, p.ID) },
+			"Only":  func() *ent.Post { return c.Post.Query().Where(post.ID(p.ID)).OnlyX(ctx) },
+			"First": func() *ent.Post { return c.Post.Query().Where(post.TitleEQ("viral")).FirstX(ctx) },
+		} {
+			var got *ent.Post
+			if n := entStatements(e, func() { got = load() }); n != 1 {
+				t.Fatalf("%s sent %d statements, want 1", name, n)
+			}
+			if got.Likes != 20 || got.Title != "viral" {
+				t.Fatalf("%s: likes=%d title=%q, want 20 and viral", name, got.Likes, got.Title)
+			}
+		}
+		got := c.Post.Query().Where(post.ID(p.ID)).WithAuthor().OnlyX(ctx)
+		if got.Likes != 20 || got.Edges.Author.Followers != 4 {
+			t.Fatalf("with its author: likes=%d followers=%d, want 20 and 4", got.Likes, got.Edges.Author.Followers)
+		}
+		if n := entStatements(e, func() { c.Post.Query().AllX(ctx) }); n != 2 {
+			t.Fatalf("a load of many posts sent %d statements, want 2 (the load and one grouped fill)", n)
+		}
+	})
+}

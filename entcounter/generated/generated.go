@@ -60,3 +60,15 @@ func DropZeroColumn(nodes []*sqlgraph.CreateSpec, column string) { entrt.DropZer
 // entcounter.ByHooks. The generated config registers it on the child and
 // parent schemas of such counts.
 func CountHook() ent.Hook { return entrt.CountHook() }
+
+// InlineTotals makes a load of one node select its sum counters' totals in
+// its own statement, and returns the context that tells InlinedFor so.
+func InlineTotals(ctx context.Context, r Runtime, typ string, fields []string, spec *sqlgraph.QuerySpec) context.Context {
+	return entrt.InlineTotals(ctx, r, typ, fields, spec)
+}
+
+// InlinedFor returns the context under which the fill after the query of
+// spec leaves alone what InlineTotals selected in it.
+func InlinedFor(ctx context.Context, spec *sqlgraph.QuerySpec) context.Context {
+	return entrt.InlinedFor(ctx, spec)
+}

@@ -386,6 +386,7 @@ func (_q *AuthorQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Autho
 		return node.assignValues(columns, values)
 	}
 	_spec.Node.Columns = generated.WithoutColumns(_q.HotCounter(), "Author", _spec.Node.Columns)
+	ctx = generated.InlineTotals(ctx, _q.HotCounter(), "Author", _q.ctx.Fields, _spec)
 	for i := range hooks {
 		hooks[i](ctx, _spec)
 	}
@@ -402,7 +403,7 @@ func (_q *AuthorQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Autho
 			return nil, err
 		}
 	}
-	if err := generated.Load(ctx, _q.HotCounter(), "Author", _q.ctx.Fields, len(nodes),
+	if err := generated.Load(generated.InlinedFor(ctx, _spec), _q.HotCounter(), "Author", _q.ctx.Fields, len(nodes),
 		func(i int) any { return nodes[i].ID },
 		func(i int, f string, v int64) {
 			switch f {
@@ -452,6 +453,7 @@ func (_q *AuthorQuery) loadPosts(ctx context.Context, query *PostQuery, nodes []
 func (_q *AuthorQuery) sqlCount(ctx context.Context) (int, error) {
 	_spec := _q.querySpec()
 	_spec.Node.Columns = generated.WithoutColumns(_q.HotCounter(), "Author", _spec.Node.Columns)
+	ctx = generated.InlineTotals(ctx, _q.HotCounter(), "Author", _q.ctx.Fields, _spec)
 	_spec.Node.Columns = _q.ctx.Fields
 	if len(_q.ctx.Fields) > 0 {
 		_spec.Unique = _q.ctx.Unique != nil && *_q.ctx.Unique

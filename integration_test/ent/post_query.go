@@ -423,6 +423,7 @@ func (_q *PostQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Post, e
 		return node.assignValues(columns, values)
 	}
 	_spec.Node.Columns = generated.WithoutColumns(_q.HotCounter(), "Post", _spec.Node.Columns)
+	ctx = generated.InlineTotals(ctx, _q.HotCounter(), "Post", _q.ctx.Fields, _spec)
 	for i := range hooks {
 		hooks[i](ctx, _spec)
 	}
@@ -445,7 +446,7 @@ func (_q *PostQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Post, e
 			return nil, err
 		}
 	}
-	if err := generated.Load(ctx, _q.HotCounter(), "Post", _q.ctx.Fields, len(nodes),
+	if err := generated.Load(generated.InlinedFor(ctx, _spec), _q.HotCounter(), "Post", _q.ctx.Fields, len(nodes),
 		func(i int) any { return nodes[i].ID },
 		func(i int, f string, v int64) {
 			switch f {
@@ -526,6 +527,7 @@ func (_q *PostQuery) loadComments(ctx context.Context, query *CommentQuery, node
 func (_q *PostQuery) sqlCount(ctx context.Context) (int, error) {
 	_spec := _q.querySpec()
 	_spec.Node.Columns = generated.WithoutColumns(_q.HotCounter(), "Post", _spec.Node.Columns)
+	ctx = generated.InlineTotals(ctx, _q.HotCounter(), "Post", _q.ctx.Fields, _spec)
 	_spec.Node.Columns = _q.ctx.Fields
 	if len(_q.ctx.Fields) > 0 {
 		_spec.Unique = _q.ctx.Unique != nil && *_q.ctx.Unique

@@ -386,6 +386,7 @@ func (_q *RackQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Rack, e
 		return node.assignValues(columns, values)
 	}
 	_spec.Node.Columns = generated.WithoutColumns(_q.HotCounter(), "Rack", _spec.Node.Columns)
+	ctx = generated.InlineTotals(ctx, _q.HotCounter(), "Rack", _q.ctx.Fields, _spec)
 	for i := range hooks {
 		hooks[i](ctx, _spec)
 	}
@@ -402,7 +403,7 @@ func (_q *RackQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Rack, e
 			return nil, err
 		}
 	}
-	if err := generated.Load(ctx, _q.HotCounter(), "Rack", _q.ctx.Fields, len(nodes),
+	if err := generated.Load(generated.InlinedFor(ctx, _spec), _q.HotCounter(), "Rack", _q.ctx.Fields, len(nodes),
 		func(i int) any { return nodes[i].ID },
 		func(i int, f string, v int64) {
 			switch f {
@@ -454,6 +455,7 @@ func (_q *RackQuery) loadItems(ctx context.Context, query *ItemQuery, nodes []*R
 func (_q *RackQuery) sqlCount(ctx context.Context) (int, error) {
 	_spec := _q.querySpec()
 	_spec.Node.Columns = generated.WithoutColumns(_q.HotCounter(), "Rack", _spec.Node.Columns)
+	ctx = generated.InlineTotals(ctx, _q.HotCounter(), "Rack", _q.ctx.Fields, _spec)
 	_spec.Node.Columns = _q.ctx.Fields
 	if len(_q.ctx.Fields) > 0 {
 		_spec.Unique = _q.ctx.Unique != nil && *_q.ctx.Unique

@@ -345,6 +345,7 @@ func (_q *SkipPostQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Ski
 		return node.assignValues(columns, values)
 	}
 	_spec.Node.Columns = generated.WithoutColumns(_q.HotCounter(), "SkipPost", _spec.Node.Columns)
+	ctx = generated.InlineTotals(ctx, _q.HotCounter(), "SkipPost", _q.ctx.Fields, _spec)
 	for i := range hooks {
 		hooks[i](ctx, _spec)
 	}
@@ -354,7 +355,7 @@ func (_q *SkipPostQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Ski
 	if len(nodes) == 0 {
 		return nodes, nil
 	}
-	if err := generated.Load(ctx, _q.HotCounter(), "SkipPost", _q.ctx.Fields, len(nodes),
+	if err := generated.Load(generated.InlinedFor(ctx, _spec), _q.HotCounter(), "SkipPost", _q.ctx.Fields, len(nodes),
 		func(i int) any { return nodes[i].ID },
 		func(i int, f string, v int64) {
 			switch f {
@@ -370,6 +371,7 @@ func (_q *SkipPostQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Ski
 func (_q *SkipPostQuery) sqlCount(ctx context.Context) (int, error) {
 	_spec := _q.querySpec()
 	_spec.Node.Columns = generated.WithoutColumns(_q.HotCounter(), "SkipPost", _spec.Node.Columns)
+	ctx = generated.InlineTotals(ctx, _q.HotCounter(), "SkipPost", _q.ctx.Fields, _spec)
 	_spec.Node.Columns = _q.ctx.Fields
 	if len(_q.ctx.Fields) > 0 {
 		_spec.Unique = _q.ctx.Unique != nil && *_q.ctx.Unique

@@ -124,21 +124,31 @@ type Inline struct {
 //
 //	"posts".*, (COALESCE((SELECT SUM(s.n) FROM post_likes_slots AS s WHERE s.post_id = "posts"."id"), 0)) AS "likes"
 func (d Dialect) SelectWithTotals(w Writer, parent string, totals []Inline) {
-	const s = "hc_s"
 	w.Ident(parent)
 	w.WriteString(".*")
 	for _, in := range totals {
-		w.WriteString(", (")
-		for i, tb := range in.Read.Tables {
-			if i > 0 {
-				w.WriteString(" + ")
-			}
-			q(w, "COALESCE((SELECT SUM(%.%) FROM % AS % WHERE %.% = ", s, ValueColumn, tb, s, s, in.Table.Owner)
-			q(w, "%.%), 0)", parent, in.Table.ParentKey)
-		}
-		if len(in.Read.Tables) == 0 {
-			w.WriteString("0")
-		}
-		q(w, ") AS %", in.As)
+		w.WriteString(", ")
+		d.TotalOf(w, in, func(w Writer) { q(w, "%.%", parent, in.Table.ParentKey) })
+		q(w, " AS %", in.As)
 	}
+}
+
+// TotalOf writes the parenthesised total of one counter of the parent row
+// whose key key writes (a column of the outer query): the sum of each of
+// its tables' rows of that parent, 0 without any.
+func (d Dialect) TotalOf(w Writer, in Inline, key func(Writer)) {
+	const s = "hc_s"
+	w.WriteString("(")
+	for i, tb := range in.Read.Tables {
+		if i > 0 {
+			w.WriteString(" + ")
+		}
+		q(w, "COALESCE((SELECT SUM(%.%) FROM % AS % WHERE %.% = ", s, ValueColumn, tb, s, s, in.Table.Owner)
+		key(w)
+		w.WriteString("), 0)")
+	}
+	if len(in.Read.Tables) == 0 {
+		w.WriteString("0")
+	}
+	w.WriteString(")")
 }

@@ -332,12 +332,87 @@ type noFillKey struct{}
 // of schema typ unfilled: for a read whose caller sets it from a value it
 // already has (the total an increment returned).
 func WithoutFill(ctx context.Context, typ, field string) context.Context {
-	return context.WithValue(ctx, noFillKey{}, typ+"."+field)
+	return context.WithValue(ctx, noFillKey{}, []string{typ + "." + field})
 }
 
 func noFill(ctx context.Context, d Def) bool {
-	v, _ := ctx.Value(noFillKey{}).(string)
-	return v != "" && v == d.Name()
+	names, _ := ctx.Value(noFillKey{}).([]string)
+	return slices.Contains(names, d.Name())
+}
+
+type inlineKey struct{}
+
+// inlined is what InlineTotals selected in the statement of one query
+// (spec): the counters the fill after it leaves alone.
+type inlined struct {
+	spec  *sqlgraph.QuerySpec
+	names []string
+}
+
+// InlineTotals makes a load of one node of typ (Get, Only, First: a limit
+// of 1 or 2, no traversal, no Unique, no modifiers of the user's) select
+// its sum counters' totals (those among fields, the query's Select, if
+// any) beside its columns, one
+// correlated subquery each, so that the load is one statement, not a load
+// and a fill. It returns ctx marked with what it selected, for
+// [InlinedFor]. Counters adopted over a column, append and rollup
+// counters, and loads under a write-behind buffer's Live keep the fill.
+// The extension's generated query code calls it; users do not.
+func InlineTotals(ctx context.Context, r Runtime, typ string, fields []string, qs *sqlgraph.QuerySpec) context.Context {
+	if qs.ScanValues == nil || qs.Limit <= 0 || qs.Limit > 2 || qs.From != nil || qs.Unique || len(qs.Modifiers) > 0 || ctx.Value(pendingKey{}) != nil {
+		return ctx
+	}
+	dl, err := r.Dialect()
+	if err != nil {
+		return ctx
+	}
+	var (
+		parts []countersql.Inline
+		names []string
+		key   string
+	)
+	for _, d := range r.Defs {
+		if d.Type != typ || d.Mode() != spec.Sum || noFill(ctx, d) || !slices.Contains(qs.Node.Columns, d.Key) ||
+			len(fields) > 0 && !slices.Contains(fields, d.Field) {
+			continue
+		}
+		t := d.Tables()
+		st, err := r.Storages().Get(ctx, NewSession(r), dl, t)
+		if err != nil {
+			return ctx // the fill reports it
+		}
+		read, err := engine.Sources(t, st, d.Mode(), d.Count != nil)
+		if err != nil || read.Column {
+			continue
+		}
+		parts, names, key = append(parts, countersql.Inline{Table: t, Read: read, As: d.Field}), append(names, d.Name()), d.Key
+	}
+	if len(parts) == 0 {
+		return ctx
+	}
+	mysql := r.Driver.Dialect() == dialect.MySQL
+	qs.Modifiers = append(qs.Modifiers, func(s *sql.Selector) {
+		col := s.C(key)
+		for _, in := range parts {
+			s.AppendSelectExprAs(sql.ExprFunc(func(b *sql.Builder) {
+				dl.TotalOf(writer{b: b, mysql: mysql}, in, func(w countersql.Writer) { w.WriteString(col) })
+			}), in.As)
+		}
+	})
+	return context.WithValue(ctx, inlineKey{}, inlined{spec: qs, names: names})
+}
+
+// InlinedFor returns the context for the fill after the query of spec:
+// it leaves alone what InlineTotals selected in that query's statement
+// (and nothing of another query's, such as the query that eager-loads
+// this one as an edge). The extension's generated query code calls it.
+func InlinedFor(ctx context.Context, spec *sqlgraph.QuerySpec) context.Context {
+	in, ok := ctx.Value(inlineKey{}).(inlined)
+	if !ok || in.spec != spec {
+		return ctx
+	}
+	names, _ := ctx.Value(noFillKey{}).([]string)
+	return context.WithValue(ctx, noFillKey{}, append(slices.Clip(names), in.names...))
 }
 
 // Load fills the counters of n loaded nodes of schema typ with one grouped
