@@ -37,7 +37,9 @@ var (
 //
 // Given a transaction (*ent.Tx) it takes in it (a rollback returns the
 // stock); given the client, in a transaction of its own where it needs
-// one. Restock with AddStock(n) (UpdateOneID), which spreads n over the
+// one, and together with concurrent takes of the same item as one take of
+// their sum (refused, each buyer asking no more than was left takes
+// alone). Restock with AddStock(n) (UpdateOneID), which spreads n over the
 // slots. An id with no row is refused as insufficient: it holds nothing.
 func Take(ctx context.Context, src Source, typ, field string, id any, amount int64) error {
 	r := src.HotCounter()
@@ -52,7 +54,18 @@ func Take(ctx context.Context, src Source, typ, field string, id any, amount int
 	if err != nil {
 		return err
 	}
-	if err := engine.Take(ctx, entrt.NewSession(r), dl, d.Tables(), d.Slots, id, amount); err != nil {
+	s := entrt.NewSession(r)
+	take := func(ctx context.Context, amount int64) (int64, error) {
+		return 1, engine.Take(ctx, s, dl, d.Tables(), d.Slots, id, amount)
+	}
+	if s.InTx() || amount <= 0 {
+		_, err = take(ctx, amount)
+	} else {
+		// Takes of one item that arrive while others run go together as
+		// one take of their sum, as gormcounter's do.
+		_, err = r.Takes().Do(ctx, fmt.Sprintf("%s\x00%v", d.SlotTable, id), amount, take)
+	}
+	if err != nil {
 		return fmt.Errorf("entcounter: take %d from %s: %w", amount, d.Name(), err)
 	}
 	return nil

@@ -2,7 +2,6 @@ package gormcounter
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"gorm.io/gorm"
@@ -104,21 +103,4 @@ func (p *Plugin) guarded(db *gorm.DB, inc increment, t countersql.Table, key any
 		return 0, err
 	}
 	return 1, nil
-}
-
-// splitTakes answers the buyers of a combined take refused for want of
-// stock (it took nothing): a buyer asking more than was left is refused at
-// once, as a take of its own would have been then; the others take alone.
-// Any other error is every buyer's: the take may have committed.
-func splitTakes(err error) func(amount int64) (bool, error) {
-	var short *engine.Shortage
-	if !errors.As(err, &short) {
-		return nil
-	}
-	return func(amount int64) (bool, error) {
-		if amount > short.Left {
-			return false, &engine.Shortage{Left: short.Left, Asked: amount}
-		}
-		return true, nil
-	}
 }

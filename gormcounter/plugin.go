@@ -101,7 +101,7 @@ func New(cfg Config) *Plugin {
 	p := &Plugin{cfg: cfg}
 	p.combined.Limit = cfg.InFlight
 	p.takes.Limit = cfg.InFlight
-	p.takes.Split = splitTakes
+	p.takes.Split = engine.SplitTakes
 	return p
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent"
 	"github.com/hotcounter/hotcounter/integration_test/ent/naivepost"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
+	"github.com/hotcounter/hotcounter/integration_test/ent/product"
 	"github.com/hotcounter/hotcounter/internal/testdb"
 )
 
@@ -116,4 +117,36 @@ func BenchmarkEntLoad(b *testing.B) {
 	load("filled-100", func() error { _, err := between(typical).All(ctx); return err })
 	load("filled-100-hot", func() error { _, err := between(hot).All(ctx); return err })
 	load("live-100-hot", func() error { _, err := between(hot).All(entcounter.WithLive(ctx)); return err })
+}
+
+// BenchmarkEntGuardedTake: BenchmarkGuardedTake through ent: 32 buyers take
+// 1 each with entcounter.Take from a guarded counter of 16 slots, against
+// the naive guarded row in the same run.
+func BenchmarkEntGuardedTake(b *testing.B) { benchEntGuardedTake(b, pg) }
+
+// BenchmarkEntGuardedTakeMariaDB is BenchmarkEntGuardedTake on MariaDB.
+func BenchmarkEntGuardedTakeMariaDB(b *testing.B) { benchEntGuardedTake(b, my) }
+
+func benchEntGuardedTake(b *testing.B, kind dbKind) {
+	e := openEntBench(b, kind)
+	ctx := context.Background()
+	db := openBenchWith(b, kind, e.dsn, gormcounter.Config{})
+	if err := db.AutoMigrate(&NaiveProduct{}); err != nil {
+		b.Fatal(err)
+	}
+	const plenty = 1 << 40
+	naive := NaiveProduct{Stock: plenty}
+	if err := db.Create(&naive).Error; err != nil {
+		b.Fatal(err)
+	}
+	p := e.client.Product.Create().SetName("flash sale").SetStock(plenty).SaveX(ctx)
+	auto := db.Session(&gorm.Session{SkipDefaultTransaction: true})
+	b.Run("naive", func(b *testing.B) {
+		writersLoop(b, func() error {
+			return auto.Exec("UPDATE naive_products SET stock = stock - 1 WHERE id = ? AND stock >= 1", naive.ID).Error
+		})
+	})
+	b.Run("take16", func(b *testing.B) {
+		writersLoop(b, func() error { return entcounter.Take(ctx, e.client, product.Table, product.FieldStock, p.ID, 1) })
+	})
 }

@@ -25,6 +25,24 @@ func (e *Shortage) Error() string {
 // Is makes a Shortage match ErrInsufficient.
 func (e *Shortage) Is(target error) bool { return target == ErrInsufficient }
 
+// SplitTakes is the Split of a combine.Group of takes: it answers the
+// buyers of a combined take refused for want of stock (it took nothing): a
+// buyer asking more than was left is refused at once, as a take of its own
+// would have been then; the others take alone. Any other error is every
+// buyer's: the take may have committed.
+func SplitTakes(err error) func(amount int64) (bool, error) {
+	var short *Shortage
+	if !errors.As(err, &short) {
+		return nil
+	}
+	return func(amount int64) (bool, error) {
+		if amount > short.Left {
+			return false, &Shortage{Left: short.Left, Asked: amount}
+		}
+		return true, nil
+	}
+}
+
 // Take subtracts amount (> 0) from the guarded counter of the parent key:
 // in full, or not at all with ErrInsufficient when its total is below
 // amount. First from one slot row that holds enough: on PostgreSQL one no

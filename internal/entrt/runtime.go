@@ -126,6 +126,9 @@ type State struct {
 	// combined merges concurrent increments of one row outside
 	// transactions into one statement, as gormcounter's plugin does.
 	combined combine.Group
+	// takes merges concurrent takes of one guarded counter's row the same
+	// way, split when refused (engine.SplitTakes).
+	takes combine.Group
 	obs      atomic.Pointer[observe.Observer]
 	obsOnce  sync.Mutex
 }
@@ -134,6 +137,7 @@ type State struct {
 func NewState() *State {
 	st := &State{}
 	st.combined.Limit = 2 // gormcounter's default InFlight
+	st.takes.Limit, st.takes.Split = 2, engine.SplitTakes
 	return st
 }
 
@@ -191,6 +195,16 @@ func (r Runtime) Combined() *combine.Group {
 		st = &processState
 	}
 	return &st.combined
+}
+
+// Takes is the client's group of takes of guarded counters that share a
+// statement.
+func (r Runtime) Takes() *combine.Group {
+	st := r.State
+	if st == nil {
+		st = &processState
+	}
+	return &st.takes
 }
 
 func (r Runtime) Storages() *engine.Storages {
