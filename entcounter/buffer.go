@@ -104,13 +104,20 @@ func (b *Buffer) Add(ctx context.Context, typ, field string, id any, delta int64
 
 // Pending returns this buffer's delta for a counter of one row, not yet
 // written. A load plus Pending includes this process's own increments;
-// with a Store (Redis), every instance's, read from the store.
+// with a Store (Redis), every instance's, read from the store. It is
+// PendingContext without a deadline.
 func (b *Buffer) Pending(typ, field string, id any) (int64, error) {
+	return b.PendingContext(context.Background(), typ, field, id)
+}
+
+// PendingContext is Pending reading the store (Redis) under ctx: it
+// returns when ctx ends, with its error.
+func (b *Buffer) PendingContext(ctx context.Context, typ, field string, id any) (int64, error) {
 	c, err := b.counter(typ, field)
 	if err != nil {
 		return 0, err
 	}
-	return b.b.PendingIn(context.Background(), c, id)
+	return b.b.PendingIn(ctx, c, id)
 }
 
 // Live returns a context under which loads are exact (as under

@@ -91,6 +91,16 @@ func TestEntRedisBufferLiveLoadsAddWhatEveryInstanceHolds(t *testing.T) {
 		if got := e.client.Post.GetX(ctx, p.ID); got.Likes != 0 || got.Views != 0 {
 			t.Fatalf("a plain load read likes %d views %d, want SQL only (0, 0)", got.Likes, got.Views)
 		}
+		// Pending reads every instance's increments from Redis, under its
+		// context.
+		if n, err := bufs[1].PendingContext(ctx, "Post", post.FieldLikes, p.ID); err != nil || n != 4 {
+			t.Fatalf("PendingContext = %d, %v; want 4 (the other instance's likes)", n, err)
+		}
+		gone, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, err := bufs[1].PendingContext(gone, "Post", post.FieldLikes, p.ID); !errors.Is(err, context.Canceled) {
+			t.Fatalf("PendingContext with an ended context: %v, want context.Canceled", err)
+		}
 		got := e.client.Post.GetX(bufs[0].Live(ctx), p.ID)
 		if got.Likes != 4 || got.Views != 8 {
 			t.Fatalf("a load with the buffer read likes %d views %d, want 4 and 8 (both instances' increments in Redis)", got.Likes, got.Views)

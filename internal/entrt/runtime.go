@@ -128,9 +128,9 @@ type State struct {
 	combined combine.Group
 	// takes merges concurrent takes of one guarded counter's row the same
 	// way, split when refused (engine.SplitTakes).
-	takes combine.Group
-	obs      atomic.Pointer[observe.Observer]
-	obsOnce  sync.Mutex
+	takes   combine.Group
+	obs     atomic.Pointer[observe.Observer]
+	obsOnce sync.Mutex
 }
 
 // NewState returns an empty State.
