@@ -88,17 +88,19 @@ func (p *Plugin) adjustSelect(db *gorm.DB) {
 	stmt.Settings.Store(fillPlanKey, wanted)
 }
 
-// inlineTotals makes a load of one row of the model (First, Take, Last into
-// a struct) select its sum counters' totals beside its columns, one
-// correlated subquery each, so that it is one statement, not a load and a
-// fill; it returns the counters left to the fill. Loads of many rows keep
-// the fill's one grouped query; so do loads with Joins, a Table
-// expression, Distinct or grouping, QueryFields, a write-behind buffer's
-// Live (its pending amounts are added by the fill), and counters adopted
-// over a column (the column would be selected twice).
+// inlineTotals makes a load of the model's rows (First, Find, a Preload
+// level) select its sum counters' totals beside its columns, one
+// correlated subquery each over the row's slot rows, so that it is one
+// statement, not a load and a fill; it returns the counters left to the
+// fill. Loads with Joins, a Table expression, Distinct or grouping,
+// QueryFields, or a write-behind buffer's Live (its pending amounts are
+// added by the fill) keep the fill's one grouped query; so do counters
+// adopted over a column (the column would be selected twice) and unsigned
+// fields, and then all the model's counters go to the fill, as they do
+// under Live when the model has a rollup counter.
 func (p *Plugin) inlineTotals(db *gorm.DB, wanted []*counter) []*counter {
 	stmt := db.Statement
-	if !stmt.ReflectValue.IsValid() || stmt.ReflectValue.Kind() != reflect.Struct || !rowsAreModel(stmt) ||
+	if !stmt.ReflectValue.IsValid() || !rowsAreModel(stmt) ||
 		len(stmt.Joins) > 0 || stmt.TableExpr != nil || stmt.Distinct || db.QueryFields || stmt.Table == "" {
 		return wanted
 	}
@@ -134,6 +136,15 @@ func (p *Plugin) inlineTotals(db *gorm.DB, wanted []*counter) []*counter {
 	}
 	if len(inline) == 0 {
 		return wanted
+	}
+	live := isLive(stmt.Context)
+	for _, c := range rest {
+		if c.opts.Mode == spec.Sum || live {
+			// A fill runs anyway (a Live rollup counter, an adopted
+			// column): it reads every counter in its one statement, which
+			// costs less than subqueries beside it.
+			return wanted
+		}
 	}
 	table := stmt.Table
 	stmt.AddClause(clause.Select{Expression: sqlExpr(func(w countersql.Writer) { p.dialect.SelectWithTotals(w, table, inline) })})
