@@ -121,12 +121,11 @@ func (p *Plugin) inlineTotals(db *gorm.DB, wanted []*counter) []*counter {
 			rest = append(rest, c)
 			continue
 		}
-		st, err := p.storages.Get(stmt.Context, gormConn{db: db}, p.dialect, c.table)
+		read, err := p.sources(stmt.Context, gormConn{db: db}, c)
 		if err != nil {
 			return wanted // the fill reports it
 		}
-		read, err := engine.Sources(c.table, st, c.opts.Mode, c.count != nil)
-		if err != nil || read.Column {
+		if read.Column {
 			rest = append(rest, c)
 			continue
 		}
@@ -462,18 +461,28 @@ func (p *Plugin) runFill(db *gorm.DB, jobs []fillJob, live bool) error {
 func (p *Plugin) fillGroups(ctx context.Context, conn gormConn, groups []*fillGroup) (out []engine.FillGroup, probed bool, err error) {
 	out = make([]engine.FillGroup, len(groups))
 	for i, g := range groups {
-		st, err := p.storages.Get(ctx, conn, p.dialect, g.c.table)
+		read, err := p.sources(ctx, conn, g.c)
 		if err != nil {
-			return nil, false, fmt.Errorf("gormcounter: fill %s: %w", g.c.name(), err)
-		}
-		read, err := engine.Sources(g.c.table, st, g.c.opts.Mode, g.c.count != nil)
-		if err != nil {
-			return nil, false, fmt.Errorf("gormcounter: %s: %w", g.c.name(), err)
+			return nil, false, err
 		}
 		probed = probed || len(read.Tables) > 1 || (read.Column && g.c.opts.Mode == spec.Sum)
 		out[i] = engine.FillGroup{Table: g.c.table, Read: read, Keys: g.keys}
 	}
 	return out, probed, nil
+}
+
+// sources returns what adds up to counter c's value in this database (its
+// tables and the column it was adopted over), probed once.
+func (p *Plugin) sources(ctx context.Context, conn gormConn, c *counter) (countersql.Sources, error) {
+	st, err := p.storages.Get(ctx, conn, p.dialect, c.table)
+	if err != nil {
+		return countersql.Sources{}, fmt.Errorf("gormcounter: fill %s: %w", c.name(), err)
+	}
+	read, err := engine.Sources(c.table, st, c.opts.Mode, c.count != nil)
+	if err != nil {
+		return countersql.Sources{}, fmt.Errorf("gormcounter: %s: %w", c.name(), err)
+	}
+	return read, nil
 }
 
 func isUnsigned(f *schema.Field) bool {

@@ -142,15 +142,21 @@ func NewState() *State {
 }
 
 // processState serves clients generated before State existed.
-var processState State
+var processState = NewState()
+
+// state is the client's State, or the process's for code generated
+// before State existed.
+func (r Runtime) state() *State {
+	if r.State == nil {
+		return processState
+	}
+	return r.State
+}
 
 // Observer is the client's observer: the one entcounter.Observe set, or
 // one that counts hot keys with the defaults and records no metrics.
 func (r Runtime) Observer() *observe.Observer {
-	st := r.State
-	if st == nil {
-		st = &processState
-	}
+	st := r.state()
 	if o := st.obs.Load(); o != nil {
 		return o
 	}
@@ -166,10 +172,7 @@ func (r Runtime) Observer() *observe.Observer {
 
 // SetObserver replaces the client's observer.
 func (r Runtime) SetObserver(o *observe.Observer) {
-	st := r.State
-	if st == nil {
-		st = &processState
-	}
+	st := r.state()
 	if old := st.obs.Swap(o); old != nil {
 		_ = old.Close()
 	}
@@ -189,30 +192,13 @@ func (r Runtime) System() string {
 
 // Combined is the client's group of increments that share a statement
 // (at most 2 statements in flight per row).
-func (r Runtime) Combined() *combine.Group {
-	st := r.State
-	if st == nil {
-		st = &processState
-	}
-	return &st.combined
-}
+func (r Runtime) Combined() *combine.Group { return &r.state().combined }
 
 // Takes is the client's group of takes of guarded counters that share a
 // statement.
-func (r Runtime) Takes() *combine.Group {
-	st := r.State
-	if st == nil {
-		st = &processState
-	}
-	return &st.takes
-}
+func (r Runtime) Takes() *combine.Group { return &r.state().takes }
 
-func (r Runtime) Storages() *engine.Storages {
-	if r.State == nil {
-		return &processState.storages
-	}
-	return &r.State.storages
-}
+func (r Runtime) Storages() *engine.Storages { return &r.state().storages }
 
 // Source is anything with a HotCounter method: a generated *ent.Client,
 // *ent.Tx, query or mutation.
@@ -390,16 +376,14 @@ func InlineTotals(ctx context.Context, r Runtime, typ string, fields []string, q
 			len(fields) > 0 && !slices.Contains(fields, d.Field) {
 			continue
 		}
-		t := d.Tables()
-		st, err := r.Storages().Get(ctx, NewSession(r), dl, t)
+		read, err := r.sources(ctx, NewSession(r), dl, d)
 		if err != nil {
 			return ctx // the fill reports it
 		}
-		read, err := engine.Sources(t, st, d.Mode(), d.Count != nil)
-		if err != nil || read.Column {
+		if read.Column {
 			continue
 		}
-		parts, names, key = append(parts, countersql.Inline{Table: t, Read: read, As: d.Field}), append(names, d.Name()), d.Key
+		parts, names, key = append(parts, countersql.Inline{Table: d.Tables(), Read: read, As: d.Field}), append(names, d.Name()), d.Key
 	}
 	if len(parts) == 0 {
 		return ctx
@@ -539,19 +523,29 @@ func WithPending(ctx context.Context, fn PendingFunc) context.Context {
 func (r Runtime) fillGroups(ctx context.Context, c Conn, dl countersql.Dialect, defs []Def, keys []any) (out []engine.FillGroup, probed bool, err error) {
 	out = make([]engine.FillGroup, len(defs))
 	for i, d := range defs {
-		t := d.Tables()
-		st, err := r.Storages().Get(ctx, c, dl, t)
+		read, err := r.sources(ctx, c, dl, d)
 		if err != nil {
-			return nil, false, fmt.Errorf("entcounter: load %s: %w", d.Name(), err)
-		}
-		read, err := engine.Sources(t, st, d.Mode(), d.Count != nil)
-		if err != nil {
-			return nil, false, fmt.Errorf("entcounter: %s: %w", d.Name(), err)
+			return nil, false, err
 		}
 		probed = probed || len(read.Tables) > 1 || (read.Column && !d.Rollup)
-		out[i] = engine.FillGroup{Table: t, Read: read, Keys: keys}
+		out[i] = engine.FillGroup{Table: d.Tables(), Read: read, Keys: keys}
 	}
 	return out, probed, nil
+}
+
+// sources returns what adds up to counter d's value in this database (its
+// tables and the column it was adopted over), probed once per client.
+func (r Runtime) sources(ctx context.Context, c engine.Conn, dl countersql.Dialect, d Def) (countersql.Sources, error) {
+	t := d.Tables()
+	st, err := r.Storages().Get(ctx, c, dl, t)
+	if err != nil {
+		return countersql.Sources{}, fmt.Errorf("entcounter: load %s: %w", d.Name(), err)
+	}
+	read, err := engine.Sources(t, st, d.Mode(), d.Count != nil)
+	if err != nil {
+		return countersql.Sources{}, fmt.Errorf("entcounter: %s: %w", d.Name(), err)
+	}
+	return read, nil
 }
 
 // WithoutColumns returns columns without the sum counters of schema typ,
