@@ -313,10 +313,12 @@ func runSale(ctx context.Context, cfg FlashSaleConfig, tg target, s SaleStrategy
 	r := &SaleResult{Name: s.Name, What: s.What, Sent: len(l.requests), Sold: l.count(ok), Refused: l.count(refused),
 		TimedOut: l.count(timedOut), Deadlocked: l.count(deadlock), Failed: l.count(failed), Errors: l.errs}
 	// A refusal was false if a buyer who arrived after it returned then
-	// bought from stock that was there when it returned: after the
-	// restock's commit (the stock only goes down from then), or before it
-	// with the sale over before the restock began. (A restock delayed past
-	// the sell-out, queued behind the takes, makes refusals meanwhile true.)
+	// bought from stock that was there when it read: a refusal that began
+	// after the restock's commit returned (the stock only goes down from
+	// then), or one that returned before a sale over before the restock
+	// began. (A restock delayed past the sell-out, queued behind the takes,
+	// makes refusals meanwhile true; a refusal that read before the
+	// restock committed may return after it.)
 	var lastSale, lastBefore time.Duration
 	from, till := restockFrom.Sub(l.start), restockTill.Sub(l.start)
 	for _, q := range l.requests {
@@ -329,7 +331,7 @@ func runSale(ctx context.Context, cfg FlashSaleConfig, tg target, s SaleStrategy
 		}
 	}
 	for _, q := range l.requests {
-		if end := q.due + q.latency; q.outcome == refused && (end < lastBefore || end > till && end < lastSale) {
+		if end := q.due + q.latency; q.outcome == refused && (end < lastBefore || q.due > till && end < lastSale) {
 			r.FalseRefusals++
 		}
 	}
