@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -12,18 +13,21 @@ import (
 
 	"github.com/hotcounter/hotcounter/internal/cli"
 	"github.com/hotcounter/hotcounter/internal/detect"
+	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/gorm"
 )
 
 // noWaitTimeout is the lock_timeout of the sessions of the never-wait tests:
-// longer than the brief waits any writer can meet on a busy server (under
-// the full suite, 1 ms failed four writers of one slot table within the
-// same millisecond while no transaction held its rows for long: most
-// likely the relation extension lock of a growing table), and shorter than
-// the transactions that hold rows in these tests (open until the test
-// commits them, or sleeping 100 ms between two writes), so that a wait for
-// a row lock fails.
-const noWaitTimeout = "50ms"
+// longer than the waits any writer can meet on a busy server that are not
+// row locks, and shorter than the transactions that hold rows in these
+// tests (open until the test commits them, or sleeping a second between
+// two writes), so that a wait for a row lock fails. PostgreSQL's
+// lock_timeout ends every heavyweight lock wait, and a table that grows
+// takes the relation extension lock: with log_lock_waits on, the storm
+// under a loaded machine logged writers waiting 34 to 40 ms and more for
+// "ExclusiveLock on extension of relation" of a slot table, and a 50 ms
+// timeout failed 3 of its writes in one run of six, none of them on a row.
+const noWaitTimeout = "500ms"
 
 // noWaitSession makes a lock wait of connection c fail: on PostgreSQL
 // after noWaitTimeout, on MySQL/MariaDB at once (innodb_lock_wait_timeout
@@ -45,6 +49,17 @@ func noWaitSQL(dialector string) string {
 // SQLSTATE 55P03, lock_not_available; MySQL's error 1205).
 func isLockWait(err error) bool {
 	return strings.Contains(err.Error(), "55P03") || strings.Contains(err.Error(), "1205")
+}
+
+// failure is how a failed write is reported: its error and, on
+// PostgreSQL, what the statement was doing when it failed (the lock it
+// waited for: "while locking tuple (0,5) in relation ...").
+func failure(op int, err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Where != "" {
+		return fmt.Sprintf("op %d: %v [%s]", op, err, pgErr.Where)
+	}
+	return fmt.Sprintf("op %d: %v", op, err)
 }
 
 // PostgreSQL's count triggers never make a writer wait: see countStorm.
@@ -137,7 +152,7 @@ func countStorm(t *testing.T, e *env) {
 									// Work between the writes, holding the first
 									// move's slot rows: a writer that waited for
 									// them would fail (noWaitTimeout).
-									time.Sleep(100 * time.Millisecond)
+									time.Sleep(time.Second)
 								}
 								if err := tx.Exec("UPDATE objects SET category_id = ? WHERE id = ?", cat(), id).Error; err != nil {
 									return err
@@ -168,12 +183,12 @@ func countStorm(t *testing.T, e *env) {
 						done[op]++
 					case isDeadlock(err):
 						locked++
-						failures = append(failures, err.Error())
+						failures = append(failures, failure(op, err))
 					case isLockWait(err):
 						timeouts++
-						failures = append(failures, err.Error())
+						failures = append(failures, failure(op, err))
 					default:
-						failures = append(failures, err.Error())
+						failures = append(failures, failure(op, err))
 					}
 					mu.Unlock()
 				}
@@ -199,7 +214,7 @@ func countStorm(t *testing.T, e *env) {
 		if len(failures) > 0 {
 			first = failures[0]
 		}
-		t.Fatalf("%d deadlocks, %d lock waits, %d writes failed (first: %s); sampled waits on counter rows: %v", locked, timeouts, len(failures), first, onCounters)
+		t.Fatalf("%d deadlocks, %d lock waits, %d writes failed (first: %s; all: %q); sampled waits on counter rows: %v", locked, timeouts, len(failures), first, failures, onCounters)
 	}
 	k.check(t, db, "the storm")
 	t.Logf("%s: lock waits sampled beside the storm: %d rows waited on, none of them counter rows", kind, len(waited))
