@@ -74,7 +74,7 @@ func (b *Buffer) counter(typ, field string) (*writebehind.Counter, error) {
 		return c, nil
 	}
 	if d, ok := findDef(b.r, typ, field); ok {
-		c := &writebehind.Counter{Name: d.Name(), Column: d.Field, Table: d.Tables(), Slots: d.Slots, Append: d.Append}
+		c := &writebehind.Counter{Name: d.Name(), Column: d.Field, Table: d.Tables(), Slots: d.Written(), Append: d.Append}
 		b.counters[k] = c
 		return c, nil
 	}

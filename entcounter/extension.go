@@ -160,7 +160,7 @@ func defsOf(g *gen.Graph) ([]Def, error) {
 			d := Def{
 				Type: n.Name, Field: f.Name, StructField: f.StructField(), Table: n.Table(), Key: n.ID.StorageKey(),
 				SlotTable: prefix + "_" + f.Name + tableSuffix(a.Append), Owner: prefix + "_id",
-				Slots: a.Slots, Rollup: a.Rollup, Append: a.Append, Precreate: a.Precreate, SkipLocked: a.SkipLocked, KeepColumn: a.KeepColumn, Guarded: a.Guarded,
+				Slots: a.Slots, AutoSlots: a.AutoSlots, Rollup: a.Rollup, Append: a.Append, Precreate: a.Precreate, SkipLocked: a.SkipLocked, KeepColumn: a.KeepColumn, Guarded: a.Guarded,
 			}
 			if a.Counts != "" {
 				c, err := countDefOf(n, a)

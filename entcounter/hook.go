@@ -282,6 +282,11 @@ func (w *write) incrementFreeSlot(ctx context.Context, key any, delta int64) err
 // returns the counter's new total, in one statement (PostgreSQL).
 func (w *write) incrementReturningTotal(ctx context.Context, key any, delta int64, read countersql.Sources) (total int64, found bool, err error) {
 	t, slot := w.d.Tables(), rand.IntN(w.d.Slots)
+	if ws := w.r.Widths(w.d); ws != nil {
+		var release func()
+		slot, release = ws.Acquire(key)
+		defer release()
+	}
 	s := entrt.NewSession(w.r)
 	once := func() error {
 		rows, err := s.Query(ctx, func(x countersql.Writer) {
@@ -412,7 +417,7 @@ func (w *write) incrementKeys(ctx context.Context, s engine.Session, keys []any,
 			return 1, engine.Restock(ctx, s, w.dl, w.d.Tables(), w.d.Slots, keys[0], delta)
 		}
 		return engine.Apply(ctx, s, w.dl, engine.Increment{Table: w.d.Tables(), Mode: w.d.Mode(), Slots: w.d.Slots,
-			SkipLocked: skipLocked, Keys: keys, Delta: delta})
+			Widths: w.r.Widths(w.d), SkipLocked: skipLocked, Keys: keys, Delta: delta})
 	}
 	if len(keys) != 1 {
 		return run(ctx, delta)

@@ -11,6 +11,22 @@ type Option func(*spec.Options)
 // More slots let more writers add to one parent at once; loads sum more rows.
 func Slots(n int) Option { return func(o *spec.Options) { o.Slots = n } }
 
+// AutoSlots (slots=auto) starts each parent at one slot row and widens it,
+// doubling up to max rows (0 means 16), while this process's increments of
+// it contend: two statements drawing the same slot at once. A parent whose
+// increments stop overlapping for 5 seconds narrows again, and
+// [CompactPass] folds its rows back into one. Cold parents keep one row, so
+// their loads sum one row; a viral one widens within a few dozen
+// increments. Not with Precreate, SkipLocked, Guarded or Counts.
+func AutoSlots(max int) Option {
+	return func(o *spec.Options) {
+		o.Auto = true
+		if max != 0 {
+			o.Slots = max
+		}
+	}
+}
+
 // Rollup keeps a cached total in a parent column that [RollupPass] folds
 // the slot rows into. Plain loads read the column (stale by at most the
 // rollup interval; sortable, indexable, usable in predicates); [WithLive]
@@ -93,7 +109,8 @@ func Guarded() Option { return func(o *spec.Options) { o.Guarded = true } }
 // reads it. Users do not write it.
 type Annotation struct {
 	Slots      int    `json:"slots"`
-	Rollup     bool   `json:"rollup,omitempty"` // a parent column holds the folded total (rollup and append)
+	AutoSlots  bool   `json:"autoslots,omitempty"` // Slots is the widest a parent grows
+	Rollup     bool   `json:"rollup,omitempty"`    // a parent column holds the folded total (rollup and append)
 	Append     bool   `json:"append,omitempty"`
 	Precreate  int    `json:"precreate,omitempty"` // 0: the database's default, 1: on, 2: off
 	SkipLocked bool   `json:"skiplocked,omitempty"`
@@ -120,7 +137,7 @@ type SlotsAnnotation struct {
 func (SlotsAnnotation) Name() string { return "HotCounterSlots" }
 
 func annotationOf(o spec.Options, err error) Annotation {
-	a := Annotation{Slots: o.Slots, Rollup: o.Mode.HasColumn(), Append: o.Mode == spec.Append, Precreate: int(o.Precreate), SkipLocked: o.SkipLocked,
+	a := Annotation{Slots: o.Slots, AutoSlots: o.Auto, Rollup: o.Mode.HasColumn(), Append: o.Mode == spec.Append, Precreate: int(o.Precreate), SkipLocked: o.SkipLocked,
 		Counts: o.Counts, Where: o.Where, Hooks: o.Hooks, KeepColumn: o.KeepColumn, Guarded: o.Guarded}
 	if err != nil {
 		a.Err = err.Error()

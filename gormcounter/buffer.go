@@ -151,7 +151,7 @@ func (b *Buffer) counterFor(c *counter, parent string) *writebehind.Counter {
 	if wc == nil {
 		t := c.table
 		t.Parent = parent
-		wc = &writebehind.Counter{Name: c.name(), Column: c.field.DBName, Table: t, Slots: c.opts.Slots, Append: c.opts.Mode == spec.Append}
+		wc = &writebehind.Counter{Name: c.name(), Column: c.field.DBName, Table: t, Slots: c.opts.Written(), Append: c.opts.Mode == spec.Append}
 		b.counters[c] = wc
 	}
 	return wc

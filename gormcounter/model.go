@@ -11,6 +11,7 @@ import (
 	"gorm.io/gorm/schema"
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
+	"github.com/hotcounter/hotcounter/internal/engine"
 	"github.com/hotcounter/hotcounter/internal/spec"
 )
 
@@ -35,6 +36,8 @@ type counter struct {
 	precreate bool
 	// count: the counter counts child rows (counts=), nil otherwise.
 	count *countOf
+	// widths: the width each parent has learned (slots=auto), nil otherwise.
+	widths *engine.Widths
 }
 
 // name is how errors name the counter: Model.Field.
@@ -193,6 +196,9 @@ func (p *Plugin) settle(db *gorm.DB, s *schema.Schema) (*model, error) {
 		}
 		c := &counter{model: m, index: len(m.counters), field: f, opts: opts,
 			precreate: opts.PrecreateOn(p.dialect.PrecreateByDefault())}
+		if opts.Auto {
+			c.widths = engine.NewWidths(opts.Slots, p.cfg.AutoCooldown)
+		}
 		slots, owner := storageNames(db.NamingStrategy, s.Table, f.DBName, "Slot")
 		deltas, _ := storageNames(db.NamingStrategy, s.Table, f.DBName, "Deltas") // inflection has no plural of delta
 		if opts.Mode == spec.Append {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel/metric"
 
@@ -51,6 +52,10 @@ type Config struct {
 	// of append counters are never combined. Zero means 2; negative turns
 	// combining off.
 	InFlight int
+	// AutoCooldown is how long the increments of a parent of a slots=auto
+	// counter must go without two statements in flight at once before its
+	// width halves (the widening is immediate). Zero means 5 seconds.
+	AutoCooldown time.Duration
 	// HotKeys tunes the counting of increments per row that
 	// [Plugin.HotKeys] reports; on unless HotKeys.Off.
 	HotKeys HotKeysConfig

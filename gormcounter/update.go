@@ -215,7 +215,7 @@ func (p *Plugin) increment(db *gorm.DB, inc increment, where clause.Where) (int6
 			return 0, fmt.Errorf("gormcounter: Take %s: name one row by its primary key (db.Model(&item)), with no other condition", inc.c.name())
 		}
 	}
-	in := engine.Increment{Table: t, Mode: inc.c.opts.Mode, Slots: inc.c.opts.Slots,
+	in := engine.Increment{Table: t, Mode: inc.c.opts.Mode, Slots: inc.c.opts.Slots, Widths: inc.c.widths,
 		SkipLocked: inc.c.opts.SkipLocked && singleTarget(stmt)}
 	if key, ok := primaryKeyOnly(stmt); ok {
 		in.Key = key

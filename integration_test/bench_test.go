@@ -2,7 +2,6 @@ package integration_test
 
 import (
 	"context"
-	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -59,18 +58,7 @@ func benchDSN(b *testing.B, kind dbKind) string {
 
 // writersLoop runs op from benchWriters goroutines; ns/op is then wall time per
 // increment, the inverse of throughput.
-func writersLoop(b *testing.B, op func() error) {
-	b.SetParallelism((benchWriters + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if err := op(); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
-}
+func writersLoop(b *testing.B, op func() error) { writersLoopN(b, benchWriters, op) }
 
 // BenchmarkIncrementOneRow: 32 writers increment one post's likes.
 func BenchmarkIncrementOneRow(b *testing.B) { benchIncrementOneRow(b, pg) }
@@ -185,11 +173,11 @@ func BenchmarkIncrementOneRowFourProcesses(b *testing.B) {
 		dbs = append(dbs, openBenchWith(b, pg, dsn, gormcounter.Config{}))
 	}
 	db := dbs[0]
-	if err := db.AutoMigrate(&NaivePost{}, &Author{}, &Post{}, &OneSlotPost{}); err != nil {
+	if err := db.AutoMigrate(&NaivePost{}, &Author{}, &Post{}, &OneSlotPost{}, &AutoPost{}); err != nil {
 		b.Fatal(err)
 	}
-	naive, post, one := NaivePost{}, Post{Title: "viral"}, OneSlotPost{}
-	for _, v := range []any{&naive, &post, &one} {
+	naive, post, one, auto := NaivePost{}, Post{Title: "viral"}, OneSlotPost{}, AutoPost{}
+	for _, v := range []any{&naive, &post, &one, &auto} {
 		if err := db.Create(v).Error; err != nil {
 			b.Fatal(err)
 		}
@@ -213,6 +201,13 @@ func BenchmarkIncrementOneRowFourProcesses(b *testing.B) {
 		writersLoop(b, spread(func(db *gorm.DB) error {
 			return gormcounter.Increment(db.Model(&Post{ID: post.ID}), "Likes", 1).Error
 		}))
+	})
+	// slots=auto: each process widens from what its own statements meet.
+	b.Run("auto", func(b *testing.B) {
+		writersLoop(b, spread(func(db *gorm.DB) error {
+			return gormcounter.Increment(db.Model(&AutoPost{ID: auto.ID}), "Likes", 1).Error
+		}))
+		b.ReportMetric(float64(rawInt(b, db, "SELECT COUNT(*) FROM auto_post_likes_slots WHERE auto_post_id = ?", auto.ID)), "rows")
 	})
 }
 

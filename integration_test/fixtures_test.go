@@ -133,6 +133,14 @@ type OneSlotPost struct {
 	Likes int64 `gorm:"counter:slots=1"`
 }
 
+// AutoPost's likes are slots=auto: one slot row per post until its writers
+// contend.
+type AutoPost struct {
+	ID    uint
+	Title string
+	Likes int64 `gorm:"counter:slots=auto"`
+}
+
 // PlainPost reads the posts table with no counters: the baseline of loads.
 type PlainPost struct {
 	ID       uint

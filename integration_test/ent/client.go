@@ -31,6 +31,8 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/rack"
 	"github.com/hotcounter/hotcounter/integration_test/ent/rackitemcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/rackopencountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/reel"
+	"github.com/hotcounter/hotcounter/integration_test/ent/reelplaysslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/shelf"
 	"github.com/hotcounter/hotcounter/integration_test/ent/shelfbookcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/shelfopencountslot"
@@ -85,6 +87,10 @@ type Client struct {
 	RackItemCountSlot *RackItemCountSlotClient
 	// RackOpenCountSlot is the client for interacting with the RackOpenCountSlot builders.
 	RackOpenCountSlot *RackOpenCountSlotClient
+	// Reel is the client for interacting with the Reel builders.
+	Reel *ReelClient
+	// ReelPlaysSlot is the client for interacting with the ReelPlaysSlot builders.
+	ReelPlaysSlot *ReelPlaysSlotClient
 	// Shelf is the client for interacting with the Shelf builders.
 	Shelf *ShelfClient
 	// ShelfBookCountSlot is the client for interacting with the ShelfBookCountSlot builders.
@@ -133,6 +139,8 @@ func (c *Client) init() {
 	c.Rack = NewRackClient(c.config)
 	c.RackItemCountSlot = NewRackItemCountSlotClient(c.config)
 	c.RackOpenCountSlot = NewRackOpenCountSlotClient(c.config)
+	c.Reel = NewReelClient(c.config)
+	c.ReelPlaysSlot = NewReelPlaysSlotClient(c.config)
 	c.Shelf = NewShelfClient(c.config)
 	c.ShelfBookCountSlot = NewShelfBookCountSlotClient(c.config)
 	c.ShelfOpenCountSlot = NewShelfOpenCountSlotClient(c.config)
@@ -258,6 +266,8 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		Rack:                NewRackClient(cfg),
 		RackItemCountSlot:   NewRackItemCountSlotClient(cfg),
 		RackOpenCountSlot:   NewRackOpenCountSlotClient(cfg),
+		Reel:                NewReelClient(cfg),
+		ReelPlaysSlot:       NewReelPlaysSlotClient(cfg),
 		Shelf:               NewShelfClient(cfg),
 		ShelfBookCountSlot:  NewShelfBookCountSlotClient(cfg),
 		ShelfOpenCountSlot:  NewShelfOpenCountSlotClient(cfg),
@@ -304,6 +314,8 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		Rack:                NewRackClient(cfg),
 		RackItemCountSlot:   NewRackItemCountSlotClient(cfg),
 		RackOpenCountSlot:   NewRackOpenCountSlotClient(cfg),
+		Reel:                NewReelClient(cfg),
+		ReelPlaysSlot:       NewReelPlaysSlotClient(cfg),
 		Shelf:               NewShelfClient(cfg),
 		ShelfBookCountSlot:  NewShelfBookCountSlotClient(cfg),
 		ShelfOpenCountSlot:  NewShelfOpenCountSlotClient(cfg),
@@ -346,9 +358,9 @@ func (c *Client) Use(hooks ...Hook) {
 		c.Author, c.AuthorFollowersSlot, c.Book, c.Clip, c.ClipLikesSlot, c.Comment,
 		c.CommentUpvoteSlot, c.Item, c.NaivePost, c.Post, c.PostLikesSlot,
 		c.PostViewsSlot, c.Product, c.ProductStockSlot, c.Rack, c.RackItemCountSlot,
-		c.RackOpenCountSlot, c.Shelf, c.ShelfBookCountSlot, c.ShelfOpenCountSlot,
-		c.SkipPost, c.SkipPostLikesSlot, c.Story, c.StoryClapsDelta, c.Tag,
-		c.TagHitsSlot, c.TagUsesSlot,
+		c.RackOpenCountSlot, c.Reel, c.ReelPlaysSlot, c.Shelf, c.ShelfBookCountSlot,
+		c.ShelfOpenCountSlot, c.SkipPost, c.SkipPostLikesSlot, c.Story,
+		c.StoryClapsDelta, c.Tag, c.TagHitsSlot, c.TagUsesSlot,
 	} {
 		n.Use(hooks...)
 	}
@@ -361,9 +373,9 @@ func (c *Client) Intercept(interceptors ...Interceptor) {
 		c.Author, c.AuthorFollowersSlot, c.Book, c.Clip, c.ClipLikesSlot, c.Comment,
 		c.CommentUpvoteSlot, c.Item, c.NaivePost, c.Post, c.PostLikesSlot,
 		c.PostViewsSlot, c.Product, c.ProductStockSlot, c.Rack, c.RackItemCountSlot,
-		c.RackOpenCountSlot, c.Shelf, c.ShelfBookCountSlot, c.ShelfOpenCountSlot,
-		c.SkipPost, c.SkipPostLikesSlot, c.Story, c.StoryClapsDelta, c.Tag,
-		c.TagHitsSlot, c.TagUsesSlot,
+		c.RackOpenCountSlot, c.Reel, c.ReelPlaysSlot, c.Shelf, c.ShelfBookCountSlot,
+		c.ShelfOpenCountSlot, c.SkipPost, c.SkipPostLikesSlot, c.Story,
+		c.StoryClapsDelta, c.Tag, c.TagHitsSlot, c.TagUsesSlot,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -406,6 +418,10 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.RackItemCountSlot.mutate(ctx, m)
 	case *RackOpenCountSlotMutation:
 		return c.RackOpenCountSlot.mutate(ctx, m)
+	case *ReelMutation:
+		return c.Reel.mutate(ctx, m)
+	case *ReelPlaysSlotMutation:
+		return c.ReelPlaysSlot.mutate(ctx, m)
 	case *ShelfMutation:
 		return c.Shelf.mutate(ctx, m)
 	case *ShelfBookCountSlotMutation:
@@ -2938,6 +2954,289 @@ func (c *RackOpenCountSlotClient) mutate(ctx context.Context, m *RackOpenCountSl
 	}
 }
 
+// ReelClient is a client for the Reel schema.
+type ReelClient struct {
+	config
+}
+
+// NewReelClient returns a client for the Reel from the given config.
+func NewReelClient(c config) *ReelClient {
+	return &ReelClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `reel.Hooks(f(g(h())))`.
+func (c *ReelClient) Use(hooks ...Hook) {
+	c.hooks.Reel = append(c.hooks.Reel, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `reel.Intercept(f(g(h())))`.
+func (c *ReelClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Reel = append(c.inters.Reel, interceptors...)
+}
+
+// Create returns a builder for creating a Reel entity.
+func (c *ReelClient) Create() *ReelCreate {
+	mutation := newReelMutation(c.config, OpCreate)
+	return &ReelCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Reel entities.
+func (c *ReelClient) CreateBulk(builders ...*ReelCreate) *ReelCreateBulk {
+	return &ReelCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *ReelClient) MapCreateBulk(slice any, setFunc func(*ReelCreate, int)) *ReelCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &ReelCreateBulk{err: fmt.Errorf("calling to ReelClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*ReelCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &ReelCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Reel.
+func (c *ReelClient) Update() *ReelUpdate {
+	mutation := newReelMutation(c.config, OpUpdate)
+	return &ReelUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *ReelClient) UpdateOne(_m *Reel) *ReelUpdateOne {
+	mutation := newReelMutation(c.config, OpUpdateOne, withReel(_m))
+	return &ReelUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *ReelClient) UpdateOneID(id int) *ReelUpdateOne {
+	mutation := newReelMutation(c.config, OpUpdateOne, withReelID(id))
+	return &ReelUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Reel.
+func (c *ReelClient) Delete() *ReelDelete {
+	mutation := newReelMutation(c.config, OpDelete)
+	return &ReelDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *ReelClient) DeleteOne(_m *Reel) *ReelDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *ReelClient) DeleteOneID(id int) *ReelDeleteOne {
+	builder := c.Delete().Where(reel.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &ReelDeleteOne{builder}
+}
+
+// Query returns a query builder for Reel.
+func (c *ReelClient) Query() *ReelQuery {
+	return &ReelQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeReel},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Reel entity by its id.
+func (c *ReelClient) Get(ctx context.Context, id int) (*Reel, error) {
+	return c.Query().Where(reel.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *ReelClient) GetX(ctx context.Context, id int) *Reel {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *ReelClient) Hooks() []Hook {
+	hooks := c.hooks.Reel
+	return append(hooks[:len(hooks):len(hooks)], reel.Hooks[:]...)
+}
+
+// Interceptors returns the client interceptors.
+func (c *ReelClient) Interceptors() []Interceptor {
+	return c.inters.Reel
+}
+
+func (c *ReelClient) mutate(ctx context.Context, m *ReelMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&ReelCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&ReelUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&ReelUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&ReelDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Reel mutation op: %q", m.Op())
+	}
+}
+
+// ReelPlaysSlotClient is a client for the ReelPlaysSlot schema.
+type ReelPlaysSlotClient struct {
+	config
+}
+
+// NewReelPlaysSlotClient returns a client for the ReelPlaysSlot from the given config.
+func NewReelPlaysSlotClient(c config) *ReelPlaysSlotClient {
+	return &ReelPlaysSlotClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `reelplaysslot.Hooks(f(g(h())))`.
+func (c *ReelPlaysSlotClient) Use(hooks ...Hook) {
+	c.hooks.ReelPlaysSlot = append(c.hooks.ReelPlaysSlot, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `reelplaysslot.Intercept(f(g(h())))`.
+func (c *ReelPlaysSlotClient) Intercept(interceptors ...Interceptor) {
+	c.inters.ReelPlaysSlot = append(c.inters.ReelPlaysSlot, interceptors...)
+}
+
+// Create returns a builder for creating a ReelPlaysSlot entity.
+func (c *ReelPlaysSlotClient) Create() *ReelPlaysSlotCreate {
+	mutation := newReelPlaysSlotMutation(c.config, OpCreate)
+	return &ReelPlaysSlotCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of ReelPlaysSlot entities.
+func (c *ReelPlaysSlotClient) CreateBulk(builders ...*ReelPlaysSlotCreate) *ReelPlaysSlotCreateBulk {
+	return &ReelPlaysSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *ReelPlaysSlotClient) MapCreateBulk(slice any, setFunc func(*ReelPlaysSlotCreate, int)) *ReelPlaysSlotCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &ReelPlaysSlotCreateBulk{err: fmt.Errorf("calling to ReelPlaysSlotClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*ReelPlaysSlotCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &ReelPlaysSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for ReelPlaysSlot.
+func (c *ReelPlaysSlotClient) Update() *ReelPlaysSlotUpdate {
+	mutation := newReelPlaysSlotMutation(c.config, OpUpdate)
+	return &ReelPlaysSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *ReelPlaysSlotClient) UpdateOne(_m *ReelPlaysSlot) *ReelPlaysSlotUpdateOne {
+	mutation := newReelPlaysSlotMutation(c.config, OpUpdateOne, withReelPlaysSlot(_m))
+	return &ReelPlaysSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *ReelPlaysSlotClient) UpdateOneID(id int) *ReelPlaysSlotUpdateOne {
+	mutation := newReelPlaysSlotMutation(c.config, OpUpdateOne, withReelPlaysSlotID(id))
+	return &ReelPlaysSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for ReelPlaysSlot.
+func (c *ReelPlaysSlotClient) Delete() *ReelPlaysSlotDelete {
+	mutation := newReelPlaysSlotMutation(c.config, OpDelete)
+	return &ReelPlaysSlotDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *ReelPlaysSlotClient) DeleteOne(_m *ReelPlaysSlot) *ReelPlaysSlotDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *ReelPlaysSlotClient) DeleteOneID(id int) *ReelPlaysSlotDeleteOne {
+	builder := c.Delete().Where(reelplaysslot.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &ReelPlaysSlotDeleteOne{builder}
+}
+
+// Query returns a query builder for ReelPlaysSlot.
+func (c *ReelPlaysSlotClient) Query() *ReelPlaysSlotQuery {
+	return &ReelPlaysSlotQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeReelPlaysSlot},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a ReelPlaysSlot entity by its id.
+func (c *ReelPlaysSlotClient) Get(ctx context.Context, id int) (*ReelPlaysSlot, error) {
+	return c.Query().Where(reelplaysslot.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *ReelPlaysSlotClient) GetX(ctx context.Context, id int) *ReelPlaysSlot {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryReel queries the reel edge of a ReelPlaysSlot.
+func (c *ReelPlaysSlotClient) QueryReel(_m *ReelPlaysSlot) *ReelQuery {
+	query := (&ReelClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(reelplaysslot.Table, reelplaysslot.FieldID, id),
+			sqlgraph.To(reel.Table, reel.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, reelplaysslot.ReelTable, reelplaysslot.ReelColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *ReelPlaysSlotClient) Hooks() []Hook {
+	return c.hooks.ReelPlaysSlot
+}
+
+// Interceptors returns the client interceptors.
+func (c *ReelPlaysSlotClient) Interceptors() []Interceptor {
+	return c.inters.ReelPlaysSlot
+}
+
+func (c *ReelPlaysSlotClient) mutate(ctx context.Context, m *ReelPlaysSlotMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&ReelPlaysSlotCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&ReelPlaysSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&ReelPlaysSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&ReelPlaysSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown ReelPlaysSlot mutation op: %q", m.Op())
+	}
+}
+
 // ShelfClient is a client for the Shelf schema.
 type ShelfClient struct {
 	config
@@ -4389,16 +4688,18 @@ type (
 	hooks struct {
 		Author, AuthorFollowersSlot, Book, Clip, ClipLikesSlot, Comment,
 		CommentUpvoteSlot, Item, NaivePost, Post, PostLikesSlot, PostViewsSlot,
-		Product, ProductStockSlot, Rack, RackItemCountSlot, RackOpenCountSlot, Shelf,
-		ShelfBookCountSlot, ShelfOpenCountSlot, SkipPost, SkipPostLikesSlot, Story,
-		StoryClapsDelta, Tag, TagHitsSlot, TagUsesSlot []ent.Hook
+		Product, ProductStockSlot, Rack, RackItemCountSlot, RackOpenCountSlot, Reel,
+		ReelPlaysSlot, Shelf, ShelfBookCountSlot, ShelfOpenCountSlot, SkipPost,
+		SkipPostLikesSlot, Story, StoryClapsDelta, Tag, TagHitsSlot,
+		TagUsesSlot []ent.Hook
 	}
 	inters struct {
 		Author, AuthorFollowersSlot, Book, Clip, ClipLikesSlot, Comment,
 		CommentUpvoteSlot, Item, NaivePost, Post, PostLikesSlot, PostViewsSlot,
-		Product, ProductStockSlot, Rack, RackItemCountSlot, RackOpenCountSlot, Shelf,
-		ShelfBookCountSlot, ShelfOpenCountSlot, SkipPost, SkipPostLikesSlot, Story,
-		StoryClapsDelta, Tag, TagHitsSlot, TagUsesSlot []ent.Interceptor
+		Product, ProductStockSlot, Rack, RackItemCountSlot, RackOpenCountSlot, Reel,
+		ReelPlaysSlot, Shelf, ShelfBookCountSlot, ShelfOpenCountSlot, SkipPost,
+		SkipPostLikesSlot, Story, StoryClapsDelta, Tag, TagHitsSlot,
+		TagUsesSlot []ent.Interceptor
 	}
 )
 
@@ -4418,6 +4719,7 @@ var hotCounterDefs = []generated.Def{
 	{Type: "Product", Field: "stock", StructField: "Stock", Table: "products", Key: "id", SlotTable: "product_stock_slots", Owner: "product_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Guarded: true},
 	{Type: "Rack", Field: "item_count", StructField: "ItemCount", Table: "racks", Key: "id", SlotTable: "rack_item_count_slots", Owner: "rack_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "items", Type: "Item", Hooks: true, Table: "items", Key: "id", Ref: "rack_id", Columns: []string{"id", "status", "rack_id"}, Where: ""}},
 	{Type: "Rack", Field: "open_count", StructField: "OpenCount", Table: "racks", Key: "id", SlotTable: "rack_open_count_slots", Owner: "rack_id", Slots: 4, Rollup: true, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "items", Type: "Item", Hooks: true, Table: "items", Key: "id", Ref: "rack_id", Columns: []string{"id", "status", "rack_id"}, Where: "status = 'open'"}},
+	{Type: "Reel", Field: "plays", StructField: "Plays", Table: "reels", Key: "id", SlotTable: "reel_plays_slots", Owner: "reel_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, AutoSlots: true},
 	{Type: "Shelf", Field: "book_count", StructField: "BookCount", Table: "shelves", Key: "id", SlotTable: "shelf_book_count_slots", Owner: "shelf_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "books", Type: "Book", Hooks: false, Table: "books", Key: "id", Ref: "shelf_id", Columns: []string{"id", "status", "shelf_id"}, Where: ""}},
 	{Type: "Shelf", Field: "open_count", StructField: "OpenCount", Table: "shelves", Key: "id", SlotTable: "shelf_open_count_slots", Owner: "shelf_id", Slots: 4, Rollup: true, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "books", Type: "Book", Hooks: false, Table: "books", Key: "id", Ref: "shelf_id", Columns: []string{"id", "status", "shelf_id"}, Where: "status = 'open'"}},
 	{Type: "SkipPost", Field: "likes", StructField: "Likes", Table: "skip_posts", Key: "id", SlotTable: "skip_post_likes_slots", Owner: "skip_post_id", Slots: 64, Rollup: false, Append: false, Precreate: 1, SkipLocked: true},

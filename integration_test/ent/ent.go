@@ -29,6 +29,8 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/rack"
 	"github.com/hotcounter/hotcounter/integration_test/ent/rackitemcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/rackopencountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/reel"
+	"github.com/hotcounter/hotcounter/integration_test/ent/reelplaysslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/shelf"
 	"github.com/hotcounter/hotcounter/integration_test/ent/shelfbookcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/shelfopencountslot"
@@ -116,6 +118,8 @@ func checkColumn(t, c string) error {
 			rack.Table:                rack.ValidColumn,
 			rackitemcountslot.Table:   rackitemcountslot.ValidColumn,
 			rackopencountslot.Table:   rackopencountslot.ValidColumn,
+			reel.Table:                reel.ValidColumn,
+			reelplaysslot.Table:       reelplaysslot.ValidColumn,
 			shelf.Table:               shelf.ValidColumn,
 			shelfbookcountslot.Table:  shelfbookcountslot.ValidColumn,
 			shelfopencountslot.Table:  shelfopencountslot.ValidColumn,

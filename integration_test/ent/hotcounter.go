@@ -13,6 +13,7 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 	"github.com/hotcounter/hotcounter/integration_test/ent/product"
 	"github.com/hotcounter/hotcounter/integration_test/ent/rack"
+	"github.com/hotcounter/hotcounter/integration_test/ent/reel"
 	"github.com/hotcounter/hotcounter/integration_test/ent/shelf"
 	"github.com/hotcounter/hotcounter/integration_test/ent/skippost"
 	"github.com/hotcounter/hotcounter/integration_test/ent/story"
@@ -380,6 +381,66 @@ func (m *RackMutation) HotCounterEntity(ctx context.Context, id any) (any, error
 // HotCounterBulkUpsert reports whether the mutation is one row of a bulk
 // create with ON CONFLICT.
 func (m *RackMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
+
+// HotCounterKeys returns the keys of the Reel rows the mutation
+// writes: for UpdateOne its id, if the row matches the mutation's
+// predicates; for Update the ids of the rows that match. Called by
+// entcounter's hooks.
+func (m *ReelMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
+	var (
+		ids []int
+		err error
+	)
+	if id, ok := m.ID(); ok && m.Op().Is(OpUpdateOne) {
+		if len(m.predicates) == 0 {
+			return []any{id}, nil
+		}
+		ids, err = m.Client().Reel.Query().Where(reel.ID(id)).Where(m.predicates...).IDs(ctx)
+	} else {
+		ids, err = m.IDs(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]any, len(ids))
+	for i, id := range ids {
+		keys[i] = id
+	}
+	return keys, nil
+}
+
+// HotCounterID returns the id of the Reel the mutation created or
+// updates, if known.
+func (m *ReelMutation) HotCounterID() (any, bool) {
+	id, ok := m.ID()
+	return id, ok
+}
+
+// HotCounterNotFound is the error of an UpdateOne whose Reel is
+// missing or does not match the predicates.
+func (m *ReelMutation) HotCounterNotFound() error { return &NotFoundError{reel.Label} }
+
+// HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
+func (m *ReelMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterByIDOnly reports whether the mutation names its row by id
+// alone (UpdateOneID without Where).
+func (m *ReelMutation) HotCounterByIDOnly() bool { return len(m.predicates) == 0 }
+
+// HotCounterEntity loads the Reel with the given id as Get does,
+// counters filled: the entity an UpdateOne that wrote only counters
+// returns, read after the write.
+func (m *ReelMutation) HotCounterEntity(ctx context.Context, id any) (any, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("Reel: id %v (%T) is not a int", id, id)
+	}
+	return m.Client().Reel.Get(ctx, key)
+}
+
+// HotCounterBulkUpsert reports whether the mutation is one row of a bulk
+// create with ON CONFLICT.
+func (m *ReelMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
 
 // HotCounterKeys returns the keys of the Shelf rows the mutation
 // writes: for UpdateOne its id, if the row matches the mutation's

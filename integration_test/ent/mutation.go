@@ -28,6 +28,8 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/rack"
 	"github.com/hotcounter/hotcounter/integration_test/ent/rackitemcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/rackopencountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/reel"
+	"github.com/hotcounter/hotcounter/integration_test/ent/reelplaysslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/shelf"
 	"github.com/hotcounter/hotcounter/integration_test/ent/shelfbookcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/shelfopencountslot"
@@ -66,6 +68,8 @@ const (
 	TypeRack                = "Rack"
 	TypeRackItemCountSlot   = "RackItemCountSlot"
 	TypeRackOpenCountSlot   = "RackOpenCountSlot"
+	TypeReel                = "Reel"
+	TypeReelPlaysSlot       = "ReelPlaysSlot"
 	TypeShelf               = "Shelf"
 	TypeShelfBookCountSlot  = "ShelfBookCountSlot"
 	TypeShelfOpenCountSlot  = "ShelfOpenCountSlot"
@@ -9140,6 +9144,1004 @@ func (m *RackOpenCountSlotMutation) ResetEdge(name string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown RackOpenCountSlot edge %s", name)
+}
+
+// ReelMutation represents an operation that mutates the Reel nodes in the graph.
+type ReelMutation struct {
+	config
+	op                   Op
+	typ                  string
+	id                   *int
+	plays                *int64
+	addplays             *int64
+	title                *string
+	clearedFields        map[string]struct{}
+	done                 bool
+	oldValue             func(context.Context) (*Reel, error)
+	predicates           []predicate.Reel
+	hotcounterUpsert     bool
+	hotcounterBulkUpsert bool
+}
+
+var _ ent.Mutation = (*ReelMutation)(nil)
+
+// reelOption allows management of the mutation configuration using functional options.
+type reelOption func(*ReelMutation)
+
+// newReelMutation creates new mutation for the Reel entity.
+func newReelMutation(c config, op Op, opts ...reelOption) *ReelMutation {
+	m := &ReelMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeReel,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withReelID sets the ID field of the mutation.
+func withReelID(id int) reelOption {
+	return func(m *ReelMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *Reel
+		)
+		m.oldValue = func(ctx context.Context) (*Reel, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().Reel.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withReel sets the old Reel of the mutation.
+func withReel(node *Reel) reelOption {
+	return func(m *ReelMutation) {
+		m.oldValue = func(context.Context) (*Reel, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m ReelMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m ReelMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *ReelMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *ReelMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().Reel.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetPlays sets the "plays" field.
+func (m *ReelMutation) SetPlays(i int64) {
+	m.plays = &i
+	m.addplays = nil
+}
+
+// Plays returns the value of the "plays" field in the mutation.
+func (m *ReelMutation) Plays() (r int64, exists bool) {
+	v := m.plays
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldPlays returns the old "plays" field's value of the Reel entity.
+// If the Reel object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ReelMutation) OldPlays(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldPlays is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldPlays requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldPlays: %w", err)
+	}
+	return oldValue.Plays, nil
+}
+
+// AddPlays adds i to the "plays" field.
+func (m *ReelMutation) AddPlays(i int64) {
+	if m.addplays != nil {
+		*m.addplays += i
+	} else {
+		m.addplays = &i
+	}
+}
+
+// AddedPlays returns the value that was added to the "plays" field in this mutation.
+func (m *ReelMutation) AddedPlays() (r int64, exists bool) {
+	v := m.addplays
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearPlays clears the value of the "plays" field.
+func (m *ReelMutation) ClearPlays() {
+	m.plays = nil
+	m.addplays = nil
+	m.clearedFields[reel.FieldPlays] = struct{}{}
+}
+
+// PlaysCleared returns if the "plays" field was cleared in this mutation.
+func (m *ReelMutation) PlaysCleared() bool {
+	_, ok := m.clearedFields[reel.FieldPlays]
+	return ok
+}
+
+// ResetPlays resets all changes to the "plays" field.
+func (m *ReelMutation) ResetPlays() {
+	m.plays = nil
+	m.addplays = nil
+	delete(m.clearedFields, reel.FieldPlays)
+}
+
+// SetTitle sets the "title" field.
+func (m *ReelMutation) SetTitle(s string) {
+	m.title = &s
+}
+
+// Title returns the value of the "title" field in the mutation.
+func (m *ReelMutation) Title() (r string, exists bool) {
+	v := m.title
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTitle returns the old "title" field's value of the Reel entity.
+// If the Reel object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ReelMutation) OldTitle(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTitle is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTitle requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTitle: %w", err)
+	}
+	return oldValue.Title, nil
+}
+
+// ResetTitle resets all changes to the "title" field.
+func (m *ReelMutation) ResetTitle() {
+	m.title = nil
+}
+
+// Where appends a list predicates to the ReelMutation builder.
+func (m *ReelMutation) Where(ps ...predicate.Reel) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the ReelMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *ReelMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.Reel, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *ReelMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *ReelMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (Reel).
+func (m *ReelMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *ReelMutation) Fields() []string {
+	fields := make([]string, 0, 2)
+	if m.plays != nil {
+		fields = append(fields, reel.FieldPlays)
+	}
+	if m.title != nil {
+		fields = append(fields, reel.FieldTitle)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *ReelMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case reel.FieldPlays:
+		return m.Plays()
+	case reel.FieldTitle:
+		return m.Title()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *ReelMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case reel.FieldPlays:
+		return m.OldPlays(ctx)
+	case reel.FieldTitle:
+		return m.OldTitle(ctx)
+	}
+	return nil, fmt.Errorf("unknown Reel field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ReelMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case reel.FieldPlays:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetPlays(v)
+		return nil
+	case reel.FieldTitle:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTitle(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Reel field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *ReelMutation) AddedFields() []string {
+	var fields []string
+	if m.addplays != nil {
+		fields = append(fields, reel.FieldPlays)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *ReelMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case reel.FieldPlays:
+		return m.AddedPlays()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ReelMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case reel.FieldPlays:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddPlays(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Reel numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *ReelMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(reel.FieldPlays) {
+		fields = append(fields, reel.FieldPlays)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *ReelMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *ReelMutation) ClearField(name string) error {
+	switch name {
+	case reel.FieldPlays:
+		m.ClearPlays()
+		return nil
+	}
+	return fmt.Errorf("unknown Reel nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *ReelMutation) ResetField(name string) error {
+	switch name {
+	case reel.FieldPlays:
+		m.ResetPlays()
+		return nil
+	case reel.FieldTitle:
+		m.ResetTitle()
+		return nil
+	}
+	return fmt.Errorf("unknown Reel field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *ReelMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *ReelMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *ReelMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *ReelMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *ReelMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *ReelMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *ReelMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown Reel unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *ReelMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown Reel edge %s", name)
+}
+
+// ReelPlaysSlotMutation represents an operation that mutates the ReelPlaysSlot nodes in the graph.
+type ReelPlaysSlotMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int
+	slot          *int16
+	addslot       *int16
+	n             *int64
+	addn          *int64
+	clearedFields map[string]struct{}
+	reel          *int
+	clearedreel   bool
+	done          bool
+	oldValue      func(context.Context) (*ReelPlaysSlot, error)
+	predicates    []predicate.ReelPlaysSlot
+}
+
+var _ ent.Mutation = (*ReelPlaysSlotMutation)(nil)
+
+// reelplaysslotOption allows management of the mutation configuration using functional options.
+type reelplaysslotOption func(*ReelPlaysSlotMutation)
+
+// newReelPlaysSlotMutation creates new mutation for the ReelPlaysSlot entity.
+func newReelPlaysSlotMutation(c config, op Op, opts ...reelplaysslotOption) *ReelPlaysSlotMutation {
+	m := &ReelPlaysSlotMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeReelPlaysSlot,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withReelPlaysSlotID sets the ID field of the mutation.
+func withReelPlaysSlotID(id int) reelplaysslotOption {
+	return func(m *ReelPlaysSlotMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *ReelPlaysSlot
+		)
+		m.oldValue = func(ctx context.Context) (*ReelPlaysSlot, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().ReelPlaysSlot.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withReelPlaysSlot sets the old ReelPlaysSlot of the mutation.
+func withReelPlaysSlot(node *ReelPlaysSlot) reelplaysslotOption {
+	return func(m *ReelPlaysSlotMutation) {
+		m.oldValue = func(context.Context) (*ReelPlaysSlot, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m ReelPlaysSlotMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m ReelPlaysSlotMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *ReelPlaysSlotMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *ReelPlaysSlotMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().ReelPlaysSlot.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetReelID sets the "reel_id" field.
+func (m *ReelPlaysSlotMutation) SetReelID(i int) {
+	m.reel = &i
+}
+
+// ReelID returns the value of the "reel_id" field in the mutation.
+func (m *ReelPlaysSlotMutation) ReelID() (r int, exists bool) {
+	v := m.reel
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldReelID returns the old "reel_id" field's value of the ReelPlaysSlot entity.
+// If the ReelPlaysSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ReelPlaysSlotMutation) OldReelID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldReelID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldReelID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldReelID: %w", err)
+	}
+	return oldValue.ReelID, nil
+}
+
+// ResetReelID resets all changes to the "reel_id" field.
+func (m *ReelPlaysSlotMutation) ResetReelID() {
+	m.reel = nil
+}
+
+// SetSlot sets the "slot" field.
+func (m *ReelPlaysSlotMutation) SetSlot(i int16) {
+	m.slot = &i
+	m.addslot = nil
+}
+
+// Slot returns the value of the "slot" field in the mutation.
+func (m *ReelPlaysSlotMutation) Slot() (r int16, exists bool) {
+	v := m.slot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSlot returns the old "slot" field's value of the ReelPlaysSlot entity.
+// If the ReelPlaysSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ReelPlaysSlotMutation) OldSlot(ctx context.Context) (v int16, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSlot is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSlot requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSlot: %w", err)
+	}
+	return oldValue.Slot, nil
+}
+
+// AddSlot adds i to the "slot" field.
+func (m *ReelPlaysSlotMutation) AddSlot(i int16) {
+	if m.addslot != nil {
+		*m.addslot += i
+	} else {
+		m.addslot = &i
+	}
+}
+
+// AddedSlot returns the value that was added to the "slot" field in this mutation.
+func (m *ReelPlaysSlotMutation) AddedSlot() (r int16, exists bool) {
+	v := m.addslot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetSlot resets all changes to the "slot" field.
+func (m *ReelPlaysSlotMutation) ResetSlot() {
+	m.slot = nil
+	m.addslot = nil
+}
+
+// SetN sets the "n" field.
+func (m *ReelPlaysSlotMutation) SetN(i int64) {
+	m.n = &i
+	m.addn = nil
+}
+
+// N returns the value of the "n" field in the mutation.
+func (m *ReelPlaysSlotMutation) N() (r int64, exists bool) {
+	v := m.n
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldN returns the old "n" field's value of the ReelPlaysSlot entity.
+// If the ReelPlaysSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ReelPlaysSlotMutation) OldN(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldN is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldN requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldN: %w", err)
+	}
+	return oldValue.N, nil
+}
+
+// AddN adds i to the "n" field.
+func (m *ReelPlaysSlotMutation) AddN(i int64) {
+	if m.addn != nil {
+		*m.addn += i
+	} else {
+		m.addn = &i
+	}
+}
+
+// AddedN returns the value that was added to the "n" field in this mutation.
+func (m *ReelPlaysSlotMutation) AddedN() (r int64, exists bool) {
+	v := m.addn
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetN resets all changes to the "n" field.
+func (m *ReelPlaysSlotMutation) ResetN() {
+	m.n = nil
+	m.addn = nil
+}
+
+// ClearReel clears the "reel" edge to the Reel entity.
+func (m *ReelPlaysSlotMutation) ClearReel() {
+	m.clearedreel = true
+	m.clearedFields[reelplaysslot.FieldReelID] = struct{}{}
+}
+
+// ReelCleared reports if the "reel" edge to the Reel entity was cleared.
+func (m *ReelPlaysSlotMutation) ReelCleared() bool {
+	return m.clearedreel
+}
+
+// ReelIDs returns the "reel" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// ReelID instead. It exists only for internal usage by the builders.
+func (m *ReelPlaysSlotMutation) ReelIDs() (ids []int) {
+	if id := m.reel; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetReel resets all changes to the "reel" edge.
+func (m *ReelPlaysSlotMutation) ResetReel() {
+	m.reel = nil
+	m.clearedreel = false
+}
+
+// Where appends a list predicates to the ReelPlaysSlotMutation builder.
+func (m *ReelPlaysSlotMutation) Where(ps ...predicate.ReelPlaysSlot) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the ReelPlaysSlotMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *ReelPlaysSlotMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.ReelPlaysSlot, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *ReelPlaysSlotMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *ReelPlaysSlotMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (ReelPlaysSlot).
+func (m *ReelPlaysSlotMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *ReelPlaysSlotMutation) Fields() []string {
+	fields := make([]string, 0, 3)
+	if m.reel != nil {
+		fields = append(fields, reelplaysslot.FieldReelID)
+	}
+	if m.slot != nil {
+		fields = append(fields, reelplaysslot.FieldSlot)
+	}
+	if m.n != nil {
+		fields = append(fields, reelplaysslot.FieldN)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *ReelPlaysSlotMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case reelplaysslot.FieldReelID:
+		return m.ReelID()
+	case reelplaysslot.FieldSlot:
+		return m.Slot()
+	case reelplaysslot.FieldN:
+		return m.N()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *ReelPlaysSlotMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case reelplaysslot.FieldReelID:
+		return m.OldReelID(ctx)
+	case reelplaysslot.FieldSlot:
+		return m.OldSlot(ctx)
+	case reelplaysslot.FieldN:
+		return m.OldN(ctx)
+	}
+	return nil, fmt.Errorf("unknown ReelPlaysSlot field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ReelPlaysSlotMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case reelplaysslot.FieldReelID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetReelID(v)
+		return nil
+	case reelplaysslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSlot(v)
+		return nil
+	case reelplaysslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown ReelPlaysSlot field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *ReelPlaysSlotMutation) AddedFields() []string {
+	var fields []string
+	if m.addslot != nil {
+		fields = append(fields, reelplaysslot.FieldSlot)
+	}
+	if m.addn != nil {
+		fields = append(fields, reelplaysslot.FieldN)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *ReelPlaysSlotMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case reelplaysslot.FieldSlot:
+		return m.AddedSlot()
+	case reelplaysslot.FieldN:
+		return m.AddedN()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ReelPlaysSlotMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case reelplaysslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddSlot(v)
+		return nil
+	case reelplaysslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown ReelPlaysSlot numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *ReelPlaysSlotMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *ReelPlaysSlotMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *ReelPlaysSlotMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown ReelPlaysSlot nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *ReelPlaysSlotMutation) ResetField(name string) error {
+	switch name {
+	case reelplaysslot.FieldReelID:
+		m.ResetReelID()
+		return nil
+	case reelplaysslot.FieldSlot:
+		m.ResetSlot()
+		return nil
+	case reelplaysslot.FieldN:
+		m.ResetN()
+		return nil
+	}
+	return fmt.Errorf("unknown ReelPlaysSlot field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *ReelPlaysSlotMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.reel != nil {
+		edges = append(edges, reelplaysslot.EdgeReel)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *ReelPlaysSlotMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case reelplaysslot.EdgeReel:
+		if id := m.reel; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *ReelPlaysSlotMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *ReelPlaysSlotMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *ReelPlaysSlotMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedreel {
+		edges = append(edges, reelplaysslot.EdgeReel)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *ReelPlaysSlotMutation) EdgeCleared(name string) bool {
+	switch name {
+	case reelplaysslot.EdgeReel:
+		return m.clearedreel
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *ReelPlaysSlotMutation) ClearEdge(name string) error {
+	switch name {
+	case reelplaysslot.EdgeReel:
+		m.ClearReel()
+		return nil
+	}
+	return fmt.Errorf("unknown ReelPlaysSlot unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *ReelPlaysSlotMutation) ResetEdge(name string) error {
+	switch name {
+	case reelplaysslot.EdgeReel:
+		m.ResetReel()
+		return nil
+	}
+	return fmt.Errorf("unknown ReelPlaysSlot edge %s", name)
 }
 
 // ShelfMutation represents an operation that mutates the Shelf nodes in the graph.

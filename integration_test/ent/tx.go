@@ -46,6 +46,10 @@ type Tx struct {
 	RackItemCountSlot *RackItemCountSlotClient
 	// RackOpenCountSlot is the client for interacting with the RackOpenCountSlot builders.
 	RackOpenCountSlot *RackOpenCountSlotClient
+	// Reel is the client for interacting with the Reel builders.
+	Reel *ReelClient
+	// ReelPlaysSlot is the client for interacting with the ReelPlaysSlot builders.
+	ReelPlaysSlot *ReelPlaysSlotClient
 	// Shelf is the client for interacting with the Shelf builders.
 	Shelf *ShelfClient
 	// ShelfBookCountSlot is the client for interacting with the ShelfBookCountSlot builders.
@@ -214,6 +218,8 @@ func (tx *Tx) init() {
 	tx.Rack = NewRackClient(tx.config)
 	tx.RackItemCountSlot = NewRackItemCountSlotClient(tx.config)
 	tx.RackOpenCountSlot = NewRackOpenCountSlotClient(tx.config)
+	tx.Reel = NewReelClient(tx.config)
+	tx.ReelPlaysSlot = NewReelPlaysSlotClient(tx.config)
 	tx.Shelf = NewShelfClient(tx.config)
 	tx.ShelfBookCountSlot = NewShelfBookCountSlotClient(tx.config)
 	tx.ShelfOpenCountSlot = NewShelfOpenCountSlotClient(tx.config)

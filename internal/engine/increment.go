@@ -69,6 +69,10 @@ type Increment struct {
 	// Slots is the counter's slot count; each Apply draws one slot at
 	// random for all its parents.
 	Slots int
+	// Widths, when set (slots=auto), draws the slot of an increment of one
+	// parent instead, from the width the parent has learned; increments of
+	// several parents write slot 0.
+	Widths *Widths
 	// SkipLocked takes a slot row of the one parent that no other
 	// transaction holds (where the database can), instead of a random one.
 	SkipLocked bool
@@ -89,6 +93,14 @@ type Increment struct {
 // statements) and slot choice (random or skip-locked), for both ORMs.
 func Apply(ctx context.Context, s Session, d countersql.Dialect, in Increment) (int64, error) {
 	t, slot := in.Table, rand.IntN(max(in.Slots, 1))
+	if in.Widths != nil {
+		slot = 0
+		if key, one := in.one(); one {
+			var release func()
+			slot, release = in.Widths.Acquire(key)
+			defer release()
+		}
+	}
 	my := MySQLIncrement{Table: t, Slot: slot, Delta: in.Delta}
 	switch {
 	case in.Key != nil:
@@ -128,6 +140,17 @@ func Apply(ctx context.Context, s Session, d countersql.Dialect, in Increment) (
 	return statements(ctx, s, d, in, func(w countersql.Writer, cond func(countersql.Writer)) {
 		d.IncrementWhere(w, t, slot, in.Delta, cond)
 	})
+}
+
+// one returns the key of in's one parent, when in names one by its key.
+func (in Increment) one() (any, bool) {
+	switch {
+	case in.Key != nil:
+		return in.Key, true
+	case len(in.Keys) == 1:
+		return in.Keys[0], true
+	}
+	return nil, false
 }
 
 // cond is the condition that selects in's parents.

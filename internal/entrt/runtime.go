@@ -41,6 +41,7 @@ type Def struct {
 	SlotTable   string // e.g. post_likes_slots
 	Owner       string // owner key column of the slot table, e.g. post_id
 	Slots       int
+	AutoSlots   bool // slots=auto: Slots is the widest a parent grows
 	Rollup      bool // a parent column holds the folded total (rollup and append counters)
 	Append      bool // the table holds delta rows (append counters)
 	Precreate   int  // 0: the database's default, 1: on, 2: off
@@ -73,7 +74,7 @@ func (d Def) CountSpec() countersql.Count {
 // precreate reports whether the counter's slot rows are created with
 // their parent on the database of dialect dl.
 func (d Def) PrecreateOn(dl countersql.Dialect) bool {
-	o := spec.Options{Slots: d.Slots, Precreate: spec.Toggle(d.Precreate)}
+	o := spec.Options{Slots: d.Slots, Auto: d.AutoSlots, Precreate: spec.Toggle(d.Precreate)}
 	if d.Rollup {
 		o.Mode = spec.Rollup
 	}
@@ -131,6 +132,32 @@ type State struct {
 	takes   combine.Group
 	obs     atomic.Pointer[observe.Observer]
 	obsOnce sync.Mutex
+	// widths: per slot table, the width each parent of a slots=auto
+	// counter has learned.
+	widths sync.Map
+}
+
+// Widths returns the widths that parents of d have learned, or nil when d
+// has a fixed number of slots.
+func (r Runtime) Widths(d Def) *engine.Widths {
+	if !d.AutoSlots {
+		return nil
+	}
+	st := r.state()
+	if w, ok := st.widths.Load(d.SlotTable); ok {
+		return w.(*engine.Widths)
+	}
+	w, _ := st.widths.LoadOrStore(d.SlotTable, engine.NewWidths(d.Slots, 0))
+	return w.(*engine.Widths)
+}
+
+// Written is how many slots d's one-statement writers (a write-behind
+// flush) spread over.
+func (d Def) Written() int {
+	if d.AutoSlots {
+		return 1
+	}
+	return d.Slots
 }
 
 // NewState returns an empty State.

@@ -54,8 +54,13 @@ const (
 
 // Options is a validated counter declaration.
 type Options struct {
+	// Slots is the number of slot rows per parent, or with Auto the most a
+	// parent may widen to.
 	Slots int
-	Mode  Mode
+	// Auto (slots=auto) starts each parent at one slot row and widens it
+	// while its increments contend, up to Slots (engine.Widths).
+	Auto bool
+	Mode Mode
 	// Precreate inserts every slot row (n = 0) when a parent is created, and
 	// for existing parents when the slot table is created, so that an
 	// increment only ever updates an existing row. On PostgreSQL that keeps
@@ -93,10 +98,20 @@ type Options struct {
 	KeepColumn bool
 }
 
+// Written is how many slots a writer that sends one statement per interval
+// (a write-behind flush) spreads over: 1 for slots=auto, whose parents
+// start at one row.
+func (o Options) Written() int {
+	if o.Auto {
+		return 1
+	}
+	return o.Slots
+}
+
 // PrecreateOn resolves Precreate for a database whose default is def.
 func (o Options) PrecreateOn(def bool) bool {
 	switch {
-	case o.Mode != Sum:
+	case o.Mode != Sum || o.Auto:
 		return false
 	case o.Precreate == Auto:
 		return def
@@ -106,11 +121,19 @@ func (o Options) PrecreateOn(def bool) bool {
 
 // Validate reports a declaration that cannot work.
 func (o Options) Validate() error {
+	if o.Auto && (o.Slots < 1 || o.Slots > MaxSlots) {
+		return fmt.Errorf("%w: slots=auto,max=%d is out of range: use 1 to %d", ErrInvalid, o.Slots, MaxSlots)
+	}
 	if o.Slots < 1 || o.Slots > MaxSlots {
 		return fmt.Errorf("%w: slots=%d is out of range: use 1 to %d", ErrInvalid, o.Slots, MaxSlots)
 	}
 	if o.Mode != Sum && o.Mode != Rollup && o.Mode != Append {
 		return fmt.Errorf("%w: unknown mode %d", ErrInvalid, o.Mode)
+	}
+	if o.Auto {
+		if err := o.validateAuto(); err != nil {
+			return err
+		}
 	}
 	if o.Mode != Sum && o.Precreate == On {
 		return fmt.Errorf("%w: precreate applies to sum counters; a rollup pass removes the rows it folds", ErrInvalid)
@@ -139,17 +162,38 @@ func (o Options) Validate() error {
 	return nil
 }
 
+// validateAuto rejects what slots=auto cannot be combined with.
+func (o Options) validateAuto() error {
+	var why string
+	switch {
+	case o.Mode == Append:
+		why = "an append counter has no slot rows"
+	case o.Precreate == On:
+		why = "precreate makes every slot row up front; auto makes them as a parent's writers contend"
+	case o.SkipLocked:
+		why = "skiplocked already adds a row when every row is held: use one or the other"
+	case o.Guarded:
+		why = "a guarded counter spreads its stock over a fixed number of rows: give slots=N"
+	case o.Counts != "":
+		why = "a count writes the slot of the writer's session: give slots=N"
+	default:
+		return nil
+	}
+	return fmt.Errorf("%w: slots=auto: %s", ErrInvalid, why)
+}
+
 // ParseList parses a comma-separated option list such as "slots=64,rollup",
 // starting from def. The empty string is a bare declaration.
 //
-// Words: slots=N (1..MaxSlots), sum, rollup, append, precreate,
+// Words: slots=N (1..MaxSlots), slots=auto, max=N (with slots=auto: the
+// widest a parent grows, default def.Slots), sum, rollup, append, precreate,
 // precreate=true|false, skiplocked, guarded, counts=<relation>, hooks, and
 // where=<SQL>, which must come last: its condition runs to the end of the
 // list, commas included.
 // Anything else is an error.
 func ParseList(list string, def Options) (Options, error) {
 	o := def
-	modeSet := false
+	modeSet, maxSet := false, false
 	for rest := list; rest != ""; {
 		raw, after, _ := strings.Cut(rest, ",")
 		rest = after
@@ -171,15 +215,27 @@ func ParseList(list string, def Options) (Options, error) {
 		key = strings.ToLower(strings.TrimSpace(key))
 		value = strings.TrimSpace(value)
 		switch key {
-		case "slots":
+		case "slots", "max":
 			if !hasValue || value == "" {
-				return o, fmt.Errorf("%w: slots needs a number, as in slots=16", ErrInvalid)
+				return o, fmt.Errorf("%w: %s needs a number, as in %s=16", ErrInvalid, key, key)
+			}
+			if key == "slots" && strings.EqualFold(value, "auto") {
+				o.Auto = true
+				if !maxSet {
+					o.Slots = def.Slots
+				}
+				continue
 			}
 			n, err := strconv.Atoi(value)
 			if err != nil {
-				return o, fmt.Errorf("%w: slots=%s is not a number", ErrInvalid, value)
+				return o, fmt.Errorf("%w: %s=%s is not a number", ErrInvalid, key, value)
 			}
 			o.Slots = n
+			if key == "max" {
+				maxSet = true
+			} else {
+				o.Auto = false
+			}
 		case "sum", "rollup", "append":
 			if hasValue {
 				return o, fmt.Errorf("%w: %q takes no value", ErrInvalid, key)
@@ -219,8 +275,11 @@ func ParseList(list string, def Options) (Options, error) {
 			}
 			o.Counts = value
 		default:
-			return o, fmt.Errorf("%w: unknown option %q (known: slots=N, sum, rollup, append, precreate, skiplocked, guarded, counts=, where=, hooks)", ErrInvalid, word)
+			return o, fmt.Errorf("%w: unknown option %q (known: slots=N, slots=auto, max=N, sum, rollup, append, precreate, skiplocked, guarded, counts=, where=, hooks)", ErrInvalid, word)
 		}
+	}
+	if maxSet && !o.Auto {
+		return o, fmt.Errorf("%w: max= bounds slots=auto: give slots=auto,max=%d, or slots=%d for a fixed width", ErrInvalid, o.Slots, o.Slots)
 	}
 	return o, o.Validate()
 }

@@ -28,6 +28,10 @@ func TestParseList(t *testing.T) {
 		{"slots=4,counts = Objects,WHERE = n > 0", Options{Slots: 4, Mode: Sum, Counts: "Objects", Where: "n > 0"}},
 		{"guarded", Options{Slots: 16, Mode: Sum, Guarded: true}},
 		{"slots=8,guarded,precreate", Options{Slots: 8, Mode: Sum, Guarded: true, Precreate: On}},
+		{"slots=auto", Options{Slots: 16, Auto: true, Mode: Sum}},
+		{"slots=AUTO,max=64,rollup", Options{Slots: 64, Auto: true, Mode: Rollup}},
+		{"max=4,slots=auto", Options{Slots: 4, Auto: true, Mode: Sum}},
+		{"slots=auto,slots=8", Options{Slots: 8, Mode: Sum}},
 	}
 	for _, c := range cases {
 		got, err := ParseList(c.in, def)
@@ -47,6 +51,14 @@ func TestParseListRejects(t *testing.T) {
 		"slots=1025":                       "slots=1025",
 		"slots=x":                          "slots=x",
 		"slots":                            "needs a number",
+		"max=8":                            "max= bounds slots=auto",
+		"slots=auto,max=0":                 "slots=auto,max=0 is out of range",
+		"slots=auto,max=x":                 "max=x is not a number",
+		"slots=auto,append":                "append counter has no slot rows",
+		"slots=auto,precreate":             "precreate makes every slot row",
+		"slots=auto,skiplocked":            "use one or the other",
+		"slots=auto,guarded":               "give slots=N",
+		"slots=auto,counts=Objects":        "give slots=N",
 		"slots=":                           "needs a number",
 		"fast":                             `"fast"`,
 		"sum,rollup":                       "more than one",

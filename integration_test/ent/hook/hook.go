@@ -213,6 +213,30 @@ func (f RackOpenCountSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.RackOpenCountSlotMutation", m)
 }
 
+// The ReelFunc type is an adapter to allow the use of ordinary
+// function as Reel mutator.
+type ReelFunc func(context.Context, *ent.ReelMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f ReelFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.ReelMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.ReelMutation", m)
+}
+
+// The ReelPlaysSlotFunc type is an adapter to allow the use of ordinary
+// function as ReelPlaysSlot mutator.
+type ReelPlaysSlotFunc func(context.Context, *ent.ReelPlaysSlotMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f ReelPlaysSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.ReelPlaysSlotMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.ReelPlaysSlotMutation", m)
+}
+
 // The ShelfFunc type is an adapter to allow the use of ordinary
 // function as Shelf mutator.
 type ShelfFunc func(context.Context, *ent.ShelfMutation) (ent.Value, error)

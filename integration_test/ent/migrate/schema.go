@@ -385,6 +385,45 @@ var (
 			},
 		},
 	}
+	// ReelsColumns holds the columns for the "reels" table.
+	ReelsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "title", Type: field.TypeString, Default: ""},
+	}
+	// ReelsTable holds the schema information for the "reels" table.
+	ReelsTable = &schema.Table{
+		Name:       "reels",
+		Columns:    ReelsColumns,
+		PrimaryKey: []*schema.Column{ReelsColumns[0]},
+	}
+	// ReelPlaysSlotsColumns holds the columns for the "reel_plays_slots" table.
+	ReelPlaysSlotsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "slot", Type: field.TypeInt16},
+		{Name: "n", Type: field.TypeInt64, Default: 0},
+		{Name: "reel_id", Type: field.TypeInt},
+	}
+	// ReelPlaysSlotsTable holds the schema information for the "reel_plays_slots" table.
+	ReelPlaysSlotsTable = &schema.Table{
+		Name:       "reel_plays_slots",
+		Columns:    ReelPlaysSlotsColumns,
+		PrimaryKey: []*schema.Column{ReelPlaysSlotsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "reel_plays_slots_reels_reel",
+				Columns:    []*schema.Column{ReelPlaysSlotsColumns[3]},
+				RefColumns: []*schema.Column{ReelsColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "reelplaysslot_reel_id_slot",
+				Unique:  true,
+				Columns: []*schema.Column{ReelPlaysSlotsColumns[3], ReelPlaysSlotsColumns[1]},
+			},
+		},
+	}
 	// ShelvesColumns holds the columns for the "shelves" table.
 	ShelvesColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt, Increment: true},
@@ -617,6 +656,8 @@ var (
 		RacksTable,
 		RackItemCountSlotsTable,
 		RackOpenCountSlotsTable,
+		ReelsTable,
+		ReelPlaysSlotsTable,
 		ShelvesTable,
 		ShelfBookCountSlotsTable,
 		ShelfOpenCountSlotsTable,
@@ -666,6 +707,10 @@ func init() {
 	RackOpenCountSlotsTable.ForeignKeys[0].RefTable = RacksTable
 	RackOpenCountSlotsTable.Annotation = &entsql.Annotation{
 		Table: "rack_open_count_slots",
+	}
+	ReelPlaysSlotsTable.ForeignKeys[0].RefTable = ReelsTable
+	ReelPlaysSlotsTable.Annotation = &entsql.Annotation{
+		Table: "reel_plays_slots",
 	}
 	ShelfBookCountSlotsTable.ForeignKeys[0].RefTable = ShelvesTable
 	ShelfBookCountSlotsTable.Annotation = &entsql.Annotation{

@@ -57,6 +57,12 @@ type RackItemCountSlot func(*sql.Selector)
 // RackOpenCountSlot is the predicate function for rackopencountslot builders.
 type RackOpenCountSlot func(*sql.Selector)
 
+// Reel is the predicate function for reel builders.
+type Reel func(*sql.Selector)
+
+// ReelPlaysSlot is the predicate function for reelplaysslot builders.
+type ReelPlaysSlot func(*sql.Selector)
+
 // Shelf is the predicate function for shelf builders.
 type Shelf func(*sql.Selector)
 

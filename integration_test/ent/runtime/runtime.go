@@ -20,6 +20,8 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/rack"
 	"github.com/hotcounter/hotcounter/integration_test/ent/rackitemcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/rackopencountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/reel"
+	"github.com/hotcounter/hotcounter/integration_test/ent/reelplaysslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/schema"
 	"github.com/hotcounter/hotcounter/integration_test/ent/shelf"
 	"github.com/hotcounter/hotcounter/integration_test/ent/shelfbookcountslot"
@@ -236,6 +238,30 @@ func init() {
 	rackopencountslotDescN := rackopencountslotMixinFields0[2].Descriptor()
 	// rackopencountslot.DefaultN holds the default value on creation for the n field.
 	rackopencountslot.DefaultN = rackopencountslotDescN.Default.(int64)
+	reelMixin := schema.Reel{}.Mixin()
+	reelMixinHooks0 := reelMixin[0].Hooks()
+	reel.Hooks[0] = reelMixinHooks0[0]
+	reelMixinFields0 := reelMixin[0].Fields()
+	_ = reelMixinFields0
+	reelFields := schema.Reel{}.Fields()
+	_ = reelFields
+	// reelDescPlays is the schema descriptor for plays field.
+	reelDescPlays := reelMixinFields0[0].Descriptor()
+	// reel.DefaultPlays holds the default value on creation for the plays field.
+	reel.DefaultPlays = reelDescPlays.Default.(int64)
+	// reelDescTitle is the schema descriptor for title field.
+	reelDescTitle := reelFields[0].Descriptor()
+	// reel.DefaultTitle holds the default value on creation for the title field.
+	reel.DefaultTitle = reelDescTitle.Default.(string)
+	reelplaysslotMixin := schema.ReelPlaysSlot{}.Mixin()
+	reelplaysslotMixinFields0 := reelplaysslotMixin[0].Fields()
+	_ = reelplaysslotMixinFields0
+	reelplaysslotFields := schema.ReelPlaysSlot{}.Fields()
+	_ = reelplaysslotFields
+	// reelplaysslotDescN is the schema descriptor for n field.
+	reelplaysslotDescN := reelplaysslotMixinFields0[2].Descriptor()
+	// reelplaysslot.DefaultN holds the default value on creation for the n field.
+	reelplaysslot.DefaultN = reelplaysslotDescN.Default.(int64)
 	shelfMixin := schema.Shelf{}.Mixin()
 	shelfMixinHooks0 := shelfMixin[0].Hooks()
 	shelfMixinHooks1 := shelfMixin[1].Hooks()
