@@ -2,6 +2,9 @@ package integration_test
 
 import (
 	"context"
+	"database/sql"
+	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -219,7 +222,7 @@ func BenchmarkIncrementOneRowFourProcesses(b *testing.B) {
 // any post there), and the hot posts again after a Compact pass.
 func BenchmarkLoad(b *testing.B) {
 	db := openBench(b)
-	if err := db.AutoMigrate(&Author{}, &Post{}); err != nil {
+	if err := db.AutoMigrate(&Author{}, &Post{}, &AutoPost{}); err != nil {
 		b.Fatal(err)
 	}
 	posts := make([]Post, 200)
@@ -247,6 +250,19 @@ func BenchmarkLoad(b *testing.B) {
 			}
 		}
 	}
+	// The typical posts again, under slots=auto: liked one at a time, each
+	// keeps one slot row.
+	autos := make([]AutoPost, 100)
+	if err := db.Create(&autos).Error; err != nil {
+		b.Fatal(err)
+	}
+	for i, p := range autos {
+		for k := 0; k <= i%8; k++ {
+			if err := gormcounter.Increment(db.Model(&AutoPost{ID: p.ID}), "Likes", 1).Error; err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
 	db.Exec("ANALYZE")
 	load := func(name string, fn func() error) {
 		b.Run(name, func(b *testing.B) {
@@ -261,11 +277,88 @@ func BenchmarkLoad(b *testing.B) {
 	t1, t2 := within(typical)
 	h1, h2 := within(hot)
 	one := hot[50].ID
+	// floor runs the statement GORM sends for build by hand, through
+	// database/sql, reading every column as raw bytes: what the SQL
+	// itself costs, without GORM's building and scanning.
+	sqlDB, err := db.DB()
+	if err != nil {
+		b.Fatal(err)
+	}
+	floor := func(name string, build func(tx *gorm.DB) *gorm.DB) {
+		st := build(db.Session(&gorm.Session{DryRun: true})).Statement
+		text, vars := st.SQL.String(), st.Vars
+		b.Logf("%s: %s", name, text)
+		load(name, func() error {
+			rows, err := sqlDB.Query(text, vars...)
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			cols, _ := rows.Columns()
+			dest := make([]any, len(cols))
+			for i := range dest {
+				dest[i] = new(sql.RawBytes)
+			}
+			for rows.Next() {
+				if err := rows.Scan(dest...); err != nil {
+					return err
+				}
+			}
+			return rows.Err()
+		})
+	}
 	load("plain-1", func() error { var p PlainPost; return db.First(&p, one).Error })
 	load("filled-1", func() error { var p Post; return db.First(&p, one).Error })
 	load("plain-100", func() error { var ps []PlainPost; return db.Where("id BETWEEN ? AND ?", t1, t2).Find(&ps).Error })
 	load("filled-100", func() error { var ps []Post; return db.Where("id BETWEEN ? AND ?", t1, t2).Find(&ps).Error })
 	load("filled-100-hot", func() error { var ps []Post; return db.Where("id BETWEEN ? AND ?", h1, h2).Find(&ps).Error })
+	a1, a2 := autos[0].ID, autos[len(autos)-1].ID
+	load("plain-100-auto", func() error { var ps []PlainAutoPost; return db.Where("id BETWEEN ? AND ?", a1, a2).Find(&ps).Error })
+	load("filled-100-auto", func() error { var ps []AutoPost; return db.Where("id BETWEEN ? AND ?", a1, a2).Find(&ps).Error })
+	// The other way to fill many rows, by hand: the plain select, then one
+	// grouped SUM over the loaded keys (what the fill sends).
+	grouped := func(name string, ps []Post) {
+		ids, marks := make([]any, len(ps)), make([]string, len(ps))
+		for i, p := range ps {
+			ids[i], marks[i] = p.ID, fmt.Sprintf("$%d", i+1)
+		}
+		sum := "SELECT post_id, SUM(n) FROM post_likes_slots WHERE post_id IN (" + strings.Join(marks, ", ") + ") GROUP BY post_id"
+		st := db.Session(&gorm.Session{DryRun: true}).Where("id BETWEEN ? AND ?", ps[0].ID, ps[len(ps)-1].ID).Find(&[]PlainPost{}).Statement
+		text, vars := st.SQL.String(), st.Vars
+		drain := func(rows *sql.Rows, err error) error {
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			cols, _ := rows.Columns()
+			dest := make([]any, len(cols))
+			for i := range dest {
+				dest[i] = new(sql.RawBytes)
+			}
+			for rows.Next() {
+				if err := rows.Scan(dest...); err != nil {
+					return err
+				}
+			}
+			return rows.Err()
+		}
+		load(name, func() error {
+			if err := drain(sqlDB.Query(text, vars...)); err != nil {
+				return err
+			}
+			return drain(sqlDB.Query(sum, ids...))
+		})
+	}
+	grouped("floor-grouped-100", typical)
+	grouped("floor-grouped-100-hot", hot)
+	floor("floor-plain-1", func(tx *gorm.DB) *gorm.DB { var p PlainPost; return tx.First(&p, one) })
+	floor("floor-filled-1", func(tx *gorm.DB) *gorm.DB { var p Post; return tx.First(&p, one) })
+	floor("floor-plain-100", func(tx *gorm.DB) *gorm.DB {
+		var ps []PlainPost
+		return tx.Where("id BETWEEN ? AND ?", t1, t2).Find(&ps)
+	})
+	floor("floor-filled-100", func(tx *gorm.DB) *gorm.DB { var ps []Post; return tx.Where("id BETWEEN ? AND ?", t1, t2).Find(&ps) })
+	floor("floor-filled-100-hot", func(tx *gorm.DB) *gorm.DB { var ps []Post; return tx.Where("id BETWEEN ? AND ?", h1, h2).Find(&ps) })
 	load("live-100-hot", func() error {
 		var ps []Post
 		return db.Clauses(gormcounter.Live).Where("id BETWEEN ? AND ?", h1, h2).Find(&ps).Error

@@ -141,6 +141,15 @@ type AutoPost struct {
 	Likes int64 `gorm:"counter:slots=auto"`
 }
 
+// PlainAutoPost reads the auto_posts table with no counters.
+type PlainAutoPost struct {
+	ID    uint
+	Title string
+}
+
+// TableName puts PlainAutoPost on AutoPost's table.
+func (PlainAutoPost) TableName() string { return "auto_posts" }
+
 // PlainPost reads the posts table with no counters: the baseline of loads.
 type PlainPost struct {
 	ID       uint
