@@ -3,6 +3,7 @@ package entcounter_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log"
 	"time"
 
@@ -91,4 +92,18 @@ func ExampleTake() {
 	case err != nil:
 		log.Fatal(err)
 	}
+}
+
+// A counter whose parents start at one slot row each and widen, up to 32
+// rows, while their increments contend (docs/writes.md, slots=auto).
+func ExampleAutoSlots() {
+	m := entcounter.Counter("upvotes", entcounter.AutoSlots(32))
+	for _, f := range m.Fields() {
+		for _, a := range f.Descriptor().Annotations {
+			if a, ok := a.(entcounter.Annotation); ok {
+				fmt.Println(f.Descriptor().Name, "auto:", a.AutoSlots, "max:", a.Slots)
+			}
+		}
+	}
+	// Output: upvotes auto: true max: 32
 }

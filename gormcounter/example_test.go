@@ -268,3 +268,32 @@ func ExampleTake() {
 	// true
 	// 1
 }
+
+// Comment's upvotes are slots=auto: one slot row per comment until its
+// writers contend, then up to 16.
+type Comment struct {
+	ID      uint
+	Body    string
+	Upvotes int64 `gorm:"counter:slots=auto,max=16"`
+}
+
+// A slots=auto counter keeps a comment that is upvoted one at a time on one
+// slot row, so that loads of it sum one row.
+func Example_slotsAuto() {
+	db, done := openExample()
+	defer done()
+	if err := db.AutoMigrate(&Comment{}); err != nil {
+		panic(err)
+	}
+	comment := Comment{Body: "first"}
+	db.Create(&comment)
+	for i := 0; i < 5; i++ {
+		gormcounter.Increment(db.Model(&comment), "Upvotes", 1)
+	}
+	var loaded Comment
+	db.First(&loaded, comment.ID)
+	var rows int64
+	db.Raw("SELECT COUNT(*) FROM comment_upvotes_slots WHERE comment_id = ?", comment.ID).Scan(&rows)
+	fmt.Println("upvotes:", loaded.Upvotes, "slot rows:", rows)
+	// Output: upvotes: 5 slot rows: 1
+}
