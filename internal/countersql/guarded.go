@@ -62,6 +62,27 @@ func (d Dialect) LockAllSlots(w Writer, t Table, owner any) {
 	}
 }
 
+// SlotNumbers writes the plain (non-locking) read of owner's slot numbers,
+// in order.
+func (d Dialect) SlotNumbers(w Writer, t Table, owner any) {
+	q(w, "SELECT % FROM % WHERE % = ", SlotColumn, t.Slots, t.Owner)
+	w.Arg(owner)
+	q(w, " ORDER BY %", SlotColumn)
+}
+
+// LockSlot writes the locking read of owner's slot row slot, as (slot, n),
+// by its unique key: on MySQL/MariaDB a lookup of one row by a unique key
+// always goes through that key's index, then the row, whatever the table's
+// size, where LockAllSlots over a small table with a surrogate key (ent's)
+// may scan the table and lock in the other order.
+func (d Dialect) LockSlot(w Writer, t Table, owner any, slot any) {
+	q(w, "SELECT %, % FROM % WHERE % = ", SlotColumn, ValueColumn, t.Slots, t.Owner)
+	w.Arg(owner)
+	q(w, " AND % = ", SlotColumn)
+	w.Arg(slot)
+	w.WriteString(" FOR UPDATE")
+}
+
 // ReshapeSlots writes one UPDATE that adds changes[i] (negative: taken) to
 // slot slots[i] of owner: a take gathered from several rows, and what
 // remains moved into fewer rows, on rows that LockAllSlots locked.
@@ -84,16 +105,4 @@ func (d Dialect) SpreadOver(w Writer, t Table, owner any, amounts []int64) {
 		keys[i], slots[i] = owner, i
 	}
 	d.AddToSlots(w, t, keys, slots, amounts)
-}
-
-// LockSlotHolding writes the MySQL/MariaDB query, inside a caller's
-// transaction, for the lowest slot of owner holding at least amount that
-// no other transaction holds, locked (FOR UPDATE SKIP LOCKED, a current
-// read): the row a take then updates, without waiting.
-func (d Dialect) LockSlotHolding(w Writer, t Table, owner any, amount int64) {
-	q(w, "SELECT % FROM % WHERE % = ", SlotColumn, t.Slots, t.Owner)
-	w.Arg(owner)
-	q(w, " AND % >= ", ValueColumn)
-	w.Arg(amount)
-	q(w, " ORDER BY % LIMIT 1 FOR UPDATE SKIP LOCKED", SlotColumn)
 }

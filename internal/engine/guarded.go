@@ -82,14 +82,20 @@ func Take(ctx context.Context, s Session, d countersql.Dialect, t countersql.Tab
 	// row an UPDATE read but did not change; PostgreSQL's UPDATE keeps the
 	// lock it took to recheck a row that changed), and tries over some rows
 	// followed by takeAcross over all would lock them out of order and
-	// deadlock. So one try that never waits and keeps no stray lock: a SKIP
-	// LOCKED take in a savepoint rolled back when it finds nothing (see
-	// tryInSavepoint); SQLite has one writer at a time.
+	// deadlock. So on PostgreSQL one try that never waits and keeps no stray
+	// lock: a SKIP LOCKED take in a savepoint rolled back when it finds
+	// nothing (see tryInSavepoint). InnoDB keeps the row locks taken after
+	// a savepoint that is rolled back, so on MySQL/MariaDB any try would
+	// leave a stray lock: the take locks every row in slot order at once
+	// (a test of 16 buyers taking in ent transactions deadlocked when a
+	// try came first). SQLite has one writer at a time.
 	var ok bool
 	var err error
-	if d.SkipLocked() || d.MySQL() {
+	switch {
+	case d.MySQL():
+	case d.SkipLocked():
 		ok, err = tryInSavepoint(ctx, s, d, t, key, amount)
-	} else {
+	default:
 		ok, err = takeOne(ctx, s, d, t, slots, key, amount, true)
 	}
 	if err != nil || ok {
@@ -161,10 +167,9 @@ func takeOne(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Tab
 }
 
 // tryInSavepoint makes the one try of a take inside the caller's
-// transaction: it takes from a slot row holding enough that no other
-// transaction holds, never waiting, inside a savepoint rolled back when it
-// finds none, which releases every row the try locked on its way: MySQL's
-// REPEATABLE READ keeps the lock of a row a read found too low, and
+// transaction (PostgreSQL): it takes from a slot row holding enough that no
+// other transaction holds, never waiting, inside a savepoint rolled back
+// when it finds none, which releases every row the try locked on its way:
 // PostgreSQL keeps the lock of a row that FOR UPDATE locked and then found
 // changed and no longer matching (a test of 16 buyers taking in ent
 // transactions deadlocked on such a stray lock once takeAcross waited).
@@ -184,45 +189,18 @@ func tryInSavepoint(ctx context.Context, c Session, d countersql.Dialect, t coun
 }
 
 // tryFreeSlot takes amount from a slot row of the parent that holds enough
-// and that no other transaction holds: PostgreSQL in one statement; MySQL
-// and MariaDB lock the row first (SKIP LOCKED), then take from it.
+// and that no other transaction holds, in one statement (PostgreSQL).
 func tryFreeSlot(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table, key any, amount int64) (bool, error) {
-	if !d.MySQL() {
-		got, err := QueryKeys(ctx, c, func(w countersql.Writer) { d.TakeFromFreeSlot(w, t, key, amount) })
-		return len(got) == 1, err
-	}
-	got, err := QueryKeys(ctx, c, func(w countersql.Writer) { d.LockSlotHolding(w, t, key, amount) })
-	if err != nil || len(got) == 0 {
-		return false, err
-	}
-	slot, ok := asInt(got[0])
-	if !ok {
-		return false, fmt.Errorf("slot %v is not a number", got[0])
-	}
-	n, err := c.Exec(ctx, func(w countersql.Writer) { d.TakeFromSlot(w, t, key, int(slot), amount) })
-	return n == 1, err
+	got, err := QueryKeys(ctx, c, func(w countersql.Writer) { d.TakeFromFreeSlot(w, t, key, amount) })
+	return len(got) == 1, err
 }
 
 // takeAcross locks every slot row of the parent and takes amount from the
 // fullest first, moving what remains into fewer rows in the endgame, in one
 // statement; or refuses with a Shortage.
 func takeAcross(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table, key any, amount int64) error {
-	rows, err := c.Query(ctx, func(w countersql.Writer) { d.LockAllSlots(w, t, key) })
+	parts, total, err := lockAll(ctx, c, d, t, key)
 	if err != nil {
-		return err
-	}
-	type part struct{ slot, n int64 }
-	var parts []part
-	var total int64
-	for rows.Next() {
-		var p part
-		if err := rows.Scan(&p.slot, &p.n); err != nil {
-			rows.Close()
-			return err
-		}
-		parts, total = append(parts, p), total+p.n
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 		return err
 	}
 	if total < amount {
@@ -267,6 +245,48 @@ func takeAcross(ctx context.Context, c Conn, d countersql.Dialect, t countersql.
 		return fmt.Errorf("%d of %d slot rows of a locked parent written: they changed under its lock", n, len(slots))
 	}
 	return nil
+}
+
+// part is one slot row that takeAcross locked.
+type part struct{ slot, n int64 }
+
+// lockAll locks every slot row of the parent in slot order and returns
+// them with their total. On MySQL/MariaDB a slot table with a surrogate
+// key (ent's) is locked one row at a time by its unique key, so that every
+// take locks the unique index, then the row, as single-row takes do: a
+// statement over all rows of a small table may scan it and lock rows then
+// index, and two takes locking in those two orders deadlock.
+func lockAll(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table, key any) ([]part, int64, error) {
+	var parts []part
+	var total int64
+	read := func(stmt func(w countersql.Writer)) error {
+		rows, err := c.Query(ctx, stmt)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var p part
+			if err := rows.Scan(&p.slot, &p.n); err != nil {
+				rows.Close()
+				return err
+			}
+			parts, total = append(parts, p), total+p.n
+		}
+		return errors.Join(rows.Err(), rows.Close())
+	}
+	if !d.MySQL() || t.RowID == "" {
+		return parts, total, read(func(w countersql.Writer) { d.LockAllSlots(w, t, key) })
+	}
+	slots, err := QueryKeys(ctx, c, func(w countersql.Writer) { d.SlotNumbers(w, t, key) })
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, slot := range slots {
+		if err := read(func(w countersql.Writer) { d.LockSlot(w, t, key, slot) }); err != nil {
+			return nil, 0, err
+		}
+	}
+	return parts, total, nil
 }
 
 // Restock adds amount to the guarded counter of the parent key, spread

@@ -94,6 +94,14 @@ SELECT "id" FROM "posts" FORCE INDEX (PRIMARY) WHERE "id" = ANY($1) ORDER BY "id
 SELECT "slot", "n" FROM "post_likes_slots" WHERE "post_id" = $1 AND "n" <> 0 ORDER BY "slot" FOR UPDATE SKIP LOCKED;
 -- args: [1]
 
+-- SlotNumbers
+SELECT "slot" FROM "post_likes_slots" WHERE "post_id" = $1 ORDER BY "slot";
+-- args: [1]
+
+-- LockSlot
+SELECT "slot", "n" FROM "post_likes_slots" WHERE "post_id" = $1 AND "slot" = $2 FOR UPDATE;
+-- args: [1 3]
+
 -- AddToColumns
 UPDATE "posts" FORCE INDEX (PRIMARY) SET "likes" = COALESCE("likes", 0) + CASE "id" WHEN $1 THEN $2 WHEN $3 THEN $4 WHEN $5 THEN $6 ELSE 0 END WHERE "id" = ANY($7);
 -- args: [1 4 2 5 3 6 {[1 2 3]}]
@@ -124,10 +132,6 @@ UPDATE "post_likes_slots" SET "n" = "n" - $1 WHERE "post_id" = $2 AND "slot" = 3
 -- LockAllSlots
 SELECT "slot", "n" FROM "post_likes_slots" WHERE "post_id" = $1 ORDER BY "slot" FOR UPDATE;
 -- args: [1]
-
--- LockSlotHolding
-SELECT "slot" FROM "post_likes_slots" WHERE "post_id" = $1 AND "n" >= $2 ORDER BY "slot" LIMIT 1 FOR UPDATE SKIP LOCKED;
--- args: [1 2]
 
 -- SpreadOver
 INSERT INTO "post_likes_slots" ("post_id", "slot", "n") VALUES ($1,$2,$3), ($4,$5,$6), ($7,$8,$9) ON CONFLICT ("post_id", "slot") DO UPDATE SET "n" = "post_likes_slots"."n" + excluded."n";
