@@ -184,23 +184,32 @@ func (w *write) incrementOne(ctx context.Context, m fastMutation, key any, delta
 		if err != nil {
 			return nil, err
 		}
-		run := func(ctx context.Context, delta int64) (int64, error) {
+		// The entity is read once per statement, and every increment that
+		// statement carried gets a copy: it shows their sum, its own
+		// increment included.
+		run := func(ctx context.Context, delta int64) (int64, any, error) {
 			total, found, err := w.incrementReturningTotal(ctx, key, delta, read)
 			if err == nil && !found {
 				err = errNoParent
 			}
-			return total, err
+			if err != nil {
+				return 0, nil, err
+			}
+			v, err := m.HotCounterEntity(entrt.WithoutFill(ctx, w.d.Type, w.d.Field), key)
+			if err == nil {
+				err = setNodeField(v, w.d.StructField, total)
+			}
+			return total, v, err
 		}
-		total, err := w.shared(ctx, s, key, delta, run)
+		var v any
+		if s.InTx() || delta == 0 { // as shared: alone
+			_, v, err = run(ctx, delta)
+		} else {
+			_, v, err = w.r.Combined().DoValue(ctx, w.combineKey(key)+"\x00entity", delta, run)
+			v = copyNode(v)
+		}
 		if errors.Is(err, errNoParent) {
 			return nil, m.HotCounterNotFound()
-		}
-		if err != nil {
-			return nil, err
-		}
-		v, err := m.HotCounterEntity(entrt.WithoutFill(ctx, w.d.Type, w.d.Field), key)
-		if err == nil {
-			err = setNodeField(v, w.d.StructField, total)
 		}
 		return v, err
 	}
@@ -435,7 +444,25 @@ func (w *write) shared(ctx context.Context, s engine.Session, key any, delta int
 	if s.InTx() || w.d.Append || delta == 0 {
 		return run(ctx, delta)
 	}
-	return w.r.Combined().Do(ctx, fmt.Sprintf("%s\x00%s\x00%v", w.d.SlotTable, w.d.Field, key), delta, run)
+	return w.r.Combined().Do(ctx, w.combineKey(key), delta, run)
+}
+
+// combineKey names the increments of the counter of one parent in the
+// client's combining group.
+func (w *write) combineKey(key any) string {
+	return fmt.Sprintf("%s\x00%s\x00%v", w.d.SlotTable, w.d.Field, key)
+}
+
+// copyNode returns a copy of the entity v (a pointer to a struct), for one
+// caller of a statement that several shared.
+func copyNode(v any) any {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Pointer || rv.IsNil() {
+		return v
+	}
+	c := reflect.New(rv.Elem().Type())
+	c.Elem().Set(rv.Elem())
+	return c.Interface()
 }
 
 // created writes the initial value of a new parent's sum counter, and its

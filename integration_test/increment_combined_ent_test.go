@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -34,22 +35,37 @@ func TestEntUpdateOneOfACounterSendsTheWriteAndTheRead(t *testing.T) {
 // 32 writers incrementing one post through UpdateOneID outside
 // transactions share statements, as GORM's increments do: the total is
 // exact, every entity returned shows at least its own increment, and
-// fewer increments statements than increments were sent.
+// fewer increments statements than increments were sent. On PostgreSQL the
+// read of the entity is shared too (one per statement), and each caller
+// gets an entity of its own.
 func TestEntConcurrentIncrementsShareStatements(t *testing.T) {
 	eachEnt(t, func(t *testing.T, e *entEnv) {
 		ctx, c := context.Background(), e.client
 		p := c.Post.Create().SetTitle("viral").SaveX(ctx)
 		const writers, each = 32, 40
-		var low atomic.Int64
+		var (
+			low      atomic.Int64
+			returned sync.Map // *ent.Post -> true
+			shared   atomic.Int64
+		)
 		n := entStatements(e, func() {
 			hammer(t, writers, each, func() error {
 				got, err := c.Post.UpdateOneID(p.ID).AddLikes(1).Save(ctx)
 				if err == nil && got.Likes < 1 {
 					low.Add(1)
 				}
+				if _, seen := returned.LoadOrStore(got, true); seen && got != nil {
+					shared.Add(1)
+				}
 				return err
 			})
 		})
+		if shared.Load() > 0 {
+			t.Fatalf("%d callers got an entity another caller got too", shared.Load())
+		}
+		if e.kind == pg && n >= writers*each {
+			t.Fatalf("%d statements for %d increments: reads of the entity not shared", n, writers*each)
+		}
 		if got := c.Post.GetX(ctx, p.ID).Likes; got != writers*each {
 			t.Fatalf("likes=%d, want %d", got, writers*each)
 		}

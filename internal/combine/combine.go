@@ -32,6 +32,10 @@ import (
 // is cancelled once every caller has given up.
 type Run func(ctx context.Context, sum int64) (int64, error)
 
+// RunValue is a Run that also returns a value, which every call the
+// statement carried receives (DoValue): what the statement read back, say.
+type RunValue func(ctx context.Context, sum int64) (int64, any, error)
+
 // Group combines calls of [Group.Do] that name the same key. The zero value
 // is ready to use with a limit of one statement per key.
 type Group struct {
@@ -72,12 +76,13 @@ const (
 type call struct {
 	ctx   context.Context
 	delta int64
-	run   Run
+	run   RunValue
 	wake  chan struct{} // closed when state becomes done
 
 	// Guarded by Group.mu until state is done; then read-only.
 	state state
 	n     int64
+	v     any
 	err   error
 }
 
@@ -99,6 +104,17 @@ var ErrAbandoned = errors.New("combine: the statement carrying this increment pa
 // started is never written; one that leaves later may still be, as when any
 // statement is cancelled while it commits, so its outcome is unknown.
 func (g *Group) Do(ctx context.Context, key string, delta int64, run Run) (int64, error) {
+	n, _, err := g.DoValue(ctx, key, delta, func(ctx context.Context, sum int64) (int64, any, error) {
+		n, err := run(ctx, sum)
+		return n, nil, err
+	})
+	return n, err
+}
+
+// DoValue is Do with a run that returns a value as well: each call gets the
+// value of the statement that carried it, the same value for all of them
+// (callers that change it must copy it first).
+func (g *Group) DoValue(ctx context.Context, key string, delta int64, run RunValue) (int64, any, error) {
 	c := &call{ctx: ctx, delta: delta, run: run, wake: make(chan struct{})}
 	g.mu.Lock()
 	if g.lines == nil {
@@ -120,21 +136,21 @@ func (g *Group) Do(ctx context.Context, key string, delta int64, run Run) (int64
 			defer g.next(key, l, false) // also if run panics
 			g.execute([]*call{c}, false)
 		}()
-		return c.n, c.err
+		return c.n, c.v, c.err
 	}
 	l.queue = append(l.queue, c)
 	g.mu.Unlock()
 
 	select {
 	case <-c.wake:
-		return c.n, c.err
+		return c.n, c.v, c.err
 	case <-ctx.Done():
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	switch c.state {
 	case done:
-		return c.n, c.err
+		return c.n, c.v, c.err
 	case queued: // never taken: nothing was written
 		for i, m := range l.queue {
 			if m == c {
@@ -143,7 +159,7 @@ func (g *Group) Do(ctx context.Context, key string, delta int64, run Run) (int64
 			}
 		}
 	}
-	return 0, ctx.Err()
+	return 0, nil, ctx.Err()
 }
 
 // loop runs batch, then every batch that queued meanwhile, on the calling
@@ -190,6 +206,7 @@ func (g *Group) next(key string, l *line, inline bool) {
 func (g *Group) execute(batch []*call, recovers bool) {
 	results := make([]struct {
 		n   int64
+		v   any
 		err error
 	}, len(batch))
 	for i := range results {
@@ -207,7 +224,7 @@ func (g *Group) execute(batch []*call, recovers bool) {
 		}
 		g.mu.Lock()
 		for i, m := range batch {
-			m.n, m.err, m.state = results[i].n, results[i].err, done
+			m.n, m.v, m.err, m.state = results[i].n, results[i].v, results[i].err, done
 			close(m.wake)
 		}
 		g.mu.Unlock()
@@ -221,13 +238,13 @@ func (g *Group) execute(batch []*call, recovers bool) {
 	}
 	if !ok {
 		for i, m := range batch {
-			results[i].n, results[i].err = m.run(m.ctx, m.delta)
+			results[i].n, results[i].v, results[i].err = m.run(m.ctx, m.delta)
 		}
 		return
 	}
 	ctx, stop := batchContext(batch)
 	defer stop()
-	n, err := batch[0].run(ctx, sum)
+	n, v, err := batch[0].run(ctx, sum)
 	if err != nil && g.Split != nil {
 		if decide := g.Split(err); decide != nil {
 			for i, m := range batch {
@@ -236,7 +253,7 @@ func (g *Group) execute(batch []*call, recovers bool) {
 					results[i].err = answer
 					continue
 				}
-				results[i].n, results[i].err = m.run(m.ctx, m.delta)
+				results[i].n, results[i].v, results[i].err = m.run(m.ctx, m.delta)
 				if results[i].err != nil {
 					if d := g.Split(results[i].err); d != nil {
 						decide = d
@@ -247,7 +264,7 @@ func (g *Group) execute(batch []*call, recovers bool) {
 		}
 	}
 	for i := range results {
-		results[i].n, results[i].err = n, err
+		results[i].n, results[i].v, results[i].err = n, v, err
 	}
 }
 

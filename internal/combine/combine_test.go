@@ -140,6 +140,42 @@ func TestDoSharesTheResult(t *testing.T) {
 	}
 }
 
+// TestDoValueSharesTheValue: the calls a statement carried all get the
+// value its run returned; a call alone gets its own.
+func TestDoValueSharesTheValue(t *testing.T) {
+	var g Group
+	release := make(chan struct{})
+	first := make(chan any)
+	go func() {
+		_, v, _ := g.DoValue(context.Background(), "k", 1, func(_ context.Context, sum int64) (int64, any, error) {
+			<-release
+			return 0, &sum, nil
+		})
+		first <- v
+	}()
+	waitRunning(t, &g, "k")
+	var wg sync.WaitGroup
+	got := make([]any, 5)
+	for i := range got {
+		wg.Go(func() {
+			_, got[i], _ = g.DoValue(context.Background(), "k", 1, func(_ context.Context, sum int64) (int64, any, error) {
+				return sum, &sum, nil
+			})
+		})
+	}
+	waitQueued(t, &g, "k", 5)
+	close(release)
+	if v := <-first; *v.(*int64) != 1 {
+		t.Fatalf("the first call got %v, want its own statement's 1", *v.(*int64))
+	}
+	wg.Wait()
+	for _, v := range got {
+		if v != got[0] || *v.(*int64) != 5 {
+			t.Fatalf("calls of one statement got %v and %v (sum %d), want one value of sum 5", v, got[0], *v.(*int64))
+		}
+	}
+}
+
 // TestDoCancelled: a call that gives up while queued is never written; a
 // batch is cancelled only when all its calls gave up.
 func TestDoCancelled(t *testing.T) {
