@@ -201,26 +201,56 @@ func (w *write) incrementOne(ctx context.Context, m fastMutation, key any, delta
 			}
 			return total, v, err
 		}
-		var v any
-		if s.InTx() || delta == 0 { // as shared: alone
-			_, v, err = run(ctx, delta)
-		} else {
-			_, v, err = w.r.Combined().DoValue(ctx, w.combineKey(key)+"\x00entity", delta, run)
-			v = copyNode(v)
-		}
-		if errors.Is(err, errNoParent) {
+		return w.sharedEntity(ctx, s, m, key, delta, run)
+	}
+	if skipLocked || (w.d.Guarded && delta > 0) {
+		// A free slot, or a restock spread over the slots: alone.
+		n, err := w.incrementKeys(ctx, s, []any{key}, delta, skipLocked)
+		switch {
+		case dberr.ForeignKeyViolation(err), err == nil && n == 0 && delta != 0:
 			return nil, m.HotCounterNotFound()
+		case err != nil:
+			return nil, w.wrap(err)
 		}
-		return v, err
+		return m.HotCounterEntity(ctx, key)
 	}
-	n, err := w.incrementKeys(ctx, s, []any{key}, delta, skipLocked)
-	switch {
-	case dberr.ForeignKeyViolation(err), err == nil && n == 0 && delta != 0:
+	// MySQL/MariaDB: the increment, then the entity read as Get reads it
+	// (its counters filled), once per statement.
+	run := func(ctx context.Context, delta int64) (int64, any, error) {
+		n, err := engine.Apply(ctx, s, w.dl, engine.Increment{Table: w.d.Tables(), Mode: w.d.Mode(), Slots: w.d.Slots,
+			Widths: w.r.Widths(w.d), Keys: []any{key}, Delta: delta})
+		switch {
+		case dberr.ForeignKeyViolation(err), err == nil && n == 0 && delta != 0:
+			return 0, nil, errNoParent
+		case err != nil:
+			return 0, nil, w.wrap(err)
+		}
+		v, err := m.HotCounterEntity(ctx, key)
+		return n, v, err
+	}
+	return w.sharedEntity(ctx, s, m, key, delta, run)
+}
+
+// sharedEntity runs run, an increment of one parent by delta that returns
+// the entity read after it: outside a transaction through the client's
+// combining group, so that concurrent increments of the parent share the
+// write and the read, each caller getting a copy of the entity; inside one,
+// and for an append counter (one delta row per increment), alone.
+func (w *write) sharedEntity(ctx context.Context, s engine.Session, m fastMutation, key any, delta int64, run combine.RunValue) (ent.Value, error) {
+	var (
+		v   any
+		err error
+	)
+	if s.InTx() || w.d.Append || delta == 0 { // as shared: alone
+		_, v, err = run(ctx, delta)
+	} else {
+		_, v, err = w.r.Combined().DoValue(ctx, w.combineKey(key)+"\x00entity", delta, run)
+		v = copyNode(v)
+	}
+	if errors.Is(err, errNoParent) {
 		return nil, m.HotCounterNotFound()
-	case err != nil:
-		return nil, w.wrap(err)
 	}
-	return m.HotCounterEntity(ctx, key)
+	return v, err
 }
 
 // errNoParent is what a combined increment of a row that does not exist
