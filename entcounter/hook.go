@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"reflect"
 	"strings"
 	"time"
@@ -217,8 +216,7 @@ func (w *write) incrementOne(ctx context.Context, m fastMutation, key any, delta
 	// MySQL/MariaDB: the increment, then the entity read as Get reads it
 	// (its counters filled), once per statement.
 	run := func(ctx context.Context, delta int64) (int64, any, error) {
-		n, err := engine.Apply(ctx, s, w.dl, engine.Increment{Table: w.d.Tables(), Mode: w.d.Mode(), Slots: w.d.Slots,
-			Widths: w.r.Widths(w.d), Keys: []any{key}, Delta: delta})
+		n, err := w.apply(ctx, s, []any{key}, delta, false)
 		switch {
 		case dberr.ForeignKeyViolation(err), err == nil && n == 0 && delta != 0:
 			return 0, nil, errNoParent
@@ -241,7 +239,7 @@ func (w *write) sharedEntity(ctx context.Context, s engine.Session, m fastMutati
 		v   any
 		err error
 	)
-	if s.InTx() || w.d.Append || delta == 0 { // as shared: alone
+	if w.alone(s, delta) {
 		_, v, err = run(ctx, delta)
 	} else {
 		_, v, err = w.r.Combined().DoValue(ctx, w.combineKey(key)+"\x00entity", delta, run)
@@ -320,12 +318,9 @@ func (w *write) incrementFreeSlot(ctx context.Context, key any, delta int64) err
 // incrementReturningTotal adds delta to a random slot of one parent and
 // returns the counter's new total, in one statement (PostgreSQL).
 func (w *write) incrementReturningTotal(ctx context.Context, key any, delta int64, read countersql.Sources) (total int64, found bool, err error) {
-	t, slot := w.d.Tables(), rand.IntN(w.d.Slots)
-	if ws := w.r.Widths(w.d); ws != nil {
-		var release func()
-		slot, release = ws.Acquire(key)
-		defer release()
-	}
+	t := w.d.Tables()
+	slot, release := engine.DrawSlot(w.r.Widths(w.d), w.d.Slots, key)
+	defer release()
 	s := entrt.NewSession(w.r)
 	once := func() error {
 		rows, err := s.Query(ctx, func(x countersql.Writer) {
@@ -455,8 +450,7 @@ func (w *write) incrementKeys(ctx context.Context, s engine.Session, keys []any,
 			// row holds stock for takes.
 			return 1, engine.Restock(ctx, s, w.dl, w.d.Tables(), w.d.Slots, keys[0], delta)
 		}
-		return engine.Apply(ctx, s, w.dl, engine.Increment{Table: w.d.Tables(), Mode: w.d.Mode(), Slots: w.d.Slots,
-			Widths: w.r.Widths(w.d), SkipLocked: skipLocked, Keys: keys, Delta: delta})
+		return w.apply(ctx, s, keys, delta, skipLocked)
 	}
 	if len(keys) != 1 {
 		return run(ctx, delta)
@@ -471,10 +465,24 @@ func (w *write) incrementKeys(ctx context.Context, s engine.Session, keys []any,
 // one alone, as each must roll back alone; and alone for an append
 // counter, whose contract is one delta row per increment.
 func (w *write) shared(ctx context.Context, s engine.Session, key any, delta int64, run combine.Run) (int64, error) {
-	if s.InTx() || w.d.Append || delta == 0 {
+	if w.alone(s, delta) {
 		return run(ctx, delta)
 	}
 	return w.r.Combined().Do(ctx, w.combineKey(key), delta, run)
+}
+
+// alone reports whether an increment of one parent by delta runs in a
+// statement of its own: inside a transaction (each must roll back alone),
+// for an append counter (one delta row per increment), and for nothing.
+func (w *write) alone(s engine.Session, delta int64) bool {
+	return s.InTx() || w.d.Append || delta == 0
+}
+
+// apply writes delta to the counter of keys (engine.Apply), taking a free
+// slot if skipLocked.
+func (w *write) apply(ctx context.Context, s engine.Session, keys []any, delta int64, skipLocked bool) (int64, error) {
+	return engine.Apply(ctx, s, w.dl, engine.Increment{Table: w.d.Tables(), Mode: w.d.Mode(), Slots: w.d.Slots,
+		Widths: w.r.Widths(w.d), SkipLocked: skipLocked, Keys: keys, Delta: delta})
 }
 
 // combineKey names the increments of the counter of one parent in the

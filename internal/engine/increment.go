@@ -92,15 +92,10 @@ type Increment struct {
 // by mode (slots or delta rows), database (MySQL/MariaDB run several
 // statements) and slot choice (random or skip-locked), for both ORMs.
 func Apply(ctx context.Context, s Session, d countersql.Dialect, in Increment) (int64, error) {
-	t, slot := in.Table, rand.IntN(max(in.Slots, 1))
-	if in.Widths != nil {
-		slot = 0
-		if key, one := in.one(); one {
-			var release func()
-			slot, release = in.Widths.Acquire(key)
-			defer release()
-		}
-	}
+	key, _ := in.one()
+	slot, release := DrawSlot(in.Widths, in.Slots, key)
+	defer release()
+	t := in.Table
 	my := MySQLIncrement{Table: t, Slot: slot, Delta: in.Delta}
 	switch {
 	case in.Key != nil:
@@ -140,6 +135,20 @@ func Apply(ctx context.Context, s Session, d countersql.Dialect, in Increment) (
 	return statements(ctx, s, d, in, func(w countersql.Writer, cond func(countersql.Writer)) {
 		d.IncrementWhere(w, t, slot, in.Delta, cond)
 	})
+}
+
+// DrawSlot chooses the slot of one increment statement: at random among
+// slots, or with ws (slots=auto) from the width the parent with key key has
+// learned (slot 0 when key is nil: several parents). Call release once the
+// statement has finished.
+func DrawSlot(ws *Widths, slots int, key any) (slot int, release func()) {
+	switch {
+	case ws == nil:
+		return rand.IntN(max(slots, 1)), func() {}
+	case key == nil:
+		return 0, func() {}
+	}
+	return ws.Acquire(key)
 }
 
 // one returns the key of in's one parent, when in names one by its key.

@@ -74,14 +74,13 @@ func (d Def) CountSpec() countersql.Count {
 // precreate reports whether the counter's slot rows are created with
 // their parent on the database of dialect dl.
 func (d Def) PrecreateOn(dl countersql.Dialect) bool {
-	o := spec.Options{Slots: d.Slots, Auto: d.AutoSlots, Precreate: spec.Toggle(d.Precreate)}
-	if d.Rollup {
-		o.Mode = spec.Rollup
-	}
-	if d.Append {
-		o.Mode = spec.Append
-	}
-	return o.PrecreateOn(dl.PrecreateByDefault())
+	return d.options().PrecreateOn(dl.PrecreateByDefault())
+}
+
+// options is the declaration d was generated from, as far as the runtime
+// needs it.
+func (d Def) options() spec.Options {
+	return spec.Options{Slots: d.Slots, Auto: d.AutoSlots, Mode: d.Mode(), Precreate: spec.Toggle(d.Precreate)}
 }
 
 func (d Def) Tables() countersql.Table {
@@ -153,12 +152,7 @@ func (r Runtime) Widths(d Def) *engine.Widths {
 
 // Written is how many slots d's one-statement writers (a write-behind
 // flush) spread over.
-func (d Def) Written() int {
-	if d.AutoSlots {
-		return 1
-	}
-	return d.Slots
-}
+func (d Def) Written() int { return d.options().Written() }
 
 // NewState returns an empty State.
 func NewState() *State {
