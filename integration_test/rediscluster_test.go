@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -157,12 +158,46 @@ func (c *cluster) kill(t *testing.T, rdb *redis.ClusterClient, key string) strin
 
 func port(addr string) string { _, p, _ := net.SplitHostPort(addr); return p }
 
+// handedOut holds every port freePort has returned in this process, and
+// their bus ports.
+var (
+	handing   sync.Mutex
+	handedOut = map[int]struct{}{}
+)
+
+// freePort returns a loopback port that is free now, with its cluster bus
+// port (10,000 above) free too, and that it never returned before in this
+// process. The kernel may hand the same ephemeral port to two listeners
+// opened and closed in turn, and a cluster given one node's port twice
+// starts on five nodes, one of them master of two slot ranges.
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		must(t, err)
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		if port+10000 > 65535 {
+			continue
+		}
+		bus, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+10000))
+		if err != nil {
+			continue
+		}
+		bus.Close()
+		handing.Lock()
+		_, taken := handedOut[port]
+		_, busTaken := handedOut[port+10000]
+		if !taken && !busTaken {
+			handedOut[port], handedOut[port+10000] = struct{}{}, struct{}{}
+		}
+		handing.Unlock()
+		if !taken && !busTaken {
+			return port
+		}
+	}
+	t.Fatal("no free loopback port pair after 100 tries")
+	return 0
 }
 
 func waitFor(t *testing.T, limit time.Duration, what string, ok func() bool) {
