@@ -10,7 +10,7 @@ import (
 	"gorm.io/gorm"
 )
 
-// TestConcurrentIncrementsLoseNothing: 32 x 50 on one post,
+// TestConcurrentIncrementsLoseNothing: 32 x 25 on one post,
 // with concurrent increments combined (the default) and with every
 // increment its own statement (Config.InFlight < 0), so that 32 statements
 // race for the slot rows.

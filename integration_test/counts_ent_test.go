@@ -190,7 +190,7 @@ func TestEntCountsFollowEveryWritePath(t *testing.T) {
 }
 
 // TestEntCountsDepesz runs the depesz scenario through ent: 200 shelves,
-// 500 books, writers moving books among random and hot shelves, then
+// 300 books, writers moving books among random and hot shelves, then
 // deleting 80% while the moves go on. No error (a deadlock would be one),
 // every count equal to COUNT(*).
 func TestEntCountsDepesz(t *testing.T) {
@@ -200,12 +200,12 @@ func TestEntCountsDepesz(t *testing.T) {
 			e := entCounts(t, k, false)
 			ctx := context.Background()
 			c := e.client
-			writers, moves := 32, 20
+			writers, moves := 32, 12
 			if k == lite {
-				writers, moves = 4, 15
+				writers, moves = 4, 8
 			}
 			ss := newShelves(t, c, 200)
-			owners := make([]*int, 500)
+			owners := make([]*int, 300)
 			for i := range owners {
 				owners[i] = &ss[rand.IntN(len(ss))]
 			}

@@ -137,12 +137,12 @@ func TestEntCountsByHooksDepesz(t *testing.T) {
 			e := openEnt(t, k, true, pool(writersPool))
 			ctx := context.Background()
 			c := e.client
-			writers, moves := 32, 20
+			writers, moves := 32, 12
 			if k == lite {
-				writers, moves = 4, 10
+				writers, moves = 4, 8
 			}
 			rs := newRacks(t, c, 200)
-			owners := make([]*int, 500)
+			owners := make([]*int, 300)
 			for i := range owners {
 				owners[i] = &rs[rand.IntN(len(rs))]
 			}

@@ -258,7 +258,7 @@ func TestCountsAreNotIncremented(t *testing.T) {
 }
 
 // TestCountsDepesz is the scenario of depesz's "objects in categories":
-// 200 categories, 500 objects, many goroutines moving random objects
+// 200 categories, 300 objects, many goroutines moving random objects
 // between random categories and between four hot ones (so moves in
 // opposite directions meet), then deleting most objects while the moves
 // go on. Every write runs in GORM's default transaction and nothing
@@ -276,12 +276,12 @@ func TestCountsDepesz(t *testing.T) {
 func depesz(t *testing.T, e *env, k countKind) {
 	db := e.db
 	k.migrate(t, db)
-	writers, moves := 32, 20
+	writers, moves := 32, 12
 	if e.kind == lite {
-		writers, moves = 4, 15
+		writers, moves = 4, 8
 	}
 	cats := k.newParents(t, db, 200)
-	owners := make([]*uint, 500)
+	owners := make([]*uint, 300)
 	for i := range owners {
 		owners[i] = &cats[rand.IntN(len(cats))]
 	}

@@ -99,17 +99,17 @@ func watchNeverBackwards(posts []Post, what string, value func(id uint) (int64, 
 	}
 }
 
-// writersFor is the load of the concurrency tests: 32 writers, 50
+// writersFor is the load of the concurrency tests: 32 writers, 25
 // increments each, on the servers (enough to meet on every slot row, and
-// to run in seconds under -race); 8 on SQLite, which has one writer at a
-// time anyway. Their tests open pools of writersPool connections.
+// to run in seconds under -race on two busy cores); 8 on SQLite, which has
+// one writer at a time anyway. Their tests open pools of writersPool connections.
 const writersPool = 40
 
 func writersFor(k dbKind) (writers, each int) {
 	if k == lite {
-		return 8, 50
+		return 8, 25
 	}
-	return 32, 50
+	return 32, 25
 }
 
 // slotRowsAll returns (rows, sum of n) over the whole post_views_slots table.

@@ -11,8 +11,8 @@ import (
 	"gorm.io/gorm"
 )
 
-// TestSkipLockedLosesNothing: 32 x 50 skip-locked increments on one clip
-// (8 x 100 on SQLite), in both modes, with a rollup loop folding the rollup
+// TestSkipLockedLosesNothing: 32 x 25 skip-locked increments on one clip
+// (8 x 25 on SQLite), in both modes, with a rollup loop folding the rollup
 // counter meanwhile, end exact; so does a bulk increment of several clips.
 func TestSkipLockedLosesNothing(t *testing.T) {
 	parallel(t)
