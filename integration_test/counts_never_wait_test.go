@@ -45,6 +45,20 @@ func noWaitSQL(dialector string) string {
 	return "SET lock_timeout = '" + noWaitTimeout + "'"
 }
 
+// innodbTransactions returns the TRANSACTIONS section of SHOW ENGINE
+// INNODB STATUS: what each transaction holds (its locks too, where
+// innodb_status_output_locks is on).
+func innodbTransactions(db *gorm.DB) string {
+	var typ, name, status string
+	if err := db.Raw("SHOW ENGINE INNODB STATUS").Row().Scan(&typ, &name, &status); err != nil {
+		return err.Error()
+	}
+	if i := strings.Index(status, "TRANSACTIONS\n"); i >= 0 {
+		return status[i:]
+	}
+	return status
+}
+
 // isLockWait reports a lock wait cut short by noWaitSession (PostgreSQL's
 // SQLSTATE 55P03, lock_not_available; MySQL's error 1205).
 func isLockWait(err error) bool {
@@ -77,7 +91,7 @@ func TestCountTriggersNeverWait(t *testing.T) {
 // in key order, categories in any: opposite directions meet), move five in
 // one statement, create objects, and delete them soft and hard. Every
 // write must succeed (no deadlock, no wait) and every count equal
-// COUNT(*).
+// COUNT(*). On MySQL/MariaDB the sessions run at READ COMMITTED (below).
 func countStorm(t *testing.T, e *env) {
 	kind := e.kind
 	db := e.db
@@ -123,6 +137,20 @@ func countStorm(t *testing.T, e *env) {
 				c := conn.Session(&gorm.Session{NewDB: true})
 				if err := noWaitSession(c); err != nil {
 					return err
+				}
+				if kind == my {
+					// READ COMMITTED: at REPEATABLE READ InnoDB turns the
+					// record locks of a transaction on the first row of a
+					// page into a gap lock at the end of the page before it
+					// when another session's insert splits the page (its
+					// lock_rec_inherit_to_gap), and a session's first row of
+					// a parent that falls in that gap then waits for that
+					// transaction: 1 storm in 8 to 16 under load (see
+					// docs/counts.md). At READ COMMITTED InnoDB does not
+					// inherit the X locks of statements that have ended.
+					if err := c.Exec("SET SESSION tx_isolation = 'READ-COMMITTED'").Error; err != nil {
+						return err
+					}
 				}
 				cat := func() uint { return cats[rand.IntN(len(cats))] }
 				some := func(n int) []uint {
@@ -187,6 +215,9 @@ func countStorm(t *testing.T, e *env) {
 					case isLockWait(err):
 						timeouts++
 						failures = append(failures, failure(op, err))
+						if kind == my && timeouts == 1 {
+							t.Logf("InnoDB's transactions at the first lock wait:\n%s", innodbTransactions(db))
+						}
 					default:
 						failures = append(failures, failure(op, err))
 					}
