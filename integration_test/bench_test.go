@@ -284,28 +284,29 @@ func BenchmarkLoad(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	// drain reads every row of a query as raw bytes.
+	drain := func(rows *sql.Rows, err error) error {
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		cols, _ := rows.Columns()
+		dest := make([]any, len(cols))
+		for i := range dest {
+			dest[i] = new(sql.RawBytes)
+		}
+		for rows.Next() {
+			if err := rows.Scan(dest...); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	}
 	floor := func(name string, build func(tx *gorm.DB) *gorm.DB) {
 		st := build(db.Session(&gorm.Session{DryRun: true})).Statement
 		text, vars := st.SQL.String(), st.Vars
 		b.Logf("%s: %s", name, text)
-		load(name, func() error {
-			rows, err := sqlDB.Query(text, vars...)
-			if err != nil {
-				return err
-			}
-			defer rows.Close()
-			cols, _ := rows.Columns()
-			dest := make([]any, len(cols))
-			for i := range dest {
-				dest[i] = new(sql.RawBytes)
-			}
-			for rows.Next() {
-				if err := rows.Scan(dest...); err != nil {
-					return err
-				}
-			}
-			return rows.Err()
-		})
+		load(name, func() error { return drain(sqlDB.Query(text, vars...)) })
 	}
 	load("plain-1", func() error { var p PlainPost; return db.First(&p, one).Error })
 	load("filled-1", func() error { var p Post; return db.First(&p, one).Error })
@@ -325,23 +326,6 @@ func BenchmarkLoad(b *testing.B) {
 		sum := "SELECT post_id, SUM(n) FROM post_likes_slots WHERE post_id IN (" + strings.Join(marks, ", ") + ") GROUP BY post_id"
 		st := db.Session(&gorm.Session{DryRun: true}).Where("id BETWEEN ? AND ?", ps[0].ID, ps[len(ps)-1].ID).Find(&[]PlainPost{}).Statement
 		text, vars := st.SQL.String(), st.Vars
-		drain := func(rows *sql.Rows, err error) error {
-			if err != nil {
-				return err
-			}
-			defer rows.Close()
-			cols, _ := rows.Columns()
-			dest := make([]any, len(cols))
-			for i := range dest {
-				dest[i] = new(sql.RawBytes)
-			}
-			for rows.Next() {
-				if err := rows.Scan(dest...); err != nil {
-					return err
-				}
-			}
-			return rows.Err()
-		}
 		load(name, func() error {
 			if err := drain(sqlDB.Query(text, vars...)); err != nil {
 				return err
