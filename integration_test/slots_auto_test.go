@@ -25,14 +25,7 @@ func TestAutoSlotsWidenAViralPostAndCountExactly(t *testing.T) {
 	parallel(t)
 	eachDB(t, func(t *testing.T, e *env) {
 		db := e.db
-		must(t, db.AutoMigrate(&AutoPost{}))
-		post := AutoPost{}
-		must(t, db.Create(&post).Error)
-		writers, _ := writersFor(e.kind)
-		each := 20 // a width is learned within a few dozen statements
-		done := hammer(t, writers, each, func() error {
-			return gormcounter.Increment(db.Model(&AutoPost{ID: post.ID}), "Likes", 1).Error
-		})
+		post, done, writers, each := likeAViralAutoPost(t, e, db)
 		likes, rows := autoLikes(t, db, post.ID)
 		if likes != done || done != int64(writers*each) {
 			t.Fatalf("likes %d after %d of %d increments", likes, done, writers*each)
@@ -86,14 +79,7 @@ func TestAutoSlotsNarrowAfterCooldownAndCompact(t *testing.T) {
 	parallel(t)
 	eachDB(t, func(t *testing.T, e *env) {
 		db := withPlugin(t, e, gormcounter.Config{AutoCooldown: 100 * time.Millisecond})
-		must(t, db.AutoMigrate(&AutoPost{}))
-		post := AutoPost{}
-		must(t, db.Create(&post).Error)
-		writers, _ := writersFor(e.kind)
-		each := 20 // a width is learned within a few dozen statements
-		hot := hammer(t, writers, each, func() error {
-			return gormcounter.Increment(db.Model(&AutoPost{ID: post.ID}), "Likes", 1).Error
-		})
+		post, hot, _, _ := likeAViralAutoPost(t, e, db)
 		if _, rows := autoLikes(t, db, post.ID); rows < 2 && e.kind != lite {
 			t.Fatalf("%d slot rows while hot, want more than one", rows)
 		}
@@ -107,4 +93,19 @@ func TestAutoSlotsNarrowAfterCooldownAndCompact(t *testing.T) {
 			t.Fatalf("cold again after Compact: likes %d (want %d), %d slot rows (want 1)", likes, hot+20, rows)
 		}
 	}, on(pg, lite), pool(writersPool)) // the databases Compact supports
+}
+
+// likeAViralAutoPost creates an AutoPost in db and has the concurrency
+// tests' writers like it 20 times each at once (a width is learned within
+// a few dozen statements): the post, the likes done, writers and each.
+func likeAViralAutoPost(t *testing.T, e *env, db *gorm.DB) (post AutoPost, done int64, writers, each int) {
+	t.Helper()
+	must(t, db.AutoMigrate(&AutoPost{}))
+	must(t, db.Create(&post).Error)
+	writers, _ = writersFor(e.kind)
+	each = 20
+	done = hammer(t, writers, each, func() error {
+		return gormcounter.Increment(db.Model(&AutoPost{ID: post.ID}), "Likes", 1).Error
+	})
+	return post, done, writers, each
 }
