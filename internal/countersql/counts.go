@@ -253,30 +253,25 @@ func literal(w Writer, s string) {
 	w.WriteString("'" + strings.ReplaceAll(s, "'", "''") + "'")
 }
 
-// counted writes a boolean: does the row (NEW or OLD, in a row trigger)
-// count for its parent? The condition is evaluated over a one-row derived
-// table built from the row's columns, so that it reads bare column names.
-func (c Count) counted(w Writer, row string) {
+// counted writes a boolean: does the row (OLD or NEW, in a row trigger of
+// MySQL, MariaDB or SQLite) count for its parent? It reads only the columns
+// the count needs: the reference, the soft-delete column and those the
+// condition names (see condition.go), never a copy of the row.
+func (d Dialect) counted(w Writer, c Count, row string) {
 	w.WriteString("(" + row + ".")
 	w.Ident(c.Ref)
 	w.WriteString(" IS NOT NULL")
-	if c.Where == "" && c.SoftDelete == "" {
+	if c.SoftDelete != "" {
+		w.WriteString(" AND " + row + ".")
+		w.Ident(c.SoftDelete)
+		w.WriteString(" IS NULL")
+	}
+	if c.Where != "" {
+		w.WriteString(" AND (")
+		d.rowCondition(w, c, row)
 		w.WriteString(")")
-		return
 	}
-	w.WriteString(" AND EXISTS (SELECT 1 FROM (SELECT ")
-	for i, col := range c.Columns {
-		if i > 0 {
-			w.WriteString(", ")
-		}
-		w.WriteString(row + ".")
-		w.Ident(col)
-		w.WriteString(" AS ")
-		w.Ident(col)
-	}
-	q(w, ") AS % WHERE ", childAlias)
-	c.where(w)
-	w.WriteString("))")
+	w.WriteString(")")
 }
 
 // parentExists writes a boolean: does row's parent exist? Without foreign
@@ -291,7 +286,7 @@ func (c Count) parentExists(w Writer, row string) {
 func (d Dialect) mysqlCountBody(w Writer, c Count, event string) {
 	counted := func(row string) {
 		w.WriteString("(")
-		c.counted(w, row)
+		d.counted(w, c, row)
 		w.WriteString(" AND ")
 		c.parentExists(w, row)
 		w.WriteString(")")
@@ -364,12 +359,12 @@ func (d Dialect) mysqlApply(w Writer, c Count, row string, delta int) {
 // failure or a REPLACE that resets the row.
 func (d Dialect) sqliteApply(w Writer, c Count, row string, delta int) {
 	q(w, "INSERT INTO % (%, %, %) SELECT "+row+".%, 0, 0 WHERE ", c.Slots, c.Owner, SlotColumn, ValueColumn, c.Ref)
-	c.counted(w, row)
+	d.counted(w, c, row)
 	w.WriteString(" AND ")
 	c.parentExists(w, row)
 	q(w, " AND NOT EXISTS (SELECT 1 FROM % WHERE % = "+row+".% AND % = 0); ", c.Slots, c.Owner, c.Ref, SlotColumn)
 	q(w, "UPDATE % SET % = % + "+strconv.Itoa(delta)+" WHERE % = "+row+".% AND % = 0 AND ", c.Slots, ValueColumn, ValueColumn, c.Owner, c.Ref, SlotColumn)
-	c.counted(w, row)
+	d.counted(w, c, row)
 	w.WriteString("; ")
 }
 

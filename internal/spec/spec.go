@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/hotcounter/hotcounter/internal/countersql"
 )
 
 // Mode says where a counter's value lives.
@@ -156,8 +158,10 @@ func (o Options) Validate() error {
 	if o.KeepColumn && (o.Mode != Sum || o.Counts != "") {
 		return fmt.Errorf("%w: keeping the column applies to sum counters; a rollup or append counter has its column anyway, and a count is recounted from its children", ErrInvalid)
 	}
-	if strings.ContainsRune(o.Where, ';') {
-		return fmt.Errorf("%w: where=%s: a condition is one SQL expression, without ';'", ErrInvalid, o.Where)
+	if o.Where != "" {
+		if err := countersql.CheckCondition(o.Where); err != nil {
+			return fmt.Errorf("%w: where=%s: %v", ErrInvalid, o.Where, err)
+		}
 	}
 	return nil
 }

@@ -1,0 +1,190 @@
+package countersql
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// A count's where= condition is SQL over the child's bare column names.
+// Statements that read the child table (recounts, the hooks' reads,
+// PostgreSQL's transition tables) use it as written. A row trigger of
+// MySQL, MariaDB or SQLite has no table to read, only the row's OLD and
+// NEW values, so the condition is rewritten there with each column it
+// names qualified: status = 'open' becomes NEW.status = 'open'.
+//
+// The triggers used to evaluate it over a one-row derived table copied
+// from the row instead, (SELECT NEW.a AS a, ...) AS hc_c. MariaDB 10.11
+// crashes (signal 11) on that shape in an AFTER UPDATE trigger over OLD
+// when the child has a TEXT, JSON or BLOB column, cutting every session on
+// the server; the qualified condition reads only the columns it names.
+
+// token is one lexical unit of a condition: text as written, and, for an
+// identifier (bare or quoted), its name.
+type token struct {
+	text  string
+	ident string // the name, for an identifier; "" otherwise
+	bare  bool   // an unquoted word (a keyword, a function or a column)
+}
+
+// lexCondition splits cond into tokens. Strings, quoted identifiers and
+// comments are single tokens, so that nothing inside them is rewritten.
+// Double quotes delimit a string on MySQL and MariaDB (without ANSI_QUOTES)
+// and an identifier elsewhere; a backslash escapes the next character of a
+// MySQL string.
+func (d Dialect) lexCondition(cond string) []token {
+	var out []token
+	for i := 0; i < len(cond); {
+		c := cond[i]
+		switch {
+		case c == '\'' || (c == '"' && d.kind == mysql):
+			j := d.endOfQuoted(cond, i, c)
+			out = append(out, token{text: cond[i:j]})
+			i = j
+		case c == '"' || c == '`':
+			j := d.endOfQuoted(cond, i, c)
+			name := strings.ReplaceAll(cond[i+1:max(i+1, j-1)], string(c)+string(c), string(c))
+			out = append(out, token{text: cond[i:j], ident: name})
+			i = j
+		case c == '[' && d.kind == sqlite:
+			j := strings.IndexByte(cond[i:], ']')
+			if j < 0 {
+				j = len(cond) - i - 1
+			}
+			out = append(out, token{text: cond[i : i+j+1], ident: cond[i+1 : i+j]})
+			i += j + 1
+		case c == '-' && strings.HasPrefix(cond[i:], "--"), c == '#' && d.kind == mysql:
+			j := strings.IndexByte(cond[i:], '\n')
+			if j < 0 {
+				j = len(cond) - i
+			}
+			out = append(out, token{text: cond[i : i+j]})
+			i += j
+		case c == '/' && strings.HasPrefix(cond[i:], "/*"):
+			j := strings.Index(cond[i+2:], "*/")
+			end := len(cond)
+			if j >= 0 {
+				end = i + 2 + j + 2
+			}
+			out = append(out, token{text: cond[i:end]})
+			i = end
+		case c >= '0' && c <= '9':
+			// A number, with any exponent or hex digits: 1e5 holds no column e5.
+			j := i
+			for j < len(cond) && (isWordByte(cond, j) || cond[j] == '.') {
+				j++
+			}
+			out = append(out, token{text: cond[i:j]})
+			i = j
+		case isWordByte(cond, i):
+			j := i
+			for j < len(cond) && isWordByte(cond, j) {
+				_, size := utf8.DecodeRuneInString(cond[j:])
+				j += size
+			}
+			out = append(out, token{text: cond[i:j], ident: cond[i:j], bare: true})
+			i = j
+		default:
+			_, size := utf8.DecodeRuneInString(cond[i:])
+			out = append(out, token{text: cond[i : i+size]})
+			i += size
+		}
+	}
+	return out
+}
+
+// endOfQuoted returns the index just past the quoted text that starts at
+// cond[i] with quote q (a doubled quote stands for itself), or len(cond).
+func (d Dialect) endOfQuoted(cond string, i int, q byte) int {
+	for j := i + 1; j < len(cond); j++ {
+		switch {
+		case cond[j] == '\\' && q != '`' && d.kind == mysql:
+			j++
+		case cond[j] == q && j+1 < len(cond) && cond[j+1] == q:
+			j++
+		case cond[j] == q:
+			return j + 1
+		}
+	}
+	return len(cond)
+}
+
+// isWordByte reports whether the character at cond[i] can be part of an
+// unquoted identifier.
+func isWordByte(cond string, i int) bool {
+	c := cond[i]
+	if c < utf8.RuneSelf {
+		return c == '_' || c == '$' || (c >= '0' && c <= '9') || (c|0x20 >= 'a' && c|0x20 <= 'z')
+	}
+	r, _ := utf8.DecodeRuneInString(cond[i:])
+	return unicode.IsLetter(r) || unicode.IsDigit(r)
+}
+
+// conditionColumns pairs each token of cond with the child column it names,
+// or "" where it names none. A word is a column if it matches one of
+// columns (case-insensitively, as both MySQL and SQLite compare them) and
+// is neither qualified (a.b), a qualifier, nor a function's name.
+func (d Dialect) conditionColumns(cond string, columns []string) ([]token, []string) {
+	toks := d.lexCondition(cond)
+	cols := make([]string, len(toks))
+	next := func(i, step int) string {
+		for j := i + step; j >= 0 && j < len(toks); j += step {
+			if strings.TrimSpace(toks[j].text) != "" {
+				return toks[j].text
+			}
+		}
+		return ""
+	}
+	for i, t := range toks {
+		if t.ident == "" || next(i, -1) == "." || next(i, 1) == "." || (t.bare && next(i, 1) == "(") {
+			continue
+		}
+		for _, col := range columns {
+			if strings.EqualFold(col, t.ident) {
+				cols[i] = col
+				break
+			}
+		}
+	}
+	return toks, cols
+}
+
+// rowCondition writes c's where= condition with every child column it
+// names read from row (OLD or NEW, in a row trigger).
+func (d Dialect) rowCondition(w Writer, c Count, row string) {
+	toks, cols := d.conditionColumns(c.Where, c.Columns)
+	for i, t := range toks {
+		if cols[i] == "" {
+			w.WriteString(t.text)
+			continue
+		}
+		w.WriteString(row + ".")
+		w.Ident(cols[i])
+	}
+}
+
+// CheckCondition returns an error if cond cannot be a count's where=
+// condition: one SQL expression over the child row's own columns. A
+// subquery reads other rows, whose changes fire none of the child's
+// triggers or hooks (and would put a derived table back inside a row
+// trigger); a comment would swallow the rest of a trigger's body.
+func CheckCondition(cond string) error {
+	d := Dialect{mysql} // the widest quoting: '...', "..." and `...` are all opaque
+	toks := d.lexCondition(cond)
+	for i, t := range toks {
+		switch {
+		case t.ident != "" && i+1 < len(toks) && toks[i+1].text == ".":
+			return fmt.Errorf("name the child's columns bare (%s, not %s.%s): a row trigger reads them from the row, which has no table name",
+				toks[min(i+2, len(toks)-1)].text, t.text, toks[min(i+2, len(toks)-1)].text)
+		case t.bare && strings.EqualFold(t.ident, "select"):
+			return errors.New("a condition reads the child row's own columns: a subquery (SELECT) reads other rows, whose changes no trigger of the child sees")
+		case strings.HasPrefix(t.text, "--"), strings.HasPrefix(t.text, "#"), strings.HasPrefix(t.text, "/*"):
+			return errors.New("a condition holds no comment: inside a trigger it would hide the rest of its body")
+		case t.text == ";":
+			return errors.New("a condition is one SQL expression, without ';'")
+		}
+	}
+	return nil
+}

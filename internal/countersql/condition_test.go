@@ -1,0 +1,62 @@
+package countersql
+
+import (
+	"strings"
+	"testing"
+)
+
+// A row trigger reads a count's condition from OLD or NEW: every column the
+// condition names is qualified, and nothing else is touched (strings, quoted
+// text, functions, numbers, names that are no column).
+func TestRowConditionQualifiesOnlyTheChildColumnsItNames(t *testing.T) {
+	columns := []string{"id", "status", "body", "e5", "Kind", "lower"}
+	cases := []struct {
+		d          Dialect
+		cond, want string
+	}{
+		{Dialect{mysql}, "status = 'active'", "NEW.`status` = 'active'"},
+		{Dialect{mysql}, "status IN ('status', 'body') AND body <> ''", "NEW.`status` IN ('status', 'body') AND NEW.`body` <> ''"},
+		{Dialect{mysql}, `status = "body"`, "NEW.`status` = \"body\""}, // a string on MySQL
+		{Dialect{sqlite}, `"status" = 'body'`, `NEW."status" = 'body'`}, // an identifier on SQLite
+		{Dialect{sqlite}, "[status] = 'x'", `NEW."status" = 'x'`},
+		{Dialect{mysql}, "`status` = 'it''s status'", "NEW.`status` = 'it''s status'"},
+		{Dialect{mysql}, `status = 'it\'s body' AND id > 0`, "NEW.`status` = 'it\\'s body' AND NEW.`id` > 0"},
+		{Dialect{mysql}, "LOWER(status) = 'x' AND lower(body) = 'y'", "LOWER(NEW.`status`) = 'x' AND lower(NEW.`body`) = 'y'"},
+		{Dialect{mysql}, "lower = 1e5 AND id < 0x1F", "NEW.`lower` = 1e5 AND NEW.`id` < 0x1F"},
+		{Dialect{mysql}, "kind IS NOT NULL AND STATUS <> 'x'", "NEW.`Kind` IS NOT NULL AND NEW.`status` <> 'x'"},
+		{Dialect{sqlite}, "état = 1 AND status = 'é'", "état = 1 AND NEW.\"status\" = 'é'"},
+	}
+	for _, tc := range cases {
+		w := &goldenWriter{quote: "`"}
+		if tc.d.kind != mysql {
+			w.quote = `"`
+		}
+		tc.d.rowCondition(w, Count{Where: tc.cond, Columns: columns}, "NEW")
+		if got := w.b.String(); got != tc.want {
+			t.Errorf("%s over NEW:\n got %s\nwant %s", tc.cond, got, tc.want)
+		}
+	}
+}
+
+func TestCheckConditionRefusesSubqueriesCommentsAndQualifiedNames(t *testing.T) {
+	for cond, want := range map[string]string{
+		"status IN (SELECT s FROM open_states)": "subquery",
+		"status = 'a' -- the open ones":         "no comment",
+		"status = 'a' /* open */":               "no comment",
+		"status = 'a' # open":                   "no comment",
+		"status = 'a'; DROP TABLE x":            "without ';'",
+		"objects.status = 'a'":                  "not objects.status",
+	} {
+		err := CheckCondition(cond)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("CheckCondition(%q) = %v, want an error saying %q", cond, err, want)
+		}
+	}
+	for _, cond := range []string{
+		"status = 'select'", "status = 'a;b' AND kind <> '--'", "price > 1.5", "`select` = 1",
+	} {
+		if err := CheckCondition(cond); err != nil {
+			t.Errorf("CheckCondition(%q) = %v, want nil", cond, err)
+		}
+	}
+}
