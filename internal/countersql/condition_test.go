@@ -16,7 +16,7 @@ func TestRowConditionQualifiesOnlyTheChildColumnsItNames(t *testing.T) {
 	}{
 		{Dialect{mysql}, "status = 'active'", "NEW.`status` = 'active'"},
 		{Dialect{mysql}, "status IN ('status', 'body') AND body <> ''", "NEW.`status` IN ('status', 'body') AND NEW.`body` <> ''"},
-		{Dialect{mysql}, `status = "body"`, "NEW.`status` = \"body\""}, // a string on MySQL
+		{Dialect{mysql}, `status = "body"`, "NEW.`status` = \"body\""},  // a string on MySQL
 		{Dialect{sqlite}, `"status" = 'body'`, `NEW."status" = 'body'`}, // an identifier on SQLite
 		{Dialect{sqlite}, "[status] = 'x'", `NEW."status" = 'x'`},
 		{Dialect{mysql}, "`status` = 'it''s status'", "NEW.`status` = 'it''s status'"},
