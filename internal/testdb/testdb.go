@@ -58,17 +58,18 @@ func connect(tb testing.TB, driverName, dsn, what string) *sql.DB {
 		if admin != nil {
 			admin.Close()
 		}
-		unavailable(tb, what, err)
+		unavailable(tb, what, err, knownLogTail(what, driverName))
 		return nil
 	}
 	return admin
 }
 
-// unavailable skips the test, or fails it under CI.
-func unavailable(tb testing.TB, what string, err error) {
+// unavailable skips the test, or fails it under CI, where it adds why
+// (the tail of the server's log, if known).
+func unavailable(tb testing.TB, what string, err error, why string) {
 	tb.Helper()
 	if os.Getenv("CI") == "true" {
-		tb.Fatalf("%s is required under CI=true but unreachable: %v", what, err)
+		tb.Fatalf("%s is required under CI=true but unreachable: %v%s", what, err, why)
 	}
 	tb.Skipf("%s unreachable, skipping (set CI=true to make this a failure): %v", what, err)
 }
@@ -88,8 +89,17 @@ func Postgres(tb testing.TB) string {
 		admin.Close()
 		tb.Fatalf("create schema: %v", err)
 	}
+	gone, err := watchSQL(admin, "pgx", "PostgreSQL ("+base+")")
+	if err != nil {
+		admin.Close()
+		tb.Fatal(err)
+	}
 	tb.Cleanup(func() {
 		defer admin.Close()
+		if why := gone(); why != "" {
+			tb.Error(why)
+			return
+		}
 		// Terminate stragglers (a test that failed mid-transaction) so DROP cannot hang.
 		_, _ = admin.Exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity
 			WHERE pid <> pg_backend_pid() AND query NOT ILIKE '%pg_stat_activity%'
@@ -154,8 +164,17 @@ func MySQL(tb testing.TB) string {
 		admin.Close()
 		tb.Fatalf("create database: %v", err)
 	}
+	gone, err := watchSQL(admin, "mysql", "MySQL/MariaDB ("+base+")")
+	if err != nil {
+		admin.Close()
+		tb.Fatal(err)
+	}
 	tb.Cleanup(func() {
 		defer admin.Close()
+		if why := gone(); why != "" {
+			tb.Error(why)
+			return
+		}
 		// Kill stragglers (a test that failed mid-transaction) so DROP cannot hang.
 		rows, err := admin.Query("SELECT id FROM information_schema.processlist WHERE db = ? AND id <> CONNECTION_ID()", name)
 		if err == nil {
@@ -237,11 +256,19 @@ func Redis(tb testing.TB) (*redis.Client, string) {
 	defer cancel()
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		rdb.Close()
-		unavailable(tb, "Redis ("+addr+")", err)
+		unavailable(tb, "Redis ("+addr+")", err, "")
 		return nil, ""
 	}
 	prefix := "hctest" + strings.ToLower(randomHex(8))
+	gone, err := watchRedis(rdb, "Redis ("+addr+")")
+	if err != nil {
+		rdb.Close()
+		tb.Fatal(err)
+	}
 	tb.Cleanup(func() {
+		if why := gone(); why != "" {
+			tb.Error(why)
+		}
 		ctx := context.Background()
 		iter := rdb.Scan(ctx, 0, prefix+":*", 1000).Iterator()
 		for iter.Next(ctx) {
