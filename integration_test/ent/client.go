@@ -21,6 +21,12 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/cliplikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/comment"
 	"github.com/hotcounter/hotcounter/integration_test/ent/commentupvoteslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/desk"
+	"github.com/hotcounter/hotcounter/integration_test/ent/deskbcountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/desktopiccountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/forum"
+	"github.com/hotcounter/hotcounter/integration_test/ent/forumbcountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/forumtopiccountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/item"
 	"github.com/hotcounter/hotcounter/integration_test/ent/naivepost"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
@@ -43,6 +49,7 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/tag"
 	"github.com/hotcounter/hotcounter/integration_test/ent/taghitsslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/tagusesslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/topic"
 
 	"entgo.io/ent"
 	"github.com/hotcounter/hotcounter/entcounter/generated"
@@ -67,6 +74,18 @@ type Client struct {
 	Comment *CommentClient
 	// CommentUpvoteSlot is the client for interacting with the CommentUpvoteSlot builders.
 	CommentUpvoteSlot *CommentUpvoteSlotClient
+	// Desk is the client for interacting with the Desk builders.
+	Desk *DeskClient
+	// DeskBCountSlot is the client for interacting with the DeskBCountSlot builders.
+	DeskBCountSlot *DeskBCountSlotClient
+	// DeskTopicCountSlot is the client for interacting with the DeskTopicCountSlot builders.
+	DeskTopicCountSlot *DeskTopicCountSlotClient
+	// Forum is the client for interacting with the Forum builders.
+	Forum *ForumClient
+	// ForumBCountSlot is the client for interacting with the ForumBCountSlot builders.
+	ForumBCountSlot *ForumBCountSlotClient
+	// ForumTopicCountSlot is the client for interacting with the ForumTopicCountSlot builders.
+	ForumTopicCountSlot *ForumTopicCountSlotClient
 	// Item is the client for interacting with the Item builders.
 	Item *ItemClient
 	// NaivePost is the client for interacting with the NaivePost builders.
@@ -111,6 +130,8 @@ type Client struct {
 	TagHitsSlot *TagHitsSlotClient
 	// TagUsesSlot is the client for interacting with the TagUsesSlot builders.
 	TagUsesSlot *TagUsesSlotClient
+	// Topic is the client for interacting with the Topic builders.
+	Topic *TopicClient
 }
 
 // NewClient creates a new client configured with the given options.
@@ -129,6 +150,12 @@ func (c *Client) init() {
 	c.ClipLikesSlot = NewClipLikesSlotClient(c.config)
 	c.Comment = NewCommentClient(c.config)
 	c.CommentUpvoteSlot = NewCommentUpvoteSlotClient(c.config)
+	c.Desk = NewDeskClient(c.config)
+	c.DeskBCountSlot = NewDeskBCountSlotClient(c.config)
+	c.DeskTopicCountSlot = NewDeskTopicCountSlotClient(c.config)
+	c.Forum = NewForumClient(c.config)
+	c.ForumBCountSlot = NewForumBCountSlotClient(c.config)
+	c.ForumTopicCountSlot = NewForumTopicCountSlotClient(c.config)
 	c.Item = NewItemClient(c.config)
 	c.NaivePost = NewNaivePostClient(c.config)
 	c.Post = NewPostClient(c.config)
@@ -151,6 +178,7 @@ func (c *Client) init() {
 	c.Tag = NewTagClient(c.config)
 	c.TagHitsSlot = NewTagHitsSlotClient(c.config)
 	c.TagUsesSlot = NewTagUsesSlotClient(c.config)
+	c.Topic = NewTopicClient(c.config)
 }
 
 type (
@@ -178,6 +206,8 @@ type (
 func newConfig(opts ...Option) config {
 	cfg := config{log: log.Println, hooks: &hooks{}, inters: &inters{}}
 	cfg.hotcounter = generated.NewState()
+	cfg.hooks.Topic = append(cfg.hooks.Topic, generated.CountHook())
+	cfg.hooks.Desk = append(cfg.hooks.Desk, generated.CountHook())
 	cfg.hooks.Item = append(cfg.hooks.Item, generated.CountHook())
 	cfg.hooks.Rack = append(cfg.hooks.Rack, generated.CountHook())
 	cfg.options(opts...)
@@ -256,6 +286,12 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		ClipLikesSlot:       NewClipLikesSlotClient(cfg),
 		Comment:             NewCommentClient(cfg),
 		CommentUpvoteSlot:   NewCommentUpvoteSlotClient(cfg),
+		Desk:                NewDeskClient(cfg),
+		DeskBCountSlot:      NewDeskBCountSlotClient(cfg),
+		DeskTopicCountSlot:  NewDeskTopicCountSlotClient(cfg),
+		Forum:               NewForumClient(cfg),
+		ForumBCountSlot:     NewForumBCountSlotClient(cfg),
+		ForumTopicCountSlot: NewForumTopicCountSlotClient(cfg),
 		Item:                NewItemClient(cfg),
 		NaivePost:           NewNaivePostClient(cfg),
 		Post:                NewPostClient(cfg),
@@ -278,6 +314,7 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		Tag:                 NewTagClient(cfg),
 		TagHitsSlot:         NewTagHitsSlotClient(cfg),
 		TagUsesSlot:         NewTagUsesSlotClient(cfg),
+		Topic:               NewTopicClient(cfg),
 	}, nil
 }
 
@@ -304,6 +341,12 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		ClipLikesSlot:       NewClipLikesSlotClient(cfg),
 		Comment:             NewCommentClient(cfg),
 		CommentUpvoteSlot:   NewCommentUpvoteSlotClient(cfg),
+		Desk:                NewDeskClient(cfg),
+		DeskBCountSlot:      NewDeskBCountSlotClient(cfg),
+		DeskTopicCountSlot:  NewDeskTopicCountSlotClient(cfg),
+		Forum:               NewForumClient(cfg),
+		ForumBCountSlot:     NewForumBCountSlotClient(cfg),
+		ForumTopicCountSlot: NewForumTopicCountSlotClient(cfg),
 		Item:                NewItemClient(cfg),
 		NaivePost:           NewNaivePostClient(cfg),
 		Post:                NewPostClient(cfg),
@@ -326,6 +369,7 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		Tag:                 NewTagClient(cfg),
 		TagHitsSlot:         NewTagHitsSlotClient(cfg),
 		TagUsesSlot:         NewTagUsesSlotClient(cfg),
+		Topic:               NewTopicClient(cfg),
 	}, nil
 }
 
@@ -356,11 +400,12 @@ func (c *Client) Close() error {
 func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
 		c.Author, c.AuthorFollowersSlot, c.Book, c.Clip, c.ClipLikesSlot, c.Comment,
-		c.CommentUpvoteSlot, c.Item, c.NaivePost, c.Post, c.PostLikesSlot,
-		c.PostViewsSlot, c.Product, c.ProductStockSlot, c.Rack, c.RackItemCountSlot,
-		c.RackOpenCountSlot, c.Reel, c.ReelPlaysSlot, c.Shelf, c.ShelfBookCountSlot,
-		c.ShelfOpenCountSlot, c.SkipPost, c.SkipPostLikesSlot, c.Story,
-		c.StoryClapsDelta, c.Tag, c.TagHitsSlot, c.TagUsesSlot,
+		c.CommentUpvoteSlot, c.Desk, c.DeskBCountSlot, c.DeskTopicCountSlot, c.Forum,
+		c.ForumBCountSlot, c.ForumTopicCountSlot, c.Item, c.NaivePost, c.Post,
+		c.PostLikesSlot, c.PostViewsSlot, c.Product, c.ProductStockSlot, c.Rack,
+		c.RackItemCountSlot, c.RackOpenCountSlot, c.Reel, c.ReelPlaysSlot, c.Shelf,
+		c.ShelfBookCountSlot, c.ShelfOpenCountSlot, c.SkipPost, c.SkipPostLikesSlot,
+		c.Story, c.StoryClapsDelta, c.Tag, c.TagHitsSlot, c.TagUsesSlot, c.Topic,
 	} {
 		n.Use(hooks...)
 	}
@@ -371,11 +416,12 @@ func (c *Client) Use(hooks ...Hook) {
 func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
 		c.Author, c.AuthorFollowersSlot, c.Book, c.Clip, c.ClipLikesSlot, c.Comment,
-		c.CommentUpvoteSlot, c.Item, c.NaivePost, c.Post, c.PostLikesSlot,
-		c.PostViewsSlot, c.Product, c.ProductStockSlot, c.Rack, c.RackItemCountSlot,
-		c.RackOpenCountSlot, c.Reel, c.ReelPlaysSlot, c.Shelf, c.ShelfBookCountSlot,
-		c.ShelfOpenCountSlot, c.SkipPost, c.SkipPostLikesSlot, c.Story,
-		c.StoryClapsDelta, c.Tag, c.TagHitsSlot, c.TagUsesSlot,
+		c.CommentUpvoteSlot, c.Desk, c.DeskBCountSlot, c.DeskTopicCountSlot, c.Forum,
+		c.ForumBCountSlot, c.ForumTopicCountSlot, c.Item, c.NaivePost, c.Post,
+		c.PostLikesSlot, c.PostViewsSlot, c.Product, c.ProductStockSlot, c.Rack,
+		c.RackItemCountSlot, c.RackOpenCountSlot, c.Reel, c.ReelPlaysSlot, c.Shelf,
+		c.ShelfBookCountSlot, c.ShelfOpenCountSlot, c.SkipPost, c.SkipPostLikesSlot,
+		c.Story, c.StoryClapsDelta, c.Tag, c.TagHitsSlot, c.TagUsesSlot, c.Topic,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -398,6 +444,18 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.Comment.mutate(ctx, m)
 	case *CommentUpvoteSlotMutation:
 		return c.CommentUpvoteSlot.mutate(ctx, m)
+	case *DeskMutation:
+		return c.Desk.mutate(ctx, m)
+	case *DeskBCountSlotMutation:
+		return c.DeskBCountSlot.mutate(ctx, m)
+	case *DeskTopicCountSlotMutation:
+		return c.DeskTopicCountSlot.mutate(ctx, m)
+	case *ForumMutation:
+		return c.Forum.mutate(ctx, m)
+	case *ForumBCountSlotMutation:
+		return c.ForumBCountSlot.mutate(ctx, m)
+	case *ForumTopicCountSlotMutation:
+		return c.ForumTopicCountSlot.mutate(ctx, m)
 	case *ItemMutation:
 		return c.Item.mutate(ctx, m)
 	case *NaivePostMutation:
@@ -442,6 +500,8 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.TagHitsSlot.mutate(ctx, m)
 	case *TagUsesSlotMutation:
 		return c.TagUsesSlot.mutate(ctx, m)
+	case *TopicMutation:
+		return c.Topic.mutate(ctx, m)
 	default:
 		return nil, fmt.Errorf("ent: unknown mutation type %T", m)
 	}
@@ -1474,6 +1534,902 @@ func (c *CommentUpvoteSlotClient) mutate(ctx context.Context, m *CommentUpvoteSl
 		return (&CommentUpvoteSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown CommentUpvoteSlot mutation op: %q", m.Op())
+	}
+}
+
+// DeskClient is a client for the Desk schema.
+type DeskClient struct {
+	config
+}
+
+// NewDeskClient returns a client for the Desk from the given config.
+func NewDeskClient(c config) *DeskClient {
+	return &DeskClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `desk.Hooks(f(g(h())))`.
+func (c *DeskClient) Use(hooks ...Hook) {
+	c.hooks.Desk = append(c.hooks.Desk, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `desk.Intercept(f(g(h())))`.
+func (c *DeskClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Desk = append(c.inters.Desk, interceptors...)
+}
+
+// Create returns a builder for creating a Desk entity.
+func (c *DeskClient) Create() *DeskCreate {
+	mutation := newDeskMutation(c.config, OpCreate)
+	return &DeskCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Desk entities.
+func (c *DeskClient) CreateBulk(builders ...*DeskCreate) *DeskCreateBulk {
+	return &DeskCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *DeskClient) MapCreateBulk(slice any, setFunc func(*DeskCreate, int)) *DeskCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &DeskCreateBulk{err: fmt.Errorf("calling to DeskClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*DeskCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &DeskCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Desk.
+func (c *DeskClient) Update() *DeskUpdate {
+	mutation := newDeskMutation(c.config, OpUpdate)
+	return &DeskUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *DeskClient) UpdateOne(_m *Desk) *DeskUpdateOne {
+	mutation := newDeskMutation(c.config, OpUpdateOne, withDesk(_m))
+	return &DeskUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *DeskClient) UpdateOneID(id int) *DeskUpdateOne {
+	mutation := newDeskMutation(c.config, OpUpdateOne, withDeskID(id))
+	return &DeskUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Desk.
+func (c *DeskClient) Delete() *DeskDelete {
+	mutation := newDeskMutation(c.config, OpDelete)
+	return &DeskDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *DeskClient) DeleteOne(_m *Desk) *DeskDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *DeskClient) DeleteOneID(id int) *DeskDeleteOne {
+	builder := c.Delete().Where(desk.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &DeskDeleteOne{builder}
+}
+
+// Query returns a query builder for Desk.
+func (c *DeskClient) Query() *DeskQuery {
+	return &DeskQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeDesk},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Desk entity by its id.
+func (c *DeskClient) Get(ctx context.Context, id int) (*Desk, error) {
+	return c.Query().Where(desk.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *DeskClient) GetX(ctx context.Context, id int) *Desk {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryTopics queries the topics edge of a Desk.
+func (c *DeskClient) QueryTopics(_m *Desk) *TopicQuery {
+	query := (&TopicClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(desk.Table, desk.FieldID, id),
+			sqlgraph.To(topic.Table, topic.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, desk.TopicsTable, desk.TopicsColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *DeskClient) Hooks() []Hook {
+	hooks := c.hooks.Desk
+	return append(hooks[:len(hooks):len(hooks)], desk.Hooks[:]...)
+}
+
+// Interceptors returns the client interceptors.
+func (c *DeskClient) Interceptors() []Interceptor {
+	return c.inters.Desk
+}
+
+func (c *DeskClient) mutate(ctx context.Context, m *DeskMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&DeskCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&DeskUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&DeskUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&DeskDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Desk mutation op: %q", m.Op())
+	}
+}
+
+// DeskBCountSlotClient is a client for the DeskBCountSlot schema.
+type DeskBCountSlotClient struct {
+	config
+}
+
+// NewDeskBCountSlotClient returns a client for the DeskBCountSlot from the given config.
+func NewDeskBCountSlotClient(c config) *DeskBCountSlotClient {
+	return &DeskBCountSlotClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `deskbcountslot.Hooks(f(g(h())))`.
+func (c *DeskBCountSlotClient) Use(hooks ...Hook) {
+	c.hooks.DeskBCountSlot = append(c.hooks.DeskBCountSlot, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `deskbcountslot.Intercept(f(g(h())))`.
+func (c *DeskBCountSlotClient) Intercept(interceptors ...Interceptor) {
+	c.inters.DeskBCountSlot = append(c.inters.DeskBCountSlot, interceptors...)
+}
+
+// Create returns a builder for creating a DeskBCountSlot entity.
+func (c *DeskBCountSlotClient) Create() *DeskBCountSlotCreate {
+	mutation := newDeskBCountSlotMutation(c.config, OpCreate)
+	return &DeskBCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of DeskBCountSlot entities.
+func (c *DeskBCountSlotClient) CreateBulk(builders ...*DeskBCountSlotCreate) *DeskBCountSlotCreateBulk {
+	return &DeskBCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *DeskBCountSlotClient) MapCreateBulk(slice any, setFunc func(*DeskBCountSlotCreate, int)) *DeskBCountSlotCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &DeskBCountSlotCreateBulk{err: fmt.Errorf("calling to DeskBCountSlotClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*DeskBCountSlotCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &DeskBCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for DeskBCountSlot.
+func (c *DeskBCountSlotClient) Update() *DeskBCountSlotUpdate {
+	mutation := newDeskBCountSlotMutation(c.config, OpUpdate)
+	return &DeskBCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *DeskBCountSlotClient) UpdateOne(_m *DeskBCountSlot) *DeskBCountSlotUpdateOne {
+	mutation := newDeskBCountSlotMutation(c.config, OpUpdateOne, withDeskBCountSlot(_m))
+	return &DeskBCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *DeskBCountSlotClient) UpdateOneID(id int) *DeskBCountSlotUpdateOne {
+	mutation := newDeskBCountSlotMutation(c.config, OpUpdateOne, withDeskBCountSlotID(id))
+	return &DeskBCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for DeskBCountSlot.
+func (c *DeskBCountSlotClient) Delete() *DeskBCountSlotDelete {
+	mutation := newDeskBCountSlotMutation(c.config, OpDelete)
+	return &DeskBCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *DeskBCountSlotClient) DeleteOne(_m *DeskBCountSlot) *DeskBCountSlotDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *DeskBCountSlotClient) DeleteOneID(id int) *DeskBCountSlotDeleteOne {
+	builder := c.Delete().Where(deskbcountslot.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &DeskBCountSlotDeleteOne{builder}
+}
+
+// Query returns a query builder for DeskBCountSlot.
+func (c *DeskBCountSlotClient) Query() *DeskBCountSlotQuery {
+	return &DeskBCountSlotQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeDeskBCountSlot},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a DeskBCountSlot entity by its id.
+func (c *DeskBCountSlotClient) Get(ctx context.Context, id int) (*DeskBCountSlot, error) {
+	return c.Query().Where(deskbcountslot.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *DeskBCountSlotClient) GetX(ctx context.Context, id int) *DeskBCountSlot {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryDesk queries the desk edge of a DeskBCountSlot.
+func (c *DeskBCountSlotClient) QueryDesk(_m *DeskBCountSlot) *DeskQuery {
+	query := (&DeskClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(deskbcountslot.Table, deskbcountslot.FieldID, id),
+			sqlgraph.To(desk.Table, desk.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, deskbcountslot.DeskTable, deskbcountslot.DeskColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *DeskBCountSlotClient) Hooks() []Hook {
+	return c.hooks.DeskBCountSlot
+}
+
+// Interceptors returns the client interceptors.
+func (c *DeskBCountSlotClient) Interceptors() []Interceptor {
+	return c.inters.DeskBCountSlot
+}
+
+func (c *DeskBCountSlotClient) mutate(ctx context.Context, m *DeskBCountSlotMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&DeskBCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&DeskBCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&DeskBCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&DeskBCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown DeskBCountSlot mutation op: %q", m.Op())
+	}
+}
+
+// DeskTopicCountSlotClient is a client for the DeskTopicCountSlot schema.
+type DeskTopicCountSlotClient struct {
+	config
+}
+
+// NewDeskTopicCountSlotClient returns a client for the DeskTopicCountSlot from the given config.
+func NewDeskTopicCountSlotClient(c config) *DeskTopicCountSlotClient {
+	return &DeskTopicCountSlotClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `desktopiccountslot.Hooks(f(g(h())))`.
+func (c *DeskTopicCountSlotClient) Use(hooks ...Hook) {
+	c.hooks.DeskTopicCountSlot = append(c.hooks.DeskTopicCountSlot, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `desktopiccountslot.Intercept(f(g(h())))`.
+func (c *DeskTopicCountSlotClient) Intercept(interceptors ...Interceptor) {
+	c.inters.DeskTopicCountSlot = append(c.inters.DeskTopicCountSlot, interceptors...)
+}
+
+// Create returns a builder for creating a DeskTopicCountSlot entity.
+func (c *DeskTopicCountSlotClient) Create() *DeskTopicCountSlotCreate {
+	mutation := newDeskTopicCountSlotMutation(c.config, OpCreate)
+	return &DeskTopicCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of DeskTopicCountSlot entities.
+func (c *DeskTopicCountSlotClient) CreateBulk(builders ...*DeskTopicCountSlotCreate) *DeskTopicCountSlotCreateBulk {
+	return &DeskTopicCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *DeskTopicCountSlotClient) MapCreateBulk(slice any, setFunc func(*DeskTopicCountSlotCreate, int)) *DeskTopicCountSlotCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &DeskTopicCountSlotCreateBulk{err: fmt.Errorf("calling to DeskTopicCountSlotClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*DeskTopicCountSlotCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &DeskTopicCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for DeskTopicCountSlot.
+func (c *DeskTopicCountSlotClient) Update() *DeskTopicCountSlotUpdate {
+	mutation := newDeskTopicCountSlotMutation(c.config, OpUpdate)
+	return &DeskTopicCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *DeskTopicCountSlotClient) UpdateOne(_m *DeskTopicCountSlot) *DeskTopicCountSlotUpdateOne {
+	mutation := newDeskTopicCountSlotMutation(c.config, OpUpdateOne, withDeskTopicCountSlot(_m))
+	return &DeskTopicCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *DeskTopicCountSlotClient) UpdateOneID(id int) *DeskTopicCountSlotUpdateOne {
+	mutation := newDeskTopicCountSlotMutation(c.config, OpUpdateOne, withDeskTopicCountSlotID(id))
+	return &DeskTopicCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for DeskTopicCountSlot.
+func (c *DeskTopicCountSlotClient) Delete() *DeskTopicCountSlotDelete {
+	mutation := newDeskTopicCountSlotMutation(c.config, OpDelete)
+	return &DeskTopicCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *DeskTopicCountSlotClient) DeleteOne(_m *DeskTopicCountSlot) *DeskTopicCountSlotDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *DeskTopicCountSlotClient) DeleteOneID(id int) *DeskTopicCountSlotDeleteOne {
+	builder := c.Delete().Where(desktopiccountslot.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &DeskTopicCountSlotDeleteOne{builder}
+}
+
+// Query returns a query builder for DeskTopicCountSlot.
+func (c *DeskTopicCountSlotClient) Query() *DeskTopicCountSlotQuery {
+	return &DeskTopicCountSlotQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeDeskTopicCountSlot},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a DeskTopicCountSlot entity by its id.
+func (c *DeskTopicCountSlotClient) Get(ctx context.Context, id int) (*DeskTopicCountSlot, error) {
+	return c.Query().Where(desktopiccountslot.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *DeskTopicCountSlotClient) GetX(ctx context.Context, id int) *DeskTopicCountSlot {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryDesk queries the desk edge of a DeskTopicCountSlot.
+func (c *DeskTopicCountSlotClient) QueryDesk(_m *DeskTopicCountSlot) *DeskQuery {
+	query := (&DeskClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(desktopiccountslot.Table, desktopiccountslot.FieldID, id),
+			sqlgraph.To(desk.Table, desk.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, desktopiccountslot.DeskTable, desktopiccountslot.DeskColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *DeskTopicCountSlotClient) Hooks() []Hook {
+	return c.hooks.DeskTopicCountSlot
+}
+
+// Interceptors returns the client interceptors.
+func (c *DeskTopicCountSlotClient) Interceptors() []Interceptor {
+	return c.inters.DeskTopicCountSlot
+}
+
+func (c *DeskTopicCountSlotClient) mutate(ctx context.Context, m *DeskTopicCountSlotMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&DeskTopicCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&DeskTopicCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&DeskTopicCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&DeskTopicCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown DeskTopicCountSlot mutation op: %q", m.Op())
+	}
+}
+
+// ForumClient is a client for the Forum schema.
+type ForumClient struct {
+	config
+}
+
+// NewForumClient returns a client for the Forum from the given config.
+func NewForumClient(c config) *ForumClient {
+	return &ForumClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `forum.Hooks(f(g(h())))`.
+func (c *ForumClient) Use(hooks ...Hook) {
+	c.hooks.Forum = append(c.hooks.Forum, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `forum.Intercept(f(g(h())))`.
+func (c *ForumClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Forum = append(c.inters.Forum, interceptors...)
+}
+
+// Create returns a builder for creating a Forum entity.
+func (c *ForumClient) Create() *ForumCreate {
+	mutation := newForumMutation(c.config, OpCreate)
+	return &ForumCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Forum entities.
+func (c *ForumClient) CreateBulk(builders ...*ForumCreate) *ForumCreateBulk {
+	return &ForumCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *ForumClient) MapCreateBulk(slice any, setFunc func(*ForumCreate, int)) *ForumCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &ForumCreateBulk{err: fmt.Errorf("calling to ForumClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*ForumCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &ForumCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Forum.
+func (c *ForumClient) Update() *ForumUpdate {
+	mutation := newForumMutation(c.config, OpUpdate)
+	return &ForumUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *ForumClient) UpdateOne(_m *Forum) *ForumUpdateOne {
+	mutation := newForumMutation(c.config, OpUpdateOne, withForum(_m))
+	return &ForumUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *ForumClient) UpdateOneID(id int) *ForumUpdateOne {
+	mutation := newForumMutation(c.config, OpUpdateOne, withForumID(id))
+	return &ForumUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Forum.
+func (c *ForumClient) Delete() *ForumDelete {
+	mutation := newForumMutation(c.config, OpDelete)
+	return &ForumDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *ForumClient) DeleteOne(_m *Forum) *ForumDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *ForumClient) DeleteOneID(id int) *ForumDeleteOne {
+	builder := c.Delete().Where(forum.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &ForumDeleteOne{builder}
+}
+
+// Query returns a query builder for Forum.
+func (c *ForumClient) Query() *ForumQuery {
+	return &ForumQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeForum},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Forum entity by its id.
+func (c *ForumClient) Get(ctx context.Context, id int) (*Forum, error) {
+	return c.Query().Where(forum.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *ForumClient) GetX(ctx context.Context, id int) *Forum {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryTopics queries the topics edge of a Forum.
+func (c *ForumClient) QueryTopics(_m *Forum) *TopicQuery {
+	query := (&TopicClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(forum.Table, forum.FieldID, id),
+			sqlgraph.To(topic.Table, topic.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, forum.TopicsTable, forum.TopicsColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *ForumClient) Hooks() []Hook {
+	hooks := c.hooks.Forum
+	return append(hooks[:len(hooks):len(hooks)], forum.Hooks[:]...)
+}
+
+// Interceptors returns the client interceptors.
+func (c *ForumClient) Interceptors() []Interceptor {
+	return c.inters.Forum
+}
+
+func (c *ForumClient) mutate(ctx context.Context, m *ForumMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&ForumCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&ForumUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&ForumUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&ForumDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Forum mutation op: %q", m.Op())
+	}
+}
+
+// ForumBCountSlotClient is a client for the ForumBCountSlot schema.
+type ForumBCountSlotClient struct {
+	config
+}
+
+// NewForumBCountSlotClient returns a client for the ForumBCountSlot from the given config.
+func NewForumBCountSlotClient(c config) *ForumBCountSlotClient {
+	return &ForumBCountSlotClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `forumbcountslot.Hooks(f(g(h())))`.
+func (c *ForumBCountSlotClient) Use(hooks ...Hook) {
+	c.hooks.ForumBCountSlot = append(c.hooks.ForumBCountSlot, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `forumbcountslot.Intercept(f(g(h())))`.
+func (c *ForumBCountSlotClient) Intercept(interceptors ...Interceptor) {
+	c.inters.ForumBCountSlot = append(c.inters.ForumBCountSlot, interceptors...)
+}
+
+// Create returns a builder for creating a ForumBCountSlot entity.
+func (c *ForumBCountSlotClient) Create() *ForumBCountSlotCreate {
+	mutation := newForumBCountSlotMutation(c.config, OpCreate)
+	return &ForumBCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of ForumBCountSlot entities.
+func (c *ForumBCountSlotClient) CreateBulk(builders ...*ForumBCountSlotCreate) *ForumBCountSlotCreateBulk {
+	return &ForumBCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *ForumBCountSlotClient) MapCreateBulk(slice any, setFunc func(*ForumBCountSlotCreate, int)) *ForumBCountSlotCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &ForumBCountSlotCreateBulk{err: fmt.Errorf("calling to ForumBCountSlotClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*ForumBCountSlotCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &ForumBCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for ForumBCountSlot.
+func (c *ForumBCountSlotClient) Update() *ForumBCountSlotUpdate {
+	mutation := newForumBCountSlotMutation(c.config, OpUpdate)
+	return &ForumBCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *ForumBCountSlotClient) UpdateOne(_m *ForumBCountSlot) *ForumBCountSlotUpdateOne {
+	mutation := newForumBCountSlotMutation(c.config, OpUpdateOne, withForumBCountSlot(_m))
+	return &ForumBCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *ForumBCountSlotClient) UpdateOneID(id int) *ForumBCountSlotUpdateOne {
+	mutation := newForumBCountSlotMutation(c.config, OpUpdateOne, withForumBCountSlotID(id))
+	return &ForumBCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for ForumBCountSlot.
+func (c *ForumBCountSlotClient) Delete() *ForumBCountSlotDelete {
+	mutation := newForumBCountSlotMutation(c.config, OpDelete)
+	return &ForumBCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *ForumBCountSlotClient) DeleteOne(_m *ForumBCountSlot) *ForumBCountSlotDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *ForumBCountSlotClient) DeleteOneID(id int) *ForumBCountSlotDeleteOne {
+	builder := c.Delete().Where(forumbcountslot.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &ForumBCountSlotDeleteOne{builder}
+}
+
+// Query returns a query builder for ForumBCountSlot.
+func (c *ForumBCountSlotClient) Query() *ForumBCountSlotQuery {
+	return &ForumBCountSlotQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeForumBCountSlot},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a ForumBCountSlot entity by its id.
+func (c *ForumBCountSlotClient) Get(ctx context.Context, id int) (*ForumBCountSlot, error) {
+	return c.Query().Where(forumbcountslot.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *ForumBCountSlotClient) GetX(ctx context.Context, id int) *ForumBCountSlot {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryForum queries the forum edge of a ForumBCountSlot.
+func (c *ForumBCountSlotClient) QueryForum(_m *ForumBCountSlot) *ForumQuery {
+	query := (&ForumClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(forumbcountslot.Table, forumbcountslot.FieldID, id),
+			sqlgraph.To(forum.Table, forum.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, forumbcountslot.ForumTable, forumbcountslot.ForumColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *ForumBCountSlotClient) Hooks() []Hook {
+	return c.hooks.ForumBCountSlot
+}
+
+// Interceptors returns the client interceptors.
+func (c *ForumBCountSlotClient) Interceptors() []Interceptor {
+	return c.inters.ForumBCountSlot
+}
+
+func (c *ForumBCountSlotClient) mutate(ctx context.Context, m *ForumBCountSlotMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&ForumBCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&ForumBCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&ForumBCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&ForumBCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown ForumBCountSlot mutation op: %q", m.Op())
+	}
+}
+
+// ForumTopicCountSlotClient is a client for the ForumTopicCountSlot schema.
+type ForumTopicCountSlotClient struct {
+	config
+}
+
+// NewForumTopicCountSlotClient returns a client for the ForumTopicCountSlot from the given config.
+func NewForumTopicCountSlotClient(c config) *ForumTopicCountSlotClient {
+	return &ForumTopicCountSlotClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `forumtopiccountslot.Hooks(f(g(h())))`.
+func (c *ForumTopicCountSlotClient) Use(hooks ...Hook) {
+	c.hooks.ForumTopicCountSlot = append(c.hooks.ForumTopicCountSlot, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `forumtopiccountslot.Intercept(f(g(h())))`.
+func (c *ForumTopicCountSlotClient) Intercept(interceptors ...Interceptor) {
+	c.inters.ForumTopicCountSlot = append(c.inters.ForumTopicCountSlot, interceptors...)
+}
+
+// Create returns a builder for creating a ForumTopicCountSlot entity.
+func (c *ForumTopicCountSlotClient) Create() *ForumTopicCountSlotCreate {
+	mutation := newForumTopicCountSlotMutation(c.config, OpCreate)
+	return &ForumTopicCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of ForumTopicCountSlot entities.
+func (c *ForumTopicCountSlotClient) CreateBulk(builders ...*ForumTopicCountSlotCreate) *ForumTopicCountSlotCreateBulk {
+	return &ForumTopicCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *ForumTopicCountSlotClient) MapCreateBulk(slice any, setFunc func(*ForumTopicCountSlotCreate, int)) *ForumTopicCountSlotCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &ForumTopicCountSlotCreateBulk{err: fmt.Errorf("calling to ForumTopicCountSlotClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*ForumTopicCountSlotCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &ForumTopicCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for ForumTopicCountSlot.
+func (c *ForumTopicCountSlotClient) Update() *ForumTopicCountSlotUpdate {
+	mutation := newForumTopicCountSlotMutation(c.config, OpUpdate)
+	return &ForumTopicCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *ForumTopicCountSlotClient) UpdateOne(_m *ForumTopicCountSlot) *ForumTopicCountSlotUpdateOne {
+	mutation := newForumTopicCountSlotMutation(c.config, OpUpdateOne, withForumTopicCountSlot(_m))
+	return &ForumTopicCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *ForumTopicCountSlotClient) UpdateOneID(id int) *ForumTopicCountSlotUpdateOne {
+	mutation := newForumTopicCountSlotMutation(c.config, OpUpdateOne, withForumTopicCountSlotID(id))
+	return &ForumTopicCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for ForumTopicCountSlot.
+func (c *ForumTopicCountSlotClient) Delete() *ForumTopicCountSlotDelete {
+	mutation := newForumTopicCountSlotMutation(c.config, OpDelete)
+	return &ForumTopicCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *ForumTopicCountSlotClient) DeleteOne(_m *ForumTopicCountSlot) *ForumTopicCountSlotDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *ForumTopicCountSlotClient) DeleteOneID(id int) *ForumTopicCountSlotDeleteOne {
+	builder := c.Delete().Where(forumtopiccountslot.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &ForumTopicCountSlotDeleteOne{builder}
+}
+
+// Query returns a query builder for ForumTopicCountSlot.
+func (c *ForumTopicCountSlotClient) Query() *ForumTopicCountSlotQuery {
+	return &ForumTopicCountSlotQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeForumTopicCountSlot},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a ForumTopicCountSlot entity by its id.
+func (c *ForumTopicCountSlotClient) Get(ctx context.Context, id int) (*ForumTopicCountSlot, error) {
+	return c.Query().Where(forumtopiccountslot.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *ForumTopicCountSlotClient) GetX(ctx context.Context, id int) *ForumTopicCountSlot {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryForum queries the forum edge of a ForumTopicCountSlot.
+func (c *ForumTopicCountSlotClient) QueryForum(_m *ForumTopicCountSlot) *ForumQuery {
+	query := (&ForumClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(forumtopiccountslot.Table, forumtopiccountslot.FieldID, id),
+			sqlgraph.To(forum.Table, forum.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, forumtopiccountslot.ForumTable, forumtopiccountslot.ForumColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *ForumTopicCountSlotClient) Hooks() []Hook {
+	return c.hooks.ForumTopicCountSlot
+}
+
+// Interceptors returns the client interceptors.
+func (c *ForumTopicCountSlotClient) Interceptors() []Interceptor {
+	return c.inters.ForumTopicCountSlot
+}
+
+func (c *ForumTopicCountSlotClient) mutate(ctx context.Context, m *ForumTopicCountSlotMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&ForumTopicCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&ForumTopicCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&ForumTopicCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&ForumTopicCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown ForumTopicCountSlot mutation op: %q", m.Op())
 	}
 }
 
@@ -4683,23 +5639,190 @@ func (c *TagUsesSlotClient) mutate(ctx context.Context, m *TagUsesSlotMutation) 
 	}
 }
 
+// TopicClient is a client for the Topic schema.
+type TopicClient struct {
+	config
+}
+
+// NewTopicClient returns a client for the Topic from the given config.
+func NewTopicClient(c config) *TopicClient {
+	return &TopicClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `topic.Hooks(f(g(h())))`.
+func (c *TopicClient) Use(hooks ...Hook) {
+	c.hooks.Topic = append(c.hooks.Topic, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `topic.Intercept(f(g(h())))`.
+func (c *TopicClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Topic = append(c.inters.Topic, interceptors...)
+}
+
+// Create returns a builder for creating a Topic entity.
+func (c *TopicClient) Create() *TopicCreate {
+	mutation := newTopicMutation(c.config, OpCreate)
+	return &TopicCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Topic entities.
+func (c *TopicClient) CreateBulk(builders ...*TopicCreate) *TopicCreateBulk {
+	return &TopicCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *TopicClient) MapCreateBulk(slice any, setFunc func(*TopicCreate, int)) *TopicCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &TopicCreateBulk{err: fmt.Errorf("calling to TopicClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*TopicCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &TopicCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Topic.
+func (c *TopicClient) Update() *TopicUpdate {
+	mutation := newTopicMutation(c.config, OpUpdate)
+	return &TopicUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *TopicClient) UpdateOne(_m *Topic) *TopicUpdateOne {
+	mutation := newTopicMutation(c.config, OpUpdateOne, withTopic(_m))
+	return &TopicUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *TopicClient) UpdateOneID(id int) *TopicUpdateOne {
+	mutation := newTopicMutation(c.config, OpUpdateOne, withTopicID(id))
+	return &TopicUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Topic.
+func (c *TopicClient) Delete() *TopicDelete {
+	mutation := newTopicMutation(c.config, OpDelete)
+	return &TopicDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *TopicClient) DeleteOne(_m *Topic) *TopicDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *TopicClient) DeleteOneID(id int) *TopicDeleteOne {
+	builder := c.Delete().Where(topic.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &TopicDeleteOne{builder}
+}
+
+// Query returns a query builder for Topic.
+func (c *TopicClient) Query() *TopicQuery {
+	return &TopicQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeTopic},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Topic entity by its id.
+func (c *TopicClient) Get(ctx context.Context, id int) (*Topic, error) {
+	return c.Query().Where(topic.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *TopicClient) GetX(ctx context.Context, id int) *Topic {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryForum queries the forum edge of a Topic.
+func (c *TopicClient) QueryForum(_m *Topic) *ForumQuery {
+	query := (&ForumClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(topic.Table, topic.FieldID, id),
+			sqlgraph.To(forum.Table, forum.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, topic.ForumTable, topic.ForumColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// QueryDesk queries the desk edge of a Topic.
+func (c *TopicClient) QueryDesk(_m *Topic) *DeskQuery {
+	query := (&DeskClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(topic.Table, topic.FieldID, id),
+			sqlgraph.To(desk.Table, desk.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, topic.DeskTable, topic.DeskColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *TopicClient) Hooks() []Hook {
+	return c.hooks.Topic
+}
+
+// Interceptors returns the client interceptors.
+func (c *TopicClient) Interceptors() []Interceptor {
+	return c.inters.Topic
+}
+
+func (c *TopicClient) mutate(ctx context.Context, m *TopicMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&TopicCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&TopicUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&TopicUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&TopicDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Topic mutation op: %q", m.Op())
+	}
+}
+
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
 		Author, AuthorFollowersSlot, Book, Clip, ClipLikesSlot, Comment,
-		CommentUpvoteSlot, Item, NaivePost, Post, PostLikesSlot, PostViewsSlot,
-		Product, ProductStockSlot, Rack, RackItemCountSlot, RackOpenCountSlot, Reel,
-		ReelPlaysSlot, Shelf, ShelfBookCountSlot, ShelfOpenCountSlot, SkipPost,
-		SkipPostLikesSlot, Story, StoryClapsDelta, Tag, TagHitsSlot,
-		TagUsesSlot []ent.Hook
+		CommentUpvoteSlot, Desk, DeskBCountSlot, DeskTopicCountSlot, Forum,
+		ForumBCountSlot, ForumTopicCountSlot, Item, NaivePost, Post, PostLikesSlot,
+		PostViewsSlot, Product, ProductStockSlot, Rack, RackItemCountSlot,
+		RackOpenCountSlot, Reel, ReelPlaysSlot, Shelf, ShelfBookCountSlot,
+		ShelfOpenCountSlot, SkipPost, SkipPostLikesSlot, Story, StoryClapsDelta, Tag,
+		TagHitsSlot, TagUsesSlot, Topic []ent.Hook
 	}
 	inters struct {
 		Author, AuthorFollowersSlot, Book, Clip, ClipLikesSlot, Comment,
-		CommentUpvoteSlot, Item, NaivePost, Post, PostLikesSlot, PostViewsSlot,
-		Product, ProductStockSlot, Rack, RackItemCountSlot, RackOpenCountSlot, Reel,
-		ReelPlaysSlot, Shelf, ShelfBookCountSlot, ShelfOpenCountSlot, SkipPost,
-		SkipPostLikesSlot, Story, StoryClapsDelta, Tag, TagHitsSlot,
-		TagUsesSlot []ent.Interceptor
+		CommentUpvoteSlot, Desk, DeskBCountSlot, DeskTopicCountSlot, Forum,
+		ForumBCountSlot, ForumTopicCountSlot, Item, NaivePost, Post, PostLikesSlot,
+		PostViewsSlot, Product, ProductStockSlot, Rack, RackItemCountSlot,
+		RackOpenCountSlot, Reel, ReelPlaysSlot, Shelf, ShelfBookCountSlot,
+		ShelfOpenCountSlot, SkipPost, SkipPostLikesSlot, Story, StoryClapsDelta, Tag,
+		TagHitsSlot, TagUsesSlot, Topic []ent.Interceptor
 	}
 )
 
@@ -4714,6 +5837,10 @@ var hotCounterDefs = []generated.Def{
 	{Type: "Author", Field: "followers", StructField: "Followers", Table: "authors", Key: "id", SlotTable: "author_followers_slots", Owner: "author_id", Slots: 4, Rollup: false, Append: false, Precreate: 0, SkipLocked: false},
 	{Type: "Clip", Field: "likes", StructField: "Likes", Table: "clips", Key: "id", SlotTable: "clip_likes_slots", Owner: "clip_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, KeepColumn: true},
 	{Type: "Comment", Field: "upvote", StructField: "Upvote", Table: "comments", Key: "id", SlotTable: "comment_upvote_slots", Owner: "comment_id", Slots: 8, Rollup: false, Append: false, Precreate: 0, SkipLocked: false},
+	{Type: "Desk", Field: "topic_count", StructField: "TopicCount", Table: "desks", Key: "id", SlotTable: "desk_topic_count_slots", Owner: "desk_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "topics", Type: "Topic", Hooks: true, Table: "topics", Key: "id", Ref: "desk_id", Columns: []string{"id", "kind", "note", "body", "meta", "data", "price", "at", "deleted_at", "forum_id", "desk_id"}, Where: "deleted_at IS NULL"}},
+	{Type: "Desk", Field: "b_count", StructField: "BCount", Table: "desks", Key: "id", SlotTable: "desk_b_count_slots", Owner: "desk_id", Slots: 4, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "topics", Type: "Topic", Hooks: true, Table: "topics", Key: "id", Ref: "desk_id", Columns: []string{"id", "kind", "note", "body", "meta", "data", "price", "at", "deleted_at", "forum_id", "desk_id"}, Where: "kind = 'b' AND note <> '' AND deleted_at IS NULL"}},
+	{Type: "Forum", Field: "topic_count", StructField: "TopicCount", Table: "forums", Key: "id", SlotTable: "forum_topic_count_slots", Owner: "forum_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "topics", Type: "Topic", Hooks: false, Table: "topics", Key: "id", Ref: "forum_id", Columns: []string{"id", "kind", "note", "body", "meta", "data", "price", "at", "deleted_at", "forum_id", "desk_id"}, Where: "deleted_at IS NULL"}},
+	{Type: "Forum", Field: "b_count", StructField: "BCount", Table: "forums", Key: "id", SlotTable: "forum_b_count_slots", Owner: "forum_id", Slots: 4, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "topics", Type: "Topic", Hooks: false, Table: "topics", Key: "id", Ref: "forum_id", Columns: []string{"id", "kind", "note", "body", "meta", "data", "price", "at", "deleted_at", "forum_id", "desk_id"}, Where: "kind = 'b' AND note <> '' AND deleted_at IS NULL"}},
 	{Type: "Post", Field: "likes", StructField: "Likes", Table: "posts", Key: "id", SlotTable: "post_likes_slots", Owner: "post_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false},
 	{Type: "Post", Field: "views", StructField: "Views", Table: "posts", Key: "id", SlotTable: "post_views_slots", Owner: "post_id", Slots: 64, Rollup: true, Append: false, Precreate: 0, SkipLocked: false},
 	{Type: "Product", Field: "stock", StructField: "Stock", Table: "products", Key: "id", SlotTable: "product_stock_slots", Owner: "product_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Guarded: true},

@@ -19,6 +19,12 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/cliplikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/comment"
 	"github.com/hotcounter/hotcounter/integration_test/ent/commentupvoteslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/desk"
+	"github.com/hotcounter/hotcounter/integration_test/ent/deskbcountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/desktopiccountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/forum"
+	"github.com/hotcounter/hotcounter/integration_test/ent/forumbcountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/forumtopiccountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/item"
 	"github.com/hotcounter/hotcounter/integration_test/ent/naivepost"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
@@ -41,6 +47,7 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/tag"
 	"github.com/hotcounter/hotcounter/integration_test/ent/taghitsslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/tagusesslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/topic"
 )
 
 // ent aliases to avoid import conflicts in user's code.
@@ -108,6 +115,12 @@ func checkColumn(t, c string) error {
 			cliplikesslot.Table:       cliplikesslot.ValidColumn,
 			comment.Table:             comment.ValidColumn,
 			commentupvoteslot.Table:   commentupvoteslot.ValidColumn,
+			desk.Table:                desk.ValidColumn,
+			deskbcountslot.Table:      deskbcountslot.ValidColumn,
+			desktopiccountslot.Table:  desktopiccountslot.ValidColumn,
+			forum.Table:               forum.ValidColumn,
+			forumbcountslot.Table:     forumbcountslot.ValidColumn,
+			forumtopiccountslot.Table: forumtopiccountslot.ValidColumn,
 			item.Table:                item.ValidColumn,
 			naivepost.Table:           naivepost.ValidColumn,
 			post.Table:                post.ValidColumn,
@@ -130,6 +143,7 @@ func checkColumn(t, c string) error {
 			tag.Table:                 tag.ValidColumn,
 			taghitsslot.Table:         taghitsslot.ValidColumn,
 			tagusesslot.Table:         tagusesslot.ValidColumn,
+			topic.Table:               topic.ValidColumn,
 		})
 	})
 	return columnCheck(t, c)

@@ -9,6 +9,8 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/author"
 	"github.com/hotcounter/hotcounter/integration_test/ent/clip"
 	"github.com/hotcounter/hotcounter/integration_test/ent/comment"
+	"github.com/hotcounter/hotcounter/integration_test/ent/desk"
+	"github.com/hotcounter/hotcounter/integration_test/ent/forum"
 	"github.com/hotcounter/hotcounter/integration_test/ent/item"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 	"github.com/hotcounter/hotcounter/integration_test/ent/product"
@@ -18,6 +20,7 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/skippost"
 	"github.com/hotcounter/hotcounter/integration_test/ent/story"
 	"github.com/hotcounter/hotcounter/integration_test/ent/tag"
+	"github.com/hotcounter/hotcounter/integration_test/ent/topic"
 
 	"entgo.io/ent/dialect/sql"
 )
@@ -201,6 +204,126 @@ func (m *CommentMutation) HotCounterEntity(ctx context.Context, id any) (any, er
 // HotCounterBulkUpsert reports whether the mutation is one row of a bulk
 // create with ON CONFLICT.
 func (m *CommentMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
+
+// HotCounterKeys returns the keys of the Desk rows the mutation
+// writes: for UpdateOne its id, if the row matches the mutation's
+// predicates; for Update the ids of the rows that match. Called by
+// entcounter's hooks.
+func (m *DeskMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
+	var (
+		ids []int
+		err error
+	)
+	if id, ok := m.ID(); ok && m.Op().Is(OpUpdateOne) {
+		if len(m.predicates) == 0 {
+			return []any{id}, nil
+		}
+		ids, err = m.Client().Desk.Query().Where(desk.ID(id)).Where(m.predicates...).IDs(ctx)
+	} else {
+		ids, err = m.IDs(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]any, len(ids))
+	for i, id := range ids {
+		keys[i] = id
+	}
+	return keys, nil
+}
+
+// HotCounterID returns the id of the Desk the mutation created or
+// updates, if known.
+func (m *DeskMutation) HotCounterID() (any, bool) {
+	id, ok := m.ID()
+	return id, ok
+}
+
+// HotCounterNotFound is the error of an UpdateOne whose Desk is
+// missing or does not match the predicates.
+func (m *DeskMutation) HotCounterNotFound() error { return &NotFoundError{desk.Label} }
+
+// HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
+func (m *DeskMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterByIDOnly reports whether the mutation names its row by id
+// alone (UpdateOneID without Where).
+func (m *DeskMutation) HotCounterByIDOnly() bool { return len(m.predicates) == 0 }
+
+// HotCounterEntity loads the Desk with the given id as Get does,
+// counters filled: the entity an UpdateOne that wrote only counters
+// returns, read after the write.
+func (m *DeskMutation) HotCounterEntity(ctx context.Context, id any) (any, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("Desk: id %v (%T) is not a int", id, id)
+	}
+	return m.Client().Desk.Get(ctx, key)
+}
+
+// HotCounterBulkUpsert reports whether the mutation is one row of a bulk
+// create with ON CONFLICT.
+func (m *DeskMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
+
+// HotCounterKeys returns the keys of the Forum rows the mutation
+// writes: for UpdateOne its id, if the row matches the mutation's
+// predicates; for Update the ids of the rows that match. Called by
+// entcounter's hooks.
+func (m *ForumMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
+	var (
+		ids []int
+		err error
+	)
+	if id, ok := m.ID(); ok && m.Op().Is(OpUpdateOne) {
+		if len(m.predicates) == 0 {
+			return []any{id}, nil
+		}
+		ids, err = m.Client().Forum.Query().Where(forum.ID(id)).Where(m.predicates...).IDs(ctx)
+	} else {
+		ids, err = m.IDs(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]any, len(ids))
+	for i, id := range ids {
+		keys[i] = id
+	}
+	return keys, nil
+}
+
+// HotCounterID returns the id of the Forum the mutation created or
+// updates, if known.
+func (m *ForumMutation) HotCounterID() (any, bool) {
+	id, ok := m.ID()
+	return id, ok
+}
+
+// HotCounterNotFound is the error of an UpdateOne whose Forum is
+// missing or does not match the predicates.
+func (m *ForumMutation) HotCounterNotFound() error { return &NotFoundError{forum.Label} }
+
+// HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
+func (m *ForumMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterByIDOnly reports whether the mutation names its row by id
+// alone (UpdateOneID without Where).
+func (m *ForumMutation) HotCounterByIDOnly() bool { return len(m.predicates) == 0 }
+
+// HotCounterEntity loads the Forum with the given id as Get does,
+// counters filled: the entity an UpdateOne that wrote only counters
+// returns, read after the write.
+func (m *ForumMutation) HotCounterEntity(ctx context.Context, id any) (any, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("Forum: id %v (%T) is not a int", id, id)
+	}
+	return m.Client().Forum.Get(ctx, key)
+}
+
+// HotCounterBulkUpsert reports whether the mutation is one row of a bulk
+// create with ON CONFLICT.
+func (m *ForumMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
 
 // HotCounterKeys returns the keys of the Post rows the mutation
 // writes: for UpdateOne its id, if the row matches the mutation's
@@ -682,6 +805,39 @@ func (m *TagMutation) HotCounterEntity(ctx context.Context, id any) (any, error)
 // create with ON CONFLICT.
 func (m *TagMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
 
+// HotCounterRowKeys returns the ids of the Desk rows the mutation
+// writes, read with the mutation's predicates but without query
+// interceptors, which do not apply to writes. Called by entcounter's
+// count hooks.
+func (m *DeskMutation) HotCounterRowKeys(ctx context.Context) ([]any, error) {
+	id, hasID := m.ID()
+	if hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) && len(m.predicates) == 0 {
+		return []any{id}, nil
+	}
+	selector := sql.Dialect(m.driver.Dialect()).Select(desk.FieldID).From(sql.Table(desk.Table))
+	if hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) {
+		selector.Where(sql.EQ(desk.FieldID, id))
+	}
+	for _, p := range m.predicates {
+		p(selector)
+	}
+	query, args := selector.Query()
+	rows := &sql.Rows{}
+	if err := m.driver.Query(ctx, query, args, rows); err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var keys []any
+	for rows.Next() {
+		var k int
+		if err := rows.Scan(&k); err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	return keys, rows.Err()
+}
+
 // HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
 func (m *ItemMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
 
@@ -730,6 +886,42 @@ func (m *RackMutation) HotCounterRowKeys(ctx context.Context) ([]any, error) {
 	selector := sql.Dialect(m.driver.Dialect()).Select(rack.FieldID).From(sql.Table(rack.Table))
 	if hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) {
 		selector.Where(sql.EQ(rack.FieldID, id))
+	}
+	for _, p := range m.predicates {
+		p(selector)
+	}
+	query, args := selector.Query()
+	rows := &sql.Rows{}
+	if err := m.driver.Query(ctx, query, args, rows); err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var keys []any
+	for rows.Next() {
+		var k int
+		if err := rows.Scan(&k); err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	return keys, rows.Err()
+}
+
+// HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
+func (m *TopicMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterRowKeys returns the ids of the Topic rows the mutation
+// writes, read with the mutation's predicates but without query
+// interceptors, which do not apply to writes. Called by entcounter's
+// count hooks.
+func (m *TopicMutation) HotCounterRowKeys(ctx context.Context) ([]any, error) {
+	id, hasID := m.ID()
+	if hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) && len(m.predicates) == 0 {
+		return []any{id}, nil
+	}
+	selector := sql.Dialect(m.driver.Dialect()).Select(topic.FieldID).From(sql.Table(topic.Table))
+	if hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) {
+		selector.Where(sql.EQ(topic.FieldID, id))
 	}
 	for _, p := range m.predicates {
 		p(selector)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"entgo.io/ent"
 	"entgo.io/ent/dialect/sql"
@@ -17,6 +18,12 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/cliplikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/comment"
 	"github.com/hotcounter/hotcounter/integration_test/ent/commentupvoteslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/desk"
+	"github.com/hotcounter/hotcounter/integration_test/ent/deskbcountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/desktopiccountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/forum"
+	"github.com/hotcounter/hotcounter/integration_test/ent/forumbcountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/forumtopiccountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/item"
 	"github.com/hotcounter/hotcounter/integration_test/ent/naivepost"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
@@ -40,6 +47,7 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/tag"
 	"github.com/hotcounter/hotcounter/integration_test/ent/taghitsslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/tagusesslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/topic"
 )
 
 const (
@@ -58,6 +66,12 @@ const (
 	TypeClipLikesSlot       = "ClipLikesSlot"
 	TypeComment             = "Comment"
 	TypeCommentUpvoteSlot   = "CommentUpvoteSlot"
+	TypeDesk                = "Desk"
+	TypeDeskBCountSlot      = "DeskBCountSlot"
+	TypeDeskTopicCountSlot  = "DeskTopicCountSlot"
+	TypeForum               = "Forum"
+	TypeForumBCountSlot     = "ForumBCountSlot"
+	TypeForumTopicCountSlot = "ForumTopicCountSlot"
 	TypeItem                = "Item"
 	TypeNaivePost           = "NaivePost"
 	TypePost                = "Post"
@@ -80,6 +94,7 @@ const (
 	TypeTag                 = "Tag"
 	TypeTagHitsSlot         = "TagHitsSlot"
 	TypeTagUsesSlot         = "TagUsesSlot"
+	TypeTopic               = "Topic"
 )
 
 // AuthorMutation represents an operation that mutates the Author nodes in the graph.
@@ -3734,6 +3749,3516 @@ func (m *CommentUpvoteSlotMutation) ResetEdge(name string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown CommentUpvoteSlot edge %s", name)
+}
+
+// DeskMutation represents an operation that mutates the Desk nodes in the graph.
+type DeskMutation struct {
+	config
+	op                   Op
+	typ                  string
+	id                   *int
+	topic_count          *int64
+	addtopic_count       *int64
+	b_count              *int64
+	addb_count           *int64
+	name                 *string
+	clearedFields        map[string]struct{}
+	topics               map[int]struct{}
+	removedtopics        map[int]struct{}
+	clearedtopics        bool
+	done                 bool
+	oldValue             func(context.Context) (*Desk, error)
+	predicates           []predicate.Desk
+	hotcounterUpsert     bool
+	hotcounterBulkUpsert bool
+}
+
+var _ ent.Mutation = (*DeskMutation)(nil)
+
+// deskOption allows management of the mutation configuration using functional options.
+type deskOption func(*DeskMutation)
+
+// newDeskMutation creates new mutation for the Desk entity.
+func newDeskMutation(c config, op Op, opts ...deskOption) *DeskMutation {
+	m := &DeskMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeDesk,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withDeskID sets the ID field of the mutation.
+func withDeskID(id int) deskOption {
+	return func(m *DeskMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *Desk
+		)
+		m.oldValue = func(ctx context.Context) (*Desk, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().Desk.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withDesk sets the old Desk of the mutation.
+func withDesk(node *Desk) deskOption {
+	return func(m *DeskMutation) {
+		m.oldValue = func(context.Context) (*Desk, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m DeskMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m DeskMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *DeskMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *DeskMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().Desk.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetTopicCount sets the "topic_count" field.
+func (m *DeskMutation) SetTopicCount(i int64) {
+	m.topic_count = &i
+	m.addtopic_count = nil
+}
+
+// TopicCount returns the value of the "topic_count" field in the mutation.
+func (m *DeskMutation) TopicCount() (r int64, exists bool) {
+	v := m.topic_count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTopicCount returns the old "topic_count" field's value of the Desk entity.
+// If the Desk object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DeskMutation) OldTopicCount(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTopicCount is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTopicCount requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTopicCount: %w", err)
+	}
+	return oldValue.TopicCount, nil
+}
+
+// AddTopicCount adds i to the "topic_count" field.
+func (m *DeskMutation) AddTopicCount(i int64) {
+	if m.addtopic_count != nil {
+		*m.addtopic_count += i
+	} else {
+		m.addtopic_count = &i
+	}
+}
+
+// AddedTopicCount returns the value that was added to the "topic_count" field in this mutation.
+func (m *DeskMutation) AddedTopicCount() (r int64, exists bool) {
+	v := m.addtopic_count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearTopicCount clears the value of the "topic_count" field.
+func (m *DeskMutation) ClearTopicCount() {
+	m.topic_count = nil
+	m.addtopic_count = nil
+	m.clearedFields[desk.FieldTopicCount] = struct{}{}
+}
+
+// TopicCountCleared returns if the "topic_count" field was cleared in this mutation.
+func (m *DeskMutation) TopicCountCleared() bool {
+	_, ok := m.clearedFields[desk.FieldTopicCount]
+	return ok
+}
+
+// ResetTopicCount resets all changes to the "topic_count" field.
+func (m *DeskMutation) ResetTopicCount() {
+	m.topic_count = nil
+	m.addtopic_count = nil
+	delete(m.clearedFields, desk.FieldTopicCount)
+}
+
+// SetBCount sets the "b_count" field.
+func (m *DeskMutation) SetBCount(i int64) {
+	m.b_count = &i
+	m.addb_count = nil
+}
+
+// BCount returns the value of the "b_count" field in the mutation.
+func (m *DeskMutation) BCount() (r int64, exists bool) {
+	v := m.b_count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldBCount returns the old "b_count" field's value of the Desk entity.
+// If the Desk object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DeskMutation) OldBCount(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldBCount is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldBCount requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldBCount: %w", err)
+	}
+	return oldValue.BCount, nil
+}
+
+// AddBCount adds i to the "b_count" field.
+func (m *DeskMutation) AddBCount(i int64) {
+	if m.addb_count != nil {
+		*m.addb_count += i
+	} else {
+		m.addb_count = &i
+	}
+}
+
+// AddedBCount returns the value that was added to the "b_count" field in this mutation.
+func (m *DeskMutation) AddedBCount() (r int64, exists bool) {
+	v := m.addb_count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearBCount clears the value of the "b_count" field.
+func (m *DeskMutation) ClearBCount() {
+	m.b_count = nil
+	m.addb_count = nil
+	m.clearedFields[desk.FieldBCount] = struct{}{}
+}
+
+// BCountCleared returns if the "b_count" field was cleared in this mutation.
+func (m *DeskMutation) BCountCleared() bool {
+	_, ok := m.clearedFields[desk.FieldBCount]
+	return ok
+}
+
+// ResetBCount resets all changes to the "b_count" field.
+func (m *DeskMutation) ResetBCount() {
+	m.b_count = nil
+	m.addb_count = nil
+	delete(m.clearedFields, desk.FieldBCount)
+}
+
+// SetName sets the "name" field.
+func (m *DeskMutation) SetName(s string) {
+	m.name = &s
+}
+
+// Name returns the value of the "name" field in the mutation.
+func (m *DeskMutation) Name() (r string, exists bool) {
+	v := m.name
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldName returns the old "name" field's value of the Desk entity.
+// If the Desk object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DeskMutation) OldName(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldName is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldName requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldName: %w", err)
+	}
+	return oldValue.Name, nil
+}
+
+// ResetName resets all changes to the "name" field.
+func (m *DeskMutation) ResetName() {
+	m.name = nil
+}
+
+// AddTopicIDs adds the "topics" edge to the Topic entity by ids.
+func (m *DeskMutation) AddTopicIDs(ids ...int) {
+	if m.topics == nil {
+		m.topics = make(map[int]struct{})
+	}
+	for i := range ids {
+		m.topics[ids[i]] = struct{}{}
+	}
+}
+
+// ClearTopics clears the "topics" edge to the Topic entity.
+func (m *DeskMutation) ClearTopics() {
+	m.clearedtopics = true
+}
+
+// TopicsCleared reports if the "topics" edge to the Topic entity was cleared.
+func (m *DeskMutation) TopicsCleared() bool {
+	return m.clearedtopics
+}
+
+// RemoveTopicIDs removes the "topics" edge to the Topic entity by IDs.
+func (m *DeskMutation) RemoveTopicIDs(ids ...int) {
+	if m.removedtopics == nil {
+		m.removedtopics = make(map[int]struct{})
+	}
+	for i := range ids {
+		delete(m.topics, ids[i])
+		m.removedtopics[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedTopics returns the removed IDs of the "topics" edge to the Topic entity.
+func (m *DeskMutation) RemovedTopicsIDs() (ids []int) {
+	for id := range m.removedtopics {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// TopicsIDs returns the "topics" edge IDs in the mutation.
+func (m *DeskMutation) TopicsIDs() (ids []int) {
+	for id := range m.topics {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetTopics resets all changes to the "topics" edge.
+func (m *DeskMutation) ResetTopics() {
+	m.topics = nil
+	m.clearedtopics = false
+	m.removedtopics = nil
+}
+
+// Where appends a list predicates to the DeskMutation builder.
+func (m *DeskMutation) Where(ps ...predicate.Desk) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the DeskMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *DeskMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.Desk, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *DeskMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *DeskMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (Desk).
+func (m *DeskMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *DeskMutation) Fields() []string {
+	fields := make([]string, 0, 3)
+	if m.topic_count != nil {
+		fields = append(fields, desk.FieldTopicCount)
+	}
+	if m.b_count != nil {
+		fields = append(fields, desk.FieldBCount)
+	}
+	if m.name != nil {
+		fields = append(fields, desk.FieldName)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *DeskMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case desk.FieldTopicCount:
+		return m.TopicCount()
+	case desk.FieldBCount:
+		return m.BCount()
+	case desk.FieldName:
+		return m.Name()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *DeskMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case desk.FieldTopicCount:
+		return m.OldTopicCount(ctx)
+	case desk.FieldBCount:
+		return m.OldBCount(ctx)
+	case desk.FieldName:
+		return m.OldName(ctx)
+	}
+	return nil, fmt.Errorf("unknown Desk field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *DeskMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case desk.FieldTopicCount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTopicCount(v)
+		return nil
+	case desk.FieldBCount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetBCount(v)
+		return nil
+	case desk.FieldName:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetName(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Desk field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *DeskMutation) AddedFields() []string {
+	var fields []string
+	if m.addtopic_count != nil {
+		fields = append(fields, desk.FieldTopicCount)
+	}
+	if m.addb_count != nil {
+		fields = append(fields, desk.FieldBCount)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *DeskMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case desk.FieldTopicCount:
+		return m.AddedTopicCount()
+	case desk.FieldBCount:
+		return m.AddedBCount()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *DeskMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case desk.FieldTopicCount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddTopicCount(v)
+		return nil
+	case desk.FieldBCount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddBCount(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Desk numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *DeskMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(desk.FieldTopicCount) {
+		fields = append(fields, desk.FieldTopicCount)
+	}
+	if m.FieldCleared(desk.FieldBCount) {
+		fields = append(fields, desk.FieldBCount)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *DeskMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *DeskMutation) ClearField(name string) error {
+	switch name {
+	case desk.FieldTopicCount:
+		m.ClearTopicCount()
+		return nil
+	case desk.FieldBCount:
+		m.ClearBCount()
+		return nil
+	}
+	return fmt.Errorf("unknown Desk nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *DeskMutation) ResetField(name string) error {
+	switch name {
+	case desk.FieldTopicCount:
+		m.ResetTopicCount()
+		return nil
+	case desk.FieldBCount:
+		m.ResetBCount()
+		return nil
+	case desk.FieldName:
+		m.ResetName()
+		return nil
+	}
+	return fmt.Errorf("unknown Desk field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *DeskMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.topics != nil {
+		edges = append(edges, desk.EdgeTopics)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *DeskMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case desk.EdgeTopics:
+		ids := make([]ent.Value, 0, len(m.topics))
+		for id := range m.topics {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *DeskMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.removedtopics != nil {
+		edges = append(edges, desk.EdgeTopics)
+	}
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *DeskMutation) RemovedIDs(name string) []ent.Value {
+	switch name {
+	case desk.EdgeTopics:
+		ids := make([]ent.Value, 0, len(m.removedtopics))
+		for id := range m.removedtopics {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *DeskMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedtopics {
+		edges = append(edges, desk.EdgeTopics)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *DeskMutation) EdgeCleared(name string) bool {
+	switch name {
+	case desk.EdgeTopics:
+		return m.clearedtopics
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *DeskMutation) ClearEdge(name string) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown Desk unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *DeskMutation) ResetEdge(name string) error {
+	switch name {
+	case desk.EdgeTopics:
+		m.ResetTopics()
+		return nil
+	}
+	return fmt.Errorf("unknown Desk edge %s", name)
+}
+
+// DeskBCountSlotMutation represents an operation that mutates the DeskBCountSlot nodes in the graph.
+type DeskBCountSlotMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int
+	slot          *int16
+	addslot       *int16
+	n             *int64
+	addn          *int64
+	clearedFields map[string]struct{}
+	desk          *int
+	cleareddesk   bool
+	done          bool
+	oldValue      func(context.Context) (*DeskBCountSlot, error)
+	predicates    []predicate.DeskBCountSlot
+}
+
+var _ ent.Mutation = (*DeskBCountSlotMutation)(nil)
+
+// deskbcountslotOption allows management of the mutation configuration using functional options.
+type deskbcountslotOption func(*DeskBCountSlotMutation)
+
+// newDeskBCountSlotMutation creates new mutation for the DeskBCountSlot entity.
+func newDeskBCountSlotMutation(c config, op Op, opts ...deskbcountslotOption) *DeskBCountSlotMutation {
+	m := &DeskBCountSlotMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeDeskBCountSlot,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withDeskBCountSlotID sets the ID field of the mutation.
+func withDeskBCountSlotID(id int) deskbcountslotOption {
+	return func(m *DeskBCountSlotMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *DeskBCountSlot
+		)
+		m.oldValue = func(ctx context.Context) (*DeskBCountSlot, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().DeskBCountSlot.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withDeskBCountSlot sets the old DeskBCountSlot of the mutation.
+func withDeskBCountSlot(node *DeskBCountSlot) deskbcountslotOption {
+	return func(m *DeskBCountSlotMutation) {
+		m.oldValue = func(context.Context) (*DeskBCountSlot, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m DeskBCountSlotMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m DeskBCountSlotMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *DeskBCountSlotMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *DeskBCountSlotMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().DeskBCountSlot.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetDeskID sets the "desk_id" field.
+func (m *DeskBCountSlotMutation) SetDeskID(i int) {
+	m.desk = &i
+}
+
+// DeskID returns the value of the "desk_id" field in the mutation.
+func (m *DeskBCountSlotMutation) DeskID() (r int, exists bool) {
+	v := m.desk
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDeskID returns the old "desk_id" field's value of the DeskBCountSlot entity.
+// If the DeskBCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DeskBCountSlotMutation) OldDeskID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDeskID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDeskID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDeskID: %w", err)
+	}
+	return oldValue.DeskID, nil
+}
+
+// ResetDeskID resets all changes to the "desk_id" field.
+func (m *DeskBCountSlotMutation) ResetDeskID() {
+	m.desk = nil
+}
+
+// SetSlot sets the "slot" field.
+func (m *DeskBCountSlotMutation) SetSlot(i int16) {
+	m.slot = &i
+	m.addslot = nil
+}
+
+// Slot returns the value of the "slot" field in the mutation.
+func (m *DeskBCountSlotMutation) Slot() (r int16, exists bool) {
+	v := m.slot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSlot returns the old "slot" field's value of the DeskBCountSlot entity.
+// If the DeskBCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DeskBCountSlotMutation) OldSlot(ctx context.Context) (v int16, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSlot is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSlot requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSlot: %w", err)
+	}
+	return oldValue.Slot, nil
+}
+
+// AddSlot adds i to the "slot" field.
+func (m *DeskBCountSlotMutation) AddSlot(i int16) {
+	if m.addslot != nil {
+		*m.addslot += i
+	} else {
+		m.addslot = &i
+	}
+}
+
+// AddedSlot returns the value that was added to the "slot" field in this mutation.
+func (m *DeskBCountSlotMutation) AddedSlot() (r int16, exists bool) {
+	v := m.addslot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetSlot resets all changes to the "slot" field.
+func (m *DeskBCountSlotMutation) ResetSlot() {
+	m.slot = nil
+	m.addslot = nil
+}
+
+// SetN sets the "n" field.
+func (m *DeskBCountSlotMutation) SetN(i int64) {
+	m.n = &i
+	m.addn = nil
+}
+
+// N returns the value of the "n" field in the mutation.
+func (m *DeskBCountSlotMutation) N() (r int64, exists bool) {
+	v := m.n
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldN returns the old "n" field's value of the DeskBCountSlot entity.
+// If the DeskBCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DeskBCountSlotMutation) OldN(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldN is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldN requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldN: %w", err)
+	}
+	return oldValue.N, nil
+}
+
+// AddN adds i to the "n" field.
+func (m *DeskBCountSlotMutation) AddN(i int64) {
+	if m.addn != nil {
+		*m.addn += i
+	} else {
+		m.addn = &i
+	}
+}
+
+// AddedN returns the value that was added to the "n" field in this mutation.
+func (m *DeskBCountSlotMutation) AddedN() (r int64, exists bool) {
+	v := m.addn
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetN resets all changes to the "n" field.
+func (m *DeskBCountSlotMutation) ResetN() {
+	m.n = nil
+	m.addn = nil
+}
+
+// ClearDesk clears the "desk" edge to the Desk entity.
+func (m *DeskBCountSlotMutation) ClearDesk() {
+	m.cleareddesk = true
+	m.clearedFields[deskbcountslot.FieldDeskID] = struct{}{}
+}
+
+// DeskCleared reports if the "desk" edge to the Desk entity was cleared.
+func (m *DeskBCountSlotMutation) DeskCleared() bool {
+	return m.cleareddesk
+}
+
+// DeskIDs returns the "desk" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// DeskID instead. It exists only for internal usage by the builders.
+func (m *DeskBCountSlotMutation) DeskIDs() (ids []int) {
+	if id := m.desk; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetDesk resets all changes to the "desk" edge.
+func (m *DeskBCountSlotMutation) ResetDesk() {
+	m.desk = nil
+	m.cleareddesk = false
+}
+
+// Where appends a list predicates to the DeskBCountSlotMutation builder.
+func (m *DeskBCountSlotMutation) Where(ps ...predicate.DeskBCountSlot) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the DeskBCountSlotMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *DeskBCountSlotMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.DeskBCountSlot, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *DeskBCountSlotMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *DeskBCountSlotMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (DeskBCountSlot).
+func (m *DeskBCountSlotMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *DeskBCountSlotMutation) Fields() []string {
+	fields := make([]string, 0, 3)
+	if m.desk != nil {
+		fields = append(fields, deskbcountslot.FieldDeskID)
+	}
+	if m.slot != nil {
+		fields = append(fields, deskbcountslot.FieldSlot)
+	}
+	if m.n != nil {
+		fields = append(fields, deskbcountslot.FieldN)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *DeskBCountSlotMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case deskbcountslot.FieldDeskID:
+		return m.DeskID()
+	case deskbcountslot.FieldSlot:
+		return m.Slot()
+	case deskbcountslot.FieldN:
+		return m.N()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *DeskBCountSlotMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case deskbcountslot.FieldDeskID:
+		return m.OldDeskID(ctx)
+	case deskbcountslot.FieldSlot:
+		return m.OldSlot(ctx)
+	case deskbcountslot.FieldN:
+		return m.OldN(ctx)
+	}
+	return nil, fmt.Errorf("unknown DeskBCountSlot field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *DeskBCountSlotMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case deskbcountslot.FieldDeskID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDeskID(v)
+		return nil
+	case deskbcountslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSlot(v)
+		return nil
+	case deskbcountslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown DeskBCountSlot field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *DeskBCountSlotMutation) AddedFields() []string {
+	var fields []string
+	if m.addslot != nil {
+		fields = append(fields, deskbcountslot.FieldSlot)
+	}
+	if m.addn != nil {
+		fields = append(fields, deskbcountslot.FieldN)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *DeskBCountSlotMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case deskbcountslot.FieldSlot:
+		return m.AddedSlot()
+	case deskbcountslot.FieldN:
+		return m.AddedN()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *DeskBCountSlotMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case deskbcountslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddSlot(v)
+		return nil
+	case deskbcountslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown DeskBCountSlot numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *DeskBCountSlotMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *DeskBCountSlotMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *DeskBCountSlotMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown DeskBCountSlot nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *DeskBCountSlotMutation) ResetField(name string) error {
+	switch name {
+	case deskbcountslot.FieldDeskID:
+		m.ResetDeskID()
+		return nil
+	case deskbcountslot.FieldSlot:
+		m.ResetSlot()
+		return nil
+	case deskbcountslot.FieldN:
+		m.ResetN()
+		return nil
+	}
+	return fmt.Errorf("unknown DeskBCountSlot field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *DeskBCountSlotMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.desk != nil {
+		edges = append(edges, deskbcountslot.EdgeDesk)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *DeskBCountSlotMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case deskbcountslot.EdgeDesk:
+		if id := m.desk; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *DeskBCountSlotMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *DeskBCountSlotMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *DeskBCountSlotMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.cleareddesk {
+		edges = append(edges, deskbcountslot.EdgeDesk)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *DeskBCountSlotMutation) EdgeCleared(name string) bool {
+	switch name {
+	case deskbcountslot.EdgeDesk:
+		return m.cleareddesk
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *DeskBCountSlotMutation) ClearEdge(name string) error {
+	switch name {
+	case deskbcountslot.EdgeDesk:
+		m.ClearDesk()
+		return nil
+	}
+	return fmt.Errorf("unknown DeskBCountSlot unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *DeskBCountSlotMutation) ResetEdge(name string) error {
+	switch name {
+	case deskbcountslot.EdgeDesk:
+		m.ResetDesk()
+		return nil
+	}
+	return fmt.Errorf("unknown DeskBCountSlot edge %s", name)
+}
+
+// DeskTopicCountSlotMutation represents an operation that mutates the DeskTopicCountSlot nodes in the graph.
+type DeskTopicCountSlotMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int
+	slot          *int16
+	addslot       *int16
+	n             *int64
+	addn          *int64
+	clearedFields map[string]struct{}
+	desk          *int
+	cleareddesk   bool
+	done          bool
+	oldValue      func(context.Context) (*DeskTopicCountSlot, error)
+	predicates    []predicate.DeskTopicCountSlot
+}
+
+var _ ent.Mutation = (*DeskTopicCountSlotMutation)(nil)
+
+// desktopiccountslotOption allows management of the mutation configuration using functional options.
+type desktopiccountslotOption func(*DeskTopicCountSlotMutation)
+
+// newDeskTopicCountSlotMutation creates new mutation for the DeskTopicCountSlot entity.
+func newDeskTopicCountSlotMutation(c config, op Op, opts ...desktopiccountslotOption) *DeskTopicCountSlotMutation {
+	m := &DeskTopicCountSlotMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeDeskTopicCountSlot,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withDeskTopicCountSlotID sets the ID field of the mutation.
+func withDeskTopicCountSlotID(id int) desktopiccountslotOption {
+	return func(m *DeskTopicCountSlotMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *DeskTopicCountSlot
+		)
+		m.oldValue = func(ctx context.Context) (*DeskTopicCountSlot, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().DeskTopicCountSlot.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withDeskTopicCountSlot sets the old DeskTopicCountSlot of the mutation.
+func withDeskTopicCountSlot(node *DeskTopicCountSlot) desktopiccountslotOption {
+	return func(m *DeskTopicCountSlotMutation) {
+		m.oldValue = func(context.Context) (*DeskTopicCountSlot, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m DeskTopicCountSlotMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m DeskTopicCountSlotMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *DeskTopicCountSlotMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *DeskTopicCountSlotMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().DeskTopicCountSlot.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetDeskID sets the "desk_id" field.
+func (m *DeskTopicCountSlotMutation) SetDeskID(i int) {
+	m.desk = &i
+}
+
+// DeskID returns the value of the "desk_id" field in the mutation.
+func (m *DeskTopicCountSlotMutation) DeskID() (r int, exists bool) {
+	v := m.desk
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDeskID returns the old "desk_id" field's value of the DeskTopicCountSlot entity.
+// If the DeskTopicCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DeskTopicCountSlotMutation) OldDeskID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDeskID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDeskID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDeskID: %w", err)
+	}
+	return oldValue.DeskID, nil
+}
+
+// ResetDeskID resets all changes to the "desk_id" field.
+func (m *DeskTopicCountSlotMutation) ResetDeskID() {
+	m.desk = nil
+}
+
+// SetSlot sets the "slot" field.
+func (m *DeskTopicCountSlotMutation) SetSlot(i int16) {
+	m.slot = &i
+	m.addslot = nil
+}
+
+// Slot returns the value of the "slot" field in the mutation.
+func (m *DeskTopicCountSlotMutation) Slot() (r int16, exists bool) {
+	v := m.slot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSlot returns the old "slot" field's value of the DeskTopicCountSlot entity.
+// If the DeskTopicCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DeskTopicCountSlotMutation) OldSlot(ctx context.Context) (v int16, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSlot is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSlot requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSlot: %w", err)
+	}
+	return oldValue.Slot, nil
+}
+
+// AddSlot adds i to the "slot" field.
+func (m *DeskTopicCountSlotMutation) AddSlot(i int16) {
+	if m.addslot != nil {
+		*m.addslot += i
+	} else {
+		m.addslot = &i
+	}
+}
+
+// AddedSlot returns the value that was added to the "slot" field in this mutation.
+func (m *DeskTopicCountSlotMutation) AddedSlot() (r int16, exists bool) {
+	v := m.addslot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetSlot resets all changes to the "slot" field.
+func (m *DeskTopicCountSlotMutation) ResetSlot() {
+	m.slot = nil
+	m.addslot = nil
+}
+
+// SetN sets the "n" field.
+func (m *DeskTopicCountSlotMutation) SetN(i int64) {
+	m.n = &i
+	m.addn = nil
+}
+
+// N returns the value of the "n" field in the mutation.
+func (m *DeskTopicCountSlotMutation) N() (r int64, exists bool) {
+	v := m.n
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldN returns the old "n" field's value of the DeskTopicCountSlot entity.
+// If the DeskTopicCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DeskTopicCountSlotMutation) OldN(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldN is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldN requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldN: %w", err)
+	}
+	return oldValue.N, nil
+}
+
+// AddN adds i to the "n" field.
+func (m *DeskTopicCountSlotMutation) AddN(i int64) {
+	if m.addn != nil {
+		*m.addn += i
+	} else {
+		m.addn = &i
+	}
+}
+
+// AddedN returns the value that was added to the "n" field in this mutation.
+func (m *DeskTopicCountSlotMutation) AddedN() (r int64, exists bool) {
+	v := m.addn
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetN resets all changes to the "n" field.
+func (m *DeskTopicCountSlotMutation) ResetN() {
+	m.n = nil
+	m.addn = nil
+}
+
+// ClearDesk clears the "desk" edge to the Desk entity.
+func (m *DeskTopicCountSlotMutation) ClearDesk() {
+	m.cleareddesk = true
+	m.clearedFields[desktopiccountslot.FieldDeskID] = struct{}{}
+}
+
+// DeskCleared reports if the "desk" edge to the Desk entity was cleared.
+func (m *DeskTopicCountSlotMutation) DeskCleared() bool {
+	return m.cleareddesk
+}
+
+// DeskIDs returns the "desk" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// DeskID instead. It exists only for internal usage by the builders.
+func (m *DeskTopicCountSlotMutation) DeskIDs() (ids []int) {
+	if id := m.desk; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetDesk resets all changes to the "desk" edge.
+func (m *DeskTopicCountSlotMutation) ResetDesk() {
+	m.desk = nil
+	m.cleareddesk = false
+}
+
+// Where appends a list predicates to the DeskTopicCountSlotMutation builder.
+func (m *DeskTopicCountSlotMutation) Where(ps ...predicate.DeskTopicCountSlot) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the DeskTopicCountSlotMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *DeskTopicCountSlotMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.DeskTopicCountSlot, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *DeskTopicCountSlotMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *DeskTopicCountSlotMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (DeskTopicCountSlot).
+func (m *DeskTopicCountSlotMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *DeskTopicCountSlotMutation) Fields() []string {
+	fields := make([]string, 0, 3)
+	if m.desk != nil {
+		fields = append(fields, desktopiccountslot.FieldDeskID)
+	}
+	if m.slot != nil {
+		fields = append(fields, desktopiccountslot.FieldSlot)
+	}
+	if m.n != nil {
+		fields = append(fields, desktopiccountslot.FieldN)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *DeskTopicCountSlotMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case desktopiccountslot.FieldDeskID:
+		return m.DeskID()
+	case desktopiccountslot.FieldSlot:
+		return m.Slot()
+	case desktopiccountslot.FieldN:
+		return m.N()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *DeskTopicCountSlotMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case desktopiccountslot.FieldDeskID:
+		return m.OldDeskID(ctx)
+	case desktopiccountslot.FieldSlot:
+		return m.OldSlot(ctx)
+	case desktopiccountslot.FieldN:
+		return m.OldN(ctx)
+	}
+	return nil, fmt.Errorf("unknown DeskTopicCountSlot field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *DeskTopicCountSlotMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case desktopiccountslot.FieldDeskID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDeskID(v)
+		return nil
+	case desktopiccountslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSlot(v)
+		return nil
+	case desktopiccountslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown DeskTopicCountSlot field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *DeskTopicCountSlotMutation) AddedFields() []string {
+	var fields []string
+	if m.addslot != nil {
+		fields = append(fields, desktopiccountslot.FieldSlot)
+	}
+	if m.addn != nil {
+		fields = append(fields, desktopiccountslot.FieldN)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *DeskTopicCountSlotMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case desktopiccountslot.FieldSlot:
+		return m.AddedSlot()
+	case desktopiccountslot.FieldN:
+		return m.AddedN()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *DeskTopicCountSlotMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case desktopiccountslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddSlot(v)
+		return nil
+	case desktopiccountslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown DeskTopicCountSlot numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *DeskTopicCountSlotMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *DeskTopicCountSlotMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *DeskTopicCountSlotMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown DeskTopicCountSlot nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *DeskTopicCountSlotMutation) ResetField(name string) error {
+	switch name {
+	case desktopiccountslot.FieldDeskID:
+		m.ResetDeskID()
+		return nil
+	case desktopiccountslot.FieldSlot:
+		m.ResetSlot()
+		return nil
+	case desktopiccountslot.FieldN:
+		m.ResetN()
+		return nil
+	}
+	return fmt.Errorf("unknown DeskTopicCountSlot field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *DeskTopicCountSlotMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.desk != nil {
+		edges = append(edges, desktopiccountslot.EdgeDesk)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *DeskTopicCountSlotMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case desktopiccountslot.EdgeDesk:
+		if id := m.desk; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *DeskTopicCountSlotMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *DeskTopicCountSlotMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *DeskTopicCountSlotMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.cleareddesk {
+		edges = append(edges, desktopiccountslot.EdgeDesk)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *DeskTopicCountSlotMutation) EdgeCleared(name string) bool {
+	switch name {
+	case desktopiccountslot.EdgeDesk:
+		return m.cleareddesk
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *DeskTopicCountSlotMutation) ClearEdge(name string) error {
+	switch name {
+	case desktopiccountslot.EdgeDesk:
+		m.ClearDesk()
+		return nil
+	}
+	return fmt.Errorf("unknown DeskTopicCountSlot unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *DeskTopicCountSlotMutation) ResetEdge(name string) error {
+	switch name {
+	case desktopiccountslot.EdgeDesk:
+		m.ResetDesk()
+		return nil
+	}
+	return fmt.Errorf("unknown DeskTopicCountSlot edge %s", name)
+}
+
+// ForumMutation represents an operation that mutates the Forum nodes in the graph.
+type ForumMutation struct {
+	config
+	op                   Op
+	typ                  string
+	id                   *int
+	topic_count          *int64
+	addtopic_count       *int64
+	b_count              *int64
+	addb_count           *int64
+	name                 *string
+	clearedFields        map[string]struct{}
+	topics               map[int]struct{}
+	removedtopics        map[int]struct{}
+	clearedtopics        bool
+	done                 bool
+	oldValue             func(context.Context) (*Forum, error)
+	predicates           []predicate.Forum
+	hotcounterUpsert     bool
+	hotcounterBulkUpsert bool
+}
+
+var _ ent.Mutation = (*ForumMutation)(nil)
+
+// forumOption allows management of the mutation configuration using functional options.
+type forumOption func(*ForumMutation)
+
+// newForumMutation creates new mutation for the Forum entity.
+func newForumMutation(c config, op Op, opts ...forumOption) *ForumMutation {
+	m := &ForumMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeForum,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withForumID sets the ID field of the mutation.
+func withForumID(id int) forumOption {
+	return func(m *ForumMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *Forum
+		)
+		m.oldValue = func(ctx context.Context) (*Forum, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().Forum.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withForum sets the old Forum of the mutation.
+func withForum(node *Forum) forumOption {
+	return func(m *ForumMutation) {
+		m.oldValue = func(context.Context) (*Forum, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m ForumMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m ForumMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *ForumMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *ForumMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().Forum.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetTopicCount sets the "topic_count" field.
+func (m *ForumMutation) SetTopicCount(i int64) {
+	m.topic_count = &i
+	m.addtopic_count = nil
+}
+
+// TopicCount returns the value of the "topic_count" field in the mutation.
+func (m *ForumMutation) TopicCount() (r int64, exists bool) {
+	v := m.topic_count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTopicCount returns the old "topic_count" field's value of the Forum entity.
+// If the Forum object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ForumMutation) OldTopicCount(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTopicCount is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTopicCount requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTopicCount: %w", err)
+	}
+	return oldValue.TopicCount, nil
+}
+
+// AddTopicCount adds i to the "topic_count" field.
+func (m *ForumMutation) AddTopicCount(i int64) {
+	if m.addtopic_count != nil {
+		*m.addtopic_count += i
+	} else {
+		m.addtopic_count = &i
+	}
+}
+
+// AddedTopicCount returns the value that was added to the "topic_count" field in this mutation.
+func (m *ForumMutation) AddedTopicCount() (r int64, exists bool) {
+	v := m.addtopic_count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearTopicCount clears the value of the "topic_count" field.
+func (m *ForumMutation) ClearTopicCount() {
+	m.topic_count = nil
+	m.addtopic_count = nil
+	m.clearedFields[forum.FieldTopicCount] = struct{}{}
+}
+
+// TopicCountCleared returns if the "topic_count" field was cleared in this mutation.
+func (m *ForumMutation) TopicCountCleared() bool {
+	_, ok := m.clearedFields[forum.FieldTopicCount]
+	return ok
+}
+
+// ResetTopicCount resets all changes to the "topic_count" field.
+func (m *ForumMutation) ResetTopicCount() {
+	m.topic_count = nil
+	m.addtopic_count = nil
+	delete(m.clearedFields, forum.FieldTopicCount)
+}
+
+// SetBCount sets the "b_count" field.
+func (m *ForumMutation) SetBCount(i int64) {
+	m.b_count = &i
+	m.addb_count = nil
+}
+
+// BCount returns the value of the "b_count" field in the mutation.
+func (m *ForumMutation) BCount() (r int64, exists bool) {
+	v := m.b_count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldBCount returns the old "b_count" field's value of the Forum entity.
+// If the Forum object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ForumMutation) OldBCount(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldBCount is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldBCount requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldBCount: %w", err)
+	}
+	return oldValue.BCount, nil
+}
+
+// AddBCount adds i to the "b_count" field.
+func (m *ForumMutation) AddBCount(i int64) {
+	if m.addb_count != nil {
+		*m.addb_count += i
+	} else {
+		m.addb_count = &i
+	}
+}
+
+// AddedBCount returns the value that was added to the "b_count" field in this mutation.
+func (m *ForumMutation) AddedBCount() (r int64, exists bool) {
+	v := m.addb_count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearBCount clears the value of the "b_count" field.
+func (m *ForumMutation) ClearBCount() {
+	m.b_count = nil
+	m.addb_count = nil
+	m.clearedFields[forum.FieldBCount] = struct{}{}
+}
+
+// BCountCleared returns if the "b_count" field was cleared in this mutation.
+func (m *ForumMutation) BCountCleared() bool {
+	_, ok := m.clearedFields[forum.FieldBCount]
+	return ok
+}
+
+// ResetBCount resets all changes to the "b_count" field.
+func (m *ForumMutation) ResetBCount() {
+	m.b_count = nil
+	m.addb_count = nil
+	delete(m.clearedFields, forum.FieldBCount)
+}
+
+// SetName sets the "name" field.
+func (m *ForumMutation) SetName(s string) {
+	m.name = &s
+}
+
+// Name returns the value of the "name" field in the mutation.
+func (m *ForumMutation) Name() (r string, exists bool) {
+	v := m.name
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldName returns the old "name" field's value of the Forum entity.
+// If the Forum object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ForumMutation) OldName(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldName is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldName requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldName: %w", err)
+	}
+	return oldValue.Name, nil
+}
+
+// ResetName resets all changes to the "name" field.
+func (m *ForumMutation) ResetName() {
+	m.name = nil
+}
+
+// AddTopicIDs adds the "topics" edge to the Topic entity by ids.
+func (m *ForumMutation) AddTopicIDs(ids ...int) {
+	if m.topics == nil {
+		m.topics = make(map[int]struct{})
+	}
+	for i := range ids {
+		m.topics[ids[i]] = struct{}{}
+	}
+}
+
+// ClearTopics clears the "topics" edge to the Topic entity.
+func (m *ForumMutation) ClearTopics() {
+	m.clearedtopics = true
+}
+
+// TopicsCleared reports if the "topics" edge to the Topic entity was cleared.
+func (m *ForumMutation) TopicsCleared() bool {
+	return m.clearedtopics
+}
+
+// RemoveTopicIDs removes the "topics" edge to the Topic entity by IDs.
+func (m *ForumMutation) RemoveTopicIDs(ids ...int) {
+	if m.removedtopics == nil {
+		m.removedtopics = make(map[int]struct{})
+	}
+	for i := range ids {
+		delete(m.topics, ids[i])
+		m.removedtopics[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedTopics returns the removed IDs of the "topics" edge to the Topic entity.
+func (m *ForumMutation) RemovedTopicsIDs() (ids []int) {
+	for id := range m.removedtopics {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// TopicsIDs returns the "topics" edge IDs in the mutation.
+func (m *ForumMutation) TopicsIDs() (ids []int) {
+	for id := range m.topics {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetTopics resets all changes to the "topics" edge.
+func (m *ForumMutation) ResetTopics() {
+	m.topics = nil
+	m.clearedtopics = false
+	m.removedtopics = nil
+}
+
+// Where appends a list predicates to the ForumMutation builder.
+func (m *ForumMutation) Where(ps ...predicate.Forum) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the ForumMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *ForumMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.Forum, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *ForumMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *ForumMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (Forum).
+func (m *ForumMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *ForumMutation) Fields() []string {
+	fields := make([]string, 0, 3)
+	if m.topic_count != nil {
+		fields = append(fields, forum.FieldTopicCount)
+	}
+	if m.b_count != nil {
+		fields = append(fields, forum.FieldBCount)
+	}
+	if m.name != nil {
+		fields = append(fields, forum.FieldName)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *ForumMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case forum.FieldTopicCount:
+		return m.TopicCount()
+	case forum.FieldBCount:
+		return m.BCount()
+	case forum.FieldName:
+		return m.Name()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *ForumMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case forum.FieldTopicCount:
+		return m.OldTopicCount(ctx)
+	case forum.FieldBCount:
+		return m.OldBCount(ctx)
+	case forum.FieldName:
+		return m.OldName(ctx)
+	}
+	return nil, fmt.Errorf("unknown Forum field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ForumMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case forum.FieldTopicCount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTopicCount(v)
+		return nil
+	case forum.FieldBCount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetBCount(v)
+		return nil
+	case forum.FieldName:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetName(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Forum field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *ForumMutation) AddedFields() []string {
+	var fields []string
+	if m.addtopic_count != nil {
+		fields = append(fields, forum.FieldTopicCount)
+	}
+	if m.addb_count != nil {
+		fields = append(fields, forum.FieldBCount)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *ForumMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case forum.FieldTopicCount:
+		return m.AddedTopicCount()
+	case forum.FieldBCount:
+		return m.AddedBCount()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ForumMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case forum.FieldTopicCount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddTopicCount(v)
+		return nil
+	case forum.FieldBCount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddBCount(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Forum numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *ForumMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(forum.FieldTopicCount) {
+		fields = append(fields, forum.FieldTopicCount)
+	}
+	if m.FieldCleared(forum.FieldBCount) {
+		fields = append(fields, forum.FieldBCount)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *ForumMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *ForumMutation) ClearField(name string) error {
+	switch name {
+	case forum.FieldTopicCount:
+		m.ClearTopicCount()
+		return nil
+	case forum.FieldBCount:
+		m.ClearBCount()
+		return nil
+	}
+	return fmt.Errorf("unknown Forum nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *ForumMutation) ResetField(name string) error {
+	switch name {
+	case forum.FieldTopicCount:
+		m.ResetTopicCount()
+		return nil
+	case forum.FieldBCount:
+		m.ResetBCount()
+		return nil
+	case forum.FieldName:
+		m.ResetName()
+		return nil
+	}
+	return fmt.Errorf("unknown Forum field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *ForumMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.topics != nil {
+		edges = append(edges, forum.EdgeTopics)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *ForumMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case forum.EdgeTopics:
+		ids := make([]ent.Value, 0, len(m.topics))
+		for id := range m.topics {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *ForumMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.removedtopics != nil {
+		edges = append(edges, forum.EdgeTopics)
+	}
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *ForumMutation) RemovedIDs(name string) []ent.Value {
+	switch name {
+	case forum.EdgeTopics:
+		ids := make([]ent.Value, 0, len(m.removedtopics))
+		for id := range m.removedtopics {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *ForumMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedtopics {
+		edges = append(edges, forum.EdgeTopics)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *ForumMutation) EdgeCleared(name string) bool {
+	switch name {
+	case forum.EdgeTopics:
+		return m.clearedtopics
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *ForumMutation) ClearEdge(name string) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown Forum unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *ForumMutation) ResetEdge(name string) error {
+	switch name {
+	case forum.EdgeTopics:
+		m.ResetTopics()
+		return nil
+	}
+	return fmt.Errorf("unknown Forum edge %s", name)
+}
+
+// ForumBCountSlotMutation represents an operation that mutates the ForumBCountSlot nodes in the graph.
+type ForumBCountSlotMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int
+	slot          *int16
+	addslot       *int16
+	n             *int64
+	addn          *int64
+	clearedFields map[string]struct{}
+	forum         *int
+	clearedforum  bool
+	done          bool
+	oldValue      func(context.Context) (*ForumBCountSlot, error)
+	predicates    []predicate.ForumBCountSlot
+}
+
+var _ ent.Mutation = (*ForumBCountSlotMutation)(nil)
+
+// forumbcountslotOption allows management of the mutation configuration using functional options.
+type forumbcountslotOption func(*ForumBCountSlotMutation)
+
+// newForumBCountSlotMutation creates new mutation for the ForumBCountSlot entity.
+func newForumBCountSlotMutation(c config, op Op, opts ...forumbcountslotOption) *ForumBCountSlotMutation {
+	m := &ForumBCountSlotMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeForumBCountSlot,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withForumBCountSlotID sets the ID field of the mutation.
+func withForumBCountSlotID(id int) forumbcountslotOption {
+	return func(m *ForumBCountSlotMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *ForumBCountSlot
+		)
+		m.oldValue = func(ctx context.Context) (*ForumBCountSlot, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().ForumBCountSlot.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withForumBCountSlot sets the old ForumBCountSlot of the mutation.
+func withForumBCountSlot(node *ForumBCountSlot) forumbcountslotOption {
+	return func(m *ForumBCountSlotMutation) {
+		m.oldValue = func(context.Context) (*ForumBCountSlot, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m ForumBCountSlotMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m ForumBCountSlotMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *ForumBCountSlotMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *ForumBCountSlotMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().ForumBCountSlot.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetForumID sets the "forum_id" field.
+func (m *ForumBCountSlotMutation) SetForumID(i int) {
+	m.forum = &i
+}
+
+// ForumID returns the value of the "forum_id" field in the mutation.
+func (m *ForumBCountSlotMutation) ForumID() (r int, exists bool) {
+	v := m.forum
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldForumID returns the old "forum_id" field's value of the ForumBCountSlot entity.
+// If the ForumBCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ForumBCountSlotMutation) OldForumID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldForumID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldForumID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldForumID: %w", err)
+	}
+	return oldValue.ForumID, nil
+}
+
+// ResetForumID resets all changes to the "forum_id" field.
+func (m *ForumBCountSlotMutation) ResetForumID() {
+	m.forum = nil
+}
+
+// SetSlot sets the "slot" field.
+func (m *ForumBCountSlotMutation) SetSlot(i int16) {
+	m.slot = &i
+	m.addslot = nil
+}
+
+// Slot returns the value of the "slot" field in the mutation.
+func (m *ForumBCountSlotMutation) Slot() (r int16, exists bool) {
+	v := m.slot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSlot returns the old "slot" field's value of the ForumBCountSlot entity.
+// If the ForumBCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ForumBCountSlotMutation) OldSlot(ctx context.Context) (v int16, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSlot is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSlot requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSlot: %w", err)
+	}
+	return oldValue.Slot, nil
+}
+
+// AddSlot adds i to the "slot" field.
+func (m *ForumBCountSlotMutation) AddSlot(i int16) {
+	if m.addslot != nil {
+		*m.addslot += i
+	} else {
+		m.addslot = &i
+	}
+}
+
+// AddedSlot returns the value that was added to the "slot" field in this mutation.
+func (m *ForumBCountSlotMutation) AddedSlot() (r int16, exists bool) {
+	v := m.addslot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetSlot resets all changes to the "slot" field.
+func (m *ForumBCountSlotMutation) ResetSlot() {
+	m.slot = nil
+	m.addslot = nil
+}
+
+// SetN sets the "n" field.
+func (m *ForumBCountSlotMutation) SetN(i int64) {
+	m.n = &i
+	m.addn = nil
+}
+
+// N returns the value of the "n" field in the mutation.
+func (m *ForumBCountSlotMutation) N() (r int64, exists bool) {
+	v := m.n
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldN returns the old "n" field's value of the ForumBCountSlot entity.
+// If the ForumBCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ForumBCountSlotMutation) OldN(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldN is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldN requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldN: %w", err)
+	}
+	return oldValue.N, nil
+}
+
+// AddN adds i to the "n" field.
+func (m *ForumBCountSlotMutation) AddN(i int64) {
+	if m.addn != nil {
+		*m.addn += i
+	} else {
+		m.addn = &i
+	}
+}
+
+// AddedN returns the value that was added to the "n" field in this mutation.
+func (m *ForumBCountSlotMutation) AddedN() (r int64, exists bool) {
+	v := m.addn
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetN resets all changes to the "n" field.
+func (m *ForumBCountSlotMutation) ResetN() {
+	m.n = nil
+	m.addn = nil
+}
+
+// ClearForum clears the "forum" edge to the Forum entity.
+func (m *ForumBCountSlotMutation) ClearForum() {
+	m.clearedforum = true
+	m.clearedFields[forumbcountslot.FieldForumID] = struct{}{}
+}
+
+// ForumCleared reports if the "forum" edge to the Forum entity was cleared.
+func (m *ForumBCountSlotMutation) ForumCleared() bool {
+	return m.clearedforum
+}
+
+// ForumIDs returns the "forum" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// ForumID instead. It exists only for internal usage by the builders.
+func (m *ForumBCountSlotMutation) ForumIDs() (ids []int) {
+	if id := m.forum; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetForum resets all changes to the "forum" edge.
+func (m *ForumBCountSlotMutation) ResetForum() {
+	m.forum = nil
+	m.clearedforum = false
+}
+
+// Where appends a list predicates to the ForumBCountSlotMutation builder.
+func (m *ForumBCountSlotMutation) Where(ps ...predicate.ForumBCountSlot) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the ForumBCountSlotMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *ForumBCountSlotMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.ForumBCountSlot, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *ForumBCountSlotMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *ForumBCountSlotMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (ForumBCountSlot).
+func (m *ForumBCountSlotMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *ForumBCountSlotMutation) Fields() []string {
+	fields := make([]string, 0, 3)
+	if m.forum != nil {
+		fields = append(fields, forumbcountslot.FieldForumID)
+	}
+	if m.slot != nil {
+		fields = append(fields, forumbcountslot.FieldSlot)
+	}
+	if m.n != nil {
+		fields = append(fields, forumbcountslot.FieldN)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *ForumBCountSlotMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case forumbcountslot.FieldForumID:
+		return m.ForumID()
+	case forumbcountslot.FieldSlot:
+		return m.Slot()
+	case forumbcountslot.FieldN:
+		return m.N()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *ForumBCountSlotMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case forumbcountslot.FieldForumID:
+		return m.OldForumID(ctx)
+	case forumbcountslot.FieldSlot:
+		return m.OldSlot(ctx)
+	case forumbcountslot.FieldN:
+		return m.OldN(ctx)
+	}
+	return nil, fmt.Errorf("unknown ForumBCountSlot field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ForumBCountSlotMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case forumbcountslot.FieldForumID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetForumID(v)
+		return nil
+	case forumbcountslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSlot(v)
+		return nil
+	case forumbcountslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown ForumBCountSlot field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *ForumBCountSlotMutation) AddedFields() []string {
+	var fields []string
+	if m.addslot != nil {
+		fields = append(fields, forumbcountslot.FieldSlot)
+	}
+	if m.addn != nil {
+		fields = append(fields, forumbcountslot.FieldN)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *ForumBCountSlotMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case forumbcountslot.FieldSlot:
+		return m.AddedSlot()
+	case forumbcountslot.FieldN:
+		return m.AddedN()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ForumBCountSlotMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case forumbcountslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddSlot(v)
+		return nil
+	case forumbcountslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown ForumBCountSlot numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *ForumBCountSlotMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *ForumBCountSlotMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *ForumBCountSlotMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown ForumBCountSlot nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *ForumBCountSlotMutation) ResetField(name string) error {
+	switch name {
+	case forumbcountslot.FieldForumID:
+		m.ResetForumID()
+		return nil
+	case forumbcountslot.FieldSlot:
+		m.ResetSlot()
+		return nil
+	case forumbcountslot.FieldN:
+		m.ResetN()
+		return nil
+	}
+	return fmt.Errorf("unknown ForumBCountSlot field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *ForumBCountSlotMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.forum != nil {
+		edges = append(edges, forumbcountslot.EdgeForum)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *ForumBCountSlotMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case forumbcountslot.EdgeForum:
+		if id := m.forum; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *ForumBCountSlotMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *ForumBCountSlotMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *ForumBCountSlotMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedforum {
+		edges = append(edges, forumbcountslot.EdgeForum)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *ForumBCountSlotMutation) EdgeCleared(name string) bool {
+	switch name {
+	case forumbcountslot.EdgeForum:
+		return m.clearedforum
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *ForumBCountSlotMutation) ClearEdge(name string) error {
+	switch name {
+	case forumbcountslot.EdgeForum:
+		m.ClearForum()
+		return nil
+	}
+	return fmt.Errorf("unknown ForumBCountSlot unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *ForumBCountSlotMutation) ResetEdge(name string) error {
+	switch name {
+	case forumbcountslot.EdgeForum:
+		m.ResetForum()
+		return nil
+	}
+	return fmt.Errorf("unknown ForumBCountSlot edge %s", name)
+}
+
+// ForumTopicCountSlotMutation represents an operation that mutates the ForumTopicCountSlot nodes in the graph.
+type ForumTopicCountSlotMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int
+	slot          *int16
+	addslot       *int16
+	n             *int64
+	addn          *int64
+	clearedFields map[string]struct{}
+	forum         *int
+	clearedforum  bool
+	done          bool
+	oldValue      func(context.Context) (*ForumTopicCountSlot, error)
+	predicates    []predicate.ForumTopicCountSlot
+}
+
+var _ ent.Mutation = (*ForumTopicCountSlotMutation)(nil)
+
+// forumtopiccountslotOption allows management of the mutation configuration using functional options.
+type forumtopiccountslotOption func(*ForumTopicCountSlotMutation)
+
+// newForumTopicCountSlotMutation creates new mutation for the ForumTopicCountSlot entity.
+func newForumTopicCountSlotMutation(c config, op Op, opts ...forumtopiccountslotOption) *ForumTopicCountSlotMutation {
+	m := &ForumTopicCountSlotMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeForumTopicCountSlot,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withForumTopicCountSlotID sets the ID field of the mutation.
+func withForumTopicCountSlotID(id int) forumtopiccountslotOption {
+	return func(m *ForumTopicCountSlotMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *ForumTopicCountSlot
+		)
+		m.oldValue = func(ctx context.Context) (*ForumTopicCountSlot, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().ForumTopicCountSlot.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withForumTopicCountSlot sets the old ForumTopicCountSlot of the mutation.
+func withForumTopicCountSlot(node *ForumTopicCountSlot) forumtopiccountslotOption {
+	return func(m *ForumTopicCountSlotMutation) {
+		m.oldValue = func(context.Context) (*ForumTopicCountSlot, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m ForumTopicCountSlotMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m ForumTopicCountSlotMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *ForumTopicCountSlotMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *ForumTopicCountSlotMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().ForumTopicCountSlot.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetForumID sets the "forum_id" field.
+func (m *ForumTopicCountSlotMutation) SetForumID(i int) {
+	m.forum = &i
+}
+
+// ForumID returns the value of the "forum_id" field in the mutation.
+func (m *ForumTopicCountSlotMutation) ForumID() (r int, exists bool) {
+	v := m.forum
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldForumID returns the old "forum_id" field's value of the ForumTopicCountSlot entity.
+// If the ForumTopicCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ForumTopicCountSlotMutation) OldForumID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldForumID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldForumID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldForumID: %w", err)
+	}
+	return oldValue.ForumID, nil
+}
+
+// ResetForumID resets all changes to the "forum_id" field.
+func (m *ForumTopicCountSlotMutation) ResetForumID() {
+	m.forum = nil
+}
+
+// SetSlot sets the "slot" field.
+func (m *ForumTopicCountSlotMutation) SetSlot(i int16) {
+	m.slot = &i
+	m.addslot = nil
+}
+
+// Slot returns the value of the "slot" field in the mutation.
+func (m *ForumTopicCountSlotMutation) Slot() (r int16, exists bool) {
+	v := m.slot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSlot returns the old "slot" field's value of the ForumTopicCountSlot entity.
+// If the ForumTopicCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ForumTopicCountSlotMutation) OldSlot(ctx context.Context) (v int16, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSlot is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSlot requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSlot: %w", err)
+	}
+	return oldValue.Slot, nil
+}
+
+// AddSlot adds i to the "slot" field.
+func (m *ForumTopicCountSlotMutation) AddSlot(i int16) {
+	if m.addslot != nil {
+		*m.addslot += i
+	} else {
+		m.addslot = &i
+	}
+}
+
+// AddedSlot returns the value that was added to the "slot" field in this mutation.
+func (m *ForumTopicCountSlotMutation) AddedSlot() (r int16, exists bool) {
+	v := m.addslot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetSlot resets all changes to the "slot" field.
+func (m *ForumTopicCountSlotMutation) ResetSlot() {
+	m.slot = nil
+	m.addslot = nil
+}
+
+// SetN sets the "n" field.
+func (m *ForumTopicCountSlotMutation) SetN(i int64) {
+	m.n = &i
+	m.addn = nil
+}
+
+// N returns the value of the "n" field in the mutation.
+func (m *ForumTopicCountSlotMutation) N() (r int64, exists bool) {
+	v := m.n
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldN returns the old "n" field's value of the ForumTopicCountSlot entity.
+// If the ForumTopicCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ForumTopicCountSlotMutation) OldN(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldN is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldN requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldN: %w", err)
+	}
+	return oldValue.N, nil
+}
+
+// AddN adds i to the "n" field.
+func (m *ForumTopicCountSlotMutation) AddN(i int64) {
+	if m.addn != nil {
+		*m.addn += i
+	} else {
+		m.addn = &i
+	}
+}
+
+// AddedN returns the value that was added to the "n" field in this mutation.
+func (m *ForumTopicCountSlotMutation) AddedN() (r int64, exists bool) {
+	v := m.addn
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetN resets all changes to the "n" field.
+func (m *ForumTopicCountSlotMutation) ResetN() {
+	m.n = nil
+	m.addn = nil
+}
+
+// ClearForum clears the "forum" edge to the Forum entity.
+func (m *ForumTopicCountSlotMutation) ClearForum() {
+	m.clearedforum = true
+	m.clearedFields[forumtopiccountslot.FieldForumID] = struct{}{}
+}
+
+// ForumCleared reports if the "forum" edge to the Forum entity was cleared.
+func (m *ForumTopicCountSlotMutation) ForumCleared() bool {
+	return m.clearedforum
+}
+
+// ForumIDs returns the "forum" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// ForumID instead. It exists only for internal usage by the builders.
+func (m *ForumTopicCountSlotMutation) ForumIDs() (ids []int) {
+	if id := m.forum; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetForum resets all changes to the "forum" edge.
+func (m *ForumTopicCountSlotMutation) ResetForum() {
+	m.forum = nil
+	m.clearedforum = false
+}
+
+// Where appends a list predicates to the ForumTopicCountSlotMutation builder.
+func (m *ForumTopicCountSlotMutation) Where(ps ...predicate.ForumTopicCountSlot) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the ForumTopicCountSlotMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *ForumTopicCountSlotMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.ForumTopicCountSlot, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *ForumTopicCountSlotMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *ForumTopicCountSlotMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (ForumTopicCountSlot).
+func (m *ForumTopicCountSlotMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *ForumTopicCountSlotMutation) Fields() []string {
+	fields := make([]string, 0, 3)
+	if m.forum != nil {
+		fields = append(fields, forumtopiccountslot.FieldForumID)
+	}
+	if m.slot != nil {
+		fields = append(fields, forumtopiccountslot.FieldSlot)
+	}
+	if m.n != nil {
+		fields = append(fields, forumtopiccountslot.FieldN)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *ForumTopicCountSlotMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case forumtopiccountslot.FieldForumID:
+		return m.ForumID()
+	case forumtopiccountslot.FieldSlot:
+		return m.Slot()
+	case forumtopiccountslot.FieldN:
+		return m.N()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *ForumTopicCountSlotMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case forumtopiccountslot.FieldForumID:
+		return m.OldForumID(ctx)
+	case forumtopiccountslot.FieldSlot:
+		return m.OldSlot(ctx)
+	case forumtopiccountslot.FieldN:
+		return m.OldN(ctx)
+	}
+	return nil, fmt.Errorf("unknown ForumTopicCountSlot field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ForumTopicCountSlotMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case forumtopiccountslot.FieldForumID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetForumID(v)
+		return nil
+	case forumtopiccountslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSlot(v)
+		return nil
+	case forumtopiccountslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown ForumTopicCountSlot field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *ForumTopicCountSlotMutation) AddedFields() []string {
+	var fields []string
+	if m.addslot != nil {
+		fields = append(fields, forumtopiccountslot.FieldSlot)
+	}
+	if m.addn != nil {
+		fields = append(fields, forumtopiccountslot.FieldN)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *ForumTopicCountSlotMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case forumtopiccountslot.FieldSlot:
+		return m.AddedSlot()
+	case forumtopiccountslot.FieldN:
+		return m.AddedN()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ForumTopicCountSlotMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case forumtopiccountslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddSlot(v)
+		return nil
+	case forumtopiccountslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown ForumTopicCountSlot numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *ForumTopicCountSlotMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *ForumTopicCountSlotMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *ForumTopicCountSlotMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown ForumTopicCountSlot nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *ForumTopicCountSlotMutation) ResetField(name string) error {
+	switch name {
+	case forumtopiccountslot.FieldForumID:
+		m.ResetForumID()
+		return nil
+	case forumtopiccountslot.FieldSlot:
+		m.ResetSlot()
+		return nil
+	case forumtopiccountslot.FieldN:
+		m.ResetN()
+		return nil
+	}
+	return fmt.Errorf("unknown ForumTopicCountSlot field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *ForumTopicCountSlotMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.forum != nil {
+		edges = append(edges, forumtopiccountslot.EdgeForum)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *ForumTopicCountSlotMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case forumtopiccountslot.EdgeForum:
+		if id := m.forum; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *ForumTopicCountSlotMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *ForumTopicCountSlotMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *ForumTopicCountSlotMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedforum {
+		edges = append(edges, forumtopiccountslot.EdgeForum)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *ForumTopicCountSlotMutation) EdgeCleared(name string) bool {
+	switch name {
+	case forumtopiccountslot.EdgeForum:
+		return m.clearedforum
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *ForumTopicCountSlotMutation) ClearEdge(name string) error {
+	switch name {
+	case forumtopiccountslot.EdgeForum:
+		m.ClearForum()
+		return nil
+	}
+	return fmt.Errorf("unknown ForumTopicCountSlot unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *ForumTopicCountSlotMutation) ResetEdge(name string) error {
+	switch name {
+	case forumtopiccountslot.EdgeForum:
+		m.ResetForum()
+		return nil
+	}
+	return fmt.Errorf("unknown ForumTopicCountSlot edge %s", name)
 }
 
 // ItemMutation represents an operation that mutates the Item nodes in the graph.
@@ -15351,4 +18876,1148 @@ func (m *TagUsesSlotMutation) ResetEdge(name string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown TagUsesSlot edge %s", name)
+}
+
+// TopicMutation represents an operation that mutates the Topic nodes in the graph.
+type TopicMutation struct {
+	config
+	op                   Op
+	typ                  string
+	id                   *int
+	kind                 *topic.Kind
+	note                 *string
+	body                 *string
+	meta                 *map[string]interface{}
+	data                 *[]byte
+	price                *float64
+	addprice             *float64
+	at                   *time.Time
+	deleted_at           *time.Time
+	clearedFields        map[string]struct{}
+	forum                *int
+	clearedforum         bool
+	desk                 *int
+	cleareddesk          bool
+	done                 bool
+	oldValue             func(context.Context) (*Topic, error)
+	predicates           []predicate.Topic
+	hotcounterUpsert     bool
+	hotcounterBulkUpsert bool
+}
+
+var _ ent.Mutation = (*TopicMutation)(nil)
+
+// topicOption allows management of the mutation configuration using functional options.
+type topicOption func(*TopicMutation)
+
+// newTopicMutation creates new mutation for the Topic entity.
+func newTopicMutation(c config, op Op, opts ...topicOption) *TopicMutation {
+	m := &TopicMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeTopic,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withTopicID sets the ID field of the mutation.
+func withTopicID(id int) topicOption {
+	return func(m *TopicMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *Topic
+		)
+		m.oldValue = func(ctx context.Context) (*Topic, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().Topic.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withTopic sets the old Topic of the mutation.
+func withTopic(node *Topic) topicOption {
+	return func(m *TopicMutation) {
+		m.oldValue = func(context.Context) (*Topic, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m TopicMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m TopicMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *TopicMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *TopicMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().Topic.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetKind sets the "kind" field.
+func (m *TopicMutation) SetKind(t topic.Kind) {
+	m.kind = &t
+}
+
+// Kind returns the value of the "kind" field in the mutation.
+func (m *TopicMutation) Kind() (r topic.Kind, exists bool) {
+	v := m.kind
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldKind returns the old "kind" field's value of the Topic entity.
+// If the Topic object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TopicMutation) OldKind(ctx context.Context) (v *topic.Kind, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldKind is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldKind requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldKind: %w", err)
+	}
+	return oldValue.Kind, nil
+}
+
+// ClearKind clears the value of the "kind" field.
+func (m *TopicMutation) ClearKind() {
+	m.kind = nil
+	m.clearedFields[topic.FieldKind] = struct{}{}
+}
+
+// KindCleared returns if the "kind" field was cleared in this mutation.
+func (m *TopicMutation) KindCleared() bool {
+	_, ok := m.clearedFields[topic.FieldKind]
+	return ok
+}
+
+// ResetKind resets all changes to the "kind" field.
+func (m *TopicMutation) ResetKind() {
+	m.kind = nil
+	delete(m.clearedFields, topic.FieldKind)
+}
+
+// SetNote sets the "note" field.
+func (m *TopicMutation) SetNote(s string) {
+	m.note = &s
+}
+
+// Note returns the value of the "note" field in the mutation.
+func (m *TopicMutation) Note() (r string, exists bool) {
+	v := m.note
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldNote returns the old "note" field's value of the Topic entity.
+// If the Topic object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TopicMutation) OldNote(ctx context.Context) (v *string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldNote is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldNote requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldNote: %w", err)
+	}
+	return oldValue.Note, nil
+}
+
+// ClearNote clears the value of the "note" field.
+func (m *TopicMutation) ClearNote() {
+	m.note = nil
+	m.clearedFields[topic.FieldNote] = struct{}{}
+}
+
+// NoteCleared returns if the "note" field was cleared in this mutation.
+func (m *TopicMutation) NoteCleared() bool {
+	_, ok := m.clearedFields[topic.FieldNote]
+	return ok
+}
+
+// ResetNote resets all changes to the "note" field.
+func (m *TopicMutation) ResetNote() {
+	m.note = nil
+	delete(m.clearedFields, topic.FieldNote)
+}
+
+// SetBody sets the "body" field.
+func (m *TopicMutation) SetBody(s string) {
+	m.body = &s
+}
+
+// Body returns the value of the "body" field in the mutation.
+func (m *TopicMutation) Body() (r string, exists bool) {
+	v := m.body
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldBody returns the old "body" field's value of the Topic entity.
+// If the Topic object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TopicMutation) OldBody(ctx context.Context) (v *string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldBody is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldBody requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldBody: %w", err)
+	}
+	return oldValue.Body, nil
+}
+
+// ClearBody clears the value of the "body" field.
+func (m *TopicMutation) ClearBody() {
+	m.body = nil
+	m.clearedFields[topic.FieldBody] = struct{}{}
+}
+
+// BodyCleared returns if the "body" field was cleared in this mutation.
+func (m *TopicMutation) BodyCleared() bool {
+	_, ok := m.clearedFields[topic.FieldBody]
+	return ok
+}
+
+// ResetBody resets all changes to the "body" field.
+func (m *TopicMutation) ResetBody() {
+	m.body = nil
+	delete(m.clearedFields, topic.FieldBody)
+}
+
+// SetMeta sets the "meta" field.
+func (m *TopicMutation) SetMeta(value map[string]interface{}) {
+	m.meta = &value
+}
+
+// Meta returns the value of the "meta" field in the mutation.
+func (m *TopicMutation) Meta() (r map[string]interface{}, exists bool) {
+	v := m.meta
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldMeta returns the old "meta" field's value of the Topic entity.
+// If the Topic object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TopicMutation) OldMeta(ctx context.Context) (v map[string]interface{}, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldMeta is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldMeta requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldMeta: %w", err)
+	}
+	return oldValue.Meta, nil
+}
+
+// ClearMeta clears the value of the "meta" field.
+func (m *TopicMutation) ClearMeta() {
+	m.meta = nil
+	m.clearedFields[topic.FieldMeta] = struct{}{}
+}
+
+// MetaCleared returns if the "meta" field was cleared in this mutation.
+func (m *TopicMutation) MetaCleared() bool {
+	_, ok := m.clearedFields[topic.FieldMeta]
+	return ok
+}
+
+// ResetMeta resets all changes to the "meta" field.
+func (m *TopicMutation) ResetMeta() {
+	m.meta = nil
+	delete(m.clearedFields, topic.FieldMeta)
+}
+
+// SetData sets the "data" field.
+func (m *TopicMutation) SetData(b []byte) {
+	m.data = &b
+}
+
+// Data returns the value of the "data" field in the mutation.
+func (m *TopicMutation) Data() (r []byte, exists bool) {
+	v := m.data
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldData returns the old "data" field's value of the Topic entity.
+// If the Topic object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TopicMutation) OldData(ctx context.Context) (v *[]byte, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldData is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldData requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldData: %w", err)
+	}
+	return oldValue.Data, nil
+}
+
+// ClearData clears the value of the "data" field.
+func (m *TopicMutation) ClearData() {
+	m.data = nil
+	m.clearedFields[topic.FieldData] = struct{}{}
+}
+
+// DataCleared returns if the "data" field was cleared in this mutation.
+func (m *TopicMutation) DataCleared() bool {
+	_, ok := m.clearedFields[topic.FieldData]
+	return ok
+}
+
+// ResetData resets all changes to the "data" field.
+func (m *TopicMutation) ResetData() {
+	m.data = nil
+	delete(m.clearedFields, topic.FieldData)
+}
+
+// SetPrice sets the "price" field.
+func (m *TopicMutation) SetPrice(f float64) {
+	m.price = &f
+	m.addprice = nil
+}
+
+// Price returns the value of the "price" field in the mutation.
+func (m *TopicMutation) Price() (r float64, exists bool) {
+	v := m.price
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldPrice returns the old "price" field's value of the Topic entity.
+// If the Topic object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TopicMutation) OldPrice(ctx context.Context) (v *float64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldPrice is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldPrice requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldPrice: %w", err)
+	}
+	return oldValue.Price, nil
+}
+
+// AddPrice adds f to the "price" field.
+func (m *TopicMutation) AddPrice(f float64) {
+	if m.addprice != nil {
+		*m.addprice += f
+	} else {
+		m.addprice = &f
+	}
+}
+
+// AddedPrice returns the value that was added to the "price" field in this mutation.
+func (m *TopicMutation) AddedPrice() (r float64, exists bool) {
+	v := m.addprice
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearPrice clears the value of the "price" field.
+func (m *TopicMutation) ClearPrice() {
+	m.price = nil
+	m.addprice = nil
+	m.clearedFields[topic.FieldPrice] = struct{}{}
+}
+
+// PriceCleared returns if the "price" field was cleared in this mutation.
+func (m *TopicMutation) PriceCleared() bool {
+	_, ok := m.clearedFields[topic.FieldPrice]
+	return ok
+}
+
+// ResetPrice resets all changes to the "price" field.
+func (m *TopicMutation) ResetPrice() {
+	m.price = nil
+	m.addprice = nil
+	delete(m.clearedFields, topic.FieldPrice)
+}
+
+// SetAt sets the "at" field.
+func (m *TopicMutation) SetAt(t time.Time) {
+	m.at = &t
+}
+
+// At returns the value of the "at" field in the mutation.
+func (m *TopicMutation) At() (r time.Time, exists bool) {
+	v := m.at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAt returns the old "at" field's value of the Topic entity.
+// If the Topic object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TopicMutation) OldAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAt: %w", err)
+	}
+	return oldValue.At, nil
+}
+
+// ClearAt clears the value of the "at" field.
+func (m *TopicMutation) ClearAt() {
+	m.at = nil
+	m.clearedFields[topic.FieldAt] = struct{}{}
+}
+
+// AtCleared returns if the "at" field was cleared in this mutation.
+func (m *TopicMutation) AtCleared() bool {
+	_, ok := m.clearedFields[topic.FieldAt]
+	return ok
+}
+
+// ResetAt resets all changes to the "at" field.
+func (m *TopicMutation) ResetAt() {
+	m.at = nil
+	delete(m.clearedFields, topic.FieldAt)
+}
+
+// SetDeletedAt sets the "deleted_at" field.
+func (m *TopicMutation) SetDeletedAt(t time.Time) {
+	m.deleted_at = &t
+}
+
+// DeletedAt returns the value of the "deleted_at" field in the mutation.
+func (m *TopicMutation) DeletedAt() (r time.Time, exists bool) {
+	v := m.deleted_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDeletedAt returns the old "deleted_at" field's value of the Topic entity.
+// If the Topic object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TopicMutation) OldDeletedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDeletedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDeletedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDeletedAt: %w", err)
+	}
+	return oldValue.DeletedAt, nil
+}
+
+// ClearDeletedAt clears the value of the "deleted_at" field.
+func (m *TopicMutation) ClearDeletedAt() {
+	m.deleted_at = nil
+	m.clearedFields[topic.FieldDeletedAt] = struct{}{}
+}
+
+// DeletedAtCleared returns if the "deleted_at" field was cleared in this mutation.
+func (m *TopicMutation) DeletedAtCleared() bool {
+	_, ok := m.clearedFields[topic.FieldDeletedAt]
+	return ok
+}
+
+// ResetDeletedAt resets all changes to the "deleted_at" field.
+func (m *TopicMutation) ResetDeletedAt() {
+	m.deleted_at = nil
+	delete(m.clearedFields, topic.FieldDeletedAt)
+}
+
+// SetForumID sets the "forum_id" field.
+func (m *TopicMutation) SetForumID(i int) {
+	m.forum = &i
+}
+
+// ForumID returns the value of the "forum_id" field in the mutation.
+func (m *TopicMutation) ForumID() (r int, exists bool) {
+	v := m.forum
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldForumID returns the old "forum_id" field's value of the Topic entity.
+// If the Topic object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TopicMutation) OldForumID(ctx context.Context) (v *int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldForumID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldForumID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldForumID: %w", err)
+	}
+	return oldValue.ForumID, nil
+}
+
+// ClearForumID clears the value of the "forum_id" field.
+func (m *TopicMutation) ClearForumID() {
+	m.forum = nil
+	m.clearedFields[topic.FieldForumID] = struct{}{}
+}
+
+// ForumIDCleared returns if the "forum_id" field was cleared in this mutation.
+func (m *TopicMutation) ForumIDCleared() bool {
+	_, ok := m.clearedFields[topic.FieldForumID]
+	return ok
+}
+
+// ResetForumID resets all changes to the "forum_id" field.
+func (m *TopicMutation) ResetForumID() {
+	m.forum = nil
+	delete(m.clearedFields, topic.FieldForumID)
+}
+
+// SetDeskID sets the "desk_id" field.
+func (m *TopicMutation) SetDeskID(i int) {
+	m.desk = &i
+}
+
+// DeskID returns the value of the "desk_id" field in the mutation.
+func (m *TopicMutation) DeskID() (r int, exists bool) {
+	v := m.desk
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDeskID returns the old "desk_id" field's value of the Topic entity.
+// If the Topic object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TopicMutation) OldDeskID(ctx context.Context) (v *int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDeskID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDeskID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDeskID: %w", err)
+	}
+	return oldValue.DeskID, nil
+}
+
+// ClearDeskID clears the value of the "desk_id" field.
+func (m *TopicMutation) ClearDeskID() {
+	m.desk = nil
+	m.clearedFields[topic.FieldDeskID] = struct{}{}
+}
+
+// DeskIDCleared returns if the "desk_id" field was cleared in this mutation.
+func (m *TopicMutation) DeskIDCleared() bool {
+	_, ok := m.clearedFields[topic.FieldDeskID]
+	return ok
+}
+
+// ResetDeskID resets all changes to the "desk_id" field.
+func (m *TopicMutation) ResetDeskID() {
+	m.desk = nil
+	delete(m.clearedFields, topic.FieldDeskID)
+}
+
+// ClearForum clears the "forum" edge to the Forum entity.
+func (m *TopicMutation) ClearForum() {
+	m.clearedforum = true
+	m.clearedFields[topic.FieldForumID] = struct{}{}
+}
+
+// ForumCleared reports if the "forum" edge to the Forum entity was cleared.
+func (m *TopicMutation) ForumCleared() bool {
+	return m.ForumIDCleared() || m.clearedforum
+}
+
+// ForumIDs returns the "forum" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// ForumID instead. It exists only for internal usage by the builders.
+func (m *TopicMutation) ForumIDs() (ids []int) {
+	if id := m.forum; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetForum resets all changes to the "forum" edge.
+func (m *TopicMutation) ResetForum() {
+	m.forum = nil
+	m.clearedforum = false
+}
+
+// ClearDesk clears the "desk" edge to the Desk entity.
+func (m *TopicMutation) ClearDesk() {
+	m.cleareddesk = true
+	m.clearedFields[topic.FieldDeskID] = struct{}{}
+}
+
+// DeskCleared reports if the "desk" edge to the Desk entity was cleared.
+func (m *TopicMutation) DeskCleared() bool {
+	return m.DeskIDCleared() || m.cleareddesk
+}
+
+// DeskIDs returns the "desk" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// DeskID instead. It exists only for internal usage by the builders.
+func (m *TopicMutation) DeskIDs() (ids []int) {
+	if id := m.desk; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetDesk resets all changes to the "desk" edge.
+func (m *TopicMutation) ResetDesk() {
+	m.desk = nil
+	m.cleareddesk = false
+}
+
+// Where appends a list predicates to the TopicMutation builder.
+func (m *TopicMutation) Where(ps ...predicate.Topic) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the TopicMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *TopicMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.Topic, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *TopicMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *TopicMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (Topic).
+func (m *TopicMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *TopicMutation) Fields() []string {
+	fields := make([]string, 0, 10)
+	if m.kind != nil {
+		fields = append(fields, topic.FieldKind)
+	}
+	if m.note != nil {
+		fields = append(fields, topic.FieldNote)
+	}
+	if m.body != nil {
+		fields = append(fields, topic.FieldBody)
+	}
+	if m.meta != nil {
+		fields = append(fields, topic.FieldMeta)
+	}
+	if m.data != nil {
+		fields = append(fields, topic.FieldData)
+	}
+	if m.price != nil {
+		fields = append(fields, topic.FieldPrice)
+	}
+	if m.at != nil {
+		fields = append(fields, topic.FieldAt)
+	}
+	if m.deleted_at != nil {
+		fields = append(fields, topic.FieldDeletedAt)
+	}
+	if m.forum != nil {
+		fields = append(fields, topic.FieldForumID)
+	}
+	if m.desk != nil {
+		fields = append(fields, topic.FieldDeskID)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *TopicMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case topic.FieldKind:
+		return m.Kind()
+	case topic.FieldNote:
+		return m.Note()
+	case topic.FieldBody:
+		return m.Body()
+	case topic.FieldMeta:
+		return m.Meta()
+	case topic.FieldData:
+		return m.Data()
+	case topic.FieldPrice:
+		return m.Price()
+	case topic.FieldAt:
+		return m.At()
+	case topic.FieldDeletedAt:
+		return m.DeletedAt()
+	case topic.FieldForumID:
+		return m.ForumID()
+	case topic.FieldDeskID:
+		return m.DeskID()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *TopicMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case topic.FieldKind:
+		return m.OldKind(ctx)
+	case topic.FieldNote:
+		return m.OldNote(ctx)
+	case topic.FieldBody:
+		return m.OldBody(ctx)
+	case topic.FieldMeta:
+		return m.OldMeta(ctx)
+	case topic.FieldData:
+		return m.OldData(ctx)
+	case topic.FieldPrice:
+		return m.OldPrice(ctx)
+	case topic.FieldAt:
+		return m.OldAt(ctx)
+	case topic.FieldDeletedAt:
+		return m.OldDeletedAt(ctx)
+	case topic.FieldForumID:
+		return m.OldForumID(ctx)
+	case topic.FieldDeskID:
+		return m.OldDeskID(ctx)
+	}
+	return nil, fmt.Errorf("unknown Topic field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *TopicMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case topic.FieldKind:
+		v, ok := value.(topic.Kind)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetKind(v)
+		return nil
+	case topic.FieldNote:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetNote(v)
+		return nil
+	case topic.FieldBody:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetBody(v)
+		return nil
+	case topic.FieldMeta:
+		v, ok := value.(map[string]interface{})
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetMeta(v)
+		return nil
+	case topic.FieldData:
+		v, ok := value.([]byte)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetData(v)
+		return nil
+	case topic.FieldPrice:
+		v, ok := value.(float64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetPrice(v)
+		return nil
+	case topic.FieldAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAt(v)
+		return nil
+	case topic.FieldDeletedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDeletedAt(v)
+		return nil
+	case topic.FieldForumID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetForumID(v)
+		return nil
+	case topic.FieldDeskID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDeskID(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Topic field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *TopicMutation) AddedFields() []string {
+	var fields []string
+	if m.addprice != nil {
+		fields = append(fields, topic.FieldPrice)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *TopicMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case topic.FieldPrice:
+		return m.AddedPrice()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *TopicMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case topic.FieldPrice:
+		v, ok := value.(float64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddPrice(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Topic numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *TopicMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(topic.FieldKind) {
+		fields = append(fields, topic.FieldKind)
+	}
+	if m.FieldCleared(topic.FieldNote) {
+		fields = append(fields, topic.FieldNote)
+	}
+	if m.FieldCleared(topic.FieldBody) {
+		fields = append(fields, topic.FieldBody)
+	}
+	if m.FieldCleared(topic.FieldMeta) {
+		fields = append(fields, topic.FieldMeta)
+	}
+	if m.FieldCleared(topic.FieldData) {
+		fields = append(fields, topic.FieldData)
+	}
+	if m.FieldCleared(topic.FieldPrice) {
+		fields = append(fields, topic.FieldPrice)
+	}
+	if m.FieldCleared(topic.FieldAt) {
+		fields = append(fields, topic.FieldAt)
+	}
+	if m.FieldCleared(topic.FieldDeletedAt) {
+		fields = append(fields, topic.FieldDeletedAt)
+	}
+	if m.FieldCleared(topic.FieldForumID) {
+		fields = append(fields, topic.FieldForumID)
+	}
+	if m.FieldCleared(topic.FieldDeskID) {
+		fields = append(fields, topic.FieldDeskID)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *TopicMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *TopicMutation) ClearField(name string) error {
+	switch name {
+	case topic.FieldKind:
+		m.ClearKind()
+		return nil
+	case topic.FieldNote:
+		m.ClearNote()
+		return nil
+	case topic.FieldBody:
+		m.ClearBody()
+		return nil
+	case topic.FieldMeta:
+		m.ClearMeta()
+		return nil
+	case topic.FieldData:
+		m.ClearData()
+		return nil
+	case topic.FieldPrice:
+		m.ClearPrice()
+		return nil
+	case topic.FieldAt:
+		m.ClearAt()
+		return nil
+	case topic.FieldDeletedAt:
+		m.ClearDeletedAt()
+		return nil
+	case topic.FieldForumID:
+		m.ClearForumID()
+		return nil
+	case topic.FieldDeskID:
+		m.ClearDeskID()
+		return nil
+	}
+	return fmt.Errorf("unknown Topic nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *TopicMutation) ResetField(name string) error {
+	switch name {
+	case topic.FieldKind:
+		m.ResetKind()
+		return nil
+	case topic.FieldNote:
+		m.ResetNote()
+		return nil
+	case topic.FieldBody:
+		m.ResetBody()
+		return nil
+	case topic.FieldMeta:
+		m.ResetMeta()
+		return nil
+	case topic.FieldData:
+		m.ResetData()
+		return nil
+	case topic.FieldPrice:
+		m.ResetPrice()
+		return nil
+	case topic.FieldAt:
+		m.ResetAt()
+		return nil
+	case topic.FieldDeletedAt:
+		m.ResetDeletedAt()
+		return nil
+	case topic.FieldForumID:
+		m.ResetForumID()
+		return nil
+	case topic.FieldDeskID:
+		m.ResetDeskID()
+		return nil
+	}
+	return fmt.Errorf("unknown Topic field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *TopicMutation) AddedEdges() []string {
+	edges := make([]string, 0, 2)
+	if m.forum != nil {
+		edges = append(edges, topic.EdgeForum)
+	}
+	if m.desk != nil {
+		edges = append(edges, topic.EdgeDesk)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *TopicMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case topic.EdgeForum:
+		if id := m.forum; id != nil {
+			return []ent.Value{*id}
+		}
+	case topic.EdgeDesk:
+		if id := m.desk; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *TopicMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 2)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *TopicMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *TopicMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 2)
+	if m.clearedforum {
+		edges = append(edges, topic.EdgeForum)
+	}
+	if m.cleareddesk {
+		edges = append(edges, topic.EdgeDesk)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *TopicMutation) EdgeCleared(name string) bool {
+	switch name {
+	case topic.EdgeForum:
+		return m.clearedforum
+	case topic.EdgeDesk:
+		return m.cleareddesk
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *TopicMutation) ClearEdge(name string) error {
+	switch name {
+	case topic.EdgeForum:
+		m.ClearForum()
+		return nil
+	case topic.EdgeDesk:
+		m.ClearDesk()
+		return nil
+	}
+	return fmt.Errorf("unknown Topic unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *TopicMutation) ResetEdge(name string) error {
+	switch name {
+	case topic.EdgeForum:
+		m.ResetForum()
+		return nil
+	case topic.EdgeDesk:
+		m.ResetDesk()
+		return nil
+	}
+	return fmt.Errorf("unknown Topic edge %s", name)
 }

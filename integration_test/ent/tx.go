@@ -26,6 +26,18 @@ type Tx struct {
 	Comment *CommentClient
 	// CommentUpvoteSlot is the client for interacting with the CommentUpvoteSlot builders.
 	CommentUpvoteSlot *CommentUpvoteSlotClient
+	// Desk is the client for interacting with the Desk builders.
+	Desk *DeskClient
+	// DeskBCountSlot is the client for interacting with the DeskBCountSlot builders.
+	DeskBCountSlot *DeskBCountSlotClient
+	// DeskTopicCountSlot is the client for interacting with the DeskTopicCountSlot builders.
+	DeskTopicCountSlot *DeskTopicCountSlotClient
+	// Forum is the client for interacting with the Forum builders.
+	Forum *ForumClient
+	// ForumBCountSlot is the client for interacting with the ForumBCountSlot builders.
+	ForumBCountSlot *ForumBCountSlotClient
+	// ForumTopicCountSlot is the client for interacting with the ForumTopicCountSlot builders.
+	ForumTopicCountSlot *ForumTopicCountSlotClient
 	// Item is the client for interacting with the Item builders.
 	Item *ItemClient
 	// NaivePost is the client for interacting with the NaivePost builders.
@@ -70,6 +82,8 @@ type Tx struct {
 	TagHitsSlot *TagHitsSlotClient
 	// TagUsesSlot is the client for interacting with the TagUsesSlot builders.
 	TagUsesSlot *TagUsesSlotClient
+	// Topic is the client for interacting with the Topic builders.
+	Topic *TopicClient
 
 	// lazily loaded.
 	client     *Client
@@ -208,6 +222,12 @@ func (tx *Tx) init() {
 	tx.ClipLikesSlot = NewClipLikesSlotClient(tx.config)
 	tx.Comment = NewCommentClient(tx.config)
 	tx.CommentUpvoteSlot = NewCommentUpvoteSlotClient(tx.config)
+	tx.Desk = NewDeskClient(tx.config)
+	tx.DeskBCountSlot = NewDeskBCountSlotClient(tx.config)
+	tx.DeskTopicCountSlot = NewDeskTopicCountSlotClient(tx.config)
+	tx.Forum = NewForumClient(tx.config)
+	tx.ForumBCountSlot = NewForumBCountSlotClient(tx.config)
+	tx.ForumTopicCountSlot = NewForumTopicCountSlotClient(tx.config)
 	tx.Item = NewItemClient(tx.config)
 	tx.NaivePost = NewNaivePostClient(tx.config)
 	tx.Post = NewPostClient(tx.config)
@@ -230,6 +250,7 @@ func (tx *Tx) init() {
 	tx.Tag = NewTagClient(tx.config)
 	tx.TagHitsSlot = NewTagHitsSlotClient(tx.config)
 	tx.TagUsesSlot = NewTagUsesSlotClient(tx.config)
+	tx.Topic = NewTopicClient(tx.config)
 }
 
 // txDriver wraps the given dialect.Tx with a nop dialect.Driver implementation.

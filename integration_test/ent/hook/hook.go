@@ -93,6 +93,78 @@ func (f CommentUpvoteSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.CommentUpvoteSlotMutation", m)
 }
 
+// The DeskFunc type is an adapter to allow the use of ordinary
+// function as Desk mutator.
+type DeskFunc func(context.Context, *ent.DeskMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f DeskFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.DeskMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.DeskMutation", m)
+}
+
+// The DeskBCountSlotFunc type is an adapter to allow the use of ordinary
+// function as DeskBCountSlot mutator.
+type DeskBCountSlotFunc func(context.Context, *ent.DeskBCountSlotMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f DeskBCountSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.DeskBCountSlotMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.DeskBCountSlotMutation", m)
+}
+
+// The DeskTopicCountSlotFunc type is an adapter to allow the use of ordinary
+// function as DeskTopicCountSlot mutator.
+type DeskTopicCountSlotFunc func(context.Context, *ent.DeskTopicCountSlotMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f DeskTopicCountSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.DeskTopicCountSlotMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.DeskTopicCountSlotMutation", m)
+}
+
+// The ForumFunc type is an adapter to allow the use of ordinary
+// function as Forum mutator.
+type ForumFunc func(context.Context, *ent.ForumMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f ForumFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.ForumMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.ForumMutation", m)
+}
+
+// The ForumBCountSlotFunc type is an adapter to allow the use of ordinary
+// function as ForumBCountSlot mutator.
+type ForumBCountSlotFunc func(context.Context, *ent.ForumBCountSlotMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f ForumBCountSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.ForumBCountSlotMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.ForumBCountSlotMutation", m)
+}
+
+// The ForumTopicCountSlotFunc type is an adapter to allow the use of ordinary
+// function as ForumTopicCountSlot mutator.
+type ForumTopicCountSlotFunc func(context.Context, *ent.ForumTopicCountSlotMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f ForumTopicCountSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.ForumTopicCountSlotMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.ForumTopicCountSlotMutation", m)
+}
+
 // The ItemFunc type is an adapter to allow the use of ordinary
 // function as Item mutator.
 type ItemFunc func(context.Context, *ent.ItemMutation) (ent.Value, error)
@@ -355,6 +427,18 @@ func (f TagUsesSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value,
 		return f(ctx, mv)
 	}
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.TagUsesSlotMutation", m)
+}
+
+// The TopicFunc type is an adapter to allow the use of ordinary
+// function as Topic mutator.
+type TopicFunc func(context.Context, *ent.TopicMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f TopicFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.TopicMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.TopicMutation", m)
 }
 
 // Condition is a hook condition function.

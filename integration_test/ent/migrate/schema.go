@@ -163,6 +163,140 @@ var (
 			},
 		},
 	}
+	// DesksColumns holds the columns for the "desks" table.
+	DesksColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "name", Type: field.TypeString, Default: ""},
+	}
+	// DesksTable holds the schema information for the "desks" table.
+	DesksTable = &schema.Table{
+		Name:       "desks",
+		Columns:    DesksColumns,
+		PrimaryKey: []*schema.Column{DesksColumns[0]},
+	}
+	// DeskBCountSlotsColumns holds the columns for the "desk_b_count_slots" table.
+	DeskBCountSlotsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "slot", Type: field.TypeInt16},
+		{Name: "n", Type: field.TypeInt64, Default: 0},
+		{Name: "desk_id", Type: field.TypeInt},
+	}
+	// DeskBCountSlotsTable holds the schema information for the "desk_b_count_slots" table.
+	DeskBCountSlotsTable = &schema.Table{
+		Name:       "desk_b_count_slots",
+		Columns:    DeskBCountSlotsColumns,
+		PrimaryKey: []*schema.Column{DeskBCountSlotsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "desk_b_count_slots_desks_desk",
+				Columns:    []*schema.Column{DeskBCountSlotsColumns[3]},
+				RefColumns: []*schema.Column{DesksColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "deskbcountslot_desk_id_slot",
+				Unique:  true,
+				Columns: []*schema.Column{DeskBCountSlotsColumns[3], DeskBCountSlotsColumns[1]},
+			},
+		},
+	}
+	// DeskTopicCountSlotsColumns holds the columns for the "desk_topic_count_slots" table.
+	DeskTopicCountSlotsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "slot", Type: field.TypeInt16},
+		{Name: "n", Type: field.TypeInt64, Default: 0},
+		{Name: "desk_id", Type: field.TypeInt},
+	}
+	// DeskTopicCountSlotsTable holds the schema information for the "desk_topic_count_slots" table.
+	DeskTopicCountSlotsTable = &schema.Table{
+		Name:       "desk_topic_count_slots",
+		Columns:    DeskTopicCountSlotsColumns,
+		PrimaryKey: []*schema.Column{DeskTopicCountSlotsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "desk_topic_count_slots_desks_desk",
+				Columns:    []*schema.Column{DeskTopicCountSlotsColumns[3]},
+				RefColumns: []*schema.Column{DesksColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "desktopiccountslot_desk_id_slot",
+				Unique:  true,
+				Columns: []*schema.Column{DeskTopicCountSlotsColumns[3], DeskTopicCountSlotsColumns[1]},
+			},
+		},
+	}
+	// ForumsColumns holds the columns for the "forums" table.
+	ForumsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "name", Type: field.TypeString, Default: ""},
+	}
+	// ForumsTable holds the schema information for the "forums" table.
+	ForumsTable = &schema.Table{
+		Name:       "forums",
+		Columns:    ForumsColumns,
+		PrimaryKey: []*schema.Column{ForumsColumns[0]},
+	}
+	// ForumBCountSlotsColumns holds the columns for the "forum_b_count_slots" table.
+	ForumBCountSlotsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "slot", Type: field.TypeInt16},
+		{Name: "n", Type: field.TypeInt64, Default: 0},
+		{Name: "forum_id", Type: field.TypeInt},
+	}
+	// ForumBCountSlotsTable holds the schema information for the "forum_b_count_slots" table.
+	ForumBCountSlotsTable = &schema.Table{
+		Name:       "forum_b_count_slots",
+		Columns:    ForumBCountSlotsColumns,
+		PrimaryKey: []*schema.Column{ForumBCountSlotsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "forum_b_count_slots_forums_forum",
+				Columns:    []*schema.Column{ForumBCountSlotsColumns[3]},
+				RefColumns: []*schema.Column{ForumsColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "forumbcountslot_forum_id_slot",
+				Unique:  true,
+				Columns: []*schema.Column{ForumBCountSlotsColumns[3], ForumBCountSlotsColumns[1]},
+			},
+		},
+	}
+	// ForumTopicCountSlotsColumns holds the columns for the "forum_topic_count_slots" table.
+	ForumTopicCountSlotsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "slot", Type: field.TypeInt16},
+		{Name: "n", Type: field.TypeInt64, Default: 0},
+		{Name: "forum_id", Type: field.TypeInt},
+	}
+	// ForumTopicCountSlotsTable holds the schema information for the "forum_topic_count_slots" table.
+	ForumTopicCountSlotsTable = &schema.Table{
+		Name:       "forum_topic_count_slots",
+		Columns:    ForumTopicCountSlotsColumns,
+		PrimaryKey: []*schema.Column{ForumTopicCountSlotsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "forum_topic_count_slots_forums_forum",
+				Columns:    []*schema.Column{ForumTopicCountSlotsColumns[3]},
+				RefColumns: []*schema.Column{ForumsColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "forumtopiccountslot_forum_id_slot",
+				Unique:  true,
+				Columns: []*schema.Column{ForumTopicCountSlotsColumns[3], ForumTopicCountSlotsColumns[1]},
+			},
+		},
+	}
 	// ItemsColumns holds the columns for the "items" table.
 	ItemsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt, Increment: true},
@@ -637,6 +771,52 @@ var (
 			},
 		},
 	}
+	// TopicsColumns holds the columns for the "topics" table.
+	TopicsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "kind", Type: field.TypeEnum, Nullable: true, Enums: []string{"a", "b"}},
+		{Name: "note", Type: field.TypeString, Nullable: true, Size: 2147483647},
+		{Name: "body", Type: field.TypeString, Nullable: true, Size: 2147483647},
+		{Name: "meta", Type: field.TypeJSON, Nullable: true},
+		{Name: "data", Type: field.TypeBytes, Nullable: true},
+		{Name: "price", Type: field.TypeFloat64, Nullable: true, SchemaType: map[string]string{"mysql": "decimal(20,6)", "postgres": "numeric(20,6)"}},
+		{Name: "at", Type: field.TypeTime, Nullable: true, SchemaType: map[string]string{"mysql": "datetime(6)", "postgres": "timestamptz(6)"}},
+		{Name: "deleted_at", Type: field.TypeTime, Nullable: true},
+		{Name: "desk_id", Type: field.TypeInt, Nullable: true},
+		{Name: "forum_id", Type: field.TypeInt, Nullable: true},
+	}
+	// TopicsTable holds the schema information for the "topics" table.
+	TopicsTable = &schema.Table{
+		Name:       "topics",
+		Columns:    TopicsColumns,
+		PrimaryKey: []*schema.Column{TopicsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "topics_desks_topics",
+				Columns:    []*schema.Column{TopicsColumns[9]},
+				RefColumns: []*schema.Column{DesksColumns[0]},
+				OnDelete:   schema.SetNull,
+			},
+			{
+				Symbol:     "topics_forums_topics",
+				Columns:    []*schema.Column{TopicsColumns[10]},
+				RefColumns: []*schema.Column{ForumsColumns[0]},
+				OnDelete:   schema.SetNull,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "topic_forum_id",
+				Unique:  false,
+				Columns: []*schema.Column{TopicsColumns[10]},
+			},
+			{
+				Name:    "topic_desk_id",
+				Unique:  false,
+				Columns: []*schema.Column{TopicsColumns[9]},
+			},
+		},
+	}
 	// Tables holds all the tables in the schema.
 	Tables = []*schema.Table{
 		AuthorsTable,
@@ -646,6 +826,12 @@ var (
 		ClipLikesSlotsTable,
 		CommentsTable,
 		CommentUpvoteSlotsTable,
+		DesksTable,
+		DeskBCountSlotsTable,
+		DeskTopicCountSlotsTable,
+		ForumsTable,
+		ForumBCountSlotsTable,
+		ForumTopicCountSlotsTable,
 		ItemsTable,
 		NaivePostsTable,
 		PostsTable,
@@ -668,6 +854,7 @@ var (
 		TagsTable,
 		TagHitsSlotsTable,
 		TagUsesSlotsTable,
+		TopicsTable,
 	}
 )
 
@@ -685,6 +872,22 @@ func init() {
 	CommentUpvoteSlotsTable.ForeignKeys[0].RefTable = CommentsTable
 	CommentUpvoteSlotsTable.Annotation = &entsql.Annotation{
 		Table: "comment_upvote_slots",
+	}
+	DeskBCountSlotsTable.ForeignKeys[0].RefTable = DesksTable
+	DeskBCountSlotsTable.Annotation = &entsql.Annotation{
+		Table: "desk_b_count_slots",
+	}
+	DeskTopicCountSlotsTable.ForeignKeys[0].RefTable = DesksTable
+	DeskTopicCountSlotsTable.Annotation = &entsql.Annotation{
+		Table: "desk_topic_count_slots",
+	}
+	ForumBCountSlotsTable.ForeignKeys[0].RefTable = ForumsTable
+	ForumBCountSlotsTable.Annotation = &entsql.Annotation{
+		Table: "forum_b_count_slots",
+	}
+	ForumTopicCountSlotsTable.ForeignKeys[0].RefTable = ForumsTable
+	ForumTopicCountSlotsTable.Annotation = &entsql.Annotation{
+		Table: "forum_topic_count_slots",
 	}
 	ItemsTable.ForeignKeys[0].RefTable = RacksTable
 	PostsTable.ForeignKeys[0].RefTable = AuthorsTable
@@ -736,4 +939,6 @@ func init() {
 	TagUsesSlotsTable.Annotation = &entsql.Annotation{
 		Table: "tag_uses_slots",
 	}
+	TopicsTable.ForeignKeys[0].RefTable = DesksTable
+	TopicsTable.ForeignKeys[1].RefTable = ForumsTable
 }

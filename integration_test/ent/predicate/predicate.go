@@ -27,6 +27,24 @@ type Comment func(*sql.Selector)
 // CommentUpvoteSlot is the predicate function for commentupvoteslot builders.
 type CommentUpvoteSlot func(*sql.Selector)
 
+// Desk is the predicate function for desk builders.
+type Desk func(*sql.Selector)
+
+// DeskBCountSlot is the predicate function for deskbcountslot builders.
+type DeskBCountSlot func(*sql.Selector)
+
+// DeskTopicCountSlot is the predicate function for desktopiccountslot builders.
+type DeskTopicCountSlot func(*sql.Selector)
+
+// Forum is the predicate function for forum builders.
+type Forum func(*sql.Selector)
+
+// ForumBCountSlot is the predicate function for forumbcountslot builders.
+type ForumBCountSlot func(*sql.Selector)
+
+// ForumTopicCountSlot is the predicate function for forumtopiccountslot builders.
+type ForumTopicCountSlot func(*sql.Selector)
+
 // Item is the predicate function for item builders.
 type Item func(*sql.Selector)
 
@@ -92,3 +110,6 @@ type TagHitsSlot func(*sql.Selector)
 
 // TagUsesSlot is the predicate function for tagusesslot builders.
 type TagUsesSlot func(*sql.Selector)
+
+// Topic is the predicate function for topic builders.
+type Topic func(*sql.Selector)

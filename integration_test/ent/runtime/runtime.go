@@ -10,6 +10,12 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/cliplikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/comment"
 	"github.com/hotcounter/hotcounter/integration_test/ent/commentupvoteslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/desk"
+	"github.com/hotcounter/hotcounter/integration_test/ent/deskbcountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/desktopiccountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/forum"
+	"github.com/hotcounter/hotcounter/integration_test/ent/forumbcountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/forumtopiccountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/item"
 	"github.com/hotcounter/hotcounter/integration_test/ent/naivepost"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
@@ -118,6 +124,88 @@ func init() {
 	commentupvoteslotDescN := commentupvoteslotMixinFields0[2].Descriptor()
 	// commentupvoteslot.DefaultN holds the default value on creation for the n field.
 	commentupvoteslot.DefaultN = commentupvoteslotDescN.Default.(int64)
+	deskMixin := schema.Desk{}.Mixin()
+	deskMixinHooks0 := deskMixin[0].Hooks()
+	deskMixinHooks1 := deskMixin[1].Hooks()
+	desk.Hooks[0] = deskMixinHooks0[0]
+	desk.Hooks[1] = deskMixinHooks1[0]
+	deskMixinFields0 := deskMixin[0].Fields()
+	_ = deskMixinFields0
+	deskMixinFields1 := deskMixin[1].Fields()
+	_ = deskMixinFields1
+	deskFields := schema.Desk{}.Fields()
+	_ = deskFields
+	// deskDescTopicCount is the schema descriptor for topic_count field.
+	deskDescTopicCount := deskMixinFields0[0].Descriptor()
+	// desk.DefaultTopicCount holds the default value on creation for the topic_count field.
+	desk.DefaultTopicCount = deskDescTopicCount.Default.(int64)
+	// deskDescBCount is the schema descriptor for b_count field.
+	deskDescBCount := deskMixinFields1[0].Descriptor()
+	// desk.DefaultBCount holds the default value on creation for the b_count field.
+	desk.DefaultBCount = deskDescBCount.Default.(int64)
+	// deskDescName is the schema descriptor for name field.
+	deskDescName := deskFields[0].Descriptor()
+	// desk.DefaultName holds the default value on creation for the name field.
+	desk.DefaultName = deskDescName.Default.(string)
+	deskbcountslotMixin := schema.DeskBCountSlot{}.Mixin()
+	deskbcountslotMixinFields0 := deskbcountslotMixin[0].Fields()
+	_ = deskbcountslotMixinFields0
+	deskbcountslotFields := schema.DeskBCountSlot{}.Fields()
+	_ = deskbcountslotFields
+	// deskbcountslotDescN is the schema descriptor for n field.
+	deskbcountslotDescN := deskbcountslotMixinFields0[2].Descriptor()
+	// deskbcountslot.DefaultN holds the default value on creation for the n field.
+	deskbcountslot.DefaultN = deskbcountslotDescN.Default.(int64)
+	desktopiccountslotMixin := schema.DeskTopicCountSlot{}.Mixin()
+	desktopiccountslotMixinFields0 := desktopiccountslotMixin[0].Fields()
+	_ = desktopiccountslotMixinFields0
+	desktopiccountslotFields := schema.DeskTopicCountSlot{}.Fields()
+	_ = desktopiccountslotFields
+	// desktopiccountslotDescN is the schema descriptor for n field.
+	desktopiccountslotDescN := desktopiccountslotMixinFields0[2].Descriptor()
+	// desktopiccountslot.DefaultN holds the default value on creation for the n field.
+	desktopiccountslot.DefaultN = desktopiccountslotDescN.Default.(int64)
+	forumMixin := schema.Forum{}.Mixin()
+	forumMixinHooks0 := forumMixin[0].Hooks()
+	forumMixinHooks1 := forumMixin[1].Hooks()
+	forum.Hooks[0] = forumMixinHooks0[0]
+	forum.Hooks[1] = forumMixinHooks1[0]
+	forumMixinFields0 := forumMixin[0].Fields()
+	_ = forumMixinFields0
+	forumMixinFields1 := forumMixin[1].Fields()
+	_ = forumMixinFields1
+	forumFields := schema.Forum{}.Fields()
+	_ = forumFields
+	// forumDescTopicCount is the schema descriptor for topic_count field.
+	forumDescTopicCount := forumMixinFields0[0].Descriptor()
+	// forum.DefaultTopicCount holds the default value on creation for the topic_count field.
+	forum.DefaultTopicCount = forumDescTopicCount.Default.(int64)
+	// forumDescBCount is the schema descriptor for b_count field.
+	forumDescBCount := forumMixinFields1[0].Descriptor()
+	// forum.DefaultBCount holds the default value on creation for the b_count field.
+	forum.DefaultBCount = forumDescBCount.Default.(int64)
+	// forumDescName is the schema descriptor for name field.
+	forumDescName := forumFields[0].Descriptor()
+	// forum.DefaultName holds the default value on creation for the name field.
+	forum.DefaultName = forumDescName.Default.(string)
+	forumbcountslotMixin := schema.ForumBCountSlot{}.Mixin()
+	forumbcountslotMixinFields0 := forumbcountslotMixin[0].Fields()
+	_ = forumbcountslotMixinFields0
+	forumbcountslotFields := schema.ForumBCountSlot{}.Fields()
+	_ = forumbcountslotFields
+	// forumbcountslotDescN is the schema descriptor for n field.
+	forumbcountslotDescN := forumbcountslotMixinFields0[2].Descriptor()
+	// forumbcountslot.DefaultN holds the default value on creation for the n field.
+	forumbcountslot.DefaultN = forumbcountslotDescN.Default.(int64)
+	forumtopiccountslotMixin := schema.ForumTopicCountSlot{}.Mixin()
+	forumtopiccountslotMixinFields0 := forumtopiccountslotMixin[0].Fields()
+	_ = forumtopiccountslotMixinFields0
+	forumtopiccountslotFields := schema.ForumTopicCountSlot{}.Fields()
+	_ = forumtopiccountslotFields
+	// forumtopiccountslotDescN is the schema descriptor for n field.
+	forumtopiccountslotDescN := forumtopiccountslotMixinFields0[2].Descriptor()
+	// forumtopiccountslot.DefaultN holds the default value on creation for the n field.
+	forumtopiccountslot.DefaultN = forumtopiccountslotDescN.Default.(int64)
 	itemFields := schema.Item{}.Fields()
 	_ = itemFields
 	// itemDescStatus is the schema descriptor for status field.
