@@ -16,6 +16,7 @@ func TestExtensionReportsBadDeclarations(t *testing.T) {
 	}{
 		{"./testdata/missing", []string{"Post.likes", "type PostLikesSlot struct{ ent.Schema }", `entcounter.SlotsOf(Post.Type, "likes")`}},
 		{"./testdata/badslots", []string{"Post.likes", "slots=0 is out of range"}},
+		{"./testdata/badwhere", []string{"Shelf.open_count", "subquery"}},
 		{"./testdata/appendmismatch", []string{"Story.claps", "no delta table schema", "type StoryClapsDelta struct{ ent.Schema }", `entcounter.DeltasOf(Story.Type, "claps")`}},
 	} {
 		t.Run(tc.dir, func(t *testing.T) {

@@ -467,8 +467,15 @@ type countsWhereAlone struct {
 	N  int64 `gorm:"counter:where=status = 'active'"`
 }
 
-// TestCountDeclarationErrors: a count that names no has-many relation, or a
-// condition without a count, fails AutoMigrate naming the model and field.
+type countsWhereSubquery struct {
+	ID      uint
+	N       int64    `gorm:"counter:counts=Objects,where=status IN (SELECT name FROM open_states)"`
+	Objects []Object `gorm:"foreignKey:CategoryID"`
+}
+
+// TestCountDeclarationErrors: a count that names no has-many relation, a
+// condition without a count, or a condition that reads other rows (a
+// subquery), fails AutoMigrate naming the model and field.
 func TestCountDeclarationErrors(t *testing.T) {
 	parallel(t)
 	e := open(t, lite)
@@ -479,6 +486,7 @@ func TestCountDeclarationErrors(t *testing.T) {
 		{&countsUnknown{}, []string{"countsUnknown.N", "counts=Things", "no relation Things"}},
 		{&countsBelongsTo{}, []string{"countsBelongsTo.N", "belongs_to", "has many"}},
 		{&countsWhereAlone{}, []string{"countsWhereAlone.N", "add counts="}},
+		{&countsWhereSubquery{}, []string{"countsWhereSubquery.N", "subquery"}},
 	} {
 		err := e.db.AutoMigrate(c.model)
 		if !errors.Is(err, gormcounter.ErrInvalidCounter) {
