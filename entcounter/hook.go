@@ -36,7 +36,13 @@ type mutation interface {
 // sum counter's parent writes its initial value to a slot.
 func counterHook(field string, ann Annotation) ent.Hook {
 	return func(next ent.Mutator) ent.Mutator {
-		return ent.MutateFunc(func(ctx context.Context, em ent.Mutation) (_ ent.Value, err error) {
+		var self ent.MutateFunc
+		self = func(ctx context.Context, em ent.Mutation) (_ ent.Value, err error) {
+			if m, ok := em.(mutation); ok && em.Op().Is(ent.OpUpdateOne) && ctx.Value(fillAfterKey{}) != em {
+				// The outermost counter hook of an UpdateOne: the entity it
+				// returns shows every counter as a load would.
+				return fillAfter(context.WithValue(ctx, fillAfterKey{}, em), m, self)
+			}
 			added, hasAdd := em.AddedField(field)
 			value, hasSet := em.Field(field)
 			cleared := em.FieldCleared(field)
@@ -60,6 +66,8 @@ func counterHook(field string, ann Annotation) ent.Hook {
 				add, set := entrt.ToInt64(added), entrt.ToInt64(value)
 				what := ""
 				switch {
+				case (hasSet || cleared) && !em.Op().Is(ent.OpCreate):
+					what = "an assignment could take the stock down; AddX restocks and entcounter.Take sells"
 				case hasSet && set+add < 0:
 					what = fmt.Sprintf("a Set to %d is below zero", set+add)
 				case hasAdd && add < 0:
@@ -155,8 +163,49 @@ func counterHook(field string, ann Annotation) ent.Hook {
 				return res, err
 			}
 			return next.Mutate(ctx, m)
-		})
+		}
+		return self
 	}
+}
+
+// fillAfterKey marks, in the context of an UpdateOne, the mutation whose
+// outermost counter hook fills the entity.
+type fillAfterKey struct{}
+
+// fillAfter runs an UpdateOne through the counter hooks and fills, in the
+// entity ent returns, the sum counters it did not write (ent read the row
+// back, and a sum counter has no column): one load for all of them. A
+// counter the update wrote was refreshed by its own hook.
+func fillAfter(ctx context.Context, m mutation, run ent.MutateFunc) (ent.Value, error) {
+	r := m.HotCounter()
+	var fields []string
+	structField := map[string]string{}
+	for _, d := range r.Defs {
+		if d.Type != m.Type() || d.Rollup {
+			continue
+		}
+		_, added := m.AddedField(d.Field)
+		_, set := m.Field(d.Field)
+		if !added && !set && !m.FieldCleared(d.Field) {
+			fields = append(fields, d.Field)
+			structField[d.Field] = d.StructField
+		}
+	}
+	res, err := run(ctx, m)
+	id, ok := m.HotCounterID()
+	if err != nil || len(fields) == 0 || !ok {
+		return res, err
+	}
+	var setErr error
+	err = Load(ctx, r, m.Type(), fields, 1, func(int) any { return id }, func(_ int, f string, v int64) {
+		if e := setNodeField(res, structField[f], v); e != nil && setErr == nil {
+			setErr = e
+		}
+	})
+	if err == nil {
+		err = setErr
+	}
+	return res, err
 }
 
 // fastMutation is what the extension generates on mutations since it
@@ -415,24 +464,6 @@ func (w *write) wrap(err error) error {
 	return fmt.Errorf("entcounter: %s: %w", w.d.Name(), err)
 }
 
-// chunks runs fn for the keys, at most engine.FillChunk at a time.
-func chunks(keys []any, fn func(keys []any) error) error {
-	for start := 0; start < len(keys); start += engine.FillChunk {
-		if err := fn(keys[start:min(start+engine.FillChunk, len(keys))]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// exec runs one statement per chunk of keys on s.
-func (w *write) exec(ctx context.Context, s engine.Session, keys []any, stmt func(x countersql.Writer, keys []any)) error {
-	return chunks(keys, func(k []any) error {
-		_, err := s.Exec(ctx, func(x countersql.Writer) { stmt(x, k) })
-		return err
-	})
-}
-
 // increment adds delta to a random slot of each parent (a delta row, for
 // an append counter; over all the slots, for a restock of one item's
 // guarded counter), in s's transaction or in autocommit, and returns how
@@ -503,25 +534,27 @@ func copyNode(v any) any {
 	return c.Interface()
 }
 
-// created writes the initial value of a new parent's sum counter, and its
+// target is the counter as engine.Start and engine.Set write it.
+func (w *write) target(ctx context.Context) (engine.Target, error) {
+	read, err := w.sources(ctx)
+	if err != nil {
+		return engine.Target{}, err
+	}
+	return engine.Target{Table: w.d.Tables(), Mode: w.d.Mode(), Slots: w.d.Slots, Widths: w.r.Widths(w.d),
+		Guarded: w.d.Guarded, Precreate: w.d.PrecreateOn(w.dl), Read: read}, nil
+}
+
+// created writes the starting value of a new parent's sum counter, and its
 // pre-created slot rows.
 func (w *write) created(ctx context.Context, id any, v int64) error {
-	s, keys := entrt.NewSession(w.r), []any{id}
-	if !w.d.PrecreateOn(w.dl) {
-		if v == 0 {
-			return nil
-		}
-		_, err := w.increment(ctx, s, keys, v)
-		return w.wrap(err)
+	if v == 0 && !w.d.PrecreateOn(w.dl) {
+		return nil
 	}
-	t := w.d.Tables()
-	return w.wrap(engine.OwnTransaction(ctx, s, func(tx engine.Session) error {
-		if err := w.exec(ctx, tx, keys, func(x countersql.Writer, k []any) { w.dl.PrecreateSlots(x, t, w.d.Slots, w.dl.KeyIn(t, k)) }); err != nil || v == 0 {
-			return err
-		}
-		_, err := w.increment(ctx, tx, keys, v)
+	t, err := w.target(ctx)
+	if err != nil {
 		return err
-	}))
+	}
+	return w.wrap(engine.Start(ctx, entrt.NewSession(w.r), w.dl, t, []any{id}, []int64{v}))
 }
 
 // update adds delta to the parents' counters or, if set, makes delta their
@@ -535,60 +568,12 @@ func (w *write) update(ctx context.Context, keys []any, set bool, delta int64) (
 		n, err := w.increment(ctx, s, keys, delta)
 		return n, w.wrap(err)
 	}
-	t := w.d.Tables()
-	read, err := w.sources(ctx)
+	t, err := w.target(ctx)
 	if err != nil {
 		return 0, err
 	}
-	err = engine.OwnTransaction(ctx, s, func(tx engine.Session) error {
-		// Assignments lock their parents first, so that they run one after
-		// another: two that each deleted the slot rows they saw and then
-		// wrote their total would add up. Increments do not wait for this
-		// lock (and it does not wait for them).
-		if w.dl.LocksRows() {
-			if err := chunks(keys, func(k []any) error {
-				_, err := engine.QueryKeys(ctx, tx, func(x countersql.Writer) { w.dl.LockParentsForSet(x, t, k) })
-				return err
-			}); err != nil {
-				return err
-			}
-		}
-		// The slot rows go; rollup: the column takes the total; sum: (the
-		// pre-created rows and) one slot row holding the total replace them,
-		// and a column the counter was adopted over becomes 0.
-		if err := w.exec(ctx, tx, keys, func(x countersql.Writer, k []any) { w.dl.DeleteOwners(x, t, k) }); err != nil {
-			return err
-		}
-		if read.Column && !w.d.Rollup {
-			if err := w.exec(ctx, tx, keys, func(x countersql.Writer, k []any) { w.dl.SetColumn(x, t, k, 0) }); err != nil {
-				return err
-			}
-		}
-		for _, other := range read.Tables[1:] {
-			o := t
-			o.Slots = other
-			if err := w.exec(ctx, tx, keys, func(x countersql.Writer, k []any) { w.dl.DeleteOwners(x, o, k) }); err != nil {
-				return err
-			}
-		}
-		switch {
-		case w.d.Rollup:
-			return w.exec(ctx, tx, keys, func(x countersql.Writer, k []any) { w.dl.SetColumn(x, t, k, delta) })
-		case w.d.PrecreateOn(w.dl):
-			if err := w.exec(ctx, tx, keys, func(x countersql.Writer, k []any) { w.dl.PrecreateSlots(x, t, w.d.Slots, w.dl.KeyIn(t, k)) }); err != nil {
-				return err
-			}
-		}
-		if delta == 0 {
-			return nil
-		}
-		_, err := w.increment(ctx, tx, keys, delta)
-		return err
-	})
-	if err != nil {
-		return 0, w.wrap(err)
-	}
-	return int64(len(keys)), nil
+	n, err := engine.Set(ctx, s, w.dl, t, keys, delta)
+	return n, w.wrap(err)
 }
 
 // isEmpty reports whether a mutation has nothing left for ent to write.

@@ -250,12 +250,14 @@ func checkField(s *schema.Schema, f *schema.Field) error {
 }
 
 // settleField sets how GORM treats the counter field. Both modes: never
-// inserted or updated from a struct (Create, Save and Updates(struct) leave
-// counters alone; increments go through the slots). Sum mode: no parent
-// column at all (not among the schema's columns, so never selected by
-// name), but readable, so that a load of one row scans the total it
-// selects beside the columns (see inlineTotals). Rollup mode: a NOT NULL
-// DEFAULT 0 column that loads read.
+// updated from a struct (Save and Updates(struct) of an existing row leave
+// counters alone: they would erase concurrent increments); a new row's
+// value is its starting total (see checkStart). Sum mode: no parent column
+// at all (not among the schema's columns, so never selected by name), but
+// readable, so that a load of one row scans the total it selects beside
+// the columns (see inlineTotals); its value goes to a slot once the row
+// exists. Rollup mode: a NOT NULL DEFAULT 0 column that loads read and a
+// create writes.
 func (c *counter) settleField() {
 	f := c.field
 	f.Creatable = false
@@ -277,6 +279,15 @@ func (c *counter) settleField() {
 	f.NotNull = true
 	f.HasDefaultValue = true
 	f.DefaultValue = "0"
+	// A new row's column takes its starting value (a count's starts at 0,
+	// checked by checkStart): GORM inserts a field with a database default
+	// when its value is not zero, and it keeps such a field out of the
+	// columns an upsert's UpdateAll rewrites, as Save of an existing row
+	// must leave the column alone.
+	if c.count == nil {
+		f.Creatable = true
+		c.model.schema.FieldsWithDefaultDBValue = append(c.model.schema.FieldsWithDefaultDBValue, f)
+	}
 }
 
 // storageNames names a counter's slot table (suffix Slot) or delta table

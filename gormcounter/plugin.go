@@ -161,8 +161,11 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 		},
 		func() error { return p.guardParentUpdate(db) },
 		func() error {
+			return cb.Create().After("gorm:before_create").Before("gorm:create").Register("gormcounter:check_start", p.checkStart)
+		},
+		func() error {
 			return cb.Create().After("gorm:create").Before("gorm:save_after_associations").
-				Register("gormcounter:precreate", p.precreate)
+				Register("gormcounter:start", p.start)
 		},
 		func() error {
 			return cb.Create().Before("gorm:create").Register("gormcounter:batch", p.refuseEmptyBatch)

@@ -15,15 +15,18 @@ import (
 	"gorm.io/gorm/clause"
 	"gorm.io/gorm/schema"
 
+	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/engine"
 	"github.com/hotcounter/hotcounter/internal/spec"
 )
 
-// increment is one counter delta taken out of an update.
+// increment is one counter delta taken out of an update, or an
+// assignment of a total.
 type increment struct {
 	c     *counter
 	delta int64
 	take  bool // a Take of delta from a guarded counter
+	set   bool // an assignment: delta is the new total
 }
 
 // rewriteUpdate runs before GORM saves associations and updates. It takes
@@ -67,9 +70,12 @@ func (p *Plugin) rewriteUpdate(db *gorm.DB) {
 		n, err := p.increment(db, inc, where)
 		p.obs.Increment(stmt.Context, parentTable(stmt), inc.c.field.DBName, time.Since(start), err)
 		if err != nil {
-			if inc.take {
+			switch {
+			case inc.take:
 				db.AddError(fmt.Errorf("gormcounter: take %d from %s: %w", inc.delta, inc.c.name(), err))
-			} else {
+			case inc.set:
+				db.AddError(fmt.Errorf("gormcounter: set %s to %d: %w", inc.c.name(), inc.delta, err))
+			default:
 				db.AddError(fmt.Errorf("gormcounter: increment %s: %w", inc.c.name(), err))
 			}
 			return
@@ -107,6 +113,15 @@ func takeIncrements(stmt *gorm.Statement, m *model) (incs []increment, others in
 				return fmt.Errorf("gormcounter: Take %s: %w: declare it `gorm:\"counter:guarded\"`", c.name(), ErrNotGuarded)
 			}
 			incs = append(incs, increment{c: c, delta: tv.amount, take: true})
+			return nil
+		}
+		if total, ok := toInt64(v); ok {
+			// An explicit value: the new total, as ent's SetX makes it.
+			if c.opts.Guarded {
+				return fmt.Errorf("gormcounter: %s: %w: an assignment could take the stock down; Increment restocks and gormcounter.Take sells",
+					c.name(), ErrNegativeGuarded)
+			}
+			incs = append(incs, increment{c: c, delta: total, set: true})
 			return nil
 		}
 		delta, err := c.parseIncrement(v)
@@ -157,11 +172,19 @@ func takeIncrements(stmt *gorm.Statement, m *model) (incs []increment, others in
 			others += len(dest)
 		}
 	case stmt.Dest != nil && m != nil && len(stmt.Selects) > 0:
-		// Updates(struct) skips counters silently, unless the caller selected one by name.
+		// Updates(struct) leaves counters alone (a whole-row write would
+		// erase concurrent increments), unless the caller selected one by
+		// name: then the struct's value is an assignment of the total.
+		rv := reflect.Indirect(reflect.ValueOf(stmt.Dest))
 		for _, name := range stmt.Selects {
 			if c := m.lookup(name); c != nil {
-				return nil, 0, fmt.Errorf("gormcounter: %s: %w: a struct update cannot set a counter; use gormcounter.Increment",
-					c.name(), ErrNotIncrement)
+				if rv.Kind() != reflect.Struct || rv.Type() != m.schema.ModelType {
+					return nil, 0, fmt.Errorf("gormcounter: %s: %w: an update from a %s cannot set it; assign a value with Update", c.name(), ErrNotIncrement, rv.Type())
+				}
+				v, _ := c.field.ValueOf(stmt.Context, rv)
+				if err := take(c, v); err != nil {
+					return nil, 0, err
+				}
 			}
 		}
 		others++
@@ -207,6 +230,9 @@ func (p *Plugin) increment(db *gorm.DB, inc increment, where clause.Where) (int6
 	parent := parentTable(stmt)
 	t := inc.c.table
 	t.Parent = parent
+	if inc.set {
+		return p.set(db, inc.c, t, where, inc.delta)
+	}
 	if inc.c.opts.Guarded {
 		if key, ok := primaryKeyOnly(stmt); ok {
 			return p.guarded(db, inc, t, key, where)
@@ -236,6 +262,36 @@ func (p *Plugin) increment(db *gorm.DB, inc increment, where clause.Where) (int6
 		return p.combined.Do(stmt.Context, key, inc.delta, write)
 	}
 	return write(stmt.Context, inc.delta)
+}
+
+// set makes total the value of counter c of the rows that where selects
+// (see engine.Set), in db's transaction or one of its own, and returns how
+// many rows it set.
+func (p *Plugin) set(db *gorm.DB, c *counter, t countersql.Table, where clause.Where, total int64) (int64, error) {
+	stmt := db.Statement
+	ctx := stmt.Context
+	s := gormSession{gormConn{db: db.Session(&gorm.Session{NewDB: true}), table: t.Parent}}
+	target, err := p.target(ctx, s.gormConn, c, t)
+	if err != nil {
+		return 0, err
+	}
+	var keys []any
+	if key, ok := primaryKeyOnly(stmt); ok {
+		keys = []any{key}
+	} else if keys, err = engine.QueryKeys(ctx, s, func(w countersql.Writer) { p.dialect.SelectKeys(w, t, whereCond(where)) }); err != nil {
+		return 0, err
+	}
+	return engine.Set(ctx, s, p.dialect, target, keys, total)
+}
+
+// target is counter c, stored in t, as engine.Start and engine.Set write it.
+func (p *Plugin) target(ctx context.Context, conn gormConn, c *counter, t countersql.Table) (engine.Target, error) {
+	read, err := p.sources(ctx, conn, c)
+	if err != nil {
+		return engine.Target{}, err
+	}
+	return engine.Target{Table: t, Mode: c.opts.Mode, Slots: c.opts.Slots, Widths: c.widths,
+		Guarded: c.opts.Guarded, Precreate: c.precreate, Read: read}, nil
 }
 
 // combineKey names what an increment of counter c writes, for p.combined:
