@@ -35,7 +35,8 @@
 //     has one, and never writes or locks the post row.
 //   - SetLikes(v) sets the total exactly: the slot rows of the post are
 //     replaced by one holding v (rollup: the column is set and the pending
-//     slots removed), in one transaction.
+//     slots removed), in one transaction; Create().SetLikes(v) starts the
+//     post at v. GORM's Update("likes", v) and Create mean the same.
 //   - Get, Only, All and eager loading (WithPosts) fill sum counters exactly
 //     with one grouped query per load; rollup counters read their cached
 //     column, or column + pending slots under [WithLive].

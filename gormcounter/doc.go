@@ -90,6 +90,9 @@
 // Increment, UpdateColumn/Update/Updates with gorm.Expr("likes + ?", n), and
 // gen's "? + ?" form all become one slot upsert per counter per statement,
 // inside the caller's transaction. The parent row is not written: not even
-// updated_at. Create, Save and Updates with a struct leave counters alone.
-// Any other assignment to a counter fails with ErrNotIncrement.
+// updated_at. A new row's value (Create, Save of a new row, FirstOrCreate)
+// is its starting total; an assignment of a value (Update("likes", 5),
+// Updates(map)) sets the total, as ent's SetLikes does; Save and Updates
+// with a struct leave an existing row's counters alone. Any other
+// expression fails with ErrNotIncrement.
 package gormcounter

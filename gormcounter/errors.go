@@ -12,9 +12,9 @@ var (
 	// model without a single primary key). The message names model and field.
 	ErrInvalidCounter = spec.ErrInvalid
 
-	// ErrNotIncrement is wrapped by the error for an assignment to a counter
-	// that is not "column + n" or "column - n": counters only move by deltas;
-	// and for any assignment to a count of child rows.
+	// ErrNotIncrement is wrapped by the error for an expression assigned to
+	// a counter that is neither "column + n", "column - n" nor a value
+	// (likes * 2), and for any write of a count of child rows.
 	ErrNotIncrement = spec.ErrNotIncrement
 
 	// ErrNotCounter is wrapped by the error for Increment on a field that is

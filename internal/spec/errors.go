@@ -10,9 +10,10 @@ var (
 	ErrInvalid = errors.New("invalid counter declaration")
 
 	// ErrNotIncrement is wrapped by the error for a write of a counter that
-	// is not an increment (an assignment, a multiplication), and for any
-	// write of a count of child rows, which changes only when its rows do.
-	ErrNotIncrement = errors.New("assignment to a counter is not an increment")
+	// is neither an increment nor a value (a multiplication, another
+	// column), and for any write of a count of child rows, which changes
+	// only when its rows do.
+	ErrNotIncrement = errors.New("a counter changes by an increment or an assignment of a value")
 
 	// ErrNotCounter is wrapped by the error for an increment of a field
 	// that is not declared as a counter.
