@@ -212,6 +212,18 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 			return cb.Delete().After("gorm:delete").Before("gorm:after_delete").Register("gormcounter:count_after_delete", p.countAfterWrite)
 		},
 		func() error { return cb.Row().Before("gorm:row").Register("gormcounter:columns", p.dropAbsentColumns) },
+		func() error {
+			return cb.Row().After("gormcounter:columns").Before("gorm:row").Register("gormcounter:refs", p.rewriteRefs)
+		},
+		func() error {
+			return cb.Query().After("gormcounter:select").Before("gorm:query").Register("gormcounter:refs", p.rewriteRefs)
+		},
+		func() error {
+			return cb.Update().After("gormcounter:prepare").Before("gormcounter:rewrite_update").Register("gormcounter:refs", p.rewriteWriteRefs)
+		},
+		func() error {
+			return cb.Delete().After("gormcounter:prepare").Before("gorm:delete").Register("gormcounter:refs", p.rewriteWriteRefs)
+		},
 		// After gorm:query alone would land after gorm:after_query, so AfterFind
 		// hooks would see unfilled counters (gorm#4712).
 		func() error {

@@ -150,16 +150,17 @@ func (p *Plugin) inlineTotals(db *gorm.DB, wanted []*counter) []*counter {
 	return rest
 }
 
-// dropAbsentColumns runs before Row, Rows, Scan and Pluck. They never fill,
-// but when GORM derives the column list from a destination struct that has a
-// field named like a sum counter, the column it would select does not exist.
+// dropAbsentColumns runs before Row, Rows, Scan and Pluck. They never fill:
+// when GORM would derive the column list from a destination struct, it
+// lists the struct's columns, and rewriteRefs selects the value of each
+// counter among them.
 func (p *Plugin) dropAbsentColumns(db *gorm.DB) {
 	stmt := db.Statement
 	if db.Error != nil || stmt.Schema == nil || stmt.SQL.Len() > 0 || len(stmt.Selects) > 0 {
 		return
 	}
 	if m, err := p.model(db, stmt.Schema); err == nil && m != nil {
-		dropDerivedColumns(db, m)
+		keepCounterColumns(db, m)
 	}
 }
 

@@ -188,3 +188,112 @@ func CheckCondition(cond string) error {
 	}
 	return nil
 }
+
+// Piece is a part of SQL text split by [Dialect.ColumnRefs]: text as
+// written, holding Binds '?' placeholders, or (Column != "") a reference to
+// one of the columns asked for, qualifier and quotes included.
+type Piece struct {
+	Text   string
+	Column string
+	Binds  int
+}
+
+// ColumnRefs splits sql (a condition, an ORDER BY, a select list an ORM
+// was handed) around its references to columns of the table named table:
+// a word or quoted name that matches one of columns, bare or qualified by
+// the table's name, and is not a function's name, an alias after AS, or
+// itself a qualifier, a named parameter (@likes). Strings, comments and
+// other names are text.
+func (d Dialect) ColumnRefs(sql, table string, columns []string) []Piece {
+	toks := d.lexCondition(sql)
+	significant := func(i, step int) int {
+		for j := i + step; j >= 0 && j < len(toks); j += step {
+			if strings.TrimSpace(toks[j].text) != "" {
+				return j
+			}
+		}
+		return -1
+	}
+	text := func(i int) string {
+		if i < 0 {
+			return ""
+		}
+		return toks[i].text
+	}
+	var out []Piece
+	var cur strings.Builder
+	binds := 0
+	flush := func() {
+		if cur.Len() > 0 || binds > 0 {
+			out = append(out, Piece{Text: cur.String(), Binds: binds})
+			cur.Reset()
+			binds = 0
+		}
+	}
+	tableName := table
+	if i := strings.LastIndexByte(table, '.'); i >= 0 {
+		tableName = table[i+1:]
+	}
+	for i := 0; i < len(toks); i++ {
+		t := toks[i]
+		col := ""
+		named := i > 0 && (toks[i-1].text == "@" || toks[i-1].text == ":") // a named parameter (@likes)
+		if t.ident != "" && !named && text(significant(i, 1)) != "." && !(t.bare && text(significant(i, 1)) == "(") &&
+			!strings.EqualFold(text(significant(i, -1)), "AS") {
+			for _, c := range columns {
+				if strings.EqualFold(c, t.ident) {
+					col = c
+				}
+			}
+		}
+		if col == "" {
+			if t.text == "?" {
+				binds++
+			}
+			cur.WriteString(t.text)
+			continue
+		}
+		prev := significant(i, -1)
+		if text(prev) == "." {
+			q := significant(prev, -1)
+			if q < 0 || !strings.EqualFold(toks[q].ident, tableName) || text(significant(q, -1)) == "." {
+				cur.WriteString(t.text) // a column of another table
+				continue
+			}
+			// Take the qualifier back out of the text: the reference replaces it.
+			s := cur.String()
+			cut := len(s)
+			for j := i - 1; j >= q; j-- {
+				cut -= len(toks[j].text)
+			}
+			cur.Reset()
+			cur.WriteString(s[:cut])
+		}
+		flush()
+		out = append(out, Piece{Column: col})
+	}
+	flush()
+	return out
+}
+
+// SplitList splits a comma-separated list (a select list) into its items,
+// at the commas outside parentheses, strings and quoted names.
+func (d Dialect) SplitList(sql string) []string {
+	var out []string
+	depth, start, at := 0, 0, 0
+	for _, t := range d.lexCondition(sql) {
+		switch t.text {
+		case "(":
+			depth++
+		case ")":
+			depth--
+		case ",":
+			if depth == 0 {
+				out = append(out, sql[start:at])
+				start = at + 1
+			}
+		}
+		at += len(t.text)
+	}
+	return append(out, sql[start:])
+}

@@ -60,3 +60,35 @@ func TestCheckConditionRefusesSubqueriesCommentsAndQualifiedNames(t *testing.T) 
 		}
 	}
 }
+
+// An ORM's SQL text is split around the references to counters of its
+// table, and nothing else: other tables' columns, aliases, functions and
+// strings stay text, and the placeholders are counted where they fall.
+func TestColumnRefsFindTheTablesCounterColumns(t *testing.T) {
+	d := Dialect{postgres}
+	render := func(ps []Piece) string {
+		var b strings.Builder
+		for _, p := range ps {
+			if p.Column != "" {
+				b.WriteString("<" + p.Column + ">")
+				continue
+			}
+			b.WriteString(p.Text + "|" + strings.Repeat("?", p.Binds) + "|")
+		}
+		return b.String()
+	}
+	for sql, want := range map[string]string{
+		"likes > ? AND title = ?":         "<likes> > ? AND title = ?|??|",
+		`"posts"."likes" desc`:            `<likes> desc||`,
+		"posts.likes + comments.likes":    "<likes> + comments.likes||",
+		"likes AS l, COUNT(*) AS likes":   "<likes> AS l, COUNT(*) AS likes||",
+		"likes(x) = 'likes' OR LIKES = ?": "likes(x) = 'likes' OR ||<likes> = ?|?|",
+		"coalesce(Views, 0) - likes":      "coalesce(||<views>, 0) - ||<likes>",
+		"authors.id = posts.author_id":    "authors.id = posts.author_id||",
+		"public.posts.likes > 1":          "public.posts.likes > 1||",
+	} {
+		if got := render(d.ColumnRefs(sql, "posts", []string{"likes", "views"})); got != want {
+			t.Errorf("ColumnRefs(%q):\n got %s\nwant %s", sql, got, want)
+		}
+	}
+}

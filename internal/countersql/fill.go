@@ -152,3 +152,22 @@ func (d Dialect) TotalOf(w Writer, in Inline, key func(Writer)) {
 	}
 	w.WriteString(")")
 }
+
+// ValueOf writes the parenthesised exact value of one counter of the row of
+// the table named parent (as the outer query names it): its column, when
+// read (COALESCE'd: a NULL counts as 0), plus the n of its rows in each
+// table. It is the expression a query's WHERE, ORDER BY, GROUP BY or select
+// list uses in place of a counter that has no column, or whose column is
+// behind: one correlated subquery per table per row it is evaluated for,
+// each an index range over the slot table's (owner, slot) key.
+func (d Dialect) ValueOf(w Writer, t Table, read Sources, parent string) {
+	key := func(w Writer) { q(w, "%.%", parent, t.ParentKey) }
+	in := Inline{Table: t, Read: read}
+	if !read.Column {
+		d.TotalOf(w, in, key)
+		return
+	}
+	q(w, "(COALESCE(%.%, 0) + ", parent, t.Column)
+	d.TotalOf(w, in, key)
+	w.WriteString(")")
+}
