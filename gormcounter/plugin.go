@@ -251,10 +251,12 @@ func (p *Plugin) guardParentUpdate(db *gorm.DB) error {
 		return errors.New("gorm:update callback not found")
 	}
 	return update.Replace("gorm:update", func(tx *gorm.DB) {
-		if _, skip := tx.Statement.Settings.LoadAndDelete(skipParentUpdate); skip {
-			return
+		if _, skip := tx.Statement.Settings.LoadAndDelete(skipParentUpdate); !skip {
+			orig(tx)
 		}
-		orig(tx)
+		if tx.DryRun {
+			showDryRun(tx)
+		}
 	})
 }
 

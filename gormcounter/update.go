@@ -66,6 +66,13 @@ func (p *Plugin) rewriteUpdate(db *gorm.DB) {
 		key, keyed = rowKey(stmt)
 	}
 	for _, inc := range incs {
+		if db.DryRun {
+			if err := p.dryRunIncrement(db, inc, where); err != nil {
+				db.AddError(fmt.Errorf("gormcounter: dry run of %s: %w", inc.c.name(), err))
+				return
+			}
+			continue
+		}
 		start := time.Now()
 		n, err := p.increment(db, inc, where)
 		p.obs.Increment(stmt.Context, parentTable(stmt), inc.c.field.DBName, time.Since(start), err)

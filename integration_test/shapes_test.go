@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/hotcounter/hotcounter/gormcounter"
@@ -139,4 +140,71 @@ func toInt(v any) (int64, bool) {
 		return x, err == nil
 	}
 	return 0, false
+}
+
+// A dry run of a counter write (gorm.Session{DryRun: true}, db.ToSQL)
+// shows the statements it would send, on every database, and sends none.
+// A read whose rows decide the writes returns the rows the write names by
+// key, or none.
+func TestDryRunShowsTheCounterStatementsAndSendsNone(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		db := e.db
+		must(t, migrateAll(db))
+		post := Post{Title: "p", Likes: 4, Views: 4}
+		must(t, db.Create(&post).Error)
+		must(t, db.AutoMigrate(&Product{}))
+		item := Product{Name: "i", Stock: 10}
+		must(t, db.Create(&item).Error)
+		before := func() [3]int64 {
+			return [3]int64{rawInt(t, db, "SELECT COALESCE(SUM(n), 0) FROM post_likes_slots"),
+				rawInt(t, db, "SELECT COUNT(*) FROM post_likes_slots"), rawInt(t, db, "SELECT COALESCE(SUM(n), 0) FROM product_stock_slots")}
+		}
+		was := before()
+		dry := db.Session(&gorm.Session{DryRun: true})
+		for name, run := range map[string]func() *gorm.DB{
+			"UpdateColumn of likes + 1": func() *gorm.DB {
+				return dry.Model(&post).UpdateColumn("likes", gorm.Expr("likes + ?", 1))
+			},
+			"Increment": func() *gorm.DB { return gormcounter.Increment(dry.Model(&post), "Likes", 2) },
+			"Increment by condition": func() *gorm.DB {
+				return gormcounter.Increment(dry.Model(&Post{}).Where("title = ?", "p"), "Likes", 2)
+			},
+			"Update to a value": func() *gorm.DB { return dry.Model(&post).Update("likes", 9) },
+			"Updates of the title and likes": func() *gorm.DB {
+				return dry.Model(&post).Updates(map[string]any{"title": "q", "likes": gorm.Expr("likes + ?", 1)})
+			},
+			"Take": func() *gorm.DB { return gormcounter.Take(dry.Model(&item), "Stock", 1) },
+		} {
+			res := run()
+			if res.Error != nil {
+				t.Errorf("%s in a dry run: %v", name, res.Error)
+				continue
+			}
+			sql := res.Statement.SQL.String()
+			table := "post_likes_slots"
+			switch {
+			case name == "Take":
+				table = "product_stock_slots"
+			case name == "Increment by condition" && e.kind == my:
+				// MariaDB reads the keys first and writes each key's slot
+				// rows: a dry run reads nothing, so it shows the read.
+				table = "FROM `posts` WHERE title = ?"
+			}
+			if !strings.Contains(sql, table) {
+				t.Errorf("%s in a dry run shows %q, which writes no %s", name, sql, table)
+			}
+		}
+		shown := db.ToSQL(func(tx *gorm.DB) *gorm.DB { return gormcounter.Increment(tx.Model(&post), "Likes", 1) })
+		if !strings.Contains(shown, "post_likes_slots") {
+			t.Errorf("ToSQL of an Increment: %q", shown)
+		}
+		if now := before(); now != was {
+			t.Errorf("dry runs changed the counters: %v, before %v", now, was)
+		}
+		var got Post
+		must(t, db.First(&got, post.ID).Error)
+		if got.Title != "p" || got.Likes != 4 {
+			t.Errorf("dry runs changed the post: %+v", got)
+		}
+	})
 }
