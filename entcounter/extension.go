@@ -195,10 +195,45 @@ func defsOf(g *gen.Graph) ([]Def, error) {
 			defs = append(defs, d)
 		}
 	}
+	errs = append(errs, orphanSlots(g)...)
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("entcounter: %s", strings.Join(errs, "\nentcounter: "))
 	}
 	return defs, nil
+}
+
+// orphanSlots explains every slot (or delta) table schema whose counter
+// does not exist: a SlotsOf for a field that is no counter, or one of
+// another mode.
+func orphanSlots(g *gen.Graph) []string {
+	var errs []string
+	for _, s := range g.Nodes {
+		sa, ok := slotsAnnotationOf(s)
+		if !ok {
+			continue
+		}
+		mixin := "SlotsOf"
+		if sa.Deltas {
+			mixin = "DeltasOf"
+		}
+		found := false
+		for _, n := range g.Nodes {
+			if n.Name != sa.Owner {
+				continue
+			}
+			for _, f := range counterFields(n) {
+				if a, _ := annotationOfField(f); f.Name == sa.Field && a.Append == sa.Deltas {
+					found = true
+				}
+			}
+		}
+		if !found {
+			errs = append(errs, fmt.Sprintf("%s: %s(%s.Type, %q) declares the table of a counter that %s does not declare "+
+				"(no entcounter.Counter(%q%s) in its Mixin): remove the schema, or declare the counter", s.Name, mixin, sa.Owner, sa.Field,
+				sa.Owner, sa.Field, map[bool]string{true: ", entcounter.Append()", false: ""}[sa.Deltas]))
+		}
+	}
+	return errs
 }
 
 func pascal(s string) string {

@@ -17,6 +17,10 @@ func TestExtensionReportsBadDeclarations(t *testing.T) {
 		{"./testdata/missing", []string{"Post.likes", "type PostLikesSlot struct{ ent.Schema }", `entcounter.SlotsOf(Post.Type, "likes")`}},
 		{"./testdata/badslots", []string{"Post.likes", "slots=0 is out of range"}},
 		{"./testdata/badwhere", []string{"Shelf.open_count", "subquery"}},
+		{"./testdata/twice", []string{"Post.likes: invalid counter declaration: Slots given twice", "Post.views: invalid counter declaration: Slots and AutoSlots both given",
+			"Post.shares: invalid counter declaration: Precreate and NoPrecreate both given"}},
+		{"./testdata/orphan", []string{"PostLikesSlot", `SlotsOf(Post.Type, "likes")`, "Post does not declare"}},
+		{"./testdata/nilopt", []string{"Post.likes", "option 2 of 2 is nil"}},
 		{"./testdata/appendmismatch", []string{"Story.claps", "no delta table schema", "type StoryClapsDelta struct{ ent.Schema }", `entcounter.DeltasOf(Story.Type, "claps")`}},
 	} {
 		t.Run(tc.dir, func(t *testing.T) {

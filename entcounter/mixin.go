@@ -28,7 +28,10 @@ import (
 // the field.
 func Counter(name string, opts ...Option) ent.Mixin {
 	o := spec.Options{Slots: spec.DefaultSlots}
-	for _, opt := range opts {
+	for i, opt := range opts {
+		if opt == nil {
+			return counterMixin{name: name, ann: annotationOf(o, fmt.Errorf("%w: option %d of %d is nil", spec.ErrInvalid, i+1, len(opts)))}
+		}
 		opt(&o)
 	}
 	return counterMixin{name: name, ann: annotationOf(o, o.Validate())}

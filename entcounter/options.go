@@ -9,7 +9,7 @@ type Option func(*spec.Options)
 
 // Slots sets the number of slot rows per parent (default 16, at most 1024).
 // More slots let more writers add to one parent at once; loads sum more rows.
-func Slots(n int) Option { return func(o *spec.Options) { o.Slots = n } }
+func Slots(n int) Option { return func(o *spec.Options) { o.Give("Slots"); o.Slots = n } }
 
 // AutoSlots (slots=auto) starts each parent at one slot row and widens it,
 // doubling up to max rows (0 means 16), while this process's increments of
@@ -20,6 +20,7 @@ func Slots(n int) Option { return func(o *spec.Options) { o.Slots = n } }
 // increments. Not with Precreate, SkipLocked, Guarded or Counts.
 func AutoSlots(max int) Option {
 	return func(o *spec.Options) {
+		o.Give("AutoSlots")
 		o.Auto = true
 		if max != 0 {
 			o.Slots = max
@@ -31,14 +32,14 @@ func AutoSlots(max int) Option {
 // the slot rows into. Plain loads read the column (stale by at most the
 // rollup interval; sortable, indexable, usable in predicates); [WithLive]
 // loads read column + pending slots.
-func Rollup() Option { return func(o *spec.Options) { o.Mode = spec.Rollup } }
+func Rollup() Option { return func(o *spec.Options) { o.Give("Rollup"); o.Mode = spec.Rollup } }
 
 // Append keeps a cached total in a parent column, as Rollup does, but an
 // increment inserts a delta row instead of upserting a slot, so no two
 // increments share a row. RollupPass folds the delta rows into the column
 // in batches by id. The counter's table is declared with [DeltasOf]
 // instead of SlotsOf.
-func Append() Option { return func(o *spec.Options) { o.Mode = spec.Append } }
+func Append() Option { return func(o *spec.Options) { o.Give("Append"); o.Mode = spec.Append } }
 
 // Precreate inserts every slot row (n = 0) of a parent when the parent is
 // created, so that increments only update existing rows. On PostgreSQL that
@@ -48,11 +49,13 @@ func Append() Option { return func(o *spec.Options) { o.Mode = spec.Append } }
 // counters, it also keeps first inserts from taking gap locks. Sum counters
 // only. Parents that existed before the counter was declared get their rows
 // on their first increments.
-func Precreate() Option { return func(o *spec.Options) { o.Precreate = spec.On } }
+func Precreate() Option { return func(o *spec.Options) { o.Give("Precreate"); o.Precreate = spec.On } }
 
 // NoPrecreate turns pre-created slot rows off where they are the default
 // (MySQL/MariaDB).
-func NoPrecreate() Option { return func(o *spec.Options) { o.Precreate = spec.Off } }
+func NoPrecreate() Option {
+	return func(o *spec.Options) { o.Give("NoPrecreate"); o.Precreate = spec.Off }
+}
 
 // SkipLocked makes an increment of one parent (UpdateOne) take a slot row
 // that no other transaction holds (FOR UPDATE SKIP LOCKED: PostgreSQL,
@@ -60,7 +63,7 @@ func NoPrecreate() Option { return func(o *spec.Options) { o.Precreate = spec.Of
 // slot when all are held, so that a stalled writer does not hold up another
 // that drew the same slot. Best with Precreate and more slots than
 // concurrent writers. On SQLite it changes nothing.
-func SkipLocked() Option { return func(o *spec.Options) { o.SkipLocked = true } }
+func SkipLocked() Option { return func(o *spec.Options) { o.Give("SkipLocked"); o.SkipLocked = true } }
 
 // Counts makes the counter the number of rows of the child schema that the
 // parent's O2M edge (named edge) reaches: a count of child rows. Triggers
@@ -69,12 +72,12 @@ func SkipLocked() Option { return func(o *spec.Options) { o.SkipLocked = true } 
 // set: it changes only when child rows do.
 //
 //	entcounter.Counter("object_count", entcounter.Counts("objects"))
-func Counts(edge string) Option { return func(o *spec.Options) { o.Counts = edge } }
+func Counts(edge string) Option { return func(o *spec.Options) { o.Give("Counts"); o.Counts = edge } }
 
 // Where limits a count ([Counts]) to the child rows that match cond, a
 // boolean SQL expression over the child table's columns (bare names), as in
 // status = 'active'.
-func Where(cond string) Option { return func(o *spec.Options) { o.Where = cond } }
+func Where(cond string) Option { return func(o *spec.Options) { o.Give("Where"); o.Where = cond } }
 
 // ByHooks keeps a count ([Counts]) with ent hooks on the child's mutations
 // instead of database triggers, where triggers are not wanted. The hooks
@@ -83,7 +86,7 @@ func Where(cond string) Option { return func(o *spec.Options) { o.Where = cond }
 // run in a transaction (client.Tx): outside one it fails, as the count and
 // the write would not commit together. Raw SQL is not counted; [Recount]
 // repairs.
-func ByHooks() Option { return func(o *spec.Options) { o.Hooks = true } }
+func ByHooks() Option { return func(o *spec.Options) { o.Give("ByHooks"); o.Hooks = true } }
 
 // AdoptColumn declares a sum counter over a column that the table already
 // has and that still holds counts: a field.Int64("likes") that becomes
@@ -94,7 +97,9 @@ func ByHooks() Option { return func(o *spec.Options) { o.Hooks = true } }
 // copy has only the columns the schema declares. Once [MoveToSlots] has
 // emptied the column and no old code writes it, remove the option and
 // drop the column.
-func AdoptColumn() Option { return func(o *spec.Options) { o.KeepColumn = true } }
+func AdoptColumn() Option {
+	return func(o *spec.Options) { o.Give("AdoptColumn"); o.KeepColumn = true }
+}
 
 // Guarded makes a sum counter stock that never goes below zero: it goes
 // down only through [Take], which takes in full or refuses with
@@ -103,7 +108,7 @@ func AdoptColumn() Option { return func(o *spec.Options) { o.KeepColumn = true }
 // rows, each never below zero (docs/guarded.md).
 //
 //	entcounter.Counter("stock", entcounter.Guarded())
-func Guarded() Option { return func(o *spec.Options) { o.Guarded = true } }
+func Guarded() Option { return func(o *spec.Options) { o.Give("Guarded"); o.Guarded = true } }
 
 // Annotation marks a counter field; [Counter] attaches it and the extension
 // reads it. Users do not write it.

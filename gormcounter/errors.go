@@ -21,6 +21,11 @@ var (
 	// not declared as a counter.
 	ErrNotCounter = spec.ErrNotCounter
 
+	// ErrNoModel is wrapped by the error for an Increment or Take on a
+	// statement without a model (db.Table("posts")): a counter is a field
+	// of a model, and the table alone names none.
+	ErrNoModel = errors.New("the statement has no model, whose fields declare the counters: use db.Model(&Post{}) (with Table for another table name)")
+
 	// ErrNotRegistered is returned when a gormcounter function runs on a
 	// *gorm.DB where the plugin was not registered with db.Use.
 	ErrNotRegistered = errors.New("gormcounter: plugin not registered: call db.Use(gormcounter.New(gormcounter.Config{}))")

@@ -2,7 +2,6 @@ package gormcounter
 
 import (
 	"context"
-	"fmt"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
@@ -68,9 +67,7 @@ type takeValue struct {
 	amount int64
 }
 
-func (v takeValue) Build(b clause.Builder) {
-	_ = b.AddError(fmt.Errorf("gormcounter: Take(%q): %w", v.field, ErrNotRegistered))
-}
+func (v takeValue) Build(b clause.Builder) { _ = b.AddError(unwritten(b, "Take", v.field)) }
 
 // guarded writes a take from, or a restock of, the guarded counter of the
 // one row key: a restock spreads over the slots.

@@ -1,6 +1,7 @@
 package gormcounter
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 
@@ -93,6 +94,9 @@ func (m counterMigrator) BuildIndexOptions(opts []schema.IndexOption, stmt *gorm
 func (m counterMigrator) AutoMigrate(values ...any) error {
 	models, err := m.models(values)
 	if err != nil {
+		return err
+	}
+	if err := m.checkForeignKeys(models); err != nil {
 		return err
 	}
 	before, err := m.prepareColumns(models)
@@ -201,6 +205,35 @@ func (m counterMigrator) models(values []any) ([]*model, error) {
 		}
 	}
 	return out, nil
+}
+
+// ErrForeignKeysOff is wrapped by AutoMigrate's error on SQLite when the
+// connection does not enforce foreign keys.
+var ErrForeignKeysOff = errors.New("SQLite does not enforce foreign keys on this connection: open it with _pragma=foreign_keys(1) in the DSN " +
+	"(github.com/glebarez/sqlite, modernc.org/sqlite; gorm.io/driver/sqlite and mattn/go-sqlite3: _foreign_keys=1)")
+
+// checkForeignKeys refuses to migrate counters on a SQLite connection
+// without foreign keys. The slot table's foreign key is what removes a
+// deleted parent's slot rows (ON DELETE CASCADE), whoever deletes it: with
+// it off they stay behind, and SQLite may give a new row the deleted row's
+// id, which would then start with its counts. The plugin cannot delete
+// them itself for deletes it never sees (raw SQL, other programs).
+func (m counterMigrator) checkForeignKeys(models []*model) error {
+	if len(models) == 0 {
+		return nil
+	}
+	pragma := m.plugin.dialect.ForeignKeysPragma()
+	if pragma == "" {
+		return nil
+	}
+	var on int
+	if err := querySQL(m.db, "", func(w countersql.Writer) { w.WriteString(pragma) }).Row().Scan(&on); err != nil {
+		return fmt.Errorf("gormcounter: read PRAGMA foreign_keys: %w", err)
+	}
+	if on == 0 {
+		return fmt.Errorf("gormcounter: migrate %s: %w: a deleted %s would leave its counters' slot rows behind", models[0].schema.Name, ErrForeignKeysOff, models[0].schema.Name)
+	}
+	return nil
 }
 
 // createSlotTables creates the slot tables that do not exist yet, and

@@ -173,6 +173,9 @@ func (p *Plugin) settle(db *gorm.DB, s *schema.Schema) (*model, error) {
 	m := &model{schema: s}
 	def := spec.Options{Slots: p.cfg.DefaultSlots, Mode: spec.Sum}
 	for _, f := range s.Fields {
+		if err := strayOptions(f); err != nil {
+			return nil, fmt.Errorf("gormcounter: %s.%s: %w", s.Name, f.Name, err)
+		}
 		raw, ok := f.TagSettings[tagKey]
 		if !ok {
 			continue
@@ -231,6 +234,23 @@ func (p *Plugin) settle(db *gorm.DB, s *schema.Schema) (*model, error) {
 		c.settleField()
 	}
 	return m, nil
+}
+
+// strayOptions refuses a counter option written as a GORM setting of its
+// own: GORM splits a tag on ';', so `gorm:"counter;slots=4"` declares a
+// counter of the default width and a SLOTS setting that nothing reads.
+func strayOptions(f *schema.Field) error {
+	for key := range f.TagSettings {
+		word, _, _ := strings.Cut(key, "=")
+		for _, w := range spec.Words {
+			if strings.EqualFold(word, w) {
+				opt := strings.ToLower(key)
+				return fmt.Errorf("%w: %q is a GORM setting of its own here (GORM splits tags on ';'): write counter options after counter:, "+
+					"separated by commas, as in `gorm:\"counter:%s\"`", spec.ErrInvalid, opt, opt)
+			}
+		}
+	}
+	return nil
 }
 
 // checkField rejects fields that cannot hold a counter.

@@ -154,9 +154,15 @@ func takeIncrements(stmt *gorm.Statement, m *model) (incs []increment, others in
 			c := m.lookup(k)
 			if c == nil {
 				if iv, ok := v.(incrementValue); ok {
+					if stmt.Schema.LookUpField(iv.field) == nil {
+						return nil, 0, fmt.Errorf("gormcounter: Increment %s.%s: %s has no field or column %q (%w)", stmt.Schema.Name, iv.field, stmt.Schema.Name, iv.field, ErrNotCounter)
+					}
 					return nil, 0, fmt.Errorf("gormcounter: Increment %s.%s: %w (tag it `gorm:\"counter\"`)", stmt.Schema.Name, iv.field, ErrNotCounter)
 				}
 				if tv, ok := v.(takeValue); ok {
+					if stmt.Schema.LookUpField(tv.field) == nil {
+						return nil, 0, fmt.Errorf("gormcounter: Take %s.%s: %s has no field or column %q (%w)", stmt.Schema.Name, tv.field, stmt.Schema.Name, tv.field, ErrNotCounter)
+					}
 					return nil, 0, fmt.Errorf("gormcounter: Take %s.%s: %w (tag it `gorm:\"counter:guarded\"`)", stmt.Schema.Name, tv.field, ErrNotCounter)
 				}
 				continue
@@ -477,8 +483,18 @@ type incrementValue struct {
 	delta int64
 }
 
-func (v incrementValue) Build(b clause.Builder) {
-	_ = b.AddError(fmt.Errorf("gormcounter: Increment(%q): %w", v.field, ErrNotRegistered))
+func (v incrementValue) Build(b clause.Builder) { _ = b.AddError(unwritten(b, "Increment", v.field)) }
+
+// unwritten is the error for an Increment or Take that reached SQL: the
+// plugin is not registered, or the statement has no model (db.Table),
+// whose fields name the counters.
+func unwritten(b clause.Builder, call, field string) error {
+	if stmt, ok := b.(*gorm.Statement); ok && stmt.DB != nil {
+		if _, err := pluginOf(stmt.DB); err == nil && stmt.Schema == nil {
+			return fmt.Errorf("gormcounter: %s(%q) on table %q: %w", call, field, stmt.Table, ErrNoModel)
+		}
+	}
+	return fmt.Errorf("gormcounter: %s(%q): %w", call, field, ErrNotRegistered)
 }
 
 // parseIncrement returns the delta that v adds to the counter, or an error

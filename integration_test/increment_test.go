@@ -644,3 +644,20 @@ func TestZeroIncrementOfAMissingPost(t *testing.T) {
 		}
 	})
 }
+
+// An Increment that cannot be written says why: a statement without a
+// model (db.Table), a field the model does not have.
+func TestIncrementErrorsSayTheRealCause(t *testing.T) {
+	parallel(t)
+	e := open(t, lite)
+	must(t, migrateAll(e.db))
+	post := newPost(t, e.db, "p")
+	err := gormcounter.Increment(e.db.Table("posts").Where("id = ?", post.ID), "Likes", 1).Error
+	if !errors.Is(err, gormcounter.ErrNoModel) || errors.Is(err, gormcounter.ErrNotRegistered) || !strings.Contains(err.Error(), "db.Model") {
+		t.Errorf("Increment on db.Table: %v; want ErrNoModel saying db.Model", err)
+	}
+	err = gormcounter.Increment(e.db.Model(&post), "Lieks", 1).Error
+	if !errors.Is(err, gormcounter.ErrNotCounter) || !strings.Contains(err.Error(), `Post has no field or column "Lieks"`) {
+		t.Errorf("Increment of a field Post does not have: %v", err)
+	}
+}

@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -201,6 +202,18 @@ type (
 		B uint  `gorm:"primaryKey"`
 		N int64 `gorm:"counter"`
 	}
+	SemicolonSlots struct {
+		ID uint
+		N  int64 `gorm:"counter;slots=4"`
+	}
+	RepeatedSlots struct {
+		ID uint
+		N  int64 `gorm:"counter:slots=4,slots=8"`
+	}
+	StrayRollup struct {
+		ID uint
+		N  int64 `gorm:"rollup"`
+	}
 )
 
 func TestBadDeclarationsNameModelAndField(t *testing.T) {
@@ -218,6 +231,9 @@ func TestBadDeclarationsNameModelAndField(t *testing.T) {
 		{&RollupPrecreate{}, "RollupPrecreate.N", "precreate"},
 		{&TooManySlots{}, "TooManySlots.N", "slots=5000"},
 		{&TwoKeys{}, "TwoKeys.N", "primary key"},
+		{&SemicolonSlots{}, "SemicolonSlots.N", "`gorm:\"counter:slots=4\"`"},
+		{&RepeatedSlots{}, "RepeatedSlots.N", "slots given twice"},
+		{&StrayRollup{}, "StrayRollup.N", "`gorm:\"counter:rollup\"`"},
 	}
 	for _, c := range cases {
 		for _, step := range []struct {
@@ -356,4 +372,21 @@ func TestSQLiteTableRebuildKeepsCounts(t *testing.T) {
 	assert.EqualValues(t, 1, rawInt(t, db, "PRAGMA foreign_keys"), "foreign keys are enforced again")
 	must(t, db.Delete(&SumShow{ID: ids[0]}).Error)
 	assert.EqualValues(t, 0, rawInt(t, db, "SELECT COUNT(*) FROM show_likes_slots WHERE show_id = ?", ids[0]), "deleting a show still cascades")
+}
+
+// SQLite without foreign keys would keep a deleted parent's slot rows (and
+// hand them to a new row that reuses its id): AutoMigrate refuses, naming
+// the DSN setting that turns them on.
+func TestSQLiteWithoutForeignKeysIsRefusedAtMigration(t *testing.T) {
+	parallel(t)
+	db, err := gorm.Open(dialectorFor(lite, "file:"+filepath.Join(t.TempDir(), "nofk.db")), &gorm.Config{})
+	must(t, err)
+	must(t, db.Use(gormcounter.New(gormcounter.Config{})))
+	err = db.AutoMigrate(&Story{})
+	if !errors.Is(err, gormcounter.ErrForeignKeysOff) || !strings.Contains(err.Error(), "_pragma=foreign_keys(1)") || !strings.Contains(err.Error(), "Story") {
+		t.Fatalf("AutoMigrate on SQLite without foreign keys: %v; want ErrForeignKeysOff naming Story and the DSN setting", err)
+	}
+	if db.Migrator().HasTable(&Story{}) {
+		t.Fatal("the refused migration created the table")
+	}
 }

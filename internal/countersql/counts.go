@@ -399,6 +399,16 @@ func (d Dialect) ChildKeyIn(c Count, keys []any) func(Writer) {
 	}
 }
 
+// ForeignKeysPragma returns the query that says whether the connection
+// enforces foreign keys (SQLite, where they are off unless the connection
+// turns them on), or "" where they always are.
+func (d Dialect) ForeignKeysPragma() string {
+	if d.kind != sqlite {
+		return ""
+	}
+	return "PRAGMA foreign_keys"
+}
+
 // RecreatesTables reports whether the ORM migrators of this database
 // recreate a table to alter it (SQLite), which drops its triggers.
 func (d Dialect) RecreatesTables() bool { return d.kind == sqlite }

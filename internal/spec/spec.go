@@ -98,7 +98,51 @@ type Options struct {
 	// holds counts: the column stays in the ORM's schema, so that no
 	// migration drops it (ent; GORM never drops columns).
 	KeepColumn bool
+	// Given lists the options a declaration gave, by name, in order,
+	// comma-separated: entcounter's functional options record themselves
+	// here, so that one given twice, or two that contradict each other, is
+	// an error instead of the last one silently winning. (ParseList checks
+	// its own words.)
+	Given string
 }
+
+// Give records that the option name was given (see Given).
+func (o *Options) Give(name string) {
+	if o.Given != "" {
+		o.Given += ","
+	}
+	o.Given += name
+}
+
+// contradictions are the options that cannot be given together.
+var contradictions = [][2]string{
+	{"Slots", "AutoSlots"}, {"Precreate", "NoPrecreate"}, {"Rollup", "Append"},
+}
+
+// checkGiven refuses an option given twice and options that contradict
+// each other.
+func (o Options) checkGiven() error {
+	if o.Given == "" {
+		return nil
+	}
+	seen := map[string]bool{}
+	for _, name := range strings.Split(o.Given, ",") {
+		if seen[name] {
+			return fmt.Errorf("%w: %s given twice: give it once", ErrInvalid, name)
+		}
+		seen[name] = true
+	}
+	for _, c := range contradictions {
+		if seen[c[0]] && seen[c[1]] {
+			return fmt.Errorf("%w: %s and %s both given: they contradict each other, give one", ErrInvalid, c[0], c[1])
+		}
+	}
+	return nil
+}
+
+// Words are the option names a counter declaration's list (ParseList)
+// knows, lower case.
+var Words = []string{"slots", "max", "sum", "rollup", "append", "precreate", "skiplocked", "guarded", "counts", "where", "hooks"}
 
 // Written is how many slots a writer that sends one statement per interval
 // (a write-behind flush) spreads over: 1 for slots=auto, whose parents
@@ -123,6 +167,9 @@ func (o Options) PrecreateOn(def bool) bool {
 
 // Validate reports a declaration that cannot work.
 func (o Options) Validate() error {
+	if err := o.checkGiven(); err != nil {
+		return err
+	}
 	if o.Auto && (o.Slots < 1 || o.Slots > MaxSlots) {
 		return fmt.Errorf("%w: slots=auto,max=%d is out of range: use 1 to %d", ErrInvalid, o.Slots, MaxSlots)
 	}
@@ -198,9 +245,17 @@ func (o Options) validateAuto() error {
 func ParseList(list string, def Options) (Options, error) {
 	o := def
 	modeSet, maxSet := false, false
+	seen := map[string]bool{}
 	for rest := list; rest != ""; {
 		raw, after, _ := strings.Cut(rest, ",")
 		rest = after
+		if k, _, _ := strings.Cut(raw, "="); strings.TrimSpace(k) != "" {
+			k = strings.ToLower(strings.TrimSpace(k))
+			if seen[k] {
+				return o, fmt.Errorf("%w: %s given twice: give it once", ErrInvalid, k)
+			}
+			seen[k] = true
+		}
 		if k, v, ok := strings.Cut(raw, "="); ok && strings.EqualFold(strings.TrimSpace(k), "where") {
 			if after != "" {
 				v += "," + after

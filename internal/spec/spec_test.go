@@ -31,7 +31,6 @@ func TestParseList(t *testing.T) {
 		{"slots=auto", Options{Slots: 16, Auto: true, Mode: Sum}},
 		{"slots=AUTO,max=64,rollup", Options{Slots: 64, Auto: true, Mode: Rollup}},
 		{"max=4,slots=auto", Options{Slots: 4, Auto: true, Mode: Sum}},
-		{"slots=auto,slots=8", Options{Slots: 8, Mode: Sum}},
 	}
 	for _, c := range cases {
 		got, err := ParseList(c.in, def)
@@ -73,7 +72,7 @@ func TestParseListRejects(t *testing.T) {
 		"guarded,rollup":                   "guarded applies to sum counters",
 		"guarded,counts=Objects":           "guarded applies to sum counters",
 		"guarded=yes":                      "takes no value",
-		"slots=4,slots=4,unknown=":         `"unknown="`,
+		"slots=4,unknown=":                 `"unknown="`,
 		"where=a = 1":                      "add counts=",
 		"hooks":                            "add counts=",
 		"counts=":                          "counts needs",
@@ -81,6 +80,9 @@ func TestParseListRejects(t *testing.T) {
 		"counts=Objects,skiplocked":        "drop skiplocked",
 		"counts=Objects,where=":            "where= needs",
 		"counts=X,where=a=1; DROP TABLE x": "without ';'",
+		"slots=4,slots=8":                  "slots given twice",
+		"rollup,rollup":                    "rollup given twice",
+		"slots=auto,slots=8":               "slots given twice",
 		"hooks=yes":                        "takes no value",
 	}
 	for in, says := range cases {
