@@ -94,8 +94,8 @@ func Observe(src Source, cfg ObserveConfig) (ent.Hook, error) {
 	}, nil
 }
 
-// HotKeys returns the k rows with the most increments of every counter and
-// of every plain field counted by [Observe]'s hook, over the last one to
+// HotKeys returns the k rows with the most increments, among all counters
+// and the plain fields counted by [Observe]'s hook, over the last one to
 // two windows, hottest (highest Rate) first. An increment is counted for
 // its row when it names one: UpdateOneID(id).AddX(n), or a Buffer's
 // Increment.

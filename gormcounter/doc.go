@@ -29,8 +29,9 @@
 // # Modes
 //
 // Sum (the default): the parent table has no column; the value is the sum of
-// the slots, filled into every loaded row by one grouped query per statement.
-// Exact on every load; it cannot be sorted or filtered on in SQL.
+// the slots, selected with the rows by a load of the model (or filled by one
+// grouped query per statement for other loads). Exact on every load; a
+// statement that sorts or filters on it reads it by a subquery per row.
 //
 // Rollup: the parent has a NOT NULL DEFAULT 0 column caching the total, which
 // RollupPass (or RollupLoop) keeps fresh by folding the slots into it. Plain

@@ -42,8 +42,8 @@ type HotKey struct {
 	Span         time.Duration
 }
 
-// HotKeys returns the k rows with the most increments of every counter and
-// of every plain column incremented through GORM, over the last one to two
+// HotKeys returns the k rows with the most increments, among all counters
+// and the plain columns incremented through GORM, over the last one to two
 // windows ([HotKeysConfig.Window]), hottest (highest Rate) first.
 //
 // An increment is counted for its row when the statement names one row by

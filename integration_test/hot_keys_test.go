@@ -66,5 +66,11 @@ func TestHotKeysCountIncrementsPerRowOfCountersAndPlainColumns(t *testing.T) {
 		if keys[0].Key != "42" {
 			t.Errorf("hottest = %+v, want plains 42 first", keys[0])
 		}
+		// k bounds the rows of all counters and columns together.
+		top, err := gormcounter.HotKeysOf(e.db, 2)
+		must(t, err)
+		if len(top) != 2 || top[0].Key != "42" || top[1].Column != "likes" || top[1].Table != "posts" {
+			t.Errorf("the 2 hottest = %+v, want plains 42 and the post", top)
+		}
 	})
 }

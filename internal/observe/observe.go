@@ -326,8 +326,8 @@ type Key struct {
 	Span          time.Duration
 }
 
-// HotKeys returns the k rows with the most writes of every counter and
-// column, hottest (highest rate) first.
+// HotKeys returns the k rows with the most writes among all counters and
+// columns, hottest (highest rate) first.
 func (o *Observer) HotKeys(k int) []Key {
 	if o == nil || o.hot == nil {
 		return nil
@@ -342,6 +342,9 @@ func (o *Observer) HotKeys(k int) []Key {
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Rate > out[j].Rate })
+	if k >= 0 && len(out) > k {
+		out = out[:k] // the k hottest rows of all counters and columns
+	}
 	return out
 }
 
