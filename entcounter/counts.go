@@ -58,7 +58,7 @@ func installTriggers(ctx context.Context, c engine.Conn, r Runtime) error {
 // (all parents without ids), in batches, and corrects those whose count was
 // off. It returns how many it corrected.
 //
-//	n, err := entcounter.Recount(ctx, client, category.Table, category.FieldObjectCount)
+//	n, err := entcounter.Recount(ctx, client, "Category", category.FieldObjectCount)
 //
 // typ is the schema's type name (Category) or its table. Writes may go on
 // meanwhile: each batch reads the child rows and the counter in one

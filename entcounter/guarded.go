@@ -32,7 +32,7 @@ var (
 // if no single slot row holds enough, it locks every row of the item and
 // takes from several, fullest first.
 //
-//	err := entcounter.Take(ctx, client, product.Table, product.FieldStock, id, 2)
+//	err := entcounter.Take(ctx, client, "Product", product.FieldStock, id, 2)
 //	if errors.Is(err, entcounter.ErrInsufficient) { ... sold out ... }
 //
 // Given a transaction (*ent.Tx) it takes in it (a rollback returns the
