@@ -64,8 +64,8 @@ func NewBuffer(ctx context.Context, src Source, cfg BufferConfig) (*Buffer, erro
 	return &Buffer{r: r, b: b, counters: map[string]*writebehind.Counter{}}, nil
 }
 
-// counter finds the counter field of schema typ (the type name, Post, or
-// its label, post).
+// counter finds the counter field of schema typ (the type name, Post, its
+// label, post, or its table, posts).
 func (b *Buffer) counter(typ, field string) (*writebehind.Counter, error) {
 	k := typ + "." + field
 	b.mu.Lock()
@@ -81,7 +81,7 @@ func (b *Buffer) counter(typ, field string) (*writebehind.Counter, error) {
 	return nil, fmt.Errorf("entcounter: Buffer: %s.%s: %w", typ, field, ErrNotCounter)
 }
 
-// Increment adds delta to the counter field of schema typ (Post or post)
+// Increment adds delta to the counter field of schema typ (Post, post or posts)
 // of the row with the given id, in memory; the next flush writes it.
 func (b *Buffer) Increment(ctx context.Context, typ, field string, id any, delta int64) error {
 	c, err := b.counter(typ, field)
