@@ -30,24 +30,56 @@ func InstallTriggers(ctx context.Context, src Source) error {
 	if err != nil {
 		return err
 	}
-	return installTriggers(ctx, entrt.NewSession(r), r)
-}
-
-func installTriggers(ctx context.Context, c engine.Conn, r Runtime) error {
-	dl, err := r.Dialect()
+	s := entrt.NewSession(r)
+	missing, err := installTriggers(ctx, s, r)
 	if err != nil {
 		return err
 	}
+	return recountMissed(ctx, s, r, missing)
+}
+
+// installTriggers (re)creates the triggers of every count kept by
+// triggers, and returns the counts whose triggers were missing (some or
+// all): the child rows written without them were not counted.
+func installTriggers(ctx context.Context, c engine.Conn, r Runtime) (missing map[string]bool, err error) {
+	dl, err := r.Dialect()
+	if err != nil {
+		return nil, err
+	}
+	missing = map[string]bool{}
 	for _, d := range r.Defs {
 		if d.Count == nil || d.Count.Hooks {
 			// A count kept by hooks gets no triggers: they would count
 			// its child writes a second time.
 			continue
 		}
+		gone, err := engine.CountTriggersMissing(ctx, c, dl, d.CountSpec())
+		if err != nil {
+			return nil, fmt.Errorf("entcounter: read the triggers that keep %s (counts %s): %w", d.Name(), d.Count.Table, err)
+		}
+		missing[d.Name()] = gone
 		for _, step := range dl.InstallCountTriggers(d.CountSpec()) {
 			if _, err := c.Exec(ctx, step); err != nil {
-				return fmt.Errorf("entcounter: install the triggers that keep %s (counts %s): %w", d.Name(), d.Count.Table, err)
+				return nil, fmt.Errorf("entcounter: install the triggers that keep %s (counts %s): %w", d.Name(), d.Count.Table, err)
 			}
+		}
+	}
+	return missing, nil
+}
+
+// recountMissed recounts the counts whose triggers were missing.
+func recountMissed(ctx context.Context, c engine.Conn, r Runtime, missing map[string]bool) error {
+	dl, err := r.Dialect()
+	if err != nil {
+		return err
+	}
+	for _, d := range r.Defs {
+		if d.Count == nil || !missing[d.Name()] {
+			continue
+		}
+		if _, err := engine.Recount(ctx, c, dl, d.CountSpec(), d.Rollup, RollupBatchSize,
+			func(w countersql.Writer) { w.WriteString("1=1") }, func() bool { return false }); err != nil {
+			return fmt.Errorf("entcounter: count the %s rows of %s written while its triggers were missing: %w", d.Count.Table, d.Name(), err)
 		}
 	}
 	return nil

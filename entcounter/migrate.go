@@ -59,7 +59,13 @@ func WithCounters(src Source) schema.MigrateOption {
 			if err := foldLeftoversNow(src.HotCounter(), now); err != nil {
 				return nil, err
 			}
-			return next.Diff(current, desired)
+			changes, err := next.Diff(current, desired)
+			if err != nil || len(changes) > 0 {
+				return changes, err
+			}
+			// ent applies nothing and runs no apply hook: repair what a
+			// migration without WithCounters left out.
+			return changes, repairCounts(src.HotCounter(), current)
 		})
 	})
 	apply := schema.WithApplyHook(func(next schema.Applier) schema.Applier {
@@ -82,12 +88,13 @@ func WithCounters(src Source) schema.MigrateOption {
 			if err := next.Apply(ctx, ex, plan); err != nil {
 				return err
 			}
-			if err := installTriggers(ctx, c, r); err != nil {
+			missing, err := installTriggers(ctx, c, r)
+			if err != nil {
 				return err
 			}
 			for i, d := range r.Defs {
 				t := d.Tables()
-				if d.Count != nil && !before[i].Tables[t.Slots] {
+				if d.Count != nil && (!before[i].Tables[t.Slots] || missing[d.Name()]) {
 					if _, err := engine.Recount(ctx, c, dl, d.CountSpec(), d.Rollup, RollupBatchSize,
 						func(w countersql.Writer) { w.WriteString("1=1") }, func() bool { return false }); err != nil {
 						return fmt.Errorf("entcounter: count the existing %s rows of %s: %w", d.Count.Table, d.Name(), err)
@@ -172,6 +179,38 @@ func foldLeftoversNow(r Runtime, left []leftover) error {
 		return err
 	}
 	return foldLeftovers(ctx, s, dl, left, inTx)
+}
+
+// repairCounts installs the missing triggers of the counts whose tables
+// exist, and recounts them: a first Schema.Create without WithCounters
+// creates the tables, and a later one with it then has nothing to change.
+func repairCounts(r Runtime, current *atlasschema.Schema) error {
+	ctx := context.Background()
+	s := entrt.NewSession(r)
+	dl, err := r.Dialect()
+	if err != nil {
+		return err
+	}
+	missing := map[string]bool{}
+	for _, d := range r.Defs {
+		if d.Count == nil || d.Count.Hooks || !tableNamed(current, d.Count.Table) || !tableNamed(current, d.SlotTable) {
+			continue
+		}
+		gone, err := engine.CountTriggersMissing(ctx, s, dl, d.CountSpec())
+		if err != nil {
+			return fmt.Errorf("entcounter: read the triggers that keep %s (counts %s): %w", d.Name(), d.Count.Table, err)
+		}
+		if !gone {
+			continue
+		}
+		missing[d.Name()] = true
+		for _, step := range dl.InstallCountTriggers(d.CountSpec()) {
+			if _, err := s.Exec(ctx, step); err != nil {
+				return fmt.Errorf("entcounter: install the triggers that keep %s (counts %s): %w", d.Name(), d.Count.Table, err)
+			}
+		}
+	}
+	return recountMissed(ctx, s, r, missing)
 }
 
 func tableNamed(s *atlasschema.Schema, name string) bool {

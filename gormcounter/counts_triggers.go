@@ -60,8 +60,15 @@ func (m counterMigrator) installCounts(values []any, models []*model, created ma
 			continue
 		}
 		steps := d.DropCountTriggers(cs)
+		missing := false
 		if !c.opts.Hooks {
 			steps = d.InstallCountTriggers(cs)
+			// Triggers that should have been there (dropped, restored from a
+			// dump without them, migrated before the plugin was registered)
+			// missed the child rows written meanwhile: they are recounted.
+			if missing, err = engine.CountTriggersMissing(m.db.Statement.Context, gormConn{db: m.db}, d, cs); err != nil {
+				return fmt.Errorf("gormcounter: read the triggers that keep %s: %w", c.name(), err)
+			}
 		}
 		run := func(tx *gorm.DB) error {
 			for _, step := range steps {
@@ -79,14 +86,17 @@ func (m counterMigrator) installCounts(values []any, models []*model, created ma
 		if err != nil {
 			return fmt.Errorf("gormcounter: install the triggers that keep %s (counts %s): %w", c.name(), cs.Child, err)
 		}
-		if created[c] {
+		if created[c] || missing {
 			ctx := m.db.Statement.Context
 			n, err := engine.Recount(ctx, gormConn{db: m.db, table: c.table.Parent}, d, cs, c.opts.Mode.HasColumn(), m.plugin.cfg.RollupBatchSize,
 				func(w countersql.Writer) { w.WriteString("1=1") }, func() bool { return false })
 			if err != nil {
 				return fmt.Errorf("gormcounter: count the existing %s rows of %s: %w", cs.Child, c.name(), err)
 			}
-			if n > 0 {
+			switch {
+			case !created[c]:
+				m.db.Logger.Warn(ctx, "gormcounter: %s: its triggers on %s were missing: installed them and recounted, %d parents corrected", c.name(), cs.Child, n)
+			case n > 0:
 				m.db.Logger.Warn(ctx, "gormcounter: %s: counted the %s rows that existed before the count: %d parents set", c.name(), cs.Child, n)
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hotcounter/hotcounter/entcounter"
 	"github.com/hotcounter/hotcounter/gormcounter"
 	"gorm.io/gorm"
 )
@@ -124,4 +125,60 @@ func TestCountTriggersSurviveMigratingTheChildAlone(t *testing.T) {
 
 	must(t, e.db.Exec("INSERT INTO objects (category_id, status) VALUES (?, 'active')", ps[0]).Error)
 	k.check(t, e.db, "AutoMigrate of the child alone (fresh process) and a raw insert")
+}
+
+// dropTriggersOf drops the count triggers of slot table slots on child
+// table child, as a dump restored without triggers leaves them.
+func dropTriggersOf(t *testing.T, e *env, slots, child string) {
+	t.Helper()
+	for _, op := range []string{"ins", "upd", "del"} {
+		q := "DROP TRIGGER hc_" + slots + "_" + op
+		if e.kind == pg {
+			q += " ON " + child
+		}
+		must(t, e.db.Exec(q).Error)
+	}
+}
+
+// A count whose triggers went missing (dropped, a dump restored without
+// them, a first migration without the counters' setup) is repaired by the
+// next migration: the triggers come back and the rows written meanwhile
+// are counted, through GORM's AutoMigrate and ent's Schema.Create with
+// WithCounters, on every database.
+func TestNextMigrationRepairsMissingCountTriggers(t *testing.T) {
+	parallel(t)
+	t.Run("gorm", func(t *testing.T) {
+		eachDB(t, func(t *testing.T, e *env) {
+			k := countKinds[0]
+			k.migrate(t, e.db)
+			ps := k.newParents(t, e.db, 2)
+			k.newChildren(t, e.db, []*uint{&ps[0], &ps[1]}, "active")
+			dropTriggersOf(t, e, "category_object_count_slots", "objects")
+			dropTriggersOf(t, e, "category_active_count_slots", "objects")
+			must(t, e.db.Exec("INSERT INTO objects (category_id, status) VALUES (?, 'active'), (?, 'active')", ps[0], ps[1]).Error)
+			if len(k.mismatches(t, e.db)) == 0 {
+				t.Fatal("rows written without triggers were counted: the check cannot see drift")
+			}
+			k.migrate(t, e.db)
+			k.check(t, e.db, "the next AutoMigrate")
+			must(t, e.db.Exec("INSERT INTO objects (category_id, status) VALUES (?, 'active')", ps[0]).Error)
+			k.check(t, e.db, "a raw insert after it")
+		})
+	})
+	t.Run("ent", func(t *testing.T) {
+		eachDB(t, func(t *testing.T, e *env) {
+			ee := withEnt(t, e, false)
+			ctx := context.Background()
+			must(t, entMigrate(ctx, ee.client)) // without WithCounters: no triggers
+			ss := newShelves(t, ee.client, 2)
+			newBooks(t, ee.client, []*int{&ss[0], &ss[1], &ss[1]}, "open")
+			if len(entCountMismatches(t, ee)) == 0 {
+				t.Fatal("books written without triggers were counted: the check cannot see drift")
+			}
+			must(t, entMigrate(ctx, ee.client, entcounter.WithCounters(ee.client)))
+			entCheckCounts(t, ee, "the next Schema.Create with WithCounters")
+			newBooks(t, ee.client, []*int{&ss[0]}, "open")
+			entCheckCounts(t, ee, "a create after it")
+		})
+	})
 }

@@ -153,6 +153,40 @@ func (d Dialect) InstallCountTriggers(c Count) []func(Writer) {
 	return steps
 }
 
+// CountTriggersOf writes the query of the names of c's triggers that exist
+// (three when all do), so that a migration can tell a missing trigger
+// from one it replaces.
+func (d Dialect) CountTriggersOf(w Writer, c Count) {
+	names := func() {
+		for i, op := range []string{"ins", "upd", "del"} {
+			if i > 0 {
+				w.WriteString(", ")
+			}
+			w.Arg(c.triggerName(op))
+		}
+		w.WriteString(")")
+	}
+	switch d.kind {
+	case postgres:
+		w.WriteString("SELECT tgname FROM pg_trigger WHERE tgrelid = to_regclass(")
+		w.Arg(pgRegclass(c.Child))
+		w.WriteString(") AND tgname IN (")
+	case mysql:
+		schema, _ := splitQualified(c.Child)
+		w.WriteString("SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE ")
+		if schema != "" {
+			w.WriteString("TRIGGER_SCHEMA = ")
+			w.Arg(schema)
+		} else {
+			w.WriteString("TRIGGER_SCHEMA = DATABASE()")
+		}
+		w.WriteString(" AND TRIGGER_NAME IN (")
+	default:
+		w.WriteString("SELECT name FROM sqlite_master WHERE type = 'trigger' AND name IN (")
+	}
+	names()
+}
+
 // DropCountTriggers returns the statements that remove c's triggers (and
 // functions), if they exist.
 func (d Dialect) DropCountTriggers(c Count) []func(Writer) {

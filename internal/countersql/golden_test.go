@@ -158,6 +158,7 @@ func statements(d Dialect) []struct {
 	out = append(out,
 		one("CountedRows", func(w Writer) { d.CountedRows(w, []Count{count}, d.ChildKeyIn(count, keys), true) }),
 		one("CountTriggersOn", func(w Writer) { d.CountTriggersOn(w, "objects") }),
+		one("CountTriggersOf", func(w Writer) { d.CountTriggersOf(w, count) }),
 		one("TableExists", func(w Writer) { d.TableExists(w, "app.posts") }),
 		one("LockParentsForClear", func(w Writer) { d.LockParentsForClear(w, count, keys) }),
 		one("ExistingParents", func(w Writer) { d.ExistingParents(w, count, keys) }),

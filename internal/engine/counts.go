@@ -217,3 +217,11 @@ func Recount(ctx context.Context, conn Conn, d countersql.Dialect, c countersql.
 	}
 	return corrected, nil
 }
+
+// CountTriggersMissing reports whether any trigger that keeps the count c
+// is missing: a migration that installs them then recounts, since the
+// child rows written meanwhile were not counted.
+func CountTriggersMissing(ctx context.Context, conn Conn, d countersql.Dialect, c countersql.Count) (bool, error) {
+	names, err := QueryKeys(ctx, conn, func(w countersql.Writer) { d.CountTriggersOf(w, c) })
+	return len(names) < 3, err
+}

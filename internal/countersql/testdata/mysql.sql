@@ -304,6 +304,10 @@ SELECT `id`, CASE WHEN (`deleted_at` IS NULL AND (status = 'active')) THEN `cate
 SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'hc\_%' ESCAPE '\' AND tbl_name = $1;
 -- args: [objects]
 
+-- CountTriggersOf
+SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE() AND TRIGGER_NAME IN ($1, $2, $3);
+-- args: [hc_category_object_count_slots_ins hc_category_object_count_slots_upd hc_category_object_count_slots_del]
+
 -- TableExists
 SELECT 1 FROM information_schema.tables WHERE table_name = $1 AND table_schema = $2;
 -- args: [posts app]
