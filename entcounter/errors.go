@@ -27,7 +27,8 @@ var (
 	// field that is not a counter. It is gormcounter.ErrNotCounter.
 	ErrNotCounter = spec.ErrNotCounter
 
-	// ErrNotConfigured is returned when a mutation of a schema with counters
-	// runs without the code that entcounter's extension generates.
+	// ErrNotConfigured is returned when a query or mutation of a schema
+	// with counters runs without the code that entcounter's extension
+	// generates.
 	ErrNotConfigured = errors.New("entcounter: the generated code has no HotCounter method: generate with entc.Extensions(entcounter.Extension())")
 )

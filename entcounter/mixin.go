@@ -1,6 +1,7 @@
 package entcounter
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/jinzhu/inflection"
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
+	"github.com/hotcounter/hotcounter/internal/entrt"
 	"github.com/hotcounter/hotcounter/internal/spec"
 )
 
@@ -59,6 +61,21 @@ func (m counterMixin) Fields() []ent.Field {
 
 func (m counterMixin) Hooks() []ent.Hook {
 	return []ent.Hook{counterHook(m.name, m.ann)}
+}
+
+// Interceptors refuses a query of the schema when its code was generated
+// without the extension: ent would select the sum counter's column, which
+// does not exist, and fail with the database's error.
+func (m counterMixin) Interceptors() []ent.Interceptor {
+	name := m.name
+	return []ent.Interceptor{ent.InterceptFunc(func(next ent.Querier) ent.Querier {
+		return ent.QuerierFunc(func(ctx context.Context, q ent.Query) (ent.Value, error) {
+			if _, ok := q.(entrt.Source); !ok {
+				return nil, fmt.Errorf("%w (a query of %T, whose schema declares the counter %s)", ErrNotConfigured, q, name)
+			}
+			return next.Query(ctx, q)
+		})
+	})}
 }
 
 // SlotsOf declares the slot table of the counter field of the owner schema

@@ -639,7 +639,8 @@ func (c *AuthorClient) Hooks() []Hook {
 
 // Interceptors returns the client interceptors.
 func (c *AuthorClient) Interceptors() []Interceptor {
-	return c.inters.Author
+	inters := c.inters.Author
+	return append(inters[:len(inters):len(inters)], author.Interceptors[:]...)
 }
 
 func (c *AuthorClient) mutate(ctx context.Context, m *AuthorMutation) (Value, error) {
@@ -1071,7 +1072,8 @@ func (c *ClipClient) Hooks() []Hook {
 
 // Interceptors returns the client interceptors.
 func (c *ClipClient) Interceptors() []Interceptor {
-	return c.inters.Clip
+	inters := c.inters.Clip
+	return append(inters[:len(inters):len(inters)], clip.Interceptors[:]...)
 }
 
 func (c *ClipClient) mutate(ctx context.Context, m *ClipMutation) (Value, error) {
@@ -1370,7 +1372,8 @@ func (c *CommentClient) Hooks() []Hook {
 
 // Interceptors returns the client interceptors.
 func (c *CommentClient) Interceptors() []Interceptor {
-	return c.inters.Comment
+	inters := c.inters.Comment
+	return append(inters[:len(inters):len(inters)], comment.Interceptors[:]...)
 }
 
 func (c *CommentClient) mutate(ctx context.Context, m *CommentMutation) (Value, error) {
@@ -1669,7 +1672,8 @@ func (c *DeskClient) Hooks() []Hook {
 
 // Interceptors returns the client interceptors.
 func (c *DeskClient) Interceptors() []Interceptor {
-	return c.inters.Desk
+	inters := c.inters.Desk
+	return append(inters[:len(inters):len(inters)], desk.Interceptors[:]...)
 }
 
 func (c *DeskClient) mutate(ctx context.Context, m *DeskMutation) (Value, error) {
@@ -2117,7 +2121,8 @@ func (c *ForumClient) Hooks() []Hook {
 
 // Interceptors returns the client interceptors.
 func (c *ForumClient) Interceptors() []Interceptor {
-	return c.inters.Forum
+	inters := c.inters.Forum
+	return append(inters[:len(inters):len(inters)], forum.Interceptors[:]...)
 }
 
 func (c *ForumClient) mutate(ctx context.Context, m *ForumMutation) (Value, error) {
@@ -2863,7 +2868,8 @@ func (c *PostClient) Hooks() []Hook {
 
 // Interceptors returns the client interceptors.
 func (c *PostClient) Interceptors() []Interceptor {
-	return c.inters.Post
+	inters := c.inters.Post
+	return append(inters[:len(inters):len(inters)], post.Interceptors[:]...)
 }
 
 func (c *PostClient) mutate(ctx context.Context, m *PostMutation) (Value, error) {
@@ -3295,7 +3301,8 @@ func (c *ProductClient) Hooks() []Hook {
 
 // Interceptors returns the client interceptors.
 func (c *ProductClient) Interceptors() []Interceptor {
-	return c.inters.Product
+	inters := c.inters.Product
+	return append(inters[:len(inters):len(inters)], product.Interceptors[:]...)
 }
 
 func (c *ProductClient) mutate(ctx context.Context, m *ProductMutation) (Value, error) {
@@ -3594,7 +3601,8 @@ func (c *RackClient) Hooks() []Hook {
 
 // Interceptors returns the client interceptors.
 func (c *RackClient) Interceptors() []Interceptor {
-	return c.inters.Rack
+	inters := c.inters.Rack
+	return append(inters[:len(inters):len(inters)], rack.Interceptors[:]...)
 }
 
 func (c *RackClient) mutate(ctx context.Context, m *RackMutation) (Value, error) {
@@ -4026,7 +4034,8 @@ func (c *ReelClient) Hooks() []Hook {
 
 // Interceptors returns the client interceptors.
 func (c *ReelClient) Interceptors() []Interceptor {
-	return c.inters.Reel
+	inters := c.inters.Reel
+	return append(inters[:len(inters):len(inters)], reel.Interceptors[:]...)
 }
 
 func (c *ReelClient) mutate(ctx context.Context, m *ReelMutation) (Value, error) {
@@ -4325,7 +4334,8 @@ func (c *ShelfClient) Hooks() []Hook {
 
 // Interceptors returns the client interceptors.
 func (c *ShelfClient) Interceptors() []Interceptor {
-	return c.inters.Shelf
+	inters := c.inters.Shelf
+	return append(inters[:len(inters):len(inters)], shelf.Interceptors[:]...)
 }
 
 func (c *ShelfClient) mutate(ctx context.Context, m *ShelfMutation) (Value, error) {
@@ -4757,7 +4767,8 @@ func (c *SkipPostClient) Hooks() []Hook {
 
 // Interceptors returns the client interceptors.
 func (c *SkipPostClient) Interceptors() []Interceptor {
-	return c.inters.SkipPost
+	inters := c.inters.SkipPost
+	return append(inters[:len(inters):len(inters)], skippost.Interceptors[:]...)
 }
 
 func (c *SkipPostClient) mutate(ctx context.Context, m *SkipPostMutation) (Value, error) {
@@ -5040,7 +5051,8 @@ func (c *StoryClient) Hooks() []Hook {
 
 // Interceptors returns the client interceptors.
 func (c *StoryClient) Interceptors() []Interceptor {
-	return c.inters.Story
+	inters := c.inters.Story
+	return append(inters[:len(inters):len(inters)], story.Interceptors[:]...)
 }
 
 func (c *StoryClient) mutate(ctx context.Context, m *StoryMutation) (Value, error) {
@@ -5323,7 +5335,8 @@ func (c *TagClient) Hooks() []Hook {
 
 // Interceptors returns the client interceptors.
 func (c *TagClient) Interceptors() []Interceptor {
-	return c.inters.Tag
+	inters := c.inters.Tag
+	return append(inters[:len(inters):len(inters)], tag.Interceptors[:]...)
 }
 
 func (c *TagClient) mutate(ctx context.Context, m *TagMutation) (Value, error) {

@@ -1,6 +1,6 @@
 //go:build ignore
 
-// Generates the five versions. Run: go generate ./integration_test/entversions
+// Generates the six versions. Run: go generate ./integration_test/entversions
 package main
 
 import (
@@ -14,9 +14,13 @@ import (
 
 func main() {
 	const module = "github.com/hotcounter/hotcounter/integration_test/entversions/"
-	for _, v := range []string{"sum16", "rollup", "deltas", "sum64", "plain"} {
+	for _, v := range []string{"sum16", "rollup", "deltas", "sum64", "plain", "noext"} {
 		cfg := &gen.Config{Target: "./" + v, Package: module + v, Features: []gen.Feature{gen.FeatureUpsert}}
-		if err := entc.Generate("./"+v+"/schema", cfg, entc.Extensions(entcounter.Extension())); err != nil {
+		var opts []entc.Option
+		if v != "noext" { // noext: a schema with a counter, generated without the extension
+			opts = append(opts, entc.Extensions(entcounter.Extension()))
+		}
+		if err := entc.Generate("./"+v+"/schema", cfg, opts...); err != nil {
 			log.Fatalf("%s: %v", v, err)
 		}
 	}

@@ -53,7 +53,8 @@ func ValidColumn(column string) bool {
 //
 //	import _ "github.com/hotcounter/hotcounter/integration_test/ent/runtime"
 var (
-	Hooks [1]ent.Hook
+	Hooks        [1]ent.Hook
+	Interceptors [1]ent.Interceptor
 	// DefaultFollowers holds the default value on creation for the "followers" field.
 	DefaultFollowers int64
 	// DefaultName holds the default value on creation for the "name" field.

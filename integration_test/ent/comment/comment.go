@@ -56,7 +56,8 @@ func ValidColumn(column string) bool {
 //
 //	import _ "github.com/hotcounter/hotcounter/integration_test/ent/runtime"
 var (
-	Hooks [1]ent.Hook
+	Hooks        [1]ent.Hook
+	Interceptors [1]ent.Interceptor
 	// DefaultUpvote holds the default value on creation for the "upvote" field.
 	DefaultUpvote int64
 	// DefaultBody holds the default value on creation for the "body" field.

@@ -56,7 +56,8 @@ func ValidColumn(column string) bool {
 //
 //	import _ "github.com/hotcounter/hotcounter/integration_test/ent/runtime"
 var (
-	Hooks [2]ent.Hook
+	Hooks        [2]ent.Hook
+	Interceptors [2]ent.Interceptor
 	// DefaultTopicCount holds the default value on creation for the "topic_count" field.
 	DefaultTopicCount int64
 	// DefaultBCount holds the default value on creation for the "b_count" field.

@@ -43,7 +43,8 @@ func ValidColumn(column string) bool {
 //
 //	import _ "github.com/hotcounter/hotcounter/integration_test/ent/runtime"
 var (
-	Hooks [1]ent.Hook
+	Hooks        [1]ent.Hook
+	Interceptors [1]ent.Interceptor
 	// DefaultStock holds the default value on creation for the "stock" field.
 	DefaultStock int64
 	// DefaultName holds the default value on creation for the "name" field.

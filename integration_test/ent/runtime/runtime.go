@@ -47,6 +47,8 @@ func init() {
 	authorMixin := schema.Author{}.Mixin()
 	authorMixinHooks0 := authorMixin[0].Hooks()
 	author.Hooks[0] = authorMixinHooks0[0]
+	authorMixinInters0 := authorMixin[0].Interceptors()
+	author.Interceptors[0] = authorMixinInters0[0]
 	authorMixinFields0 := authorMixin[0].Fields()
 	_ = authorMixinFields0
 	authorFields := schema.Author{}.Fields()
@@ -79,6 +81,8 @@ func init() {
 	clipMixin := schema.Clip{}.Mixin()
 	clipMixinHooks0 := clipMixin[0].Hooks()
 	clip.Hooks[0] = clipMixinHooks0[0]
+	clipMixinInters0 := clipMixin[0].Interceptors()
+	clip.Interceptors[0] = clipMixinInters0[0]
 	clipMixinFields0 := clipMixin[0].Fields()
 	_ = clipMixinFields0
 	clipFields := schema.Clip{}.Fields()
@@ -103,6 +107,8 @@ func init() {
 	commentMixin := schema.Comment{}.Mixin()
 	commentMixinHooks0 := commentMixin[0].Hooks()
 	comment.Hooks[0] = commentMixinHooks0[0]
+	commentMixinInters0 := commentMixin[0].Interceptors()
+	comment.Interceptors[0] = commentMixinInters0[0]
 	commentMixinFields0 := commentMixin[0].Fields()
 	_ = commentMixinFields0
 	commentFields := schema.Comment{}.Fields()
@@ -129,6 +135,10 @@ func init() {
 	deskMixinHooks1 := deskMixin[1].Hooks()
 	desk.Hooks[0] = deskMixinHooks0[0]
 	desk.Hooks[1] = deskMixinHooks1[0]
+	deskMixinInters0 := deskMixin[0].Interceptors()
+	deskMixinInters1 := deskMixin[1].Interceptors()
+	desk.Interceptors[0] = deskMixinInters0[0]
+	desk.Interceptors[1] = deskMixinInters1[0]
 	deskMixinFields0 := deskMixin[0].Fields()
 	_ = deskMixinFields0
 	deskMixinFields1 := deskMixin[1].Fields()
@@ -170,6 +180,10 @@ func init() {
 	forumMixinHooks1 := forumMixin[1].Hooks()
 	forum.Hooks[0] = forumMixinHooks0[0]
 	forum.Hooks[1] = forumMixinHooks1[0]
+	forumMixinInters0 := forumMixin[0].Interceptors()
+	forumMixinInters1 := forumMixin[1].Interceptors()
+	forum.Interceptors[0] = forumMixinInters0[0]
+	forum.Interceptors[1] = forumMixinInters1[0]
 	forumMixinFields0 := forumMixin[0].Fields()
 	_ = forumMixinFields0
 	forumMixinFields1 := forumMixin[1].Fields()
@@ -225,6 +239,10 @@ func init() {
 	postMixinHooks1 := postMixin[1].Hooks()
 	post.Hooks[0] = postMixinHooks0[0]
 	post.Hooks[1] = postMixinHooks1[0]
+	postMixinInters0 := postMixin[0].Interceptors()
+	postMixinInters1 := postMixin[1].Interceptors()
+	post.Interceptors[0] = postMixinInters0[0]
+	post.Interceptors[1] = postMixinInters1[0]
 	postMixinFields0 := postMixin[0].Fields()
 	_ = postMixinFields0
 	postMixinFields1 := postMixin[1].Fields()
@@ -264,6 +282,8 @@ func init() {
 	productMixin := schema.Product{}.Mixin()
 	productMixinHooks0 := productMixin[0].Hooks()
 	product.Hooks[0] = productMixinHooks0[0]
+	productMixinInters0 := productMixin[0].Interceptors()
+	product.Interceptors[0] = productMixinInters0[0]
 	productMixinFields0 := productMixin[0].Fields()
 	_ = productMixinFields0
 	productFields := schema.Product{}.Fields()
@@ -290,6 +310,10 @@ func init() {
 	rackMixinHooks1 := rackMixin[1].Hooks()
 	rack.Hooks[0] = rackMixinHooks0[0]
 	rack.Hooks[1] = rackMixinHooks1[0]
+	rackMixinInters0 := rackMixin[0].Interceptors()
+	rackMixinInters1 := rackMixin[1].Interceptors()
+	rack.Interceptors[0] = rackMixinInters0[0]
+	rack.Interceptors[1] = rackMixinInters1[0]
 	rackMixinFields0 := rackMixin[0].Fields()
 	_ = rackMixinFields0
 	rackMixinFields1 := rackMixin[1].Fields()
@@ -329,6 +353,8 @@ func init() {
 	reelMixin := schema.Reel{}.Mixin()
 	reelMixinHooks0 := reelMixin[0].Hooks()
 	reel.Hooks[0] = reelMixinHooks0[0]
+	reelMixinInters0 := reelMixin[0].Interceptors()
+	reel.Interceptors[0] = reelMixinInters0[0]
 	reelMixinFields0 := reelMixin[0].Fields()
 	_ = reelMixinFields0
 	reelFields := schema.Reel{}.Fields()
@@ -355,6 +381,10 @@ func init() {
 	shelfMixinHooks1 := shelfMixin[1].Hooks()
 	shelf.Hooks[0] = shelfMixinHooks0[0]
 	shelf.Hooks[1] = shelfMixinHooks1[0]
+	shelfMixinInters0 := shelfMixin[0].Interceptors()
+	shelfMixinInters1 := shelfMixin[1].Interceptors()
+	shelf.Interceptors[0] = shelfMixinInters0[0]
+	shelf.Interceptors[1] = shelfMixinInters1[0]
 	shelfMixinFields0 := shelfMixin[0].Fields()
 	_ = shelfMixinFields0
 	shelfMixinFields1 := shelfMixin[1].Fields()
@@ -394,6 +424,8 @@ func init() {
 	skippostMixin := schema.SkipPost{}.Mixin()
 	skippostMixinHooks0 := skippostMixin[0].Hooks()
 	skippost.Hooks[0] = skippostMixinHooks0[0]
+	skippostMixinInters0 := skippostMixin[0].Interceptors()
+	skippost.Interceptors[0] = skippostMixinInters0[0]
 	skippostMixinFields0 := skippostMixin[0].Fields()
 	_ = skippostMixinFields0
 	skippostFields := schema.SkipPost{}.Fields()
@@ -414,6 +446,8 @@ func init() {
 	storyMixin := schema.Story{}.Mixin()
 	storyMixinHooks0 := storyMixin[0].Hooks()
 	story.Hooks[0] = storyMixinHooks0[0]
+	storyMixinInters0 := storyMixin[0].Interceptors()
+	story.Interceptors[0] = storyMixinInters0[0]
 	storyMixinFields0 := storyMixin[0].Fields()
 	_ = storyMixinFields0
 	storyFields := schema.Story{}.Fields()
@@ -431,6 +465,10 @@ func init() {
 	tagMixinHooks1 := tagMixin[1].Hooks()
 	tag.Hooks[0] = tagMixinHooks0[0]
 	tag.Hooks[1] = tagMixinHooks1[0]
+	tagMixinInters0 := tagMixin[0].Interceptors()
+	tagMixinInters1 := tagMixin[1].Interceptors()
+	tag.Interceptors[0] = tagMixinInters0[0]
+	tag.Interceptors[1] = tagMixinInters1[0]
 	tagMixinFields0 := tagMixin[0].Fields()
 	_ = tagMixinFields0
 	tagMixinFields1 := tagMixin[1].Fields()

@@ -56,7 +56,8 @@ func ValidColumn(column string) bool {
 //
 //	import _ "github.com/hotcounter/hotcounter/integration_test/ent/runtime"
 var (
-	Hooks [2]ent.Hook
+	Hooks        [2]ent.Hook
+	Interceptors [2]ent.Interceptor
 	// DefaultBookCount holds the default value on creation for the "book_count" field.
 	DefaultBookCount int64
 	// DefaultOpenCount holds the default value on creation for the "open_count" field.

@@ -46,7 +46,8 @@ func ValidColumn(column string) bool {
 //
 //	import _ "github.com/hotcounter/hotcounter/integration_test/ent/runtime"
 var (
-	Hooks [2]ent.Hook
+	Hooks        [2]ent.Hook
+	Interceptors [2]ent.Interceptor
 	// DefaultUses holds the default value on creation for the "uses" field.
 	DefaultUses int64
 	// DefaultHits holds the default value on creation for the "hits" field.

@@ -329,7 +329,8 @@ func (c *ReelClient) Hooks() []Hook {
 
 // Interceptors returns the client interceptors.
 func (c *ReelClient) Interceptors() []Interceptor {
-	return c.inters.Reel
+	inters := c.inters.Reel
+	return append(inters[:len(inters):len(inters)], reel.Interceptors[:]...)
 }
 
 func (c *ReelClient) mutate(ctx context.Context, m *ReelMutation) (Value, error) {

@@ -18,6 +18,10 @@ func init() {
 	postMixinHooks1 := postMixin[1].Hooks()
 	post.Hooks[0] = postMixinHooks0[0]
 	post.Hooks[1] = postMixinHooks1[0]
+	postMixinInters0 := postMixin[0].Interceptors()
+	postMixinInters1 := postMixin[1].Interceptors()
+	post.Interceptors[0] = postMixinInters0[0]
+	post.Interceptors[1] = postMixinInters1[0]
 	postMixinFields0 := postMixin[0].Fields()
 	_ = postMixinFields0
 	postMixinFields1 := postMixin[1].Fields()

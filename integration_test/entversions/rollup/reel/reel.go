@@ -43,7 +43,8 @@ func ValidColumn(column string) bool {
 //
 //	import _ "github.com/hotcounter/hotcounter/integration_test/entversions/rollup/runtime"
 var (
-	Hooks [1]ent.Hook
+	Hooks        [1]ent.Hook
+	Interceptors [1]ent.Interceptor
 	// DefaultPlays holds the default value on creation for the "plays" field.
 	DefaultPlays int64
 	// DefaultTitle holds the default value on creation for the "title" field.

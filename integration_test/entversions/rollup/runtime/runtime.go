@@ -15,6 +15,8 @@ func init() {
 	reelMixin := schema.Reel{}.Mixin()
 	reelMixinHooks0 := reelMixin[0].Hooks()
 	reel.Hooks[0] = reelMixinHooks0[0]
+	reelMixinInters0 := reelMixin[0].Interceptors()
+	reel.Interceptors[0] = reelMixinInters0[0]
 	reelMixinFields0 := reelMixin[0].Fields()
 	_ = reelMixinFields0
 	reelFields := schema.Reel{}.Fields()
