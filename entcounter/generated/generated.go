@@ -10,6 +10,7 @@ import (
 	"context"
 
 	"entgo.io/ent"
+	"entgo.io/ent/dialect"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 
 	"github.com/hotcounter/hotcounter/internal/entrt"
@@ -65,6 +66,14 @@ func CountHook() ent.Hook { return entrt.CountHook() }
 // its own statement, and returns the context that tells InlinedFor so.
 func InlineTotals(ctx context.Context, r Runtime, typ string, fields []string, spec *sqlgraph.QuerySpec) context.Context {
 	return entrt.InlineTotals(ctx, r, typ, fields, spec)
+}
+
+// Rewriting returns the driver of a query builder of schema typ, wrapped
+// so that its queries read the schema's counters' values wherever they
+// name them (predicates, order, GroupBy, Select(...).Scan). Generated code
+// calls it on the builder's own copy of the driver.
+func Rewriting(drv dialect.Driver, r Runtime, typ string) dialect.Driver {
+	return entrt.Rewriting(drv, r, typ)
 }
 
 // InlinedFor returns the context under which the fill after the query of

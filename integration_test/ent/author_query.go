@@ -385,6 +385,7 @@ func (_q *AuthorQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Autho
 		node.Edges.loadedTypes = loadedTypes
 		return node.assignValues(columns, values)
 	}
+	_q.driver = generated.Rewriting(_q.driver, _q.HotCounter(), "Author")
 	_spec.Node.Columns = generated.WithoutColumns(_q.HotCounter(), "Author", _spec.Node.Columns)
 	ctx = generated.InlineTotals(ctx, _q.HotCounter(), "Author", _q.ctx.Fields, _spec)
 	for i := range hooks {
@@ -452,6 +453,7 @@ func (_q *AuthorQuery) loadPosts(ctx context.Context, query *PostQuery, nodes []
 
 func (_q *AuthorQuery) sqlCount(ctx context.Context) (int, error) {
 	_spec := _q.querySpec()
+	_q.driver = generated.Rewriting(_q.driver, _q.HotCounter(), "Author")
 	_spec.Node.Columns = generated.WithoutColumns(_q.HotCounter(), "Author", _spec.Node.Columns)
 	ctx = generated.InlineTotals(ctx, _q.HotCounter(), "Author", _q.ctx.Fields, _spec)
 	_spec.Node.Columns = _q.ctx.Fields
@@ -516,8 +518,11 @@ func (_q *AuthorQuery) sqlQuery(ctx context.Context) *sql.Selector {
 	if _q.ctx.Unique != nil && *_q.ctx.Unique {
 		selector.Distinct()
 	}
-	if cols := generated.WithoutColumns(_q.HotCounter(), "Author", columns); len(cols) != len(columns) {
-		selector.Select(selector.Columns(cols...)...)
+	_q.driver = generated.Rewriting(_q.driver, _q.HotCounter(), "Author")
+	if len(_q.ctx.Fields) == 0 {
+		if cols := generated.WithoutColumns(_q.HotCounter(), "Author", columns); len(cols) != len(columns) {
+			selector.Select(selector.Columns(cols...)...)
+		}
 	}
 	for _, p := range _q.predicates {
 		p(selector)

@@ -384,6 +384,7 @@ func (_q *CommentQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Comm
 		node.Edges.loadedTypes = loadedTypes
 		return node.assignValues(columns, values)
 	}
+	_q.driver = generated.Rewriting(_q.driver, _q.HotCounter(), "Comment")
 	_spec.Node.Columns = generated.WithoutColumns(_q.HotCounter(), "Comment", _spec.Node.Columns)
 	ctx = generated.InlineTotals(ctx, _q.HotCounter(), "Comment", _q.ctx.Fields, _spec)
 	for i := range hooks {
@@ -446,6 +447,7 @@ func (_q *CommentQuery) loadPost(ctx context.Context, query *PostQuery, nodes []
 
 func (_q *CommentQuery) sqlCount(ctx context.Context) (int, error) {
 	_spec := _q.querySpec()
+	_q.driver = generated.Rewriting(_q.driver, _q.HotCounter(), "Comment")
 	_spec.Node.Columns = generated.WithoutColumns(_q.HotCounter(), "Comment", _spec.Node.Columns)
 	ctx = generated.InlineTotals(ctx, _q.HotCounter(), "Comment", _q.ctx.Fields, _spec)
 	_spec.Node.Columns = _q.ctx.Fields
@@ -513,8 +515,11 @@ func (_q *CommentQuery) sqlQuery(ctx context.Context) *sql.Selector {
 	if _q.ctx.Unique != nil && *_q.ctx.Unique {
 		selector.Distinct()
 	}
-	if cols := generated.WithoutColumns(_q.HotCounter(), "Comment", columns); len(cols) != len(columns) {
-		selector.Select(selector.Columns(cols...)...)
+	_q.driver = generated.Rewriting(_q.driver, _q.HotCounter(), "Comment")
+	if len(_q.ctx.Fields) == 0 {
+		if cols := generated.WithoutColumns(_q.HotCounter(), "Comment", columns); len(cols) != len(columns) {
+			selector.Select(selector.Columns(cols...)...)
+		}
 	}
 	for _, p := range _q.predicates {
 		p(selector)

@@ -344,6 +344,7 @@ func (_q *ProductQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Prod
 		nodes = append(nodes, node)
 		return node.assignValues(columns, values)
 	}
+	_q.driver = generated.Rewriting(_q.driver, _q.HotCounter(), "Product")
 	_spec.Node.Columns = generated.WithoutColumns(_q.HotCounter(), "Product", _spec.Node.Columns)
 	ctx = generated.InlineTotals(ctx, _q.HotCounter(), "Product", _q.ctx.Fields, _spec)
 	for i := range hooks {
@@ -370,6 +371,7 @@ func (_q *ProductQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Prod
 
 func (_q *ProductQuery) sqlCount(ctx context.Context) (int, error) {
 	_spec := _q.querySpec()
+	_q.driver = generated.Rewriting(_q.driver, _q.HotCounter(), "Product")
 	_spec.Node.Columns = generated.WithoutColumns(_q.HotCounter(), "Product", _spec.Node.Columns)
 	ctx = generated.InlineTotals(ctx, _q.HotCounter(), "Product", _q.ctx.Fields, _spec)
 	_spec.Node.Columns = _q.ctx.Fields
@@ -434,8 +436,11 @@ func (_q *ProductQuery) sqlQuery(ctx context.Context) *sql.Selector {
 	if _q.ctx.Unique != nil && *_q.ctx.Unique {
 		selector.Distinct()
 	}
-	if cols := generated.WithoutColumns(_q.HotCounter(), "Product", columns); len(cols) != len(columns) {
-		selector.Select(selector.Columns(cols...)...)
+	_q.driver = generated.Rewriting(_q.driver, _q.HotCounter(), "Product")
+	if len(_q.ctx.Fields) == 0 {
+		if cols := generated.WithoutColumns(_q.HotCounter(), "Product", columns); len(cols) != len(columns) {
+			selector.Select(selector.Columns(cols...)...)
+		}
 	}
 	for _, p := range _q.predicates {
 		p(selector)

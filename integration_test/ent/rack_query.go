@@ -385,6 +385,7 @@ func (_q *RackQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Rack, e
 		node.Edges.loadedTypes = loadedTypes
 		return node.assignValues(columns, values)
 	}
+	_q.driver = generated.Rewriting(_q.driver, _q.HotCounter(), "Rack")
 	_spec.Node.Columns = generated.WithoutColumns(_q.HotCounter(), "Rack", _spec.Node.Columns)
 	ctx = generated.InlineTotals(ctx, _q.HotCounter(), "Rack", _q.ctx.Fields, _spec)
 	for i := range hooks {
@@ -454,6 +455,7 @@ func (_q *RackQuery) loadItems(ctx context.Context, query *ItemQuery, nodes []*R
 
 func (_q *RackQuery) sqlCount(ctx context.Context) (int, error) {
 	_spec := _q.querySpec()
+	_q.driver = generated.Rewriting(_q.driver, _q.HotCounter(), "Rack")
 	_spec.Node.Columns = generated.WithoutColumns(_q.HotCounter(), "Rack", _spec.Node.Columns)
 	ctx = generated.InlineTotals(ctx, _q.HotCounter(), "Rack", _q.ctx.Fields, _spec)
 	_spec.Node.Columns = _q.ctx.Fields
@@ -518,8 +520,11 @@ func (_q *RackQuery) sqlQuery(ctx context.Context) *sql.Selector {
 	if _q.ctx.Unique != nil && *_q.ctx.Unique {
 		selector.Distinct()
 	}
-	if cols := generated.WithoutColumns(_q.HotCounter(), "Rack", columns); len(cols) != len(columns) {
-		selector.Select(selector.Columns(cols...)...)
+	_q.driver = generated.Rewriting(_q.driver, _q.HotCounter(), "Rack")
+	if len(_q.ctx.Fields) == 0 {
+		if cols := generated.WithoutColumns(_q.HotCounter(), "Rack", columns); len(cols) != len(columns) {
+			selector.Select(selector.Columns(cols...)...)
+		}
 	}
 	for _, p := range _q.predicates {
 		p(selector)

@@ -344,6 +344,7 @@ func (_q *ReelQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Reel, e
 		nodes = append(nodes, node)
 		return node.assignValues(columns, values)
 	}
+	_q.driver = generated.Rewriting(_q.driver, _q.HotCounter(), "Reel")
 	_spec.Node.Columns = generated.WithoutColumns(_q.HotCounter(), "Reel", _spec.Node.Columns)
 	ctx = generated.InlineTotals(ctx, _q.HotCounter(), "Reel", _q.ctx.Fields, _spec)
 	for i := range hooks {
@@ -370,6 +371,7 @@ func (_q *ReelQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Reel, e
 
 func (_q *ReelQuery) sqlCount(ctx context.Context) (int, error) {
 	_spec := _q.querySpec()
+	_q.driver = generated.Rewriting(_q.driver, _q.HotCounter(), "Reel")
 	_spec.Node.Columns = generated.WithoutColumns(_q.HotCounter(), "Reel", _spec.Node.Columns)
 	ctx = generated.InlineTotals(ctx, _q.HotCounter(), "Reel", _q.ctx.Fields, _spec)
 	_spec.Node.Columns = _q.ctx.Fields
@@ -434,8 +436,11 @@ func (_q *ReelQuery) sqlQuery(ctx context.Context) *sql.Selector {
 	if _q.ctx.Unique != nil && *_q.ctx.Unique {
 		selector.Distinct()
 	}
-	if cols := generated.WithoutColumns(_q.HotCounter(), "Reel", columns); len(cols) != len(columns) {
-		selector.Select(selector.Columns(cols...)...)
+	_q.driver = generated.Rewriting(_q.driver, _q.HotCounter(), "Reel")
+	if len(_q.ctx.Fields) == 0 {
+		if cols := generated.WithoutColumns(_q.HotCounter(), "Reel", columns); len(cols) != len(columns) {
+			selector.Select(selector.Columns(cols...)...)
+		}
 	}
 	for _, p := range _q.predicates {
 		p(selector)

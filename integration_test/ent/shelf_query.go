@@ -385,6 +385,7 @@ func (_q *ShelfQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Shelf,
 		node.Edges.loadedTypes = loadedTypes
 		return node.assignValues(columns, values)
 	}
+	_q.driver = generated.Rewriting(_q.driver, _q.HotCounter(), "Shelf")
 	_spec.Node.Columns = generated.WithoutColumns(_q.HotCounter(), "Shelf", _spec.Node.Columns)
 	ctx = generated.InlineTotals(ctx, _q.HotCounter(), "Shelf", _q.ctx.Fields, _spec)
 	for i := range hooks {
@@ -454,6 +455,7 @@ func (_q *ShelfQuery) loadBooks(ctx context.Context, query *BookQuery, nodes []*
 
 func (_q *ShelfQuery) sqlCount(ctx context.Context) (int, error) {
 	_spec := _q.querySpec()
+	_q.driver = generated.Rewriting(_q.driver, _q.HotCounter(), "Shelf")
 	_spec.Node.Columns = generated.WithoutColumns(_q.HotCounter(), "Shelf", _spec.Node.Columns)
 	ctx = generated.InlineTotals(ctx, _q.HotCounter(), "Shelf", _q.ctx.Fields, _spec)
 	_spec.Node.Columns = _q.ctx.Fields
@@ -518,8 +520,11 @@ func (_q *ShelfQuery) sqlQuery(ctx context.Context) *sql.Selector {
 	if _q.ctx.Unique != nil && *_q.ctx.Unique {
 		selector.Distinct()
 	}
-	if cols := generated.WithoutColumns(_q.HotCounter(), "Shelf", columns); len(cols) != len(columns) {
-		selector.Select(selector.Columns(cols...)...)
+	_q.driver = generated.Rewriting(_q.driver, _q.HotCounter(), "Shelf")
+	if len(_q.ctx.Fields) == 0 {
+		if cols := generated.WithoutColumns(_q.HotCounter(), "Shelf", columns); len(cols) != len(columns) {
+			selector.Select(selector.Columns(cols...)...)
+		}
 	}
 	for _, p := range _q.predicates {
 		p(selector)

@@ -344,6 +344,7 @@ func (_q *SkipPostQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Ski
 		nodes = append(nodes, node)
 		return node.assignValues(columns, values)
 	}
+	_q.driver = generated.Rewriting(_q.driver, _q.HotCounter(), "SkipPost")
 	_spec.Node.Columns = generated.WithoutColumns(_q.HotCounter(), "SkipPost", _spec.Node.Columns)
 	ctx = generated.InlineTotals(ctx, _q.HotCounter(), "SkipPost", _q.ctx.Fields, _spec)
 	for i := range hooks {
@@ -370,6 +371,7 @@ func (_q *SkipPostQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Ski
 
 func (_q *SkipPostQuery) sqlCount(ctx context.Context) (int, error) {
 	_spec := _q.querySpec()
+	_q.driver = generated.Rewriting(_q.driver, _q.HotCounter(), "SkipPost")
 	_spec.Node.Columns = generated.WithoutColumns(_q.HotCounter(), "SkipPost", _spec.Node.Columns)
 	ctx = generated.InlineTotals(ctx, _q.HotCounter(), "SkipPost", _q.ctx.Fields, _spec)
 	_spec.Node.Columns = _q.ctx.Fields
@@ -434,8 +436,11 @@ func (_q *SkipPostQuery) sqlQuery(ctx context.Context) *sql.Selector {
 	if _q.ctx.Unique != nil && *_q.ctx.Unique {
 		selector.Distinct()
 	}
-	if cols := generated.WithoutColumns(_q.HotCounter(), "SkipPost", columns); len(cols) != len(columns) {
-		selector.Select(selector.Columns(cols...)...)
+	_q.driver = generated.Rewriting(_q.driver, _q.HotCounter(), "SkipPost")
+	if len(_q.ctx.Fields) == 0 {
+		if cols := generated.WithoutColumns(_q.HotCounter(), "SkipPost", columns); len(cols) != len(columns) {
+			selector.Select(selector.Columns(cols...)...)
+		}
 	}
 	for _, p := range _q.predicates {
 		p(selector)

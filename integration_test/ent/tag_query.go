@@ -344,6 +344,7 @@ func (_q *TagQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Tag, err
 		nodes = append(nodes, node)
 		return node.assignValues(columns, values)
 	}
+	_q.driver = generated.Rewriting(_q.driver, _q.HotCounter(), "Tag")
 	_spec.Node.Columns = generated.WithoutColumns(_q.HotCounter(), "Tag", _spec.Node.Columns)
 	ctx = generated.InlineTotals(ctx, _q.HotCounter(), "Tag", _q.ctx.Fields, _spec)
 	for i := range hooks {
@@ -372,6 +373,7 @@ func (_q *TagQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Tag, err
 
 func (_q *TagQuery) sqlCount(ctx context.Context) (int, error) {
 	_spec := _q.querySpec()
+	_q.driver = generated.Rewriting(_q.driver, _q.HotCounter(), "Tag")
 	_spec.Node.Columns = generated.WithoutColumns(_q.HotCounter(), "Tag", _spec.Node.Columns)
 	ctx = generated.InlineTotals(ctx, _q.HotCounter(), "Tag", _q.ctx.Fields, _spec)
 	_spec.Node.Columns = _q.ctx.Fields
@@ -436,8 +438,11 @@ func (_q *TagQuery) sqlQuery(ctx context.Context) *sql.Selector {
 	if _q.ctx.Unique != nil && *_q.ctx.Unique {
 		selector.Distinct()
 	}
-	if cols := generated.WithoutColumns(_q.HotCounter(), "Tag", columns); len(cols) != len(columns) {
-		selector.Select(selector.Columns(cols...)...)
+	_q.driver = generated.Rewriting(_q.driver, _q.HotCounter(), "Tag")
+	if len(_q.ctx.Fields) == 0 {
+		if cols := generated.WithoutColumns(_q.HotCounter(), "Tag", columns); len(cols) != len(columns) {
+			selector.Select(selector.Columns(cols...)...)
+		}
 	}
 	for _, p := range _q.predicates {
 		p(selector)

@@ -205,6 +205,11 @@ type Piece struct {
 // itself a qualifier, a named parameter (@likes). Strings, comments and
 // other names are text.
 func (d Dialect) ColumnRefs(sql, table string, columns []string) []Piece {
+	return d.columnRefs(sql, table, columns, false)
+}
+
+// columnRefs is ColumnRefs, taking only qualified references if qualified.
+func (d Dialect) columnRefs(sql, table string, columns []string, qualified bool) []Piece {
 	toks := d.lexCondition(sql)
 	significant := func(i, step int) int {
 		for j := i + step; j >= 0 && j < len(toks); j += step {
@@ -254,6 +259,10 @@ func (d Dialect) ColumnRefs(sql, table string, columns []string) []Piece {
 			continue
 		}
 		prev := significant(i, -1)
+		if qualified && text(prev) != "." {
+			cur.WriteString(t.text)
+			continue
+		}
 		if text(prev) == "." {
 			q := significant(prev, -1)
 			if q < 0 || !strings.EqualFold(toks[q].ident, tableName) || text(significant(q, -1)) == "." {
@@ -296,4 +305,91 @@ func (d Dialect) SplitList(sql string) []string {
 		at += len(t.text)
 	}
 	return append(out, sql[start:])
+}
+
+// RewriteRefs returns the query sql (as an ORM rendered it) with every
+// reference to one of the columns of the table named table replaced by the
+// SQL of its value (values, by column; see [Dialect.ColumnRefs] for what is
+// a reference). In the outermost select list, an item that is such a
+// reference alone keeps its column's name: `"posts"."likes"` becomes
+// `(...) AS "likes"`. Placeholders are left where they are: the values bind
+// nothing.
+func (d Dialect) RewriteRefs(sql, table string, columns []string, values map[string]string) string {
+	toks := d.lexCondition(sql)
+	// The outermost select list: from the first SELECT at depth 0 to the
+	// FROM at depth 0 after it.
+	start, end, depth, at := -1, -1, 0, 0
+	for _, t := range toks {
+		switch {
+		case t.text == "(":
+			depth++
+		case t.text == ")":
+			depth--
+		case depth == 0 && t.bare && start < 0 && strings.EqualFold(t.ident, "select"):
+			start = at + len(t.text)
+		case depth == 0 && t.bare && start >= 0 && end < 0 && strings.EqualFold(t.ident, "from"):
+			end = at
+		}
+		at += len(t.text)
+	}
+	replace := func(part string) string {
+		var b strings.Builder
+		for _, p := range d.ColumnRefs(part, table, columns) {
+			if p.Column == "" {
+				b.WriteString(p.Text)
+			} else {
+				b.WriteString(values[p.Column])
+			}
+		}
+		return b.String()
+	}
+	if start < 0 || end < 0 {
+		return replace(sql)
+	}
+	items := d.SplitList(sql[start:end])
+	for i, item := range items {
+		ps := d.ColumnRefs(item, table, columns)
+		lone := ""
+		for _, p := range ps {
+			switch {
+			case p.Column != "" && lone == "":
+				lone = p.Column
+			case p.Column != "" || strings.TrimSpace(p.Text) != "":
+				lone = "-"
+			}
+		}
+		if lone != "" && lone != "-" {
+			lead := item[:len(item)-len(strings.TrimLeft(item, " \t\n"))]
+			trail := item[len(strings.TrimRight(item, " \t\n")):]
+			items[i] = lead + values[lone] + " AS " + QuoteIdent(lone, d.kind == mysql) + trail
+			continue
+		}
+		items[i] = replace(item)
+	}
+	return replace(sql[:start]) + strings.Join(items, ",") + replace(sql[end:])
+}
+
+// RewriteQualifiedRefs is RewriteRefs for the references qualified by the
+// table's name alone (another table's columns in a query of one table).
+func (d Dialect) RewriteQualifiedRefs(sql, table string, columns []string, values map[string]string) string {
+	var b strings.Builder
+	for _, p := range d.columnRefs(sql, table, columns, true) {
+		if p.Column == "" {
+			b.WriteString(p.Text)
+		} else {
+			b.WriteString(values[p.Column])
+		}
+	}
+	return b.String()
+}
+
+// Refers reports whether sql holds a reference to one of the columns of
+// table (qualified by its name, if qualified), as ColumnRefs finds them.
+func (d Dialect) Refers(sql, table string, columns []string, qualified bool) bool {
+	for _, p := range d.columnRefs(sql, table, columns, qualified) {
+		if p.Column != "" {
+			return true
+		}
+	}
+	return false
 }

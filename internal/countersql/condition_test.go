@@ -92,3 +92,21 @@ func TestColumnRefsFindTheTablesCounterColumns(t *testing.T) {
 		}
 	}
 }
+
+// A whole query an ORM rendered: its references to counters read their
+// values, and a select item that is one alone keeps the counter's name.
+func TestRewriteRefsReadsValuesAndKeepsSelectedNames(t *testing.T) {
+	d := Dialect{postgres}
+	values := map[string]string{"likes": "(L)"}
+	for sql, want := range map[string]string{
+		`SELECT "posts"."id", "posts"."likes" FROM "posts" WHERE "posts"."likes" > $1 ORDER BY "posts"."likes" DESC`: `SELECT "posts"."id", (L) AS "likes" FROM "posts" WHERE (L) > $1 ORDER BY (L) DESC`,
+		`SELECT COUNT(*) FROM "posts" WHERE ("posts"."likes" > $1)`:                                                  `SELECT COUNT(*) FROM "posts" WHERE ((L) > $1)`,
+		`SELECT "posts"."likes", COUNT(*) FROM "posts" GROUP BY "posts"."likes"`:                                     `SELECT (L) AS "likes", COUNT(*) FROM "posts" GROUP BY (L)`,
+		`SELECT "posts"."id", (SELECT 1 FROM x) AS "likes" FROM "posts"`:                                             `SELECT "posts"."id", (SELECT 1 FROM x) AS "likes" FROM "posts"`,
+		`SELECT "comments"."likes" FROM "comments"`:                                                                  `SELECT "comments"."likes" FROM "comments"`,
+	} {
+		if got := d.RewriteRefs(sql, "posts", []string{"likes"}, values); got != want {
+			t.Errorf("RewriteRefs(%s):\n got %s\nwant %s", sql, got, want)
+		}
+	}
+}

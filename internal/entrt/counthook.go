@@ -86,7 +86,7 @@ func childHook(ctx context.Context, m hookedMutation, r Runtime, counts []counte
 	if err != nil {
 		return nil, err
 	}
-	c := Conn{Ex: r.Driver, Dialect: r.Driver.Dialect()}
+	c := Conn{Ex: r.driver(), Dialect: r.driver().Dialect()}
 	var before []engine.CountedRow
 	var keys []any
 	create := m.Op().Is(ent.OpCreate)
@@ -190,7 +190,7 @@ func edgeHook(ctx context.Context, m hookedMutation, r Runtime, child string, ne
 		return nil, err
 	}
 	counts := r.HookCounts(child)
-	c := Conn{Ex: r.Driver, Dialect: r.Driver.Dialect()}
+	c := Conn{Ex: r.driver(), Dialect: r.driver().Dialect()}
 	var parents []any
 	if len(cleared) > 0 && !m.Op().Is(ent.OpCreate) {
 		if parents, err = m.HotCounterRowKeys(ctx); err != nil {

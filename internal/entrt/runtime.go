@@ -202,13 +202,13 @@ func (r Runtime) SetObserver(o *observe.Observer) {
 // System is db.system.name of the client's database (MySQL and MariaDB are
 // told apart by their version, asked once when metrics are configured).
 func (r Runtime) System() string {
-	switch r.Driver.Dialect() {
+	switch r.driver().Dialect() {
 	case "postgres":
 		return "postgresql"
 	case "sqlite3":
 		return "sqlite"
 	}
-	return r.Driver.Dialect()
+	return r.driver().Dialect()
 }
 
 // Combined is the client's group of increments that share a statement
@@ -226,7 +226,7 @@ func (r Runtime) Storages() *engine.Storages { return &r.state().storages }
 type Source interface{ HotCounter() Runtime }
 
 func (r Runtime) Dialect() (countersql.Dialect, error) {
-	return countersql.For(r.Driver.Dialect())
+	return countersql.For(r.driver().Dialect())
 }
 
 func (r Runtime) Def(typ, field string) (Def, bool) {
@@ -242,7 +242,7 @@ func (r Runtime) Def(typ, field string) (Def, bool) {
 // whose Commit is a no-op that the caller's Tx.Commit completes, also when
 // wrapped for debugging (client.Debug()).
 func (r Runtime) InTx() bool {
-	drv := r.Driver
+	drv := r.driver()
 	for {
 		switch d := drv.(type) {
 		case dialect.Tx:
@@ -295,7 +295,7 @@ type Session struct {
 }
 
 func NewSession(r Runtime) Session {
-	return Session{Conn: Conn{r.Driver, r.Driver.Dialect()}, drv: r.Driver, inTx: r.InTx()}
+	return Session{Conn: Conn{r.driver(), r.driver().Dialect()}, drv: r.driver(), inTx: r.InTx()}
 }
 
 func (s Session) InTx() bool { return s.inTx }
@@ -409,7 +409,7 @@ func InlineTotals(ctx context.Context, r Runtime, typ string, fields []string, q
 	if len(parts) == 0 {
 		return ctx
 	}
-	mysql := r.Driver.Dialect() == dialect.MySQL
+	mysql := r.driver().Dialect() == dialect.MySQL
 	qs.Modifiers = append(qs.Modifiers, func(s *sql.Selector) {
 		col := s.C(key)
 		for _, in := range parts {
@@ -472,7 +472,7 @@ func Load(ctx context.Context, r Runtime, typ string, selected []string, n int, 
 			set(j, d.Field, 0) // no slot rows: zero
 		}
 	}
-	c := Conn{r.Driver, r.Driver.Dialect()}
+	c := Conn{r.driver(), r.driver().Dialect()}
 	groups, probed, err := r.fillGroups(ctx, c, dl, defs, keys)
 	if err != nil {
 		return err

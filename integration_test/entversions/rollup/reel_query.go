@@ -344,6 +344,7 @@ func (_q *ReelQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Reel, e
 		nodes = append(nodes, node)
 		return node.assignValues(columns, values)
 	}
+	_q.driver = generated.Rewriting(_q.driver, _q.HotCounter(), "Reel")
 	for i := range hooks {
 		hooks[i](ctx, _spec)
 	}
@@ -368,6 +369,7 @@ func (_q *ReelQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Reel, e
 
 func (_q *ReelQuery) sqlCount(ctx context.Context) (int, error) {
 	_spec := _q.querySpec()
+	_q.driver = generated.Rewriting(_q.driver, _q.HotCounter(), "Reel")
 	_spec.Node.Columns = _q.ctx.Fields
 	if len(_q.ctx.Fields) > 0 {
 		_spec.Unique = _q.ctx.Unique != nil && *_q.ctx.Unique
@@ -430,6 +432,7 @@ func (_q *ReelQuery) sqlQuery(ctx context.Context) *sql.Selector {
 	if _q.ctx.Unique != nil && *_q.ctx.Unique {
 		selector.Distinct()
 	}
+	_q.driver = generated.Rewriting(_q.driver, _q.HotCounter(), "Reel")
 	for _, p := range _q.predicates {
 		p(selector)
 	}
