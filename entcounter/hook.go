@@ -52,7 +52,16 @@ func counterHook(field string, ann Annotation) ent.Hook {
 			value, hasSet := em.Field(field)
 			cleared := em.FieldCleared(field)
 			if !hasAdd && !hasSet && !cleared {
-				return next.Mutate(ctx, em)
+				v, err := next.Mutate(ctx, em)
+				if err != nil && touched(em, field) {
+					// A hook that runs after this one (the schema's own Hooks:
+					// ent runs a mixin's hooks first) wrote the counter, and
+					// ent sent the write to a column the counter may not have.
+					return v, fmt.Errorf("entcounter: %s.%s was written by a hook that runs after entcounter's (ent runs a mixin's hooks "+
+						"before the schema's own Hooks): write counters from a hook registered with client.%s.Use, which runs first: %w",
+						em.Type(), field, em.Type(), err)
+				}
+				return v, err
 			}
 			if ann.Err != "" {
 				return nil, fmt.Errorf("entcounter: %s.%s: %w%s", em.Type(), field, ErrInvalidCounter, strings.TrimPrefix(ann.Err, ErrInvalidCounter.Error()))
@@ -171,6 +180,13 @@ func counterHook(field string, ann Annotation) ent.Hook {
 		}
 		return self
 	}
+}
+
+// touched reports whether the mutation adds to, sets or clears field.
+func touched(m ent.Mutation, field string) bool {
+	_, added := m.AddedField(field)
+	_, set := m.Field(field)
+	return added || set || m.FieldCleared(field)
 }
 
 // fillAfterKey marks, in the context of an UpdateOne, the mutation whose

@@ -43,7 +43,7 @@ func ValidColumn(column string) bool {
 //
 //	import _ "github.com/hotcounter/hotcounter/integration_test/ent/runtime"
 var (
-	Hooks        [1]ent.Hook
+	Hooks        [2]ent.Hook
 	Interceptors [1]ent.Interceptor
 	// DefaultPlays holds the default value on creation for the "plays" field.
 	DefaultPlays int64

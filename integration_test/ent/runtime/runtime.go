@@ -352,7 +352,9 @@ func init() {
 	rackopencountslot.DefaultN = rackopencountslotDescN.Default.(int64)
 	reelMixin := schema.Reel{}.Mixin()
 	reelMixinHooks0 := reelMixin[0].Hooks()
+	reelHooks := schema.Reel{}.Hooks()
 	reel.Hooks[0] = reelMixinHooks0[0]
+	reel.Hooks[1] = reelHooks[0]
 	reelMixinInters0 := reelMixin[0].Interceptors()
 	reel.Interceptors[0] = reelMixinInters0[0]
 	reelMixinFields0 := reelMixin[0].Fields()
