@@ -395,7 +395,7 @@ type reelVersion struct {
 // entversions application on e's database.
 func openReels(t *testing.T, e *env, v string) reelVersion {
 	t.Helper()
-	drv := entDriver(t, e, 4, func() {})
+	drv := entDriver(t, e, 4, func(string) {})
 	locked := func(create func() error) error {
 		entSchemaMu.Lock() // the generated migrate.Tables are shared
 		defer entSchemaMu.Unlock()

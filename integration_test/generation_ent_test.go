@@ -17,7 +17,7 @@ import (
 func TestEntWithoutTheExtensionEveryOperationSaysHowToGenerate(t *testing.T) {
 	eachDB(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
-		c := noext.NewClient(noext.Driver(entDriver(t, e, 4, func() {})))
+		c := noext.NewClient(noext.Driver(entDriver(t, e, 4, func(string) {})))
 		entSchemaMu.Lock()
 		err := c.Schema.Create(ctx)
 		entSchemaMu.Unlock()

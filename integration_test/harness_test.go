@@ -144,6 +144,9 @@ type entEnv struct {
 	*env
 	client *ent.Client
 	stmts  atomic.Int64 // statements ent sent
+	// selects counts the statements ent sent that are plain reads (SELECT
+	// ...), as ent's driver logs them.
+	selects atomic.Int64
 }
 
 // openEnt returns ent and GORM clients on one fresh database. ent owns the
@@ -171,12 +174,18 @@ func reopenEnt(t testing.TB, e *entEnv) *ent.Client { return reopenEntPool(t, e,
 // reopenEntPool is reopenEnt with a pool of at most conns connections.
 func reopenEntPool(t testing.TB, e *entEnv, conns int) *ent.Client {
 	t.Helper()
-	return ent.NewClient(ent.Driver(entDriver(t, e.env, conns, func() { e.stmts.Add(1) })))
+	return ent.NewClient(ent.Driver(entDriver(t, e.env, conns, func(statement string) {
+		e.stmts.Add(1)
+		if strings.Contains(statement, "query=SELECT ") {
+			e.selects.Add(1)
+		}
+	})))
 }
 
 // entDriver opens an ent driver of at most conns connections on e's
-// database, closed when t ends, that calls sent for every statement.
-func entDriver(t testing.TB, e *env, conns int, sent func()) dialect.Driver {
+// database, closed when t ends, that calls sent with every statement as
+// ent's debug driver logs it (driver.Query: query=... args=...).
+func entDriver(t testing.TB, e *env, conns int, sent func(statement string)) dialect.Driver {
 	t.Helper()
 	name, dial := "sqlite", dialect.SQLite
 	switch e.kind {
@@ -192,7 +201,7 @@ func entDriver(t testing.TB, e *env, conns int, sent func()) dialect.Driver {
 	db.SetMaxOpenConns(conns)
 	db.SetMaxIdleConns(conns)
 	t.Cleanup(func() { db.Close() })
-	return dialect.DebugWithContext(entsql.OpenDB(dial, db), func(context.Context, ...any) { sent() })
+	return dialect.DebugWithContext(entsql.OpenDB(dial, db), func(_ context.Context, a ...any) { sent(fmt.Sprint(a...)) })
 }
 
 // entSchemaMu serializes ent's migrations: they set up the generated,
