@@ -37,6 +37,7 @@ type dryRun struct {
 	db   *gorm.DB
 	sent *[]recorded
 	keys []any
+	inTx bool // inside a transaction the write would open (Begin)
 }
 
 var _ engine.Session = dryRun{}
@@ -57,9 +58,15 @@ func (d dryRun) Query(_ context.Context, build func(countersql.Writer)) (engine.
 	return &keyRows{keys: d.keys}, nil
 }
 
-func (d dryRun) InTx() bool { return false }
+func (d dryRun) InTx() bool { return d.inTx }
 
-func (d dryRun) Begin(_ context.Context, _ bool, fn func(engine.Session) error) error { return fn(d) }
+// Begin runs fn as the write would run it in a transaction of its own,
+// which chooses its statements as a caller's transaction does (on MySQL
+// and MariaDB, the session's own slot rows).
+func (d dryRun) Begin(_ context.Context, _ bool, fn func(engine.Session) error) error {
+	d.inTx = true
+	return fn(d)
+}
 
 func (dryRun) ParentGone(error) bool { return false }
 
@@ -92,7 +99,8 @@ func (p *Plugin) dryRunIncrement(db *gorm.DB, inc increment, where clause.Where)
 	if v, ok := stmt.Settings.Load(dryRunKey); ok {
 		sent = v.([]recorded)
 	}
-	s := dryRun{db: db, sent: &sent}
+	_, inTx := stmt.ConnPool.(gorm.TxCommitter)
+	s := dryRun{db: db, sent: &sent, inTx: inTx}
 	ctx := stmt.Context
 	key, byKey := primaryKeyOnly(stmt)
 	if byKey && !inc.take {

@@ -78,7 +78,7 @@ func ExampleIncrement() {
 	fmt.Println("without a condition:", res.Error)
 	// Output:
 	// error: <nil> rows: 2
-	// without a condition: WHERE conditions required
+	// without a condition: gormcounter: write Post.Likes: WHERE conditions required: name the rows (db.Model(&post) with its key set, or Where), or allow it for every row with db.Session(&gorm.Session{AllowGlobalUpdate: true})
 }
 
 func ExampleRollupPass() {

@@ -124,6 +124,16 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 	if err != nil {
 		return err
 	}
+	if pragma := d.ForeignKeysPragma(); pragma != "" {
+		// See checkForeignKeys: refused before any write is counted.
+		var on int
+		if err := db.Raw(pragma).Row().Scan(&on); err != nil {
+			return fmt.Errorf("gormcounter: read %s: %w", pragma, err)
+		}
+		if on == 0 {
+			return fmt.Errorf("gormcounter: %w: a deleted row would leave its counters' slot rows behind", ErrForeignKeysOff)
+		}
+	}
 	p.dialect = d
 	if p.obs == nil {
 		obs, err := observe.New(observe.Config{System: systemName(db, p.cfg.MeterProvider != nil), Keys: p.cfg.HotKeys.Keys, Window: p.cfg.HotKeys.Window,

@@ -56,7 +56,8 @@ func (p *Plugin) rewriteUpdate(db *gorm.DB) {
 	}
 	where, ok := targetConditions(db)
 	if !ok && !db.AllowGlobalUpdate {
-		db.AddError(gorm.ErrMissingWhereClause)
+		db.AddError(fmt.Errorf("gormcounter: write %s: %w: name the rows (db.Model(&post) with its key set, or Where), "+
+			"or allow it for every row with db.Session(&gorm.Session{AllowGlobalUpdate: true})", incs[0].c.name(), gorm.ErrMissingWhereClause))
 		return
 	}
 	var affected int64

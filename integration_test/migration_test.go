@@ -375,18 +375,25 @@ func TestSQLiteTableRebuildKeepsCounts(t *testing.T) {
 }
 
 // SQLite without foreign keys would keep a deleted parent's slot rows (and
-// hand them to a new row that reuses its id): AutoMigrate refuses, naming
-// the DSN setting that turns them on.
-func TestSQLiteWithoutForeignKeysIsRefusedAtMigration(t *testing.T) {
+// hand them to a new row that takes its id): db.Use refuses, naming the DSN
+// setting that turns them on, and so does AutoMigrate on a connection that
+// turned them off.
+func TestSQLiteWithoutForeignKeysIsRefused(t *testing.T) {
 	parallel(t)
 	db, err := gorm.Open(dialectorFor(lite, "file:"+filepath.Join(t.TempDir(), "nofk.db")), &gorm.Config{})
 	must(t, err)
-	must(t, db.Use(gormcounter.New(gormcounter.Config{})))
-	err = db.AutoMigrate(&Story{})
-	if !errors.Is(err, gormcounter.ErrForeignKeysOff) || !strings.Contains(err.Error(), "_pragma=foreign_keys(1)") || !strings.Contains(err.Error(), "Story") {
-		t.Fatalf("AutoMigrate on SQLite without foreign keys: %v; want ErrForeignKeysOff naming Story and the DSN setting", err)
+	err = db.Use(gormcounter.New(gormcounter.Config{}))
+	if !errors.Is(err, gormcounter.ErrForeignKeysOff) || !strings.Contains(err.Error(), "_pragma=foreign_keys(1)") {
+		t.Fatalf("Use on SQLite without foreign keys: %v; want ErrForeignKeysOff naming the DSN setting", err)
 	}
-	if db.Migrator().HasTable(&Story{}) {
-		t.Fatal("the refused migration created the table")
-	}
+	e := open(t, lite)
+	must(t, e.db.Connection(func(conn *gorm.DB) error {
+		must(t, conn.Exec("PRAGMA foreign_keys = OFF").Error)
+		defer conn.Exec("PRAGMA foreign_keys = ON")
+		err := conn.AutoMigrate(&Story{})
+		if !errors.Is(err, gormcounter.ErrForeignKeysOff) || !strings.Contains(err.Error(), "Story") {
+			t.Errorf("AutoMigrate on a connection without foreign keys: %v; want ErrForeignKeysOff naming Story", err)
+		}
+		return nil
+	}))
 }

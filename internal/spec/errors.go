@@ -13,7 +13,7 @@ var (
 	// is neither an increment nor a value (a multiplication, another
 	// column), and for any write of a count of child rows, which changes
 	// only when its rows do.
-	ErrNotIncrement = errors.New("a counter changes by an increment or an assignment of a value")
+	ErrNotIncrement = errors.New("this write cannot change the counter")
 
 	// ErrNotCounter is wrapped by the error for an increment of a field
 	// that is not declared as a counter.
