@@ -20,14 +20,18 @@ import (
 // Loads of the model's own structs are filled instead (see fill); other
 // destinations (maps, Scan, Pluck, Row) get the value in the select list.
 
-// refs is what one statement replaces: the model's table, and the SQL of
-// each counter's value by column name.
+// refs is what one statement replaces: the model's table, its counters
+// that a plain reference cannot read, and the SQL of each one's value by
+// column name, rendered the first time a reference needs it.
 type refs struct {
+	db     *gorm.DB
+	p      *Plugin
 	d      countersql.Dialect
 	table  string
 	m      *model
 	cols   []string
 	values map[string]string
+	err    error // from rendering a value; the statement fails with it
 }
 
 // statementRefs returns the replacements for the statement's model, or nil
@@ -42,25 +46,35 @@ func (p *Plugin) statementRefs(db *gorm.DB) (*refs, error) {
 		return nil, err
 	}
 	live := isLive(stmt.Context)
-	r := &refs{d: p.dialect, table: stmt.Table, m: m, values: map[string]string{}}
+	r := &refs{db: db, p: p, d: p.dialect, table: stmt.Table, m: m, values: map[string]string{}}
 	for _, c := range m.counters {
-		if c.opts.Mode != spec.Sum && !(live && c.opts.Mode.HasColumn()) {
-			continue // the column is the value a plain query reads
+		if c.opts.Mode == spec.Sum || (live && c.opts.Mode.HasColumn()) {
+			r.cols = append(r.cols, c.field.DBName) // else the column is the value a plain query reads
 		}
-		read, err := p.sources(stmt.Context, gormConn{db: db}, c)
-		if err != nil {
-			return nil, err
-		}
-		t := c.table
-		t.Parent = stmt.Table
-		table := stmt.Table
-		r.cols = append(r.cols, c.field.DBName)
-		r.values[c.field.DBName] = renderSQL(db, func(w countersql.Writer) { p.dialect.ValueOf(w, t, read, table) })
 	}
 	if len(r.cols) == 0 {
 		return nil, nil
 	}
 	return r, nil
+}
+
+// value returns the SQL of the value of the counter with column col.
+func (r *refs) value(col string) string {
+	if v, ok := r.values[col]; ok {
+		return v
+	}
+	c := r.m.lookup(col)
+	read, err := r.p.sources(r.db.Statement.Context, gormConn{db: r.db}, c)
+	if err != nil {
+		r.err = err
+		return ""
+	}
+	t := c.table
+	t.Parent = r.table
+	table := r.table
+	v := renderSQL(r.db, func(w countersql.Writer) { r.d.ValueOf(w, t, read, table) })
+	r.values[col] = v
+	return v
 }
 
 // renderSQL renders a statement that binds no argument as text, quoted
@@ -97,6 +111,9 @@ func (p *Plugin) replaceRefs(db *gorm.DB, selects bool) {
 		}
 	}
 	if !selects {
+		if r.err != nil {
+			db.AddError(r.err)
+		}
 		return
 	}
 	if c, ok := stmt.Clauses["ORDER BY"]; ok {
@@ -121,6 +138,9 @@ func (p *Plugin) replaceRefs(db *gorm.DB, selects bool) {
 	}
 	if _, filled := stmt.Settings.Load(fillPlanKey); !filled {
 		r.selectValues(db)
+	}
+	if r.err != nil {
+		db.AddError(r.err)
 	}
 }
 
@@ -171,10 +191,10 @@ func (r *refs) column(col clause.Column, as bool) clause.Column {
 			return col
 		}
 		c := r.m.lookup(col.Name)
-		if c == nil || r.values[c.field.DBName] == "" {
+		if c == nil || !containsCol(r.cols, c.field.DBName) {
 			return col
 		}
-		name := r.values[c.field.DBName]
+		name := r.value(c.field.DBName)
 		if as {
 			alias := col.Alias
 			if alias == "" {
@@ -220,7 +240,7 @@ func (r *refs) rewrite(sql string) (string, int) {
 			b.WriteString(piece.Text)
 			continue
 		}
-		b.WriteString(r.values[piece.Column])
+		b.WriteString(r.value(piece.Column))
 		n++
 	}
 	return b.String(), n
@@ -320,4 +340,13 @@ func keepCounterColumns(db *gorm.DB, m *model) {
 	if ds := destSchema(db); ds != nil {
 		stmt.Selects = append([]string(nil), ds.DBNames...)
 	}
+}
+
+func containsCol(cols []string, col string) bool {
+	for _, c := range cols {
+		if c == col {
+			return true
+		}
+	}
+	return false
 }
