@@ -305,8 +305,7 @@ SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'hc\_%'
 -- args: [objects]
 
 -- CountTriggersOf
-SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE() AND TRIGGER_NAME IN ($1, $2, $3);
--- args: [hc_category_object_count_slots_ins hc_category_object_count_slots_upd hc_category_object_count_slots_del]
+SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE() AND TRIGGER_NAME IN ('hc_category_object_count_slots_ins', 'hc_category_object_count_slots_upd', 'hc_category_object_count_slots_del');
 
 -- TableExists
 SELECT 1 FROM information_schema.tables WHERE table_name = $1 AND table_schema = $2;

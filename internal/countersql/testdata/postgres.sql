@@ -340,8 +340,7 @@ SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'hc\_%'
 -- args: [objects]
 
 -- CountTriggersOf
-SELECT tgname FROM pg_trigger WHERE tgrelid = to_regclass($1) AND tgname IN ($2, $3, $4);
--- args: ["objects" hc_category_object_count_slots_ins hc_category_object_count_slots_upd hc_category_object_count_slots_del]
+SELECT tgname FROM pg_trigger WHERE tgrelid = to_regclass('"objects"') AND tgname IN ('hc_category_object_count_slots_ins', 'hc_category_object_count_slots_upd', 'hc_category_object_count_slots_del');
 
 -- TableExists
 SELECT 1 WHERE to_regclass($1) IS NOT NULL;

@@ -311,8 +311,7 @@ SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'hc\_%'
 -- args: [objects]
 
 -- CountTriggersOf
-SELECT name FROM sqlite_master WHERE type = 'trigger' AND name IN ($1, $2, $3);
--- args: [hc_category_object_count_slots_ins hc_category_object_count_slots_upd hc_category_object_count_slots_del]
+SELECT name FROM sqlite_master WHERE type = 'trigger' AND name IN ('hc_category_object_count_slots_ins', 'hc_category_object_count_slots_upd', 'hc_category_object_count_slots_del');
 
 -- TableExists
 SELECT 1 FROM "app".sqlite_master WHERE type = 'table' AND name = $1;
