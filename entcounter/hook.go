@@ -38,12 +38,13 @@ func counterHook(field string, ann Annotation) ent.Hook {
 	return func(next ent.Mutator) ent.Mutator {
 		var self ent.MutateFunc
 		self = func(ctx context.Context, em ent.Mutation) (_ ent.Value, err error) {
-			if _, ok := em.(mutation); !ok {
+			m, ok := em.(mutation)
+			if !ok {
 				// Without the extension's code, ent would write and read the
 				// sum counter's column, which does not exist.
 				return nil, fmt.Errorf("%w (%s.%s)", ErrNotConfigured, em.Type(), field)
 			}
-			if m, ok := em.(mutation); ok && em.Op().Is(ent.OpUpdateOne) && ctx.Value(fillAfterKey{}) != em {
+			if em.Op().Is(ent.OpUpdateOne) && ctx.Value(fillAfterKey{}) != em {
 				// The outermost counter hook of an UpdateOne: the entity it
 				// returns shows every counter as a load would.
 				return fillAfter(context.WithValue(ctx, fillAfterKey{}, em), m, self)
@@ -90,10 +91,6 @@ func counterHook(field string, ann Annotation) ent.Hook {
 				if what != "" {
 					return nil, fmt.Errorf("entcounter: %s.%s: %w: %s", em.Type(), field, ErrNegativeGuarded, what)
 				}
-			}
-			m, ok := em.(mutation)
-			if !ok {
-				return nil, fmt.Errorf("%w (%s.%s)", ErrNotConfigured, em.Type(), field)
 			}
 			w := &write{r: m.HotCounter()}
 			d, ok := w.r.Def(m.Type(), field)
