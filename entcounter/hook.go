@@ -57,40 +57,28 @@ func counterHook(field string, ann Annotation) ent.Hook {
 				if err != nil && touched(em, field) {
 					// A hook that runs after this one (the schema's own Hooks:
 					// ent runs a mixin's hooks first) wrote the counter, and
-					// ent sent the write to a column the counter may not have.
+					// ent sent the write to a column the counter may not have
+					// (code generated before writes of later hooks were
+					// taken out, or a bulk create).
 					return v, fmt.Errorf("entcounter: %s.%s was written by a hook that runs after entcounter's (ent runs a mixin's hooks "+
-						"before the schema's own Hooks): write counters from a hook registered with client.%s.Use, which runs first: %w",
+						"before the schema's own Hooks): regenerate the ent code, or write counters from a hook registered with client.%s.Use, which runs first: %w",
 						em.Type(), field, em.Type(), err)
 				}
 				return v, err
 			}
-			if ann.Err != "" {
-				return nil, fmt.Errorf("entcounter: %s.%s: %w%s", em.Type(), field, ErrInvalidCounter, strings.TrimPrefix(ann.Err, ErrInvalidCounter.Error()))
+			if err := refused(em, field, ann, hasAdd, hasSet, cleared, entrt.ToInt64(added), entrt.ToInt64(value)); err != nil {
+				return nil, err
 			}
 			if ann.Counts != "" {
-				if em.Op().Is(ent.OpCreate) && !hasAdd && !cleared && entrt.ToInt64(value) == 0 {
-					if !ann.Rollup {
-						em.ResetField(field) // the default 0; a sum counter has no column
-					}
-					return next.Mutate(ctx, em)
+				// The default 0 of a new parent; a sum counter has no column.
+				if !ann.Rollup {
+					em.ResetField(field)
 				}
-				return nil, fmt.Errorf("entcounter: %s.%s: %w: it counts the rows of edge %q and changes only when they do (entcounter.Recount corrects it)",
-					em.Type(), field, ErrNotIncrement, ann.Counts)
-			}
-			if ann.Guarded {
-				add, set := entrt.ToInt64(added), entrt.ToInt64(value)
-				what := ""
-				switch {
-				case (hasSet || cleared) && !em.Op().Is(ent.OpCreate):
-					what = "an assignment could take the stock down; AddX restocks and entcounter.Take sells"
-				case hasSet && set+add < 0:
-					what = fmt.Sprintf("a Set to %d is below zero", set+add)
-				case hasAdd && add < 0:
-					what = fmt.Sprintf("an Add of %d could take it below zero; use entcounter.Take, which refuses when less is left", add)
+				v, err := next.Mutate(ctx, em)
+				if late, ok := lateStart(m, field); ok && err == nil && late != 0 {
+					err = refused(em, field, ann, false, true, false, 0, late)
 				}
-				if what != "" {
-					return nil, fmt.Errorf("entcounter: %s.%s: %w: %s", em.Type(), field, ErrNegativeGuarded, what)
-				}
+				return v, err
 			}
 			w := &write{r: m.HotCounter()}
 			d, ok := w.r.Def(m.Type(), field)
@@ -122,6 +110,13 @@ func counterHook(field string, ann Annotation) ent.Hook {
 				if err != nil {
 					return nil, err
 				}
+				one := m.Op().Is(ent.OpUpdateOne)
+				if one && len(keys) == 0 {
+					// The row is missing, does not match the predicates, or
+					// the user's query interceptors hide it: nothing is
+					// written.
+					return nil, m.HotCounterNotFound()
+				}
 				m.ResetField(field)
 				counterOnly := isEmpty(m)
 				if fm, ok := m.(fastMutation); ok && counterOnly && m.Op().Is(ent.OpUpdateOne) && !hasSet && !cleared && fm.HotCounterByIDOnly() && dl.LocksRows() {
@@ -136,12 +131,6 @@ func counterHook(field string, ann Annotation) ent.Hook {
 				res, err := next.Mutate(ctx, m)
 				if err != nil {
 					return res, err
-				}
-				one := m.Op().Is(ent.OpUpdateOne)
-				if one && len(keys) == 0 {
-					// ent reads the row back by its id alone when nothing else
-					// changes: the predicates are ours to check.
-					return nil, m.HotCounterNotFound()
 				}
 				if one && !hasSet && !cleared && !d.Guarded && engine.TakesFreeSlot(dl, d.SkipLocked, w.r.InTx(), true) {
 					if err := w.incrementFreeSlot(ctx, keys[0], add); err != nil {
@@ -177,6 +166,86 @@ func counterHook(field string, ann Annotation) ent.Hook {
 		}
 		return self
 	}
+}
+
+// refused returns the error of a write that the counter does not take: a
+// bad declaration, a write of a count, an assignment or a decrement of a
+// guarded counter (add and set are the values of the mutation's AddX and
+// SetX). A new parent's count may start at 0 only.
+func refused(em ent.Mutation, field string, ann Annotation, hasAdd, hasSet, cleared bool, add, set int64) error {
+	if ann.Err != "" {
+		return fmt.Errorf("entcounter: %s.%s: %w%s", em.Type(), field, ErrInvalidCounter, strings.TrimPrefix(ann.Err, ErrInvalidCounter.Error()))
+	}
+	create := em.Op().Is(ent.OpCreate)
+	if ann.Counts != "" {
+		if create && !hasAdd && !cleared && set == 0 {
+			return nil
+		}
+		return fmt.Errorf("entcounter: %s.%s: %w: it counts the rows of edge %q and changes only when they do (entcounter.Recount corrects it)",
+			em.Type(), field, ErrNotIncrement, ann.Counts)
+	}
+	if !ann.Guarded {
+		return nil
+	}
+	what := ""
+	switch {
+	case (hasSet || cleared) && !create:
+		what = "an assignment could take the stock down; AddX restocks and entcounter.Take sells"
+	case hasSet && set+add < 0:
+		what = fmt.Sprintf("a Set to %d is below zero", set+add)
+	case hasAdd && add < 0:
+		what = fmt.Sprintf("an Add of %d could take it below zero; use entcounter.Take, which refuses when less is left", add)
+	}
+	if what != "" {
+		return fmt.Errorf("entcounter: %s.%s: %w: %s", em.Type(), field, ErrNegativeGuarded, what)
+	}
+	return nil
+}
+
+// lateMutation is what the extension generates on mutations since a hook
+// that ent runs after entcounter's (the schema's own Hooks) may write a
+// counter.
+type lateMutation interface {
+	HotCounterKeep(field string)
+	HotCounterLate(field string) (int64, bool)
+}
+
+// lateStart returns the starting total of a new parent's sum counter that
+// a hook ent ran after entcounter's wrote: the generated create took it out
+// of the row's columns.
+func lateStart(m ent.Mutation, field string) (int64, bool) {
+	if lm, ok := m.(lateMutation); ok {
+		return lm.HotCounterLate(field)
+	}
+	return 0, false
+}
+
+func init() { entrt.Late = writeLate }
+
+// writeLate runs the counter hooks of the counters m writes around save,
+// the generated update's own write: a hook that ent ran after entcounter's
+// (the schema's own Hooks) wrote them, and the update sends them as an
+// update written with them from the start would. The hooks take them out
+// of m, so save then runs without them.
+func writeLate(ctx context.Context, r Runtime, m ent.Mutation, save func(context.Context) (ent.Value, error)) (ent.Value, error) {
+	var run ent.Mutator = ent.MutateFunc(func(ctx context.Context, _ ent.Mutation) (ent.Value, error) { return save(ctx) })
+	for _, d := range r.Defs {
+		if d.Type == m.Type() && touched(m, d.Field) {
+			run = counterHook(d.Field, annotationOfDef(d))(run)
+		}
+	}
+	return run.Mutate(ctx, m)
+}
+
+// annotationOfDef returns what counterHook reads of a counter's annotation,
+// from its generated description.
+func annotationOfDef(d Def) Annotation {
+	a := Annotation{Slots: d.Slots, AutoSlots: d.AutoSlots, Rollup: d.Rollup, Append: d.Append, Precreate: d.Precreate,
+		SkipLocked: d.SkipLocked, KeepColumn: d.KeepColumn, Guarded: d.Guarded}
+	if c := d.Count; c != nil {
+		a.Counts, a.Where, a.Hooks = c.Edge, c.Where, c.Hooks
+	}
+	return a
 }
 
 // touched reports whether the mutation adds to, sets or clears field.
@@ -342,11 +411,21 @@ func (w *write) create(ctx context.Context, m mutation, next ent.Mutator, v int6
 			if err := m.SetField(w.d.Field, int64(0)); err != nil {
 				return nil, err
 			}
+			if lm, ok := m.(lateMutation); ok {
+				lm.HotCounterKeep(w.d.Field)
+			}
 		}
 	}
 	res, err := next.Mutate(ctx, m)
 	if err != nil {
 		return res, err
+	}
+	if late, ok := lateStart(m, w.d.Field); ok {
+		// A later hook wrote the starting total: it is v, checked as v is.
+		if err := refused(m, w.d.Field, Annotation{Guarded: w.d.Guarded}, false, true, false, 0, late); err != nil {
+			return res, fmt.Errorf("%w (the %s was created without it)", err, m.Type())
+		}
+		v = late
 	}
 	upsert := m.HotCounterUpsert() && v != 0
 	if upsert && w.dl.MySQL() && m.HotCounterBulkUpsert() {

@@ -81,3 +81,18 @@ func Rewriting(drv dialect.Driver, r Runtime, typ string) dialect.Driver {
 func InlinedFor(ctx context.Context, spec *sqlgraph.QuerySpec) context.Context {
 	return entrt.InlinedFor(ctx, spec)
 }
+
+// Intercepted reports whether a schema's query interceptors hold one of
+// the user's: an UpdateOne by id then reads its row through them before
+// writing a counter, so that a row they hide is not found.
+func Intercepted(inters []ent.Interceptor) bool { return entrt.Intercepted(inters) }
+
+// WrittenLate reports whether m, about to be sent by a generated update,
+// still writes a counter: a hook that ent ran after entcounter's wrote it.
+func WrittenLate(r Runtime, m ent.Mutation) bool { return entrt.Written(r, m) }
+
+// WriteLate runs entcounter's hooks of the counters m writes around save,
+// the generated update's own write (which it calls again without them).
+func WriteLate(ctx context.Context, r Runtime, m ent.Mutation, save func(context.Context) (ent.Value, error)) (ent.Value, error) {
+	return entrt.Late(ctx, r, m, save)
+}

@@ -144,6 +144,13 @@ func (_c *AuthorCreate) createSpec() (*Author, *sqlgraph.CreateSpec) {
 		_node = &Author{config: _c.config}
 		_spec = sqlgraph.NewCreateSpec(author.Table, sqlgraph.NewFieldSpec(author.FieldID, field.TypeInt))
 	)
+	if v, ok := _c.mutation.Followers(); ok && !_c.mutation.hotcounterKept[author.FieldFollowers] {
+		if _c.mutation.hotcounterLate == nil {
+			_c.mutation.hotcounterLate = map[string]int64{}
+		}
+		_c.mutation.hotcounterLate[author.FieldFollowers] = int64(v)
+		_c.mutation.ResetFollowers()
+	}
 	if len(_c.conflict) > 0 {
 		_c.mutation.hotcounterUpsert = true
 	}

@@ -128,6 +128,13 @@ func (_c *ClipCreate) createSpec() (*Clip, *sqlgraph.CreateSpec) {
 		_node = &Clip{config: _c.config}
 		_spec = sqlgraph.NewCreateSpec(clip.Table, sqlgraph.NewFieldSpec(clip.FieldID, field.TypeInt))
 	)
+	if v, ok := _c.mutation.Likes(); ok && !_c.mutation.hotcounterKept[clip.FieldLikes] {
+		if _c.mutation.hotcounterLate == nil {
+			_c.mutation.hotcounterLate = map[string]int64{}
+		}
+		_c.mutation.hotcounterLate[clip.FieldLikes] = int64(v)
+		_c.mutation.ResetLikes()
+	}
 	if len(_c.conflict) > 0 {
 		_c.mutation.hotcounterUpsert = true
 	}

@@ -162,6 +162,20 @@ func (_c *DeskCreate) createSpec() (*Desk, *sqlgraph.CreateSpec) {
 		_node = &Desk{config: _c.config}
 		_spec = sqlgraph.NewCreateSpec(desk.Table, sqlgraph.NewFieldSpec(desk.FieldID, field.TypeInt))
 	)
+	if v, ok := _c.mutation.TopicCount(); ok && !_c.mutation.hotcounterKept[desk.FieldTopicCount] {
+		if _c.mutation.hotcounterLate == nil {
+			_c.mutation.hotcounterLate = map[string]int64{}
+		}
+		_c.mutation.hotcounterLate[desk.FieldTopicCount] = int64(v)
+		_c.mutation.ResetTopicCount()
+	}
+	if v, ok := _c.mutation.BCount(); ok && !_c.mutation.hotcounterKept[desk.FieldBCount] {
+		if _c.mutation.hotcounterLate == nil {
+			_c.mutation.hotcounterLate = map[string]int64{}
+		}
+		_c.mutation.hotcounterLate[desk.FieldBCount] = int64(v)
+		_c.mutation.ResetBCount()
+	}
 	if len(_c.conflict) > 0 {
 		_c.mutation.hotcounterUpsert = true
 	}

@@ -162,6 +162,20 @@ func (_c *ForumCreate) createSpec() (*Forum, *sqlgraph.CreateSpec) {
 		_node = &Forum{config: _c.config}
 		_spec = sqlgraph.NewCreateSpec(forum.Table, sqlgraph.NewFieldSpec(forum.FieldID, field.TypeInt))
 	)
+	if v, ok := _c.mutation.TopicCount(); ok && !_c.mutation.hotcounterKept[forum.FieldTopicCount] {
+		if _c.mutation.hotcounterLate == nil {
+			_c.mutation.hotcounterLate = map[string]int64{}
+		}
+		_c.mutation.hotcounterLate[forum.FieldTopicCount] = int64(v)
+		_c.mutation.ResetTopicCount()
+	}
+	if v, ok := _c.mutation.BCount(); ok && !_c.mutation.hotcounterKept[forum.FieldBCount] {
+		if _c.mutation.hotcounterLate == nil {
+			_c.mutation.hotcounterLate = map[string]int64{}
+		}
+		_c.mutation.hotcounterLate[forum.FieldBCount] = int64(v)
+		_c.mutation.ResetBCount()
+	}
 	if len(_c.conflict) > 0 {
 		_c.mutation.hotcounterUpsert = true
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/hotcounter/hotcounter/entcounter/generated"
 	"github.com/hotcounter/hotcounter/integration_test/ent/author"
 	"github.com/hotcounter/hotcounter/integration_test/ent/clip"
 	"github.com/hotcounter/hotcounter/integration_test/ent/comment"
@@ -35,7 +36,7 @@ func (m *AuthorMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		err error
 	)
 	if id, ok := m.ID(); ok && m.Op().Is(OpUpdateOne) {
-		if len(m.predicates) == 0 {
+		if len(m.predicates) == 0 && !generated.Intercepted(m.Client().Author.Interceptors()) {
 			return []any{id}, nil
 		}
 		ids, err = m.Client().Author.Query().Where(author.ID(id)).Where(m.predicates...).IDs(ctx)
@@ -85,6 +86,23 @@ func (m *AuthorMutation) HotCounterEntity(ctx context.Context, id any) (any, err
 // create with ON CONFLICT.
 func (m *AuthorMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
 
+// HotCounterKeep marks the value of the sum counter field as one that
+// entcounter's hook left for the row's column (a column it was adopted
+// over), not one that a later hook wrote.
+func (m *AuthorMutation) HotCounterKeep(field string) {
+	if m.hotcounterKept == nil {
+		m.hotcounterKept = map[string]bool{}
+	}
+	m.hotcounterKept[field] = true
+}
+
+// HotCounterLate returns the starting total of the sum counter field that a
+// hook ent ran after entcounter's wrote, taken out of the row's columns.
+func (m *AuthorMutation) HotCounterLate(field string) (int64, bool) {
+	v, ok := m.hotcounterLate[field]
+	return v, ok
+}
+
 // HotCounterKeys returns the keys of the Clip rows the mutation
 // writes: for UpdateOne its id, if the row matches the mutation's
 // predicates; for Update the ids of the rows that match. Called by
@@ -95,7 +113,7 @@ func (m *ClipMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		err error
 	)
 	if id, ok := m.ID(); ok && m.Op().Is(OpUpdateOne) {
-		if len(m.predicates) == 0 {
+		if len(m.predicates) == 0 && !generated.Intercepted(m.Client().Clip.Interceptors()) {
 			return []any{id}, nil
 		}
 		ids, err = m.Client().Clip.Query().Where(clip.ID(id)).Where(m.predicates...).IDs(ctx)
@@ -145,6 +163,23 @@ func (m *ClipMutation) HotCounterEntity(ctx context.Context, id any) (any, error
 // create with ON CONFLICT.
 func (m *ClipMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
 
+// HotCounterKeep marks the value of the sum counter field as one that
+// entcounter's hook left for the row's column (a column it was adopted
+// over), not one that a later hook wrote.
+func (m *ClipMutation) HotCounterKeep(field string) {
+	if m.hotcounterKept == nil {
+		m.hotcounterKept = map[string]bool{}
+	}
+	m.hotcounterKept[field] = true
+}
+
+// HotCounterLate returns the starting total of the sum counter field that a
+// hook ent ran after entcounter's wrote, taken out of the row's columns.
+func (m *ClipMutation) HotCounterLate(field string) (int64, bool) {
+	v, ok := m.hotcounterLate[field]
+	return v, ok
+}
+
 // HotCounterKeys returns the keys of the Comment rows the mutation
 // writes: for UpdateOne its id, if the row matches the mutation's
 // predicates; for Update the ids of the rows that match. Called by
@@ -155,7 +190,7 @@ func (m *CommentMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		err error
 	)
 	if id, ok := m.ID(); ok && m.Op().Is(OpUpdateOne) {
-		if len(m.predicates) == 0 {
+		if len(m.predicates) == 0 && !generated.Intercepted(m.Client().Comment.Interceptors()) {
 			return []any{id}, nil
 		}
 		ids, err = m.Client().Comment.Query().Where(comment.ID(id)).Where(m.predicates...).IDs(ctx)
@@ -205,6 +240,23 @@ func (m *CommentMutation) HotCounterEntity(ctx context.Context, id any) (any, er
 // create with ON CONFLICT.
 func (m *CommentMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
 
+// HotCounterKeep marks the value of the sum counter field as one that
+// entcounter's hook left for the row's column (a column it was adopted
+// over), not one that a later hook wrote.
+func (m *CommentMutation) HotCounterKeep(field string) {
+	if m.hotcounterKept == nil {
+		m.hotcounterKept = map[string]bool{}
+	}
+	m.hotcounterKept[field] = true
+}
+
+// HotCounterLate returns the starting total of the sum counter field that a
+// hook ent ran after entcounter's wrote, taken out of the row's columns.
+func (m *CommentMutation) HotCounterLate(field string) (int64, bool) {
+	v, ok := m.hotcounterLate[field]
+	return v, ok
+}
+
 // HotCounterKeys returns the keys of the Desk rows the mutation
 // writes: for UpdateOne its id, if the row matches the mutation's
 // predicates; for Update the ids of the rows that match. Called by
@@ -215,7 +267,7 @@ func (m *DeskMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		err error
 	)
 	if id, ok := m.ID(); ok && m.Op().Is(OpUpdateOne) {
-		if len(m.predicates) == 0 {
+		if len(m.predicates) == 0 && !generated.Intercepted(m.Client().Desk.Interceptors()) {
 			return []any{id}, nil
 		}
 		ids, err = m.Client().Desk.Query().Where(desk.ID(id)).Where(m.predicates...).IDs(ctx)
@@ -265,6 +317,23 @@ func (m *DeskMutation) HotCounterEntity(ctx context.Context, id any) (any, error
 // create with ON CONFLICT.
 func (m *DeskMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
 
+// HotCounterKeep marks the value of the sum counter field as one that
+// entcounter's hook left for the row's column (a column it was adopted
+// over), not one that a later hook wrote.
+func (m *DeskMutation) HotCounterKeep(field string) {
+	if m.hotcounterKept == nil {
+		m.hotcounterKept = map[string]bool{}
+	}
+	m.hotcounterKept[field] = true
+}
+
+// HotCounterLate returns the starting total of the sum counter field that a
+// hook ent ran after entcounter's wrote, taken out of the row's columns.
+func (m *DeskMutation) HotCounterLate(field string) (int64, bool) {
+	v, ok := m.hotcounterLate[field]
+	return v, ok
+}
+
 // HotCounterKeys returns the keys of the Forum rows the mutation
 // writes: for UpdateOne its id, if the row matches the mutation's
 // predicates; for Update the ids of the rows that match. Called by
@@ -275,7 +344,7 @@ func (m *ForumMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		err error
 	)
 	if id, ok := m.ID(); ok && m.Op().Is(OpUpdateOne) {
-		if len(m.predicates) == 0 {
+		if len(m.predicates) == 0 && !generated.Intercepted(m.Client().Forum.Interceptors()) {
 			return []any{id}, nil
 		}
 		ids, err = m.Client().Forum.Query().Where(forum.ID(id)).Where(m.predicates...).IDs(ctx)
@@ -325,6 +394,23 @@ func (m *ForumMutation) HotCounterEntity(ctx context.Context, id any) (any, erro
 // create with ON CONFLICT.
 func (m *ForumMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
 
+// HotCounterKeep marks the value of the sum counter field as one that
+// entcounter's hook left for the row's column (a column it was adopted
+// over), not one that a later hook wrote.
+func (m *ForumMutation) HotCounterKeep(field string) {
+	if m.hotcounterKept == nil {
+		m.hotcounterKept = map[string]bool{}
+	}
+	m.hotcounterKept[field] = true
+}
+
+// HotCounterLate returns the starting total of the sum counter field that a
+// hook ent ran after entcounter's wrote, taken out of the row's columns.
+func (m *ForumMutation) HotCounterLate(field string) (int64, bool) {
+	v, ok := m.hotcounterLate[field]
+	return v, ok
+}
+
 // HotCounterKeys returns the keys of the Post rows the mutation
 // writes: for UpdateOne its id, if the row matches the mutation's
 // predicates; for Update the ids of the rows that match. Called by
@@ -335,7 +421,7 @@ func (m *PostMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		err error
 	)
 	if id, ok := m.ID(); ok && m.Op().Is(OpUpdateOne) {
-		if len(m.predicates) == 0 {
+		if len(m.predicates) == 0 && !generated.Intercepted(m.Client().Post.Interceptors()) {
 			return []any{id}, nil
 		}
 		ids, err = m.Client().Post.Query().Where(post.ID(id)).Where(m.predicates...).IDs(ctx)
@@ -385,6 +471,23 @@ func (m *PostMutation) HotCounterEntity(ctx context.Context, id any) (any, error
 // create with ON CONFLICT.
 func (m *PostMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
 
+// HotCounterKeep marks the value of the sum counter field as one that
+// entcounter's hook left for the row's column (a column it was adopted
+// over), not one that a later hook wrote.
+func (m *PostMutation) HotCounterKeep(field string) {
+	if m.hotcounterKept == nil {
+		m.hotcounterKept = map[string]bool{}
+	}
+	m.hotcounterKept[field] = true
+}
+
+// HotCounterLate returns the starting total of the sum counter field that a
+// hook ent ran after entcounter's wrote, taken out of the row's columns.
+func (m *PostMutation) HotCounterLate(field string) (int64, bool) {
+	v, ok := m.hotcounterLate[field]
+	return v, ok
+}
+
 // HotCounterKeys returns the keys of the Product rows the mutation
 // writes: for UpdateOne its id, if the row matches the mutation's
 // predicates; for Update the ids of the rows that match. Called by
@@ -395,7 +498,7 @@ func (m *ProductMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		err error
 	)
 	if id, ok := m.ID(); ok && m.Op().Is(OpUpdateOne) {
-		if len(m.predicates) == 0 {
+		if len(m.predicates) == 0 && !generated.Intercepted(m.Client().Product.Interceptors()) {
 			return []any{id}, nil
 		}
 		ids, err = m.Client().Product.Query().Where(product.ID(id)).Where(m.predicates...).IDs(ctx)
@@ -445,6 +548,23 @@ func (m *ProductMutation) HotCounterEntity(ctx context.Context, id any) (any, er
 // create with ON CONFLICT.
 func (m *ProductMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
 
+// HotCounterKeep marks the value of the sum counter field as one that
+// entcounter's hook left for the row's column (a column it was adopted
+// over), not one that a later hook wrote.
+func (m *ProductMutation) HotCounterKeep(field string) {
+	if m.hotcounterKept == nil {
+		m.hotcounterKept = map[string]bool{}
+	}
+	m.hotcounterKept[field] = true
+}
+
+// HotCounterLate returns the starting total of the sum counter field that a
+// hook ent ran after entcounter's wrote, taken out of the row's columns.
+func (m *ProductMutation) HotCounterLate(field string) (int64, bool) {
+	v, ok := m.hotcounterLate[field]
+	return v, ok
+}
+
 // HotCounterKeys returns the keys of the Rack rows the mutation
 // writes: for UpdateOne its id, if the row matches the mutation's
 // predicates; for Update the ids of the rows that match. Called by
@@ -455,7 +575,7 @@ func (m *RackMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		err error
 	)
 	if id, ok := m.ID(); ok && m.Op().Is(OpUpdateOne) {
-		if len(m.predicates) == 0 {
+		if len(m.predicates) == 0 && !generated.Intercepted(m.Client().Rack.Interceptors()) {
 			return []any{id}, nil
 		}
 		ids, err = m.Client().Rack.Query().Where(rack.ID(id)).Where(m.predicates...).IDs(ctx)
@@ -505,6 +625,23 @@ func (m *RackMutation) HotCounterEntity(ctx context.Context, id any) (any, error
 // create with ON CONFLICT.
 func (m *RackMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
 
+// HotCounterKeep marks the value of the sum counter field as one that
+// entcounter's hook left for the row's column (a column it was adopted
+// over), not one that a later hook wrote.
+func (m *RackMutation) HotCounterKeep(field string) {
+	if m.hotcounterKept == nil {
+		m.hotcounterKept = map[string]bool{}
+	}
+	m.hotcounterKept[field] = true
+}
+
+// HotCounterLate returns the starting total of the sum counter field that a
+// hook ent ran after entcounter's wrote, taken out of the row's columns.
+func (m *RackMutation) HotCounterLate(field string) (int64, bool) {
+	v, ok := m.hotcounterLate[field]
+	return v, ok
+}
+
 // HotCounterKeys returns the keys of the Reel rows the mutation
 // writes: for UpdateOne its id, if the row matches the mutation's
 // predicates; for Update the ids of the rows that match. Called by
@@ -515,7 +652,7 @@ func (m *ReelMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		err error
 	)
 	if id, ok := m.ID(); ok && m.Op().Is(OpUpdateOne) {
-		if len(m.predicates) == 0 {
+		if len(m.predicates) == 0 && !generated.Intercepted(m.Client().Reel.Interceptors()) {
 			return []any{id}, nil
 		}
 		ids, err = m.Client().Reel.Query().Where(reel.ID(id)).Where(m.predicates...).IDs(ctx)
@@ -565,6 +702,23 @@ func (m *ReelMutation) HotCounterEntity(ctx context.Context, id any) (any, error
 // create with ON CONFLICT.
 func (m *ReelMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
 
+// HotCounterKeep marks the value of the sum counter field as one that
+// entcounter's hook left for the row's column (a column it was adopted
+// over), not one that a later hook wrote.
+func (m *ReelMutation) HotCounterKeep(field string) {
+	if m.hotcounterKept == nil {
+		m.hotcounterKept = map[string]bool{}
+	}
+	m.hotcounterKept[field] = true
+}
+
+// HotCounterLate returns the starting total of the sum counter field that a
+// hook ent ran after entcounter's wrote, taken out of the row's columns.
+func (m *ReelMutation) HotCounterLate(field string) (int64, bool) {
+	v, ok := m.hotcounterLate[field]
+	return v, ok
+}
+
 // HotCounterKeys returns the keys of the Shelf rows the mutation
 // writes: for UpdateOne its id, if the row matches the mutation's
 // predicates; for Update the ids of the rows that match. Called by
@@ -575,7 +729,7 @@ func (m *ShelfMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		err error
 	)
 	if id, ok := m.ID(); ok && m.Op().Is(OpUpdateOne) {
-		if len(m.predicates) == 0 {
+		if len(m.predicates) == 0 && !generated.Intercepted(m.Client().Shelf.Interceptors()) {
 			return []any{id}, nil
 		}
 		ids, err = m.Client().Shelf.Query().Where(shelf.ID(id)).Where(m.predicates...).IDs(ctx)
@@ -625,6 +779,23 @@ func (m *ShelfMutation) HotCounterEntity(ctx context.Context, id any) (any, erro
 // create with ON CONFLICT.
 func (m *ShelfMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
 
+// HotCounterKeep marks the value of the sum counter field as one that
+// entcounter's hook left for the row's column (a column it was adopted
+// over), not one that a later hook wrote.
+func (m *ShelfMutation) HotCounterKeep(field string) {
+	if m.hotcounterKept == nil {
+		m.hotcounterKept = map[string]bool{}
+	}
+	m.hotcounterKept[field] = true
+}
+
+// HotCounterLate returns the starting total of the sum counter field that a
+// hook ent ran after entcounter's wrote, taken out of the row's columns.
+func (m *ShelfMutation) HotCounterLate(field string) (int64, bool) {
+	v, ok := m.hotcounterLate[field]
+	return v, ok
+}
+
 // HotCounterKeys returns the keys of the SkipPost rows the mutation
 // writes: for UpdateOne its id, if the row matches the mutation's
 // predicates; for Update the ids of the rows that match. Called by
@@ -635,7 +806,7 @@ func (m *SkipPostMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		err error
 	)
 	if id, ok := m.ID(); ok && m.Op().Is(OpUpdateOne) {
-		if len(m.predicates) == 0 {
+		if len(m.predicates) == 0 && !generated.Intercepted(m.Client().SkipPost.Interceptors()) {
 			return []any{id}, nil
 		}
 		ids, err = m.Client().SkipPost.Query().Where(skippost.ID(id)).Where(m.predicates...).IDs(ctx)
@@ -685,6 +856,23 @@ func (m *SkipPostMutation) HotCounterEntity(ctx context.Context, id any) (any, e
 // create with ON CONFLICT.
 func (m *SkipPostMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
 
+// HotCounterKeep marks the value of the sum counter field as one that
+// entcounter's hook left for the row's column (a column it was adopted
+// over), not one that a later hook wrote.
+func (m *SkipPostMutation) HotCounterKeep(field string) {
+	if m.hotcounterKept == nil {
+		m.hotcounterKept = map[string]bool{}
+	}
+	m.hotcounterKept[field] = true
+}
+
+// HotCounterLate returns the starting total of the sum counter field that a
+// hook ent ran after entcounter's wrote, taken out of the row's columns.
+func (m *SkipPostMutation) HotCounterLate(field string) (int64, bool) {
+	v, ok := m.hotcounterLate[field]
+	return v, ok
+}
+
 // HotCounterKeys returns the keys of the Story rows the mutation
 // writes: for UpdateOne its id, if the row matches the mutation's
 // predicates; for Update the ids of the rows that match. Called by
@@ -695,7 +883,7 @@ func (m *StoryMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		err error
 	)
 	if id, ok := m.ID(); ok && m.Op().Is(OpUpdateOne) {
-		if len(m.predicates) == 0 {
+		if len(m.predicates) == 0 && !generated.Intercepted(m.Client().Story.Interceptors()) {
 			return []any{id}, nil
 		}
 		ids, err = m.Client().Story.Query().Where(story.ID(id)).Where(m.predicates...).IDs(ctx)
@@ -745,6 +933,18 @@ func (m *StoryMutation) HotCounterEntity(ctx context.Context, id any) (any, erro
 // create with ON CONFLICT.
 func (m *StoryMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
 
+// HotCounterKeep marks the value of the sum counter field as one that
+// entcounter's hook left for the row's column (a column it was adopted
+// over), not one that a later hook wrote.
+func (m *StoryMutation) HotCounterKeep(field string) {
+}
+
+// HotCounterLate returns the starting total of the sum counter field that a
+// hook ent ran after entcounter's wrote, taken out of the row's columns.
+func (m *StoryMutation) HotCounterLate(field string) (int64, bool) {
+	return 0, false
+}
+
 // HotCounterKeys returns the keys of the Tag rows the mutation
 // writes: for UpdateOne its id, if the row matches the mutation's
 // predicates; for Update the ids of the rows that match. Called by
@@ -755,7 +955,7 @@ func (m *TagMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		err error
 	)
 	if id, ok := m.ID(); ok && m.Op().Is(OpUpdateOne) {
-		if len(m.predicates) == 0 {
+		if len(m.predicates) == 0 && !generated.Intercepted(m.Client().Tag.Interceptors()) {
 			return []any{id}, nil
 		}
 		ids, err = m.Client().Tag.Query().Where(tag.ID(id)).Where(m.predicates...).IDs(ctx)
@@ -804,6 +1004,23 @@ func (m *TagMutation) HotCounterEntity(ctx context.Context, id any) (any, error)
 // HotCounterBulkUpsert reports whether the mutation is one row of a bulk
 // create with ON CONFLICT.
 func (m *TagMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
+
+// HotCounterKeep marks the value of the sum counter field as one that
+// entcounter's hook left for the row's column (a column it was adopted
+// over), not one that a later hook wrote.
+func (m *TagMutation) HotCounterKeep(field string) {
+	if m.hotcounterKept == nil {
+		m.hotcounterKept = map[string]bool{}
+	}
+	m.hotcounterKept[field] = true
+}
+
+// HotCounterLate returns the starting total of the sum counter field that a
+// hook ent ran after entcounter's wrote, taken out of the row's columns.
+func (m *TagMutation) HotCounterLate(field string) (int64, bool) {
+	v, ok := m.hotcounterLate[field]
+	return v, ok
+}
 
 // HotCounterRowKeys returns the ids of the Desk rows the mutation
 // writes, read with the mutation's predicates but without query

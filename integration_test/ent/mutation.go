@@ -115,6 +115,8 @@ type AuthorMutation struct {
 	predicates           []predicate.Author
 	hotcounterUpsert     bool
 	hotcounterBulkUpsert bool
+	hotcounterKept       map[string]bool  // sum counters whose value entcounter's hook left for the column
+	hotcounterLate       map[string]int64 // starting totals written by a hook that ent ran after entcounter's
 }
 
 var _ ent.Mutation = (*AuthorMutation)(nil)
@@ -1662,6 +1664,8 @@ type ClipMutation struct {
 	predicates           []predicate.Clip
 	hotcounterUpsert     bool
 	hotcounterBulkUpsert bool
+	hotcounterKept       map[string]bool  // sum counters whose value entcounter's hook left for the column
+	hotcounterLate       map[string]int64 // starting totals written by a hook that ent ran after entcounter's
 }
 
 var _ ent.Mutation = (*ClipMutation)(nil)
@@ -2662,6 +2666,8 @@ type CommentMutation struct {
 	predicates           []predicate.Comment
 	hotcounterUpsert     bool
 	hotcounterBulkUpsert bool
+	hotcounterKept       map[string]bool  // sum counters whose value entcounter's hook left for the column
+	hotcounterLate       map[string]int64 // starting totals written by a hook that ent ran after entcounter's
 }
 
 var _ ent.Mutation = (*CommentMutation)(nil)
@@ -3771,6 +3777,8 @@ type DeskMutation struct {
 	predicates           []predicate.Desk
 	hotcounterUpsert     bool
 	hotcounterBulkUpsert bool
+	hotcounterKept       map[string]bool  // sum counters whose value entcounter's hook left for the column
+	hotcounterLate       map[string]int64 // starting totals written by a hook that ent ran after entcounter's
 }
 
 var _ ent.Mutation = (*DeskMutation)(nil)
@@ -5526,6 +5534,8 @@ type ForumMutation struct {
 	predicates           []predicate.Forum
 	hotcounterUpsert     bool
 	hotcounterBulkUpsert bool
+	hotcounterKept       map[string]bool  // sum counters whose value entcounter's hook left for the column
+	hotcounterLate       map[string]int64 // starting totals written by a hook that ent ran after entcounter's
 }
 
 var _ ent.Mutation = (*ForumMutation)(nil)
@@ -8106,6 +8116,8 @@ type PostMutation struct {
 	predicates           []predicate.Post
 	hotcounterUpsert     bool
 	hotcounterBulkUpsert bool
+	hotcounterKept       map[string]bool  // sum counters whose value entcounter's hook left for the column
+	hotcounterLate       map[string]int64 // starting totals written by a hook that ent ran after entcounter's
 }
 
 var _ ent.Mutation = (*PostMutation)(nil)
@@ -9953,6 +9965,8 @@ type ProductMutation struct {
 	predicates           []predicate.Product
 	hotcounterUpsert     bool
 	hotcounterBulkUpsert bool
+	hotcounterKept       map[string]bool  // sum counters whose value entcounter's hook left for the column
+	hotcounterLate       map[string]int64 // starting totals written by a hook that ent ran after entcounter's
 }
 
 var _ ent.Mutation = (*ProductMutation)(nil)
@@ -10956,6 +10970,8 @@ type RackMutation struct {
 	predicates           []predicate.Rack
 	hotcounterUpsert     bool
 	hotcounterBulkUpsert bool
+	hotcounterKept       map[string]bool  // sum counters whose value entcounter's hook left for the column
+	hotcounterLate       map[string]int64 // starting totals written by a hook that ent ran after entcounter's
 }
 
 var _ ent.Mutation = (*RackMutation)(nil)
@@ -12686,6 +12702,8 @@ type ReelMutation struct {
 	predicates           []predicate.Reel
 	hotcounterUpsert     bool
 	hotcounterBulkUpsert bool
+	hotcounterKept       map[string]bool  // sum counters whose value entcounter's hook left for the column
+	hotcounterLate       map[string]int64 // starting totals written by a hook that ent ran after entcounter's
 }
 
 var _ ent.Mutation = (*ReelMutation)(nil)
@@ -13689,6 +13707,8 @@ type ShelfMutation struct {
 	predicates           []predicate.Shelf
 	hotcounterUpsert     bool
 	hotcounterBulkUpsert bool
+	hotcounterKept       map[string]bool  // sum counters whose value entcounter's hook left for the column
+	hotcounterLate       map[string]int64 // starting totals written by a hook that ent ran after entcounter's
 }
 
 var _ ent.Mutation = (*ShelfMutation)(nil)
@@ -15418,6 +15438,8 @@ type SkipPostMutation struct {
 	predicates           []predicate.SkipPost
 	hotcounterUpsert     bool
 	hotcounterBulkUpsert bool
+	hotcounterKept       map[string]bool  // sum counters whose value entcounter's hook left for the column
+	hotcounterLate       map[string]int64 // starting totals written by a hook that ent ran after entcounter's
 }
 
 var _ ent.Mutation = (*SkipPostMutation)(nil)
@@ -17253,6 +17275,8 @@ type TagMutation struct {
 	predicates           []predicate.Tag
 	hotcounterUpsert     bool
 	hotcounterBulkUpsert bool
+	hotcounterKept       map[string]bool  // sum counters whose value entcounter's hook left for the column
+	hotcounterLate       map[string]int64 // starting totals written by a hook that ent ran after entcounter's
 }
 
 var _ ent.Mutation = (*TagMutation)(nil)

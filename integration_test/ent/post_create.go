@@ -186,6 +186,13 @@ func (_c *PostCreate) createSpec() (*Post, *sqlgraph.CreateSpec) {
 		_node = &Post{config: _c.config}
 		_spec = sqlgraph.NewCreateSpec(post.Table, sqlgraph.NewFieldSpec(post.FieldID, field.TypeInt))
 	)
+	if v, ok := _c.mutation.Likes(); ok && !_c.mutation.hotcounterKept[post.FieldLikes] {
+		if _c.mutation.hotcounterLate == nil {
+			_c.mutation.hotcounterLate = map[string]int64{}
+		}
+		_c.mutation.hotcounterLate[post.FieldLikes] = int64(v)
+		_c.mutation.ResetLikes()
+	}
 	if len(_c.conflict) > 0 {
 		_c.mutation.hotcounterUpsert = true
 		if v, ok := _c.mutation.Views(); ok && v == 0 {

@@ -128,6 +128,13 @@ func (_c *ProductCreate) createSpec() (*Product, *sqlgraph.CreateSpec) {
 		_node = &Product{config: _c.config}
 		_spec = sqlgraph.NewCreateSpec(product.Table, sqlgraph.NewFieldSpec(product.FieldID, field.TypeInt))
 	)
+	if v, ok := _c.mutation.Stock(); ok && !_c.mutation.hotcounterKept[product.FieldStock] {
+		if _c.mutation.hotcounterLate == nil {
+			_c.mutation.hotcounterLate = map[string]int64{}
+		}
+		_c.mutation.hotcounterLate[product.FieldStock] = int64(v)
+		_c.mutation.ResetStock()
+	}
 	if len(_c.conflict) > 0 {
 		_c.mutation.hotcounterUpsert = true
 	}

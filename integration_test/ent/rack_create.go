@@ -166,6 +166,13 @@ func (_c *RackCreate) createSpec() (*Rack, *sqlgraph.CreateSpec) {
 		_node = &Rack{config: _c.config}
 		_spec = sqlgraph.NewCreateSpec(rack.Table, sqlgraph.NewFieldSpec(rack.FieldID, field.TypeInt))
 	)
+	if v, ok := _c.mutation.ItemCount(); ok && !_c.mutation.hotcounterKept[rack.FieldItemCount] {
+		if _c.mutation.hotcounterLate == nil {
+			_c.mutation.hotcounterLate = map[string]int64{}
+		}
+		_c.mutation.hotcounterLate[rack.FieldItemCount] = int64(v)
+		_c.mutation.ResetItemCount()
+	}
 	if len(_c.conflict) > 0 {
 		_c.mutation.hotcounterUpsert = true
 		if v, ok := _c.mutation.OpenCount(); ok && v == 0 {

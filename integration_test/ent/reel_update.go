@@ -122,6 +122,11 @@ func (_u *ReelUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	if value, ok := _u.mutation.Title(); ok {
 		_spec.SetField(reel.FieldTitle, field.TypeString, value)
 	}
+	if generated.WrittenLate(_u.HotCounter(), _u.mutation) {
+		v, err := generated.WriteLate(ctx, _u.HotCounter(), _u.mutation, func(ctx context.Context) (Value, error) { return _u.sqlSave(ctx) })
+		_node, _ = v.(int)
+		return _node, err
+	}
 	_spec.Node.Columns = generated.WithoutColumns(_u.HotCounter(), "Reel", _spec.Node.Columns)
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
 		if _, ok := err.(*sqlgraph.NotFoundError); ok {
@@ -266,6 +271,11 @@ func (_u *ReelUpdateOne) sqlSave(ctx context.Context) (_node *Reel, err error) {
 	}
 	if value, ok := _u.mutation.Title(); ok {
 		_spec.SetField(reel.FieldTitle, field.TypeString, value)
+	}
+	if generated.WrittenLate(_u.HotCounter(), _u.mutation) {
+		v, err := generated.WriteLate(ctx, _u.HotCounter(), _u.mutation, func(ctx context.Context) (Value, error) { return _u.sqlSave(ctx) })
+		_node, _ = v.(*Reel)
+		return _node, err
 	}
 	_spec.Node.Columns = generated.WithoutColumns(_u.HotCounter(), "Reel", _spec.Node.Columns)
 	_node = &Reel{config: _u.config}

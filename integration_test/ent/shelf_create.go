@@ -166,6 +166,13 @@ func (_c *ShelfCreate) createSpec() (*Shelf, *sqlgraph.CreateSpec) {
 		_node = &Shelf{config: _c.config}
 		_spec = sqlgraph.NewCreateSpec(shelf.Table, sqlgraph.NewFieldSpec(shelf.FieldID, field.TypeInt))
 	)
+	if v, ok := _c.mutation.BookCount(); ok && !_c.mutation.hotcounterKept[shelf.FieldBookCount] {
+		if _c.mutation.hotcounterLate == nil {
+			_c.mutation.hotcounterLate = map[string]int64{}
+		}
+		_c.mutation.hotcounterLate[shelf.FieldBookCount] = int64(v)
+		_c.mutation.ResetBookCount()
+	}
 	if len(_c.conflict) > 0 {
 		_c.mutation.hotcounterUpsert = true
 		if v, ok := _c.mutation.OpenCount(); ok && v == 0 {

@@ -231,6 +231,11 @@ func (_u *ShelfUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 		}
 		_spec.Edges.Add = append(_spec.Edges.Add, edge)
 	}
+	if generated.WrittenLate(_u.HotCounter(), _u.mutation) {
+		v, err := generated.WriteLate(ctx, _u.HotCounter(), _u.mutation, func(ctx context.Context) (Value, error) { return _u.sqlSave(ctx) })
+		_node, _ = v.(int)
+		return _node, err
+	}
 	_spec.Node.Columns = generated.WithoutColumns(_u.HotCounter(), "Shelf", _spec.Node.Columns)
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
 		if _, ok := err.(*sqlgraph.NotFoundError); ok {
@@ -483,6 +488,11 @@ func (_u *ShelfUpdateOne) sqlSave(ctx context.Context) (_node *Shelf, err error)
 			edge.Target.Nodes = append(edge.Target.Nodes, k)
 		}
 		_spec.Edges.Add = append(_spec.Edges.Add, edge)
+	}
+	if generated.WrittenLate(_u.HotCounter(), _u.mutation) {
+		v, err := generated.WriteLate(ctx, _u.HotCounter(), _u.mutation, func(ctx context.Context) (Value, error) { return _u.sqlSave(ctx) })
+		_node, _ = v.(*Shelf)
+		return _node, err
 	}
 	_spec.Node.Columns = generated.WithoutColumns(_u.HotCounter(), "Shelf", _spec.Node.Columns)
 	_node = &Shelf{config: _u.config}

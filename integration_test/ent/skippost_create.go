@@ -107,6 +107,13 @@ func (_c *SkipPostCreate) createSpec() (*SkipPost, *sqlgraph.CreateSpec) {
 		_node = &SkipPost{config: _c.config}
 		_spec = sqlgraph.NewCreateSpec(skippost.Table, sqlgraph.NewFieldSpec(skippost.FieldID, field.TypeInt))
 	)
+	if v, ok := _c.mutation.Likes(); ok && !_c.mutation.hotcounterKept[skippost.FieldLikes] {
+		if _c.mutation.hotcounterLate == nil {
+			_c.mutation.hotcounterLate = map[string]int64{}
+		}
+		_c.mutation.hotcounterLate[skippost.FieldLikes] = int64(v)
+		_c.mutation.ResetLikes()
+	}
 	if len(_c.conflict) > 0 {
 		_c.mutation.hotcounterUpsert = true
 	}

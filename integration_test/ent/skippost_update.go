@@ -105,6 +105,11 @@ func (_u *SkipPostUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	if _u.mutation.LikesCleared() {
 		_spec.ClearField(skippost.FieldLikes, field.TypeInt64)
 	}
+	if generated.WrittenLate(_u.HotCounter(), _u.mutation) {
+		v, err := generated.WriteLate(ctx, _u.HotCounter(), _u.mutation, func(ctx context.Context) (Value, error) { return _u.sqlSave(ctx) })
+		_node, _ = v.(int)
+		return _node, err
+	}
 	_spec.Node.Columns = generated.WithoutColumns(_u.HotCounter(), "SkipPost", _spec.Node.Columns)
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
 		if _, ok := err.(*sqlgraph.NotFoundError); ok {
@@ -232,6 +237,11 @@ func (_u *SkipPostUpdateOne) sqlSave(ctx context.Context) (_node *SkipPost, err 
 	}
 	if _u.mutation.LikesCleared() {
 		_spec.ClearField(skippost.FieldLikes, field.TypeInt64)
+	}
+	if generated.WrittenLate(_u.HotCounter(), _u.mutation) {
+		v, err := generated.WriteLate(ctx, _u.HotCounter(), _u.mutation, func(ctx context.Context) (Value, error) { return _u.sqlSave(ctx) })
+		_node, _ = v.(*SkipPost)
+		return _node, err
 	}
 	_spec.Node.Columns = generated.WithoutColumns(_u.HotCounter(), "SkipPost", _spec.Node.Columns)
 	_node = &SkipPost{config: _u.config}

@@ -143,6 +143,13 @@ func (_c *TagCreate) createSpec() (*Tag, *sqlgraph.CreateSpec) {
 		_node = &Tag{config: _c.config}
 		_spec = sqlgraph.NewCreateSpec(tag.Table, sqlgraph.NewFieldSpec(tag.FieldID, field.TypeInt))
 	)
+	if v, ok := _c.mutation.Uses(); ok && !_c.mutation.hotcounterKept[tag.FieldUses] {
+		if _c.mutation.hotcounterLate == nil {
+			_c.mutation.hotcounterLate = map[string]int64{}
+		}
+		_c.mutation.hotcounterLate[tag.FieldUses] = int64(v)
+		_c.mutation.ResetUses()
+	}
 	if len(_c.conflict) > 0 {
 		_c.mutation.hotcounterUpsert = true
 		if v, ok := _c.mutation.Hits(); ok && v == 0 {

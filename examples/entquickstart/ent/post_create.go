@@ -135,6 +135,13 @@ func (_c *PostCreate) createSpec() (*Post, *sqlgraph.CreateSpec) {
 		_node = &Post{config: _c.config}
 		_spec = sqlgraph.NewCreateSpec(post.Table, sqlgraph.NewFieldSpec(post.FieldID, field.TypeInt))
 	)
+	if v, ok := _c.mutation.Likes(); ok && !_c.mutation.hotcounterKept[post.FieldLikes] {
+		if _c.mutation.hotcounterLate == nil {
+			_c.mutation.hotcounterLate = map[string]int64{}
+		}
+		_c.mutation.hotcounterLate[post.FieldLikes] = int64(v)
+		_c.mutation.ResetLikes()
+	}
 	if value, ok := _c.mutation.Likes(); ok {
 		_spec.SetField(post.FieldLikes, field.TypeInt64, value)
 		_node.Likes = value

@@ -149,6 +149,11 @@ func (_u *PostUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	if value, ok := _u.mutation.Title(); ok {
 		_spec.SetField(post.FieldTitle, field.TypeString, value)
 	}
+	if generated.WrittenLate(_u.HotCounter(), _u.mutation) {
+		v, err := generated.WriteLate(ctx, _u.HotCounter(), _u.mutation, func(ctx context.Context) (Value, error) { return _u.sqlSave(ctx) })
+		_node, _ = v.(int)
+		return _node, err
+	}
 	_spec.Node.Columns = generated.WithoutColumns(_u.HotCounter(), "Post", _spec.Node.Columns)
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
 		if _, ok := err.(*sqlgraph.NotFoundError); ok {
@@ -320,6 +325,11 @@ func (_u *PostUpdateOne) sqlSave(ctx context.Context) (_node *Post, err error) {
 	}
 	if value, ok := _u.mutation.Title(); ok {
 		_spec.SetField(post.FieldTitle, field.TypeString, value)
+	}
+	if generated.WrittenLate(_u.HotCounter(), _u.mutation) {
+		v, err := generated.WriteLate(ctx, _u.HotCounter(), _u.mutation, func(ctx context.Context) (Value, error) { return _u.sqlSave(ctx) })
+		_node, _ = v.(*Post)
+		return _node, err
 	}
 	_spec.Node.Columns = generated.WithoutColumns(_u.HotCounter(), "Post", _spec.Node.Columns)
 	_node = &Post{config: _u.config}

@@ -23,19 +23,25 @@ func (Reel) Mixin() []ent.Mixin {
 	return []ent.Mixin{entcounter.Counter("plays", entcounter.AutoSlots(0))}
 }
 
-// Hooks of Reel: a schema hook that adds to the counter (an update titled
-// "encore" is a play). ent runs it after the counter mixin's hooks, which
-// cannot see what it adds: the write fails, saying to register such a hook
-// with client.Reel.Use.
+// Hooks of Reel: a schema hook that writes the counter. ent runs it after
+// the counter mixin's hooks; the write counts as if the mutation had
+// carried it from the start.
 func (Reel) Hooks() []ent.Hook { return []ent.Hook{Encore} }
 
-// Encore adds a play to an update that sets the title "encore".
+// Encore makes a reel created with the title "premiere" start at 10 plays,
+// and adds a play to every reel an update titles "encore".
 func Encore(next ent.Mutator) ent.Mutator {
 	return ent.MutateFunc(func(ctx context.Context, m ent.Mutation) (ent.Value, error) {
-		if v, ok := m.Field("title"); ok && v == "encore" && m.Op().Is(ent.OpUpdateOne) {
-			if err := m.AddField("plays", int64(1)); err != nil {
-				return nil, err
-			}
+		v, ok := m.Field("title")
+		var err error
+		switch {
+		case ok && v == "premiere" && m.Op().Is(ent.OpCreate):
+			err = m.SetField("plays", int64(10))
+		case ok && v == "encore" && m.Op().Is(ent.OpUpdateOne|ent.OpUpdate):
+			err = m.AddField("plays", int64(1))
+		}
+		if err != nil {
+			return nil, err
 		}
 		return next.Mutate(ctx, m)
 	})

@@ -10,6 +10,7 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
+	"github.com/hotcounter/hotcounter/entcounter/generated"
 	"github.com/hotcounter/hotcounter/integration_test/entversions/rollup/predicate"
 	"github.com/hotcounter/hotcounter/integration_test/entversions/rollup/reel"
 )
@@ -111,6 +112,11 @@ func (_u *ReelUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	}
 	if value, ok := _u.mutation.Title(); ok {
 		_spec.SetField(reel.FieldTitle, field.TypeString, value)
+	}
+	if generated.WrittenLate(_u.HotCounter(), _u.mutation) {
+		v, err := generated.WriteLate(ctx, _u.HotCounter(), _u.mutation, func(ctx context.Context) (Value, error) { return _u.sqlSave(ctx) })
+		_node, _ = v.(int)
+		return _node, err
 	}
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
 		if _, ok := err.(*sqlgraph.NotFoundError); ok {
@@ -246,6 +252,11 @@ func (_u *ReelUpdateOne) sqlSave(ctx context.Context) (_node *Reel, err error) {
 	}
 	if value, ok := _u.mutation.Title(); ok {
 		_spec.SetField(reel.FieldTitle, field.TypeString, value)
+	}
+	if generated.WrittenLate(_u.HotCounter(), _u.mutation) {
+		v, err := generated.WriteLate(ctx, _u.HotCounter(), _u.mutation, func(ctx context.Context) (Value, error) { return _u.sqlSave(ctx) })
+		_node, _ = v.(*Reel)
+		return _node, err
 	}
 	_node = &Reel{config: _u.config}
 	_spec.Assign = _node.assignValues

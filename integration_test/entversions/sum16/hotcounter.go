@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/hotcounter/hotcounter/entcounter/generated"
 	"github.com/hotcounter/hotcounter/integration_test/entversions/sum16/reel"
 )
 
@@ -19,7 +20,7 @@ func (m *ReelMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		err error
 	)
 	if id, ok := m.ID(); ok && m.Op().Is(OpUpdateOne) {
-		if len(m.predicates) == 0 {
+		if len(m.predicates) == 0 && !generated.Intercepted(m.Client().Reel.Interceptors()) {
 			return []any{id}, nil
 		}
 		ids, err = m.Client().Reel.Query().Where(reel.ID(id)).Where(m.predicates...).IDs(ctx)
@@ -68,3 +69,20 @@ func (m *ReelMutation) HotCounterEntity(ctx context.Context, id any) (any, error
 // HotCounterBulkUpsert reports whether the mutation is one row of a bulk
 // create with ON CONFLICT.
 func (m *ReelMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
+
+// HotCounterKeep marks the value of the sum counter field as one that
+// entcounter's hook left for the row's column (a column it was adopted
+// over), not one that a later hook wrote.
+func (m *ReelMutation) HotCounterKeep(field string) {
+	if m.hotcounterKept == nil {
+		m.hotcounterKept = map[string]bool{}
+	}
+	m.hotcounterKept[field] = true
+}
+
+// HotCounterLate returns the starting total of the sum counter field that a
+// hook ent ran after entcounter's wrote, taken out of the row's columns.
+func (m *ReelMutation) HotCounterLate(field string) (int64, bool) {
+	v, ok := m.hotcounterLate[field]
+	return v, ok
+}

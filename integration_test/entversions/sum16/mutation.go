@@ -43,6 +43,8 @@ type ReelMutation struct {
 	predicates           []predicate.Reel
 	hotcounterUpsert     bool
 	hotcounterBulkUpsert bool
+	hotcounterKept       map[string]bool  // sum counters whose value entcounter's hook left for the column
+	hotcounterLate       map[string]int64 // starting totals written by a hook that ent ran after entcounter's
 }
 
 var _ ent.Mutation = (*ReelMutation)(nil)

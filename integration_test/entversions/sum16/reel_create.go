@@ -128,6 +128,13 @@ func (_c *ReelCreate) createSpec() (*Reel, *sqlgraph.CreateSpec) {
 		_node = &Reel{config: _c.config}
 		_spec = sqlgraph.NewCreateSpec(reel.Table, sqlgraph.NewFieldSpec(reel.FieldID, field.TypeInt))
 	)
+	if v, ok := _c.mutation.Plays(); ok && !_c.mutation.hotcounterKept[reel.FieldPlays] {
+		if _c.mutation.hotcounterLate == nil {
+			_c.mutation.hotcounterLate = map[string]int64{}
+		}
+		_c.mutation.hotcounterLate[reel.FieldPlays] = int64(v)
+		_c.mutation.ResetPlays()
+	}
 	if len(_c.conflict) > 0 {
 		_c.mutation.hotcounterUpsert = true
 	}

@@ -1,0 +1,44 @@
+package entrt
+
+import (
+	"context"
+
+	"entgo.io/ent"
+)
+
+// Own marks entcounter's own interceptors, which Intercepted does not count.
+type Own interface{ HotCounterOwn() }
+
+// Intercepted reports whether inters, the query interceptors of a client's
+// schema, hold one that is not entcounter's own: the user's interceptors
+// may hide rows, so that an update of one row by id must first read it
+// through them.
+func Intercepted(inters []ent.Interceptor) bool {
+	for _, i := range inters {
+		if _, own := i.(Own); !own {
+			return true
+		}
+	}
+	return false
+}
+
+// Written reports whether m still writes one of its schema's counters when
+// ent is about to send it: entcounter's hooks have taken out what they saw,
+// so a hook that ent ran after them (the schema's own Hooks) wrote it.
+func Written(r Runtime, m ent.Mutation) bool {
+	for _, d := range r.Defs {
+		if d.Type != m.Type() {
+			continue
+		}
+		_, added := m.AddedField(d.Field)
+		_, set := m.Field(d.Field)
+		if added || set || m.FieldCleared(d.Field) {
+			return true
+		}
+	}
+	return false
+}
+
+// Late is set by entcounter: it runs the counter hooks of the counters that
+// m writes around save, the generated update's own write.
+var Late func(ctx context.Context, r Runtime, m ent.Mutation, save func(context.Context) (ent.Value, error)) (ent.Value, error)
