@@ -8,6 +8,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/migrator"
 	"gorm.io/gorm/schema"
+	"gorm.io/plugin/dbresolver"
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/spec"
@@ -34,6 +35,13 @@ func (d *dialector) Unwrap() gorm.Dialector { return d.Dialector }
 
 // Migrator returns the wrapped dialector's migrator, extended with slot tables.
 func (d *dialector) Migrator(db *gorm.DB) gorm.Migrator {
+	// A migration reads the catalog where it writes: on the primary
+	// (dbresolver.Write), not on a replica that has not replayed the tables
+	// it just created.
+	// (Clauses returns a statement that later calls would share; Session
+	// makes every call of the migrator start from it afresh, as GORM's own
+	// Migrator does.)
+	db = db.Clauses(dbresolver.Write).Session(&gorm.Session{})
 	return counterMigrator{Migrator: d.Dialector.Migrator(db), db: db, plugin: d.plugin}
 }
 

@@ -430,7 +430,10 @@ func (p *Plugin) runFill(db *gorm.DB, jobs []fillJob, live bool) error {
 		}
 		return nil
 	}
-	conn := gormConn{db: db}
+	// The counters are read where the rows were; what the database holds
+	// (an adopted column, a table a change of mode left) is probed on the
+	// primary, once.
+	conn := gormConn{db: db, follow: true}
 	fgs, probed, err := p.fillGroups(ctx, conn, groups)
 	if err != nil {
 		return err
@@ -462,7 +465,9 @@ func (p *Plugin) runFill(db *gorm.DB, jobs []fillJob, live bool) error {
 func (p *Plugin) fillGroups(ctx context.Context, conn gormConn, groups []*fillGroup) (out []engine.FillGroup, probed bool, err error) {
 	out = make([]engine.FillGroup, len(groups))
 	for i, g := range groups {
-		read, err := p.sources(ctx, conn, g.c)
+		probe := conn
+		probe.follow = false
+		read, err := p.sources(ctx, probe, g.c)
 		if err != nil {
 			return nil, false, err
 		}

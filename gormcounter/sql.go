@@ -6,6 +6,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 	"gorm.io/gorm/schema"
+	"gorm.io/plugin/dbresolver"
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/engine"
@@ -26,14 +27,42 @@ type sqlExpr func(countersql.Writer)
 func (e sqlExpr) Build(b clause.Builder) { e(builderWriter{b}) }
 
 // session returns a fresh statement on db's connection (the caller's
-// transaction, if any) and context, with table as the current table.
+// transaction, if any) and context, with table as the current table. It is
+// marked for the primary (dbresolver.Write): the library's reads decide
+// writes (a recount's difference, what a take may sell, what a pass folds,
+// what a migration creates), and a replica's lag would make them wrong.
+// Outside dbresolver the mark does nothing; in a transaction neither.
 func session(db *gorm.DB, table string) *gorm.DB {
-	tx := db.Session(&gorm.Session{NewDB: true})
+	tx := db.Session(&gorm.Session{NewDB: true}).Clauses(dbresolver.Write)
 	if table != "" {
 		tx = tx.Table(table)
 	}
 	return tx
 }
+
+// sameSource returns a fresh statement on the connection pool that db's
+// statement ran on, which dbresolver does not switch: the fill of a load
+// reads the counters where the load read its rows (a replica, unless the
+// load asked for the primary), so that both show one moment of one
+// database.
+func sameSource(db *gorm.DB, table string) *gorm.DB {
+	tx := db.Session(&gorm.Session{NewDB: true})
+	if _, inTx := tx.Statement.ConnPool.(gorm.TxCommitter); !inTx && tx.Statement.ConnPool != nil {
+		tx.Statement.ConnPool = pinnedPool{tx.Statement.ConnPool}
+	}
+	if table != "" {
+		tx = tx.Table(table)
+	}
+	return tx
+}
+
+// pinnedPool is a connection pool that dbresolver leaves alone: it switches
+// pools only outside transactions, and a pool that can commit is one.
+// Commit and Rollback do nothing: the statements run in autocommit.
+type pinnedPool struct{ gorm.ConnPool }
+
+func (pinnedPool) Commit() error   { return nil }
+func (pinnedPool) Rollback() error { return nil }
 
 // execSQL runs a statement written by countersql through GORM, so that it is
 // logged, traced, translated and run in the caller's transaction like any other.
@@ -54,10 +83,17 @@ type gormConn struct {
 	// schema, if set, is the model of those conditions: GORM needs it to
 	// render clause.PrimaryKey (as in db.Delete(&Photo{}, 7)).
 	schema *schema.Schema
+	// follow makes the statements read where db's statement read
+	// (sameSource), not on the primary: the fill of a load.
+	follow bool
 }
 
 func (c gormConn) session(ctx context.Context) *gorm.DB {
-	tx := session(c.db.WithContext(ctx), c.table)
+	open := session
+	if c.follow {
+		open = sameSource
+	}
+	tx := open(c.db.WithContext(ctx), c.table)
 	if c.schema != nil {
 		tx.Statement.Schema = c.schema
 	}

@@ -604,6 +604,7 @@ func TestMain(m *testing.M) {
 	stop := watchSlowTests(progressOut(), 30*time.Second)
 	code := m.Run()
 	stop()
+	runAtExit()
 	os.Exit(code)
 }
 
