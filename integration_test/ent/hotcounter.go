@@ -28,21 +28,25 @@ import (
 
 // HotCounterKeys returns the keys of the Author rows the mutation
 // writes: for UpdateOne its id, if the row matches the mutation's
-// predicates; for Update the ids of the rows that match. Called by
-// entcounter's hooks.
+// predicates and the query interceptors show it; for Update the ids of the
+// rows that match. A read it needs runs in the mutation's transaction or in
+// one of its own, so that it reads where the write goes (a driver may send
+// queries outside transactions to a replica). Called by entcounter's hooks.
 func (m *AuthorMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
-	var (
-		ids []int
-		err error
-	)
-	if id, ok := m.ID(); ok && m.Op().Is(OpUpdateOne) {
-		if len(m.predicates) == 0 && !generated.Intercepted(m.Client().Author.Interceptors()) {
-			return []any{id}, nil
-		}
-		ids, err = m.Client().Author.Query().Where(author.ID(id)).Where(m.predicates...).IDs(ctx)
-	} else {
-		ids, err = m.IDs(ctx)
+	id, hasID := m.ID()
+	one := hasID && m.Op().Is(OpUpdateOne)
+	if one && len(m.predicates) == 0 && !generated.Intercepted(m.Client().Author.Interceptors()) {
+		return []any{id}, nil
 	}
+	var ids []int
+	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
+		q := c.Author.Query().Where(m.predicates...)
+		if one {
+			q = q.Where(author.ID(id))
+		}
+		ids, err = q.IDs(ctx)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -51,6 +55,23 @@ func (m *AuthorMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// hotcounterInTx runs read with a client of the mutation's transaction, or
+// of a transaction of its own.
+func (m *AuthorMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
+	if _, err := m.Tx(); err == nil {
+		return read(m.Client())
+	}
+	tx, err := m.Client().Tx(ctx)
+	if err != nil {
+		return err
+	}
+	if err := read(tx.Client()); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
 }
 
 // HotCounterID returns the id of the Author the mutation created or
@@ -71,15 +92,26 @@ func (m *AuthorMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
 // alone (UpdateOneID without Where).
 func (m *AuthorMutation) HotCounterByIDOnly() bool { return len(m.predicates) == 0 }
 
-// HotCounterEntity loads the Author with the given id as Get does,
-// counters filled: the entity an UpdateOne that wrote only counters
-// returns, read after the write.
+// HotCounterEntity loads the Author with the given id, counters
+// filled: the entity an UpdateOne that wrote only counters returns, read
+// after the write.
 func (m *AuthorMutation) HotCounterEntity(ctx context.Context, id any) (any, error) {
 	key, ok := id.(int)
 	if !ok {
 		return nil, fmt.Errorf("Author: id %v (%T) is not a int", id, id)
 	}
-	return m.Client().Author.Get(ctx, key)
+	// Read as ent's own UpdateOne reads its row back: past the query
+	// interceptors (HotCounterKeys read through them before the write) and
+	// outside a query's context, which a driver that sends queries to a
+	// replica reads as a write's (ent's FAQ): the row as just written.
+	nodes, err := m.Client().Author.Query().Where(author.ID(key)).sqlAll(ctx)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(nodes) == 0:
+		return nil, &NotFoundError{author.Label}
+	}
+	return nodes[0], nil
 }
 
 // HotCounterBulkUpsert reports whether the mutation is one row of a bulk
@@ -105,21 +137,25 @@ func (m *AuthorMutation) HotCounterLate(field string) (int64, bool) {
 
 // HotCounterKeys returns the keys of the Clip rows the mutation
 // writes: for UpdateOne its id, if the row matches the mutation's
-// predicates; for Update the ids of the rows that match. Called by
-// entcounter's hooks.
+// predicates and the query interceptors show it; for Update the ids of the
+// rows that match. A read it needs runs in the mutation's transaction or in
+// one of its own, so that it reads where the write goes (a driver may send
+// queries outside transactions to a replica). Called by entcounter's hooks.
 func (m *ClipMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
-	var (
-		ids []int
-		err error
-	)
-	if id, ok := m.ID(); ok && m.Op().Is(OpUpdateOne) {
-		if len(m.predicates) == 0 && !generated.Intercepted(m.Client().Clip.Interceptors()) {
-			return []any{id}, nil
-		}
-		ids, err = m.Client().Clip.Query().Where(clip.ID(id)).Where(m.predicates...).IDs(ctx)
-	} else {
-		ids, err = m.IDs(ctx)
+	id, hasID := m.ID()
+	one := hasID && m.Op().Is(OpUpdateOne)
+	if one && len(m.predicates) == 0 && !generated.Intercepted(m.Client().Clip.Interceptors()) {
+		return []any{id}, nil
 	}
+	var ids []int
+	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
+		q := c.Clip.Query().Where(m.predicates...)
+		if one {
+			q = q.Where(clip.ID(id))
+		}
+		ids, err = q.IDs(ctx)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -128,6 +164,23 @@ func (m *ClipMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// hotcounterInTx runs read with a client of the mutation's transaction, or
+// of a transaction of its own.
+func (m *ClipMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
+	if _, err := m.Tx(); err == nil {
+		return read(m.Client())
+	}
+	tx, err := m.Client().Tx(ctx)
+	if err != nil {
+		return err
+	}
+	if err := read(tx.Client()); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
 }
 
 // HotCounterID returns the id of the Clip the mutation created or
@@ -148,15 +201,26 @@ func (m *ClipMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
 // alone (UpdateOneID without Where).
 func (m *ClipMutation) HotCounterByIDOnly() bool { return len(m.predicates) == 0 }
 
-// HotCounterEntity loads the Clip with the given id as Get does,
-// counters filled: the entity an UpdateOne that wrote only counters
-// returns, read after the write.
+// HotCounterEntity loads the Clip with the given id, counters
+// filled: the entity an UpdateOne that wrote only counters returns, read
+// after the write.
 func (m *ClipMutation) HotCounterEntity(ctx context.Context, id any) (any, error) {
 	key, ok := id.(int)
 	if !ok {
 		return nil, fmt.Errorf("Clip: id %v (%T) is not a int", id, id)
 	}
-	return m.Client().Clip.Get(ctx, key)
+	// Read as ent's own UpdateOne reads its row back: past the query
+	// interceptors (HotCounterKeys read through them before the write) and
+	// outside a query's context, which a driver that sends queries to a
+	// replica reads as a write's (ent's FAQ): the row as just written.
+	nodes, err := m.Client().Clip.Query().Where(clip.ID(key)).sqlAll(ctx)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(nodes) == 0:
+		return nil, &NotFoundError{clip.Label}
+	}
+	return nodes[0], nil
 }
 
 // HotCounterBulkUpsert reports whether the mutation is one row of a bulk
@@ -182,21 +246,25 @@ func (m *ClipMutation) HotCounterLate(field string) (int64, bool) {
 
 // HotCounterKeys returns the keys of the Comment rows the mutation
 // writes: for UpdateOne its id, if the row matches the mutation's
-// predicates; for Update the ids of the rows that match. Called by
-// entcounter's hooks.
+// predicates and the query interceptors show it; for Update the ids of the
+// rows that match. A read it needs runs in the mutation's transaction or in
+// one of its own, so that it reads where the write goes (a driver may send
+// queries outside transactions to a replica). Called by entcounter's hooks.
 func (m *CommentMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
-	var (
-		ids []int
-		err error
-	)
-	if id, ok := m.ID(); ok && m.Op().Is(OpUpdateOne) {
-		if len(m.predicates) == 0 && !generated.Intercepted(m.Client().Comment.Interceptors()) {
-			return []any{id}, nil
-		}
-		ids, err = m.Client().Comment.Query().Where(comment.ID(id)).Where(m.predicates...).IDs(ctx)
-	} else {
-		ids, err = m.IDs(ctx)
+	id, hasID := m.ID()
+	one := hasID && m.Op().Is(OpUpdateOne)
+	if one && len(m.predicates) == 0 && !generated.Intercepted(m.Client().Comment.Interceptors()) {
+		return []any{id}, nil
 	}
+	var ids []int
+	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
+		q := c.Comment.Query().Where(m.predicates...)
+		if one {
+			q = q.Where(comment.ID(id))
+		}
+		ids, err = q.IDs(ctx)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -205,6 +273,23 @@ func (m *CommentMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// hotcounterInTx runs read with a client of the mutation's transaction, or
+// of a transaction of its own.
+func (m *CommentMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
+	if _, err := m.Tx(); err == nil {
+		return read(m.Client())
+	}
+	tx, err := m.Client().Tx(ctx)
+	if err != nil {
+		return err
+	}
+	if err := read(tx.Client()); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
 }
 
 // HotCounterID returns the id of the Comment the mutation created or
@@ -225,15 +310,26 @@ func (m *CommentMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
 // alone (UpdateOneID without Where).
 func (m *CommentMutation) HotCounterByIDOnly() bool { return len(m.predicates) == 0 }
 
-// HotCounterEntity loads the Comment with the given id as Get does,
-// counters filled: the entity an UpdateOne that wrote only counters
-// returns, read after the write.
+// HotCounterEntity loads the Comment with the given id, counters
+// filled: the entity an UpdateOne that wrote only counters returns, read
+// after the write.
 func (m *CommentMutation) HotCounterEntity(ctx context.Context, id any) (any, error) {
 	key, ok := id.(int)
 	if !ok {
 		return nil, fmt.Errorf("Comment: id %v (%T) is not a int", id, id)
 	}
-	return m.Client().Comment.Get(ctx, key)
+	// Read as ent's own UpdateOne reads its row back: past the query
+	// interceptors (HotCounterKeys read through them before the write) and
+	// outside a query's context, which a driver that sends queries to a
+	// replica reads as a write's (ent's FAQ): the row as just written.
+	nodes, err := m.Client().Comment.Query().Where(comment.ID(key)).sqlAll(ctx)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(nodes) == 0:
+		return nil, &NotFoundError{comment.Label}
+	}
+	return nodes[0], nil
 }
 
 // HotCounterBulkUpsert reports whether the mutation is one row of a bulk
@@ -259,21 +355,25 @@ func (m *CommentMutation) HotCounterLate(field string) (int64, bool) {
 
 // HotCounterKeys returns the keys of the Desk rows the mutation
 // writes: for UpdateOne its id, if the row matches the mutation's
-// predicates; for Update the ids of the rows that match. Called by
-// entcounter's hooks.
+// predicates and the query interceptors show it; for Update the ids of the
+// rows that match. A read it needs runs in the mutation's transaction or in
+// one of its own, so that it reads where the write goes (a driver may send
+// queries outside transactions to a replica). Called by entcounter's hooks.
 func (m *DeskMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
-	var (
-		ids []int
-		err error
-	)
-	if id, ok := m.ID(); ok && m.Op().Is(OpUpdateOne) {
-		if len(m.predicates) == 0 && !generated.Intercepted(m.Client().Desk.Interceptors()) {
-			return []any{id}, nil
-		}
-		ids, err = m.Client().Desk.Query().Where(desk.ID(id)).Where(m.predicates...).IDs(ctx)
-	} else {
-		ids, err = m.IDs(ctx)
+	id, hasID := m.ID()
+	one := hasID && m.Op().Is(OpUpdateOne)
+	if one && len(m.predicates) == 0 && !generated.Intercepted(m.Client().Desk.Interceptors()) {
+		return []any{id}, nil
 	}
+	var ids []int
+	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
+		q := c.Desk.Query().Where(m.predicates...)
+		if one {
+			q = q.Where(desk.ID(id))
+		}
+		ids, err = q.IDs(ctx)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -282,6 +382,23 @@ func (m *DeskMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// hotcounterInTx runs read with a client of the mutation's transaction, or
+// of a transaction of its own.
+func (m *DeskMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
+	if _, err := m.Tx(); err == nil {
+		return read(m.Client())
+	}
+	tx, err := m.Client().Tx(ctx)
+	if err != nil {
+		return err
+	}
+	if err := read(tx.Client()); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
 }
 
 // HotCounterID returns the id of the Desk the mutation created or
@@ -302,15 +419,26 @@ func (m *DeskMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
 // alone (UpdateOneID without Where).
 func (m *DeskMutation) HotCounterByIDOnly() bool { return len(m.predicates) == 0 }
 
-// HotCounterEntity loads the Desk with the given id as Get does,
-// counters filled: the entity an UpdateOne that wrote only counters
-// returns, read after the write.
+// HotCounterEntity loads the Desk with the given id, counters
+// filled: the entity an UpdateOne that wrote only counters returns, read
+// after the write.
 func (m *DeskMutation) HotCounterEntity(ctx context.Context, id any) (any, error) {
 	key, ok := id.(int)
 	if !ok {
 		return nil, fmt.Errorf("Desk: id %v (%T) is not a int", id, id)
 	}
-	return m.Client().Desk.Get(ctx, key)
+	// Read as ent's own UpdateOne reads its row back: past the query
+	// interceptors (HotCounterKeys read through them before the write) and
+	// outside a query's context, which a driver that sends queries to a
+	// replica reads as a write's (ent's FAQ): the row as just written.
+	nodes, err := m.Client().Desk.Query().Where(desk.ID(key)).sqlAll(ctx)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(nodes) == 0:
+		return nil, &NotFoundError{desk.Label}
+	}
+	return nodes[0], nil
 }
 
 // HotCounterBulkUpsert reports whether the mutation is one row of a bulk
@@ -336,21 +464,25 @@ func (m *DeskMutation) HotCounterLate(field string) (int64, bool) {
 
 // HotCounterKeys returns the keys of the Forum rows the mutation
 // writes: for UpdateOne its id, if the row matches the mutation's
-// predicates; for Update the ids of the rows that match. Called by
-// entcounter's hooks.
+// predicates and the query interceptors show it; for Update the ids of the
+// rows that match. A read it needs runs in the mutation's transaction or in
+// one of its own, so that it reads where the write goes (a driver may send
+// queries outside transactions to a replica). Called by entcounter's hooks.
 func (m *ForumMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
-	var (
-		ids []int
-		err error
-	)
-	if id, ok := m.ID(); ok && m.Op().Is(OpUpdateOne) {
-		if len(m.predicates) == 0 && !generated.Intercepted(m.Client().Forum.Interceptors()) {
-			return []any{id}, nil
-		}
-		ids, err = m.Client().Forum.Query().Where(forum.ID(id)).Where(m.predicates...).IDs(ctx)
-	} else {
-		ids, err = m.IDs(ctx)
+	id, hasID := m.ID()
+	one := hasID && m.Op().Is(OpUpdateOne)
+	if one && len(m.predicates) == 0 && !generated.Intercepted(m.Client().Forum.Interceptors()) {
+		return []any{id}, nil
 	}
+	var ids []int
+	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
+		q := c.Forum.Query().Where(m.predicates...)
+		if one {
+			q = q.Where(forum.ID(id))
+		}
+		ids, err = q.IDs(ctx)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -359,6 +491,23 @@ func (m *ForumMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// hotcounterInTx runs read with a client of the mutation's transaction, or
+// of a transaction of its own.
+func (m *ForumMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
+	if _, err := m.Tx(); err == nil {
+		return read(m.Client())
+	}
+	tx, err := m.Client().Tx(ctx)
+	if err != nil {
+		return err
+	}
+	if err := read(tx.Client()); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
 }
 
 // HotCounterID returns the id of the Forum the mutation created or
@@ -379,15 +528,26 @@ func (m *ForumMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
 // alone (UpdateOneID without Where).
 func (m *ForumMutation) HotCounterByIDOnly() bool { return len(m.predicates) == 0 }
 
-// HotCounterEntity loads the Forum with the given id as Get does,
-// counters filled: the entity an UpdateOne that wrote only counters
-// returns, read after the write.
+// HotCounterEntity loads the Forum with the given id, counters
+// filled: the entity an UpdateOne that wrote only counters returns, read
+// after the write.
 func (m *ForumMutation) HotCounterEntity(ctx context.Context, id any) (any, error) {
 	key, ok := id.(int)
 	if !ok {
 		return nil, fmt.Errorf("Forum: id %v (%T) is not a int", id, id)
 	}
-	return m.Client().Forum.Get(ctx, key)
+	// Read as ent's own UpdateOne reads its row back: past the query
+	// interceptors (HotCounterKeys read through them before the write) and
+	// outside a query's context, which a driver that sends queries to a
+	// replica reads as a write's (ent's FAQ): the row as just written.
+	nodes, err := m.Client().Forum.Query().Where(forum.ID(key)).sqlAll(ctx)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(nodes) == 0:
+		return nil, &NotFoundError{forum.Label}
+	}
+	return nodes[0], nil
 }
 
 // HotCounterBulkUpsert reports whether the mutation is one row of a bulk
@@ -413,21 +573,25 @@ func (m *ForumMutation) HotCounterLate(field string) (int64, bool) {
 
 // HotCounterKeys returns the keys of the Post rows the mutation
 // writes: for UpdateOne its id, if the row matches the mutation's
-// predicates; for Update the ids of the rows that match. Called by
-// entcounter's hooks.
+// predicates and the query interceptors show it; for Update the ids of the
+// rows that match. A read it needs runs in the mutation's transaction or in
+// one of its own, so that it reads where the write goes (a driver may send
+// queries outside transactions to a replica). Called by entcounter's hooks.
 func (m *PostMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
-	var (
-		ids []int
-		err error
-	)
-	if id, ok := m.ID(); ok && m.Op().Is(OpUpdateOne) {
-		if len(m.predicates) == 0 && !generated.Intercepted(m.Client().Post.Interceptors()) {
-			return []any{id}, nil
-		}
-		ids, err = m.Client().Post.Query().Where(post.ID(id)).Where(m.predicates...).IDs(ctx)
-	} else {
-		ids, err = m.IDs(ctx)
+	id, hasID := m.ID()
+	one := hasID && m.Op().Is(OpUpdateOne)
+	if one && len(m.predicates) == 0 && !generated.Intercepted(m.Client().Post.Interceptors()) {
+		return []any{id}, nil
 	}
+	var ids []int
+	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
+		q := c.Post.Query().Where(m.predicates...)
+		if one {
+			q = q.Where(post.ID(id))
+		}
+		ids, err = q.IDs(ctx)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -436,6 +600,23 @@ func (m *PostMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// hotcounterInTx runs read with a client of the mutation's transaction, or
+// of a transaction of its own.
+func (m *PostMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
+	if _, err := m.Tx(); err == nil {
+		return read(m.Client())
+	}
+	tx, err := m.Client().Tx(ctx)
+	if err != nil {
+		return err
+	}
+	if err := read(tx.Client()); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
 }
 
 // HotCounterID returns the id of the Post the mutation created or
@@ -456,15 +637,26 @@ func (m *PostMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
 // alone (UpdateOneID without Where).
 func (m *PostMutation) HotCounterByIDOnly() bool { return len(m.predicates) == 0 }
 
-// HotCounterEntity loads the Post with the given id as Get does,
-// counters filled: the entity an UpdateOne that wrote only counters
-// returns, read after the write.
+// HotCounterEntity loads the Post with the given id, counters
+// filled: the entity an UpdateOne that wrote only counters returns, read
+// after the write.
 func (m *PostMutation) HotCounterEntity(ctx context.Context, id any) (any, error) {
 	key, ok := id.(int)
 	if !ok {
 		return nil, fmt.Errorf("Post: id %v (%T) is not a int", id, id)
 	}
-	return m.Client().Post.Get(ctx, key)
+	// Read as ent's own UpdateOne reads its row back: past the query
+	// interceptors (HotCounterKeys read through them before the write) and
+	// outside a query's context, which a driver that sends queries to a
+	// replica reads as a write's (ent's FAQ): the row as just written.
+	nodes, err := m.Client().Post.Query().Where(post.ID(key)).sqlAll(ctx)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(nodes) == 0:
+		return nil, &NotFoundError{post.Label}
+	}
+	return nodes[0], nil
 }
 
 // HotCounterBulkUpsert reports whether the mutation is one row of a bulk
@@ -490,21 +682,25 @@ func (m *PostMutation) HotCounterLate(field string) (int64, bool) {
 
 // HotCounterKeys returns the keys of the Product rows the mutation
 // writes: for UpdateOne its id, if the row matches the mutation's
-// predicates; for Update the ids of the rows that match. Called by
-// entcounter's hooks.
+// predicates and the query interceptors show it; for Update the ids of the
+// rows that match. A read it needs runs in the mutation's transaction or in
+// one of its own, so that it reads where the write goes (a driver may send
+// queries outside transactions to a replica). Called by entcounter's hooks.
 func (m *ProductMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
-	var (
-		ids []int
-		err error
-	)
-	if id, ok := m.ID(); ok && m.Op().Is(OpUpdateOne) {
-		if len(m.predicates) == 0 && !generated.Intercepted(m.Client().Product.Interceptors()) {
-			return []any{id}, nil
-		}
-		ids, err = m.Client().Product.Query().Where(product.ID(id)).Where(m.predicates...).IDs(ctx)
-	} else {
-		ids, err = m.IDs(ctx)
+	id, hasID := m.ID()
+	one := hasID && m.Op().Is(OpUpdateOne)
+	if one && len(m.predicates) == 0 && !generated.Intercepted(m.Client().Product.Interceptors()) {
+		return []any{id}, nil
 	}
+	var ids []int
+	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
+		q := c.Product.Query().Where(m.predicates...)
+		if one {
+			q = q.Where(product.ID(id))
+		}
+		ids, err = q.IDs(ctx)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -513,6 +709,23 @@ func (m *ProductMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// hotcounterInTx runs read with a client of the mutation's transaction, or
+// of a transaction of its own.
+func (m *ProductMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
+	if _, err := m.Tx(); err == nil {
+		return read(m.Client())
+	}
+	tx, err := m.Client().Tx(ctx)
+	if err != nil {
+		return err
+	}
+	if err := read(tx.Client()); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
 }
 
 // HotCounterID returns the id of the Product the mutation created or
@@ -533,15 +746,26 @@ func (m *ProductMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
 // alone (UpdateOneID without Where).
 func (m *ProductMutation) HotCounterByIDOnly() bool { return len(m.predicates) == 0 }
 
-// HotCounterEntity loads the Product with the given id as Get does,
-// counters filled: the entity an UpdateOne that wrote only counters
-// returns, read after the write.
+// HotCounterEntity loads the Product with the given id, counters
+// filled: the entity an UpdateOne that wrote only counters returns, read
+// after the write.
 func (m *ProductMutation) HotCounterEntity(ctx context.Context, id any) (any, error) {
 	key, ok := id.(int)
 	if !ok {
 		return nil, fmt.Errorf("Product: id %v (%T) is not a int", id, id)
 	}
-	return m.Client().Product.Get(ctx, key)
+	// Read as ent's own UpdateOne reads its row back: past the query
+	// interceptors (HotCounterKeys read through them before the write) and
+	// outside a query's context, which a driver that sends queries to a
+	// replica reads as a write's (ent's FAQ): the row as just written.
+	nodes, err := m.Client().Product.Query().Where(product.ID(key)).sqlAll(ctx)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(nodes) == 0:
+		return nil, &NotFoundError{product.Label}
+	}
+	return nodes[0], nil
 }
 
 // HotCounterBulkUpsert reports whether the mutation is one row of a bulk
@@ -567,21 +791,25 @@ func (m *ProductMutation) HotCounterLate(field string) (int64, bool) {
 
 // HotCounterKeys returns the keys of the Rack rows the mutation
 // writes: for UpdateOne its id, if the row matches the mutation's
-// predicates; for Update the ids of the rows that match. Called by
-// entcounter's hooks.
+// predicates and the query interceptors show it; for Update the ids of the
+// rows that match. A read it needs runs in the mutation's transaction or in
+// one of its own, so that it reads where the write goes (a driver may send
+// queries outside transactions to a replica). Called by entcounter's hooks.
 func (m *RackMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
-	var (
-		ids []int
-		err error
-	)
-	if id, ok := m.ID(); ok && m.Op().Is(OpUpdateOne) {
-		if len(m.predicates) == 0 && !generated.Intercepted(m.Client().Rack.Interceptors()) {
-			return []any{id}, nil
-		}
-		ids, err = m.Client().Rack.Query().Where(rack.ID(id)).Where(m.predicates...).IDs(ctx)
-	} else {
-		ids, err = m.IDs(ctx)
+	id, hasID := m.ID()
+	one := hasID && m.Op().Is(OpUpdateOne)
+	if one && len(m.predicates) == 0 && !generated.Intercepted(m.Client().Rack.Interceptors()) {
+		return []any{id}, nil
 	}
+	var ids []int
+	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
+		q := c.Rack.Query().Where(m.predicates...)
+		if one {
+			q = q.Where(rack.ID(id))
+		}
+		ids, err = q.IDs(ctx)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -590,6 +818,23 @@ func (m *RackMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// hotcounterInTx runs read with a client of the mutation's transaction, or
+// of a transaction of its own.
+func (m *RackMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
+	if _, err := m.Tx(); err == nil {
+		return read(m.Client())
+	}
+	tx, err := m.Client().Tx(ctx)
+	if err != nil {
+		return err
+	}
+	if err := read(tx.Client()); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
 }
 
 // HotCounterID returns the id of the Rack the mutation created or
@@ -610,15 +855,26 @@ func (m *RackMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
 // alone (UpdateOneID without Where).
 func (m *RackMutation) HotCounterByIDOnly() bool { return len(m.predicates) == 0 }
 
-// HotCounterEntity loads the Rack with the given id as Get does,
-// counters filled: the entity an UpdateOne that wrote only counters
-// returns, read after the write.
+// HotCounterEntity loads the Rack with the given id, counters
+// filled: the entity an UpdateOne that wrote only counters returns, read
+// after the write.
 func (m *RackMutation) HotCounterEntity(ctx context.Context, id any) (any, error) {
 	key, ok := id.(int)
 	if !ok {
 		return nil, fmt.Errorf("Rack: id %v (%T) is not a int", id, id)
 	}
-	return m.Client().Rack.Get(ctx, key)
+	// Read as ent's own UpdateOne reads its row back: past the query
+	// interceptors (HotCounterKeys read through them before the write) and
+	// outside a query's context, which a driver that sends queries to a
+	// replica reads as a write's (ent's FAQ): the row as just written.
+	nodes, err := m.Client().Rack.Query().Where(rack.ID(key)).sqlAll(ctx)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(nodes) == 0:
+		return nil, &NotFoundError{rack.Label}
+	}
+	return nodes[0], nil
 }
 
 // HotCounterBulkUpsert reports whether the mutation is one row of a bulk
@@ -644,21 +900,25 @@ func (m *RackMutation) HotCounterLate(field string) (int64, bool) {
 
 // HotCounterKeys returns the keys of the Reel rows the mutation
 // writes: for UpdateOne its id, if the row matches the mutation's
-// predicates; for Update the ids of the rows that match. Called by
-// entcounter's hooks.
+// predicates and the query interceptors show it; for Update the ids of the
+// rows that match. A read it needs runs in the mutation's transaction or in
+// one of its own, so that it reads where the write goes (a driver may send
+// queries outside transactions to a replica). Called by entcounter's hooks.
 func (m *ReelMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
-	var (
-		ids []int
-		err error
-	)
-	if id, ok := m.ID(); ok && m.Op().Is(OpUpdateOne) {
-		if len(m.predicates) == 0 && !generated.Intercepted(m.Client().Reel.Interceptors()) {
-			return []any{id}, nil
-		}
-		ids, err = m.Client().Reel.Query().Where(reel.ID(id)).Where(m.predicates...).IDs(ctx)
-	} else {
-		ids, err = m.IDs(ctx)
+	id, hasID := m.ID()
+	one := hasID && m.Op().Is(OpUpdateOne)
+	if one && len(m.predicates) == 0 && !generated.Intercepted(m.Client().Reel.Interceptors()) {
+		return []any{id}, nil
 	}
+	var ids []int
+	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
+		q := c.Reel.Query().Where(m.predicates...)
+		if one {
+			q = q.Where(reel.ID(id))
+		}
+		ids, err = q.IDs(ctx)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -667,6 +927,23 @@ func (m *ReelMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// hotcounterInTx runs read with a client of the mutation's transaction, or
+// of a transaction of its own.
+func (m *ReelMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
+	if _, err := m.Tx(); err == nil {
+		return read(m.Client())
+	}
+	tx, err := m.Client().Tx(ctx)
+	if err != nil {
+		return err
+	}
+	if err := read(tx.Client()); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
 }
 
 // HotCounterID returns the id of the Reel the mutation created or
@@ -687,15 +964,26 @@ func (m *ReelMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
 // alone (UpdateOneID without Where).
 func (m *ReelMutation) HotCounterByIDOnly() bool { return len(m.predicates) == 0 }
 
-// HotCounterEntity loads the Reel with the given id as Get does,
-// counters filled: the entity an UpdateOne that wrote only counters
-// returns, read after the write.
+// HotCounterEntity loads the Reel with the given id, counters
+// filled: the entity an UpdateOne that wrote only counters returns, read
+// after the write.
 func (m *ReelMutation) HotCounterEntity(ctx context.Context, id any) (any, error) {
 	key, ok := id.(int)
 	if !ok {
 		return nil, fmt.Errorf("Reel: id %v (%T) is not a int", id, id)
 	}
-	return m.Client().Reel.Get(ctx, key)
+	// Read as ent's own UpdateOne reads its row back: past the query
+	// interceptors (HotCounterKeys read through them before the write) and
+	// outside a query's context, which a driver that sends queries to a
+	// replica reads as a write's (ent's FAQ): the row as just written.
+	nodes, err := m.Client().Reel.Query().Where(reel.ID(key)).sqlAll(ctx)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(nodes) == 0:
+		return nil, &NotFoundError{reel.Label}
+	}
+	return nodes[0], nil
 }
 
 // HotCounterBulkUpsert reports whether the mutation is one row of a bulk
@@ -721,21 +1009,25 @@ func (m *ReelMutation) HotCounterLate(field string) (int64, bool) {
 
 // HotCounterKeys returns the keys of the Shelf rows the mutation
 // writes: for UpdateOne its id, if the row matches the mutation's
-// predicates; for Update the ids of the rows that match. Called by
-// entcounter's hooks.
+// predicates and the query interceptors show it; for Update the ids of the
+// rows that match. A read it needs runs in the mutation's transaction or in
+// one of its own, so that it reads where the write goes (a driver may send
+// queries outside transactions to a replica). Called by entcounter's hooks.
 func (m *ShelfMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
-	var (
-		ids []int
-		err error
-	)
-	if id, ok := m.ID(); ok && m.Op().Is(OpUpdateOne) {
-		if len(m.predicates) == 0 && !generated.Intercepted(m.Client().Shelf.Interceptors()) {
-			return []any{id}, nil
-		}
-		ids, err = m.Client().Shelf.Query().Where(shelf.ID(id)).Where(m.predicates...).IDs(ctx)
-	} else {
-		ids, err = m.IDs(ctx)
+	id, hasID := m.ID()
+	one := hasID && m.Op().Is(OpUpdateOne)
+	if one && len(m.predicates) == 0 && !generated.Intercepted(m.Client().Shelf.Interceptors()) {
+		return []any{id}, nil
 	}
+	var ids []int
+	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
+		q := c.Shelf.Query().Where(m.predicates...)
+		if one {
+			q = q.Where(shelf.ID(id))
+		}
+		ids, err = q.IDs(ctx)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -744,6 +1036,23 @@ func (m *ShelfMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// hotcounterInTx runs read with a client of the mutation's transaction, or
+// of a transaction of its own.
+func (m *ShelfMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
+	if _, err := m.Tx(); err == nil {
+		return read(m.Client())
+	}
+	tx, err := m.Client().Tx(ctx)
+	if err != nil {
+		return err
+	}
+	if err := read(tx.Client()); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
 }
 
 // HotCounterID returns the id of the Shelf the mutation created or
@@ -764,15 +1073,26 @@ func (m *ShelfMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
 // alone (UpdateOneID without Where).
 func (m *ShelfMutation) HotCounterByIDOnly() bool { return len(m.predicates) == 0 }
 
-// HotCounterEntity loads the Shelf with the given id as Get does,
-// counters filled: the entity an UpdateOne that wrote only counters
-// returns, read after the write.
+// HotCounterEntity loads the Shelf with the given id, counters
+// filled: the entity an UpdateOne that wrote only counters returns, read
+// after the write.
 func (m *ShelfMutation) HotCounterEntity(ctx context.Context, id any) (any, error) {
 	key, ok := id.(int)
 	if !ok {
 		return nil, fmt.Errorf("Shelf: id %v (%T) is not a int", id, id)
 	}
-	return m.Client().Shelf.Get(ctx, key)
+	// Read as ent's own UpdateOne reads its row back: past the query
+	// interceptors (HotCounterKeys read through them before the write) and
+	// outside a query's context, which a driver that sends queries to a
+	// replica reads as a write's (ent's FAQ): the row as just written.
+	nodes, err := m.Client().Shelf.Query().Where(shelf.ID(key)).sqlAll(ctx)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(nodes) == 0:
+		return nil, &NotFoundError{shelf.Label}
+	}
+	return nodes[0], nil
 }
 
 // HotCounterBulkUpsert reports whether the mutation is one row of a bulk
@@ -798,21 +1118,25 @@ func (m *ShelfMutation) HotCounterLate(field string) (int64, bool) {
 
 // HotCounterKeys returns the keys of the SkipPost rows the mutation
 // writes: for UpdateOne its id, if the row matches the mutation's
-// predicates; for Update the ids of the rows that match. Called by
-// entcounter's hooks.
+// predicates and the query interceptors show it; for Update the ids of the
+// rows that match. A read it needs runs in the mutation's transaction or in
+// one of its own, so that it reads where the write goes (a driver may send
+// queries outside transactions to a replica). Called by entcounter's hooks.
 func (m *SkipPostMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
-	var (
-		ids []int
-		err error
-	)
-	if id, ok := m.ID(); ok && m.Op().Is(OpUpdateOne) {
-		if len(m.predicates) == 0 && !generated.Intercepted(m.Client().SkipPost.Interceptors()) {
-			return []any{id}, nil
-		}
-		ids, err = m.Client().SkipPost.Query().Where(skippost.ID(id)).Where(m.predicates...).IDs(ctx)
-	} else {
-		ids, err = m.IDs(ctx)
+	id, hasID := m.ID()
+	one := hasID && m.Op().Is(OpUpdateOne)
+	if one && len(m.predicates) == 0 && !generated.Intercepted(m.Client().SkipPost.Interceptors()) {
+		return []any{id}, nil
 	}
+	var ids []int
+	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
+		q := c.SkipPost.Query().Where(m.predicates...)
+		if one {
+			q = q.Where(skippost.ID(id))
+		}
+		ids, err = q.IDs(ctx)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -821,6 +1145,23 @@ func (m *SkipPostMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// hotcounterInTx runs read with a client of the mutation's transaction, or
+// of a transaction of its own.
+func (m *SkipPostMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
+	if _, err := m.Tx(); err == nil {
+		return read(m.Client())
+	}
+	tx, err := m.Client().Tx(ctx)
+	if err != nil {
+		return err
+	}
+	if err := read(tx.Client()); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
 }
 
 // HotCounterID returns the id of the SkipPost the mutation created or
@@ -841,15 +1182,26 @@ func (m *SkipPostMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
 // alone (UpdateOneID without Where).
 func (m *SkipPostMutation) HotCounterByIDOnly() bool { return len(m.predicates) == 0 }
 
-// HotCounterEntity loads the SkipPost with the given id as Get does,
-// counters filled: the entity an UpdateOne that wrote only counters
-// returns, read after the write.
+// HotCounterEntity loads the SkipPost with the given id, counters
+// filled: the entity an UpdateOne that wrote only counters returns, read
+// after the write.
 func (m *SkipPostMutation) HotCounterEntity(ctx context.Context, id any) (any, error) {
 	key, ok := id.(int)
 	if !ok {
 		return nil, fmt.Errorf("SkipPost: id %v (%T) is not a int", id, id)
 	}
-	return m.Client().SkipPost.Get(ctx, key)
+	// Read as ent's own UpdateOne reads its row back: past the query
+	// interceptors (HotCounterKeys read through them before the write) and
+	// outside a query's context, which a driver that sends queries to a
+	// replica reads as a write's (ent's FAQ): the row as just written.
+	nodes, err := m.Client().SkipPost.Query().Where(skippost.ID(key)).sqlAll(ctx)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(nodes) == 0:
+		return nil, &NotFoundError{skippost.Label}
+	}
+	return nodes[0], nil
 }
 
 // HotCounterBulkUpsert reports whether the mutation is one row of a bulk
@@ -875,21 +1227,25 @@ func (m *SkipPostMutation) HotCounterLate(field string) (int64, bool) {
 
 // HotCounterKeys returns the keys of the Story rows the mutation
 // writes: for UpdateOne its id, if the row matches the mutation's
-// predicates; for Update the ids of the rows that match. Called by
-// entcounter's hooks.
+// predicates and the query interceptors show it; for Update the ids of the
+// rows that match. A read it needs runs in the mutation's transaction or in
+// one of its own, so that it reads where the write goes (a driver may send
+// queries outside transactions to a replica). Called by entcounter's hooks.
 func (m *StoryMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
-	var (
-		ids []int
-		err error
-	)
-	if id, ok := m.ID(); ok && m.Op().Is(OpUpdateOne) {
-		if len(m.predicates) == 0 && !generated.Intercepted(m.Client().Story.Interceptors()) {
-			return []any{id}, nil
-		}
-		ids, err = m.Client().Story.Query().Where(story.ID(id)).Where(m.predicates...).IDs(ctx)
-	} else {
-		ids, err = m.IDs(ctx)
+	id, hasID := m.ID()
+	one := hasID && m.Op().Is(OpUpdateOne)
+	if one && len(m.predicates) == 0 && !generated.Intercepted(m.Client().Story.Interceptors()) {
+		return []any{id}, nil
 	}
+	var ids []int
+	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
+		q := c.Story.Query().Where(m.predicates...)
+		if one {
+			q = q.Where(story.ID(id))
+		}
+		ids, err = q.IDs(ctx)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -898,6 +1254,23 @@ func (m *StoryMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// hotcounterInTx runs read with a client of the mutation's transaction, or
+// of a transaction of its own.
+func (m *StoryMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
+	if _, err := m.Tx(); err == nil {
+		return read(m.Client())
+	}
+	tx, err := m.Client().Tx(ctx)
+	if err != nil {
+		return err
+	}
+	if err := read(tx.Client()); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
 }
 
 // HotCounterID returns the id of the Story the mutation created or
@@ -918,15 +1291,26 @@ func (m *StoryMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
 // alone (UpdateOneID without Where).
 func (m *StoryMutation) HotCounterByIDOnly() bool { return len(m.predicates) == 0 }
 
-// HotCounterEntity loads the Story with the given id as Get does,
-// counters filled: the entity an UpdateOne that wrote only counters
-// returns, read after the write.
+// HotCounterEntity loads the Story with the given id, counters
+// filled: the entity an UpdateOne that wrote only counters returns, read
+// after the write.
 func (m *StoryMutation) HotCounterEntity(ctx context.Context, id any) (any, error) {
 	key, ok := id.(int)
 	if !ok {
 		return nil, fmt.Errorf("Story: id %v (%T) is not a int", id, id)
 	}
-	return m.Client().Story.Get(ctx, key)
+	// Read as ent's own UpdateOne reads its row back: past the query
+	// interceptors (HotCounterKeys read through them before the write) and
+	// outside a query's context, which a driver that sends queries to a
+	// replica reads as a write's (ent's FAQ): the row as just written.
+	nodes, err := m.Client().Story.Query().Where(story.ID(key)).sqlAll(ctx)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(nodes) == 0:
+		return nil, &NotFoundError{story.Label}
+	}
+	return nodes[0], nil
 }
 
 // HotCounterBulkUpsert reports whether the mutation is one row of a bulk
@@ -947,21 +1331,25 @@ func (m *StoryMutation) HotCounterLate(field string) (int64, bool) {
 
 // HotCounterKeys returns the keys of the Tag rows the mutation
 // writes: for UpdateOne its id, if the row matches the mutation's
-// predicates; for Update the ids of the rows that match. Called by
-// entcounter's hooks.
+// predicates and the query interceptors show it; for Update the ids of the
+// rows that match. A read it needs runs in the mutation's transaction or in
+// one of its own, so that it reads where the write goes (a driver may send
+// queries outside transactions to a replica). Called by entcounter's hooks.
 func (m *TagMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
-	var (
-		ids []int
-		err error
-	)
-	if id, ok := m.ID(); ok && m.Op().Is(OpUpdateOne) {
-		if len(m.predicates) == 0 && !generated.Intercepted(m.Client().Tag.Interceptors()) {
-			return []any{id}, nil
-		}
-		ids, err = m.Client().Tag.Query().Where(tag.ID(id)).Where(m.predicates...).IDs(ctx)
-	} else {
-		ids, err = m.IDs(ctx)
+	id, hasID := m.ID()
+	one := hasID && m.Op().Is(OpUpdateOne)
+	if one && len(m.predicates) == 0 && !generated.Intercepted(m.Client().Tag.Interceptors()) {
+		return []any{id}, nil
 	}
+	var ids []int
+	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
+		q := c.Tag.Query().Where(m.predicates...)
+		if one {
+			q = q.Where(tag.ID(id))
+		}
+		ids, err = q.IDs(ctx)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -970,6 +1358,23 @@ func (m *TagMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// hotcounterInTx runs read with a client of the mutation's transaction, or
+// of a transaction of its own.
+func (m *TagMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
+	if _, err := m.Tx(); err == nil {
+		return read(m.Client())
+	}
+	tx, err := m.Client().Tx(ctx)
+	if err != nil {
+		return err
+	}
+	if err := read(tx.Client()); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
 }
 
 // HotCounterID returns the id of the Tag the mutation created or
@@ -990,15 +1395,26 @@ func (m *TagMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
 // alone (UpdateOneID without Where).
 func (m *TagMutation) HotCounterByIDOnly() bool { return len(m.predicates) == 0 }
 
-// HotCounterEntity loads the Tag with the given id as Get does,
-// counters filled: the entity an UpdateOne that wrote only counters
-// returns, read after the write.
+// HotCounterEntity loads the Tag with the given id, counters
+// filled: the entity an UpdateOne that wrote only counters returns, read
+// after the write.
 func (m *TagMutation) HotCounterEntity(ctx context.Context, id any) (any, error) {
 	key, ok := id.(int)
 	if !ok {
 		return nil, fmt.Errorf("Tag: id %v (%T) is not a int", id, id)
 	}
-	return m.Client().Tag.Get(ctx, key)
+	// Read as ent's own UpdateOne reads its row back: past the query
+	// interceptors (HotCounterKeys read through them before the write) and
+	// outside a query's context, which a driver that sends queries to a
+	// replica reads as a write's (ent's FAQ): the row as just written.
+	nodes, err := m.Client().Tag.Query().Where(tag.ID(key)).sqlAll(ctx)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(nodes) == 0:
+		return nil, &NotFoundError{tag.Label}
+	}
+	return nodes[0], nil
 }
 
 // HotCounterBulkUpsert reports whether the mutation is one row of a bulk

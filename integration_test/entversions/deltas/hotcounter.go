@@ -12,21 +12,25 @@ import (
 
 // HotCounterKeys returns the keys of the Reel rows the mutation
 // writes: for UpdateOne its id, if the row matches the mutation's
-// predicates; for Update the ids of the rows that match. Called by
-// entcounter's hooks.
+// predicates and the query interceptors show it; for Update the ids of the
+// rows that match. A read it needs runs in the mutation's transaction or in
+// one of its own, so that it reads where the write goes (a driver may send
+// queries outside transactions to a replica). Called by entcounter's hooks.
 func (m *ReelMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
-	var (
-		ids []int
-		err error
-	)
-	if id, ok := m.ID(); ok && m.Op().Is(OpUpdateOne) {
-		if len(m.predicates) == 0 && !generated.Intercepted(m.Client().Reel.Interceptors()) {
-			return []any{id}, nil
-		}
-		ids, err = m.Client().Reel.Query().Where(reel.ID(id)).Where(m.predicates...).IDs(ctx)
-	} else {
-		ids, err = m.IDs(ctx)
+	id, hasID := m.ID()
+	one := hasID && m.Op().Is(OpUpdateOne)
+	if one && len(m.predicates) == 0 && !generated.Intercepted(m.Client().Reel.Interceptors()) {
+		return []any{id}, nil
 	}
+	var ids []int
+	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
+		q := c.Reel.Query().Where(m.predicates...)
+		if one {
+			q = q.Where(reel.ID(id))
+		}
+		ids, err = q.IDs(ctx)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -35,6 +39,23 @@ func (m *ReelMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// hotcounterInTx runs read with a client of the mutation's transaction, or
+// of a transaction of its own.
+func (m *ReelMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
+	if _, err := m.Tx(); err == nil {
+		return read(m.Client())
+	}
+	tx, err := m.Client().Tx(ctx)
+	if err != nil {
+		return err
+	}
+	if err := read(tx.Client()); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
 }
 
 // HotCounterID returns the id of the Reel the mutation created or
@@ -55,15 +76,26 @@ func (m *ReelMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
 // alone (UpdateOneID without Where).
 func (m *ReelMutation) HotCounterByIDOnly() bool { return len(m.predicates) == 0 }
 
-// HotCounterEntity loads the Reel with the given id as Get does,
-// counters filled: the entity an UpdateOne that wrote only counters
-// returns, read after the write.
+// HotCounterEntity loads the Reel with the given id, counters
+// filled: the entity an UpdateOne that wrote only counters returns, read
+// after the write.
 func (m *ReelMutation) HotCounterEntity(ctx context.Context, id any) (any, error) {
 	key, ok := id.(int)
 	if !ok {
 		return nil, fmt.Errorf("Reel: id %v (%T) is not a int", id, id)
 	}
-	return m.Client().Reel.Get(ctx, key)
+	// Read as ent's own UpdateOne reads its row back: past the query
+	// interceptors (HotCounterKeys read through them before the write) and
+	// outside a query's context, which a driver that sends queries to a
+	// replica reads as a write's (ent's FAQ): the row as just written.
+	nodes, err := m.Client().Reel.Query().Where(reel.ID(key)).sqlAll(ctx)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(nodes) == 0:
+		return nil, &NotFoundError{reel.Label}
+	}
+	return nodes[0], nil
 }
 
 // HotCounterBulkUpsert reports whether the mutation is one row of a bulk
