@@ -563,23 +563,23 @@ func TestEntUpdatesOfRowsHiddenByInterceptorsWriteNoCounter(t *testing.T) {
 	})
 }
 
-// Show is a GORM model whose own hooks write its counter: a show created
+// Gig is a GORM model whose own hooks write its counter: a gig created
 // with the title "premiere" starts at 10 plays, and an update that titles
 // it "encore" adds a play (Reel's Encore hook, in GORM's hooks).
-type Show struct {
+type Gig struct {
 	ID    uint
 	Title string
 	Plays int64 `gorm:"counter:slots=4"`
 }
 
-func (s *Show) BeforeCreate(*gorm.DB) error {
+func (s *Gig) BeforeCreate(*gorm.DB) error {
 	if s.Title == "premiere" {
 		s.Plays = 10
 	}
 	return nil
 }
 
-func (s *Show) BeforeUpdate(tx *gorm.DB) error {
+func (s *Gig) BeforeUpdate(tx *gorm.DB) error {
 	if tx.Statement.Changed("Title") {
 		if v, ok := tx.Statement.Dest.(map[string]any)["title"]; ok && v == "encore" {
 			tx.Statement.SetColumn("plays", gorm.Expr("plays + ?", 1))
@@ -594,19 +594,19 @@ func (s *Show) BeforeUpdate(tx *gorm.DB) error {
 func TestGormModelHooksWriteCounters(t *testing.T) {
 	eachDB(t, func(t *testing.T, e *env) {
 		db := e.db
-		must(t, db.AutoMigrate(&Show{}))
+		must(t, db.AutoMigrate(&Gig{}))
 		plays := func(id uint) int64 {
-			var s Show
+			var s Gig
 			must(t, db.Clauses(gormcounter.Live).First(&s, id).Error)
 			return s.Plays
 		}
-		s := Show{Title: "premiere"}
+		s := Gig{Title: "premiere"}
 		must(t, db.Create(&s).Error)
 		if plays(s.ID) != 10 {
-			t.Fatalf("a show the hook starts at 10: loaded with %d", plays(s.ID))
+			t.Fatalf("a gig the hook starts at 10: loaded with %d", plays(s.ID))
 		}
 		must(t, db.Model(&s).Update("title", "encore").Error)
-		must(t, db.Model(&Show{ID: s.ID}).Updates(map[string]any{"title": "encore"}).Error) // Changed compares with the model: a fresh one
+		must(t, db.Model(&Gig{ID: s.ID}).Updates(map[string]any{"title": "encore"}).Error) // Changed compares with the model: a fresh one
 		if plays(s.ID) != 12 {
 			t.Fatalf("after two encores: plays %d; want 12", plays(s.ID))
 		}
