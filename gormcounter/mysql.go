@@ -24,7 +24,7 @@ func (s gormSession) InTx() bool {
 
 func (s gormSession) Begin(ctx context.Context, readCommitted bool, fn func(engine.Session) error) error {
 	var opts []*sql.TxOptions
-	if readCommitted {
+	if readCommitted || s.db.Dialector.Name() == "postgres" {
 		opts = append(opts, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	}
 	return session(s.db.WithContext(ctx), "").Transaction(func(tx *gorm.DB) error {

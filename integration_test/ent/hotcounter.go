@@ -104,7 +104,8 @@ func (m *AuthorMutation) HotCounterEntity(ctx context.Context, id any) (any, err
 	// interceptors (HotCounterKeys read through them before the write) and
 	// outside a query's context, which a driver that sends queries to a
 	// replica reads as a write's (ent's FAQ): the row as just written.
-	nodes, err := m.Client().Author.Query().Where(author.ID(key)).sqlAll(ctx)
+	// (Limit 1, as Get's 2: a load of one row selects its totals.)
+	nodes, err := m.Client().Author.Query().Where(author.ID(key)).Limit(1).sqlAll(ctx)
 	switch {
 	case err != nil:
 		return nil, err
@@ -213,7 +214,8 @@ func (m *ClipMutation) HotCounterEntity(ctx context.Context, id any) (any, error
 	// interceptors (HotCounterKeys read through them before the write) and
 	// outside a query's context, which a driver that sends queries to a
 	// replica reads as a write's (ent's FAQ): the row as just written.
-	nodes, err := m.Client().Clip.Query().Where(clip.ID(key)).sqlAll(ctx)
+	// (Limit 1, as Get's 2: a load of one row selects its totals.)
+	nodes, err := m.Client().Clip.Query().Where(clip.ID(key)).Limit(1).sqlAll(ctx)
 	switch {
 	case err != nil:
 		return nil, err
@@ -322,7 +324,8 @@ func (m *CommentMutation) HotCounterEntity(ctx context.Context, id any) (any, er
 	// interceptors (HotCounterKeys read through them before the write) and
 	// outside a query's context, which a driver that sends queries to a
 	// replica reads as a write's (ent's FAQ): the row as just written.
-	nodes, err := m.Client().Comment.Query().Where(comment.ID(key)).sqlAll(ctx)
+	// (Limit 1, as Get's 2: a load of one row selects its totals.)
+	nodes, err := m.Client().Comment.Query().Where(comment.ID(key)).Limit(1).sqlAll(ctx)
 	switch {
 	case err != nil:
 		return nil, err
@@ -431,7 +434,8 @@ func (m *DeskMutation) HotCounterEntity(ctx context.Context, id any) (any, error
 	// interceptors (HotCounterKeys read through them before the write) and
 	// outside a query's context, which a driver that sends queries to a
 	// replica reads as a write's (ent's FAQ): the row as just written.
-	nodes, err := m.Client().Desk.Query().Where(desk.ID(key)).sqlAll(ctx)
+	// (Limit 1, as Get's 2: a load of one row selects its totals.)
+	nodes, err := m.Client().Desk.Query().Where(desk.ID(key)).Limit(1).sqlAll(ctx)
 	switch {
 	case err != nil:
 		return nil, err
@@ -540,7 +544,8 @@ func (m *ForumMutation) HotCounterEntity(ctx context.Context, id any) (any, erro
 	// interceptors (HotCounterKeys read through them before the write) and
 	// outside a query's context, which a driver that sends queries to a
 	// replica reads as a write's (ent's FAQ): the row as just written.
-	nodes, err := m.Client().Forum.Query().Where(forum.ID(key)).sqlAll(ctx)
+	// (Limit 1, as Get's 2: a load of one row selects its totals.)
+	nodes, err := m.Client().Forum.Query().Where(forum.ID(key)).Limit(1).sqlAll(ctx)
 	switch {
 	case err != nil:
 		return nil, err
@@ -649,7 +654,8 @@ func (m *PostMutation) HotCounterEntity(ctx context.Context, id any) (any, error
 	// interceptors (HotCounterKeys read through them before the write) and
 	// outside a query's context, which a driver that sends queries to a
 	// replica reads as a write's (ent's FAQ): the row as just written.
-	nodes, err := m.Client().Post.Query().Where(post.ID(key)).sqlAll(ctx)
+	// (Limit 1, as Get's 2: a load of one row selects its totals.)
+	nodes, err := m.Client().Post.Query().Where(post.ID(key)).Limit(1).sqlAll(ctx)
 	switch {
 	case err != nil:
 		return nil, err
@@ -758,7 +764,8 @@ func (m *ProductMutation) HotCounterEntity(ctx context.Context, id any) (any, er
 	// interceptors (HotCounterKeys read through them before the write) and
 	// outside a query's context, which a driver that sends queries to a
 	// replica reads as a write's (ent's FAQ): the row as just written.
-	nodes, err := m.Client().Product.Query().Where(product.ID(key)).sqlAll(ctx)
+	// (Limit 1, as Get's 2: a load of one row selects its totals.)
+	nodes, err := m.Client().Product.Query().Where(product.ID(key)).Limit(1).sqlAll(ctx)
 	switch {
 	case err != nil:
 		return nil, err
@@ -867,7 +874,8 @@ func (m *RackMutation) HotCounterEntity(ctx context.Context, id any) (any, error
 	// interceptors (HotCounterKeys read through them before the write) and
 	// outside a query's context, which a driver that sends queries to a
 	// replica reads as a write's (ent's FAQ): the row as just written.
-	nodes, err := m.Client().Rack.Query().Where(rack.ID(key)).sqlAll(ctx)
+	// (Limit 1, as Get's 2: a load of one row selects its totals.)
+	nodes, err := m.Client().Rack.Query().Where(rack.ID(key)).Limit(1).sqlAll(ctx)
 	switch {
 	case err != nil:
 		return nil, err
@@ -976,7 +984,8 @@ func (m *ReelMutation) HotCounterEntity(ctx context.Context, id any) (any, error
 	// interceptors (HotCounterKeys read through them before the write) and
 	// outside a query's context, which a driver that sends queries to a
 	// replica reads as a write's (ent's FAQ): the row as just written.
-	nodes, err := m.Client().Reel.Query().Where(reel.ID(key)).sqlAll(ctx)
+	// (Limit 1, as Get's 2: a load of one row selects its totals.)
+	nodes, err := m.Client().Reel.Query().Where(reel.ID(key)).Limit(1).sqlAll(ctx)
 	switch {
 	case err != nil:
 		return nil, err
@@ -1085,7 +1094,8 @@ func (m *ShelfMutation) HotCounterEntity(ctx context.Context, id any) (any, erro
 	// interceptors (HotCounterKeys read through them before the write) and
 	// outside a query's context, which a driver that sends queries to a
 	// replica reads as a write's (ent's FAQ): the row as just written.
-	nodes, err := m.Client().Shelf.Query().Where(shelf.ID(key)).sqlAll(ctx)
+	// (Limit 1, as Get's 2: a load of one row selects its totals.)
+	nodes, err := m.Client().Shelf.Query().Where(shelf.ID(key)).Limit(1).sqlAll(ctx)
 	switch {
 	case err != nil:
 		return nil, err
@@ -1194,7 +1204,8 @@ func (m *SkipPostMutation) HotCounterEntity(ctx context.Context, id any) (any, e
 	// interceptors (HotCounterKeys read through them before the write) and
 	// outside a query's context, which a driver that sends queries to a
 	// replica reads as a write's (ent's FAQ): the row as just written.
-	nodes, err := m.Client().SkipPost.Query().Where(skippost.ID(key)).sqlAll(ctx)
+	// (Limit 1, as Get's 2: a load of one row selects its totals.)
+	nodes, err := m.Client().SkipPost.Query().Where(skippost.ID(key)).Limit(1).sqlAll(ctx)
 	switch {
 	case err != nil:
 		return nil, err
@@ -1303,7 +1314,8 @@ func (m *StoryMutation) HotCounterEntity(ctx context.Context, id any) (any, erro
 	// interceptors (HotCounterKeys read through them before the write) and
 	// outside a query's context, which a driver that sends queries to a
 	// replica reads as a write's (ent's FAQ): the row as just written.
-	nodes, err := m.Client().Story.Query().Where(story.ID(key)).sqlAll(ctx)
+	// (Limit 1, as Get's 2: a load of one row selects its totals.)
+	nodes, err := m.Client().Story.Query().Where(story.ID(key)).Limit(1).sqlAll(ctx)
 	switch {
 	case err != nil:
 		return nil, err
@@ -1407,7 +1419,8 @@ func (m *TagMutation) HotCounterEntity(ctx context.Context, id any) (any, error)
 	// interceptors (HotCounterKeys read through them before the write) and
 	// outside a query's context, which a driver that sends queries to a
 	// replica reads as a write's (ent's FAQ): the row as just written.
-	nodes, err := m.Client().Tag.Query().Where(tag.ID(key)).sqlAll(ctx)
+	// (Limit 1, as Get's 2: a load of one row selects its totals.)
+	nodes, err := m.Client().Tag.Query().Where(tag.ID(key)).Limit(1).sqlAll(ctx)
 	switch {
 	case err != nil:
 		return nil, err

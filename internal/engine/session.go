@@ -20,7 +20,11 @@ type Session interface {
 	// InTx reports whether statements run in a transaction the caller owns.
 	InTx() bool
 	// Begin runs fn in a new transaction, at READ COMMITTED if asked, and
-	// commits it when fn returns nil (rolls it back otherwise).
+	// commits it when fn returns nil (rolls it back otherwise). On
+	// PostgreSQL it is always READ COMMITTED, the isolation the library's
+	// statements are written for, whatever the session's default (a role
+	// or database set to SERIALIZABLE would abort its passes over hot
+	// rows with 40001 at every attempt).
 	Begin(ctx context.Context, readCommitted bool, fn func(tx Session) error) error
 	// ParentGone reports a foreign key failure of an inserted slot row: its
 	// parent does not exist (as the ORM reports it).

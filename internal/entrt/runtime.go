@@ -308,7 +308,7 @@ func (s Session) Begin(ctx context.Context, readCommitted bool, fn func(engine.S
 	b, ok := s.drv.(interface {
 		BeginTx(context.Context, *stdsql.TxOptions) (dialect.Tx, error)
 	})
-	if readCommitted && ok {
+	if (readCommitted || s.Dialect == dialect.Postgres) && ok {
 		tx, err = b.BeginTx(ctx, &stdsql.TxOptions{Isolation: stdsql.LevelReadCommitted})
 	} else {
 		tx, err = s.drv.Tx(ctx)

@@ -88,7 +88,8 @@ func (m *ReelMutation) HotCounterEntity(ctx context.Context, id any) (any, error
 	// interceptors (HotCounterKeys read through them before the write) and
 	// outside a query's context, which a driver that sends queries to a
 	// replica reads as a write's (ent's FAQ): the row as just written.
-	nodes, err := m.Client().Reel.Query().Where(reel.ID(key)).sqlAll(ctx)
+	// (Limit 1, as Get's 2: a load of one row selects its totals.)
+	nodes, err := m.Client().Reel.Query().Where(reel.ID(key)).Limit(1).sqlAll(ctx)
 	switch {
 	case err != nil:
 		return nil, err
