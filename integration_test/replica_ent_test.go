@@ -47,13 +47,12 @@ func (d *replicaDriver) BeginTx(ctx context.Context, opts *stdsql.TxOptions) (di
 func (d *replicaDriver) Close() error    { d.r.Close(); return d.w.Close() }
 func (d *replicaDriver) Dialect() string { return d.r.Dialect() }
 
-// Through ent's FAQ read/write split, with replay paused on the replica,
-// every read of entcounter that decides a write goes to the primary: the
-// migration, Recount, Take, RollupPass, the ids of a bulk Update and the
-// row an UpdateOne reads back (NotFound on a replica that has not seen a new
+// entBehindAReplica: through ent's FAQ read/write split, every read of
+// entcounter that decides a write goes to the primary: the migration,
+// Recount, Take, RollupPass, the ids of a bulk Update and the row an
+// UpdateOne reads back (NotFound on a replica that has not seen a new
 // row). Loads follow the driver: from the replica, row and counters alike.
-func TestEntBehindAReadReplicaDecidesOnThePrimary(t *testing.T) {
-	p := replicaPair(t)
+func entBehindAReplica(t *testing.T, p *pgPair) {
 	ctx := context.Background()
 	schema := "replica_ent"
 	_, err := p.primaryDB.Exec("DROP SCHEMA IF EXISTS " + schema + " CASCADE; CREATE SCHEMA " + schema)

@@ -14,17 +14,24 @@ import (
 	"github.com/hotcounter/hotcounter/gormcounter"
 )
 
-// Behind GORM's dbresolver with a streaming replica, every read of the
-// library that decides a write goes to the primary: with replay paused
-// (the replica lags by everything written since), AutoMigrate creates
-// the tables, Recount corrects to the primary's COUNT(*), Take sells the
-// stock the primary holds, RollupPass folds what the primary holds, and a
-// second MoveToSlots finds nothing left. A Live load reads the row and its
-// counters from one database: both from the primary with dbresolver.Write,
-// both from the replica without. Run with dbresolver registered before
-// and after the plugin.
-func TestGormBehindAReadReplicaDecidesOnThePrimary(t *testing.T) {
+// Behind a streaming replica, every read of the library that decides a
+// write goes to the primary, with replay paused (the replica lags by
+// everything written since): through GORM's dbresolver (registered before
+// and after the plugin) and through ent's FAQ read/write split. The three
+// parts share the package's primary and replica, one after another.
+func TestReadsThatDecideWritesGoToThePrimaryBehindAReplica(t *testing.T) {
 	p := replicaPair(t)
+	t.Run("gorm", func(t *testing.T) { gormBehindAReplica(t, p) })
+	t.Run("gorm MoveToSlots", func(t *testing.T) { gormMoveToSlotsBehindAReplica(t, p) })
+	t.Run("ent", func(t *testing.T) { entBehindAReplica(t, p) })
+}
+
+// gormBehindAReplica: AutoMigrate creates the tables, Recount corrects to
+// the primary's COUNT(*), Take sells the stock the primary holds,
+// RollupPass folds what the primary holds. A Live load reads the row and
+// its counters from one database: both from the primary with
+// dbresolver.Write, both from the replica without.
+func gormBehindAReplica(t *testing.T, p *pgPair) {
 	for i, order := range []string{"plugin, then dbresolver", "dbresolver, then plugin"} {
 		t.Run(order, func(t *testing.T) {
 			schema := fmt.Sprintf("replica_gorm_%d", i)
@@ -128,11 +135,10 @@ func TestGormBehindAReadReplicaDecidesOnThePrimary(t *testing.T) {
 	}
 }
 
-// TestGormMoveToSlotsBehindAReadReplica: a second MoveToSlots while the
-// replica still shows the columns the first one emptied finds nothing to
-// move, and no total changes.
-func TestGormMoveToSlotsBehindAReadReplica(t *testing.T) {
-	p := replicaPair(t)
+// gormMoveToSlotsBehindAReplica: a second MoveToSlots while the replica
+// still shows the columns the first one emptied finds nothing to move, and
+// no total changes.
+func gormMoveToSlotsBehindAReplica(t *testing.T, p *pgPair) {
 	schema := "replica_gorm_move"
 	_, err := p.primaryDB.Exec("DROP SCHEMA IF EXISTS " + schema + " CASCADE; CREATE SCHEMA " + schema)
 	must(t, err)

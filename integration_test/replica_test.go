@@ -32,20 +32,16 @@ var (
 	pairOnce sync.Once
 	pair     *pgPair
 	pairErr  error
-	// pairTurn gives the pair to one test at a time: they pause and
-	// resume its replay.
-	pairTurn sync.Mutex
 )
 
 // replicaPair returns the package's primary and replica, starting them the
-// first time, for t alone until it ends (t runs in parallel with tests of
-// other servers). Without PostgreSQL's server binaries the test is
-// skipped, or fails under CI=true.
+// first time, and runs t in parallel with the tests of other servers. One
+// test uses it (its parts pause and resume replay, one after another).
+// Without PostgreSQL's server binaries the test is skipped, or fails under
+// CI=true.
 func replicaPair(t *testing.T) *pgPair {
 	t.Helper()
 	parallel(t)
-	pairTurn.Lock()
-	t.Cleanup(pairTurn.Unlock)
 	pairOnce.Do(func() { pair, pairErr = startPair() })
 	if pairErr != nil {
 		if os.Getenv("CI") == "true" {
@@ -104,7 +100,7 @@ func startPair() (*pgPair, error) {
 	start := func(dir string, port int) error {
 		p.dirs = append(p.dirs, dir)
 		return asPostgres(filepath.Join(bin, "pg_ctl"), "-D", dir, "-l", filepath.Join(dir, "server.log"), "-w", "-t", "60", "-o",
-			fmt.Sprintf("-p %d -c listen_addresses=127.0.0.1 -c unix_socket_directories=%s -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200 -c log_lock_waits=on -c deadlock_timeout=20ms", port, dir),
+			fmt.Sprintf("-p %d -c listen_addresses=127.0.0.1 -c unix_socket_directories=%s -c fsync=off -c full_page_writes=off -c wal_writer_delay=10ms -c max_connections=200 -c log_lock_waits=on -c deadlock_timeout=20ms", port, dir),
 			"start")
 	}
 	primaryDir, replicaDir := filepath.Join(root, "primary"), filepath.Join(root, "replica")
@@ -163,10 +159,12 @@ func (p *pgPair) resume(t *testing.T) {
 	must(t, p.caughtUp(context.Background()))
 }
 
-// caughtUp waits until the replica has replayed the primary's WAL as of now.
+// caughtUp waits until the replica has replayed the WAL the primary has
+// flushed (every commit, with synchronous_commit on): the insert position
+// may be past a record that stays in the primary's buffers for seconds.
 func (p *pgPair) caughtUp(ctx context.Context) error {
 	var lsn string
-	if err := p.primaryDB.QueryRowContext(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&lsn); err != nil {
+	if err := p.primaryDB.QueryRowContext(ctx, "SELECT pg_current_wal_flush_lsn()::text").Scan(&lsn); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(60 * time.Second)
