@@ -246,9 +246,14 @@ func (d Dialect) pgCountFunction(w Writer, c Count, fn, event string) {
 //  1. the lowest slot row (slot >= 0) that FOR UPDATE SKIP LOCKED can take:
 //     one nobody holds, or one this transaction holds already;
 //  2. else a new row, at a slot number claimed with claimNewSlot: two
-//     transactions never insert the same row, so the insert never waits on
-//     another's uncommitted one; ON CONFLICT DO NOTHING (a row committed
-//     since) starts over at 1.
+//     transactions never insert the same row. The insert is a statement of
+//     its own, after the claim: its snapshot sees a row that a transaction
+//     committed before the claim got its lock, and then it inserts nothing
+//     (NOT EXISTS) and starts over at 1. Without that check the insert met
+//     such a row's newer version, written by a transaction still running
+//     (one that updated the row meanwhile), and waited for it ("while
+//     inserting index tuple"). ON CONFLICT DO NOTHING covers a row
+//     committed since.
 //
 // Slot -1 (a moved column, see MoveToSlots) is never written here. The only
 // wait left is the foreign key check of a new row, FOR KEY SHARE on the
@@ -262,8 +267,9 @@ func (d Dialect) pgAddToFreeSlot(w Writer, t Table, owner, amount string) {
 	w.WriteString("hc_s := (")
 	d.claimNewSlot(w, t, func(w Writer) { w.WriteString(owner) })
 	w.WriteString("); ")
-	q(w, "INSERT INTO % (%, %, %) VALUES ("+owner+", hc_s, "+amount+") ON CONFLICT DO NOTHING; EXIT WHEN FOUND; END LOOP;",
-		t.Slots, t.Owner, SlotColumn, ValueColumn)
+	q(w, "INSERT INTO % (%, %, %) SELECT "+owner+", hc_s, "+amount+" WHERE NOT EXISTS (SELECT 1 FROM % AS % WHERE %.% = "+owner+
+		" AND %.% = hc_s) ON CONFLICT DO NOTHING; EXIT WHEN FOUND; END LOOP;",
+		t.Slots, t.Owner, SlotColumn, ValueColumn, t.Slots, f, f, t.Owner, f, SlotColumn)
 }
 
 // claimNewSlot writes a query (PostgreSQL) for a slot number of the parent

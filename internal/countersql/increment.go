@@ -115,26 +115,46 @@ func (d Dialect) IncrementFreeSlot(w Writer, t Table, start int, delta int64, co
 		pick, t.Slots, t.Owner, pick, o, t.Slots, SlotColumn, pick, s, t.Slots, t.Owner)
 }
 
+// ClaimNewSlot writes a query for a slot number of the one parent matching
+// cond that no row has and that this transaction has claimed (see
+// claimNewSlot: PostgreSQL), so that no other transaction inserts it
+// meanwhile. It returns one row, the number (NULL when none of 32,767 is
+// free), or no row when no parent matches. IncrementNewSlot inserts it.
+func (d Dialect) ClaimNewSlot(w Writer, t Table, cond func(Writer)) {
+	w.WriteString("SELECT (")
+	d.claimNewSlot(w, t, func(w Writer) { q(w, "%.%", t.Parent, t.ParentKey) })
+	q(w, ") FROM % WHERE ", t.Parent)
+	cond(w)
+}
+
 // IncrementNewSlot writes an INSERT that adds delta, for the one parent
-// matching cond, in a new slot row at a slot number it claims (see
-// claimNewSlot: PostgreSQL), so that it never waits for another
-// transaction's row. It returns the owner key of the row it inserted, or
-// no row when there is no such parent or a row of that number was
-// committed since (then the caller tries a free row again):
+// matching cond, in a new slot row at slot, a number ClaimNewSlot claimed
+// in an earlier statement of the transaction, so that it never waits for
+// another transaction's row. Being a statement of its own, its snapshot
+// sees a row that a transaction committed before the claim got its lock:
+// then it inserts nothing (NOT EXISTS), where an insert would meet that
+// row's newer version, written by a transaction still running, and wait
+// for it. It returns the owner key of the row it inserted, or no row when
+// there is no such parent or a row of that number exists (then the caller
+// tries a free row again):
 //
-//	INSERT INTO slots (owner, slot, n) SELECT parent.key, (<claimed slot>), delta
-//	FROM parent WHERE cond ON CONFLICT (owner, slot) DO NOTHING RETURNING owner
+//	INSERT INTO slots (owner, slot, n) SELECT parent.key, slot, delta
+//	FROM parent WHERE (cond) AND NOT EXISTS (SELECT 1 FROM slots WHERE owner = parent.key AND slot = <slot>)
+//	ON CONFLICT (owner, slot) DO NOTHING RETURNING owner
 //
 // The new row's foreign key check takes FOR KEY SHARE on the parent: it
 // waits for a transaction that deletes the parent or holds it FOR UPDATE.
-func (d Dialect) IncrementNewSlot(w Writer, t Table, delta int64, cond func(Writer)) {
-	q(w, "INSERT INTO % (%, %, %) SELECT %.%, (", t.Slots, t.Owner, SlotColumn, ValueColumn, t.Parent, t.ParentKey)
-	d.claimNewSlot(w, t, func(w Writer) { q(w, "%.%", t.Parent, t.ParentKey) })
-	w.WriteString("), CAST(")
+func (d Dialect) IncrementNewSlot(w Writer, t Table, slot int, delta int64, cond func(Writer)) {
+	const e = "hc_e"
+	q(w, "INSERT INTO % (%, %, %) SELECT %.%, CAST(", t.Slots, t.Owner, SlotColumn, ValueColumn, t.Parent, t.ParentKey)
+	w.Arg(slot)
+	w.WriteString(" AS " + d.slotCast() + "), CAST(")
 	w.Arg(delta)
-	q(w, " AS "+d.intType()+") FROM % WHERE ", t.Parent)
+	q(w, " AS "+d.intType()+") FROM % WHERE (", t.Parent)
 	cond(w)
-	q(w, " ON CONFLICT (%, %) DO NOTHING RETURNING %.%", t.Owner, SlotColumn, t.Slots, t.Owner)
+	q(w, ") AND NOT EXISTS (SELECT 1 FROM % AS % WHERE %.% = %.% AND %.% = ", t.Slots, e, e, t.Owner, t.Parent, t.ParentKey, e, SlotColumn)
+	w.Arg(slot)
+	q(w, ") ON CONFLICT (%, %) DO NOTHING RETURNING %.%", t.Owner, SlotColumn, t.Slots, t.Owner)
 }
 
 // KeyIn returns a condition for IncrementWhere and PrecreateSlots that

@@ -20,20 +20,35 @@ import (
 // twice. It returns the number of parents incremented: 0 when no parent
 // matches cond.
 func IncrementFreeSlot(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table, slot int, delta int64, cond func(countersql.Writer)) (int64, error) {
+	// wrote runs stmt, which writes the increment or nothing, and returns
+	// how many parents it incremented (0 or 1).
+	wrote := func(stmt func(w countersql.Writer)) (int64, error) {
+		keys, err := QueryKeys(ctx, c, stmt)
+		switch {
+		case err != nil:
+			return 0, err
+		case len(keys) > 1:
+			return 0, fmt.Errorf("a skip-locked increment of one parent wrote %d slot rows", len(keys))
+		}
+		return int64(len(keys)), nil
+	}
 	for range newSlotAttempts {
-		for _, stmt := range []func(w countersql.Writer){
-			func(w countersql.Writer) { d.IncrementFreeSlot(w, t, slot, delta, cond) },
-			func(w countersql.Writer) { d.IncrementNewSlot(w, t, delta, cond) },
-		} {
-			keys, err := QueryKeys(ctx, c, stmt)
-			switch {
-			case err != nil:
-				return 0, err
-			case len(keys) > 1:
-				return 0, fmt.Errorf("a skip-locked increment of one parent wrote %d slot rows", len(keys))
-			case len(keys) == 1:
-				return 1, nil
-			}
+		if n, err := wrote(func(w countersql.Writer) { d.IncrementFreeSlot(w, t, slot, delta, cond) }); err != nil || n == 1 {
+			return n, err
+		}
+		// A new row: the number is claimed first, and inserted by a
+		// statement of its own (see countersql's IncrementNewSlot).
+		claimed, found, err := claimSlot(ctx, c, d, t, cond)
+		switch {
+		case err != nil:
+			return 0, err
+		case !found:
+			return 0, nil // no parent matches cond
+		case claimed < 0:
+			continue // every number taken: look for a free row again
+		}
+		if n, err := wrote(func(w countersql.Writer) { d.IncrementNewSlot(w, t, claimed, delta, cond) }); err != nil || n == 1 {
+			return n, err
 		}
 	}
 	// Nothing written: no parent matches cond (or, after every attempt, a
@@ -41,6 +56,29 @@ func IncrementFreeSlot(ctx context.Context, c Conn, d countersql.Dialect, t coun
 	// which may wait, settles it).
 	// (Never slot -1, which holds moved column values: see MoveToSlots.)
 	return c.Exec(ctx, func(w countersql.Writer) { d.IncrementWhere(w, t, max(slot, 0), delta, cond) })
+}
+
+// claimSlot runs countersql's ClaimNewSlot: the number claimed for the
+// parent matching cond (-1 when none is free), and whether the parent
+// exists.
+func claimSlot(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table, cond func(countersql.Writer)) (slot int, found bool, err error) {
+	rows, err := c.Query(ctx, func(w countersql.Writer) { d.ClaimNewSlot(w, t, cond) })
+	if err != nil {
+		return 0, false, err
+	}
+	defer rows.Close()
+	slot = -1
+	for rows.Next() {
+		var n *int64
+		if err := rows.Scan(&n); err != nil {
+			return 0, false, err
+		}
+		found = true
+		if n != nil {
+			slot = int(*n)
+		}
+	}
+	return slot, found, rows.Err()
 }
 
 // newSlotAttempts bounds IncrementFreeSlot's rounds of "a free row, else a
