@@ -7,7 +7,9 @@
 package dberr
 
 import (
+	"database/sql/driver"
 	"errors"
+	"io"
 	"reflect"
 )
 
@@ -36,6 +38,16 @@ func Transient(err error) bool {
 		}
 	}
 	return false
+}
+
+// ConnectionBroken reports a statement whose connection broke under it:
+// database/sql's ErrBadConn, an unexpected EOF, or go-sql-driver's
+// ErrInvalidConn ("invalid connection", recognised by its text, as the
+// driver is not imported). Only a statement that changes nothing may be
+// sent again after it.
+func ConnectionBroken(err error) bool {
+	return err != nil && (errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		walk(err, func(e error) bool { return e.Error() == "invalid connection" }))
 }
 
 // LockWait reports a MySQL/MariaDB statement that gave up waiting for a

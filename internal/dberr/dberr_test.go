@@ -1,8 +1,10 @@
 package dberr
 
 import (
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
 	"testing"
 )
 
@@ -48,6 +50,28 @@ func TestClassification(t *testing.T) {
 		}
 		if got := ForeignKeyViolation(tc.err); got != tc.fkMissing {
 			t.Errorf("ForeignKeyViolation(%v) = %v", tc.err, got)
+		}
+	}
+}
+
+// A broken connection is told from a database's refusal: go-sql-driver's
+// ErrInvalidConn (by its text, as the driver defines it), database/sql's
+// ErrBadConn and an unexpected EOF, wrapped or joined.
+func TestConnectionBroken(t *testing.T) {
+	invalidConn := errors.New("invalid connection") // mysql.ErrInvalidConn
+	for _, tc := range []struct {
+		err    error
+		broken bool
+	}{
+		{fmt.Errorf("gormcounter: read the triggers: %w", invalidConn), true},
+		{errors.Join(errors.New("rollback"), driver.ErrBadConn), true},
+		{fmt.Errorf("read: %w", io.ErrUnexpectedEOF), true},
+		{&MySQLError{Number: 1213}, false},
+		{errors.New("invalid connection string"), false},
+		{nil, false},
+	} {
+		if got := ConnectionBroken(tc.err); got != tc.broken {
+			t.Errorf("ConnectionBroken(%v) = %v", tc.err, got)
 		}
 	}
 }
