@@ -249,11 +249,7 @@ func annotationOfDef(d Def) Annotation {
 }
 
 // touched reports whether the mutation adds to, sets or clears field.
-func touched(m ent.Mutation, field string) bool {
-	_, added := m.AddedField(field)
-	_, set := m.Field(field)
-	return added || set || m.FieldCleared(field)
-}
+func touched(m ent.Mutation, field string) bool { return entrt.Touched(m, field) }
 
 // fillAfterKey marks, in the context of an UpdateOne, the mutation whose
 // outermost counter hook fills the entity.

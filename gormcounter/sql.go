@@ -33,11 +33,7 @@ func (e sqlExpr) Build(b clause.Builder) { e(builderWriter{b}) }
 // what a migration creates), and a replica's lag would make them wrong.
 // Outside dbresolver the mark does nothing; in a transaction neither.
 func session(db *gorm.DB, table string) *gorm.DB {
-	tx := db.Session(&gorm.Session{NewDB: true}).Clauses(dbresolver.Write)
-	if table != "" {
-		tx = tx.Table(table)
-	}
-	return tx
+	return onTable(db.Session(&gorm.Session{NewDB: true}).Clauses(dbresolver.Write), table)
 }
 
 // sameSource returns a fresh statement on the connection pool that db's
@@ -50,8 +46,13 @@ func sameSource(db *gorm.DB, table string) *gorm.DB {
 	if _, inTx := tx.Statement.ConnPool.(gorm.TxCommitter); !inTx && tx.Statement.ConnPool != nil {
 		tx.Statement.ConnPool = pinnedPool{tx.Statement.ConnPool}
 	}
+	return onTable(tx, table)
+}
+
+// onTable makes table, if any, tx's current table.
+func onTable(tx *gorm.DB, table string) *gorm.DB {
 	if table != "" {
-		tx = tx.Table(table)
+		return tx.Table(table)
 	}
 	return tx
 }

@@ -27,16 +27,18 @@ func Intercepted(inters []ent.Interceptor) bool {
 // so a hook that ent ran after them (the schema's own Hooks) wrote it.
 func Written(r Runtime, m ent.Mutation) bool {
 	for _, d := range r.Defs {
-		if d.Type != m.Type() {
-			continue
-		}
-		_, added := m.AddedField(d.Field)
-		_, set := m.Field(d.Field)
-		if added || set || m.FieldCleared(d.Field) {
+		if d.Type == m.Type() && Touched(m, d.Field) {
 			return true
 		}
 	}
 	return false
+}
+
+// Touched reports whether the mutation adds to, sets or clears field.
+func Touched(m ent.Mutation, field string) bool {
+	_, added := m.AddedField(field)
+	_, set := m.Field(field)
+	return added || set || m.FieldCleared(field)
 }
 
 // Late is set by entcounter: it runs the counter hooks of the counters that
