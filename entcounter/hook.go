@@ -132,7 +132,7 @@ func counterHook(field string, ann Annotation) ent.Hook {
 				if err != nil {
 					return res, err
 				}
-				if one && !hasSet && !cleared && !d.Guarded && engine.TakesFreeSlot(dl, d.SkipLocked, w.r.InTx(), true) {
+				if one && !hasSet && !cleared && !d.Guarded && engine.TakesFreeSlot(dl, d.SkipLocked, w.r.InTx()) {
 					if err := w.incrementFreeSlot(ctx, keys[0], add); err != nil {
 						return res, err
 					}
@@ -307,7 +307,7 @@ type fastMutation interface {
 // the increment included). A row that does not exist is ent's NotFound.
 func (w *write) incrementOne(ctx context.Context, m fastMutation, key any, delta int64) (ent.Value, error) {
 	s := entrt.NewSession(w.r)
-	skipLocked := engine.TakesFreeSlot(w.dl, w.d.SkipLocked, s.InTx(), true)
+	skipLocked := engine.TakesFreeSlot(w.dl, w.d.SkipLocked, s.InTx())
 	if w.dl.ReturnsTotals() && w.d.Mode() == spec.Sum && !w.d.Guarded && !skipLocked {
 		// PostgreSQL: the increment returns the new total, and the read of
 		// the entity leaves this counter to it.

@@ -100,7 +100,7 @@ func startPair() (*pgPair, error) {
 	start := func(dir string, port int) error {
 		p.dirs = append(p.dirs, dir)
 		return asPostgres(filepath.Join(bin, "pg_ctl"), "-D", dir, "-l", filepath.Join(dir, "server.log"), "-w", "-t", "60", "-o",
-			fmt.Sprintf("-p %d -c listen_addresses=127.0.0.1 -c unix_socket_directories=%s -c fsync=off -c full_page_writes=off -c wal_writer_delay=10ms -c max_connections=200 -c log_lock_waits=on -c deadlock_timeout=20ms", port, dir),
+			fmt.Sprintf("-p %d -c listen_addresses=127.0.0.1 -c unix_socket_directories=%s -c fsync=off -c full_page_writes=off -c wal_writer_delay=10ms -c max_connections=200 -c log_lock_waits=on -c deadlock_timeout=20ms -c log_line_prefix='%%m [%%p] %%a '", port, dir),
 			"start")
 	}
 	primaryDir, replicaDir := filepath.Join(root, "primary"), filepath.Join(root, "replica")

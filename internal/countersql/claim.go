@@ -152,3 +152,48 @@ func insertSlotRows(w Writer, t Table, slot string, keys []any, amounts []int64)
 		w.WriteString(")")
 	}
 }
+
+// A PostgreSQL transaction's own slot rows. Writes that run inside a
+// transaction (increments in a caller's transaction, count triggers and
+// hooks, recount) go to the slot rows of a number the transaction holds,
+// which no other transaction writes meanwhile: they never wait for another
+// transaction's row lock, and transactions that write parents in opposite
+// orders cannot deadlock through them.
+//
+// The number is the lowest one whose transaction-level advisory lock,
+// pg_try_advisory_xact_lock(ownLockClass, n), the transaction gets; that
+// call never waits. The transaction keeps it in the transaction-local
+// setting hotcounter.slot (set_config(..., true)), so that its later
+// statements find it without a claim. The lock and the setting end with
+// the transaction (or with the savepoint that took them, rolled back), so
+// nothing is left on the session: a pooler in transaction mode may hand
+// the connection to anyone next. One lock per transaction, whatever it
+// writes. The numbers tried are bounded by the connections the server
+// allows: every one of them could hold one number at a time.
+//
+// The slot of a counter of N slots is N + the number: rows 0..N-1 stay
+// the random slots of autocommit increments. Slot rows of a parent grow
+// with the transactions that wrote it at once; loads add them all, and
+// rollup folds them.
+
+// ownLockClass is the first key of the advisory locks that hold the
+// numbers: "hc" in its high bytes.
+const ownLockClass = "1751318528"
+
+// ownNumber is the number this transaction holds, claimed now if it holds
+// none: NULL when every number is taken. The claim is an uncorrelated
+// subquery, run once per statement and only when the setting is empty.
+var ownNumber = "COALESCE(NULLIF(current_setting('hotcounter.slot', true), '')::integer, " +
+	"(SELECT hc_own.n FROM generate_series(0, LEAST(current_setting('max_connections')::integer + " +
+	"current_setting('max_prepared_transactions')::integer + current_setting('max_worker_processes')::integer, " +
+	strconv.Itoa(MaxClaims) + ")) AS hc_own(n) WHERE pg_try_advisory_xact_lock(" + ownLockClass + ", hc_own.n) " +
+	"AND set_config('hotcounter.slot', hc_own.n::text, true) IS NOT NULL LIMIT 1))"
+
+// ownSlot writes the slot of a counter of `slots` slots that this
+// transaction writes (PostgreSQL): slots + its number, or fallback (an
+// integer expression) where it could claim none.
+func (d Dialect) ownSlot(w Writer, slots int, fallback func(Writer)) {
+	w.WriteString("CAST(COALESCE(" + strconv.Itoa(slots) + " + " + ownNumber + ", ")
+	fallback(w)
+	w.WriteString(") AS SMALLINT)")
+}

@@ -15,11 +15,10 @@ import (
 // hooks turn each child write into slot upserts.
 //
 // Lock order: a write that changes two parents (a move) writes the lower
-// key's slot first. PostgreSQL's triggers never wait for a slot row: they
-// pass over rows other transactions hold (see [Dialect.pgAddToFreeSlot]).
-// MySQL's and MariaDB's write the session's own slot row, which no other
-// session writes (see claim.go), so they never wait for one either. SQLite
-// has one writer at a time.
+// key's slot first. PostgreSQL's triggers write the transaction's own slot
+// row and MySQL's and MariaDB's the session's, which no other transaction
+// writes meanwhile (see claim.go), so they never wait for one. SQLite has
+// one writer at a time.
 
 // Count describes a counter that counts child rows.
 type Count struct {
@@ -84,14 +83,14 @@ func (c Count) where(w Writer) {
 	w.WriteString(")")
 }
 
-// sessionSlot is the slot a session's recount writes on PostgreSQL: one
-// per session and parent, so that a transaction holds at most one slot row
-// of each parent. Sessions spread over the slots as backend pids do.
-// SQLite has one writer at a time: slot 0. (MySQL and MariaDB write the
-// session's own slot: see claim.go.)
+// sessionSlot is the slot that count triggers, count hooks and recounts
+// write on PostgreSQL: the transaction's own (see claim.go), or, where
+// every number is taken, the one its backend pid falls on. SQLite has one
+// writer at a time: slot 0. (MySQL and MariaDB write the session's own
+// slot: see claim.go.)
 func (d Dialect) sessionSlot(slots int) string {
 	if d.kind == postgres {
-		return "CAST(mod(pg_backend_pid(), " + strconv.Itoa(slots) + ") AS SMALLINT)"
+		return "CAST(COALESCE(" + strconv.Itoa(slots) + " + " + ownNumber + ", mod(pg_backend_pid(), " + strconv.Itoa(slots) + ")) AS SMALLINT)"
 	}
 	return "0"
 }
@@ -210,14 +209,21 @@ func (d Dialect) DropCountTriggers(c Count) []func(Writer) {
 }
 
 // pgCountFunction writes the trigger function of one event: it sums +1 for
-// every counted new row and -1 for every counted old row by parent and, in
-// key order, adds each non-zero sum to a slot row of the parent that no
-// other transaction holds (see [Dialect.pgAddToFreeSlot]). The join skips
-// parents that no longer exist: deleting a parent cascades to its children,
-// whose trigger then runs after the parent is gone.
+// every counted new row and -1 for every counted old row by parent and adds
+// each non-zero sum, in key order, to the parent's slot row of this
+// transaction's own number (see claim.go), in one upsert: a row no other
+// transaction writes, so the trigger never waits for a counter row, and a
+// statement of any size takes one advisory lock per transaction. The join
+// skips parents that no longer exist: deleting a parent cascades to its
+// children, whose trigger then runs after the parent is gone. The only wait
+// left is the foreign key check of a new slot row, FOR KEY SHARE on the
+// parent: it waits for a transaction that deletes the parent or holds it
+// FOR UPDATE.
 func (d Dialect) pgCountFunction(w Writer, c Count, fn, event string) {
-	q(w, "CREATE OR REPLACE FUNCTION %() RETURNS trigger LANGUAGE plpgsql AS $hc$ DECLARE hc_r record; hc_s integer; BEGIN "+
-		"FOR hc_r IN SELECT hc_d.k, hc_d.n FROM (SELECT hc_x.k, SUM(hc_x.n) AS n FROM (", fn)
+	q(w, "CREATE OR REPLACE FUNCTION %() RETURNS trigger LANGUAGE plpgsql AS $hc$ BEGIN "+
+		"INSERT INTO % (%, %, %) SELECT hc_d.k, ", fn, c.Slots, c.Owner, SlotColumn, ValueColumn)
+	w.WriteString(d.sessionSlot(c.SlotCount))
+	w.WriteString(", hc_d.n FROM (SELECT hc_x.k, SUM(hc_x.n) AS n FROM (")
 	parts := []struct{ table, sign string }{}
 	if event != "DELETE" {
 		parts = append(parts, struct{ table, sign string }{"hc_new", "1"})
@@ -232,63 +238,9 @@ func (d Dialect) pgCountFunction(w Writer, c Count, fn, event string) {
 		q(w, "SELECT %.% AS k, "+p.sign+" AS n FROM "+p.table+" AS % WHERE ", childAlias, c.Ref, childAlias)
 		c.where(w)
 	}
-	q(w, ") AS hc_x GROUP BY hc_x.k HAVING SUM(hc_x.n) <> 0) AS hc_d JOIN % AS hc_p ON hc_p.% = hc_d.k ORDER BY hc_d.k LOOP ",
-		c.Parent, c.ParentKey)
-	d.pgAddToFreeSlot(w, c.Table, "hc_r.k", "hc_r.n")
-	w.WriteString(" END LOOP; RETURN NULL; END $hc$")
-}
-
-// pgAddToFreeSlot writes PL/pgSQL statements that add the value of the
-// expression amount to a slot row of parent owner that no other
-// transaction holds, without ever waiting for a row lock (hc_s, an integer
-// variable, must be declared):
-//
-//  1. the lowest slot row (slot >= 0) that FOR UPDATE SKIP LOCKED can take:
-//     one nobody holds, or one this transaction holds already;
-//  2. else a new row, at a slot number claimed with claimNewSlot: two
-//     transactions never insert the same row. The insert is a statement of
-//     its own, after the claim: its snapshot sees a row that a transaction
-//     committed before the claim got its lock, and then it inserts nothing
-//     (NOT EXISTS) and starts over at 1. Without that check the insert met
-//     such a row's newer version, written by a transaction still running
-//     (one that updated the row meanwhile), and waited for it ("while
-//     inserting index tuple"). ON CONFLICT DO NOTHING covers a row
-//     committed since.
-//
-// Slot -1 (a moved column, see MoveToSlots) is never written here. The only
-// wait left is the foreign key check of a new row, FOR KEY SHARE on the
-// parent: it waits for a transaction that deletes the parent or holds it
-// FOR UPDATE.
-func (d Dialect) pgAddToFreeSlot(w Writer, t Table, owner, amount string) {
-	const f = "hc_f"
-	q(w, "LOOP UPDATE % SET % = %.% + "+amount+" WHERE % = "+owner+" AND % = (SELECT %.% FROM % AS % WHERE %.% = "+owner+
-		" AND %.% >= 0 ORDER BY %.% LIMIT 1 FOR UPDATE SKIP LOCKED); EXIT WHEN FOUND; ",
-		t.Slots, ValueColumn, t.Slots, ValueColumn, t.Owner, SlotColumn, f, SlotColumn, t.Slots, f, f, t.Owner, f, SlotColumn, f, SlotColumn)
-	w.WriteString("hc_s := (")
-	d.claimNewSlot(w, t, func(w Writer) { w.WriteString(owner) })
-	w.WriteString("); ")
-	q(w, "INSERT INTO % (%, %, %) SELECT "+owner+", hc_s, "+amount+" WHERE NOT EXISTS (SELECT 1 FROM % AS % WHERE %.% = "+owner+
-		" AND %.% = hc_s) ON CONFLICT DO NOTHING; EXIT WHEN FOUND; END LOOP;",
-		t.Slots, t.Owner, SlotColumn, ValueColumn, t.Slots, f, f, t.Owner, f, SlotColumn)
-}
-
-// claimNewSlot writes a query (PostgreSQL) for a slot number of the parent
-// whose key owner writes (a SQL expression) that no row has and
-// that this transaction has claimed, so that no other transaction inserts
-// it meanwhile: the lowest one whose advisory lock
-// (pg_try_advisory_xact_lock, never waiting, held to the end of the
-// transaction) on the table, owner and slot it gets. Every writer that
-// inserts a slot row it did not find free claims it this way.
-func (d Dialect) claimNewSlot(w Writer, t Table, owner func(Writer)) {
-	const g, e = "hc_g", "hc_e"
-	q(w, "SELECT %.s FROM generate_series(0, 32766) AS %(s) WHERE CASE WHEN EXISTS (SELECT 1 FROM % AS % WHERE %.% = ",
-		g, g, t.Slots, e, e, t.Owner)
-	owner(w)
-	q(w, " AND %.% = %.s) THEN false ELSE pg_try_advisory_xact_lock(hashtextextended(", e, SlotColumn, g)
-	literal(w, t.Slots+":")
-	w.WriteString(" || ")
-	owner(w)
-	q(w, " || ':' || %.s, 0)) END LIMIT 1", g)
+	q(w, ") AS hc_x GROUP BY hc_x.k HAVING SUM(hc_x.n) <> 0) AS hc_d JOIN % AS hc_p ON hc_p.% = hc_d.k ORDER BY hc_d.k "+
+		"ON CONFLICT (%, %) DO UPDATE SET % = %.% + excluded.%; RETURN NULL; END $hc$",
+		c.Parent, c.ParentKey, c.Owner, SlotColumn, ValueColumn, c.Slots, ValueColumn, ValueColumn)
 }
 
 // literal writes s as a SQL string literal, for DDL such as a function

@@ -74,8 +74,7 @@ func statements(d Dialect) []struct {
 		one("IncrementWhere", func(w Writer) { d.IncrementWhere(w, posts, 7, 1, cond) }),
 		one("IncrementFreeSlot", func(w Writer) { d.IncrementFreeSlot(w, posts, 7, 1, d.KeyIn(posts, keys[:1])) }),
 		one("IncrementFreeSlot, lowest first", func(w Writer) { d.IncrementFreeSlot(w, posts, -1, 1, d.KeyIn(posts, keys[:1])) }),
-		one("ClaimNewSlot", func(w Writer) { d.ClaimNewSlot(w, posts, d.KeyIn(posts, keys[:1])) }),
-		one("IncrementNewSlot", func(w Writer) { d.IncrementNewSlot(w, posts, 3, 1, d.KeyIn(posts, keys[:1])) }),
+		one("IncrementOwnSlot", func(w Writer) { d.IncrementOwnSlot(w, posts, 16, 7, 1, cond) }),
 		one("IncrementReturningTotals", func(w Writer) {
 			d.IncrementReturningTotals(w, posts, 7, 1, d.KeyIn(posts, keys[:1]), Sources{Column: true, Tables: []string{posts.Slots, posts.Other}})
 		}),

@@ -18,10 +18,34 @@ package countersql
 // parent table (the ORM renders the caller's WHERE); it must write something,
 // "1=1" at least, because SQLite needs a WHERE before ON CONFLICT.
 func (d Dialect) IncrementWhere(w Writer, t Table, slot int, delta int64, cond func(Writer)) {
-	// Typed casts: a bare parameter in a SELECT list is text to PostgreSQL.
-	q(w, "INSERT INTO % (%, %, %) SELECT %.%, CAST(", t.Slots, t.Owner, SlotColumn, ValueColumn, t.Parent, t.ParentKey)
-	w.Arg(slot)
-	w.WriteString(" AS " + d.slotCast() + "), CAST(")
+	d.incrementWhere(w, t, func(w Writer) {
+		// Typed casts: a bare parameter in a SELECT list is text to PostgreSQL.
+		w.WriteString("CAST(")
+		w.Arg(slot)
+		w.WriteString(" AS " + d.slotCast() + ")")
+	}, delta, cond)
+}
+
+// IncrementOwnSlot writes IncrementWhere's upsert into the slot rows of
+// this transaction's own number (PostgreSQL, see [Dialect.ownSlot]): slot
+// slots + the number, which no other transaction writes while this one
+// runs, so the upsert never waits for another transaction's row lock, and
+// transactions that increment parents in any order cannot deadlock through
+// counters. Where no number is free it writes slot fallback.
+func (d Dialect) IncrementOwnSlot(w Writer, t Table, slots, fallback int, delta int64, cond func(Writer)) {
+	d.incrementWhere(w, t, func(w Writer) {
+		d.ownSlot(w, slots, func(w Writer) {
+			w.WriteString("CAST(")
+			w.Arg(fallback)
+			w.WriteString(" AS INTEGER)")
+		})
+	}, delta, cond)
+}
+
+func (d Dialect) incrementWhere(w Writer, t Table, slot func(Writer), delta int64, cond func(Writer)) {
+	q(w, "INSERT INTO % (%, %, %) SELECT %.%, ", t.Slots, t.Owner, SlotColumn, ValueColumn, t.Parent, t.ParentKey)
+	slot(w)
+	w.WriteString(", CAST(")
 	w.Arg(delta)
 	q(w, " AS "+d.intType()+") FROM % WHERE ", t.Parent)
 	cond(w)
@@ -79,9 +103,10 @@ func (d Dialect) SkipLocked() bool { return d.kind == postgres || d.kind == mysq
 // parent matching cond that no other transaction holds: the first free one
 // from slot `start` on, wrapping around (start is random, so writers spread
 // over the slots as with IncrementWhere), or, with a negative start, the
-// lowest free one (in index order: no sort of the parent's rows). It returns the owner key of the row
-// it updated, or no row when every slot row of the parent is held or it has
-// none yet; the caller then falls back to IncrementWhere.
+// lowest free one (in index order: no sort of the parent's rows). It
+// returns the owner key of the row it updated, or no row when every slot
+// row of the parent is held or it has none yet; the caller then writes
+// the transaction's own row (IncrementOwnSlot).
 //
 //	WITH pick AS MATERIALIZED (SELECT parent.key AS o, free.slot AS s FROM parent
 //	    CROSS JOIN LATERAL (SELECT slot FROM slots WHERE owner = parent.key AND slot >= 0
@@ -93,8 +118,13 @@ func (d Dialect) SkipLocked() bool { return d.kind == postgres || d.kind == mysq
 // cond must match one parent at most. With several, the slot rows of some
 // would be locked here and those of others by the fallback, in no common
 // order: two such increments could deadlock. MATERIALIZED makes the pick run
-// exactly once, before the update. SKIP LOCKED never waits; the statement
-// costs a row lock written before the update.
+// exactly once, before the update. The statement costs a row lock written
+// before the update. SKIP LOCKED passes over rows other transactions hold,
+// with one exception inside PostgreSQL: when the row's last updater
+// commits between the scan and the lock, the lock follows the row's update
+// chain, and waits for a transaction that holds the newer version
+// (heap_lock_updated_tuple, "while locking updated version"). Writes that
+// must never wait use the transaction's own row instead.
 func (d Dialect) IncrementFreeSlot(w Writer, t Table, start int, delta int64, cond func(Writer)) {
 	const pick, free, inner, o, s = "hc_pick", "hc_free", "hc_slots", "hc_o", "hc_s"
 	q(w, "WITH % AS MATERIALIZED (SELECT %.% AS %, %.% AS % FROM % CROSS JOIN LATERAL (SELECT %.% FROM % AS % WHERE %.% = %.% AND %.% >= 0 ORDER BY ",
@@ -113,48 +143,6 @@ func (d Dialect) IncrementFreeSlot(w Writer, t Table, start int, delta int64, co
 	w.Arg(delta)
 	q(w, " FROM % WHERE %.% = %.% AND %.% = %.% RETURNING %.%",
 		pick, t.Slots, t.Owner, pick, o, t.Slots, SlotColumn, pick, s, t.Slots, t.Owner)
-}
-
-// ClaimNewSlot writes a query for a slot number of the one parent matching
-// cond that no row has and that this transaction has claimed (see
-// claimNewSlot: PostgreSQL), so that no other transaction inserts it
-// meanwhile. It returns one row, the number (NULL when none of 32,767 is
-// free), or no row when no parent matches. IncrementNewSlot inserts it.
-func (d Dialect) ClaimNewSlot(w Writer, t Table, cond func(Writer)) {
-	w.WriteString("SELECT (")
-	d.claimNewSlot(w, t, func(w Writer) { q(w, "%.%", t.Parent, t.ParentKey) })
-	q(w, ") FROM % WHERE ", t.Parent)
-	cond(w)
-}
-
-// IncrementNewSlot writes an INSERT that adds delta, for the one parent
-// matching cond, in a new slot row at slot, a number ClaimNewSlot claimed
-// in an earlier statement of the transaction, so that it never waits for
-// another transaction's row. Being a statement of its own, its snapshot
-// sees a row that a transaction committed before the claim got its lock:
-// then it inserts nothing (NOT EXISTS), where an insert would meet that
-// row's newer version, written by a transaction still running, and wait
-// for it. It returns the owner key of the row it inserted, or no row when
-// there is no such parent or a row of that number exists (then the caller
-// tries a free row again):
-//
-//	INSERT INTO slots (owner, slot, n) SELECT parent.key, slot, delta
-//	FROM parent WHERE (cond) AND NOT EXISTS (SELECT 1 FROM slots WHERE owner = parent.key AND slot = <slot>)
-//	ON CONFLICT (owner, slot) DO NOTHING RETURNING owner
-//
-// The new row's foreign key check takes FOR KEY SHARE on the parent: it
-// waits for a transaction that deletes the parent or holds it FOR UPDATE.
-func (d Dialect) IncrementNewSlot(w Writer, t Table, slot int, delta int64, cond func(Writer)) {
-	const e = "hc_e"
-	q(w, "INSERT INTO % (%, %, %) SELECT %.%, CAST(", t.Slots, t.Owner, SlotColumn, ValueColumn, t.Parent, t.ParentKey)
-	w.Arg(slot)
-	w.WriteString(" AS " + d.slotCast() + "), CAST(")
-	w.Arg(delta)
-	q(w, " AS "+d.intType()+") FROM % WHERE (", t.Parent)
-	cond(w)
-	q(w, ") AND NOT EXISTS (SELECT 1 FROM % AS % WHERE %.% = %.% AND %.% = ", t.Slots, e, e, t.Owner, t.Parent, t.ParentKey, e, SlotColumn)
-	w.Arg(slot)
-	q(w, ") ON CONFLICT (%, %) DO NOTHING RETURNING %.%", t.Owner, SlotColumn, t.Slots, t.Owner)
 }
 
 // KeyIn returns a condition for IncrementWhere and PrecreateSlots that

@@ -10,93 +10,42 @@ import (
 )
 
 // IncrementFreeSlot adds delta to a slot row of the one parent matching
-// cond that no other transaction holds (PostgreSQL), the first from slot
-// `slot` on (the lowest if slot is negative), and never waits for a row
-// lock: when every slot row of the parent is held (or it has none), it
-// inserts a new row at a slot number it claims (countersql's
-// IncrementNewSlot), and when a row of that number was committed meanwhile
-// it looks for a free row again. Each statement changes nothing when it
-// does not add the delta, so they never apply half an increment or one
-// twice. It returns the number of parents incremented: 0 when no parent
-// matches cond.
-func IncrementFreeSlot(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table, slot int, delta int64, cond func(countersql.Writer)) (int64, error) {
-	// wrote runs stmt, which writes the increment or nothing, and returns
-	// how many parents it incremented (0 or 1).
-	wrote := func(stmt func(w countersql.Writer)) (int64, error) {
-		keys, err := QueryKeys(ctx, c, stmt)
-		switch {
-		case err != nil:
-			return 0, err
-		case len(keys) > 1:
-			return 0, fmt.Errorf("a skip-locked increment of one parent wrote %d slot rows", len(keys))
-		}
-		return int64(len(keys)), nil
+// cond that no other transaction holds (PostgreSQL, a counter declared
+// skip-locked): the first from slot `slot` on (the lowest if slot is
+// negative), found with FOR UPDATE SKIP LOCKED, so that pre-created rows
+// are used before any is inserted; when every slot row of the parent is
+// held (or it has none) it writes the transaction's own row
+// (countersql's IncrementOwnSlot) in a second statement, which never waits
+// for a row lock either. The first statement changes nothing when it finds
+// no free row, so the pair never applies an increment twice. It returns
+// the number of parents incremented: 0 when no parent matches cond.
+func IncrementFreeSlot(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table, slots, slot int, delta int64, cond func(countersql.Writer)) (int64, error) {
+	keys, err := QueryKeys(ctx, c, func(w countersql.Writer) { d.IncrementFreeSlot(w, t, slot, delta, cond) })
+	switch {
+	case err != nil:
+		return 0, err
+	case len(keys) > 1:
+		return 0, fmt.Errorf("a skip-locked increment of one parent wrote %d slot rows", len(keys))
+	case len(keys) == 1:
+		return 1, nil
 	}
-	for range newSlotAttempts {
-		if n, err := wrote(func(w countersql.Writer) { d.IncrementFreeSlot(w, t, slot, delta, cond) }); err != nil || n == 1 {
-			return n, err
-		}
-		// A new row: the number is claimed first, and inserted by a
-		// statement of its own (see countersql's IncrementNewSlot).
-		claimed, found, err := claimSlot(ctx, c, d, t, cond)
-		switch {
-		case err != nil:
-			return 0, err
-		case !found:
-			return 0, nil // no parent matches cond
-		case claimed < 0:
-			continue // every number taken: look for a free row again
-		}
-		if n, err := wrote(func(w countersql.Writer) { d.IncrementNewSlot(w, t, claimed, delta, cond) }); err != nil || n == 1 {
-			return n, err
-		}
-	}
-	// Nothing written: no parent matches cond (or, after every attempt, a
-	// new row was committed under each claimed number; the plain upsert,
-	// which may wait, settles it).
 	// (Never slot -1, which holds moved column values: see MoveToSlots.)
-	return c.Exec(ctx, func(w countersql.Writer) { d.IncrementWhere(w, t, max(slot, 0), delta, cond) })
+	return c.Exec(ctx, func(w countersql.Writer) { d.IncrementOwnSlot(w, t, slots, max(slot, 0), delta, cond) })
 }
-
-// claimSlot runs countersql's ClaimNewSlot: the number claimed for the
-// parent matching cond (-1 when none is free), and whether the parent
-// exists.
-func claimSlot(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table, cond func(countersql.Writer)) (slot int, found bool, err error) {
-	rows, err := c.Query(ctx, func(w countersql.Writer) { d.ClaimNewSlot(w, t, cond) })
-	if err != nil {
-		return 0, false, err
-	}
-	defer rows.Close()
-	slot = -1
-	for rows.Next() {
-		var n *int64
-		if err := rows.Scan(&n); err != nil {
-			return 0, false, err
-		}
-		found = true
-		if n != nil {
-			slot = int(*n)
-		}
-	}
-	return slot, found, rows.Err()
-}
-
-// newSlotAttempts bounds IncrementFreeSlot's rounds of "a free row, else a
-// new one".
-const newSlotAttempts = 3
 
 // TakesFreeSlot reports whether an increment takes a slot row that no
-// other transaction holds (IncrementFreeSlot, IncrementFreeSlotMySQL)
-// rather than a random one: for a counter declared skip-locked (the ORM
-// passes it only for increments of one parent), and on PostgreSQL for any
-// increment of one parent (one) inside the caller's transaction (inTx),
-// where a slot row stays locked until the caller commits. (MySQL and
-// MariaDB write the session's own slot rows there: IncrementOwnSlotMySQL.) There it never
-// waits, so transactions that increment parents in any order cannot
+// other transaction holds rather than a random one: for a counter declared
+// skip-locked (the ORM passes it only for increments of one parent:
+// IncrementFreeSlot, IncrementFreeSlotMySQL), and on PostgreSQL for any
+// increment inside the caller's transaction (inTx), where a slot row stays
+// locked until the caller commits: there it writes the transaction's own
+// row (countersql's IncrementOwnSlot; MySQL and MariaDB write the
+// session's own rows: IncrementOwnSlotMySQL). It never waits for a row
+// lock, so transactions that increment parents in any order cannot
 // deadlock through counters. Outside a transaction a statement holds its
 // row for itself alone, and random slots with combining are faster.
-func TakesFreeSlot(d countersql.Dialect, declared, inTx, one bool) bool {
-	return d.SkipLocked() && (declared || (inTx && one && !d.MySQL()))
+func TakesFreeSlot(d countersql.Dialect, declared, inTx bool) bool {
+	return d.SkipLocked() && (declared || (inTx && !d.MySQL()))
 }
 
 // Increment is one increment of a counter of some parents, as either ORM
@@ -143,7 +92,7 @@ func Apply(ctx context.Context, s Session, d countersql.Dialect, in Increment) (
 	default:
 		my.Cond = in.Cond
 	}
-	skipLocked := TakesFreeSlot(d, in.SkipLocked, s.InTx(), in.Key != nil || len(in.Keys) == 1)
+	skipLocked := in.SkipLocked && (in.Key != nil || len(in.Keys) == 1) && TakesFreeSlot(d, true, false)
 	switch {
 	case in.Mode == spec.Append && d.MySQL():
 		my.Slot = 0
@@ -160,12 +109,18 @@ func Apply(ctx context.Context, s Session, d countersql.Dialect, in Increment) (
 		return IncrementFreeSlotMySQL(ctx, s, d, my)
 	case d.MySQL():
 		return IncrementMySQL(ctx, s, d, my)
+	case s.InTx() && d.SkipLocked():
+		// PostgreSQL, inside the caller's transaction: the transaction's own
+		// slot rows, in key order, for one parent or many.
+		return statements(ctx, s, d, in, func(w countersql.Writer, cond func(countersql.Writer)) {
+			d.IncrementOwnSlot(w, t, in.Slots, slot, in.Delta, cond)
+		})
 	case skipLocked:
 		var n int64
 		// Its two statements commit alone, and the first changes nothing
 		// when it finds no free row: retrying the pair cannot count twice.
 		err := ownStatement(ctx, s, func() (err error) {
-			n, err = IncrementFreeSlot(ctx, s, d, t, slot, in.Delta, in.cond(d))
+			n, err = IncrementFreeSlot(ctx, s, d, t, in.Slots, slot, in.Delta, in.cond(d))
 			return err
 		})
 		return n, err

@@ -19,13 +19,9 @@ WITH `hc_pick` AS MATERIALIZED (SELECT `posts`.`id` AS `hc_o`, `hc_free`.`slot` 
 WITH `hc_pick` AS MATERIALIZED (SELECT `posts`.`id` AS `hc_o`, `hc_free`.`slot` AS `hc_s` FROM `posts` CROSS JOIN LATERAL (SELECT `hc_slots`.`slot` FROM `post_likes_slots` AS `hc_slots` WHERE `hc_slots`.`post_id` = `posts`.`id` AND `hc_slots`.`slot` >= 0 ORDER BY `hc_slots`.`slot` FOR UPDATE SKIP LOCKED LIMIT 1) `hc_free` WHERE `posts`.`id` IN ($1)) UPDATE `post_likes_slots` SET `n` = `post_likes_slots`.`n` + $2 FROM `hc_pick` WHERE `post_likes_slots`.`post_id` = `hc_pick`.`hc_o` AND `post_likes_slots`.`slot` = `hc_pick`.`hc_s` RETURNING `post_likes_slots`.`post_id`;
 -- args: [1 1]
 
--- ClaimNewSlot
-SELECT (SELECT `hc_g`.s FROM generate_series(0, 32766) AS `hc_g`(s) WHERE CASE WHEN EXISTS (SELECT 1 FROM `post_likes_slots` AS `hc_e` WHERE `hc_e`.`post_id` = `posts`.`id` AND `hc_e`.`slot` = `hc_g`.s) THEN false ELSE pg_try_advisory_xact_lock(hashtextextended('post_likes_slots:' || `posts`.`id` || ':' || `hc_g`.s, 0)) END LIMIT 1) FROM `posts` WHERE `posts`.`id` IN ($1);
--- args: [1]
-
--- IncrementNewSlot
-INSERT INTO `post_likes_slots` (`post_id`, `slot`, `n`) SELECT `posts`.`id`, CAST($1 AS SIGNED), CAST($2 AS SIGNED) FROM `posts` WHERE (`posts`.`id` IN ($3)) AND NOT EXISTS (SELECT 1 FROM `post_likes_slots` AS `hc_e` WHERE `hc_e`.`post_id` = `posts`.`id` AND `hc_e`.`slot` = $4) ON CONFLICT (`post_id`, `slot`) DO NOTHING RETURNING `post_likes_slots`.`post_id`;
--- args: [3 1 1 3]
+-- IncrementOwnSlot
+INSERT INTO `post_likes_slots` (`post_id`, `slot`, `n`) SELECT `posts`.`id`, CAST(COALESCE(16 + COALESCE(NULLIF(current_setting('hotcounter.slot', true), '')::integer, (SELECT hc_own.n FROM generate_series(0, LEAST(current_setting('max_connections')::integer + current_setting('max_prepared_transactions')::integer + current_setting('max_worker_processes')::integer, 30000)) AS hc_own(n) WHERE pg_try_advisory_xact_lock(1751318528, hc_own.n) AND set_config('hotcounter.slot', hc_own.n::text, true) IS NOT NULL LIMIT 1)), CAST($1 AS INTEGER)) AS SMALLINT), CAST($2 AS SIGNED) FROM `posts` WHERE 1=1 ORDER BY `posts`.`id` ON DUPLICATE KEY UPDATE `n` = `post_likes_slots`.`n` + $3;
+-- args: [7 1 1]
 
 -- IncrementReturningTotals
 WITH `hc_up` AS (INSERT INTO `post_likes_slots` (`post_id`, `slot`, `n`) SELECT `posts`.`id`, CAST($1 AS SIGNED), CAST($2 AS SIGNED) FROM `posts` WHERE `posts`.`id` IN ($3) ORDER BY `posts`.`id` ON DUPLICATE KEY UPDATE `n` = `post_likes_slots`.`n` + $4 RETURNING `post_likes_slots`.`post_id`) SELECT CAST(`hc_up`.`post_id` AS TEXT), COALESCE((SELECT SUM(`hc_all`.`n`) FROM `post_likes_slots` AS `hc_all` WHERE `hc_all`.`post_id` = `hc_up`.`post_id`), 0) + COALESCE((SELECT SUM(`hc_all`.`n`) FROM `post_likes_deltas` AS `hc_all` WHERE `hc_all`.`post_id` = `hc_up`.`post_id`), 0) + COALESCE((SELECT `hc_p`.`likes` FROM `posts` AS `hc_p` WHERE `hc_p`.`id` = `hc_up`.`post_id`), 0) + $5 FROM `hc_up`;
