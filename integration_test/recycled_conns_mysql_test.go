@@ -3,6 +3,7 @@ package integration_test
 import (
 	"context"
 	stdsql "database/sql"
+	"database/sql/driver"
 	"math/rand/v2"
 	"sync/atomic"
 	"testing"
@@ -10,6 +11,8 @@ import (
 
 	"entgo.io/ent/dialect"
 	entsql "entgo.io/ent/dialect/sql"
+	mysqldriver "github.com/go-sql-driver/mysql"
+	"gorm.io/driver/mysql"
 	"gorm.io/gorm"
 
 	"github.com/hotcounter/hotcounter/gormcounter"
@@ -28,6 +31,41 @@ const recycleEvery = 100 * time.Millisecond
 // before each use and taken again by a new session. GORM and ent.
 func TestCountsStayExactOnRecycledConnections(t *testing.T) {
 	parallel(t)
+	pooledConnectionsKeepCountsExact(t, func(t *testing.T, dsn string) *stdsql.DB {
+		db, err := stdsql.Open("mysql", dsn)
+		must(t, err)
+		db.SetConnMaxLifetime(recycleEvery)
+		return db
+	})
+}
+
+// The same when the pool resets every connection between two uses, as
+// ProxySQL and MaxScale do with COM_RESET_CONNECTION: what it does to the
+// state the library keeps (user variables cleared, every GET_LOCK lock
+// released) is done before each reuse (go-sql-driver sends no
+// COM_RESET_CONNECTION itself: its ResetSession checks the connection
+// only). Each transaction then claims a number again.
+func TestCountsStayExactOnConnectionsResetBetweenUses(t *testing.T) {
+	parallel(t)
+	var resets atomic.Int64
+	pooledConnectionsKeepCountsExact(t, func(t *testing.T, dsn string) *stdsql.DB {
+		cfg, err := mysqldriver.ParseDSN(dsn)
+		must(t, err)
+		inner, err := mysqldriver.NewConnector(cfg)
+		must(t, err)
+		return stdsql.OpenDB(resettingConnector{inner, &resets})
+	})
+	t.Cleanup(func() { // after the subtests, which run in parallel
+		if n := resets.Load(); n < 100 {
+			t.Errorf("the pools reset %d connections; the test needs them reset between most uses", n)
+		}
+	})
+}
+
+// pooledConnectionsKeepCountsExact runs 16 writers incrementing two posts
+// in transactions and outside them, GORM and ent, each on a pool that
+// pooled opens; every acknowledged increment is counted once.
+func pooledConnectionsKeepCountsExact(t *testing.T, pooled func(t *testing.T, dsn string) *stdsql.DB) {
 	run := func(t *testing.T, inTx func(id int) error, outside func(id int) error, ids []int, total func(id int) int64) {
 		var acked [2]atomic.Int64
 		deadline := time.Now().Add(1500 * time.Millisecond)
@@ -49,17 +87,19 @@ func TestCountsStayExactOnRecycledConnections(t *testing.T) {
 		})
 		for i, id := range ids {
 			if got := total(id); got != acked[i].Load() {
-				t.Errorf("post %d: likes %d after %d acknowledged increments on connections recycled every %v", id, got, acked[i].Load(), recycleEvery)
+				t.Errorf("post %d: likes %d after %d acknowledged increments", id, got, acked[i].Load())
 			}
 		}
 	}
 	t.Run("gorm", func(t *testing.T) {
 		e := open(t, my, pool(writersPool))
-		db := e.db
-		sqlDB, err := db.DB()
-		must(t, err)
-		sqlDB.SetConnMaxLifetime(recycleEvery)
+		sqlDB := pooled(t, e.dsn)
+		t.Cleanup(func() { sqlDB.Close() })
+		sqlDB.SetMaxOpenConns(e.pool)
 		sqlDB.SetMaxIdleConns(4)
+		db, err := gorm.Open(mysql.New(mysql.Config{Conn: sqlDB}), &gorm.Config{Logger: e.log})
+		must(t, err)
+		must(t, db.Use(gormcounter.New(gormcounter.Config{})))
 		must(t, db.AutoMigrate(&Post{}))
 		posts := []Post{{Title: "a"}, {Title: "b"}}
 		must(t, db.Create(&posts).Error)
@@ -79,11 +119,9 @@ func TestCountsStayExactOnRecycledConnections(t *testing.T) {
 	})
 	t.Run("ent", func(t *testing.T) {
 		e := openEnt(t, my, true, pool(writersPool))
-		db, err := stdsql.Open("mysql", e.dsn)
-		must(t, err)
+		db := pooled(t, e.dsn)
 		t.Cleanup(func() { db.Close() })
 		db.SetMaxOpenConns(e.pool)
-		db.SetConnMaxLifetime(recycleEvery)
 		db.SetMaxIdleConns(4)
 		ctx := context.Background()
 		c := ent.NewClient(ent.Driver(entsql.OpenDB(dialect.MySQL, db)))
@@ -96,4 +134,52 @@ func TestCountsStayExactOnRecycledConnections(t *testing.T) {
 			[]int{a.ID, b.ID},
 			func(id int) int64 { return c.Post.GetX(ctx, id).Likes })
 	})
+}
+
+// resettingConnector opens connections that, before each reuse, clear the
+// session's user variables and release its named locks, as a
+// COM_RESET_CONNECTION does.
+type resettingConnector struct {
+	driver.Connector
+	resets *atomic.Int64
+}
+
+func (c resettingConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	conn, err := c.Connector.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return resettingConn{conn.(mysqlConn), c.resets}, nil
+}
+
+// mysqlConn is what database/sql uses of go-sql-driver's connection.
+type mysqlConn interface {
+	driver.Conn
+	driver.ConnBeginTx
+	driver.ExecerContext
+	driver.QueryerContext
+	driver.ConnPrepareContext
+	driver.NamedValueChecker
+	driver.Pinger
+	driver.SessionResetter
+	driver.Validator
+}
+
+type resettingConn struct {
+	mysqlConn
+	resets *atomic.Int64
+}
+
+// ResetSession runs before database/sql hands the connection out again.
+func (c resettingConn) ResetSession(ctx context.Context) error {
+	if err := c.mysqlConn.ResetSession(ctx); err != nil {
+		return err
+	}
+	for _, stmt := range []string{"SET @hc_slot = NULL", "DO RELEASE_ALL_LOCKS()"} {
+		if _, err := c.ExecContext(ctx, stmt, nil); err != nil {
+			return driver.ErrBadConn
+		}
+	}
+	c.resets.Add(1)
+	return nil
 }
