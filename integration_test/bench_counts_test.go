@@ -1,6 +1,7 @@
 package integration_test
 
 import (
+	"fmt"
 	"testing"
 
 	"gorm.io/gorm"
@@ -64,5 +65,104 @@ func benchCountCacheHotParent(b *testing.B, kind dbKind) {
 	db.Model(&NaiveObject{}).Count(&want)
 	if n != want {
 		b.Fatalf("the naive trigger counted %d of %d", n, want)
+	}
+}
+
+// UncountedCategory is BenchCategory without the count: the same child
+// table, foreign key and index, no trigger.
+type UncountedCategory struct {
+	ID               uint
+	UncountedObjects []UncountedObject
+}
+
+// UncountedObject is the child of UncountedCategory.
+type UncountedObject struct {
+	ID                  uint
+	UncountedCategoryID uint `gorm:"index"`
+	Status              string
+}
+
+// BenchmarkCountsOfNewParents: one writer on PostgreSQL, counts kept by
+// triggers. first and second: the insert of a new category's first child,
+// and of its second (ns/op per insert, one statement each, in GORM's
+// default transaction). bulk-counted and bulk-uncounted: one INSERT ...
+// SELECT of 100 children into each of 10,000 new categories (1,000,000
+// rows per op), with the count and without it (UncountedCategory).
+func BenchmarkCountsOfNewParents(b *testing.B) { benchCountsOfNewParents(b, pg) }
+
+// BenchmarkCountsOfNewParentsMariaDB is BenchmarkCountsOfNewParents on
+// MariaDB (row triggers there).
+func BenchmarkCountsOfNewParentsMariaDB(b *testing.B) { benchCountsOfNewParents(b, my) }
+
+func benchCountsOfNewParents(b *testing.B, kind dbKind) {
+	db := openBenchOn(b, kind)
+	if err := db.AutoMigrate(&BenchCategory{}, &BenchObject{}, &UncountedCategory{}, &UncountedObject{}); err != nil {
+		b.Fatal(err)
+	}
+	// parents creates n categories in the table and returns the first id.
+	parents := func(table string, n int) uint {
+		b.Helper()
+		var first uint
+		if err := db.Raw("SELECT COALESCE(MAX(id), 0) + 1 FROM " + table).Row().Scan(&first); err != nil {
+			b.Fatal(err)
+		}
+		rows := make([]map[string]any, n)
+		for i := range rows {
+			rows[i] = map[string]any{"id": first + uint(i)}
+		}
+		if err := db.Table(table).CreateInBatches(rows, 1000).Error; err != nil {
+			b.Fatal(err)
+		}
+		return first
+	}
+	child := func(id uint) {
+		if err := db.Exec("INSERT INTO bench_objects (bench_category_id, status) VALUES (?, 'active')", id).Error; err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("first", func(b *testing.B) {
+		first := parents("bench_categories", b.N)
+		b.ResetTimer()
+		for i := range b.N {
+			child(first + uint(i))
+		}
+	})
+	b.Run("second", func(b *testing.B) {
+		first := parents("bench_categories", b.N)
+		for i := range b.N {
+			child(first + uint(i))
+		}
+		b.ResetTimer()
+		for i := range b.N {
+			child(first + uint(i))
+		}
+	})
+	const categories, each = 10_000, 100
+	series := "generate_series(0, " + fmt.Sprint(categories*each-1) + ") AS g(n)"
+	if kind == my {
+		series = "(SELECT seq - 1 AS n FROM seq_1_to_" + fmt.Sprint(categories*each) + ") AS g"
+	}
+	bulk := func(parent, child, ref string) func(b *testing.B) {
+		return func(b *testing.B) {
+			for range b.N {
+				b.StopTimer()
+				first := parents(parent, categories)
+				b.StartTimer()
+				q := fmt.Sprintf("INSERT INTO %s (%s, status) SELECT ? + MOD(g.n, %d), 'active' FROM %s", child, ref, categories, series)
+				if err := db.Exec(q, first).Error; err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	}
+	b.Run("bulk-counted", bulk("bench_categories", "bench_objects", "bench_category_id"))
+	b.Run("bulk-uncounted", bulk("uncounted_categories", "uncounted_objects", "uncounted_category_id"))
+	var bad int64
+	if err := db.Raw(`SELECT COUNT(*) FROM bench_categories c WHERE (SELECT COUNT(*) FROM bench_objects o WHERE o.bench_category_id = c.id)
+		<> COALESCE((SELECT SUM(n) FROM bench_category_object_count_slots s WHERE s.bench_category_id = c.id), 0)`).Row().Scan(&bad); err != nil {
+		b.Fatal(err)
+	}
+	if bad != 0 {
+		b.Fatalf("%d categories whose count differs from COUNT(*)", bad)
 	}
 }
