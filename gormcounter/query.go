@@ -92,8 +92,8 @@ func (p *Plugin) adjustSelect(db *gorm.DB) {
 // level) select its sum counters' totals beside its columns, one
 // correlated subquery each over the row's slot rows, so that it is one
 // statement, not a load and a fill; it returns the counters left to the
-// fill. Loads with Joins, a Table expression, Distinct or grouping,
-// QueryFields, or a write-behind buffer's Live (its pending amounts are
+// fill. Loads with Joins, a Table expression, Distinct or grouping, an
+// Offset, QueryFields, or a write-behind buffer's Live (its pending amounts are
 // added by the fill) keep the fill's one grouped query; so do counters
 // adopted over a column (the column would be selected twice) and unsigned
 // fields, and then all the model's counters go to the fill, as they do
@@ -106,6 +106,15 @@ func (p *Plugin) inlineTotals(db *gorm.DB, wanted []*counter) []*counter {
 	}
 	if _, ok := stmt.Clauses["GROUP BY"]; ok {
 		return wanted
+	}
+	if c, ok := stmt.Clauses["LIMIT"]; ok {
+		if l, ok := c.Expression.(clause.Limit); ok && l.Offset > 0 {
+			// The database computes the select list of every row an
+			// OFFSET skips (PostgreSQL projects below the Limit node):
+			// subqueries there would sum the slots of every skipped row.
+			// The fill sums those of the rows returned.
+			return wanted
+		}
 	}
 	if _, ok := stmt.Context.Value(bufferKey{}).(*Buffer); ok {
 		return wanted
