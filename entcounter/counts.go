@@ -68,7 +68,7 @@ func installTriggers(ctx context.Context, c engine.Conn, r Runtime) (missing map
 }
 
 // recountMissed recounts the counts whose triggers were missing.
-func recountMissed(ctx context.Context, c engine.Conn, r Runtime, missing map[string]bool) error {
+func recountMissed(ctx context.Context, c engine.Session, r Runtime, missing map[string]bool) error {
 	dl, err := r.Dialect()
 	if err != nil {
 		return err

@@ -95,7 +95,7 @@ func WithCounters(src Source) schema.MigrateOption {
 			for i, d := range r.Defs {
 				t := d.Tables()
 				if d.Count != nil && (!before[i].Tables[t.Slots] || missing[d.Name()]) {
-					if _, err := engine.Recount(ctx, c, dl, d.CountSpec(), d.Rollup, RollupBatchSize,
+					if _, err := engine.Recount(ctx, engine.TxSession{Conn: c}, dl, d.CountSpec(), d.Rollup, RollupBatchSize,
 						func(w countersql.Writer) { w.WriteString("1=1") }, func() bool { return false }); err != nil {
 						return fmt.Errorf("entcounter: count the existing %s rows of %s: %w", d.Count.Table, d.Name(), err)
 					}

@@ -88,7 +88,7 @@ func (m counterMigrator) installCounts(values []any, models []*model, created ma
 		}
 		if created[c] || missing {
 			ctx := m.db.Statement.Context
-			n, err := engine.Recount(ctx, gormConn{db: m.db, table: c.table.Parent}, d, cs, c.opts.Mode.HasColumn(), m.plugin.cfg.RollupBatchSize,
+			n, err := engine.Recount(ctx, gormSession{gormConn{db: m.db, table: c.table.Parent}}, d, cs, c.opts.Mode.HasColumn(), m.plugin.cfg.RollupBatchSize,
 				func(w countersql.Writer) { w.WriteString("1=1") }, func() bool { return false })
 			if err != nil {
 				return fmt.Errorf("gormcounter: count the existing %s rows of %s: %w", cs.Child, c.name(), err)

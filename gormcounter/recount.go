@@ -58,7 +58,7 @@ func Recount(db *gorm.DB, field string) (int64, error) {
 		}
 	}
 	ctx := stmt.Context
-	n, err := engine.Recount(ctx, gormConn{db: db, table: c.table.Parent}, p.dialect, cs, c.opts.Mode.HasColumn(), p.cfg.RollupBatchSize,
+	n, err := engine.Recount(ctx, gormSession{gormConn{db: db, table: c.table.Parent}}, p.dialect, cs, c.opts.Mode.HasColumn(), p.cfg.RollupBatchSize,
 		whereCond(where), func() bool { return ctx.Err() != nil })
 	p.obs.Recount(ctx, c.table.Parent, c.field.DBName, n, err)
 	if err != nil {

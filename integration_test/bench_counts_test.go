@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"gorm.io/gorm"
+
+	"github.com/hotcounter/hotcounter/gormcounter"
 )
 
 // BenchmarkCountCacheHotParent: 32 writers insert children of one hot
@@ -164,5 +166,46 @@ func benchCountsOfNewParents(b *testing.B, kind dbKind) {
 	}
 	if bad != 0 {
 		b.Fatalf("%d categories whose count differs from COUNT(*)", bad)
+	}
+}
+
+// BenchmarkRecountNeverAnalysed: Recount of 20,000 categories and 200,000
+// children (PostgreSQL, counts kept by triggers, autovacuum off on the
+// tables), on tables never analysed and after ANALYZE. ns/op is one whole
+// Recount.
+func BenchmarkRecountNeverAnalysed(b *testing.B) {
+	db := openBench(b)
+	if err := db.AutoMigrate(&Category{}, &Object{}); err != nil {
+		b.Fatal(err)
+	}
+	for _, q := range []string{
+		"ALTER TABLE categories SET (autovacuum_enabled = off)",
+		"ALTER TABLE objects SET (autovacuum_enabled = off)",
+		"ALTER TABLE category_object_count_slots SET (autovacuum_enabled = off)",
+		"ALTER TABLE category_active_count_slots SET (autovacuum_enabled = off)",
+		"INSERT INTO categories (name) SELECT 'c' FROM generate_series(1, 20000)",
+		"INSERT INTO objects (category_id, status) SELECT (SELECT MIN(id) FROM categories) + (g % 20000), 'active' FROM generate_series(1, 200000) g",
+	} {
+		if err := db.Exec(q).Error; err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, analysed := range []bool{false, true} {
+		name := "never-analysed"
+		if analysed {
+			name = "analysed"
+			for _, table := range []string{"categories", "objects", "category_object_count_slots", "category_active_count_slots"} {
+				if err := db.Exec("ANALYZE " + table).Error; err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		b.Run(name, func(b *testing.B) {
+			for range b.N {
+				if n, err := gormcounter.Recount(db.Model(&Category{}), "ObjectCount"); err != nil || n != 0 {
+					b.Fatalf("recount: %d corrected, %v; want 0, nil", n, err)
+				}
+			}
+		})
 	}
 }

@@ -11,8 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hotcounter/hotcounter/gormcounter"
+	entsql "entgo.io/ent/dialect/sql"
 	"gorm.io/gorm"
+
+	"github.com/hotcounter/hotcounter/entcounter"
+	"github.com/hotcounter/hotcounter/gormcounter"
+	"github.com/hotcounter/hotcounter/integration_test/ent"
 )
 
 // countKind is one way to keep counts, with its models behind one face, so
@@ -651,4 +655,79 @@ func TestCountsOfChildrenOfMissingParents(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Recount inside the caller's transaction (PostgreSQL, GORM and ent)
+// corrects drift and leaves the transaction's settings as it found them:
+// each batch turns JIT compilation off for itself (on a table never
+// analysed, compiling a batch cost more than running it) and puts the
+// caller's value back, here a jit the caller set to on.
+func TestRecountInTheCallersTransactionLeavesItsSettingsAsTheyWere(t *testing.T) {
+	parallel(t)
+	check := func(t *testing.T, jit string, corrected int64) {
+		t.Helper()
+		if jit != "on" {
+			t.Errorf("jit is %q after the recount in the transaction, want the caller's on", jit)
+		}
+		if corrected != 3 {
+			t.Errorf("the recount corrected %d parents, want the 3 with drift", corrected)
+		}
+	}
+	t.Run("gorm", func(t *testing.T) {
+		e := open(t, pg)
+		db := e.db
+		k := countKinds[0]
+		k.migrate(t, db)
+		ps := k.newParents(t, db, 2500) // three batches of 1,000
+		for _, p := range []uint{ps[0], ps[1500], ps[2499]} {
+			must(t, db.Exec("INSERT INTO category_object_count_slots (category_id, slot, n) VALUES (?, 0, 7)", p).Error)
+		}
+		must(t, db.Transaction(func(tx *gorm.DB) error {
+			must(t, tx.Exec("SET LOCAL jit = on").Error)
+			n, err := gormcounter.Recount(tx.Model(&Category{}), "ObjectCount")
+			must(t, err)
+			var jit string
+			must(t, tx.Raw("SHOW jit").Row().Scan(&jit))
+			check(t, jit, n)
+			return nil
+		}))
+		k.check(t, db, "the recount")
+	})
+	t.Run("ent", func(t *testing.T) {
+		e := openEnt(t, pg, true, pool(writersPool))
+		ctx := context.Background()
+		c := e.client
+		var ids []int
+		for range 3 {
+			ids = append(ids, c.Shelf.Create().SaveX(ctx).ID)
+		}
+		for _, id := range ids {
+			must(t, e.db.Exec("INSERT INTO shelf_book_count_slots (shelf_id, slot, n) VALUES (?, 0, 7)", id).Error)
+		}
+		must(t, inTxRollingBack(ctx, c, false, func(tx *ent.Tx) error {
+			if err := tx.HotCounter().Driver.Exec(ctx, "SET LOCAL jit = on", []any{}, nil); err != nil {
+				return err
+			}
+			n, err := entcounter.Recount(ctx, tx, "Shelf", "book_count")
+			if err != nil {
+				return err
+			}
+			var rows entsql.Rows
+			if err := tx.HotCounter().Driver.Query(ctx, "SHOW jit", []any{}, &rows); err != nil {
+				return err
+			}
+			defer rows.Close()
+			var jit string
+			for rows.Next() {
+				must(t, rows.Scan(&jit))
+			}
+			check(t, jit, n)
+			return rows.Err()
+		}))
+		for _, id := range ids {
+			if got := c.Shelf.GetX(ctx, id).BookCount; got != 0 {
+				t.Errorf("shelf %d: book_count=%d after the recount, want 0", id, got)
+			}
+		}
+	})
 }

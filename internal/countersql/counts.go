@@ -533,3 +533,23 @@ func (d Dialect) RecountBatch(w Writer, c Count, withColumn bool, after any, lim
 	cond(w)
 	q(w, ") ORDER BY %.% LIMIT "+strconv.Itoa(limit), c.Parent, c.ParentKey)
 }
+
+// PlansWithJIT reports whether the database may compile a statement's
+// plan (PostgreSQL's JIT, chosen by the plan's estimated cost). On a table
+// never analysed the estimates of a recount batch run into the millions,
+// and compiling it costs more than running it: see [Dialect.JITOff].
+func (d Dialect) PlansWithJIT() bool { return d.kind == postgres }
+
+// JITOff writes a query that turns JIT compilation off for the rest of the
+// transaction and returns the setting it had, for [Dialect.SetJIT] to put
+// back (PostgreSQL).
+func (d Dialect) JITOff(w Writer) {
+	w.WriteString("SELECT current_setting('jit'), set_config('jit', 'off', true)")
+}
+
+// SetJIT writes a statement that sets jit for the rest of the transaction.
+func (d Dialect) SetJIT(w Writer, value string) {
+	w.WriteString("SELECT set_config('jit', ")
+	w.Arg(value)
+	w.WriteString(", true)")
+}

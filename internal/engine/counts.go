@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/dberr"
@@ -152,59 +153,108 @@ func existing(ctx context.Context, conn Conn, d countersql.Dialect, c countersql
 // batch reads counts and totals in one statement, so writes may go on
 // meanwhile (see countersql's RecountBatch). stop is checked between
 // batches.
-func Recount(ctx context.Context, conn Conn, d countersql.Dialect, c countersql.Count, withColumn bool, batch int,
+//
+// On PostgreSQL each batch runs in s's transaction or one of its own with
+// JIT compilation off (put back after it): on a table never analysed, the
+// planner's estimates of a batch run into the millions, and JIT then
+// compiled every batch of 1,000 parents for 170 ms that ran in 50 ms
+// (20,000 categories, 200,000 children: 4.4 s against 0.23 s analysed).
+func Recount(ctx context.Context, s Session, d countersql.Dialect, c countersql.Count, withColumn bool, batch int,
 	cond func(countersql.Writer), stop func() bool) (int64, error) {
 	var after any
 	var corrected int64
 	for !stop() {
-		rows, err := conn.Query(ctx, func(w countersql.Writer) { d.RecountBatch(w, c, withColumn, after, batch, cond) })
-		if err != nil {
-			return corrected, err
-		}
-		kr := newKeyReader(rows, 0)
-		var keys []any
-		var diffs []int64
-		n := 0
-		for rows.Next() {
-			var k any
-			var diff int64
-			if err := rows.Scan(&k, &diff); err != nil {
-				rows.Close()
-				return corrected, err
-			}
-			n++
-			after = kr.key(k)
-			if diff != 0 {
-				keys = append(keys, after)
-				diffs = append(diffs, diff)
-			}
-		}
-		err = rows.Err()
-		rows.Close()
-		if err != nil {
-			return corrected, err
-		}
-		if len(keys) > 0 {
-			add := func() error {
-				_, err := conn.Exec(ctx, func(w countersql.Writer) { d.AddCounts(w, c, keys, diffs) })
+		var (
+			next  any
+			fixed int64
+			n     int
+		)
+		run := func(conn Session) error {
+			next, fixed, n = after, 0, 0
+			keys, diffs, last, read, err := recountBatch(ctx, conn, d, c, withColumn, after, batch, cond)
+			if err != nil {
 				return err
 			}
+			next, n = last, read
+			if len(keys) == 0 {
+				return nil
+			}
 			if d.MySQL() {
-				add = func() error {
-					_, _, err := AddToOwnSlot(ctx, conn, d, c.Table, c.SlotCount, keys, diffs, false)
-					return err
-				}
+				_, _, err = AddToOwnSlot(ctx, conn, d, c.Table, c.SlotCount, keys, diffs, false)
+			} else {
+				_, err = conn.Exec(ctx, func(w countersql.Writer) { d.AddCounts(w, c, keys, diffs) })
 			}
-			if err := add(); err != nil {
-				return corrected, err
+			if err == nil {
+				fixed = int64(len(keys))
 			}
-			corrected += int64(len(keys))
+			return err
 		}
+		var err error
+		if d.PlansWithJIT() {
+			err = OwnTransaction(ctx, s, func(tx Session) error { return withoutJIT(ctx, tx, d, func() error { return run(tx) }) })
+		} else {
+			err = run(s)
+		}
+		if err != nil {
+			return corrected, err
+		}
+		after, corrected = next, corrected+fixed
 		if n < batch {
 			break
 		}
 	}
 	return corrected, nil
+}
+
+// recountBatch reads one batch of Recount: the keys whose count is off and
+// by how much, the last key read and how many parents it read.
+func recountBatch(ctx context.Context, conn Conn, d countersql.Dialect, c countersql.Count, withColumn bool, after any, batch int,
+	cond func(countersql.Writer)) (keys []any, diffs []int64, last any, n int, err error) {
+	rows, err := conn.Query(ctx, func(w countersql.Writer) { d.RecountBatch(w, c, withColumn, after, batch, cond) })
+	if err != nil {
+		return nil, nil, after, 0, err
+	}
+	defer rows.Close()
+	kr := newKeyReader(rows, 0)
+	last = after
+	for rows.Next() {
+		var k any
+		var diff int64
+		if err := rows.Scan(&k, &diff); err != nil {
+			return nil, nil, after, 0, err
+		}
+		n++
+		last = kr.key(k)
+		if diff != 0 {
+			keys = append(keys, last)
+			diffs = append(diffs, diff)
+		}
+	}
+	return keys, diffs, last, n, rows.Err()
+}
+
+// withoutJIT runs fn in the transaction tx with JIT compilation off
+// (PostgreSQL), and puts the setting back after it.
+func withoutJIT(ctx context.Context, tx Session, d countersql.Dialect, fn func() error) error {
+	rows, err := tx.Query(ctx, d.JITOff)
+	if err != nil {
+		return err
+	}
+	var old, ignored string
+	for rows.Next() {
+		if err := rows.Scan(&old, &ignored); err != nil {
+			rows.Close()
+			return err
+		}
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return err
+	}
+	if err := fn(); err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, func(w countersql.Writer) { d.SetJIT(w, old) })
+	return err
 }
 
 // CountTriggersMissing reports whether any trigger that keeps the count c

@@ -81,3 +81,17 @@ func savepoint(ctx context.Context, tx Session, stmt func(countersql.Writer, str
 // does not exist: PostgreSQL 23503, MySQL 1452, SQLite's constraint code
 // 787.
 func ForeignKeyViolation(err error) bool { return dberr.ForeignKeyViolation(err) }
+
+// TxSession is a Session over a Conn that already runs in a transaction
+// its caller owns (a migration's): InTx is true, and Begin runs fn in that
+// transaction.
+type TxSession struct{ Conn }
+
+// InTx reports true: the Conn is a transaction.
+func (s TxSession) InTx() bool { return true }
+
+// Begin runs fn in the transaction s already is.
+func (s TxSession) Begin(_ context.Context, _ bool, fn func(tx Session) error) error { return fn(s) }
+
+// ParentGone reports the driver's foreign key failure.
+func (s TxSession) ParentGone(err error) bool { return ForeignKeyViolation(err) }
