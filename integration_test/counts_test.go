@@ -658,7 +658,7 @@ func TestCountsOfChildrenOfMissingParents(t *testing.T) {
 }
 
 // Recount inside the caller's transaction (PostgreSQL, GORM and ent)
-// corrects drift and leaves the transaction's settings as it found them:
+// corrects drift, over several batches, and leaves the transaction's settings as it found them:
 // each batch turns JIT compilation off for itself (on a table never
 // analysed, compiling a batch cost more than running it) and puts the
 // caller's value back, here a jit the caller set to on.
@@ -678,7 +678,7 @@ func TestRecountInTheCallersTransactionLeavesItsSettingsAsTheyWere(t *testing.T)
 		db := e.db
 		k := countKinds[0]
 		k.migrate(t, db)
-		ps := k.newParents(t, db, 2500) // three batches of 1,000
+		ps := k.newParents(t, db, 2500) // five batches of 500
 		for _, p := range []uint{ps[0], ps[1500], ps[2499]} {
 			must(t, db.Exec("INSERT INTO category_object_count_slots (category_id, slot, n) VALUES (?, 0, 7)", p).Error)
 		}
