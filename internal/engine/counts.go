@@ -157,8 +157,9 @@ func existing(ctx context.Context, conn Conn, d countersql.Dialect, c countersql
 // On PostgreSQL each batch runs in s's transaction or one of its own with
 // JIT compilation off (put back after it): on a table never analysed, the
 // planner's estimates of a batch run into the millions, and JIT then
-// compiled every batch of 500 parents for 170 ms that ran in 50 ms
-// (20,000 categories, 200,000 children: 4.4 s against 0.23 s analysed).
+// compiled every batch (EXPLAIN ANALYZE of a batch of 1,000: 171 ms of JIT,
+// 50 ms of execution; 20,000 categories and 200,000 children recounted in
+// 4.4 s against 0.23 s analysed).
 func Recount(ctx context.Context, s Session, d countersql.Dialect, c countersql.Count, withColumn bool, batch int,
 	cond func(countersql.Writer), stop func() bool) (int64, error) {
 	var after any
