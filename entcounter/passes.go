@@ -216,9 +216,7 @@ func ownPass(r Runtime, name string) (countersql.Dialect, engine.Conn, func(ctx 
 		return countersql.Dialect{}, nil, nil, err
 	}
 	s := entrt.NewSession(r)
-	return dl, s, func(ctx context.Context, fn func(engine.Conn) error) error {
-		return s.Begin(ctx, false, func(tx engine.Session) error { return fn(tx) })
-	}, nil
+	return dl, s, engine.PassTransaction(s, dl), nil
 }
 
 // clientOnly returns src's runtime, or an error naming the operation

@@ -53,7 +53,7 @@ func MoveToSlots(db *gorm.DB, models ...any) (Moved, error) {
 		return Moved{}, err
 	}
 	ctx := db.Statement.Context
-	s, inTx := ownTx(db)
+	s, inTx := ownTx(db, p.dialect)
 	var total Moved
 	for _, c := range counters {
 		p.storages.Forget(c.table)
@@ -259,7 +259,7 @@ func (m counterMigrator) foldLeftovers(values []any) error {
 				if rows == 0 {
 					continue
 				}
-				sess, inTx := ownTx(m.db)
+				sess, inTx := ownTx(m.db, d)
 				if err := engine.Rollup(ctx, sess, d, t, suffix == "Deltas", m.plugin.cfg.RollupBatchSize, func() bool { return false }, inTx); err != nil {
 					return fmt.Errorf("gormcounter: %s.%s is no longer a counter: fold what %s holds into %s.%s: %w", s.Name, f.Name, name, s.Table, f.DBName, err)
 				}

@@ -7,6 +7,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/engine"
 	"github.com/hotcounter/hotcounter/internal/spec"
 )
@@ -126,7 +127,7 @@ func passCounters(db *gorm.DB, models []any, name, what string, want func(*count
 // that was), is folded too.
 func (p *Plugin) foldAll(db *gorm.DB, c *counter, stop func() bool) error {
 	ctx := db.Statement.Context
-	s, inTx := ownTx(db)
+	s, inTx := ownTx(db, p.dialect)
 	start := time.Now()
 	parents, err := engine.RollupCounted(ctx, s, p.dialect, c.table, c.opts.Mode == spec.Append, p.cfg.RollupBatchSize, stop, inTx)
 	p.obs.Pass(ctx, "rollup", c.table.Parent, c.field.DBName, start, parents, err)
@@ -179,7 +180,7 @@ func CompactPass(db *gorm.DB, models ...any) error {
 	if err != nil {
 		return err
 	}
-	s, inTx := ownTx(db)
+	s, inTx := ownTx(db, p.dialect)
 	for _, c := range counters {
 		start := time.Now()
 		parents, err := engine.Compact(db.Statement.Context, s, p.dialect, c.table, c.precreate, p.cfg.RollupBatchSize, func() bool { return false }, inTx)
@@ -197,13 +198,11 @@ func CompactPass(db *gorm.DB, models ...any) error {
 func Compact(db *gorm.DB, models ...any) error { return CompactPass(db, models...) }
 
 // ownTx returns db as an engine session, and a function that runs its
-// argument in a transaction of its own on db, committed when it returns nil:
-// how the rollup and compaction walks run a batch.
-func ownTx(db *gorm.DB) (engine.Conn, func(ctx context.Context, fn func(engine.Conn) error) error) {
+// argument in a transaction of its own on db (engine.PassTransaction): how
+// the rollup, compaction and move walks run a batch.
+func ownTx(db *gorm.DB, d countersql.Dialect) (engine.Conn, func(ctx context.Context, fn func(engine.Conn) error) error) {
 	s := gormSession{gormConn{db: db}}
-	return s, func(ctx context.Context, fn func(engine.Conn) error) error {
-		return s.Begin(ctx, false, func(tx engine.Session) error { return fn(tx) })
-	}
+	return s, engine.PassTransaction(s, d)
 }
 
 // ownPassPlugin returns db's plugin for a pass that runs transactions of its

@@ -10,6 +10,10 @@ import "strconv"
 // rows, in key order, after the key `after` (nil starts at the beginning).
 // The rollup pass walks the slot table with it in batches.
 func (d Dialect) PendingOwners(w Writer, t Table, after any, limit int) {
+	if d.kind == postgres {
+		d.pendingOwnersPostgres(w, t, after, limit)
+		return
+	}
 	q(w, "SELECT DISTINCT % FROM % WHERE ", t.Owner, t.Slots)
 	if d.kind == mysql {
 		// MySQL folds empty slot rows instead of deleting them.
@@ -22,6 +26,29 @@ func (d Dialect) PendingOwners(w Writer, t Table, after any, limit int) {
 		w.WriteString("1=1")
 	}
 	q(w, " ORDER BY % LIMIT "+strconv.Itoa(limit), t.Owner)
+}
+
+// pendingOwnersPostgres walks the slot table's (owner, slot) index from
+// owner to next owner, one LIMIT 1 lookup each, so its plan reads what it
+// returns whatever the statistics say. A DISTINCT over the table, planned
+// without statistics, hashed every row after `after` for each batch, and a
+// pass took time quadratic in the table.
+//
+//	WITH RECURSIVE o(k) AS ((SELECT owner FROM slots WHERE owner > after ORDER BY owner LIMIT 1)
+//	    UNION ALL SELECT (SELECT owner FROM slots WHERE owner > o.k ORDER BY owner LIMIT 1) FROM o WHERE o.k IS NOT NULL)
+//	SELECT k FROM o WHERE k IS NOT NULL LIMIT limit
+func (d Dialect) pendingOwnersPostgres(w Writer, t Table, after any, limit int) {
+	const o, s = "hc_o", "hc_s"
+	q(w, "WITH RECURSIVE %(k) AS ((SELECT % FROM % WHERE ", o, t.Owner, t.Slots)
+	if after != nil {
+		q(w, "% > ", t.Owner)
+		w.Arg(after)
+	} else {
+		w.WriteString("1=1")
+	}
+	q(w, " ORDER BY % LIMIT 1) UNION ALL SELECT (SELECT %.% FROM % AS % WHERE %.% > %.k ORDER BY %.% LIMIT 1) FROM % WHERE %.k IS NOT NULL) "+
+		"SELECT k FROM % WHERE k IS NOT NULL LIMIT "+strconv.Itoa(limit),
+		t.Owner, s, t.Owner, t.Slots, s, s, t.Owner, o, s, t.Owner, o, o, o)
 }
 
 // Fold returns the statements that move the pending slot values of the given
@@ -70,22 +97,36 @@ func (d Dialect) SetColumn(w Writer, t Table, keys []any, v int64) {
 }
 
 func (d Dialect) foldPostgres(w Writer, t Table, owners []any) {
-	const parents, locked, taken, totals = "hc_parents", "hc_locked", "hc_taken", "hc_totals"
+	// Its plan must not depend on the tables' statistics: joined by key, on
+	// tables never analysed, the planner guessed the batch large and hashed
+	// the whole slot table for it (200,000 rows for a batch of 500 parents),
+	// so a pass took time quadratic in the table. So the slot rows of each
+	// locked parent are read by a LATERAL lookup (its FOR UPDATE keeps it a
+	// nested loop) and deleted by their ctid (a TID scan): a row whose locked
+	// version is newer than the statement's snapshot is not deleted, and not
+	// counted either (the totals sum what was deleted); the next pass folds
+	// it. The parents are updated by key, also among the batch's keys (their
+	// primary key makes that an index lookup): a parent updated meanwhile is
+	// found in its new version.
+	const parents, locked, taken, totals, tid = "hc_parents", "hc_locked", "hc_taken", "hc_totals", "hc_t"
 	// WITH parents AS (SELECT key FROM parent WHERE key IN (...) ORDER BY key FOR NO KEY UPDATE SKIP LOCKED),
 	q(w, "WITH % AS (SELECT % FROM % WHERE %", parents, t.ParentKey, t.Parent, t.ParentKey)
 	d.keyIn(w, owners)
 	q(w, " ORDER BY % FOR NO KEY UPDATE SKIP LOCKED), "+
-		// locked AS (SELECT owner, slot FROM slots WHERE owner IN (SELECT key FROM parents) ORDER BY owner, slot FOR UPDATE SKIP LOCKED),
-		"% AS (SELECT %, % FROM % WHERE % IN (SELECT % FROM %) ORDER BY %, % FOR UPDATE SKIP LOCKED), "+
-		// taken AS (DELETE FROM slots USING locked WHERE slots.owner = locked.owner AND slots.slot = locked.slot RETURNING slots.owner, slots.n),
-		"% AS (DELETE FROM % USING % WHERE %.% = %.% AND %.% = %.% RETURNING %.%, %.%), "+
+		// locked AS (SELECT l.t FROM parents AS p CROSS JOIN LATERAL (SELECT ctid AS t FROM slots
+		//     WHERE owner = p.key ORDER BY slot FOR UPDATE SKIP LOCKED) AS l),
+		"% AS (SELECT hc_l.% FROM % AS hc_p CROSS JOIN LATERAL (SELECT ctid AS % FROM % WHERE % = hc_p.% ORDER BY % FOR UPDATE SKIP LOCKED) AS hc_l), "+
+		// taken AS (DELETE FROM slots WHERE ctid = ANY(ARRAY(SELECT t FROM locked)) RETURNING owner, n),
+		"% AS (DELETE FROM % WHERE ctid = ANY(ARRAY(SELECT % FROM %)) RETURNING %, %), "+
 		// totals AS (SELECT owner, SUM(n) AS n FROM taken GROUP BY owner)
 		"% AS (SELECT %, SUM(%) AS % FROM % GROUP BY %) "+
-		// UPDATE parent SET col = parent.col + totals.n FROM totals WHERE parent.key = totals.owner
-		"UPDATE % SET % = COALESCE(%.%, 0) + %.% FROM % WHERE %.% = %.%",
+		// UPDATE parent SET col = parent.col + totals.n FROM totals WHERE parent.key IN (...) AND parent.key = totals.owner
+		"UPDATE % SET % = COALESCE(%.%, 0) + %.% FROM % WHERE %.%",
 		t.ParentKey,
-		locked, t.Owner, SlotColumn, t.Slots, t.Owner, t.ParentKey, parents, t.Owner, SlotColumn,
-		taken, t.Slots, locked, t.Slots, t.Owner, locked, t.Owner, t.Slots, SlotColumn, locked, SlotColumn, t.Slots, t.Owner, t.Slots, ValueColumn,
+		locked, tid, parents, tid, t.Slots, t.Owner, t.ParentKey, SlotColumn,
+		taken, t.Slots, tid, locked, t.Owner, ValueColumn,
 		totals, t.Owner, ValueColumn, ValueColumn, taken, t.Owner,
-		t.Parent, t.Column, t.Parent, t.Column, totals, ValueColumn, totals, t.Parent, t.ParentKey, totals, t.Owner)
+		t.Parent, t.Column, t.Parent, t.Column, totals, ValueColumn, totals, t.Parent, t.ParentKey)
+	d.keyIn(w, owners)
+	q(w, " AND %.% = %.%", t.Parent, t.ParentKey, totals, t.Owner)
 }

@@ -95,3 +95,22 @@ func (s TxSession) Begin(_ context.Context, _ bool, fn func(tx Session) error) e
 
 // ParentGone reports the driver's foreign key failure.
 func (s TxSession) ParentGone(err error) bool { return ForeignKeyViolation(err) }
+
+// PassTransaction returns a function that runs its argument in a
+// transaction of s's own, committed when it returns nil: how the rollup,
+// compaction and move walks run a batch. On PostgreSQL the transaction
+// compiles no plan (JIT off, as in Recount: on tables never analysed the
+// planner's estimates of a batch run into the millions, and the first
+// batches of a pass spent 150 to 300 ms each compiling).
+func PassTransaction(s Session, d countersql.Dialect) func(ctx context.Context, fn func(Conn) error) error {
+	return func(ctx context.Context, fn func(Conn) error) error {
+		return s.Begin(ctx, false, func(tx Session) error {
+			if d.PlansWithJIT() {
+				if _, err := tx.Exec(ctx, d.JITOff); err != nil {
+					return err
+				}
+			}
+			return fn(tx)
+		})
+	}
+}

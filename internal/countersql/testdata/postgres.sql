@@ -48,12 +48,12 @@ SELECT 0, CAST("posts"."id" AS TEXT), CAST(COALESCE("posts"."likes", 0) AS BIGIN
 -- args: [{[1 2 3]}]
 
 -- PendingOwners
-SELECT DISTINCT "post_id" FROM "post_likes_slots" WHERE "post_id" > $1 ORDER BY "post_id" LIMIT 500;
+WITH RECURSIVE "hc_o"(k) AS ((SELECT "post_id" FROM "post_likes_slots" WHERE "post_id" > $1 ORDER BY "post_id" LIMIT 1) UNION ALL SELECT (SELECT "hc_s"."post_id" FROM "post_likes_slots" AS "hc_s" WHERE "hc_s"."post_id" > "hc_o".k ORDER BY "hc_s"."post_id" LIMIT 1) FROM "hc_o" WHERE "hc_o".k IS NOT NULL) SELECT k FROM "hc_o" WHERE k IS NOT NULL LIMIT 500;
 -- args: [9]
 
 -- Fold (1 of 1)
-WITH "hc_parents" AS (SELECT "id" FROM "posts" WHERE "id" = ANY($1) ORDER BY "id" FOR NO KEY UPDATE SKIP LOCKED), "hc_locked" AS (SELECT "post_id", "slot" FROM "post_likes_slots" WHERE "post_id" IN (SELECT "id" FROM "hc_parents") ORDER BY "post_id", "slot" FOR UPDATE SKIP LOCKED), "hc_taken" AS (DELETE FROM "post_likes_slots" USING "hc_locked" WHERE "post_likes_slots"."post_id" = "hc_locked"."post_id" AND "post_likes_slots"."slot" = "hc_locked"."slot" RETURNING "post_likes_slots"."post_id", "post_likes_slots"."n"), "hc_totals" AS (SELECT "post_id", SUM("n") AS "n" FROM "hc_taken" GROUP BY "post_id") UPDATE "posts" SET "likes" = COALESCE("posts"."likes", 0) + "hc_totals"."n" FROM "hc_totals" WHERE "posts"."id" = "hc_totals"."post_id";
--- args: [{[1 2 3]}]
+WITH "hc_parents" AS (SELECT "id" FROM "posts" WHERE "id" = ANY($1) ORDER BY "id" FOR NO KEY UPDATE SKIP LOCKED), "hc_locked" AS (SELECT hc_l."hc_t" FROM "hc_parents" AS hc_p CROSS JOIN LATERAL (SELECT ctid AS "hc_t" FROM "post_likes_slots" WHERE "post_id" = hc_p."id" ORDER BY "slot" FOR UPDATE SKIP LOCKED) AS hc_l), "hc_taken" AS (DELETE FROM "post_likes_slots" WHERE ctid = ANY(ARRAY(SELECT "hc_t" FROM "hc_locked")) RETURNING "post_id", "n"), "hc_totals" AS (SELECT "post_id", SUM("n") AS "n" FROM "hc_taken" GROUP BY "post_id") UPDATE "posts" SET "likes" = COALESCE("posts"."likes", 0) + "hc_totals"."n" FROM "hc_totals" WHERE "posts"."id" = ANY($2) AND "posts"."id" = "hc_totals"."post_id";
+-- args: [{[1 2 3]} {[1 2 3]}]
 
 -- DeleteOwners
 DELETE FROM "post_likes_slots" WHERE "post_id" = ANY($1);
@@ -230,7 +230,7 @@ INSERT INTO "story_claps_deltas" ("story_id", "n") VALUES ($1,$2), ($3,$4), ($5,
 -- args: [1 4 2 5 3 6]
 
 -- CrowdedOwners
-SELECT "post_id" FROM "post_likes_slots" WHERE "n" <> 0 AND "post_id" > $1 GROUP BY "post_id" HAVING COUNT(*) > 1 ORDER BY "post_id" LIMIT 500;
+WITH RECURSIVE "hc_o"(k) AS ((SELECT "post_id" FROM "post_likes_slots" WHERE "post_id" > $1 ORDER BY "post_id" LIMIT 1) UNION ALL SELECT (SELECT "hc_s"."post_id" FROM "post_likes_slots" AS "hc_s" WHERE "hc_s"."post_id" > "hc_o".k ORDER BY "hc_s"."post_id" LIMIT 1) FROM "hc_o" WHERE "hc_o".k IS NOT NULL) SELECT k FROM "hc_o" WHERE k IS NOT NULL AND (SELECT COUNT(*) FROM (SELECT 1 FROM "post_likes_slots" AS "hc_s" WHERE "hc_s"."post_id" = "hc_o".k AND "hc_s"."n" <> 0 LIMIT 2) AS hc_two) > 1 LIMIT 500;
 -- args: [9]
 
 -- Compact (1 of 1)
