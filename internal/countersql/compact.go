@@ -15,22 +15,12 @@ import "strconv"
 // slot row holding a value: the owners a compaction pass folds.
 func (d Dialect) CrowdedOwners(w Writer, t Table, after any, limit int) {
 	if d.kind == postgres {
-		// Owner to next owner by index (see pendingOwnersPostgres), each
-		// kept if it has two rows holding a value: a plan that reads what
-		// it walks whatever the statistics say. The GROUP BY over the table,
-		// planned without statistics, hashed every row after `after` for
-		// each batch.
+		// The owners of the walk (see pgOwnerWalk) that have two rows
+		// holding a value. The GROUP BY over the table, planned without
+		// statistics, hashed every row after `after` for each batch.
+		pgOwnerWalk(w, t, after)
 		const o, s = "hc_o", "hc_s"
-		q(w, "WITH RECURSIVE %(k) AS ((SELECT % FROM % WHERE ", o, t.Owner, t.Slots)
-		if after != nil {
-			q(w, "% > ", t.Owner)
-			w.Arg(after)
-		} else {
-			w.WriteString("1=1")
-		}
-		q(w, " ORDER BY % LIMIT 1) UNION ALL SELECT (SELECT %.% FROM % AS % WHERE %.% > %.k ORDER BY %.% LIMIT 1) FROM % WHERE %.k IS NOT NULL) "+
-			"SELECT k FROM % WHERE k IS NOT NULL AND (SELECT COUNT(*) FROM (SELECT 1 FROM % AS % WHERE %.% = %.k AND %.% <> 0 LIMIT 2) AS hc_two) > 1 LIMIT "+strconv.Itoa(limit),
-			t.Owner, s, t.Owner, t.Slots, s, s, t.Owner, o, s, t.Owner, o, o,
+		q(w, " SELECT k FROM % WHERE k IS NOT NULL AND (SELECT COUNT(*) FROM (SELECT 1 FROM % AS % WHERE %.% = %.k AND %.% <> 0 LIMIT 2) AS hc_two) > 1 LIMIT "+strconv.Itoa(limit),
 			o, t.Slots, s, s, t.Owner, o, s, ValueColumn)
 		return
 	}

@@ -28,16 +28,23 @@ func (d Dialect) PendingOwners(w Writer, t Table, after any, limit int) {
 	q(w, " ORDER BY % LIMIT "+strconv.Itoa(limit), t.Owner)
 }
 
-// pendingOwnersPostgres walks the slot table's (owner, slot) index from
-// owner to next owner, one LIMIT 1 lookup each, so its plan reads what it
-// returns whatever the statistics say. A DISTINCT over the table, planned
-// without statistics, hashed every row after `after` for each batch, and a
-// pass took time quadratic in the table.
-//
-//	WITH RECURSIVE o(k) AS ((SELECT owner FROM slots WHERE owner > after ORDER BY owner LIMIT 1)
-//	    UNION ALL SELECT (SELECT owner FROM slots WHERE owner > o.k ORDER BY owner LIMIT 1) FROM o WHERE o.k IS NOT NULL)
-//	SELECT k FROM o WHERE k IS NOT NULL LIMIT limit
+// pendingOwnersPostgres lists the owners of the walk (see pgOwnerWalk).
+// A DISTINCT over the table, planned without statistics, hashed every row
+// after `after` for each batch, and a pass took time quadratic in the
+// table.
 func (d Dialect) pendingOwnersPostgres(w Writer, t Table, after any, limit int) {
+	pgOwnerWalk(w, t, after)
+	q(w, " SELECT k FROM % WHERE k IS NOT NULL LIMIT "+strconv.Itoa(limit), "hc_o")
+}
+
+// pgOwnerWalk writes a recursive CTE, hc_o(k), that walks the slot table's
+// (owner, slot) index from owner to next owner after `after`, one LIMIT 1
+// lookup each (PostgreSQL): a plan that reads what it returns whatever the
+// statistics say. The walk ends in one NULL row.
+//
+//	WITH RECURSIVE hc_o(k) AS ((SELECT owner FROM slots WHERE owner > after ORDER BY owner LIMIT 1)
+//	    UNION ALL SELECT (SELECT owner FROM slots WHERE owner > hc_o.k ORDER BY owner LIMIT 1) FROM hc_o WHERE hc_o.k IS NOT NULL)
+func pgOwnerWalk(w Writer, t Table, after any) {
 	const o, s = "hc_o", "hc_s"
 	q(w, "WITH RECURSIVE %(k) AS ((SELECT % FROM % WHERE ", o, t.Owner, t.Slots)
 	if after != nil {
@@ -46,9 +53,8 @@ func (d Dialect) pendingOwnersPostgres(w Writer, t Table, after any, limit int) 
 	} else {
 		w.WriteString("1=1")
 	}
-	q(w, " ORDER BY % LIMIT 1) UNION ALL SELECT (SELECT %.% FROM % AS % WHERE %.% > %.k ORDER BY %.% LIMIT 1) FROM % WHERE %.k IS NOT NULL) "+
-		"SELECT k FROM % WHERE k IS NOT NULL LIMIT "+strconv.Itoa(limit),
-		t.Owner, s, t.Owner, t.Slots, s, s, t.Owner, o, s, t.Owner, o, o, o)
+	q(w, " ORDER BY % LIMIT 1) UNION ALL SELECT (SELECT %.% FROM % AS % WHERE %.% > %.k ORDER BY %.% LIMIT 1) FROM % WHERE %.k IS NOT NULL)",
+		t.Owner, s, t.Owner, t.Slots, s, s, t.Owner, o, s, t.Owner, o, o)
 }
 
 // Fold returns the statements that move the pending slot values of the given
