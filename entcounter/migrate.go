@@ -94,6 +94,11 @@ func WithCounters(src Source) schema.MigrateOption {
 			}
 			for i, d := range r.Defs {
 				t := d.Tables()
+				if !before[i].Tables[t.Slots] && !d.Append {
+					if err := engine.ReadySlotTable(ctx, c, dl, t); err != nil {
+						return fmt.Errorf("entcounter: %s: %w", d.Name(), err)
+					}
+				}
 				if d.Count != nil && (!before[i].Tables[t.Slots] || missing[d.Name()]) {
 					if _, err := engine.Recount(ctx, engine.TxSession{Conn: c}, dl, d.CountSpec(), d.Rollup, RollupBatchSize,
 						func(w countersql.Writer) { w.WriteString("1=1") }, func() bool { return false }); err != nil {

@@ -166,41 +166,42 @@ func MoveToSlots(ctx context.Context, src Source) (Moved, error) {
 	return total, nil
 }
 
+// Compacted is what [CompactPass] did; see its fields.
+type Compacted = engine.Compacted
+
 // CompactPass runs one compaction pass over every sum counter of the
 // client's schema. Random slots spread any parent incremented a few dozen
 // times over all of its slot rows, hot or not, and every load sums all of
-// them. For each parent with more than one slot row holding a value, a
-// batch of parents per transaction, it moves the values into one of those
-// rows and deletes the others (sets them to 0 where slots are pre-created),
-// so that a load sums one row per parent plus whatever arrived since.
-// Totals never change for a reader.
+// them. For each parent with more than one slot row holding a value, it
+// moves the values into one of those rows and deletes the others, so that
+// a load sums one row per parent plus whatever arrived since. Totals never
+// change for a reader. It returns what it did: parents gathered, rows
+// removed, counters left alone and why (pre-created slot rows, guarded
+// stock), and on PostgreSQL the slot tables' size before and after.
 //
-//	err := entcounter.CompactPass(ctx, client)
+//	done, err := entcounter.CompactPass(ctx, client)
 //
-// Like [RollupPass] it never waits on a row lock and must not run inside a
-// transaction. It reads each slot table's primary key from end to end to
-// find the parents it compacts, so run it as often as the tables' size
-// allows (every minute, every hour), not on the rollup interval.
-// PostgreSQL and SQLite only: on MySQL and MariaDB it returns an error
-// wrapping [errors.ErrUnsupported] (see gormcounter.CompactPass for why).
-func CompactPass(ctx context.Context, src Source) error {
+// On PostgreSQL it leaves a slot table no larger than it found it (see
+// gormcounter.CompactPass). Like [RollupPass] it never waits on a row lock
+// and must not run inside a transaction. It reads each slot table's
+// primary key from end to end to find the parents it compacts, so run it
+// as often as the tables' size allows (every minute, every hour), not on
+// the rollup interval. PostgreSQL and SQLite only: on MySQL and MariaDB it
+// returns an error wrapping [errors.ErrUnsupported] (see
+// gormcounter.CompactPass for why).
+func CompactPass(ctx context.Context, src Source) (Compacted, error) {
 	r := src.HotCounter()
 	dl, s, inTx, err := ownPass(r, "CompactPass")
 	if err != nil {
-		return err
+		return Compacted{}, err
 	}
+	var targets []engine.Compactable
 	for _, d := range r.Defs {
-		if d.Rollup {
-			continue
-		}
-		start := time.Now()
-		parents, err := engine.Compact(ctx, s, dl, d.Tables(), d.PrecreateOn(dl), RollupBatchSize, func() bool { return false }, inTx)
-		r.Observer().Pass(ctx, "compact", d.Table, d.Field, start, parents, err)
-		if err != nil {
-			return fmt.Errorf("entcounter: compact %s: %w", d.Name(), err)
+		if !d.Rollup {
+			targets = append(targets, engine.Compactable{Name: d.Name(), Field: d.Field, Options: d.Options(), Precreate: d.PrecreateOn(dl), Table: d.Tables()})
 		}
 	}
-	return nil
+	return engine.CompactPass(ctx, s, dl, targets, RollupBatchSize, inTx, r.Observer(), "entcounter")
 }
 
 // ownPass prepares a pass named name that runs transactions of its own

@@ -108,14 +108,19 @@ func ExampleCompactPass() {
 		gormcounter.Increment(db.Model(&post), "Likes", 1)
 	}
 
-	if err := gormcounter.CompactPass(db, &Post{}); err != nil {
+	var before, after int64
+	db.Raw("SELECT COUNT(*) FROM post_likes_slots WHERE post_id = ?", post.ID).Scan(&before)
+	compacted, err := gormcounter.CompactPass(db, &Post{})
+	if err != nil {
 		fmt.Println(err)
 	}
-	var rows int64
-	db.Raw("SELECT COUNT(*) FROM post_likes_slots WHERE post_id = ?", post.ID).Scan(&rows)
+	db.Raw("SELECT COUNT(*) FROM post_likes_slots WHERE post_id = ?", post.ID).Scan(&after)
 	db.First(&post, post.ID)
-	fmt.Println(post.Likes, "likes in", rows, "slot row")
-	// Output: 100 likes in 1 slot row
+	fmt.Println(post.Likes, "likes in", after, "slot row")
+	fmt.Println(compacted.Parents, "post gathered, every other row removed:", compacted.Removed == before-1)
+	// Output:
+	// 100 likes in 1 slot row
+	// 1 post gathered, every other row removed: true
 }
 
 func ExampleLive() {

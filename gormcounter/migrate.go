@@ -11,6 +11,7 @@ import (
 	"gorm.io/plugin/dbresolver"
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
+	"github.com/hotcounter/hotcounter/internal/engine"
 	"github.com/hotcounter/hotcounter/internal/spec"
 )
 
@@ -275,6 +276,9 @@ func (m counterMigrator) createSlotTables(models []*model) (map[*counter]bool, e
 				err = execSQL(m.db, "", func(w countersql.Writer) {
 					m.plugin.dialect.CreateSlotTable(w, c.table, ownerType)
 				}).Error
+				if err == nil {
+					err = engine.ReadySlotTable(m.db.Statement.Context, gormConn{db: m.db}, m.plugin.dialect, c.table)
+				}
 			}
 			if err != nil {
 				return nil, fmt.Errorf("gormcounter: create slot table %s for %s: %w", c.table.Slots, c.name(), err)

@@ -148,17 +148,27 @@ func (p *Plugin) foldAll(db *gorm.DB, c *counter, stop func() bool) error {
 	return nil
 }
 
+// Compacted is what [CompactPass] did; see its fields.
+type Compacted = engine.Compacted
+
 // CompactPass runs one compaction pass over every sum counter of the given
 // models. Random slots spread any parent incremented a few dozen times over
 // all of its slot rows, hot or not, and every load sums all of them. For
-// each parent with more than one slot row holding a value, a batch of
-// parents per transaction, CompactPass moves the values into one of those rows
-// and deletes the others (sets them to 0 where slots are pre-created), so
-// that a load sums one row per parent plus whatever arrived since. Totals
-// never change: a load reads the slots in one statement and sees a parent's
-// values before the move or after it.
+// each parent with more than one slot row holding a value, CompactPass
+// moves the values into one of those rows and deletes the others, so that
+// a load sums one row per parent plus whatever arrived since. Totals never
+// change: a load reads the slots in one statement and sees a parent's
+// values before the move or after it. It returns what it did: parents
+// gathered, rows removed, counters left alone and why (pre-created slot
+// rows, guarded stock), and on PostgreSQL the slot tables' size before and
+// after.
 //
-//	err := gormcounter.CompactPass(db.WithContext(ctx), &Post{})
+//	done, err := gormcounter.CompactPass(db.WithContext(ctx), &Post{})
+//
+// On PostgreSQL it leaves a slot table no larger than it found it: it cuts
+// each batch of parents across several transactions, so that the rows the
+// first ones remove make room on their pages for the rows the next ones
+// rewrite (see docs/rollup-and-compaction.md).
 //
 // Like [RollupPass] it never waits on a row lock (on PostgreSQL a row that
 // another transaction holds stays apart until the next pass), retries
@@ -174,28 +184,19 @@ func (p *Plugin) foldAll(db *gorm.DB, c *counter, stop func() bool) error {
 // reads it again sees its own slot row as it is now and the others as of
 // its snapshot, so values a pass moved in between would count twice or not
 // at all.
-func CompactPass(db *gorm.DB, models ...any) error {
+func CompactPass(db *gorm.DB, models ...any) (Compacted, error) {
 	p, counters, err := passCounters(db, models, "CompactPass", "sum counter (tag one `gorm:\"counter\"`)",
 		func(c *counter) bool { return c.opts.Mode == spec.Sum })
 	if err != nil {
-		return err
+		return Compacted{}, err
 	}
 	s, inTx := ownTx(db, p.dialect)
-	for _, c := range counters {
-		start := time.Now()
-		parents, err := engine.Compact(db.Statement.Context, s, p.dialect, c.table, c.precreate, p.cfg.RollupBatchSize, func() bool { return false }, inTx)
-		p.obs.Pass(db.Statement.Context, "compact", c.table.Parent, c.field.DBName, start, parents, err)
-		if err != nil {
-			return fmt.Errorf("gormcounter: compact %s: %w", c.name(), err)
-		}
+	targets := make([]engine.Compactable, len(counters))
+	for i, c := range counters {
+		targets[i] = engine.Compactable{Name: c.name(), Field: c.field.DBName, Options: c.opts, Precreate: c.precreate, Table: c.table}
 	}
-	return nil
+	return engine.CompactPass(db.Statement.Context, s, p.dialect, targets, p.cfg.RollupBatchSize, inTx, p.obs, "gormcounter")
 }
-
-// Compact is the old name of [CompactPass].
-//
-// Deprecated: use CompactPass, the name entcounter uses too.
-func Compact(db *gorm.DB, models ...any) error { return CompactPass(db, models...) }
 
 // ownTx returns db as an engine session, and a function that runs its
 // argument in a transaction of its own on db (engine.PassTransaction): how

@@ -88,7 +88,7 @@ func BenchmarkAutoSlots(b *testing.B) {
 		b.StopTimer()
 		b.ReportMetric(rows(), "rows-hot")
 		time.Sleep(time.Second)
-		if err := gormcounter.CompactPass(db, &AutoPost{}); err != nil {
+		if err := errOf(gormcounter.CompactPass(db, &AutoPost{})); err != nil {
 			b.Fatal(err)
 		}
 		for range 20 {

@@ -349,7 +349,7 @@ func BenchmarkLoad(b *testing.B) {
 	})
 	// A Compact pass gathers each hot post's slots into one row. VACUUM then
 	// does at once what autovacuum does soon after: clear the rows it deleted.
-	if err := gormcounter.CompactPass(db, &Post{}); err != nil {
+	if err := errOf(gormcounter.CompactPass(db, &Post{})); err != nil {
 		b.Fatal(err)
 	}
 	db.Exec("VACUUM ANALYZE")

@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -23,6 +24,31 @@ func slotsOf(t testing.TB, db *gorm.DB, table, owner string, id uint) (rows, val
 	return rows, valued
 }
 
+// compactUntilDone runs compaction passes until one is not postponed (a
+// transaction of another test open meanwhile postpones a pass, as it
+// would in production: see engine.ReuseWait), for at most a minute, and
+// returns what they did together. A pass that says it grew the slot
+// tables it compacted fails t.
+func compactUntilDone(t testing.TB, pass func() (gormcounter.Compacted, error)) gormcounter.Compacted {
+	t.Helper()
+	var all gormcounter.Compacted
+	for deadline := time.Now().Add(time.Minute); ; {
+		done, err := pass()
+		must(t, err)
+		if done.BytesAfter > done.BytesBefore {
+			t.Errorf("a compaction pass grew the slot tables it compacted from %d to %d bytes", done.BytesBefore, done.BytesAfter)
+		}
+		all.Parents, all.Removed, all.Left, all.Postponed = all.Parents+done.Parents, all.Removed+done.Removed, done.Left, done.Postponed
+		if done.Postponed == "" {
+			return all
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("every compaction pass for a minute was postponed; the last: %s", done.Postponed)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // eachCompactDB runs fn as a subtest on the databases Compact supports.
 func eachCompactDB(t *testing.T, fn func(t *testing.T, e *env)) {
 	t.Helper()
@@ -37,10 +63,10 @@ func TestCompactRefusesMySQL(t *testing.T) {
 	db := e.db
 	post := newPost(t, db, "mysql")
 	likes := spread(t, db, &Post{ID: post.ID}, "Likes", "post_likes_slots", "post_id", post.ID, 3)
-	if err := gormcounter.CompactPass(db, &Post{}); !errors.Is(err, errors.ErrUnsupported) {
+	if err := errOf(gormcounter.CompactPass(db, &Post{})); !errors.Is(err, errors.ErrUnsupported) {
 		t.Fatalf("Compact on MariaDB = %v, want errors.ErrUnsupported", err)
 	}
-	if err := entcounter.CompactPass(context.Background(), e.client); !errors.Is(err, errors.ErrUnsupported) {
+	if err := errOf(entcounter.CompactPass(context.Background(), e.client)); !errors.Is(err, errors.ErrUnsupported) {
 		t.Fatalf("CompactPass on MariaDB = %v, want errors.ErrUnsupported", err)
 	}
 	if _, valued := slotsOf(t, db, "post_likes_slots", "post_id", post.ID); valued < 3 || exact(t, db, post.ID).Likes != likes {
@@ -73,26 +99,41 @@ func spread(t testing.TB, db *gorm.DB, model any, field, table, owner string, id
 	}
 }
 
-// TestCompactSumCounters: a pass leaves one slot row holding a value
-// per parent (deleting the others, or emptying them where slots are
-// pre-created) and every total as it was.
+// TestCompactSumCounters: a pass leaves one slot row per parent (deleting
+// the others) and every total as it was, says how many parents it gathered
+// and how many rows it removed, and leaves alone, naming them, the
+// counters whose rows it would not remove (pre-created slot rows) or must
+// not gather (guarded stock).
 func TestCompactSumCounters(t *testing.T) {
 	parallel(t)
 	eachCompactDB(t, func(t *testing.T, e *env) {
 		db := e.db
-		must(t, db.AutoMigrate(&Post{}, &Clip{}))
+		must(t, db.AutoMigrate(&Post{}, &Clip{}, &Product{}))
 		spreadOut, single, zero := newPost(t, db, "spread"), newPost(t, db, "single"), newPost(t, db, "zero")
 		likes := spread(t, db, &Post{ID: spreadOut.ID}, "Likes", "post_likes_slots", "post_id", spreadOut.ID, 5)
+		spreadRows, _ := slotsOf(t, db, "post_likes_slots", "post_id", spreadOut.ID)
 		must(t, gormcounter.Increment(db.Model(&Post{ID: single.ID}), "Likes", 7).Error)
 		// Two rows that cancel out: the total is 0 but two rows hold values.
 		must(t, db.Exec("DELETE FROM post_likes_slots WHERE post_id = ?", zero.ID).Error)
 		must(t, db.Exec("INSERT INTO post_likes_slots (post_id, slot, n) VALUES (?, 3, 5), (?, 9, -5)", zero.ID, zero.ID).Error)
-		clip := Clip{} // Plays pre-creates its 4 slot rows: compaction empties the others
-
+		clip := Clip{} // Plays pre-creates its 4 slot rows: they stay
 		must(t, db.Create(&clip).Error)
 		plays := spread(t, db, &Clip{ID: clip.ID}, "Plays", "clip_plays_slots", "clip_id", clip.ID, 3)
+		stocked := newProduct(t, db, 0) // guarded: its stock stays spread
+		must(t, db.Exec("INSERT INTO product_stock_slots (product_id, slot, n) VALUES (?, 0, 10), (?, 5, 20), (?, 9, 30)", stocked.ID, stocked.ID, stocked.ID).Error)
+		const stock, stockRowsBefore = 60, 3
 
-		must(t, gormcounter.CompactPass(db, &Post{}, &Clip{}))
+		done, err := gormcounter.CompactPass(db, &Post{}, &Clip{}, &Product{})
+		must(t, err)
+		if want := spreadRows - 1 + 1; done.Parents != 2 || done.Removed != want {
+			t.Errorf("the pass says it gathered %d parents and removed %d rows, want 2 and %d", done.Parents, done.Removed, want)
+		}
+		left := strings.Join(done.Left, "\n")
+		for _, name := range []string{"Clip.Plays: pre-created slot rows", "Clip.Shares: pre-created slot rows", "Product.Stock: guarded"} {
+			if !strings.Contains(left, name) {
+				t.Errorf("the pass's counters left alone:\n%s\nwant %q among them", left, name)
+			}
+		}
 
 		for _, c := range []struct {
 			id   uint
@@ -113,16 +154,23 @@ func TestCompactSumCounters(t *testing.T) {
 		}
 		var got Clip
 		must(t, db.First(&got, clip.ID).Error)
-		if rows, valued := slotsOf(t, db, "clip_plays_slots", "clip_id", clip.ID); got.Plays != plays || rows != 4 || valued != 1 {
-			t.Errorf("clip: plays %d in %d slot rows (%d holding a value), want %d in 4 (1)", got.Plays, rows, valued, plays)
+		if rows, valued := slotsOf(t, db, "clip_plays_slots", "clip_id", clip.ID); got.Plays != plays || rows != 4 || valued < 3 {
+			t.Errorf("clip: plays %d in %d slot rows (%d holding a value), want %d in 4 (3 or more), as they were", got.Plays, rows, valued, plays)
+		}
+		var product Product
+		must(t, db.First(&product, stocked.ID).Error)
+		if _, valued := slotsOf(t, db, "product_stock_slots", "product_id", stocked.ID); product.Stock != stock || valued != stockRowsBefore {
+			t.Errorf("product: stock %d in %d valued slot rows, want %d in %d, as they were", product.Stock, valued, stock, stockRowsBefore)
 		}
 
 		// A second pass finds nothing to do and changes nothing.
-		must(t, gormcounter.CompactPass(db, &Post{}, &Clip{}))
+		done, err = gormcounter.CompactPass(db, &Post{}, &Clip{})
+		must(t, err)
 		var p Post
 		must(t, db.First(&p, spreadOut.ID).Error)
-		if _, valued := slotsOf(t, db, "post_likes_slots", "post_id", spreadOut.ID); p.Likes != likes || valued != 1 {
-			t.Errorf("after a second pass: likes %d in %d valued rows, want %d in 1", p.Likes, valued, likes)
+		if _, valued := slotsOf(t, db, "post_likes_slots", "post_id", spreadOut.ID); p.Likes != likes || valued != 1 || done.Parents != 0 || done.Removed != 0 {
+			t.Errorf("after a second pass: likes %d in %d valued rows, %d parents gathered and %d rows removed; want %d in 1, nothing done",
+				p.Likes, valued, done.Parents, done.Removed, likes)
 		}
 	})
 }
@@ -142,7 +190,7 @@ func TestCompactSkipsHeldSlotRows(t *testing.T) {
 			must(t, gormcounter.Increment(holder.Model(&Post{ID: post.ID}), "Likes", 1).Error)
 
 			done := make(chan error, 1)
-			go func() { done <- gormcounter.CompactPass(db, &Post{}) }()
+			go func() { done <- errOf(gormcounter.CompactPass(db, &Post{})) }()
 			select {
 			case err := <-done:
 				must(t, err)
@@ -157,7 +205,7 @@ func TestCompactSkipsHeldSlotRows(t *testing.T) {
 			if _, valued := slotsOf(t, db, "post_likes_slots", "post_id", post.ID); valued != 2 {
 				t.Fatalf("%d slot rows hold a value after the holder committed, want 2", valued)
 			}
-			must(t, gormcounter.CompactPass(db, &Post{}))
+			must(t, errOf(gormcounter.CompactPass(db, &Post{})))
 			if _, valued := slotsOf(t, db, "post_likes_slots", "post_id", post.ID); valued != 1 {
 				t.Fatalf("%d slot rows hold a value after the next pass, want 1", valued)
 			}
@@ -184,7 +232,7 @@ func TestCompactionUnderConcurrentIncrementsIsExact(t *testing.T) {
 		passes := 0
 		go func() {
 			for ctx.Err() == nil {
-				if err := gormcounter.CompactPass(db, &Post{}); err != nil {
+				if err := errOf(gormcounter.CompactPass(db, &Post{})); err != nil {
 					loopDone <- err
 					return
 				}
@@ -227,7 +275,7 @@ func TestCompactionUnderConcurrentIncrementsIsExact(t *testing.T) {
 			t.Fatalf("total %d after %d acknowledged increments", total, done)
 		}
 		// With the writers gone, a pass gathers every post into one row.
-		must(t, gormcounter.CompactPass(db, &Post{}))
+		must(t, errOf(gormcounter.CompactPass(db, &Post{})))
 		for _, p := range posts {
 			if _, valued := slotsOf(t, db, "post_likes_slots", "post_id", p.ID); valued != 1 {
 				t.Fatalf("post %d: %d valued slot rows after the final pass, want 1", p.ID, valued)
@@ -252,13 +300,13 @@ func TestCompactNeedsSumCounters(t *testing.T) {
 	parallel(t)
 	e := open(t, lite)
 	must(t, e.db.AutoMigrate(&Board{}, &Post{}))
-	if err := gormcounter.CompactPass(e.db, &Board{}); err == nil || !strings.Contains(err.Error(), "Board has no sum counter") {
+	if err := errOf(gormcounter.CompactPass(e.db, &Board{})); err == nil || !strings.Contains(err.Error(), "Board has no sum counter") {
 		t.Fatalf("Compact(&Board{}) = %v, want an error naming Board", err)
 	}
-	if err := gormcounter.CompactPass(e.db); err == nil {
+	if err := errOf(gormcounter.CompactPass(e.db)); err == nil {
 		t.Fatal("Compact of no model succeeded")
 	}
-	if err := gormcounter.CompactPass(e.db, &Post{}); err != nil {
+	if err := errOf(gormcounter.CompactPass(e.db, &Post{})); err != nil {
 		t.Fatalf("Compact(&Post{}) = %v", err)
 	}
 	if err := gormcounter.RollupPass(e.db, &Author{}); err == nil || !strings.Contains(err.Error(), "Author has no rollup counter") {
@@ -282,7 +330,7 @@ func TestPassesRefuseTransactions(t *testing.T) {
 	for name, err := range map[string]error{
 		"RollupPass":  gormcounter.RollupPass(tx, &Post{}),
 		"RollupLoop":  gormcounter.RollupLoop(cancelled, tx, time.Second, &Post{}),
-		"CompactPass": gormcounter.CompactPass(tx, &Post{}),
+		"CompactPass": errOf(gormcounter.CompactPass(tx, &Post{})),
 		"MoveToSlots": func() error { _, err := gormcounter.MoveToSlots(tx, &Post{}); return err }(),
 	} {
 		if err == nil || !strings.Contains(err.Error(), "must not run inside a transaction") {
@@ -293,4 +341,111 @@ func TestPassesRefuseTransactions(t *testing.T) {
 	if v := rawInt(t, e.db, "SELECT views FROM posts WHERE id = ?", post.ID); v != 0 {
 		t.Fatalf("posts.views = %d after the refused passes, want 0 (nothing folded)", v)
 	}
+}
+
+// TestCompactionLeavesTheSlotTableNoLarger: on PostgreSQL, a compaction
+// pass over a slot table as a bulk load leaves it (every page full, each
+// parent's rows side by side) gathers every parent, says so, and leaves the
+// table and its indexes no larger than it found them: the rows the pass
+// removes make room for the rows it rewrites. GORM's table, and ent's (a
+// surrogate key and a second index).
+func TestCompactionLeavesTheSlotTableNoLarger(t *testing.T) {
+	parallel(t)
+	const posts = 20000
+	compactPostgres(t, func(t *testing.T, db *gorm.DB, compact func() (gormcounter.Compacted, error)) {
+		seedBulkLikes(t, db, posts)
+		before := slotTableSize(t, db)
+		done := compactUntilDone(t, compact)
+		after := slotTableSize(t, db)
+		if done.Parents != posts || done.Removed != 2*posts {
+			t.Errorf("the pass gathered %d parents and removed %d rows, want %d and %d", done.Parents, done.Removed, posts, 2*posts)
+		}
+		if after > before {
+			t.Errorf("post_likes_slots and its indexes grew from %d to %d bytes", before, after)
+		}
+		if rows, sum := rawInt(t, db, "SELECT COUNT(*) FROM post_likes_slots"), rawInt(t, db, "SELECT SUM(n) FROM post_likes_slots"); rows != posts || sum != 3*posts {
+			t.Errorf("%d slot rows holding %d after the pass, want %d holding %d", rows, sum, posts, 3*posts)
+		}
+	})
+}
+
+// TestCompactionPostponesWhileATransactionKeepsTheRoomItMade: on
+// PostgreSQL, while another session's transaction that began before the
+// pass stays open, the rows the pass's first transaction removed cannot be
+// reused, and gathering more would write every new row version elsewhere.
+// So the pass stops after a second's wait instead of growing the table,
+// and says which counter and which session; totals stay exact; once that
+// transaction has ended, the next pass gathers the rest. GORM and ent.
+func TestCompactionPostponesWhileATransactionKeepsTheRoomItMade(t *testing.T) {
+	parallel(t)
+	const posts = 2000 // four batches of 500: the pass's four transactions share the pages
+	compactPostgres(t, func(t *testing.T, db *gorm.DB, compact func() (gormcounter.Compacted, error)) {
+		seedBulkLikes(t, db, posts)
+		holder := db.Begin(&sql.TxOptions{Isolation: sql.LevelRepeatableRead})
+		defer holder.Rollback()
+		must(t, holder.Exec("SELECT COUNT(*) FROM post_likes_slots").Error) // its snapshot, from before the pass
+		before := slotTableSize(t, db)
+
+		done, err := compact()
+		must(t, err)
+		if !strings.Contains(done.Postponed, "Post.") || !strings.Contains(done.Postponed, "session ") {
+			t.Errorf("the pass under an older open transaction says Postponed = %q, want the counter and the session named", done.Postponed)
+		}
+		if done.Parents != posts/4 {
+			t.Errorf("the postponed pass gathered %d parents, want %d (its first transaction's)", done.Parents, posts/4)
+		}
+		if after := slotTableSize(t, db); after > before {
+			t.Errorf("post_likes_slots and its indexes grew from %d to %d bytes under the postponed pass", before, after)
+		}
+		if sum := rawInt(t, db, "SELECT SUM(n) FROM post_likes_slots"); sum != 3*posts {
+			t.Errorf("the slot rows hold %d after the postponed pass, want %d", sum, 3*posts)
+		}
+
+		must(t, holder.Rollback().Error)
+		rest := compactUntilDone(t, compact)
+		if rows, sum := rawInt(t, db, "SELECT COUNT(*) FROM post_likes_slots"), rawInt(t, db, "SELECT SUM(n) FROM post_likes_slots"); done.Parents+rest.Parents != posts || rows != posts || sum != 3*posts {
+			t.Errorf("after the next pass: %d parents gathered in all, %d slot rows holding %d; want %d, %d holding %d",
+				done.Parents+rest.Parents, rows, sum, posts, posts, 3*posts)
+		}
+	})
+}
+
+// compactPostgres runs check on PostgreSQL for GORM and for ent (its
+// schema migrated with WithCounters, as docs/ent.md says), with the pass of
+// each, on databases of their own.
+func compactPostgres(t *testing.T, check func(t *testing.T, db *gorm.DB, compact func() (gormcounter.Compacted, error))) {
+	t.Run("gorm", func(t *testing.T) {
+		parallel(t)
+		db := open(t, pg).db
+		must(t, db.AutoMigrate(&Author{}, &Post{}))
+		check(t, db, func() (gormcounter.Compacted, error) { return gormcounter.CompactPass(db, &Post{}) })
+	})
+	t.Run("ent", func(t *testing.T) {
+		parallel(t)
+		e := openEnt(t, pg, false)
+		must(t, entMigrate(context.Background(), e.client, entcounter.WithCounters(e.client)))
+		check(t, e.db, func() (gormcounter.Compacted, error) { return entcounter.CompactPass(context.Background(), e.client) })
+	})
+}
+
+// seedBulkLikes adds posts posts with three likes each, in slot rows 0 to
+// 2 written side by side as a bulk load writes them (every page full),
+// then VACUUM ANALYZEs the slot table.
+func seedBulkLikes(t *testing.T, db *gorm.DB, posts int) {
+	t.Helper()
+	for _, q := range []string{
+		fmt.Sprintf("INSERT INTO posts (title) SELECT 'p' FROM generate_series(1, %d)", posts),
+		"INSERT INTO post_likes_slots (post_id, slot, n) SELECT id, g, 1 FROM posts CROSS JOIN generate_series(0, 2) g ORDER BY id, g",
+		"VACUUM ANALYZE post_likes_slots",
+	} {
+		must(t, db.Exec(q).Error)
+	}
+}
+
+// slotTableSize returns the bytes of post_likes_slots's data file and its
+// indexes'.
+func slotTableSize(t *testing.T, db *gorm.DB) int64 {
+	t.Helper()
+	return rawInt(t, db, "SELECT pg_relation_size('post_likes_slots') + "+
+		"(SELECT SUM(pg_relation_size(indexrelid)) FROM pg_index WHERE indrelid = 'post_likes_slots'::regclass)")
 }

@@ -83,7 +83,7 @@ func TestCountersUnderSerializableStayExact(t *testing.T) {
 				if err := gormcounter.RollupPass(db, &Post{}, &Category{}); err != nil {
 					return err
 				}
-				return gormcounter.CompactPass(db, &Post{})
+				return errOf(gormcounter.CompactPass(db, &Post{}))
 			},
 			totals: func() (likes, views, count, children, stock int64) {
 				var p Post
@@ -125,7 +125,7 @@ func TestCountersUnderSerializableStayExact(t *testing.T) {
 				if err := entcounter.RollupPass(ctx, c); err != nil {
 					return err
 				}
-				return entcounter.CompactPass(ctx, c)
+				return errOf(entcounter.CompactPass(ctx, c))
 			},
 			totals: func() (likes, views, count, children, stock int64) {
 				p := c.Post.GetX(ctx, post.ID)

@@ -122,7 +122,7 @@ func run(ctx context.Context, dsn string, writers, each int) error {
 		return err
 	}
 	fmt.Printf("after entcounter.RollupPass:     likes=%d          views=%d (cached column, now folded)\n", loaded.Likes, loaded.Views)
-	switch err := entcounter.CompactPass(ctx, client); {
+	switch done, err := entcounter.CompactPass(ctx, client); {
 	case errors.Is(err, errors.ErrUnsupported):
 		// MySQL/MariaDB: refused, and nothing changed. Their sum slots are
 		// pre-created, and a load adds up only the rows holding a value.
@@ -134,7 +134,7 @@ func run(ctx context.Context, dsn string, writers, each int) error {
 		if err != nil {
 			return err
 		}
-		fmt.Printf("after entcounter.CompactPass:    %d likes slot row holds them all\n\n", n)
+		fmt.Printf("after entcounter.CompactPass:    %d likes slot row holds them all (%d rows removed)\n\n", n, done.Removed)
 	}
 
 	// SetLikes sets the total exactly.

@@ -157,7 +157,7 @@ func run(dsn string, writers, each int) error {
 		return err
 	}
 	fmt.Printf("after gormcounter.RollupPass:   likes=%d          views=%d (cached column, now folded)\n", loaded.Likes, loaded.Views)
-	switch err := gormcounter.CompactPass(db, &Post{}); {
+	switch done, err := gormcounter.CompactPass(db, &Post{}); {
 	case errors.Is(err, errors.ErrUnsupported):
 		// MySQL/MariaDB: refused, and nothing changed. Their sum slots are
 		// pre-created, and a load adds up only the rows holding a value.
@@ -168,7 +168,7 @@ func run(dsn string, writers, each int) error {
 		if slotRows, slotSum, err = likeSlots(); err != nil {
 			return err
 		}
-		fmt.Printf("after gormcounter.CompactPass:  %d likes slot row holds them all (%d)\n\n", slotRows, slotSum)
+		fmt.Printf("after gormcounter.CompactPass:  %d likes slot row holds them all (%d; %d rows removed)\n\n", slotRows, slotSum, done.Removed)
 	}
 
 	// Save never overwrites a counter (it would erase concurrent

@@ -32,45 +32,76 @@ func (d Dialect) CrowdedOwners(w Writer, t Table, after any, limit int) {
 	q(w, " GROUP BY % HAVING COUNT(*) > 1 ORDER BY % LIMIT "+strconv.Itoa(limit), t.Owner, t.Owner)
 }
 
-// Compact returns the statements that move the slot values of each of the
-// given owners into one of its slot rows, deleting the other rows (or
-// setting them to 0 when keep is set: pre-created slots stay). The caller
-// runs them in order inside one transaction it owns. PostgreSQL and SQLite
-// only (see engine.Compact).
+// A Compaction is how a dialect gathers the slot values of a batch of
+// owners into one row each: either Query, one statement whose one row is
+// (parents gathered, slot rows removed, the transaction's id for
+// [Dialect.OldestHolder]), or Gather and Remove, two statements run in
+// that order whose row counts are the first two figures. Settings, when
+// set, is sent first in the transaction.
+type Compaction struct {
+	Settings       func(Writer)
+	Query          func(Writer)
+	Gather, Remove func(Writer)
+}
+
+// CompactSplit is how many transactions of a compaction pass share a
+// stretch of owners: a pass lists CompactSplit batches of owners at a
+// time and gives owners i, i+k, i+2k... to transaction i. On PostgreSQL 8.
+// Moving a parent's values into one row writes a new version of that row,
+// and on a full heap page the new version goes to another page and adds an
+// entry to every index (no HOT update): that grew a freshly loaded table
+// by half. Owners that sit together on a page (rows written together, as
+// bulk loads write them) are cut across transactions, so that each moves
+// few values per page, and the rows the earlier ones removed, once
+// committed and older than every open transaction, are room on the page
+// for the new versions of the later ones. Elsewhere 1.
+func (d Dialect) CompactSplit() int {
+	if d.kind == postgres {
+		return 8
+	}
+	return 1
+}
+
+// Compact returns how to move the slot values of each of the given owners
+// into one of its slot rows, deleting the other rows. The caller runs it
+// inside one transaction it owns. PostgreSQL and SQLite only (see
+// engine.Compact).
 //
 // PostgreSQL does it in one statement that locks the slot rows holding a
 // value with SKIP LOCKED, in key order, and moves what it locked into the
 // lowest of them: it never waits, so it can neither stall increments nor
-// deadlock; rows it skips stay as they are until the next pass. SQLite has
-// one writer at a time: the first statement takes the write lock, so
-// nothing changes between the two. It moves the values into each owner's
-// lowest slot row.
-func (d Dialect) Compact(t Table, owners []any, keep bool) []func(Writer) {
+// deadlock; rows it skips stay as they are until the next pass. Its
+// transaction commits without waiting for the disk
+// (synchronous_commit = off): a compaction lost in a crash loses no count,
+// it only leaves the rows as they were, and a later commit that builds on
+// it flushes it too. SQLite has one writer at a time: the first statement
+// takes the write lock, so nothing changes between the two. It moves the
+// values into each owner's lowest slot row.
+func (d Dialect) Compact(t Table, owners []any) Compaction {
 	if d.kind == postgres {
-		return []func(Writer){func(w Writer) { d.compactPostgres(w, t, owners, keep) }}
+		return Compaction{
+			Settings: func(w Writer) { w.WriteString("SELECT set_config('synchronous_commit', 'off', true)") },
+			Query:    func(w Writer) { d.compactPostgres(w, t, owners) },
+		}
 	}
 	// UPDATE slots SET n = (SELECT SUM(s.n) FROM slots s WHERE s.owner = slots.owner)
 	//   WHERE owner IN (...) AND slot = (SELECT MIN(s.slot) FROM slots s WHERE s.owner = slots.owner)
-	// then DELETE (or zero) the rows above that lowest slot, which the first
+	// then DELETE the rows above that lowest slot, which the first
 	// statement leaves where it was.
 	const s = "hc_s"
 	lowest := func(w Writer) {
 		q(w, "(SELECT MIN(%.%) FROM % AS % WHERE %.% = %.%)", s, SlotColumn, t.Slots, s, s, t.Owner, t.Slots, t.Owner)
 	}
-	return []func(Writer){
-		func(w Writer) {
+	return Compaction{
+		Gather: func(w Writer) {
 			q(w, "UPDATE % SET % = (SELECT SUM(%.%) FROM % AS % WHERE %.% = %.%) WHERE %",
 				t.Slots, ValueColumn, s, ValueColumn, t.Slots, s, s, t.Owner, t.Slots, t.Owner, t.Owner)
 			d.keyIn(w, owners)
 			q(w, " AND % = ", SlotColumn)
 			lowest(w)
 		},
-		func(w Writer) {
-			if keep {
-				q(w, "UPDATE % SET % = 0 WHERE % <> 0 AND %", t.Slots, ValueColumn, ValueColumn, t.Owner)
-			} else {
-				q(w, "DELETE FROM % WHERE %", t.Slots, t.Owner)
-			}
+		Remove: func(w Writer) {
+			q(w, "DELETE FROM % WHERE %", t.Slots, t.Owner)
 			d.keyIn(w, owners)
 			q(w, " AND % > ", SlotColumn)
 			lowest(w)
@@ -78,8 +109,8 @@ func (d Dialect) Compact(t Table, owners []any, keep bool) []func(Writer) {
 	}
 }
 
-func (d Dialect) compactPostgres(w Writer, t Table, owners []any, keep bool) {
-	const locked, kept, gone = "hc_locked", "hc_kept", "hc_gone"
+func (d Dialect) compactPostgres(w Writer, t Table, owners []any) {
+	const locked, kept, gone, set = "hc_locked", "hc_kept", "hc_gone", "hc_set"
 	// WITH locked AS (SELECT owner, slot, n FROM slots WHERE owner IN (...) AND n <> 0 ORDER BY owner, slot FOR UPDATE SKIP LOCKED),
 	q(w, "WITH % AS (SELECT %, %, % FROM % WHERE %", locked, t.Owner, SlotColumn, ValueColumn, t.Slots, t.Owner)
 	d.keyIn(w, owners)
@@ -88,17 +119,43 @@ func (d Dialect) compactPostgres(w Writer, t Table, owners []any, keep bool) {
 		"% AS (SELECT %, MIN(%) AS %, SUM(%) AS % FROM % GROUP BY % HAVING COUNT(*) > 1), ",
 		ValueColumn, t.Owner, SlotColumn,
 		kept, t.Owner, SlotColumn, SlotColumn, ValueColumn, ValueColumn, locked, t.Owner)
-	// gone AS (DELETE FROM slots USING locked, kept  -- or UPDATE slots SET n = 0 FROM locked, kept
-	//   WHERE slots.owner = locked.owner AND slots.slot = locked.slot AND kept.owner = locked.owner AND locked.slot <> kept.slot)
-	if keep {
-		q(w, "% AS (UPDATE % SET % = 0 FROM %, % WHERE ", gone, t.Slots, ValueColumn, locked, kept)
-	} else {
-		q(w, "% AS (DELETE FROM % USING %, % WHERE ", gone, t.Slots, locked, kept)
-	}
-	q(w, "%.% = %.% AND %.% = %.% AND %.% = %.% AND %.% <> %.%) ",
+	// gone AS (DELETE FROM slots USING locked, kept
+	//   WHERE slots.owner = locked.owner AND slots.slot = locked.slot AND kept.owner = locked.owner AND locked.slot <> kept.slot RETURNING 1),
+	q(w, "% AS (DELETE FROM % USING %, % WHERE ", gone, t.Slots, locked, kept)
+	q(w, "%.% = %.% AND %.% = %.% AND %.% = %.% AND %.% <> %.% RETURNING 1), ",
 		t.Slots, t.Owner, locked, t.Owner, t.Slots, SlotColumn, locked, SlotColumn,
 		kept, t.Owner, locked, t.Owner, locked, SlotColumn, kept, SlotColumn)
-	// UPDATE slots SET n = kept.n FROM kept WHERE slots.owner = kept.owner AND slots.slot = kept.slot
-	q(w, "UPDATE % SET % = %.% FROM % WHERE %.% = %.% AND %.% = %.%",
-		t.Slots, ValueColumn, kept, ValueColumn, kept, t.Slots, t.Owner, kept, t.Owner, t.Slots, SlotColumn, kept, SlotColumn)
+	// set AS (UPDATE slots SET n = kept.n FROM kept WHERE slots.owner = kept.owner AND slots.slot = kept.slot RETURNING 1)
+	q(w, "% AS (UPDATE % SET % = %.% FROM % WHERE %.% = %.% AND %.% = %.% RETURNING 1) ",
+		set, t.Slots, ValueColumn, kept, ValueColumn, kept, t.Slots, t.Owner, kept, t.Owner, t.Slots, SlotColumn, kept, SlotColumn)
+	// SELECT (SELECT COUNT(*) FROM set), (SELECT COUNT(*) FROM gone), pg_current_xact_id()::xid::text
+	q(w, "SELECT (SELECT COUNT(*) FROM %), (SELECT COUNT(*) FROM %), pg_current_xact_id()::xid::text", set, gone)
+}
+
+// OldestHolder writes a query for the session that keeps the rows a
+// committed transaction removed from being reused (PostgreSQL): the
+// oldest other session of the database, or a replication sender, whose
+// snapshot or own transaction is older than that transaction (its id as a
+// Compaction's Query returned it), as the server reckons the horizon of
+// what it may prune. Its one row, if any, is the session's pid and for how
+// many seconds its transaction has been open; none means the space is free
+// to reuse. Vacuum's workers hold nothing back and are left out.
+func (d Dialect) OldestHolder(w Writer, xid any) {
+	w.WriteString("SELECT pid, COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - xact_start), 0)::float8 FROM pg_stat_activity " +
+		"WHERE (datname = current_database() OR datname IS NULL) AND pid <> pg_backend_pid() AND backend_type <> 'autovacuum worker' " +
+		"AND GREATEST(age(backend_xmin), age(backend_xid)) >= age(")
+	w.Arg(xid)
+	w.WriteString("::xid) ORDER BY GREATEST(age(backend_xmin), age(backend_xid)) DESC LIMIT 1")
+}
+
+// HasTableSize reports whether the database tells a table's size on disk
+// ([Dialect.TableSize]): PostgreSQL.
+func (d Dialect) HasTableSize() bool { return d.kind == postgres }
+
+// TableSize writes a query for the bytes table and its indexes take on
+// disk, their data files (the main forks) alone (PostgreSQL).
+func (d Dialect) TableSize(w Writer, table string) {
+	w.WriteString("SELECT pg_relation_size(hc_t.oid) + COALESCE((SELECT SUM(pg_relation_size(i.indexrelid)) FROM pg_index AS i WHERE i.indrelid = hc_t.oid), 0) FROM (SELECT ")
+	w.Arg(table)
+	w.WriteString("::regclass::oid AS oid) AS hc_t")
 }

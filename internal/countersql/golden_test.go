@@ -150,8 +150,20 @@ func statements(d Dialect) []struct {
 		one("AppendRows", func(w Writer) { d.AppendRows(w, claps, keys, []int64{4, 5, 6}) }),
 		one("CrowdedOwners", func(w Writer) { d.CrowdedOwners(w, posts, int64(9), 500) }),
 	)
-	out = append(out, many("Compact", d.Compact(posts, keys, false))...)
-	out = append(out, many("Compact, keeping pre-created rows", d.Compact(posts, keys, true))...)
+	compaction := d.Compact(posts, keys)
+	if d.HasTableSize() {
+		out = append(out, one("TableSize", func(w Writer) { d.TableSize(w, posts.Slots) }),
+			one("OldestHolder", func(w Writer) { d.OldestHolder(w, "1234") }))
+	}
+	for _, c := range []struct {
+		name  string
+		build func(Writer)
+	}{{"SlotStorage", d.SlotStorage(posts)}, {"Compact: settings", compaction.Settings}, {"Compact", compaction.Query},
+		{"Compact: gather", compaction.Gather}, {"Compact: remove", compaction.Remove}} {
+		if c.build != nil {
+			out = append(out, one(c.name, c.build))
+		}
+	}
 	out = append(out, many("InstallCountTriggers", d.InstallCountTriggers(count))...)
 	out = append(out, many("InstallCountTriggers, slot table with a surrogate key", d.InstallCountTriggers(entCount))...)
 	out = append(out, many("DropCountTriggers", d.DropCountTriggers(count))...)

@@ -55,3 +55,22 @@ func (d Dialect) PrecreateSlots(w Writer, t Table, slots int, cond func(Writer))
 	cond(w)
 	q(w, " ORDER BY %.%, %.% ON CONFLICT DO NOTHING", t.Parent, t.ParentKey, s, i)
 }
+
+// SlotFillFactor is the fillfactor of a slot table on PostgreSQL: every
+// page keeps a tenth free. Increments and compaction rewrite slot rows in
+// place; a row's new version fits on its own page only if the page has
+// room (a HOT update, which adds no index entry), and a table loaded in
+// bulk has none. Without the room, compacting such a table grew its heap
+// and its indexes; with it, and compaction's transactions cut per page
+// (see Dialect.CompactSplit), neither grows.
+const SlotFillFactor = 90
+
+// SlotStorage returns the statement that sets the storage of t's slot
+// table once it is created (PostgreSQL's fillfactor, SlotFillFactor), or
+// nil where there is none.
+func (d Dialect) SlotStorage(t Table) func(Writer) {
+	if d.kind != postgres {
+		return nil
+	}
+	return func(w Writer) { q(w, "ALTER TABLE % SET (fillfactor = "+strconv.Itoa(SlotFillFactor)+")", t.Slots) }
+}

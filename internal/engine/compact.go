@@ -4,41 +4,269 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
+	"github.com/hotcounter/hotcounter/internal/observe"
+	"github.com/hotcounter/hotcounter/internal/retry"
+	"github.com/hotcounter/hotcounter/internal/spec"
 )
 
+// Compacted is what a compaction pass did.
+type Compacted struct {
+	// Parents is how many parents had their slot values gathered into one
+	// row.
+	Parents int64
+	// Removed is how many slot rows the pass deleted: a load reads that
+	// many rows fewer.
+	Removed int64
+	// Left names each counter the pass left alone, and why: one whose slot
+	// rows are pre-created (its rows stay whatever they hold, so a
+	// compaction would remove none) and guarded stock (spread over its rows
+	// so that takes do not meet).
+	Left []string
+	// Postponed, when not empty, says why the pass stopped before the end:
+	// another session's transaction, open since before the pass's last
+	// transaction committed, kept the rows it removed from being reused
+	// for a second (see Compact). Run the pass again later: it goes on
+	// where rows are still spread.
+	Postponed string
+	// BytesBefore and BytesAfter are the size of the slot tables the pass
+	// compacted and their indexes (their data files), before and after it
+	// (PostgreSQL; 0 elsewhere). The pass leaves the space of the rows it removes to
+	// VACUUM (autovacuum), which makes it room for new rows; the table
+	// files keep their size.
+	BytesBefore, BytesAfter int64
+}
+
+// Add adds b's figures to c's.
+func (c *Compacted) Add(b Compacted) {
+	c.Parents += b.Parents
+	c.Removed += b.Removed
+	c.Left = append(c.Left, b.Left...)
+	c.Postponed += b.Postponed
+	c.BytesBefore += b.BytesBefore
+	c.BytesAfter += b.BytesAfter
+}
+
+// A Compactable is a sum counter that a compaction pass is asked to
+// compact, as an ORM resolved it.
+type Compactable struct {
+	Name      string // as errors and reports name it: Post.Likes (GORM), Post.likes (ent)
+	Field     string // its column, as metrics name it
+	Options   spec.Options
+	Precreate bool // its slot rows are pre-created on this database
+	Table     countersql.Table
+}
+
+// leftBecause returns why a compaction pass leaves c alone, or "" when it
+// compacts it.
+func (c Compactable) leftBecause() string {
+	switch {
+	case c.Options.Guarded:
+		return "guarded: its stock stays spread over its slot rows, so that takes do not meet on one"
+	case c.Precreate:
+		return "pre-created slot rows: they stay whatever they hold, so a compaction would remove none"
+	}
+	return ""
+}
+
+// CompactPass runs one compaction pass over each of counters in turn
+// (Compact), leaving alone, named in the result's Left, those whose rows
+// it would not remove or must not gather, and stopping at the first that
+// it postpones. It records each counter's pass in obs. Its errors begin
+// with pkg, the ORM package's name, and name the counter.
+func CompactPass(ctx context.Context, conn Conn, d countersql.Dialect, counters []Compactable, batch int,
+	inTx func(ctx context.Context, fn func(Conn) error) error, obs *observe.Observer, pkg string) (Compacted, error) {
+	var done Compacted
+	if d.MySQL() {
+		return done, fmt.Errorf("%s: CompactPass: %w", pkg, ErrCompactMySQL)
+	}
+	for _, c := range counters {
+		if why := c.leftBecause(); why != "" {
+			done.Left = append(done.Left, c.Name+": "+why)
+			continue
+		}
+		start := time.Now()
+		got, err := Compact(ctx, conn, d, c.Table, batch, func() bool { return false }, inTx)
+		obs.Pass(ctx, "compact", c.Table.Parent, c.Field, start, got.Parents, err)
+		if got.Postponed != "" {
+			got.Postponed = c.Name + ": " + got.Postponed
+		}
+		done.Add(got)
+		if err != nil {
+			return done, fmt.Errorf("%s: compact %s: %w", pkg, c.Name, err)
+		}
+		if got.Postponed != "" {
+			break
+		}
+	}
+	return done, nil
+}
+
 // Compact runs one compaction pass over a sum counter: for every parent
-// with more than one slot row holding a value, a batch of parents per
-// transaction, it moves the values into one of those rows and deletes the
-// others, or sets them to 0 when keep is set (pre-created slots). Totals
-// never change, as any reader sees them. On PostgreSQL it locks with SKIP
-// LOCKED and never waits: rows that others hold stay as they are until the
-// next pass.
+// with more than one slot row holding a value, it moves the values into
+// one of those rows and deletes the others, about a batch of parents per
+// transaction (on PostgreSQL interleaved, see
+// [countersql.Dialect.CompactSplit]). Totals never change, as any reader
+// sees them. On PostgreSQL it locks with SKIP LOCKED and never waits: rows
+// that others hold stay as they are until the next pass. Before each
+// transaction but the first it waits, up to ReuseWait, until the rows the
+// previous one removed can be reused; past that it stops, saying why in
+// Postponed.
 //
 // MySQL and MariaDB are refused (ErrCompactMySQL): under their default
 // REPEATABLE READ, a transaction that reads a counter, increments it and
 // reads it again sees its own slot row as it is now and the others as of
 // its snapshot, so values a pass moved in between would count twice or
 // not at all.
-//
-// It returns how many parents the committed batches compacted.
-func Compact(ctx context.Context, conn Conn, d countersql.Dialect, t countersql.Table, keep bool, batch int, stop func() bool,
-	inTx func(ctx context.Context, fn func(Conn) error) error) (int64, error) {
+func Compact(ctx context.Context, conn Conn, d countersql.Dialect, t countersql.Table, batch int, stop func() bool,
+	inTx func(ctx context.Context, fn func(Conn) error) error) (Compacted, error) {
+	var done Compacted
 	if d.MySQL() {
-		return 0, ErrCompactMySQL
+		return done, ErrCompactMySQL
 	}
+	bytes := func() (int64, error) {
+		if !d.HasTableSize() {
+			return 0, nil
+		}
+		return QueryInt(ctx, conn, func(w countersql.Writer) { d.TableSize(w, t.Slots) })
+	}
+	var err error
+	if done.BytesBefore, err = bytes(); err != nil {
+		return done, err
+	}
+	// Each step lists split batches of owners and compacts them in as many
+	// transactions of about a batch each, owners i, i+split, ...: between
+	// two transactions that touch a page runs a whole batch's work, time
+	// for the transactions open when the first committed to end, after
+	// which the rows it removed are room for the second's.
+	split := d.CompactSplit()
 	owners := func(after any) ([]any, error) {
-		return QueryKeys(ctx, conn, func(w countersql.Writer) { d.CrowdedOwners(w, t, after, batch) })
+		return QueryKeys(ctx, conn, func(w countersql.Writer) { d.CrowdedOwners(w, t, after, batch*split) })
 	}
-	return walk(ctx, batch, stop, inTx, owners, func(tx Conn, owners []any) error {
-		for _, step := range d.Compact(t, owners, keep) {
-			if _, err := tx.Exec(ctx, step); err != nil {
+	var last string // the id of the last transaction, while its rows may not be reusable yet
+	_, err = walk(batch*split, stop, owners, func(owners []any) error {
+		parts := min(split, (len(owners)+batch-1)/batch) // a short step is one transaction
+		for i := range parts {
+			var part []any
+			for j := i; j < len(owners); j += parts {
+				part = append(part, owners[j])
+			}
+			if len(part) == 0 {
+				continue
+			}
+			if last != "" {
+				why, err := awaitReuse(ctx, conn, d, last)
+				if err != nil {
+					return err
+				}
+				if why != "" {
+					done.Postponed = why
+					return errPostponed
+				}
+			}
+			var got Compacted
+			err := retry.Do(ctx, FoldAttempts, func() error {
+				return inTx(ctx, func(tx Conn) error {
+					var err error
+					got, last, err = compactBatch(ctx, tx, d.Compact(t, part))
+					return err
+				})
+			})
+			if err != nil {
 				return err
 			}
+			done.Add(got)
 		}
 		return nil
 	})
+	if errors.Is(err, errPostponed) {
+		err = nil
+	}
+	if err != nil {
+		return done, err
+	}
+	done.BytesAfter, err = bytes()
+	return done, err
+}
+
+// errPostponed ends a compaction walk that must not go on now.
+var errPostponed = errors.New("compaction postponed")
+
+// ReuseWait is how long a compaction pass waits, before a transaction,
+// for the rows its previous one removed to become reusable: for every
+// transaction of another session that was open when it committed to end.
+// Compacting on without that room would write each gathered row's new
+// version on another page, growing the table and its indexes, so past the
+// wait the pass stops and says why (Compacted.Postponed).
+const ReuseWait = time.Second
+
+// awaitReuse waits up to ReuseWait until no other session holds a
+// snapshot from before the transaction xid committed, and returns "" then,
+// or why it stopped waiting.
+func awaitReuse(ctx context.Context, conn Conn, d countersql.Dialect, xid string) (string, error) {
+	deadline := time.Now().Add(ReuseWait)
+	for {
+		rows, err := conn.Query(ctx, func(w countersql.Writer) { d.OldestHolder(w, xid) })
+		if err != nil {
+			return "", err
+		}
+		var pid int64
+		var open float64
+		held := rows.Next()
+		if held {
+			err = rows.Scan(&pid, &open)
+		}
+		rows.Close()
+		if err != nil {
+			return "", err
+		}
+		if !held {
+			return "", nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Sprintf("the transaction of session %d, open for %.1f s, keeps the slot rows the pass removed from being reused; "+
+				"compacting more now would grow the table: run the pass again once it has ended", pid, open), nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+// compactBatch runs a dialect's compaction of one batch in tx, and
+// returns what it did and, where the dialect tells it, the transaction's
+// id.
+func compactBatch(ctx context.Context, tx Conn, c countersql.Compaction) (Compacted, string, error) {
+	var got Compacted
+	if c.Settings != nil {
+		if _, err := tx.Exec(ctx, c.Settings); err != nil {
+			return got, "", err
+		}
+	}
+	if c.Query != nil {
+		rows, err := tx.Query(ctx, c.Query)
+		if err != nil {
+			return got, "", err
+		}
+		defer rows.Close()
+		var xid string
+		if rows.Next() {
+			if err := rows.Scan(&got.Parents, &got.Removed, &xid); err != nil {
+				return got, "", err
+			}
+		}
+		return got, xid, rows.Err()
+	}
+	var err error
+	if got.Parents, err = tx.Exec(ctx, c.Gather); err != nil {
+		return got, "", err
+	}
+	got.Removed, err = tx.Exec(ctx, c.Remove)
+	return got, "", err
 }
 
 // ErrCompactMySQL is Compact's error on MySQL and MariaDB. It wraps

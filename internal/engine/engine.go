@@ -148,3 +148,19 @@ func QueryKeys(ctx context.Context, c Conn, build func(countersql.Writer)) ([]an
 	}
 	return keys, rows.Err()
 }
+
+// QueryInt runs a query written by countersql whose one row is one integer.
+func QueryInt(ctx context.Context, c Conn, build func(countersql.Writer)) (int64, error) {
+	rows, err := c.Query(ctx, build)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	var n int64
+	if rows.Next() {
+		if err := rows.Scan(&n); err != nil {
+			return 0, err
+		}
+	}
+	return n, rows.Err()
+}

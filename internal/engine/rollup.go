@@ -67,15 +67,17 @@ func foldAll(ctx context.Context, conn Conn, d countersql.Dialect, t countersql.
 		foldBatch = foldMySQL
 	}
 	owners := func(after any) ([]any, error) { return PendingOwners(ctx, conn, d, t, after, batch) }
-	return walk(ctx, batch, stop, inTx, owners, func(tx Conn, owners []any) error { return foldBatch(ctx, tx, d, t, owners) })
+	return walk(batch, stop, owners, func(owners []any) error {
+		return retry.Do(ctx, FoldAttempts, func() error {
+			return inTx(ctx, func(tx Conn) error { return foldBatch(ctx, tx, d, t, owners) })
+		})
+	})
 }
 
-// walk runs apply on the owners that list returns, a batch per
-// transaction (retried when the database aborts it for a transient reason),
+// walk runs apply on the owners that list returns, a batch at a time,
 // until list returns a short batch or stop says so. It returns how many
-// owners the committed batches held.
-func walk(ctx context.Context, batch int, stop func() bool, inTx func(ctx context.Context, fn func(Conn) error) error,
-	list func(after any) ([]any, error), apply func(tx Conn, owners []any) error) (int64, error) {
+// owners the batches that apply finished held.
+func walk(batch int, stop func() bool, list func(after any) ([]any, error), apply func(owners []any) error) (int64, error) {
 	var after any
 	var done int64
 	for !stop() {
@@ -86,10 +88,7 @@ func walk(ctx context.Context, batch int, stop func() bool, inTx func(ctx contex
 		if len(owners) == 0 {
 			return done, nil
 		}
-		err = retry.Do(ctx, FoldAttempts, func() error {
-			return inTx(ctx, func(tx Conn) error { return apply(tx, owners) })
-		})
-		if err != nil {
+		if err := apply(owners); err != nil {
 			return done, err
 		}
 		done += int64(len(owners))

@@ -188,3 +188,16 @@ func Sources(t countersql.Table, s Storage, mode spec.Mode, count bool) (counter
 // ErrColumnType is wrapped by the error for a column of a counter's name
 // that does not hold integers.
 var ErrColumnType = errors.New("the column of a counter's name does not hold integers")
+
+// ReadySlotTable sets the storage of a slot table the library has just
+// created (countersql.Dialect.SlotStorage): on PostgreSQL room on every
+// page for rows rewritten in place. Both ORMs call it after they create a
+// slot table; a table that existed before is left as it is.
+func ReadySlotTable(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table) error {
+	build := d.SlotStorage(t)
+	if build == nil {
+		return nil
+	}
+	_, err := c.Exec(ctx, build)
+	return err
+}

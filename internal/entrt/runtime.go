@@ -74,13 +74,14 @@ func (d Def) CountSpec() countersql.Count {
 // precreate reports whether the counter's slot rows are created with
 // their parent on the database of dialect dl.
 func (d Def) PrecreateOn(dl countersql.Dialect) bool {
-	return d.options().PrecreateOn(dl.PrecreateByDefault())
+	return d.Options().PrecreateOn(dl.PrecreateByDefault())
 }
 
-// options is the declaration d was generated from, as far as the runtime
+// Options is the declaration d was generated from, as far as the runtime
 // needs it.
-func (d Def) options() spec.Options {
-	return spec.Options{Slots: d.Slots, Auto: d.AutoSlots, Mode: d.Mode(), Precreate: spec.Toggle(d.Precreate)}
+func (d Def) Options() spec.Options {
+	return spec.Options{Slots: d.Slots, Auto: d.AutoSlots, Mode: d.Mode(), Precreate: spec.Toggle(d.Precreate),
+		SkipLocked: d.SkipLocked, Guarded: d.Guarded, KeepColumn: d.KeepColumn}
 }
 
 func (d Def) Tables() countersql.Table {
@@ -152,7 +153,7 @@ func (r Runtime) Widths(d Def) *engine.Widths {
 
 // Written is how many slots d's one-statement writers (a write-behind
 // flush) spread over.
-func (d Def) Written() int { return d.options().Written() }
+func (d Def) Written() int { return d.Options().Written() }
 
 // NewState returns an empty State.
 func NewState() *State {

@@ -233,12 +233,22 @@ INSERT INTO "story_claps_deltas" ("story_id", "n") VALUES ($1,$2), ($3,$4), ($5,
 WITH RECURSIVE "hc_o"(k) AS ((SELECT "post_id" FROM "post_likes_slots" WHERE "post_id" > $1 ORDER BY "post_id" LIMIT 1) UNION ALL SELECT (SELECT "hc_s"."post_id" FROM "post_likes_slots" AS "hc_s" WHERE "hc_s"."post_id" > "hc_o".k ORDER BY "hc_s"."post_id" LIMIT 1) FROM "hc_o" WHERE "hc_o".k IS NOT NULL) SELECT k FROM "hc_o" WHERE k IS NOT NULL AND (SELECT COUNT(*) FROM (SELECT 1 FROM "post_likes_slots" AS "hc_s" WHERE "hc_s"."post_id" = "hc_o".k AND "hc_s"."n" <> 0 LIMIT 2) AS hc_two) > 1 LIMIT 500;
 -- args: [9]
 
--- Compact (1 of 1)
-WITH "hc_locked" AS (SELECT "post_id", "slot", "n" FROM "post_likes_slots" WHERE "post_id" = ANY($1) AND "n" <> 0 ORDER BY "post_id", "slot" FOR UPDATE SKIP LOCKED), "hc_kept" AS (SELECT "post_id", MIN("slot") AS "slot", SUM("n") AS "n" FROM "hc_locked" GROUP BY "post_id" HAVING COUNT(*) > 1), "hc_gone" AS (DELETE FROM "post_likes_slots" USING "hc_locked", "hc_kept" WHERE "post_likes_slots"."post_id" = "hc_locked"."post_id" AND "post_likes_slots"."slot" = "hc_locked"."slot" AND "hc_kept"."post_id" = "hc_locked"."post_id" AND "hc_locked"."slot" <> "hc_kept"."slot") UPDATE "post_likes_slots" SET "n" = "hc_kept"."n" FROM "hc_kept" WHERE "post_likes_slots"."post_id" = "hc_kept"."post_id" AND "post_likes_slots"."slot" = "hc_kept"."slot";
--- args: [{[1 2 3]}]
+-- TableSize
+SELECT pg_relation_size(hc_t.oid) + COALESCE((SELECT SUM(pg_relation_size(i.indexrelid)) FROM pg_index AS i WHERE i.indrelid = hc_t.oid), 0) FROM (SELECT $1::regclass::oid AS oid) AS hc_t;
+-- args: [post_likes_slots]
 
--- Compact, keeping pre-created rows (1 of 1)
-WITH "hc_locked" AS (SELECT "post_id", "slot", "n" FROM "post_likes_slots" WHERE "post_id" = ANY($1) AND "n" <> 0 ORDER BY "post_id", "slot" FOR UPDATE SKIP LOCKED), "hc_kept" AS (SELECT "post_id", MIN("slot") AS "slot", SUM("n") AS "n" FROM "hc_locked" GROUP BY "post_id" HAVING COUNT(*) > 1), "hc_gone" AS (UPDATE "post_likes_slots" SET "n" = 0 FROM "hc_locked", "hc_kept" WHERE "post_likes_slots"."post_id" = "hc_locked"."post_id" AND "post_likes_slots"."slot" = "hc_locked"."slot" AND "hc_kept"."post_id" = "hc_locked"."post_id" AND "hc_locked"."slot" <> "hc_kept"."slot") UPDATE "post_likes_slots" SET "n" = "hc_kept"."n" FROM "hc_kept" WHERE "post_likes_slots"."post_id" = "hc_kept"."post_id" AND "post_likes_slots"."slot" = "hc_kept"."slot";
+-- OldestHolder
+SELECT pid, COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - xact_start), 0)::float8 FROM pg_stat_activity WHERE (datname = current_database() OR datname IS NULL) AND pid <> pg_backend_pid() AND backend_type <> 'autovacuum worker' AND GREATEST(age(backend_xmin), age(backend_xid)) >= age($1::xid) ORDER BY GREATEST(age(backend_xmin), age(backend_xid)) DESC LIMIT 1;
+-- args: [1234]
+
+-- SlotStorage
+ALTER TABLE "post_likes_slots" SET (fillfactor = 90);
+
+-- Compact: settings
+SELECT set_config('synchronous_commit', 'off', true);
+
+-- Compact
+WITH "hc_locked" AS (SELECT "post_id", "slot", "n" FROM "post_likes_slots" WHERE "post_id" = ANY($1) AND "n" <> 0 ORDER BY "post_id", "slot" FOR UPDATE SKIP LOCKED), "hc_kept" AS (SELECT "post_id", MIN("slot") AS "slot", SUM("n") AS "n" FROM "hc_locked" GROUP BY "post_id" HAVING COUNT(*) > 1), "hc_gone" AS (DELETE FROM "post_likes_slots" USING "hc_locked", "hc_kept" WHERE "post_likes_slots"."post_id" = "hc_locked"."post_id" AND "post_likes_slots"."slot" = "hc_locked"."slot" AND "hc_kept"."post_id" = "hc_locked"."post_id" AND "hc_locked"."slot" <> "hc_kept"."slot" RETURNING 1), "hc_set" AS (UPDATE "post_likes_slots" SET "n" = "hc_kept"."n" FROM "hc_kept" WHERE "post_likes_slots"."post_id" = "hc_kept"."post_id" AND "post_likes_slots"."slot" = "hc_kept"."slot" RETURNING 1) SELECT (SELECT COUNT(*) FROM "hc_set"), (SELECT COUNT(*) FROM "hc_gone"), pg_current_xact_id()::xid::text;
 -- args: [{[1 2 3]}]
 
 -- InstallCountTriggers (1 of 12)

@@ -241,20 +241,12 @@ INSERT INTO "story_claps_deltas" ("story_id", "n") VALUES ($1,$2), ($3,$4), ($5,
 SELECT "post_id" FROM "post_likes_slots" WHERE "n" <> 0 AND "post_id" > $1 GROUP BY "post_id" HAVING COUNT(*) > 1 ORDER BY "post_id" LIMIT 500;
 -- args: [9]
 
--- Compact (1 of 2)
+-- Compact: gather
 UPDATE "post_likes_slots" SET "n" = (SELECT SUM("hc_s"."n") FROM "post_likes_slots" AS "hc_s" WHERE "hc_s"."post_id" = "post_likes_slots"."post_id") WHERE "post_id" IN ($1,$2,$3) AND "slot" = (SELECT MIN("hc_s"."slot") FROM "post_likes_slots" AS "hc_s" WHERE "hc_s"."post_id" = "post_likes_slots"."post_id");
 -- args: [1 2 3]
 
--- Compact (2 of 2)
+-- Compact: remove
 DELETE FROM "post_likes_slots" WHERE "post_id" IN ($1,$2,$3) AND "slot" > (SELECT MIN("hc_s"."slot") FROM "post_likes_slots" AS "hc_s" WHERE "hc_s"."post_id" = "post_likes_slots"."post_id");
--- args: [1 2 3]
-
--- Compact, keeping pre-created rows (1 of 2)
-UPDATE "post_likes_slots" SET "n" = (SELECT SUM("hc_s"."n") FROM "post_likes_slots" AS "hc_s" WHERE "hc_s"."post_id" = "post_likes_slots"."post_id") WHERE "post_id" IN ($1,$2,$3) AND "slot" = (SELECT MIN("hc_s"."slot") FROM "post_likes_slots" AS "hc_s" WHERE "hc_s"."post_id" = "post_likes_slots"."post_id");
--- args: [1 2 3]
-
--- Compact, keeping pre-created rows (2 of 2)
-UPDATE "post_likes_slots" SET "n" = 0 WHERE "n" <> 0 AND "post_id" IN ($1,$2,$3) AND "slot" > (SELECT MIN("hc_s"."slot") FROM "post_likes_slots" AS "hc_s" WHERE "hc_s"."post_id" = "post_likes_slots"."post_id");
 -- args: [1 2 3]
 
 -- InstallCountTriggers (1 of 6)
