@@ -344,29 +344,35 @@ func TestPassesRefuseTransactions(t *testing.T) {
 }
 
 // TestCompactionLeavesTheSlotTableNoLarger: on PostgreSQL, a compaction
-// pass over a slot table as a bulk load leaves it (every page full, each
-// parent's rows side by side) gathers every parent, says so, and leaves the
-// table and its indexes no larger than it found them: the rows the pass
-// removes make room for the rows it rewrites. GORM's table, and ent's (a
-// surrogate key and a second index).
+// pass over a slot table as a bulk load leaves it (every page full) gathers
+// every parent, says so, and leaves the table and its indexes no larger
+// than it found them: the rows the pass removes or rewrites make room for
+// the rows it writes. Two loads: each parent's rows side by side, and slot
+// by slot (every parent's slot 0, then every parent's slot 1...), where
+// the rows kept sit together on pages the pass removes nothing from. GORM's
+// table, and ent's (a surrogate key and a second index).
 func TestCompactionLeavesTheSlotTableNoLarger(t *testing.T) {
 	parallel(t)
 	const posts = 20000
-	compactPostgres(t, func(t *testing.T, db *gorm.DB, compact func() (gormcounter.Compacted, error)) {
-		seedBulkLikes(t, db, posts)
-		before := slotTableSize(t, db)
-		done := compactUntilDone(t, compact)
-		after := slotTableSize(t, db)
-		if done.Parents != posts || done.Removed != 2*posts {
-			t.Errorf("the pass gathered %d parents and removed %d rows, want %d and %d", done.Parents, done.Removed, posts, 2*posts)
-		}
-		if after > before {
-			t.Errorf("post_likes_slots and its indexes grew from %d to %d bytes", before, after)
-		}
-		if rows, sum := rawInt(t, db, "SELECT COUNT(*) FROM post_likes_slots"), rawInt(t, db, "SELECT SUM(n) FROM post_likes_slots"); rows != posts || sum != 3*posts {
-			t.Errorf("%d slot rows holding %d after the pass, want %d holding %d", rows, sum, posts, 3*posts)
-		}
-	})
+	for _, order := range []string{"id, g", "g, id"} {
+		t.Run("by "+order, func(t *testing.T) {
+			compactPostgres(t, func(t *testing.T, db *gorm.DB, compact func() (gormcounter.Compacted, error)) {
+				seedBulkLikes(t, db, posts, order)
+				before := slotTableSize(t, db)
+				done := compactUntilDone(t, compact)
+				after := slotTableSize(t, db)
+				if done.Parents != posts || done.Removed != 2*posts {
+					t.Errorf("the pass gathered %d parents and removed %d rows, want %d and %d", done.Parents, done.Removed, posts, 2*posts)
+				}
+				if after > before {
+					t.Errorf("post_likes_slots and its indexes grew from %d to %d bytes", before, after)
+				}
+				if rows, sum := rawInt(t, db, "SELECT COUNT(*) FROM post_likes_slots"), rawInt(t, db, "SELECT SUM(n) FROM post_likes_slots"); rows != posts || sum != 3*posts {
+					t.Errorf("%d slot rows holding %d after the pass, want %d holding %d", rows, sum, posts, 3*posts)
+				}
+			})
+		})
+	}
 }
 
 // TestCompactionPostponesWhileATransactionKeepsTheRoomItMade: on
@@ -378,9 +384,9 @@ func TestCompactionLeavesTheSlotTableNoLarger(t *testing.T) {
 // transaction has ended, the next pass gathers the rest. GORM and ent.
 func TestCompactionPostponesWhileATransactionKeepsTheRoomItMade(t *testing.T) {
 	parallel(t)
-	const posts = 2000 // four batches of 500: the pass's four transactions share the pages
+	const posts = 2000 // more than a batch (500): the pass's transactions share pages
 	compactPostgres(t, func(t *testing.T, db *gorm.DB, compact func() (gormcounter.Compacted, error)) {
-		seedBulkLikes(t, db, posts)
+		seedBulkLikes(t, db, posts, "id, g")
 		holder := db.Begin(&sql.TxOptions{Isolation: sql.LevelRepeatableRead})
 		defer holder.Rollback()
 		must(t, holder.Exec("SELECT COUNT(*) FROM post_likes_slots").Error) // its snapshot, from before the pass
@@ -391,8 +397,8 @@ func TestCompactionPostponesWhileATransactionKeepsTheRoomItMade(t *testing.T) {
 		if !strings.Contains(done.Postponed, "Post.") || !strings.Contains(done.Postponed, "session ") {
 			t.Errorf("the pass under an older open transaction says Postponed = %q, want the counter and the session named", done.Postponed)
 		}
-		if done.Parents != posts/4 {
-			t.Errorf("the postponed pass gathered %d parents, want %d (its first transaction's)", done.Parents, posts/4)
+		if done.Parents == 0 || done.Parents >= posts {
+			t.Errorf("the postponed pass gathered %d parents, want its first transaction's: some, not all %d", done.Parents, posts)
 		}
 		if after := slotTableSize(t, db); after > before {
 			t.Errorf("post_likes_slots and its indexes grew from %d to %d bytes under the postponed pass", before, after)
@@ -429,13 +435,14 @@ func compactPostgres(t *testing.T, check func(t *testing.T, db *gorm.DB, compact
 }
 
 // seedBulkLikes adds posts posts with three likes each, in slot rows 0 to
-// 2 written side by side as a bulk load writes them (every page full),
-// then VACUUM ANALYZEs the slot table.
-func seedBulkLikes(t *testing.T, db *gorm.DB, posts int) {
+// 2 written as a bulk load writes them (every page full), in the order
+// given over id (the post) and g (the slot), then VACUUM ANALYZEs the slot
+// table.
+func seedBulkLikes(t *testing.T, db *gorm.DB, posts int, order string) {
 	t.Helper()
 	for _, q := range []string{
 		fmt.Sprintf("INSERT INTO posts (title) SELECT 'p' FROM generate_series(1, %d)", posts),
-		"INSERT INTO post_likes_slots (post_id, slot, n) SELECT id, g, 1 FROM posts CROSS JOIN generate_series(0, 2) g ORDER BY id, g",
+		"INSERT INTO post_likes_slots (post_id, slot, n) SELECT id, g, 1 FROM posts CROSS JOIN generate_series(0, 2) g ORDER BY " + order,
 		"VACUUM ANALYZE post_likes_slots",
 	} {
 		must(t, db.Exec(q).Error)

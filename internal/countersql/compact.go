@@ -46,18 +46,20 @@ type Compaction struct {
 
 // CompactSplit is how many transactions of a compaction pass share a
 // stretch of owners: a pass lists CompactSplit batches of owners at a
-// time and gives owners i, i+k, i+2k... to transaction i. On PostgreSQL 8.
-// Moving a parent's values into one row writes a new version of that row,
-// and on a full heap page the new version goes to another page and adds an
-// entry to every index (no HOT update): that grew a freshly loaded table
-// by half. Owners that sit together on a page (rows written together, as
-// bulk loads write them) are cut across transactions, so that each moves
-// few values per page, and the rows the earlier ones removed, once
+// time and gives owners i, i+k, i+2k... to transaction i. On PostgreSQL
+// 32. Moving a parent's values into one row writes a new version of that
+// row, and on a full heap page the new version goes to another page and
+// adds an entry to every index (no HOT update): that grew a freshly loaded
+// table by half. Cut this way, each transaction rewrites few rows per page
+// (a thirty-second of a page's rows where the rows kept sit together, as a
+// load written slot by slot leaves them: within the tenth of a page that
+// SlotFillFactor keeps free, less the line pointer each rewritten row
+// leaves behind), and the rows the earlier ones removed or rewrote, once
 // committed and older than every open transaction, are room on the page
-// for the new versions of the later ones. Elsewhere 1.
+// for the later ones. Elsewhere 1.
 func (d Dialect) CompactSplit() int {
 	if d.kind == postgres {
-		return 8
+		return 32
 	}
 	return 1
 }

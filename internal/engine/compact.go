@@ -147,7 +147,10 @@ func Compact(ctx context.Context, conn Conn, d countersql.Dialect, t countersql.
 	}
 	var last string // the id of the last transaction, while its rows may not be reusable yet
 	_, err = walk(batch*split, stop, owners, func(owners []any) error {
-		parts := min(split, (len(owners)+batch-1)/batch) // a short step is one transaction
+		parts := split
+		if len(owners) <= batch {
+			parts = 1 // a pass of a batch or less is one transaction
+		}
 		for i := range parts {
 			var part []any
 			for j := i; j < len(owners); j += parts {
