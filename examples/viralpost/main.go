@@ -18,6 +18,13 @@
 // second, latency, sold, refused, and refusals while stock remained (which
 // must be 0).
 //
+// The whole day (-scenario day) gives one post its likes for -duration
+// (default 20m) through one strategy (-strategies, default slots16) on a
+// table of -posts other posts that take -background likes/s, and prints
+// a line every -every: likes/s, latency, lock waits, the slot table's and
+// its indexes' size, dead tuples, HOT updates, autovacuum runs and the
+// latency of a load of the hot post. PostgreSQL only.
+//
 // It needs PostgreSQL or MySQL/MariaDB. On PostgreSQL, as a superuser, it
 // counts lock waits from the server's own log (log_lock_waits with
 // deadlock_timeout = -threshold, set for its connections only), and from
@@ -44,7 +51,13 @@ func main() {
 	var strategies, jsonPath, pngPath, scenario string
 	var stock int64
 	var quiet bool
-	flag.StringVar(&scenario, "scenario", "viralpost", `"viralpost" (likes of one post) or "flashsale" (one product's stock)`)
+	var day lab.DayConfig
+	flag.DurationVar(&day.Every, "every", time.Minute, "day: one report line per period")
+	flag.IntVar(&day.Posts, "posts", 100_000, "day: other posts in the table, each liked once or twice before the load")
+	flag.Float64Var(&day.Background, "background", 100, "day: likes per second of random other posts")
+	flag.Float64Var(&day.HotReads, "hotreads", 10, "day: loads per second of the hot post")
+	flag.BoolVar(&day.Covering, "covering", false, "day: add the covering index (owner) INCLUDE (n) to the slot table first")
+	flag.StringVar(&scenario, "scenario", "viralpost", `"viralpost" (likes of one post), "flashsale" (one product's stock) or "day" (one strategy for 20 minutes)`)
 	flag.Int64Var(&stock, "stock", 0, "flashsale: the stock at the start (default: what -rate buys in half of -duration)")
 	flag.StringVar(&cfg.Driver, "driver", "postgres", `"postgres", or "mysql" for MySQL/MariaDB`)
 	flag.StringVar(&cfg.DSN, "dsn", "", `DSN (default "host=127.0.0.1 port=5432 user=postgres dbname=test sslmode=disable", or "root@tcp(127.0.0.1:3306)/test" with -driver mysql)`)
@@ -84,8 +97,11 @@ func main() {
 	case "viralpost":
 	case "flashsale":
 		os.Exit(flashSale(ctx, cfg, stock, jsonPath, prog))
+	case "day":
+		day.Config = cfg
+		os.Exit(wholeDay(ctx, day, jsonPath, prog))
 	default:
-		fmt.Fprintf(os.Stderr, "viralpost: unknown scenario %q (viralpost, flashsale)\n", scenario)
+		fmt.Fprintf(os.Stderr, "viralpost: unknown scenario %q (viralpost, flashsale, day)\n", scenario)
 		os.Exit(2)
 	}
 	res, err := lab.Run(ctx, cfg)
@@ -148,6 +164,36 @@ func flashSale(ctx context.Context, cfg lab.Config, stock int64, jsonPath string
 		}
 	}
 	return code
+}
+
+// wholeDay runs the day scenario and returns the exit code: 1 on an error
+// or a lost like.
+func wholeDay(ctx context.Context, cfg lab.DayConfig, jsonPath string, prog *progress) int {
+	if !flagSet("duration") {
+		cfg.Duration = 0 // the day's default, 20m
+	}
+	if !flagSet("json") {
+		jsonPath = "day.json"
+	}
+	res, err := lab.Day(ctx, cfg)
+	prog.done()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "viralpost:", err)
+		return 1
+	}
+	res.WriteTable(os.Stdout)
+	if jsonPath != "" {
+		if err := res.WriteJSON(jsonPath); err != nil {
+			fmt.Fprintln(os.Stderr, "viralpost:", err)
+			return 1
+		}
+		fmt.Println("\nwrote", jsonPath)
+	}
+	if res.Lost != 0 {
+		fmt.Fprintf(os.Stderr, "viralpost: %s lost %d acknowledged likes\n", res.Strategy, res.Lost)
+		return 1
+	}
+	return 0
 }
 
 // flagSet reports whether the command line set the flag name.
