@@ -86,9 +86,10 @@ func ExampleTake() {
 	_ = entcounter.Counter("stock", entcounter.Guarded()) // in the Item schema's Mixin
 	var client entcounter.Source                          // ent.NewClient(...), or a *ent.Tx to take in it
 	ctx := context.Background()
+	var short *entcounter.Shortage
 	switch err := entcounter.Take(ctx, client, "Item", "stock", 42, 2); {
-	case errors.Is(err, entcounter.ErrInsufficient):
-		log.Print("sold out")
+	case errors.As(err, &short):
+		log.Printf("sold out: %d left, %d asked", short.Left, short.Asked)
 	case err != nil:
 		log.Fatal(err)
 	}

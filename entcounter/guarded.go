@@ -10,6 +10,17 @@ import (
 	"github.com/hotcounter/hotcounter/internal/spec"
 )
 
+// Shortage is the error of a take refused for want of stock, wrapped by
+// Take's error: Left is what all the counter's rows held together when it
+// was refused, Asked what the take asked. errors.Is(err, ErrInsufficient)
+// holds for it; errors.As tells how short:
+//
+//	var short *entcounter.Shortage
+//	if errors.As(err, &short) { ... short.Left, short.Asked ... }
+//
+// It is gormcounter.Shortage.
+type Shortage = engine.Shortage
+
 var (
 	// ErrInsufficient is wrapped by Take's error when less than the amount
 	// is left: the take took nothing. It is gormcounter.ErrInsufficient.

@@ -249,7 +249,8 @@ func ExampleMoveToSlots() {
 }
 
 // A guarded counter: stock that never goes below zero. Take takes in full
-// or fails with ErrInsufficient; a restock is an Increment.
+// or fails with ErrInsufficient, a Shortage that says how short; a restock
+// is an Increment.
 func ExampleTake() {
 	type Item struct {
 		ID    uint
@@ -266,11 +267,16 @@ func ExampleTake() {
 	fmt.Println(gormcounter.Take(db.Model(&item), "Stock", 2).Error)
 	err := gormcounter.Take(db.Model(&item), "Stock", 2).Error
 	fmt.Println(errors.Is(err, gormcounter.ErrInsufficient))
+	var short *gormcounter.Shortage
+	if errors.As(err, &short) {
+		fmt.Println(short.Left, "left,", short.Asked, "asked")
+	}
 	db.First(&item, item.ID)
 	fmt.Println(item.Stock)
 	// Output:
 	// <nil>
 	// true
+	// 1 left, 2 asked
 	// 1
 }
 

@@ -25,6 +25,17 @@ import (
 // (the escrow method): a take subtracts from one row that holds enough, so
 // buyers of one item do not queue on one row.
 
+// Shortage is the error of a take refused for want of stock, wrapped by
+// Take's error: Left is what all the counter's rows held together when it
+// was refused, Asked what the take asked. errors.Is(err, ErrInsufficient)
+// holds for it; errors.As tells how short:
+//
+//	var short *gormcounter.Shortage
+//	if errors.As(err, &short) { ... short.Left, short.Asked ... }
+//
+// It is entcounter.Shortage.
+type Shortage = engine.Shortage
+
 var (
 	// ErrInsufficient is wrapped by Take's error when less than the amount
 	// is left: the take took nothing.

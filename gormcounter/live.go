@@ -28,12 +28,18 @@ func isLive(ctx context.Context) bool {
 //
 // The exact value is read in one statement (column + pending slots), so a
 // concurrent rollup pass is seen either wholly or not at all. It costs one
-// grouped query per statement, like a sum counter.
-var Live clause.Expression = liveOption{}
+// grouped query per statement, like a sum counter. It is a constant, as
+// dbresolver.Write is: no caller can change what it means for another.
+const Live liveOption = "live"
 
-type liveOption struct{}
+// liveOption is the type of [Live]: a clause that changes how a statement
+// is filled, not its SQL.
+type liveOption string
 
-var _ gorm.StatementModifier = liveOption{}
+var (
+	_ gorm.StatementModifier = Live
+	_ clause.Expression      = Live
+)
 
 // ModifyStatement marks the statement's context, which Preload passes on.
 func (liveOption) ModifyStatement(stmt *gorm.Statement) {

@@ -92,6 +92,9 @@ func TestEntGuardedTakeRollsBackRefusesAndNames(t *testing.T) {
 		if !errors.Is(err, entcounter.ErrInsufficient) || !errors.Is(err, gormcounter.ErrInsufficient) || !strings.Contains(err.Error(), "Product.stock") {
 			t.Fatalf("take of 11 from 10: %v; want ErrInsufficient naming Product.stock", err)
 		}
+		if short := (*entcounter.Shortage)(nil); !errors.As(err, &short) || short.Left != 10 || short.Asked != 11 {
+			t.Fatalf("take of 11 from 10: %v; want a Shortage of 10 left, 11 asked", err)
+		}
 		must(t, entcounter.Take(ctx, c, product.Table, product.FieldStock, p.ID, 4)) // from several rows of 1
 		for _, write := range []func() error{
 			func() error { return c.Product.UpdateOneID(p.ID).AddStock(-1).Exec(ctx) },

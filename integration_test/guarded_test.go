@@ -167,6 +167,9 @@ func TestGuardedTakeRollsBackRefusesAndNames(t *testing.T) {
 		if !errors.Is(err, gormcounter.ErrInsufficient) || !strings.Contains(err.Error(), "Product.Stock") {
 			t.Fatalf("take of 11 from 10: %v; want ErrInsufficient naming Product.Stock", err)
 		}
+		if short := (*gormcounter.Shortage)(nil); !errors.As(err, &short) || short.Left != 10 || short.Asked != 11 {
+			t.Fatalf("take of 11 from 10: %v; want a Shortage of 10 left, 11 asked", err)
+		}
 		// Spread over 16 rows, 10 units sit in 10 rows of 1: a take of 4
 		// gathers from several.
 		must(t, gormcounter.Take(db.Model(&Product{ID: p.ID}), "Stock", 4).Error)
