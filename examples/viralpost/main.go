@@ -139,22 +139,9 @@ func flashSale(ctx context.Context, cfg lab.Config, stock int64, jsonPath string
 	if !flagSet("duration") {
 		cfg.Duration = 0 // the flash sale's default
 	}
-	if !flagSet("json") {
-		jsonPath = "flashsale.json"
-	}
 	res, err := lab.FlashSale(ctx, lab.FlashSaleConfig{Config: cfg, Stock: stock})
-	prog.done()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "viralpost:", err)
+	if !reported(res, err, jsonPath, "flashsale.json", prog) {
 		return 1
-	}
-	res.WriteTable(os.Stdout)
-	if jsonPath != "" {
-		if err := res.WriteJSON(jsonPath); err != nil {
-			fmt.Fprintln(os.Stderr, "viralpost:", err)
-			return 1
-		}
-		fmt.Println("\nwrote", jsonPath)
 	}
 	code := 0
 	for _, s := range res.Strategies {
@@ -172,28 +159,41 @@ func wholeDay(ctx context.Context, cfg lab.DayConfig, jsonPath string, prog *pro
 	if !flagSet("duration") {
 		cfg.Duration = 0 // the day's default, 20m
 	}
-	if !flagSet("json") {
-		jsonPath = "day.json"
-	}
 	res, err := lab.Day(ctx, cfg)
-	prog.done()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "viralpost:", err)
+	if !reported(res, err, jsonPath, "day.json", prog) {
 		return 1
-	}
-	res.WriteTable(os.Stdout)
-	if jsonPath != "" {
-		if err := res.WriteJSON(jsonPath); err != nil {
-			fmt.Fprintln(os.Stderr, "viralpost:", err)
-			return 1
-		}
-		fmt.Println("\nwrote", jsonPath)
 	}
 	if res.Lost != 0 {
 		fmt.Fprintf(os.Stderr, "viralpost: %s lost %d acknowledged likes\n", res.Strategy, res.Lost)
 		return 1
 	}
 	return 0
+}
+
+// reported prints a scenario's result and writes its JSON file (to
+// jsonPath, or to def when -json was not given), or prints err; it says
+// whether all went well.
+func reported(res interface {
+	WriteTable(io.Writer)
+	WriteJSON(string) error
+}, err error, jsonPath, def string, prog *progress) bool {
+	prog.done()
+	if err == nil {
+		if !flagSet("json") {
+			jsonPath = def
+		}
+		res.WriteTable(os.Stdout)
+		if jsonPath != "" {
+			if err = res.WriteJSON(jsonPath); err == nil {
+				fmt.Println("\nwrote", jsonPath)
+			}
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "viralpost:", err)
+		return false
+	}
+	return true
 }
 
 // flagSet reports whether the command line set the flag name.

@@ -137,20 +137,11 @@ func Day(ctx context.Context, cfg DayConfig) (*DayResult, error) {
 		return nil, fmt.Errorf("the day scenario runs one slot strategy (slots16, slots64, skiplocked64 or append), not %v", cfg.Strategies)
 	}
 	s := strategies[0]
-	tg, err := newTarget(cfg.Driver, cfg.DSN)
+	tg, obs, closeObserver, err := watch(ctx, cfg.Driver, cfg.DSN, cfg.ServerLog)
 	if err != nil {
 		return nil, err
 	}
-	obsDB, err := tg.sqlDB(nil, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer obsDB.Close()
-	obsDB.SetMaxOpenConns(2)
-	obs, err := newObserver(ctx, obsDB, tg, cfg.ServerLog)
-	if err != nil {
-		return nil, err
-	}
+	defer closeObserver()
 	p, err := tg.openPool(cfg.Config, obs.server.Superuser)
 	if err != nil {
 		return nil, err
@@ -194,7 +185,7 @@ func Day(ctx context.Context, cfg DayConfig) (*DayResult, error) {
 	wg.Wait()
 	total := func() (int64, error) {
 		var n int64
-		err := obsDB.QueryRowContext(ctx, "SELECT COALESCE(SUM(n), 0) FROM "+slots).Scan(&n)
+		err := obs.db.QueryRowContext(ctx, "SELECT COALESCE(SUM(n), 0) FROM "+slots).Scan(&n)
 		return n, err
 	}
 	before, err := total()
@@ -310,14 +301,9 @@ func Day(ctx context.Context, cfg DayConfig) (*DayResult, error) {
 		res.Periods = append(res.Periods, per)
 		prev = st
 	}
-	pids := p.backends()
-	p.sql.Close()
-	obs.awaitExit(ctx, pids)
-	deadlocksAfter, err := obs.deadlocks(ctx)
-	if err != nil {
+	if res.Deadlocks, err = obs.deadlocksSince(ctx, p, deadlocksBefore); err != nil {
 		return nil, err
 	}
-	res.Deadlocks = deadlocksAfter - deadlocksBefore
 	return res, nil
 }
 

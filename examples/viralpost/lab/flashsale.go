@@ -202,19 +202,11 @@ func FlashSale(ctx context.Context, cfg FlashSaleConfig) (*FlashSaleResult, erro
 	if err != nil {
 		return nil, err
 	}
-	tg, err := newTarget(cfg.Driver, cfg.DSN)
+	tg, obs, closeObserver, err := watch(ctx, cfg.Driver, cfg.DSN, "off")
 	if err != nil {
 		return nil, err
 	}
-	obsDB, err := tg.sqlDB(nil, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer obsDB.Close()
-	obs, err := newObserver(ctx, obsDB, tg, "off")
-	if err != nil {
-		return nil, err
-	}
+	defer closeObserver()
 	res := &FlashSaleResult{
 		Started: time.Now().UTC(), Server: obs.server,
 		Machine: fmt.Sprintf("%d CPUs, %s/%s, %s", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version()),

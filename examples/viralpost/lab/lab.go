@@ -180,20 +180,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	tg, err := newTarget(cfg.Driver, cfg.DSN)
+	tg, obs, closeObserver, err := watch(ctx, cfg.Driver, cfg.DSN, cfg.ServerLog)
 	if err != nil {
 		return nil, err
 	}
-	obsDB, err := tg.sqlDB(nil, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer obsDB.Close()
-	obsDB.SetMaxOpenConns(2)
-	obs, err := newObserver(ctx, obsDB, tg, cfg.ServerLog)
-	if err != nil {
-		return nil, err
-	}
+	defer closeObserver()
 	res := &Result{
 		Started: time.Now().UTC(), Server: obs.server,
 		Machine: fmt.Sprintf("%d CPUs, %s/%s, %s", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version()),
@@ -387,13 +378,9 @@ func runStrategy(ctx context.Context, cfg Config, tg target, obs *observer, s St
 	// Close the pool so its server processes exit and report their
 	// statistics, then read the deadlock count and the log.
 	pids := p.backends()
-	p.sql.Close()
-	obs.awaitExit(ctx, pids)
-	deadlocksAfter, err := obs.deadlocks(ctx)
-	if err != nil {
+	if r.Deadlocks, err = obs.deadlocksSince(ctx, p, deadlocksBefore); err != nil {
 		return nil, err
 	}
-	r.Deadlocks = deadlocksAfter - deadlocksBefore
 	if obs.mysql {
 		rowWaitsAfter, err := obs.status(ctx, "Innodb_row_lock_waits")
 		if err != nil {

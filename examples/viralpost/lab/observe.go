@@ -37,6 +37,25 @@ type observer struct {
 	every  time.Duration     // lock wait sampling period
 }
 
+// watch opens the target of driverName and dsn, and an observer of it on
+// a pool of two connections of its own; close closes that pool. logPath is
+// as Config.ServerLog.
+func watch(ctx context.Context, driverName, dsn, logPath string) (tg target, obs *observer, close func() error, err error) {
+	if tg, err = newTarget(driverName, dsn); err != nil {
+		return tg, nil, nil, err
+	}
+	db, err := tg.sqlDB(nil, nil)
+	if err != nil {
+		return tg, nil, nil, err
+	}
+	db.SetMaxOpenConns(2)
+	if obs, err = newObserver(ctx, db, tg, logPath); err != nil {
+		db.Close()
+		return tg, nil, nil, err
+	}
+	return tg, obs, db.Close, nil
+}
+
 // newObserver reads the server's settings and finds its log.
 func newObserver(ctx context.Context, db *sql.DB, tg target, logPath string) (*observer, error) {
 	o := &observer{db: db, mysql: tg.isMySQL(), app: tg.app, every: 10 * time.Millisecond}
@@ -106,6 +125,17 @@ func (o *observer) deadlocks(ctx context.Context) (int64, error) {
 	}
 	err := o.db.QueryRowContext(ctx, `SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()`).Scan(&n)
 	return n, err
+}
+
+// deadlocksSince closes the pool p, waits until its server processes have
+// exited (a process reports its statistics, deadlocks among them, as it
+// exits), and returns the deadlocks since the count before.
+func (o *observer) deadlocksSince(ctx context.Context, p *pool, before int64) (int64, error) {
+	pids := p.backends()
+	p.sql.Close()
+	o.awaitExit(ctx, pids)
+	after, err := o.deadlocks(ctx)
+	return after - before, err
 }
 
 // status reads a MySQL/MariaDB global status counter.
