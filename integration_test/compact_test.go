@@ -350,13 +350,19 @@ func TestPassesRefuseTransactions(t *testing.T) {
 // the rows it writes. Two loads: each parent's rows side by side, and slot
 // by slot (every parent's slot 0, then every parent's slot 1...), where
 // the rows kept sit together on pages the pass removes nothing from. GORM's
-// table, and ent's (a surrogate key and a second index).
+// table, and ent's (a surrogate key and a second index), both created with
+// room on every page (fillfactor 90).
 func TestCompactionLeavesTheSlotTableNoLarger(t *testing.T) {
 	parallel(t)
 	const posts = 20000
 	for _, order := range []string{"id, g", "g, id"} {
 		t.Run("by "+order, func(t *testing.T) {
 			compactPostgres(t, func(t *testing.T, db *gorm.DB, compact func() (gormcounter.Compacted, error)) {
+				var options string
+				must(t, db.Raw("SELECT COALESCE(array_to_string(reloptions, ','), '') FROM pg_class WHERE oid = 'post_likes_slots'::regclass").Row().Scan(&options))
+				if options != "fillfactor=90" {
+					t.Errorf("the migrated post_likes_slots has storage options %q, want fillfactor=90", options)
+				}
 				seedBulkLikes(t, db, posts, order)
 				before := slotTableSize(t, db)
 				done := compactUntilDone(t, compact)
