@@ -33,9 +33,9 @@ type Compacted struct {
 	Postponed string
 	// BytesBefore and BytesAfter are the size of the slot tables the pass
 	// compacted and their indexes (their data files), before and after it
-	// (PostgreSQL; 0 elsewhere). The pass leaves the space of the rows it removes to
-	// VACUUM (autovacuum), which makes it room for new rows; the table
-	// files keep their size.
+	// (PostgreSQL; 0 elsewhere). The space of the rows it removes is the
+	// table's again once VACUUM (autovacuum) has recorded it; the files
+	// keep their size.
 	BytesBefore, BytesAfter int64
 }
 
