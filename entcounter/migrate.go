@@ -32,6 +32,9 @@ import (
 //     [InstallTriggers]), and recounts a count whose slot table it
 //     created, so that child rows written before the count existed are
 //     counted;
+//   - on PostgreSQL gives each slot table the migration created
+//     fillfactor 90: room on every page for rows rewritten in place, which
+//     [CompactPass] needs to leave the table no larger;
 //   - folds back what the slot or delta table of a field that is no longer
 //     a counter (its mixin replaced by a plain integer field of the same
 //     name) still holds into that field's column, exactly once; the empty
