@@ -178,13 +178,17 @@ func benchAtScale(b *testing.B, n int) {
 		}
 		return sameIDs(ids, []uint{one})
 	})
-	run("load-id", "plain-id", func() error {
-		var p Post
-		if err := db.First(&p, one).Error; err != nil {
-			return err
+	// loadOne loads one post with its likes and checks them.
+	loadOne := func(id uint) func() error {
+		return func() error {
+			var p Post
+			if err := db.First(&p, id).Error; err != nil {
+				return err
+			}
+			return checkPosts([]Post{p}, []uint{id})
 		}
-		return checkPosts([]Post{p}, []uint{one})
-	})
+	}
+	run("load-id", "plain-id", loadOne(one))
 
 	// 100 typical posts at random.
 	rng := rand.New(rand.NewPCG(uint64(n), 100))
@@ -209,13 +213,15 @@ func benchAtScale(b *testing.B, n int) {
 		}
 		return sameIDs(got, ids)
 	})
-	run("load-in100", "plain-in100", func() error {
+	// loadIn loads the 100 posts with their likes and checks them.
+	loadIn := func() error {
 		var posts []Post
 		if err := db.Where("id IN ?", ids).Find(&posts).Error; err != nil {
 			return err
 		}
 		return checkPosts(posts, ids)
-	})
+	}
+	run("load-in100", "plain-in100", loadIn)
 
 	// A page of 100 from the middle of the table.
 	page := make([]uint, 100)
@@ -344,22 +350,6 @@ func benchAtScale(b *testing.B, n int) {
 	hotPost := uint(1000 * (n / 2000))
 	if hotPost == 0 {
 		hotPost = 1000
-	}
-	loadOne := func(id uint) func() error {
-		return func() error {
-			var p Post
-			if err := db.First(&p, id).Error; err != nil {
-				return err
-			}
-			return checkPosts([]Post{p}, []uint{id})
-		}
-	}
-	loadIn := func() error {
-		var posts []Post
-		if err := db.Where("id IN ?", ids).Find(&posts).Error; err != nil {
-			return err
-		}
-		return checkPosts(posts, ids)
 	}
 	run("load-hot", "plain-id", loadOne(hotPost))
 	fresh := true // the likes are as seeded, not compacted yet

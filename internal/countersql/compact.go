@@ -36,10 +36,8 @@ func (d Dialect) CrowdedOwners(w Writer, t Table, after any, limit int) {
 // owners into one row each: either Query, one statement whose one row is
 // (parents gathered, slot rows removed, the transaction's id for
 // [Dialect.OldestHolder]), or Gather and Remove, two statements run in
-// that order whose row counts are the first two figures. Settings, when
-// set, is sent first in the transaction.
+// that order whose row counts are the first two figures.
 type Compaction struct {
-	Settings       func(Writer)
 	Query          func(Writer)
 	Gather, Remove func(Writer)
 }
@@ -81,10 +79,7 @@ func (d Dialect) CompactSplit() int {
 // values into each owner's lowest slot row.
 func (d Dialect) Compact(t Table, owners []any) Compaction {
 	if d.kind == postgres {
-		return Compaction{
-			Settings: func(w Writer) { w.WriteString("SELECT set_config('synchronous_commit', 'off', true)") },
-			Query:    func(w Writer) { d.compactPostgres(w, t, owners) },
-		}
+		return Compaction{Query: func(w Writer) { d.compactPostgres(w, t, owners) }}
 	}
 	// UPDATE slots SET n = (SELECT SUM(s.n) FROM slots s WHERE s.owner = slots.owner)
 	//   WHERE owner IN (...) AND slot = (SELECT MIN(s.slot) FROM slots s WHERE s.owner = slots.owner)
@@ -130,8 +125,10 @@ func (d Dialect) compactPostgres(w Writer, t Table, owners []any) {
 	// set AS (UPDATE slots SET n = kept.n FROM kept WHERE slots.owner = kept.owner AND slots.slot = kept.slot RETURNING 1)
 	q(w, "% AS (UPDATE % SET % = %.% FROM % WHERE %.% = %.% AND %.% = %.% RETURNING 1) ",
 		set, t.Slots, ValueColumn, kept, ValueColumn, kept, t.Slots, t.Owner, kept, t.Owner, t.Slots, SlotColumn, kept, SlotColumn)
-	// SELECT (SELECT COUNT(*) FROM set), (SELECT COUNT(*) FROM gone), pg_current_xact_id()::xid::text
-	q(w, "SELECT (SELECT COUNT(*) FROM %), (SELECT COUNT(*) FROM %), pg_current_xact_id()::xid::text", set, gone)
+	// SELECT (SELECT COUNT(*) FROM set), (SELECT COUNT(*) FROM gone), pg_current_xact_id()::xid::text,
+	//   set_config('synchronous_commit', 'off', true)  -- for the commit of this transaction alone
+	q(w, "SELECT (SELECT COUNT(*) FROM %), (SELECT COUNT(*) FROM %), pg_current_xact_id()::xid::text, "+
+		"set_config('synchronous_commit', 'off', true)", set, gone)
 }
 
 // OldestHolder writes a query for the session that keeps the rows a

@@ -158,7 +158,7 @@ func statements(d Dialect) []struct {
 	for _, c := range []struct {
 		name  string
 		build func(Writer)
-	}{{"SlotStorage", d.SlotStorage(posts)}, {"Compact: settings", compaction.Settings}, {"Compact", compaction.Query},
+	}{{"SlotStorage", d.SlotStorage(posts)}, {"Compact", compaction.Query},
 		{"Compact: gather", compaction.Gather}, {"Compact: remove", compaction.Remove}} {
 		if c.build != nil {
 			out = append(out, one(c.name, c.build))

@@ -88,7 +88,7 @@ func CompactPass(ctx context.Context, conn Conn, d countersql.Dialect, counters 
 			continue
 		}
 		start := time.Now()
-		got, err := Compact(ctx, conn, d, c.Table, batch, func() bool { return false }, inTx)
+		got, err := Compact(ctx, conn, d, c.Table, batch, inTx)
 		obs.Pass(ctx, "compact", c.Table.Parent, c.Field, start, got.Parents, err)
 		if got.Postponed != "" {
 			got.Postponed = c.Name + ": " + got.Postponed
@@ -120,7 +120,7 @@ func CompactPass(ctx context.Context, conn Conn, d countersql.Dialect, counters 
 // reads it again sees its own slot row as it is now and the others as of
 // its snapshot, so values a pass moved in between would count twice or
 // not at all.
-func Compact(ctx context.Context, conn Conn, d countersql.Dialect, t countersql.Table, batch int, stop func() bool,
+func Compact(ctx context.Context, conn Conn, d countersql.Dialect, t countersql.Table, batch int,
 	inTx func(ctx context.Context, fn func(Conn) error) error) (Compacted, error) {
 	var done Compacted
 	if d.MySQL() {
@@ -146,7 +146,7 @@ func Compact(ctx context.Context, conn Conn, d countersql.Dialect, t countersql.
 		return QueryKeys(ctx, conn, func(w countersql.Writer) { d.CrowdedOwners(w, t, after, batch*split) })
 	}
 	var last string // the id of the last transaction, while its rows may not be reusable yet
-	_, err = walk(batch*split, stop, owners, func(owners []any) error {
+	_, err = walk(batch*split, func() bool { return false }, owners, func(owners []any) error {
 		parts := split
 		if len(owners) <= batch {
 			parts = 1 // a pass of a batch or less is one transaction
@@ -245,20 +245,15 @@ func awaitReuse(ctx context.Context, conn Conn, d countersql.Dialect, xid string
 // id.
 func compactBatch(ctx context.Context, tx Conn, c countersql.Compaction) (Compacted, string, error) {
 	var got Compacted
-	if c.Settings != nil {
-		if _, err := tx.Exec(ctx, c.Settings); err != nil {
-			return got, "", err
-		}
-	}
 	if c.Query != nil {
 		rows, err := tx.Query(ctx, c.Query)
 		if err != nil {
 			return got, "", err
 		}
 		defer rows.Close()
-		var xid string
+		var xid, setting string
 		if rows.Next() {
-			if err := rows.Scan(&got.Parents, &got.Removed, &xid); err != nil {
+			if err := rows.Scan(&got.Parents, &got.Removed, &xid, &setting); err != nil {
 				return got, "", err
 			}
 		}

@@ -244,11 +244,8 @@ SELECT pid, COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - xact_start), 0)::flo
 -- SlotStorage
 ALTER TABLE "post_likes_slots" SET (fillfactor = 90);
 
--- Compact: settings
-SELECT set_config('synchronous_commit', 'off', true);
-
 -- Compact
-WITH "hc_locked" AS (SELECT "post_id", "slot", "n" FROM "post_likes_slots" WHERE "post_id" = ANY($1) AND "n" <> 0 ORDER BY "post_id", "slot" FOR UPDATE SKIP LOCKED), "hc_kept" AS (SELECT "post_id", MIN("slot") AS "slot", SUM("n") AS "n" FROM "hc_locked" GROUP BY "post_id" HAVING COUNT(*) > 1), "hc_gone" AS (DELETE FROM "post_likes_slots" USING "hc_locked", "hc_kept" WHERE "post_likes_slots"."post_id" = "hc_locked"."post_id" AND "post_likes_slots"."slot" = "hc_locked"."slot" AND "hc_kept"."post_id" = "hc_locked"."post_id" AND "hc_locked"."slot" <> "hc_kept"."slot" RETURNING 1), "hc_set" AS (UPDATE "post_likes_slots" SET "n" = "hc_kept"."n" FROM "hc_kept" WHERE "post_likes_slots"."post_id" = "hc_kept"."post_id" AND "post_likes_slots"."slot" = "hc_kept"."slot" RETURNING 1) SELECT (SELECT COUNT(*) FROM "hc_set"), (SELECT COUNT(*) FROM "hc_gone"), pg_current_xact_id()::xid::text;
+WITH "hc_locked" AS (SELECT "post_id", "slot", "n" FROM "post_likes_slots" WHERE "post_id" = ANY($1) AND "n" <> 0 ORDER BY "post_id", "slot" FOR UPDATE SKIP LOCKED), "hc_kept" AS (SELECT "post_id", MIN("slot") AS "slot", SUM("n") AS "n" FROM "hc_locked" GROUP BY "post_id" HAVING COUNT(*) > 1), "hc_gone" AS (DELETE FROM "post_likes_slots" USING "hc_locked", "hc_kept" WHERE "post_likes_slots"."post_id" = "hc_locked"."post_id" AND "post_likes_slots"."slot" = "hc_locked"."slot" AND "hc_kept"."post_id" = "hc_locked"."post_id" AND "hc_locked"."slot" <> "hc_kept"."slot" RETURNING 1), "hc_set" AS (UPDATE "post_likes_slots" SET "n" = "hc_kept"."n" FROM "hc_kept" WHERE "post_likes_slots"."post_id" = "hc_kept"."post_id" AND "post_likes_slots"."slot" = "hc_kept"."slot" RETURNING 1) SELECT (SELECT COUNT(*) FROM "hc_set"), (SELECT COUNT(*) FROM "hc_gone"), pg_current_xact_id()::xid::text, set_config('synchronous_commit', 'off', true);
 -- args: [{[1 2 3]}]
 
 -- InstallCountTriggers (1 of 12)
