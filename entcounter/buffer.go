@@ -38,7 +38,7 @@ var ErrBufferFull = writebehind.ErrFull
 //	defer buf.Close(ctx)
 //	buf.Increment(ctx, "Post", post.FieldLikes, p.ID, 1)
 type Buffer struct {
-	r Runtime
+	r entrt.Runtime
 	b *writebehind.Buffer
 
 	mu       sync.Mutex
@@ -93,13 +93,6 @@ func (b *Buffer) Increment(ctx context.Context, typ, field string, id any, delta
 	}
 	b.r.Observer().CountWrite(typ, c.Column, engine.KeyText(id), true)
 	return nil
-}
-
-// Add is the old name of [Buffer.Increment].
-//
-// Deprecated: use Increment, the name gormcounter's Buffer uses too.
-func (b *Buffer) Add(ctx context.Context, typ, field string, id any, delta int64) error {
-	return b.Increment(ctx, typ, field, id, delta)
 }
 
 // Pending returns this buffer's delta for a counter of one row, not yet

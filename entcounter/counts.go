@@ -41,7 +41,7 @@ func InstallTriggers(ctx context.Context, src Source) error {
 // installTriggers (re)creates the triggers of every count kept by
 // triggers, and returns the counts whose triggers were missing (some or
 // all): the child rows written without them were not counted.
-func installTriggers(ctx context.Context, c engine.Conn, r Runtime) (missing map[string]bool, err error) {
+func installTriggers(ctx context.Context, c engine.Conn, r entrt.Runtime) (missing map[string]bool, err error) {
 	dl, err := r.Dialect()
 	if err != nil {
 		return nil, err
@@ -68,7 +68,7 @@ func installTriggers(ctx context.Context, c engine.Conn, r Runtime) (missing map
 }
 
 // recountMissed recounts the counts whose triggers were missing.
-func recountMissed(ctx context.Context, c engine.Session, r Runtime, missing map[string]bool) error {
+func recountMissed(ctx context.Context, c engine.Session, r entrt.Runtime, missing map[string]bool) error {
 	dl, err := r.Dialect()
 	if err != nil {
 		return err

@@ -18,11 +18,6 @@ var (
 	// do. It is gormcounter.ErrNotIncrement.
 	ErrNotIncrement = spec.ErrNotIncrement
 
-	// ErrCounted is the old name of ErrNotIncrement.
-	//
-	// Deprecated: use ErrNotIncrement.
-	ErrCounted = spec.ErrNotIncrement
-
 	// ErrNotCounter is wrapped by the error for a buffered increment of a
 	// field that is not a counter. It is gormcounter.ErrNotCounter.
 	ErrNotCounter = spec.ErrNotCounter

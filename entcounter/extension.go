@@ -10,6 +10,8 @@ import (
 	"entgo.io/ent/entc"
 	"entgo.io/ent/entc/gen"
 	"github.com/jinzhu/inflection"
+
+	"github.com/hotcounter/hotcounter/internal/entrt"
 )
 
 //go:embed template/hotcounter.tmpl
@@ -132,16 +134,16 @@ func hookedTypes(g *gen.Graph) []string {
 	return out
 }
 
-func graphDefs(g *gen.Graph) []Def {
+func graphDefs(g *gen.Graph) []entrt.Def {
 	defs, _ := defsOf(g)
 	return defs
 }
 
 // defsOf resolves every counter of the graph to its tables, or explains
 // what is wrong with a declaration.
-func defsOf(g *gen.Graph) ([]Def, error) {
+func defsOf(g *gen.Graph) ([]entrt.Def, error) {
 	var (
-		defs []Def
+		defs []entrt.Def
 		errs []string
 	)
 	for _, n := range g.Nodes {
@@ -157,7 +159,7 @@ func defsOf(g *gen.Graph) ([]Def, error) {
 				continue
 			}
 			prefix := inflection.Singular(n.Table())
-			d := Def{
+			d := entrt.Def{
 				Type: n.Name, Field: f.Name, StructField: f.StructField(), Table: n.Table(), Key: n.ID.StorageKey(),
 				SlotTable: prefix + "_" + f.Name + tableSuffix(a.Append), Owner: prefix + "_id",
 				Slots: a.Slots, AutoSlots: a.AutoSlots, Rollup: a.Rollup, Append: a.Append, Precreate: a.Precreate, SkipLocked: a.SkipLocked, KeepColumn: a.KeepColumn, Guarded: a.Guarded,
@@ -257,7 +259,7 @@ func tableSuffix(deltas bool) string {
 
 // countDefOf resolves a Counts declaration to the child table its O2M edge
 // reaches.
-func countDefOf(n *gen.Type, a Annotation) (*CountDef, error) {
+func countDefOf(n *gen.Type, a Annotation) (*entrt.CountDef, error) {
 	var e *gen.Edge
 	var o2m []string
 	for _, ed := range n.Edges {
@@ -277,7 +279,7 @@ func countDefOf(n *gen.Type, a Annotation) (*CountDef, error) {
 		return nil, fmt.Errorf("Counts(%q): %s needs a single id field", a.Counts, e.Type.Name)
 	}
 	child := e.Type
-	c := &CountDef{Edge: e.Name, Type: child.Name, Hooks: a.Hooks, Table: child.Table(), Key: child.ID.StorageKey(), Ref: e.Rel.Column(), Where: a.Where}
+	c := &entrt.CountDef{Edge: e.Name, Type: child.Name, Hooks: a.Hooks, Table: child.Table(), Key: child.ID.StorageKey(), Ref: e.Rel.Column(), Where: a.Where}
 	seen := map[string]bool{}
 	add := func(col string) {
 		if !seen[col] {

@@ -84,11 +84,11 @@ func Take(ctx context.Context, src Source, typ, field string, id any, amount int
 
 // findDef finds the counter field of schema typ: its type name (Post),
 // label (post) or table (posts).
-func findDef(r Runtime, typ, field string) (Def, bool) {
+func findDef(r entrt.Runtime, typ, field string) (entrt.Def, bool) {
 	for _, d := range r.Defs {
 		if (d.Type == typ || d.Table == typ || snake(d.Type) == typ || strings.EqualFold(d.Type, typ)) && d.Field == field {
 			return d, true
 		}
 	}
-	return Def{}, false
+	return entrt.Def{}, false
 }

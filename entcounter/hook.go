@@ -29,6 +29,12 @@ type mutation interface {
 	HotCounterNotFound() error
 	HotCounterUpsert() bool
 	HotCounterBulkUpsert() bool
+	// HotCounterByIDOnly reports whether an UpdateOne names its row by id
+	// alone; HotCounterEntity reads the entity with that id as Get does.
+	// Together they let an increment of counters alone skip ent's empty
+	// update ([write.incrementOne]).
+	HotCounterByIDOnly() bool
+	HotCounterEntity(ctx context.Context, id any) (any, error)
 }
 
 // counterHook moves a counter's part of a mutation into the slot table:
@@ -119,14 +125,14 @@ func counterHook(field string, ann Annotation) ent.Hook {
 				}
 				m.ResetField(field)
 				counterOnly := isEmpty(m)
-				if fm, ok := m.(fastMutation); ok && counterOnly && m.Op().Is(ent.OpUpdateOne) && !hasSet && !cleared && fm.HotCounterByIDOnly() && dl.LocksRows() {
+				if counterOnly && m.Op().Is(ent.OpUpdateOne) && !hasSet && !cleared && m.HotCounterByIDOnly() && dl.LocksRows() {
 					// ent would run an empty update (BEGIN, a read of the
 					// row, COMMIT) for the entity alone: the increment is the
 					// only write, and the entity is read after it. (Not on
 					// SQLite: one writer at a time, nothing to gain, and a
 					// database without foreign keys would keep the slot row
 					// of a parent that ent's read would have found missing.)
-					return w.incrementOne(ctx, fm, keys[0], add)
+					return w.incrementOne(ctx, m, keys[0], add)
 				}
 				res, err := next.Mutate(ctx, m)
 				if err != nil {
@@ -227,7 +233,7 @@ func init() { entrt.Late = writeLate }
 // (the schema's own Hooks) wrote them, and the update sends them as an
 // update written with them from the start would. The hooks take them out
 // of m, so save then runs without them.
-func writeLate(ctx context.Context, r Runtime, m ent.Mutation, save func(context.Context) (ent.Value, error)) (ent.Value, error) {
+func writeLate(ctx context.Context, r entrt.Runtime, m ent.Mutation, save func(context.Context) (ent.Value, error)) (ent.Value, error) {
 	var run ent.Mutator = ent.MutateFunc(func(ctx context.Context, _ ent.Mutation) (ent.Value, error) { return save(ctx) })
 	for _, d := range r.Defs {
 		if d.Type == m.Type() && touched(m, d.Field) {
@@ -239,7 +245,7 @@ func writeLate(ctx context.Context, r Runtime, m ent.Mutation, save func(context
 
 // annotationOfDef returns what counterHook reads of a counter's annotation,
 // from its generated description.
-func annotationOfDef(d Def) Annotation {
+func annotationOfDef(d entrt.Def) Annotation {
 	a := Annotation{Slots: d.Slots, AutoSlots: d.AutoSlots, Rollup: d.Rollup, Append: d.Append, Precreate: d.Precreate,
 		SkipLocked: d.SkipLocked, KeepColumn: d.KeepColumn, Guarded: d.Guarded}
 	if c := d.Count; c != nil {
@@ -280,7 +286,7 @@ func fillAfter(ctx context.Context, m mutation, run ent.MutateFunc) (ent.Value, 
 		return res, err
 	}
 	var setErr error
-	err = Load(ctx, r, m.Type(), fields, 1, func(int) any { return id }, func(_ int, f string, v int64) {
+	err = entrt.Load(ctx, r, m.Type(), fields, 1, func(int) any { return id }, func(_ int, f string, v int64) {
 		if e := setNodeField(res, structField[f], v); e != nil && setErr == nil {
 			setErr = e
 		}
@@ -291,21 +297,12 @@ func fillAfter(ctx context.Context, m mutation, run ent.MutateFunc) (ent.Value, 
 	return res, err
 }
 
-// fastMutation is what the extension generates on mutations since it
-// writes an UpdateOne of counters alone without ent's empty update; code
-// generated before lacks it and takes the slower path.
-type fastMutation interface {
-	mutation
-	HotCounterByIDOnly() bool
-	HotCounterEntity(ctx context.Context, id any) (any, error)
-}
-
 // incrementOne writes an UpdateOneID(id).AddX(n) that changes nothing but
 // the counter: the increment (outside a transaction, together with
 // concurrent increments of the same row, in one statement, as
 // gormcounter's), then the entity, read as Get reads it (counters filled,
 // the increment included). A row that does not exist is ent's NotFound.
-func (w *write) incrementOne(ctx context.Context, m fastMutation, key any, delta int64) (ent.Value, error) {
+func (w *write) incrementOne(ctx context.Context, m mutation, key any, delta int64) (ent.Value, error) {
 	s := entrt.NewSession(w.r)
 	skipLocked := engine.TakesFreeSlot(w.dl, w.d.SkipLocked, s.InTx())
 	if w.dl.ReturnsTotals() && w.d.Mode() == spec.Sum && !w.d.Guarded && !skipLocked {
@@ -366,7 +363,7 @@ func (w *write) incrementOne(ctx context.Context, m fastMutation, key any, delta
 // combining group, so that concurrent increments of the parent share the
 // write and the read, each caller getting a copy of the entity; inside one,
 // and for an append counter (one delta row per increment), alone.
-func (w *write) sharedEntity(ctx context.Context, s engine.Session, m fastMutation, key any, delta int64, run combine.RunValue) (ent.Value, error) {
+func (w *write) sharedEntity(ctx context.Context, s engine.Session, m mutation, key any, delta int64, run combine.RunValue) (ent.Value, error) {
 	var (
 		v   any
 		err error
@@ -500,7 +497,7 @@ func (w *write) refresh(ctx context.Context, node ent.Value, key any, set bool, 
 		return nil
 	}
 	var total int64
-	err := Load(ctx, w.r, w.d.Type, []string{w.d.Field}, 1, func(int) any { return key }, func(_ int, f string, n int64) {
+	err := entrt.Load(ctx, w.r, w.d.Type, []string{w.d.Field}, 1, func(int) any { return key }, func(_ int, f string, n int64) {
 		if f == w.d.Field {
 			total = n
 		}
@@ -528,8 +525,8 @@ func setNodeField(node ent.Value, name string, v int64) error {
 
 // write applies one counter's change for some parents.
 type write struct {
-	r  Runtime
-	d  Def
+	r  entrt.Runtime
+	d  entrt.Def
 	dl countersql.Dialect
 }
 

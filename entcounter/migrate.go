@@ -131,7 +131,7 @@ type leftover struct {
 // leftovers names the tables that would hold the values of the integer
 // columns of desired that no counter of r declares, had they been counters
 // (<singular table>_<column>_slots or _deltas, as SlotsOf names them).
-func leftovers(r Runtime, desired *atlasschema.Schema) []leftover {
+func leftovers(r entrt.Runtime, desired *atlasschema.Schema) []leftover {
 	counter := map[[2]string]bool{}
 	for _, d := range r.Defs {
 		t := d.Tables()
@@ -177,7 +177,7 @@ func splitLeftovers(left []leftover, current *atlasschema.Schema) (now, later []
 
 // foldLeftoversNow folds left through r's client, a batch of parents per
 // transaction, as RollupPass does.
-func foldLeftoversNow(r Runtime, left []leftover) error {
+func foldLeftoversNow(r entrt.Runtime, left []leftover) error {
 	if len(left) == 0 {
 		return nil
 	}
@@ -192,7 +192,7 @@ func foldLeftoversNow(r Runtime, left []leftover) error {
 // repairCounts installs the missing triggers of the counts whose tables
 // exist, and recounts them: a first Schema.Create without WithCounters
 // creates the tables, and a later one with it then has nothing to change.
-func repairCounts(r Runtime, current *atlasschema.Schema) error {
+func repairCounts(r entrt.Runtime, current *atlasschema.Schema) error {
 	ctx := context.Background()
 	s := entrt.NewSession(r)
 	dl, err := r.Dialect()
@@ -257,16 +257,9 @@ func foldLeftovers(ctx context.Context, c engine.Conn, dl countersql.Dialect, le
 	return nil
 }
 
-// WithTriggers is the migration option that installs the triggers of
-// [InstallTriggers] as part of the migration.
-//
-// Deprecated: use [WithCounters], which does that and readies existing
-// columns and counts.
-func WithTriggers(src Source) schema.MigrateOption { return WithCounters(src) }
-
 // prepareColumn checks and readies a column of d's name that the parent
 // table already has, before ent migrates it, and returns what it found.
-func prepareColumn(ctx context.Context, c entrt.Conn, dl countersql.Dialect, d Def) (engine.Storage, error) {
+func prepareColumn(ctx context.Context, c entrt.Conn, dl countersql.Dialect, d entrt.Def) (engine.Storage, error) {
 	t := d.Tables()
 	st, err := engine.Probe(ctx, c, dl, t)
 	if err != nil {
@@ -309,7 +302,7 @@ func prepareColumn(ctx context.Context, c entrt.Conn, dl countersql.Dialect, d D
 //     tables and deletes their rows;
 //   - a sum counter declared over an existing column without AdoptColumn:
 //     the copy has only the columns the schema declares.
-func guardRebuilds(ctx context.Context, c entrt.Conn, dl countersql.Dialect, r Runtime, before []engine.Storage, plan *migrate.Plan) error {
+func guardRebuilds(ctx context.Context, c entrt.Conn, dl countersql.Dialect, r entrt.Runtime, before []engine.Storage, plan *migrate.Plan) error {
 	if !dl.RecreatesTables() {
 		return nil
 	}

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/hotcounter/hotcounter/internal/engine"
+	"github.com/hotcounter/hotcounter/internal/entrt"
 	"github.com/hotcounter/hotcounter/internal/observe"
 )
 
@@ -145,7 +146,7 @@ func mutationID(m ent.Mutation) (any, bool) {
 }
 
 // mysqlOrMariaDB tells MariaDB from MySQL by the server's version.
-func mysqlOrMariaDB(r Runtime) string {
+func mysqlOrMariaDB(r entrt.Runtime) string {
 	rows := &entsql.Rows{}
 	if err := r.Driver.Query(context.Background(), "SELECT VERSION()", []any{}, rows); err != nil {
 		return "mysql"

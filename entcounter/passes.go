@@ -67,7 +67,7 @@ func RollupPass(ctx context.Context, src Source) error {
 	return rollup(ctx, src.HotCounter(), func() bool { return false })
 }
 
-func rollup(ctx context.Context, r Runtime, stop func() bool) error {
+func rollup(ctx context.Context, r entrt.Runtime, stop func() bool) error {
 	dl, s, inTx, err := ownPass(r, "RollupPass")
 	if err != nil {
 		return err
@@ -208,7 +208,7 @@ func CompactPass(ctx context.Context, src Source) (Compacted, error) {
 // (RollupPass, CompactPass): it refuses a transaction's client, and returns
 // the dialect, r's session, and a function that runs its argument in a
 // transaction of its own, committed when it returns nil.
-func ownPass(r Runtime, name string) (countersql.Dialect, engine.Conn, func(ctx context.Context, fn func(engine.Conn) error) error, error) {
+func ownPass(r entrt.Runtime, name string) (countersql.Dialect, engine.Conn, func(ctx context.Context, fn func(engine.Conn) error) error, error) {
 	if r.InTx() {
 		return countersql.Dialect{}, nil, nil, notInTx(name)
 	}
@@ -223,7 +223,7 @@ func ownPass(r Runtime, name string) (countersql.Dialect, engine.Conn, func(ctx 
 // clientOnly returns src's runtime, or an error naming the operation
 // (name) when src is a transaction's client: the operation runs
 // transactions of its own.
-func clientOnly(src Source, name string) (Runtime, error) {
+func clientOnly(src Source, name string) (entrt.Runtime, error) {
 	r := src.HotCounter()
 	if r.InTx() {
 		return r, notInTx(name)

@@ -3,9 +3,6 @@ package entcounter
 import (
 	"context"
 
-	"entgo.io/ent"
-	"entgo.io/ent/dialect/sql/sqlgraph"
-
 	"github.com/hotcounter/hotcounter/internal/entrt"
 )
 
@@ -28,55 +25,3 @@ var ErrNeedsTx = entrt.ErrNeedsTx
 // name before the write. The write ran in the caller's transaction, which
 // must roll back.
 var ErrHookedUpsert = entrt.ErrHookedUpsert
-
-// What code generated before entcounter/generated existed calls. Regenerate
-// (go generate ./ent) to use entcounter/generated instead.
-
-// Runtime is what generated code hands entcounter.
-//
-// Deprecated: generated code uses generated.Runtime; regenerate.
-type Runtime = entrt.Runtime
-
-// Def describes one counter of a generated schema.
-//
-// Deprecated: generated code uses generated.Def; regenerate.
-type Def = entrt.Def
-
-// CountDef describes a count of child rows of a generated schema.
-//
-// Deprecated: generated code uses generated.CountDef; regenerate.
-type CountDef = entrt.CountDef
-
-// State is what a client has learned of its database.
-//
-// Deprecated: generated code uses generated.State; regenerate.
-type State = entrt.State
-
-// NewState returns an empty State.
-//
-// Deprecated: generated code uses generated.NewState; regenerate.
-func NewState() *State { return entrt.NewState() }
-
-// Load fills the counters of loaded nodes.
-//
-// Deprecated: generated code uses generated.Load; regenerate.
-func Load(ctx context.Context, r Runtime, typ string, selected []string, n int, key func(i int) any, set func(i int, field string, v int64)) error {
-	return entrt.Load(ctx, r, typ, selected, n, key, set)
-}
-
-// WithoutColumns returns columns without the sum counters of a schema.
-//
-// Deprecated: generated code uses generated.WithoutColumns; regenerate.
-func WithoutColumns(r Runtime, typ string, columns []string) []string {
-	return entrt.WithoutColumns(r, typ, columns)
-}
-
-// DropZeroColumn removes a column that every row of a batch upsert gives 0.
-//
-// Deprecated: generated code uses generated.DropZeroColumn; regenerate.
-func DropZeroColumn(nodes []*sqlgraph.CreateSpec, column string) { entrt.DropZeroColumn(nodes, column) }
-
-// CountHook returns the ent hook that keeps counts declared with [ByHooks].
-//
-// Deprecated: generated code uses generated.CountHook; regenerate.
-func CountHook() ent.Hook { return entrt.CountHook() }

@@ -33,11 +33,6 @@ func RollupPass(db *gorm.DB, models ...any) error {
 	return p.rollup(db, counters, func() bool { return false })
 }
 
-// Rollup is the old name of [RollupPass].
-//
-// Deprecated: use RollupPass, the name entcounter uses too.
-func Rollup(db *gorm.DB, models ...any) error { return RollupPass(db, models...) }
-
 // rollup folds every counter, checking stop between batches.
 func (p *Plugin) rollup(db *gorm.DB, counters []*counter, stop func() bool) error {
 	for _, c := range counters {

@@ -163,17 +163,8 @@ func NewState() *State {
 	return st
 }
 
-// processState serves clients generated before State existed.
-var processState = NewState()
-
-// state is the client's State, or the process's for code generated
-// before State existed.
-func (r Runtime) state() *State {
-	if r.State == nil {
-		return processState
-	}
-	return r.State
-}
+// state is the client's State.
+func (r Runtime) state() *State { return r.State }
 
 // Observer is the client's observer: the one entcounter.Observe set, or
 // one that counts hot keys with the defaults and records no metrics.
