@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/hotcounter/hotcounter/gormcounter"
-	"github.com/hotcounter/hotcounter/gormcounter/redisstore"
 	"github.com/hotcounter/hotcounter/internal/testdb"
+	"github.com/hotcounter/hotcounter/redisstore"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 )

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/hotcounter/hotcounter/entcounter"
-	entredisstore "github.com/hotcounter/hotcounter/entcounter/redisstore"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
+	"github.com/hotcounter/hotcounter/redisstore"
 )
 
 // ent's write-behind buffer: exact totals, readable by GORM too; Pending
@@ -50,7 +50,7 @@ func TestEntRedisBufferCountsEveryAcknowledgedIncrementOnce(t *testing.T) {
 		var bufs []*entcounter.Buffer
 		for range 2 {
 			buf, err := entcounter.NewBuffer(ctx, reopenEnt(t, e), entcounter.BufferConfig{Interval: 20 * time.Millisecond,
-				Store: entredisstore.New(rdb, entredisstore.Options{Prefix: prefix})})
+				Store: redisstore.New(rdb, redisstore.Options{Prefix: prefix})})
 			must(t, err)
 			bufs = append(bufs, buf)
 		}
@@ -80,7 +80,7 @@ func TestEntRedisBufferLiveLoadsAddWhatEveryInstanceHolds(t *testing.T) {
 		var bufs []*entcounter.Buffer
 		for range 2 {
 			buf, err := entcounter.NewBuffer(ctx, reopenEnt(t, e), entcounter.BufferConfig{Interval: time.Hour,
-				Store: entredisstore.New(rdb, entredisstore.Options{Prefix: prefix})})
+				Store: redisstore.New(rdb, redisstore.Options{Prefix: prefix})})
 			must(t, err)
 			bufs = append(bufs, buf)
 		}

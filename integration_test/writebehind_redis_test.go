@@ -14,11 +14,10 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/hotcounter/hotcounter/gormcounter"
-	"github.com/hotcounter/hotcounter/gormcounter/redisstore"
 	"github.com/hotcounter/hotcounter/internal/countersql"
-	iredis "github.com/hotcounter/hotcounter/internal/redisstore"
 	"github.com/hotcounter/hotcounter/internal/testdb"
 	"github.com/hotcounter/hotcounter/internal/writebehind"
+	"github.com/hotcounter/hotcounter/redisstore"
 )
 
 // redisFor is testdb.Redis: a client and a key prefix of the test's own.
@@ -232,7 +231,7 @@ func TestRedisClusterFailoverCountsNothingTwice(t *testing.T) {
 	post := Post{Title: "viral"}
 	must(t, e.db.Create(&post).Error)
 	_, buf := redisBuffer(t, e, rdb, prefix, 50*time.Millisecond)
-	store := iredis.New(rdb, iredis.Options{Prefix: prefix})
+	store := redisstore.New(rdb, redisstore.Options{Prefix: prefix})
 	key, err := store.PendingKey(&writebehind.Counter{Table: countersql.Table{Slots: "post_likes_slots"}}, post.ID)
 	must(t, err)
 

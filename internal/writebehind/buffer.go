@@ -82,8 +82,8 @@ type Config struct {
 	// OnError hears of failed flushes (they are retried).
 	OnError func(error)
 	// Store, when set, keeps the increments instead of this process's
-	// memory: Redis, shared by every app instance (gormcounter/redisstore,
-	// entcounter/redisstore). FlushAt, MaxPending and OnFull do not apply.
+	// memory: Redis, shared by every app instance (package redisstore,
+	// for either ORM). FlushAt, MaxPending and OnFull do not apply.
 	Store Store
 }
 

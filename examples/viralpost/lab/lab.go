@@ -24,7 +24,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/hotcounter/hotcounter/gormcounter"
-	"github.com/hotcounter/hotcounter/gormcounter/redisstore"
+	"github.com/hotcounter/hotcounter/redisstore"
 	"github.com/hotcounter/hotcounter/internal/detect"
 )
 

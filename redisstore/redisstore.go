@@ -1,6 +1,18 @@
-// Package redisstore keeps write-behind increments in Redis (standalone,
-// Sentinel or Cluster, through a go-redis v9 UniversalClient), so that many
-// app instances share them, and hands them to the SQL flush exactly once.
+// Package redisstore keeps the write-behind increments of gormcounter's and
+// entcounter's Buffer in Redis (standalone, Sentinel or Cluster, through a
+// go-redis v9 UniversalClient), so that many app instances share them, and
+// hands them to the SQL flush exactly once:
+//
+//	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{"127.0.0.1:6379"}})
+//	store := redisstore.New(rdb, redisstore.Options{})
+//	buf, err := gormcounter.NewBuffer(db, gormcounter.BufferConfig{Store: store})
+//	// or, for ent: entcounter.NewBuffer(ctx, client, entcounter.BufferConfig{Store: store})
+//	buf.Increment(ctx, &Post{ID: id}, "Likes", 1) // returns once Redis has it
+//
+// It is a package of its own so that programs that do not use Redis do not
+// build go-redis. What a Redis crash can lose under each persistence
+// setting: docs/write-behind.md. The methods of Store are what the buffer
+// calls; applications call only New.
 //
 // Keys. Each counter is spread over Shards hashes by parent key, and every
 // key of one shard shares one hash tag, so that the scripts below touch one
