@@ -91,7 +91,7 @@ func (b *Buffer) Increment(ctx context.Context, typ, field string, id any, delta
 	if err := b.b.Add(ctx, c, id, delta); err != nil {
 		return fmt.Errorf("entcounter: Buffer %s: %w", c.Name, err)
 	}
-	b.r.Observer().CountWrite(typ, c.Column, engine.KeyText(id), true)
+	b.r.Observer().CountWrite(c.Table.Parent, c.Column, engine.KeyText(id), true)
 	return nil
 }
 

@@ -102,7 +102,7 @@ func counterHook(field string, ann Annotation) ent.Hook {
 				defer func() {
 					obs.Increment(ctx, d.Table, d.Field, time.Since(start), err)
 					if id, ok := m.HotCounterID(); ok && err == nil && m.Op().Is(ent.OpUpdateOne) {
-						obs.CountWrite(m.Type(), field, engine.KeyText(id), true)
+						obs.CountWrite(d.Table, d.Tables().Column, engine.KeyText(id), true)
 					}
 				}()
 			}

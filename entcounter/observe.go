@@ -40,22 +40,10 @@ type ObserveConfig struct {
 	MeterProvider metric.MeterProvider
 }
 
-// HotKey is how often one row of one counter or field was incremented
-// lately.
-type HotKey struct {
-	// Type and Field name the schema and field; Counter is false for a
-	// plain field incremented with AddX.
-	Type, Field string
-	Counter     bool
-	// Key is the row's id as text.
-	Key string
-	// Count is how many increments (of any size) the row took over Span, an
-	// upper bound: the true number is at least Count-Error. Rate is Count
-	// per second.
-	Count, Error int64
-	Rate         float64
-	Span         time.Duration
-}
+// HotKey is how often one row of one counter or plain field was
+// incremented lately, named by table and column; gormcounter.HotKey is
+// the same type.
+type HotKey = observe.HotKey
 
 // Observe sets how the client's counters are watched, and returns the hook
 // that counts increments of plain fields per row, to register on the
@@ -100,14 +88,7 @@ func Observe(src Source, cfg ObserveConfig) (ent.Hook, error) {
 // two windows, hottest (highest Rate) first. An increment is counted for
 // its row when it names one: UpdateOneID(id).AddX(n), or a Buffer's
 // Increment.
-func HotKeys(src Source, k int) []HotKey {
-	var out []HotKey
-	for _, key := range src.HotCounter().Observer().HotKeys(k) {
-		out = append(out, HotKey{Type: key.Table, Field: key.Column, Counter: key.Counter, Key: key.Key,
-			Count: key.Count, Error: key.Error, Rate: key.Rate, Span: key.Span})
-	}
-	return out
-}
+func HotKeys(src Source, k int) []HotKey { return src.HotCounter().Observer().HotKeys(k) }
 
 // countPlainAdds counts the adds of an UpdateOne mutation to fields that
 // are not counters.
@@ -120,14 +101,20 @@ func countPlainAdds(o *observe.Observer, m ent.Mutation) {
 	if !ok {
 		return
 	}
-	src, hasCounters := m.(Source)
+	src, generated := m.(Source)
+	table := m.Type()
+	if generated {
+		if t, ok := src.HotCounter().Tables[m.Type()]; ok {
+			table = t
+		}
+	}
 	for _, f := range fields {
-		if hasCounters {
+		if generated {
 			if _, isCounter := src.HotCounter().Def(m.Type(), f); isCounter {
 				continue
 			}
 		}
-		o.CountWrite(m.Type(), f, engine.KeyText(id), false)
+		o.CountWrite(table, f, engine.KeyText(id), false)
 	}
 }
 

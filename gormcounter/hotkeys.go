@@ -8,6 +8,8 @@ import (
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
+
+	"github.com/hotcounter/hotcounter/internal/observe"
 )
 
 // HotKeysConfig tunes the counting of increments per row, which tells which
@@ -25,22 +27,9 @@ type HotKeysConfig struct {
 	Off bool
 }
 
-// HotKey is how often one row of one counter or column was incremented
-// lately.
-type HotKey struct {
-	// Table and Column name the counter or column; Counter is false for a
-	// plain column incremented with gorm.Expr("col + ?", n).
-	Table, Column string
-	Counter       bool
-	// Key is the row's primary key (columns joined by ", ").
-	Key string
-	// Count is how many increments (of any size) the row took over Span, an
-	// upper bound: the true number is at least Count-Error. Rate is Count
-	// per second.
-	Count, Error int64
-	Rate         float64
-	Span         time.Duration
-}
+// HotKey is how often one row of one counter or plain column was
+// incremented lately; entcounter.HotKey is the same type.
+type HotKey = observe.HotKey
 
 // HotKeys returns the k rows with the most increments, among all counters
 // and the plain columns incremented through GORM, over the last one to two
@@ -53,16 +42,11 @@ type HotKey struct {
 // gorm.Expr("col + ?", n), so that a table whose hot column is not a counter
 // yet shows which field to declare and which rows are hot. Raw SQL (db.Exec)
 // is not seen. Memory stays bounded whatever the number of rows.
-func (p *Plugin) HotKeys(k int) []HotKey {
-	var out []HotKey
-	for _, key := range p.obs.HotKeys(k) {
-		out = append(out, HotKey(key))
-	}
-	return out
-}
+func (p *Plugin) HotKeys(k int) []HotKey { return p.obs.HotKeys(k) }
 
-// HotKeysOf returns [Plugin.HotKeys] of the plugin registered on db.
-func HotKeysOf(db *gorm.DB, k int) ([]HotKey, error) {
+// HotKeys returns [Plugin.HotKeys] of the plugin registered on db, as
+// entcounter.HotKeys does for an ent client.
+func HotKeys(db *gorm.DB, k int) ([]HotKey, error) {
 	p, err := pluginOf(db)
 	if err != nil {
 		return nil, err

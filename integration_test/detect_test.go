@@ -110,7 +110,7 @@ func TestDetectNamesTheRowWritersQueueOn(t *testing.T) {
 		if e.kind == pg && first.LoggedWaits == 0 {
 			t.Errorf("detect counted no logged wait on plains, though the writers log theirs")
 		}
-		hotKeys, err := gormcounter.HotKeysOf(db, 1)
+		hotKeys, err := gormcounter.HotKeys(db, 1)
 		must(t, err)
 		if len(hotKeys) != 1 || hotKeys[0].Table != "plains" || hotKeys[0].Column != "likes" || hotKeys[0].Key != "42" || hotKeys[0].Count != done {
 			t.Fatalf("the library's hot keys = %+v, want plains.likes 42 with %d increments", hotKeys, done)

@@ -43,7 +43,7 @@ func TestHotKeysCountIncrementsPerRowOfCountersAndPlainColumns(t *testing.T) {
 		must(t, e.db.Model(&Plain{ID: 3}).UpdateColumn("title", "x").Error)
 		must(t, e.db.Exec("UPDATE plains SET likes = likes + 1 WHERE id = 5").Error)
 
-		keys, err := gormcounter.HotKeysOf(e.db, 10)
+		keys, err := gormcounter.HotKeys(e.db, 10)
 		must(t, err)
 		for _, want := range []struct {
 			table, column, key string
@@ -67,7 +67,7 @@ func TestHotKeysCountIncrementsPerRowOfCountersAndPlainColumns(t *testing.T) {
 			t.Errorf("hottest = %+v, want plains 42 first", keys[0])
 		}
 		// k bounds the rows of all counters and columns together.
-		top, err := gormcounter.HotKeysOf(e.db, 2)
+		top, err := gormcounter.HotKeys(e.db, 2)
 		must(t, err)
 		if len(top) != 2 || top[0].Key != "42" || top[1].Column != "likes" || top[1].Table != "posts" {
 			t.Errorf("the 2 hottest = %+v, want plains 42 and the post", top)

@@ -53,9 +53,9 @@ func TestMetricsAndHotKeysMatchTheOperationsPerformed_ent(t *testing.T) {
 
 		keys := entcounter.HotKeys(e.client, 10)
 		want := map[string]int64{
-			"Post.likes " + fmt.Sprint(post.ID) + " counter":     12,
-			"Post.views " + fmt.Sprint(post.ID) + " counter":     4,
-			"NaivePost.likes " + fmt.Sprint(naive.ID) + " plain": 5,
+			"posts.likes " + fmt.Sprint(post.ID) + " counter":     12,
+			"posts.views " + fmt.Sprint(post.ID) + " counter":     4,
+			"naive_posts.likes " + fmt.Sprint(naive.ID) + " plain": 5,
 		}
 		got := map[string]int64{}
 		for _, k := range keys {
@@ -63,7 +63,7 @@ func TestMetricsAndHotKeysMatchTheOperationsPerformed_ent(t *testing.T) {
 			if k.Counter {
 				kind = "counter"
 			}
-			got[k.Type+"."+k.Field+" "+k.Key+" "+kind] = k.Count
+			got[k.Table+"."+k.Column+" "+k.Key+" "+kind] = k.Count
 			if k.Error != 0 || k.Rate <= 0 {
 				t.Errorf("hot key %+v: want an exact count and a rate", k)
 			}

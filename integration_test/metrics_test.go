@@ -196,7 +196,7 @@ func TestMetricsMatchTheOperationsPerformed(t *testing.T) {
 	})
 }
 
-func TestHotKeysOffCountNothing(t *testing.T) {
+func TestHotKeysfCountNothing(t *testing.T) {
 	e := open(t, lite)
 	db := withPlugin(t, e, gormcounter.Config{HotKeys: gormcounter.HotKeysConfig{Off: true}})
 	must(t, db.AutoMigrate(&Post{}))
@@ -204,7 +204,7 @@ func TestHotKeysOffCountNothing(t *testing.T) {
 	must(t, db.Create(&post).Error)
 	must(t, gormcounter.Increment(db.Model(&post), "Likes", 1).Error)
 	must(t, db.Model(&post).UpdateColumn("title", gorm.Expr("title || ?", "!")).Error)
-	keys, err := gormcounter.HotKeysOf(db, 5)
+	keys, err := gormcounter.HotKeys(db, 5)
 	must(t, err)
 	if len(keys) != 0 {
 		t.Fatalf("hot keys with HotKeys.Off = %+v, want none", keys)

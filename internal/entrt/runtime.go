@@ -112,9 +112,12 @@ func (d Def) Name() string { return d.Type + "." + d.Field }
 type Runtime struct {
 	Driver dialect.Driver
 	Defs   []Def
+	// Tables maps every schema type of the client to its table: hot keys
+	// name plain fields by table, as they name counters.
+	Tables map[string]string
 	// State is what the client has learned of its database (where each
 	// counter's values live), shared by its transactions. The extension
-	// generates one per client; nil uses one shared by the process.
+	// generates one per client.
 	State *State
 }
 

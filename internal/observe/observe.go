@@ -223,8 +223,7 @@ func (o *Observer) Increment(ctx context.Context, table, counter string, d time.
 func (o *Observer) Counting() bool { return o != nil && o.hot != nil }
 
 // CountWrite counts one write to a row (key) of a counter or of a plain
-// column, for the hot keys. GORM names the column by table and column, ent
-// by schema type and field.
+// column, for the hot keys, named by table and column in both ORMs.
 func (o *Observer) CountWrite(table, column, key string, counter bool) {
 	if o == nil || o.hot == nil {
 		return
@@ -316,28 +315,35 @@ func (o *Observer) WatchPending(fn func() map[[2]string]int64) (stop func()) {
 	}
 }
 
-// Key is one hot row.
-type Key struct {
+// HotKey is how often one row of one counter or plain column was
+// incremented lately: gormcounter.HotKey and entcounter.HotKey.
+type HotKey struct {
+	// Table and Column name the counter, or the plain column (Counter
+	// false) incremented with gorm.Expr("col + ?", n) or ent's AddX.
 	Table, Column string
 	Counter       bool
-	Key           string
-	Count, Error  int64
-	Rate          float64
-	Span          time.Duration
+	// Key is the row's primary key as text (columns joined by ", ").
+	Key string
+	// Count is how many increments (of any size) the row took over Span, an
+	// upper bound: the true number is at least Count-Error. Rate is Count
+	// per second.
+	Count, Error int64
+	Rate         float64
+	Span         time.Duration
 }
 
 // HotKeys returns the k rows with the most writes among all counters and
 // columns, hottest (highest rate) first.
-func (o *Observer) HotKeys(k int) []Key {
+func (o *Observer) HotKeys(k int) []HotKey {
 	if o == nil || o.hot == nil {
 		return nil
 	}
-	var out []Key
+	var out []HotKey
 	for _, name := range o.hot.Names() {
 		table, column := split(name)
 		_, isCounter := o.counters.Load(name)
 		for _, key := range o.hot.Top(name, k) {
-			out = append(out, Key{Table: table, Column: column, Counter: isCounter, Key: key.Key,
+			out = append(out, HotKey{Table: table, Column: column, Counter: isCounter, Key: key.Key,
 				Count: key.Count, Error: key.Error, Rate: key.Rate, Span: key.Span})
 		}
 	}

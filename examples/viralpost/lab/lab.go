@@ -121,7 +121,7 @@ type StrategyResult struct {
 	Timeline  []Bucket  `json:"timeline"`
 	// Detected is what hotcounter detect named during the load (the three
 	// hottest rows); DetectErr why it could not run. HotKeys are the
-	// library's three most incremented rows (gormcounter.HotKeysOf).
+	// library's three most incremented rows (gormcounter.HotKeys).
 	Detected  []detect.Row         `json:"detected"`
 	DetectErr string               `json:"detect_error,omitempty"`
 	HotKeys   []gormcounter.HotKey `json:"hot_keys"`
@@ -354,7 +354,7 @@ func runStrategy(ctx context.Context, cfg Config, tg target, obs *observer, s St
 	r := &StrategyResult{Name: s.Name, What: s.What}
 	found := <-detected
 	r.Detected, r.DetectErr = found.rows, found.err
-	if r.HotKeys, err = gormcounter.HotKeysOf(db, 3); err != nil {
+	if r.HotKeys, err = gormcounter.HotKeys(db, 3); err != nil {
 		return nil, err
 	}
 	sampling.finish(&r.LockWaits, cfg.Threshold, p.backends())
