@@ -53,8 +53,8 @@ func TestMetricsAndHotKeysMatchTheOperationsPerformed_ent(t *testing.T) {
 
 		keys := entcounter.HotKeys(e.client, 10)
 		want := map[string]int64{
-			"posts.likes " + fmt.Sprint(post.ID) + " counter":     12,
-			"posts.views " + fmt.Sprint(post.ID) + " counter":     4,
+			"posts.likes " + fmt.Sprint(post.ID) + " counter":      12,
+			"posts.views " + fmt.Sprint(post.ID) + " counter":      4,
 			"naive_posts.likes " + fmt.Sprint(naive.ID) + " plain": 5,
 		}
 		got := map[string]int64{}

@@ -24,8 +24,8 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/hotcounter/hotcounter/gormcounter"
-	"github.com/hotcounter/hotcounter/redisstore"
 	"github.com/hotcounter/hotcounter/internal/detect"
+	"github.com/hotcounter/hotcounter/redisstore"
 )
 
 // Config is one run of the lab. Zero fields take the defaults of the
