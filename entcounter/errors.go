@@ -1,7 +1,7 @@
 package entcounter
 
 import (
-	"errors"
+	"fmt"
 
 	"github.com/hotcounter/hotcounter/internal/spec"
 )
@@ -22,8 +22,12 @@ var (
 	// field that is not a counter. It is gormcounter.ErrNotCounter.
 	ErrNotCounter = spec.ErrNotCounter
 
-	// ErrNotConfigured is returned when a query or mutation of a schema
-	// with counters runs without the code that entcounter's extension
-	// generates.
-	ErrNotConfigured = errors.New("entcounter: the generated code has no HotCounter method: generate with entc.Extensions(entcounter.Extension())")
+	// ErrNotConfigured is wrapped by the error for a query or mutation of a
+	// schema with counters run without the code that entcounter's
+	// extension generates; the error says how to generate it. It is
+	// gormcounter.ErrNotConfigured.
+	ErrNotConfigured = spec.ErrNotConfigured
+
+	// errNotGenerated is that error.
+	errNotGenerated = fmt.Errorf("entcounter: the generated code has no HotCounter method: generate with entc.Extensions(entcounter.Extension()): %w", ErrNotConfigured)
 )

@@ -48,7 +48,7 @@ func counterHook(field string, ann Annotation) ent.Hook {
 			if !ok {
 				// Without the extension's code, ent would write and read the
 				// sum counter's column, which does not exist.
-				return nil, fmt.Errorf("%w (%s.%s)", ErrNotConfigured, em.Type(), field)
+				return nil, fmt.Errorf("%s.%s: %w", em.Type(), field, errNotGenerated)
 			}
 			if em.Op().Is(ent.OpUpdateOne) && ctx.Value(fillAfterKey{}) != em {
 				// The outermost counter hook of an UpdateOne: the entity it

@@ -79,7 +79,7 @@ func (configuredCheck) HotCounterOwn() {}
 func (c configuredCheck) Intercept(next ent.Querier) ent.Querier {
 	return ent.QuerierFunc(func(ctx context.Context, q ent.Query) (ent.Value, error) {
 		if _, ok := q.(entrt.Source); !ok {
-			return nil, fmt.Errorf("%w (a query of %T, whose schema declares the counter %s)", ErrNotConfigured, q, c.field)
+			return nil, fmt.Errorf("a query of %T, whose schema declares the counter %s: %w", q, c.field, errNotGenerated)
 		}
 		return next.Query(ctx, q)
 	})

@@ -26,7 +26,8 @@ var (
 	// of a model, and the table alone names none.
 	ErrNoModel = errors.New("the statement has no model, whose fields declare the counters: use db.Model(&Post{}) (with Table for another table name)")
 
-	// ErrNotRegistered is returned when a gormcounter function runs on a
-	// *gorm.DB where the plugin was not registered with db.Use.
-	ErrNotRegistered = errors.New("gormcounter: plugin not registered: call db.Use(gormcounter.New(gormcounter.Config{}))")
+	// ErrNotConfigured is wrapped by the error for a gormcounter function
+	// run on a *gorm.DB where the plugin was not registered with db.Use;
+	// the error says how to register it. It is entcounter.ErrNotConfigured.
+	ErrNotConfigured = spec.ErrNotConfigured
 )

@@ -287,5 +287,8 @@ func pluginOf(db *gorm.DB) (*Plugin, error) {
 	if p, ok := db.Config.Plugins[Name].(*Plugin); ok {
 		return p, nil
 	}
-	return nil, ErrNotRegistered
+	return nil, errNotRegistered
 }
+
+// errNotRegistered is pluginOf's error.
+var errNotRegistered = fmt.Errorf("gormcounter: the plugin is not registered on this *gorm.DB: call db.Use(gormcounter.New(gormcounter.Config{})): %w", ErrNotConfigured)

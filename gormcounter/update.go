@@ -495,7 +495,7 @@ func unwritten(b clause.Builder, call, field string) error {
 			return fmt.Errorf("gormcounter: %s(%q) on table %q: %w", call, field, stmt.Table, ErrNoModel)
 		}
 	}
-	return fmt.Errorf("gormcounter: %s(%q): %w", call, field, ErrNotRegistered)
+	return fmt.Errorf("%s(%q): %w", call, field, errNotRegistered)
 }
 
 // parseIncrement returns the delta that v adds to the counter, or an error

@@ -653,7 +653,7 @@ func TestIncrementErrorsSayTheRealCause(t *testing.T) {
 	must(t, migrateAll(e.db))
 	post := newPost(t, e.db, "p")
 	err := gormcounter.Increment(e.db.Table("posts").Where("id = ?", post.ID), "Likes", 1).Error
-	if !errors.Is(err, gormcounter.ErrNoModel) || errors.Is(err, gormcounter.ErrNotRegistered) || !strings.Contains(err.Error(), "db.Model") {
+	if !errors.Is(err, gormcounter.ErrNoModel) || errors.Is(err, gormcounter.ErrNotConfigured) || !strings.Contains(err.Error(), "db.Model") {
 		t.Errorf("Increment on db.Table: %v; want ErrNoModel saying db.Model", err)
 	}
 	err = gormcounter.Increment(e.db.Model(&post), "Lieks", 1).Error

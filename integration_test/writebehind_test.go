@@ -609,7 +609,7 @@ func TestBufferRefusesMistakes(t *testing.T) {
 	}
 	plain, err := gorm.Open(dialectorFor(lite, e.dsn), &gorm.Config{Logger: logger.Discard})
 	must(t, err)
-	if _, err := gormcounter.NewBuffer(plain, gormcounter.BufferConfig{}); !errors.Is(err, gormcounter.ErrNotRegistered) {
-		t.Fatalf("NewBuffer without the plugin: %v, want ErrNotRegistered", err)
+	if _, err := gormcounter.NewBuffer(plain, gormcounter.BufferConfig{}); !errors.Is(err, gormcounter.ErrNotConfigured) {
+		t.Fatalf("NewBuffer without the plugin: %v, want ErrNotConfigured", err)
 	}
 }

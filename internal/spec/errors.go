@@ -27,6 +27,11 @@ var (
 	// ErrNotGuarded is wrapped by a take's error on a counter not declared
 	// guarded.
 	ErrNotGuarded = errors.New("not a guarded counter")
+
+	// ErrNotConfigured is wrapped by the error for counters used where the
+	// ORM was not set up for them: a *gorm.DB without the plugin, ent code
+	// generated without the extension. The wrapping error says what to do.
+	ErrNotConfigured = errors.New("counters are not configured")
 )
 
 // DefaultBatchSize is how many parents one transaction of a pass (rollup,
