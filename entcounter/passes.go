@@ -3,6 +3,7 @@ package entcounter
 import (
 	"context"
 	"fmt"
+	"log"
 	"time"
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
@@ -240,7 +241,8 @@ func notInTx(name string) error {
 // RollupLoop runs a [RollupPass] at once and then every interval until ctx
 // is done, and then returns nil. Cancelling ctx lets the batch in progress
 // commit and stops before the next one. A failed pass is retried at the next
-// tick; onError, if not nil, hears of it. Run it in its own goroutine:
+// tick; onError hears of it, or, when nil, the standard logger (ent's
+// default). Run it in its own goroutine:
 //
 //	go entcounter.RollupLoop(ctx, client, time.Second, nil)
 func RollupLoop(ctx context.Context, src Source, interval time.Duration, onError func(error)) error {
@@ -256,8 +258,12 @@ func RollupLoop(ctx context.Context, src Source, interval time.Duration, onError
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		if err := rollup(work, r, stop); err != nil && onError != nil {
-			onError(err)
+		if err := rollup(work, r, stop); err != nil {
+			if onError != nil {
+				onError(err)
+			} else {
+				log.Printf("entcounter: rollup pass failed (will retry): %v", err)
+			}
 		}
 		select {
 		case <-ctx.Done():

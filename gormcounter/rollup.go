@@ -46,12 +46,12 @@ func (p *Plugin) rollup(db *gorm.DB, counters []*counter, stop func() bool) erro
 // RollupLoop runs a [RollupPass] at once and then every interval until ctx is
 // done, and then returns nil. Cancelling ctx lets the batch in progress
 // commit and stops before the next one, so no fold is left half done. A
-// failed pass is logged through db's logger and the loop goes on; a model
-// without rollup counters or with a bad declaration is an error at the
-// start. Run it in its own goroutine:
+// failed pass is retried at the next tick; onError hears of it, or, when
+// nil, db's logger. A model without rollup counters or with a bad
+// declaration is an error at the start. Run it in its own goroutine:
 //
-//	go gormcounter.RollupLoop(ctx, db, time.Second, &Post{})
-func RollupLoop(ctx context.Context, db *gorm.DB, interval time.Duration, models ...any) error {
+//	go gormcounter.RollupLoop(ctx, db, time.Second, nil, &Post{})
+func RollupLoop(ctx context.Context, db *gorm.DB, interval time.Duration, onError func(error), models ...any) error {
 	if interval <= 0 {
 		return fmt.Errorf("gormcounter: RollupLoop: interval must be positive, got %v", interval)
 	}
@@ -65,7 +65,11 @@ func RollupLoop(ctx context.Context, db *gorm.DB, interval time.Duration, models
 	defer t.Stop()
 	for {
 		if err := p.rollup(db, counters, stop); err != nil {
-			db.Logger.Error(ctx, "gormcounter: rollup pass failed (will retry): %v", err)
+			if onError != nil {
+				onError(err)
+			} else {
+				db.Logger.Error(ctx, "gormcounter: rollup pass failed (will retry): %v", err)
+			}
 		}
 		select {
 		case <-ctx.Done():

@@ -80,7 +80,7 @@ func TestAppendRollupUnderWriters(t *testing.T) {
 			must(t, db.Create(&s).Error)
 			ctx, stop := context.WithCancel(context.Background())
 			loop := make(chan error, 1)
-			go func() { loop <- gormcounter.RollupLoop(ctx, db, 2*time.Millisecond, &Story{}) }()
+			go func() { loop <- gormcounter.RollupLoop(ctx, db, 2*time.Millisecond, nil, &Story{}) }()
 			readerDone := make(chan struct{})
 			go func() {
 				defer close(readerDone)

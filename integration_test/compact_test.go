@@ -329,7 +329,7 @@ func TestPassesRefuseTransactions(t *testing.T) {
 	cancel() // were the loop to start, it would run one pass and return nil
 	for name, err := range map[string]error{
 		"RollupPass":  gormcounter.RollupPass(tx, &Post{}),
-		"RollupLoop":  gormcounter.RollupLoop(cancelled, tx, time.Second, &Post{}),
+		"RollupLoop":  gormcounter.RollupLoop(cancelled, tx, time.Second, nil, &Post{}),
 		"CompactPass": errOf(gormcounter.CompactPass(tx, &Post{})),
 		"MoveToSlots": func() error { _, err := gormcounter.MoveToSlots(tx, &Post{}); return err }(),
 	} {

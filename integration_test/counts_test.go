@@ -550,7 +550,7 @@ func TestCountsWithRollupLoop(t *testing.T) {
 			objs := k.newChildren(t, db, owners, "active")
 			ctx, cancel := context.WithCancel(context.Background())
 			loop := make(chan error, 1)
-			go func() { loop <- gormcounter.RollupLoop(ctx, db, 5*time.Millisecond, &Category{}) }()
+			go func() { loop <- gormcounter.RollupLoop(ctx, db, 5*time.Millisecond, nil, &Category{}) }()
 			moved := hammer(t, 8, 100, func() error {
 				return db.Model(&Object{}).Where("id = ?", objs[rand.IntN(len(objs))]).Update(k.ref, ps[rand.IntN(len(ps))]).Error
 			})

@@ -18,7 +18,7 @@ func TestRollupUnderConcurrentIncrementsIsExact(t *testing.T) {
 
 		ctx, stop := context.WithCancel(context.Background())
 		loopDone := make(chan error, 1)
-		go func() { loopDone <- gormcounter.RollupLoop(ctx, db, 2*time.Millisecond, &Post{}) }()
+		go func() { loopDone <- gormcounter.RollupLoop(ctx, db, 2*time.Millisecond, nil, &Post{}) }()
 
 		// Readers check while everything runs that the exact value never goes
 		// backwards: a fold counted twice or missed would show as a jump.
@@ -119,7 +119,7 @@ func TestRollupLoopStopsWithItsContext(t *testing.T) {
 	must(t, migrateAll(e.db))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- gormcounter.RollupLoop(ctx, e.db, time.Hour, &Post{}) }()
+	go func() { done <- gormcounter.RollupLoop(ctx, e.db, time.Hour, nil, &Post{}) }()
 	cancel()
 	select {
 	case err := <-done:
@@ -129,7 +129,7 @@ func TestRollupLoopStopsWithItsContext(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("RollupLoop did not return after its context was cancelled")
 	}
-	if err := gormcounter.RollupLoop(context.Background(), e.db, time.Second, &Author{}); err == nil {
+	if err := gormcounter.RollupLoop(context.Background(), e.db, time.Second, nil, &Author{}); err == nil {
 		t.Fatal("RollupLoop on a model without rollup counters must fail at once")
 	}
 }
