@@ -77,7 +77,7 @@ func recountMissed(ctx context.Context, c engine.Session, r entrt.Runtime, missi
 		if d.Count == nil || !missing[d.Name()] {
 			continue
 		}
-		if _, err := engine.Recount(ctx, c, dl, d.CountSpec(), d.Rollup, RollupBatchSize,
+		if _, err := engine.Recount(ctx, c, dl, d.CountSpec(), d.Rollup, r.Settings().BatchSize,
 			func(w countersql.Writer) { w.WriteString("1=1") }, func() bool { return false }); err != nil {
 			return fmt.Errorf("entcounter: count the %s rows of %s written while its triggers were missing: %w", d.Count.Table, d.Name(), err)
 		}
@@ -113,7 +113,7 @@ func Recount(ctx context.Context, src Source, typ, field string, ids ...any) (in
 	if len(ids) > 0 {
 		cond = dl.KeyIn(t, ids)
 	}
-	n, err := engine.Recount(ctx, entrt.NewSession(r), dl, d.CountSpec(), d.Rollup, RollupBatchSize, cond, func() bool { return ctx.Err() != nil })
+	n, err := engine.Recount(ctx, entrt.NewSession(r), dl, d.CountSpec(), d.Rollup, r.Settings().BatchSize, cond, func() bool { return ctx.Err() != nil })
 	r.Observer().Recount(ctx, d.Table, d.Field, n, err)
 	if err != nil {
 		return n, fmt.Errorf("entcounter: recount %s: %w", d.Name(), err)

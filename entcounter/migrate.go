@@ -81,7 +81,7 @@ func WithCounters(src Source) schema.MigrateOption {
 			}
 			before := make([]engine.Storage, len(r.Defs))
 			for i, d := range r.Defs {
-				if before[i], err = prepareColumn(ctx, c, dl, d); err != nil {
+				if before[i], err = prepareColumn(ctx, c, dl, d, r.Settings().BatchSize); err != nil {
 					return err
 				}
 			}
@@ -103,7 +103,7 @@ func WithCounters(src Source) schema.MigrateOption {
 					}
 				}
 				if d.Count != nil && (!before[i].Tables[t.Slots] || missing[d.Name()]) {
-					if _, err := engine.Recount(ctx, engine.TxSession{Conn: c}, dl, d.CountSpec(), d.Rollup, RollupBatchSize,
+					if _, err := engine.Recount(ctx, engine.TxSession{Conn: c}, dl, d.CountSpec(), d.Rollup, r.Settings().BatchSize,
 						func(w countersql.Writer) { w.WriteString("1=1") }, func() bool { return false }); err != nil {
 						return fmt.Errorf("entcounter: count the existing %s rows of %s: %w", d.Count.Table, d.Name(), err)
 					}
@@ -115,7 +115,7 @@ func WithCounters(src Source) schema.MigrateOption {
 				r.Storages().Set(t, st)
 			}
 			same := func(ctx context.Context, fn func(engine.Conn) error) error { return fn(c) }
-			return foldLeftovers(ctx, c, dl, left, same)
+			return foldLeftovers(ctx, c, dl, left, r.Settings().BatchSize, same)
 		})
 	})
 	return func(a *schema.Atlas) { diff(a); apply(a) }
@@ -186,7 +186,7 @@ func foldLeftoversNow(r entrt.Runtime, left []leftover) error {
 	if err != nil {
 		return err
 	}
-	return foldLeftovers(ctx, s, dl, left, inTx)
+	return foldLeftovers(ctx, s, dl, left, r.Settings().BatchSize, inTx)
 }
 
 // repairCounts installs the missing triggers of the counts whose tables
@@ -230,7 +230,7 @@ func tableNamed(s *atlasschema.Schema, name string) bool {
 // table of a field that is no longer a counter still holds, each batch in
 // inTx: the value lands back in the column exactly once, and the table is
 // left, empty, for the user to drop.
-func foldLeftovers(ctx context.Context, c engine.Conn, dl countersql.Dialect, left []leftover, inTx func(context.Context, func(engine.Conn) error) error) error {
+func foldLeftovers(ctx context.Context, c engine.Conn, dl countersql.Dialect, left []leftover, batch int, inTx func(context.Context, func(engine.Conn) error) error) error {
 	if len(left) == 0 {
 		return nil
 	}
@@ -250,7 +250,7 @@ func foldLeftovers(ctx context.Context, c engine.Conn, dl countersql.Dialect, le
 		if !exists[l.t.Slots] {
 			continue
 		}
-		if err := engine.Rollup(ctx, c, dl, l.t, l.deltas, RollupBatchSize, func() bool { return false }, inTx); err != nil {
+		if err := engine.Rollup(ctx, c, dl, l.t, l.deltas, batch, func() bool { return false }, inTx); err != nil {
 			return fmt.Errorf("entcounter: %s.%s is no longer a counter: fold what %s holds into it: %w", l.t.Parent, l.t.Column, l.t.Slots, err)
 		}
 	}
@@ -259,7 +259,7 @@ func foldLeftovers(ctx context.Context, c engine.Conn, dl countersql.Dialect, le
 
 // prepareColumn checks and readies a column of d's name that the parent
 // table already has, before ent migrates it, and returns what it found.
-func prepareColumn(ctx context.Context, c entrt.Conn, dl countersql.Dialect, d entrt.Def) (engine.Storage, error) {
+func prepareColumn(ctx context.Context, c entrt.Conn, dl countersql.Dialect, d entrt.Def, batch int) (engine.Storage, error) {
 	t := d.Tables()
 	st, err := engine.Probe(ctx, c, dl, t)
 	if err != nil {
@@ -270,7 +270,7 @@ func prepareColumn(ctx context.Context, c entrt.Conn, dl countersql.Dialect, d e
 			d.Name(), t.Parent, t.Column, st.Type)
 	}
 	if st.Column && d.Rollup && st.Nullable {
-		if _, err := engine.ZeroNulls(ctx, c, dl, t, RollupBatchSize); err != nil {
+		if _, err := engine.ZeroNulls(ctx, c, dl, t, batch); err != nil {
 			return st, fmt.Errorf("entcounter: %s: set the NULLs of %s.%s to 0: %w", d.Name(), t.Parent, t.Column, err)
 		}
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/hotcounter/hotcounter/internal/engine"
 	"github.com/hotcounter/hotcounter/internal/entrt"
 	"github.com/hotcounter/hotcounter/internal/retry"
-	"github.com/hotcounter/hotcounter/internal/spec"
 )
 
 // PrecreateExisting inserts the missing slot rows (n = 0) of every parent
@@ -48,11 +47,6 @@ func PrecreateExisting(ctx context.Context, src Source) error {
 	return nil
 }
 
-// RollupBatchSize is how many parents one transaction of a pass
-// (RollupPass, CompactPass, MoveToSlots, Recount) takes: 500, as
-// gormcounter's default.
-const RollupBatchSize = spec.DefaultBatchSize
-
 // RollupPass runs one rollup pass over every rollup counter of the client's
 // schema: it folds the pending slot values into the parent columns and
 // removes the slot rows it folded, a batch of parents per transaction.
@@ -79,7 +73,7 @@ func rollup(ctx context.Context, r entrt.Runtime, stop func() bool) error {
 		}
 		t := d.Tables()
 		start := time.Now()
-		parents, err := engine.RollupCounted(ctx, s, dl, t, d.Append, RollupBatchSize, stop, inTx)
+		parents, err := engine.RollupCounted(ctx, s, dl, t, d.Append, r.Settings().BatchSize, stop, inTx)
 		r.Observer().Pass(ctx, "rollup", d.Table, d.Field, start, parents, err)
 		if err != nil {
 			return fmt.Errorf("entcounter: rollup %s: %w", d.Name(), err)
@@ -92,7 +86,7 @@ func rollup(ctx context.Context, r entrt.Runtime, stop func() bool) error {
 		if st.Other(t) {
 			other := t
 			other.Slots = t.Other
-			if err := engine.Rollup(ctx, s, dl, other, !d.Append, RollupBatchSize, stop, inTx); err != nil {
+			if err := engine.Rollup(ctx, s, dl, other, !d.Append, r.Settings().BatchSize, stop, inTx); err != nil {
 				return fmt.Errorf("entcounter: rollup %s: fold %s: %w", d.Name(), other.Slots, err)
 			}
 		}
@@ -154,11 +148,11 @@ func MoveToSlots(ctx context.Context, src Source) (Moved, error) {
 		if st.Other(t) {
 			deltas := t
 			deltas.Slots = t.Other
-			if err := engine.Rollup(ctx, s, dl, deltas, true, RollupBatchSize, func() bool { return false }, inTx); err != nil {
+			if err := engine.Rollup(ctx, s, dl, deltas, true, r.Settings().BatchSize, func() bool { return false }, inTx); err != nil {
 				return total, fmt.Errorf("entcounter: MoveToSlots %s: fold %s: %w", d.Name(), deltas.Slots, err)
 			}
 		}
-		m, err := engine.MoveColumns(ctx, s, dl, t, RollupBatchSize, inTx)
+		m, err := engine.MoveColumns(ctx, s, dl, t, r.Settings().BatchSize, inTx)
 		total.Add(m)
 		if err != nil {
 			return total, fmt.Errorf("entcounter: MoveToSlots %s: %w", d.Name(), err)
@@ -202,7 +196,7 @@ func CompactPass(ctx context.Context, src Source) (Compacted, error) {
 			targets = append(targets, engine.Compactable{Name: d.Name(), Field: d.Field, Options: d.Options(), Precreate: d.PrecreateOn(dl), Table: d.Tables()})
 		}
 	}
-	return engine.CompactPass(ctx, s, dl, targets, RollupBatchSize, inTx, r.Observer(), "entcounter")
+	return engine.CompactPass(ctx, s, dl, targets, r.Settings().BatchSize, inTx, r.Observer(), "entcounter")
 }
 
 // ownPass prepares a pass named name that runs transactions of its own

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
-	"time"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
@@ -12,20 +11,9 @@ import (
 	"github.com/hotcounter/hotcounter/internal/observe"
 )
 
-// HotKeysConfig tunes the counting of increments per row, which tells which
-// rows of which counter, or of which plain column not declared a counter
-// yet, take the most increments. See [Plugin.HotKeys].
-type HotKeysConfig struct {
-	// Keys is how many rows are counted per counter or column and window:
-	// exactly while no more rows than that are incremented in a window,
-	// within a known bound (HotKey.Error) after that. Zero means 64.
-	Keys int
-	// Window is the length of the time windows; a report covers the last
-	// complete window and the current one. Zero means one minute.
-	Window time.Duration
-	// Off turns the counting off.
-	Off bool
-}
+// HotKeysConfig tunes the counting of increments per row that
+// [Plugin.HotKeys] reports; entcounter.HotKeysConfig is the same type.
+type HotKeysConfig = observe.HotKeysConfig
 
 // HotKey is how often one row of one counter or plain column was
 // incremented lately; entcounter.HotKey is the same type.

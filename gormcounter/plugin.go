@@ -97,12 +97,8 @@ func New(cfg Config) *Plugin {
 	if cfg.DefaultSlots == 0 {
 		cfg.DefaultSlots = spec.DefaultSlots
 	}
-	if cfg.RollupBatchSize <= 0 {
-		cfg.RollupBatchSize = spec.DefaultBatchSize
-	}
-	if cfg.InFlight == 0 {
-		cfg.InFlight = 2
-	}
+	set := spec.Settings{BatchSize: cfg.RollupBatchSize, InFlight: cfg.InFlight, AutoCooldown: cfg.AutoCooldown}.Resolved()
+	cfg.RollupBatchSize, cfg.InFlight = set.BatchSize, set.InFlight
 	p := &Plugin{cfg: cfg}
 	p.combined.Limit = cfg.InFlight
 	p.takes.Limit = cfg.InFlight

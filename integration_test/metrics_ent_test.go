@@ -16,7 +16,7 @@ func TestMetricsAndHotKeysMatchTheOperationsPerformed_ent(t *testing.T) {
 		reader := sdkmetric.NewManualReader()
 		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 		t.Cleanup(func() { _ = mp.Shutdown(ctx) })
-		hook, err := entcounter.Observe(e.client, entcounter.ObserveConfig{MeterProvider: mp})
+		hook, err := entcounter.Configure(e.client, entcounter.Config{MeterProvider: mp})
 		must(t, err)
 		e.client.Use(hook)
 

@@ -138,6 +138,8 @@ type State struct {
 	// widths: per slot table, the width each parent of a slots=auto
 	// counter has learned.
 	widths sync.Map
+	// settings are entcounter.Config's, resolved.
+	settings atomic.Pointer[spec.Settings]
 }
 
 // Widths returns the widths that parents of d have learned, or nil when d
@@ -150,7 +152,7 @@ func (r Runtime) Widths(d Def) *engine.Widths {
 	if w, ok := st.widths.Load(d.SlotTable); ok {
 		return w.(*engine.Widths)
 	}
-	w, _ := st.widths.LoadOrStore(d.SlotTable, engine.NewWidths(d.Slots, 0))
+	w, _ := st.widths.LoadOrStore(d.SlotTable, engine.NewWidths(d.Slots, r.Settings().AutoCooldown))
 	return w.(*engine.Widths)
 }
 
@@ -158,18 +160,33 @@ func (r Runtime) Widths(d Def) *engine.Widths {
 // flush) spread over.
 func (d Def) Written() int { return d.Options().Written() }
 
-// NewState returns an empty State.
+// NewState returns an empty State with the default settings.
 func NewState() *State {
 	st := &State{}
-	st.combined.Limit = 2 // gormcounter's default InFlight
-	st.takes.Limit, st.takes.Split = 2, engine.SplitTakes
+	st.configure(spec.Settings{})
 	return st
 }
+
+// configure sets the client's settings (resolved).
+func (st *State) configure(s spec.Settings) {
+	s = s.Resolved()
+	st.settings.Store(&s)
+	st.combined.Limit = s.InFlight
+	st.takes.Limit, st.takes.Split = s.InFlight, engine.SplitTakes
+}
+
+// Settings returns the client's settings, defaults filled in.
+func (r Runtime) Settings() spec.Settings { return *r.state().settings.Load() }
+
+// Configure sets the client's settings (entcounter.Configure), before the
+// client is used: the combining groups read InFlight without a lock, and
+// slots=auto counters keep the cooldown they started with.
+func (r Runtime) Configure(s spec.Settings) { r.state().configure(s) }
 
 // state is the client's State.
 func (r Runtime) state() *State { return r.State }
 
-// Observer is the client's observer: the one entcounter.Observe set, or
+// Observer is the client's observer: the one entcounter.Configure set, or
 // one that counts hot keys with the defaults and records no metrics.
 func (r Runtime) Observer() *observe.Observer {
 	st := r.state()

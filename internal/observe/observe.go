@@ -315,6 +315,22 @@ func (o *Observer) WatchPending(fn func() map[[2]string]int64) (stop func()) {
 	}
 }
 
+// HotKeysConfig tunes the counting of increments per row, which tells
+// which rows of which counter, or of which plain column not declared a
+// counter yet, take the most increments: gormcounter.HotKeysConfig and
+// entcounter.HotKeysConfig.
+type HotKeysConfig struct {
+	// Keys is how many rows are counted per counter or column and window:
+	// exactly while no more rows than that are incremented in a window,
+	// within a known bound (HotKey.Error) after that. Zero means 64.
+	Keys int
+	// Window is the length of the time windows; a report covers the last
+	// complete window and the current one. Zero means one minute.
+	Window time.Duration
+	// Off turns the counting off.
+	Off bool
+}
+
 // HotKey is how often one row of one counter or plain column was
 // incremented lately: gormcounter.HotKey and entcounter.HotKey.
 type HotKey struct {
