@@ -2,6 +2,7 @@ package entcounter_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log"
@@ -101,10 +102,11 @@ func ExampleAutoSlots() {
 	m := entcounter.Counter("upvotes", entcounter.AutoSlots(32))
 	for _, f := range m.Fields() {
 		for _, a := range f.Descriptor().Annotations {
-			if a, ok := a.(entcounter.Annotation); ok {
-				fmt.Println(f.Descriptor().Name, "auto:", a.AutoSlots, "max:", a.Slots)
+			if a.Name() == "HotCounter" { // what the extension reads at generation
+				declared, _ := json.Marshal(a)
+				fmt.Println(f.Descriptor().Name, string(declared))
 			}
 		}
 	}
-	// Output: upvotes auto: true max: 32
+	// Output: upvotes {"slots":32,"autoslots":true}
 }

@@ -63,28 +63,28 @@ func (extension) Hooks() []gen.Hook {
 	}}
 }
 
-func annotationOfField(f *gen.Field) (Annotation, bool) {
-	raw, ok := f.Annotations[Annotation{}.Name()]
+func annotationOfField(f *gen.Field) (annotation, bool) {
+	raw, ok := f.Annotations[annotation{}.Name()]
 	if !ok {
-		return Annotation{}, false
+		return annotation{}, false
 	}
-	var a Annotation
+	var a annotation
 	b, _ := json.Marshal(raw)
 	if err := json.Unmarshal(b, &a); err != nil {
-		return Annotation{}, false
+		return annotation{}, false
 	}
 	return a, true
 }
 
-func slotsAnnotationOf(t *gen.Type) (SlotsAnnotation, bool) {
-	raw, ok := t.Annotations[SlotsAnnotation{}.Name()]
+func slotsAnnotationOf(t *gen.Type) (slotsAnnotation, bool) {
+	raw, ok := t.Annotations[slotsAnnotation{}.Name()]
 	if !ok {
-		return SlotsAnnotation{}, false
+		return slotsAnnotation{}, false
 	}
-	var a SlotsAnnotation
+	var a slotsAnnotation
 	b, _ := json.Marshal(raw)
 	if err := json.Unmarshal(b, &a); err != nil {
-		return SlotsAnnotation{}, false
+		return slotsAnnotation{}, false
 	}
 	return a, true
 }
@@ -259,7 +259,7 @@ func tableSuffix(deltas bool) string {
 
 // countDefOf resolves a Counts declaration to the child table its O2M edge
 // reaches.
-func countDefOf(n *gen.Type, a Annotation) (*entrt.CountDef, error) {
+func countDefOf(n *gen.Type, a annotation) (*entrt.CountDef, error) {
 	var e *gen.Edge
 	var o2m []string
 	for _, ed := range n.Edges {

@@ -40,7 +40,7 @@ type mutation interface {
 // counterHook moves a counter's part of a mutation into the slot table:
 // adds become a slot upsert, sets replace the slot rows, and creation of a
 // sum counter's parent writes its initial value to a slot.
-func counterHook(field string, ann Annotation) ent.Hook {
+func counterHook(field string, ann annotation) ent.Hook {
 	return func(next ent.Mutator) ent.Mutator {
 		var self ent.MutateFunc
 		self = func(ctx context.Context, em ent.Mutation) (_ ent.Value, err error) {
@@ -178,7 +178,7 @@ func counterHook(field string, ann Annotation) ent.Hook {
 // bad declaration, a write of a count, an assignment or a decrement of a
 // guarded counter (add and set are the values of the mutation's AddX and
 // SetX). A new parent's count may start at 0 only.
-func refused(em ent.Mutation, field string, ann Annotation, hasAdd, hasSet, cleared bool, add, set int64) error {
+func refused(em ent.Mutation, field string, ann annotation, hasAdd, hasSet, cleared bool, add, set int64) error {
 	if ann.Err != "" {
 		return fmt.Errorf("entcounter: %s.%s: %w%s", em.Type(), field, ErrInvalidCounter, strings.TrimPrefix(ann.Err, ErrInvalidCounter.Error()))
 	}
@@ -245,8 +245,8 @@ func writeLate(ctx context.Context, r entrt.Runtime, m ent.Mutation, save func(c
 
 // annotationOfDef returns what counterHook reads of a counter's annotation,
 // from its generated description.
-func annotationOfDef(d entrt.Def) Annotation {
-	a := Annotation{Slots: d.Slots, AutoSlots: d.AutoSlots, Rollup: d.Rollup, Append: d.Append, Precreate: d.Precreate,
+func annotationOfDef(d entrt.Def) annotation {
+	a := annotation{Slots: d.Slots, AutoSlots: d.AutoSlots, Rollup: d.Rollup, Append: d.Append, Precreate: d.Precreate,
 		SkipLocked: d.SkipLocked, KeepColumn: d.KeepColumn, Guarded: d.Guarded}
 	if c := d.Count; c != nil {
 		a.Counts, a.Where, a.Hooks = c.Edge, c.Where, c.Hooks
@@ -415,7 +415,7 @@ func (w *write) create(ctx context.Context, m mutation, next ent.Mutator, v int6
 	}
 	if late, ok := lateStart(m, w.d.Field); ok {
 		// A later hook wrote the starting total: it is v, checked as v is.
-		if err := refused(m, w.d.Field, Annotation{Guarded: w.d.Guarded}, false, true, false, 0, late); err != nil {
+		if err := refused(m, w.d.Field, annotation{Guarded: w.d.Guarded}, false, true, false, 0, late); err != nil {
 			return res, fmt.Errorf("%w (the %s was created without it)", err, m.Type())
 		}
 		v = late

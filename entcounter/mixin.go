@@ -42,7 +42,7 @@ func Counter(name string, opts ...Option) ent.Mixin {
 type counterMixin struct {
 	mixin.Schema
 	name string
-	ann  Annotation
+	ann  annotation
 }
 
 func (m counterMixin) Fields() []ent.Field {
@@ -162,7 +162,7 @@ func (m slotsMixin) Indexes() []ent.Index {
 func (m slotsMixin) Annotations() []schema.Annotation {
 	return []schema.Annotation{
 		entsql.Table(m.prefix + "_" + m.field + tableSuffix(m.deltas)),
-		SlotsAnnotation{Owner: m.ownerName, Field: m.field, Deltas: m.deltas},
+		slotsAnnotation{Owner: m.ownerName, Field: m.field, Deltas: m.deltas},
 	}
 }
 

@@ -110,9 +110,9 @@ func AdoptColumn() Option {
 //	entcounter.Counter("stock", entcounter.Guarded())
 func Guarded() Option { return func(o *spec.Options) { o.Give("Guarded"); o.Guarded = true } }
 
-// Annotation marks a counter field; [Counter] attaches it and the extension
+// annotation marks a counter field; [Counter] attaches it and the extension
 // reads it. Users do not write it.
-type Annotation struct {
+type annotation struct {
 	Slots      int    `json:"slots"`
 	AutoSlots  bool   `json:"autoslots,omitempty"` // Slots is the widest a parent grows
 	Rollup     bool   `json:"rollup,omitempty"`    // a parent column holds the folded total (rollup and append)
@@ -128,10 +128,10 @@ type Annotation struct {
 }
 
 // Name implements ent's schema.Annotation.
-func (Annotation) Name() string { return "HotCounter" }
+func (annotation) Name() string { return "HotCounter" }
 
-// SlotsAnnotation marks a slot table schema; [SlotsOf] attaches it.
-type SlotsAnnotation struct {
+// slotsAnnotation marks a slot table schema; [SlotsOf] attaches it.
+type slotsAnnotation struct {
 	Owner string `json:"owner"` // the parent schema's type name, e.g. Post
 	Field string `json:"field"` // the counter field, e.g. likes
 	// Deltas: the table of an append counter (DeltasOf).
@@ -139,10 +139,10 @@ type SlotsAnnotation struct {
 }
 
 // Name implements ent's schema.Annotation.
-func (SlotsAnnotation) Name() string { return "HotCounterSlots" }
+func (slotsAnnotation) Name() string { return "HotCounterSlots" }
 
-func annotationOf(o spec.Options, err error) Annotation {
-	a := Annotation{Slots: o.Slots, AutoSlots: o.Auto, Rollup: o.Mode.HasColumn(), Append: o.Mode == spec.Append, Precreate: int(o.Precreate), SkipLocked: o.SkipLocked,
+func annotationOf(o spec.Options, err error) annotation {
+	a := annotation{Slots: o.Slots, AutoSlots: o.Auto, Rollup: o.Mode.HasColumn(), Append: o.Mode == spec.Append, Precreate: int(o.Precreate), SkipLocked: o.SkipLocked,
 		Counts: o.Counts, Where: o.Where, Hooks: o.Hooks, KeepColumn: o.KeepColumn, Guarded: o.Guarded}
 	if err != nil {
 		a.Err = err.Error()
