@@ -266,8 +266,8 @@ func prepareColumn(ctx context.Context, c entrt.Conn, dl countersql.Dialect, d e
 		return st, fmt.Errorf("entcounter: %s: read the columns of %s: %w", d.Name(), t.Parent, err)
 	}
 	if st.Column && !st.Integer() {
-		return st, fmt.Errorf("entcounter: %s: the existing column %s.%s is %s; a counter needs an integer column: convert it first, or rename it out of the way",
-			d.Name(), t.Parent, t.Column, st.Type)
+		return st, fmt.Errorf("entcounter: %s: %w: the existing column %s.%s is %s; a counter needs an integer column: convert it first, or rename it out of the way",
+			d.Name(), ErrInvalidCounter, t.Parent, t.Column, st.Type)
 	}
 	if st.Column && d.Rollup && st.Nullable {
 		if _, err := engine.ZeroNulls(ctx, c, dl, t, batch); err != nil {
@@ -285,8 +285,8 @@ func prepareColumn(ctx context.Context, c entrt.Conn, dl countersql.Dialect, d e
 				return st, fmt.Errorf("entcounter: %s: read the keys of %s: %w", d.Name(), t.Parent, err)
 			}
 			if !ok {
-				return st, fmt.Errorf("entcounter: %s: table %s has no primary key (or unique index) on %s, which the foreign key of %s must reference; add one first, as in ALTER TABLE %s ADD PRIMARY KEY (%s)",
-					d.Name(), t.Parent, t.ParentKey, t.Slots, t.Parent, t.ParentKey)
+				return st, fmt.Errorf("entcounter: %s: %w: table %s has no primary key (or unique index) on %s, which the foreign key of %s must reference; add one first, as in ALTER TABLE %s ADD PRIMARY KEY (%s)",
+					d.Name(), ErrInvalidCounter, t.Parent, t.ParentKey, t.Slots, t.Parent, t.ParentKey)
 			}
 		}
 	}

@@ -168,6 +168,7 @@ func TestEntAdoptingABadColumnIsAnError(t *testing.T) {
 			must(t, e.db.Exec("ALTER TABLE posts ADD COLUMN likes VARCHAR(20)").Error)
 			err := entMigrate(ctx, e.client, entcounter.WithCounters(e.client))
 			require.Error(t, err)
+			assert.ErrorIs(t, err, entcounter.ErrInvalidCounter)
 			assert.Contains(t, err.Error(), "Post.likes")
 			assert.Contains(t, err.Error(), "integer")
 		})
