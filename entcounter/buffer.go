@@ -16,17 +16,17 @@ import (
 // 100,000 entries and then blocks, records batches in hotcounter_ledger.
 type BufferConfig = writebehind.Config
 
-// What Buffer.Add does when the buffer is full (BufferConfig.OnFull).
+// What Buffer.Increment does when the buffer is full (BufferConfig.OnFull).
 const (
 	BufferBlock = writebehind.Block // wait for a flush to make room (default)
 	BufferFail  = writebehind.Fail  // return ErrBufferFull
 )
 
-// ErrBufferFull is returned by Buffer.Add when the buffer is full and
+// ErrBufferFull is returned by Buffer.Increment when the buffer is full and
 // BufferConfig.OnFull is BufferFail.
 var ErrBufferFull = writebehind.ErrFull
 
-// Buffer is write-behind for ent counters, the same as gormcounter's: Add
+// Buffer is write-behind for ent counters, the same as gormcounter's: Increment
 // adds to an in-memory delta and returns; every interval all deltas are
 // written in one transaction, one sorted multi-row upsert per slot table,
 // with the batch id recorded in a ledger table so that a flush retried
