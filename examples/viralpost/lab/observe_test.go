@@ -14,7 +14,7 @@ import (
 )
 
 // TestObserverCountsARealLockWait makes one writer of the pool wait 300 ms
-// behind a row lock and checks that both ways of counting lock waits see it:
+// (from the moment it waits) behind a row lock and checks that both ways of counting lock waits see it:
 // the server's log (read back through SQL) and the pg_locks samples. The
 // lab's zero-wait results mean something only if this wait is counted.
 func TestObserverCountsARealLockWait(t *testing.T) {
@@ -47,6 +47,15 @@ func TestObserverCountsARealLockWait(t *testing.T) {
 	require.NoError(t, holder.Exec(`SELECT * FROM lw WHERE id = 1 FOR UPDATE`).Error)
 	released := make(chan error, 1)
 	go func() {
+		// Hold the lock 300 ms from the moment the update waits on it, as
+		// the server measures the wait, not from when it was sent: on a
+		// busy machine the update may reach the server late.
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			var waiting int
+			if err := obsDB.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE lw SET n = n + 1%'`).Scan(&waiting); err != nil || waiting > 0 {
+				break
+			}
+		}
 		time.Sleep(300 * time.Millisecond)
 		released <- holder.Commit().Error
 	}()
