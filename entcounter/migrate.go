@@ -182,11 +182,11 @@ func foldLeftoversNow(r entrt.Runtime, left []leftover) error {
 		return nil
 	}
 	ctx := context.Background()
-	dl, s, inTx, err := ownPass(r, "WithCounters")
+	st, s, err := ownPass(r, "WithCounters")
 	if err != nil {
 		return err
 	}
-	return foldLeftovers(ctx, s, dl, left, r.Settings().BatchSize, inTx)
+	return foldLeftovers(ctx, s, st.Dialect, left, st.Settings.BatchSize, engine.PassTransaction(s, st.Dialect))
 }
 
 // repairCounts installs the missing triggers of the counts whose tables

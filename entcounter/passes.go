@@ -63,35 +63,11 @@ func RollupPass(ctx context.Context, src Source) error {
 }
 
 func rollup(ctx context.Context, r entrt.Runtime, stop func() bool) error {
-	dl, s, inTx, err := ownPass(r, "RollupPass")
+	st, s, err := ownPass(r, "RollupPass")
 	if err != nil {
 		return err
 	}
-	for _, d := range r.Defs {
-		if !d.Rollup {
-			continue
-		}
-		t := d.Tables()
-		start := time.Now()
-		parents, err := engine.RollupCounted(ctx, s, dl, t, d.Append, r.Settings().BatchSize, stop, inTx)
-		r.Observer().Pass(ctx, "rollup", d.Table, d.Field, start, parents, err)
-		if err != nil {
-			return fmt.Errorf("entcounter: rollup %s: %w", d.Name(), err)
-		}
-		// The table of the other kind, if a change of mode left one.
-		st, err := r.Storages().Get(ctx, s, dl, t)
-		if err != nil {
-			return fmt.Errorf("entcounter: rollup %s: %w", d.Name(), err)
-		}
-		if st.Other(t) {
-			other := t
-			other.Slots = t.Other
-			if err := engine.Rollup(ctx, s, dl, other, !d.Append, r.Settings().BatchSize, stop, inTx); err != nil {
-				return fmt.Errorf("entcounter: rollup %s: fold %s: %w", d.Name(), other.Slots, err)
-			}
-		}
-	}
-	return nil
+	return st.RollupPass(ctx, s, r.Counters(st.Dialect, func(d entrt.Def) bool { return d.Rollup }), stop)
 }
 
 // Moved is what [MoveToSlots] did; see its fields.
@@ -124,41 +100,11 @@ type Moved = engine.Moved
 // likes. Loads notice the column is gone.
 func MoveToSlots(ctx context.Context, src Source) (Moved, error) {
 	r := src.HotCounter()
-	dl, s, inTx, err := ownPass(r, "MoveToSlots")
+	st, s, err := ownPass(r, "MoveToSlots")
 	if err != nil {
 		return Moved{}, err
 	}
-	var total Moved
-	for _, d := range r.Defs {
-		if d.Rollup || d.Count != nil {
-			continue
-		}
-		t := d.Tables()
-		r.Storages().Forget(t)
-		st, err := r.Storages().Get(ctx, s, dl, t)
-		if err != nil {
-			return total, fmt.Errorf("entcounter: MoveToSlots %s: %w", d.Name(), err)
-		}
-		if !st.Column {
-			continue
-		}
-		if !st.Integer() {
-			return total, fmt.Errorf("entcounter: MoveToSlots %s: %w: %s.%s is %s", d.Name(), engine.ErrColumnType, t.Parent, t.Column, st.Type)
-		}
-		if st.Other(t) {
-			deltas := t
-			deltas.Slots = t.Other
-			if err := engine.Rollup(ctx, s, dl, deltas, true, r.Settings().BatchSize, func() bool { return false }, inTx); err != nil {
-				return total, fmt.Errorf("entcounter: MoveToSlots %s: fold %s: %w", d.Name(), deltas.Slots, err)
-			}
-		}
-		m, err := engine.MoveColumns(ctx, s, dl, t, r.Settings().BatchSize, inTx)
-		total.Add(m)
-		if err != nil {
-			return total, fmt.Errorf("entcounter: MoveToSlots %s: %w", d.Name(), err)
-		}
-	}
-	return total, nil
+	return st.MoveToSlots(ctx, s, r.Counters(st.Dialect, func(d entrt.Def) bool { return !d.Rollup && d.Count == nil }))
 }
 
 // Compacted is what [CompactPass] did; see its fields.
@@ -186,33 +132,26 @@ type Compacted = engine.Compacted
 // gormcounter.CompactPass for why).
 func CompactPass(ctx context.Context, src Source) (Compacted, error) {
 	r := src.HotCounter()
-	dl, s, inTx, err := ownPass(r, "CompactPass")
+	st, s, err := ownPass(r, "CompactPass")
 	if err != nil {
 		return Compacted{}, err
 	}
-	var targets []engine.Compactable
-	for _, d := range r.Defs {
-		if !d.Rollup {
-			targets = append(targets, engine.Compactable{Name: d.Name(), Field: d.Field, Options: d.Options(), Precreate: d.PrecreateOn(dl), Table: d.Tables()})
-		}
-	}
-	return engine.CompactPass(ctx, s, dl, targets, r.Settings().BatchSize, inTx, r.Observer(), "entcounter")
+	return st.CompactPass(ctx, s, r.Counters(st.Dialect, func(d entrt.Def) bool { return !d.Rollup }))
 }
 
 // ownPass prepares a pass named name that runs transactions of its own
 // (RollupPass, CompactPass): it refuses a transaction's client, and returns
 // the dialect, r's session, and a function that runs its argument in a
 // transaction of its own, committed when it returns nil.
-func ownPass(r entrt.Runtime, name string) (countersql.Dialect, engine.Conn, func(ctx context.Context, fn func(engine.Conn) error) error, error) {
+func ownPass(r entrt.Runtime, name string) (engine.Store, engine.Session, error) {
 	if r.InTx() {
-		return countersql.Dialect{}, nil, nil, notInTx(name)
+		return engine.Store{}, nil, notInTx(name)
 	}
-	dl, err := r.Dialect()
+	st, err := r.Store()
 	if err != nil {
-		return countersql.Dialect{}, nil, nil, err
+		return st, nil, err
 	}
-	s := entrt.NewSession(r)
-	return dl, s, engine.PassTransaction(s, dl), nil
+	return st, entrt.NewSession(r), nil
 }
 
 // clientOnly returns src's runtime, or an error naming the operation

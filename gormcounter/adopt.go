@@ -52,37 +52,7 @@ func MoveToSlots(db *gorm.DB, models ...any) (Moved, error) {
 	if err != nil {
 		return Moved{}, err
 	}
-	ctx := db.Statement.Context
-	s, inTx := ownTx(db, p.dialect)
-	var total Moved
-	for _, c := range counters {
-		p.storages.Forget(c.table)
-		st, err := p.storages.Get(ctx, s, p.dialect, c.table)
-		if err != nil {
-			return total, fmt.Errorf("gormcounter: MoveToSlots %s: %w", c.name(), err)
-		}
-		if !st.Column {
-			continue
-		}
-		if !st.Integer() {
-			return total, fmt.Errorf("gormcounter: MoveToSlots %s: %w: %s.%s is %s", c.name(), engine.ErrColumnType, c.table.Parent, c.table.Column, st.Type)
-		}
-		if st.Other(c.table) {
-			// An append counter's leftover deltas: into the column first,
-			// then onto slots with it.
-			deltas := c.table
-			deltas.Slots = c.table.Other
-			if err := engine.Rollup(ctx, s, p.dialect, deltas, true, p.cfg.RollupBatchSize, func() bool { return false }, inTx); err != nil {
-				return total, fmt.Errorf("gormcounter: MoveToSlots %s: fold %s: %w", c.name(), deltas.Slots, err)
-			}
-		}
-		m, err := engine.MoveColumns(ctx, s, p.dialect, c.table, p.cfg.RollupBatchSize, inTx)
-		total.Add(m)
-		if err != nil {
-			return total, fmt.Errorf("gormcounter: MoveToSlots %s: %w", c.name(), err)
-		}
-	}
-	return total, nil
+	return p.store().MoveToSlots(db.Statement.Context, passSession(db), engineCounters(counters))
 }
 
 // prepareColumns runs before GORM migrates the models. For every counter
@@ -259,8 +229,8 @@ func (m counterMigrator) foldLeftovers(values []any) error {
 				if rows == 0 {
 					continue
 				}
-				sess, inTx := ownTx(m.db, d)
-				if err := engine.Rollup(ctx, sess, d, t, suffix == "Deltas", m.plugin.cfg.RollupBatchSize, func() bool { return false }, inTx); err != nil {
+				sess := passSession(m.db)
+				if err := engine.Rollup(ctx, sess, d, t, suffix == "Deltas", m.plugin.cfg.RollupBatchSize, func() bool { return false }, engine.PassTransaction(sess, d)); err != nil {
 					return fmt.Errorf("gormcounter: %s.%s is no longer a counter: fold what %s holds into %s.%s: %w", s.Name, f.Name, name, s.Table, f.DBName, err)
 				}
 				m.db.Logger.Warn(ctx, "gormcounter: %s.%s is no longer a counter: folded %d rows of %s (%d in all) into %s.%s; drop %s once no code increments the counter",

@@ -43,6 +43,15 @@ type counter struct {
 // name is how errors name the counter: Model.Field.
 func (c *counter) name() string { return c.model.schema.Name + "." + c.field.Name }
 
+// engineCounters returns counters as the engine takes them.
+func engineCounters(counters []*counter) []engine.Counter {
+	out := make([]engine.Counter, len(counters))
+	for i, c := range counters {
+		out[i] = engine.Counter{Name: c.name(), Column: c.field.DBName, Options: c.opts, Precreate: c.precreate, Count: c.count != nil, Table: c.table}
+	}
+	return out
+}
+
 // lookup finds the counter a name refers to: its field name, or its column
 // name in any case, possibly quoted or table-qualified.
 func (m *model) lookup(name string) *counter {

@@ -86,6 +86,8 @@ type Plugin struct {
 	// adopted column, a table a change of mode left), probed once.
 	storages engine.Storages
 
+	// settings are cfg's run-time settings, resolved.
+	settings spec.Settings
 	// obs counts hot keys and records metrics; set by Initialize.
 	obs *observe.Observer
 }
@@ -99,7 +101,7 @@ func New(cfg Config) *Plugin {
 	}
 	set := spec.Settings{BatchSize: cfg.RollupBatchSize, InFlight: cfg.InFlight, AutoCooldown: cfg.AutoCooldown}.Resolved()
 	cfg.RollupBatchSize, cfg.InFlight = set.BatchSize, set.InFlight
-	p := &Plugin{cfg: cfg}
+	p := &Plugin{cfg: cfg, settings: set}
 	p.combined.Limit = cfg.InFlight
 	p.takes.Limit = cfg.InFlight
 	p.takes.Split = engine.SplitTakes
@@ -276,6 +278,11 @@ func (p *Plugin) prepareCallback(db *gorm.DB) {
 	if _, err := p.model(db, db.Statement.Schema); err != nil {
 		db.AddError(err)
 	}
+}
+
+// store returns the engine's view of the plugin: what every pass takes.
+func (p *Plugin) store() engine.Store {
+	return engine.Store{Dialect: p.dialect, Settings: p.settings, Storages: &p.storages, Observer: p.obs, Pkg: Name}
 }
 
 // pluginOf returns the plugin registered on db.

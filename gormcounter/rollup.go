@@ -7,7 +7,6 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/engine"
 	"github.com/hotcounter/hotcounter/internal/spec"
 )
@@ -35,12 +34,7 @@ func RollupPass(db *gorm.DB, models ...any) error {
 
 // rollup folds every counter, checking stop between batches.
 func (p *Plugin) rollup(db *gorm.DB, counters []*counter, stop func() bool) error {
-	for _, c := range counters {
-		if err := p.foldAll(db, c, stop); err != nil {
-			return err
-		}
-	}
-	return nil
+	return p.store().RollupPass(db.Statement.Context, passSession(db), engineCounters(counters), stop)
 }
 
 // RollupLoop runs a [RollupPass] at once and then every interval until ctx is
@@ -118,35 +112,6 @@ func passCounters(db *gorm.DB, models []any, name, what string, want func(*count
 	return p, out, nil
 }
 
-// foldAll walks c's slot table in key order, folding a batch of parents per
-// transaction, until it has walked it all or stop says so.
-//
-// The table of the other kind, if a change of mode left one (the slot
-// table of a counter that became an append counter, the delta table of one
-// that was), is folded too.
-func (p *Plugin) foldAll(db *gorm.DB, c *counter, stop func() bool) error {
-	ctx := db.Statement.Context
-	s, inTx := ownTx(db, p.dialect)
-	start := time.Now()
-	parents, err := engine.RollupCounted(ctx, s, p.dialect, c.table, c.opts.Mode == spec.Append, p.cfg.RollupBatchSize, stop, inTx)
-	p.obs.Pass(ctx, "rollup", c.table.Parent, c.field.DBName, start, parents, err)
-	if err != nil {
-		return fmt.Errorf("gormcounter: rollup %s: %w", c.name(), err)
-	}
-	st, err := p.storages.Get(ctx, s, p.dialect, c.table)
-	if err != nil {
-		return fmt.Errorf("gormcounter: rollup %s: %w", c.name(), err)
-	}
-	if st.Other(c.table) {
-		other := c.table
-		other.Slots = c.table.Other
-		if err := engine.Rollup(ctx, s, p.dialect, other, c.opts.Mode != spec.Append, p.cfg.RollupBatchSize, stop, inTx); err != nil {
-			return fmt.Errorf("gormcounter: rollup %s: fold %s: %w", c.name(), other.Slots, err)
-		}
-	}
-	return nil
-}
-
 // Compacted is what [CompactPass] did; see its fields.
 type Compacted = engine.Compacted
 
@@ -189,21 +154,11 @@ func CompactPass(db *gorm.DB, models ...any) (Compacted, error) {
 	if err != nil {
 		return Compacted{}, err
 	}
-	s, inTx := ownTx(db, p.dialect)
-	targets := make([]engine.Compactable, len(counters))
-	for i, c := range counters {
-		targets[i] = engine.Compactable{Name: c.name(), Field: c.field.DBName, Options: c.opts, Precreate: c.precreate, Table: c.table}
-	}
-	return engine.CompactPass(db.Statement.Context, s, p.dialect, targets, p.cfg.RollupBatchSize, inTx, p.obs, "gormcounter")
+	return p.store().CompactPass(db.Statement.Context, passSession(db), engineCounters(counters))
 }
 
-// ownTx returns db as an engine session, and a function that runs its
-// argument in a transaction of its own on db (engine.PassTransaction): how
-// the rollup, compaction and move walks run a batch.
-func ownTx(db *gorm.DB, d countersql.Dialect) (engine.Conn, func(ctx context.Context, fn func(engine.Conn) error) error) {
-	s := gormSession{gormConn{db: db}}
-	return s, engine.PassTransaction(s, d)
-}
+// passSession returns db as the engine session of a pass.
+func passSession(db *gorm.DB) engine.Session { return gormSession{gormConn{db: db}} }
 
 // ownPassPlugin returns db's plugin for a pass that runs transactions of its
 // own (Rollup, Compact), and refuses db inside the caller's transaction:

@@ -7,9 +7,7 @@ import (
 	"time"
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
-	"github.com/hotcounter/hotcounter/internal/observe"
 	"github.com/hotcounter/hotcounter/internal/retry"
-	"github.com/hotcounter/hotcounter/internal/spec"
 )
 
 // Compacted is what a compaction pass did.
@@ -49,19 +47,9 @@ func (c *Compacted) Add(b Compacted) {
 	c.BytesAfter += b.BytesAfter
 }
 
-// A Compactable is a sum counter that a compaction pass is asked to
-// compact, as an ORM resolved it.
-type Compactable struct {
-	Name      string // as errors and reports name it: Post.Likes (GORM), Post.likes (ent)
-	Field     string // its column, as metrics name it
-	Options   spec.Options
-	Precreate bool // its slot rows are pre-created on this database
-	Table     countersql.Table
-}
-
 // leftBecause returns why a compaction pass leaves c alone, or "" when it
 // compacts it.
-func (c Compactable) leftBecause() string {
+func (c Counter) leftBecause() string {
 	switch {
 	case c.Options.Guarded:
 		return "guarded: its stock stays spread over its slot rows, so that takes do not meet on one"
@@ -74,28 +62,27 @@ func (c Compactable) leftBecause() string {
 // CompactPass runs one compaction pass over each of counters in turn
 // (Compact), leaving alone, named in the result's Left, those whose rows
 // it would not remove or must not gather, and stopping at the first that
-// it postpones. It records each counter's pass in obs. Its errors begin
-// with pkg, the ORM package's name, and name the counter.
-func CompactPass(ctx context.Context, conn Conn, d countersql.Dialect, counters []Compactable, batch int,
-	inTx func(ctx context.Context, fn func(Conn) error) error, obs *observe.Observer, pkg string) (Compacted, error) {
+// it postpones. It records each counter's pass.
+func (st Store) CompactPass(ctx context.Context, s Session, counters []Counter) (Compacted, error) {
 	var done Compacted
-	if d.MySQL() {
-		return done, fmt.Errorf("%s: CompactPass: %w", pkg, ErrCompactMySQL)
+	if st.Dialect.MySQL() {
+		return done, fmt.Errorf("%s: CompactPass: %w", st.Pkg, ErrCompactMySQL)
 	}
+	inTx := PassTransaction(s, st.Dialect)
 	for _, c := range counters {
 		if why := c.leftBecause(); why != "" {
 			done.Left = append(done.Left, c.Name+": "+why)
 			continue
 		}
 		start := time.Now()
-		got, err := Compact(ctx, conn, d, c.Table, batch, inTx)
-		obs.Pass(ctx, "compact", c.Table.Parent, c.Field, start, got.Parents, err)
+		got, err := Compact(ctx, s, st.Dialect, c.Table, st.Settings.BatchSize, inTx)
+		st.Observer.Pass(ctx, "compact", c.Table.Parent, c.Column, start, got.Parents, err)
 		if got.Postponed != "" {
 			got.Postponed = c.Name + ": " + got.Postponed
 		}
 		done.Add(got)
 		if err != nil {
-			return done, fmt.Errorf("%s: compact %s: %w", pkg, c.Name, err)
+			return done, fmt.Errorf("%s: compact %s: %w", st.Pkg, c.Name, err)
 		}
 		if got.Postponed != "" {
 			break

@@ -241,6 +241,33 @@ func (r Runtime) Dialect() (countersql.Dialect, error) {
 	return countersql.For(r.driver().Dialect())
 }
 
+// Store returns the engine's view of the client: what every pass takes.
+func (r Runtime) Store() (engine.Store, error) {
+	dl, err := r.Dialect()
+	if err != nil {
+		return engine.Store{}, err
+	}
+	return engine.Store{Dialect: dl, Settings: r.Settings(), Storages: r.Storages(), Observer: r.Observer(), Pkg: "entcounter"}, nil
+}
+
+// Counters returns the client's counters that keep says to, as the engine
+// takes them, for the database of dialect dl.
+func (r Runtime) Counters(dl countersql.Dialect, keep func(Def) bool) []engine.Counter {
+	var out []engine.Counter
+	for _, d := range r.Defs {
+		if keep(d) {
+			out = append(out, d.Counter(dl))
+		}
+	}
+	return out
+}
+
+// Counter returns d as the engine takes it, on the database of dialect dl.
+func (d Def) Counter(dl countersql.Dialect) engine.Counter {
+	t := d.Tables()
+	return engine.Counter{Name: d.Name(), Column: t.Column, Options: d.Options(), Precreate: d.PrecreateOn(dl), Count: d.Count != nil, Table: t}
+}
+
 func (r Runtime) Def(typ, field string) (Def, bool) {
 	for _, d := range r.Defs {
 		if d.Type == typ && d.Field == field {
