@@ -47,9 +47,14 @@ func (c *counter) name() string { return c.model.schema.Name + "." + c.field.Nam
 func engineCounters(counters []*counter) []engine.Counter {
 	out := make([]engine.Counter, len(counters))
 	for i, c := range counters {
-		out[i] = engine.Counter{Name: c.name(), Column: c.field.DBName, Options: c.opts, Precreate: c.precreate, Count: c.count != nil, Table: c.table}
+		out[i] = c.engine()
 	}
 	return out
+}
+
+// engine returns c as the engine takes it.
+func (c *counter) engine() engine.Counter {
+	return engine.Counter{Name: c.name(), Column: c.field.DBName, Options: c.opts, Precreate: c.precreate, Count: c.count != nil, Table: c.table}
 }
 
 // lookup finds the counter a name refers to: its field name, or its column

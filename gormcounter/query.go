@@ -443,61 +443,24 @@ func (p *Plugin) runFill(db *gorm.DB, jobs []fillJob, live bool) error {
 	// (an adopted column, a table a change of mode left) is probed on the
 	// primary, once.
 	conn := gormConn{db: db, follow: true}
-	fgs, probed, err := p.fillGroups(ctx, conn, groups)
-	if err != nil {
-		return err
+	probe := conn
+	probe.follow = false
+	loads := make([]engine.LoadGroup, len(groups))
+	for i, g := range groups {
+		loads[i] = engine.LoadGroup{Counter: g.c.engine(), Keys: g.keys}
 	}
-	err = engine.Fill(ctx, conn, p.dialect, fgs, set)
-	if err != nil && probed {
-		// A column or table the counters read may be gone (dropped after
-		// a move): look again next time, and now once more where a failed
-		// statement has not aborted a transaction.
-		for _, g := range groups {
-			p.storages.Forget(g.c.table)
-		}
-		if _, inTx := db.Statement.ConnPool.(gorm.TxCommitter); !inTx {
-			if fgs, _, err = p.fillGroups(ctx, conn, groups); err == nil {
-				err = engine.Fill(ctx, conn, p.dialect, fgs, set)
-			}
-		}
-	}
+	_, inTx := db.Statement.ConnPool.(gorm.TxCommitter)
+	err := p.store().Fill(ctx, conn, probe, inTx, loads, set)
 	if buf, ok := ctx.Value(bufferKey{}).(*Buffer); ok && err == nil && buf.p == p {
 		err = buf.addPending(ctx, groups)
 	}
 	return err
 }
 
-// fillGroups returns what the fill reads for each group: a sum counter's
-// slots and the column it was adopted over, if any; a live rollup
-// counter's column and pending slots; and a table a change of mode left.
-// probed reports whether any group reads more than its own table.
-func (p *Plugin) fillGroups(ctx context.Context, conn gormConn, groups []*fillGroup) (out []engine.FillGroup, probed bool, err error) {
-	out = make([]engine.FillGroup, len(groups))
-	for i, g := range groups {
-		probe := conn
-		probe.follow = false
-		read, err := p.sources(ctx, probe, g.c)
-		if err != nil {
-			return nil, false, err
-		}
-		probed = probed || len(read.Tables) > 1 || (read.Column && g.c.opts.Mode == spec.Sum)
-		out[i] = engine.FillGroup{Table: g.c.table, Read: read, Keys: g.keys}
-	}
-	return out, probed, nil
-}
-
 // sources returns what adds up to counter c's value in this database (its
 // tables and the column it was adopted over), probed once.
 func (p *Plugin) sources(ctx context.Context, conn gormConn, c *counter) (countersql.Sources, error) {
-	st, err := p.storages.Get(ctx, conn, p.dialect, c.table)
-	if err != nil {
-		return countersql.Sources{}, fmt.Errorf("gormcounter: fill %s: %w", c.name(), err)
-	}
-	read, err := engine.Sources(c.table, st, c.opts.Mode, c.count != nil)
-	if err != nil {
-		return countersql.Sources{}, fmt.Errorf("gormcounter: %s: %w", c.name(), err)
-	}
-	return read, nil
+	return p.store().Sources(ctx, conn, c.engine())
 }
 
 func isUnsigned(f *schema.Field) bool {

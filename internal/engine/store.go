@@ -102,3 +102,72 @@ func (st Store) MoveToSlots(ctx context.Context, s Session, counters []Counter) 
 	}
 	return total, nil
 }
+
+// LoadGroup is one counter of a load and the distinct keys of its loaded
+// parents.
+type LoadGroup struct {
+	Counter Counter
+	Keys    []any
+}
+
+// Fill reads the value of every group's keys, as few statements as [Fill]
+// needs, and calls set with each (group index, key text, value). It reads
+// through conn (where the load read its rows) what the database holds for
+// each counter (its tables and the column it was adopted over), probed
+// through probe (the primary) once and kept in st.Storages.
+//
+// When a counter read more than its own table and the fill fails, what it
+// read may be gone (a column dropped after a move): Fill forgets what it
+// learned and, unless inTx (a failed statement has aborted the caller's
+// transaction), probes and reads once more.
+func (st Store) Fill(ctx context.Context, conn, probe Conn, inTx bool, groups []LoadGroup, set func(group int, key string, value int64) error) error {
+	fgs, probed, err := st.fillGroups(ctx, probe, groups)
+	if err != nil {
+		return err
+	}
+	err = Fill(ctx, conn, st.Dialect, fgs, set)
+	if err != nil && probed {
+		for _, g := range groups {
+			st.Storages.Forget(g.Counter.Table)
+		}
+		if !inTx {
+			if fgs, _, err = st.fillGroups(ctx, probe, groups); err == nil {
+				err = Fill(ctx, conn, st.Dialect, fgs, set)
+			}
+		}
+	}
+	return err
+}
+
+// fillGroups returns what the fill reads for each group: a sum counter's
+// slots and the column it was adopted over, if any; a live rollup
+// counter's column and pending slots; and a table a change of mode left.
+// probed reports whether any group reads more than its own table.
+func (st Store) fillGroups(ctx context.Context, probe Conn, groups []LoadGroup) (out []FillGroup, probed bool, err error) {
+	out = make([]FillGroup, len(groups))
+	for i, g := range groups {
+		c := g.Counter
+		read, err := st.Sources(ctx, probe, c)
+		if err != nil {
+			return nil, false, err
+		}
+		probed = probed || len(read.Tables) > 1 || (read.Column && c.Options.Mode == spec.Sum)
+		out[i] = FillGroup{Table: c.Table, Read: read, Keys: g.Keys}
+	}
+	return out, probed, nil
+}
+
+// Sources returns what adds up to c's value in this database (its tables
+// and the column it was adopted over), probed through probe once and kept
+// in st.Storages.
+func (st Store) Sources(ctx context.Context, probe Conn, c Counter) (countersql.Sources, error) {
+	found, err := st.Storages.Get(ctx, probe, st.Dialect, c.Table)
+	if err != nil {
+		return countersql.Sources{}, fmt.Errorf("%s: %s: where its values live: %w", st.Pkg, c.Name, err)
+	}
+	read, err := Sources(c.Table, found, c.Options.Mode, c.Count)
+	if err != nil {
+		return countersql.Sources{}, fmt.Errorf("%s: %s: %w", st.Pkg, c.Name, err)
+	}
+	return read, nil
+}

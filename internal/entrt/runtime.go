@@ -492,7 +492,7 @@ func Load(ctx context.Context, r Runtime, typ string, selected []string, n int, 
 	if len(defs) == 0 || n == 0 {
 		return nil
 	}
-	dl, err := r.Dialect()
+	st, err := r.Store()
 	if err != nil {
 		return err
 	}
@@ -512,9 +512,9 @@ func Load(ctx context.Context, r Runtime, typ string, selected []string, n int, 
 		}
 	}
 	c := Conn{r.driver(), r.driver().Dialect()}
-	groups, probed, err := r.fillGroups(ctx, c, dl, defs, keys)
-	if err != nil {
-		return err
+	loads := make([]engine.LoadGroup, len(defs))
+	for i, d := range defs {
+		loads[i] = engine.LoadGroup{Counter: d.Counter(st.Dialect), Keys: keys}
 	}
 	values := make([]map[string]int64, len(defs)) // what the fill set, for pending deltas to add to
 	fill := func(g int, k string, v int64) error {
@@ -527,20 +527,7 @@ func Load(ctx context.Context, r Runtime, typ string, selected []string, n int, 
 		}
 		return nil
 	}
-	err = engine.Fill(ctx, c, dl, groups, fill)
-	if err != nil && probed {
-		// A column or table the counters read may be gone (dropped after
-		// a move): look again next time, and now once more where a failed
-		// statement has not aborted a transaction.
-		for _, d := range defs {
-			r.Storages().Forget(d.Tables())
-		}
-		if !r.InTx() {
-			if groups, _, err = r.fillGroups(ctx, c, dl, defs, keys); err == nil {
-				err = engine.Fill(ctx, c, dl, groups, fill)
-			}
-		}
-	}
+	err = st.Fill(ctx, c, c, r.InTx(), loads, fill)
 	if err != nil {
 		return fmt.Errorf("entcounter: load %s: %w", typ, err)
 	}
@@ -576,36 +563,14 @@ func WithPending(ctx context.Context, fn PendingFunc) context.Context {
 	return context.WithValue(WithLive(ctx), pendingKey{}, fn)
 }
 
-// fillGroups returns what a load reads for each counter: a sum counter's
-// slots and the column it was adopted over, if any; a live rollup
-// counter's column and pending slots; and a table a change of mode left.
-// probed reports whether any reads more than its own table.
-func (r Runtime) fillGroups(ctx context.Context, c Conn, dl countersql.Dialect, defs []Def, keys []any) (out []engine.FillGroup, probed bool, err error) {
-	out = make([]engine.FillGroup, len(defs))
-	for i, d := range defs {
-		read, err := r.sources(ctx, c, dl, d)
-		if err != nil {
-			return nil, false, err
-		}
-		probed = probed || len(read.Tables) > 1 || (read.Column && !d.Rollup)
-		out[i] = engine.FillGroup{Table: d.Tables(), Read: read, Keys: keys}
-	}
-	return out, probed, nil
-}
-
-// sources returns what adds up to counter d's value in this database (its
-// tables and the column it was adopted over), probed once per client.
+// sources returns what adds up to d's value in this database (its tables
+// and the column it was adopted over), probed once.
 func (r Runtime) sources(ctx context.Context, c engine.Conn, dl countersql.Dialect, d Def) (countersql.Sources, error) {
-	t := d.Tables()
-	st, err := r.Storages().Get(ctx, c, dl, t)
+	st, err := r.Store()
 	if err != nil {
-		return countersql.Sources{}, fmt.Errorf("entcounter: load %s: %w", d.Name(), err)
+		return countersql.Sources{}, err
 	}
-	read, err := engine.Sources(t, st, d.Mode(), d.Count != nil)
-	if err != nil {
-		return countersql.Sources{}, fmt.Errorf("entcounter: %s: %w", d.Name(), err)
-	}
-	return read, nil
+	return st.Sources(ctx, c, d.Counter(dl))
 }
 
 // WithoutColumns returns columns without the sum counters of schema typ,
