@@ -75,13 +75,14 @@ func WithCounters(src Source) schema.MigrateOption {
 		return schema.ApplyFunc(func(ctx context.Context, ex dialect.ExecQuerier, plan *migrate.Plan) error {
 			r := src.HotCounter()
 			c := entrt.Conn{Ex: ex, Dialect: r.Driver.Dialect()}
-			dl, err := r.Dialect()
+			store, err := r.Store()
 			if err != nil {
 				return err
 			}
+			dl := store.Dialect
 			before := make([]engine.Storage, len(r.Defs))
 			for i, d := range r.Defs {
-				if before[i], err = prepareColumn(ctx, c, dl, d, r.Settings().BatchSize); err != nil {
+				if before[i], err = prepareColumn(ctx, c, store, d); err != nil {
 					return err
 				}
 			}
@@ -258,39 +259,20 @@ func foldLeftovers(ctx context.Context, c engine.Conn, dl countersql.Dialect, le
 }
 
 // prepareColumn checks and readies a column of d's name that the parent
-// table already has, before ent migrates it, and returns what it found.
-func prepareColumn(ctx context.Context, c entrt.Conn, dl countersql.Dialect, d entrt.Def, batch int) (engine.Storage, error) {
-	t := d.Tables()
-	st, err := engine.Probe(ctx, c, dl, t)
-	if err != nil {
-		return st, fmt.Errorf("entcounter: %s: read the columns of %s: %w", d.Name(), t.Parent, err)
+// table already has, before ent migrates it, and checks that the parent's
+// key can be referenced by a slot table it does not have yet; it returns
+// what it found.
+func prepareColumn(ctx context.Context, c entrt.Conn, store engine.Store, d entrt.Def) (engine.Storage, error) {
+	counter := d.Counter(store.Dialect)
+	st, _, err := store.PrepareColumn(ctx, c, counter)
+	if err != nil || st.Tables[counter.Table.Slots] {
+		return st, err
 	}
-	if st.Column && !st.Integer() {
-		return st, fmt.Errorf("entcounter: %s: %w: the existing column %s.%s is %s; a counter needs an integer column: convert it first, or rename it out of the way",
-			d.Name(), ErrInvalidCounter, t.Parent, t.Column, st.Type)
+	exists, err := engine.QueryKeys(ctx, c, func(w countersql.Writer) { store.Dialect.TableExists(w, counter.Table.Parent) })
+	if err != nil || len(exists) == 0 {
+		return st, err
 	}
-	if st.Column && d.Rollup && st.Nullable {
-		if _, err := engine.ZeroNulls(ctx, c, dl, t, batch); err != nil {
-			return st, fmt.Errorf("entcounter: %s: set the NULLs of %s.%s to 0: %w", d.Name(), t.Parent, t.Column, err)
-		}
-	}
-	if !st.Tables[t.Slots] {
-		exists, err := engine.QueryKeys(ctx, c, func(w countersql.Writer) { dl.TableExists(w, t.Parent) })
-		if err != nil {
-			return st, err
-		}
-		if len(exists) > 0 {
-			ok, err := engine.KeyUnique(ctx, c, dl, t.Parent, t.ParentKey)
-			if err != nil {
-				return st, fmt.Errorf("entcounter: %s: read the keys of %s: %w", d.Name(), t.Parent, err)
-			}
-			if !ok {
-				return st, fmt.Errorf("entcounter: %s: %w: table %s has no primary key (or unique index) on %s, which the foreign key of %s must reference; add one first, as in ALTER TABLE %s ADD PRIMARY KEY (%s)",
-					d.Name(), ErrInvalidCounter, t.Parent, t.ParentKey, t.Slots, t.Parent, t.ParentKey)
-			}
-		}
-	}
-	return st, nil
+	return st, store.CheckParentKey(ctx, c, counter)
 }
 
 // guardRebuilds refuses a SQLite migration that would rebuild a counter's

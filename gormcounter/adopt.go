@@ -1,7 +1,6 @@
 package gormcounter
 
 import (
-	"context"
 	"fmt"
 	"reflect"
 	"strings"
@@ -71,38 +70,29 @@ func MoveToSlots(db *gorm.DB, models ...any) (Moved, error) {
 // It returns what it found of each counter's storage.
 func (m counterMigrator) prepareColumns(models []*model) (map[*counter]engine.Storage, error) {
 	ctx := m.db.Statement.Context
-	d := m.plugin.dialect
+	store := m.plugin.store()
 	conn := gormConn{db: m.db}
 	found := map[*counter]engine.Storage{}
 	for _, md := range models {
 		for _, c := range md.counters {
-			st, err := engine.Probe(ctx, conn, d, c.table)
+			st, nulls, err := store.PrepareColumn(ctx, conn, c.engine())
 			if err != nil {
-				return nil, fmt.Errorf("gormcounter: %s: read the columns of %s: %w", c.name(), c.table.Parent, err)
+				return nil, err
 			}
 			found[c] = st
 			if !st.Column {
 				continue
 			}
-			if !st.Integer() {
-				return nil, fmt.Errorf("gormcounter: %s: %w: the existing column %s.%s is %s; a counter needs an integer column: convert it first, or rename it out of the way",
-					c.name(), ErrInvalidCounter, c.table.Parent, c.table.Column, st.Type)
+			if nulls > 0 {
+				m.db.Logger.Warn(ctx, "gormcounter: %s: %d rows of %s held NULL in %s, counted as 0: set to 0 before the column becomes NOT NULL",
+					c.name(), nulls, c.table.Parent, c.table.Column)
 			}
 			switch {
 			case c.count != nil:
 				m.db.Logger.Warn(ctx, "gormcounter: %s: %s.%s already exists; the count is kept in %s and recounted from %s rows, and the column is left as it is",
 					c.name(), c.table.Parent, c.table.Column, c.table.Slots, c.count.rel.FieldSchema.Table)
-				if c.opts.Mode.HasColumn() && st.Nullable {
-					if err := m.zeroNulls(ctx, c); err != nil {
-						return nil, err
-					}
-				}
 			case c.opts.Mode.HasColumn():
-				if st.Nullable {
-					if err := m.zeroNulls(ctx, c); err != nil {
-						return nil, err
-					}
-				}
+				// Its NULLs are 0 now (PrepareColumn); GORM makes it NOT NULL.
 			default:
 				if st.Default == "" {
 					if err := m.defaultZero(c, st); err != nil {
@@ -120,19 +110,6 @@ func (m counterMigrator) prepareColumns(models []*model) (map[*counter]engine.St
 		}
 	}
 	return found, nil
-}
-
-// zeroNulls sets a rollup column's NULLs to 0 before GORM makes it NOT NULL.
-func (m counterMigrator) zeroNulls(ctx context.Context, c *counter) error {
-	n, err := engine.ZeroNulls(ctx, gormConn{db: m.db}, m.plugin.dialect, c.table, m.plugin.cfg.RollupBatchSize)
-	if err != nil {
-		return fmt.Errorf("gormcounter: %s: set the NULLs of %s.%s to 0: %w", c.name(), c.table.Parent, c.table.Column, err)
-	}
-	if n > 0 {
-		m.db.Logger.Warn(ctx, "gormcounter: %s: %d rows of %s held NULL in %s, counted as 0: set to 0 before the column becomes NOT NULL",
-			c.name(), n, c.table.Parent, c.table.Column)
-	}
-	return nil
 }
 
 // defaultZero gives an adopted column the default 0: an ALTER of the
@@ -256,21 +233,6 @@ func splitName(name string) (schema, table string) {
 		return name[:i], name[i+1:]
 	}
 	return "", name
-}
-
-// checkParentKey reports a parent table whose key is neither its primary
-// key nor alone in a unique index: the slot table's foreign key could not
-// reference it.
-func (m counterMigrator) checkParentKey(c *counter) error {
-	ok, err := engine.KeyUnique(m.db.Statement.Context, gormConn{db: m.db}, m.plugin.dialect, c.table.Parent, c.table.ParentKey)
-	if err != nil {
-		return fmt.Errorf("gormcounter: %s: read the keys of %s: %w", c.name(), c.table.Parent, err)
-	}
-	if !ok {
-		return fmt.Errorf("gormcounter: %s: %w: table %s has no primary key (or unique index) on %s, which the foreign key of %s must reference; add one first, as in ALTER TABLE %s ADD PRIMARY KEY (%s)",
-			c.name(), ErrInvalidCounter, c.table.Parent, c.table.ParentKey, c.table.Slots, c.table.Parent, c.table.ParentKey)
-	}
-	return nil
 }
 
 // recordStorages records where each counter's values live now that the

@@ -261,7 +261,7 @@ func (m counterMigrator) createSlotTables(models []*model) (map[*counter]bool, e
 			if m.Migrator.HasTable(c.table.Slots) {
 				continue
 			}
-			if err := m.checkParentKey(c); err != nil {
+			if err := m.plugin.store().CheckParentKey(m.db.Statement.Context, gormConn{db: m.db}, c.engine()); err != nil {
 				return nil, err
 			}
 			created[c] = true

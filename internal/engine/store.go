@@ -171,3 +171,47 @@ func (st Store) Sources(ctx context.Context, probe Conn, c Counter) (countersql.
 	}
 	return read, nil
 }
+
+// PrepareColumn checks and readies, before the ORM migrates the parent
+// table, a column of c's name that the table already has, and returns
+// what it found of c's storage: an existing column must hold integers
+// (spec.ErrInvalid otherwise), and a rollup or append counter's NULLs
+// become 0, in batches, before the column becomes NOT NULL. It returns the
+// number of NULLs it set.
+func (st Store) PrepareColumn(ctx context.Context, conn Conn, c Counter) (Storage, int64, error) {
+	t := c.Table
+	found, err := Probe(ctx, conn, st.Dialect, t)
+	if err != nil {
+		return found, 0, fmt.Errorf("%s: %s: read the columns of %s: %w", st.Pkg, c.Name, t.Parent, err)
+	}
+	if !found.Column {
+		return found, 0, nil
+	}
+	if !found.Integer() {
+		return found, 0, fmt.Errorf("%s: %s: %w: the existing column %s.%s is %s; a counter needs an integer column: convert it first, or rename it out of the way",
+			st.Pkg, c.Name, spec.ErrInvalid, t.Parent, t.Column, found.Type)
+	}
+	var nulls int64
+	if c.Options.Mode.HasColumn() && found.Nullable {
+		if nulls, err = ZeroNulls(ctx, conn, st.Dialect, t, st.Settings.BatchSize); err != nil {
+			return found, 0, fmt.Errorf("%s: %s: set the NULLs of %s.%s to 0: %w", st.Pkg, c.Name, t.Parent, t.Column, err)
+		}
+	}
+	return found, nulls, nil
+}
+
+// CheckParentKey reports a parent table whose key is neither its primary
+// key nor alone in a unique index: the foreign key of c's slot table could
+// not reference it (spec.ErrInvalid).
+func (st Store) CheckParentKey(ctx context.Context, conn Conn, c Counter) error {
+	t := c.Table
+	ok, err := KeyUnique(ctx, conn, st.Dialect, t.Parent, t.ParentKey)
+	if err != nil {
+		return fmt.Errorf("%s: %s: read the keys of %s: %w", st.Pkg, c.Name, t.Parent, err)
+	}
+	if !ok {
+		return fmt.Errorf("%s: %s: %w: table %s has no primary key (or unique index) on %s, which the foreign key of %s must reference; add one first, as in ALTER TABLE %s ADD PRIMARY KEY (%s)",
+			st.Pkg, c.Name, spec.ErrInvalid, t.Parent, t.ParentKey, t.Slots, t.Parent, t.ParentKey)
+	}
+	return nil
+}
