@@ -50,14 +50,14 @@ import (
 // counter adds its slot table, so that first migration does the work. For
 // versioned migrations, see the adoption guide in docs/.
 func WithCounters(src Source) schema.MigrateOption {
-	var left []leftover // read from the schema ent migrates to, by the diff hook
+	var left []engine.Leftover // read from the schema ent migrates to, by the diff hook
 	diff := schema.WithDiffHook(func(next schema.Differ) schema.Differ {
 		return schema.DiffFunc(func(current, desired *atlasschema.Schema) ([]atlasschema.Change, error) {
 			// A leftover whose column exists is folded now, in transactions
 			// of its own: ent applies nothing (and runs no apply hook) when
 			// the column is all the schema declares. One whose column this
 			// migration adds is folded after ent has added it.
-			var now []leftover
+			var now []engine.Leftover
 			now, left = splitLeftovers(leftovers(src.HotCounter(), desired), current)
 			if err := foldLeftoversNow(src.HotCounter(), now); err != nil {
 				return nil, err
@@ -116,29 +116,23 @@ func WithCounters(src Source) schema.MigrateOption {
 				r.Storages().Set(t, st)
 			}
 			same := func(ctx context.Context, fn func(engine.Conn) error) error { return fn(c) }
-			return foldLeftovers(ctx, c, dl, left, r.Settings().BatchSize, same)
+			_, err = store.FoldLeftovers(ctx, c, same, left)
+			return err
 		})
 	})
 	return func(a *schema.Atlas) { diff(a); apply(a) }
 }
 
-// leftover is the slot or delta table of an integer field that is no
-// longer a counter.
-type leftover struct {
-	t      countersql.Table
-	deltas bool
-}
-
 // leftovers names the tables that would hold the values of the integer
 // columns of desired that no counter of r declares, had they been counters
 // (<singular table>_<column>_slots or _deltas, as SlotsOf names them).
-func leftovers(r entrt.Runtime, desired *atlasschema.Schema) []leftover {
+func leftovers(r entrt.Runtime, desired *atlasschema.Schema) []engine.Leftover {
 	counter := map[[2]string]bool{}
 	for _, d := range r.Defs {
 		t := d.Tables()
 		counter[[2]string{t.Parent, t.Column}] = true
 	}
-	var out []leftover
+	var out []engine.Leftover
 	for _, tbl := range desired.Tables {
 		if tbl.PrimaryKey == nil || len(tbl.PrimaryKey.Parts) != 1 || tbl.PrimaryKey.Parts[0].C == nil {
 			continue
@@ -154,7 +148,8 @@ func leftovers(r entrt.Runtime, desired *atlasschema.Schema) []leftover {
 				if tableNamed(desired, name) {
 					continue // still declared: not a leftover
 				}
-				out = append(out, leftover{t: countersql.Table{Parent: tbl.Name, ParentKey: key, Column: col.Name, Slots: name, Owner: prefix + "_id"}, deltas: deltas})
+				out = append(out, engine.Leftover{Name: tbl.Name + "." + col.Name, Deltas: deltas,
+					Table: countersql.Table{Parent: tbl.Name, ParentKey: key, Column: col.Name, Slots: name, Owner: prefix + "_id"}})
 			}
 		}
 	}
@@ -163,10 +158,10 @@ func leftovers(r entrt.Runtime, desired *atlasschema.Schema) []leftover {
 
 // splitLeftovers splits left into those whose column current has (now)
 // and the others (later).
-func splitLeftovers(left []leftover, current *atlasschema.Schema) (now, later []leftover) {
+func splitLeftovers(left []engine.Leftover, current *atlasschema.Schema) (now, later []engine.Leftover) {
 	for _, l := range left {
-		if t, ok := current.Table(l.t.Parent); ok {
-			if _, ok := t.Column(l.t.Column); ok {
+		if t, ok := current.Table(l.Table.Parent); ok {
+			if _, ok := t.Column(l.Table.Column); ok {
 				now = append(now, l)
 				continue
 			}
@@ -178,7 +173,7 @@ func splitLeftovers(left []leftover, current *atlasschema.Schema) (now, later []
 
 // foldLeftoversNow folds left through r's client, a batch of parents per
 // transaction, as RollupPass does.
-func foldLeftoversNow(r entrt.Runtime, left []leftover) error {
+func foldLeftoversNow(r entrt.Runtime, left []engine.Leftover) error {
 	if len(left) == 0 {
 		return nil
 	}
@@ -187,7 +182,8 @@ func foldLeftoversNow(r entrt.Runtime, left []leftover) error {
 	if err != nil {
 		return err
 	}
-	return foldLeftovers(ctx, s, st.Dialect, left, st.Settings.BatchSize, engine.PassTransaction(s, st.Dialect))
+	_, err = st.FoldLeftovers(ctx, s, engine.PassTransaction(s, st.Dialect), left)
+	return err
 }
 
 // repairCounts installs the missing triggers of the counts whose tables
@@ -225,37 +221,6 @@ func repairCounts(r entrt.Runtime, current *atlasschema.Schema) error {
 func tableNamed(s *atlasschema.Schema, name string) bool {
 	_, ok := s.Table(name)
 	return ok
-}
-
-// foldLeftovers folds, into their plain column, what the slot or delta
-// table of a field that is no longer a counter still holds, each batch in
-// inTx: the value lands back in the column exactly once, and the table is
-// left, empty, for the user to drop.
-func foldLeftovers(ctx context.Context, c engine.Conn, dl countersql.Dialect, left []leftover, batch int, inTx func(context.Context, func(engine.Conn) error) error) error {
-	if len(left) == 0 {
-		return nil
-	}
-	names := make([]string, len(left))
-	for i, l := range left {
-		names[i] = l.t.Slots
-	}
-	found, err := engine.QueryKeys(ctx, c, func(w countersql.Writer) { dl.TablesAmong(w, names) })
-	if err != nil {
-		return fmt.Errorf("entcounter: look for the tables of removed counters: %w", err)
-	}
-	exists := map[string]bool{}
-	for _, k := range found {
-		exists[engine.KeyText(k)] = true
-	}
-	for _, l := range left {
-		if !exists[l.t.Slots] {
-			continue
-		}
-		if err := engine.Rollup(ctx, c, dl, l.t, l.deltas, batch, func() bool { return false }, inTx); err != nil {
-			return fmt.Errorf("entcounter: %s.%s is no longer a counter: fold what %s holds into it: %w", l.t.Parent, l.t.Column, l.t.Slots, err)
-		}
-	}
-	return nil
 }
 
 // prepareColumn checks and readies a column of d's name that the parent

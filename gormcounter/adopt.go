@@ -3,7 +3,6 @@ package gormcounter
 import (
 	"fmt"
 	"reflect"
-	"strings"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/schema"
@@ -166,9 +165,7 @@ func (m counterMigrator) defaultZero(c *counter, st engine.Storage) error {
 // and the table is left empty for the user to drop. It runs after GORM
 // migrated the models, so the column exists.
 func (m counterMigrator) foldLeftovers(values []any) error {
-	var tables map[string]bool
-	ctx := m.db.Statement.Context
-	d := m.plugin.dialect
+	var left []engine.Leftover
 	for _, v := range values {
 		if _, isName := v.(string); isName {
 			continue
@@ -183,39 +180,21 @@ func (m counterMigrator) foldLeftovers(values []any) error {
 			if f.DBName == "" || f.PrimaryKey || f.IgnoreMigration || !isInteger(f) || md.lookup(f.Name) != nil {
 				continue
 			}
-			if tables == nil {
-				names, err := m.Migrator.GetTables()
-				if err != nil {
-					return fmt.Errorf("gormcounter: list tables: %w", err)
-				}
-				tables = map[string]bool{}
-				for _, n := range names {
-					tables[n] = true
-				}
-			}
 			for _, suffix := range []string{"Slot", "Deltas"} {
 				name, owner := storageNames(m.db.NamingStrategy, s.Table, f.DBName, suffix)
-				if _, bare := splitName(name); !tables[bare] {
-					continue
-				}
-				t := countersql.Table{Parent: s.Table, ParentKey: s.PrimaryFields[0].DBName, Column: f.DBName, Slots: name, Owner: owner}
-				var rows, sum int64
-				if err := querySQL(m.db, "", func(w countersql.Writer) { d.TableTotal(w, name) }).Row().Scan(&rows, &sum); err != nil {
-					return fmt.Errorf("gormcounter: %s.%s: read %s: %w", s.Name, f.Name, name, err)
-				}
-				if rows == 0 {
-					continue
-				}
-				sess := passSession(m.db)
-				if err := engine.Rollup(ctx, sess, d, t, suffix == "Deltas", m.plugin.cfg.RollupBatchSize, func() bool { return false }, engine.PassTransaction(sess, d)); err != nil {
-					return fmt.Errorf("gormcounter: %s.%s is no longer a counter: fold what %s holds into %s.%s: %w", s.Name, f.Name, name, s.Table, f.DBName, err)
-				}
-				m.db.Logger.Warn(ctx, "gormcounter: %s.%s is no longer a counter: folded %d rows of %s (%d in all) into %s.%s; drop %s once no code increments the counter",
-					s.Name, f.Name, rows, name, sum, s.Table, f.DBName, name)
+				left = append(left, engine.Leftover{Name: s.Name + "." + f.Name, Deltas: suffix == "Deltas",
+					Table: countersql.Table{Parent: s.Table, ParentKey: s.PrimaryFields[0].DBName, Column: f.DBName, Slots: name, Owner: owner}})
 			}
 		}
 	}
-	return nil
+	ctx := m.db.Statement.Context
+	sess := passSession(m.db)
+	folded, err := m.plugin.store().FoldLeftovers(ctx, sess, engine.PassTransaction(sess, m.plugin.dialect), left)
+	for _, f := range folded {
+		m.db.Logger.Warn(ctx, "gormcounter: %s is no longer a counter: folded %d rows of %s (%d in all) into %s.%s; drop %s once no code increments the counter",
+			f.Name, f.Rows, f.Table.Slots, f.Sum, f.Table.Parent, f.Table.Column, f.Table.Slots)
+	}
+	return err
 }
 
 func isInteger(f *schema.Field) bool {
@@ -225,14 +204,6 @@ func isInteger(f *schema.Field) bool {
 		return true
 	}
 	return false
-}
-
-// splitName splits "schema.table" (schema "" when unqualified).
-func splitName(name string) (schema, table string) {
-	if i := strings.LastIndexByte(name, '.'); i >= 0 {
-		return name[:i], name[i+1:]
-	}
-	return "", name
 }
 
 // recordStorages records where each counter's values live now that the

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
@@ -215,3 +216,71 @@ func (st Store) CheckParentKey(ctx context.Context, conn Conn, c Counter) error 
 	}
 	return nil
 }
+
+// Leftover is a table a counter left behind when its field stopped being a
+// counter (the declaration was removed, the column kept): Table.Slots is
+// that table, Table.Column the plain column its values go back to.
+type Leftover struct {
+	Name   string // the field, as messages name it: Post.Likes (GORM), Post.likes (ent)
+	Table  countersql.Table
+	Deltas bool // a delta table (the counter was an append counter)
+}
+
+// Folded is a Leftover whose rows FoldLeftovers folded: Rows rows holding
+// Sum in all.
+type Folded struct {
+	Leftover
+	Rows, Sum int64
+}
+
+// FoldLeftovers folds into its plain column what each leftover table that
+// exists still holds, exactly once, a batch of parents per inTx
+// transaction, leaving the table empty for the user to drop. It returns
+// the tables it folded.
+func (st Store) FoldLeftovers(ctx context.Context, conn Conn, inTx func(context.Context, func(Conn) error) error, left []Leftover) ([]Folded, error) {
+	if len(left) == 0 {
+		return nil, nil
+	}
+	names := make([]string, len(left))
+	for i, l := range left {
+		names[i] = bareName(l.Table.Slots)
+	}
+	found, err := QueryKeys(ctx, conn, func(w countersql.Writer) { st.Dialect.TablesAmong(w, names) })
+	if err != nil {
+		return nil, fmt.Errorf("%s: look for the tables of removed counters: %w", st.Pkg, err)
+	}
+	exists := map[string]bool{}
+	for _, k := range found {
+		exists[KeyText(k)] = true
+	}
+	var out []Folded
+	for i, l := range left {
+		if !exists[names[i]] {
+			continue
+		}
+		f := Folded{Leftover: l}
+		rows, err := conn.Query(ctx, func(w countersql.Writer) { st.Dialect.TableTotal(w, l.Table.Slots) })
+		if err == nil {
+			if rows.Next() {
+				err = rows.Scan(&f.Rows, &f.Sum)
+			}
+			if cerr := rows.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			return out, fmt.Errorf("%s: %s: read %s: %w", st.Pkg, l.Name, l.Table.Slots, err)
+		}
+		if f.Rows == 0 {
+			continue
+		}
+		if err := Rollup(ctx, conn, st.Dialect, l.Table, l.Deltas, st.Settings.BatchSize, func() bool { return false }, inTx); err != nil {
+			return out, fmt.Errorf("%s: %s is no longer a counter: fold what %s holds into %s.%s: %w", st.Pkg, l.Name, l.Table.Slots, l.Table.Parent, l.Table.Column, err)
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// bareName is a table name without its schema ("schema.table").
+func bareName(name string) string { return name[strings.LastIndexByte(name, '.')+1:] }
