@@ -58,11 +58,7 @@ type Config struct {
 // are not counted.
 func Configure(src Source, cfg Config) (ent.Hook, error) {
 	r := src.HotCounter()
-	system := r.System()
-	if system == "mysql" && cfg.MeterProvider != nil {
-		system = mysqlOrMariaDB(r)
-	}
-	o, err := observe.New(observe.Config{System: system, Keys: cfg.HotKeys.Keys, Window: cfg.HotKeys.Window,
+	o, err := observe.New(observe.Config{System: r.System(cfg.MeterProvider != nil), Keys: cfg.HotKeys.Keys, Window: cfg.HotKeys.Window,
 		Off: cfg.HotKeys.Off, MeterProvider: cfg.MeterProvider})
 	if err != nil {
 		return nil, fmt.Errorf("entcounter: Configure: %w", err)

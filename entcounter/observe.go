@@ -1,15 +1,11 @@
 package entcounter
 
 import (
-	"context"
 	"reflect"
-	"strings"
 
 	"entgo.io/ent"
-	entsql "entgo.io/ent/dialect/sql"
 
 	"github.com/hotcounter/hotcounter/internal/engine"
-	"github.com/hotcounter/hotcounter/internal/entrt"
 	"github.com/hotcounter/hotcounter/internal/observe"
 )
 
@@ -69,18 +65,4 @@ func mutationID(m ent.Mutation) (any, bool) {
 	}
 	out := method.Call(nil)
 	return out[0].Interface(), out[1].Bool()
-}
-
-// mysqlOrMariaDB tells MariaDB from MySQL by the server's version.
-func mysqlOrMariaDB(r entrt.Runtime) string {
-	rows := &entsql.Rows{}
-	if err := r.Driver.Query(context.Background(), "SELECT VERSION()", []any{}, rows); err != nil {
-		return "mysql"
-	}
-	defer rows.Close()
-	var v string
-	if rows.Next() && rows.Scan(&v) == nil && strings.Contains(strings.ToLower(v), "mariadb") {
-		return "mariadb"
-	}
-	return "mysql"
 }

@@ -42,27 +42,6 @@ func HotKeys(db *gorm.DB, k int) ([]HotKey, error) {
 	return p.HotKeys(k), nil
 }
 
-// systemName is db.system.name of db's database: postgresql, mysql,
-// mariadb or sqlite. Telling MariaDB from MySQL takes a query, run only
-// when metrics are on.
-func systemName(db *gorm.DB, metrics bool) string {
-	switch name := db.Dialector.Name(); name {
-	case "postgres", "pgx":
-		return "postgresql"
-	case "sqlite", "sqlite3":
-		return "sqlite"
-	case "mysql":
-		var v string
-		if metrics && db.Session(&gorm.Session{NewDB: true}).Raw("SELECT VERSION()").Row().Scan(&v) == nil &&
-			strings.Contains(strings.ToLower(v), "mariadb") {
-			return "mariadb"
-		}
-		return "mysql"
-	default:
-		return name
-	}
-}
-
 // countPlainIncrements counts the increments of plain columns (not
 // counters) in an update: gorm.Expr("col + ?", n) assigned to col.
 func (p *Plugin) countPlainIncrements(db *gorm.DB) {

@@ -1,6 +1,7 @@
 package gormcounter
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -134,7 +135,7 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 	}
 	p.dialect = d
 	if p.obs == nil {
-		obs, err := observe.New(observe.Config{System: systemName(db, p.cfg.MeterProvider != nil), Keys: p.cfg.HotKeys.Keys, Window: p.cfg.HotKeys.Window,
+		obs, err := observe.New(observe.Config{System: engine.System(context.Background(), gormConn{db: db.Session(&gorm.Session{NewDB: true})}, p.dialect, p.cfg.MeterProvider != nil), Keys: p.cfg.HotKeys.Keys, Window: p.cfg.HotKeys.Window,
 			Off: p.cfg.HotKeys.Off, MeterProvider: p.cfg.MeterProvider})
 		if err != nil {
 			return err

@@ -112,6 +112,26 @@ func For(name string) (Dialect, error) {
 // [Dialect.LockSlots]).
 func (d Dialect) MySQL() bool { return d.kind == mysql }
 
+// System returns OpenTelemetry's db.system.name of the dialect's database:
+// postgresql, sqlite, or for the MySQL dialect mariadb when version (the
+// server's, from ServerVersion; "" when not asked) says so, else mysql.
+func (d Dialect) System(version string) string {
+	switch d.kind {
+	case postgres:
+		return "postgresql"
+	case sqlite:
+		return "sqlite"
+	}
+	if strings.Contains(strings.ToLower(version), "mariadb") {
+		return "mariadb"
+	}
+	return "mysql"
+}
+
+// ServerVersion writes the query of a MySQL or MariaDB server's version,
+// which tells them apart (System).
+func (d Dialect) ServerVersion(w Writer) { w.WriteString("SELECT VERSION()") }
+
 // textType and intType are the CAST targets that make key and value columns of
 // different tables comparable inside one UNION ALL.
 func (d Dialect) textType() string {

@@ -196,6 +196,9 @@ func statements(d Dialect) []struct {
 		one("RollbackTo", func(w Writer) { RollbackTo(w, "hc_increment") }),
 		one("Release", func(w Writer) { Release(w, "hc_increment") }),
 	)
+	if d.MySQL() {
+		out = append(out, one("ServerVersion", d.ServerVersion))
+	}
 	return out
 }
 

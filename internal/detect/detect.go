@@ -55,17 +55,16 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 		db.Close()
 		return nil, err
 	}
-	out := &DB{SQL: db, System: map[string]string{"pgx": "postgresql", "mysql": "mysql", "sqlite": "sqlite"}[driver], d: d}
-	if driver == "mysql" {
-		var v string
-		if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&v); err != nil {
+	out := &DB{SQL: db, d: d}
+	var version string
+	if d.MySQL() {
+		query, _ := out.build(d.ServerVersion)
+		if err := db.QueryRowContext(ctx, query).Scan(&version); err != nil {
 			db.Close()
 			return nil, err
 		}
-		if strings.Contains(strings.ToLower(v), "mariadb") {
-			out.System = "mariadb"
-		}
 	}
+	out.System = d.System(version)
 	return out, nil
 }
 

@@ -164,3 +164,20 @@ func QueryInt(ctx context.Context, c Conn, build func(countersql.Writer)) (int64
 	}
 	return n, rows.Err()
 }
+
+// System returns OpenTelemetry's db.system.name of the database behind c:
+// postgresql, sqlite, mysql or mariadb. Telling MariaDB from MySQL takes a
+// query, run only when ask is set (metrics are on); without it, or when
+// the query fails, a MySQL-dialect database is mysql.
+func System(ctx context.Context, c Conn, d countersql.Dialect, ask bool) string {
+	var version string
+	if ask && d.MySQL() {
+		if rows, err := c.Query(ctx, d.ServerVersion); err == nil {
+			if rows.Next() {
+				_ = rows.Scan(&version)
+			}
+			_ = rows.Close()
+		}
+	}
+	return d.System(version)
+}

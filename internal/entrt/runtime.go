@@ -198,7 +198,7 @@ func (r Runtime) Observer() *observe.Observer {
 	if o := st.obs.Load(); o != nil {
 		return o
 	}
-	o, _ := observe.New(observe.Config{System: r.System()}) // without a meter provider it cannot fail
+	o, _ := observe.New(observe.Config{System: r.System(false)}) // without a meter provider it cannot fail
 	st.obs.Store(o)
 	return o
 }
@@ -211,16 +211,15 @@ func (r Runtime) SetObserver(o *observe.Observer) {
 	}
 }
 
-// System is db.system.name of the client's database (MySQL and MariaDB are
-// told apart by their version, asked once when metrics are configured).
-func (r Runtime) System() string {
-	switch r.driver().Dialect() {
-	case "postgres":
-		return "postgresql"
-	case "sqlite3":
-		return "sqlite"
+// System is db.system.name of the client's database (engine.System: MySQL
+// and MariaDB are told apart by their version when ask is set, as when
+// metrics are configured).
+func (r Runtime) System(ask bool) string {
+	dl, err := r.Dialect()
+	if err != nil {
+		return r.driver().Dialect()
 	}
-	return r.driver().Dialect()
+	return engine.System(context.Background(), NewSession(r), dl, ask)
 }
 
 // Combined is the client's group of increments that share a statement

@@ -382,3 +382,6 @@ ROLLBACK TO SAVEPOINT `hc_increment`;
 
 -- Release
 RELEASE SAVEPOINT `hc_increment`;
+
+-- ServerVersion
+SELECT VERSION();
