@@ -242,7 +242,7 @@ func TestCompactionUnderConcurrentIncrementsIsExact(t *testing.T) {
 			loopDone <- nil
 		}()
 
-		stopReaders := watchNeverBackwards(posts, "likes", func(id uint) (int64, error) {
+		stopReaders := watchNeverBackwards([]uint{posts[0].ID, posts[1].ID, posts[2].ID}, "likes", func(id uint) (int64, error) {
 			var got Post
 			err := db.First(&got, id).Error
 			return got.Likes, err

@@ -10,33 +10,26 @@ import (
 	"gorm.io/gorm"
 )
 
-// TestConcurrentIncrementsLoseNothing: 32 x 25 on one post,
+// TestConcurrentIncrementsLoseNothing: 32 x 25 on one post, in both ORMs,
 // with concurrent increments combined (the default) and with every
-// increment its own statement (Config.InFlight < 0), so that 32 statements
-// race for the slot rows.
+// increment its own statement (InFlight < 0), so that 32 statements race
+// for the slot rows.
 func TestConcurrentIncrementsLoseNothing(t *testing.T) {
-	parallel(t)
-	eachDB(t, func(t *testing.T, e *env) {
-		must(t, migrateAll(e.db))
-		alone := withPlugin(t, e, gormcounter.Config{InFlight: -1})
-		for name, db := range map[string]*gorm.DB{"combined": e.db, "alone": alone} {
-			post := newPost(t, db, "viral")
-			writers, each := writersFor(e.kind)
+	eachORM(t, func(t *testing.T, o postsORM) {
+		for name, o := range map[string]postsORM{"combined": o, "alone": o.inFlight(t, -1)} {
+			id := o.create(t, "viral")
+			writers, each := writersFor(o.kind())
 			want := int64(writers * each)
-
-			for _, field := range []string{"Likes", "Views"} {
-				done := hammer(t, writers, each, func() error {
-					return gormcounter.Increment(db.Model(&Post{ID: post.ID}), field, 1).Error
-				})
+			for _, field := range []string{"likes", "views"} {
+				done := hammer(t, writers, each, func() error { return o.increment(id, field, 1) })
 				if done != want {
 					t.Fatalf("%s, %s: %d of %d increments succeeded", name, field, done, want)
 				}
 			}
-			got := exact(t, db, post.ID)
-			if got.Likes != want || got.Views != want {
-				t.Fatalf("%s: after %d x %d increments: likes=%d views=%d, want %d", name, writers, each, got.Likes, got.Views, want)
+			if likes, views := o.exact(t, id); likes != want || views != want {
+				t.Fatalf("%s: after %d x %d increments: likes=%d views=%d, want %d", name, writers, each, likes, views, want)
 			}
-			if _, sum := slotRows(t, db, "post_likes_slots", "post_id", post.ID); sum != want {
+			if _, sum := slotRows(t, o.db(), "post_likes_slots", "post_id", id); sum != want {
 				t.Fatalf("%s: slot table sum %d, want %d", name, sum, want)
 			}
 		}

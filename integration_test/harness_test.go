@@ -68,13 +68,13 @@ func hammer(t *testing.T, writers, n int, inc func() error) int64 {
 // watchNeverBackwards starts one reader per post that reads value(id) over
 // and over. The returned stop ends them, waits for them, and returns the
 // first read error, or a report of a value that went backwards (named what).
-func watchNeverBackwards(posts []Post, what string, value func(id uint) (int64, error)) (stop func() error) {
+func watchNeverBackwards[K comparable](ids []K, what string, value func(id K) (int64, error)) (stop func() error) {
 	var readerErr atomic.Value
 	ctx, cancel := context.WithCancel(context.Background())
 	var readers sync.WaitGroup
-	for _, p := range posts {
+	for _, id := range ids {
 		readers.Add(1)
-		go func(id uint) {
+		go func(id K) {
 			defer readers.Done()
 			var last int64
 			for ctx.Err() == nil {
@@ -84,12 +84,12 @@ func watchNeverBackwards(posts []Post, what string, value func(id uint) (int64, 
 					return
 				}
 				if v < last {
-					readerErr.Store(fmt.Errorf("post %d: %s went from %d to %d", id, what, last, v))
+					readerErr.Store(fmt.Errorf("post %v: %s went from %d to %d", id, what, last, v))
 					return
 				}
 				last = v
 			}
-		}(p.ID)
+		}(id)
 	}
 	return func() error {
 		cancel()

@@ -6,39 +6,18 @@ import (
 	"time"
 
 	"gorm.io/gorm"
-
-	"github.com/hotcounter/hotcounter/entcounter"
-	"github.com/hotcounter/hotcounter/gormcounter"
 )
 
 // A rollup pass that fails goes to the loop's onError, and the loop goes
 // on: once the fault is gone, a later pass folds what was pending. Both
 // ORMs, the same behaviour. The fault is the slot table renamed away.
 func TestRollupLoopHandsAFailedPassToOnErrorAndGoesOn(t *testing.T) {
-	t.Run("gorm", func(t *testing.T) {
-		eachDB(t, func(t *testing.T, e *env) {
-			must(t, migrateAll(e.db))
-			post := newPost(t, e.db, "loop")
-			must(t, gormcounter.Increment(e.db.Model(&Post{ID: post.ID}), "Views", 3).Error)
-			loopRecovers(t, e.db, func(ctx context.Context, onError func(error)) error {
-				return gormcounter.RollupLoop(ctx, e.db, 5*time.Millisecond, onError, &Post{})
-			}, func() int64 {
-				var p Post
-				must(t, e.db.First(&p, post.ID).Error) // the column, as folded
-				return p.Views
-			})
-		})
-	})
-	t.Run("ent", func(t *testing.T) {
-		eachEnt(t, func(t *testing.T, e *entEnv) {
-			ctx := context.Background()
-			post := e.client.Post.Create().SetTitle("loop").SaveX(ctx)
-			must(t, e.client.Post.UpdateOneID(post.ID).AddViews(3).Exec(ctx))
-			loopRecovers(t, e.db, func(ctx context.Context, onError func(error)) error {
-				return entcounter.RollupLoop(ctx, e.client, 5*time.Millisecond, onError)
-			}, func() int64 {
-				return e.client.Post.GetX(ctx, post.ID).Views // the column, as folded
-			})
+	eachORM(t, func(t *testing.T, o postsORM) {
+		id := o.create(t, "loop")
+		must(t, o.increment(id, "views", 3))
+		loopRecovers(t, o.db(), o.rollupLoop, func() int64 {
+			_, views := o.cached(t, id) // the column, as folded
+			return views
 		})
 	})
 }
@@ -46,14 +25,14 @@ func TestRollupLoopHandsAFailedPassToOnErrorAndGoesOn(t *testing.T) {
 // loopRecovers runs loop with post_views_slots renamed away until onError
 // has heard of a failed pass, puts the table back, and waits for views
 // (the folded column) to show the 3 pending views.
-func loopRecovers(t *testing.T, db *gorm.DB, loop func(context.Context, func(error)) error, views func() int64) {
+func loopRecovers(t *testing.T, db *gorm.DB, loop func(context.Context, time.Duration, func(error)) error, views func() int64) {
 	t.Helper()
 	must(t, db.Exec("ALTER TABLE post_views_slots RENAME TO post_views_slots_away").Error)
 	failed := make(chan error, 1)
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- loop(ctx, func(err error) {
+		done <- loop(ctx, 5*time.Millisecond, func(err error) {
 			select {
 			case failed <- err:
 			default:

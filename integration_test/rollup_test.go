@@ -9,31 +9,29 @@ import (
 	"github.com/hotcounter/hotcounter/gormcounter"
 )
 
+// Under 8 writers and a rollup loop every 2 ms, in both ORMs: exact reads
+// never go backwards, no pass fails, the loop folds while the writers run,
+// and once they stop, passes leave the column exact.
 func TestRollupUnderConcurrentIncrementsIsExact(t *testing.T) {
-	parallel(t)
-	eachDB(t, func(t *testing.T, e *env) {
-		db := e.db
-		must(t, migrateAll(db))
-		posts := []Post{newPost(t, db, "a"), newPost(t, db, "b"), newPost(t, db, "c")}
-
+	eachORM(t, func(t *testing.T, o postsORM) {
+		ids := []int64{o.create(t, "a"), o.create(t, "b"), o.create(t, "c")}
 		ctx, stop := context.WithCancel(context.Background())
 		loopDone := make(chan error, 1)
-		go func() { loopDone <- gormcounter.RollupLoop(ctx, db, 2*time.Millisecond, nil, &Post{}) }()
+		var failed atomic.Int64
+		go func() {
+			loopDone <- o.rollupLoop(ctx, 2*time.Millisecond, func(err error) {
+				failed.Add(1)
+				t.Logf("rollup pass: %v", err)
+			})
+		}()
 
 		// Readers check while everything runs that the exact value never goes
 		// backwards: a fold counted twice or missed would show as a jump.
-		stopReaders := watchNeverBackwards(posts, "exact views", func(id uint) (int64, error) {
-			var got Post
-			err := db.Clauses(gormcounter.Live).First(&got, id).Error
-			return got.Views, err
-		})
+		stopReaders := watchNeverBackwards(ids, "exact views", o.exactViews)
 
 		const writers, each = 8, 100
 		var next atomic.Int64
-		done := hammer(t, writers, each, func() error {
-			p := posts[next.Add(1)%int64(len(posts))]
-			return gormcounter.Increment(db.Model(&Post{ID: p.ID}), "Views", 1).Error
-		})
+		done := hammer(t, writers, each, func() error { return o.increment(ids[next.Add(1)%int64(len(ids))], "views", 1) })
 		readErr := stopReaders()
 		stop()
 		if err := <-loopDone; err != nil {
@@ -42,14 +40,19 @@ func TestRollupUnderConcurrentIncrementsIsExact(t *testing.T) {
 		if readErr != nil {
 			t.Fatal(readErr)
 		}
+		if n := failed.Load(); n != 0 {
+			t.Fatalf("%d rollup passes failed under the writers", n)
+		}
 
 		var total int64
-		for _, p := range posts {
-			total += exact(t, db, p.ID).Views
+		for _, id := range ids {
+			_, views := o.exact(t, id)
+			total += views
 		}
 		if done != writers*each || total != done {
 			t.Fatalf("exact total %d after %d acknowledged increments", total, done)
 		}
+		db := o.db()
 		var column int64
 		must(t, db.Raw("SELECT COALESCE(SUM(views), 0) FROM posts").Row().Scan(&column))
 		if column == 0 {
@@ -61,7 +64,7 @@ func TestRollupUnderConcurrentIncrementsIsExact(t *testing.T) {
 		// slot rows are locked and a pass skips them, leaving them pending.)
 		var pending int64
 		for pass := 0; pass < 100; pass++ {
-			must(t, gormcounter.RollupPass(db, &Post{}))
+			must(t, o.rollup())
 			must(t, db.Raw("SELECT COALESCE(SUM(views), 0) FROM posts").Row().Scan(&column))
 			_, pending = slotRowsAll(t, db)
 			if column+pending != done {
@@ -79,56 +82,57 @@ func TestRollupUnderConcurrentIncrementsIsExact(t *testing.T) {
 	})
 }
 
+// A rollup counter's plain load reads its column, which lags until a pass
+// folds; the column works in WHERE and ORDER BY; an exact read includes
+// what is pending. Both ORMs.
 func TestRollupFoldsAndCachedReadsLag(t *testing.T) {
-	parallel(t)
-	eachDB(t, func(t *testing.T, e *env) {
-		db := e.db
-		must(t, migrateAll(db))
-		a, b := newPost(t, db, "a"), newPost(t, db, "b")
+	eachORM(t, func(t *testing.T, o postsORM) {
+		a, b := o.create(t, "a"), o.create(t, "b")
 		for i := 0; i < 30; i++ {
-			must(t, gormcounter.Increment(db.Model(&a), "Views", 1).Error)
+			must(t, o.increment(a, "views", 1))
 		}
-		must(t, gormcounter.Increment(db.Model(&b), "Views", 5).Error)
-
-		var cached Post
-		must(t, db.First(&cached, a.ID).Error)
-		if cached.Views != 0 {
-			t.Fatalf("cached views = %d before a rollup, want 0", cached.Views)
+		must(t, o.increment(b, "views", 5))
+		if _, views := o.cached(t, a); views != 0 {
+			t.Fatalf("cached views = %d before a rollup, want 0", views)
 		}
-		must(t, gormcounter.RollupPass(db, &Post{}))
-		must(t, db.First(&cached, a.ID).Error)
-		if cached.Views != 30 {
-			t.Fatalf("cached views = %d after a rollup, want 30", cached.Views)
+		must(t, o.rollup())
+		if _, views := o.cached(t, a); views != 30 {
+			t.Fatalf("cached views = %d after a rollup, want 30", views)
 		}
-		// The rollup column is a real column: ORDER BY and WHERE work on it.
-		var top []Post
-		must(t, db.Where("views > ?", 1).Order("views DESC").Find(&top).Error)
-		if len(top) != 2 || top[0].ID != a.ID || top[1].ID != b.ID {
-			t.Fatalf("ordered by views: %+v", top)
+		if top := o.byViews(t, 1); len(top) != 2 || top[0] != a || top[1] != b {
+			t.Fatalf("ordered by views: %v, want [%d %d]", top, a, b)
 		}
-		must(t, gormcounter.Increment(db.Model(&a), "Views", 2).Error)
-		if got := exact(t, db, a.ID).Views; got != 32 {
-			t.Fatalf("live views = %d, want 32", got)
+		must(t, o.increment(a, "views", 2))
+		if _, views := o.exact(t, a); views != 32 {
+			t.Fatalf("live views = %d, want 32", views)
 		}
 	})
 }
 
+// RollupLoop returns nil once its context is cancelled, in both ORMs.
 func TestRollupLoopStopsWithItsContext(t *testing.T) {
+	eachORM(t, func(t *testing.T, o postsORM) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- o.rollupLoop(ctx, time.Hour, nil) }()
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("RollupLoop returned %v, want nil on cancel", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("RollupLoop did not return after its context was cancelled")
+		}
+	}, on(lite))
+}
+
+// GORM's RollupLoop names its models: one without rollup counters fails at
+// once.
+func TestRollupLoopOfAModelWithoutRollupCountersFails(t *testing.T) {
 	parallel(t)
 	e := open(t, lite)
 	must(t, migrateAll(e.db))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- gormcounter.RollupLoop(ctx, e.db, time.Hour, nil, &Post{}) }()
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("RollupLoop returned %v, want nil on cancel", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("RollupLoop did not return after its context was cancelled")
-	}
 	if err := gormcounter.RollupLoop(context.Background(), e.db, time.Second, nil, &Author{}); err == nil {
 		t.Fatal("RollupLoop on a model without rollup counters must fail at once")
 	}
