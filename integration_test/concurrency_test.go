@@ -15,18 +15,18 @@ import (
 // increment its own statement (InFlight < 0), so that 32 statements race
 // for the slot rows.
 func TestConcurrentIncrementsLoseNothing(t *testing.T) {
-	eachORM(t, func(t *testing.T, o postsORM) {
-		for name, o := range map[string]postsORM{"combined": o, "alone": o.inFlight(t, -1)} {
-			id := o.create(t, "viral")
+	eachORM(t, func(t *testing.T, o counterORM) {
+		for name, o := range map[string]counterORM{"combined": o, "alone": o.inFlight(t, -1)} {
+			id := o.create(t, modelPost)
 			writers, each := writersFor(o.kind())
 			want := int64(writers * each)
 			for _, field := range []string{"likes", "views"} {
-				done := hammer(t, writers, each, func() error { return o.increment(id, field, 1) })
+				done := hammer(t, writers, each, func() error { return o.increment(modelPost, id, field, 1) })
 				if done != want {
 					t.Fatalf("%s, %s: %d of %d increments succeeded", name, field, done, want)
 				}
 			}
-			if likes, views := o.exact(t, id); likes != want || views != want {
+			if likes, views := exactly(t, o, modelPost, id, "likes"), exactly(t, o, modelPost, id, "views"); likes != want || views != want {
 				t.Fatalf("%s: after %d x %d increments: likes=%d views=%d, want %d", name, writers, each, likes, views, want)
 			}
 			if _, sum := slotRows(t, o.db(), "post_likes_slots", "post_id", id); sum != want {

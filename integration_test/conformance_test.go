@@ -1,14 +1,19 @@
 package integration_test
 
-// The conformance suite: a behaviour written once against postsORM, which
-// each ORM implements over the same posts table (likes, a sum counter;
-// views, a rollup counter of 64 slots, declared alike by GORM's Post and
-// ent's Post), and run for both ORMs on every database. A divergence
-// between gormcounter and entcounter is then a failing test, not a test
-// that one of them lacks.
+// The conformance suite: a behaviour written once against counterORM,
+// which each ORM implements over the same tables, and run for both ORMs on
+// every database. A divergence between gormcounter and entcounter is then
+// a failing test, not a test that one of them lacks.
+//
+// The models, declared alike by GORM (fixtures_test.go) and ent
+// (ent/schema):
+//   - modelPost, posts: likes, a sum counter; views, a rollup counter of
+//     64 slots;
+//   - modelSkipPost, skip_posts: likes, 64 pre-created skip-locked slots.
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -18,85 +23,152 @@ import (
 	"github.com/hotcounter/hotcounter/gormcounter"
 	"github.com/hotcounter/hotcounter/integration_test/ent"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
+	"github.com/hotcounter/hotcounter/integration_test/ent/skippost"
 )
 
-// postsORM is what a behaviour does to posts through one ORM. field is
-// "likes" or "views".
-type postsORM interface {
+const (
+	modelPost     = "posts"
+	modelSkipPost = "skip_posts"
+)
+
+// counterORM is what a behaviour does through one ORM. model is one of
+// the models above; field is a counter's column ("likes", "views").
+type counterORM interface {
 	// db is the database, for raw checks of the tables; kind says which.
 	db() *gorm.DB
 	kind() dbKind
-	create(t testing.TB, title string) int64
-	increment(id int64, field string, n int64) error
-	// cached reads a post as a plain load does (views: its column).
-	cached(t testing.TB, id int64) (likes, views int64)
-	// exact reads a post with every counter exact (Live, WithLive).
-	exact(t testing.TB, id int64) (likes, views int64)
-	// exactViews is exact's views, its error returned: for readers on
-	// goroutines of their own.
-	exactViews(id int64) (int64, error)
-	// byViews returns the ids of the posts whose views column is over
+	create(t testing.TB, model string) int64
+	increment(model string, id int64, field string, n int64) error
+	// incrementMany increments the rows with ids in one statement and
+	// returns how many rows it reports.
+	incrementMany(model string, ids []int64, field string, n int64) (int64, error)
+	// inTx runs fn in a transaction of its own, with the ORM bound to it,
+	// and commits when fn returns nil.
+	inTx(fn func(tx counterORM) error) error
+	// cached reads a counter as a plain load does (a rollup counter: its
+	// column).
+	cached(t testing.TB, model string, id int64, field string) int64
+	// exact reads a counter exactly (Live, WithLive).
+	exact(model string, id int64, field string) (int64, error)
+	// postsByViews returns the ids of the posts whose views column is over
 	// min, most viewed first: the rollup column in WHERE and ORDER BY.
-	byViews(t testing.TB, min int64) []int64
+	postsByViews(t testing.TB, min int64) []int64
 	rollup() error
 	rollupLoop(ctx context.Context, every time.Duration, onError func(error)) error
 	// inFlight returns the same ORM on a client of its own whose
 	// increments combine at most n statements in flight (negative: none).
-	inFlight(t testing.TB, n int) postsORM
+	inFlight(t testing.TB, n int) counterORM
+}
+
+// exactly is counterORM.exact, failing t on an error.
+func exactly(t testing.TB, o counterORM, model string, id int64, field string) int64 {
+	t.Helper()
+	v, err := o.exact(model, id, field)
+	must(t, err)
+	return v
 }
 
 // eachORM runs fn for GORM and for ent, each on every database (opts as
 // for eachDB), on a migrated schema of its own.
-func eachORM(t *testing.T, fn func(t *testing.T, o postsORM), opts ...option) {
+func eachORM(t *testing.T, fn func(t *testing.T, o counterORM), opts ...option) {
 	t.Helper()
 	parallel(t)
 	t.Run("gorm", func(t *testing.T) {
 		eachDB(t, func(t *testing.T, e *env) {
 			must(t, migrateAll(e.db))
-			fn(t, gormPosts{e: e, gdb: e.db})
+			must(t, e.db.AutoMigrate(&SkipPost{}))
+			fn(t, gormORM{e: e, gdb: e.db})
 		}, opts...)
 	})
 	t.Run("ent", func(t *testing.T) {
-		eachEnt(t, func(t *testing.T, e *entEnv) { fn(t, entPosts{e: e, client: e.client}) }, opts...)
+		eachEnt(t, func(t *testing.T, e *entEnv) { fn(t, entORM{e: e, client: e.client}) }, opts...)
 	})
 }
 
-type gormPosts struct {
+type gormORM struct {
 	e   *env
 	gdb *gorm.DB
 }
 
-func (o gormPosts) db() *gorm.DB { return o.e.db }
-func (o gormPosts) kind() dbKind { return o.e.kind }
-
-func (o gormPosts) create(t testing.TB, title string) int64 {
-	return int64(newPost(t, o.gdb, title).ID)
+// gormModel returns a pointer to model's struct with id set (0: none).
+func gormModel(model string, id int64) any {
+	switch model {
+	case modelPost:
+		return &Post{ID: uint(id)}
+	case modelSkipPost:
+		return &SkipPost{ID: uint(id)}
+	}
+	panic("no model " + model)
 }
 
-func (o gormPosts) increment(id int64, field string, n int64) error {
-	return gormcounter.Increment(o.gdb.Model(&Post{ID: uint(id)}), map[string]string{"likes": "Likes", "views": "Views"}[field], n).Error
+// gormField is the Go name of a counter's column.
+func gormField(field string) string {
+	return map[string]string{"likes": "Likes", "views": "Views"}[field]
 }
 
-func (o gormPosts) cached(t testing.TB, id int64) (int64, int64) {
+func (o gormORM) db() *gorm.DB { return o.e.db }
+func (o gormORM) kind() dbKind { return o.e.kind }
+
+func (o gormORM) create(t testing.TB, model string) int64 {
 	t.Helper()
-	var p Post
-	must(t, o.gdb.First(&p, id).Error)
-	return p.Likes, p.Views
+	m := gormModel(model, 0)
+	if p, ok := m.(*Post); ok {
+		p.Title = "post"
+	}
+	must(t, o.gdb.Create(m).Error)
+	return idOf(m)
 }
 
-func (o gormPosts) exact(t testing.TB, id int64) (int64, int64) {
+func idOf(m any) int64 {
+	switch m := m.(type) {
+	case *Post:
+		return int64(m.ID)
+	case *SkipPost:
+		return int64(m.ID)
+	}
+	panic(fmt.Sprintf("no id of %T", m))
+}
+
+func (o gormORM) increment(model string, id int64, field string, n int64) error {
+	return gormcounter.Increment(o.gdb.Model(gormModel(model, id)), gormField(field), n).Error
+}
+
+func (o gormORM) incrementMany(model string, ids []int64, field string, n int64) (int64, error) {
+	tx := gormcounter.Increment(o.gdb.Model(gormModel(model, 0)).Where("id IN ?", ids), gormField(field), n)
+	return tx.RowsAffected, tx.Error
+}
+
+func (o gormORM) inTx(fn func(tx counterORM) error) error {
+	return o.gdb.Transaction(func(tx *gorm.DB) error { return fn(gormORM{e: o.e, gdb: tx}) })
+}
+
+// read loads model's row id through db and returns field.
+func (o gormORM) read(db *gorm.DB, model string, id int64, field string) (int64, error) {
+	m := gormModel(model, 0)
+	if err := db.First(m, id).Error; err != nil {
+		return 0, err
+	}
+	switch m := m.(type) {
+	case *Post:
+		return map[string]int64{"likes": m.Likes, "views": m.Views}[field], nil
+	case *SkipPost:
+		return m.Likes, nil
+	}
+	return 0, nil
+}
+
+func (o gormORM) cached(t testing.TB, model string, id int64, field string) int64 {
 	t.Helper()
-	p := exact(t, o.gdb, uint(id))
-	return p.Likes, p.Views
+	v, err := o.read(o.gdb, model, id, field)
+	must(t, err)
+	return v
 }
 
-func (o gormPosts) exactViews(id int64) (int64, error) {
-	var p Post
-	err := o.gdb.Clauses(gormcounter.Live).First(&p, id).Error
-	return p.Views, err
+func (o gormORM) exact(model string, id int64, field string) (int64, error) {
+	return o.read(o.gdb.Clauses(gormcounter.Live), model, id, field)
 }
 
-func (o gormPosts) byViews(t testing.TB, min int64) []int64 {
+func (o gormORM) postsByViews(t testing.TB, min int64) []int64 {
 	t.Helper()
 	var ps []Post
 	must(t, o.gdb.Where("views > ?", min).Order("views DESC").Find(&ps).Error)
@@ -107,62 +179,108 @@ func (o gormPosts) byViews(t testing.TB, min int64) []int64 {
 	return ids
 }
 
-func (o gormPosts) rollup() error { return gormcounter.RollupPass(o.gdb, &Post{}) }
+func (o gormORM) rollup() error { return gormcounter.RollupPass(o.gdb, &Post{}) }
 
-func (o gormPosts) rollupLoop(ctx context.Context, every time.Duration, onError func(error)) error {
+func (o gormORM) rollupLoop(ctx context.Context, every time.Duration, onError func(error)) error {
 	return gormcounter.RollupLoop(ctx, o.gdb, every, onError, &Post{})
 }
 
-func (o gormPosts) inFlight(t testing.TB, n int) postsORM {
-	return gormPosts{e: o.e, gdb: withPlugin(t, o.e, gormcounter.Config{InFlight: n})}
+func (o gormORM) inFlight(t testing.TB, n int) counterORM {
+	return gormORM{e: o.e, gdb: withPlugin(t, o.e, gormcounter.Config{InFlight: n})}
 }
 
-type entPosts struct {
+type entORM struct {
 	e      *entEnv
 	client *ent.Client
 }
 
-func (o entPosts) db() *gorm.DB { return o.e.db }
-func (o entPosts) kind() dbKind { return o.e.kind }
+func (o entORM) db() *gorm.DB { return o.e.db }
+func (o entORM) kind() dbKind { return o.e.kind }
 
-func (o entPosts) create(t testing.TB, title string) int64 {
+func (o entORM) create(t testing.TB, model string) int64 {
 	t.Helper()
-	p, err := o.client.Post.Create().SetTitle(title).Save(context.Background())
-	must(t, err)
-	return int64(p.ID)
-}
-
-func (o entPosts) increment(id int64, field string, n int64) error {
-	u := o.client.Post.UpdateOneID(int(id))
-	if field == "views" {
-		return u.AddViews(n).Exec(context.Background())
+	ctx := context.Background()
+	switch model {
+	case modelPost:
+		p, err := o.client.Post.Create().SetTitle("post").Save(ctx)
+		must(t, err)
+		return int64(p.ID)
+	case modelSkipPost:
+		p, err := o.client.SkipPost.Create().Save(ctx)
+		must(t, err)
+		return int64(p.ID)
 	}
-	return u.AddLikes(n).Exec(context.Background())
+	panic("no model " + model)
 }
 
-func (o entPosts) cached(t testing.TB, id int64) (int64, int64) {
-	t.Helper()
-	p, err := o.client.Post.Get(context.Background(), int(id))
-	must(t, err)
-	return p.Likes, p.Views
-}
-
-func (o entPosts) exact(t testing.TB, id int64) (int64, int64) {
-	t.Helper()
-	p, err := o.client.Post.Get(entcounter.WithLive(context.Background()), int(id))
-	must(t, err)
-	return p.Likes, p.Views
-}
-
-func (o entPosts) exactViews(id int64) (int64, error) {
-	p, err := o.client.Post.Get(entcounter.WithLive(context.Background()), int(id))
-	if err != nil {
-		return 0, err
+func (o entORM) increment(model string, id int64, field string, n int64) error {
+	ctx := context.Background()
+	switch {
+	case model == modelSkipPost:
+		return o.client.SkipPost.UpdateOneID(int(id)).AddLikes(n).Exec(ctx)
+	case field == "views":
+		return o.client.Post.UpdateOneID(int(id)).AddViews(n).Exec(ctx)
 	}
-	return p.Views, nil
+	return o.client.Post.UpdateOneID(int(id)).AddLikes(n).Exec(ctx)
 }
 
-func (o entPosts) byViews(t testing.TB, min int64) []int64 {
+func ints(ids []int64) []int {
+	out := make([]int, len(ids))
+	for i, id := range ids {
+		out[i] = int(id)
+	}
+	return out
+}
+
+func (o entORM) incrementMany(model string, ids []int64, field string, n int64) (int64, error) {
+	ctx := context.Background()
+	var rows int
+	var err error
+	switch {
+	case model == modelSkipPost:
+		rows, err = o.client.SkipPost.Update().Where(skippost.IDIn(ints(ids)...)).AddLikes(n).Save(ctx)
+	case field == "views":
+		rows, err = o.client.Post.Update().Where(post.IDIn(ints(ids)...)).AddViews(n).Save(ctx)
+	default:
+		rows, err = o.client.Post.Update().Where(post.IDIn(ints(ids)...)).AddLikes(n).Save(ctx)
+	}
+	return int64(rows), err
+}
+
+func (o entORM) inTx(fn func(tx counterORM) error) error {
+	return inTx(context.Background(), o.client, func(tx *ent.Tx) error { return fn(entORM{e: o.e, client: tx.Client()}) })
+}
+
+func (o entORM) read(ctx context.Context, model string, id int64, field string) (int64, error) {
+	switch model {
+	case modelSkipPost:
+		p, err := o.client.SkipPost.Get(ctx, int(id))
+		if err != nil {
+			return 0, err
+		}
+		return p.Likes, nil
+	case modelPost:
+		p, err := o.client.Post.Get(ctx, int(id))
+		if err != nil {
+			return 0, err
+		}
+		return map[string]int64{"likes": p.Likes, "views": p.Views}[field], nil
+	}
+	panic("no model " + model)
+}
+
+func (o entORM) cached(t testing.TB, model string, id int64, field string) int64 {
+	t.Helper()
+	v, err := o.read(context.Background(), model, id, field)
+	must(t, err)
+	return v
+}
+
+func (o entORM) exact(model string, id int64, field string) (int64, error) {
+	return o.read(entcounter.WithLive(context.Background()), model, id, field)
+}
+
+func (o entORM) postsByViews(t testing.TB, min int64) []int64 {
 	t.Helper()
 	ps, err := o.client.Post.Query().Where(post.ViewsGT(min)).Order(ent.Desc(post.FieldViews)).All(context.Background())
 	must(t, err)
@@ -173,16 +291,16 @@ func (o entPosts) byViews(t testing.TB, min int64) []int64 {
 	return ids
 }
 
-func (o entPosts) rollup() error { return entcounter.RollupPass(context.Background(), o.client) }
+func (o entORM) rollup() error { return entcounter.RollupPass(context.Background(), o.client) }
 
-func (o entPosts) rollupLoop(ctx context.Context, every time.Duration, onError func(error)) error {
+func (o entORM) rollupLoop(ctx context.Context, every time.Duration, onError func(error)) error {
 	return entcounter.RollupLoop(ctx, o.client, every, onError)
 }
 
-func (o entPosts) inFlight(t testing.TB, n int) postsORM {
+func (o entORM) inFlight(t testing.TB, n int) counterORM {
 	c := reopenEnt(t, o.e)
 	if _, err := entcounter.Configure(c, entcounter.Config{InFlight: n}); err != nil {
 		t.Fatal(err)
 	}
-	return entPosts{e: o.e, client: c}
+	return entORM{e: o.e, client: c}
 }

@@ -13,8 +13,8 @@ import (
 // never go backwards, no pass fails, the loop folds while the writers run,
 // and once they stop, passes leave the column exact.
 func TestRollupUnderConcurrentIncrementsIsExact(t *testing.T) {
-	eachORM(t, func(t *testing.T, o postsORM) {
-		ids := []int64{o.create(t, "a"), o.create(t, "b"), o.create(t, "c")}
+	eachORM(t, func(t *testing.T, o counterORM) {
+		ids := []int64{o.create(t, modelPost), o.create(t, modelPost), o.create(t, modelPost)}
 		ctx, stop := context.WithCancel(context.Background())
 		loopDone := make(chan error, 1)
 		var failed atomic.Int64
@@ -27,11 +27,11 @@ func TestRollupUnderConcurrentIncrementsIsExact(t *testing.T) {
 
 		// Readers check while everything runs that the exact value never goes
 		// backwards: a fold counted twice or missed would show as a jump.
-		stopReaders := watchNeverBackwards(ids, "exact views", o.exactViews)
+		stopReaders := watchNeverBackwards(ids, "exact views", func(id int64) (int64, error) { return o.exact(modelPost, id, "views") })
 
 		const writers, each = 8, 100
 		var next atomic.Int64
-		done := hammer(t, writers, each, func() error { return o.increment(ids[next.Add(1)%int64(len(ids))], "views", 1) })
+		done := hammer(t, writers, each, func() error { return o.increment(modelPost, ids[next.Add(1)%int64(len(ids))], "views", 1) })
 		readErr := stopReaders()
 		stop()
 		if err := <-loopDone; err != nil {
@@ -46,8 +46,7 @@ func TestRollupUnderConcurrentIncrementsIsExact(t *testing.T) {
 
 		var total int64
 		for _, id := range ids {
-			_, views := o.exact(t, id)
-			total += views
+			total += exactly(t, o, modelPost, id, "views")
 		}
 		if done != writers*each || total != done {
 			t.Fatalf("exact total %d after %d acknowledged increments", total, done)
@@ -86,24 +85,24 @@ func TestRollupUnderConcurrentIncrementsIsExact(t *testing.T) {
 // folds; the column works in WHERE and ORDER BY; an exact read includes
 // what is pending. Both ORMs.
 func TestRollupFoldsAndCachedReadsLag(t *testing.T) {
-	eachORM(t, func(t *testing.T, o postsORM) {
-		a, b := o.create(t, "a"), o.create(t, "b")
+	eachORM(t, func(t *testing.T, o counterORM) {
+		a, b := o.create(t, modelPost), o.create(t, modelPost)
 		for i := 0; i < 30; i++ {
-			must(t, o.increment(a, "views", 1))
+			must(t, o.increment(modelPost, a, "views", 1))
 		}
-		must(t, o.increment(b, "views", 5))
-		if _, views := o.cached(t, a); views != 0 {
+		must(t, o.increment(modelPost, b, "views", 5))
+		if views := o.cached(t, modelPost, a, "views"); views != 0 {
 			t.Fatalf("cached views = %d before a rollup, want 0", views)
 		}
 		must(t, o.rollup())
-		if _, views := o.cached(t, a); views != 30 {
+		if views := o.cached(t, modelPost, a, "views"); views != 30 {
 			t.Fatalf("cached views = %d after a rollup, want 30", views)
 		}
-		if top := o.byViews(t, 1); len(top) != 2 || top[0] != a || top[1] != b {
+		if top := o.postsByViews(t, 1); len(top) != 2 || top[0] != a || top[1] != b {
 			t.Fatalf("ordered by views: %v, want [%d %d]", top, a, b)
 		}
-		must(t, o.increment(a, "views", 2))
-		if _, views := o.exact(t, a); views != 32 {
+		must(t, o.increment(modelPost, a, "views", 2))
+		if views := exactly(t, o, modelPost, a, "views"); views != 32 {
 			t.Fatalf("live views = %d, want 32", views)
 		}
 	})
@@ -111,7 +110,7 @@ func TestRollupFoldsAndCachedReadsLag(t *testing.T) {
 
 // RollupLoop returns nil once its context is cancelled, in both ORMs.
 func TestRollupLoopStopsWithItsContext(t *testing.T) {
-	eachORM(t, func(t *testing.T, o postsORM) {
+	eachORM(t, func(t *testing.T, o counterORM) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- o.rollupLoop(ctx, time.Hour, nil) }()
