@@ -26,86 +26,67 @@ func storyClaps(t testing.TB, db *gorm.DB, id uint, live bool) int64 {
 	return s.Claps
 }
 
+// Append counters in both ORMs: every increment a delta row, a plain load
+// reads the cached column until a pass folds, a live read is exact, a pass
+// folds every delta, an assignment sets the total, and deleting the row
+// removes its deltas.
 func TestAppendCountersLoseNothing(t *testing.T) {
-	parallel(t)
-	for _, k := range allKinds {
-		t.Run(string(k), func(t *testing.T) {
-			e := open(t, k, pool(writersPool))
-			db := e.db
-			must(t, db.AutoMigrate(&Story{}))
-			s := Story{Title: "s"}
-			must(t, db.Create(&s).Error)
-			writers, each := writersFor(k)
-			done := hammer(t, writers, each, func() error {
-				return gormcounter.Increment(db.Model(&Story{ID: s.ID}), "Claps", 1).Error
-			})
-			must(t, db.Model(&Story{ID: s.ID}).UpdateColumn("claps", gorm.Expr("claps + ?", 5)).Error)
-			done += 5
-			if n := rawInt(t, db, "SELECT COUNT(*) FROM story_claps_deltas"); n != int64(writers*each)+1 {
-				t.Fatalf("%d delta rows, want one per increment (%d)", n, writers*each+1)
-			}
-			if got := storyClaps(t, db, s.ID, false); got != 0 {
-				t.Fatalf("plain load before rollup: %d, want the cached 0", got)
-			}
-			if got := storyClaps(t, db, s.ID, true); got != done {
-				t.Fatalf("live: %d, want %d", got, done)
-			}
-			must(t, gormcounter.RollupPass(db, &Story{}))
-			if got := storyClaps(t, db, s.ID, false); got != done {
-				t.Fatalf("after rollup: %d, want %d", got, done)
-			}
-			if n := rawInt(t, db, "SELECT COUNT(*) FROM story_claps_deltas"); n != 0 {
-				t.Fatalf("rollup left %d delta rows", n)
-			}
-			// Deleting the story removes its deltas.
-			must(t, gormcounter.Increment(db.Model(&Story{ID: s.ID}), "Claps", 1).Error)
-			must(t, db.Delete(&Story{ID: s.ID}).Error)
-			if n := rawInt(t, db, "SELECT COUNT(*) FROM story_claps_deltas"); n != 0 {
-				t.Fatalf("%d delta rows outlived their story", n)
-			}
-		})
-	}
+	eachORM(t, func(t *testing.T, o counterORM) {
+		db := o.db()
+		id := o.create(t, modelStory)
+		writers, each := writersFor(o.kind())
+		done := hammer(t, writers, each, func() error { return o.increment(modelStory, id, "claps", 1) })
+		must(t, o.add(modelStory, id, "claps", 5))
+		done += 5
+		if n := rawInt(t, db, "SELECT COUNT(*) FROM story_claps_deltas"); n != int64(writers*each)+1 {
+			t.Fatalf("%d delta rows, want one per increment (%d)", n, writers*each+1)
+		}
+		if got := o.cached(t, modelStory, id, "claps"); got != 0 {
+			t.Fatalf("plain load before rollup: %d, want the cached 0", got)
+		}
+		if got := exactly(t, o, modelStory, id, "claps"); got != done {
+			t.Fatalf("live: %d, want %d", got, done)
+		}
+		must(t, o.rollup(modelStory))
+		if got := o.cached(t, modelStory, id, "claps"); got != done {
+			t.Fatalf("after rollup: %d, want %d", got, done)
+		}
+		if n := rawInt(t, db, "SELECT COUNT(*) FROM story_claps_deltas"); n != 0 {
+			t.Fatalf("rollup left %d delta rows", n)
+		}
+		must(t, o.increment(modelStory, id, "claps", 2))
+		must(t, o.set(modelStory, id, "claps", 7))
+		if got := exactly(t, o, modelStory, id, "claps"); got != 7 {
+			t.Fatalf("after setting 7: live claps %d", got)
+		}
+		// Deleting the story removes its deltas.
+		must(t, o.increment(modelStory, id, "claps", 1))
+		must(t, o.remove(modelStory, id))
+		if n := rawInt(t, db, "SELECT COUNT(*) FROM story_claps_deltas"); n != 0 {
+			t.Fatalf("%d delta rows outlived their story", n)
+		}
+	}, pool(writersPool))
 }
 
 // A rollup loop folds while writers append; live reads never go back and
-// the final total is exact.
+// the final total is exact. Both ORMs.
 func TestAppendRollupUnderWriters(t *testing.T) {
-	parallel(t)
-	for _, k := range allKinds {
-		t.Run(string(k), func(t *testing.T) {
-			e := open(t, k)
-			db := e.db
-			must(t, db.AutoMigrate(&Story{}))
-			s := Story{Title: "s"}
-			must(t, db.Create(&s).Error)
-			ctx, stop := context.WithCancel(context.Background())
-			loop := make(chan error, 1)
-			go func() { loop <- gormcounter.RollupLoop(ctx, db, 2*time.Millisecond, nil, &Story{}) }()
-			readerDone := make(chan struct{})
-			go func() {
-				defer close(readerDone)
-				var last int64
-				for ctx.Err() == nil {
-					got := storyClaps(t, db, s.ID, true)
-					if got < last {
-						t.Errorf("live claps went back from %d to %d", last, got)
-						return
-					}
-					last = got
-				}
-			}()
-			done := hammer(t, 8, 100, func() error {
-				return gormcounter.Increment(db.Model(&Story{ID: s.ID}), "Claps", 1).Error
-			})
-			stop()
-			must(t, <-loop)
-			<-readerDone
-			must(t, gormcounter.RollupPass(db, &Story{}))
-			if got := storyClaps(t, db, s.ID, false); got != done {
-				t.Fatalf("claps=%d after the final pass, want %d", got, done)
-			}
-		})
-	}
+	eachORM(t, func(t *testing.T, o counterORM) {
+		id := o.create(t, modelStory)
+		ctx, stop := context.WithCancel(context.Background())
+		loop := make(chan error, 1)
+		go func() { loop <- o.rollupLoop(ctx, modelStory, 2*time.Millisecond, nil) }()
+		stopReader := watchNeverBackwards([]int64{id}, "live claps", func(id int64) (int64, error) { return o.exact(modelStory, id, "claps") })
+		done := hammer(t, 8, 100, func() error { return o.increment(modelStory, id, "claps", 1) })
+		readErr := stopReader()
+		stop()
+		must(t, <-loop)
+		must(t, readErr)
+		must(t, o.rollup(modelStory))
+		if got := o.cached(t, modelStory, id, "claps"); got != done {
+			t.Fatalf("claps=%d after the final pass, want %d", got, done)
+		}
+	})
 }
 
 // Folds whose COMMIT reply is lost, and whose sessions are killed, fold

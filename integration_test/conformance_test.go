@@ -9,7 +9,9 @@ package integration_test
 // (ent/schema):
 //   - modelPost, posts: likes, a sum counter; views, a rollup counter of
 //     64 slots;
-//   - modelSkipPost, skip_posts: likes, 64 pre-created skip-locked slots.
+//   - modelSkipPost, skip_posts: likes, 64 pre-created skip-locked slots;
+//   - modelStory, stories: claps, an append counter (a delta row per
+//     increment, folded into the column).
 
 import (
 	"context"
@@ -29,6 +31,7 @@ import (
 const (
 	modelPost     = "posts"
 	modelSkipPost = "skip_posts"
+	modelStory    = "stories"
 )
 
 // counterORM is what a behaviour does through one ORM. model is one of
@@ -39,6 +42,14 @@ type counterORM interface {
 	kind() dbKind
 	create(t testing.TB, model string) int64
 	increment(model string, id int64, field string, n int64) error
+	// add adds n to field the ORM's own way, as code not written for
+	// counters does: GORM's UpdateColumn(field, gorm.Expr("field + ?", n)),
+	// ent's AddX.
+	add(model string, id int64, field string, n int64) error
+	// set assigns v to field (GORM's Update, ent's SetX).
+	set(model string, id int64, field string, v int64) error
+	// remove deletes the row.
+	remove(model string, id int64) error
 	// incrementMany increments the rows with ids in one statement and
 	// returns how many rows it reports.
 	incrementMany(model string, ids []int64, field string, n int64) (int64, error)
@@ -53,8 +64,10 @@ type counterORM interface {
 	// postsByViews returns the ids of the posts whose views column is over
 	// min, most viewed first: the rollup column in WHERE and ORDER BY.
 	postsByViews(t testing.TB, min int64) []int64
-	rollup() error
-	rollupLoop(ctx context.Context, every time.Duration, onError func(error)) error
+	// rollup and rollupLoop fold the rollup and append counters of model
+	// (GORM names the model; ent folds every counter of the client).
+	rollup(model string) error
+	rollupLoop(ctx context.Context, model string, every time.Duration, onError func(error)) error
 	// inFlight returns the same ORM on a client of its own whose
 	// increments combine at most n statements in flight (negative: none).
 	inFlight(t testing.TB, n int) counterORM
@@ -97,13 +110,15 @@ func gormModel(model string, id int64) any {
 		return &Post{ID: uint(id)}
 	case modelSkipPost:
 		return &SkipPost{ID: uint(id)}
+	case modelStory:
+		return &Story{ID: uint(id)}
 	}
 	panic("no model " + model)
 }
 
 // gormField is the Go name of a counter's column.
 func gormField(field string) string {
-	return map[string]string{"likes": "Likes", "views": "Views"}[field]
+	return map[string]string{"likes": "Likes", "views": "Views", "claps": "Claps"}[field]
 }
 
 func (o gormORM) db() *gorm.DB { return o.e.db }
@@ -125,12 +140,26 @@ func idOf(m any) int64 {
 		return int64(m.ID)
 	case *SkipPost:
 		return int64(m.ID)
+	case *Story:
+		return int64(m.ID)
 	}
 	panic(fmt.Sprintf("no id of %T", m))
 }
 
 func (o gormORM) increment(model string, id int64, field string, n int64) error {
 	return gormcounter.Increment(o.gdb.Model(gormModel(model, id)), gormField(field), n).Error
+}
+
+func (o gormORM) add(model string, id int64, field string, n int64) error {
+	return o.gdb.Model(gormModel(model, id)).UpdateColumn(field, gorm.Expr(field+" + ?", n)).Error
+}
+
+func (o gormORM) set(model string, id int64, field string, v int64) error {
+	return o.gdb.Model(gormModel(model, id)).Update(gormField(field), v).Error
+}
+
+func (o gormORM) remove(model string, id int64) error {
+	return o.gdb.Delete(gormModel(model, id)).Error
 }
 
 func (o gormORM) incrementMany(model string, ids []int64, field string, n int64) (int64, error) {
@@ -153,6 +182,8 @@ func (o gormORM) read(db *gorm.DB, model string, id int64, field string) (int64,
 		return map[string]int64{"likes": m.Likes, "views": m.Views}[field], nil
 	case *SkipPost:
 		return m.Likes, nil
+	case *Story:
+		return m.Claps, nil
 	}
 	return 0, nil
 }
@@ -179,10 +210,12 @@ func (o gormORM) postsByViews(t testing.TB, min int64) []int64 {
 	return ids
 }
 
-func (o gormORM) rollup() error { return gormcounter.RollupPass(o.gdb, &Post{}) }
+func (o gormORM) rollup(model string) error {
+	return gormcounter.RollupPass(o.gdb, gormModel(model, 0))
+}
 
-func (o gormORM) rollupLoop(ctx context.Context, every time.Duration, onError func(error)) error {
-	return gormcounter.RollupLoop(ctx, o.gdb, every, onError, &Post{})
+func (o gormORM) rollupLoop(ctx context.Context, model string, every time.Duration, onError func(error)) error {
+	return gormcounter.RollupLoop(ctx, o.gdb, every, onError, gormModel(model, 0))
 }
 
 func (o gormORM) inFlight(t testing.TB, n int) counterORM {
@@ -209,6 +242,10 @@ func (o entORM) create(t testing.TB, model string) int64 {
 		p, err := o.client.SkipPost.Create().Save(ctx)
 		must(t, err)
 		return int64(p.ID)
+	case modelStory:
+		s, err := o.client.Story.Create().SetTitle("story").Save(ctx)
+		must(t, err)
+		return int64(s.ID)
 	}
 	panic("no model " + model)
 }
@@ -218,6 +255,8 @@ func (o entORM) increment(model string, id int64, field string, n int64) error {
 	switch {
 	case model == modelSkipPost:
 		return o.client.SkipPost.UpdateOneID(int(id)).AddLikes(n).Exec(ctx)
+	case model == modelStory:
+		return o.client.Story.UpdateOneID(int(id)).AddClaps(n).Exec(ctx)
 	case field == "views":
 		return o.client.Post.UpdateOneID(int(id)).AddViews(n).Exec(ctx)
 	}
@@ -230,6 +269,34 @@ func ints(ids []int64) []int {
 		out[i] = int(id)
 	}
 	return out
+}
+
+func (o entORM) add(model string, id int64, field string, n int64) error {
+	return o.increment(model, id, field, n)
+}
+
+func (o entORM) set(model string, id int64, field string, v int64) error {
+	ctx := context.Background()
+	switch {
+	case model == modelSkipPost:
+		return o.client.SkipPost.UpdateOneID(int(id)).SetLikes(v).Exec(ctx)
+	case model == modelStory:
+		return o.client.Story.UpdateOneID(int(id)).SetClaps(v).Exec(ctx)
+	case field == "views":
+		return o.client.Post.UpdateOneID(int(id)).SetViews(v).Exec(ctx)
+	}
+	return o.client.Post.UpdateOneID(int(id)).SetLikes(v).Exec(ctx)
+}
+
+func (o entORM) remove(model string, id int64) error {
+	ctx := context.Background()
+	switch model {
+	case modelSkipPost:
+		return o.client.SkipPost.DeleteOneID(int(id)).Exec(ctx)
+	case modelStory:
+		return o.client.Story.DeleteOneID(int(id)).Exec(ctx)
+	}
+	return o.client.Post.DeleteOneID(int(id)).Exec(ctx)
 }
 
 func (o entORM) incrementMany(model string, ids []int64, field string, n int64) (int64, error) {
@@ -259,6 +326,12 @@ func (o entORM) read(ctx context.Context, model string, id int64, field string) 
 			return 0, err
 		}
 		return p.Likes, nil
+	case modelStory:
+		s, err := o.client.Story.Get(ctx, int(id))
+		if err != nil {
+			return 0, err
+		}
+		return s.Claps, nil
 	case modelPost:
 		p, err := o.client.Post.Get(ctx, int(id))
 		if err != nil {
@@ -291,9 +364,9 @@ func (o entORM) postsByViews(t testing.TB, min int64) []int64 {
 	return ids
 }
 
-func (o entORM) rollup() error { return entcounter.RollupPass(context.Background(), o.client) }
+func (o entORM) rollup(string) error { return entcounter.RollupPass(context.Background(), o.client) }
 
-func (o entORM) rollupLoop(ctx context.Context, every time.Duration, onError func(error)) error {
+func (o entORM) rollupLoop(ctx context.Context, _ string, every time.Duration, onError func(error)) error {
 	return entcounter.RollupLoop(ctx, o.client, every, onError)
 }
 

@@ -15,7 +15,10 @@ func TestRollupLoopHandsAFailedPassToOnErrorAndGoesOn(t *testing.T) {
 	eachORM(t, func(t *testing.T, o counterORM) {
 		id := o.create(t, modelPost)
 		must(t, o.increment(modelPost, id, "views", 3))
-		loopRecovers(t, o.db(), o.rollupLoop, func() int64 {
+		loop := func(ctx context.Context, every time.Duration, onError func(error)) error {
+			return o.rollupLoop(ctx, modelPost, every, onError)
+		}
+		loopRecovers(t, o.db(), loop, func() int64 {
 			return o.cached(t, modelPost, id, "views") // the column, as folded
 		})
 	})

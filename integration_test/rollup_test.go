@@ -19,7 +19,7 @@ func TestRollupUnderConcurrentIncrementsIsExact(t *testing.T) {
 		loopDone := make(chan error, 1)
 		var failed atomic.Int64
 		go func() {
-			loopDone <- o.rollupLoop(ctx, 2*time.Millisecond, func(err error) {
+			loopDone <- o.rollupLoop(ctx, modelPost, 2*time.Millisecond, func(err error) {
 				failed.Add(1)
 				t.Logf("rollup pass: %v", err)
 			})
@@ -63,7 +63,7 @@ func TestRollupUnderConcurrentIncrementsIsExact(t *testing.T) {
 		// slot rows are locked and a pass skips them, leaving them pending.)
 		var pending int64
 		for pass := 0; pass < 100; pass++ {
-			must(t, o.rollup())
+			must(t, o.rollup(modelPost))
 			must(t, db.Raw("SELECT COALESCE(SUM(views), 0) FROM posts").Row().Scan(&column))
 			_, pending = slotRowsAll(t, db)
 			if column+pending != done {
@@ -94,7 +94,7 @@ func TestRollupFoldsAndCachedReadsLag(t *testing.T) {
 		if views := o.cached(t, modelPost, a, "views"); views != 0 {
 			t.Fatalf("cached views = %d before a rollup, want 0", views)
 		}
-		must(t, o.rollup())
+		must(t, o.rollup(modelPost))
 		if views := o.cached(t, modelPost, a, "views"); views != 30 {
 			t.Fatalf("cached views = %d after a rollup, want 30", views)
 		}
@@ -113,7 +113,7 @@ func TestRollupLoopStopsWithItsContext(t *testing.T) {
 	eachORM(t, func(t *testing.T, o counterORM) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
-		go func() { done <- o.rollupLoop(ctx, time.Hour, nil) }()
+		go func() { done <- o.rollupLoop(ctx, modelPost, time.Hour, nil) }()
 		cancel()
 		select {
 		case err := <-done:
