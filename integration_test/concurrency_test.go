@@ -16,7 +16,7 @@ import (
 // for the slot rows.
 func TestConcurrentIncrementsLoseNothing(t *testing.T) {
 	eachORM(t, func(t *testing.T, o counterORM) {
-		for name, o := range map[string]counterORM{"combined": o, "alone": o.inFlight(t, -1)} {
+		for name, o := range map[string]counterORM{"combined": o, "alone": o.with(t, settings{InFlight: -1})} {
 			id := o.create(t, modelPost)
 			writers, each := writersFor(o.kind())
 			want := int64(writers * each)

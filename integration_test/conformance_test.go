@@ -11,7 +11,9 @@ package integration_test
 //     64 slots;
 //   - modelSkipPost, skip_posts: likes, 64 pre-created skip-locked slots;
 //   - modelStory, stories: claps, an append counter (a delta row per
-//     increment, folded into the column).
+//     increment, folded into the column);
+//   - modelReel, reels: plays, slots=auto (one slot row per reel until
+//     its writers contend, at most 16).
 
 import (
 	"context"
@@ -32,6 +34,7 @@ const (
 	modelPost     = "posts"
 	modelSkipPost = "skip_posts"
 	modelStory    = "stories"
+	modelReel     = "reels"
 )
 
 // counterORM is what a behaviour does through one ORM. model is one of
@@ -68,9 +71,18 @@ type counterORM interface {
 	// (GORM names the model; ent folds every counter of the client).
 	rollup(model string) error
 	rollupLoop(ctx context.Context, model string, every time.Duration, onError func(error)) error
-	// inFlight returns the same ORM on a client of its own whose
-	// increments combine at most n statements in flight (negative: none).
-	inFlight(t testing.TB, n int) counterORM
+	// compact runs a compaction pass over model's sum counters (ent:
+	// every counter of the client).
+	compact(model string) (gormcounter.Compacted, error)
+	// with returns the same ORM on a client of its own with the settings
+	// both ORMs take (gormcounter.Config, entcounter.Config).
+	with(t testing.TB, s settings) counterORM
+}
+
+// settings are the run-time settings both ORMs take.
+type settings struct {
+	InFlight     int
+	AutoCooldown time.Duration
 }
 
 // exactly is counterORM.exact, failing t on an error.
@@ -89,7 +101,7 @@ func eachORM(t *testing.T, fn func(t *testing.T, o counterORM), opts ...option) 
 	t.Run("gorm", func(t *testing.T) {
 		eachDB(t, func(t *testing.T, e *env) {
 			must(t, migrateAll(e.db))
-			must(t, e.db.AutoMigrate(&SkipPost{}))
+			must(t, e.db.AutoMigrate(&SkipPost{}, &Reel{}))
 			fn(t, gormORM{e: e, gdb: e.db})
 		}, opts...)
 	})
@@ -112,13 +124,15 @@ func gormModel(model string, id int64) any {
 		return &SkipPost{ID: uint(id)}
 	case modelStory:
 		return &Story{ID: uint(id)}
+	case modelReel:
+		return &Reel{ID: uint(id)}
 	}
 	panic("no model " + model)
 }
 
 // gormField is the Go name of a counter's column.
 func gormField(field string) string {
-	return map[string]string{"likes": "Likes", "views": "Views", "claps": "Claps"}[field]
+	return map[string]string{"likes": "Likes", "views": "Views", "claps": "Claps", "plays": "Plays"}[field]
 }
 
 func (o gormORM) db() *gorm.DB { return o.e.db }
@@ -127,8 +141,11 @@ func (o gormORM) kind() dbKind { return o.e.kind }
 func (o gormORM) create(t testing.TB, model string) int64 {
 	t.Helper()
 	m := gormModel(model, 0)
-	if p, ok := m.(*Post); ok {
-		p.Title = "post"
+	switch m := m.(type) {
+	case *Post:
+		m.Title = "post"
+	case *Reel:
+		m.Title = "reel" // not ent's "premiere" or "encore", which its hook counts
 	}
 	must(t, o.gdb.Create(m).Error)
 	return idOf(m)
@@ -141,6 +158,8 @@ func idOf(m any) int64 {
 	case *SkipPost:
 		return int64(m.ID)
 	case *Story:
+		return int64(m.ID)
+	case *Reel:
 		return int64(m.ID)
 	}
 	panic(fmt.Sprintf("no id of %T", m))
@@ -184,6 +203,8 @@ func (o gormORM) read(db *gorm.DB, model string, id int64, field string) (int64,
 		return m.Likes, nil
 	case *Story:
 		return m.Claps, nil
+	case *Reel:
+		return m.Plays, nil
 	}
 	return 0, nil
 }
@@ -218,8 +239,12 @@ func (o gormORM) rollupLoop(ctx context.Context, model string, every time.Durati
 	return gormcounter.RollupLoop(ctx, o.gdb, every, onError, gormModel(model, 0))
 }
 
-func (o gormORM) inFlight(t testing.TB, n int) counterORM {
-	return gormORM{e: o.e, gdb: withPlugin(t, o.e, gormcounter.Config{InFlight: n})}
+func (o gormORM) compact(model string) (gormcounter.Compacted, error) {
+	return gormcounter.CompactPass(o.gdb, gormModel(model, 0))
+}
+
+func (o gormORM) with(t testing.TB, s settings) counterORM {
+	return gormORM{e: o.e, gdb: withPlugin(t, o.e, gormcounter.Config{InFlight: s.InFlight, AutoCooldown: s.AutoCooldown})}
 }
 
 type entORM struct {
@@ -246,6 +271,10 @@ func (o entORM) create(t testing.TB, model string) int64 {
 		s, err := o.client.Story.Create().SetTitle("story").Save(ctx)
 		must(t, err)
 		return int64(s.ID)
+	case modelReel:
+		r, err := o.client.Reel.Create().SetTitle("reel").Save(ctx)
+		must(t, err)
+		return int64(r.ID)
 	}
 	panic("no model " + model)
 }
@@ -257,6 +286,8 @@ func (o entORM) increment(model string, id int64, field string, n int64) error {
 		return o.client.SkipPost.UpdateOneID(int(id)).AddLikes(n).Exec(ctx)
 	case model == modelStory:
 		return o.client.Story.UpdateOneID(int(id)).AddClaps(n).Exec(ctx)
+	case model == modelReel:
+		return o.client.Reel.UpdateOneID(int(id)).AddPlays(n).Exec(ctx)
 	case field == "views":
 		return o.client.Post.UpdateOneID(int(id)).AddViews(n).Exec(ctx)
 	}
@@ -282,6 +313,8 @@ func (o entORM) set(model string, id int64, field string, v int64) error {
 		return o.client.SkipPost.UpdateOneID(int(id)).SetLikes(v).Exec(ctx)
 	case model == modelStory:
 		return o.client.Story.UpdateOneID(int(id)).SetClaps(v).Exec(ctx)
+	case model == modelReel:
+		return o.client.Reel.UpdateOneID(int(id)).SetPlays(v).Exec(ctx)
 	case field == "views":
 		return o.client.Post.UpdateOneID(int(id)).SetViews(v).Exec(ctx)
 	}
@@ -295,6 +328,8 @@ func (o entORM) remove(model string, id int64) error {
 		return o.client.SkipPost.DeleteOneID(int(id)).Exec(ctx)
 	case modelStory:
 		return o.client.Story.DeleteOneID(int(id)).Exec(ctx)
+	case modelReel:
+		return o.client.Reel.DeleteOneID(int(id)).Exec(ctx)
 	}
 	return o.client.Post.DeleteOneID(int(id)).Exec(ctx)
 }
@@ -306,6 +341,8 @@ func (o entORM) incrementMany(model string, ids []int64, field string, n int64) 
 	switch {
 	case model == modelSkipPost:
 		rows, err = o.client.SkipPost.Update().Where(skippost.IDIn(ints(ids)...)).AddLikes(n).Save(ctx)
+	case model != modelPost:
+		panic("incrementMany: no model " + model)
 	case field == "views":
 		rows, err = o.client.Post.Update().Where(post.IDIn(ints(ids)...)).AddViews(n).Save(ctx)
 	default:
@@ -332,6 +369,12 @@ func (o entORM) read(ctx context.Context, model string, id int64, field string) 
 			return 0, err
 		}
 		return s.Claps, nil
+	case modelReel:
+		r, err := o.client.Reel.Get(ctx, int(id))
+		if err != nil {
+			return 0, err
+		}
+		return r.Plays, nil
 	case modelPost:
 		p, err := o.client.Post.Get(ctx, int(id))
 		if err != nil {
@@ -370,9 +413,13 @@ func (o entORM) rollupLoop(ctx context.Context, _ string, every time.Duration, o
 	return entcounter.RollupLoop(ctx, o.client, every, onError)
 }
 
-func (o entORM) inFlight(t testing.TB, n int) counterORM {
+func (o entORM) compact(string) (gormcounter.Compacted, error) {
+	return entcounter.CompactPass(context.Background(), o.client)
+}
+
+func (o entORM) with(t testing.TB, s settings) counterORM {
 	c := reopenEnt(t, o.e)
-	if _, err := entcounter.Configure(c, entcounter.Config{InFlight: n}); err != nil {
+	if _, err := entcounter.Configure(c, entcounter.Config{InFlight: s.InFlight, AutoCooldown: s.AutoCooldown}); err != nil {
 		t.Fatal(err)
 	}
 	return entORM{e: o.e, client: c}

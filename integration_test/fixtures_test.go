@@ -141,6 +141,14 @@ type AutoPost struct {
 	Likes int64 `gorm:"counter:slots=auto"`
 }
 
+// Reel is ent's Reel (ent/schema/reel.go) for GORM: plays are slots=auto,
+// in the same reels and reel_plays_slots tables.
+type Reel struct {
+	ID    uint
+	Title string
+	Plays int64 `gorm:"counter:slots=auto"`
+}
+
 // PlainAutoPost reads the auto_posts table with no counters.
 type PlainAutoPost struct {
 	ID    uint

@@ -4,53 +4,44 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/hotcounter/hotcounter/gormcounter"
-	"gorm.io/gorm"
 )
 
-// autoLikes returns post's likes as a load shows them, and its slot rows.
-func autoLikes(t testing.TB, db *gorm.DB, id uint) (likes, rows int64) {
+// reelSlotRows is how many slot rows a reel's plays have.
+func reelSlotRows(t testing.TB, o counterORM, id int64) int64 {
 	t.Helper()
-	var p AutoPost
-	must(t, db.First(&p, id).Error)
-	rows, _ = slotsOf(t, db, "auto_post_likes_slots", "auto_post_id", id)
-	return p.Likes, rows
+	return rawInt(t, o.db(), "SELECT COUNT(*) FROM reel_plays_slots WHERE reel_id = ?", id)
 }
 
-// TestAutoSlotsWidenAViralPostAndCountExactly: 32 writers on one post of a
+// TestAutoSlotsWidenAViralRowAndCountExactly: 32 writers on one reel of a
 // slots=auto counter: it widens past one row (never past 16) and counts
-// every increment.
-func TestAutoSlotsWidenAViralPostAndCountExactly(t *testing.T) {
-	parallel(t)
-	eachDB(t, func(t *testing.T, e *env) {
-		db := e.db
-		post, done, writers, each := likeAViralAutoPost(t, e, db)
-		likes, rows := autoLikes(t, db, post.ID)
-		if likes != done || done != int64(writers*each) {
-			t.Fatalf("likes %d after %d of %d increments", likes, done, writers*each)
+// every increment. Both ORMs.
+func TestAutoSlotsWidenAViralRowAndCountExactly(t *testing.T) {
+	eachORM(t, func(t *testing.T, o counterORM) {
+		id, done, writers, each := playAViralReel(t, o)
+		if plays := o.cached(t, modelReel, id, "plays"); plays != done || done != int64(writers*each) {
+			t.Fatalf("plays %d after %d of %d increments", plays, done, writers*each)
 		}
-		if rows < 2 || rows > 16 {
+		if rows := reelSlotRows(t, o, id); rows < 2 || rows > 16 {
 			t.Fatalf("%d slot rows after %d writers at once: want it widened, to at most 16", rows, writers)
 		}
 	}, pool(writersPool))
 }
 
-// TestAutoSlotsKeepColdPostsOnOneRow: posts liked a few times each, by
-// writers that never write one post at once, keep one slot row each.
-func TestAutoSlotsKeepColdPostsOnOneRow(t *testing.T) {
-	parallel(t)
-	eachDB(t, func(t *testing.T, e *env) {
-		db := e.db
-		must(t, db.AutoMigrate(&AutoPost{}))
-		posts := make([]AutoPost, 200)
-		must(t, db.Create(&posts).Error)
+// TestAutoSlotsKeepColdRowsOnOneRow: reels played a few times each, by
+// writers that never write one reel at once, keep one slot row each. Both
+// ORMs.
+func TestAutoSlotsKeepColdRowsOnOneRow(t *testing.T) {
+	eachORM(t, func(t *testing.T, o counterORM) {
+		ids := make([]int64, 200)
+		for i := range ids {
+			ids[i] = o.create(t, modelReel)
+		}
 		var wg sync.WaitGroup
-		for w := range 4 { // 4 writers, each its own posts
+		for w := range 4 { // 4 writers, each its own reels
 			wg.Go(func() {
-				for i := w; i < len(posts); i += 4 {
+				for i := w; i < len(ids); i += 4 {
 					for range 1 + i%5 {
-						if err := gormcounter.Increment(db.Model(&AutoPost{ID: posts[i].ID}), "Likes", 1).Error; err != nil {
+						if err := o.increment(modelReel, ids[i], "plays", 1); err != nil {
 							t.Error(err)
 							return
 						}
@@ -59,53 +50,46 @@ func TestAutoSlotsKeepColdPostsOnOneRow(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		var got []AutoPost
-		must(t, db.Order("id").Find(&got).Error)
-		for i, p := range got {
-			if p.Likes != int64(1+i%5) {
-				t.Fatalf("post %d: likes %d, want %d", i, p.Likes, 1+i%5)
+		for i, id := range ids {
+			if plays := o.cached(t, modelReel, id, "plays"); plays != int64(1+i%5) {
+				t.Fatalf("reel %d: plays %d, want %d", i, plays, 1+i%5)
 			}
 		}
-		if n := rawInt(t, db, "SELECT COUNT(*) FROM auto_post_likes_slots"); n != int64(len(posts)) {
-			t.Fatalf("%d slot rows for %d cold posts, want one each", n, len(posts))
+		if n := rawInt(t, o.db(), "SELECT COUNT(*) FROM reel_plays_slots"); n != int64(len(ids)) {
+			t.Fatalf("%d slot rows for %d cold reels, want one each", n, len(ids))
 		}
 	}, pool(8))
 }
 
-// TestAutoSlotsNarrowAfterCooldownAndCompact: a post that turned hot and
+// TestAutoSlotsNarrowAfterCooldownAndCompact: a reel that turned hot and
 // then cold goes back to one slot row after CompactPass, and its later
-// increments stay on it.
+// increments stay on it. Both ORMs, with AutoCooldown set to 100 ms.
 func TestAutoSlotsNarrowAfterCooldownAndCompact(t *testing.T) {
-	parallel(t)
-	eachDB(t, func(t *testing.T, e *env) {
-		db := withPlugin(t, e, gormcounter.Config{AutoCooldown: 100 * time.Millisecond})
-		post, hot, _, _ := likeAViralAutoPost(t, e, db)
-		if _, rows := autoLikes(t, db, post.ID); rows < 2 && e.kind != lite {
+	eachORM(t, func(t *testing.T, o counterORM) {
+		o = o.with(t, settings{AutoCooldown: 100 * time.Millisecond})
+		id, hot, _, _ := playAViralReel(t, o)
+		if rows := reelSlotRows(t, o, id); rows < 2 && o.kind() != lite {
 			t.Fatalf("%d slot rows while hot, want more than one", rows)
 		}
 		time.Sleep(time.Second) // 10 cooldowns: 16 -> 1 takes 4
-		must(t, errOf(gormcounter.CompactPass(db, &AutoPost{})))
+		must(t, errOf(o.compact(modelReel)))
 		for range 20 {
-			must(t, gormcounter.Increment(db.Model(&AutoPost{ID: post.ID}), "Likes", 1).Error)
+			must(t, o.increment(modelReel, id, "plays", 1))
 		}
-		likes, rows := autoLikes(t, db, post.ID)
-		if likes != hot+20 || rows != 1 {
-			t.Fatalf("cold again after Compact: likes %d (want %d), %d slot rows (want 1)", likes, hot+20, rows)
+		if plays, rows := o.cached(t, modelReel, id, "plays"), reelSlotRows(t, o, id); plays != hot+20 || rows != 1 {
+			t.Fatalf("cold again after Compact: plays %d (want %d), %d slot rows (want 1)", plays, hot+20, rows)
 		}
 	}, on(pg, lite), pool(writersPool)) // the databases Compact supports
 }
 
-// likeAViralAutoPost creates an AutoPost in db and has the concurrency
-// tests' writers like it 20 times each at once (a width is learned within
-// a few dozen statements): the post, the likes done, writers and each.
-func likeAViralAutoPost(t *testing.T, e *env, db *gorm.DB) (post AutoPost, done int64, writers, each int) {
+// playAViralReel creates a reel and has the concurrency tests' writers play
+// it 20 times each at once (a width is learned within a few dozen
+// statements): the reel, the plays done, writers and each.
+func playAViralReel(t *testing.T, o counterORM) (id, done int64, writers, each int) {
 	t.Helper()
-	must(t, db.AutoMigrate(&AutoPost{}))
-	must(t, db.Create(&post).Error)
-	writers, _ = writersFor(e.kind)
+	id = o.create(t, modelReel)
+	writers, _ = writersFor(o.kind())
 	each = 20
-	done = hammer(t, writers, each, func() error {
-		return gormcounter.Increment(db.Model(&AutoPost{ID: post.ID}), "Likes", 1).Error
-	})
-	return post, done, writers, each
+	done = hammer(t, writers, each, func() error { return o.increment(modelReel, id, "plays", 1) })
+	return id, done, writers, each
 }
