@@ -119,7 +119,9 @@ func TestCompactSumCounters(t *testing.T) {
 		clip := Clip{} // Plays pre-creates its 4 slot rows: they stay
 		must(t, db.Create(&clip).Error)
 		plays := spread(t, db, &Clip{ID: clip.ID}, "Plays", "clip_plays_slots", "clip_id", clip.ID, 3)
-		stocked := newProduct(t, db, 0) // guarded: its stock stays spread
+		must(t, db.AutoMigrate(&Product{}))
+		stocked := Product{Name: "stocked"} // guarded: its stock stays spread
+		must(t, db.Create(&stocked).Error)
 		must(t, db.Exec("INSERT INTO product_stock_slots (product_id, slot, n) VALUES (?, 0, 10), (?, 5, 20), (?, 9, 30)", stocked.ID, stocked.ID, stocked.ID).Error)
 		const stock, stockRowsBefore = 60, 3
 

@@ -13,7 +13,9 @@ package integration_test
 //   - modelStory, stories: claps, an append counter (a delta row per
 //     increment, folded into the column);
 //   - modelReel, reels: plays, slots=auto (one slot row per reel until
-//     its writers contend, at most 16).
+//     its writers contend, at most 16);
+//   - modelProduct, products: stock, a guarded counter (never below zero,
+//     down only through a take).
 
 import (
 	"context"
@@ -27,6 +29,7 @@ import (
 	"github.com/hotcounter/hotcounter/gormcounter"
 	"github.com/hotcounter/hotcounter/integration_test/ent"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
+	"github.com/hotcounter/hotcounter/integration_test/ent/product"
 	"github.com/hotcounter/hotcounter/integration_test/ent/skippost"
 )
 
@@ -35,6 +38,7 @@ const (
 	modelSkipPost = "skip_posts"
 	modelStory    = "stories"
 	modelReel     = "reels"
+	modelProduct  = "products"
 )
 
 // counterORM is what a behaviour does through one ORM. model is one of
@@ -44,6 +48,14 @@ type counterORM interface {
 	db() *gorm.DB
 	kind() dbKind
 	create(t testing.TB, model string) int64
+	// createWith creates a row whose counter field starts at v.
+	createWith(model string, field string, v int64) (int64, error)
+	// name is how the ORM's errors name a counter: Post.Likes (GORM),
+	// Post.likes (ent).
+	name(model, field string) string
+	// take takes n from a guarded counter (gormcounter.Take,
+	// entcounter.Take).
+	take(model string, id int64, field string, n int64) error
 	increment(model string, id int64, field string, n int64) error
 	// add adds n to field the ORM's own way, as code not written for
 	// counters does: GORM's UpdateColumn(field, gorm.Expr("field + ?", n)),
@@ -101,7 +113,7 @@ func eachORM(t *testing.T, fn func(t *testing.T, o counterORM), opts ...option) 
 	t.Run("gorm", func(t *testing.T) {
 		eachDB(t, func(t *testing.T, e *env) {
 			must(t, migrateAll(e.db))
-			must(t, e.db.AutoMigrate(&SkipPost{}, &Reel{}))
+			must(t, e.db.AutoMigrate(&SkipPost{}, &Reel{}, &Product{}))
 			fn(t, gormORM{e: e, gdb: e.db})
 		}, opts...)
 	})
@@ -126,13 +138,15 @@ func gormModel(model string, id int64) any {
 		return &Story{ID: uint(id)}
 	case modelReel:
 		return &Reel{ID: uint(id)}
+	case modelProduct:
+		return &Product{ID: uint(id)}
 	}
 	panic("no model " + model)
 }
 
 // gormField is the Go name of a counter's column.
 func gormField(field string) string {
-	return map[string]string{"likes": "Likes", "views": "Views", "claps": "Claps", "plays": "Plays"}[field]
+	return map[string]string{"likes": "Likes", "views": "Views", "claps": "Claps", "plays": "Plays", "stock": "Stock"}[field]
 }
 
 func (o gormORM) db() *gorm.DB { return o.e.db }
@@ -146,9 +160,36 @@ func (o gormORM) create(t testing.TB, model string) int64 {
 		m.Title = "post"
 	case *Reel:
 		m.Title = "reel" // not ent's "premiere" or "encore", which its hook counts
+	case *Product:
+		m.Name = "flash sale"
 	}
 	must(t, o.gdb.Create(m).Error)
 	return idOf(m)
+}
+
+func (o gormORM) createWith(model string, field string, v int64) (int64, error) {
+	m := gormModel(model, 0)
+	switch m := m.(type) {
+	case *Product:
+		m.Name, m.Stock = "flash sale", v
+	case *Post:
+		m.Title = "post"
+		if field == "views" {
+			m.Views = v
+		} else {
+			m.Likes = v
+		}
+	default:
+		panic("createWith: no model " + model)
+	}
+	err := o.gdb.Create(m).Error
+	return idOf(m), err
+}
+
+func (o gormORM) name(model, field string) string { return modelTypes[model] + "." + gormField(field) }
+
+func (o gormORM) take(model string, id int64, field string, n int64) error {
+	return gormcounter.Take(o.gdb.Model(gormModel(model, id)), gormField(field), n).Error
 }
 
 func idOf(m any) int64 {
@@ -160,6 +201,8 @@ func idOf(m any) int64 {
 	case *Story:
 		return int64(m.ID)
 	case *Reel:
+		return int64(m.ID)
+	case *Product:
 		return int64(m.ID)
 	}
 	panic(fmt.Sprintf("no id of %T", m))
@@ -205,6 +248,8 @@ func (o gormORM) read(db *gorm.DB, model string, id int64, field string) (int64,
 		return m.Claps, nil
 	case *Reel:
 		return m.Plays, nil
+	case *Product:
+		return m.Stock, nil
 	}
 	return 0, nil
 }
@@ -275,8 +320,46 @@ func (o entORM) create(t testing.TB, model string) int64 {
 		r, err := o.client.Reel.Create().SetTitle("reel").Save(ctx)
 		must(t, err)
 		return int64(r.ID)
+	case modelProduct:
+		p, err := o.client.Product.Create().SetName("flash sale").Save(ctx)
+		must(t, err)
+		return int64(p.ID)
 	}
 	panic("no model " + model)
+}
+
+func (o entORM) createWith(model string, field string, v int64) (int64, error) {
+	ctx := context.Background()
+	switch model {
+	case modelProduct:
+		p, err := o.client.Product.Create().SetName("flash sale").SetStock(v).Save(ctx)
+		if err != nil {
+			return 0, err
+		}
+		return int64(p.ID), nil
+	case modelPost:
+		c := o.client.Post.Create().SetTitle("post")
+		if field == "views" {
+			c.SetViews(v)
+		} else {
+			c.SetLikes(v)
+		}
+		p, err := c.Save(ctx)
+		if err != nil {
+			return 0, err
+		}
+		return int64(p.ID), nil
+	}
+	panic("createWith: no model " + model)
+}
+
+// modelTypes are the models' type names: GORM's structs and ent's schemas.
+var modelTypes = map[string]string{modelPost: "Post", modelSkipPost: "SkipPost", modelStory: "Story", modelReel: "Reel", modelProduct: "Product"}
+
+func (o entORM) name(model, field string) string { return modelTypes[model] + "." + field }
+
+func (o entORM) take(model string, id int64, field string, n int64) error {
+	return entcounter.Take(context.Background(), o.client, modelTypes[model], field, int(id), n)
 }
 
 func (o entORM) increment(model string, id int64, field string, n int64) error {
@@ -288,6 +371,8 @@ func (o entORM) increment(model string, id int64, field string, n int64) error {
 		return o.client.Story.UpdateOneID(int(id)).AddClaps(n).Exec(ctx)
 	case model == modelReel:
 		return o.client.Reel.UpdateOneID(int(id)).AddPlays(n).Exec(ctx)
+	case model == modelProduct:
+		return o.client.Product.UpdateOneID(int(id)).AddStock(n).Exec(ctx)
 	case field == "views":
 		return o.client.Post.UpdateOneID(int(id)).AddViews(n).Exec(ctx)
 	}
@@ -315,6 +400,8 @@ func (o entORM) set(model string, id int64, field string, v int64) error {
 		return o.client.Story.UpdateOneID(int(id)).SetClaps(v).Exec(ctx)
 	case model == modelReel:
 		return o.client.Reel.UpdateOneID(int(id)).SetPlays(v).Exec(ctx)
+	case model == modelProduct:
+		return o.client.Product.UpdateOneID(int(id)).SetStock(v).Exec(ctx)
 	case field == "views":
 		return o.client.Post.UpdateOneID(int(id)).SetViews(v).Exec(ctx)
 	}
@@ -330,6 +417,8 @@ func (o entORM) remove(model string, id int64) error {
 		return o.client.Story.DeleteOneID(int(id)).Exec(ctx)
 	case modelReel:
 		return o.client.Reel.DeleteOneID(int(id)).Exec(ctx)
+	case modelProduct:
+		return o.client.Product.DeleteOneID(int(id)).Exec(ctx)
 	}
 	return o.client.Post.DeleteOneID(int(id)).Exec(ctx)
 }
@@ -341,6 +430,8 @@ func (o entORM) incrementMany(model string, ids []int64, field string, n int64) 
 	switch {
 	case model == modelSkipPost:
 		rows, err = o.client.SkipPost.Update().Where(skippost.IDIn(ints(ids)...)).AddLikes(n).Save(ctx)
+	case model == modelProduct:
+		rows, err = o.client.Product.Update().Where(product.IDIn(ints(ids)...)).AddStock(n).Save(ctx)
 	case model != modelPost:
 		panic("incrementMany: no model " + model)
 	case field == "views":
@@ -375,6 +466,12 @@ func (o entORM) read(ctx context.Context, model string, id int64, field string) 
 			return 0, err
 		}
 		return r.Plays, nil
+	case modelProduct:
+		p, err := o.client.Product.Get(ctx, int(id))
+		if err != nil {
+			return 0, err
+		}
+		return p.Stock, nil
 	case modelPost:
 		p, err := o.client.Post.Get(ctx, int(id))
 		if err != nil {

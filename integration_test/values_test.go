@@ -99,7 +99,7 @@ func TestGuardedStockStartsSpreadOverItsSlots(t *testing.T) {
 	eachFront(t, func(t *testing.T, e *env, f valuesFront) {
 		id, err := f.newProduct(3000)
 		must(t, err)
-		if total, lowest := stockRows(t, e.db, uint(id)); total != 3000 || lowest < 187 {
+		if total, lowest := stockRows(t, e.db, int64(id)); total != 3000 || lowest < 187 {
 			t.Fatalf("created with 3,000: %d in the slot rows, the lowest holding %d; want 3,000 spread over the 16 rows", total, lowest)
 		}
 		must(t, f.take(id, 2999))
@@ -206,7 +206,7 @@ func TestGuardedStockGoesDownOnlyThroughTake(t *testing.T) {
 				t.Errorf("an assignment of %d to stock: %v; want ErrNegativeGuarded", v, err)
 			}
 		}
-		if total, _ := stockRows(t, e.db, uint(id)); total != 10 {
+		if total, _ := stockRows(t, e.db, int64(id)); total != 10 {
 			t.Errorf("stock %d after refused assignments; want 10", total)
 		}
 	})
