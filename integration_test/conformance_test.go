@@ -61,8 +61,17 @@ type counterORM interface {
 	// counters does: GORM's UpdateColumn(field, gorm.Expr("field + ?", n)),
 	// ent's AddX.
 	add(model string, id int64, field string, n int64) error
-	// set assigns v to field (GORM's Update, ent's SetX).
+	// set assigns v to field (GORM's Update, ent's SetX); setMany
+	// assigns it to the rows with ids in one statement.
 	set(model string, id int64, field string, v int64) error
+	setMany(model string, ids []int64, field string, v int64) error
+	// postCreates are every way the ORM creates a post with values,
+	// likesAssigns every way it assigns a post's likes, and rewritePost
+	// loads a post, calls meanwhile, and writes the loaded row back with a
+	// new title: the ORM's whole-row writes (values_test.go).
+	postCreates() []createPath
+	likesAssigns() []assignPath
+	rewritePost(t *testing.T, id int, meanwhile func())
 	// remove deletes the row.
 	remove(model string, id int64) error
 	// incrementMany increments the rows with ids in one statement and
@@ -218,6 +227,10 @@ func (o gormORM) add(model string, id int64, field string, n int64) error {
 
 func (o gormORM) set(model string, id int64, field string, v int64) error {
 	return o.gdb.Model(gormModel(model, id)).Update(gormField(field), v).Error
+}
+
+func (o gormORM) setMany(model string, ids []int64, field string, v int64) error {
+	return o.gdb.Model(gormModel(model, 0)).Where("id IN ?", ids).UpdateColumn(field, v).Error
 }
 
 func (o gormORM) remove(model string, id int64) error {
@@ -406,6 +419,13 @@ func (o entORM) set(model string, id int64, field string, v int64) error {
 		return o.client.Post.UpdateOneID(int(id)).SetViews(v).Exec(ctx)
 	}
 	return o.client.Post.UpdateOneID(int(id)).SetLikes(v).Exec(ctx)
+}
+
+func (o entORM) setMany(model string, ids []int64, field string, v int64) error {
+	if model != modelPost || field != "likes" {
+		panic("setMany: only posts' likes")
+	}
+	return o.client.Post.Update().Where(post.IDIn(ints(ids)...)).SetLikes(v).Exec(context.Background())
 }
 
 func (o entORM) remove(model string, id int64) error {

@@ -10,12 +10,10 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/hotcounter/hotcounter/entcounter"
 	"github.com/hotcounter/hotcounter/gormcounter"
 	"github.com/hotcounter/hotcounter/integration_test/ent"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postlikesslot"
-	"github.com/hotcounter/hotcounter/integration_test/ent/product"
 	"github.com/hotcounter/hotcounter/integration_test/ent/reel"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
@@ -26,29 +24,11 @@ import (
 // its slots), an explicit assignment sets the total beside concurrent
 // increments, a write of an existing row that names no counter leaves it
 // alone, and Take is the only way down for stock. Each behaviour is written
-// once, against valuesFront, and runs for both ORMs on every database.
+// once, against counterORM (conformance_test.go), and runs for both ORMs on
+// every database.
 
-// valuesFront is one ORM's way to write posts (likes: a sum counter;
-// views: a rollup counter) and products (stock: guarded).
-type valuesFront interface {
-	// creates are every way the ORM creates a post with values.
-	creates() []createPath
-	loaded(t *testing.T, id int) (likes, views int64) // a Live load
-	// assigns are every way the ORM assigns a value to one post's likes.
-	assigns() []assignPath
-	setLikes(id int, v int64) error      // the first of assigns
-	setLikesOf(ids []int, v int64) error // one assignment of several rows, by condition
-	setViews(id int, v int64) error
-	addLikes(id int, d int64) error
-	// rewrite loads the post, calls meanwhile, and writes the loaded row
-	// back with a new title: the ORM's whole-row writes (GORM's Save and
-	// Updates of a struct; ent's update of the entity).
-	rewrite(t *testing.T, id int, meanwhile func())
-	newProduct(stock int64) (int, error)
-	take(id int, n int64) error
-	setStock(id int, v int64) error
-}
-
+// The ways to create a post with values and to assign its likes, which
+// counterORM lists for these tests (postCreates, likesAssigns).
 type createPath struct {
 	name   string
 	create func(t *testing.T, likes, views int64) int
@@ -59,36 +39,18 @@ type assignPath struct {
 	set  func(id int, v int64) error
 }
 
-// eachFront runs fn for GORM and for ent on every database.
-func eachFront(t *testing.T, fn func(t *testing.T, e *env, f valuesFront), opts ...option) {
-	t.Helper()
-	parallel(t)
-	for _, orm := range []string{"gorm", "ent"} {
-		t.Run(orm, func(t *testing.T) {
-			eachDB(t, func(t *testing.T, e *env) {
-				if orm == "gorm" {
-					must(t, e.db.AutoMigrate(&Author{}, &Post{}, &Comment{}, &Product{}))
-					fn(t, e, gormValues{e.db})
-					return
-				}
-				fn(t, e, entValues{withEnt(t, e, true).client})
-			}, opts...)
-		})
-	}
-}
-
 func TestNewRowsStartAtTheirCounterValues(t *testing.T) {
-	eachFront(t, func(t *testing.T, e *env, f valuesFront) {
-		for _, c := range f.creates() {
+	eachORM(t, func(t *testing.T, f counterORM) {
+		for _, c := range f.postCreates() {
 			id := c.create(t, 7, 5)
-			if likes, views := f.loaded(t, id); likes != 7 || views != 5 {
+			if likes, views := loaded(t, f, id); likes != 7 || views != 5 {
 				t.Errorf("%s with likes 7 and views 5: loaded %d and %d", c.name, likes, views)
 			}
-			if views := rawInt(t, e.db, "SELECT views FROM posts WHERE id = ?", id); views != 5 {
+			if views := rawInt(t, f.db(), "SELECT views FROM posts WHERE id = ?", id); views != 5 {
 				t.Errorf("%s with views 5: the rollup column holds %d", c.name, views)
 			}
-			must(t, f.addLikes(id, 1))
-			if likes, _ := f.loaded(t, id); likes != 8 {
+			must(t, addLikes(f, id, 1))
+			if likes, _ := loaded(t, f, id); likes != 8 {
 				t.Errorf("%s with likes 7, then an increment: loaded %d", c.name, likes)
 			}
 		}
@@ -96,48 +58,48 @@ func TestNewRowsStartAtTheirCounterValues(t *testing.T) {
 }
 
 func TestGuardedStockStartsSpreadOverItsSlots(t *testing.T) {
-	eachFront(t, func(t *testing.T, e *env, f valuesFront) {
-		id, err := f.newProduct(3000)
+	eachORM(t, func(t *testing.T, f counterORM) {
+		id, err := newProduct(f, 3000)
 		must(t, err)
-		if total, lowest := stockRows(t, e.db, int64(id)); total != 3000 || lowest < 187 {
+		if total, lowest := stockRows(t, f.db(), int64(id)); total != 3000 || lowest < 187 {
 			t.Fatalf("created with 3,000: %d in the slot rows, the lowest holding %d; want 3,000 spread over the 16 rows", total, lowest)
 		}
-		must(t, f.take(id, 2999))
-		must(t, f.take(id, 1))
-		if err := f.take(id, 1); !errors.Is(err, gormcounter.ErrInsufficient) {
+		must(t, take(f, id, 2999))
+		must(t, take(f, id, 1))
+		if err := take(f, id, 1); !errors.Is(err, gormcounter.ErrInsufficient) {
 			t.Errorf("a take after 3,000 were sold: %v; want ErrInsufficient", err)
 		}
-		if _, err := f.newProduct(-1); !errors.Is(err, gormcounter.ErrNegativeGuarded) {
+		if _, err := newProduct(f, -1); !errors.Is(err, gormcounter.ErrNegativeGuarded) {
 			t.Errorf("a product created with -1 in stock: %v; want ErrNegativeGuarded", err)
 		}
 	})
 }
 
 func TestAssignmentSetsTheTotal(t *testing.T) {
-	eachFront(t, func(t *testing.T, e *env, f valuesFront) {
-		paths := f.creates()
+	eachORM(t, func(t *testing.T, f counterORM) {
+		paths := f.postCreates()
 		a, b, c := paths[0].create(t, 0, 0), paths[0].create(t, 9, 9), paths[0].create(t, 4, 0)
-		must(t, f.addLikes(a, 5))
-		must(t, f.setLikes(a, 3))
+		must(t, addLikes(f, a, 5))
+		must(t, setLikes(f, a, 3))
 		expectLoaded(t, f, a, "an assignment of 3 after 5 likes", 3, 0)
-		must(t, f.addLikes(a, 2))
+		must(t, addLikes(f, a, 2))
 		expectLoaded(t, f, a, "2 likes after the assignment", 5, 0)
-		must(t, f.setLikes(a, 0))
+		must(t, setLikes(f, a, 0))
 		expectLoaded(t, f, a, "an assignment of 0", 0, 0)
-		must(t, f.setViews(b, 20))
+		must(t, setViews(f, b, 20))
 		expectLoaded(t, f, b, "an assignment of 20 views", 9, 20)
-		must(t, f.setLikesOf([]int{b, c}, 4))
+		must(t, setLikesOf(f, []int{b, c}, 4))
 		expectLoaded(t, f, b, "an assignment of two rows", 4, 20)
 		expectLoaded(t, f, c, "an assignment of two rows", 4, 0)
-		for i, a := range f.assigns() {
+		for i, a := range f.likesAssigns() {
 			v := int64(100 + i)
-			must(t, f.addLikes(c, 1))
+			must(t, addLikes(f, c, 1))
 			must(t, a.set(c, v))
 			expectLoaded(t, f, c, "an assignment by "+a.name, v, 0)
 		}
 		missing := c + 1000
-		must(t, f.setLikes(missing, 6))
-		if n := rawInt(t, e.db, "SELECT COUNT(*) FROM post_likes_slots WHERE post_id = ?", missing); n != 0 {
+		must(t, f.likesAssigns()[0].set(missing, 6))
+		if n := rawInt(t, f.db(), "SELECT COUNT(*) FROM post_likes_slots WHERE post_id = ?", missing); n != 0 {
 			t.Errorf("an assignment of a row that does not exist left %d slot rows", n)
 		}
 	})
@@ -147,9 +109,9 @@ func TestAssignmentSetsTheTotal(t *testing.T) {
 // began are replaced, increments that began after it ended all count, and
 // those that overlapped it count or not, each whole.
 func TestAssignmentSetsTheTotalBesideConcurrentIncrements(t *testing.T) {
-	eachFront(t, func(t *testing.T, e *env, f valuesFront) {
-		id := f.creates()[0].create(t, 0, 0)
-		writers, each := writersFor(e.kind)
+	eachORM(t, func(t *testing.T, f counterORM) {
+		id := f.postCreates()[0].create(t, 0, 0)
+		writers, each := writersFor(f.kind())
 		var done, before, after atomic.Int64 // increments done; ended before the set began; began after it ended
 		var setting, set atomic.Bool
 		var wg sync.WaitGroup
@@ -160,14 +122,14 @@ func TestAssignmentSetsTheTotalBesideConcurrentIncrements(t *testing.T) {
 				runtime.Gosched()
 			}
 			setting.Store(true)
-			if err := f.setLikes(id, 1000); err != nil {
+			if err := setLikes(f, id, 1000); err != nil {
 				t.Errorf("set: %v", err)
 			}
 			set.Store(true)
 		}()
 		n := hammer(t, writers, each, func() error {
 			began := set.Load()
-			err := f.addLikes(id, 1)
+			err := addLikes(f, id, 1)
 			switch {
 			case err == nil && began:
 				after.Add(1)
@@ -178,7 +140,7 @@ func TestAssignmentSetsTheTotalBesideConcurrentIncrements(t *testing.T) {
 			return err
 		})
 		wg.Wait()
-		likes, _ := f.loaded(t, id)
+		likes, _ := loaded(t, f, id)
 		lo, hi := 1000+after.Load(), 1000+n-before.Load()
 		if likes < lo || likes > hi {
 			t.Fatalf("likes %d after a set to 1000 among %d increments (%d ended before it, %d began after it): want %d to %d",
@@ -188,189 +150,179 @@ func TestAssignmentSetsTheTotalBesideConcurrentIncrements(t *testing.T) {
 }
 
 func TestWholeRowWritesKeepCounters(t *testing.T) {
-	eachFront(t, func(t *testing.T, e *env, f valuesFront) {
-		id := f.creates()[0].create(t, 5, 2)
-		f.rewrite(t, id, func() {
-			must(t, f.addLikes(id, 3))
+	eachORM(t, func(t *testing.T, f counterORM) {
+		id := f.postCreates()[0].create(t, 5, 2)
+		f.rewritePost(t, id, func() {
+			must(t, addLikes(f, id, 3))
 		})
 		expectLoaded(t, f, id, "a whole-row write of a row loaded before 3 likes", 8, 2)
 	})
 }
 
 func TestGuardedStockGoesDownOnlyThroughTake(t *testing.T) {
-	eachFront(t, func(t *testing.T, e *env, f valuesFront) {
-		id, err := f.newProduct(10)
+	eachORM(t, func(t *testing.T, f counterORM) {
+		id, err := newProduct(f, 10)
 		must(t, err)
 		for _, v := range []int64{3, 20} {
-			if err := f.setStock(id, v); !errors.Is(err, gormcounter.ErrNegativeGuarded) {
+			if err := setStock(f, id, v); !errors.Is(err, gormcounter.ErrNegativeGuarded) {
 				t.Errorf("an assignment of %d to stock: %v; want ErrNegativeGuarded", v, err)
 			}
 		}
-		if total, _ := stockRows(t, e.db, int64(id)); total != 10 {
+		if total, _ := stockRows(t, f.db(), int64(id)); total != 10 {
 			t.Errorf("stock %d after refused assignments; want 10", total)
 		}
 	})
 }
 
-func expectLoaded(t *testing.T, f valuesFront, id int, step string, likes, views int64) {
+func expectLoaded(t *testing.T, f counterORM, id int, step string, likes, views int64) {
 	t.Helper()
-	if l, v := f.loaded(t, id); l != likes || v != views {
+	if l, v := loaded(t, f, id); l != likes || v != views {
 		t.Errorf("after %s: likes %d, views %d; want %d and %d", step, l, v, likes, views)
 	}
 }
 
-// gormValues writes through GORM.
-type gormValues struct{ db *gorm.DB }
+// The values tests' writes, through counterORM.
+func loaded(t *testing.T, f counterORM, id int) (likes, views int64) {
+	t.Helper()
+	return exactly(t, f, modelPost, int64(id), "likes"), exactly(t, f, modelPost, int64(id), "views")
+}
+
+func addLikes(f counterORM, id int, d int64) error {
+	return f.increment(modelPost, int64(id), "likes", d)
+}
+
+func setLikes(f counterORM, id int, v int64) error { return f.likesAssigns()[0].set(id, v) }
+
+func setLikesOf(f counterORM, ids []int, v int64) error {
+	id64 := make([]int64, len(ids))
+	for i, id := range ids {
+		id64[i] = int64(id)
+	}
+	return f.setMany(modelPost, id64, "likes", v)
+}
+
+func setViews(f counterORM, id int, v int64) error { return f.set(modelPost, int64(id), "views", v) }
+
+func newProduct(f counterORM, stock int64) (int, error) {
+	id, err := f.createWith(modelProduct, "stock", stock)
+	return int(id), err
+}
+
+func take(f counterORM, id int, n int64) error { return f.take(modelProduct, int64(id), "stock", n) }
+
+func setStock(f counterORM, id int, v int64) error { return f.set(modelProduct, int64(id), "stock", v) }
 
 var postTitles atomic.Int64
 
 func nextTitle() string { return fmt.Sprint("post ", postTitles.Add(1)) }
 
-func (g gormValues) creates() []createPath {
+func (o gormORM) postCreates() []createPath {
+	g := o.gdb
 	return []createPath{
 		{"Create", func(t *testing.T, likes, views int64) int {
 			p := Post{Title: nextTitle(), Likes: likes, Views: views}
-			must(t, g.db.Create(&p).Error)
+			must(t, g.Create(&p).Error)
 			return int(p.ID)
 		}},
 		{"CreateInBatches", func(t *testing.T, likes, views int64) int {
 			ps := []Post{{Title: nextTitle(), Likes: likes, Views: views}, {Title: nextTitle(), Likes: likes, Views: views}}
-			must(t, g.db.CreateInBatches(&ps, 10).Error)
+			must(t, g.CreateInBatches(&ps, 10).Error)
 			return int(ps[1].ID)
 		}},
 		{"Save of a new row", func(t *testing.T, likes, views int64) int {
 			p := Post{Title: nextTitle(), Likes: likes, Views: views}
-			must(t, g.db.Save(&p).Error)
+			must(t, g.Save(&p).Error)
 			return int(p.ID)
 		}},
 		{"FirstOrCreate with Attrs", func(t *testing.T, likes, views int64) int {
 			var p Post
-			must(t, g.db.Where(Post{Title: nextTitle()}).Attrs(Post{Likes: likes, Views: views}).FirstOrCreate(&p).Error)
+			must(t, g.Where(Post{Title: nextTitle()}).Attrs(Post{Likes: likes, Views: views}).FirstOrCreate(&p).Error)
 			return int(p.ID)
 		}},
 		{"FirstOrCreate with Assign", func(t *testing.T, likes, views int64) int {
 			var p Post
-			must(t, g.db.Where(Post{Title: nextTitle()}).Assign(Post{Likes: likes, Views: views}).FirstOrCreate(&p).Error)
+			must(t, g.Where(Post{Title: nextTitle()}).Assign(Post{Likes: likes, Views: views}).FirstOrCreate(&p).Error)
 			return int(p.ID)
 		}},
 		{"gorm.G Create", func(t *testing.T, likes, views int64) int {
 			p := Post{Title: nextTitle(), Likes: likes, Views: views}
-			must(t, gorm.G[Post](g.db).Create(context.Background(), &p))
+			must(t, gorm.G[Post](g).Create(context.Background(), &p))
 			return int(p.ID)
 		}},
 	}
 }
 
-func (g gormValues) loaded(t *testing.T, id int) (int64, int64) {
-	var p Post
-	must(t, g.db.Clauses(gormcounter.Live).First(&p, id).Error)
-	return p.Likes, p.Views
-}
-
-func (g gormValues) assigns() []assignPath {
+func (o gormORM) likesAssigns() []assignPath {
+	g := o.gdb
 	return []assignPath{
-		{"Update", func(id int, v int64) error { return g.db.Model(&Post{ID: uint(id)}).Update("likes", v).Error }},
-		{"UpdateColumn", func(id int, v int64) error { return g.db.Model(&Post{ID: uint(id)}).UpdateColumn("Likes", v).Error }},
+		{"Update", func(id int, v int64) error { return g.Model(&Post{ID: uint(id)}).Update("likes", v).Error }},
+		{"UpdateColumn", func(id int, v int64) error { return g.Model(&Post{ID: uint(id)}).UpdateColumn("Likes", v).Error }},
 		{"Updates of a map", func(id int, v int64) error {
-			return g.db.Model(&Post{ID: uint(id)}).Updates(map[string]any{"likes": v, "title": nextTitle()}).Error
+			return g.Model(&Post{ID: uint(id)}).Updates(map[string]any{"likes": v, "title": nextTitle()}).Error
 		}},
 		{"Updates of a struct that selects the counter", func(id int, v int64) error {
-			return g.db.Model(&Post{ID: uint(id)}).Select("Likes", "Title").Updates(Post{Title: nextTitle(), Likes: v}).Error
+			return g.Model(&Post{ID: uint(id)}).Select("Likes", "Title").Updates(Post{Title: nextTitle(), Likes: v}).Error
 		}},
 		{"a SET clause", func(id int, v int64) error {
-			return g.db.Model(&Post{ID: uint(id)}).Clauses(clause.Set{{Column: clause.Column{Name: "likes"}, Value: v}}).Updates(map[string]any{}).Error
+			return g.Model(&Post{ID: uint(id)}).Clauses(clause.Set{{Column: clause.Column{Name: "likes"}, Value: v}}).Updates(map[string]any{}).Error
 		}},
 	}
 }
 
-func (g gormValues) setLikes(id int, v int64) error { return g.assigns()[0].set(id, v) }
-
-func (g gormValues) setLikesOf(ids []int, v int64) error {
-	return g.db.Model(&Post{}).Where("id IN ?", ids).UpdateColumn("likes", v).Error
-}
-
-func (g gormValues) setViews(id int, v int64) error {
-	return g.db.Model(&Post{ID: uint(id)}).Updates(map[string]any{"views": v}).Error
-}
-
-func (g gormValues) addLikes(id int, d int64) error {
-	return gormcounter.Increment(g.db.Model(&Post{ID: uint(id)}), "Likes", d).Error
-}
-
-func (g gormValues) rewrite(t *testing.T, id int, meanwhile func()) {
+func (o gormORM) rewritePost(t *testing.T, id int, meanwhile func()) {
+	g := o.gdb
 	var p Post
-	must(t, g.db.First(&p, id).Error)
+	must(t, g.First(&p, id).Error)
 	meanwhile()
 	p.Title = nextTitle()
-	must(t, g.db.Save(&p).Error)
+	must(t, g.Save(&p).Error)
 	p.Title = nextTitle()
-	must(t, g.db.Model(&p).Updates(p).Error)
+	must(t, g.Model(&p).Updates(p).Error)
 	p.Title = nextTitle()
-	must(t, g.db.Model(&p).Select("*").Updates(p).Error)
+	must(t, g.Model(&p).Select("*").Updates(p).Error)
 	// Unchanged: on MySQL and MariaDB the UPDATE affects no row, and GORM's
 	// Save goes on to an upsert of the row.
-	must(t, g.db.Save(&p).Error)
+	must(t, g.Save(&p).Error)
 }
 
-func (g gormValues) newProduct(stock int64) (int, error) {
-	p := Product{Name: "item", Stock: stock}
-	err := g.db.Create(&p).Error
-	return int(p.ID), err
-}
-
-func (g gormValues) take(id int, n int64) error {
-	return gormcounter.Take(g.db.Model(&Product{ID: uint(id)}), "Stock", n).Error
-}
-
-func (g gormValues) setStock(id int, v int64) error {
-	return g.db.Model(&Product{ID: uint(id)}).Update("stock", v).Error
-}
-
-// entValues writes through ent.
-type entValues struct{ c *ent.Client }
-
-func (w entValues) creates() []createPath {
+func (o entORM) postCreates() []createPath {
+	w := o
 	ctx := context.Background()
 	return []createPath{
 		{"Create", func(t *testing.T, likes, views int64) int {
-			p, err := w.c.Post.Create().SetTitle(nextTitle()).SetLikes(likes).SetViews(views).Save(ctx)
+			p, err := w.client.Post.Create().SetTitle(nextTitle()).SetLikes(likes).SetViews(views).Save(ctx)
 			must(t, err)
 			return p.ID
 		}},
 		{"CreateBulk", func(t *testing.T, likes, views int64) int {
-			ps, err := w.c.Post.CreateBulk(
-				w.c.Post.Create().SetTitle(nextTitle()).SetLikes(likes).SetViews(views),
-				w.c.Post.Create().SetTitle(nextTitle()).SetLikes(likes).SetViews(views)).Save(ctx)
+			ps, err := w.client.Post.CreateBulk(
+				w.client.Post.Create().SetTitle(nextTitle()).SetLikes(likes).SetViews(views),
+				w.client.Post.Create().SetTitle(nextTitle()).SetLikes(likes).SetViews(views)).Save(ctx)
 			must(t, err)
 			return ps[1].ID
 		}},
 	}
 }
 
-func (w entValues) loaded(t *testing.T, id int) (int64, int64) {
-	p, err := w.c.Post.Get(entcounter.WithLive(context.Background()), id)
-	must(t, err)
-	return p.Likes, p.Views
-}
-
-func (w entValues) assigns() []assignPath {
+func (o entORM) likesAssigns() []assignPath {
+	w := o
 	ctx := context.Background()
 	return []assignPath{
 		{"UpdateOneID", func(id int, v int64) error {
-			err := w.c.Post.UpdateOneID(id).SetLikes(v).Exec(ctx)
+			err := w.client.Post.UpdateOneID(id).SetLikes(v).Exec(ctx)
 			if ent.IsNotFound(err) {
 				return nil // as GORM's update of no row
 			}
 			return err
 		}},
 		{"UpdateOneID with another field", func(id int, v int64) error {
-			return w.c.Post.UpdateOneID(id).SetLikes(v).SetTitle(nextTitle()).Exec(ctx)
+			return w.client.Post.UpdateOneID(id).SetLikes(v).SetTitle(nextTitle()).Exec(ctx)
 		}},
 		{"Update with a predicate", func(id int, v int64) error {
-			return w.c.Post.Update().Where(post.ID(id)).SetLikes(v).Exec(ctx)
+			return w.client.Post.Update().Where(post.ID(id)).SetLikes(v).Exec(ctx)
 		}},
 		{"the entity's Update", func(id int, v int64) error {
-			p, err := w.c.Post.Get(ctx, id)
+			p, err := w.client.Post.Get(ctx, id)
 			if err != nil {
 				return err
 			}
@@ -379,42 +331,13 @@ func (w entValues) assigns() []assignPath {
 	}
 }
 
-func (w entValues) setLikes(id int, v int64) error { return w.assigns()[0].set(id, v) }
-
-func (w entValues) setLikesOf(ids []int, v int64) error {
-	return w.c.Post.Update().Where(post.IDIn(ids...)).SetLikes(v).Exec(context.Background())
-}
-
-func (w entValues) setViews(id int, v int64) error {
-	return w.c.Post.UpdateOneID(id).SetViews(v).Exec(context.Background())
-}
-
-func (w entValues) addLikes(id int, d int64) error {
-	return w.c.Post.UpdateOneID(id).AddLikes(d).Exec(context.Background())
-}
-
-func (w entValues) rewrite(t *testing.T, id int, meanwhile func()) {
+func (o entORM) rewritePost(t *testing.T, id int, meanwhile func()) {
+	w := o
 	ctx := context.Background()
-	p, err := w.c.Post.Get(ctx, id)
+	p, err := w.client.Post.Get(ctx, id)
 	must(t, err)
 	meanwhile()
 	must(t, p.Update().SetTitle(nextTitle()).Exec(ctx))
-}
-
-func (w entValues) newProduct(stock int64) (int, error) {
-	p, err := w.c.Product.Create().SetName("item").SetStock(stock).Save(context.Background())
-	if err != nil {
-		return 0, err
-	}
-	return p.ID, nil
-}
-
-func (w entValues) take(id int, n int64) error {
-	return entcounter.Take(context.Background(), w.c, product.Table, product.FieldStock, id, n)
-}
-
-func (w entValues) setStock(id int, v int64) error {
-	return w.c.Product.UpdateOneID(id).SetStock(v).Exec(context.Background())
 }
 
 // ent returns the entity an UpdateOne wrote: its counters read as a load
@@ -449,7 +372,7 @@ func TestGormUpsertsStartNewRowsAndKeepExistingCounters(t *testing.T) {
 		must(t, db.AutoMigrate(&Author{}, &Post{}, &Comment{}))
 		old := Post{Title: nextTitle(), Likes: 3, Views: 3}
 		must(t, db.Create(&old).Error)
-		g := gormValues{db}
+		g := gormORM{e: e, gdb: db}
 		for _, c := range []struct {
 			name string
 			oc   clause.OnConflict
@@ -465,13 +388,13 @@ func TestGormUpsertsStartNewRowsAndKeepExistingCounters(t *testing.T) {
 			if err := db.Clauses(c.oc).Create(&rows).Error; err != nil {
 				t.Fatalf("%s: %v", c.name, err)
 			}
-			if likes, views := g.loaded(t, int(old.ID)); likes != c.want || views != 3 {
+			if likes, views := loaded(t, g, int(old.ID)); likes != c.want || views != 3 {
 				t.Errorf("%s: the existing row has likes %d, views %d; want %d and 3", c.name, likes, views, c.want)
 			}
-			if likes, views := g.loaded(t, int(fresh.ID)); likes != 9 || views != 9 {
+			if likes, views := loaded(t, g, int(fresh.ID)); likes != 9 || views != 9 {
 				t.Errorf("%s: the new row has likes %d, views %d; want 9 and 9", c.name, likes, views)
 			}
-			must(t, g.setLikes(int(old.ID), 3))
+			must(t, setLikes(g, int(old.ID), 3))
 		}
 		err := db.Clauses(clause.OnConflict{UpdateAll: true}).Create(&Post{Title: nextTitle(), Likes: 4}).Error
 		if err == nil || !strings.Contains(err.Error(), "Post") {
