@@ -95,6 +95,8 @@ type counterORM interface {
 	// compact runs a compaction pass over model's sum counters (ent:
 	// every counter of the client).
 	compact(model string) (gormcounter.Compacted, error)
+	// within returns the same ORM with its statements under ctx.
+	within(ctx context.Context) counterORM
 	// with returns the same ORM on a client of its own with the settings
 	// both ORMs take (gormcounter.Config, entcounter.Config).
 	with(t testing.TB, s settings) counterORM
@@ -301,6 +303,10 @@ func (o gormORM) compact(model string) (gormcounter.Compacted, error) {
 	return gormcounter.CompactPass(o.gdb, gormModel(model, 0))
 }
 
+func (o gormORM) within(ctx context.Context) counterORM {
+	return gormORM{e: o.e, gdb: o.gdb.WithContext(ctx)}
+}
+
 func (o gormORM) with(t testing.TB, s settings) counterORM {
 	return gormORM{e: o.e, gdb: withPlugin(t, o.e, gormcounter.Config{InFlight: s.InFlight, AutoCooldown: s.AutoCooldown})}
 }
@@ -308,14 +314,25 @@ func (o gormORM) with(t testing.TB, s settings) counterORM {
 type entORM struct {
 	e      *entEnv
 	client *ent.Client
+	c      context.Context // nil: context.Background()
 }
+
+// ctx is the context of o's statements.
+func (o entORM) ctx() context.Context {
+	if o.c == nil {
+		return context.Background()
+	}
+	return o.c
+}
+
+func (o entORM) within(ctx context.Context) counterORM { o.c = ctx; return o }
 
 func (o entORM) db() *gorm.DB { return o.e.db }
 func (o entORM) kind() dbKind { return o.e.kind }
 
 func (o entORM) create(t testing.TB, model string) int64 {
 	t.Helper()
-	ctx := context.Background()
+	ctx := o.ctx()
 	switch model {
 	case modelPost:
 		p, err := o.client.Post.Create().SetTitle("post").Save(ctx)
@@ -342,7 +359,7 @@ func (o entORM) create(t testing.TB, model string) int64 {
 }
 
 func (o entORM) createWith(model string, field string, v int64) (int64, error) {
-	ctx := context.Background()
+	ctx := o.ctx()
 	switch model {
 	case modelProduct:
 		p, err := o.client.Product.Create().SetName("flash sale").SetStock(v).Save(ctx)
@@ -372,11 +389,11 @@ var modelTypes = map[string]string{modelPost: "Post", modelSkipPost: "SkipPost",
 func (o entORM) name(model, field string) string { return modelTypes[model] + "." + field }
 
 func (o entORM) take(model string, id int64, field string, n int64) error {
-	return entcounter.Take(context.Background(), o.client, modelTypes[model], field, int(id), n)
+	return entcounter.Take(o.ctx(), o.client, modelTypes[model], field, int(id), n)
 }
 
 func (o entORM) increment(model string, id int64, field string, n int64) error {
-	ctx := context.Background()
+	ctx := o.ctx()
 	switch {
 	case model == modelSkipPost:
 		return o.client.SkipPost.UpdateOneID(int(id)).AddLikes(n).Exec(ctx)
@@ -405,7 +422,7 @@ func (o entORM) add(model string, id int64, field string, n int64) error {
 }
 
 func (o entORM) set(model string, id int64, field string, v int64) error {
-	ctx := context.Background()
+	ctx := o.ctx()
 	switch {
 	case model == modelSkipPost:
 		return o.client.SkipPost.UpdateOneID(int(id)).SetLikes(v).Exec(ctx)
@@ -425,11 +442,11 @@ func (o entORM) setMany(model string, ids []int64, field string, v int64) error 
 	if model != modelPost || field != "likes" {
 		panic("setMany: only posts' likes")
 	}
-	return o.client.Post.Update().Where(post.IDIn(ints(ids)...)).SetLikes(v).Exec(context.Background())
+	return o.client.Post.Update().Where(post.IDIn(ints(ids)...)).SetLikes(v).Exec(o.ctx())
 }
 
 func (o entORM) remove(model string, id int64) error {
-	ctx := context.Background()
+	ctx := o.ctx()
 	switch model {
 	case modelSkipPost:
 		return o.client.SkipPost.DeleteOneID(int(id)).Exec(ctx)
@@ -444,7 +461,7 @@ func (o entORM) remove(model string, id int64) error {
 }
 
 func (o entORM) incrementMany(model string, ids []int64, field string, n int64) (int64, error) {
-	ctx := context.Background()
+	ctx := o.ctx()
 	var rows int
 	var err error
 	switch {
@@ -463,7 +480,7 @@ func (o entORM) incrementMany(model string, ids []int64, field string, n int64) 
 }
 
 func (o entORM) inTx(fn func(tx counterORM) error) error {
-	return inTx(context.Background(), o.client, func(tx *ent.Tx) error { return fn(entORM{e: o.e, client: tx.Client()}) })
+	return inTx(o.ctx(), o.client, func(tx *ent.Tx) error { return fn(entORM{e: o.e, client: tx.Client(), c: o.c}) })
 }
 
 func (o entORM) read(ctx context.Context, model string, id int64, field string) (int64, error) {
@@ -504,18 +521,18 @@ func (o entORM) read(ctx context.Context, model string, id int64, field string) 
 
 func (o entORM) cached(t testing.TB, model string, id int64, field string) int64 {
 	t.Helper()
-	v, err := o.read(context.Background(), model, id, field)
+	v, err := o.read(o.ctx(), model, id, field)
 	must(t, err)
 	return v
 }
 
 func (o entORM) exact(model string, id int64, field string) (int64, error) {
-	return o.read(entcounter.WithLive(context.Background()), model, id, field)
+	return o.read(entcounter.WithLive(o.ctx()), model, id, field)
 }
 
 func (o entORM) postsByViews(t testing.TB, min int64) []int64 {
 	t.Helper()
-	ps, err := o.client.Post.Query().Where(post.ViewsGT(min)).Order(ent.Desc(post.FieldViews)).All(context.Background())
+	ps, err := o.client.Post.Query().Where(post.ViewsGT(min)).Order(ent.Desc(post.FieldViews)).All(o.ctx())
 	must(t, err)
 	ids := make([]int64, len(ps))
 	for i, p := range ps {
@@ -524,14 +541,14 @@ func (o entORM) postsByViews(t testing.TB, min int64) []int64 {
 	return ids
 }
 
-func (o entORM) rollup(string) error { return entcounter.RollupPass(context.Background(), o.client) }
+func (o entORM) rollup(string) error { return entcounter.RollupPass(o.ctx(), o.client) }
 
 func (o entORM) rollupLoop(ctx context.Context, _ string, every time.Duration, onError func(error)) error {
 	return entcounter.RollupLoop(ctx, o.client, every, onError)
 }
 
 func (o entORM) compact(string) (gormcounter.Compacted, error) {
-	return entcounter.CompactPass(context.Background(), o.client)
+	return entcounter.CompactPass(o.ctx(), o.client)
 }
 
 func (o entORM) with(t testing.TB, s settings) counterORM {

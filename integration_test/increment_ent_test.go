@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/hotcounter/hotcounter/entcounter"
 	"github.com/hotcounter/hotcounter/integration_test/ent"
@@ -274,32 +273,4 @@ func TestEntTransactions(t *testing.T) {
 			t.Fatal("RollupPass accepted a transaction's client")
 		}
 	})
-}
-
-func TestEntIncrementDoesNotWaitForParentLock(t *testing.T) {
-	parallel(t)
-	e := openEnt(t, pg, true)
-	ctx := context.Background()
-	c := e.client
-	p := c.Post.Create().SetTitle("held").SaveX(ctx)
-	// With the slot rows in place (an increment of a fresh slot inserts, and
-	// the foreign key check waits for FOR UPDATE; FOR NO KEY UPDATE, which
-	// any UPDATE of the post takes, it does not).
-	must(t, e.db.Exec("INSERT INTO post_likes_slots (post_id, slot, n) SELECT ?, g, 0 FROM generate_series(0, 15) g ON CONFLICT DO NOTHING", p.ID).Error)
-	for _, mode := range []string{"UPDATE", "NO KEY UPDATE"} {
-		release := locked(t, e.db, &Post{}, uint(p.ID), mode)
-		deadline, cancel := context.WithTimeout(ctx, 10*time.Second)
-		for i := 0; i < 20; i++ {
-			// An increment that queued on the lock would hang past the
-			// deadline (the holder lets go only afterwards) and fail.
-			if err := c.Post.UpdateOneID(p.ID).AddLikes(1).Exec(deadline); err != nil {
-				t.Fatalf("increment with the post held FOR %s: %v", mode, err)
-			}
-		}
-		cancel()
-		release()
-	}
-	if got := c.Post.GetX(ctx, p.ID); got.Likes != 40 {
-		t.Fatalf("likes=%d, want 40", got.Likes)
-	}
 }

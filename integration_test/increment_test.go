@@ -429,81 +429,60 @@ func locked(t *testing.T, db *gorm.DB, model any, id uint, mode string) (release
 	}
 }
 
+// An increment never queues on a lock another transaction holds on the
+// parent row. On MariaDB sum counters pre-create their slots by default, so
+// their increments are UPDATEs of slot rows that take no lock on the
+// parent. Inserting a slot row does (the foreign key check takes a shared
+// lock on the parent), so rollup counters, whose slot rows a fold removes,
+// and PostgreSQL's FOR UPDATE without precreate are tested where they
+// hold. Both ORMs.
 func TestIncrementDoesNotWaitForParentLock(t *testing.T) {
-	parallel(t)
-	for _, k := range []dbKind{pg, my} {
-		t.Run(string(k), func(t *testing.T) { incrementsDoNotWaitForParentLock(t, k) })
-	}
-}
-
-// incrementsDoNotWaitForParentLock: on MariaDB sum counters pre-create their
-// slots by default, so their increments are UPDATEs of slot rows that take
-// no lock on the parent. Inserting a slot row does (the foreign key check
-// takes a shared lock on the parent), so rollup counters, whose slot rows a
-// fold removes, and PostgreSQL's FOR UPDATE without precreate are tested
-// where they hold.
-func incrementsDoNotWaitForParentLock(t *testing.T, kind dbKind) {
-	e := open(t, kind)
-	db := e.db
-	must(t, migrateAll(db))
-	must(t, db.AutoMigrate(&Guarded{}))
-
-	// incrementWhileLocked increments while another transaction holds the
-	// row; an increment that queued on the lock would hang until the
-	// deadline (the holder lets go only afterwards) and fail.
-	incrementWhileLocked := func(t *testing.T, model any, id uint, mode string, fields ...string) {
-		release := locked(t, db, model, id, mode)
-		defer release()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		for i := 0; i < 50; i++ {
+	eachORM(t, func(t *testing.T, o counterORM) {
+		db := o.db()
+		// incrementWhileLocked increments while another transaction holds
+		// the row; an increment that queued on the lock would hang until
+		// the deadline (the holder lets go only afterwards) and fail.
+		incrementWhileLocked := func(t *testing.T, model string, id int64, mode string, fields ...string) {
+			release := locked(t, db, gormModel(model, 0), uint(id), mode)
+			defer release()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			for i := 0; i < 50; i++ {
+				for _, f := range fields {
+					if err := o.within(ctx).increment(model, id, f, 1); err != nil {
+						t.Fatalf("increment %s with the row held FOR %s: %v (it waited for the parent row lock)", f, mode, err)
+					}
+				}
+			}
 			for _, f := range fields {
-				if err := gormcounter.Increment(db.WithContext(ctx).Model(model).Where("id = ?", id), f, 1).Error; err != nil {
-					t.Fatalf("increment %s with the row held FOR %s: %v (it waited for the parent row lock)", f, mode, err)
+				if got := exactly(t, o, model, id, f); got != 50 {
+					t.Fatalf("%s = %d, want 50", f, got)
 				}
 			}
 		}
-	}
 
-	t.Run("FOR UPDATE, fresh row, precreate", func(t *testing.T) {
-		g := Guarded{}
-		must(t, db.Create(&g).Error)
-		incrementWhileLocked(t, &Guarded{}, g.ID, "UPDATE", "Likes")
-		var got Guarded
-		must(t, db.First(&got, g.ID).Error)
-		if got.Likes != 50 {
-			t.Fatalf("likes = %d, want 50", got.Likes)
-		}
-	})
-	if kind == my {
-		t.Run("FOR UPDATE, fresh post, sum counter pre-created by default", func(t *testing.T) {
-			post := newPost(t, db, "fresh")
-			incrementWhileLocked(t, &Post{}, post.ID, "UPDATE", "Likes")
-			if got := exact(t, db, post.ID); got.Likes != 50 {
-				t.Fatalf("likes=%d, want 50", got.Likes)
-			}
+		t.Run("FOR UPDATE, fresh row, precreate", func(t *testing.T) {
+			incrementWhileLocked(t, modelSkipPost, o.create(t, modelSkipPost), "UPDATE", "likes")
 		})
-		return
-	}
-	t.Run("FOR NO KEY UPDATE (an UPDATE of the post), fresh post, both modes", func(t *testing.T) {
-		post := newPost(t, db, "fresh")
-		incrementWhileLocked(t, &Post{}, post.ID, "NO KEY UPDATE", "Likes", "Views")
-		if got := exact(t, db, post.ID); got.Likes != 50 || got.Views != 50 {
-			t.Fatalf("likes=%d views=%d, want 50 and 50", got.Likes, got.Views)
+		if o.kind() == my {
+			t.Run("FOR UPDATE, fresh post, sum counter pre-created by default", func(t *testing.T) {
+				incrementWhileLocked(t, modelPost, o.create(t, modelPost), "UPDATE", "likes")
+			})
+			return
 		}
-	})
-	t.Run("FOR UPDATE, both modes, slot rows in place", func(t *testing.T) {
-		post := newPost(t, db, "warm")
-		// Without precreate a slot row is inserted by the first increment that
-		// picks it (and, in rollup mode, again after each fold); once it
-		// exists, increments update it without the foreign key check.
-		must(t, db.Exec("INSERT INTO post_likes_slots (post_id, slot, n) SELECT ?, g, 0 FROM generate_series(0, 15) g", post.ID).Error)
-		must(t, db.Exec("INSERT INTO post_views_slots (post_id, slot, n) SELECT ?, g, 0 FROM generate_series(0, 63) g", post.ID).Error)
-		incrementWhileLocked(t, &Post{}, post.ID, "UPDATE", "Likes", "Views")
-		if got := exact(t, db, post.ID); got.Likes != 50 || got.Views != 50 {
-			t.Fatalf("likes=%d views=%d, want 50 and 50", got.Likes, got.Views)
-		}
-	})
+		t.Run("FOR NO KEY UPDATE (an UPDATE of the post), fresh post, both modes", func(t *testing.T) {
+			incrementWhileLocked(t, modelPost, o.create(t, modelPost), "NO KEY UPDATE", "likes", "views")
+		})
+		t.Run("FOR UPDATE, both modes, slot rows in place", func(t *testing.T) {
+			id := o.create(t, modelPost)
+			// Without precreate a slot row is inserted by the first increment
+			// that picks it (and, in rollup mode, again after each fold); once
+			// it exists, increments update it without the foreign key check.
+			must(t, db.Exec("INSERT INTO post_likes_slots (post_id, slot, n) SELECT ?, g, 0 FROM generate_series(0, 15) g", id).Error)
+			must(t, db.Exec("INSERT INTO post_views_slots (post_id, slot, n) SELECT ?, g, 0 FROM generate_series(0, 63) g", id).Error)
+			incrementWhileLocked(t, modelPost, id, "UPDATE", "likes", "views")
+		})
+	}, on(pg, my))
 }
 
 func TestIncrementWritesNothingButSlots(t *testing.T) {

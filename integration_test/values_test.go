@@ -287,7 +287,7 @@ func (o gormORM) rewritePost(t *testing.T, id int, meanwhile func()) {
 
 func (o entORM) postCreates() []createPath {
 	w := o
-	ctx := context.Background()
+	ctx := o.ctx()
 	return []createPath{
 		{"Create", func(t *testing.T, likes, views int64) int {
 			p, err := w.client.Post.Create().SetTitle(nextTitle()).SetLikes(likes).SetViews(views).Save(ctx)
@@ -306,7 +306,7 @@ func (o entORM) postCreates() []createPath {
 
 func (o entORM) likesAssigns() []assignPath {
 	w := o
-	ctx := context.Background()
+	ctx := o.ctx()
 	return []assignPath{
 		{"UpdateOneID", func(id int, v int64) error {
 			err := w.client.Post.UpdateOneID(id).SetLikes(v).Exec(ctx)
@@ -333,7 +333,7 @@ func (o entORM) likesAssigns() []assignPath {
 
 func (o entORM) rewritePost(t *testing.T, id int, meanwhile func()) {
 	w := o
-	ctx := context.Background()
+	ctx := o.ctx()
 	p, err := w.client.Post.Get(ctx, id)
 	must(t, err)
 	meanwhile()
