@@ -48,6 +48,8 @@ type counterORM interface {
 	db() *gorm.DB
 	kind() dbKind
 	create(t testing.TB, model string) int64
+	// createMany creates n rows at once (posts or reels).
+	createMany(t testing.TB, model string, n int) []int64
 	// createWith creates a row whose counter field starts at v.
 	createWith(model string, field string, v int64) (int64, error)
 	// name is how the ORM's errors name a counter: Post.Likes (GORM),
@@ -95,11 +97,23 @@ type counterORM interface {
 	// compact runs a compaction pass over model's sum counters (ent:
 	// every counter of the client).
 	compact(model string) (gormcounter.Compacted, error)
+	// buffer returns a write-behind buffer of the ORM (gormcounter's or
+	// entcounter's NewBuffer).
+	buffer(t testing.TB, cfg gormcounter.BufferConfig) counterBuffer
+	// sent returns how many statements the ORM sent while fn ran.
+	sent(fn func()) int64
 	// within returns the same ORM with its statements under ctx.
 	within(ctx context.Context) counterORM
 	// with returns the same ORM on a client of its own with the settings
 	// both ORMs take (gormcounter.Config, entcounter.Config).
 	with(t testing.TB, s settings) counterORM
+}
+
+// counterBuffer is a write-behind buffer of either ORM.
+type counterBuffer interface {
+	increment(ctx context.Context, model string, id int64, field string, n int64) error
+	flush(ctx context.Context) error
+	close(ctx context.Context) error
 }
 
 // settings are the run-time settings both ORMs take.
@@ -155,9 +169,13 @@ func gormModel(model string, id int64) any {
 	panic("no model " + model)
 }
 
-// gormField is the Go name of a counter's column.
+// gormField is the Go name of a counter's column (another column's name
+// as it is).
 func gormField(field string) string {
-	return map[string]string{"likes": "Likes", "views": "Views", "claps": "Claps", "plays": "Plays", "stock": "Stock"}[field]
+	if name, ok := map[string]string{"likes": "Likes", "views": "Views", "claps": "Claps", "plays": "Plays", "stock": "Stock"}[field]; ok {
+		return name
+	}
+	return field
 }
 
 func (o gormORM) db() *gorm.DB { return o.e.db }
@@ -176,6 +194,34 @@ func (o gormORM) create(t testing.TB, model string) int64 {
 	}
 	must(t, o.gdb.Create(m).Error)
 	return idOf(m)
+}
+
+func (o gormORM) createMany(t testing.TB, model string, n int) []int64 {
+	t.Helper()
+	ids := make([]int64, n)
+	switch model {
+	case modelPost:
+		rows := make([]Post, n)
+		for i := range rows {
+			rows[i].Title = "post"
+		}
+		must(t, o.gdb.CreateInBatches(&rows, 1000).Error)
+		for i, r := range rows {
+			ids[i] = int64(r.ID)
+		}
+	case modelReel:
+		rows := make([]Reel, n)
+		for i := range rows {
+			rows[i].Title = "reel"
+		}
+		must(t, o.gdb.CreateInBatches(&rows, 1000).Error)
+		for i, r := range rows {
+			ids[i] = int64(r.ID)
+		}
+	default:
+		panic("createMany: no model " + model)
+	}
+	return ids
 }
 
 func (o gormORM) createWith(model string, field string, v int64) (int64, error) {
@@ -303,6 +349,27 @@ func (o gormORM) compact(model string) (gormcounter.Compacted, error) {
 	return gormcounter.CompactPass(o.gdb, gormModel(model, 0))
 }
 
+type gormBuffer struct{ b *gormcounter.Buffer }
+
+func (b gormBuffer) increment(ctx context.Context, model string, id int64, field string, n int64) error {
+	return b.b.Increment(ctx, gormModel(model, id), gormField(field), n)
+}
+func (b gormBuffer) flush(ctx context.Context) error { return b.b.Flush(ctx) }
+func (b gormBuffer) close(ctx context.Context) error { return b.b.Close(ctx) }
+
+func (o gormORM) buffer(t testing.TB, cfg gormcounter.BufferConfig) counterBuffer {
+	t.Helper()
+	b, err := gormcounter.NewBuffer(o.gdb, cfg)
+	must(t, err)
+	return gormBuffer{b}
+}
+
+func (o gormORM) sent(fn func()) int64 {
+	before := o.e.log.count()
+	fn()
+	return o.e.log.count() - before
+}
+
 func (o gormORM) within(ctx context.Context) counterORM {
 	return gormORM{e: o.e, gdb: o.gdb.WithContext(ctx)}
 }
@@ -326,6 +393,23 @@ func (o entORM) ctx() context.Context {
 }
 
 func (o entORM) within(ctx context.Context) counterORM { o.c = ctx; return o }
+
+type entBuffer struct{ b *entcounter.Buffer }
+
+func (b entBuffer) increment(ctx context.Context, model string, id int64, field string, n int64) error {
+	return b.b.Increment(ctx, modelTypes[model], field, int(id), n)
+}
+func (b entBuffer) flush(ctx context.Context) error { return b.b.Flush(ctx) }
+func (b entBuffer) close(ctx context.Context) error { return b.b.Close(ctx) }
+
+func (o entORM) buffer(t testing.TB, cfg gormcounter.BufferConfig) counterBuffer {
+	t.Helper()
+	b, err := entcounter.NewBuffer(o.ctx(), o.client, cfg)
+	must(t, err)
+	return entBuffer{b}
+}
+
+func (o entORM) sent(fn func()) int64 { return entStatements(o.e, fn) }
 
 func (o entORM) db() *gorm.DB { return o.e.db }
 func (o entORM) kind() dbKind { return o.e.kind }
@@ -356,6 +440,39 @@ func (o entORM) create(t testing.TB, model string) int64 {
 		return int64(p.ID)
 	}
 	panic("no model " + model)
+}
+
+func (o entORM) createMany(t testing.TB, model string, n int) []int64 {
+	t.Helper()
+	var ids []int64
+	for start := 0; start < n; start += 1000 {
+		size := min(1000, n-start)
+		switch model {
+		case modelPost:
+			b := make([]*ent.PostCreate, size)
+			for i := range b {
+				b[i] = o.client.Post.Create().SetTitle("post")
+			}
+			rows, err := o.client.Post.CreateBulk(b...).Save(o.ctx())
+			must(t, err)
+			for _, r := range rows {
+				ids = append(ids, int64(r.ID))
+			}
+		case modelReel:
+			b := make([]*ent.ReelCreate, size)
+			for i := range b {
+				b[i] = o.client.Reel.Create().SetTitle("reel")
+			}
+			rows, err := o.client.Reel.CreateBulk(b...).Save(o.ctx())
+			must(t, err)
+			for _, r := range rows {
+				ids = append(ids, int64(r.ID))
+			}
+		default:
+			panic("createMany: no model " + model)
+		}
+	}
+	return ids
 }
 
 func (o entORM) createWith(model string, field string, v int64) (int64, error) {

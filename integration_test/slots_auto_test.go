@@ -32,10 +32,7 @@ func TestAutoSlotsWidenAViralRowAndCountExactly(t *testing.T) {
 // ORMs.
 func TestAutoSlotsKeepColdRowsOnOneRow(t *testing.T) {
 	eachORM(t, func(t *testing.T, o counterORM) {
-		ids := make([]int64, 200)
-		for i := range ids {
-			ids[i] = o.create(t, modelReel)
-		}
+		ids := o.createMany(t, modelReel, 200)
 		var wg sync.WaitGroup
 		for w := range 4 { // 4 writers, each its own reels
 			wg.Go(func() {

@@ -12,35 +12,7 @@ import (
 	"github.com/hotcounter/hotcounter/redisstore"
 )
 
-// ent's write-behind buffer: exact totals, readable by GORM too; Pending
-// shows what is not yet written; MariaDB is refused.
-func TestEntBuffer(t *testing.T) {
-	parallel(t)
-	eachEnt(t, func(t *testing.T, e *entEnv) {
-		ctx := context.Background()
-		c := e.client
-		buf, err := entcounter.NewBuffer(ctx, c, entcounter.BufferConfig{Interval: 20 * time.Millisecond})
-		must(t, err)
-		p := c.Post.Create().SetTitle("buffered").SaveX(ctx)
-		writers, each := writersFor(e.kind)
-		done := hammer(t, writers, each, func() error {
-			return errors.Join(buf.Increment(ctx, "Post", post.FieldLikes, p.ID, 1), buf.Increment(ctx, "post", post.FieldViews, p.ID, 1))
-		})
-		if err := buf.Increment(ctx, "Post", "title", p.ID, 1); err == nil {
-			t.Fatal("Add of a field that is not a counter succeeded")
-		}
-		must(t, buf.Close(ctx))
-		got := c.Post.GetX(entcounter.WithLive(ctx), p.ID)
-		if got.Likes != done || got.Views != done {
-			t.Fatalf("likes=%d views=%d after %d buffered increments of each", got.Likes, got.Views, done)
-		}
-		if g := exact(t, e.db, uint(p.ID)); g.Likes != done {
-			t.Fatalf("GORM reads likes=%d, want %d", g.Likes, done)
-		}
-	}, pool(writersPool))
-}
-
-// The same through Redis: two clients (two app instances) share the
+// ent's write-behind buffer through Redis: two clients (two app instances) share the
 // increments and flush them once, sum and rollup counters alike.
 func TestEntRedisBufferCountsEveryAcknowledgedIncrementOnce(t *testing.T) {
 	eachEnt(t, func(t *testing.T, e *entEnv) {

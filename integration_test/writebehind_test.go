@@ -203,59 +203,55 @@ func TestMariaDBConcurrentBuffersDoNotDeadlock(t *testing.T) {
 // Parents deleted before the flush, mixed with live ones, in all three
 // modes: the live ones count exactly, the deleted ones leave nothing, and
 // the flush costs a few statements per deleted parent, not one per key.
+// Both ORMs.
 func TestBufferDropsDeletedParents(t *testing.T) {
-	parallel(t)
-	eachDB(t, func(t *testing.T, e *env) {
-		db := e.db
-		must(t, migrateAll(db))
-		posts := freshPosts(t, db, 3)
-		st := []Story{{Title: "a"}, {Title: "b"}, {Title: "c"}}
-		must(t, db.Create(&st).Error)
-		ctx := context.Background()
-		buf, err := gormcounter.NewBuffer(db, gormcounter.BufferConfig{Interval: time.Hour})
-		must(t, err)
-		for i := range posts {
-			must(t, buf.Increment(ctx, &Post{ID: posts[i].ID}, "Likes", int64(i+1)))
-			must(t, buf.Increment(ctx, &Post{ID: posts[i].ID}, "Views", int64(i+1)))
-			must(t, buf.Increment(ctx, &Story{ID: st[i].ID}, "Claps", int64(i+1)))
+	eachORM(t, func(t *testing.T, o counterORM) {
+		db := o.db()
+		var posts, stories []int64
+		for range 3 {
+			posts, stories = append(posts, o.create(t, modelPost)), append(stories, o.create(t, modelStory))
 		}
-		must(t, db.Delete(&Post{}, posts[1].ID).Error)
-		must(t, db.Delete(&Story{}, st[1].ID).Error)
-		must(t, buf.Flush(ctx))
-		must(t, buf.Close(ctx))
+		ctx := context.Background()
+		buf := o.buffer(t, gormcounter.BufferConfig{Interval: time.Hour})
+		for i := range posts {
+			must(t, buf.increment(ctx, modelPost, posts[i], "likes", int64(i+1)))
+			must(t, buf.increment(ctx, modelPost, posts[i], "views", int64(i+1)))
+			must(t, buf.increment(ctx, modelStory, stories[i], "claps", int64(i+1)))
+		}
+		must(t, o.remove(modelPost, posts[1]))
+		must(t, o.remove(modelStory, stories[1]))
+		must(t, buf.flush(ctx))
+		must(t, buf.close(ctx))
 		for _, i := range []int{0, 2} {
-			p := exact(t, db, posts[i].ID)
-			if p.Likes != int64(i+1) || p.Views != int64(i+1) {
-				t.Errorf("post %d likes=%d views=%d want %d", i, p.Likes, p.Views, i+1)
+			likes, views := exactly(t, o, modelPost, posts[i], "likes"), exactly(t, o, modelPost, posts[i], "views")
+			if likes != int64(i+1) || views != int64(i+1) {
+				t.Errorf("post %d likes=%d views=%d want %d", i, likes, views, i+1)
 			}
-			if got := storyClaps(t, db, st[i].ID, true); got != int64(i+1) {
+			if got := exactly(t, o, modelStory, stories[i], "claps"); got != int64(i+1) {
 				t.Errorf("story %d claps=%d want %d", i, got, i+1)
 			}
 		}
-		if n := rawInt(t, db, "SELECT COUNT(*) FROM post_likes_slots WHERE post_id = ?", posts[1].ID); n != 0 {
+		if n := rawInt(t, db, "SELECT COUNT(*) FROM post_likes_slots WHERE post_id = ?", posts[1]); n != 0 {
 			t.Errorf("%d slot rows of a deleted post", n)
 		}
-		if e.kind != pg {
+		if o.kind() != pg {
 			return
 		}
 		// 3,000 posts, one deleted in each chunk of 1,000.
-		many := freshPosts(t, db, 3000)
-		buf, err = gormcounter.NewBuffer(db, gormcounter.BufferConfig{Interval: time.Hour})
-		must(t, err)
-		for i := range many {
-			must(t, buf.Increment(ctx, &Post{ID: many[i].ID}, "Likes", 1))
+		many := o.createMany(t, modelPost, 3000)
+		buf = o.buffer(t, gormcounter.BufferConfig{Interval: time.Hour})
+		for _, id := range many {
+			must(t, buf.increment(ctx, modelPost, id, "likes", 1))
 		}
 		for _, i := range []int{5, 1005, 2005} {
-			must(t, db.Delete(&Post{}, many[i].ID).Error)
+			must(t, o.remove(modelPost, many[i]))
 		}
-		e.log.reset()
-		must(t, buf.Flush(ctx))
-		if n := e.log.count(); n > 300 {
+		if n := o.sent(func() { must(t, buf.flush(ctx)) }); n > 300 {
 			t.Fatalf("a flush of 3,000 keys with 3 deleted parents sent %d statements", n)
 		}
-		must(t, buf.Close(ctx))
-		if got := exact(t, db, many[6].ID); got.Likes != 1 {
-			t.Fatalf("likes=%d, want 1", got.Likes)
+		must(t, buf.close(ctx))
+		if got := exactly(t, o, modelPost, many[6], "likes"); got != 1 {
+			t.Fatalf("likes=%d, want 1", got)
 		}
 	})
 }
@@ -280,52 +276,53 @@ func TestBufferPrunesTheLedger(t *testing.T) {
 	}
 }
 
-// Increments through a buffer are all written, once, by few statements.
+// Increments through a buffer are all written, once, by few statements; a
+// field that is not a counter and an increment after Close are refused.
+// Both ORMs.
 func TestBufferLosesNothing(t *testing.T) {
-	parallel(t)
-	for _, k := range allKinds {
-		t.Run(string(k), func(t *testing.T) {
-			e := open(t, k, pool(writersPool))
-			db := e.db
-			must(t, migrateAll(db))
-			posts := freshPosts(t, db, 3)
-			var flushErrs atomic.Int64
-			buf, err := gormcounter.NewBuffer(db, gormcounter.BufferConfig{
-				Interval: 20 * time.Millisecond,
-				OnError:  func(err error) { flushErrs.Add(1); t.Logf("flush: %v", err) },
-			})
-			must(t, err)
-			ctx := context.Background()
-			writers, each := writersFor(k)
-			e.log.reset()
-			done := hammer(t, writers, each, func() error {
-				for _, p := range posts {
-					if err := buf.Increment(ctx, &Post{ID: p.ID}, "Likes", 1); err != nil {
+	eachORM(t, func(t *testing.T, o counterORM) {
+		posts := []int64{o.create(t, modelPost), o.create(t, modelPost), o.create(t, modelPost)}
+		var flushErrs atomic.Int64
+		buf := o.buffer(t, gormcounter.BufferConfig{
+			Interval: 20 * time.Millisecond,
+			OnError:  func(err error) { flushErrs.Add(1); t.Logf("flush: %v", err) },
+		})
+		ctx := context.Background()
+		writers, each := writersFor(o.kind())
+		var done int64
+		sent := o.sent(func() {
+			done = hammer(t, writers, each, func() error {
+				for _, id := range posts {
+					if err := buf.increment(ctx, modelPost, id, "likes", 1); err != nil {
 						return err
 					}
-					if err := buf.Increment(ctx, &Post{ID: p.ID}, "views", 2); err != nil {
+					if err := buf.increment(ctx, modelPost, id, "views", 2); err != nil {
 						return err
 					}
 				}
 				return nil
 			})
-			must(t, buf.Close(ctx))
-			sent := e.log.count()
-			if err := buf.Increment(ctx, &Post{ID: posts[0].ID}, "Likes", 1); err == nil {
-				t.Fatal("Increment after Close succeeded")
-			}
-			for _, p := range posts {
-				got := exact(t, db, p.ID)
-				if got.Likes != done || got.Views != 2*done {
-					t.Fatalf("post %d: likes=%d views=%d, want %d and %d", p.ID, got.Likes, got.Views, done, 2*done)
-				}
-			}
-			if increments := done * int64(2*len(posts)); sent*50 > increments {
-				t.Fatalf("the buffer sent %d statements for %d increments", sent, increments)
-			}
-			t.Logf("%d increments, %d statements, %d failed flushes", done*int64(2*len(posts)), sent, flushErrs.Load())
+			must(t, buf.close(ctx))
 		})
-	}
+		if err := buf.increment(ctx, modelPost, posts[0], "likes", 1); err == nil {
+			t.Fatal("an increment after Close succeeded")
+		}
+		for _, id := range posts {
+			likes, views := exactly(t, o, modelPost, id, "likes"), exactly(t, o, modelPost, id, "views")
+			if likes != done || views != 2*done {
+				t.Fatalf("post %d: likes=%d views=%d, want %d and %d", id, likes, views, done, 2*done)
+			}
+		}
+		if increments := done * int64(2*len(posts)); sent*50 > increments {
+			t.Fatalf("the buffer sent %d statements for %d increments", sent, increments)
+		}
+		t.Logf("%d increments, %d statements, %d failed flushes", done*int64(2*len(posts)), sent, flushErrs.Load())
+		other := o.buffer(t, gormcounter.BufferConfig{})
+		if err := other.increment(ctx, modelPost, posts[0], "title", 1); !errors.Is(err, gormcounter.ErrNotCounter) {
+			t.Fatalf("a buffered increment of a field that is not a counter: %v; want ErrNotCounter", err)
+		}
+		must(t, other.close(ctx))
+	}, pool(writersPool))
 }
 
 // A full buffer blocks or fails, as configured, and drops nothing: when
