@@ -88,6 +88,9 @@ func watchNeverBackwards[K comparable](ids []K, what string, value func(id K) (i
 					return
 				}
 				last = v
+				// A read a millisecond: hundreds a second interleave with the
+				// writes, without spinning a core under -race.
+				time.Sleep(time.Millisecond)
 			}
 		}(id)
 	}
