@@ -446,33 +446,30 @@ func (o entORM) createMany(t testing.TB, model string, n int) []int64 {
 	t.Helper()
 	var ids []int64
 	for start := 0; start < n; start += 1000 {
-		size := min(1000, n-start)
+		size := make([]struct{}, min(1000, n-start))
 		switch model {
 		case modelPost:
-			b := make([]*ent.PostCreate, size)
-			for i := range b {
-				b[i] = o.client.Post.Create().SetTitle("post")
-			}
-			rows, err := o.client.Post.CreateBulk(b...).Save(o.ctx())
+			rows, err := o.client.Post.MapCreateBulk(size, func(c *ent.PostCreate, _ int) { c.SetTitle("post") }).Save(o.ctx())
 			must(t, err)
-			for _, r := range rows {
-				ids = append(ids, int64(r.ID))
-			}
+			ids = append(ids, idsOf(rows, func(p *ent.Post) int { return p.ID })...)
 		case modelReel:
-			b := make([]*ent.ReelCreate, size)
-			for i := range b {
-				b[i] = o.client.Reel.Create().SetTitle("reel")
-			}
-			rows, err := o.client.Reel.CreateBulk(b...).Save(o.ctx())
+			rows, err := o.client.Reel.MapCreateBulk(size, func(c *ent.ReelCreate, _ int) { c.SetTitle("reel") }).Save(o.ctx())
 			must(t, err)
-			for _, r := range rows {
-				ids = append(ids, int64(r.ID))
-			}
+			ids = append(ids, idsOf(rows, func(r *ent.Reel) int { return r.ID })...)
 		default:
 			panic("createMany: no model " + model)
 		}
 	}
 	return ids
+}
+
+// idsOf returns the ids of nodes.
+func idsOf[T any](nodes []T, id func(T) int) []int64 {
+	out := make([]int64, len(nodes))
+	for i, n := range nodes {
+		out[i] = int64(id(n))
+	}
+	return out
 }
 
 func (o entORM) createWith(model string, field string, v int64) (int64, error) {
@@ -510,20 +507,39 @@ func (o entORM) take(model string, id int64, field string, n int64) error {
 }
 
 func (o entORM) increment(model string, id int64, field string, n int64) error {
-	ctx := o.ctx()
-	switch {
-	case model == modelSkipPost:
-		return o.client.SkipPost.UpdateOneID(int(id)).AddLikes(n).Exec(ctx)
-	case model == modelStory:
-		return o.client.Story.UpdateOneID(int(id)).AddClaps(n).Exec(ctx)
-	case model == modelReel:
-		return o.client.Reel.UpdateOneID(int(id)).AddPlays(n).Exec(ctx)
-	case model == modelProduct:
-		return o.client.Product.UpdateOneID(int(id)).AddStock(n).Exec(ctx)
-	case field == "views":
-		return o.client.Post.UpdateOneID(int(id)).AddViews(n).Exec(ctx)
+	return o.updateOne(model, id, func(m ent.Mutation) error { return m.AddField(field, n) })
+}
+
+// updateOne runs an UpdateOneID of model's row id that write fills in
+// through ent's generic mutation API (AddField, SetField).
+func (o entORM) updateOne(model string, id int64, write func(ent.Mutation) error) error {
+	var u interface {
+		Exec(context.Context) error
 	}
-	return o.client.Post.UpdateOneID(int(id)).AddLikes(n).Exec(ctx)
+	var m ent.Mutation
+	switch model {
+	case modelSkipPost:
+		one := o.client.SkipPost.UpdateOneID(int(id))
+		u, m = one, one.Mutation()
+	case modelStory:
+		one := o.client.Story.UpdateOneID(int(id))
+		u, m = one, one.Mutation()
+	case modelReel:
+		one := o.client.Reel.UpdateOneID(int(id))
+		u, m = one, one.Mutation()
+	case modelProduct:
+		one := o.client.Product.UpdateOneID(int(id))
+		u, m = one, one.Mutation()
+	case modelPost:
+		one := o.client.Post.UpdateOneID(int(id))
+		u, m = one, one.Mutation()
+	default:
+		panic("no model " + model)
+	}
+	if err := write(m); err != nil {
+		return err
+	}
+	return u.Exec(o.ctx())
 }
 
 func ints(ids []int64) []int {
@@ -539,20 +555,7 @@ func (o entORM) add(model string, id int64, field string, n int64) error {
 }
 
 func (o entORM) set(model string, id int64, field string, v int64) error {
-	ctx := o.ctx()
-	switch {
-	case model == modelSkipPost:
-		return o.client.SkipPost.UpdateOneID(int(id)).SetLikes(v).Exec(ctx)
-	case model == modelStory:
-		return o.client.Story.UpdateOneID(int(id)).SetClaps(v).Exec(ctx)
-	case model == modelReel:
-		return o.client.Reel.UpdateOneID(int(id)).SetPlays(v).Exec(ctx)
-	case model == modelProduct:
-		return o.client.Product.UpdateOneID(int(id)).SetStock(v).Exec(ctx)
-	case field == "views":
-		return o.client.Post.UpdateOneID(int(id)).SetViews(v).Exec(ctx)
-	}
-	return o.client.Post.UpdateOneID(int(id)).SetLikes(v).Exec(ctx)
+	return o.updateOne(model, id, func(m ent.Mutation) error { return m.SetField(field, v) })
 }
 
 func (o entORM) setMany(model string, ids []int64, field string, v int64) error {
@@ -603,37 +606,30 @@ func (o entORM) inTx(fn func(tx counterORM) error) error {
 func (o entORM) read(ctx context.Context, model string, id int64, field string) (int64, error) {
 	switch model {
 	case modelSkipPost:
-		p, err := o.client.SkipPost.Get(ctx, int(id))
-		if err != nil {
-			return 0, err
-		}
-		return p.Likes, nil
+		return value(o.client.SkipPost.Get(ctx, int(id)))(func(p *ent.SkipPost) int64 { return p.Likes })
 	case modelStory:
-		s, err := o.client.Story.Get(ctx, int(id))
-		if err != nil {
-			return 0, err
-		}
-		return s.Claps, nil
+		return value(o.client.Story.Get(ctx, int(id)))(func(s *ent.Story) int64 { return s.Claps })
 	case modelReel:
-		r, err := o.client.Reel.Get(ctx, int(id))
-		if err != nil {
-			return 0, err
-		}
-		return r.Plays, nil
+		return value(o.client.Reel.Get(ctx, int(id)))(func(r *ent.Reel) int64 { return r.Plays })
 	case modelProduct:
-		p, err := o.client.Product.Get(ctx, int(id))
-		if err != nil {
-			return 0, err
-		}
-		return p.Stock, nil
+		return value(o.client.Product.Get(ctx, int(id)))(func(p *ent.Product) int64 { return p.Stock })
 	case modelPost:
-		p, err := o.client.Post.Get(ctx, int(id))
-		if err != nil {
-			return 0, err
-		}
-		return map[string]int64{"likes": p.Likes, "views": p.Views}[field], nil
+		return value(o.client.Post.Get(ctx, int(id)))(func(p *ent.Post) int64 {
+			return map[string]int64{"likes": p.Likes, "views": p.Views}[field]
+		})
 	}
 	panic("no model " + model)
+}
+
+// value hands a loaded node (or its error) to pick, which returns the
+// counter of the node a test reads.
+func value[T any](node T, err error) func(pick func(T) int64) (int64, error) {
+	return func(pick func(T) int64) (int64, error) {
+		if err != nil {
+			return 0, err
+		}
+		return pick(node), nil
+	}
 }
 
 func (o entORM) cached(t testing.TB, model string, id int64, field string) int64 {

@@ -32,7 +32,7 @@ func TestAutoSlotsWidenAViralRowAndCountExactly(t *testing.T) {
 // ORMs.
 func TestAutoSlotsKeepColdRowsOnOneRow(t *testing.T) {
 	eachORM(t, func(t *testing.T, o counterORM) {
-		ids := o.createMany(t, modelReel, 200)
+		ids := o.createMany(t, modelReel, 100)
 		var wg sync.WaitGroup
 		for w := range 4 { // 4 writers, each its own reels
 			wg.Go(func() {
