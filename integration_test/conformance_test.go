@@ -104,8 +104,9 @@ type counterORM interface {
 	sent(fn func()) int64
 	// within returns the same ORM with its statements under ctx.
 	within(ctx context.Context) counterORM
-	// with returns the same ORM on a client of its own with the settings
-	// both ORMs take (gormcounter.Config, entcounter.Config).
+	// with returns the same ORM on a client of its own, over the same
+	// connection pool, with the settings both ORMs take
+	// (gormcounter.Config, entcounter.Config).
 	with(t testing.TB, s settings) counterORM
 }
 
@@ -375,7 +376,7 @@ func (o gormORM) within(ctx context.Context) counterORM {
 }
 
 func (o gormORM) with(t testing.TB, s settings) counterORM {
-	return gormORM{e: o.e, gdb: withPlugin(t, o.e, gormcounter.Config{InFlight: s.InFlight, AutoCooldown: s.AutoCooldown})}
+	return gormORM{e: o.e, gdb: sharedGorm(t, o.e, gormcounter.Config{InFlight: s.InFlight, AutoCooldown: s.AutoCooldown})}
 }
 
 type entORM struct {
@@ -665,7 +666,7 @@ func (o entORM) compact(string) (gormcounter.Compacted, error) {
 }
 
 func (o entORM) with(t testing.TB, s settings) counterORM {
-	c := reopenEnt(t, o.e)
+	c := sharedEnt(o.e)
 	if _, err := entcounter.Configure(c, entcounter.Config{InFlight: s.InFlight, AutoCooldown: s.AutoCooldown}); err != nil {
 		t.Fatal(err)
 	}

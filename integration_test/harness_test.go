@@ -146,7 +146,11 @@ func inTx(ctx context.Context, c *ent.Client, fn func(tx *ent.Tx) error) error {
 type entEnv struct {
 	*env
 	client *ent.Client
-	stmts  atomic.Int64 // statements ent sent
+	// sqlDB is client's connection pool, which a second client with other
+	// settings shares (sharedEnt), so that a test holds no more
+	// connections than it reserved.
+	sqlDB *stdsql.DB
+	stmts atomic.Int64 // statements ent sent
 	// selects counts the statements ent sent that are plain reads (SELECT
 	// ...), as ent's driver logs them.
 	selects atomic.Int64
@@ -163,7 +167,9 @@ func openEnt(t testing.TB, kind dbKind, migrate bool, opts ...option) *entEnv {
 func withEnt(t testing.TB, e *env, migrate bool) *entEnv {
 	t.Helper()
 	ee := &entEnv{env: e}
-	ee.client = reopenEnt(t, ee)
+	db := openPool(t, e, e.pool)
+	ee.sqlDB = db
+	ee.client = ent.NewClient(ent.Driver(entDriverOn(ee, db)))
 	if migrate {
 		must(t, entMigrate(context.Background(), ee.client))
 	}
@@ -177,12 +183,7 @@ func reopenEnt(t testing.TB, e *entEnv) *ent.Client { return reopenEntPool(t, e,
 // reopenEntPool is reopenEnt with a pool of at most conns connections.
 func reopenEntPool(t testing.TB, e *entEnv, conns int) *ent.Client {
 	t.Helper()
-	return ent.NewClient(ent.Driver(entDriver(t, e.env, conns, func(statement string) {
-		e.stmts.Add(1)
-		if strings.Contains(statement, "query=SELECT ") {
-			e.selects.Add(1)
-		}
-	})))
+	return ent.NewClient(ent.Driver(entDriverOn(e, openPool(t, e.env, conns))))
 }
 
 // entDriver opens an ent driver of at most conns connections on e's
@@ -190,12 +191,19 @@ func reopenEntPool(t testing.TB, e *entEnv, conns int) *ent.Client {
 // ent's debug driver logs it (driver.Query: query=... args=...).
 func entDriver(t testing.TB, e *env, conns int, sent func(statement string)) dialect.Driver {
 	t.Helper()
-	name, dial := "sqlite", dialect.SQLite
+	return entDriverSending(e.kind, openPool(t, e, conns), sent)
+}
+
+// openPool opens a database/sql pool of at most conns connections on e's
+// database, closed when t ends.
+func openPool(t testing.TB, e *env, conns int) *stdsql.DB {
+	t.Helper()
+	name := "sqlite"
 	switch e.kind {
 	case pg:
-		name, dial = "pgx", dialect.Postgres
+		name = "pgx"
 	case my:
-		name, dial = "mysql", dialect.MySQL
+		name = "mysql"
 	}
 	db, err := stdsql.Open(name, e.dsn)
 	if err != nil {
@@ -204,7 +212,53 @@ func entDriver(t testing.TB, e *env, conns int, sent func(statement string)) dia
 	db.SetMaxOpenConns(conns)
 	db.SetMaxIdleConns(conns)
 	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// entDriverSending is an ent driver over db that calls sent with every
+// statement as ent's debug driver logs it.
+func entDriverSending(kind dbKind, db *stdsql.DB, sent func(statement string)) dialect.Driver {
+	dial := dialect.SQLite
+	switch kind {
+	case pg:
+		dial = dialect.Postgres
+	case my:
+		dial = dialect.MySQL
+	}
 	return dialect.DebugWithContext(entsql.OpenDB(dial, db), func(_ context.Context, a ...any) { sent(fmt.Sprint(a...)) })
+}
+
+// entDriverOn is an ent driver over db that counts e's statements.
+func entDriverOn(e *entEnv, db *stdsql.DB) dialect.Driver {
+	return entDriverSending(e.kind, db, func(statement string) {
+		e.stmts.Add(1)
+		if strings.Contains(statement, "query=SELECT ") {
+			e.selects.Add(1)
+		}
+	})
+}
+
+// sharedEnt returns a new ent client on e's connection pool: its own
+// settings and learned state, no connections of its own.
+func sharedEnt(e *entEnv) *ent.Client { return ent.NewClient(ent.Driver(entDriverOn(e, e.sqlDB))) }
+
+// sharedGorm returns a new *gorm.DB with gormcounter registered with cfg,
+// on e.db's connection pool: its own plugin, no connections of its own.
+func sharedGorm(t testing.TB, e *env, cfg gormcounter.Config) *gorm.DB {
+	t.Helper()
+	pool, err := e.db.DB()
+	must(t, err)
+	var d gorm.Dialector = &sqlite.Dialector{Conn: pool}
+	switch e.kind {
+	case pg:
+		d = postgres.New(postgres.Config{Conn: pool})
+	case my:
+		d = mysql.New(mysql.Config{Conn: pool})
+	}
+	db, err := gorm.Open(d, &gorm.Config{Logger: e.log})
+	must(t, err)
+	must(t, db.Use(gormcounter.New(cfg)))
+	return db
 }
 
 // entSchemaMu serializes ent's migrations: they set up the generated,
