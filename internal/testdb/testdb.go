@@ -175,6 +175,13 @@ func MySQL(tb testing.TB) string {
 			tb.Error(why)
 			return
 		}
+		if tb.Failed() {
+			if p, ok := lastLog.Load("MySQL/MariaDB (" + base + ")"); ok {
+				if about := logLinesAbout(p.(string), name); about != "" {
+					tb.Log(about)
+				}
+			}
+		}
 		// Kill stragglers (a test that failed mid-transaction) so DROP cannot hang.
 		rows, err := admin.Query("SELECT id FROM information_schema.processlist WHERE db = ? AND id <> CONNECTION_ID()", name)
 		if err == nil {

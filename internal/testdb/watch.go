@@ -160,6 +160,32 @@ func logTail(path string) string {
 	return fmt.Sprintf("\nthe last %d lines of %s:\n%s", len(lines), path, bytes.Join(lines, []byte("\n")))
 }
 
+// logLinesAbout returns the lines of the log at path that name word (a
+// test's database), as a message's end, or "" if there are none. MariaDB
+// logs why it dropped a connection ("Aborted connection 42 to db: 'hc_…'
+// … (Got an error reading communication packets)"), which the client sees
+// only as "invalid connection".
+func logLinesAbout(path, word string) string {
+	if path == "" {
+		return ""
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Sprintf(" (its log %s: %v)", path, err)
+	}
+	var found [][]byte
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		if bytes.Contains(line, []byte(word)) {
+			found = append(found, line)
+		}
+	}
+	if len(found) == 0 {
+		return ""
+	}
+	found = found[max(0, len(found)-40):]
+	return fmt.Sprintf("\nwhat %s says of %s:\n%s", path, word, bytes.Join(found, []byte("\n")))
+}
+
 // knownLogTail is logTail of the log a server named what was last seen
 // writing, or of the log Debian's packages give it, for a server that is
 // down already.
