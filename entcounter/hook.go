@@ -15,8 +15,6 @@ import (
 	"github.com/hotcounter/hotcounter/internal/dberr"
 	"github.com/hotcounter/hotcounter/internal/engine"
 	"github.com/hotcounter/hotcounter/internal/entrt"
-	"github.com/hotcounter/hotcounter/internal/retry"
-	"github.com/hotcounter/hotcounter/internal/spec"
 )
 
 // mutation is what the extension generates on the mutations of schemas
@@ -138,23 +136,17 @@ func counterHook(field string, ann annotation) ent.Hook {
 				if err != nil {
 					return res, err
 				}
-				if one && !hasSet && !cleared && !d.Guarded && engine.TakesFreeSlot(dl, d.SkipLocked, w.r.InTx()) {
-					if err := w.incrementFreeSlot(ctx, keys[0], add); err != nil {
+				if one && !hasSet && !cleared {
+					// The entity shows the new total: read back with the
+					// increment where the database can, else loaded.
+					total, hasTotal, err := w.incrementShowing(ctx, keys[0], add)
+					switch {
+					case err != nil:
 						return res, err
+					case hasTotal:
+						return res, setNodeField(res, d.StructField, total)
 					}
 					return res, w.refresh(ctx, res, keys[0], false, add)
-				}
-				if one && !hasSet && !cleared && !d.Rollup && !d.Guarded && dl.ReturnsTotals() {
-					// One statement increments and reads the new total back.
-					read, err := w.sources(ctx)
-					if err != nil {
-						return res, err
-					}
-					total, _, err := w.incrementReturningTotal(ctx, keys[0], add, read)
-					if err == nil {
-						err = setNodeField(res, d.StructField, total)
-					}
-					return res, err
 				}
 				n, err := w.update(ctx, keys, hasSet || cleared, set+add)
 				if err != nil {
@@ -301,58 +293,28 @@ func fillAfter(ctx context.Context, m mutation, run ent.MutateFunc) (ent.Value, 
 // the counter: the increment (outside a transaction, together with
 // concurrent increments of the same row, in one statement, as
 // gormcounter's), then the entity, read as Get reads it (counters filled,
-// the increment included). A row that does not exist is ent's NotFound.
+// the increment included: on PostgreSQL the increment returns the new
+// total, and the read leaves this counter to it). The entity is read once
+// per statement, and every increment that statement carried gets a copy.
+// A row that does not exist is ent's NotFound.
 func (w *write) incrementOne(ctx context.Context, m mutation, key any, delta int64) (ent.Value, error) {
 	s := entrt.NewSession(w.r)
-	skipLocked := engine.TakesFreeSlot(w.dl, w.d.SkipLocked, s.InTx())
-	if w.dl.ReturnsTotals() && w.d.Mode() == spec.Sum && !w.d.Guarded && !skipLocked {
-		// PostgreSQL: the increment returns the new total, and the read of
-		// the entity leaves this counter to it.
-		read, err := w.sources(ctx)
-		if err != nil {
-			return nil, err
-		}
-		// The entity is read once per statement, and every increment that
-		// statement carried gets a copy: it shows their sum, its own
-		// increment included.
-		run := func(ctx context.Context, delta int64) (int64, any, error) {
-			total, found, err := w.incrementReturningTotal(ctx, key, delta, read)
-			if err == nil && !found {
-				err = errNoParent
-			}
-			if err != nil {
-				return 0, nil, err
-			}
-			v, err := m.HotCounterEntity(entrt.WithoutFill(ctx, w.d.Type, w.d.Field), key)
-			if err == nil {
-				err = setNodeField(v, w.d.StructField, total)
-			}
-			return total, v, err
-		}
-		return w.sharedEntity(ctx, s, m, key, delta, run)
-	}
-	if skipLocked || (w.d.Guarded && delta > 0) {
-		// A free slot, or a restock spread over the slots: alone.
-		n, err := w.incrementKeys(ctx, s, []any{key}, delta, skipLocked)
-		switch {
-		case dberr.ForeignKeyViolation(err), err == nil && n == 0 && delta != 0:
-			return nil, m.HotCounterNotFound()
-		case err != nil:
-			return nil, w.wrap(err)
-		}
-		return m.HotCounterEntity(ctx, key)
-	}
-	// MySQL/MariaDB: the increment, then the entity read as Get reads it
-	// (its counters filled), once per statement.
 	run := func(ctx context.Context, delta int64) (int64, any, error) {
-		n, err := w.apply(ctx, s, []any{key}, delta, false)
+		n, total, hasTotal, err := w.one(ctx, s, key, delta, true)
 		switch {
 		case dberr.ForeignKeyViolation(err), err == nil && n == 0 && delta != 0:
 			return 0, nil, errNoParent
 		case err != nil:
-			return 0, nil, w.wrap(err)
+			return 0, nil, err
 		}
-		v, err := m.HotCounterEntity(ctx, key)
+		read := ctx
+		if hasTotal {
+			read = entrt.WithoutFill(ctx, w.d.Type, w.d.Field)
+		}
+		v, err := m.HotCounterEntity(read, key)
+		if err == nil && hasTotal {
+			err = setNodeField(v, w.d.StructField, total)
+		}
 		return n, v, err
 	}
 	return w.sharedEntity(ctx, s, m, key, delta, run)
@@ -446,46 +408,6 @@ func (w *write) create(ctx context.Context, m mutation, next ent.Mutator, v int6
 	return res, err
 }
 
-// incrementFreeSlot adds delta to a slot row of one parent that no other
-// transaction holds (see SkipLocked).
-func (w *write) incrementFreeSlot(ctx context.Context, key any, delta int64) error {
-	_, err := engine.Apply(ctx, entrt.NewSession(w.r), w.dl, engine.Increment{
-		Table: w.d.Tables(), Mode: w.d.Mode(), Slots: w.d.Slots, SkipLocked: true, Keys: []any{key}, Delta: delta})
-	return w.wrap(err)
-}
-
-// incrementReturningTotal adds delta to a random slot of one parent and
-// returns the counter's new total, in one statement (PostgreSQL).
-func (w *write) incrementReturningTotal(ctx context.Context, key any, delta int64, read countersql.Sources) (total int64, found bool, err error) {
-	t := w.d.Tables()
-	slot, release := engine.DrawSlot(w.r.Widths(w.d), w.d.Slots, key)
-	defer release()
-	s := entrt.NewSession(w.r)
-	once := func() error {
-		rows, err := s.Query(ctx, func(x countersql.Writer) {
-			w.dl.IncrementReturningTotals(x, t, slot, delta, w.dl.KeyIn(t, []any{key}), read)
-		})
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var k string
-			if err := rows.Scan(&k, &total); err != nil {
-				return err
-			}
-			found = true
-		}
-		return rows.Err()
-	}
-	if s.InTx() {
-		err = once()
-	} else {
-		err = retry.Do(ctx, engine.OwnAttempts, once)
-	}
-	return total, found, w.wrap(err)
-}
-
 // refresh makes the entity an UpdateOne returns show the counter as a load
 // would right after the write: the total that was set, the new sum of a sum
 // counter, the cached column of a rollup counter (which ent read back).
@@ -537,14 +459,14 @@ func (w *write) storage(ctx context.Context) (engine.Storage, error) {
 	return st, w.wrap(err)
 }
 
-// sources returns what adds up to the counter's value.
+// sources returns what adds up to the counter's value (its errors name the
+// counter).
 func (w *write) sources(ctx context.Context) (countersql.Sources, error) {
-	st, err := w.storage(ctx)
+	st, err := w.r.Store()
 	if err != nil {
 		return countersql.Sources{}, err
 	}
-	read, err := engine.Sources(w.d.Tables(), st, w.d.Mode(), w.d.Count != nil)
-	return read, w.wrap(err)
+	return st.Sources(ctx, entrt.NewSession(w.r), w.d.Counter(w.dl))
 }
 
 func (w *write) wrap(err error) error {
@@ -554,56 +476,85 @@ func (w *write) wrap(err error) error {
 	return fmt.Errorf("entcounter: %s: %w", w.d.Name(), err)
 }
 
-// increment adds delta to a random slot of each parent (a delta row, for
-// an append counter; over all the slots, for a restock of one item's
-// guarded counter), in s's transaction or in autocommit, and returns how
-// many parents it incremented.
+// increment adds delta to the counter of each parent (engine.Apply; for
+// one parent engine.IncrementOne, shared with concurrent increments of it),
+// in s's transaction or in autocommit, and returns how many parents it
+// incremented.
 func (w *write) increment(ctx context.Context, s engine.Session, keys []any, delta int64) (int64, error) {
-	return w.incrementKeys(ctx, s, keys, delta, false)
-}
-
-// incrementKeys is increment, taking a free slot if skipLocked; an
-// increment of one parent is shared with concurrent ones (see shared).
-func (w *write) incrementKeys(ctx context.Context, s engine.Session, keys []any, delta int64, skipLocked bool) (int64, error) {
-	run := func(ctx context.Context, delta int64) (int64, error) {
-		if w.d.Guarded && len(keys) == 1 && delta > 0 {
-			// A restock of one item spreads over the slots, so that every
-			// row holds stock for takes.
-			return 1, engine.Restock(ctx, s, w.dl, w.d.Tables(), w.d.Slots, keys[0], delta)
+	if len(keys) == 1 {
+		run := func(ctx context.Context, delta int64) (int64, error) {
+			n, _, _, err := w.one(ctx, s, keys[0], delta, false)
+			return n, err
 		}
-		return w.apply(ctx, s, keys, delta, skipLocked)
+		if w.alone(s, delta) {
+			return run(ctx, delta)
+		}
+		return w.r.Combined().Do(ctx, w.combineKey(keys[0]), delta, run)
 	}
-	if len(keys) != 1 {
-		return run(ctx, delta)
-	}
-	return w.shared(ctx, s, keys[0], delta, run)
+	n, err := engine.Apply(ctx, s, w.dl, w.increments(keys, delta))
+	return n, w.wrap(err)
 }
 
-// shared runs run, the increment of one parent by delta: outside a
-// transaction through the client's combining group, so that concurrent
-// increments of the parent's counter share one statement adding their sum
-// (run then returns what that statement returned to all of them); inside
-// one alone, as each must roll back alone; and alone for an append
-// counter, whose contract is one delta row per increment.
-func (w *write) shared(ctx context.Context, s engine.Session, key any, delta int64, run combine.Run) (int64, error) {
-	if w.alone(s, delta) {
-		return run(ctx, delta)
+// incrementShowing adds delta to the counter of one parent, shared with
+// concurrent increments of it as increment is, and returns the parent's new
+// total when the database read it back with the write (hasTotal).
+func (w *write) incrementShowing(ctx context.Context, key any, delta int64) (total int64, hasTotal bool, err error) {
+	s := entrt.NewSession(w.r)
+	type shown struct {
+		total int64
+		ok    bool
 	}
-	return w.r.Combined().Do(ctx, w.combineKey(key), delta, run)
+	run := func(ctx context.Context, delta int64) (int64, any, error) {
+		n, total, ok, err := w.one(ctx, s, key, delta, true)
+		return n, shown{total, ok}, err
+	}
+	var v any
+	if w.alone(s, delta) {
+		_, v, err = run(ctx, delta)
+	} else {
+		_, v, err = w.r.Combined().DoValue(ctx, w.combineKey(key)+"\x00total", delta, run)
+	}
+	got, _ := v.(shown)
+	return got.total, got.ok, err
+}
+
+// one writes the increment of one parent (engine.IncrementOne): with its
+// new total where withTotal, the counter is not a rollup counter's cached
+// column (ent read that back) and the database returns it.
+func (w *write) one(ctx context.Context, s engine.Session, key any, delta int64, withTotal bool) (n, total int64, hasTotal bool, err error) {
+	var (
+		read    func(context.Context) (countersql.Sources, error)
+		readErr error
+	)
+	if withTotal && !w.d.Rollup {
+		read = func(ctx context.Context) (countersql.Sources, error) {
+			src, err := w.sources(ctx)
+			readErr = err
+			return src, err
+		}
+	}
+	in := w.increments(nil, delta)
+	in.Key = key
+	n, total, hasTotal, err = engine.IncrementOne(ctx, s, w.dl, in, read)
+	if err != nil && err == readErr {
+		return 0, 0, false, err // it names the counter
+	}
+	return n, total, hasTotal, w.wrap(err)
+}
+
+// increments is the increment of the counter of keys by delta.
+func (w *write) increments(keys []any, delta int64) engine.Increment {
+	return engine.Increment{Table: w.d.Tables(), Mode: w.d.Mode(), Slots: w.d.Slots, Widths: w.r.Widths(w.d),
+		SkipLocked: w.d.SkipLocked, Guarded: w.d.Guarded, Keys: keys, Delta: delta}
 }
 
 // alone reports whether an increment of one parent by delta runs in a
 // statement of its own: inside a transaction (each must roll back alone),
-// for an append counter (one delta row per increment), and for nothing.
+// for an append counter (one delta row per increment), a guarded
+// counter's restock (spread over the slots) and a skip-locked counter
+// (each takes a free row), and for nothing.
 func (w *write) alone(s engine.Session, delta int64) bool {
-	return s.InTx() || w.d.Append || delta == 0
-}
-
-// apply writes delta to the counter of keys (engine.Apply), taking a free
-// slot if skipLocked.
-func (w *write) apply(ctx context.Context, s engine.Session, keys []any, delta int64, skipLocked bool) (int64, error) {
-	return engine.Apply(ctx, s, w.dl, engine.Increment{Table: w.d.Tables(), Mode: w.d.Mode(), Slots: w.d.Slots,
-		Widths: w.r.Widths(w.d), SkipLocked: skipLocked, Keys: keys, Delta: delta})
+	return s.InTx() || w.d.Append || delta == 0 || w.d.SkipLocked || (w.d.Guarded && delta > 0)
 }
 
 // combineKey names the increments of the counter of one parent in the
@@ -655,8 +606,7 @@ func (w *write) update(ctx context.Context, keys []any, set bool, delta int64) (
 	}
 	s := entrt.NewSession(w.r)
 	if !set {
-		n, err := w.increment(ctx, s, keys, delta)
-		return n, w.wrap(err)
+		return w.increment(ctx, s, keys, delta)
 	}
 	t, err := w.target(ctx)
 	if err != nil {

@@ -103,7 +103,9 @@ func (p *Plugin) guarded(db *gorm.DB, inc increment, t countersql.Table, key any
 	if inc.delta == 0 {
 		return 0, nil
 	}
-	err := engine.Restock(ctx, s, p.dialect, t, inc.c.opts.Slots, key, inc.delta)
+	// A restock, spread over the slots so that every row holds stock.
+	_, _, _, err := engine.IncrementOne(ctx, s, p.dialect, engine.Increment{Table: t, Mode: inc.c.opts.Mode,
+		Slots: inc.c.opts.Slots, Guarded: true, Key: key, Delta: inc.delta}, nil)
 	if dberr.ForeignKeyViolation(err) || s.ParentGone(err) {
 		return 0, nil // no such row, as an UPDATE would find none
 	}

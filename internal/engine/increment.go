@@ -63,6 +63,9 @@ type Increment struct {
 	// SkipLocked takes a slot row of the one parent that no other
 	// transaction holds (where the database can), instead of a random one.
 	SkipLocked bool
+	// Guarded: the counter is stock; IncrementOne spreads an increase of
+	// one parent over its slots (Restock).
+	Guarded bool
 	// The parents: Key, when nothing but its primary key selects the one
 	// parent; else Keys; else those that Cond selects.
 	Key   any
@@ -128,6 +131,64 @@ func Apply(ctx context.Context, s Session, d countersql.Dialect, in Increment) (
 	return statements(ctx, s, d, in, func(w countersql.Writer, cond func(countersql.Writer)) {
 		d.IncrementWhere(w, t, slot, in.Delta, cond)
 	})
+}
+
+// IncrementOne writes in, an increment of the one parent in.Key, and
+// returns how many parents it incremented (0 when there is none). It is the
+// write both ORMs send for one parent; it chooses among:
+//
+//   - a guarded counter's increase, spread over the slots so that every
+//     row holds stock for takes (Restock);
+//   - where read is not nil (the caller shows the new total) and the
+//     database returns it (PostgreSQL), for a sum counter that is not
+//     guarded and takes a random slot: one statement that adds to the slot
+//     and returns the parent's new total, summed from what read returns
+//     (hasTotal);
+//   - else Apply.
+func IncrementOne(ctx context.Context, s Session, d countersql.Dialect, in Increment, read func(context.Context) (countersql.Sources, error)) (n, total int64, hasTotal bool, err error) {
+	switch {
+	case in.Guarded && in.Delta > 0:
+		return 1, 0, false, Restock(ctx, s, d, in.Table, in.Slots, in.Key, in.Delta)
+	case read != nil && d.ReturnsTotals() && in.Mode == spec.Sum && !in.Guarded && !TakesFreeSlot(d, in.SkipLocked, s.InTx()):
+		sources, err := read(ctx)
+		if err != nil {
+			return 0, 0, false, err
+		}
+		total, found, err := incrementReturningTotal(ctx, s, d, in, sources)
+		if err != nil || !found {
+			return 0, 0, false, err
+		}
+		return 1, total, true, nil
+	}
+	n, err = Apply(ctx, s, d, in)
+	return n, 0, false, err
+}
+
+// incrementReturningTotal adds in.Delta to a slot of the parent in.Key and
+// reads its new total, in one statement (PostgreSQL); found is false when
+// the parent does not exist.
+func incrementReturningTotal(ctx context.Context, s Session, d countersql.Dialect, in Increment, read countersql.Sources) (total int64, found bool, err error) {
+	slot, release := DrawSlot(in.Widths, in.Slots, in.Key)
+	defer release()
+	err = ownStatement(ctx, s, func() error {
+		found = false
+		rows, err := s.Query(ctx, func(w countersql.Writer) {
+			d.IncrementReturningTotals(w, in.Table, slot, in.Delta, d.KeyIn(in.Table, []any{in.Key}), read)
+		})
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var k string
+			if err := rows.Scan(&k, &total); err != nil {
+				return err
+			}
+			found = true
+		}
+		return rows.Err()
+	})
+	return total, found, err
 }
 
 // DrawSlot chooses the slot of one increment statement: at random among
