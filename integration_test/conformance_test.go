@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
 	"gorm.io/gorm"
 
 	"github.com/hotcounter/hotcounter/entcounter"
@@ -108,6 +109,9 @@ type counterORM interface {
 	// connection pool, with the settings both ORMs take
 	// (gormcounter.Config, entcounter.Config).
 	with(t testing.TB, s settings) counterORM
+	// hotKeys returns the client's k hottest rows (gormcounter.HotKeys,
+	// entcounter.HotKeys).
+	hotKeys(t testing.TB, k int) []gormcounter.HotKey
 }
 
 // counterBuffer is a write-behind buffer of either ORM.
@@ -119,8 +123,9 @@ type counterBuffer interface {
 
 // settings are the run-time settings both ORMs take.
 type settings struct {
-	InFlight     int
-	AutoCooldown time.Duration
+	InFlight      int
+	AutoCooldown  time.Duration
+	MeterProvider metric.MeterProvider
 }
 
 // exactly is counterORM.exact, failing t on an error.
@@ -376,7 +381,14 @@ func (o gormORM) within(ctx context.Context) counterORM {
 }
 
 func (o gormORM) with(t testing.TB, s settings) counterORM {
-	return gormORM{e: o.e, gdb: sharedGorm(t, o.e, gormcounter.Config{InFlight: s.InFlight, AutoCooldown: s.AutoCooldown})}
+	return gormORM{e: o.e, gdb: sharedGorm(t, o.e, gormcounter.Config{InFlight: s.InFlight, AutoCooldown: s.AutoCooldown, MeterProvider: s.MeterProvider})}
+}
+
+func (o gormORM) hotKeys(t testing.TB, k int) []gormcounter.HotKey {
+	t.Helper()
+	keys, err := gormcounter.HotKeys(o.gdb, k)
+	must(t, err)
+	return keys
 }
 
 type entORM struct {
@@ -667,8 +679,14 @@ func (o entORM) compact(string) (gormcounter.Compacted, error) {
 
 func (o entORM) with(t testing.TB, s settings) counterORM {
 	c := sharedEnt(o.e)
-	if _, err := entcounter.Configure(c, entcounter.Config{InFlight: s.InFlight, AutoCooldown: s.AutoCooldown}); err != nil {
+	hook, err := entcounter.Configure(c, entcounter.Config{InFlight: s.InFlight, AutoCooldown: s.AutoCooldown, MeterProvider: s.MeterProvider})
+	if err != nil {
 		t.Fatal(err)
 	}
+	c.Use(hook)
 	return entORM{e: o.e, client: c}
+}
+
+func (o entORM) hotKeys(_ testing.TB, k int) []gormcounter.HotKey {
+	return entcounter.HotKeys(o.client, k)
 }

@@ -125,34 +125,51 @@ func systemOf(k dbKind) string {
 	return "sqlite"
 }
 
-func TestMetricsMatchTheOperationsPerformed(t *testing.T) {
-	eachDB(t, func(t *testing.T, e *env) {
+// The metrics and the hot keys a client reports match what it did:
+// increments and their durations (an increment that failed is none), a
+// rollup pass and the parents it folded, the rollup's lag, a buffer's
+// pending and flushed amounts and its flushes, and the hot keys of
+// counters by table, column and row. GORM and ent, on every database.
+func TestMetricsAndHotKeysMatchTheOperationsPerformed(t *testing.T) {
+	eachORM(t, func(t *testing.T, o counterORM) {
 		ctx := context.Background()
 		reader := sdkmetric.NewManualReader()
 		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 		t.Cleanup(func() { _ = mp.Shutdown(ctx) })
-		db := withPlugin(t, e, gormcounter.Config{MeterProvider: mp})
-		must(t, db.AutoMigrate(&Post{}))
-		posts := []Post{{Title: "a"}, {Title: "b"}}
-		must(t, db.Create(&posts).Error)
+		o = o.with(t, settings{MeterProvider: mp})
+		posts := []int64{o.create(t, modelPost), o.create(t, modelPost)}
 		for i := 0; i < 25; i++ {
-			must(t, gormcounter.Increment(db.Model(&posts[0]), "Likes", 2).Error)
+			must(t, o.increment(modelPost, posts[0], "likes", 2))
 		}
 		for i := 0; i < 10; i++ {
-			must(t, gormcounter.Increment(db.Model(&posts[i%2]), "Views", 1).Error)
+			must(t, o.increment(modelPost, posts[i%2], "views", 1))
 		}
 		// An increment that fails (the model has no such counter) is not one.
-		if err := gormcounter.Increment(db.Model(&posts[0]), "Title", 1).Error; err == nil {
+		if err := o.increment(modelPost, posts[0], "title", 1); err == nil {
 			t.Fatal("incrementing a string field succeeded")
 		}
-		must(t, gormcounter.RollupPass(db, &Post{}))
-		buf, err := gormcounter.NewBuffer(db, gormcounter.BufferConfig{Interval: time.Hour})
-		must(t, err)
+		keys := map[string]int64{}
+		for _, k := range o.hotKeys(t, 10) {
+			keys[fmt.Sprintf("%s.%s %s", k.Table, k.Column, k.Key)] = k.Count
+			if !k.Counter || k.Error != 0 || k.Rate <= 0 {
+				t.Errorf("hot key %+v: want a counter's, with an exact count and a rate", k)
+			}
+		}
+		wantKeys := map[string]int64{
+			fmt.Sprintf("posts.likes %d", posts[0]): 25,
+			fmt.Sprintf("posts.views %d", posts[0]): 5,
+			fmt.Sprintf("posts.views %d", posts[1]): 5,
+		}
+		if fmt.Sprint(keys) != fmt.Sprint(wantKeys) {
+			t.Errorf("hot keys = %v, want %v", keys, wantKeys)
+		}
+		must(t, o.rollup(modelPost))
+		buf := o.buffer(t, gormcounter.BufferConfig{Interval: time.Hour})
 		for i := 0; i < 7; i++ {
-			must(t, buf.Increment(ctx, &Post{ID: posts[1].ID}, "Likes", 3))
+			must(t, buf.increment(ctx, modelPost, posts[1], "likes", 3))
 		}
 		attrs := func(counter string) map[string]string {
-			return map[string]string{"db.system.name": systemOf(e.kind), "db.collection.name": "posts", "hotcounter.counter.name": counter}
+			return map[string]string{"db.system.name": systemOf(o.kind()), "db.collection.name": "posts", "hotcounter.counter.name": counter}
 		}
 
 		m := collect(t, reader)
@@ -174,24 +191,22 @@ func TestMetricsMatchTheOperationsPerformed(t *testing.T) {
 		}
 		n, ok = m.sum("hotcounter.buffer.pending", attrs("likes"))
 		m.expect("buffer pending for likes", n, 21, ok)
-		key := map[string]string{"db.collection.name": "posts", "hotcounter.counter.name": "likes", "hotcounter.hot_key.key": fmt.Sprint(posts[0].ID)}
+		key := map[string]string{"db.collection.name": "posts", "hotcounter.counter.name": "likes", "hotcounter.hot_key.key": fmt.Sprint(posts[0])}
 		if rate, ok := m.gauge("hotcounter.hot_key.rate", key); !ok || rate <= 0 {
-			t.Errorf("hot key rate of post %d's likes = %v (recorded: %v), want > 0", posts[0].ID, rate, ok)
+			t.Errorf("hot key rate of post %d's likes = %v (recorded: %v), want > 0", posts[0], rate, ok)
 		}
 
-		must(t, buf.Close(ctx))
+		must(t, buf.close(ctx))
 		m = collect(t, reader)
-		n, ok = m.sum("hotcounter.buffer.flushes", map[string]string{"db.system.name": systemOf(e.kind)})
+		n, ok = m.sum("hotcounter.buffer.flushes", map[string]string{"db.system.name": systemOf(o.kind())})
 		m.expect("buffer flushes", n, 1, ok)
 		n, ok = m.sum("hotcounter.buffer.flushed", attrs("likes"))
 		m.expect("amount the buffer flushed to likes", n, 21, ok)
 		if n, ok := m.sum("hotcounter.buffer.pending", attrs("likes")); ok {
 			t.Errorf("a closed buffer still reports %d pending", n)
 		}
-		var loaded Post
-		must(t, db.First(&loaded, posts[1].ID).Error)
-		if loaded.Likes != 21 {
-			t.Errorf("post %d likes = %d after the flush, want 21", posts[1].ID, loaded.Likes)
+		if got := o.cached(t, modelPost, posts[1], "likes"); got != 21 {
+			t.Errorf("post %d likes = %d after the flush, want 21", posts[1], got)
 		}
 	})
 }
