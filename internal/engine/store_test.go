@@ -185,6 +185,30 @@ func (f *fixture) expect(want map[string]int64) {
 	}
 }
 
+// hammer runs fn on n goroutines at once and fails t with their errors.
+func hammer(t *testing.T, n int, fn func() error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := fn(); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+}
+
 var modeName = map[spec.Mode]string{spec.Sum: "sum", spec.Rollup: "rollup", spec.Append: "append"}
 
 func TestEngineIncrementsFromManyWritersAddUpExactly(t *testing.T) {
@@ -192,25 +216,14 @@ func TestEngineIncrementsFromManyWritersAddUpExactly(t *testing.T) {
 		t.Run(modeName[mode], func(t *testing.T) {
 			f := newFixture(t, spec.Options{Mode: mode, Slots: 8}, 3)
 			const writers, each = 16, 25
-			var wg sync.WaitGroup
-			errs := make(chan error, writers)
-			for w := 0; w < writers; w++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for i := 0; i < each; i++ {
-						if _, err := f.increment(f.s, []any{f.ids[0]}, 1); err != nil {
-							errs <- err
-							return
-						}
+			hammer(t, writers, func() error {
+				for i := 0; i < each; i++ {
+					if _, err := f.increment(f.s, []any{f.ids[0]}, 1); err != nil {
+						return err
 					}
-				}()
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Fatal(err)
-			}
+				}
+				return nil
+			})
 			// Several parents in one statement, and a decrement.
 			n, err := f.increment(f.s, f.ids[1:], 5)
 			if err != nil || n != 2 {
@@ -309,28 +322,18 @@ func TestEngineTakesNeverSellMoreThanTheStock(t *testing.T) {
 	}
 	const buyers = 40
 	var sold, refused atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, buyers)
-	for b := 0; b < buyers; b++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := engine.Take(f.ctx, f.s, d, tbl, 4, key, 1)
-			switch {
-			case err == nil:
-				sold.Add(1)
-			case errors.Is(err, engine.ErrInsufficient):
-				refused.Add(1)
-			default:
-				errs <- err
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	hammer(t, buyers, func() error {
+		err := engine.Take(f.ctx, f.s, d, tbl, 4, key, 1)
+		switch {
+		case err == nil:
+			sold.Add(1)
+		case errors.Is(err, engine.ErrInsufficient):
+			refused.Add(1)
+		default:
+			return err
+		}
+		return nil
+	})
 	if sold.Load() != 30 || refused.Load() != buyers-30 {
 		t.Fatalf("sold %d and refused %d of %d buyers with 30 in stock", sold.Load(), refused.Load(), buyers)
 	}
