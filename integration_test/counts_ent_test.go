@@ -4,13 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sort"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/hotcounter/hotcounter/entcounter"
 	"github.com/hotcounter/hotcounter/integration_test/ent"
@@ -185,144 +181,6 @@ func TestEntCountsFollowEveryWritePath(t *testing.T) {
 			if !errors.Is(err, entcounter.ErrNotIncrement) || !strings.Contains(err.Error(), "book_count") {
 				t.Errorf("AddBookCount: %v; want ErrNotIncrement naming book_count", err)
 			}
-		})
-	}
-}
-
-// TestEntCountsDepesz runs the depesz scenario through ent: 200 shelves,
-// 300 books, writers moving books among random and hot shelves, then
-// deleting 80% while the moves go on. No error (a deadlock would be one),
-// every count equal to COUNT(*).
-func TestEntCountsDepesz(t *testing.T) {
-	parallel(t)
-	for _, k := range allKinds {
-		t.Run(string(k), func(t *testing.T) {
-			e := entCounts(t, k, false)
-			ctx := context.Background()
-			c := e.client
-			writers, moves := 32, 12
-			if k == lite {
-				writers, moves = 4, 8
-			}
-			ss := newShelves(t, c, 200)
-			owners := make([]*int, 300)
-			for i := range owners {
-				owners[i] = &ss[rand.IntN(len(ss))]
-			}
-			books := newBooks(t, c, owners, "open")
-			hot := ss[:4]
-			move := func() error {
-				target := ss[rand.IntN(len(ss))]
-				if rand.IntN(2) == 0 {
-					target = hot[rand.IntN(len(hot))]
-				}
-				err := c.Book.UpdateOneID(books[rand.IntN(len(books))]).SetShelfID(target).Exec(ctx)
-				if ent.IsNotFound(err) {
-					return nil // deleted meanwhile
-				}
-				return err
-			}
-			moved := hammer(t, writers, moves, move)
-			entCheckCounts(t, e, "the moves")
-
-			doomed := rand.Perm(len(books))[:len(books)*4/5]
-			var next atomic.Int64
-			var wg sync.WaitGroup
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				moved += hammer(t, max(writers/2, 1), moves, move)
-			}()
-			deletes := hammer(t, max(writers/2, 1), len(doomed), func() error {
-				i := int(next.Add(1)) - 1
-				if i >= len(doomed) {
-					return errStop
-				}
-				if k != my && i%100 == 0 { // bulk: see TestCountsDepesz for MariaDB
-					if _, err := c.Book.Delete().Where(book.ShelfID(hot[rand.IntN(len(hot))])).Exec(ctx); err != nil {
-						return err
-					}
-				}
-				_, err := c.Book.Delete().Where(book.ID(books[doomed[i]])).Exec(ctx)
-				return err
-			})
-			wg.Wait()
-			entCheckCounts(t, e, "the deletes")
-			left, err := c.Book.Query().Count(ctx)
-			must(t, err)
-			if left > len(books)-len(doomed) {
-				t.Fatalf("%d of %d books left: the deletes did not run", left, len(books))
-			}
-			t.Logf("ent on %s: %d writers, %d moves, %d deletes, %d books left, no error, every count exact", k, writers, moved, deletes, left)
-		})
-	}
-}
-
-// TestEntRecountFixesDriftWhileWritesGoOn injects drift into 30 of 600
-// shelves behind the triggers' back, then recounts while writers move
-// books: exactly the drifted shelves are corrected, and every count ends
-// equal to COUNT(*).
-func TestEntRecountFixesDriftWhileWritesGoOn(t *testing.T) {
-	parallel(t)
-	for _, k := range allKinds {
-		t.Run(string(k), func(t *testing.T) {
-			e := entCounts(t, k, true)
-			ctx := context.Background()
-			c := e.client
-			ss := newShelves(t, c, 600) // two batches
-			owners := make([]*int, 1800)
-			for i := range owners {
-				owners[i] = &ss[i%len(ss)]
-			}
-			books := newBooks(t, c, owners, "open")
-			var drifted []int
-			for i := 7; i < len(ss); i += 20 {
-				drifted = append(drifted, ss[i])
-			}
-			must(t, e.db.Exec("UPDATE shelf_book_count_slots SET n = n + 7 WHERE shelf_id IN ?", drifted).Error)
-			must(t, e.db.Exec("UPDATE shelves SET open_count = open_count - 2 WHERE id IN ?", drifted).Error)
-			if bad := entCountMismatches(t, e); len(bad) != len(drifted) {
-				t.Fatalf("injected drift into %d shelves, the check sees %d", len(drifted), len(bad))
-			}
-			var done atomic.Bool
-			var started atomic.Int64
-			var wg sync.WaitGroup
-			wg.Add(1)
-			writers := 8
-			if k == lite {
-				writers = 2
-			}
-			var moved int64
-			go func() {
-				defer wg.Done()
-				moved = hammer(t, writers, 1<<30, func() error {
-					if done.Load() {
-						return errStop
-					}
-					if started.Add(1); k == lite {
-						time.Sleep(time.Millisecond) // SQLite's busy wait is unfair: leave the recount a turn
-					}
-					return c.Book.UpdateOneID(books[rand.IntN(len(books))]).SetShelfID(ss[rand.IntN(len(ss))]).Exec(ctx)
-				})
-			}()
-			for started.Load() < 2*int64(writers) {
-				time.Sleep(time.Millisecond)
-			}
-			var fixed [2]int64
-			for i, f := range []string{shelf.FieldBookCount, shelf.FieldOpenCount} {
-				n, err := entcounter.Recount(ctx, c, "Shelf", f)
-				must(t, err)
-				fixed[i] = n
-			}
-			done.Store(true)
-			wg.Wait()
-			for i, f := range []string{shelf.FieldBookCount, shelf.FieldOpenCount} {
-				if fixed[i] != int64(len(drifted)) {
-					t.Errorf("Recount(%s) corrected %d shelves; drift was injected into %d", f, fixed[i], len(drifted))
-				}
-			}
-			entCheckCounts(t, e, "the recount")
-			t.Logf("ent on %s: corrected %v of %d drifted shelves while %d moves ran", k, fixed, len(drifted), moved)
 		})
 	}
 }

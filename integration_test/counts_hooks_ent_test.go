@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -123,78 +121,6 @@ func TestEntCountsByHooks(t *testing.T) {
 				}
 			}
 			check("a raw insert and Recount")
-		})
-	}
-}
-
-// TestEntCountsByHooksDepesz is the depesz scenario with counts kept by ent
-// hooks, every write in its own transaction: no error (a deadlock would be
-// one), every count equal to COUNT(*).
-func TestEntCountsByHooksDepesz(t *testing.T) {
-	parallel(t)
-	for _, k := range allKinds {
-		t.Run(string(k), func(t *testing.T) {
-			e := openEnt(t, k, true, pool(writersPool))
-			ctx := context.Background()
-			c := e.client
-			writers, moves := 32, 12
-			if k == lite {
-				writers, moves = 4, 8
-			}
-			rs := newRacks(t, c, 200)
-			owners := make([]*int, 300)
-			for i := range owners {
-				owners[i] = &rs[rand.IntN(len(rs))]
-			}
-			items := newItems(t, c, owners, "open")
-			hot := rs[:4]
-			move := func() error {
-				target := rs[rand.IntN(len(rs))]
-				if rand.IntN(2) == 0 {
-					target = hot[rand.IntN(len(hot))]
-				}
-				return inTx(ctx, c, func(tx *ent.Tx) error {
-					err := tx.Item.UpdateOneID(items[rand.IntN(len(items))]).SetRackID(target).Exec(ctx)
-					if ent.IsNotFound(err) {
-						return nil // deleted meanwhile
-					}
-					return err
-				})
-			}
-			moved := hammer(t, writers, moves, move)
-			checkCounts(t, "the moves", rackCountMismatches(t, e))
-
-			doomed := rand.Perm(len(items))[:len(items)*4/5]
-			var next atomic.Int64
-			var wg sync.WaitGroup
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				moved += hammer(t, max(writers/2, 1), moves, move)
-			}()
-			deletes := hammer(t, max(writers/2, 1), len(doomed), func() error {
-				i := int(next.Add(1)) - 1
-				if i >= len(doomed) {
-					return errStop
-				}
-				return inTx(ctx, c, func(tx *ent.Tx) error {
-					if k != my && i%100 == 0 { // bulk: see TestCountsDepesz for MariaDB
-						if _, err := tx.Item.Delete().Where(item.RackID(hot[rand.IntN(len(hot))])).Exec(ctx); err != nil {
-							return err
-						}
-					}
-					_, err := tx.Item.Delete().Where(item.ID(items[doomed[i]])).Exec(ctx)
-					return err
-				})
-			})
-			wg.Wait()
-			checkCounts(t, "the deletes", rackCountMismatches(t, e))
-			left, err := c.Item.Query().Count(ctx)
-			must(t, err)
-			if left > len(items)-len(doomed) {
-				t.Fatalf("%d of %d items left: the deletes did not run", left, len(items))
-			}
-			t.Logf("ent hooks on %s: %d writers, %d moves, %d deletes, %d items left, no error, every count exact", k, writers, moved, deletes, left)
 		})
 	}
 }
