@@ -33,21 +33,6 @@ func IncrementFreeSlot(ctx context.Context, c Conn, d countersql.Dialect, t coun
 	return c.Exec(ctx, func(w countersql.Writer) { d.IncrementOwnSlot(w, t, slots, max(slot, 0), delta, cond) })
 }
 
-// TakesFreeSlot reports whether an increment takes a slot row that no
-// other transaction holds rather than a random one: for a counter declared
-// skip-locked (the ORM passes it only for increments of one parent:
-// IncrementFreeSlot, IncrementFreeSlotMySQL), and on PostgreSQL for any
-// increment inside the caller's transaction (inTx), where a slot row stays
-// locked until the caller commits: there it writes the transaction's own
-// row (countersql's IncrementOwnSlot; MySQL and MariaDB write the
-// session's own rows: IncrementOwnSlotMySQL). It never waits for a row
-// lock, so transactions that increment parents in any order cannot
-// deadlock through counters. Outside a transaction a statement holds its
-// row for itself alone, and random slots with combining are faster.
-func TakesFreeSlot(d countersql.Dialect, declared, inTx bool) bool {
-	return d.SkipLocked() && (declared || (inTx && !d.MySQL()))
-}
-
 // Increment is one increment of a counter of some parents, as either ORM
 // asks for it.
 type Increment struct {
@@ -78,59 +63,14 @@ type Increment struct {
 // autocommit statements that are retried while the database aborts them for
 // a transient reason (a failed statement changed nothing), or in a
 // transaction of its own when it takes several statements. It returns how
-// many parents it incremented. This is the one place that chooses the write
-// by mode (slots or delta rows), database (MySQL/MariaDB run several
-// statements) and slot choice (random or skip-locked), for both ORMs.
+// many parents it incremented. The write, by mode (slots or delta rows) and
+// slot choice (random, the transaction's own, skip-locked), is the
+// database's (writes.go), for both ORMs.
 func Apply(ctx context.Context, s Session, d countersql.Dialect, in Increment) (int64, error) {
 	key, _ := in.one()
 	slot, release := DrawSlot(in.Widths, in.Slots, key)
 	defer release()
-	t := in.Table
-	my := MySQLIncrement{Table: t, Slot: slot, Delta: in.Delta}
-	switch {
-	case in.Key != nil:
-		my.Key = in.Key
-	case in.Keys != nil:
-		my.Keys = in.Keys
-	default:
-		my.Cond = in.Cond
-	}
-	skipLocked := in.SkipLocked && (in.Key != nil || len(in.Keys) == 1) && TakesFreeSlot(d, true, false)
-	switch {
-	case in.Mode == spec.Append && d.MySQL():
-		my.Slot = 0
-		return AppendMySQL(ctx, s, d, my)
-	case in.Mode == spec.Append:
-		return statements(ctx, s, d, in, func(w countersql.Writer, cond func(countersql.Writer)) {
-			d.AppendWhere(w, t, in.Delta, cond)
-		})
-	case d.MySQL() && s.InTx() && in.Delta != 0:
-		// Inside the caller's transaction: the session's own slot rows,
-		// which no other transaction writes, so it never waits.
-		return IncrementOwnSlotMySQL(ctx, s, d, my, in.Slots)
-	case d.MySQL() && skipLocked:
-		return IncrementFreeSlotMySQL(ctx, s, d, my)
-	case d.MySQL():
-		return IncrementMySQL(ctx, s, d, my)
-	case s.InTx() && d.SkipLocked():
-		// PostgreSQL, inside the caller's transaction: the transaction's own
-		// slot rows, in key order, for one parent or many.
-		return statements(ctx, s, d, in, func(w countersql.Writer, cond func(countersql.Writer)) {
-			d.IncrementOwnSlot(w, t, in.Slots, slot, in.Delta, cond)
-		})
-	case skipLocked:
-		var n int64
-		// Its two statements commit alone, and the first changes nothing
-		// when it finds no free row: retrying the pair cannot count twice.
-		err := ownStatement(ctx, s, func() (err error) {
-			n, err = IncrementFreeSlot(ctx, s, d, t, in.Slots, slot, in.Delta, in.cond(d))
-			return err
-		})
-		return n, err
-	}
-	return statements(ctx, s, d, in, func(w countersql.Writer, cond func(countersql.Writer)) {
-		d.IncrementWhere(w, t, slot, in.Delta, cond)
-	})
+	return writesOf(d).increment(ctx, s, in, slot)
 }
 
 // IncrementOne writes in, an increment of the one parent in.Key, and
@@ -149,7 +89,7 @@ func IncrementOne(ctx context.Context, s Session, d countersql.Dialect, in Incre
 	switch {
 	case in.Guarded && in.Delta > 0:
 		return 1, 0, false, Restock(ctx, s, d, in.Table, in.Slots, in.Key, in.Delta)
-	case read != nil && d.ReturnsTotals() && in.Mode == spec.Sum && !in.Guarded && !TakesFreeSlot(d, in.SkipLocked, s.InTx()):
+	case read != nil && writesOf(d).returnsTotal(s, in):
 		sources, err := read(ctx)
 		if err != nil {
 			return 0, 0, false, err
