@@ -82,22 +82,9 @@ func Take(ctx context.Context, s Session, d countersql.Dialect, t countersql.Tab
 	// row an UPDATE read but did not change; PostgreSQL's UPDATE keeps the
 	// lock it took to recheck a row that changed), and tries over some rows
 	// followed by takeAcross over all would lock them out of order and
-	// deadlock. So on PostgreSQL one try that never waits and keeps no stray
-	// lock: a SKIP LOCKED take in a savepoint rolled back when it finds
-	// nothing (see tryInSavepoint). InnoDB keeps the row locks taken after
-	// a savepoint that is rolled back, so on MySQL/MariaDB any try would
-	// leave a stray lock: the take locks every row in slot order at once
-	// (a test of 16 buyers taking in ent transactions deadlocked when a
-	// try came first). SQLite has one writer at a time.
-	var ok bool
-	var err error
-	switch {
-	case d.MySQL():
-	case d.SkipLocked():
-		ok, err = tryInSavepoint(ctx, s, d, t, key, amount)
-	default:
-		ok, err = takeOne(ctx, s, d, t, slots, key, amount, true)
-	}
+	// deadlock. So the first try is the database's (strategy.go: one that
+	// never waits and keeps no stray lock, or none).
+	ok, err := strategyOf(d).firstTake(ctx, s, t, slots, key, amount)
 	if err != nil || ok {
 		return err
 	}

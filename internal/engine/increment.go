@@ -70,7 +70,7 @@ func Apply(ctx context.Context, s Session, d countersql.Dialect, in Increment) (
 	key, _ := in.one()
 	slot, release := DrawSlot(in.Widths, in.Slots, key)
 	defer release()
-	return writesOf(d).increment(ctx, s, in, slot)
+	return strategyOf(d).increment(ctx, s, in, slot)
 }
 
 // IncrementOne writes in, an increment of the one parent in.Key, and
@@ -89,7 +89,7 @@ func IncrementOne(ctx context.Context, s Session, d countersql.Dialect, in Incre
 	switch {
 	case in.Guarded && in.Delta > 0:
 		return 1, 0, false, Restock(ctx, s, d, in.Table, in.Slots, in.Key, in.Delta)
-	case read != nil && writesOf(d).returnsTotal(s, in):
+	case read != nil && strategyOf(d).returnsTotal(s, in):
 		sources, err := read(ctx)
 		if err != nil {
 			return 0, 0, false, err

@@ -58,18 +58,15 @@ func RollupCounted(ctx context.Context, conn Conn, d countersql.Dialect, t count
 }
 
 // foldAll walks t's slot table in key order, folding up to batch parents
-// per transaction (fold, or foldMySQL), until it has walked it all or stop
+// per transaction (the database's fold: strategy.go), until it has walked it all or stop
 // says so.
 func foldAll(ctx context.Context, conn Conn, d countersql.Dialect, t countersql.Table, batch int, stop func() bool,
 	inTx func(ctx context.Context, fn func(Conn) error) error) (int64, error) {
-	foldBatch := fold
-	if d.MySQL() {
-		foldBatch = foldMySQL
-	}
+	foldBatch := strategyOf(d).fold
 	owners := func(after any) ([]any, error) { return PendingOwners(ctx, conn, d, t, after, batch) }
 	return walk(batch, stop, owners, func(owners []any) error {
 		return retry.Do(ctx, FoldAttempts, func() error {
-			return inTx(ctx, func(tx Conn) error { return foldBatch(ctx, tx, d, t, owners) })
+			return inTx(ctx, func(tx Conn) error { return foldBatch(ctx, tx, t, owners) })
 		})
 	})
 }
@@ -100,17 +97,6 @@ func walk(batch int, stop func() bool, list func(after any) ([]any, error), appl
 	return done, nil
 }
 
-// fold runs the dialect's fold statements for owners (PostgreSQL and
-// SQLite; foldMySQL is MySQL's).
-func fold(ctx context.Context, tx Conn, d countersql.Dialect, t countersql.Table, owners []any) error {
-	for _, step := range d.Fold(t, owners) {
-		if _, err := tx.Exec(ctx, step); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // foldDeltas walks an append counter's delta table by id, folding batches
 // of at most batch rows into the parent column, each in a transaction of
 // its own (inTx), until it reaches the last row that existed when it
@@ -130,17 +116,7 @@ func foldDeltas(ctx context.Context, c Conn, d countersql.Dialect, t countersql.
 		}
 		end = min(end, ceiling)
 		err = retry.Do(ctx, FoldAttempts, func() error {
-			return inTx(ctx, func(tx Conn) error {
-				if d.MySQL() {
-					return foldDeltasMySQL(ctx, tx, d, t, after, end)
-				}
-				for _, step := range d.FoldDeltas(t, after, end) {
-					if _, err := tx.Exec(ctx, step); err != nil {
-						return err
-					}
-				}
-				return nil
-			})
+			return inTx(ctx, func(tx Conn) error { return strategyOf(d).foldDeltas(ctx, tx, t, after, end) })
 		})
 		if err != nil {
 			return err
