@@ -9,6 +9,7 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent"
 	"github.com/hotcounter/hotcounter/integration_test/ent/book"
 	"github.com/hotcounter/hotcounter/integration_test/ent/item"
+	"github.com/hotcounter/hotcounter/integration_test/ent/predicate"
 )
 
 // countScene is a parent table whose counts of child rows (all of them,
@@ -203,26 +204,23 @@ func (s entCountScene) move(child, parent int64) error {
 }
 
 func (s entCountScene) remove(child int64, _ bool) error {
-	ctx := context.Background()
-	return s.write(func(c *ent.Client) error {
-		var err error
-		if s.hooks {
-			_, err = c.Item.Delete().Where(item.ID(int(child))).Exec(ctx)
-		} else {
-			_, err = c.Book.Delete().Where(book.ID(int(child))).Exec(ctx)
-		}
-		return err
-	})
+	return s.delete(item.ID(int(child)), book.ID(int(child)))
 }
 
 func (s entCountScene) removeAllOf(parent int64) error {
+	return s.delete(item.RackID(int(parent)), book.ShelfID(int(parent)))
+}
+
+// delete deletes in one statement the children that the predicate of the
+// scene's child type selects.
+func (s entCountScene) delete(items predicate.Item, books predicate.Book) error {
 	ctx := context.Background()
 	return s.write(func(c *ent.Client) error {
 		var err error
 		if s.hooks {
-			_, err = c.Item.Delete().Where(item.RackID(int(parent))).Exec(ctx)
+			_, err = c.Item.Delete().Where(items).Exec(ctx)
 		} else {
-			_, err = c.Book.Delete().Where(book.ShelfID(int(parent))).Exec(ctx)
+			_, err = c.Book.Delete().Where(books).Exec(ctx)
 		}
 		return err
 	})
