@@ -65,17 +65,8 @@ func Take(ctx context.Context, src Source, typ, field string, id any, amount int
 	if err != nil {
 		return err
 	}
-	s := entrt.NewSession(r)
-	take := func(ctx context.Context, amount int64) (int64, error) {
-		return 1, engine.Take(ctx, s, dl, d.Tables(), d.Slots, id, amount)
-	}
-	if s.InTx() || amount <= 0 {
-		_, err = take(ctx, amount)
-	} else {
-		// Takes of one item that arrive while others run go together as
-		// one take of their sum, as gormcounter's do.
-		_, err = r.Takes().Do(ctx, fmt.Sprintf("%s\x00%v", d.SlotTable, id), amount, take)
-	}
+	key := fmt.Sprintf("%s\x00%v", d.SlotTable, id)
+	err = engine.TakeTogether(ctx, entrt.NewSession(r), dl, r.Takes(), key, d.Tables(), d.Slots, id, amount)
 	if err != nil {
 		return fmt.Errorf("entcounter: take %d from %s: %w", amount, d.Name(), err)
 	}

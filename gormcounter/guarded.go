@@ -1,8 +1,6 @@
 package gormcounter
 
 import (
-	"context"
-
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
@@ -86,19 +84,17 @@ func (p *Plugin) guarded(db *gorm.DB, inc increment, t countersql.Table, key any
 	s := gormSession{gormConn{db: db.Session(&gorm.Session{NewDB: true}), table: t.Parent}}
 	ctx := db.Statement.Context
 	if inc.take {
-		take := func(ctx context.Context, amount int64) (int64, error) {
-			if err := engine.Take(ctx, s, p.dialect, t, inc.c.opts.Slots, key, amount); err != nil {
-				return 0, err
-			}
-			return 1, nil
-		}
 		// Outside a transaction, takes of one item that arrive while
 		// others run go together as one take of their sum, as increments
-		// do; refused, each runs alone (p.takes.Split).
-		if k, ok := p.combineKey(db, inc.c, t.Parent, where); ok {
-			return p.takes.Do(ctx, k, inc.delta, take)
+		// do, where an increment would be combined (combineKey).
+		k, ok := p.combineKey(db, inc.c, t.Parent, where)
+		if !ok {
+			k = "" // alone
 		}
-		return take(ctx, inc.delta)
+		if err := engine.TakeTogether(ctx, s, p.dialect, &p.takes, k, t, inc.c.opts.Slots, key, inc.delta); err != nil {
+			return 0, err
+		}
+		return 1, nil
 	}
 	if inc.delta == 0 {
 		return 0, nil

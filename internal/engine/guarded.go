@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 
+	"github.com/hotcounter/hotcounter/internal/combine"
 	"github.com/hotcounter/hotcounter/internal/countersql"
 )
 
@@ -90,6 +91,25 @@ func Take(ctx context.Context, s Session, d countersql.Dialect, t countersql.Tab
 	}
 	// Several statements in the caller's transaction: all or none.
 	return InSavepoint(ctx, s, "hc_take", func() error { return takeAcross(ctx, s, d, t, key, amount) })
+}
+
+// TakeTogether is Take for either ORM's take of one item: outside a
+// transaction, takes of the item that arrive while others run go together
+// through g as one take of their sum (refused, each buyer asking no more
+// than was left takes alone: g splits with SplitTakes). key names the item
+// in g; "" takes alone, as does a take inside the caller's transaction,
+// which must roll back alone.
+func TakeTogether(ctx context.Context, s Session, d countersql.Dialect, g *combine.Group, key string, t countersql.Table, slots int, item any, amount int64) error {
+	take := func(ctx context.Context, amount int64) (int64, error) {
+		return 1, Take(ctx, s, d, t, slots, item, amount)
+	}
+	var err error
+	if s.InTx() || amount <= 0 || key == "" {
+		_, err = take(ctx, amount)
+	} else {
+		_, err = g.Do(ctx, key, amount, take)
+	}
+	return err
 }
 
 // takeOne takes amount from one slot row that holds enough, if it finds
