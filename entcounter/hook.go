@@ -123,7 +123,7 @@ func counterHook(field string, ann annotation) ent.Hook {
 				}
 				m.ResetField(field)
 				counterOnly := isEmpty(m)
-				if counterOnly && m.Op().Is(ent.OpUpdateOne) && !hasSet && !cleared && m.HotCounterByIDOnly() && dl.LocksRows() {
+				if _, locks := dl.OnRowLocks(); locks && counterOnly && m.Op().Is(ent.OpUpdateOne) && !hasSet && !cleared && m.HotCounterByIDOnly() {
 					// ent would run an empty update (BEGIN, a read of the
 					// row, COMMIT) for the entity alone: the increment is the
 					// only write, and the entity is read after it. (Not on

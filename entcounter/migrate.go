@@ -250,7 +250,8 @@ func prepareColumn(ctx context.Context, c entrt.Conn, store engine.Store, d entr
 //   - a sum counter declared over an existing column without AdoptColumn:
 //     the copy has only the columns the schema declares.
 func guardRebuilds(ctx context.Context, c entrt.Conn, dl countersql.Dialect, r entrt.Runtime, before []engine.Storage, plan *migrate.Plan) error {
-	if !dl.RecreatesTables() {
+	lite, rebuilds := dl.OnSQLite()
+	if !rebuilds {
 		return nil
 	}
 	rebuilt := map[string]bool{}
@@ -262,7 +263,7 @@ func guardRebuilds(ctx context.Context, c entrt.Conn, dl countersql.Dialect, r e
 	if len(rebuilt) == 0 {
 		return nil
 	}
-	fks, err := engine.QueryKeys(ctx, c, func(w countersql.Writer) { dl.ForeignKeysOn(w) })
+	fks, err := engine.QueryKeys(ctx, c, lite.ForeignKeysOn)
 	if err != nil {
 		return err
 	}

@@ -116,16 +116,16 @@ func (m counterMigrator) prepareColumns(models []*model) (map[*counter]engine.St
 // (as GORM does to alter any column there), keeping its indexes and count
 // triggers.
 func (m counterMigrator) defaultZero(c *counter, st engine.Storage) error {
-	d := m.plugin.dialect
-	if d.AltersDefaults() {
-		if err := execSQL(m.db, "", func(w countersql.Writer) { d.SetColumnDefault(w, c.table) }).Error; err != nil {
+	if locks, ok := m.plugin.dialect.OnRowLocks(); ok {
+		if err := execSQL(m.db, "", func(w countersql.Writer) { locks.SetColumnDefault(w, c.table) }).Error; err != nil {
 			return fmt.Errorf("gormcounter: %s: give %s.%s the default 0: %w", c.name(), c.table.Parent, c.table.Column, err)
 		}
 		return nil
 	}
+	lite, _ := m.plugin.dialect.OnSQLite() // the database without row locks
 	type index struct{ name, sql string }
 	var saved []index
-	rows, err := querySQL(m.db, "", func(w countersql.Writer) { d.IndexesOn(w, c.table.Parent) }).Rows()
+	rows, err := querySQL(m.db, "", func(w countersql.Writer) { lite.IndexesOn(w, c.table.Parent) }).Rows()
 	if err != nil {
 		return err
 	}
@@ -152,7 +152,7 @@ func (m counterMigrator) defaultZero(c *counter, st engine.Storage) error {
 		return fmt.Errorf("gormcounter: %s: give %s.%s the default 0: %w", c.name(), c.table.Parent, c.table.Column, err)
 	}
 	for _, ix := range saved {
-		if err := execSQL(m.db, "", func(w countersql.Writer) { countersql.Recreate(w, ix.sql) }).Error; err != nil {
+		if err := execSQL(m.db, "", func(w countersql.Writer) { lite.Recreate(w, ix.sql) }).Error; err != nil {
 			return fmt.Errorf("gormcounter: %s: put back index %s after a rebuild of %s: %w", c.name(), ix.name, c.table.Parent, err)
 		}
 	}

@@ -27,8 +27,8 @@ import (
 // fn gets the session to migrate with: inner(conn) is GORM's own migrator
 // on it.
 func (m counterMigrator) guardRebuild(values []any, fn func(conn *gorm.DB) error) error {
-	d := m.plugin.dialect
-	if !d.RecreatesTables() {
+	d, rebuilds := m.plugin.dialect.OnSQLite()
+	if !rebuilds {
 		return fn(m.db)
 	}
 	type trigger struct{ name, sql string }
@@ -78,7 +78,7 @@ func (m counterMigrator) guardRebuild(values []any, fn func(conn *gorm.DB) error
 		return err
 	}
 	for _, t := range saved {
-		if err := execSQL(m.db, "", func(w countersql.Writer) { countersql.Recreate(w, t.sql) }).Error; err != nil {
+		if err := execSQL(m.db, "", func(w countersql.Writer) { d.Recreate(w, t.sql) }).Error; err != nil {
 			return fmt.Errorf("gormcounter: put back trigger %s after a migration: %w", t.name, err)
 		}
 	}

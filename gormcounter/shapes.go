@@ -200,7 +200,7 @@ func (r *refs) column(col clause.Column, as bool) clause.Column {
 			if alias == "" {
 				alias = c.field.DBName
 			}
-			name += " AS " + countersql.QuoteIdent(alias, r.d.MySQL())
+			name += " AS " + r.d.Quote(alias)
 		}
 		return clause.Column{Name: name, Raw: true}
 	}
@@ -220,7 +220,7 @@ func (r *refs) column(col clause.Column, as bool) clause.Column {
 		}
 		changed = true
 		if c := r.m.lookup(strings.TrimSpace(item)); c != nil {
-			text += " AS " + countersql.QuoteIdent(c.field.DBName, r.d.MySQL())
+			text += " AS " + r.d.Quote(c.field.DBName)
 		}
 		items[i] = text
 	}

@@ -209,14 +209,10 @@ func (d Dialect) LockColumns(w Writer, t Table, keys []any) {
 // 0, so that rows new code inserts without naming the column start at 0
 // (not NULL, which old code's likes = likes + 1 would leave NULL). A change
 // of the catalog only on PostgreSQL and MySQL/MariaDB; SQLite cannot alter
-// a default (callers check [Dialect.AltersDefaults]).
-func (d Dialect) SetColumnDefault(w Writer, t Table) {
+// a default, and has no RowLocks.
+func (d RowLocks) SetColumnDefault(w Writer, t Table) {
 	q(w, "ALTER TABLE % ALTER COLUMN % SET DEFAULT 0", t.Parent, t.Column)
 }
-
-// AltersDefaults reports whether the database can change a column's
-// default without rebuilding the table (not SQLite).
-func (d Dialect) AltersDefaults() bool { return d.kind != sqlite }
 
 // ZeroNullColumns writes the UPDATE that sets t's parent column to 0 where
 // it is NULL, for the given parents.
@@ -272,7 +268,7 @@ func pgRegclass(name string) string {
 // IndexesOn writes the query of the name and SQL of every index that was
 // created on a table with CREATE INDEX (SQLite), so that a rebuild of the
 // table can put them back.
-func (d Dialect) IndexesOn(w Writer, table string) {
+func (d SQLite) IndexesOn(w Writer, table string) {
 	_, name := splitQualified(table)
 	w.WriteString("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL AND tbl_name = ")
 	w.Arg(name)
@@ -286,11 +282,11 @@ func (d Dialect) TableTotal(w Writer, table string) {
 
 // ForeignKeysOn writes the query that returns 1 when the connection
 // enforces foreign keys (SQLite's PRAGMA foreign_keys).
-func (d Dialect) ForeignKeysOn(w Writer) { w.WriteString("PRAGMA foreign_keys") }
+func (d SQLite) ForeignKeysOn(w Writer) { w.WriteString("PRAGMA foreign_keys") }
 
 // SetForeignKeys writes the PRAGMA that turns foreign key enforcement on
 // or off for the connection (SQLite; a no-op inside a transaction).
-func (d Dialect) SetForeignKeys(w Writer, on bool) {
+func (d SQLite) SetForeignKeys(w Writer, on bool) {
 	if on {
 		w.WriteString("PRAGMA foreign_keys = ON")
 		return
@@ -302,7 +298,7 @@ func (d Dialect) SetForeignKeys(w Writer, on bool) {
 // SQLite kept (sqlite_master.sql) so that it leaves an object of that name
 // alone: put back after a rebuild of its table, it must not fail where the
 // rebuild kept the object.
-func Recreate(w Writer, saved string) {
+func (SQLite) Recreate(w Writer, saved string) {
 	for _, p := range []string{"CREATE TRIGGER ", "CREATE INDEX ", "CREATE UNIQUE INDEX "} {
 		if strings.HasPrefix(saved, p) && !strings.HasPrefix(saved[len(p):], "IF NOT EXISTS ") {
 			w.WriteString(p + "IF NOT EXISTS " + saved[len(p):])

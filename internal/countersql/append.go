@@ -44,7 +44,7 @@ func (d Dialect) CreateDeltaTable(t Table, ownerType string) []func(Writer) {
 //	INSERT INTO deltas (owner, n) SELECT parent.key, delta FROM parent WHERE cond ORDER BY parent.key
 //
 // No row is shared with another increment, so none waits for another.
-func (d Dialect) AppendWhere(w Writer, t Table, delta int64, cond func(Writer)) {
+func (d Upserts) AppendWhere(w Writer, t Table, delta int64, cond func(Writer)) {
 	q(w, "INSERT INTO % (%, %) SELECT %.%, CAST(", t.Slots, t.Owner, ValueColumn, t.Parent, t.ParentKey)
 	w.Arg(delta)
 	q(w, " AS "+d.intType()+") FROM % WHERE ", t.Parent)
@@ -65,7 +65,7 @@ func (d Dialect) DeltaBatchEnd(w Writer, t Table, after int64, limit int) {
 // DeltaOwners writes a lock-free query for the owners of the delta rows
 // with ids in (after, upTo]: the first step of a MySQL fold, whose next
 // locks those parents that no one holds (LockParents).
-func (d Dialect) DeltaOwners(w Writer, t Table, after, upTo int64) {
+func (d MySQL) DeltaOwners(w Writer, t Table, after, upTo int64) {
 	q(w, "SELECT DISTINCT % FROM % WHERE % > ", t.Owner, t.Slots, IDColumn)
 	w.Arg(after)
 	q(w, " AND % <= ", IDColumn)
@@ -77,7 +77,7 @@ func (d Dialect) DeltaOwners(w Writer, t Table, after, upTo int64) {
 // delta rows with ids in (after, upTo] of the given owners: MySQL/MariaDB,
 // whose fold then adds exactly those values (AddToColumns) and deletes
 // exactly those rows (DeleteDeltas).
-func (d Dialect) LockDeltas(w Writer, t Table, after, upTo int64, owners []any) {
+func (d MySQL) LockDeltas(w Writer, t Table, after, upTo int64, owners []any) {
 	q(w, "SELECT %, %, % FROM % WHERE % > ", IDColumn, t.Owner, ValueColumn, t.Slots, IDColumn)
 	w.Arg(after)
 	q(w, " AND % <= ", IDColumn)
@@ -90,7 +90,7 @@ func (d Dialect) LockDeltas(w Writer, t Table, after, upTo int64, owners []any) 
 }
 
 // DeleteDeltas writes the delete of the delta rows with the given ids.
-func (d Dialect) DeleteDeltas(w Writer, t Table, ids []any) {
+func (d MySQL) DeleteDeltas(w Writer, t Table, ids []any) {
 	q(w, "DELETE FROM % WHERE %", t.Slots, IDColumn)
 	d.keyIn(w, ids)
 }
@@ -104,7 +104,7 @@ func (d Dialect) DeleteDeltas(w Writer, t Table, ids []any) {
 // PostgreSQL, in one statement that never waits: delta rows another fold
 // holds, and parents another transaction holds, are skipped (SKIP LOCKED)
 // and stay. SQLite has one writer at a time: an UPDATE, then a DELETE.
-func (d Dialect) FoldDeltas(t Table, after, upTo int64) []func(Writer) {
+func (d Upserts) FoldDeltas(t Table, after, upTo int64) []func(Writer) {
 	inRange := func(w Writer, table string) {
 		q(w, "%.% > ", table, IDColumn)
 		w.Arg(after)

@@ -34,7 +34,7 @@ const (
 
 // ClaimedSlot writes a query for the number this session has claimed (-1
 // if it holds none) and innodb_rollback_on_timeout.
-func (d Dialect) ClaimedSlot(w Writer) {
+func (d MySQL) ClaimedSlot(w Writer) {
 	w.WriteString("SELECT " + claimedNumber + ", @@innodb_rollback_on_timeout")
 }
 
@@ -43,7 +43,7 @@ const claimedNumber = "IF(IS_USED_LOCK(CONCAT('" + claimLock + "', @hc_slot)) <=
 
 // TryClaim writes a query that claims number i for this session without
 // waiting and returns i, or -1 if another session holds it.
-func (d Dialect) TryClaim(w Writer, i int) {
+func (d MySQL) TryClaim(w Writer, i int) {
 	n := strconv.Itoa(i)
 	w.WriteString("SELECT IF(GET_LOCK('" + claimLock + n + "', 0) = 1, @hc_slot := " + n + ", -1)")
 }
@@ -73,7 +73,7 @@ func OwnSlot(slots, claimed int) int { return slots + claimed }
 // parent keys[i] (a session's own slot, in a table whose primary key is
 // (owner, slot)): a duplicate primary key is locked as a record only, and
 // a new row takes no lock that another session's write waits for.
-func (d Dialect) AddToOwnSlot(w Writer, t Table, slot int, keys []any, amounts []int64) {
+func (d MySQL) AddToOwnSlot(w Writer, t Table, slot int, keys []any, amounts []int64) {
 	insertSlotRows(w, t, strconv.Itoa(slot), keys, amounts)
 	q(w, " ON DUPLICATE KEY UPDATE % = % + VALUES(%)", ValueColumn, ValueColumn, ValueColumn)
 }
@@ -90,7 +90,7 @@ func (d Dialect) AddToOwnSlot(w Writer, t Table, slot int, keys []any, amounts [
 // With lock set it reads the rows as they are now, locking them (FOR
 // UPDATE): after an UPDATE that missed rows the snapshot still showed
 // (deleted since by a Set of the counter), to tell which are gone.
-func (d Dialect) OwnSlotRows(w Writer, t Table, slots int, keys []any, lock bool) {
+func (d MySQL) OwnSlotRows(w Writer, t Table, slots int, keys []any, lock bool) {
 	id := t.RowID
 	if id == "" {
 		id = SlotColumn
@@ -106,7 +106,7 @@ func (d Dialect) OwnSlotRows(w Writer, t Table, slots int, keys []any, lock bool
 // AddBySlot writes one UPDATE that adds amounts[i] to slot `slot` of
 // parent keys[i], rows that exist, matched on the primary key (owner,
 // slot): record locks only.
-func (d Dialect) AddBySlot(w Writer, t Table, slot int, keys []any, amounts []int64) {
+func (d MySQL) AddBySlot(w Writer, t Table, slot int, keys []any, amounts []int64) {
 	q(w, "UPDATE % SET % = % + CASE %", t.Slots, ValueColumn, ValueColumn, t.Owner)
 	whenThen(w, keys, amounts)
 	q(w, " ELSE 0 END WHERE % = "+strconv.Itoa(slot)+" AND %", SlotColumn, t.Owner)
@@ -118,18 +118,18 @@ func (d Dialect) AddBySlot(w Writer, t Table, slot int, keys []any, amounts []in
 // puts it back. A session's first row of a parent is inserted between the
 // two: the insert's foreign key check takes a shared lock on the parent,
 // which a transaction that has updated the parent holds.
-func (d Dialect) NoLockWait(w Writer) {
+func (d MySQL) NoLockWait(w Writer) {
 	w.WriteString("SET @hc_lwt = @@innodb_lock_wait_timeout, innodb_lock_wait_timeout = 0")
 }
 
 // RestoreLockWait writes the statement that undoes NoLockWait.
-func (d Dialect) RestoreLockWait(w Writer) {
+func (d MySQL) RestoreLockWait(w Writer) {
 	w.WriteString("SET innodb_lock_wait_timeout = @hc_lwt")
 }
 
 // AddByRowID writes one UPDATE that adds amounts[i] to the slot row with
 // surrogate key ids[i]: a primary key match locks those records only.
-func (d Dialect) AddByRowID(w Writer, t Table, ids []any, amounts []int64) {
+func (d MySQL) AddByRowID(w Writer, t Table, ids []any, amounts []int64) {
 	q(w, "UPDATE % SET % = % + CASE %", t.Slots, ValueColumn, ValueColumn, t.RowID)
 	whenThen(w, ids, amounts)
 	q(w, " ELSE 0 END WHERE %", t.RowID)

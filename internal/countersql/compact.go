@@ -13,7 +13,7 @@ import "strconv"
 // CrowdedOwners writes a query for up to limit owners, in key order after
 // the key `after` (nil starts at the beginning), that have more than one
 // slot row holding a value: the owners a compaction pass folds.
-func (d Dialect) CrowdedOwners(w Writer, t Table, after any, limit int) {
+func (d Upserts) CrowdedOwners(w Writer, t Table, after any, limit int) {
 	if d.kind == postgres {
 		// The owners of the walk (see pgOwnerWalk) that have two rows
 		// holding a value. The GROUP BY over the table, planned without
@@ -35,7 +35,7 @@ func (d Dialect) CrowdedOwners(w Writer, t Table, after any, limit int) {
 // A Compaction is how a dialect gathers the slot values of a batch of
 // owners into one row each: either Query, one statement whose one row is
 // (parents gathered, slot rows removed, the transaction's id for
-// [Dialect.OldestHolder]), or Gather and Remove, two statements run in
+// [Postgres.OldestHolder]), or Gather and Remove, two statements run in
 // that order whose row counts are the first two figures.
 type Compaction struct {
 	Query          func(Writer)
@@ -55,7 +55,7 @@ type Compaction struct {
 // leaves behind), and the rows the earlier ones removed or rewrote, once
 // committed and older than every open transaction, are room on the page
 // for the later ones. Elsewhere 1.
-func (d Dialect) CompactSplit() int {
+func (d Upserts) CompactSplit() int {
 	if d.kind == postgres {
 		return 32
 	}
@@ -77,7 +77,7 @@ func (d Dialect) CompactSplit() int {
 // it flushes it too. SQLite has one writer at a time: the first statement
 // takes the write lock, so nothing changes between the two. It moves the
 // values into each owner's lowest slot row.
-func (d Dialect) Compact(t Table, owners []any) Compaction {
+func (d Upserts) Compact(t Table, owners []any) Compaction {
 	if d.kind == postgres {
 		return Compaction{Query: func(w Writer) { d.compactPostgres(w, t, owners) }}
 	}
@@ -139,7 +139,7 @@ func (d Dialect) compactPostgres(w Writer, t Table, owners []any) {
 // what it may prune. Its one row, if any, is the session's pid and for how
 // many seconds its transaction has been open; none means the space is free
 // to reuse. Vacuum's workers hold nothing back and are left out.
-func (d Dialect) OldestHolder(w Writer, xid any) {
+func (d Postgres) OldestHolder(w Writer, xid any) {
 	w.WriteString("SELECT pid, COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - xact_start), 0)::float8 FROM pg_stat_activity " +
 		"WHERE (datname = current_database() OR datname IS NULL) AND pid <> pg_backend_pid() AND backend_type <> 'autovacuum worker' " +
 		"AND GREATEST(age(backend_xmin), age(backend_xid)) >= age(")
@@ -147,13 +147,9 @@ func (d Dialect) OldestHolder(w Writer, xid any) {
 	w.WriteString("::xid) ORDER BY GREATEST(age(backend_xmin), age(backend_xid)) DESC LIMIT 1")
 }
 
-// HasTableSize reports whether the database tells a table's size on disk
-// ([Dialect.TableSize]): PostgreSQL.
-func (d Dialect) HasTableSize() bool { return d.kind == postgres }
-
 // TableSize writes a query for the bytes table and its indexes take on
 // disk, their data files (the main forks) alone (PostgreSQL).
-func (d Dialect) TableSize(w Writer, table string) {
+func (d Postgres) TableSize(w Writer, table string) {
 	w.WriteString("SELECT pg_relation_size(hc_t.oid) + COALESCE((SELECT SUM(pg_relation_size(i.indexrelid)) FROM pg_index AS i WHERE i.indrelid = hc_t.oid), 0) FROM (SELECT ")
 	w.Arg(table)
 	w.WriteString("::regclass::oid AS oid) AS hc_t")

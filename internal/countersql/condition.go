@@ -361,7 +361,7 @@ func (d Dialect) RewriteRefs(sql, table string, columns []string, values map[str
 		if lone != "" && lone != "-" {
 			lead := item[:len(item)-len(strings.TrimLeft(item, " \t\n"))]
 			trail := item[len(strings.TrimRight(item, " \t\n")):]
-			items[i] = lead + values[lone] + " AS " + QuoteIdent(lone, d.kind == mysql) + trail
+			items[i] = lead + values[lone] + " AS " + d.Quote(lone) + trail
 			continue
 		}
 		items[i] = replace(item)

@@ -6,6 +6,7 @@
 // One file per family of statements:
 //
 //	countersql.go   the Writer, the Table a counter is stored in, the Dialect
+//	                and the types of what one or two databases alone run
 //	slots.go        slot table DDL, pre-created slot rows
 //	increment.go    increments (random slot, returning totals, skip-locked)
 //	mysql.go        the MySQL/MariaDB write path and its lock-free fold steps
@@ -17,8 +18,8 @@
 //	writebehind.go  the write-behind buffer's flush and ledger
 //	adopt.go        adoption of existing columns: probes, moves, defaults
 //
-// testdata/<dialect>.sql holds every statement per dialect (golden files,
-// rewritten by go test ./internal/countersql -update).
+// testdata/<dialect>.sql holds every statement that database runs (golden
+// files, rewritten by go test ./internal/countersql -update).
 package countersql
 
 import (
@@ -62,6 +63,10 @@ func QuoteIdent(name string, mysql bool) string {
 	}
 	return strings.Join(parts, ".")
 }
+
+// Quote quotes a possibly schema-qualified name the database's way
+// (QuoteIdent).
+func (d Dialect) Quote(name string) string { return QuoteIdent(name, d.kind == mysql) }
 
 // Table names the storage of one counter.
 type Table struct {
@@ -107,9 +112,61 @@ func For(name string) (Dialect, error) {
 	return Dialect{}, fmt.Errorf("hotcounter: database %q is not supported (PostgreSQL, MySQL/MariaDB and SQLite are)", name)
 }
 
+// Each database's own statements are methods of its own type, beside the
+// builders of Dialect that every database runs: Postgres, MySQL (MySQL and
+// MariaDB) and SQLite, and the two families that two of them share,
+// Upserts (PostgreSQL and SQLite, whose increments, folds and compactions
+// are single statements) and RowLocks (PostgreSQL and MySQL, whose
+// statements lock rows that other transactions may hold). A caller gets
+// them from the dialect (OnPostgres, OnMySQL, OnSQLite, OnUpserts,
+// OnRowLocks), so it cannot ask a database for SQL that it does not run,
+// and each golden file holds only its database's statements.
+type (
+	// Postgres writes what PostgreSQL alone runs.
+	Postgres struct {
+		Dialect
+		Upserts
+		RowLocks
+	}
+	// MySQL writes what MySQL and MariaDB alone run: increments and folds
+	// in several statements, and the session's own slot rows.
+	MySQL struct {
+		Dialect
+		RowLocks
+	}
+	// SQLite writes what SQLite alone runs: table rebuilds.
+	SQLite struct {
+		Dialect
+		Upserts
+	}
+	// Upserts writes the single-statement increments, folds and
+	// compactions of PostgreSQL and SQLite.
+	Upserts struct{ Dialect }
+	// RowLocks writes the locking reads of PostgreSQL and MySQL.
+	RowLocks struct{ Dialect }
+)
+
+// OnPostgres returns d's PostgreSQL statements, if d is PostgreSQL's.
+func (d Dialect) OnPostgres() (Postgres, bool) {
+	return Postgres{d, Upserts{d}, RowLocks{d}}, d.kind == postgres
+}
+
+// OnMySQL returns d's MySQL/MariaDB statements, if d is theirs.
+func (d Dialect) OnMySQL() (MySQL, bool) { return MySQL{d, RowLocks{d}}, d.kind == mysql }
+
+// OnSQLite returns d's SQLite statements, if d is SQLite's.
+func (d Dialect) OnSQLite() (SQLite, bool) { return SQLite{d, Upserts{d}}, d.kind == sqlite }
+
+// OnUpserts returns d's single-statement writes, if d is PostgreSQL's or
+// SQLite's.
+func (d Dialect) OnUpserts() (Upserts, bool) { return Upserts{d}, d.kind != mysql }
+
+// OnRowLocks returns d's locking reads, if d is PostgreSQL's or MySQL's.
+func (d Dialect) OnRowLocks() (RowLocks, bool) { return RowLocks{d}, d.kind != sqlite }
+
 // MySQL reports whether this is the MySQL/MariaDB dialect, whose increments
 // and folds run as several statements (see [Dialect.SelectKeys] and
-// [Dialect.LockSlots]).
+// [MySQL.LockSlots]).
 func (d Dialect) MySQL() bool { return d.kind == mysql }
 
 // System returns OpenTelemetry's db.system.name of the dialect's database:
@@ -130,7 +187,7 @@ func (d Dialect) System(version string) string {
 
 // ServerVersion writes the query of a MySQL or MariaDB server's version,
 // which tells them apart (System).
-func (d Dialect) ServerVersion(w Writer) { w.WriteString("SELECT VERSION()") }
+func (d MySQL) ServerVersion(w Writer) { w.WriteString("SELECT VERSION()") }
 
 // textType and intType are the CAST targets that make key and value columns of
 // different tables comparable inside one UNION ALL.
@@ -161,14 +218,6 @@ func (d Dialect) intType() string {
 // rows for each parent, liked or not, would make reads of cold rows cost as
 // much as reads of hot ones.
 func (d Dialect) PrecreateByDefault() bool { return d.kind == mysql }
-
-// slotCast is the CAST target of a slot number (MySQL casts to SIGNED only).
-func (d Dialect) slotCast() string {
-	if d.kind == mysql {
-		return "SIGNED"
-	}
-	return d.slotType()
-}
 
 func (d Dialect) slotType() string {
 	if d.kind == sqlite {

@@ -405,14 +405,10 @@ func (d Dialect) ForeignKeysPragma() string {
 	return "PRAGMA foreign_keys"
 }
 
-// RecreatesTables reports whether the ORM migrators of this database
-// recreate a table to alter it (SQLite), which drops its triggers.
-func (d Dialect) RecreatesTables() bool { return d.kind == sqlite }
-
 // CountTriggersOn writes the query of the name and SQL of every count
 // trigger on a table (SQLite), so that a migration that recreates the table
 // can put them back.
-func (d Dialect) CountTriggersOn(w Writer, table string) {
+func (d SQLite) CountTriggersOn(w Writer, table string) {
 	w.WriteString("SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'hc\\_%' ESCAPE '\\' AND tbl_name = ")
 	name := table
 	if i := strings.LastIndexByte(table, '.'); i >= 0 {
@@ -477,7 +473,7 @@ func (d Dialect) TablesAmong(w Writer, names []string) {
 // adding a child to one of them holds its row FOR KEY SHARE (PostgreSQL)
 // or shared (InnoDB) through the foreign key check, so the lock waits for
 // it, and none can start until the clear commits.
-func (d Dialect) LockParentsForClear(w Writer, c Count, keys []any) {
+func (d RowLocks) LockParentsForClear(w Writer, c Count, keys []any) {
 	q(w, "SELECT % FROM % WHERE %", c.ParentKey, c.Parent, c.ParentKey)
 	d.keyIn(w, keys)
 	q(w, " ORDER BY % FOR UPDATE", c.ParentKey)
@@ -502,7 +498,7 @@ func (d Dialect) ChildColumnIn(c Count, column string, values []any) func(Writer
 // parent keys[i]; keys are sorted and distinct, so that slot rows are
 // locked in key order. PostgreSQL and SQLite (MySQL and MariaDB:
 // AddToOwnSlot).
-func (d Dialect) AddCounts(w Writer, c Count, keys []any, amounts []int64) {
+func (d Upserts) AddCounts(w Writer, c Count, keys []any, amounts []int64) {
 	insertSlotRows(w, c.Table, d.sessionSlot(c.SlotCount), keys, amounts)
 	q(w, " ON CONFLICT (%, %) DO UPDATE SET % = %.% + excluded.%", c.Owner, SlotColumn, ValueColumn, c.Slots, ValueColumn, ValueColumn)
 }
@@ -534,21 +530,15 @@ func (d Dialect) RecountBatch(w Writer, c Count, withColumn bool, after any, lim
 	q(w, ") ORDER BY %.% LIMIT "+strconv.Itoa(limit), c.Parent, c.ParentKey)
 }
 
-// PlansWithJIT reports whether the database may compile a statement's
-// plan (PostgreSQL's JIT, chosen by the plan's estimated cost). On a table
-// never analysed the estimates of a recount batch run into the millions,
-// and compiling it costs more than running it: see [Dialect.JITOff].
-func (d Dialect) PlansWithJIT() bool { return d.kind == postgres }
-
 // JITOff writes a query that turns JIT compilation off for the rest of the
-// transaction and returns the setting it had, for [Dialect.SetJIT] to put
+// transaction and returns the setting it had, for [Postgres.SetJIT] to put
 // back (PostgreSQL).
-func (d Dialect) JITOff(w Writer) {
+func (d Postgres) JITOff(w Writer) {
 	w.WriteString("SELECT current_setting('jit'), set_config('jit', 'off', true)")
 }
 
 // SetJIT writes a statement that sets jit for the rest of the transaction.
-func (d Dialect) SetJIT(w Writer, value string) {
+func (d Postgres) SetJIT(w Writer, value string) {
 	w.WriteString("SELECT set_config('jit', ")
 	w.Arg(value)
 	w.WriteString(", true)")

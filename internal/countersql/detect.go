@@ -28,7 +28,7 @@ import "strconv"
 // and then; page and tuple then place the record (MariaDB: space and page,
 // and heap number), so that waiters on the same record name it. Both need
 // the PROCESS privilege.
-func (d Dialect) LockWaits(w Writer, mysql8 bool) {
+func (d RowLocks) LockWaits(w Writer, mysql8 bool) {
 	switch {
 	case d.kind == postgres:
 		// The key is read in the same statement, a moment after the lock
@@ -82,7 +82,7 @@ LEFT JOIN pg_stat_activity a ON a.pid = waiter.pid`)
 // TableWrites writes the query of the rows written (inserted, updated,
 // deleted) so far in one PostgreSQL table, from the statistics collector
 // (up to a second behind), or of nothing elsewhere.
-func (d Dialect) TableWrites(w Writer, schema, table string) {
+func (d Postgres) TableWrites(w Writer, schema, table string) {
 	w.WriteString("SELECT n_tup_ins + n_tup_upd + n_tup_del FROM pg_stat_all_tables WHERE schemaname = ")
 	w.Arg(schema)
 	w.WriteString(" AND relname = ")
@@ -151,12 +151,12 @@ func (d Dialect) LedgerStatus(w Writer, ledger string) {
 
 // LogFile writes the query of the server's current log file (NULL without
 // the logging collector) and its major version.
-func (d Dialect) LogFile(w Writer) {
+func (d Postgres) LogFile(w Writer) {
 	w.WriteString("SELECT pg_current_logfile(), split_part(current_setting('server_version'), '.', 1)")
 }
 
 // LogSize writes the query of a server file's size (NULL when missing).
-func (d Dialect) LogSize(w Writer, path string) {
+func (d Postgres) LogSize(w Writer, path string) {
 	w.WriteString("SELECT (pg_stat_file(")
 	w.Arg(path)
 	w.WriteString(", true)).size")
@@ -164,7 +164,7 @@ func (d Dialect) LogSize(w Writer, path string) {
 
 // LogRead writes the query of n bytes of a server file from offset, as
 // bytes: an offset may fall inside a multibyte character.
-func (d Dialect) LogRead(w Writer, path string, offset, n int64) {
+func (d Postgres) LogRead(w Writer, path string, offset, n int64) {
 	w.WriteString("SELECT pg_read_binary_file(")
 	w.Arg(path)
 	w.WriteString(", ")
@@ -176,7 +176,7 @@ func (d Dialect) LogRead(w Writer, path string, offset, n int64) {
 
 // RelationID writes the query of "database oid/relation oid" of a
 // PostgreSQL table (schema.table), as the server log names it.
-func (d Dialect) RelationID(w Writer, table string) {
+func (d Postgres) RelationID(w Writer, table string) {
 	w.WriteString("SELECT (SELECT oid FROM pg_database WHERE datname = current_database())::text || '/' || to_regclass(")
 	w.Arg(table)
 	w.WriteString(")::oid::text")

@@ -51,7 +51,10 @@ var (
 	cond     = func(w Writer) { w.WriteString("1=1") }
 )
 
-// statements lists one call of every statement builder, by name.
+// statements lists one call of every statement builder that d's database
+// runs, by name: the builders of Dialect, then those of the families and
+// the type of d's own database (OnUpserts, OnRowLocks, OnPostgres, OnMySQL,
+// OnSQLite).
 func statements(d Dialect) []struct {
 	name  string
 	build func(Writer)
@@ -71,13 +74,6 @@ func statements(d Dialect) []struct {
 	out := []st{
 		one("CreateSlotTable", func(w Writer) { d.CreateSlotTable(w, posts, "bigint") }),
 		one("DropSlotTable", func(w Writer) { d.DropSlotTable(w, posts) }),
-		one("IncrementWhere", func(w Writer) { d.IncrementWhere(w, posts, 7, 1, cond) }),
-		one("IncrementFreeSlot", func(w Writer) { d.IncrementFreeSlot(w, posts, 7, 1, d.KeyIn(posts, keys[:1])) }),
-		one("IncrementFreeSlot, lowest first", func(w Writer) { d.IncrementFreeSlot(w, posts, -1, 1, d.KeyIn(posts, keys[:1])) }),
-		one("IncrementOwnSlot", func(w Writer) { d.IncrementOwnSlot(w, posts, 16, 7, 1, cond) }),
-		one("IncrementReturningTotals", func(w Writer) {
-			d.IncrementReturningTotals(w, posts, 7, 1, d.KeyIn(posts, keys[:1]), Sources{Column: true, Tables: []string{posts.Slots, posts.Other}})
-		}),
 		one("PrecreateSlots", func(w Writer) { d.PrecreateSlots(w, posts, 16, d.KeyIn(posts, keys)) }),
 		one("Fill: slots", func(w Writer) {
 			d.Fill(w, []FillPart{{Table: posts, Read: Sources{Tables: []string{posts.Slots}}, Keys: keys}})
@@ -93,24 +89,9 @@ func statements(d Dialect) []struct {
 		}),
 		one("Fill: column alone", func(w Writer) { d.Fill(w, []FillPart{{Table: posts, Read: Sources{Column: true}, Keys: keys}}) }),
 		one("PendingOwners", func(w Writer) { d.PendingOwners(w, posts, int64(9), 500) }),
-	}
-	out = append(out, many("Fold", d.Fold(posts, keys))...)
-	out = append(out,
 		one("DeleteOwners", func(w Writer) { d.DeleteOwners(w, posts, keys) }),
 		one("SetColumn", func(w Writer) { d.SetColumn(w, posts, keys, 0) }),
 		one("SelectKeys", func(w Writer) { d.SelectKeys(w, posts, cond) }),
-		one("IncrementKeys", func(w Writer) { d.IncrementKeys(w, posts, keys, 7, 1) }),
-		one("InsertSlots", func(w Writer) { d.InsertSlots(w, posts, keys, 7, 1) }),
-		one("PickFreeSlot", func(w Writer) { d.PickFreeSlot(w, posts, int64(1), 7, false) }),
-		one("PickFreeSlot below", func(w Writer) { d.PickFreeSlot(w, posts, int64(1), 7, true) }),
-		one("LockParentsForSet", func(w Writer) { d.LockParentsForSet(w, posts, keys) }),
-		one("LockParents", func(w Writer) { d.LockParents(w, posts, keys) }),
-		one("LockSlots", func(w Writer) { d.LockSlots(w, posts, int64(1)) }),
-		one("SlotNumbers", func(w Writer) { d.SlotNumbers(w, posts, int64(1)) }),
-		one("LockSlot", func(w Writer) { d.LockSlot(w, posts, int64(1), 3) }),
-		one("AddToColumns", func(w Writer) { d.AddToColumns(w, posts, keys, []int64{4, 5, 6}) }),
-		one("ZeroSlot", func(w Writer) { d.ZeroSlot(w, posts, int64(1), 7) }),
-		one("TakeFromFreeSlot", func(w Writer) { d.TakeFromFreeSlot(w, posts, int64(1), 2) }),
 		one("SlotsHolding", func(w Writer) { d.SlotsHolding(w, posts, int64(1)) }),
 		one("SelectWithTotals", func(w Writer) {
 			d.SelectWithTotals(w, "posts", []Inline{{Table: posts, Read: Sources{Tables: []string{"post_likes_slots", "post_likes_deltas"}}, As: "likes"}})
@@ -119,18 +100,8 @@ func statements(d Dialect) []struct {
 		one("TakeFromSlot", func(w Writer) { d.TakeFromSlot(w, posts, int64(1), 3, 2) }),
 		one("LockAllSlots", func(w Writer) { d.LockAllSlots(w, posts, int64(1)) }),
 		one("SpreadOver", func(w Writer) { d.SpreadOver(w, posts, int64(1), []int64{2, 2, 1}) }),
-		one("ClaimedSlot", d.ClaimedSlot),
-		one("TryClaim", func(w Writer) { d.TryClaim(w, 3) }),
-		one("AddToOwnSlot", func(w Writer) { d.AddToOwnSlot(w, posts, 19, keys, []int64{4, 5, 6}) }),
-		one("OwnSlotRows", func(w Writer) { d.OwnSlotRows(w, posts, 16, keys, false) }),
-		one("OwnSlotRows, surrogate key", func(w Writer) { d.OwnSlotRows(w, entPosts, 16, keys, false) }),
-		one("OwnSlotRows, locked", func(w Writer) { d.OwnSlotRows(w, posts, 16, keys, true) }),
-		one("AddBySlot", func(w Writer) { d.AddBySlot(w, posts, 19, keys, []int64{4, 5, 6}) }),
-		one("NoLockWait", d.NoLockWait),
-		one("RestoreLockWait", d.RestoreLockWait),
-		one("AddByRowID", func(w Writer) { d.AddByRowID(w, entPosts, keys, []int64{4, 5, 6}) }),
 		one("AddToSlots", func(w Writer) { d.AddToSlots(w, posts, keys, []int{ColumnSlot, ColumnSlot, 3}, []int64{4, 5, 6}) }),
-	)
+	}
 	out = append(out, many("CreateLedger", d.CreateLedger("post_ledger"))...)
 	out = append(out,
 		one("LedgerHas", func(w Writer) { d.LedgerHas(w, "post_ledger", "b1") }),
@@ -139,65 +110,113 @@ func statements(d Dialect) []struct {
 	)
 	out = append(out, many("CreateDeltaTable", d.CreateDeltaTable(claps, "bigint"))...)
 	out = append(out,
-		one("AppendWhere", func(w Writer) { d.AppendWhere(w, claps, 1, cond) }),
 		one("DeltaBatchEnd", func(w Writer) { d.DeltaBatchEnd(w, claps, 10, 500) }),
-		one("DeltaOwners", func(w Writer) { d.DeltaOwners(w, claps, 10, 20) }),
-		one("LockDeltas", func(w Writer) { d.LockDeltas(w, claps, 10, 20, keys) }),
-		one("DeleteDeltas", func(w Writer) { d.DeleteDeltas(w, claps, keys) }),
-	)
-	out = append(out, many("FoldDeltas", d.FoldDeltas(claps, 10, 20))...)
-	out = append(out,
 		one("AppendRows", func(w Writer) { d.AppendRows(w, claps, keys, []int64{4, 5, 6}) }),
-		one("CrowdedOwners", func(w Writer) { d.CrowdedOwners(w, posts, int64(9), 500) }),
 	)
-	compaction := d.Compact(posts, keys)
-	if d.HasTableSize() {
-		out = append(out, one("TableSize", func(w Writer) { d.TableSize(w, posts.Slots) }),
-			one("OldestHolder", func(w Writer) { d.OldestHolder(w, "1234") }))
-	}
-	for _, c := range []struct {
-		name  string
-		build func(Writer)
-	}{{"SlotStorage", d.SlotStorage(posts)}, {"Compact", compaction.Query},
-		{"Compact: gather", compaction.Gather}, {"Compact: remove", compaction.Remove}} {
-		if c.build != nil {
-			out = append(out, one(c.name, c.build))
-		}
+	if b := d.SlotStorage(posts); b != nil {
+		out = append(out, one("SlotStorage", b))
 	}
 	out = append(out, many("InstallCountTriggers", d.InstallCountTriggers(count))...)
 	out = append(out, many("InstallCountTriggers, slot table with a surrogate key", d.InstallCountTriggers(entCount))...)
 	out = append(out, many("DropCountTriggers", d.DropCountTriggers(count))...)
 	out = append(out,
 		one("CountedRows", func(w Writer) { d.CountedRows(w, []Count{count}, d.ChildKeyIn(count, keys), true) }),
-		one("CountTriggersOn", func(w Writer) { d.CountTriggersOn(w, "objects") }),
 		one("CountTriggersOf", func(w Writer) { d.CountTriggersOf(w, count) }),
 		one("TableExists", func(w Writer) { d.TableExists(w, "app.posts") }),
-		one("LockParentsForClear", func(w Writer) { d.LockParentsForClear(w, count, keys) }),
 		one("ExistingParents", func(w Writer) { d.ExistingParents(w, count, keys) }),
-		one("AddCounts", func(w Writer) { d.AddCounts(w, count, keys, []int64{1, -1, 2}) }),
 		one("RecountBatch", func(w Writer) { d.RecountBatch(w, count, false, int64(9), 500, cond) }),
 		one("RecountBatch with the column", func(w Writer) { d.RecountBatch(w, count, true, nil, 500, cond) }),
 		one("ProbeStorage", func(w Writer) { d.ProbeStorage(w, posts) }),
 		one("KeyUnique", func(w Writer) { d.KeyUnique(w, "posts", "id") }),
 		one("ColumnOwners", func(w Writer) { d.ColumnOwners(w, posts, int64(9), 500) }),
 		one("LockColumns", func(w Writer) { d.LockColumns(w, posts, keys) }),
-		one("SetColumnDefault", func(w Writer) { d.SetColumnDefault(w, posts) }),
 		one("ZeroNullColumns", func(w Writer) { d.ZeroNullColumns(w, posts, keys) }),
 		one("NullOwners", func(w Writer) { d.NullOwners(w, posts, nil, 500) }),
-		one("IndexesOn", func(w Writer) { d.IndexesOn(w, "posts") }),
 		one("TableTotal", func(w Writer) { d.TableTotal(w, "post_likes_slots") }),
-		one("ForeignKeysOn", d.ForeignKeysOn),
-		one("SetForeignKeys", func(w Writer) { d.SetForeignKeys(w, false) }),
-		one("Recreate trigger", func(w Writer) { Recreate(w, `CREATE TRIGGER "t" AFTER INSERT ON "objects" BEGIN SELECT 1; END`) }),
-		one("Recreate index", func(w Writer) { Recreate(w, `CREATE UNIQUE INDEX "ix" ON "posts" ("title")`) }),
-		one("Recreate kept as written", func(w Writer) { Recreate(w, `CREATE INDEX IF NOT EXISTS "ix" ON "posts" ("title")`) }),
 		one("TablesAmong", func(w Writer) { d.TablesAmong(w, []string{"post_likes_slots", "post_likes_deltas"}) }),
 		one("Savepoint", func(w Writer) { Savepoint(w, "hc_increment") }),
 		one("RollbackTo", func(w Writer) { RollbackTo(w, "hc_increment") }),
 		one("Release", func(w Writer) { Release(w, "hc_increment") }),
 	)
-	if d.MySQL() {
-		out = append(out, one("ServerVersion", d.ServerVersion))
+	if u, ok := d.OnUpserts(); ok {
+		out = append(out,
+			one("IncrementWhere", func(w Writer) { u.IncrementWhere(w, posts, 7, 1, cond) }),
+			one("AppendWhere", func(w Writer) { u.AppendWhere(w, claps, 1, cond) }),
+			one("AddCounts", func(w Writer) { u.AddCounts(w, count, keys, []int64{1, -1, 2}) }),
+			one("CrowdedOwners", func(w Writer) { u.CrowdedOwners(w, posts, int64(9), 500) }),
+		)
+		out = append(out, many("Fold", u.Fold(posts, keys))...)
+		out = append(out, many("FoldDeltas", u.FoldDeltas(claps, 10, 20))...)
+		compaction := u.Compact(posts, keys)
+		for _, c := range []struct {
+			name  string
+			build func(Writer)
+		}{{"Compact", compaction.Query}, {"Compact: gather", compaction.Gather}, {"Compact: remove", compaction.Remove}} {
+			if c.build != nil {
+				out = append(out, one(c.name, c.build))
+			}
+		}
+	}
+	if l, ok := d.OnRowLocks(); ok {
+		out = append(out,
+			one("LockParentsForSet", func(w Writer) { l.LockParentsForSet(w, posts, keys) }),
+			one("LockParentsForClear", func(w Writer) { l.LockParentsForClear(w, count, keys) }),
+			one("SetColumnDefault", func(w Writer) { l.SetColumnDefault(w, posts) }),
+		)
+	}
+	if pg, ok := d.OnPostgres(); ok {
+		out = append(out,
+			one("IncrementFreeSlot", func(w Writer) { pg.IncrementFreeSlot(w, posts, 7, 1, d.KeyIn(posts, keys[:1])) }),
+			one("IncrementFreeSlot, lowest first", func(w Writer) { pg.IncrementFreeSlot(w, posts, -1, 1, d.KeyIn(posts, keys[:1])) }),
+			one("IncrementOwnSlot", func(w Writer) { pg.IncrementOwnSlot(w, posts, 16, 7, 1, cond) }),
+			one("IncrementReturningTotals", func(w Writer) {
+				pg.IncrementReturningTotals(w, posts, 7, 1, d.KeyIn(posts, keys[:1]), Sources{Column: true, Tables: []string{posts.Slots, posts.Other}})
+			}),
+			one("TakeFromFreeSlot", func(w Writer) { pg.TakeFromFreeSlot(w, posts, int64(1), 2) }),
+			one("TableSize", func(w Writer) { pg.TableSize(w, posts.Slots) }),
+			one("OldestHolder", func(w Writer) { pg.OldestHolder(w, "1234") }),
+			one("JITOff", pg.JITOff),
+			one("SetJIT", func(w Writer) { pg.SetJIT(w, "on") }),
+		)
+	}
+	if my, ok := d.OnMySQL(); ok {
+		out = append(out,
+			one("IncrementKeys", func(w Writer) { my.IncrementKeys(w, posts, keys, 7, 1) }),
+			one("InsertSlots", func(w Writer) { my.InsertSlots(w, posts, keys, 7, 1) }),
+			one("PickFreeSlot", func(w Writer) { my.PickFreeSlot(w, posts, int64(1), 7, false) }),
+			one("PickFreeSlot below", func(w Writer) { my.PickFreeSlot(w, posts, int64(1), 7, true) }),
+			one("LockParents", func(w Writer) { my.LockParents(w, posts, keys) }),
+			one("LockSlots", func(w Writer) { my.LockSlots(w, posts, int64(1)) }),
+			one("SlotNumbers", func(w Writer) { my.SlotNumbers(w, posts, int64(1)) }),
+			one("LockSlot", func(w Writer) { my.LockSlot(w, posts, int64(1), 3) }),
+			one("AddToColumns", func(w Writer) { my.AddToColumns(w, posts, keys, []int64{4, 5, 6}) }),
+			one("ZeroSlot", func(w Writer) { my.ZeroSlot(w, posts, int64(1), 7) }),
+			one("ClaimedSlot", my.ClaimedSlot),
+			one("TryClaim", func(w Writer) { my.TryClaim(w, 3) }),
+			one("AddToOwnSlot", func(w Writer) { my.AddToOwnSlot(w, posts, 19, keys, []int64{4, 5, 6}) }),
+			one("OwnSlotRows", func(w Writer) { my.OwnSlotRows(w, posts, 16, keys, false) }),
+			one("OwnSlotRows, surrogate key", func(w Writer) { my.OwnSlotRows(w, entPosts, 16, keys, false) }),
+			one("OwnSlotRows, locked", func(w Writer) { my.OwnSlotRows(w, posts, 16, keys, true) }),
+			one("AddBySlot", func(w Writer) { my.AddBySlot(w, posts, 19, keys, []int64{4, 5, 6}) }),
+			one("AddByRowID", func(w Writer) { my.AddByRowID(w, entPosts, keys, []int64{4, 5, 6}) }),
+			one("NoLockWait", my.NoLockWait),
+			one("RestoreLockWait", my.RestoreLockWait),
+			one("DeltaOwners", func(w Writer) { my.DeltaOwners(w, claps, 10, 20) }),
+			one("LockDeltas", func(w Writer) { my.LockDeltas(w, claps, 10, 20, keys) }),
+			one("DeleteDeltas", func(w Writer) { my.DeleteDeltas(w, claps, keys) }),
+			one("ServerVersion", my.ServerVersion),
+		)
+	}
+	if lite, ok := d.OnSQLite(); ok {
+		out = append(out,
+			one("CountTriggersOn", func(w Writer) { lite.CountTriggersOn(w, "objects") }),
+			one("IndexesOn", func(w Writer) { lite.IndexesOn(w, "posts") }),
+			one("ForeignKeysOn", lite.ForeignKeysOn),
+			one("SetForeignKeys", func(w Writer) { lite.SetForeignKeys(w, false) }),
+			one("Recreate trigger", func(w Writer) { lite.Recreate(w, `CREATE TRIGGER "t" AFTER INSERT ON "objects" BEGIN SELECT 1; END`) }),
+			one("Recreate index", func(w Writer) { lite.Recreate(w, `CREATE UNIQUE INDEX "ix" ON "posts" ("title")`) }),
+			one("Recreate kept as written", func(w Writer) { lite.Recreate(w, `CREATE INDEX IF NOT EXISTS "ix" ON "posts" ("title")`) }),
+		)
 	}
 	return out
 }

@@ -16,7 +16,7 @@ import "strconv"
 //	UPDATE slots SET n = n - a WHERE owner = o AND slot = (SELECT slot FROM slots
 //	  WHERE owner = o AND n >= a ORDER BY random() LIMIT 1 FOR UPDATE SKIP LOCKED)
 //	  AND n >= a RETURNING slot
-func (d Dialect) TakeFromFreeSlot(w Writer, t Table, owner any, amount int64) {
+func (d Postgres) TakeFromFreeSlot(w Writer, t Table, owner any, amount int64) {
 	q(w, "UPDATE % SET % = % - ", t.Slots, ValueColumn, ValueColumn)
 	w.Arg(amount)
 	q(w, " WHERE % = ", t.Owner)
@@ -64,7 +64,7 @@ func (d Dialect) LockAllSlots(w Writer, t Table, owner any) {
 
 // SlotNumbers writes the plain (non-locking) read of owner's slot numbers,
 // in order.
-func (d Dialect) SlotNumbers(w Writer, t Table, owner any) {
+func (d MySQL) SlotNumbers(w Writer, t Table, owner any) {
 	q(w, "SELECT % FROM % WHERE % = ", SlotColumn, t.Slots, t.Owner)
 	w.Arg(owner)
 	q(w, " ORDER BY %", SlotColumn)
@@ -75,7 +75,7 @@ func (d Dialect) SlotNumbers(w Writer, t Table, owner any) {
 // always goes through that key's index, then the row, whatever the table's
 // size, where LockAllSlots over a small table with a surrogate key (ent's)
 // may scan the table and lock in the other order.
-func (d Dialect) LockSlot(w Writer, t Table, owner any, slot any) {
+func (d MySQL) LockSlot(w Writer, t Table, owner any, slot any) {
 	q(w, "SELECT %, % FROM % WHERE % = ", SlotColumn, ValueColumn, t.Slots, t.Owner)
 	w.Arg(owner)
 	q(w, " AND % = ", SlotColumn)

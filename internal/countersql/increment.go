@@ -17,12 +17,12 @@ package countersql
 // two of them cannot deadlock. cond writes a boolean SQL expression over the
 // parent table (the ORM renders the caller's WHERE); it must write something,
 // "1=1" at least, because SQLite needs a WHERE before ON CONFLICT.
-func (d Dialect) IncrementWhere(w Writer, t Table, slot int, delta int64, cond func(Writer)) {
+func (d Upserts) IncrementWhere(w Writer, t Table, slot int, delta int64, cond func(Writer)) {
 	d.incrementWhere(w, t, func(w Writer) {
 		// Typed casts: a bare parameter in a SELECT list is text to PostgreSQL.
 		w.WriteString("CAST(")
 		w.Arg(slot)
-		w.WriteString(" AS " + d.slotCast() + ")")
+		w.WriteString(" AS " + d.slotType() + ")")
 	}, delta, cond)
 }
 
@@ -32,7 +32,7 @@ func (d Dialect) IncrementWhere(w Writer, t Table, slot int, delta int64, cond f
 // runs, so the upsert never waits for another transaction's row lock, and
 // transactions that increment parents in any order cannot deadlock through
 // counters. Where no number is free it writes slot fallback.
-func (d Dialect) IncrementOwnSlot(w Writer, t Table, slots, fallback int, delta int64, cond func(Writer)) {
+func (d Postgres) IncrementOwnSlot(w Writer, t Table, slots, fallback int, delta int64, cond func(Writer)) {
 	d.incrementWhere(w, t, func(w Writer) {
 		d.ownSlot(w, slots, func(w Writer) {
 			w.WriteString("CAST(")
@@ -42,25 +42,16 @@ func (d Dialect) IncrementOwnSlot(w Writer, t Table, slots, fallback int, delta 
 	}, delta, cond)
 }
 
-func (d Dialect) incrementWhere(w Writer, t Table, slot func(Writer), delta int64, cond func(Writer)) {
+func (d Upserts) incrementWhere(w Writer, t Table, slot func(Writer), delta int64, cond func(Writer)) {
 	q(w, "INSERT INTO % (%, %, %) SELECT %.%, ", t.Slots, t.Owner, SlotColumn, ValueColumn, t.Parent, t.ParentKey)
 	slot(w)
 	w.WriteString(", CAST(")
 	w.Arg(delta)
 	q(w, " AS "+d.intType()+") FROM % WHERE ", t.Parent)
 	cond(w)
-	if d.kind == mysql {
-		q(w, " ORDER BY %.% ON DUPLICATE KEY UPDATE % = %.% + ", t.Parent, t.ParentKey, ValueColumn, t.Slots, ValueColumn)
-		w.Arg(delta)
-		return
-	}
 	q(w, " ORDER BY %.% ON CONFLICT (%, %) DO UPDATE SET % = %.% + excluded.%",
 		t.Parent, t.ParentKey, t.Owner, SlotColumn, ValueColumn, t.Slots, ValueColumn, ValueColumn)
 }
-
-// ReturnsTotals reports whether [Dialect.IncrementReturningTotals] is
-// available (PostgreSQL).
-func (d Dialect) ReturnsTotals() bool { return d.kind == postgres }
 
 // IncrementReturningTotals writes IncrementWhere's upsert wrapped so that
 // it also returns, for every parent it incremented, the parent key as text
@@ -79,7 +70,7 @@ func (d Dialect) ReturnsTotals() bool { return d.kind == postgres }
 // read that would otherwise follow. read names what adds up to the total:
 // the slot table, a table a change of mode left, the parent column the
 // counter was adopted over.
-func (d Dialect) IncrementReturningTotals(w Writer, t Table, slot int, delta int64, cond func(Writer), read Sources) {
+func (d Postgres) IncrementReturningTotals(w Writer, t Table, slot int, delta int64, cond func(Writer), read Sources) {
 	const up, all, p = "hc_up", "hc_all", "hc_p"
 	q(w, "WITH % AS (", up)
 	d.IncrementWhere(w, t, slot, delta, cond)
@@ -93,11 +84,6 @@ func (d Dialect) IncrementReturningTotals(w Writer, t Table, slot int, delta int
 	w.Arg(delta)
 	q(w, " FROM %", up)
 }
-
-// SkipLocked reports whether the database can choose a slot row that no
-// other transaction holds (FOR UPDATE SKIP LOCKED): PostgreSQL, and MySQL 8
-// and MariaDB 10.6+ (see [Dialect.PickFreeSlot]).
-func (d Dialect) SkipLocked() bool { return d.kind == postgres || d.kind == mysql }
 
 // IncrementFreeSlot writes an UPDATE that adds delta to one slot row of the
 // parent matching cond that no other transaction holds: the first free one
@@ -125,7 +111,7 @@ func (d Dialect) SkipLocked() bool { return d.kind == postgres || d.kind == mysq
 // chain, and waits for a transaction that holds the newer version
 // (heap_lock_updated_tuple, "while locking updated version"). Writes that
 // must never wait use the transaction's own row instead.
-func (d Dialect) IncrementFreeSlot(w Writer, t Table, start int, delta int64, cond func(Writer)) {
+func (d Postgres) IncrementFreeSlot(w Writer, t Table, start int, delta int64, cond func(Writer)) {
 	const pick, free, inner, o, s = "hc_pick", "hc_free", "hc_slots", "hc_o", "hc_s"
 	q(w, "WITH % AS MATERIALIZED (SELECT %.% AS %, %.% AS % FROM % CROSS JOIN LATERAL (SELECT %.% FROM % AS % WHERE %.% = %.% AND %.% >= 0 ORDER BY ",
 		pick, t.Parent, t.ParentKey, o, free, SlotColumn, s, t.Parent,

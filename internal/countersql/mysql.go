@@ -19,7 +19,7 @@ func (d Dialect) SelectKeys(w Writer, t Table, cond func(Writer)) {
 // keys (sorted), matching the slot table's primary key exactly, so InnoDB
 // locks those rows and no gaps. Its affected-row count is the number of slot
 // rows that existed (when delta is not 0).
-func (d Dialect) IncrementKeys(w Writer, t Table, keys []any, slot int, delta int64) {
+func (d MySQL) IncrementKeys(w Writer, t Table, keys []any, slot int, delta int64) {
 	q(w, "UPDATE % SET % = % + ", t.Slots, ValueColumn, ValueColumn)
 	w.Arg(delta)
 	q(w, " WHERE % = ", SlotColumn)
@@ -32,7 +32,7 @@ func (d Dialect) IncrementKeys(w Writer, t Table, keys []any, slot int, delta in
 // keys (sorted), adding to rows that appeared meanwhile:
 //
 //	INSERT INTO slots (owner, slot, n) VALUES (k1, slot, delta), ... ON DUPLICATE KEY UPDATE n = n + delta
-func (d Dialect) InsertSlots(w Writer, t Table, keys []any, slot int, delta int64) {
+func (d MySQL) InsertSlots(w Writer, t Table, keys []any, slot int, delta int64) {
 	q(w, "INSERT INTO % (%, %, %) VALUES ", t.Slots, t.Owner, SlotColumn, ValueColumn)
 	for i, k := range keys {
 		if i > 0 {
@@ -52,7 +52,7 @@ func (d Dialect) InsertSlots(w Writer, t Table, keys []any, slot int, delta int6
 //
 // The scan follows the primary key and stops at the first row it can lock,
 // so it locks that row alone (and, under REPEATABLE READ, the gap before it).
-func (d Dialect) PickFreeSlot(w Writer, t Table, owner any, from int, below bool) {
+func (d MySQL) PickFreeSlot(w Writer, t Table, owner any, from int, below bool) {
 	q(w, "SELECT % FROM % WHERE % = ", SlotColumn, t.Slots, t.Owner)
 	w.Arg(owner)
 	op := " >= "
@@ -71,8 +71,8 @@ func (d Dialect) PickFreeSlot(w Writer, t Table, owner any, from int, below bool
 // total (delete the slot rows, write the new total) run one after another.
 // It takes FOR NO KEY UPDATE on PostgreSQL, which increments (their foreign
 // key checks take FOR KEY SHARE) do not wait for. SQLite has one writer at
-// a time and needs no lock: callers check [Dialect.LocksRows].
-func (d Dialect) LockParentsForSet(w Writer, t Table, keys []any) {
+// a time and needs no lock (it has no RowLocks).
+func (d RowLocks) LockParentsForSet(w Writer, t Table, keys []any) {
 	q(w, "SELECT % FROM % WHERE %", t.ParentKey, t.Parent, t.ParentKey)
 	d.keyIn(w, keys)
 	if d.kind == mysql {
@@ -82,13 +82,10 @@ func (d Dialect) LockParentsForSet(w Writer, t Table, keys []any) {
 	q(w, " ORDER BY % FOR NO KEY UPDATE", t.ParentKey)
 }
 
-// LocksRows reports whether the database takes row locks (not SQLite).
-func (d Dialect) LocksRows() bool { return d.kind != sqlite }
-
 // LockParents writes a query that locks the parents of owners that no other
 // transaction holds (FOR UPDATE SKIP LOCKED, MySQL 8 / MariaDB 10.6) and
 // returns their keys: the first step of a MySQL fold, so that it never waits.
-func (d Dialect) LockParents(w Writer, t Table, owners []any) {
+func (d MySQL) LockParents(w Writer, t Table, owners []any) {
 	q(w, "SELECT % FROM % FORCE INDEX (PRIMARY) WHERE %", t.ParentKey, t.Parent, t.ParentKey)
 	d.keyIn(w, owners)
 	q(w, " ORDER BY % FOR UPDATE SKIP LOCKED", t.ParentKey)
@@ -99,7 +96,7 @@ func (d Dialect) LockParents(w Writer, t Table, owners []any) {
 // owner at a time: with an equality on the key's prefix InnoDB reads (and
 // locks) that owner's rows only, where an IN list over a small table may
 // make it scan, and lock, them all.
-func (d Dialect) LockSlots(w Writer, t Table, owner any) {
+func (d MySQL) LockSlots(w Writer, t Table, owner any) {
 	q(w, "SELECT %, % FROM % WHERE % = ", SlotColumn, ValueColumn, t.Slots, t.Owner)
 	w.Arg(owner)
 	q(w, " AND % <> 0 ORDER BY % FOR UPDATE SKIP LOCKED", ValueColumn, SlotColumn)
@@ -107,7 +104,7 @@ func (d Dialect) LockSlots(w Writer, t Table, owner any) {
 
 // AddToColumns writes one UPDATE that adds amounts[i] to the column of the
 // parent with key keys[i].
-func (d Dialect) AddToColumns(w Writer, t Table, keys []any, amounts []int64) {
+func (d MySQL) AddToColumns(w Writer, t Table, keys []any, amounts []int64) {
 	// FORCE INDEX: InnoDB locks every row an UPDATE reads; a scan would lock
 	// (and wait for) parents the fold does not touch.
 	q(w, "UPDATE % FORCE INDEX (PRIMARY) SET % = COALESCE(%, 0) + CASE %", t.Parent, t.Column, t.Column, t.ParentKey)
@@ -122,7 +119,7 @@ func (d Dialect) AddToColumns(w Writer, t Table, keys []any, amounts []int64) {
 // with, writers of its neighbours (above all where the unique key is a
 // secondary index, ent's layout). One row a statement: an exact match on
 // the unique key locks that row only.
-func (d Dialect) ZeroSlot(w Writer, t Table, owner any, slot int64) {
+func (d MySQL) ZeroSlot(w Writer, t Table, owner any, slot int64) {
 	q(w, "UPDATE % SET % = 0 WHERE % = ", t.Slots, ValueColumn, SlotColumn)
 	w.Arg(slot)
 	q(w, " AND % = ", t.Owner)

@@ -71,7 +71,7 @@ func pgOwnerWalk(w Writer, t Table, after any) {
 // stall increments nor deadlock with a caller's transaction; what it skips
 // stays pending for the next pass. SQLite has one writer at a time: the first
 // statement takes the write lock, so nothing changes between the two.
-func (d Dialect) Fold(t Table, owners []any) []func(Writer) {
+func (d Upserts) Fold(t Table, owners []any) []func(Writer) {
 	if d.kind == postgres {
 		return []func(Writer){func(w Writer) { d.foldPostgres(w, t, owners) }}
 	}

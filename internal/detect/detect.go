@@ -57,8 +57,8 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 	}
 	out := &DB{SQL: db, d: d}
 	var version string
-	if d.MySQL() {
-		query, _ := out.build(d.ServerVersion)
+	if my, ok := d.OnMySQL(); ok {
+		query, _ := out.build(my.ServerVersion)
 		if err := db.QueryRowContext(ctx, query).Scan(&version); err != nil {
 			db.Close()
 			return nil, err
@@ -373,7 +373,11 @@ func Detect(ctx context.Context, db *DB, o Options) (Report, error) {
 
 // sample reads one sample of the lock views.
 func (db *DB) sample(ctx context.Context, mysql8 bool) ([]sampled, error) {
-	query, args := db.build(func(w countersql.Writer) { db.d.LockWaits(w, mysql8) })
+	locks, ok := db.d.OnRowLocks()
+	if !ok {
+		return nil, fmt.Errorf("%s has no row locks to sample", db.System)
+	}
+	query, args := db.build(func(w countersql.Writer) { locks.LockWaits(w, mysql8) })
 	rows, err := db.SQL.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
@@ -397,7 +401,11 @@ func (db *DB) sample(ctx context.Context, mysql8 bool) ([]sampled, error) {
 
 // relationID is a PostgreSQL table's "database oid/relation oid", or "".
 func (db *DB) relationID(ctx context.Context, table string) string {
-	query, args := db.build(func(w countersql.Writer) { db.d.RelationID(w, table) })
+	pg, ok := db.d.OnPostgres()
+	if !ok {
+		return ""
+	}
+	query, args := db.build(func(w countersql.Writer) { pg.RelationID(w, table) })
 	var id sql.NullString
 	_ = db.SQL.QueryRowContext(ctx, query, args...).Scan(&id)
 	return id.String
@@ -405,7 +413,11 @@ func (db *DB) relationID(ctx context.Context, table string) string {
 
 // tableWrites is a table's rows written so far, or -1 when unknown.
 func (db *DB) tableWrites(ctx context.Context, schema, table string) int64 {
-	query, args := db.build(func(w countersql.Writer) { db.d.TableWrites(w, schema, table) })
+	pg, ok := db.d.OnPostgres()
+	if !ok {
+		return -1
+	}
+	query, args := db.build(func(w countersql.Writer) { pg.TableWrites(w, schema, table) })
 	var n int64
 	if err := db.SQL.QueryRowContext(ctx, query, args...).Scan(&n); err != nil {
 		return -1

@@ -16,7 +16,7 @@ import (
 // pg_read_binary_file): it needs a superuser or pg_read_server_files.
 type ServerLog struct {
 	db   *sql.DB
-	d    countersql.Dialect
+	d    countersql.Postgres
 	Path string
 }
 
@@ -26,11 +26,12 @@ type ServerLog struct {
 // cannot be read.
 func FindServerLog(ctx context.Context, db *sql.DB, path string) (ServerLog, error) {
 	d, _ := countersql.For("postgres")
-	l := ServerLog{db: db, d: d, Path: path}
+	pg, _ := d.OnPostgres()
+	l := ServerLog{db: db, d: pg, Path: path}
 	if path == "" || path == "auto" {
 		var cur sql.NullString
 		var major string
-		query, args := build(d, false, d.LogFile)
+		query, args := build(d, false, pg.LogFile)
 		if err := db.QueryRowContext(ctx, query, args...).Scan(&cur, &major); err != nil {
 			return l, err
 		}
@@ -46,7 +47,7 @@ func FindServerLog(ctx context.Context, db *sql.DB, path string) (ServerLog, err
 // Size is the log's size now.
 func (l ServerLog) Size(ctx context.Context) (int64, error) {
 	var size sql.NullInt64
-	query, args := build(l.d, false, func(w countersql.Writer) { l.d.LogSize(w, l.Path) })
+	query, args := build(l.d.Dialect, false, func(w countersql.Writer) { l.d.LogSize(w, l.Path) })
 	err := l.db.QueryRowContext(ctx, query, args...).Scan(&size)
 	if err == nil && !size.Valid {
 		err = fmt.Errorf("%s: no such file", l.Path)
@@ -69,7 +70,7 @@ func (l ServerLog) ReadFrom(ctx context.Context, offset int64) (string, error) {
 		return "", nil
 	}
 	var text []byte
-	query, args := build(l.d, false, func(w countersql.Writer) { l.d.LogRead(w, l.Path, offset, end-offset) })
+	query, args := build(l.d.Dialect, false, func(w countersql.Writer) { l.d.LogRead(w, l.Path, offset, end-offset) })
 	err = l.db.QueryRowContext(ctx, query, args...).Scan(&text)
 	return string(text), err
 }

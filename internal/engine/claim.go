@@ -14,7 +14,7 @@ import (
 // holds for this session (see countersql's claim.go), which holds none. It
 // never waits: a named lock another session holds is passed over. ok is
 // false when every number is taken.
-func claimNumber(ctx context.Context, c Conn, d countersql.Dialect) (n int, ok bool, err error) {
+func claimNumber(ctx context.Context, c Conn, d countersql.MySQL) (n int, ok bool, err error) {
 	for i := range countersql.MaxClaims {
 		rows, err := c.Query(ctx, func(w countersql.Writer) { d.TryClaim(w, i) })
 		if err != nil {
@@ -49,7 +49,7 @@ func claimNumber(ctx context.Context, c Conn, d countersql.Dialect) (n int, ok b
 // the counter's slot count; a session that can claim no number writes a
 // random slot below it, and may wait. A parent deleted meanwhile is passed
 // over. It returns how many parents it wrote.
-func AddToOwnSlot(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table, slots int, keys []any, amounts []int64, guard bool) (n int64, missed []int, err error) {
+func AddToOwnSlot(ctx context.Context, c Conn, d countersql.MySQL, t countersql.Table, slots int, keys []any, amounts []int64, guard bool) (n int64, missed []int, err error) {
 	for start := 0; start < len(keys); start += FillChunk {
 		end := min(start+FillChunk, len(keys))
 		done, left, err := addToOwnSlot(ctx, c, d, t, slots, keys[start:end], amounts[start:end], guard)
@@ -72,7 +72,7 @@ type ownRows struct {
 }
 
 // readOwnRows runs OwnSlotRows, and ClaimedSlot when it found no row.
-func readOwnRows(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table, slots int, keys []any, lock bool) (ownRows, error) {
+func readOwnRows(ctx context.Context, c Conn, d countersql.MySQL, t countersql.Table, slots int, keys []any, lock bool) (ownRows, error) {
 	out := ownRows{claimed: -1, found: map[string]any{}}
 	scan := func(q func(countersql.Writer), withRows bool) (int, error) {
 		rows, err := c.Query(ctx, q)
@@ -115,7 +115,7 @@ func readOwnRows(ctx context.Context, c Conn, d countersql.Dialect, t countersql
 	return out, err
 }
 
-func addToOwnSlot(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table, slots int, keys []any, amounts []int64, guard bool) (int64, []int, error) {
+func addToOwnSlot(ctx context.Context, c Conn, d countersql.MySQL, t countersql.Table, slots int, keys []any, amounts []int64, guard bool) (int64, []int, error) {
 	own, err := readOwnRows(ctx, c, d, t, slots, keys, false)
 	if err != nil {
 		return 0, nil, err
@@ -205,7 +205,7 @@ func addToOwnSlot(ctx context.Context, c Conn, d countersql.Dialect, t countersq
 // parent deleted since its key was read fails the foreign key check, and
 // the keys are then upserted one by one and the gone ones passed over. It
 // returns how many parents it wrote.
-func insertSlots(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table, slot int, keys []any, amounts []int64) (int64, error) {
+func insertSlots(ctx context.Context, c Conn, d countersql.MySQL, t countersql.Table, slot int, keys []any, amounts []int64) (int64, error) {
 	return skippingGone(c, len(keys), func(from, to int) error {
 		_, err := c.Exec(ctx, func(w countersql.Writer) { d.AddToOwnSlot(w, t, slot, keys[from:to], amounts[from:to]) })
 		return err

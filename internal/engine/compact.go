@@ -65,8 +65,8 @@ func (c Counter) leftBecause() string {
 // it postpones. It records each counter's pass.
 func (st Store) CompactPass(ctx context.Context, s Session, counters []Counter) (Compacted, error) {
 	var done Compacted
-	if st.Dialect.MySQL() {
-		return done, fmt.Errorf("%s: CompactPass: %w", st.Pkg, ErrCompactMySQL)
+	if _, err := strategyOf(st.Dialect).compaction(); err != nil {
+		return done, fmt.Errorf("%s: CompactPass: %w", st.Pkg, err)
 	}
 	inTx := PassTransaction(s, st.Dialect)
 	for _, c := range counters {
@@ -95,7 +95,7 @@ func (st Store) CompactPass(ctx context.Context, s Session, counters []Counter) 
 // with more than one slot row holding a value, it moves the values into
 // one of those rows and deletes the others, about a batch of parents per
 // transaction (on PostgreSQL interleaved, see
-// [countersql.Dialect.CompactSplit]). Totals never change, as any reader
+// [countersql.Upserts.CompactSplit]). Totals never change, as any reader
 // sees them. On PostgreSQL it locks with SKIP LOCKED and never waits: rows
 // that others hold stay as they are until the next pass. Before each
 // transaction but the first it waits, up to ReuseWait, until the rows the
@@ -110,16 +110,12 @@ func (st Store) CompactPass(ctx context.Context, s Session, counters []Counter) 
 func Compact(ctx context.Context, conn Conn, d countersql.Dialect, t countersql.Table, batch int,
 	inTx func(ctx context.Context, fn func(Conn) error) error) (Compacted, error) {
 	var done Compacted
-	if d.MySQL() {
-		return done, ErrCompactMySQL
+	st := strategyOf(d)
+	u, err := st.compaction()
+	if err != nil {
+		return done, err
 	}
-	bytes := func() (int64, error) {
-		if !d.HasTableSize() {
-			return 0, nil
-		}
-		return QueryInt(ctx, conn, func(w countersql.Writer) { d.TableSize(w, t.Slots) })
-	}
-	var err error
+	bytes := func() (int64, error) { return st.slotBytes(ctx, conn, t.Slots) }
 	if done.BytesBefore, err = bytes(); err != nil {
 		return done, err
 	}
@@ -128,9 +124,9 @@ func Compact(ctx context.Context, conn Conn, d countersql.Dialect, t countersql.
 	// two transactions that touch a page runs a whole batch's work, time
 	// for the transactions open when the first committed to end, after
 	// which the rows it removed are room for the second's.
-	split := d.CompactSplit()
+	split := u.CompactSplit()
 	owners := func(after any) ([]any, error) {
-		return QueryKeys(ctx, conn, func(w countersql.Writer) { d.CrowdedOwners(w, t, after, batch*split) })
+		return QueryKeys(ctx, conn, func(w countersql.Writer) { u.CrowdedOwners(w, t, after, batch*split) })
 	}
 	var last string // the id of the last transaction, while its rows may not be reusable yet
 	_, err = walk(batch*split, func() bool { return false }, owners, func(owners []any) error {
@@ -147,7 +143,7 @@ func Compact(ctx context.Context, conn Conn, d countersql.Dialect, t countersql.
 				continue
 			}
 			if last != "" {
-				why, err := awaitReuse(ctx, conn, d, last)
+				why, err := st.awaitReuse(ctx, conn, last)
 				if err != nil {
 					return err
 				}
@@ -160,7 +156,7 @@ func Compact(ctx context.Context, conn Conn, d countersql.Dialect, t countersql.
 			err := retry.Do(ctx, FoldAttempts, func() error {
 				return inTx(ctx, func(tx Conn) error {
 					var err error
-					got, last, err = compactBatch(ctx, tx, d.Compact(t, part))
+					got, last, err = compactBatch(ctx, tx, u.Compact(t, part))
 					return err
 				})
 			})
@@ -195,7 +191,7 @@ const ReuseWait = time.Second
 // awaitReuse waits up to ReuseWait until no other session holds a
 // snapshot from before the transaction xid committed, and returns "" then,
 // or why it stopped waiting.
-func awaitReuse(ctx context.Context, conn Conn, d countersql.Dialect, xid string) (string, error) {
+func awaitReuse(ctx context.Context, conn Conn, d countersql.Postgres, xid string) (string, error) {
 	deadline := time.Now().Add(ReuseWait)
 	for {
 		rows, err := conn.Query(ctx, func(w countersql.Writer) { d.OldestHolder(w, xid) })

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/dberr"
@@ -106,18 +105,8 @@ func applyCounts(ctx context.Context, conn Conn, d countersql.Dialect, counts []
 		for j, k := range keys {
 			amounts[j] = sums[KeyText(k)]
 		}
-		if d.MySQL() {
-			// The session's own slot rows: never waiting (see AddToOwnSlot).
-			if _, _, err := AddToOwnSlot(ctx, conn, d, c.Table, c.SlotCount, keys, amounts, false); err != nil {
-				return err
-			}
-			continue
-		}
-		for start := 0; start < len(keys); start += FillChunk {
-			end := min(start+FillChunk, len(keys))
-			if _, err := conn.Exec(ctx, func(w countersql.Writer) { d.AddCounts(w, c, keys[start:end], amounts[start:end]) }); err != nil {
-				return err
-			}
+		if err := strategyOf(d).addCounts(ctx, conn, c, keys, amounts); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -180,23 +169,13 @@ func Recount(ctx context.Context, s Session, d countersql.Dialect, c countersql.
 			if len(keys) == 0 {
 				return nil
 			}
-			if d.MySQL() {
-				_, _, err = AddToOwnSlot(ctx, conn, d, c.Table, c.SlotCount, keys, diffs, false)
-			} else {
-				_, err = conn.Exec(ctx, func(w countersql.Writer) { d.AddCounts(w, c, keys, diffs) })
-			}
+			err = strategyOf(d).addCounts(ctx, conn, c, keys, diffs)
 			if err == nil {
 				fixed = int64(len(keys))
 			}
 			return err
 		}
-		var err error
-		if d.PlansWithJIT() {
-			err = OwnTransaction(ctx, s, func(tx Session) error { return withoutJIT(ctx, tx, d, func() error { return run(tx) }) })
-		} else {
-			err = run(s)
-		}
-		if err != nil {
+		if err := strategyOf(d).recountIn(ctx, s, run); err != nil {
 			return corrected, err
 		}
 		after, corrected = next, corrected+fixed
@@ -232,30 +211,6 @@ func recountBatch(ctx context.Context, conn Conn, d countersql.Dialect, c counte
 		}
 	}
 	return keys, diffs, last, n, rows.Err()
-}
-
-// withoutJIT runs fn in the transaction tx with JIT compilation off
-// (PostgreSQL), and puts the setting back after it.
-func withoutJIT(ctx context.Context, tx Session, d countersql.Dialect, fn func() error) error {
-	rows, err := tx.Query(ctx, d.JITOff)
-	if err != nil {
-		return err
-	}
-	var old, ignored string
-	for rows.Next() {
-		if err := rows.Scan(&old, &ignored); err != nil {
-			rows.Close()
-			return err
-		}
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return err
-	}
-	if err := fn(); err != nil {
-		return err
-	}
-	_, err = tx.Exec(ctx, func(w countersql.Writer) { d.SetJIT(w, old) })
-	return err
 }
 
 // CountTriggersMissing reports whether any trigger that keeps the count c

@@ -171,13 +171,8 @@ func QueryInt(ctx context.Context, c Conn, build func(countersql.Writer)) (int64
 // the query fails, a MySQL-dialect database is mysql.
 func System(ctx context.Context, c Conn, d countersql.Dialect, ask bool) string {
 	var version string
-	if ask && d.MySQL() {
-		if rows, err := c.Query(ctx, d.ServerVersion); err == nil {
-			if rows.Next() {
-				_ = rows.Scan(&version)
-			}
-			_ = rows.Close()
-		}
+	if ask {
+		version = strategyOf(d).serverVersion(ctx, c)
 	}
 	return d.System(version)
 }

@@ -116,10 +116,9 @@ func TakeTogether(ctx context.Context, s Session, d countersql.Dialect, g *combi
 // one. ordered tries the rows in slot order, from the lowest, and never a
 // random one first.
 func takeOne(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table, slots int, key any, amount int64, ordered bool) (bool, error) {
-	if d.SkipLocked() && !d.MySQL() {
-		got, err := QueryKeys(ctx, c, func(w countersql.Writer) { d.TakeFromFreeSlot(w, t, key, amount) })
-		if err != nil || len(got) == 1 {
-			return len(got) == 1, err
+	if ok, tried, err := strategyOf(d).takeFree(ctx, c, t, key, amount); tried {
+		if err != nil || ok {
+			return ok, err
 		}
 		// Every row holding enough is held (more buyers than slots): wait
 		// for one of them, not for all.
@@ -180,7 +179,7 @@ func takeOne(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Tab
 // PostgreSQL keeps the lock of a row that FOR UPDATE locked and then found
 // changed and no longer matching (a test of 16 buyers taking in ent
 // transactions deadlocked on such a stray lock once takeAcross waited).
-func tryInSavepoint(ctx context.Context, c Session, d countersql.Dialect, t countersql.Table, key any, amount int64) (bool, error) {
+func tryInSavepoint(ctx context.Context, c Session, d countersql.Postgres, t countersql.Table, key any, amount int64) (bool, error) {
 	const sp = "hc_take_try"
 	if err := savepoint(ctx, c, countersql.Savepoint, sp); err != nil {
 		return false, err
@@ -197,7 +196,7 @@ func tryInSavepoint(ctx context.Context, c Session, d countersql.Dialect, t coun
 
 // tryFreeSlot takes amount from a slot row of the parent that holds enough
 // and that no other transaction holds, in one statement (PostgreSQL).
-func tryFreeSlot(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table, key any, amount int64) (bool, error) {
+func tryFreeSlot(ctx context.Context, c Conn, d countersql.Postgres, t countersql.Table, key any, amount int64) (bool, error) {
 	got, err := QueryKeys(ctx, c, func(w countersql.Writer) { d.TakeFromFreeSlot(w, t, key, amount) })
 	return len(got) == 1, err
 }
@@ -281,17 +280,8 @@ func lockAll(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Tab
 		}
 		return errors.Join(rows.Err(), rows.Close())
 	}
-	if !d.MySQL() || t.RowID == "" {
-		return parts, total, read(func(w countersql.Writer) { d.LockAllSlots(w, t, key) })
-	}
-	slots, err := QueryKeys(ctx, c, func(w countersql.Writer) { d.SlotNumbers(w, t, key) })
-	if err != nil {
+	if err := strategyOf(d).lockAllSlots(ctx, c, t, key, read); err != nil {
 		return nil, 0, err
-	}
-	for _, slot := range slots {
-		if err := read(func(w countersql.Writer) { d.LockSlot(w, t, key, slot) }); err != nil {
-			return nil, 0, err
-		}
 	}
 	return parts, total, nil
 }

@@ -19,7 +19,7 @@ import (
 // for a row lock either. The first statement changes nothing when it finds
 // no free row, so the pair never applies an increment twice. It returns
 // the number of parents incremented: 0 when no parent matches cond.
-func IncrementFreeSlot(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table, slots, slot int, delta int64, cond func(countersql.Writer)) (int64, error) {
+func IncrementFreeSlot(ctx context.Context, c Conn, d countersql.Postgres, t countersql.Table, slots, slot int, delta int64, cond func(countersql.Writer)) (int64, error) {
 	keys, err := QueryKeys(ctx, c, func(w countersql.Writer) { d.IncrementFreeSlot(w, t, slot, delta, cond) })
 	switch {
 	case err != nil:
@@ -89,16 +89,14 @@ func IncrementOne(ctx context.Context, s Session, d countersql.Dialect, in Incre
 	switch {
 	case in.Guarded && in.Delta > 0:
 		return 1, 0, false, Restock(ctx, s, d, in.Table, in.Slots, in.Key, in.Delta)
-	case read != nil && strategyOf(d).returnsTotal(s, in):
-		sources, err := read(ctx)
-		if err != nil {
+	case read != nil:
+		total, found, wrote, err := strategyOf(d).incrementShowing(ctx, s, in, read)
+		if err != nil || (wrote && !found) {
 			return 0, 0, false, err
 		}
-		total, found, err := incrementReturningTotal(ctx, s, d, in, sources)
-		if err != nil || !found {
-			return 0, 0, false, err
+		if wrote {
+			return 1, total, true, nil
 		}
-		return 1, total, true, nil
 	}
 	n, err = Apply(ctx, s, d, in)
 	return n, 0, false, err
@@ -107,7 +105,7 @@ func IncrementOne(ctx context.Context, s Session, d countersql.Dialect, in Incre
 // incrementReturningTotal adds in.Delta to a slot of the parent in.Key and
 // reads its new total, in one statement (PostgreSQL); found is false when
 // the parent does not exist.
-func incrementReturningTotal(ctx context.Context, s Session, d countersql.Dialect, in Increment, read countersql.Sources) (total int64, found bool, err error) {
+func incrementReturningTotal(ctx context.Context, s Session, d countersql.Postgres, in Increment, read countersql.Sources) (total int64, found bool, err error) {
 	slot, release := DrawSlot(in.Widths, in.Slots, in.Key)
 	defer release()
 	err = ownStatement(ctx, s, func() error {
@@ -198,4 +196,13 @@ func statements(ctx context.Context, s Session, d countersql.Dialect, in Increme
 		err = OwnTransaction(ctx, s, run)
 	}
 	return n, err
+}
+
+// AddEach adds each of amounts to a slot of its parent in keys (sorted by
+// SortKeys), in s's transaction: a batch of increments of different
+// amounts, as the write-behind flush writes them, each the database's way
+// (strategy.go). A parent missing from its table fails the statement with
+// the foreign key's error.
+func AddEach(ctx context.Context, s Session, d countersql.Dialect, t countersql.Table, slots int, keys []any, amounts []int64) error {
+	return strategyOf(d).addEach(ctx, s, t, slots, keys, amounts)
 }

@@ -15,8 +15,8 @@ import (
 // in the caller's transaction, or in one of its own that is retried on
 // deadlock.
 
-// MySQLIncrement describes one increment on MySQL/MariaDB.
-type MySQLIncrement struct {
+// mysqlIncrement describes one increment on MySQL/MariaDB.
+type mysqlIncrement struct {
 	Table countersql.Table
 	// Key is the one parent to increment, when nothing but its primary key
 	// selects it; else Cond selects the parents (read without locks).
@@ -30,19 +30,19 @@ type MySQLIncrement struct {
 
 // single reports whether the increment targets one parent by its key:
 // Key, or Keys holding one key.
-func (in MySQLIncrement) single() bool {
+func (in mysqlIncrement) single() bool {
 	return in.Cond == nil && (in.Keys == nil || len(in.Keys) == 1)
 }
 
 // key is the parent of a single increment.
-func (in MySQLIncrement) key() any {
+func (in mysqlIncrement) key() any {
 	if len(in.Keys) == 1 {
 		return in.Keys[0]
 	}
 	return in.Key
 }
 
-// IncrementMySQL adds delta to slot `slot` of every parent the increment
+// incrementMySQL adds delta to slot `slot` of every parent the increment
 // targets, and returns how many parents that was.
 //
 // An increment updates its slot row with an exact-match UPDATE, which locks
@@ -58,7 +58,7 @@ func (in MySQLIncrement) key() any {
 // Pre-created slot rows (the default for sum counters) always exist, so an
 // increment of one parent named only by its primary key is one UPDATE, with
 // no read of the parent.
-func IncrementMySQL(ctx context.Context, s Session, d countersql.Dialect, in MySQLIncrement) (int64, error) {
+func incrementMySQL(ctx context.Context, s Session, d countersql.MySQL, in mysqlIncrement) (int64, error) {
 	t, slot, delta := in.Table, in.Slot, in.Delta
 	keys := in.Keys
 	if in.single() {
@@ -130,17 +130,17 @@ func IncrementMySQL(ctx context.Context, s Session, d countersql.Dialect, in MyS
 	return n, err
 }
 
-// IncrementOwnSlotMySQL adds in.Delta to the session's own slot row of
+// incrementOwnSlotMySQL adds in.Delta to the session's own slot row of
 // every parent the increment targets (AddToOwnSlot), inside the caller's
 // transaction: rows no other session writes, so transactions that
 // increment parents in any order never wait for each other through
 // counters and cannot deadlock through them. Parents named by a condition
 // are read without locks first. A parent whose own row does not exist yet
 // and which another transaction holds (its foreign key check would wait)
-// is incremented as before own rows, at slot in.Slot (IncrementMySQL),
+// is incremented as before own rows, at slot in.Slot (incrementMySQL),
 // whose pre-created rows need no foreign key check. slots is the counter's
 // slot count.
-func IncrementOwnSlotMySQL(ctx context.Context, s Session, d countersql.Dialect, in MySQLIncrement, slots int) (int64, error) {
+func incrementOwnSlotMySQL(ctx context.Context, s Session, d countersql.MySQL, in mysqlIncrement, slots int) (int64, error) {
 	keys := in.Keys
 	switch {
 	case in.Keys == nil && in.Cond == nil:
@@ -163,11 +163,11 @@ func IncrementOwnSlotMySQL(ctx context.Context, s Session, d countersql.Dialect,
 		if err != nil || len(missed) == 0 {
 			return err
 		}
-		rest := MySQLIncrement{Table: in.Table, Slot: in.Slot, Delta: in.Delta, Keys: make([]any, len(missed))}
+		rest := mysqlIncrement{Table: in.Table, Slot: in.Slot, Delta: in.Delta, Keys: make([]any, len(missed))}
 		for i, at := range missed {
 			rest.Keys[i] = keys[at]
 		}
-		done, err = IncrementMySQL(ctx, s, d, rest)
+		done, err = incrementMySQL(ctx, s, d, rest)
 		n += done
 		return err
 	}
@@ -192,17 +192,17 @@ func distinctKeys(keys []any) []any {
 	return out
 }
 
-// IncrementFreeSlotMySQL is the skip-locked increment of one parent on
+// incrementFreeSlotMySQL is the skip-locked increment of one parent on
 // MySQL and MariaDB: in one transaction it locks the first slot row of the
 // parent from a random start, wrapping around, that no other transaction
 // holds, and updates it. When every row is held, or there is none, it
-// increments slot `slot` as IncrementMySQL does. A transaction of its own
+// increments slot `slot` as incrementMySQL does. A transaction of its own
 // runs at READ COMMITTED, where locking reads take no gap locks.
-func IncrementFreeSlotMySQL(ctx context.Context, s Session, d countersql.Dialect, in MySQLIncrement) (int64, error) {
+func incrementFreeSlotMySQL(ctx context.Context, s Session, d countersql.MySQL, in mysqlIncrement) (int64, error) {
 	if !in.single() {
 		// A condition decides whether the parent counts: take the path that
 		// reads it.
-		return IncrementMySQL(ctx, s, d, in)
+		return incrementMySQL(ctx, s, d, in)
 	}
 	t, key := in.Table, in.key()
 	var n int64
@@ -231,7 +231,7 @@ func IncrementFreeSlotMySQL(ctx context.Context, s Session, d countersql.Dialect
 				return err
 			}
 		}
-		n, err = IncrementMySQL(ctx, tx, d, in)
+		n, err = incrementMySQL(ctx, tx, d, in)
 		return err
 	}
 	if s.InTx() {
@@ -247,7 +247,7 @@ func IncrementFreeSlotMySQL(ctx context.Context, s Session, d countersql.Dialect
 // may still show a row a rollup has since deleted), so the UPDATE is rolled
 // back to the savepoint, releasing the gap locks it took, and the keys are
 // upserted instead.
-func updateSlots(ctx context.Context, tx Session, d countersql.Dialect, t countersql.Table, keys []any, slot int, delta int64) (int64, error) {
+func updateSlots(ctx context.Context, tx Session, d countersql.MySQL, t countersql.Table, keys []any, slot int, delta int64) (int64, error) {
 	const sp = "hc_increment"
 	if err := savepoint(ctx, tx, countersql.Savepoint, sp); err != nil {
 		return 0, err
@@ -266,7 +266,7 @@ func updateSlots(ctx context.Context, tx Session, d countersql.Dialect, t counte
 // that are missing, in one statement. A parent deleted since its key was
 // read fails the foreign key check (1452); the keys are then upserted one by
 // one and the gone ones skipped, as an UPDATE would skip them.
-func upsertSlots(ctx context.Context, s Session, d countersql.Dialect, t countersql.Table, keys []any, slot int, delta int64) (int64, error) {
+func upsertSlots(ctx context.Context, s Session, d countersql.MySQL, t countersql.Table, keys []any, slot int, delta int64) (int64, error) {
 	return skippingGone(s, len(keys), func(from, to int) error {
 		_, err := s.Exec(ctx, func(w countersql.Writer) { d.InsertSlots(w, t, keys[from:to], slot, delta) })
 		return err
@@ -302,12 +302,12 @@ func skippingGone(c Conn, n int, write func(from, to int) error) (int64, error) 
 	return done, nil
 }
 
-// AppendMySQL inserts a delta row of in.Delta for every parent the
+// appendMySQL inserts a delta row of in.Delta for every parent the
 // increment targets (append counters), and returns how many parents that
 // was. The parent keys are read without locks (INSERT ... SELECT would
 // take shared locks on the parent rows); a parent deleted since fails the
 // foreign key check and is skipped, as an UPDATE would skip it.
-func AppendMySQL(ctx context.Context, s Session, d countersql.Dialect, in MySQLIncrement) (int64, error) {
+func appendMySQL(ctx context.Context, s Session, d countersql.MySQL, in mysqlIncrement) (int64, error) {
 	t := in.Table
 	insert := func(c Session, keys []any) (int64, error) {
 		amounts := make([]int64, len(keys))

@@ -147,7 +147,7 @@ func deltaBatchEnd(ctx context.Context, c Conn, d countersql.Dialect, t counters
 // the columns and deletes exactly those rows. An increment holding its
 // parent's shared lock (its foreign key check) is skipped, never waited
 // for, so the two cannot deadlock; what is skipped stays for the next pass.
-func foldDeltasMySQL(ctx context.Context, tx Conn, d countersql.Dialect, t countersql.Table, after, upTo int64) error {
+func foldDeltasMySQL(ctx context.Context, tx Conn, d countersql.MySQL, t countersql.Table, after, upTo int64) error {
 	owners, err := QueryKeys(ctx, tx, func(w countersql.Writer) { d.DeltaOwners(w, t, after, upTo) })
 	if err != nil || len(owners) == 0 {
 		return err
@@ -214,7 +214,7 @@ func foldDeltasMySQL(ctx context.Context, tx Conn, d countersql.Dialect, t count
 // (SKIP LOCKED, so the fold never waits), adds the slot values to the
 // columns, and empties the slot rows it added (n = 0: they stay, see
 // countersql.ZeroSlot). What it skips stays pending.
-func foldMySQL(ctx context.Context, tx Conn, d countersql.Dialect, t countersql.Table, owners []any) error {
+func foldMySQL(ctx context.Context, tx Conn, d countersql.MySQL, t countersql.Table, owners []any) error {
 	parents, err := QueryKeys(ctx, tx, func(w countersql.Writer) { d.LockParents(w, t, owners) })
 	if err != nil || len(parents) == 0 {
 		return err
@@ -247,7 +247,7 @@ func foldMySQL(ctx context.Context, tx Conn, d countersql.Dialect, t countersql.
 
 // lockSlots locks the slot rows of owner that hold a value and no one else
 // holds, and returns their slots and the sum of their values.
-func lockSlots(ctx context.Context, tx Conn, d countersql.Dialect, t countersql.Table, owner any) (slots []int64, sum int64, err error) {
+func lockSlots(ctx context.Context, tx Conn, d countersql.MySQL, t countersql.Table, owner any) (slots []int64, sum int64, err error) {
 	rows, err := tx.Query(ctx, func(w countersql.Writer) { d.LockSlots(w, t, owner) })
 	if err != nil {
 		return nil, 0, err

@@ -105,12 +105,7 @@ func (s TxSession) ParentGone(err error) bool { return ForeignKeyViolation(err) 
 func PassTransaction(s Session, d countersql.Dialect) func(ctx context.Context, fn func(Conn) error) error {
 	return func(ctx context.Context, fn func(Conn) error) error {
 		return s.Begin(ctx, false, func(tx Session) error {
-			if d.PlansWithJIT() {
-				if _, err := tx.Exec(ctx, d.JITOff); err != nil {
-					return err
-				}
-			}
-			return fn(tx)
+			return strategyOf(d).planless(ctx, tx, func() error { return fn(tx) })
 		})
 	}
 }

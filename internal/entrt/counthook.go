@@ -196,8 +196,8 @@ func edgeHook(ctx context.Context, m hookedMutation, r Runtime, child string, ne
 		if parents, err = m.HotCounterRowKeys(ctx); err != nil {
 			return nil, err
 		}
-		if len(parents) > 0 && dl.LocksRows() {
-			if _, err := engine.QueryKeys(ctx, c, func(w countersql.Writer) { dl.LockParentsForClear(w, counts[0], engine.SortKeys(parents)) }); err != nil {
+		if locks, ok := dl.OnRowLocks(); ok && len(parents) > 0 {
+			if _, err := engine.QueryKeys(ctx, c, func(w countersql.Writer) { locks.LockParentsForClear(w, counts[0], engine.SortKeys(parents)) }); err != nil {
 				return nil, err
 			}
 		}

@@ -436,8 +436,9 @@ func (b *Buffer) apply(ctx context.Context, bt *batch) error {
 	return nil
 }
 
-// write upserts one counter's deltas, sorted by owner, one random slot per
-// owner, in statements of at most engine.FillChunk rows. Keys are written as
+// write adds one counter's deltas, sorted by owner, the database's way
+// (engine.AddEach: on PostgreSQL and SQLite one upsert, a random slot per
+// owner), at most engine.FillChunk owners at a time. Keys are written as
 // the increments spelled them, and the database matches them to its rows
 // (its collation may differ from Go's equality). Deltas of parents deleted
 // since their increment fail the foreign key check: that chunk is written
@@ -451,21 +452,15 @@ func (b *Buffer) write(ctx context.Context, tx engine.Session, c *Counter, delta
 		byKey[engine.KeyText(p.key)] = p.delta
 	}
 	keys = engine.SortKeys(keys)
-	if b.d.MySQL() && !c.Append {
-		return b.writeMySQL(ctx, tx, c, keys, byKey)
-	}
 	insert := func(chunk []any) error {
-		slots := make([]int, len(chunk))
 		amounts := make([]int64, len(chunk))
 		for i, k := range chunk {
-			slots[i] = rand.IntN(c.Slots)
 			amounts[i] = byKey[engine.KeyText(k)]
 		}
-		stmt := func(w countersql.Writer) { b.d.AddToSlots(w, c.Table, chunk, slots, amounts) }
-		if c.Append {
-			stmt = func(w countersql.Writer) { b.d.AppendRows(w, c.Table, chunk, amounts) }
+		if !c.Append {
+			return engine.AddEach(ctx, tx, b.d, c.Table, c.Slots, chunk, amounts)
 		}
-		_, err := tx.Exec(ctx, stmt)
+		_, err := tx.Exec(ctx, func(w countersql.Writer) { b.d.AppendRows(w, c.Table, chunk, amounts) })
 		return err
 	}
 	gone := func(err error) bool { return engine.ForeignKeyViolation(err) || tx.ParentGone(err) }
@@ -488,33 +483,6 @@ func (b *Buffer) write(ctx context.Context, tx engine.Session, c *Counter, delta
 	}
 	for start := 0; start < len(keys); start += engine.FillChunk {
 		if err := split(keys[start:min(start+engine.FillChunk, len(keys))]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// writeMySQL writes one counter's deltas on MySQL/MariaDB through the
-// engine's increment path (exact-match UPDATEs of existing slot rows in a
-// savepoint, an upsert for the missing ones), one slot for the whole flush,
-// one increment per distinct delta: a multi-row upsert with per-row values
-// would need VALUES(), which MySQL deprecates, and would insert (and lock
-// the parent for its foreign key check) where an UPDATE suffices.
-func (b *Buffer) writeMySQL(ctx context.Context, tx engine.Session, c *Counter, keys []any, byKey map[string]int64) error {
-	slot := rand.IntN(c.Slots)
-	groups := map[int64][]any{}
-	var amounts []int64
-	for _, k := range keys {
-		a := byKey[engine.KeyText(k)]
-		if _, ok := groups[a]; !ok {
-			amounts = append(amounts, a)
-		}
-		groups[a] = append(groups[a], k)
-	}
-	slices.Sort(amounts)
-	for _, a := range amounts {
-		in := engine.MySQLIncrement{Table: c.Table, Keys: groups[a], Slot: slot, Delta: a}
-		if _, err := engine.IncrementMySQL(ctx, tx, b.d, in); err != nil {
 			return err
 		}
 	}

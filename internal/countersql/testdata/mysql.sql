@@ -7,26 +7,6 @@ CREATE TABLE IF NOT EXISTS `post_likes_slots` (`post_id` bigint NOT NULL, `slot`
 -- DropSlotTable
 DROP TABLE IF EXISTS `post_likes_slots`;
 
--- IncrementWhere
-INSERT INTO `post_likes_slots` (`post_id`, `slot`, `n`) SELECT `posts`.`id`, CAST($1 AS SIGNED), CAST($2 AS SIGNED) FROM `posts` WHERE 1=1 ORDER BY `posts`.`id` ON DUPLICATE KEY UPDATE `n` = `post_likes_slots`.`n` + $3;
--- args: [7 1 1]
-
--- IncrementFreeSlot
-WITH `hc_pick` AS MATERIALIZED (SELECT `posts`.`id` AS `hc_o`, `hc_free`.`slot` AS `hc_s` FROM `posts` CROSS JOIN LATERAL (SELECT `hc_slots`.`slot` FROM `post_likes_slots` AS `hc_slots` WHERE `hc_slots`.`post_id` = `posts`.`id` AND `hc_slots`.`slot` >= 0 ORDER BY MOD(`hc_slots`.`slot` + 1024 - $1, 1024) FOR UPDATE SKIP LOCKED LIMIT 1) `hc_free` WHERE `posts`.`id` IN ($2)) UPDATE `post_likes_slots` SET `n` = `post_likes_slots`.`n` + $3 FROM `hc_pick` WHERE `post_likes_slots`.`post_id` = `hc_pick`.`hc_o` AND `post_likes_slots`.`slot` = `hc_pick`.`hc_s` RETURNING `post_likes_slots`.`post_id`;
--- args: [7 1 1]
-
--- IncrementFreeSlot, lowest first
-WITH `hc_pick` AS MATERIALIZED (SELECT `posts`.`id` AS `hc_o`, `hc_free`.`slot` AS `hc_s` FROM `posts` CROSS JOIN LATERAL (SELECT `hc_slots`.`slot` FROM `post_likes_slots` AS `hc_slots` WHERE `hc_slots`.`post_id` = `posts`.`id` AND `hc_slots`.`slot` >= 0 ORDER BY `hc_slots`.`slot` FOR UPDATE SKIP LOCKED LIMIT 1) `hc_free` WHERE `posts`.`id` IN ($1)) UPDATE `post_likes_slots` SET `n` = `post_likes_slots`.`n` + $2 FROM `hc_pick` WHERE `post_likes_slots`.`post_id` = `hc_pick`.`hc_o` AND `post_likes_slots`.`slot` = `hc_pick`.`hc_s` RETURNING `post_likes_slots`.`post_id`;
--- args: [1 1]
-
--- IncrementOwnSlot
-INSERT INTO `post_likes_slots` (`post_id`, `slot`, `n`) SELECT `posts`.`id`, CAST(COALESCE(16 + COALESCE(NULLIF(current_setting('hotcounter.slot', true), '')::integer, (SELECT hc_own.n FROM generate_series(0, LEAST(current_setting('max_connections')::integer + current_setting('max_prepared_transactions')::integer + current_setting('max_worker_processes')::integer, 30000)) AS hc_own(n) WHERE pg_try_advisory_xact_lock(1751318528, hc_own.n) AND set_config('hotcounter.slot', hc_own.n::text, true) IS NOT NULL LIMIT 1)), CAST($1 AS INTEGER)) AS SMALLINT), CAST($2 AS SIGNED) FROM `posts` WHERE 1=1 ORDER BY `posts`.`id` ON DUPLICATE KEY UPDATE `n` = `post_likes_slots`.`n` + $3;
--- args: [7 1 1]
-
--- IncrementReturningTotals
-WITH `hc_up` AS (INSERT INTO `post_likes_slots` (`post_id`, `slot`, `n`) SELECT `posts`.`id`, CAST($1 AS SIGNED), CAST($2 AS SIGNED) FROM `posts` WHERE `posts`.`id` IN ($3) ORDER BY `posts`.`id` ON DUPLICATE KEY UPDATE `n` = `post_likes_slots`.`n` + $4 RETURNING `post_likes_slots`.`post_id`) SELECT CAST(`hc_up`.`post_id` AS TEXT), COALESCE((SELECT SUM(`hc_all`.`n`) FROM `post_likes_slots` AS `hc_all` WHERE `hc_all`.`post_id` = `hc_up`.`post_id`), 0) + COALESCE((SELECT SUM(`hc_all`.`n`) FROM `post_likes_deltas` AS `hc_all` WHERE `hc_all`.`post_id` = `hc_up`.`post_id`), 0) + COALESCE((SELECT `hc_p`.`likes` FROM `posts` AS `hc_p` WHERE `hc_p`.`id` = `hc_up`.`post_id`), 0) + $5 FROM `hc_up`;
--- args: [7 1 1 1 1]
-
 -- PrecreateSlots
 INSERT INTO `post_likes_slots` (`post_id`, `slot`, `n`) SELECT `posts`.`id`, `hc_slot`.`i`, 0 FROM `posts` CROSS JOIN (SELECT d0.d + 10 * d1.d + 100 * d2.d + 1000 * d3.d AS `i` FROM (SELECT 0 AS d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9) d0 CROSS JOIN (SELECT 0 AS d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9) d1 CROSS JOIN (SELECT 0 AS d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9) d2 CROSS JOIN (SELECT 0 AS d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9) d3) AS `hc_slot` WHERE `hc_slot`.`i` < 16 AND (`posts`.`id` IN ($1,$2,$3)) ORDER BY `posts`.`id`, `hc_slot`.`i` ON DUPLICATE KEY UPDATE `n` = `post_likes_slots`.`n`;
 -- args: [1 2 3]
@@ -51,14 +31,6 @@ SELECT 0, CAST(`posts`.`id` AS CHAR), CAST(COALESCE(`posts`.`likes`, 0) AS SIGNE
 SELECT DISTINCT `post_id` FROM `post_likes_slots` WHERE `n` <> 0 AND `post_id` > $1 ORDER BY `post_id` LIMIT 500;
 -- args: [9]
 
--- Fold (1 of 2)
-UPDATE `posts` SET `likes` = COALESCE(`posts`.`likes`, 0) + (SELECT COALESCE(SUM(`post_likes_slots`.`n`), 0) FROM `post_likes_slots` WHERE `post_likes_slots`.`post_id` = `posts`.`id`) WHERE `posts`.`id` IN ($1,$2,$3);
--- args: [1 2 3]
-
--- Fold (2 of 2)
-DELETE FROM `post_likes_slots` WHERE `post_id` IN ($1,$2,$3);
--- args: [1 2 3]
-
 -- DeleteOwners
 DELETE FROM `post_likes_slots` WHERE `post_id` IN ($1,$2,$3);
 -- args: [1 2 3]
@@ -69,54 +41,6 @@ UPDATE `posts` SET `likes` = $1 WHERE `id` IN ($2,$3,$4);
 
 -- SelectKeys
 SELECT `posts`.`id` FROM `posts` WHERE 1=1 ORDER BY `posts`.`id`;
-
--- IncrementKeys
-UPDATE `post_likes_slots` SET `n` = `n` + $1 WHERE `slot` = $2 AND `post_id` IN ($3,$4,$5);
--- args: [1 7 1 2 3]
-
--- InsertSlots
-INSERT INTO `post_likes_slots` (`post_id`, `slot`, `n`) VALUES ($1,$2,$3), ($4,$5,$6), ($7,$8,$9) ON DUPLICATE KEY UPDATE `n` = `n` + $10;
--- args: [1 7 1 2 7 1 3 7 1 1]
-
--- PickFreeSlot
-SELECT `slot` FROM `post_likes_slots` WHERE `post_id` = $1 AND `slot` >= $2 ORDER BY `slot` LIMIT 1 FOR UPDATE SKIP LOCKED;
--- args: [1 7]
-
--- PickFreeSlot below
-SELECT `slot` FROM `post_likes_slots` WHERE `post_id` = $1 AND `slot` >= 0 AND `slot` < $2 ORDER BY `slot` LIMIT 1 FOR UPDATE SKIP LOCKED;
--- args: [1 7]
-
--- LockParentsForSet
-SELECT `id` FROM `posts` WHERE `id` IN ($1,$2,$3) ORDER BY `id` FOR UPDATE;
--- args: [1 2 3]
-
--- LockParents
-SELECT `id` FROM `posts` FORCE INDEX (PRIMARY) WHERE `id` IN ($1,$2,$3) ORDER BY `id` FOR UPDATE SKIP LOCKED;
--- args: [1 2 3]
-
--- LockSlots
-SELECT `slot`, `n` FROM `post_likes_slots` WHERE `post_id` = $1 AND `n` <> 0 ORDER BY `slot` FOR UPDATE SKIP LOCKED;
--- args: [1]
-
--- SlotNumbers
-SELECT `slot` FROM `post_likes_slots` WHERE `post_id` = $1 ORDER BY `slot`;
--- args: [1]
-
--- LockSlot
-SELECT `slot`, `n` FROM `post_likes_slots` WHERE `post_id` = $1 AND `slot` = $2 FOR UPDATE;
--- args: [1 3]
-
--- AddToColumns
-UPDATE `posts` FORCE INDEX (PRIMARY) SET `likes` = COALESCE(`likes`, 0) + CASE `id` WHEN $1 THEN $2 WHEN $3 THEN $4 WHEN $5 THEN $6 ELSE 0 END WHERE `id` IN ($7,$8,$9);
--- args: [1 4 2 5 3 6 1 2 3]
-
--- ZeroSlot
-UPDATE `post_likes_slots` SET `n` = 0 WHERE `slot` = $1 AND `post_id` = $2;
--- args: [7 1]
-
--- TakeFromFreeSlot
-UPDATE `post_likes_slots` SET `n` = `n` - $1 WHERE `post_id` = $2 AND `slot` = (SELECT `slot` FROM `post_likes_slots` WHERE `post_id` = $3 AND `n` >= $4 ORDER BY random() LIMIT 1 FOR UPDATE SKIP LOCKED) AND `n` >= $5 RETURNING `slot`;
--- args: [2 1 1 2 2]
 
 -- SlotsHolding
 SELECT `slot`, `n` FROM `post_likes_slots` WHERE `post_id` = $1 AND `n` > 0;
@@ -141,42 +65,6 @@ SELECT `slot`, `n` FROM `post_likes_slots` WHERE `post_id` = $1 ORDER BY `slot` 
 INSERT INTO `post_likes_slots` (`post_id`, `slot`, `n`) VALUES ($1,$2,$3), ($4,$5,$6), ($7,$8,$9) ON DUPLICATE KEY UPDATE `n` = `n` + VALUES(`n`);
 -- args: [1 0 2 1 1 2 1 2 1]
 
--- ClaimedSlot
-SELECT IF(IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID(), @hc_slot, -1), @@innodb_rollback_on_timeout;
-
--- TryClaim
-SELECT IF(GET_LOCK('hotcounter.slot.3', 0) = 1, @hc_slot := 3, -1);
-
--- AddToOwnSlot
-INSERT INTO `post_likes_slots` (`post_id`, `slot`, `n`) VALUES ($1, 19, $2), ($3, 19, $4), ($5, 19, $6) ON DUPLICATE KEY UPDATE `n` = `n` + VALUES(`n`);
--- args: [1 4 2 5 3 6]
-
--- OwnSlotRows
-SELECT IF(IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID(), @hc_slot, -1), @@innodb_rollback_on_timeout, `post_id`, `slot` FROM `post_likes_slots` WHERE `slot` = 16 + @hc_slot AND `post_id` IN ($1,$2,$3);
--- args: [1 2 3]
-
--- OwnSlotRows, surrogate key
-SELECT IF(IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID(), @hc_slot, -1), @@innodb_rollback_on_timeout, `post_id`, `id` FROM `post_likes_slots` WHERE `slot` = 16 + @hc_slot AND `post_id` IN ($1,$2,$3);
--- args: [1 2 3]
-
--- OwnSlotRows, locked
-SELECT IF(IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID(), @hc_slot, -1), @@innodb_rollback_on_timeout, `post_id`, `slot` FROM `post_likes_slots` WHERE `slot` = 16 + @hc_slot AND `post_id` IN ($1,$2,$3) FOR UPDATE;
--- args: [1 2 3]
-
--- AddBySlot
-UPDATE `post_likes_slots` SET `n` = `n` + CASE `post_id` WHEN $1 THEN $2 WHEN $3 THEN $4 WHEN $5 THEN $6 ELSE 0 END WHERE `slot` = 19 AND `post_id` IN ($7,$8,$9);
--- args: [1 4 2 5 3 6 1 2 3]
-
--- NoLockWait
-SET @hc_lwt = @@innodb_lock_wait_timeout, innodb_lock_wait_timeout = 0;
-
--- RestoreLockWait
-SET innodb_lock_wait_timeout = @hc_lwt;
-
--- AddByRowID
-UPDATE `post_likes_slots` SET `n` = `n` + CASE `id` WHEN $1 THEN $2 WHEN $3 THEN $4 WHEN $5 THEN $6 ELSE 0 END WHERE `id` IN ($7,$8,$9);
--- args: [1 4 2 5 3 6 1 2 3]
-
 -- AddToSlots
 INSERT INTO `post_likes_slots` (`post_id`, `slot`, `n`) VALUES ($1,$2,$3), ($4,$5,$6), ($7,$8,$9) ON DUPLICATE KEY UPDATE `n` = `n` + VALUES(`n`);
 -- args: [1 -1 4 2 -1 5 3 3 6]
@@ -199,49 +87,13 @@ DELETE FROM `post_ledger` WHERE `at` < $1;
 -- CreateDeltaTable (1 of 1)
 CREATE TABLE IF NOT EXISTS `story_claps_deltas` (`id` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, `story_id` bigint NOT NULL, `n` BIGINT NOT NULL, FOREIGN KEY (`story_id`) REFERENCES `stories` (`id`) ON DELETE CASCADE);
 
--- AppendWhere
-INSERT INTO `story_claps_deltas` (`story_id`, `n`) SELECT `stories`.`id`, CAST($1 AS SIGNED) FROM `stories` WHERE 1=1 ORDER BY `stories`.`id`;
--- args: [1]
-
 -- DeltaBatchEnd
 SELECT MAX(`hc_batch`.`id`) FROM (SELECT `id` FROM `story_claps_deltas` WHERE `id` > $1 ORDER BY `id` LIMIT 500) `hc_batch`;
 -- args: [10]
 
--- DeltaOwners
-SELECT DISTINCT `story_id` FROM `story_claps_deltas` WHERE `id` > $1 AND `id` <= $2 ORDER BY `story_id`;
--- args: [10 20]
-
--- LockDeltas
-SELECT `id`, `story_id`, `n` FROM `story_claps_deltas` WHERE `id` > $1 AND `id` <= $2 AND `story_id` IN ($3,$4,$5) ORDER BY `id` FOR UPDATE SKIP LOCKED;
--- args: [10 20 1 2 3]
-
--- DeleteDeltas
-DELETE FROM `story_claps_deltas` WHERE `id` IN ($1,$2,$3);
--- args: [1 2 3]
-
--- FoldDeltas (1 of 2)
-UPDATE `stories` SET `claps` = COALESCE(`stories`.`claps`, 0) + (SELECT COALESCE(SUM(`story_claps_deltas`.`n`), 0) FROM `story_claps_deltas` WHERE `story_claps_deltas`.`story_id` = `stories`.`id` AND `story_claps_deltas`.`id` > $1 AND `story_claps_deltas`.`id` <= $2) WHERE `stories`.`id` IN (SELECT `story_id` FROM `story_claps_deltas` WHERE `story_claps_deltas`.`id` > $3 AND `story_claps_deltas`.`id` <= $4);
--- args: [10 20 10 20]
-
--- FoldDeltas (2 of 2)
-DELETE FROM `story_claps_deltas` WHERE `story_claps_deltas`.`id` > $1 AND `story_claps_deltas`.`id` <= $2;
--- args: [10 20]
-
 -- AppendRows
 INSERT INTO `story_claps_deltas` (`story_id`, `n`) VALUES ($1,$2), ($3,$4), ($5,$6);
 -- args: [1 4 2 5 3 6]
-
--- CrowdedOwners
-SELECT `post_id` FROM `post_likes_slots` WHERE `n` <> 0 AND `post_id` > $1 GROUP BY `post_id` HAVING COUNT(*) > 1 ORDER BY `post_id` LIMIT 500;
--- args: [9]
-
--- Compact: gather
-UPDATE `post_likes_slots` SET `n` = (SELECT SUM(`hc_s`.`n`) FROM `post_likes_slots` AS `hc_s` WHERE `hc_s`.`post_id` = `post_likes_slots`.`post_id`) WHERE `post_id` IN ($1,$2,$3) AND `slot` = (SELECT MIN(`hc_s`.`slot`) FROM `post_likes_slots` AS `hc_s` WHERE `hc_s`.`post_id` = `post_likes_slots`.`post_id`);
--- args: [1 2 3]
-
--- Compact: remove
-DELETE FROM `post_likes_slots` WHERE `post_id` IN ($1,$2,$3) AND `slot` > (SELECT MIN(`hc_s`.`slot`) FROM `post_likes_slots` AS `hc_s` WHERE `hc_s`.`post_id` = `post_likes_slots`.`post_id`);
--- args: [1 2 3]
 
 -- InstallCountTriggers (1 of 6)
 DROP TRIGGER IF EXISTS `hc_category_object_count_slots_ins`;
@@ -292,10 +144,6 @@ DROP TRIGGER IF EXISTS `hc_category_object_count_slots_del`;
 SELECT `id`, CASE WHEN (`deleted_at` IS NULL AND (status = 'active')) THEN `category_id` END FROM `objects` WHERE `objects`.`id` IN ($1,$2,$3) FOR UPDATE;
 -- args: [1 2 3]
 
--- CountTriggersOn
-SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'hc\_%' ESCAPE '\' AND tbl_name = $1;
--- args: [objects]
-
 -- CountTriggersOf
 SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE() AND TRIGGER_NAME IN ('hc_category_object_count_slots_ins', 'hc_category_object_count_slots_upd', 'hc_category_object_count_slots_del');
 
@@ -303,17 +151,9 @@ SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATA
 SELECT 1 FROM information_schema.tables WHERE table_name = $1 AND table_schema = $2;
 -- args: [posts app]
 
--- LockParentsForClear
-SELECT `id` FROM `categories` WHERE `id` IN ($1,$2,$3) ORDER BY `id` FOR UPDATE;
--- args: [1 2 3]
-
 -- ExistingParents
 SELECT `id` FROM `categories` WHERE `id` IN ($1,$2,$3);
 -- args: [1 2 3]
-
--- AddCounts
-INSERT INTO `category_object_count_slots` (`category_id`, `slot`, `n`) VALUES ($1, 0, $2), ($3, 0, $4), ($5, 0, $6) ON CONFLICT (`category_id`, `slot`) DO UPDATE SET `n` = `category_object_count_slots`.`n` + excluded.`n`;
--- args: [1 1 2 -1 3 2]
 
 -- RecountBatch
 SELECT `categories`.`id`, CAST((SELECT COUNT(*) FROM `objects` AS `hc_c` WHERE `hc_c`.`category_id` = `categories`.`id` AND (`deleted_at` IS NULL AND (status = 'active'))) - COALESCE((SELECT SUM(hc_s.`n`) FROM `category_object_count_slots` AS hc_s WHERE hc_s.`category_id` = `categories`.`id`), 0) AS SIGNED) FROM `categories` WHERE `categories`.`id` > $1 AND (1=1) ORDER BY `categories`.`id` LIMIT 500;
@@ -338,9 +178,6 @@ SELECT `id` FROM `posts` WHERE (`likes` <> 0 OR `likes` IS NULL) AND `id` > $1 O
 SELECT `id`, `likes` FROM `posts` FORCE INDEX (PRIMARY) WHERE (`likes` <> 0 OR `likes` IS NULL) AND `id` IN ($1,$2,$3) ORDER BY `id` FOR UPDATE SKIP LOCKED;
 -- args: [1 2 3]
 
--- SetColumnDefault
-ALTER TABLE `posts` ALTER COLUMN `likes` SET DEFAULT 0;
-
 -- ZeroNullColumns
 UPDATE `posts` SET `likes` = 0 WHERE `likes` IS NULL AND `id` IN ($1,$2,$3);
 -- args: [1 2 3]
@@ -348,27 +185,8 @@ UPDATE `posts` SET `likes` = 0 WHERE `likes` IS NULL AND `id` IN ($1,$2,$3);
 -- NullOwners
 SELECT `id` FROM `posts` WHERE `likes` IS NULL ORDER BY `id` LIMIT 500;
 
--- IndexesOn
-SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL AND tbl_name = $1;
--- args: [posts]
-
 -- TableTotal
 SELECT COUNT(*), COALESCE(SUM(`n`), 0) FROM `post_likes_slots` WHERE `n` <> 0;
-
--- ForeignKeysOn
-PRAGMA foreign_keys;
-
--- SetForeignKeys
-PRAGMA foreign_keys = OFF;
-
--- Recreate trigger
-CREATE TRIGGER IF NOT EXISTS "t" AFTER INSERT ON "objects" BEGIN SELECT 1; END;
-
--- Recreate index
-CREATE UNIQUE INDEX IF NOT EXISTS "ix" ON "posts" ("title");
-
--- Recreate kept as written
-CREATE INDEX IF NOT EXISTS "ix" ON "posts" ("title");
 
 -- TablesAmong
 SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name IN ($1, $2);
@@ -382,6 +200,105 @@ ROLLBACK TO SAVEPOINT `hc_increment`;
 
 -- Release
 RELEASE SAVEPOINT `hc_increment`;
+
+-- LockParentsForSet
+SELECT `id` FROM `posts` WHERE `id` IN ($1,$2,$3) ORDER BY `id` FOR UPDATE;
+-- args: [1 2 3]
+
+-- LockParentsForClear
+SELECT `id` FROM `categories` WHERE `id` IN ($1,$2,$3) ORDER BY `id` FOR UPDATE;
+-- args: [1 2 3]
+
+-- SetColumnDefault
+ALTER TABLE `posts` ALTER COLUMN `likes` SET DEFAULT 0;
+
+-- IncrementKeys
+UPDATE `post_likes_slots` SET `n` = `n` + $1 WHERE `slot` = $2 AND `post_id` IN ($3,$4,$5);
+-- args: [1 7 1 2 3]
+
+-- InsertSlots
+INSERT INTO `post_likes_slots` (`post_id`, `slot`, `n`) VALUES ($1,$2,$3), ($4,$5,$6), ($7,$8,$9) ON DUPLICATE KEY UPDATE `n` = `n` + $10;
+-- args: [1 7 1 2 7 1 3 7 1 1]
+
+-- PickFreeSlot
+SELECT `slot` FROM `post_likes_slots` WHERE `post_id` = $1 AND `slot` >= $2 ORDER BY `slot` LIMIT 1 FOR UPDATE SKIP LOCKED;
+-- args: [1 7]
+
+-- PickFreeSlot below
+SELECT `slot` FROM `post_likes_slots` WHERE `post_id` = $1 AND `slot` >= 0 AND `slot` < $2 ORDER BY `slot` LIMIT 1 FOR UPDATE SKIP LOCKED;
+-- args: [1 7]
+
+-- LockParents
+SELECT `id` FROM `posts` FORCE INDEX (PRIMARY) WHERE `id` IN ($1,$2,$3) ORDER BY `id` FOR UPDATE SKIP LOCKED;
+-- args: [1 2 3]
+
+-- LockSlots
+SELECT `slot`, `n` FROM `post_likes_slots` WHERE `post_id` = $1 AND `n` <> 0 ORDER BY `slot` FOR UPDATE SKIP LOCKED;
+-- args: [1]
+
+-- SlotNumbers
+SELECT `slot` FROM `post_likes_slots` WHERE `post_id` = $1 ORDER BY `slot`;
+-- args: [1]
+
+-- LockSlot
+SELECT `slot`, `n` FROM `post_likes_slots` WHERE `post_id` = $1 AND `slot` = $2 FOR UPDATE;
+-- args: [1 3]
+
+-- AddToColumns
+UPDATE `posts` FORCE INDEX (PRIMARY) SET `likes` = COALESCE(`likes`, 0) + CASE `id` WHEN $1 THEN $2 WHEN $3 THEN $4 WHEN $5 THEN $6 ELSE 0 END WHERE `id` IN ($7,$8,$9);
+-- args: [1 4 2 5 3 6 1 2 3]
+
+-- ZeroSlot
+UPDATE `post_likes_slots` SET `n` = 0 WHERE `slot` = $1 AND `post_id` = $2;
+-- args: [7 1]
+
+-- ClaimedSlot
+SELECT IF(IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID(), @hc_slot, -1), @@innodb_rollback_on_timeout;
+
+-- TryClaim
+SELECT IF(GET_LOCK('hotcounter.slot.3', 0) = 1, @hc_slot := 3, -1);
+
+-- AddToOwnSlot
+INSERT INTO `post_likes_slots` (`post_id`, `slot`, `n`) VALUES ($1, 19, $2), ($3, 19, $4), ($5, 19, $6) ON DUPLICATE KEY UPDATE `n` = `n` + VALUES(`n`);
+-- args: [1 4 2 5 3 6]
+
+-- OwnSlotRows
+SELECT IF(IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID(), @hc_slot, -1), @@innodb_rollback_on_timeout, `post_id`, `slot` FROM `post_likes_slots` WHERE `slot` = 16 + @hc_slot AND `post_id` IN ($1,$2,$3);
+-- args: [1 2 3]
+
+-- OwnSlotRows, surrogate key
+SELECT IF(IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID(), @hc_slot, -1), @@innodb_rollback_on_timeout, `post_id`, `id` FROM `post_likes_slots` WHERE `slot` = 16 + @hc_slot AND `post_id` IN ($1,$2,$3);
+-- args: [1 2 3]
+
+-- OwnSlotRows, locked
+SELECT IF(IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID(), @hc_slot, -1), @@innodb_rollback_on_timeout, `post_id`, `slot` FROM `post_likes_slots` WHERE `slot` = 16 + @hc_slot AND `post_id` IN ($1,$2,$3) FOR UPDATE;
+-- args: [1 2 3]
+
+-- AddBySlot
+UPDATE `post_likes_slots` SET `n` = `n` + CASE `post_id` WHEN $1 THEN $2 WHEN $3 THEN $4 WHEN $5 THEN $6 ELSE 0 END WHERE `slot` = 19 AND `post_id` IN ($7,$8,$9);
+-- args: [1 4 2 5 3 6 1 2 3]
+
+-- AddByRowID
+UPDATE `post_likes_slots` SET `n` = `n` + CASE `id` WHEN $1 THEN $2 WHEN $3 THEN $4 WHEN $5 THEN $6 ELSE 0 END WHERE `id` IN ($7,$8,$9);
+-- args: [1 4 2 5 3 6 1 2 3]
+
+-- NoLockWait
+SET @hc_lwt = @@innodb_lock_wait_timeout, innodb_lock_wait_timeout = 0;
+
+-- RestoreLockWait
+SET innodb_lock_wait_timeout = @hc_lwt;
+
+-- DeltaOwners
+SELECT DISTINCT `story_id` FROM `story_claps_deltas` WHERE `id` > $1 AND `id` <= $2 ORDER BY `story_id`;
+-- args: [10 20]
+
+-- LockDeltas
+SELECT `id`, `story_id`, `n` FROM `story_claps_deltas` WHERE `id` > $1 AND `id` <= $2 AND `story_id` IN ($3,$4,$5) ORDER BY `id` FOR UPDATE SKIP LOCKED;
+-- args: [10 20 1 2 3]
+
+-- DeleteDeltas
+DELETE FROM `story_claps_deltas` WHERE `id` IN ($1,$2,$3);
+-- args: [1 2 3]
 
 -- ServerVersion
 SELECT VERSION();

@@ -7,26 +7,6 @@ CREATE TABLE IF NOT EXISTS "post_likes_slots" ("post_id" bigint NOT NULL, "slot"
 -- DropSlotTable
 DROP TABLE IF EXISTS "post_likes_slots";
 
--- IncrementWhere
-INSERT INTO "post_likes_slots" ("post_id", "slot", "n") SELECT "posts"."id", CAST($1 AS SMALLINT), CAST($2 AS BIGINT) FROM "posts" WHERE 1=1 ORDER BY "posts"."id" ON CONFLICT ("post_id", "slot") DO UPDATE SET "n" = "post_likes_slots"."n" + excluded."n";
--- args: [7 1]
-
--- IncrementFreeSlot
-WITH "hc_pick" AS MATERIALIZED (SELECT "posts"."id" AS "hc_o", "hc_free"."slot" AS "hc_s" FROM "posts" CROSS JOIN LATERAL (SELECT "hc_slots"."slot" FROM "post_likes_slots" AS "hc_slots" WHERE "hc_slots"."post_id" = "posts"."id" AND "hc_slots"."slot" >= 0 ORDER BY MOD("hc_slots"."slot" + 1024 - $1, 1024) FOR UPDATE SKIP LOCKED LIMIT 1) "hc_free" WHERE "posts"."id" IN ($2)) UPDATE "post_likes_slots" SET "n" = "post_likes_slots"."n" + $3 FROM "hc_pick" WHERE "post_likes_slots"."post_id" = "hc_pick"."hc_o" AND "post_likes_slots"."slot" = "hc_pick"."hc_s" RETURNING "post_likes_slots"."post_id";
--- args: [7 1 1]
-
--- IncrementFreeSlot, lowest first
-WITH "hc_pick" AS MATERIALIZED (SELECT "posts"."id" AS "hc_o", "hc_free"."slot" AS "hc_s" FROM "posts" CROSS JOIN LATERAL (SELECT "hc_slots"."slot" FROM "post_likes_slots" AS "hc_slots" WHERE "hc_slots"."post_id" = "posts"."id" AND "hc_slots"."slot" >= 0 ORDER BY "hc_slots"."slot" FOR UPDATE SKIP LOCKED LIMIT 1) "hc_free" WHERE "posts"."id" IN ($1)) UPDATE "post_likes_slots" SET "n" = "post_likes_slots"."n" + $2 FROM "hc_pick" WHERE "post_likes_slots"."post_id" = "hc_pick"."hc_o" AND "post_likes_slots"."slot" = "hc_pick"."hc_s" RETURNING "post_likes_slots"."post_id";
--- args: [1 1]
-
--- IncrementOwnSlot
-INSERT INTO "post_likes_slots" ("post_id", "slot", "n") SELECT "posts"."id", CAST(COALESCE(16 + COALESCE(NULLIF(current_setting('hotcounter.slot', true), '')::integer, (SELECT hc_own.n FROM generate_series(0, LEAST(current_setting('max_connections')::integer + current_setting('max_prepared_transactions')::integer + current_setting('max_worker_processes')::integer, 30000)) AS hc_own(n) WHERE pg_try_advisory_xact_lock(1751318528, hc_own.n) AND set_config('hotcounter.slot', hc_own.n::text, true) IS NOT NULL LIMIT 1)), CAST($1 AS INTEGER)) AS SMALLINT), CAST($2 AS BIGINT) FROM "posts" WHERE 1=1 ORDER BY "posts"."id" ON CONFLICT ("post_id", "slot") DO UPDATE SET "n" = "post_likes_slots"."n" + excluded."n";
--- args: [7 1]
-
--- IncrementReturningTotals
-WITH "hc_up" AS (INSERT INTO "post_likes_slots" ("post_id", "slot", "n") SELECT "posts"."id", CAST($1 AS SMALLINT), CAST($2 AS BIGINT) FROM "posts" WHERE "posts"."id" IN ($3) ORDER BY "posts"."id" ON CONFLICT ("post_id", "slot") DO UPDATE SET "n" = "post_likes_slots"."n" + excluded."n" RETURNING "post_likes_slots"."post_id") SELECT CAST("hc_up"."post_id" AS TEXT), COALESCE((SELECT SUM("hc_all"."n") FROM "post_likes_slots" AS "hc_all" WHERE "hc_all"."post_id" = "hc_up"."post_id"), 0) + COALESCE((SELECT SUM("hc_all"."n") FROM "post_likes_deltas" AS "hc_all" WHERE "hc_all"."post_id" = "hc_up"."post_id"), 0) + COALESCE((SELECT "hc_p"."likes" FROM "posts" AS "hc_p" WHERE "hc_p"."id" = "hc_up"."post_id"), 0) + $4 FROM "hc_up";
--- args: [7 1 1 1]
-
 -- PrecreateSlots
 WITH RECURSIVE "hc_slot" ("i") AS (SELECT 0 UNION ALL SELECT "i" + 1 FROM "hc_slot" WHERE "i" < 15) INSERT INTO "post_likes_slots" ("post_id", "slot", "n") SELECT "posts"."id", "hc_slot"."i", 0 FROM "posts" CROSS JOIN "hc_slot" WHERE "posts"."id" = ANY($1) ORDER BY "posts"."id", "hc_slot"."i" ON CONFLICT DO NOTHING;
 -- args: [{[1 2 3]}]
@@ -51,10 +31,6 @@ SELECT 0, CAST("posts"."id" AS TEXT), CAST(COALESCE("posts"."likes", 0) AS BIGIN
 WITH RECURSIVE "hc_o"(k) AS ((SELECT "post_id" FROM "post_likes_slots" WHERE "post_id" > $1 ORDER BY "post_id" LIMIT 1) UNION ALL SELECT (SELECT "hc_s"."post_id" FROM "post_likes_slots" AS "hc_s" WHERE "hc_s"."post_id" > "hc_o".k ORDER BY "hc_s"."post_id" LIMIT 1) FROM "hc_o" WHERE "hc_o".k IS NOT NULL) SELECT k FROM "hc_o" WHERE k IS NOT NULL LIMIT 500;
 -- args: [9]
 
--- Fold (1 of 1)
-WITH "hc_parents" AS (SELECT "id" FROM "posts" WHERE "id" = ANY($1) ORDER BY "id" FOR NO KEY UPDATE SKIP LOCKED), "hc_locked" AS (SELECT hc_l."hc_t" FROM "hc_parents" AS hc_p CROSS JOIN LATERAL (SELECT ctid AS "hc_t" FROM "post_likes_slots" WHERE "post_id" = hc_p."id" ORDER BY "slot" FOR UPDATE SKIP LOCKED) AS hc_l), "hc_taken" AS (DELETE FROM "post_likes_slots" WHERE ctid = ANY(ARRAY(SELECT "hc_t" FROM "hc_locked")) RETURNING "post_id", "n"), "hc_totals" AS (SELECT "post_id", SUM("n") AS "n" FROM "hc_taken" GROUP BY "post_id") UPDATE "posts" SET "likes" = COALESCE("posts"."likes", 0) + "hc_totals"."n" FROM "hc_totals" WHERE "posts"."id" = ANY($2) AND "posts"."id" = "hc_totals"."post_id";
--- args: [{[1 2 3]} {[1 2 3]}]
-
 -- DeleteOwners
 DELETE FROM "post_likes_slots" WHERE "post_id" = ANY($1);
 -- args: [{[1 2 3]}]
@@ -65,54 +41,6 @@ UPDATE "posts" SET "likes" = $1 WHERE "id" = ANY($2);
 
 -- SelectKeys
 SELECT "posts"."id" FROM "posts" WHERE 1=1 ORDER BY "posts"."id";
-
--- IncrementKeys
-UPDATE "post_likes_slots" SET "n" = "n" + $1 WHERE "slot" = $2 AND "post_id" = ANY($3);
--- args: [1 7 {[1 2 3]}]
-
--- InsertSlots
-INSERT INTO "post_likes_slots" ("post_id", "slot", "n") VALUES ($1,$2,$3), ($4,$5,$6), ($7,$8,$9) ON DUPLICATE KEY UPDATE "n" = "n" + $10;
--- args: [1 7 1 2 7 1 3 7 1 1]
-
--- PickFreeSlot
-SELECT "slot" FROM "post_likes_slots" WHERE "post_id" = $1 AND "slot" >= $2 ORDER BY "slot" LIMIT 1 FOR UPDATE SKIP LOCKED;
--- args: [1 7]
-
--- PickFreeSlot below
-SELECT "slot" FROM "post_likes_slots" WHERE "post_id" = $1 AND "slot" >= 0 AND "slot" < $2 ORDER BY "slot" LIMIT 1 FOR UPDATE SKIP LOCKED;
--- args: [1 7]
-
--- LockParentsForSet
-SELECT "id" FROM "posts" WHERE "id" = ANY($1) ORDER BY "id" FOR NO KEY UPDATE;
--- args: [{[1 2 3]}]
-
--- LockParents
-SELECT "id" FROM "posts" FORCE INDEX (PRIMARY) WHERE "id" = ANY($1) ORDER BY "id" FOR UPDATE SKIP LOCKED;
--- args: [{[1 2 3]}]
-
--- LockSlots
-SELECT "slot", "n" FROM "post_likes_slots" WHERE "post_id" = $1 AND "n" <> 0 ORDER BY "slot" FOR UPDATE SKIP LOCKED;
--- args: [1]
-
--- SlotNumbers
-SELECT "slot" FROM "post_likes_slots" WHERE "post_id" = $1 ORDER BY "slot";
--- args: [1]
-
--- LockSlot
-SELECT "slot", "n" FROM "post_likes_slots" WHERE "post_id" = $1 AND "slot" = $2 FOR UPDATE;
--- args: [1 3]
-
--- AddToColumns
-UPDATE "posts" FORCE INDEX (PRIMARY) SET "likes" = COALESCE("likes", 0) + CASE "id" WHEN $1 THEN $2 WHEN $3 THEN $4 WHEN $5 THEN $6 ELSE 0 END WHERE "id" = ANY($7);
--- args: [1 4 2 5 3 6 {[1 2 3]}]
-
--- ZeroSlot
-UPDATE "post_likes_slots" SET "n" = 0 WHERE "slot" = $1 AND "post_id" = $2;
--- args: [7 1]
-
--- TakeFromFreeSlot
-UPDATE "post_likes_slots" SET "n" = "n" - $1 WHERE "post_id" = $2 AND "slot" = (SELECT "slot" FROM "post_likes_slots" WHERE "post_id" = $3 AND "n" >= $4 ORDER BY random() LIMIT 1 FOR UPDATE SKIP LOCKED) AND "n" >= $5 RETURNING "slot";
--- args: [2 1 1 2 2]
 
 -- SlotsHolding
 SELECT "slot", "n" FROM "post_likes_slots" WHERE "post_id" = $1 AND "n" > 0;
@@ -136,42 +64,6 @@ SELECT "slot", "n" FROM "post_likes_slots" WHERE "post_id" = $1 ORDER BY "slot" 
 -- SpreadOver
 INSERT INTO "post_likes_slots" ("post_id", "slot", "n") VALUES ($1,$2,$3), ($4,$5,$6), ($7,$8,$9) ON CONFLICT ("post_id", "slot") DO UPDATE SET "n" = "post_likes_slots"."n" + excluded."n";
 -- args: [1 0 2 1 1 2 1 2 1]
-
--- ClaimedSlot
-SELECT IF(IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID(), @hc_slot, -1), @@innodb_rollback_on_timeout;
-
--- TryClaim
-SELECT IF(GET_LOCK('hotcounter.slot.3', 0) = 1, @hc_slot := 3, -1);
-
--- AddToOwnSlot
-INSERT INTO "post_likes_slots" ("post_id", "slot", "n") VALUES ($1, 19, $2), ($3, 19, $4), ($5, 19, $6) ON DUPLICATE KEY UPDATE "n" = "n" + VALUES("n");
--- args: [1 4 2 5 3 6]
-
--- OwnSlotRows
-SELECT IF(IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID(), @hc_slot, -1), @@innodb_rollback_on_timeout, "post_id", "slot" FROM "post_likes_slots" WHERE "slot" = 16 + @hc_slot AND "post_id" = ANY($1);
--- args: [{[1 2 3]}]
-
--- OwnSlotRows, surrogate key
-SELECT IF(IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID(), @hc_slot, -1), @@innodb_rollback_on_timeout, "post_id", "id" FROM "post_likes_slots" WHERE "slot" = 16 + @hc_slot AND "post_id" = ANY($1);
--- args: [{[1 2 3]}]
-
--- OwnSlotRows, locked
-SELECT IF(IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID(), @hc_slot, -1), @@innodb_rollback_on_timeout, "post_id", "slot" FROM "post_likes_slots" WHERE "slot" = 16 + @hc_slot AND "post_id" = ANY($1) FOR UPDATE;
--- args: [{[1 2 3]}]
-
--- AddBySlot
-UPDATE "post_likes_slots" SET "n" = "n" + CASE "post_id" WHEN $1 THEN $2 WHEN $3 THEN $4 WHEN $5 THEN $6 ELSE 0 END WHERE "slot" = 19 AND "post_id" = ANY($7);
--- args: [1 4 2 5 3 6 {[1 2 3]}]
-
--- NoLockWait
-SET @hc_lwt = @@innodb_lock_wait_timeout, innodb_lock_wait_timeout = 0;
-
--- RestoreLockWait
-SET innodb_lock_wait_timeout = @hc_lwt;
-
--- AddByRowID
-UPDATE "post_likes_slots" SET "n" = "n" + CASE "id" WHEN $1 THEN $2 WHEN $3 THEN $4 WHEN $5 THEN $6 ELSE 0 END WHERE "id" = ANY($7);
--- args: [1 4 2 5 3 6 {[1 2 3]}]
 
 -- AddToSlots
 INSERT INTO "post_likes_slots" ("post_id", "slot", "n") VALUES ($1,$2,$3), ($4,$5,$6), ($7,$8,$9) ON CONFLICT ("post_id", "slot") DO UPDATE SET "n" = "post_likes_slots"."n" + excluded."n";
@@ -201,52 +93,16 @@ CREATE TABLE IF NOT EXISTS "story_claps_deltas" ("id" BIGSERIAL PRIMARY KEY, "st
 -- CreateDeltaTable (2 of 2)
 CREATE INDEX IF NOT EXISTS "idx_story_claps_deltas_story_id" ON "story_claps_deltas" ("story_id");
 
--- AppendWhere
-INSERT INTO "story_claps_deltas" ("story_id", "n") SELECT "stories"."id", CAST($1 AS BIGINT) FROM "stories" WHERE 1=1 ORDER BY "stories"."id";
--- args: [1]
-
 -- DeltaBatchEnd
 SELECT MAX("hc_batch"."id") FROM (SELECT "id" FROM "story_claps_deltas" WHERE "id" > $1 ORDER BY "id" LIMIT 500) "hc_batch";
 -- args: [10]
-
--- DeltaOwners
-SELECT DISTINCT "story_id" FROM "story_claps_deltas" WHERE "id" > $1 AND "id" <= $2 ORDER BY "story_id";
--- args: [10 20]
-
--- LockDeltas
-SELECT "id", "story_id", "n" FROM "story_claps_deltas" WHERE "id" > $1 AND "id" <= $2 AND "story_id" = ANY($3) ORDER BY "id" FOR UPDATE SKIP LOCKED;
--- args: [10 20 {[1 2 3]}]
-
--- DeleteDeltas
-DELETE FROM "story_claps_deltas" WHERE "id" = ANY($1);
--- args: [{[1 2 3]}]
-
--- FoldDeltas (1 of 1)
-WITH "hc_picked" AS (SELECT "story_claps_deltas"."id", "story_claps_deltas"."story_id" FROM "story_claps_deltas" WHERE "story_claps_deltas"."id" > $1 AND "story_claps_deltas"."id" <= $2 FOR UPDATE SKIP LOCKED), "hc_parents" AS (SELECT "id" FROM "stories" WHERE "id" IN (SELECT "story_id" FROM "hc_picked") ORDER BY "id" FOR NO KEY UPDATE SKIP LOCKED), "hc_gone" AS (DELETE FROM "story_claps_deltas" USING "hc_picked" WHERE "story_claps_deltas"."id" = "hc_picked"."id" AND "hc_picked"."story_id" IN (SELECT "id" FROM "hc_parents") RETURNING "story_claps_deltas"."story_id", "story_claps_deltas"."n"), "hc_totals" AS (SELECT "story_id", SUM("n") AS "n" FROM "hc_gone" GROUP BY "story_id") UPDATE "stories" SET "claps" = COALESCE("stories"."claps", 0) + "hc_totals"."n" FROM "hc_totals" WHERE "stories"."id" = "hc_totals"."story_id";
--- args: [10 20]
 
 -- AppendRows
 INSERT INTO "story_claps_deltas" ("story_id", "n") VALUES ($1,$2), ($3,$4), ($5,$6);
 -- args: [1 4 2 5 3 6]
 
--- CrowdedOwners
-WITH RECURSIVE "hc_o"(k) AS ((SELECT "post_id" FROM "post_likes_slots" WHERE "post_id" > $1 ORDER BY "post_id" LIMIT 1) UNION ALL SELECT (SELECT "hc_s"."post_id" FROM "post_likes_slots" AS "hc_s" WHERE "hc_s"."post_id" > "hc_o".k ORDER BY "hc_s"."post_id" LIMIT 1) FROM "hc_o" WHERE "hc_o".k IS NOT NULL) SELECT k FROM "hc_o" WHERE k IS NOT NULL AND (SELECT COUNT(*) FROM (SELECT 1 FROM "post_likes_slots" AS "hc_s" WHERE "hc_s"."post_id" = "hc_o".k AND "hc_s"."n" <> 0 LIMIT 2) AS hc_two) > 1 LIMIT 500;
--- args: [9]
-
--- TableSize
-SELECT pg_relation_size(hc_t.oid) + COALESCE((SELECT SUM(pg_relation_size(i.indexrelid)) FROM pg_index AS i WHERE i.indrelid = hc_t.oid), 0) FROM (SELECT $1::regclass::oid AS oid) AS hc_t;
--- args: [post_likes_slots]
-
--- OldestHolder
-SELECT pid, COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - xact_start), 0)::float8 FROM pg_stat_activity WHERE (datname = current_database() OR datname IS NULL) AND pid <> pg_backend_pid() AND backend_type <> 'autovacuum worker' AND GREATEST(age(backend_xmin), age(backend_xid)) >= age($1::xid) ORDER BY GREATEST(age(backend_xmin), age(backend_xid)) DESC LIMIT 1;
--- args: [1234]
-
 -- SlotStorage
 ALTER TABLE "post_likes_slots" SET (fillfactor = 90);
-
--- Compact
-WITH "hc_locked" AS (SELECT "post_id", "slot", "n" FROM "post_likes_slots" WHERE "post_id" = ANY($1) AND "n" <> 0 ORDER BY "post_id", "slot" FOR UPDATE SKIP LOCKED), "hc_kept" AS (SELECT "post_id", MIN("slot") AS "slot", SUM("n") AS "n" FROM "hc_locked" GROUP BY "post_id" HAVING COUNT(*) > 1), "hc_gone" AS (DELETE FROM "post_likes_slots" USING "hc_locked", "hc_kept" WHERE "post_likes_slots"."post_id" = "hc_locked"."post_id" AND "post_likes_slots"."slot" = "hc_locked"."slot" AND "hc_kept"."post_id" = "hc_locked"."post_id" AND "hc_locked"."slot" <> "hc_kept"."slot" RETURNING 1), "hc_set" AS (UPDATE "post_likes_slots" SET "n" = "hc_kept"."n" FROM "hc_kept" WHERE "post_likes_slots"."post_id" = "hc_kept"."post_id" AND "post_likes_slots"."slot" = "hc_kept"."slot" RETURNING 1) SELECT (SELECT COUNT(*) FROM "hc_set"), (SELECT COUNT(*) FROM "hc_gone"), pg_current_xact_id()::xid::text, set_config('synchronous_commit', 'off', true);
--- args: [{[1 2 3]}]
 
 -- InstallCountTriggers (1 of 12)
 DROP TRIGGER IF EXISTS "hc_category_object_count_slots_ins" ON "objects";
@@ -342,10 +198,6 @@ DROP FUNCTION IF EXISTS "hc_category_object_count_slots_del"();
 SELECT "id", CASE WHEN ("deleted_at" IS NULL AND (status = 'active')) THEN "category_id" END FROM "objects" WHERE "objects"."id" = ANY($1) FOR UPDATE;
 -- args: [{[1 2 3]}]
 
--- CountTriggersOn
-SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'hc\_%' ESCAPE '\' AND tbl_name = $1;
--- args: [objects]
-
 -- CountTriggersOf
 SELECT tgname FROM pg_trigger WHERE tgrelid = to_regclass('"objects"') AND tgname IN ('hc_category_object_count_slots_ins', 'hc_category_object_count_slots_upd', 'hc_category_object_count_slots_del');
 
@@ -353,17 +205,9 @@ SELECT tgname FROM pg_trigger WHERE tgrelid = to_regclass('"objects"') AND tgnam
 SELECT 1 WHERE to_regclass($1) IS NOT NULL;
 -- args: [app.posts]
 
--- LockParentsForClear
-SELECT "id" FROM "categories" WHERE "id" = ANY($1) ORDER BY "id" FOR UPDATE;
--- args: [{[1 2 3]}]
-
 -- ExistingParents
 SELECT "id" FROM "categories" WHERE "id" = ANY($1);
 -- args: [{[1 2 3]}]
-
--- AddCounts
-INSERT INTO "category_object_count_slots" ("category_id", "slot", "n") VALUES ($1, CAST(COALESCE(16 + COALESCE(NULLIF(current_setting('hotcounter.slot', true), '')::integer, (SELECT hc_own.n FROM generate_series(0, LEAST(current_setting('max_connections')::integer + current_setting('max_prepared_transactions')::integer + current_setting('max_worker_processes')::integer, 30000)) AS hc_own(n) WHERE pg_try_advisory_xact_lock(1751318528, hc_own.n) AND set_config('hotcounter.slot', hc_own.n::text, true) IS NOT NULL LIMIT 1)), mod(pg_backend_pid(), 16)) AS SMALLINT), $2), ($3, CAST(COALESCE(16 + COALESCE(NULLIF(current_setting('hotcounter.slot', true), '')::integer, (SELECT hc_own.n FROM generate_series(0, LEAST(current_setting('max_connections')::integer + current_setting('max_prepared_transactions')::integer + current_setting('max_worker_processes')::integer, 30000)) AS hc_own(n) WHERE pg_try_advisory_xact_lock(1751318528, hc_own.n) AND set_config('hotcounter.slot', hc_own.n::text, true) IS NOT NULL LIMIT 1)), mod(pg_backend_pid(), 16)) AS SMALLINT), $4), ($5, CAST(COALESCE(16 + COALESCE(NULLIF(current_setting('hotcounter.slot', true), '')::integer, (SELECT hc_own.n FROM generate_series(0, LEAST(current_setting('max_connections')::integer + current_setting('max_prepared_transactions')::integer + current_setting('max_worker_processes')::integer, 30000)) AS hc_own(n) WHERE pg_try_advisory_xact_lock(1751318528, hc_own.n) AND set_config('hotcounter.slot', hc_own.n::text, true) IS NOT NULL LIMIT 1)), mod(pg_backend_pid(), 16)) AS SMALLINT), $6) ON CONFLICT ("category_id", "slot") DO UPDATE SET "n" = "category_object_count_slots"."n" + excluded."n";
--- args: [1 1 2 -1 3 2]
 
 -- RecountBatch
 SELECT "categories"."id", CAST((SELECT COUNT(*) FROM "objects" AS "hc_c" WHERE "hc_c"."category_id" = "categories"."id" AND ("deleted_at" IS NULL AND (status = 'active'))) - COALESCE((SELECT SUM(hc_s."n") FROM "category_object_count_slots" AS hc_s WHERE hc_s."category_id" = "categories"."id"), 0) AS BIGINT) FROM "categories" WHERE "categories"."id" > $1 AND (1=1) ORDER BY "categories"."id" LIMIT 500;
@@ -388,9 +232,6 @@ SELECT "id" FROM "posts" WHERE ("likes" <> 0 OR "likes" IS NULL) AND "id" > $1 O
 SELECT "id", "likes" FROM "posts" WHERE ("likes" <> 0 OR "likes" IS NULL) AND "id" = ANY($1) ORDER BY "id" FOR NO KEY UPDATE SKIP LOCKED;
 -- args: [{[1 2 3]}]
 
--- SetColumnDefault
-ALTER TABLE "posts" ALTER COLUMN "likes" SET DEFAULT 0;
-
 -- ZeroNullColumns
 UPDATE "posts" SET "likes" = 0 WHERE "likes" IS NULL AND "id" = ANY($1);
 -- args: [{[1 2 3]}]
@@ -398,27 +239,8 @@ UPDATE "posts" SET "likes" = 0 WHERE "likes" IS NULL AND "id" = ANY($1);
 -- NullOwners
 SELECT "id" FROM "posts" WHERE "likes" IS NULL ORDER BY "id" LIMIT 500;
 
--- IndexesOn
-SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL AND tbl_name = $1;
--- args: [posts]
-
 -- TableTotal
 SELECT COUNT(*), COALESCE(SUM("n"), 0) FROM "post_likes_slots" WHERE "n" <> 0;
-
--- ForeignKeysOn
-PRAGMA foreign_keys;
-
--- SetForeignKeys
-PRAGMA foreign_keys = OFF;
-
--- Recreate trigger
-CREATE TRIGGER IF NOT EXISTS "t" AFTER INSERT ON "objects" BEGIN SELECT 1; END;
-
--- Recreate index
-CREATE UNIQUE INDEX IF NOT EXISTS "ix" ON "posts" ("title");
-
--- Recreate kept as written
-CREATE INDEX IF NOT EXISTS "ix" ON "posts" ("title");
 
 -- TablesAmong
 SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() AND table_name IN ($1, $2);
@@ -432,3 +254,77 @@ ROLLBACK TO SAVEPOINT "hc_increment";
 
 -- Release
 RELEASE SAVEPOINT "hc_increment";
+
+-- IncrementWhere
+INSERT INTO "post_likes_slots" ("post_id", "slot", "n") SELECT "posts"."id", CAST($1 AS SMALLINT), CAST($2 AS BIGINT) FROM "posts" WHERE 1=1 ORDER BY "posts"."id" ON CONFLICT ("post_id", "slot") DO UPDATE SET "n" = "post_likes_slots"."n" + excluded."n";
+-- args: [7 1]
+
+-- AppendWhere
+INSERT INTO "story_claps_deltas" ("story_id", "n") SELECT "stories"."id", CAST($1 AS BIGINT) FROM "stories" WHERE 1=1 ORDER BY "stories"."id";
+-- args: [1]
+
+-- AddCounts
+INSERT INTO "category_object_count_slots" ("category_id", "slot", "n") VALUES ($1, CAST(COALESCE(16 + COALESCE(NULLIF(current_setting('hotcounter.slot', true), '')::integer, (SELECT hc_own.n FROM generate_series(0, LEAST(current_setting('max_connections')::integer + current_setting('max_prepared_transactions')::integer + current_setting('max_worker_processes')::integer, 30000)) AS hc_own(n) WHERE pg_try_advisory_xact_lock(1751318528, hc_own.n) AND set_config('hotcounter.slot', hc_own.n::text, true) IS NOT NULL LIMIT 1)), mod(pg_backend_pid(), 16)) AS SMALLINT), $2), ($3, CAST(COALESCE(16 + COALESCE(NULLIF(current_setting('hotcounter.slot', true), '')::integer, (SELECT hc_own.n FROM generate_series(0, LEAST(current_setting('max_connections')::integer + current_setting('max_prepared_transactions')::integer + current_setting('max_worker_processes')::integer, 30000)) AS hc_own(n) WHERE pg_try_advisory_xact_lock(1751318528, hc_own.n) AND set_config('hotcounter.slot', hc_own.n::text, true) IS NOT NULL LIMIT 1)), mod(pg_backend_pid(), 16)) AS SMALLINT), $4), ($5, CAST(COALESCE(16 + COALESCE(NULLIF(current_setting('hotcounter.slot', true), '')::integer, (SELECT hc_own.n FROM generate_series(0, LEAST(current_setting('max_connections')::integer + current_setting('max_prepared_transactions')::integer + current_setting('max_worker_processes')::integer, 30000)) AS hc_own(n) WHERE pg_try_advisory_xact_lock(1751318528, hc_own.n) AND set_config('hotcounter.slot', hc_own.n::text, true) IS NOT NULL LIMIT 1)), mod(pg_backend_pid(), 16)) AS SMALLINT), $6) ON CONFLICT ("category_id", "slot") DO UPDATE SET "n" = "category_object_count_slots"."n" + excluded."n";
+-- args: [1 1 2 -1 3 2]
+
+-- CrowdedOwners
+WITH RECURSIVE "hc_o"(k) AS ((SELECT "post_id" FROM "post_likes_slots" WHERE "post_id" > $1 ORDER BY "post_id" LIMIT 1) UNION ALL SELECT (SELECT "hc_s"."post_id" FROM "post_likes_slots" AS "hc_s" WHERE "hc_s"."post_id" > "hc_o".k ORDER BY "hc_s"."post_id" LIMIT 1) FROM "hc_o" WHERE "hc_o".k IS NOT NULL) SELECT k FROM "hc_o" WHERE k IS NOT NULL AND (SELECT COUNT(*) FROM (SELECT 1 FROM "post_likes_slots" AS "hc_s" WHERE "hc_s"."post_id" = "hc_o".k AND "hc_s"."n" <> 0 LIMIT 2) AS hc_two) > 1 LIMIT 500;
+-- args: [9]
+
+-- Fold (1 of 1)
+WITH "hc_parents" AS (SELECT "id" FROM "posts" WHERE "id" = ANY($1) ORDER BY "id" FOR NO KEY UPDATE SKIP LOCKED), "hc_locked" AS (SELECT hc_l."hc_t" FROM "hc_parents" AS hc_p CROSS JOIN LATERAL (SELECT ctid AS "hc_t" FROM "post_likes_slots" WHERE "post_id" = hc_p."id" ORDER BY "slot" FOR UPDATE SKIP LOCKED) AS hc_l), "hc_taken" AS (DELETE FROM "post_likes_slots" WHERE ctid = ANY(ARRAY(SELECT "hc_t" FROM "hc_locked")) RETURNING "post_id", "n"), "hc_totals" AS (SELECT "post_id", SUM("n") AS "n" FROM "hc_taken" GROUP BY "post_id") UPDATE "posts" SET "likes" = COALESCE("posts"."likes", 0) + "hc_totals"."n" FROM "hc_totals" WHERE "posts"."id" = ANY($2) AND "posts"."id" = "hc_totals"."post_id";
+-- args: [{[1 2 3]} {[1 2 3]}]
+
+-- FoldDeltas (1 of 1)
+WITH "hc_picked" AS (SELECT "story_claps_deltas"."id", "story_claps_deltas"."story_id" FROM "story_claps_deltas" WHERE "story_claps_deltas"."id" > $1 AND "story_claps_deltas"."id" <= $2 FOR UPDATE SKIP LOCKED), "hc_parents" AS (SELECT "id" FROM "stories" WHERE "id" IN (SELECT "story_id" FROM "hc_picked") ORDER BY "id" FOR NO KEY UPDATE SKIP LOCKED), "hc_gone" AS (DELETE FROM "story_claps_deltas" USING "hc_picked" WHERE "story_claps_deltas"."id" = "hc_picked"."id" AND "hc_picked"."story_id" IN (SELECT "id" FROM "hc_parents") RETURNING "story_claps_deltas"."story_id", "story_claps_deltas"."n"), "hc_totals" AS (SELECT "story_id", SUM("n") AS "n" FROM "hc_gone" GROUP BY "story_id") UPDATE "stories" SET "claps" = COALESCE("stories"."claps", 0) + "hc_totals"."n" FROM "hc_totals" WHERE "stories"."id" = "hc_totals"."story_id";
+-- args: [10 20]
+
+-- Compact
+WITH "hc_locked" AS (SELECT "post_id", "slot", "n" FROM "post_likes_slots" WHERE "post_id" = ANY($1) AND "n" <> 0 ORDER BY "post_id", "slot" FOR UPDATE SKIP LOCKED), "hc_kept" AS (SELECT "post_id", MIN("slot") AS "slot", SUM("n") AS "n" FROM "hc_locked" GROUP BY "post_id" HAVING COUNT(*) > 1), "hc_gone" AS (DELETE FROM "post_likes_slots" USING "hc_locked", "hc_kept" WHERE "post_likes_slots"."post_id" = "hc_locked"."post_id" AND "post_likes_slots"."slot" = "hc_locked"."slot" AND "hc_kept"."post_id" = "hc_locked"."post_id" AND "hc_locked"."slot" <> "hc_kept"."slot" RETURNING 1), "hc_set" AS (UPDATE "post_likes_slots" SET "n" = "hc_kept"."n" FROM "hc_kept" WHERE "post_likes_slots"."post_id" = "hc_kept"."post_id" AND "post_likes_slots"."slot" = "hc_kept"."slot" RETURNING 1) SELECT (SELECT COUNT(*) FROM "hc_set"), (SELECT COUNT(*) FROM "hc_gone"), pg_current_xact_id()::xid::text, set_config('synchronous_commit', 'off', true);
+-- args: [{[1 2 3]}]
+
+-- LockParentsForSet
+SELECT "id" FROM "posts" WHERE "id" = ANY($1) ORDER BY "id" FOR NO KEY UPDATE;
+-- args: [{[1 2 3]}]
+
+-- LockParentsForClear
+SELECT "id" FROM "categories" WHERE "id" = ANY($1) ORDER BY "id" FOR UPDATE;
+-- args: [{[1 2 3]}]
+
+-- SetColumnDefault
+ALTER TABLE "posts" ALTER COLUMN "likes" SET DEFAULT 0;
+
+-- IncrementFreeSlot
+WITH "hc_pick" AS MATERIALIZED (SELECT "posts"."id" AS "hc_o", "hc_free"."slot" AS "hc_s" FROM "posts" CROSS JOIN LATERAL (SELECT "hc_slots"."slot" FROM "post_likes_slots" AS "hc_slots" WHERE "hc_slots"."post_id" = "posts"."id" AND "hc_slots"."slot" >= 0 ORDER BY MOD("hc_slots"."slot" + 1024 - $1, 1024) FOR UPDATE SKIP LOCKED LIMIT 1) "hc_free" WHERE "posts"."id" IN ($2)) UPDATE "post_likes_slots" SET "n" = "post_likes_slots"."n" + $3 FROM "hc_pick" WHERE "post_likes_slots"."post_id" = "hc_pick"."hc_o" AND "post_likes_slots"."slot" = "hc_pick"."hc_s" RETURNING "post_likes_slots"."post_id";
+-- args: [7 1 1]
+
+-- IncrementFreeSlot, lowest first
+WITH "hc_pick" AS MATERIALIZED (SELECT "posts"."id" AS "hc_o", "hc_free"."slot" AS "hc_s" FROM "posts" CROSS JOIN LATERAL (SELECT "hc_slots"."slot" FROM "post_likes_slots" AS "hc_slots" WHERE "hc_slots"."post_id" = "posts"."id" AND "hc_slots"."slot" >= 0 ORDER BY "hc_slots"."slot" FOR UPDATE SKIP LOCKED LIMIT 1) "hc_free" WHERE "posts"."id" IN ($1)) UPDATE "post_likes_slots" SET "n" = "post_likes_slots"."n" + $2 FROM "hc_pick" WHERE "post_likes_slots"."post_id" = "hc_pick"."hc_o" AND "post_likes_slots"."slot" = "hc_pick"."hc_s" RETURNING "post_likes_slots"."post_id";
+-- args: [1 1]
+
+-- IncrementOwnSlot
+INSERT INTO "post_likes_slots" ("post_id", "slot", "n") SELECT "posts"."id", CAST(COALESCE(16 + COALESCE(NULLIF(current_setting('hotcounter.slot', true), '')::integer, (SELECT hc_own.n FROM generate_series(0, LEAST(current_setting('max_connections')::integer + current_setting('max_prepared_transactions')::integer + current_setting('max_worker_processes')::integer, 30000)) AS hc_own(n) WHERE pg_try_advisory_xact_lock(1751318528, hc_own.n) AND set_config('hotcounter.slot', hc_own.n::text, true) IS NOT NULL LIMIT 1)), CAST($1 AS INTEGER)) AS SMALLINT), CAST($2 AS BIGINT) FROM "posts" WHERE 1=1 ORDER BY "posts"."id" ON CONFLICT ("post_id", "slot") DO UPDATE SET "n" = "post_likes_slots"."n" + excluded."n";
+-- args: [7 1]
+
+-- IncrementReturningTotals
+WITH "hc_up" AS (INSERT INTO "post_likes_slots" ("post_id", "slot", "n") SELECT "posts"."id", CAST($1 AS SMALLINT), CAST($2 AS BIGINT) FROM "posts" WHERE "posts"."id" IN ($3) ORDER BY "posts"."id" ON CONFLICT ("post_id", "slot") DO UPDATE SET "n" = "post_likes_slots"."n" + excluded."n" RETURNING "post_likes_slots"."post_id") SELECT CAST("hc_up"."post_id" AS TEXT), COALESCE((SELECT SUM("hc_all"."n") FROM "post_likes_slots" AS "hc_all" WHERE "hc_all"."post_id" = "hc_up"."post_id"), 0) + COALESCE((SELECT SUM("hc_all"."n") FROM "post_likes_deltas" AS "hc_all" WHERE "hc_all"."post_id" = "hc_up"."post_id"), 0) + COALESCE((SELECT "hc_p"."likes" FROM "posts" AS "hc_p" WHERE "hc_p"."id" = "hc_up"."post_id"), 0) + $4 FROM "hc_up";
+-- args: [7 1 1 1]
+
+-- TakeFromFreeSlot
+UPDATE "post_likes_slots" SET "n" = "n" - $1 WHERE "post_id" = $2 AND "slot" = (SELECT "slot" FROM "post_likes_slots" WHERE "post_id" = $3 AND "n" >= $4 ORDER BY random() LIMIT 1 FOR UPDATE SKIP LOCKED) AND "n" >= $5 RETURNING "slot";
+-- args: [2 1 1 2 2]
+
+-- TableSize
+SELECT pg_relation_size(hc_t.oid) + COALESCE((SELECT SUM(pg_relation_size(i.indexrelid)) FROM pg_index AS i WHERE i.indrelid = hc_t.oid), 0) FROM (SELECT $1::regclass::oid AS oid) AS hc_t;
+-- args: [post_likes_slots]
+
+-- OldestHolder
+SELECT pid, COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - xact_start), 0)::float8 FROM pg_stat_activity WHERE (datname = current_database() OR datname IS NULL) AND pid <> pg_backend_pid() AND backend_type <> 'autovacuum worker' AND GREATEST(age(backend_xmin), age(backend_xid)) >= age($1::xid) ORDER BY GREATEST(age(backend_xmin), age(backend_xid)) DESC LIMIT 1;
+-- args: [1234]
+
+-- JITOff
+SELECT current_setting('jit'), set_config('jit', 'off', true);
+
+-- SetJIT
+SELECT set_config('jit', $1, true);
+-- args: [on]
