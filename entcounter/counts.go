@@ -15,8 +15,10 @@ import (
 // changed, so raw SQL and bulk statements are counted too. Run it after
 // Schema.Create, and again after a migration that recreates a child table
 // (SQLite recreates a table to alter a column, and its triggers go with
-// it). It replaces triggers it created before and must not run inside a
-// transaction.
+// it). It replaces triggers it created before, drops those left on the
+// child table of a count that hooks keep now ([ByHooks]: they would count
+// its writes a second time), recounts a count whose triggers were missing,
+// and must not run inside a transaction.
 //
 //	if err := client.Schema.Create(ctx); err != nil { ... }
 //	if err := entcounter.InstallTriggers(ctx, client); err != nil { ... }
@@ -38,48 +40,39 @@ func InstallTriggers(ctx context.Context, src Source) error {
 	return recountMissed(ctx, s, r, missing)
 }
 
-// installTriggers (re)creates the triggers of every count kept by
-// triggers, and returns the counts whose triggers were missing (some or
-// all): the child rows written without them were not counted.
-func installTriggers(ctx context.Context, c engine.Conn, r entrt.Runtime) (missing map[string]bool, err error) {
-	dl, err := r.Dialect()
+// installTriggers readies the triggers of every count of child rows
+// (engine.Store.InstallCountTriggers: installed afresh for a count kept by
+// triggers, dropped for one kept by hooks), in s's transaction if it has
+// one, and returns the counts whose triggers were missing (some or all):
+// the child rows written without them were not counted.
+func installTriggers(ctx context.Context, s engine.Session, r entrt.Runtime) (missing map[string]bool, err error) {
+	st, err := r.Store()
 	if err != nil {
 		return nil, err
 	}
 	missing = map[string]bool{}
 	for _, d := range r.Defs {
-		if d.Count == nil || d.Count.Hooks {
-			// A count kept by hooks gets no triggers: they would count
-			// its child writes a second time.
+		if d.Count == nil {
 			continue
 		}
-		gone, err := engine.CountTriggersMissing(ctx, c, dl, d.CountSpec())
-		if err != nil {
-			return nil, fmt.Errorf("entcounter: read the triggers that keep %s (counts %s): %w", d.Name(), d.Count.Table, err)
-		}
-		missing[d.Name()] = gone
-		for _, step := range dl.InstallCountTriggers(d.CountSpec()) {
-			if _, err := c.Exec(ctx, step); err != nil {
-				return nil, fmt.Errorf("entcounter: install the triggers that keep %s (counts %s): %w", d.Name(), d.Count.Table, err)
-			}
+		if missing[d.Name()], err = st.InstallCountTriggers(ctx, s, d.Counter(st.Dialect), d.CountSpec(), d.Count.Hooks); err != nil {
+			return nil, err
 		}
 	}
 	return missing, nil
 }
 
 // recountMissed recounts the counts whose triggers were missing.
-func recountMissed(ctx context.Context, c engine.Session, r entrt.Runtime, missing map[string]bool) error {
-	dl, err := r.Dialect()
+func recountMissed(ctx context.Context, s engine.Session, r entrt.Runtime, missing map[string]bool) error {
+	st, err := r.Store()
 	if err != nil {
 		return err
 	}
 	for _, d := range r.Defs {
-		if d.Count == nil || !missing[d.Name()] {
-			continue
-		}
-		if _, err := engine.Recount(ctx, c, dl, d.CountSpec(), d.Rollup, r.Settings().BatchSize,
-			func(w countersql.Writer) { w.WriteString("1=1") }, func() bool { return false }); err != nil {
-			return fmt.Errorf("entcounter: count the %s rows of %s written while its triggers were missing: %w", d.Count.Table, d.Name(), err)
+		if d.Count != nil && missing[d.Name()] {
+			if _, err := st.CountExisting(ctx, s, d.Counter(st.Dialect), d.CountSpec()); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -104,19 +97,13 @@ func Recount(ctx context.Context, src Source, typ, field string, ids ...any) (in
 	if !found || d.Count == nil {
 		return 0, fmt.Errorf("entcounter: Recount %s.%s: not a count of child rows (declare it with entcounter.Counts)", typ, field)
 	}
-	dl, err := r.Dialect()
+	st, err := r.Store()
 	if err != nil {
 		return 0, err
 	}
-	t := d.Tables()
-	cond := func(w countersql.Writer) { w.WriteString("1=1") }
+	var cond func(countersql.Writer)
 	if len(ids) > 0 {
-		cond = dl.KeyIn(t, ids)
+		cond = st.Dialect.KeyIn(d.Tables(), ids)
 	}
-	n, err := engine.Recount(ctx, entrt.NewSession(r), dl, d.CountSpec(), d.Rollup, r.Settings().BatchSize, cond, func() bool { return ctx.Err() != nil })
-	r.Observer().Recount(ctx, d.Table, d.Field, n, err)
-	if err != nil {
-		return n, fmt.Errorf("entcounter: recount %s: %w", d.Name(), err)
-	}
-	return n, nil
+	return st.Recount(ctx, entrt.NewSession(r), d.Counter(st.Dialect), d.CountSpec(), cond)
 }

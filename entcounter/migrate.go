@@ -92,7 +92,7 @@ func WithCounters(src Source) schema.MigrateOption {
 			if err := next.Apply(ctx, ex, plan); err != nil {
 				return err
 			}
-			missing, err := installTriggers(ctx, c, r)
+			missing, err := installTriggers(ctx, engine.TxSession{Conn: c}, r)
 			if err != nil {
 				return err
 			}
@@ -104,9 +104,8 @@ func WithCounters(src Source) schema.MigrateOption {
 					}
 				}
 				if d.Count != nil && (!before[i].Tables[t.Slots] || missing[d.Name()]) {
-					if _, err := engine.Recount(ctx, engine.TxSession{Conn: c}, dl, d.CountSpec(), d.Rollup, r.Settings().BatchSize,
-						func(w countersql.Writer) { w.WriteString("1=1") }, func() bool { return false }); err != nil {
-						return fmt.Errorf("entcounter: count the existing %s rows of %s: %w", d.Count.Table, d.Name(), err)
+					if _, err := store.CountExisting(ctx, engine.TxSession{Conn: c}, d.Counter(dl), d.CountSpec()); err != nil {
+						return err
 					}
 				}
 				st, err := engine.Probe(ctx, c, dl, t)
@@ -187,20 +186,32 @@ func foldLeftoversNow(r entrt.Runtime, left []engine.Leftover) error {
 }
 
 // repairCounts installs the missing triggers of the counts whose tables
-// exist, and recounts them: a first Schema.Create without WithCounters
-// creates the tables, and a later one with it then has nothing to change.
+// exist, and recounts them, and drops the triggers left on the child table
+// of a count that hooks keep: a first Schema.Create without WithCounters
+// creates the tables, and a change of a count from triggers to hooks
+// changes no table, so that a later migration with it has nothing to
+// change.
 func repairCounts(r entrt.Runtime, current *atlasschema.Schema) error {
 	ctx := context.Background()
 	s := entrt.NewSession(r)
-	dl, err := r.Dialect()
+	st, err := r.Store()
 	if err != nil {
 		return err
 	}
+	dl := st.Dialect
 	missing := map[string]bool{}
 	for _, d := range r.Defs {
-		if d.Count == nil || d.Count.Hooks || !tableNamed(current, d.Count.Table) || !tableNamed(current, d.SlotTable) {
+		if d.Count == nil || !tableNamed(current, d.Count.Table) || !tableNamed(current, d.SlotTable) {
 			continue
 		}
+		if d.Count.Hooks {
+			if _, err := st.InstallCountTriggers(ctx, s, d.Counter(dl), d.CountSpec(), true); err != nil {
+				return err
+			}
+			continue
+		}
+		// Only where some are missing: a migration that found them all
+		// leaves them be.
 		gone, err := engine.CountTriggersMissing(ctx, s, dl, d.CountSpec())
 		if err != nil {
 			return fmt.Errorf("entcounter: read the triggers that keep %s (counts %s): %w", d.Name(), d.Count.Table, err)
@@ -208,11 +219,8 @@ func repairCounts(r entrt.Runtime, current *atlasschema.Schema) error {
 		if !gone {
 			continue
 		}
-		missing[d.Name()] = true
-		for _, step := range dl.InstallCountTriggers(d.CountSpec()) {
-			if _, err := s.Exec(ctx, step); err != nil {
-				return fmt.Errorf("entcounter: install the triggers that keep %s (counts %s): %w", d.Name(), d.Count.Table, err)
-			}
+		if missing[d.Name()], err = st.InstallCountTriggers(ctx, s, d.Counter(dl), d.CountSpec(), false); err != nil {
+			return err
 		}
 	}
 	return recountMissed(ctx, s, r, missing)

@@ -47,7 +47,8 @@ func (m counterMigrator) installCounts(values []any, models []*model, created ma
 			add(c)
 		}
 	}
-	d := m.plugin.dialect
+	st := m.plugin.store()
+	ctx := m.db.Statement.Context
 	for _, c := range todo {
 		cs, err := m.plugin.countSpec(m.db, c)
 		if err != nil {
@@ -59,39 +60,18 @@ func (m counterMigrator) installCounts(values []any, models []*model, created ma
 			}
 			continue
 		}
-		steps := d.DropCountTriggers(cs)
-		missing := false
-		if !c.opts.Hooks {
-			steps = d.InstallCountTriggers(cs)
-			// Triggers that should have been there (dropped, restored from a
-			// dump without them, migrated before the plugin was registered)
-			// missed the child rows written meanwhile: they are recounted.
-			if missing, err = engine.CountTriggersMissing(m.db.Statement.Context, gormConn{db: m.db}, d, cs); err != nil {
-				return fmt.Errorf("gormcounter: read the triggers that keep %s: %w", c.name(), err)
-			}
-		}
-		run := func(tx *gorm.DB) error {
-			for _, step := range steps {
-				if err := execSQL(tx, "", step).Error; err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-		if d.MySQL() { // DDL commits anyway
-			err = run(m.db)
-		} else {
-			err = m.db.Transaction(run)
-		}
+		s := gormSession{gormConn{db: m.db, table: c.table.Parent}}
+		// Triggers that should have been there (dropped, restored from a
+		// dump without them, migrated before the plugin was registered)
+		// missed the child rows written meanwhile: they are recounted.
+		missing, err := st.InstallCountTriggers(ctx, s, c.engine(), cs, c.opts.Hooks)
 		if err != nil {
-			return fmt.Errorf("gormcounter: install the triggers that keep %s (counts %s): %w", c.name(), cs.Child, err)
+			return err
 		}
 		if created[c] || missing {
-			ctx := m.db.Statement.Context
-			n, err := engine.Recount(ctx, gormSession{gormConn{db: m.db, table: c.table.Parent}}, d, cs, c.opts.Mode.HasColumn(), m.plugin.cfg.RollupBatchSize,
-				func(w countersql.Writer) { w.WriteString("1=1") }, func() bool { return false })
+			n, err := st.CountExisting(ctx, s, c.engine(), cs)
 			if err != nil {
-				return fmt.Errorf("gormcounter: count the existing %s rows of %s: %w", cs.Child, c.name(), err)
+				return err
 			}
 			switch {
 			case !created[c]:

@@ -6,8 +6,6 @@ import (
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
-
-	"github.com/hotcounter/hotcounter/internal/engine"
 )
 
 // Recount recomputes a count of child rows (a counter declared with
@@ -57,12 +55,5 @@ func Recount(db *gorm.DB, field string) (int64, error) {
 				clause.Eq{Column: clause.Column{Table: clause.CurrentTable, Name: m.key.DBName}, Value: v})
 		}
 	}
-	ctx := stmt.Context
-	n, err := engine.Recount(ctx, gormSession{gormConn{db: db, table: c.table.Parent}}, p.dialect, cs, c.opts.Mode.HasColumn(), p.cfg.RollupBatchSize,
-		whereCond(where), func() bool { return ctx.Err() != nil })
-	p.obs.Recount(ctx, c.table.Parent, c.field.DBName, n, err)
-	if err != nil {
-		return n, fmt.Errorf("gormcounter: recount %s: %w", c.name(), err)
-	}
-	return n, nil
+	return p.store().Recount(stmt.Context, gormSession{gormConn{db: db, table: c.table.Parent}}, c.engine(), cs, whereCond(where))
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"gorm.io/gorm"
+
 	"github.com/hotcounter/hotcounter/entcounter"
 	"github.com/hotcounter/hotcounter/gormcounter"
 	"github.com/hotcounter/hotcounter/integration_test/ent"
@@ -50,13 +52,29 @@ type countScene interface {
 	// the filtered one), batch parents at a time, and returns how many
 	// parents it corrected.
 	recount(t testing.TB, filtered bool, batch int) (int64, error)
+	// leaveTriggers installs the triggers that keep the scene's counts as
+	// an earlier version of the application, whose counts triggers kept,
+	// left them on the child table (GORM's AutoMigrate of that version).
+	leaveTriggers(t testing.TB)
+	// migrate runs the ORM's migration of the scene's tables again.
+	migrate(t testing.TB)
 }
 
 // eachCountScene runs fn on every scene, on every database.
 func eachCountScene(t *testing.T, fn func(t *testing.T, s countScene)) {
 	t.Helper()
+	eachCountSceneKeptBy(t, true, true, fn)
+}
+
+// eachCountSceneKeptBy runs fn on the scenes whose counts triggers keep
+// (triggers), those that hooks keep (hooks), or both, on every database.
+func eachCountSceneKeptBy(t *testing.T, triggers, hooks bool, fn func(t *testing.T, s countScene)) {
+	t.Helper()
 	parallel(t)
 	for _, k := range countKinds {
+		if k.triggers && !triggers || !k.triggers && !hooks {
+			continue
+		}
 		t.Run("gorm/"+k.name, func(t *testing.T) {
 			eachDB(t, func(t *testing.T, e *env) {
 				k.migrate(t, e.db)
@@ -64,9 +82,12 @@ func eachCountScene(t *testing.T, fn func(t *testing.T, s countScene)) {
 			}, pool(writersPool))
 		})
 	}
-	for _, hooks := range []bool{false, true} {
+	for _, byHooks := range []bool{false, true} {
+		if byHooks && !hooks || !byHooks && !triggers {
+			continue
+		}
 		name := "ent/triggers"
-		if hooks {
+		if byHooks {
 			name = "ent/hooks"
 		}
 		t.Run(name, func(t *testing.T) {
@@ -74,12 +95,12 @@ func eachCountScene(t *testing.T, fn func(t *testing.T, s countScene)) {
 			for _, k := range allKinds {
 				t.Run(string(k), func(t *testing.T) {
 					var e *entEnv
-					if hooks {
+					if byHooks {
 						e = openEnt(t, k, true, pool(writersPool))
 					} else {
 						e = entCounts(t, k, false)
 					}
-					fn(t, entCountScene{e: e, hooks: hooks})
+					fn(t, entCountScene{e: e, hooks: byHooks})
 				})
 			}
 		})
@@ -145,6 +166,43 @@ func (s gormCounts) recount(t testing.TB, filtered bool, batch int) (int64, erro
 	return gormcounter.Recount(sharedGorm(t, s.e, gormcounter.Config{RollupBatchSize: batch}).Model(s.k.parent), field)
 }
 
+func (s gormCounts) leaveTriggers(t testing.TB) { leaveCountTriggers(t, s.e.db, s.k.parents) }
+
+func (s gormCounts) migrate(t testing.TB) { s.k.migrate(t, s.e.db) }
+
+// leaveCountTriggers migrates, through GORM, the earlier version of the
+// parent table (albums or racks) whose counts triggers kept.
+func leaveCountTriggers(t testing.TB, db *gorm.DB, parents string) {
+	t.Helper()
+	earlier := map[string]any{"albums": &AlbumByTriggers{}, "racks": &RackByTriggers{}}[parents]
+	if earlier == nil {
+		t.Fatalf("no earlier version of %s keeps its counts by triggers", parents)
+	}
+	must(t, db.AutoMigrate(earlier))
+}
+
+// AlbumByTriggers and RackByTriggers are Album and Rack as an earlier
+// version of the application declared them, their counts kept by triggers.
+type AlbumByTriggers struct {
+	ID         uint
+	Name       string
+	PhotoCount int64   `gorm:"counter:counts=Photos"`
+	LiveCount  int64   `gorm:"counter:counts=Photos,where=status = 'active'"`
+	Photos     []Photo `gorm:"foreignKey:AlbumID"`
+}
+
+func (AlbumByTriggers) TableName() string { return "albums" }
+
+type RackByTriggers struct {
+	ID        int
+	Name      string `gorm:"not null;default:''"` // as ent declares it`
+	ItemCount int64  `gorm:"counter:counts=Items"`
+	OpenCount int64  `gorm:"counter:slots=4,rollup,counts=Items,where=status = 'open'"`
+	Items     []Item `gorm:"foreignKey:RackID"`
+}
+
+func (RackByTriggers) TableName() string { return "racks" }
+
 // int64s converts ids.
 func int64s[T ~uint | ~int](ids []T) []int64 {
 	out := make([]int64, len(ids))
@@ -160,6 +218,17 @@ type entCountScene struct {
 }
 
 func (s entCountScene) kind() dbKind { return s.e.kind }
+
+func (s entCountScene) leaveTriggers(t testing.TB) {
+	if !s.hooks {
+		t.Fatal("triggers keep this scene's counts already")
+	}
+	leaveCountTriggers(t, s.e.db, "racks")
+}
+
+func (s entCountScene) migrate(t testing.TB) {
+	must(t, entMigrate(context.Background(), s.e.client, entcounter.WithCounters(s.e.client)))
+}
 
 // write runs fn on the client, in a transaction of its own where hooks
 // keep the counts.

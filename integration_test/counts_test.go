@@ -411,6 +411,20 @@ func TestRecountFixesDriftWhileWritesGoOn(t *testing.T) {
 	})
 }
 
+// A count kept by hooks has no triggers: a migration of the version that
+// keeps it by hooks drops the triggers an earlier version, whose count
+// triggers kept, left on the child table, which would count each child
+// write a second time. GORM and ent, on every database.
+func TestCountsByHooksDropTheTriggersOfAnEarlierVersion(t *testing.T) {
+	eachCountSceneKeptBy(t, false, true, func(t *testing.T, s countScene) {
+		s.leaveTriggers(t)
+		s.migrate(t)
+		parents := s.parents(t, 3)
+		s.children(t, append(parents, parents[0]))
+		checkCounts(t, "four children written after the migration", s.mismatches(t))
+	})
+}
+
 type countsUnknown struct {
 	ID uint
 	N  int64 `gorm:"counter:counts=Things"`

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/dberr"
@@ -217,6 +218,13 @@ func recountBatch(ctx context.Context, conn Conn, d countersql.Dialect, c counte
 // is missing: a migration that installs them then recounts, since the
 // child rows written meanwhile were not counted.
 func CountTriggersMissing(ctx context.Context, conn Conn, d countersql.Dialect, c countersql.Count) (bool, error) {
+	n, err := countTriggers(ctx, conn, d, c)
+	return n < 3, err
+}
+
+// countTriggers returns how many of the three triggers that keep the count
+// c exist.
+func countTriggers(ctx context.Context, conn Conn, d countersql.Dialect, c countersql.Count) (int, error) {
 	var names []any
 	var err error
 	// A read of the catalog: sent again when its connection broke. (Twice
@@ -228,5 +236,63 @@ func CountTriggersMissing(ctx context.Context, conn Conn, d countersql.Dialect, 
 			break
 		}
 	}
-	return len(names) < 3, err
+	return len(names), err
+}
+
+// Recount recomputes the count c (whose spec is count) from its child
+// table for the parents matching cond (nil: all of them), as the function
+// Recount does, checking ctx between batches, and records the pass: the
+// Recount both ORMs' users call.
+func (st Store) Recount(ctx context.Context, s Session, c Counter, count countersql.Count, cond func(countersql.Writer)) (int64, error) {
+	if cond == nil {
+		cond = everyParent
+	}
+	n, err := Recount(ctx, s, st.Dialect, count, c.Options.Mode.HasColumn(), st.Settings.BatchSize, cond, func() bool { return ctx.Err() != nil })
+	st.Observer.Recount(ctx, c.Table.Parent, c.Column, n, err)
+	if err != nil {
+		return n, fmt.Errorf("%s: recount %s: %w", st.Pkg, c.Name, err)
+	}
+	return n, nil
+}
+
+// CountExisting counts the child rows that exist for every parent of the
+// count c, as a migration does when it creates the count, or finds that
+// its triggers were missing while child rows were written.
+func (st Store) CountExisting(ctx context.Context, s Session, c Counter, count countersql.Count) (int64, error) {
+	n, err := Recount(ctx, s, st.Dialect, count, c.Options.Mode.HasColumn(), st.Settings.BatchSize, everyParent, func() bool { return false })
+	if err != nil {
+		return n, fmt.Errorf("%s: count the existing %s rows of %s: %w", st.Pkg, count.Child, c.Name, err)
+	}
+	return n, nil
+}
+
+func everyParent(w countersql.Writer) { w.WriteString("1=1") }
+
+// InstallCountTriggers readies the triggers of the count c (spec count):
+// where hooks keep the count (hooks), none: those left from when triggers
+// kept it, which would count each child write a second time, are dropped
+// (only when there are some: a DROP TRIGGER locks the child table); else
+// installed afresh. It reports whether triggers that should have been
+// there were missing: the child rows written meanwhile were not counted,
+// and the caller recounts (CountExisting). The statements run in a
+// transaction of s's own, or in s's (on MySQL/MariaDB each DDL statement
+// commits anyway, and they run one by one).
+func (st Store) InstallCountTriggers(ctx context.Context, s Session, c Counter, count countersql.Count, hooks bool) (missing bool, err error) {
+	d := st.Dialect
+	steps := d.DropCountTriggers(count)
+	if hooks {
+		left, err := countTriggers(ctx, s, d, count)
+		if err != nil || left == 0 {
+			return false, err
+		}
+	} else {
+		steps = d.InstallCountTriggers(count)
+		if missing, err = CountTriggersMissing(ctx, s, d, count); err != nil {
+			return false, fmt.Errorf("%s: read the triggers that keep %s (counts %s): %w", st.Pkg, c.Name, count.Child, err)
+		}
+	}
+	if err := strategyOf(d).ddl(ctx, s, steps); err != nil {
+		return false, fmt.Errorf("%s: install the triggers that keep %s (counts %s): %w", st.Pkg, c.Name, count.Child, err)
+	}
+	return missing, nil
 }

@@ -67,6 +67,9 @@ type strategy interface {
 	// slotBytes returns the bytes of table on disk, or 0 where the
 	// database does not tell.
 	slotBytes(ctx context.Context, c Conn, table string) (int64, error)
+	// ddl runs the DDL statements steps, in a transaction of s's own or in
+	// s's where the database's DDL is transactional.
+	ddl(ctx context.Context, s Session, steps []func(countersql.Writer)) error
 	// serverVersion returns the server's version where it tells the
 	// database apart (MariaDB from MySQL), else "".
 	serverVersion(ctx context.Context, c Conn) string
@@ -91,6 +94,11 @@ type statementFolds struct{ d countersql.Upserts }
 func (f statementFolds) compaction() (countersql.Upserts, error) { return f.d, nil }
 
 func (statementFolds) awaitReuse(context.Context, Conn, string) (string, error) { return "", nil }
+
+// ddl: PostgreSQL's and SQLite's DDL is transactional: all or none.
+func (statementFolds) ddl(ctx context.Context, s Session, steps []func(countersql.Writer)) error {
+	return OwnTransaction(ctx, s, func(tx Session) error { return runSteps(ctx, tx, steps) })
+}
 
 func (statementFolds) serverVersion(context.Context, Conn) string { return "" }
 
@@ -356,6 +364,11 @@ func (w mysqlWrites) addEach(ctx context.Context, s Session, t countersql.Table,
 		}
 	}
 	return nil
+}
+
+// ddl: each DDL statement commits the transaction it runs in: one by one.
+func (mysqlWrites) ddl(ctx context.Context, s Session, steps []func(countersql.Writer)) error {
+	return runSteps(ctx, s, steps)
 }
 
 func (mysqlWrites) planless(_ context.Context, _ Conn, fn func() error) error { return fn() }
