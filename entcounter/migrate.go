@@ -3,6 +3,7 @@ package entcounter
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"ariga.io/atlas/sql/migrate"
@@ -86,10 +87,14 @@ func WithCounters(src Source) schema.MigrateOption {
 					return err
 				}
 			}
-			if err := guardRebuilds(ctx, c, dl, r, before, plan); err != nil {
+			putBack, err := guardRebuilds(ctx, c, dl, r, before, plan)
+			if err != nil {
 				return err
 			}
 			if err := next.Apply(ctx, ex, plan); err != nil {
+				return err
+			}
+			if err := putBack(ctx, c); err != nil {
 				return err
 			}
 			missing, err := installTriggers(ctx, engine.TxSession{Conn: c}, r)
@@ -257,10 +262,16 @@ func prepareColumn(ctx context.Context, c entrt.Conn, store engine.Store, d entr
 //     tables and deletes their rows;
 //   - a sum counter declared over an existing column without AdoptColumn:
 //     the copy has only the columns the schema declares.
-func guardRebuilds(ctx context.Context, c entrt.Conn, dl countersql.Dialect, r entrt.Runtime, before []engine.Storage, plan *migrate.Plan) error {
+//
+// Else it sets aside the count triggers on the rebuilt tables or naming
+// them (engine.SetAsideTriggers: the rename of a copy fails on a trigger
+// of another table that names the table) and returns the function that
+// puts them back after ent's changes.
+func guardRebuilds(ctx context.Context, c entrt.Conn, dl countersql.Dialect, r entrt.Runtime, before []engine.Storage, plan *migrate.Plan) (func(context.Context, engine.Conn) error, error) {
+	none := func(context.Context, engine.Conn) error { return nil }
 	lite, rebuilds := dl.OnSQLite()
 	if !rebuilds {
-		return nil
+		return none, nil
 	}
 	rebuilt := map[string]bool{}
 	for _, ch := range plan.Changes {
@@ -269,11 +280,11 @@ func guardRebuilds(ctx context.Context, c entrt.Conn, dl countersql.Dialect, r e
 		}
 	}
 	if len(rebuilt) == 0 {
-		return nil
+		return none, nil
 	}
 	fks, err := engine.QueryKeys(ctx, c, lite.ForeignKeysOn)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	enforced := len(fks) > 0 && engine.KeyText(fks[0]) == "1"
 	for i, d := range r.Defs {
@@ -282,14 +293,28 @@ func guardRebuilds(ctx context.Context, c entrt.Conn, dl countersql.Dialect, r e
 			continue
 		}
 		if enforced && before[i].Tables[t.Slots] {
-			return fmt.Errorf("entcounter: %s: this migration rebuilds %s (SQLite alters a table by copying it), and its connection enforces foreign keys, "+
+			return nil, fmt.Errorf("entcounter: %s: this migration rebuilds %s (SQLite alters a table by copying it), and its connection enforces foreign keys, "+
 				"so dropping the old table would delete every row of %s through ON DELETE CASCADE; run it on a client whose pool has one connection "+
 				"(db.SetMaxOpenConns(1)), where ent can turn foreign keys off", d.Name(), t.Parent, t.Slots)
 		}
 		if before[i].Column && !d.Rollup && d.Count == nil && !d.KeepColumn {
-			return fmt.Errorf("entcounter: %s: this migration rebuilds %s (SQLite alters a table by copying it), and the copy would drop the column %s, "+
+			return nil, fmt.Errorf("entcounter: %s: this migration rebuilds %s (SQLite alters a table by copying it), and the copy would drop the column %s, "+
 				"which still holds counts: declare the counter with entcounter.AdoptColumn() until entcounter.MoveToSlots has emptied it", d.Name(), t.Parent, t.Column)
 		}
 	}
-	return nil
+	tables := make([]string, 0, len(rebuilt))
+	for name := range rebuilt {
+		tables = append(tables, name)
+	}
+	slices.Sort(tables)
+	aside, err := engine.SetAsideTriggers(ctx, c, lite, tables)
+	if err != nil {
+		return nil, fmt.Errorf("entcounter: %w", err)
+	}
+	return func(ctx context.Context, c engine.Conn) error {
+		if err := aside(ctx, c); err != nil {
+			return fmt.Errorf("entcounter: %w", err)
+		}
+		return nil
+	}, nil
 }

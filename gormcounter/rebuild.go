@@ -2,11 +2,13 @@ package gormcounter
 
 import (
 	"database/sql"
+	"errors"
 	"fmt"
 
 	"gorm.io/gorm"
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
+	"github.com/hotcounter/hotcounter/internal/engine"
 )
 
 // SQLite alters a table by copying it: the migrator's rebuilds run on one
@@ -20,9 +22,11 @@ import (
 //     keys off for it with a PRAGMA, which holds for one connection only,
 //     and with them on, dropping the old table cascades to its slot tables
 //     and deletes every count;
-//   - the count triggers that went with the old table are put back. They
-//     are read from the database, so this works in a process that never
-//     saw the parent model.
+//   - the count triggers on the tables, which go with the old table, and
+//     those naming them (a count's triggers on the child name the parent,
+//     and the rename of the copy fails on them) are set aside before and
+//     put back after (engine.SetAsideTriggers). They are read from the
+//     database, so this works in a process that never saw the models.
 //
 // fn gets the session to migrate with: inner(conn) is GORM's own migrator
 // on it.
@@ -31,8 +35,7 @@ func (m counterMigrator) guardRebuild(values []any, fn func(conn *gorm.DB) error
 	if !rebuilds {
 		return fn(m.db)
 	}
-	type trigger struct{ name, sql string }
-	var saved []trigger
+	var tables []string
 	for _, v := range values {
 		table, ok := v.(string)
 		if !ok {
@@ -42,25 +45,26 @@ func (m counterMigrator) guardRebuild(values []any, fn func(conn *gorm.DB) error
 			}
 			table = stmt.Schema.Table
 		}
-		rows, err := querySQL(m.db, "", func(w countersql.Writer) { d.CountTriggersOn(w, table) }).Rows()
+		tables = append(tables, table)
+	}
+	ctx := m.db.Statement.Context
+	migrate := func(conn *gorm.DB) error {
+		putBack, err := engine.SetAsideTriggers(ctx, gormConn{db: conn}, d, tables)
 		if err != nil {
 			return err
 		}
-		for rows.Next() {
-			var t trigger
-			if err := rows.Scan(&t.name, &t.sql); err != nil {
-				rows.Close()
-				return err
-			}
-			saved = append(saved, t)
+		if err := fn(conn); err != nil {
+			return errors.Join(err, putBack(ctx, gormConn{db: conn}))
 		}
-		rows.Close()
+		if err := putBack(ctx, gormConn{db: conn}); err != nil {
+			return fmt.Errorf("gormcounter: %w", err)
+		}
+		return nil
 	}
 	if _, pinned := m.db.Statement.ConnPool.(*sql.Conn); pinned {
-		if err := fn(m.db); err != nil { // inside a rebuild already
-			return err
-		}
-	} else if err := m.db.Connection(func(conn *gorm.DB) error {
+		return migrate(m.db) // inside a rebuild already
+	}
+	return m.db.Connection(func(conn *gorm.DB) error {
 		// Not every rebuild of GORM's SQLite migrator turns foreign keys
 		// off (DropColumn does not).
 		var on int
@@ -73,16 +77,8 @@ func (m counterMigrator) guardRebuild(values []any, fn func(conn *gorm.DB) error
 			}
 			defer execSQL(conn, "", func(w countersql.Writer) { d.SetForeignKeys(w, true) })
 		}
-		return fn(conn)
-	}); err != nil {
-		return err
-	}
-	for _, t := range saved {
-		if err := execSQL(m.db, "", func(w countersql.Writer) { d.Recreate(w, t.sql) }).Error; err != nil {
-			return fmt.Errorf("gormcounter: put back trigger %s after a migration: %w", t.name, err)
-		}
-	}
-	return nil
+		return migrate(conn)
+	})
 }
 
 // inner returns GORM's own migrator (not the plugin's) on db.

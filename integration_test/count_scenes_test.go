@@ -58,6 +58,10 @@ type countScene interface {
 	leaveTriggers(t testing.TB)
 	// migrate runs the ORM's migration of the scene's tables again.
 	migrate(t testing.TB)
+	// alterParent changes a column of the parent table through the ORM's
+	// migration (GORM's AutoMigrate; ent's Schema.Create with
+	// WithCounters), which on SQLite rebuilds the table.
+	alterParent(t testing.TB)
 }
 
 // eachCountScene runs fn on every scene, on every database.
@@ -170,6 +174,25 @@ func (s gormCounts) leaveTriggers(t testing.TB) { leaveCountTriggers(t, s.e.db, 
 
 func (s gormCounts) migrate(t testing.TB) { s.k.migrate(t, s.e.db) }
 
+func (s gormCounts) alterParent(t testing.TB) {
+	if s.k.parents != "categories" {
+		t.Fatalf("no other version of %s to migrate to", s.k.parents)
+	}
+	must(t, s.e.db.AutoMigrate(&CategoryNamed{}))
+}
+
+// CategoryNamed is Category as a later version of the application
+// declares it: its name required.
+type CategoryNamed struct {
+	ID          uint
+	Name        string   `gorm:"not null;default:''"`
+	ObjectCount int64    `gorm:"counter:counts=Objects"`
+	ActiveCount int64    `gorm:"counter:slots=4,rollup,counts=Objects,where=status = 'active'"`
+	Objects     []Object `gorm:"foreignKey:CategoryID"`
+}
+
+func (CategoryNamed) TableName() string { return "categories" }
+
 // leaveCountTriggers migrates, through GORM, the earlier version of the
 // parent table (albums or racks) whose counts triggers kept.
 func leaveCountTriggers(t testing.TB, db *gorm.DB, parents string) {
@@ -224,6 +247,17 @@ func (s entCountScene) leaveTriggers(t testing.TB) {
 		t.Fatal("triggers keep this scene's counts already")
 	}
 	leaveCountTriggers(t, s.e.db, "racks")
+}
+
+// alterParent: shelves' name, required in ent's schema, is made
+// nullable by GORM's AutoMigrate of Shelf, and required again by ent's
+// migration.
+func (s entCountScene) alterParent(t testing.TB) {
+	if s.hooks {
+		t.Fatal("no other version of racks to migrate to")
+	}
+	must(t, s.e.db.AutoMigrate(&Shelf{}))
+	s.migrate(t)
 }
 
 func (s entCountScene) migrate(t testing.TB) {

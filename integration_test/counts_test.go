@@ -425,6 +425,20 @@ func TestCountsByHooksDropTheTriggersOfAnEarlierVersion(t *testing.T) {
 	})
 }
 
+// A migration that alters the parent table, which SQLite does by
+// rebuilding it (a new table, the rows copied, the old one dropped, the new
+// one renamed), keeps the counts its triggers keep on the child table:
+// counted before it, and counted after. GORM and ent, on every database.
+func TestCountsStayExactWhenAMigrationAltersTheirParentTable(t *testing.T) {
+	eachCountSceneKeptBy(t, true, false, func(t *testing.T, s countScene) {
+		parents := s.parents(t, 3)
+		s.children(t, parents)
+		s.alterParent(t)
+		s.children(t, append(parents, parents[0]))
+		checkCounts(t, "a migration that altered the parent table", s.mismatches(t))
+	})
+}
+
 type countsUnknown struct {
 	ID uint
 	N  int64 `gorm:"counter:counts=Things"`

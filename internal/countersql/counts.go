@@ -405,16 +405,28 @@ func (d Dialect) ForeignKeysPragma() string {
 	return "PRAGMA foreign_keys"
 }
 
-// CountTriggersOn writes the query of the name and SQL of every count
-// trigger on a table (SQLite), so that a migration that recreates the table
-// can put them back.
-func (d SQLite) CountTriggersOn(w Writer, table string) {
-	w.WriteString("SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'hc\\_%' ESCAPE '\\' AND tbl_name = ")
+// CountTriggersNaming writes the query of the name and SQL of every count
+// trigger on a table or naming it (SQLite), so that a migration that
+// recreates the table can set them aside and put them back: SQLite drops
+// the triggers on a table with it, and a rename of the table rebuilt in
+// its place fails on a trigger of another table that names it (a count's
+// triggers on the child name the parent). A trigger whose SQL merely
+// contains the name is set aside too, and put back as it was.
+func (d SQLite) CountTriggersNaming(w Writer, table string) {
 	name := table
 	if i := strings.LastIndexByte(table, '.'); i >= 0 {
 		name = table[i+1:]
 	}
+	w.WriteString("SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'hc\\_%' ESCAPE '\\' AND (tbl_name = ")
 	w.Arg(name)
+	w.WriteString(" OR instr(sql, ")
+	w.Arg(name)
+	w.WriteString(") > 0) ORDER BY name")
+}
+
+// DropTrigger writes the DROP of a trigger (SQLite), if it exists.
+func (d SQLite) DropTrigger(w Writer, name string) {
+	q(w, "DROP TRIGGER IF EXISTS %", name)
 }
 
 // TableExists writes a query that returns a row if the table exists,

@@ -209,7 +209,8 @@ func statements(d Dialect) []struct {
 	}
 	if lite, ok := d.OnSQLite(); ok {
 		out = append(out,
-			one("CountTriggersOn", func(w Writer) { lite.CountTriggersOn(w, "objects") }),
+			one("CountTriggersNaming", func(w Writer) { lite.CountTriggersNaming(w, "categories") }),
+			one("DropTrigger", func(w Writer) { lite.DropTrigger(w, "hc_category_object_count_slots_ins") }),
 			one("IndexesOn", func(w Writer) { lite.IndexesOn(w, "posts") }),
 			one("ForeignKeysOn", lite.ForeignKeysOn),
 			one("SetForeignKeys", func(w Writer) { lite.SetForeignKeys(w, false) }),

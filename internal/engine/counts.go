@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
@@ -295,4 +296,49 @@ func (st Store) InstallCountTriggers(ctx context.Context, s Session, c Counter, 
 		return false, fmt.Errorf("%s: install the triggers that keep %s (counts %s): %w", st.Pkg, c.Name, count.Child, err)
 	}
 	return missing, nil
+}
+
+// SetAsideTriggers drops the count triggers on any of tables or naming one
+// (countersql.SQLite.CountTriggersNaming) before a migration rebuilds those
+// tables (SQLite), and returns the function that puts them back, as they
+// were, after it: a count's triggers on the child name the parent, and
+// SQLite's rename of a parent table rebuilt in its old one's place fails
+// on them ("error in trigger ...: no such table").
+func SetAsideTriggers(ctx context.Context, c Conn, d countersql.SQLite, tables []string) (putBack func(context.Context, Conn) error, err error) {
+	type trigger struct{ name, sql string }
+	var saved []trigger
+	seen := map[string]bool{}
+	for _, table := range tables {
+		rows, err := c.Query(ctx, func(w countersql.Writer) { d.CountTriggersNaming(w, table) })
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var t trigger
+			if err := rows.Scan(&t.name, &t.sql); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			if !seen[t.name] {
+				seen[t.name] = true
+				saved = append(saved, t)
+			}
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return nil, err
+		}
+	}
+	for _, t := range saved {
+		if _, err := c.Exec(ctx, func(w countersql.Writer) { d.DropTrigger(w, t.name) }); err != nil {
+			return nil, fmt.Errorf("set trigger %s aside for a migration: %w", t.name, err)
+		}
+	}
+	return func(ctx context.Context, c Conn) error {
+		for _, t := range saved {
+			if _, err := c.Exec(ctx, func(w countersql.Writer) { d.Recreate(w, t.sql) }); err != nil {
+				return fmt.Errorf("put back trigger %s after a migration: %w", t.name, err)
+			}
+		}
+		return nil
+	}, nil
 }

@@ -247,9 +247,12 @@ UPDATE "post_likes_slots" SET "n" = (SELECT SUM("hc_s"."n") FROM "post_likes_slo
 DELETE FROM "post_likes_slots" WHERE "post_id" IN ($1,$2,$3) AND "slot" > (SELECT MIN("hc_s"."slot") FROM "post_likes_slots" AS "hc_s" WHERE "hc_s"."post_id" = "post_likes_slots"."post_id");
 -- args: [1 2 3]
 
--- CountTriggersOn
-SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'hc\_%' ESCAPE '\' AND tbl_name = $1;
--- args: [objects]
+-- CountTriggersNaming
+SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'hc\_%' ESCAPE '\' AND (tbl_name = $1 OR instr(sql, $2) > 0) ORDER BY name;
+-- args: [categories categories]
+
+-- DropTrigger
+DROP TRIGGER IF EXISTS "hc_category_object_count_slots_ins";
 
 -- IndexesOn
 SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL AND tbl_name = $1;
