@@ -577,12 +577,11 @@ func copyNode(v any) any {
 
 // target is the counter as engine.Start and engine.Set write it.
 func (w *write) target(ctx context.Context) (engine.Target, error) {
-	read, err := w.sources(ctx)
+	st, err := w.r.Store()
 	if err != nil {
 		return engine.Target{}, err
 	}
-	return engine.Target{Table: w.d.Tables(), Mode: w.d.Mode(), Slots: w.d.Slots, Widths: w.r.Widths(w.d),
-		Guarded: w.d.Guarded, Precreate: w.d.PrecreateOn(w.dl), Read: read}, nil
+	return st.Target(ctx, entrt.NewSession(w.r), w.d.Counter(w.dl), w.r.Widths(w.d))
 }
 
 // created writes the starting value of a new parent's sum counter, and its

@@ -300,12 +300,9 @@ func (p *Plugin) set(db *gorm.DB, c *counter, t countersql.Table, where clause.W
 
 // target is counter c, stored in t, as engine.Start and engine.Set write it.
 func (p *Plugin) target(ctx context.Context, conn gormConn, c *counter, t countersql.Table) (engine.Target, error) {
-	read, err := p.sources(ctx, conn, c)
-	if err != nil {
-		return engine.Target{}, err
-	}
-	return engine.Target{Table: t, Mode: c.opts.Mode, Slots: c.opts.Slots, Widths: c.widths,
-		Guarded: c.opts.Guarded, Precreate: c.precreate, Read: read}, nil
+	ec := c.engine()
+	ec.Table = t
+	return p.store().Target(ctx, conn, ec, c.widths)
 }
 
 // combineKey names what an increment of counter c writes, for p.combined:

@@ -173,6 +173,18 @@ func (st Store) Sources(ctx context.Context, probe Conn, c Counter) (countersql.
 	return read, nil
 }
 
+// Target returns c as Start and Set write it: what adds up to its value
+// probed through probe (Sources), and widths, its slots=auto widths or
+// nil.
+func (st Store) Target(ctx context.Context, probe Conn, c Counter, widths *Widths) (Target, error) {
+	read, err := st.Sources(ctx, probe, c)
+	if err != nil {
+		return Target{}, err
+	}
+	return Target{Table: c.Table, Mode: c.Options.Mode, Slots: c.Options.Slots, Widths: widths,
+		Guarded: c.Options.Guarded, Precreate: c.Precreate, Read: read}, nil
+}
+
 // PrepareColumn checks and readies, before the ORM migrates the parent
 // table, a column of c's name that the table already has, and returns
 // what it found of c's storage: an existing column must hold integers
