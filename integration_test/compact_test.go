@@ -55,6 +55,49 @@ func eachCompactDB(t *testing.T, fn func(t *testing.T, e *env)) {
 	eachDB(t, fn, on(pg, lite))
 }
 
+// A compaction pass leaves alone, and names, the counters whose rows it
+// would not remove (pre-created slot rows) or must not gather (guarded
+// stock, spread over the slots for takes): their rows and totals stay as
+// they were. GORM and ent (which compacts every counter of the client).
+func TestCompactionLeavesPrecreatedRowsAndGuardedStockAsTheyAre(t *testing.T) {
+	eachORM(t, func(t *testing.T, o counterORM) {
+		product := o.create(t, modelProduct)
+		must(t, o.increment(modelProduct, product, "stock", 60)) // a restock, spread over the slots
+		skip := o.create(t, modelSkipPost)
+		for range 5 {
+			must(t, o.increment(modelSkipPost, skip, "likes", 1))
+		}
+		rows := func() [4]int64 {
+			var r [4]int64
+			r[0], r[1] = slotsOfKey(t, o.db(), "product_stock_slots", "product_id", product)
+			r[2], r[3] = slotsOfKey(t, o.db(), "skip_post_likes_slots", "skip_post_id", skip)
+			return r
+		}
+		before := rows()
+		if before[1] < 2 || before[2] != 64 {
+			t.Fatalf("before the pass: stock in %d valued rows, likes in %d rows; want 2 or more, and the 64 pre-created", before[1], before[2])
+		}
+		var left []string
+		for _, m := range []string{modelProduct, modelSkipPost} {
+			done, err := o.compact(m)
+			must(t, err)
+			left = append(left, done.Left...)
+		}
+		named := strings.Join(left, "\n")
+		for _, want := range []string{o.name(modelProduct, "stock") + ": guarded", o.name(modelSkipPost, "likes") + ": pre-created slot rows"} {
+			if !strings.Contains(named, want) {
+				t.Errorf("the passes' counters left alone:\n%s\nwant %q among them", named, want)
+			}
+		}
+		if after := rows(); after != before {
+			t.Errorf("slot rows (stock: rows, valued; likes: rows, valued) %v after the pass, %v before", after, before)
+		}
+		if stock, likes := exactly(t, o, modelProduct, product, "stock"), exactly(t, o, modelSkipPost, skip, "likes"); stock != 60 || likes != 5 {
+			t.Errorf("stock %d and likes %d after the pass, want 60 and 5", stock, likes)
+		}
+	}, on(pg, lite))
+}
+
 // TestCompactRefusesMySQL: on MariaDB, Compact and CompactPass return an
 // error wrapping errors.ErrUnsupported and leave the slot rows as they are.
 func TestCompactRefusesMySQL(t *testing.T) {

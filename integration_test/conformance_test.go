@@ -112,6 +112,8 @@ type counterORM interface {
 	// hotKeys returns the client's k hottest rows (gormcounter.HotKeys,
 	// entcounter.HotKeys).
 	hotKeys(t testing.TB, k int) []gormcounter.HotKey
+	// onEnv is the test database the ORM runs on.
+	onEnv() *env
 }
 
 // counterBuffer is a write-behind buffer of either ORM.
@@ -185,6 +187,7 @@ func gormField(field string) string {
 }
 
 func (o gormORM) db() *gorm.DB { return o.e.db }
+func (o gormORM) onEnv() *env  { return o.e }
 func (o gormORM) kind() dbKind { return o.e.kind }
 
 func (o gormORM) create(t testing.TB, model string) int64 {
@@ -425,6 +428,7 @@ func (o entORM) buffer(t testing.TB, cfg gormcounter.BufferConfig) counterBuffer
 func (o entORM) sent(fn func()) int64 { return entStatements(o.e, fn) }
 
 func (o entORM) db() *gorm.DB { return o.e.db }
+func (o entORM) onEnv() *env  { return o.e.env }
 func (o entORM) kind() dbKind { return o.e.kind }
 
 func (o entORM) create(t testing.TB, model string) int64 {

@@ -1,10 +1,8 @@
 package integration_test
 
 import (
+	"fmt"
 	"testing"
-
-	"github.com/hotcounter/hotcounter/gormcounter"
-	"gorm.io/gorm"
 )
 
 // On MariaDB too, transactions that increment two posts in opposite orders
@@ -27,30 +25,30 @@ func TestIncrementsInTransactionsNeverWaitMySQL(t *testing.T) {
 // from the transaction's snapshot. If the row was deleted since (a Set of
 // the counter, a rebuild), the UPDATE finds nothing: the increment then
 // reads the rows as they are now and inserts the row again, so it is not
-// lost.
+// lost. GORM and ent (whose slot tables have a surrogate key, by which the
+// row is updated), each on a pool of one connection, so that both
+// transactions are the same session.
 func TestIncrementInATransactionCountsWhenItsSlotRowWasDeletedMySQL(t *testing.T) {
-	parallel(t)
-	e := open(t, my, pool(1))
-	db := e.db
-	must(t, db.AutoMigrate(&Post{}))
-	post := Post{Title: "x"}
-	must(t, db.Create(&post).Error)
-	// The session's own row of the post, holding 1.
-	must(t, db.Transaction(func(tx *gorm.DB) error {
-		return gormcounter.Increment(tx.Model(&Post{ID: post.ID}), "Likes", 1).Error
-	}))
-	other := withPlugin(t, e, gormcounter.Config{})
-	tx := db.Begin()
-	must(t, tx.Error)
-	defer tx.Rollback()
-	var n int64
-	must(t, tx.Raw("SELECT COUNT(*) FROM post_likes_slots WHERE post_id = ?", post.ID).Row().Scan(&n)) // the snapshot
-	must(t, other.Exec("DELETE FROM post_likes_slots WHERE post_id = ?", post.ID).Error)
-	must(t, gormcounter.Increment(tx.Model(&Post{ID: post.ID}), "Likes", 1).Error)
-	must(t, tx.Commit().Error)
-	var got Post
-	must(t, other.First(&got, post.ID).Error)
-	if got.Likes != 1 {
-		t.Fatalf("likes = %d after its slot rows were deleted and one increment; want 1", got.Likes)
-	}
+	eachORM(t, func(t *testing.T, o counterORM) {
+		post := o.create(t, modelPost)
+		// The session's own row of the post, holding 1.
+		must(t, o.inTx(func(tx counterORM) error { return tx.increment(modelPost, post, "likes", 1) }))
+		other := openPool(t, o.onEnv(), 1)
+		must(t, o.inTx(func(tx counterORM) error {
+			if _, err := tx.exact(modelPost, post, "likes"); err != nil { // the snapshot
+				return err
+			}
+			res, err := other.Exec("DELETE FROM post_likes_slots WHERE post_id = ?", post)
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil || n == 0 {
+				return fmt.Errorf("deleted %d slot rows (%v); want the session's own row", n, err)
+			}
+			return tx.increment(modelPost, post, "likes", 1)
+		}))
+		if got := exactly(t, o, modelPost, post, "likes"); got != 1 {
+			t.Fatalf("likes = %d after its slot rows were deleted and one increment; want 1", got)
+		}
+	}, on(my), pool(1))
 }

@@ -157,47 +157,48 @@ func TestBufferKeysSpelledAsTheDatabaseMatchesThem(t *testing.T) {
 }
 
 // Two buffers flushing concurrently on MariaDB do not deadlock (a prune in
-// every flush once scanned, and locked, the whole ledger).
+// every flush once scanned, and locked, the whole ledger). GORM and ent.
 func TestMariaDBConcurrentBuffersDoNotDeadlock(t *testing.T) {
-	parallel(t)
-	e := open(t, my)
-	db := e.db
-	must(t, migrateAll(db))
-	posts := freshPosts(t, db, 2)
-	ctx := context.Background()
-	var bufs [2]*gormcounter.Buffer
-	for i := range bufs {
-		b, err := gormcounter.NewBuffer(db, gormcounter.BufferConfig{Interval: time.Hour})
-		must(t, err)
-		bufs[i] = b
-	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var errs []error
-	for i := range bufs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range 100 {
-				if err := bufs[i].Increment(ctx, &Post{ID: posts[i].ID}, "Likes", 1); err != nil {
-					t.Error(err)
-					return
+	eachORM(t, func(t *testing.T, o counterORM) {
+		posts := []int64{o.create(t, modelPost), o.create(t, modelPost)}
+		ctx := context.Background()
+		var bufs [2]counterBuffer
+		for i := range bufs {
+			bufs[i] = o.buffer(t, gormcounter.BufferConfig{Interval: time.Hour})
+		}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var errs []error
+		for i := range bufs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 100 {
+					if err := bufs[i].increment(ctx, modelPost, posts[i], "likes", 1); err != nil {
+						t.Error(err)
+						return
+					}
+					if err := bufs[i].flush(ctx); err != nil {
+						mu.Lock()
+						errs = append(errs, err)
+						mu.Unlock()
+					}
 				}
-				if err := bufs[i].Flush(ctx); err != nil {
-					mu.Lock()
-					errs = append(errs, err)
-					mu.Unlock()
-				}
+			}()
+		}
+		wg.Wait()
+		for _, b := range bufs {
+			must(t, b.close(ctx))
+		}
+		if len(errs) > 0 {
+			t.Errorf("%d of 200 flushes failed; first: %v", len(errs), errs[0])
+		}
+		for _, id := range posts {
+			if got := exactly(t, o, modelPost, id, "likes"); got != 100 {
+				t.Errorf("post %d: likes=%d after 100 buffered increments, want 100", id, got)
 			}
-		}()
-	}
-	wg.Wait()
-	for _, b := range bufs {
-		must(t, b.Close(ctx))
-	}
-	if len(errs) > 0 {
-		t.Errorf("%d of 200 flushes failed; first: %v", len(errs), errs[0])
-	}
+		}
+	}, on(my))
 }
 
 // Parents deleted before the flush, mixed with live ones, in all three
