@@ -38,7 +38,7 @@ type liveOption string
 
 var (
 	_ gorm.StatementModifier = Live
-	_ clause.Expression      = Live
+	_ clause.Interface       = Live // so that gorm.io/gen's Clauses takes it
 )
 
 // ModifyStatement marks the statement's context, which Preload passes on.
@@ -52,3 +52,10 @@ func (liveOption) ModifyStatement(stmt *gorm.Statement) {
 
 // Build writes nothing: Live changes how the statement is filled, not its SQL.
 func (liveOption) Build(clause.Builder) {}
+
+// Name names Live among a statement's clauses. GORM never stores it there:
+// a clause that modifies the statement is applied, not kept.
+func (liveOption) Name() string { return "HOTCOUNTER LIVE" }
+
+// MergeClause does nothing (see Name).
+func (liveOption) MergeClause(*clause.Clause) {}

@@ -514,8 +514,8 @@ func (c *counter) parseIncrement(v any) (int64, error) {
 			}
 		}
 	}
-	return 0, fmt.Errorf("gormcounter: %s: %w: %s; assign gorm.Expr(%q, n) or call gormcounter.Increment",
-		c.name(), ErrNotIncrement, describe(v), c.field.DBName+" + ?")
+	return 0, fmt.Errorf("gormcounter: %s: %w: %s; assign gorm.Expr(%q, n) (gorm.io/gen: %s.Add(n)) or call gormcounter.Increment",
+		c.name(), ErrNotIncrement, describe(v), c.field.DBName+" + ?", c.field.Name)
 }
 
 func describe(v any) string {
