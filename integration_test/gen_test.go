@@ -8,13 +8,13 @@ import (
 	"testing"
 
 	"github.com/hotcounter/hotcounter/gormcounter"
-	"github.com/hotcounter/hotcounter/integration_test/gen/model"
-	"github.com/hotcounter/hotcounter/integration_test/gen/query"
+	"github.com/hotcounter/hotcounter/examples/gormgen/model"
+	"github.com/hotcounter/hotcounter/examples/gormgen/query"
 )
 
 // gorm.io/gen: the typed queries it generates from a model with counter
-// tags (integration_test/gen) write and read counters as GORM's own API
-// does, with nothing added for gen.
+// tags (those of examples/gormgen) write and read counters as GORM's own
+// API does, with nothing added for gen.
 
 // genPosts migrates gen's model on e's database and returns its queries
 // and n new posts.
@@ -63,7 +63,7 @@ func TestGenIncrementsGoToTheSlots(t *testing.T) {
 			}
 			return err
 		})
-		if column := rawInt(t, e.db, "SELECT views FROM posts WHERE id = ?", id); column != 0 {
+		if column := rawInt(t, e.db, "SELECT views FROM gormgen_posts WHERE id = ?", id); column != 0 {
 			t.Errorf("the views column holds %d before any rollup pass; the increments must go to the slots", column)
 		}
 		got, err := p.WithContext(gormcounter.WithLive(ctx)).Where(p.ID.Eq(id)).First()
@@ -72,7 +72,7 @@ func TestGenIncrementsGoToTheSlots(t *testing.T) {
 			t.Fatalf("likes=%d views=%d after %d increments of each through gen, want %d and %d", got.Likes, got.Views, done, done, 2*done)
 		}
 		must(t, gormcounter.RollupPass(e.db, &model.Post{}))
-		if column := rawInt(t, e.db, "SELECT views FROM posts WHERE id = ?", id); column != 2*done {
+		if column := rawInt(t, e.db, "SELECT views FROM gormgen_posts WHERE id = ?", id); column != 2*done {
 			t.Errorf("the views column holds %d after a rollup pass, want %d", column, 2*done)
 		}
 	}, pool(writersPool))
