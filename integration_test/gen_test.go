@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hotcounter/hotcounter/gormcounter"
 	"github.com/hotcounter/hotcounter/examples/gormgen/model"
 	"github.com/hotcounter/hotcounter/examples/gormgen/query"
+	"github.com/hotcounter/hotcounter/gormcounter"
 )
 
 // gorm.io/gen: the typed queries it generates from a model with counter
