@@ -2,7 +2,6 @@ package gormcounter
 
 import (
 	"database/sql"
-	"errors"
 	"fmt"
 
 	"gorm.io/gorm"
@@ -22,11 +21,14 @@ import (
 //     keys off for it with a PRAGMA, which holds for one connection only,
 //     and with them on, dropping the old table cascades to its slot tables
 //     and deletes every count;
-//   - the count triggers on the tables, which go with the old table, and
-//     those naming them (a count's triggers on the child name the parent,
-//     and the rename of the copy fails on them) are set aside before and
-//     put back after (engine.SetAsideTriggers). They are read from the
-//     database, so this works in a process that never saw the models.
+//   - the count triggers on the tables go with the old table: they are
+//     read before (engine.SaveTriggers) and put back after. They are read
+//     from the database, so this works in a process that never saw the
+//     models;
+//   - the count triggers of other tables that name a table (a count's
+//     triggers on the child name the parent) would fail the rename of the
+//     copy: the connection renames the legacy way (legacy_alter_table),
+//     which leaves them as they are written.
 //
 // fn gets the session to migrate with: inner(conn) is GORM's own migrator
 // on it.
@@ -49,12 +51,26 @@ func (m counterMigrator) guardRebuild(values []any, fn func(conn *gorm.DB) error
 	}
 	ctx := m.db.Statement.Context
 	migrate := func(conn *gorm.DB) error {
-		putBack, err := engine.SetAsideTriggers(ctx, gormConn{db: conn}, d, tables)
+		putBack, err := engine.SaveTriggers(ctx, gormConn{db: conn}, d, tables)
 		if err != nil {
+			return fmt.Errorf("gormcounter: %w", err)
+		}
+		// The rename of a rebuilt table's copy leaves the triggers of other
+		// tables that name the table as they are written (they then name
+		// the copy), instead of failing on them: no trigger is dropped, so
+		// no write of another connection goes uncounted meanwhile.
+		var legacy int
+		if err := querySQL(conn, "", d.LegacyAlterTable).Scan(&legacy).Error; err != nil {
 			return err
 		}
+		if legacy == 0 {
+			if err := execSQL(conn, "", func(w countersql.Writer) { d.SetLegacyAlterTable(w, true) }).Error; err != nil {
+				return err
+			}
+			defer execSQL(conn, "", func(w countersql.Writer) { d.SetLegacyAlterTable(w, false) })
+		}
 		if err := fn(conn); err != nil {
-			return errors.Join(err, putBack(ctx, gormConn{db: conn}))
+			return err
 		}
 		if err := putBack(ctx, gormConn{db: conn}); err != nil {
 			return fmt.Errorf("gormcounter: %w", err)

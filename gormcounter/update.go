@@ -300,9 +300,12 @@ func (p *Plugin) set(db *gorm.DB, c *counter, t countersql.Table, where clause.W
 
 // target is counter c, stored in t, as engine.Start and engine.Set write it.
 func (p *Plugin) target(ctx context.Context, conn gormConn, c *counter, t countersql.Table) (engine.Target, error) {
-	ec := c.engine()
-	ec.Table = t
-	return p.store().Target(ctx, conn, ec, c.widths)
+	// Where its values live is probed and kept under the counter's own
+	// table, as increments and loads keep it; the statement's table (db.Table,
+	// a schema-qualified name) is what it writes.
+	target, err := p.store().Target(ctx, conn, c.engine(), c.widths)
+	target.Table = t
+	return target, err
 }
 
 // combineKey names what an increment of counter c writes, for p.combined:

@@ -4,8 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"gorm.io/gorm"
-
 	"github.com/hotcounter/hotcounter/entcounter"
 	"github.com/hotcounter/hotcounter/gormcounter"
 	"github.com/hotcounter/hotcounter/integration_test/ent"
@@ -56,6 +54,10 @@ type countScene interface {
 	// an earlier version of the application, whose counts triggers kept,
 	// left them on the child table (GORM's AutoMigrate of that version).
 	leaveTriggers(t testing.TB)
+	// onEnv is the scene's test database; childTable the table of its
+	// children.
+	onEnv() *env
+	childTable() string
 	// migrate runs the ORM's migration of the scene's tables again.
 	migrate(t testing.TB)
 	// alterParent changes a column of the parent table through the ORM's
@@ -170,9 +172,11 @@ func (s gormCounts) recount(t testing.TB, filtered bool, batch int) (int64, erro
 	return gormcounter.Recount(sharedGorm(t, s.e, gormcounter.Config{RollupBatchSize: batch}).Model(s.k.parent), field)
 }
 
-func (s gormCounts) leaveTriggers(t testing.TB) { leaveCountTriggers(t, s.e.db, s.k.parents) }
+func (s gormCounts) leaveTriggers(t testing.TB) { leaveCountTriggers(t, s.e, s.k.parents) }
 
 func (s gormCounts) migrate(t testing.TB) { s.k.migrate(t, s.e.db) }
+func (s gormCounts) onEnv() *env          { return s.e }
+func (s gormCounts) childTable() string   { return s.k.children }
 
 func (s gormCounts) alterParent(t testing.TB) {
 	if s.k.parents != "categories" {
@@ -195,13 +199,29 @@ func (CategoryNamed) TableName() string { return "categories" }
 
 // leaveCountTriggers migrates, through GORM, the earlier version of the
 // parent table (albums or racks) whose counts triggers kept.
-func leaveCountTriggers(t testing.TB, db *gorm.DB, parents string) {
+func leaveCountTriggers(t testing.TB, e *env, parents string) {
 	t.Helper()
 	earlier := map[string]any{"albums": &AlbumByTriggers{}, "racks": &RackByTriggers{}}[parents]
+	child := map[string]string{"albums": "photos", "racks": "items"}[parents]
 	if earlier == nil {
 		t.Fatalf("no earlier version of %s keeps its counts by triggers", parents)
 	}
-	must(t, db.AutoMigrate(earlier))
+	must(t, e.db.AutoMigrate(earlier))
+	if n := triggersOn(t, e, child); n == 0 {
+		t.Fatalf("the earlier version of %s left no trigger on %s", parents, child)
+	}
+}
+
+// triggersOn returns how many triggers the table has.
+func triggersOn(t testing.TB, e *env, table string) int64 {
+	t.Helper()
+	switch e.kind {
+	case pg:
+		return rawInt(t, e.db, "SELECT COUNT(*) FROM pg_trigger WHERE tgrelid = to_regclass(?) AND NOT tgisinternal", table)
+	case my:
+		return rawInt(t, e.db, "SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE EVENT_OBJECT_SCHEMA = DATABASE() AND EVENT_OBJECT_TABLE = ?", table)
+	}
+	return rawInt(t, e.db, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ?", table)
 }
 
 // AlbumByTriggers and RackByTriggers are Album and Rack as an earlier
@@ -216,9 +236,10 @@ type AlbumByTriggers struct {
 
 func (AlbumByTriggers) TableName() string { return "albums" }
 
+// RackByTriggers: see AlbumByTriggers.
 type RackByTriggers struct {
 	ID        int
-	Name      string `gorm:"not null;default:''"` // as ent declares it`
+	Name      string `gorm:"not null;default:''"` // as ent declares it
 	ItemCount int64  `gorm:"counter:counts=Items"`
 	OpenCount int64  `gorm:"counter:slots=4,rollup,counts=Items,where=status = 'open'"`
 	Items     []Item `gorm:"foreignKey:RackID"`
@@ -241,12 +262,20 @@ type entCountScene struct {
 }
 
 func (s entCountScene) kind() dbKind { return s.e.kind }
+func (s entCountScene) onEnv() *env  { return s.e.env }
+
+func (s entCountScene) childTable() string {
+	if s.hooks {
+		return "items"
+	}
+	return "books"
+}
 
 func (s entCountScene) leaveTriggers(t testing.TB) {
 	if !s.hooks {
 		t.Fatal("triggers keep this scene's counts already")
 	}
-	leaveCountTriggers(t, s.e.db, "racks")
+	leaveCountTriggers(t, s.e.env, "racks")
 }
 
 // alterParent: shelves' name, required in ent's schema, is made

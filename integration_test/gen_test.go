@@ -100,6 +100,9 @@ func TestGenReadsAndAssignsCountersAsGORMDoes(t *testing.T) {
 		}
 		all, err := p.WithContext(ctx).Order(p.ID).Find()
 		must(t, err)
+		if len(all) != len(ids) {
+			t.Fatalf("Find: %d posts, want %d", len(all), len(ids))
+		}
 		for i, got := range all {
 			if got.Likes != int64(i+1) {
 				t.Errorf("Find: post %d likes=%d, want %d", got.ID, got.Likes, i+1)

@@ -424,6 +424,21 @@ func (d SQLite) CountTriggersNaming(w Writer, table string) {
 	w.WriteString(") > 0) ORDER BY name")
 }
 
+// LegacyAlterTable writes the query of the connection's
+// legacy_alter_table setting (SQLite): 1 when ALTER TABLE ... RENAME leaves
+// the triggers and views that name the table as they are written.
+func (d SQLite) LegacyAlterTable(w Writer) { w.WriteString("PRAGMA legacy_alter_table") }
+
+// SetLegacyAlterTable writes the statement that turns legacy_alter_table
+// on or off for the connection (SQLite).
+func (d SQLite) SetLegacyAlterTable(w Writer, on bool) {
+	if on {
+		w.WriteString("PRAGMA legacy_alter_table = ON")
+		return
+	}
+	w.WriteString("PRAGMA legacy_alter_table = OFF")
+}
+
 // DropTrigger writes the DROP of a trigger (SQLite), if it exists.
 func (d SQLite) DropTrigger(w Writer, name string) {
 	q(w, "DROP TRIGGER IF EXISTS %", name)

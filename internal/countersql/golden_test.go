@@ -211,6 +211,8 @@ func statements(d Dialect) []struct {
 		out = append(out,
 			one("CountTriggersNaming", func(w Writer) { lite.CountTriggersNaming(w, "categories") }),
 			one("DropTrigger", func(w Writer) { lite.DropTrigger(w, "hc_category_object_count_slots_ins") }),
+			one("LegacyAlterTable", lite.LegacyAlterTable),
+			one("SetLegacyAlterTable", func(w Writer) { lite.SetLegacyAlterTable(w, true) }),
 			one("IndexesOn", func(w Writer) { lite.IndexesOn(w, "posts") }),
 			one("ForeignKeysOn", lite.ForeignKeysOn),
 			one("SetForeignKeys", func(w Writer) { lite.SetForeignKeys(w, false) }),

@@ -62,7 +62,7 @@ func (d Dialect) PrecreateSlots(w Writer, t Table, slots int, cond func(Writer))
 // room (a HOT update, which adds no index entry), and a table loaded in
 // bulk has none. Without the room, compacting such a table grew its heap
 // and its indexes; with it, and compaction's transactions cut per page
-// (see Dialect.CompactSplit), neither grows.
+// (see Upserts.CompactSplit), neither grows.
 const SlotFillFactor = 90
 
 // SlotStorage returns the statement that sets the storage of t's slot

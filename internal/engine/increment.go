@@ -65,7 +65,7 @@ type Increment struct {
 // transaction of its own when it takes several statements. It returns how
 // many parents it incremented. The write, by mode (slots or delta rows) and
 // slot choice (random, the transaction's own, skip-locked), is the
-// database's (writes.go), for both ORMs.
+// database's (strategy.go), for both ORMs.
 func Apply(ctx context.Context, s Session, d countersql.Dialect, in Increment) (int64, error) {
 	key, _ := in.one()
 	slot, release := DrawSlot(in.Widths, in.Slots, key)
@@ -201,8 +201,37 @@ func statements(ctx context.Context, s Session, d countersql.Dialect, in Increme
 // AddEach adds each of amounts to a slot of its parent in keys (sorted by
 // SortKeys), in s's transaction: a batch of increments of different
 // amounts, as the write-behind flush writes them, each the database's way
-// (strategy.go). A parent missing from its table fails the statement with
-// the foreign key's error.
+// (strategy.go). A parent missing from its table is passed over.
 func AddEach(ctx context.Context, s Session, d countersql.Dialect, t countersql.Table, slots int, keys []any, amounts []int64) error {
 	return strategyOf(d).addEach(ctx, s, t, slots, keys, amounts)
+}
+
+// SkippingGone runs write over the n items of a batch, at most FillChunk
+// at a time, in s's transaction, each chunk in a savepoint: where it fails
+// because a parent is gone (its foreign key), it writes each half apart,
+// down to the items that fail alone, which it passes over: a few
+// statements per deleted parent, not one per item.
+func SkippingGone(ctx context.Context, s Session, n int, write func(from, to int) error) error {
+	gone := func(err error) bool { return ForeignKeyViolation(err) || s.ParentGone(err) }
+	var split func(from, to int) error
+	split = func(from, to int) error {
+		err := InSavepoint(ctx, s, "hc_flush", func() error { return write(from, to) })
+		if !gone(err) || to-from == 1 {
+			if gone(err) {
+				return nil // its parent is gone: what it would write goes with it
+			}
+			return err
+		}
+		mid := from + (to-from)/2
+		if err := split(from, mid); err != nil {
+			return err
+		}
+		return split(mid, to)
+	}
+	for start := 0; start < n; start += FillChunk {
+		if err := split(start, min(start+FillChunk, n)); err != nil {
+			return err
+		}
+	}
+	return nil
 }

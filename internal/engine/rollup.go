@@ -213,7 +213,7 @@ func foldDeltasMySQL(ctx context.Context, tx Conn, d countersql.MySQL, t counter
 // it locks the parents and then their slot rows that no one else holds
 // (SKIP LOCKED, so the fold never waits), adds the slot values to the
 // columns, and empties the slot rows it added (n = 0: they stay, see
-// countersql.ZeroSlot). What it skips stays pending.
+// countersql.MySQL.ZeroSlot). What it skips stays pending.
 func foldMySQL(ctx context.Context, tx Conn, d countersql.MySQL, t countersql.Table, owners []any) error {
 	parents, err := QueryKeys(ctx, tx, func(w countersql.Writer) { d.LockParents(w, t, owners) })
 	if err != nil || len(parents) == 0 {

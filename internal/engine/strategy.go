@@ -10,10 +10,13 @@ import (
 	"github.com/hotcounter/hotcounter/internal/spec"
 )
 
-// strategy is how one database writes increments, folds them and takes
-// from stock where the databases differ: each database's in one type,
-// chosen once from the dialect (strategyOf), so that the sequences that
-// use it ask no dialect what it can do.
+// strategy is what one database does its own way, where the databases
+// differ: how it writes increments (and a write-behind flush's), folds
+// them, takes from stock, locks a parent's slot rows and the parents of a
+// set, adds to counts, runs DDL and a pass's transaction, whether it
+// compacts, and how it tells its server apart. Each database's is one
+// type, chosen once from the dialect (strategyOf), so that the sequences
+// that use it ask no dialect what it can do.
 type strategy interface {
 	// increment writes in, its slot drawn, and returns how many parents it
 	// incremented.
@@ -47,7 +50,8 @@ type strategy interface {
 	// database has such rows.
 	addCounts(ctx context.Context, c Conn, count countersql.Count, keys []any, amounts []int64) error
 	// addEach adds each of amounts to a slot of its parent in keys (sorted),
-	// in the caller's transaction s: the write-behind flush.
+	// in the caller's transaction s, passing over the parents deleted
+	// meanwhile: the write-behind flush.
 	addEach(ctx context.Context, s Session, t countersql.Table, slots int, keys []any, amounts []int64) error
 	// planless runs fn in the transaction tx with the planner's JIT
 	// compilation off, and puts the setting back after it; where there is
@@ -113,14 +117,18 @@ func (f statementFolds) addCounts(ctx context.Context, c Conn, count countersql.
 	return nil
 }
 
-// addEach: one upsert, a random slot per parent.
+// addEach: one upsert per chunk of parents, a random slot per parent; a
+// chunk that names a parent deleted meanwhile fails on its foreign key and
+// is written again without it (SkippingGone).
 func (f statementFolds) addEach(ctx context.Context, s Session, t countersql.Table, slots int, keys []any, amounts []int64) error {
 	picked := make([]int, len(keys))
 	for i := range picked {
 		picked[i] = rand.IntN(max(slots, 1))
 	}
-	_, err := s.Exec(ctx, func(w countersql.Writer) { f.d.AddToSlots(w, t, keys, picked, amounts) })
-	return err
+	return SkippingGone(ctx, s, len(keys), func(from, to int) error {
+		_, err := s.Exec(ctx, func(w countersql.Writer) { f.d.AddToSlots(w, t, keys[from:to], picked[from:to], amounts[from:to]) })
+		return err
+	})
 }
 
 // lockAllSlots: one statement.
@@ -199,7 +207,7 @@ func (w postgresWrites) incrementShowing(ctx context.Context, s Session, in Incr
 	}
 	sources, err := read(ctx)
 	if err != nil {
-		return 0, false, true, err
+		return 0, false, false, err
 	}
 	total, found, err := incrementReturningTotal(ctx, s, w.pg, in, sources)
 	return total, found, true, err
@@ -214,8 +222,8 @@ func (w postgresWrites) firstTake(ctx context.Context, s Session, t countersql.T
 
 // takeFree: FOR UPDATE SKIP LOCKED.
 func (w postgresWrites) takeFree(ctx context.Context, c Conn, t countersql.Table, key any, amount int64) (bool, bool, error) {
-	got, err := QueryKeys(ctx, c, func(x countersql.Writer) { w.pg.TakeFromFreeSlot(x, t, key, amount) })
-	return len(got) == 1, true, err
+	ok, err := tryFreeSlot(ctx, c, w.pg, t, key, amount)
+	return ok, true, err
 }
 
 func (w postgresWrites) lockForSet(x countersql.Writer, t countersql.Table, keys []any) {
@@ -341,8 +349,9 @@ func (w mysqlWrites) addCounts(ctx context.Context, c Conn, count countersql.Cou
 }
 
 // addEach: through the increment path (exact-match UPDATEs of existing
-// slot rows in a savepoint, an upsert for the missing ones), one slot for
-// the whole call, one increment per distinct amount: a multi-row upsert
+// slot rows in a savepoint, an upsert for the missing ones, parents
+// deleted meanwhile passed over), one slot for the whole flush, one
+// increment per distinct amount: a multi-row upsert
 // with per-row values would need VALUES(), which MySQL deprecates, and
 // would insert (and lock the parent for its foreign key check) where an
 // UPDATE suffices.

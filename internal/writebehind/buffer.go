@@ -436,14 +436,14 @@ func (b *Buffer) apply(ctx context.Context, bt *batch) error {
 	return nil
 }
 
-// write adds one counter's deltas, sorted by owner, the database's way
-// (engine.AddEach: on PostgreSQL and SQLite one upsert, a random slot per
-// owner), at most engine.FillChunk owners at a time. Keys are written as
-// the increments spelled them, and the database matches them to its rows
-// (its collation may differ from Go's equality). Deltas of parents deleted
-// since their increment fail the foreign key check: that chunk is written
-// again in halves, down to the keys that fail alone, whose deltas are
-// dropped (their counts went with them).
+// write adds one counter's deltas, sorted by owner: a slot counter's the
+// database's way (engine.AddEach: on PostgreSQL and SQLite one upsert, a
+// random slot per owner; on MySQL/MariaDB the increments' statements, one
+// slot for the flush), an append counter's as delta rows. Keys are written
+// as the increments spelled them, and the database matches them to its
+// rows (its collation may differ from Go's equality). The deltas of
+// parents deleted since their increment are dropped (their counts went
+// with them).
 func (b *Buffer) write(ctx context.Context, tx engine.Session, c *Counter, deltas []pendingDelta) error {
 	keys := make([]any, len(deltas))
 	byKey := make(map[string]int64, len(deltas))
@@ -452,41 +452,17 @@ func (b *Buffer) write(ctx context.Context, tx engine.Session, c *Counter, delta
 		byKey[engine.KeyText(p.key)] = p.delta
 	}
 	keys = engine.SortKeys(keys)
-	insert := func(chunk []any) error {
-		amounts := make([]int64, len(chunk))
-		for i, k := range chunk {
-			amounts[i] = byKey[engine.KeyText(k)]
-		}
-		if !c.Append {
-			return engine.AddEach(ctx, tx, b.d, c.Table, c.Slots, chunk, amounts)
-		}
-		_, err := tx.Exec(ctx, func(w countersql.Writer) { b.d.AppendRows(w, c.Table, chunk, amounts) })
+	amounts := make([]int64, len(keys))
+	for i, k := range keys {
+		amounts[i] = byKey[engine.KeyText(k)]
+	}
+	if !c.Append {
+		return engine.AddEach(ctx, tx, b.d, c.Table, c.Slots, keys, amounts)
+	}
+	return engine.SkippingGone(ctx, tx, len(keys), func(from, to int) error {
+		_, err := tx.Exec(ctx, func(w countersql.Writer) { b.d.AppendRows(w, c.Table, keys[from:to], amounts[from:to]) })
 		return err
-	}
-	gone := func(err error) bool { return engine.ForeignKeyViolation(err) || tx.ParentGone(err) }
-	// split writes keys; when a parent is gone it writes each half apart,
-	// down to the keys that fail alone: a few statements per deleted
-	// parent, not one per key.
-	var split func(keys []any) error
-	split = func(keys []any) error {
-		err := engine.InSavepoint(ctx, tx, "hc_flush", func() error { return insert(keys) })
-		if !gone(err) || len(keys) == 1 {
-			if gone(err) {
-				return nil // its parent is gone: the delta goes with it
-			}
-			return err
-		}
-		if err := split(keys[:len(keys)/2]); err != nil {
-			return err
-		}
-		return split(keys[len(keys)/2:])
-	}
-	for start := 0; start < len(keys); start += engine.FillChunk {
-		if err := split(keys[start:min(start+engine.FillChunk, len(keys))]); err != nil {
-			return err
-		}
-	}
-	return nil
+	})
 }
 
 // Close flushes what is pending, stops the flushing goroutine, and refuses

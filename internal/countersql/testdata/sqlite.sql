@@ -254,6 +254,12 @@ SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'hc\_%'
 -- DropTrigger
 DROP TRIGGER IF EXISTS "hc_category_object_count_slots_ins";
 
+-- LegacyAlterTable
+PRAGMA legacy_alter_table;
+
+-- SetLegacyAlterTable
+PRAGMA legacy_alter_table = ON;
+
 -- IndexesOn
 SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL AND tbl_name = $1;
 -- args: [posts]
