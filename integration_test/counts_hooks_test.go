@@ -11,10 +11,10 @@ import (
 	"gorm.io/gorm/clause"
 )
 
-// Creating an album with new photos: GORM saves the has-many association with
-// INSERT ... ON CONFLICT of rows without keys, which hooks cannot name before
-// the write, so they refuse it, naming the model, and the counts stay exact.
-func TestCountsByHooksRefuseCreatingAParentWithNewChildren(t *testing.T) {
+// Creating an album with new photos: GORM saves the has-many association
+// after the album, with INSERT ... ON CONFLICT of rows without keys, and the
+// hooks count the photos it inserted: the counts stay exact.
+func TestCountsByHooksCountCreatingAParentWithNewChildren(t *testing.T) {
 	parallel(t)
 	eachDB(t, func(t *testing.T, e *env) {
 		db := e.db

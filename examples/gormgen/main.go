@@ -2,20 +2,26 @@
 // generates from a model with counter tags write increments to the slots
 // and fill counters on load, with nothing added for gen.
 //
-//	go run ./examples/gormgen          # embedded SQLite, no server
+//	go run ./examples/gormgen                      # embedded SQLite, no server
+//	go run ./examples/gormgen -dsn "host=127.0.0.1 user=postgres dbname=test sslmode=disable"
+//	go run ./examples/gormgen -dsn "root@tcp(127.0.0.1:3306)/test"   # MySQL/MariaDB
 package main
 
 //go:generate go run ./generate
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/glebarez/sqlite"
+	"gorm.io/driver/mysql"
+	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
@@ -25,24 +31,46 @@ import (
 )
 
 func main() {
-	if err := run(); err != nil {
+	dsn := flag.String("dsn", "", `PostgreSQL DSN, or MySQL/MariaDB as user@tcp(host:port)/db (default: an SQLite file in a temporary directory)`)
+	flag.Parse()
+	if err := run(*dsn); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run() error {
-	dir, err := os.MkdirTemp("", "hotcounter-gormgen")
+// open opens the database of dsn, or an SQLite file in a temporary
+// directory, which done removes.
+func open(dsn string) (db *gorm.DB, done func(), err error) {
+	cfg := &gorm.Config{Logger: logger.Default.LogMode(logger.Silent)}
+	if dsn == "" {
+		dir, err := os.MkdirTemp("", "hotcounter-gormgen")
+		if err != nil {
+			return nil, nil, err
+		}
+		// Foreign keys on (slot rows cascade with their post), WAL, a busy
+		// timeout and immediate transactions: SQLite has one writer at a time.
+		path := "file:" + filepath.Join(dir, "gormgen.db") + "?_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_txlock=immediate"
+		db, err := gorm.Open(sqlite.Open(path), cfg)
+		return db, func() { os.RemoveAll(dir) }, err
+	}
+	dialector := postgres.Open(dsn)
+	if strings.Contains(dsn, "@tcp(") || strings.Contains(dsn, "@unix(") {
+		dialector = mysql.Open(dsn)
+	}
+	db, err = gorm.Open(dialector, cfg)
+	if err == nil {
+		// A fresh start: drop the example's own tables if an earlier run left them.
+		err = db.Exec("DROP TABLE IF EXISTS gormgen_post_likes_slots, gormgen_post_views_slots, gormgen_posts").Error
+	}
+	return db, func() {}, err
+}
+
+func run(dsn string) error {
+	db, done, err := open(dsn)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	// Foreign keys on (slot rows cascade with their post), WAL, a busy
-	// timeout and immediate transactions: SQLite has one writer at a time.
-	dsn := "file:" + filepath.Join(dir, "gormgen.db") + "?_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_txlock=immediate"
-	db, err := gorm.Open(sqlite.Open(dsn), &gorm.Config{Logger: logger.Default.LogMode(logger.Silent)})
-	if err != nil {
-		return err
-	}
+	defer done()
 	if err := db.Use(gormcounter.New(gormcounter.Config{})); err != nil {
 		return err
 	}
