@@ -286,12 +286,16 @@ func (d SQLite) ForeignKeysOn(w Writer) { w.WriteString("PRAGMA foreign_keys") }
 
 // SetForeignKeys writes the PRAGMA that turns foreign key enforcement on
 // or off for the connection (SQLite; a no-op inside a transaction).
-func (d SQLite) SetForeignKeys(w Writer, on bool) {
+func (d SQLite) SetForeignKeys(w Writer, on bool) { setPragma(w, "foreign_keys", on) }
+
+// setPragma writes the PRAGMA that turns a boolean setting of the
+// connection on or off (SQLite).
+func setPragma(w Writer, name string, on bool) {
+	value := "OFF"
 	if on {
-		w.WriteString("PRAGMA foreign_keys = ON")
-		return
+		value = "ON"
 	}
-	w.WriteString("PRAGMA foreign_keys = OFF")
+	w.WriteString("PRAGMA " + name + " = " + value)
 }
 
 // Recreate writes a CREATE TRIGGER or CREATE [UNIQUE] INDEX statement that

@@ -431,13 +431,7 @@ func (d SQLite) LegacyAlterTable(w Writer) { w.WriteString("PRAGMA legacy_alter_
 
 // SetLegacyAlterTable writes the statement that turns legacy_alter_table
 // on or off for the connection (SQLite).
-func (d SQLite) SetLegacyAlterTable(w Writer, on bool) {
-	if on {
-		w.WriteString("PRAGMA legacy_alter_table = ON")
-		return
-	}
-	w.WriteString("PRAGMA legacy_alter_table = OFF")
-}
+func (d SQLite) SetLegacyAlterTable(w Writer, on bool) { setPragma(w, "legacy_alter_table", on) }
 
 // DropTrigger writes the DROP of a trigger (SQLite), if it exists.
 func (d SQLite) DropTrigger(w Writer, name string) {
