@@ -11,6 +11,7 @@ import (
 	"entgo.io/ent/entc/gen"
 	"github.com/jinzhu/inflection"
 
+	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/entrt"
 )
 
@@ -258,13 +259,13 @@ func tableSuffix(deltas bool) string {
 }
 
 // countDefOf resolves a Counts declaration to the child table its O2M edge
-// reaches.
+// reaches, or to the join table of its M2M edge.
 func countDefOf(n *gen.Type, a annotation) (*entrt.CountDef, error) {
 	var e *gen.Edge
-	var o2m []string
+	var countable []string
 	for _, ed := range n.Edges {
-		if ed.O2M() {
-			o2m = append(o2m, ed.Name)
+		if ed.O2M() || ed.M2M() {
+			countable = append(countable, ed.Name)
 		}
 		if ed.Name == a.Counts {
 			e = ed
@@ -272,9 +273,11 @@ func countDefOf(n *gen.Type, a annotation) (*entrt.CountDef, error) {
 	}
 	switch {
 	case e == nil:
-		return nil, fmt.Errorf("Counts(%q): %s has no edge %q (its O2M edges: %s)", a.Counts, n.Name, a.Counts, strings.Join(o2m, ", "))
+		return nil, fmt.Errorf("Counts(%q): %s has no edge %q (its O2M and M2M edges: %s)", a.Counts, n.Name, a.Counts, strings.Join(countable, ", "))
+	case e.M2M():
+		return m2mCountDef(n, e, a)
 	case !e.O2M():
-		return nil, fmt.Errorf("Counts(%q): the edge is %s; a count needs an O2M edge (edge.To with many children)", a.Counts, e.Rel.Type)
+		return nil, fmt.Errorf("Counts(%q): the edge is %s; a count needs an O2M edge (edge.To with many children) or an M2M one", a.Counts, e.Rel.Type)
 	case !e.Type.HasOneFieldID():
 		return nil, fmt.Errorf("Counts(%q): %s needs a single id field", a.Counts, e.Type.Name)
 	}
@@ -298,4 +301,28 @@ func countDefOf(n *gen.Type, a annotation) (*entrt.CountDef, error) {
 		add(fk.Field.StorageKey())
 	}
 	return c, nil
+}
+
+// m2mCountDef resolves a count through an M2M edge: the rows of its join
+// table that name the parent (Rel.Columns holds the edge owner's column
+// first, the inverse edge's second). Triggers keep it: ent writes the
+// join table from the edge setters of both sides, with no mutation of
+// its own for a hook.
+func m2mCountDef(n *gen.Type, e *gen.Edge, a annotation) (*entrt.CountDef, error) {
+	switch {
+	case a.Hooks:
+		return nil, fmt.Errorf("Counts(%q): a count through the M2M join table %s is kept by triggers; remove ByHooks()", a.Counts, e.Rel.Table)
+	case e.Through != nil || e.Ref != nil && e.Ref.Through != nil:
+		return nil, fmt.Errorf("Counts(%q): an M2M edge through an edge schema is not counted; count the edge schema's O2M edge instead", a.Counts)
+	case len(e.Rel.Columns) != 2:
+		return nil, fmt.Errorf("Counts(%q): the join table %s needs one column per side", a.Counts, e.Rel.Table)
+	}
+	own, other := e.Rel.Columns[0], e.Rel.Columns[1]
+	if e.IsInverse() {
+		own, other = other, own
+	}
+	return &entrt.CountDef{
+		Edge: e.Name, Type: e.Type.Name, Table: e.Rel.Table, Ref: own, Columns: []string{own, other}, Where: a.Where,
+		Across: &countersql.Across{Ref: other, Table: e.Type.Table(), Key: e.Type.ID.StorageKey()},
+	}, nil
 }

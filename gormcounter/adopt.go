@@ -89,7 +89,7 @@ func (m counterMigrator) prepareColumns(models []*model) (map[*counter]engine.St
 			switch {
 			case c.count != nil:
 				m.db.Logger.Warn(ctx, "gormcounter: %s: %s.%s already exists; the count is kept in %s and recounted from %s rows, and the column is left as it is",
-					c.name(), c.table.Parent, c.table.Column, c.table.Slots, c.count.rel.FieldSchema.Table)
+					c.name(), c.table.Parent, c.table.Column, c.table.Slots, c.count.childTable())
 			case c.opts.Mode.HasColumn():
 				// Its NULLs are 0 now (PrepareColumn); GORM makes it NOT NULL.
 			default:

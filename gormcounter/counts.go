@@ -33,27 +33,33 @@ type countOf struct {
 // and locked, by key. Triggers have no bound.
 const MaxHookRows = engine.MaxHookRows
 
-// resolveCount finds the has-many relation that a counts= declaration names.
+// resolveCount finds the has-many or many-to-many relation that a counts=
+// declaration names. A many-to-many count counts the rows of the join
+// table that name the parent: Tag.PostCount over Posts
+// `gorm:"many2many:post_tags"` is the number of post_tags rows whose
+// tag_id is the tag's key.
 func resolveCount(s *schema.Schema, opts spec.Options, key *schema.Field) (*countOf, error) {
 	s.Relationships.Mux.RLock()
 	defer s.Relationships.Mux.RUnlock()
 	var rel *schema.Relationship
-	var hasMany []string
+	var countable []string
 	for name, r := range s.Relationships.Relations {
-		if r.Type == schema.HasMany {
-			hasMany = append(hasMany, name)
+		if r.Type == schema.HasMany || r.Type == schema.Many2Many {
+			countable = append(countable, name)
 		}
 		if strings.EqualFold(name, opts.Counts) {
 			rel = r
 		}
 	}
-	sort.Strings(hasMany)
+	sort.Strings(countable)
 	switch {
 	case rel == nil:
-		return nil, fmt.Errorf("%w: counts=%s: %s has no relation %s (has-many relations: %s); add a field such as %s []%s",
-			spec.ErrInvalid, opts.Counts, s.Name, opts.Counts, strings.Join(hasMany, ", "), opts.Counts, strings.TrimSuffix(opts.Counts, "s"))
+		return nil, fmt.Errorf("%w: counts=%s: %s has no relation %s (has-many and many-to-many relations: %s); add a field such as %s []%s",
+			spec.ErrInvalid, opts.Counts, s.Name, opts.Counts, strings.Join(countable, ", "), opts.Counts, strings.TrimSuffix(opts.Counts, "s"))
+	case rel.Type == schema.Many2Many:
+		return resolveMany2Many(s, opts, key, rel)
 	case rel.Type != schema.HasMany:
-		return nil, fmt.Errorf("%w: counts=%s: %s.%s is a %s relation; a count needs has many", spec.ErrInvalid, opts.Counts, s.Name, rel.Name, rel.Type)
+		return nil, fmt.Errorf("%w: counts=%s: %s.%s is a %s relation; a count needs has many or many to many", spec.ErrInvalid, opts.Counts, s.Name, rel.Name, rel.Type)
 	case rel.Polymorphic != nil:
 		return nil, fmt.Errorf("%w: counts=%s: polymorphic relations are not counted", spec.ErrInvalid, opts.Counts)
 	case len(rel.References) != 1 || rel.References[0].PrimaryKey != key:
@@ -65,6 +71,50 @@ func resolveCount(s *schema.Schema, opts spec.Options, key *schema.Field) (*coun
 	return &countOf{rel: rel}, nil
 }
 
+// resolveMany2Many checks a count through a many-to-many relation: one
+// join column for each side, and triggers (hooks would need the join
+// rows' keys, and GORM writes the join table through a model of its own).
+func resolveMany2Many(s *schema.Schema, opts spec.Options, key *schema.Field, rel *schema.Relationship) (*countOf, error) {
+	var own, other []*schema.Reference
+	for _, r := range rel.References {
+		if r.OwnPrimaryKey {
+			own = append(own, r)
+		} else {
+			other = append(other, r)
+		}
+	}
+	switch {
+	case len(own) != 1 || own[0].PrimaryKey != key || len(other) != 1:
+		return nil, fmt.Errorf("%w: counts=%s: the join table %s must reference %s's primary key and %s's through one column each",
+			spec.ErrInvalid, opts.Counts, rel.JoinTable.Table, s.Name, rel.FieldSchema.Name)
+	case opts.Hooks:
+		return nil, fmt.Errorf("%w: counts=%s,hooks: a count through the many-to-many join table %s is kept by triggers; remove hooks",
+			spec.ErrInvalid, opts.Counts, rel.JoinTable.Table)
+	}
+	return &countOf{rel: rel}, nil
+}
+
+// child returns the table whose rows a count counts, its column that
+// names the parent and, through a join table, the join's other reference.
+// It is the child of a has-many relation, or the join table of a
+// many-to-many one, read when the count is resolved: SetupJoinTable
+// replaces the join table and its references.
+func (co *countOf) child() (*schema.Schema, string, *countersql.Across) {
+	if co.rel.JoinTable == nil {
+		return co.rel.FieldSchema, co.rel.References[0].ForeignKey.DBName, nil
+	}
+	var ref string
+	across := &countersql.Across{Table: co.rel.FieldSchema.Table}
+	for _, r := range co.rel.References {
+		if r.OwnPrimaryKey {
+			ref = r.ForeignKey.DBName
+		} else {
+			across.Ref, across.Key = r.ForeignKey.DBName, r.PrimaryKey.DBName
+		}
+	}
+	return co.rel.JoinTable, ref, across
+}
+
 var deletedAtType = reflect.TypeOf(gorm.DeletedAt{})
 
 // countSpec returns c's count, resolving the child's columns once (after
@@ -72,7 +122,7 @@ var deletedAtType = reflect.TypeOf(gorm.DeletedAt{})
 func (p *Plugin) countSpec(db *gorm.DB, c *counter) (countersql.Count, error) {
 	co := c.count
 	co.once.Do(func() {
-		child := co.rel.FieldSchema
+		child, ref, across := co.child()
 		if _, err := p.model(db, child); err != nil {
 			co.err = err
 			return
@@ -81,9 +131,10 @@ func (p *Plugin) countSpec(db *gorm.DB, c *counter) (countersql.Count, error) {
 			Table:     c.table,
 			SlotCount: c.opts.Slots,
 			Child:     child.Table,
-			Ref:       co.rel.References[0].ForeignKey.DBName,
+			Ref:       ref,
 			Columns:   columnsOf(child),
 			Where:     c.opts.Where,
+			Across:    across,
 		}
 		if pf := child.PrioritizedPrimaryField; pf != nil {
 			s.ChildKey = pf.DBName
@@ -122,7 +173,7 @@ func (p *Plugin) registerCount(c *counter) {
 	if p.counts == nil {
 		p.counts = map[string][]*counter{}
 	}
-	child := c.count.rel.FieldSchema.Table
+	child := c.count.childTable()
 	for _, have := range p.counts[child] {
 		if have.table.Slots == c.table.Slots {
 			return
@@ -132,6 +183,12 @@ func (p *Plugin) registerCount(c *counter) {
 	// One order for every writer: slot tables are locked in this order.
 	sort.Slice(list, func(i, j int) bool { return list[i].table.Slots < list[j].table.Slots })
 	p.counts[child] = list
+}
+
+// childTable returns the table a count counts the rows of (see child).
+func (co *countOf) childTable() string {
+	s, _, _ := co.child()
+	return s.Table
 }
 
 // countsOn returns the counts registered on a child table.

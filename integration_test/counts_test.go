@@ -465,6 +465,12 @@ type countsWhereSubquery struct {
 	Objects []Object `gorm:"foreignKey:CategoryID"`
 }
 
+type countsManyToManyByHooks struct {
+	ID     uint
+	N      int64   `gorm:"counter:counts=Labels,hooks"`
+	Labels []Label `gorm:"many2many:hooked_labels"`
+}
+
 // TestCountDeclarationErrors: a count that names no has-many relation, a
 // condition without a count, or a condition that reads other rows (a
 // subquery), fails AutoMigrate naming the model and field.
@@ -476,9 +482,10 @@ func TestCountDeclarationErrors(t *testing.T) {
 		says  []string
 	}{
 		{&countsUnknown{}, []string{"countsUnknown.N", "counts=Things", "no relation Things"}},
-		{&countsBelongsTo{}, []string{"countsBelongsTo.N", "belongs_to", "has many"}},
+		{&countsBelongsTo{}, []string{"countsBelongsTo.N", "belongs_to", "has many or many to many"}},
 		{&countsWhereAlone{}, []string{"countsWhereAlone.N", "add counts="}},
 		{&countsWhereSubquery{}, []string{"countsWhereSubquery.N", "subquery"}},
+		{&countsManyToManyByHooks{}, []string{"countsManyToManyByHooks.N", "hooked_labels", "kept by triggers"}},
 	} {
 		err := e.db.AutoMigrate(c.model)
 		if !errors.Is(err, gormcounter.ErrInvalidCounter) {

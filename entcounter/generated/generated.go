@@ -13,6 +13,7 @@ import (
 	"entgo.io/ent/dialect"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 
+	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/entrt"
 )
 
@@ -28,6 +29,10 @@ type Def = entrt.Def
 // CountDef is what the extension resolves of a Counts declaration: the
 // child table that the edge reaches and how its rows reference the parent.
 type CountDef = entrt.CountDef
+
+// Across is, for a count through an M2M edge, the join table's column
+// naming the other side's row, that side's table and its key.
+type Across = countersql.Across
 
 // State is what an ent client has learned of its database: where each
 // counter's values live (a column it was adopted over, a table a change of

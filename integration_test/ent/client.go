@@ -21,6 +21,8 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/cliplikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/comment"
 	"github.com/hotcounter/hotcounter/integration_test/ent/commentupvoteslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/conversation"
+	"github.com/hotcounter/hotcounter/integration_test/ent/conversationlabelcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/desk"
 	"github.com/hotcounter/hotcounter/integration_test/ent/deskbcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/desktopiccountslot"
@@ -28,6 +30,8 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/forumbcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/forumtopiccountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/item"
+	"github.com/hotcounter/hotcounter/integration_test/ent/label"
+	"github.com/hotcounter/hotcounter/integration_test/ent/labelconversationcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/naivepost"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postlikesslot"
@@ -74,6 +78,10 @@ type Client struct {
 	Comment *CommentClient
 	// CommentUpvoteSlot is the client for interacting with the CommentUpvoteSlot builders.
 	CommentUpvoteSlot *CommentUpvoteSlotClient
+	// Conversation is the client for interacting with the Conversation builders.
+	Conversation *ConversationClient
+	// ConversationLabelCountSlot is the client for interacting with the ConversationLabelCountSlot builders.
+	ConversationLabelCountSlot *ConversationLabelCountSlotClient
 	// Desk is the client for interacting with the Desk builders.
 	Desk *DeskClient
 	// DeskBCountSlot is the client for interacting with the DeskBCountSlot builders.
@@ -88,6 +96,10 @@ type Client struct {
 	ForumTopicCountSlot *ForumTopicCountSlotClient
 	// Item is the client for interacting with the Item builders.
 	Item *ItemClient
+	// Label is the client for interacting with the Label builders.
+	Label *LabelClient
+	// LabelConversationCountSlot is the client for interacting with the LabelConversationCountSlot builders.
+	LabelConversationCountSlot *LabelConversationCountSlotClient
 	// NaivePost is the client for interacting with the NaivePost builders.
 	NaivePost *NaivePostClient
 	// Post is the client for interacting with the Post builders.
@@ -150,6 +162,8 @@ func (c *Client) init() {
 	c.ClipLikesSlot = NewClipLikesSlotClient(c.config)
 	c.Comment = NewCommentClient(c.config)
 	c.CommentUpvoteSlot = NewCommentUpvoteSlotClient(c.config)
+	c.Conversation = NewConversationClient(c.config)
+	c.ConversationLabelCountSlot = NewConversationLabelCountSlotClient(c.config)
 	c.Desk = NewDeskClient(c.config)
 	c.DeskBCountSlot = NewDeskBCountSlotClient(c.config)
 	c.DeskTopicCountSlot = NewDeskTopicCountSlotClient(c.config)
@@ -157,6 +171,8 @@ func (c *Client) init() {
 	c.ForumBCountSlot = NewForumBCountSlotClient(c.config)
 	c.ForumTopicCountSlot = NewForumTopicCountSlotClient(c.config)
 	c.Item = NewItemClient(c.config)
+	c.Label = NewLabelClient(c.config)
+	c.LabelConversationCountSlot = NewLabelConversationCountSlotClient(c.config)
 	c.NaivePost = NewNaivePostClient(c.config)
 	c.Post = NewPostClient(c.config)
 	c.PostLikesSlot = NewPostLikesSlotClient(c.config)
@@ -277,44 +293,48 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 	cfg := c.config
 	cfg.driver = tx
 	return &Tx{
-		ctx:                 ctx,
-		config:              cfg,
-		Author:              NewAuthorClient(cfg),
-		AuthorFollowersSlot: NewAuthorFollowersSlotClient(cfg),
-		Book:                NewBookClient(cfg),
-		Clip:                NewClipClient(cfg),
-		ClipLikesSlot:       NewClipLikesSlotClient(cfg),
-		Comment:             NewCommentClient(cfg),
-		CommentUpvoteSlot:   NewCommentUpvoteSlotClient(cfg),
-		Desk:                NewDeskClient(cfg),
-		DeskBCountSlot:      NewDeskBCountSlotClient(cfg),
-		DeskTopicCountSlot:  NewDeskTopicCountSlotClient(cfg),
-		Forum:               NewForumClient(cfg),
-		ForumBCountSlot:     NewForumBCountSlotClient(cfg),
-		ForumTopicCountSlot: NewForumTopicCountSlotClient(cfg),
-		Item:                NewItemClient(cfg),
-		NaivePost:           NewNaivePostClient(cfg),
-		Post:                NewPostClient(cfg),
-		PostLikesSlot:       NewPostLikesSlotClient(cfg),
-		PostViewsSlot:       NewPostViewsSlotClient(cfg),
-		Product:             NewProductClient(cfg),
-		ProductStockSlot:    NewProductStockSlotClient(cfg),
-		Rack:                NewRackClient(cfg),
-		RackItemCountSlot:   NewRackItemCountSlotClient(cfg),
-		RackOpenCountSlot:   NewRackOpenCountSlotClient(cfg),
-		Reel:                NewReelClient(cfg),
-		ReelPlaysSlot:       NewReelPlaysSlotClient(cfg),
-		Shelf:               NewShelfClient(cfg),
-		ShelfBookCountSlot:  NewShelfBookCountSlotClient(cfg),
-		ShelfOpenCountSlot:  NewShelfOpenCountSlotClient(cfg),
-		SkipPost:            NewSkipPostClient(cfg),
-		SkipPostLikesSlot:   NewSkipPostLikesSlotClient(cfg),
-		Story:               NewStoryClient(cfg),
-		StoryClapsDelta:     NewStoryClapsDeltaClient(cfg),
-		Tag:                 NewTagClient(cfg),
-		TagHitsSlot:         NewTagHitsSlotClient(cfg),
-		TagUsesSlot:         NewTagUsesSlotClient(cfg),
-		Topic:               NewTopicClient(cfg),
+		ctx:                        ctx,
+		config:                     cfg,
+		Author:                     NewAuthorClient(cfg),
+		AuthorFollowersSlot:        NewAuthorFollowersSlotClient(cfg),
+		Book:                       NewBookClient(cfg),
+		Clip:                       NewClipClient(cfg),
+		ClipLikesSlot:              NewClipLikesSlotClient(cfg),
+		Comment:                    NewCommentClient(cfg),
+		CommentUpvoteSlot:          NewCommentUpvoteSlotClient(cfg),
+		Conversation:               NewConversationClient(cfg),
+		ConversationLabelCountSlot: NewConversationLabelCountSlotClient(cfg),
+		Desk:                       NewDeskClient(cfg),
+		DeskBCountSlot:             NewDeskBCountSlotClient(cfg),
+		DeskTopicCountSlot:         NewDeskTopicCountSlotClient(cfg),
+		Forum:                      NewForumClient(cfg),
+		ForumBCountSlot:            NewForumBCountSlotClient(cfg),
+		ForumTopicCountSlot:        NewForumTopicCountSlotClient(cfg),
+		Item:                       NewItemClient(cfg),
+		Label:                      NewLabelClient(cfg),
+		LabelConversationCountSlot: NewLabelConversationCountSlotClient(cfg),
+		NaivePost:                  NewNaivePostClient(cfg),
+		Post:                       NewPostClient(cfg),
+		PostLikesSlot:              NewPostLikesSlotClient(cfg),
+		PostViewsSlot:              NewPostViewsSlotClient(cfg),
+		Product:                    NewProductClient(cfg),
+		ProductStockSlot:           NewProductStockSlotClient(cfg),
+		Rack:                       NewRackClient(cfg),
+		RackItemCountSlot:          NewRackItemCountSlotClient(cfg),
+		RackOpenCountSlot:          NewRackOpenCountSlotClient(cfg),
+		Reel:                       NewReelClient(cfg),
+		ReelPlaysSlot:              NewReelPlaysSlotClient(cfg),
+		Shelf:                      NewShelfClient(cfg),
+		ShelfBookCountSlot:         NewShelfBookCountSlotClient(cfg),
+		ShelfOpenCountSlot:         NewShelfOpenCountSlotClient(cfg),
+		SkipPost:                   NewSkipPostClient(cfg),
+		SkipPostLikesSlot:          NewSkipPostLikesSlotClient(cfg),
+		Story:                      NewStoryClient(cfg),
+		StoryClapsDelta:            NewStoryClapsDeltaClient(cfg),
+		Tag:                        NewTagClient(cfg),
+		TagHitsSlot:                NewTagHitsSlotClient(cfg),
+		TagUsesSlot:                NewTagUsesSlotClient(cfg),
+		Topic:                      NewTopicClient(cfg),
 	}, nil
 }
 
@@ -332,44 +352,48 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 	cfg := c.config
 	cfg.driver = &txDriver{tx: tx, drv: c.driver}
 	return &Tx{
-		ctx:                 ctx,
-		config:              cfg,
-		Author:              NewAuthorClient(cfg),
-		AuthorFollowersSlot: NewAuthorFollowersSlotClient(cfg),
-		Book:                NewBookClient(cfg),
-		Clip:                NewClipClient(cfg),
-		ClipLikesSlot:       NewClipLikesSlotClient(cfg),
-		Comment:             NewCommentClient(cfg),
-		CommentUpvoteSlot:   NewCommentUpvoteSlotClient(cfg),
-		Desk:                NewDeskClient(cfg),
-		DeskBCountSlot:      NewDeskBCountSlotClient(cfg),
-		DeskTopicCountSlot:  NewDeskTopicCountSlotClient(cfg),
-		Forum:               NewForumClient(cfg),
-		ForumBCountSlot:     NewForumBCountSlotClient(cfg),
-		ForumTopicCountSlot: NewForumTopicCountSlotClient(cfg),
-		Item:                NewItemClient(cfg),
-		NaivePost:           NewNaivePostClient(cfg),
-		Post:                NewPostClient(cfg),
-		PostLikesSlot:       NewPostLikesSlotClient(cfg),
-		PostViewsSlot:       NewPostViewsSlotClient(cfg),
-		Product:             NewProductClient(cfg),
-		ProductStockSlot:    NewProductStockSlotClient(cfg),
-		Rack:                NewRackClient(cfg),
-		RackItemCountSlot:   NewRackItemCountSlotClient(cfg),
-		RackOpenCountSlot:   NewRackOpenCountSlotClient(cfg),
-		Reel:                NewReelClient(cfg),
-		ReelPlaysSlot:       NewReelPlaysSlotClient(cfg),
-		Shelf:               NewShelfClient(cfg),
-		ShelfBookCountSlot:  NewShelfBookCountSlotClient(cfg),
-		ShelfOpenCountSlot:  NewShelfOpenCountSlotClient(cfg),
-		SkipPost:            NewSkipPostClient(cfg),
-		SkipPostLikesSlot:   NewSkipPostLikesSlotClient(cfg),
-		Story:               NewStoryClient(cfg),
-		StoryClapsDelta:     NewStoryClapsDeltaClient(cfg),
-		Tag:                 NewTagClient(cfg),
-		TagHitsSlot:         NewTagHitsSlotClient(cfg),
-		TagUsesSlot:         NewTagUsesSlotClient(cfg),
-		Topic:               NewTopicClient(cfg),
+		ctx:                        ctx,
+		config:                     cfg,
+		Author:                     NewAuthorClient(cfg),
+		AuthorFollowersSlot:        NewAuthorFollowersSlotClient(cfg),
+		Book:                       NewBookClient(cfg),
+		Clip:                       NewClipClient(cfg),
+		ClipLikesSlot:              NewClipLikesSlotClient(cfg),
+		Comment:                    NewCommentClient(cfg),
+		CommentUpvoteSlot:          NewCommentUpvoteSlotClient(cfg),
+		Conversation:               NewConversationClient(cfg),
+		ConversationLabelCountSlot: NewConversationLabelCountSlotClient(cfg),
+		Desk:                       NewDeskClient(cfg),
+		DeskBCountSlot:             NewDeskBCountSlotClient(cfg),
+		DeskTopicCountSlot:         NewDeskTopicCountSlotClient(cfg),
+		Forum:                      NewForumClient(cfg),
+		ForumBCountSlot:            NewForumBCountSlotClient(cfg),
+		ForumTopicCountSlot:        NewForumTopicCountSlotClient(cfg),
+		Item:                       NewItemClient(cfg),
+		Label:                      NewLabelClient(cfg),
+		LabelConversationCountSlot: NewLabelConversationCountSlotClient(cfg),
+		NaivePost:                  NewNaivePostClient(cfg),
+		Post:                       NewPostClient(cfg),
+		PostLikesSlot:              NewPostLikesSlotClient(cfg),
+		PostViewsSlot:              NewPostViewsSlotClient(cfg),
+		Product:                    NewProductClient(cfg),
+		ProductStockSlot:           NewProductStockSlotClient(cfg),
+		Rack:                       NewRackClient(cfg),
+		RackItemCountSlot:          NewRackItemCountSlotClient(cfg),
+		RackOpenCountSlot:          NewRackOpenCountSlotClient(cfg),
+		Reel:                       NewReelClient(cfg),
+		ReelPlaysSlot:              NewReelPlaysSlotClient(cfg),
+		Shelf:                      NewShelfClient(cfg),
+		ShelfBookCountSlot:         NewShelfBookCountSlotClient(cfg),
+		ShelfOpenCountSlot:         NewShelfOpenCountSlotClient(cfg),
+		SkipPost:                   NewSkipPostClient(cfg),
+		SkipPostLikesSlot:          NewSkipPostLikesSlotClient(cfg),
+		Story:                      NewStoryClient(cfg),
+		StoryClapsDelta:            NewStoryClapsDeltaClient(cfg),
+		Tag:                        NewTagClient(cfg),
+		TagHitsSlot:                NewTagHitsSlotClient(cfg),
+		TagUsesSlot:                NewTagUsesSlotClient(cfg),
+		Topic:                      NewTopicClient(cfg),
 	}, nil
 }
 
@@ -400,12 +424,14 @@ func (c *Client) Close() error {
 func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
 		c.Author, c.AuthorFollowersSlot, c.Book, c.Clip, c.ClipLikesSlot, c.Comment,
-		c.CommentUpvoteSlot, c.Desk, c.DeskBCountSlot, c.DeskTopicCountSlot, c.Forum,
-		c.ForumBCountSlot, c.ForumTopicCountSlot, c.Item, c.NaivePost, c.Post,
-		c.PostLikesSlot, c.PostViewsSlot, c.Product, c.ProductStockSlot, c.Rack,
-		c.RackItemCountSlot, c.RackOpenCountSlot, c.Reel, c.ReelPlaysSlot, c.Shelf,
-		c.ShelfBookCountSlot, c.ShelfOpenCountSlot, c.SkipPost, c.SkipPostLikesSlot,
-		c.Story, c.StoryClapsDelta, c.Tag, c.TagHitsSlot, c.TagUsesSlot, c.Topic,
+		c.CommentUpvoteSlot, c.Conversation, c.ConversationLabelCountSlot, c.Desk,
+		c.DeskBCountSlot, c.DeskTopicCountSlot, c.Forum, c.ForumBCountSlot,
+		c.ForumTopicCountSlot, c.Item, c.Label, c.LabelConversationCountSlot,
+		c.NaivePost, c.Post, c.PostLikesSlot, c.PostViewsSlot, c.Product,
+		c.ProductStockSlot, c.Rack, c.RackItemCountSlot, c.RackOpenCountSlot, c.Reel,
+		c.ReelPlaysSlot, c.Shelf, c.ShelfBookCountSlot, c.ShelfOpenCountSlot,
+		c.SkipPost, c.SkipPostLikesSlot, c.Story, c.StoryClapsDelta, c.Tag,
+		c.TagHitsSlot, c.TagUsesSlot, c.Topic,
 	} {
 		n.Use(hooks...)
 	}
@@ -416,12 +442,14 @@ func (c *Client) Use(hooks ...Hook) {
 func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
 		c.Author, c.AuthorFollowersSlot, c.Book, c.Clip, c.ClipLikesSlot, c.Comment,
-		c.CommentUpvoteSlot, c.Desk, c.DeskBCountSlot, c.DeskTopicCountSlot, c.Forum,
-		c.ForumBCountSlot, c.ForumTopicCountSlot, c.Item, c.NaivePost, c.Post,
-		c.PostLikesSlot, c.PostViewsSlot, c.Product, c.ProductStockSlot, c.Rack,
-		c.RackItemCountSlot, c.RackOpenCountSlot, c.Reel, c.ReelPlaysSlot, c.Shelf,
-		c.ShelfBookCountSlot, c.ShelfOpenCountSlot, c.SkipPost, c.SkipPostLikesSlot,
-		c.Story, c.StoryClapsDelta, c.Tag, c.TagHitsSlot, c.TagUsesSlot, c.Topic,
+		c.CommentUpvoteSlot, c.Conversation, c.ConversationLabelCountSlot, c.Desk,
+		c.DeskBCountSlot, c.DeskTopicCountSlot, c.Forum, c.ForumBCountSlot,
+		c.ForumTopicCountSlot, c.Item, c.Label, c.LabelConversationCountSlot,
+		c.NaivePost, c.Post, c.PostLikesSlot, c.PostViewsSlot, c.Product,
+		c.ProductStockSlot, c.Rack, c.RackItemCountSlot, c.RackOpenCountSlot, c.Reel,
+		c.ReelPlaysSlot, c.Shelf, c.ShelfBookCountSlot, c.ShelfOpenCountSlot,
+		c.SkipPost, c.SkipPostLikesSlot, c.Story, c.StoryClapsDelta, c.Tag,
+		c.TagHitsSlot, c.TagUsesSlot, c.Topic,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -444,6 +472,10 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.Comment.mutate(ctx, m)
 	case *CommentUpvoteSlotMutation:
 		return c.CommentUpvoteSlot.mutate(ctx, m)
+	case *ConversationMutation:
+		return c.Conversation.mutate(ctx, m)
+	case *ConversationLabelCountSlotMutation:
+		return c.ConversationLabelCountSlot.mutate(ctx, m)
 	case *DeskMutation:
 		return c.Desk.mutate(ctx, m)
 	case *DeskBCountSlotMutation:
@@ -458,6 +490,10 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.ForumTopicCountSlot.mutate(ctx, m)
 	case *ItemMutation:
 		return c.Item.mutate(ctx, m)
+	case *LabelMutation:
+		return c.Label.mutate(ctx, m)
+	case *LabelConversationCountSlotMutation:
+		return c.LabelConversationCountSlot.mutate(ctx, m)
 	case *NaivePostMutation:
 		return c.NaivePost.mutate(ctx, m)
 	case *PostMutation:
@@ -1540,6 +1576,306 @@ func (c *CommentUpvoteSlotClient) mutate(ctx context.Context, m *CommentUpvoteSl
 	}
 }
 
+// ConversationClient is a client for the Conversation schema.
+type ConversationClient struct {
+	config
+}
+
+// NewConversationClient returns a client for the Conversation from the given config.
+func NewConversationClient(c config) *ConversationClient {
+	return &ConversationClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `conversation.Hooks(f(g(h())))`.
+func (c *ConversationClient) Use(hooks ...Hook) {
+	c.hooks.Conversation = append(c.hooks.Conversation, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `conversation.Intercept(f(g(h())))`.
+func (c *ConversationClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Conversation = append(c.inters.Conversation, interceptors...)
+}
+
+// Create returns a builder for creating a Conversation entity.
+func (c *ConversationClient) Create() *ConversationCreate {
+	mutation := newConversationMutation(c.config, OpCreate)
+	return &ConversationCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Conversation entities.
+func (c *ConversationClient) CreateBulk(builders ...*ConversationCreate) *ConversationCreateBulk {
+	return &ConversationCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *ConversationClient) MapCreateBulk(slice any, setFunc func(*ConversationCreate, int)) *ConversationCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &ConversationCreateBulk{err: fmt.Errorf("calling to ConversationClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*ConversationCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &ConversationCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Conversation.
+func (c *ConversationClient) Update() *ConversationUpdate {
+	mutation := newConversationMutation(c.config, OpUpdate)
+	return &ConversationUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *ConversationClient) UpdateOne(_m *Conversation) *ConversationUpdateOne {
+	mutation := newConversationMutation(c.config, OpUpdateOne, withConversation(_m))
+	return &ConversationUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *ConversationClient) UpdateOneID(id int) *ConversationUpdateOne {
+	mutation := newConversationMutation(c.config, OpUpdateOne, withConversationID(id))
+	return &ConversationUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Conversation.
+func (c *ConversationClient) Delete() *ConversationDelete {
+	mutation := newConversationMutation(c.config, OpDelete)
+	return &ConversationDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *ConversationClient) DeleteOne(_m *Conversation) *ConversationDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *ConversationClient) DeleteOneID(id int) *ConversationDeleteOne {
+	builder := c.Delete().Where(conversation.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &ConversationDeleteOne{builder}
+}
+
+// Query returns a query builder for Conversation.
+func (c *ConversationClient) Query() *ConversationQuery {
+	return &ConversationQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeConversation},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Conversation entity by its id.
+func (c *ConversationClient) Get(ctx context.Context, id int) (*Conversation, error) {
+	return c.Query().Where(conversation.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *ConversationClient) GetX(ctx context.Context, id int) *Conversation {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryLabels queries the labels edge of a Conversation.
+func (c *ConversationClient) QueryLabels(_m *Conversation) *LabelQuery {
+	query := (&LabelClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(conversation.Table, conversation.FieldID, id),
+			sqlgraph.To(label.Table, label.FieldID),
+			sqlgraph.Edge(sqlgraph.M2M, false, conversation.LabelsTable, conversation.LabelsPrimaryKey...),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *ConversationClient) Hooks() []Hook {
+	hooks := c.hooks.Conversation
+	return append(hooks[:len(hooks):len(hooks)], conversation.Hooks[:]...)
+}
+
+// Interceptors returns the client interceptors.
+func (c *ConversationClient) Interceptors() []Interceptor {
+	inters := c.inters.Conversation
+	return append(inters[:len(inters):len(inters)], conversation.Interceptors[:]...)
+}
+
+func (c *ConversationClient) mutate(ctx context.Context, m *ConversationMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&ConversationCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&ConversationUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&ConversationUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&ConversationDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Conversation mutation op: %q", m.Op())
+	}
+}
+
+// ConversationLabelCountSlotClient is a client for the ConversationLabelCountSlot schema.
+type ConversationLabelCountSlotClient struct {
+	config
+}
+
+// NewConversationLabelCountSlotClient returns a client for the ConversationLabelCountSlot from the given config.
+func NewConversationLabelCountSlotClient(c config) *ConversationLabelCountSlotClient {
+	return &ConversationLabelCountSlotClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `conversationlabelcountslot.Hooks(f(g(h())))`.
+func (c *ConversationLabelCountSlotClient) Use(hooks ...Hook) {
+	c.hooks.ConversationLabelCountSlot = append(c.hooks.ConversationLabelCountSlot, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `conversationlabelcountslot.Intercept(f(g(h())))`.
+func (c *ConversationLabelCountSlotClient) Intercept(interceptors ...Interceptor) {
+	c.inters.ConversationLabelCountSlot = append(c.inters.ConversationLabelCountSlot, interceptors...)
+}
+
+// Create returns a builder for creating a ConversationLabelCountSlot entity.
+func (c *ConversationLabelCountSlotClient) Create() *ConversationLabelCountSlotCreate {
+	mutation := newConversationLabelCountSlotMutation(c.config, OpCreate)
+	return &ConversationLabelCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of ConversationLabelCountSlot entities.
+func (c *ConversationLabelCountSlotClient) CreateBulk(builders ...*ConversationLabelCountSlotCreate) *ConversationLabelCountSlotCreateBulk {
+	return &ConversationLabelCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *ConversationLabelCountSlotClient) MapCreateBulk(slice any, setFunc func(*ConversationLabelCountSlotCreate, int)) *ConversationLabelCountSlotCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &ConversationLabelCountSlotCreateBulk{err: fmt.Errorf("calling to ConversationLabelCountSlotClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*ConversationLabelCountSlotCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &ConversationLabelCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for ConversationLabelCountSlot.
+func (c *ConversationLabelCountSlotClient) Update() *ConversationLabelCountSlotUpdate {
+	mutation := newConversationLabelCountSlotMutation(c.config, OpUpdate)
+	return &ConversationLabelCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *ConversationLabelCountSlotClient) UpdateOne(_m *ConversationLabelCountSlot) *ConversationLabelCountSlotUpdateOne {
+	mutation := newConversationLabelCountSlotMutation(c.config, OpUpdateOne, withConversationLabelCountSlot(_m))
+	return &ConversationLabelCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *ConversationLabelCountSlotClient) UpdateOneID(id int) *ConversationLabelCountSlotUpdateOne {
+	mutation := newConversationLabelCountSlotMutation(c.config, OpUpdateOne, withConversationLabelCountSlotID(id))
+	return &ConversationLabelCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for ConversationLabelCountSlot.
+func (c *ConversationLabelCountSlotClient) Delete() *ConversationLabelCountSlotDelete {
+	mutation := newConversationLabelCountSlotMutation(c.config, OpDelete)
+	return &ConversationLabelCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *ConversationLabelCountSlotClient) DeleteOne(_m *ConversationLabelCountSlot) *ConversationLabelCountSlotDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *ConversationLabelCountSlotClient) DeleteOneID(id int) *ConversationLabelCountSlotDeleteOne {
+	builder := c.Delete().Where(conversationlabelcountslot.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &ConversationLabelCountSlotDeleteOne{builder}
+}
+
+// Query returns a query builder for ConversationLabelCountSlot.
+func (c *ConversationLabelCountSlotClient) Query() *ConversationLabelCountSlotQuery {
+	return &ConversationLabelCountSlotQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeConversationLabelCountSlot},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a ConversationLabelCountSlot entity by its id.
+func (c *ConversationLabelCountSlotClient) Get(ctx context.Context, id int) (*ConversationLabelCountSlot, error) {
+	return c.Query().Where(conversationlabelcountslot.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *ConversationLabelCountSlotClient) GetX(ctx context.Context, id int) *ConversationLabelCountSlot {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryConversation queries the conversation edge of a ConversationLabelCountSlot.
+func (c *ConversationLabelCountSlotClient) QueryConversation(_m *ConversationLabelCountSlot) *ConversationQuery {
+	query := (&ConversationClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(conversationlabelcountslot.Table, conversationlabelcountslot.FieldID, id),
+			sqlgraph.To(conversation.Table, conversation.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, conversationlabelcountslot.ConversationTable, conversationlabelcountslot.ConversationColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *ConversationLabelCountSlotClient) Hooks() []Hook {
+	return c.hooks.ConversationLabelCountSlot
+}
+
+// Interceptors returns the client interceptors.
+func (c *ConversationLabelCountSlotClient) Interceptors() []Interceptor {
+	return c.inters.ConversationLabelCountSlot
+}
+
+func (c *ConversationLabelCountSlotClient) mutate(ctx context.Context, m *ConversationLabelCountSlotMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&ConversationLabelCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&ConversationLabelCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&ConversationLabelCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&ConversationLabelCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown ConversationLabelCountSlot mutation op: %q", m.Op())
+	}
+}
+
 // DeskClient is a client for the Desk schema.
 type DeskClient struct {
 	config
@@ -2584,6 +2920,306 @@ func (c *ItemClient) mutate(ctx context.Context, m *ItemMutation) (Value, error)
 		return (&ItemDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown Item mutation op: %q", m.Op())
+	}
+}
+
+// LabelClient is a client for the Label schema.
+type LabelClient struct {
+	config
+}
+
+// NewLabelClient returns a client for the Label from the given config.
+func NewLabelClient(c config) *LabelClient {
+	return &LabelClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `label.Hooks(f(g(h())))`.
+func (c *LabelClient) Use(hooks ...Hook) {
+	c.hooks.Label = append(c.hooks.Label, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `label.Intercept(f(g(h())))`.
+func (c *LabelClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Label = append(c.inters.Label, interceptors...)
+}
+
+// Create returns a builder for creating a Label entity.
+func (c *LabelClient) Create() *LabelCreate {
+	mutation := newLabelMutation(c.config, OpCreate)
+	return &LabelCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Label entities.
+func (c *LabelClient) CreateBulk(builders ...*LabelCreate) *LabelCreateBulk {
+	return &LabelCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *LabelClient) MapCreateBulk(slice any, setFunc func(*LabelCreate, int)) *LabelCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &LabelCreateBulk{err: fmt.Errorf("calling to LabelClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*LabelCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &LabelCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Label.
+func (c *LabelClient) Update() *LabelUpdate {
+	mutation := newLabelMutation(c.config, OpUpdate)
+	return &LabelUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *LabelClient) UpdateOne(_m *Label) *LabelUpdateOne {
+	mutation := newLabelMutation(c.config, OpUpdateOne, withLabel(_m))
+	return &LabelUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *LabelClient) UpdateOneID(id int) *LabelUpdateOne {
+	mutation := newLabelMutation(c.config, OpUpdateOne, withLabelID(id))
+	return &LabelUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Label.
+func (c *LabelClient) Delete() *LabelDelete {
+	mutation := newLabelMutation(c.config, OpDelete)
+	return &LabelDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *LabelClient) DeleteOne(_m *Label) *LabelDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *LabelClient) DeleteOneID(id int) *LabelDeleteOne {
+	builder := c.Delete().Where(label.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &LabelDeleteOne{builder}
+}
+
+// Query returns a query builder for Label.
+func (c *LabelClient) Query() *LabelQuery {
+	return &LabelQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeLabel},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Label entity by its id.
+func (c *LabelClient) Get(ctx context.Context, id int) (*Label, error) {
+	return c.Query().Where(label.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *LabelClient) GetX(ctx context.Context, id int) *Label {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryConversations queries the conversations edge of a Label.
+func (c *LabelClient) QueryConversations(_m *Label) *ConversationQuery {
+	query := (&ConversationClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(label.Table, label.FieldID, id),
+			sqlgraph.To(conversation.Table, conversation.FieldID),
+			sqlgraph.Edge(sqlgraph.M2M, true, label.ConversationsTable, label.ConversationsPrimaryKey...),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *LabelClient) Hooks() []Hook {
+	hooks := c.hooks.Label
+	return append(hooks[:len(hooks):len(hooks)], label.Hooks[:]...)
+}
+
+// Interceptors returns the client interceptors.
+func (c *LabelClient) Interceptors() []Interceptor {
+	inters := c.inters.Label
+	return append(inters[:len(inters):len(inters)], label.Interceptors[:]...)
+}
+
+func (c *LabelClient) mutate(ctx context.Context, m *LabelMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&LabelCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&LabelUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&LabelUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&LabelDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Label mutation op: %q", m.Op())
+	}
+}
+
+// LabelConversationCountSlotClient is a client for the LabelConversationCountSlot schema.
+type LabelConversationCountSlotClient struct {
+	config
+}
+
+// NewLabelConversationCountSlotClient returns a client for the LabelConversationCountSlot from the given config.
+func NewLabelConversationCountSlotClient(c config) *LabelConversationCountSlotClient {
+	return &LabelConversationCountSlotClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `labelconversationcountslot.Hooks(f(g(h())))`.
+func (c *LabelConversationCountSlotClient) Use(hooks ...Hook) {
+	c.hooks.LabelConversationCountSlot = append(c.hooks.LabelConversationCountSlot, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `labelconversationcountslot.Intercept(f(g(h())))`.
+func (c *LabelConversationCountSlotClient) Intercept(interceptors ...Interceptor) {
+	c.inters.LabelConversationCountSlot = append(c.inters.LabelConversationCountSlot, interceptors...)
+}
+
+// Create returns a builder for creating a LabelConversationCountSlot entity.
+func (c *LabelConversationCountSlotClient) Create() *LabelConversationCountSlotCreate {
+	mutation := newLabelConversationCountSlotMutation(c.config, OpCreate)
+	return &LabelConversationCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of LabelConversationCountSlot entities.
+func (c *LabelConversationCountSlotClient) CreateBulk(builders ...*LabelConversationCountSlotCreate) *LabelConversationCountSlotCreateBulk {
+	return &LabelConversationCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *LabelConversationCountSlotClient) MapCreateBulk(slice any, setFunc func(*LabelConversationCountSlotCreate, int)) *LabelConversationCountSlotCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &LabelConversationCountSlotCreateBulk{err: fmt.Errorf("calling to LabelConversationCountSlotClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*LabelConversationCountSlotCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &LabelConversationCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for LabelConversationCountSlot.
+func (c *LabelConversationCountSlotClient) Update() *LabelConversationCountSlotUpdate {
+	mutation := newLabelConversationCountSlotMutation(c.config, OpUpdate)
+	return &LabelConversationCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *LabelConversationCountSlotClient) UpdateOne(_m *LabelConversationCountSlot) *LabelConversationCountSlotUpdateOne {
+	mutation := newLabelConversationCountSlotMutation(c.config, OpUpdateOne, withLabelConversationCountSlot(_m))
+	return &LabelConversationCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *LabelConversationCountSlotClient) UpdateOneID(id int) *LabelConversationCountSlotUpdateOne {
+	mutation := newLabelConversationCountSlotMutation(c.config, OpUpdateOne, withLabelConversationCountSlotID(id))
+	return &LabelConversationCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for LabelConversationCountSlot.
+func (c *LabelConversationCountSlotClient) Delete() *LabelConversationCountSlotDelete {
+	mutation := newLabelConversationCountSlotMutation(c.config, OpDelete)
+	return &LabelConversationCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *LabelConversationCountSlotClient) DeleteOne(_m *LabelConversationCountSlot) *LabelConversationCountSlotDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *LabelConversationCountSlotClient) DeleteOneID(id int) *LabelConversationCountSlotDeleteOne {
+	builder := c.Delete().Where(labelconversationcountslot.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &LabelConversationCountSlotDeleteOne{builder}
+}
+
+// Query returns a query builder for LabelConversationCountSlot.
+func (c *LabelConversationCountSlotClient) Query() *LabelConversationCountSlotQuery {
+	return &LabelConversationCountSlotQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeLabelConversationCountSlot},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a LabelConversationCountSlot entity by its id.
+func (c *LabelConversationCountSlotClient) Get(ctx context.Context, id int) (*LabelConversationCountSlot, error) {
+	return c.Query().Where(labelconversationcountslot.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *LabelConversationCountSlotClient) GetX(ctx context.Context, id int) *LabelConversationCountSlot {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryLabel queries the label edge of a LabelConversationCountSlot.
+func (c *LabelConversationCountSlotClient) QueryLabel(_m *LabelConversationCountSlot) *LabelQuery {
+	query := (&LabelClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(labelconversationcountslot.Table, labelconversationcountslot.FieldID, id),
+			sqlgraph.To(label.Table, label.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, labelconversationcountslot.LabelTable, labelconversationcountslot.LabelColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *LabelConversationCountSlotClient) Hooks() []Hook {
+	return c.hooks.LabelConversationCountSlot
+}
+
+// Interceptors returns the client interceptors.
+func (c *LabelConversationCountSlotClient) Interceptors() []Interceptor {
+	return c.inters.LabelConversationCountSlot
+}
+
+func (c *LabelConversationCountSlotClient) mutate(ctx context.Context, m *LabelConversationCountSlotMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&LabelConversationCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&LabelConversationCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&LabelConversationCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&LabelConversationCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown LabelConversationCountSlot mutation op: %q", m.Op())
 	}
 }
 
@@ -5821,21 +6457,23 @@ func (c *TopicClient) mutate(ctx context.Context, m *TopicMutation) (Value, erro
 type (
 	hooks struct {
 		Author, AuthorFollowersSlot, Book, Clip, ClipLikesSlot, Comment,
-		CommentUpvoteSlot, Desk, DeskBCountSlot, DeskTopicCountSlot, Forum,
-		ForumBCountSlot, ForumTopicCountSlot, Item, NaivePost, Post, PostLikesSlot,
-		PostViewsSlot, Product, ProductStockSlot, Rack, RackItemCountSlot,
-		RackOpenCountSlot, Reel, ReelPlaysSlot, Shelf, ShelfBookCountSlot,
-		ShelfOpenCountSlot, SkipPost, SkipPostLikesSlot, Story, StoryClapsDelta, Tag,
-		TagHitsSlot, TagUsesSlot, Topic []ent.Hook
+		CommentUpvoteSlot, Conversation, ConversationLabelCountSlot, Desk,
+		DeskBCountSlot, DeskTopicCountSlot, Forum, ForumBCountSlot,
+		ForumTopicCountSlot, Item, Label, LabelConversationCountSlot, NaivePost, Post,
+		PostLikesSlot, PostViewsSlot, Product, ProductStockSlot, Rack,
+		RackItemCountSlot, RackOpenCountSlot, Reel, ReelPlaysSlot, Shelf,
+		ShelfBookCountSlot, ShelfOpenCountSlot, SkipPost, SkipPostLikesSlot, Story,
+		StoryClapsDelta, Tag, TagHitsSlot, TagUsesSlot, Topic []ent.Hook
 	}
 	inters struct {
 		Author, AuthorFollowersSlot, Book, Clip, ClipLikesSlot, Comment,
-		CommentUpvoteSlot, Desk, DeskBCountSlot, DeskTopicCountSlot, Forum,
-		ForumBCountSlot, ForumTopicCountSlot, Item, NaivePost, Post, PostLikesSlot,
-		PostViewsSlot, Product, ProductStockSlot, Rack, RackItemCountSlot,
-		RackOpenCountSlot, Reel, ReelPlaysSlot, Shelf, ShelfBookCountSlot,
-		ShelfOpenCountSlot, SkipPost, SkipPostLikesSlot, Story, StoryClapsDelta, Tag,
-		TagHitsSlot, TagUsesSlot, Topic []ent.Interceptor
+		CommentUpvoteSlot, Conversation, ConversationLabelCountSlot, Desk,
+		DeskBCountSlot, DeskTopicCountSlot, Forum, ForumBCountSlot,
+		ForumTopicCountSlot, Item, Label, LabelConversationCountSlot, NaivePost, Post,
+		PostLikesSlot, PostViewsSlot, Product, ProductStockSlot, Rack,
+		RackItemCountSlot, RackOpenCountSlot, Reel, ReelPlaysSlot, Shelf,
+		ShelfBookCountSlot, ShelfOpenCountSlot, SkipPost, SkipPostLikesSlot, Story,
+		StoryClapsDelta, Tag, TagHitsSlot, TagUsesSlot, Topic []ent.Interceptor
 	}
 )
 
@@ -5847,42 +6485,46 @@ func (c config) HotCounter() generated.Runtime {
 
 // hotCounterTables maps every schema type to its table.
 var hotCounterTables = map[string]string{
-	"Author":              "authors",
-	"AuthorFollowersSlot": "author_followers_slots",
-	"Book":                "books",
-	"Clip":                "clips",
-	"ClipLikesSlot":       "clip_likes_slots",
-	"Comment":             "comments",
-	"CommentUpvoteSlot":   "comment_upvote_slots",
-	"Desk":                "desks",
-	"DeskBCountSlot":      "desk_b_count_slots",
-	"DeskTopicCountSlot":  "desk_topic_count_slots",
-	"Forum":               "forums",
-	"ForumBCountSlot":     "forum_b_count_slots",
-	"ForumTopicCountSlot": "forum_topic_count_slots",
-	"Item":                "items",
-	"NaivePost":           "naive_posts",
-	"Post":                "posts",
-	"PostLikesSlot":       "post_likes_slots",
-	"PostViewsSlot":       "post_views_slots",
-	"Product":             "products",
-	"ProductStockSlot":    "product_stock_slots",
-	"Rack":                "racks",
-	"RackItemCountSlot":   "rack_item_count_slots",
-	"RackOpenCountSlot":   "rack_open_count_slots",
-	"Reel":                "reels",
-	"ReelPlaysSlot":       "reel_plays_slots",
-	"Shelf":               "shelves",
-	"ShelfBookCountSlot":  "shelf_book_count_slots",
-	"ShelfOpenCountSlot":  "shelf_open_count_slots",
-	"SkipPost":            "skip_posts",
-	"SkipPostLikesSlot":   "skip_post_likes_slots",
-	"Story":               "stories",
-	"StoryClapsDelta":     "story_claps_deltas",
-	"Tag":                 "tags",
-	"TagHitsSlot":         "tag_hits_slots",
-	"TagUsesSlot":         "tag_uses_slots",
-	"Topic":               "topics",
+	"Author":                     "authors",
+	"AuthorFollowersSlot":        "author_followers_slots",
+	"Book":                       "books",
+	"Clip":                       "clips",
+	"ClipLikesSlot":              "clip_likes_slots",
+	"Comment":                    "comments",
+	"CommentUpvoteSlot":          "comment_upvote_slots",
+	"Conversation":               "conversations",
+	"ConversationLabelCountSlot": "conversation_label_count_slots",
+	"Desk":                       "desks",
+	"DeskBCountSlot":             "desk_b_count_slots",
+	"DeskTopicCountSlot":         "desk_topic_count_slots",
+	"Forum":                      "forums",
+	"ForumBCountSlot":            "forum_b_count_slots",
+	"ForumTopicCountSlot":        "forum_topic_count_slots",
+	"Item":                       "items",
+	"Label":                      "labels",
+	"LabelConversationCountSlot": "label_conversation_count_slots",
+	"NaivePost":                  "naive_posts",
+	"Post":                       "posts",
+	"PostLikesSlot":              "post_likes_slots",
+	"PostViewsSlot":              "post_views_slots",
+	"Product":                    "products",
+	"ProductStockSlot":           "product_stock_slots",
+	"Rack":                       "racks",
+	"RackItemCountSlot":          "rack_item_count_slots",
+	"RackOpenCountSlot":          "rack_open_count_slots",
+	"Reel":                       "reels",
+	"ReelPlaysSlot":              "reel_plays_slots",
+	"Shelf":                      "shelves",
+	"ShelfBookCountSlot":         "shelf_book_count_slots",
+	"ShelfOpenCountSlot":         "shelf_open_count_slots",
+	"SkipPost":                   "skip_posts",
+	"SkipPostLikesSlot":          "skip_post_likes_slots",
+	"Story":                      "stories",
+	"StoryClapsDelta":            "story_claps_deltas",
+	"Tag":                        "tags",
+	"TagHitsSlot":                "tag_hits_slots",
+	"TagUsesSlot":                "tag_uses_slots",
+	"Topic":                      "topics",
 }
 
 // hotCounterDefs lists the sharded counters of this schema.
@@ -5890,10 +6532,12 @@ var hotCounterDefs = []generated.Def{
 	{Type: "Author", Field: "followers", StructField: "Followers", Table: "authors", Key: "id", SlotTable: "author_followers_slots", Owner: "author_id", Slots: 4, Rollup: false, Append: false, Precreate: 0, SkipLocked: false},
 	{Type: "Clip", Field: "likes", StructField: "Likes", Table: "clips", Key: "id", SlotTable: "clip_likes_slots", Owner: "clip_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, KeepColumn: true},
 	{Type: "Comment", Field: "upvote", StructField: "Upvote", Table: "comments", Key: "id", SlotTable: "comment_upvote_slots", Owner: "comment_id", Slots: 8, Rollup: false, Append: false, Precreate: 0, SkipLocked: false},
+	{Type: "Conversation", Field: "label_count", StructField: "LabelCount", Table: "conversations", Key: "id", SlotTable: "conversation_label_count_slots", Owner: "conversation_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "labels", Type: "Label", Hooks: false, Table: "conversation_labels", Key: "", Ref: "conversation_id", Columns: []string{"conversation_id", "label_id"}, Where: "", Across: &generated.Across{Ref: "label_id", Table: "labels", Key: "id"}}},
 	{Type: "Desk", Field: "topic_count", StructField: "TopicCount", Table: "desks", Key: "id", SlotTable: "desk_topic_count_slots", Owner: "desk_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "topics", Type: "Topic", Hooks: true, Table: "topics", Key: "id", Ref: "desk_id", Columns: []string{"id", "kind", "note", "body", "meta", "data", "price", "at", "deleted_at", "forum_id", "desk_id"}, Where: "deleted_at IS NULL"}},
 	{Type: "Desk", Field: "b_count", StructField: "BCount", Table: "desks", Key: "id", SlotTable: "desk_b_count_slots", Owner: "desk_id", Slots: 4, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "topics", Type: "Topic", Hooks: true, Table: "topics", Key: "id", Ref: "desk_id", Columns: []string{"id", "kind", "note", "body", "meta", "data", "price", "at", "deleted_at", "forum_id", "desk_id"}, Where: "kind = 'b' AND note <> '' AND deleted_at IS NULL"}},
 	{Type: "Forum", Field: "topic_count", StructField: "TopicCount", Table: "forums", Key: "id", SlotTable: "forum_topic_count_slots", Owner: "forum_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "topics", Type: "Topic", Hooks: false, Table: "topics", Key: "id", Ref: "forum_id", Columns: []string{"id", "kind", "note", "body", "meta", "data", "price", "at", "deleted_at", "forum_id", "desk_id"}, Where: "deleted_at IS NULL"}},
 	{Type: "Forum", Field: "b_count", StructField: "BCount", Table: "forums", Key: "id", SlotTable: "forum_b_count_slots", Owner: "forum_id", Slots: 4, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "topics", Type: "Topic", Hooks: false, Table: "topics", Key: "id", Ref: "forum_id", Columns: []string{"id", "kind", "note", "body", "meta", "data", "price", "at", "deleted_at", "forum_id", "desk_id"}, Where: "kind = 'b' AND note <> '' AND deleted_at IS NULL"}},
+	{Type: "Label", Field: "conversation_count", StructField: "ConversationCount", Table: "labels", Key: "id", SlotTable: "label_conversation_count_slots", Owner: "label_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "conversations", Type: "Conversation", Hooks: false, Table: "conversation_labels", Key: "", Ref: "label_id", Columns: []string{"label_id", "conversation_id"}, Where: "", Across: &generated.Across{Ref: "conversation_id", Table: "conversations", Key: "id"}}},
 	{Type: "Post", Field: "likes", StructField: "Likes", Table: "posts", Key: "id", SlotTable: "post_likes_slots", Owner: "post_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false},
 	{Type: "Post", Field: "views", StructField: "Views", Table: "posts", Key: "id", SlotTable: "post_views_slots", Owner: "post_id", Slots: 64, Rollup: true, Append: false, Precreate: 0, SkipLocked: false},
 	{Type: "Product", Field: "stock", StructField: "Stock", Table: "products", Key: "id", SlotTable: "product_stock_slots", Owner: "product_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Guarded: true},

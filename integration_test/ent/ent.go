@@ -19,6 +19,8 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/cliplikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/comment"
 	"github.com/hotcounter/hotcounter/integration_test/ent/commentupvoteslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/conversation"
+	"github.com/hotcounter/hotcounter/integration_test/ent/conversationlabelcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/desk"
 	"github.com/hotcounter/hotcounter/integration_test/ent/deskbcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/desktopiccountslot"
@@ -26,6 +28,8 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/forumbcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/forumtopiccountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/item"
+	"github.com/hotcounter/hotcounter/integration_test/ent/label"
+	"github.com/hotcounter/hotcounter/integration_test/ent/labelconversationcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/naivepost"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postlikesslot"
@@ -108,42 +112,46 @@ var (
 func checkColumn(t, c string) error {
 	initCheck.Do(func() {
 		columnCheck = sql.NewColumnCheck(map[string]func(string) bool{
-			author.Table:              author.ValidColumn,
-			authorfollowersslot.Table: authorfollowersslot.ValidColumn,
-			book.Table:                book.ValidColumn,
-			clip.Table:                clip.ValidColumn,
-			cliplikesslot.Table:       cliplikesslot.ValidColumn,
-			comment.Table:             comment.ValidColumn,
-			commentupvoteslot.Table:   commentupvoteslot.ValidColumn,
-			desk.Table:                desk.ValidColumn,
-			deskbcountslot.Table:      deskbcountslot.ValidColumn,
-			desktopiccountslot.Table:  desktopiccountslot.ValidColumn,
-			forum.Table:               forum.ValidColumn,
-			forumbcountslot.Table:     forumbcountslot.ValidColumn,
-			forumtopiccountslot.Table: forumtopiccountslot.ValidColumn,
-			item.Table:                item.ValidColumn,
-			naivepost.Table:           naivepost.ValidColumn,
-			post.Table:                post.ValidColumn,
-			postlikesslot.Table:       postlikesslot.ValidColumn,
-			postviewsslot.Table:       postviewsslot.ValidColumn,
-			product.Table:             product.ValidColumn,
-			productstockslot.Table:    productstockslot.ValidColumn,
-			rack.Table:                rack.ValidColumn,
-			rackitemcountslot.Table:   rackitemcountslot.ValidColumn,
-			rackopencountslot.Table:   rackopencountslot.ValidColumn,
-			reel.Table:                reel.ValidColumn,
-			reelplaysslot.Table:       reelplaysslot.ValidColumn,
-			shelf.Table:               shelf.ValidColumn,
-			shelfbookcountslot.Table:  shelfbookcountslot.ValidColumn,
-			shelfopencountslot.Table:  shelfopencountslot.ValidColumn,
-			skippost.Table:            skippost.ValidColumn,
-			skippostlikesslot.Table:   skippostlikesslot.ValidColumn,
-			story.Table:               story.ValidColumn,
-			storyclapsdelta.Table:     storyclapsdelta.ValidColumn,
-			tag.Table:                 tag.ValidColumn,
-			taghitsslot.Table:         taghitsslot.ValidColumn,
-			tagusesslot.Table:         tagusesslot.ValidColumn,
-			topic.Table:               topic.ValidColumn,
+			author.Table:                     author.ValidColumn,
+			authorfollowersslot.Table:        authorfollowersslot.ValidColumn,
+			book.Table:                       book.ValidColumn,
+			clip.Table:                       clip.ValidColumn,
+			cliplikesslot.Table:              cliplikesslot.ValidColumn,
+			comment.Table:                    comment.ValidColumn,
+			commentupvoteslot.Table:          commentupvoteslot.ValidColumn,
+			conversation.Table:               conversation.ValidColumn,
+			conversationlabelcountslot.Table: conversationlabelcountslot.ValidColumn,
+			desk.Table:                       desk.ValidColumn,
+			deskbcountslot.Table:             deskbcountslot.ValidColumn,
+			desktopiccountslot.Table:         desktopiccountslot.ValidColumn,
+			forum.Table:                      forum.ValidColumn,
+			forumbcountslot.Table:            forumbcountslot.ValidColumn,
+			forumtopiccountslot.Table:        forumtopiccountslot.ValidColumn,
+			item.Table:                       item.ValidColumn,
+			label.Table:                      label.ValidColumn,
+			labelconversationcountslot.Table: labelconversationcountslot.ValidColumn,
+			naivepost.Table:                  naivepost.ValidColumn,
+			post.Table:                       post.ValidColumn,
+			postlikesslot.Table:              postlikesslot.ValidColumn,
+			postviewsslot.Table:              postviewsslot.ValidColumn,
+			product.Table:                    product.ValidColumn,
+			productstockslot.Table:           productstockslot.ValidColumn,
+			rack.Table:                       rack.ValidColumn,
+			rackitemcountslot.Table:          rackitemcountslot.ValidColumn,
+			rackopencountslot.Table:          rackopencountslot.ValidColumn,
+			reel.Table:                       reel.ValidColumn,
+			reelplaysslot.Table:              reelplaysslot.ValidColumn,
+			shelf.Table:                      shelf.ValidColumn,
+			shelfbookcountslot.Table:         shelfbookcountslot.ValidColumn,
+			shelfopencountslot.Table:         shelfopencountslot.ValidColumn,
+			skippost.Table:                   skippost.ValidColumn,
+			skippostlikesslot.Table:          skippostlikesslot.ValidColumn,
+			story.Table:                      story.ValidColumn,
+			storyclapsdelta.Table:            storyclapsdelta.ValidColumn,
+			tag.Table:                        tag.ValidColumn,
+			taghitsslot.Table:                taghitsslot.ValidColumn,
+			tagusesslot.Table:                tagusesslot.ValidColumn,
+			topic.Table:                      topic.ValidColumn,
 		})
 	})
 	return columnCheck(t, c)

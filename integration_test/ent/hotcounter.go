@@ -10,9 +10,11 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/author"
 	"github.com/hotcounter/hotcounter/integration_test/ent/clip"
 	"github.com/hotcounter/hotcounter/integration_test/ent/comment"
+	"github.com/hotcounter/hotcounter/integration_test/ent/conversation"
 	"github.com/hotcounter/hotcounter/integration_test/ent/desk"
 	"github.com/hotcounter/hotcounter/integration_test/ent/forum"
 	"github.com/hotcounter/hotcounter/integration_test/ent/item"
+	"github.com/hotcounter/hotcounter/integration_test/ent/label"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 	"github.com/hotcounter/hotcounter/integration_test/ent/product"
 	"github.com/hotcounter/hotcounter/integration_test/ent/rack"
@@ -356,6 +358,116 @@ func (m *CommentMutation) HotCounterLate(field string) (int64, bool) {
 	return v, ok
 }
 
+// HotCounterKeys returns the keys of the Conversation rows the mutation
+// writes: for UpdateOne its id, if the row matches the mutation's
+// predicates and the query interceptors show it; for Update the ids of the
+// rows that match. A read it needs runs in the mutation's transaction or in
+// one of its own, so that it reads where the write goes (a driver may send
+// queries outside transactions to a replica). Called by entcounter's hooks.
+func (m *ConversationMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
+	id, hasID := m.ID()
+	one := hasID && m.Op().Is(OpUpdateOne)
+	if one && len(m.predicates) == 0 && !generated.Intercepted(m.Client().Conversation.Interceptors()) {
+		return []any{id}, nil
+	}
+	var ids []int
+	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
+		q := c.Conversation.Query().Where(m.predicates...)
+		if one {
+			q = q.Where(conversation.ID(id))
+		}
+		ids, err = q.IDs(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]any, len(ids))
+	for i, id := range ids {
+		keys[i] = id
+	}
+	return keys, nil
+}
+
+// hotcounterInTx runs read with a client of the mutation's transaction, or
+// of a transaction of its own.
+func (m *ConversationMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
+	if _, err := m.Tx(); err == nil {
+		return read(m.Client())
+	}
+	tx, err := m.Client().Tx(ctx)
+	if err != nil {
+		return err
+	}
+	if err := read(tx.Client()); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// HotCounterID returns the id of the Conversation the mutation created or
+// updates, if known.
+func (m *ConversationMutation) HotCounterID() (any, bool) {
+	id, ok := m.ID()
+	return id, ok
+}
+
+// HotCounterNotFound is the error of an UpdateOne whose Conversation is
+// missing or does not match the predicates.
+func (m *ConversationMutation) HotCounterNotFound() error { return &NotFoundError{conversation.Label} }
+
+// HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
+func (m *ConversationMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterByIDOnly reports whether the mutation names its row by id
+// alone (UpdateOneID without Where).
+func (m *ConversationMutation) HotCounterByIDOnly() bool { return len(m.predicates) == 0 }
+
+// HotCounterEntity loads the Conversation with the given id, counters
+// filled: the entity an UpdateOne that wrote only counters returns, read
+// after the write.
+func (m *ConversationMutation) HotCounterEntity(ctx context.Context, id any) (any, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("Conversation: id %v (%T) is not a int", id, id)
+	}
+	// Read as ent's own UpdateOne reads its row back: past the query
+	// interceptors (HotCounterKeys read through them before the write) and
+	// outside a query's context, which a driver that sends queries to a
+	// replica reads as a write's (ent's FAQ): the row as just written.
+	// (Limit 1, as Get's 2: a load of one row selects its totals.)
+	nodes, err := m.Client().Conversation.Query().Where(conversation.ID(key)).Limit(1).sqlAll(ctx)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(nodes) == 0:
+		return nil, &NotFoundError{conversation.Label}
+	}
+	return nodes[0], nil
+}
+
+// HotCounterBulkUpsert reports whether the mutation is one row of a bulk
+// create with ON CONFLICT.
+func (m *ConversationMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
+
+// HotCounterKeep marks the value of the sum counter field as one that
+// entcounter's hook left for the row's column (a column it was adopted
+// over), not one that a later hook wrote.
+func (m *ConversationMutation) HotCounterKeep(field string) {
+	if m.hotcounterKept == nil {
+		m.hotcounterKept = map[string]bool{}
+	}
+	m.hotcounterKept[field] = true
+}
+
+// HotCounterLate returns the starting total of the sum counter field that a
+// hook ent ran after entcounter's wrote, taken out of the row's columns.
+func (m *ConversationMutation) HotCounterLate(field string) (int64, bool) {
+	v, ok := m.hotcounterLate[field]
+	return v, ok
+}
+
 // HotCounterKeys returns the keys of the Desk rows the mutation
 // writes: for UpdateOne its id, if the row matches the mutation's
 // predicates and the query interceptors show it; for Update the ids of the
@@ -572,6 +684,116 @@ func (m *ForumMutation) HotCounterKeep(field string) {
 // HotCounterLate returns the starting total of the sum counter field that a
 // hook ent ran after entcounter's wrote, taken out of the row's columns.
 func (m *ForumMutation) HotCounterLate(field string) (int64, bool) {
+	v, ok := m.hotcounterLate[field]
+	return v, ok
+}
+
+// HotCounterKeys returns the keys of the Label rows the mutation
+// writes: for UpdateOne its id, if the row matches the mutation's
+// predicates and the query interceptors show it; for Update the ids of the
+// rows that match. A read it needs runs in the mutation's transaction or in
+// one of its own, so that it reads where the write goes (a driver may send
+// queries outside transactions to a replica). Called by entcounter's hooks.
+func (m *LabelMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
+	id, hasID := m.ID()
+	one := hasID && m.Op().Is(OpUpdateOne)
+	if one && len(m.predicates) == 0 && !generated.Intercepted(m.Client().Label.Interceptors()) {
+		return []any{id}, nil
+	}
+	var ids []int
+	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
+		q := c.Label.Query().Where(m.predicates...)
+		if one {
+			q = q.Where(label.ID(id))
+		}
+		ids, err = q.IDs(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]any, len(ids))
+	for i, id := range ids {
+		keys[i] = id
+	}
+	return keys, nil
+}
+
+// hotcounterInTx runs read with a client of the mutation's transaction, or
+// of a transaction of its own.
+func (m *LabelMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
+	if _, err := m.Tx(); err == nil {
+		return read(m.Client())
+	}
+	tx, err := m.Client().Tx(ctx)
+	if err != nil {
+		return err
+	}
+	if err := read(tx.Client()); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// HotCounterID returns the id of the Label the mutation created or
+// updates, if known.
+func (m *LabelMutation) HotCounterID() (any, bool) {
+	id, ok := m.ID()
+	return id, ok
+}
+
+// HotCounterNotFound is the error of an UpdateOne whose Label is
+// missing or does not match the predicates.
+func (m *LabelMutation) HotCounterNotFound() error { return &NotFoundError{label.Label} }
+
+// HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
+func (m *LabelMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterByIDOnly reports whether the mutation names its row by id
+// alone (UpdateOneID without Where).
+func (m *LabelMutation) HotCounterByIDOnly() bool { return len(m.predicates) == 0 }
+
+// HotCounterEntity loads the Label with the given id, counters
+// filled: the entity an UpdateOne that wrote only counters returns, read
+// after the write.
+func (m *LabelMutation) HotCounterEntity(ctx context.Context, id any) (any, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("Label: id %v (%T) is not a int", id, id)
+	}
+	// Read as ent's own UpdateOne reads its row back: past the query
+	// interceptors (HotCounterKeys read through them before the write) and
+	// outside a query's context, which a driver that sends queries to a
+	// replica reads as a write's (ent's FAQ): the row as just written.
+	// (Limit 1, as Get's 2: a load of one row selects its totals.)
+	nodes, err := m.Client().Label.Query().Where(label.ID(key)).Limit(1).sqlAll(ctx)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(nodes) == 0:
+		return nil, &NotFoundError{label.Label}
+	}
+	return nodes[0], nil
+}
+
+// HotCounterBulkUpsert reports whether the mutation is one row of a bulk
+// create with ON CONFLICT.
+func (m *LabelMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
+
+// HotCounterKeep marks the value of the sum counter field as one that
+// entcounter's hook left for the row's column (a column it was adopted
+// over), not one that a later hook wrote.
+func (m *LabelMutation) HotCounterKeep(field string) {
+	if m.hotcounterKept == nil {
+		m.hotcounterKept = map[string]bool{}
+	}
+	m.hotcounterKept[field] = true
+}
+
+// HotCounterLate returns the starting total of the sum counter field that a
+// hook ent ran after entcounter's wrote, taken out of the row's columns.
+func (m *LabelMutation) HotCounterLate(field string) (int64, bool) {
 	v, ok := m.hotcounterLate[field]
 	return v, ok
 }

@@ -18,6 +18,8 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/cliplikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/comment"
 	"github.com/hotcounter/hotcounter/integration_test/ent/commentupvoteslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/conversation"
+	"github.com/hotcounter/hotcounter/integration_test/ent/conversationlabelcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/desk"
 	"github.com/hotcounter/hotcounter/integration_test/ent/deskbcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/desktopiccountslot"
@@ -25,6 +27,8 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/forumbcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/forumtopiccountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/item"
+	"github.com/hotcounter/hotcounter/integration_test/ent/label"
+	"github.com/hotcounter/hotcounter/integration_test/ent/labelconversationcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/naivepost"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postlikesslot"
@@ -59,42 +63,46 @@ const (
 	OpUpdateOne = ent.OpUpdateOne
 
 	// Node types.
-	TypeAuthor              = "Author"
-	TypeAuthorFollowersSlot = "AuthorFollowersSlot"
-	TypeBook                = "Book"
-	TypeClip                = "Clip"
-	TypeClipLikesSlot       = "ClipLikesSlot"
-	TypeComment             = "Comment"
-	TypeCommentUpvoteSlot   = "CommentUpvoteSlot"
-	TypeDesk                = "Desk"
-	TypeDeskBCountSlot      = "DeskBCountSlot"
-	TypeDeskTopicCountSlot  = "DeskTopicCountSlot"
-	TypeForum               = "Forum"
-	TypeForumBCountSlot     = "ForumBCountSlot"
-	TypeForumTopicCountSlot = "ForumTopicCountSlot"
-	TypeItem                = "Item"
-	TypeNaivePost           = "NaivePost"
-	TypePost                = "Post"
-	TypePostLikesSlot       = "PostLikesSlot"
-	TypePostViewsSlot       = "PostViewsSlot"
-	TypeProduct             = "Product"
-	TypeProductStockSlot    = "ProductStockSlot"
-	TypeRack                = "Rack"
-	TypeRackItemCountSlot   = "RackItemCountSlot"
-	TypeRackOpenCountSlot   = "RackOpenCountSlot"
-	TypeReel                = "Reel"
-	TypeReelPlaysSlot       = "ReelPlaysSlot"
-	TypeShelf               = "Shelf"
-	TypeShelfBookCountSlot  = "ShelfBookCountSlot"
-	TypeShelfOpenCountSlot  = "ShelfOpenCountSlot"
-	TypeSkipPost            = "SkipPost"
-	TypeSkipPostLikesSlot   = "SkipPostLikesSlot"
-	TypeStory               = "Story"
-	TypeStoryClapsDelta     = "StoryClapsDelta"
-	TypeTag                 = "Tag"
-	TypeTagHitsSlot         = "TagHitsSlot"
-	TypeTagUsesSlot         = "TagUsesSlot"
-	TypeTopic               = "Topic"
+	TypeAuthor                     = "Author"
+	TypeAuthorFollowersSlot        = "AuthorFollowersSlot"
+	TypeBook                       = "Book"
+	TypeClip                       = "Clip"
+	TypeClipLikesSlot              = "ClipLikesSlot"
+	TypeComment                    = "Comment"
+	TypeCommentUpvoteSlot          = "CommentUpvoteSlot"
+	TypeConversation               = "Conversation"
+	TypeConversationLabelCountSlot = "ConversationLabelCountSlot"
+	TypeDesk                       = "Desk"
+	TypeDeskBCountSlot             = "DeskBCountSlot"
+	TypeDeskTopicCountSlot         = "DeskTopicCountSlot"
+	TypeForum                      = "Forum"
+	TypeForumBCountSlot            = "ForumBCountSlot"
+	TypeForumTopicCountSlot        = "ForumTopicCountSlot"
+	TypeItem                       = "Item"
+	TypeLabel                      = "Label"
+	TypeLabelConversationCountSlot = "LabelConversationCountSlot"
+	TypeNaivePost                  = "NaivePost"
+	TypePost                       = "Post"
+	TypePostLikesSlot              = "PostLikesSlot"
+	TypePostViewsSlot              = "PostViewsSlot"
+	TypeProduct                    = "Product"
+	TypeProductStockSlot           = "ProductStockSlot"
+	TypeRack                       = "Rack"
+	TypeRackItemCountSlot          = "RackItemCountSlot"
+	TypeRackOpenCountSlot          = "RackOpenCountSlot"
+	TypeReel                       = "Reel"
+	TypeReelPlaysSlot              = "ReelPlaysSlot"
+	TypeShelf                      = "Shelf"
+	TypeShelfBookCountSlot         = "ShelfBookCountSlot"
+	TypeShelfOpenCountSlot         = "ShelfOpenCountSlot"
+	TypeSkipPost                   = "SkipPost"
+	TypeSkipPostLikesSlot          = "SkipPostLikesSlot"
+	TypeStory                      = "Story"
+	TypeStoryClapsDelta            = "StoryClapsDelta"
+	TypeTag                        = "Tag"
+	TypeTagHitsSlot                = "TagHitsSlot"
+	TypeTagUsesSlot                = "TagUsesSlot"
+	TypeTopic                      = "Topic"
 )
 
 // AuthorMutation represents an operation that mutates the Author nodes in the graph.
@@ -3755,6 +3763,1099 @@ func (m *CommentUpvoteSlotMutation) ResetEdge(name string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown CommentUpvoteSlot edge %s", name)
+}
+
+// ConversationMutation represents an operation that mutates the Conversation nodes in the graph.
+type ConversationMutation struct {
+	config
+	op                   Op
+	typ                  string
+	id                   *int
+	label_count          *int64
+	addlabel_count       *int64
+	subject              *string
+	clearedFields        map[string]struct{}
+	labels               map[int]struct{}
+	removedlabels        map[int]struct{}
+	clearedlabels        bool
+	done                 bool
+	oldValue             func(context.Context) (*Conversation, error)
+	predicates           []predicate.Conversation
+	hotcounterUpsert     bool
+	hotcounterBulkUpsert bool
+	hotcounterKept       map[string]bool  // sum counters whose value entcounter's hook left for the column
+	hotcounterLate       map[string]int64 // starting totals written by a hook that ent ran after entcounter's
+}
+
+var _ ent.Mutation = (*ConversationMutation)(nil)
+
+// conversationOption allows management of the mutation configuration using functional options.
+type conversationOption func(*ConversationMutation)
+
+// newConversationMutation creates new mutation for the Conversation entity.
+func newConversationMutation(c config, op Op, opts ...conversationOption) *ConversationMutation {
+	m := &ConversationMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeConversation,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withConversationID sets the ID field of the mutation.
+func withConversationID(id int) conversationOption {
+	return func(m *ConversationMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *Conversation
+		)
+		m.oldValue = func(ctx context.Context) (*Conversation, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().Conversation.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withConversation sets the old Conversation of the mutation.
+func withConversation(node *Conversation) conversationOption {
+	return func(m *ConversationMutation) {
+		m.oldValue = func(context.Context) (*Conversation, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m ConversationMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m ConversationMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *ConversationMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *ConversationMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().Conversation.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetLabelCount sets the "label_count" field.
+func (m *ConversationMutation) SetLabelCount(i int64) {
+	m.label_count = &i
+	m.addlabel_count = nil
+}
+
+// LabelCount returns the value of the "label_count" field in the mutation.
+func (m *ConversationMutation) LabelCount() (r int64, exists bool) {
+	v := m.label_count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLabelCount returns the old "label_count" field's value of the Conversation entity.
+// If the Conversation object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ConversationMutation) OldLabelCount(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLabelCount is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLabelCount requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLabelCount: %w", err)
+	}
+	return oldValue.LabelCount, nil
+}
+
+// AddLabelCount adds i to the "label_count" field.
+func (m *ConversationMutation) AddLabelCount(i int64) {
+	if m.addlabel_count != nil {
+		*m.addlabel_count += i
+	} else {
+		m.addlabel_count = &i
+	}
+}
+
+// AddedLabelCount returns the value that was added to the "label_count" field in this mutation.
+func (m *ConversationMutation) AddedLabelCount() (r int64, exists bool) {
+	v := m.addlabel_count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearLabelCount clears the value of the "label_count" field.
+func (m *ConversationMutation) ClearLabelCount() {
+	m.label_count = nil
+	m.addlabel_count = nil
+	m.clearedFields[conversation.FieldLabelCount] = struct{}{}
+}
+
+// LabelCountCleared returns if the "label_count" field was cleared in this mutation.
+func (m *ConversationMutation) LabelCountCleared() bool {
+	_, ok := m.clearedFields[conversation.FieldLabelCount]
+	return ok
+}
+
+// ResetLabelCount resets all changes to the "label_count" field.
+func (m *ConversationMutation) ResetLabelCount() {
+	m.label_count = nil
+	m.addlabel_count = nil
+	delete(m.clearedFields, conversation.FieldLabelCount)
+}
+
+// SetSubject sets the "subject" field.
+func (m *ConversationMutation) SetSubject(s string) {
+	m.subject = &s
+}
+
+// Subject returns the value of the "subject" field in the mutation.
+func (m *ConversationMutation) Subject() (r string, exists bool) {
+	v := m.subject
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSubject returns the old "subject" field's value of the Conversation entity.
+// If the Conversation object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ConversationMutation) OldSubject(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSubject is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSubject requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSubject: %w", err)
+	}
+	return oldValue.Subject, nil
+}
+
+// ResetSubject resets all changes to the "subject" field.
+func (m *ConversationMutation) ResetSubject() {
+	m.subject = nil
+}
+
+// AddLabelIDs adds the "labels" edge to the Label entity by ids.
+func (m *ConversationMutation) AddLabelIDs(ids ...int) {
+	if m.labels == nil {
+		m.labels = make(map[int]struct{})
+	}
+	for i := range ids {
+		m.labels[ids[i]] = struct{}{}
+	}
+}
+
+// ClearLabels clears the "labels" edge to the Label entity.
+func (m *ConversationMutation) ClearLabels() {
+	m.clearedlabels = true
+}
+
+// LabelsCleared reports if the "labels" edge to the Label entity was cleared.
+func (m *ConversationMutation) LabelsCleared() bool {
+	return m.clearedlabels
+}
+
+// RemoveLabelIDs removes the "labels" edge to the Label entity by IDs.
+func (m *ConversationMutation) RemoveLabelIDs(ids ...int) {
+	if m.removedlabels == nil {
+		m.removedlabels = make(map[int]struct{})
+	}
+	for i := range ids {
+		delete(m.labels, ids[i])
+		m.removedlabels[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedLabels returns the removed IDs of the "labels" edge to the Label entity.
+func (m *ConversationMutation) RemovedLabelsIDs() (ids []int) {
+	for id := range m.removedlabels {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// LabelsIDs returns the "labels" edge IDs in the mutation.
+func (m *ConversationMutation) LabelsIDs() (ids []int) {
+	for id := range m.labels {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetLabels resets all changes to the "labels" edge.
+func (m *ConversationMutation) ResetLabels() {
+	m.labels = nil
+	m.clearedlabels = false
+	m.removedlabels = nil
+}
+
+// Where appends a list predicates to the ConversationMutation builder.
+func (m *ConversationMutation) Where(ps ...predicate.Conversation) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the ConversationMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *ConversationMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.Conversation, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *ConversationMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *ConversationMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (Conversation).
+func (m *ConversationMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *ConversationMutation) Fields() []string {
+	fields := make([]string, 0, 2)
+	if m.label_count != nil {
+		fields = append(fields, conversation.FieldLabelCount)
+	}
+	if m.subject != nil {
+		fields = append(fields, conversation.FieldSubject)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *ConversationMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case conversation.FieldLabelCount:
+		return m.LabelCount()
+	case conversation.FieldSubject:
+		return m.Subject()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *ConversationMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case conversation.FieldLabelCount:
+		return m.OldLabelCount(ctx)
+	case conversation.FieldSubject:
+		return m.OldSubject(ctx)
+	}
+	return nil, fmt.Errorf("unknown Conversation field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ConversationMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case conversation.FieldLabelCount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLabelCount(v)
+		return nil
+	case conversation.FieldSubject:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSubject(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Conversation field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *ConversationMutation) AddedFields() []string {
+	var fields []string
+	if m.addlabel_count != nil {
+		fields = append(fields, conversation.FieldLabelCount)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *ConversationMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case conversation.FieldLabelCount:
+		return m.AddedLabelCount()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ConversationMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case conversation.FieldLabelCount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddLabelCount(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Conversation numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *ConversationMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(conversation.FieldLabelCount) {
+		fields = append(fields, conversation.FieldLabelCount)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *ConversationMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *ConversationMutation) ClearField(name string) error {
+	switch name {
+	case conversation.FieldLabelCount:
+		m.ClearLabelCount()
+		return nil
+	}
+	return fmt.Errorf("unknown Conversation nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *ConversationMutation) ResetField(name string) error {
+	switch name {
+	case conversation.FieldLabelCount:
+		m.ResetLabelCount()
+		return nil
+	case conversation.FieldSubject:
+		m.ResetSubject()
+		return nil
+	}
+	return fmt.Errorf("unknown Conversation field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *ConversationMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.labels != nil {
+		edges = append(edges, conversation.EdgeLabels)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *ConversationMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case conversation.EdgeLabels:
+		ids := make([]ent.Value, 0, len(m.labels))
+		for id := range m.labels {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *ConversationMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.removedlabels != nil {
+		edges = append(edges, conversation.EdgeLabels)
+	}
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *ConversationMutation) RemovedIDs(name string) []ent.Value {
+	switch name {
+	case conversation.EdgeLabels:
+		ids := make([]ent.Value, 0, len(m.removedlabels))
+		for id := range m.removedlabels {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *ConversationMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedlabels {
+		edges = append(edges, conversation.EdgeLabels)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *ConversationMutation) EdgeCleared(name string) bool {
+	switch name {
+	case conversation.EdgeLabels:
+		return m.clearedlabels
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *ConversationMutation) ClearEdge(name string) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown Conversation unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *ConversationMutation) ResetEdge(name string) error {
+	switch name {
+	case conversation.EdgeLabels:
+		m.ResetLabels()
+		return nil
+	}
+	return fmt.Errorf("unknown Conversation edge %s", name)
+}
+
+// ConversationLabelCountSlotMutation represents an operation that mutates the ConversationLabelCountSlot nodes in the graph.
+type ConversationLabelCountSlotMutation struct {
+	config
+	op                  Op
+	typ                 string
+	id                  *int
+	slot                *int16
+	addslot             *int16
+	n                   *int64
+	addn                *int64
+	clearedFields       map[string]struct{}
+	conversation        *int
+	clearedconversation bool
+	done                bool
+	oldValue            func(context.Context) (*ConversationLabelCountSlot, error)
+	predicates          []predicate.ConversationLabelCountSlot
+}
+
+var _ ent.Mutation = (*ConversationLabelCountSlotMutation)(nil)
+
+// conversationlabelcountslotOption allows management of the mutation configuration using functional options.
+type conversationlabelcountslotOption func(*ConversationLabelCountSlotMutation)
+
+// newConversationLabelCountSlotMutation creates new mutation for the ConversationLabelCountSlot entity.
+func newConversationLabelCountSlotMutation(c config, op Op, opts ...conversationlabelcountslotOption) *ConversationLabelCountSlotMutation {
+	m := &ConversationLabelCountSlotMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeConversationLabelCountSlot,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withConversationLabelCountSlotID sets the ID field of the mutation.
+func withConversationLabelCountSlotID(id int) conversationlabelcountslotOption {
+	return func(m *ConversationLabelCountSlotMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *ConversationLabelCountSlot
+		)
+		m.oldValue = func(ctx context.Context) (*ConversationLabelCountSlot, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().ConversationLabelCountSlot.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withConversationLabelCountSlot sets the old ConversationLabelCountSlot of the mutation.
+func withConversationLabelCountSlot(node *ConversationLabelCountSlot) conversationlabelcountslotOption {
+	return func(m *ConversationLabelCountSlotMutation) {
+		m.oldValue = func(context.Context) (*ConversationLabelCountSlot, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m ConversationLabelCountSlotMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m ConversationLabelCountSlotMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *ConversationLabelCountSlotMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *ConversationLabelCountSlotMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().ConversationLabelCountSlot.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetConversationID sets the "conversation_id" field.
+func (m *ConversationLabelCountSlotMutation) SetConversationID(i int) {
+	m.conversation = &i
+}
+
+// ConversationID returns the value of the "conversation_id" field in the mutation.
+func (m *ConversationLabelCountSlotMutation) ConversationID() (r int, exists bool) {
+	v := m.conversation
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldConversationID returns the old "conversation_id" field's value of the ConversationLabelCountSlot entity.
+// If the ConversationLabelCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ConversationLabelCountSlotMutation) OldConversationID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldConversationID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldConversationID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldConversationID: %w", err)
+	}
+	return oldValue.ConversationID, nil
+}
+
+// ResetConversationID resets all changes to the "conversation_id" field.
+func (m *ConversationLabelCountSlotMutation) ResetConversationID() {
+	m.conversation = nil
+}
+
+// SetSlot sets the "slot" field.
+func (m *ConversationLabelCountSlotMutation) SetSlot(i int16) {
+	m.slot = &i
+	m.addslot = nil
+}
+
+// Slot returns the value of the "slot" field in the mutation.
+func (m *ConversationLabelCountSlotMutation) Slot() (r int16, exists bool) {
+	v := m.slot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSlot returns the old "slot" field's value of the ConversationLabelCountSlot entity.
+// If the ConversationLabelCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ConversationLabelCountSlotMutation) OldSlot(ctx context.Context) (v int16, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSlot is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSlot requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSlot: %w", err)
+	}
+	return oldValue.Slot, nil
+}
+
+// AddSlot adds i to the "slot" field.
+func (m *ConversationLabelCountSlotMutation) AddSlot(i int16) {
+	if m.addslot != nil {
+		*m.addslot += i
+	} else {
+		m.addslot = &i
+	}
+}
+
+// AddedSlot returns the value that was added to the "slot" field in this mutation.
+func (m *ConversationLabelCountSlotMutation) AddedSlot() (r int16, exists bool) {
+	v := m.addslot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetSlot resets all changes to the "slot" field.
+func (m *ConversationLabelCountSlotMutation) ResetSlot() {
+	m.slot = nil
+	m.addslot = nil
+}
+
+// SetN sets the "n" field.
+func (m *ConversationLabelCountSlotMutation) SetN(i int64) {
+	m.n = &i
+	m.addn = nil
+}
+
+// N returns the value of the "n" field in the mutation.
+func (m *ConversationLabelCountSlotMutation) N() (r int64, exists bool) {
+	v := m.n
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldN returns the old "n" field's value of the ConversationLabelCountSlot entity.
+// If the ConversationLabelCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ConversationLabelCountSlotMutation) OldN(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldN is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldN requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldN: %w", err)
+	}
+	return oldValue.N, nil
+}
+
+// AddN adds i to the "n" field.
+func (m *ConversationLabelCountSlotMutation) AddN(i int64) {
+	if m.addn != nil {
+		*m.addn += i
+	} else {
+		m.addn = &i
+	}
+}
+
+// AddedN returns the value that was added to the "n" field in this mutation.
+func (m *ConversationLabelCountSlotMutation) AddedN() (r int64, exists bool) {
+	v := m.addn
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetN resets all changes to the "n" field.
+func (m *ConversationLabelCountSlotMutation) ResetN() {
+	m.n = nil
+	m.addn = nil
+}
+
+// ClearConversation clears the "conversation" edge to the Conversation entity.
+func (m *ConversationLabelCountSlotMutation) ClearConversation() {
+	m.clearedconversation = true
+	m.clearedFields[conversationlabelcountslot.FieldConversationID] = struct{}{}
+}
+
+// ConversationCleared reports if the "conversation" edge to the Conversation entity was cleared.
+func (m *ConversationLabelCountSlotMutation) ConversationCleared() bool {
+	return m.clearedconversation
+}
+
+// ConversationIDs returns the "conversation" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// ConversationID instead. It exists only for internal usage by the builders.
+func (m *ConversationLabelCountSlotMutation) ConversationIDs() (ids []int) {
+	if id := m.conversation; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetConversation resets all changes to the "conversation" edge.
+func (m *ConversationLabelCountSlotMutation) ResetConversation() {
+	m.conversation = nil
+	m.clearedconversation = false
+}
+
+// Where appends a list predicates to the ConversationLabelCountSlotMutation builder.
+func (m *ConversationLabelCountSlotMutation) Where(ps ...predicate.ConversationLabelCountSlot) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the ConversationLabelCountSlotMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *ConversationLabelCountSlotMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.ConversationLabelCountSlot, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *ConversationLabelCountSlotMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *ConversationLabelCountSlotMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (ConversationLabelCountSlot).
+func (m *ConversationLabelCountSlotMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *ConversationLabelCountSlotMutation) Fields() []string {
+	fields := make([]string, 0, 3)
+	if m.conversation != nil {
+		fields = append(fields, conversationlabelcountslot.FieldConversationID)
+	}
+	if m.slot != nil {
+		fields = append(fields, conversationlabelcountslot.FieldSlot)
+	}
+	if m.n != nil {
+		fields = append(fields, conversationlabelcountslot.FieldN)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *ConversationLabelCountSlotMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case conversationlabelcountslot.FieldConversationID:
+		return m.ConversationID()
+	case conversationlabelcountslot.FieldSlot:
+		return m.Slot()
+	case conversationlabelcountslot.FieldN:
+		return m.N()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *ConversationLabelCountSlotMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case conversationlabelcountslot.FieldConversationID:
+		return m.OldConversationID(ctx)
+	case conversationlabelcountslot.FieldSlot:
+		return m.OldSlot(ctx)
+	case conversationlabelcountslot.FieldN:
+		return m.OldN(ctx)
+	}
+	return nil, fmt.Errorf("unknown ConversationLabelCountSlot field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ConversationLabelCountSlotMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case conversationlabelcountslot.FieldConversationID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetConversationID(v)
+		return nil
+	case conversationlabelcountslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSlot(v)
+		return nil
+	case conversationlabelcountslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown ConversationLabelCountSlot field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *ConversationLabelCountSlotMutation) AddedFields() []string {
+	var fields []string
+	if m.addslot != nil {
+		fields = append(fields, conversationlabelcountslot.FieldSlot)
+	}
+	if m.addn != nil {
+		fields = append(fields, conversationlabelcountslot.FieldN)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *ConversationLabelCountSlotMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case conversationlabelcountslot.FieldSlot:
+		return m.AddedSlot()
+	case conversationlabelcountslot.FieldN:
+		return m.AddedN()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ConversationLabelCountSlotMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case conversationlabelcountslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddSlot(v)
+		return nil
+	case conversationlabelcountslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown ConversationLabelCountSlot numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *ConversationLabelCountSlotMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *ConversationLabelCountSlotMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *ConversationLabelCountSlotMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown ConversationLabelCountSlot nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *ConversationLabelCountSlotMutation) ResetField(name string) error {
+	switch name {
+	case conversationlabelcountslot.FieldConversationID:
+		m.ResetConversationID()
+		return nil
+	case conversationlabelcountslot.FieldSlot:
+		m.ResetSlot()
+		return nil
+	case conversationlabelcountslot.FieldN:
+		m.ResetN()
+		return nil
+	}
+	return fmt.Errorf("unknown ConversationLabelCountSlot field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *ConversationLabelCountSlotMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.conversation != nil {
+		edges = append(edges, conversationlabelcountslot.EdgeConversation)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *ConversationLabelCountSlotMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case conversationlabelcountslot.EdgeConversation:
+		if id := m.conversation; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *ConversationLabelCountSlotMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *ConversationLabelCountSlotMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *ConversationLabelCountSlotMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedconversation {
+		edges = append(edges, conversationlabelcountslot.EdgeConversation)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *ConversationLabelCountSlotMutation) EdgeCleared(name string) bool {
+	switch name {
+	case conversationlabelcountslot.EdgeConversation:
+		return m.clearedconversation
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *ConversationLabelCountSlotMutation) ClearEdge(name string) error {
+	switch name {
+	case conversationlabelcountslot.EdgeConversation:
+		m.ClearConversation()
+		return nil
+	}
+	return fmt.Errorf("unknown ConversationLabelCountSlot unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *ConversationLabelCountSlotMutation) ResetEdge(name string) error {
+	switch name {
+	case conversationlabelcountslot.EdgeConversation:
+		m.ResetConversation()
+		return nil
+	}
+	return fmt.Errorf("unknown ConversationLabelCountSlot edge %s", name)
 }
 
 // DeskMutation represents an operation that mutates the Desk nodes in the graph.
@@ -7730,6 +8831,1099 @@ func (m *ItemMutation) ResetEdge(name string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown Item edge %s", name)
+}
+
+// LabelMutation represents an operation that mutates the Label nodes in the graph.
+type LabelMutation struct {
+	config
+	op                    Op
+	typ                   string
+	id                    *int
+	conversation_count    *int64
+	addconversation_count *int64
+	name                  *string
+	clearedFields         map[string]struct{}
+	conversations         map[int]struct{}
+	removedconversations  map[int]struct{}
+	clearedconversations  bool
+	done                  bool
+	oldValue              func(context.Context) (*Label, error)
+	predicates            []predicate.Label
+	hotcounterUpsert      bool
+	hotcounterBulkUpsert  bool
+	hotcounterKept        map[string]bool  // sum counters whose value entcounter's hook left for the column
+	hotcounterLate        map[string]int64 // starting totals written by a hook that ent ran after entcounter's
+}
+
+var _ ent.Mutation = (*LabelMutation)(nil)
+
+// labelOption allows management of the mutation configuration using functional options.
+type labelOption func(*LabelMutation)
+
+// newLabelMutation creates new mutation for the Label entity.
+func newLabelMutation(c config, op Op, opts ...labelOption) *LabelMutation {
+	m := &LabelMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeLabel,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withLabelID sets the ID field of the mutation.
+func withLabelID(id int) labelOption {
+	return func(m *LabelMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *Label
+		)
+		m.oldValue = func(ctx context.Context) (*Label, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().Label.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withLabel sets the old Label of the mutation.
+func withLabel(node *Label) labelOption {
+	return func(m *LabelMutation) {
+		m.oldValue = func(context.Context) (*Label, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m LabelMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m LabelMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *LabelMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *LabelMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().Label.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetConversationCount sets the "conversation_count" field.
+func (m *LabelMutation) SetConversationCount(i int64) {
+	m.conversation_count = &i
+	m.addconversation_count = nil
+}
+
+// ConversationCount returns the value of the "conversation_count" field in the mutation.
+func (m *LabelMutation) ConversationCount() (r int64, exists bool) {
+	v := m.conversation_count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldConversationCount returns the old "conversation_count" field's value of the Label entity.
+// If the Label object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *LabelMutation) OldConversationCount(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldConversationCount is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldConversationCount requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldConversationCount: %w", err)
+	}
+	return oldValue.ConversationCount, nil
+}
+
+// AddConversationCount adds i to the "conversation_count" field.
+func (m *LabelMutation) AddConversationCount(i int64) {
+	if m.addconversation_count != nil {
+		*m.addconversation_count += i
+	} else {
+		m.addconversation_count = &i
+	}
+}
+
+// AddedConversationCount returns the value that was added to the "conversation_count" field in this mutation.
+func (m *LabelMutation) AddedConversationCount() (r int64, exists bool) {
+	v := m.addconversation_count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearConversationCount clears the value of the "conversation_count" field.
+func (m *LabelMutation) ClearConversationCount() {
+	m.conversation_count = nil
+	m.addconversation_count = nil
+	m.clearedFields[label.FieldConversationCount] = struct{}{}
+}
+
+// ConversationCountCleared returns if the "conversation_count" field was cleared in this mutation.
+func (m *LabelMutation) ConversationCountCleared() bool {
+	_, ok := m.clearedFields[label.FieldConversationCount]
+	return ok
+}
+
+// ResetConversationCount resets all changes to the "conversation_count" field.
+func (m *LabelMutation) ResetConversationCount() {
+	m.conversation_count = nil
+	m.addconversation_count = nil
+	delete(m.clearedFields, label.FieldConversationCount)
+}
+
+// SetName sets the "name" field.
+func (m *LabelMutation) SetName(s string) {
+	m.name = &s
+}
+
+// Name returns the value of the "name" field in the mutation.
+func (m *LabelMutation) Name() (r string, exists bool) {
+	v := m.name
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldName returns the old "name" field's value of the Label entity.
+// If the Label object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *LabelMutation) OldName(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldName is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldName requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldName: %w", err)
+	}
+	return oldValue.Name, nil
+}
+
+// ResetName resets all changes to the "name" field.
+func (m *LabelMutation) ResetName() {
+	m.name = nil
+}
+
+// AddConversationIDs adds the "conversations" edge to the Conversation entity by ids.
+func (m *LabelMutation) AddConversationIDs(ids ...int) {
+	if m.conversations == nil {
+		m.conversations = make(map[int]struct{})
+	}
+	for i := range ids {
+		m.conversations[ids[i]] = struct{}{}
+	}
+}
+
+// ClearConversations clears the "conversations" edge to the Conversation entity.
+func (m *LabelMutation) ClearConversations() {
+	m.clearedconversations = true
+}
+
+// ConversationsCleared reports if the "conversations" edge to the Conversation entity was cleared.
+func (m *LabelMutation) ConversationsCleared() bool {
+	return m.clearedconversations
+}
+
+// RemoveConversationIDs removes the "conversations" edge to the Conversation entity by IDs.
+func (m *LabelMutation) RemoveConversationIDs(ids ...int) {
+	if m.removedconversations == nil {
+		m.removedconversations = make(map[int]struct{})
+	}
+	for i := range ids {
+		delete(m.conversations, ids[i])
+		m.removedconversations[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedConversations returns the removed IDs of the "conversations" edge to the Conversation entity.
+func (m *LabelMutation) RemovedConversationsIDs() (ids []int) {
+	for id := range m.removedconversations {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ConversationsIDs returns the "conversations" edge IDs in the mutation.
+func (m *LabelMutation) ConversationsIDs() (ids []int) {
+	for id := range m.conversations {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetConversations resets all changes to the "conversations" edge.
+func (m *LabelMutation) ResetConversations() {
+	m.conversations = nil
+	m.clearedconversations = false
+	m.removedconversations = nil
+}
+
+// Where appends a list predicates to the LabelMutation builder.
+func (m *LabelMutation) Where(ps ...predicate.Label) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the LabelMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *LabelMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.Label, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *LabelMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *LabelMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (Label).
+func (m *LabelMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *LabelMutation) Fields() []string {
+	fields := make([]string, 0, 2)
+	if m.conversation_count != nil {
+		fields = append(fields, label.FieldConversationCount)
+	}
+	if m.name != nil {
+		fields = append(fields, label.FieldName)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *LabelMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case label.FieldConversationCount:
+		return m.ConversationCount()
+	case label.FieldName:
+		return m.Name()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *LabelMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case label.FieldConversationCount:
+		return m.OldConversationCount(ctx)
+	case label.FieldName:
+		return m.OldName(ctx)
+	}
+	return nil, fmt.Errorf("unknown Label field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *LabelMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case label.FieldConversationCount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetConversationCount(v)
+		return nil
+	case label.FieldName:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetName(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Label field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *LabelMutation) AddedFields() []string {
+	var fields []string
+	if m.addconversation_count != nil {
+		fields = append(fields, label.FieldConversationCount)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *LabelMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case label.FieldConversationCount:
+		return m.AddedConversationCount()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *LabelMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case label.FieldConversationCount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddConversationCount(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Label numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *LabelMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(label.FieldConversationCount) {
+		fields = append(fields, label.FieldConversationCount)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *LabelMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *LabelMutation) ClearField(name string) error {
+	switch name {
+	case label.FieldConversationCount:
+		m.ClearConversationCount()
+		return nil
+	}
+	return fmt.Errorf("unknown Label nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *LabelMutation) ResetField(name string) error {
+	switch name {
+	case label.FieldConversationCount:
+		m.ResetConversationCount()
+		return nil
+	case label.FieldName:
+		m.ResetName()
+		return nil
+	}
+	return fmt.Errorf("unknown Label field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *LabelMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.conversations != nil {
+		edges = append(edges, label.EdgeConversations)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *LabelMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case label.EdgeConversations:
+		ids := make([]ent.Value, 0, len(m.conversations))
+		for id := range m.conversations {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *LabelMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.removedconversations != nil {
+		edges = append(edges, label.EdgeConversations)
+	}
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *LabelMutation) RemovedIDs(name string) []ent.Value {
+	switch name {
+	case label.EdgeConversations:
+		ids := make([]ent.Value, 0, len(m.removedconversations))
+		for id := range m.removedconversations {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *LabelMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedconversations {
+		edges = append(edges, label.EdgeConversations)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *LabelMutation) EdgeCleared(name string) bool {
+	switch name {
+	case label.EdgeConversations:
+		return m.clearedconversations
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *LabelMutation) ClearEdge(name string) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown Label unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *LabelMutation) ResetEdge(name string) error {
+	switch name {
+	case label.EdgeConversations:
+		m.ResetConversations()
+		return nil
+	}
+	return fmt.Errorf("unknown Label edge %s", name)
+}
+
+// LabelConversationCountSlotMutation represents an operation that mutates the LabelConversationCountSlot nodes in the graph.
+type LabelConversationCountSlotMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int
+	slot          *int16
+	addslot       *int16
+	n             *int64
+	addn          *int64
+	clearedFields map[string]struct{}
+	label         *int
+	clearedlabel  bool
+	done          bool
+	oldValue      func(context.Context) (*LabelConversationCountSlot, error)
+	predicates    []predicate.LabelConversationCountSlot
+}
+
+var _ ent.Mutation = (*LabelConversationCountSlotMutation)(nil)
+
+// labelconversationcountslotOption allows management of the mutation configuration using functional options.
+type labelconversationcountslotOption func(*LabelConversationCountSlotMutation)
+
+// newLabelConversationCountSlotMutation creates new mutation for the LabelConversationCountSlot entity.
+func newLabelConversationCountSlotMutation(c config, op Op, opts ...labelconversationcountslotOption) *LabelConversationCountSlotMutation {
+	m := &LabelConversationCountSlotMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeLabelConversationCountSlot,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withLabelConversationCountSlotID sets the ID field of the mutation.
+func withLabelConversationCountSlotID(id int) labelconversationcountslotOption {
+	return func(m *LabelConversationCountSlotMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *LabelConversationCountSlot
+		)
+		m.oldValue = func(ctx context.Context) (*LabelConversationCountSlot, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().LabelConversationCountSlot.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withLabelConversationCountSlot sets the old LabelConversationCountSlot of the mutation.
+func withLabelConversationCountSlot(node *LabelConversationCountSlot) labelconversationcountslotOption {
+	return func(m *LabelConversationCountSlotMutation) {
+		m.oldValue = func(context.Context) (*LabelConversationCountSlot, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m LabelConversationCountSlotMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m LabelConversationCountSlotMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *LabelConversationCountSlotMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *LabelConversationCountSlotMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().LabelConversationCountSlot.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetLabelID sets the "label_id" field.
+func (m *LabelConversationCountSlotMutation) SetLabelID(i int) {
+	m.label = &i
+}
+
+// LabelID returns the value of the "label_id" field in the mutation.
+func (m *LabelConversationCountSlotMutation) LabelID() (r int, exists bool) {
+	v := m.label
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLabelID returns the old "label_id" field's value of the LabelConversationCountSlot entity.
+// If the LabelConversationCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *LabelConversationCountSlotMutation) OldLabelID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLabelID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLabelID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLabelID: %w", err)
+	}
+	return oldValue.LabelID, nil
+}
+
+// ResetLabelID resets all changes to the "label_id" field.
+func (m *LabelConversationCountSlotMutation) ResetLabelID() {
+	m.label = nil
+}
+
+// SetSlot sets the "slot" field.
+func (m *LabelConversationCountSlotMutation) SetSlot(i int16) {
+	m.slot = &i
+	m.addslot = nil
+}
+
+// Slot returns the value of the "slot" field in the mutation.
+func (m *LabelConversationCountSlotMutation) Slot() (r int16, exists bool) {
+	v := m.slot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSlot returns the old "slot" field's value of the LabelConversationCountSlot entity.
+// If the LabelConversationCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *LabelConversationCountSlotMutation) OldSlot(ctx context.Context) (v int16, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSlot is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSlot requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSlot: %w", err)
+	}
+	return oldValue.Slot, nil
+}
+
+// AddSlot adds i to the "slot" field.
+func (m *LabelConversationCountSlotMutation) AddSlot(i int16) {
+	if m.addslot != nil {
+		*m.addslot += i
+	} else {
+		m.addslot = &i
+	}
+}
+
+// AddedSlot returns the value that was added to the "slot" field in this mutation.
+func (m *LabelConversationCountSlotMutation) AddedSlot() (r int16, exists bool) {
+	v := m.addslot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetSlot resets all changes to the "slot" field.
+func (m *LabelConversationCountSlotMutation) ResetSlot() {
+	m.slot = nil
+	m.addslot = nil
+}
+
+// SetN sets the "n" field.
+func (m *LabelConversationCountSlotMutation) SetN(i int64) {
+	m.n = &i
+	m.addn = nil
+}
+
+// N returns the value of the "n" field in the mutation.
+func (m *LabelConversationCountSlotMutation) N() (r int64, exists bool) {
+	v := m.n
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldN returns the old "n" field's value of the LabelConversationCountSlot entity.
+// If the LabelConversationCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *LabelConversationCountSlotMutation) OldN(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldN is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldN requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldN: %w", err)
+	}
+	return oldValue.N, nil
+}
+
+// AddN adds i to the "n" field.
+func (m *LabelConversationCountSlotMutation) AddN(i int64) {
+	if m.addn != nil {
+		*m.addn += i
+	} else {
+		m.addn = &i
+	}
+}
+
+// AddedN returns the value that was added to the "n" field in this mutation.
+func (m *LabelConversationCountSlotMutation) AddedN() (r int64, exists bool) {
+	v := m.addn
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetN resets all changes to the "n" field.
+func (m *LabelConversationCountSlotMutation) ResetN() {
+	m.n = nil
+	m.addn = nil
+}
+
+// ClearLabel clears the "label" edge to the Label entity.
+func (m *LabelConversationCountSlotMutation) ClearLabel() {
+	m.clearedlabel = true
+	m.clearedFields[labelconversationcountslot.FieldLabelID] = struct{}{}
+}
+
+// LabelCleared reports if the "label" edge to the Label entity was cleared.
+func (m *LabelConversationCountSlotMutation) LabelCleared() bool {
+	return m.clearedlabel
+}
+
+// LabelIDs returns the "label" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// LabelID instead. It exists only for internal usage by the builders.
+func (m *LabelConversationCountSlotMutation) LabelIDs() (ids []int) {
+	if id := m.label; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetLabel resets all changes to the "label" edge.
+func (m *LabelConversationCountSlotMutation) ResetLabel() {
+	m.label = nil
+	m.clearedlabel = false
+}
+
+// Where appends a list predicates to the LabelConversationCountSlotMutation builder.
+func (m *LabelConversationCountSlotMutation) Where(ps ...predicate.LabelConversationCountSlot) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the LabelConversationCountSlotMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *LabelConversationCountSlotMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.LabelConversationCountSlot, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *LabelConversationCountSlotMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *LabelConversationCountSlotMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (LabelConversationCountSlot).
+func (m *LabelConversationCountSlotMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *LabelConversationCountSlotMutation) Fields() []string {
+	fields := make([]string, 0, 3)
+	if m.label != nil {
+		fields = append(fields, labelconversationcountslot.FieldLabelID)
+	}
+	if m.slot != nil {
+		fields = append(fields, labelconversationcountslot.FieldSlot)
+	}
+	if m.n != nil {
+		fields = append(fields, labelconversationcountslot.FieldN)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *LabelConversationCountSlotMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case labelconversationcountslot.FieldLabelID:
+		return m.LabelID()
+	case labelconversationcountslot.FieldSlot:
+		return m.Slot()
+	case labelconversationcountslot.FieldN:
+		return m.N()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *LabelConversationCountSlotMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case labelconversationcountslot.FieldLabelID:
+		return m.OldLabelID(ctx)
+	case labelconversationcountslot.FieldSlot:
+		return m.OldSlot(ctx)
+	case labelconversationcountslot.FieldN:
+		return m.OldN(ctx)
+	}
+	return nil, fmt.Errorf("unknown LabelConversationCountSlot field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *LabelConversationCountSlotMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case labelconversationcountslot.FieldLabelID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLabelID(v)
+		return nil
+	case labelconversationcountslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSlot(v)
+		return nil
+	case labelconversationcountslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown LabelConversationCountSlot field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *LabelConversationCountSlotMutation) AddedFields() []string {
+	var fields []string
+	if m.addslot != nil {
+		fields = append(fields, labelconversationcountslot.FieldSlot)
+	}
+	if m.addn != nil {
+		fields = append(fields, labelconversationcountslot.FieldN)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *LabelConversationCountSlotMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case labelconversationcountslot.FieldSlot:
+		return m.AddedSlot()
+	case labelconversationcountslot.FieldN:
+		return m.AddedN()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *LabelConversationCountSlotMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case labelconversationcountslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddSlot(v)
+		return nil
+	case labelconversationcountslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown LabelConversationCountSlot numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *LabelConversationCountSlotMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *LabelConversationCountSlotMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *LabelConversationCountSlotMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown LabelConversationCountSlot nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *LabelConversationCountSlotMutation) ResetField(name string) error {
+	switch name {
+	case labelconversationcountslot.FieldLabelID:
+		m.ResetLabelID()
+		return nil
+	case labelconversationcountslot.FieldSlot:
+		m.ResetSlot()
+		return nil
+	case labelconversationcountslot.FieldN:
+		m.ResetN()
+		return nil
+	}
+	return fmt.Errorf("unknown LabelConversationCountSlot field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *LabelConversationCountSlotMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.label != nil {
+		edges = append(edges, labelconversationcountslot.EdgeLabel)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *LabelConversationCountSlotMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case labelconversationcountslot.EdgeLabel:
+		if id := m.label; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *LabelConversationCountSlotMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *LabelConversationCountSlotMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *LabelConversationCountSlotMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedlabel {
+		edges = append(edges, labelconversationcountslot.EdgeLabel)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *LabelConversationCountSlotMutation) EdgeCleared(name string) bool {
+	switch name {
+	case labelconversationcountslot.EdgeLabel:
+		return m.clearedlabel
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *LabelConversationCountSlotMutation) ClearEdge(name string) error {
+	switch name {
+	case labelconversationcountslot.EdgeLabel:
+		m.ClearLabel()
+		return nil
+	}
+	return fmt.Errorf("unknown LabelConversationCountSlot unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *LabelConversationCountSlotMutation) ResetEdge(name string) error {
+	switch name {
+	case labelconversationcountslot.EdgeLabel:
+		m.ResetLabel()
+		return nil
+	}
+	return fmt.Errorf("unknown LabelConversationCountSlot edge %s", name)
 }
 
 // NaivePostMutation represents an operation that mutates the NaivePost nodes in the graph.

@@ -26,6 +26,10 @@ type Tx struct {
 	Comment *CommentClient
 	// CommentUpvoteSlot is the client for interacting with the CommentUpvoteSlot builders.
 	CommentUpvoteSlot *CommentUpvoteSlotClient
+	// Conversation is the client for interacting with the Conversation builders.
+	Conversation *ConversationClient
+	// ConversationLabelCountSlot is the client for interacting with the ConversationLabelCountSlot builders.
+	ConversationLabelCountSlot *ConversationLabelCountSlotClient
 	// Desk is the client for interacting with the Desk builders.
 	Desk *DeskClient
 	// DeskBCountSlot is the client for interacting with the DeskBCountSlot builders.
@@ -40,6 +44,10 @@ type Tx struct {
 	ForumTopicCountSlot *ForumTopicCountSlotClient
 	// Item is the client for interacting with the Item builders.
 	Item *ItemClient
+	// Label is the client for interacting with the Label builders.
+	Label *LabelClient
+	// LabelConversationCountSlot is the client for interacting with the LabelConversationCountSlot builders.
+	LabelConversationCountSlot *LabelConversationCountSlotClient
 	// NaivePost is the client for interacting with the NaivePost builders.
 	NaivePost *NaivePostClient
 	// Post is the client for interacting with the Post builders.
@@ -222,6 +230,8 @@ func (tx *Tx) init() {
 	tx.ClipLikesSlot = NewClipLikesSlotClient(tx.config)
 	tx.Comment = NewCommentClient(tx.config)
 	tx.CommentUpvoteSlot = NewCommentUpvoteSlotClient(tx.config)
+	tx.Conversation = NewConversationClient(tx.config)
+	tx.ConversationLabelCountSlot = NewConversationLabelCountSlotClient(tx.config)
 	tx.Desk = NewDeskClient(tx.config)
 	tx.DeskBCountSlot = NewDeskBCountSlotClient(tx.config)
 	tx.DeskTopicCountSlot = NewDeskTopicCountSlotClient(tx.config)
@@ -229,6 +239,8 @@ func (tx *Tx) init() {
 	tx.ForumBCountSlot = NewForumBCountSlotClient(tx.config)
 	tx.ForumTopicCountSlot = NewForumTopicCountSlotClient(tx.config)
 	tx.Item = NewItemClient(tx.config)
+	tx.Label = NewLabelClient(tx.config)
+	tx.LabelConversationCountSlot = NewLabelConversationCountSlotClient(tx.config)
 	tx.NaivePost = NewNaivePostClient(tx.config)
 	tx.Post = NewPostClient(tx.config)
 	tx.PostLikesSlot = NewPostLikesSlotClient(tx.config)

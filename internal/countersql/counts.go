@@ -30,6 +30,23 @@ type Count struct {
 	Columns    []string
 	Where      string // SQL condition over child columns (bare names); "" counts every row
 	SoftDelete string // child column that marks a soft-deleted row when not NULL; "" if none
+	// Across is set for a count through the join table of a many-to-many
+	// relation (Child is the join table, Ref its column naming the
+	// parent): the join's other reference.
+	Across *Across
+}
+
+// Across is the other reference of a join table's row: a tag's count of
+// posts counts the rows of post_tags whose tag_id is the tag's key, and
+// Across names post_id, posts and its key. Deleting a post takes its
+// post_tags rows with it by the join's foreign key cascade, which fires
+// the join's triggers on PostgreSQL and SQLite and none on MySQL and
+// MariaDB: there a trigger on the other side's table counts them first
+// (MySQL.CascadeTrigger).
+type Across struct {
+	Ref   string // the join table's column naming the other side's row, e.g. post_id
+	Table string // the other side's table, e.g. posts
+	Key   string // its primary key column
 }
 
 // childAlias names the child table inside the statements below, so that a
@@ -205,7 +222,55 @@ func (d Dialect) DropCountTriggers(c Count) []func(Writer) {
 			steps = append(steps, func(w Writer) { q(w, "DROP TRIGGER IF EXISTS %", schemaOf(c.Child)+name) })
 		}
 	}
+	if d.kind == mysql && c.Across != nil {
+		steps = append(steps, func(w Writer) { q(w, "DROP TRIGGER IF EXISTS %", schemaOf(c.Across.Table)+c.triggerName("cas")) })
+	}
 	return steps
+}
+
+// CascadeTrigger returns the statement that creates the trigger counting,
+// on MySQL and MariaDB, the join rows that deleting a row of the other
+// side of c (c.Across) takes with it by a foreign key cascade, which fires
+// no trigger of the join table there: before the row is deleted, one
+// upsert subtracts the counted join rows naming it from the session's own
+// slot of each parent, in key order. Install it only where the join's
+// foreign key cascades (DeleteCascades): without one the rows stay and
+// still count; with a restricting one the delete fails, and the statement
+// is undone with its trigger.
+func (d MySQL) CascadeTrigger(c Count) func(Writer) {
+	return func(w Writer) {
+		a := c.Across
+		q(w, "CREATE TRIGGER % BEFORE DELETE ON % FOR EACH ROW BEGIN DECLARE hc_i INT DEFAULT 0; ", schemaOf(a.Table)+c.triggerName("cas"), a.Table)
+		d.mysqlClaim(w)
+		q(w, "INSERT INTO % (%, %, %) SELECT %.%, "+mysqlOwnSlot(c.SlotCount)+", -COUNT(*) FROM % AS % WHERE %.% = OLD.% AND ",
+			c.Slots, c.Owner, SlotColumn, ValueColumn, childAlias, c.Ref, c.Child, childAlias, childAlias, a.Ref, a.Key)
+		d.counted(w, c, childAlias)
+		w.WriteString(" AND ")
+		c.parentExists(w, childAlias)
+		q(w, " GROUP BY %.% ORDER BY %.% ON DUPLICATE KEY UPDATE % = % + VALUES(%); END",
+			childAlias, c.Ref, childAlias, c.Ref, ValueColumn, ValueColumn, ValueColumn)
+	}
+}
+
+// DeleteCascades writes the query that finds whether c's join table has a
+// foreign key from its column c.Across.Ref to the other side's table that
+// cascades deletes (a row when it has).
+func (d MySQL) DeleteCascades(w Writer, c Count) {
+	schema, table := splitQualified(c.Child)
+	_, other := splitQualified(c.Across.Table)
+	w.WriteString("SELECT 1 FROM information_schema.REFERENTIAL_CONSTRAINTS AS rc JOIN information_schema.KEY_COLUMN_USAGE AS k " +
+		"ON k.CONSTRAINT_SCHEMA = rc.CONSTRAINT_SCHEMA AND k.CONSTRAINT_NAME = rc.CONSTRAINT_NAME AND k.TABLE_NAME = rc.TABLE_NAME WHERE rc.CONSTRAINT_SCHEMA = ")
+	if schema != "" {
+		literal(w, schema)
+	} else {
+		w.WriteString("DATABASE()")
+	}
+	w.WriteString(" AND rc.TABLE_NAME = ")
+	literal(w, table)
+	w.WriteString(" AND rc.REFERENCED_TABLE_NAME = ")
+	literal(w, other)
+	w.WriteString(" AND rc.DELETE_RULE = 'CASCADE' AND k.COLUMN_NAME = ")
+	literal(w, c.Across.Ref)
 }
 
 // pgCountFunction writes the trigger function of one event: it sums +1 for

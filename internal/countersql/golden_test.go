@@ -44,6 +44,10 @@ var (
 	count = Count{Table: Table{Parent: "categories", ParentKey: "id", Column: "object_count", Slots: "category_object_count_slots", Owner: "category_id"},
 		SlotCount: 16, Child: "objects", ChildKey: "id", Ref: "category_id", Columns: []string{"id", "category_id", "status", "deleted_at"},
 		Where: "status = 'active'", SoftDelete: "deleted_at"}
+	// A tag's count of posts, through the join table post_tags.
+	tagCount = Count{Table: Table{Parent: "tags", ParentKey: "id", Column: "post_count", Slots: "tag_post_count_slots", Owner: "tag_id"},
+		SlotCount: 16, Child: "post_tags", Ref: "tag_id", Columns: []string{"post_id", "tag_id"},
+		Across: &Across{Ref: "post_id", Table: "posts", Key: "id"}}
 	// ent's layout: a surrogate key beside the unique (owner, slot).
 	entPosts = func() Table { t := posts; t.RowID = "id"; return t }()
 	entCount = func() Count { c := count; c.RowID = "id"; return c }()
@@ -119,6 +123,8 @@ func statements(d Dialect) []struct {
 	out = append(out, many("InstallCountTriggers", d.InstallCountTriggers(count))...)
 	out = append(out, many("InstallCountTriggers, slot table with a surrogate key", d.InstallCountTriggers(entCount))...)
 	out = append(out, many("DropCountTriggers", d.DropCountTriggers(count))...)
+	out = append(out, many("InstallCountTriggers, through a join table", d.InstallCountTriggers(tagCount))...)
+	out = append(out, many("DropCountTriggers, through a join table", d.DropCountTriggers(tagCount))...)
 	out = append(out,
 		one("CountedRows", func(w Writer) { d.CountedRows(w, []Count{count}, d.ChildKeyIn(count, keys), true) }),
 		one("CountTriggersOf", func(w Writer) { d.CountTriggersOf(w, count) }),
@@ -205,6 +211,8 @@ func statements(d Dialect) []struct {
 			one("LockDeltas", func(w Writer) { my.LockDeltas(w, claps, 10, 20, keys) }),
 			one("DeleteDeltas", func(w Writer) { my.DeleteDeltas(w, claps, keys) }),
 			one("ServerVersion", my.ServerVersion),
+			one("CascadeTrigger", my.CascadeTrigger(tagCount)),
+			one("DeleteCascades", func(w Writer) { my.DeleteCascades(w, tagCount) }),
 		)
 	}
 	if lite, ok := d.OnSQLite(); ok {

@@ -289,7 +289,9 @@ func (st Store) InstallCountTriggers(ctx context.Context, s Session, c Counter, 
 			return false, nil
 		}
 	} else {
-		steps = d.InstallCountTriggers(count)
+		if steps, err = strategyOf(d).countTriggers(ctx, s, count); err != nil {
+			return false, fmt.Errorf("%s: read the foreign keys of %s: %w", st.Pkg, count.Child, err)
+		}
 		if missing, err = CountTriggersMissing(ctx, s, d, count); err != nil {
 			return false, fmt.Errorf("%s: read the triggers that keep %s (counts %s): %w", st.Pkg, c.Name, count.Child, err)
 		}

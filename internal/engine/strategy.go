@@ -74,6 +74,9 @@ type strategy interface {
 	// ddl runs the DDL statements steps, in a transaction of s's own or in
 	// s's where the database's DDL is transactional.
 	ddl(ctx context.Context, s Session, steps []func(countersql.Writer)) error
+	// countTriggers returns the statements that (re)create the triggers
+	// keeping count.
+	countTriggers(ctx context.Context, c Conn, count countersql.Count) ([]func(countersql.Writer), error)
 	// serverVersion returns the server's version where it tells the
 	// database apart (MariaDB from MySQL), else "".
 	serverVersion(ctx context.Context, c Conn) string
@@ -105,6 +108,11 @@ func (statementFolds) ddl(ctx context.Context, s Session, steps []func(countersq
 }
 
 func (statementFolds) serverVersion(context.Context, Conn) string { return "" }
+
+// countTriggers: the join's own triggers see a foreign key cascade.
+func (f statementFolds) countTriggers(_ context.Context, _ Conn, count countersql.Count) ([]func(countersql.Writer), error) {
+	return f.d.InstallCountTriggers(count), nil
+}
 
 // addCounts: one statement per chunk of keys.
 func (f statementFolds) addCounts(ctx context.Context, c Conn, count countersql.Count, keys []any, amounts []int64) error {
@@ -376,6 +384,21 @@ func (w mysqlWrites) addEach(ctx context.Context, s Session, t countersql.Table,
 }
 
 // ddl: each DDL statement commits the transaction it runs in: one by one.
+// countTriggers: MySQL and MariaDB fire no trigger for the rows a foreign
+// key cascade deletes, so a count through a join table whose key to the
+// other side cascades also gets a trigger on the other side's table.
+func (w mysqlWrites) countTriggers(ctx context.Context, c Conn, count countersql.Count) ([]func(countersql.Writer), error) {
+	steps := w.d.InstallCountTriggers(count)
+	if count.Across == nil {
+		return steps, nil
+	}
+	keys, err := QueryKeys(ctx, c, func(wr countersql.Writer) { w.d.DeleteCascades(wr, count) })
+	if err != nil || len(keys) == 0 {
+		return steps, err
+	}
+	return append(steps, w.d.CascadeTrigger(count)), nil
+}
+
 func (mysqlWrites) ddl(ctx context.Context, s Session, steps []func(countersql.Writer)) error {
 	return runSteps(ctx, s, steps)
 }

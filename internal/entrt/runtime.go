@@ -63,12 +63,15 @@ type CountDef struct {
 	Ref     string   // child column holding the parent key, e.g. category_objects
 	Columns []string // every child column
 	Where   string   // condition over child columns; "" counts every row
+	// Across is set for a count through the join table of an M2M edge
+	// (Table is the join table, Key empty): the join's other reference.
+	Across *countersql.Across
 }
 
 // count returns the countersql description of d's count.
 func (d Def) CountSpec() countersql.Count {
 	c := d.Count
-	return countersql.Count{Table: d.Tables(), SlotCount: d.Slots, Child: c.Table, ChildKey: c.Key, Ref: c.Ref, Columns: c.Columns, Where: c.Where}
+	return countersql.Count{Table: d.Tables(), SlotCount: d.Slots, Child: c.Table, ChildKey: c.Key, Ref: c.Ref, Columns: c.Columns, Where: c.Where, Across: c.Across}
 }
 
 // precreate reports whether the counter's slot rows are created with

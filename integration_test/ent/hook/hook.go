@@ -93,6 +93,30 @@ func (f CommentUpvoteSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.CommentUpvoteSlotMutation", m)
 }
 
+// The ConversationFunc type is an adapter to allow the use of ordinary
+// function as Conversation mutator.
+type ConversationFunc func(context.Context, *ent.ConversationMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f ConversationFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.ConversationMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.ConversationMutation", m)
+}
+
+// The ConversationLabelCountSlotFunc type is an adapter to allow the use of ordinary
+// function as ConversationLabelCountSlot mutator.
+type ConversationLabelCountSlotFunc func(context.Context, *ent.ConversationLabelCountSlotMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f ConversationLabelCountSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.ConversationLabelCountSlotMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.ConversationLabelCountSlotMutation", m)
+}
+
 // The DeskFunc type is an adapter to allow the use of ordinary
 // function as Desk mutator.
 type DeskFunc func(context.Context, *ent.DeskMutation) (ent.Value, error)
@@ -175,6 +199,30 @@ func (f ItemFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error)
 		return f(ctx, mv)
 	}
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.ItemMutation", m)
+}
+
+// The LabelFunc type is an adapter to allow the use of ordinary
+// function as Label mutator.
+type LabelFunc func(context.Context, *ent.LabelMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f LabelFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.LabelMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.LabelMutation", m)
+}
+
+// The LabelConversationCountSlotFunc type is an adapter to allow the use of ordinary
+// function as LabelConversationCountSlot mutator.
+type LabelConversationCountSlotFunc func(context.Context, *ent.LabelConversationCountSlotMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f LabelConversationCountSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.LabelConversationCountSlotMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.LabelConversationCountSlotMutation", m)
 }
 
 // The NaivePostFunc type is an adapter to allow the use of ordinary

@@ -163,6 +163,45 @@ var (
 			},
 		},
 	}
+	// ConversationsColumns holds the columns for the "conversations" table.
+	ConversationsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "subject", Type: field.TypeString, Default: ""},
+	}
+	// ConversationsTable holds the schema information for the "conversations" table.
+	ConversationsTable = &schema.Table{
+		Name:       "conversations",
+		Columns:    ConversationsColumns,
+		PrimaryKey: []*schema.Column{ConversationsColumns[0]},
+	}
+	// ConversationLabelCountSlotsColumns holds the columns for the "conversation_label_count_slots" table.
+	ConversationLabelCountSlotsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "slot", Type: field.TypeInt16},
+		{Name: "n", Type: field.TypeInt64, Default: 0},
+		{Name: "conversation_id", Type: field.TypeInt},
+	}
+	// ConversationLabelCountSlotsTable holds the schema information for the "conversation_label_count_slots" table.
+	ConversationLabelCountSlotsTable = &schema.Table{
+		Name:       "conversation_label_count_slots",
+		Columns:    ConversationLabelCountSlotsColumns,
+		PrimaryKey: []*schema.Column{ConversationLabelCountSlotsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "conversation_label_count_slots_conversations_conversation",
+				Columns:    []*schema.Column{ConversationLabelCountSlotsColumns[3]},
+				RefColumns: []*schema.Column{ConversationsColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "conversationlabelcountslot_conversation_id_slot",
+				Unique:  true,
+				Columns: []*schema.Column{ConversationLabelCountSlotsColumns[3], ConversationLabelCountSlotsColumns[1]},
+			},
+		},
+	}
 	// DesksColumns holds the columns for the "desks" table.
 	DesksColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt, Increment: true},
@@ -321,6 +360,45 @@ var (
 				Name:    "item_rack_id",
 				Unique:  false,
 				Columns: []*schema.Column{ItemsColumns[2]},
+			},
+		},
+	}
+	// LabelsColumns holds the columns for the "labels" table.
+	LabelsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "name", Type: field.TypeString, Default: ""},
+	}
+	// LabelsTable holds the schema information for the "labels" table.
+	LabelsTable = &schema.Table{
+		Name:       "labels",
+		Columns:    LabelsColumns,
+		PrimaryKey: []*schema.Column{LabelsColumns[0]},
+	}
+	// LabelConversationCountSlotsColumns holds the columns for the "label_conversation_count_slots" table.
+	LabelConversationCountSlotsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "slot", Type: field.TypeInt16},
+		{Name: "n", Type: field.TypeInt64, Default: 0},
+		{Name: "label_id", Type: field.TypeInt},
+	}
+	// LabelConversationCountSlotsTable holds the schema information for the "label_conversation_count_slots" table.
+	LabelConversationCountSlotsTable = &schema.Table{
+		Name:       "label_conversation_count_slots",
+		Columns:    LabelConversationCountSlotsColumns,
+		PrimaryKey: []*schema.Column{LabelConversationCountSlotsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "label_conversation_count_slots_labels_label",
+				Columns:    []*schema.Column{LabelConversationCountSlotsColumns[3]},
+				RefColumns: []*schema.Column{LabelsColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "labelconversationcountslot_label_id_slot",
+				Unique:  true,
+				Columns: []*schema.Column{LabelConversationCountSlotsColumns[3], LabelConversationCountSlotsColumns[1]},
 			},
 		},
 	}
@@ -817,6 +895,31 @@ var (
 			},
 		},
 	}
+	// ConversationLabelsColumns holds the columns for the "conversation_labels" table.
+	ConversationLabelsColumns = []*schema.Column{
+		{Name: "conversation_id", Type: field.TypeInt},
+		{Name: "label_id", Type: field.TypeInt},
+	}
+	// ConversationLabelsTable holds the schema information for the "conversation_labels" table.
+	ConversationLabelsTable = &schema.Table{
+		Name:       "conversation_labels",
+		Columns:    ConversationLabelsColumns,
+		PrimaryKey: []*schema.Column{ConversationLabelsColumns[0], ConversationLabelsColumns[1]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "conversation_labels_conversation_id",
+				Columns:    []*schema.Column{ConversationLabelsColumns[0]},
+				RefColumns: []*schema.Column{ConversationsColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+			{
+				Symbol:     "conversation_labels_label_id",
+				Columns:    []*schema.Column{ConversationLabelsColumns[1]},
+				RefColumns: []*schema.Column{LabelsColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+		},
+	}
 	// Tables holds all the tables in the schema.
 	Tables = []*schema.Table{
 		AuthorsTable,
@@ -826,6 +929,8 @@ var (
 		ClipLikesSlotsTable,
 		CommentsTable,
 		CommentUpvoteSlotsTable,
+		ConversationsTable,
+		ConversationLabelCountSlotsTable,
 		DesksTable,
 		DeskBCountSlotsTable,
 		DeskTopicCountSlotsTable,
@@ -833,6 +938,8 @@ var (
 		ForumBCountSlotsTable,
 		ForumTopicCountSlotsTable,
 		ItemsTable,
+		LabelsTable,
+		LabelConversationCountSlotsTable,
 		NaivePostsTable,
 		PostsTable,
 		PostLikesSlotsTable,
@@ -855,6 +962,7 @@ var (
 		TagHitsSlotsTable,
 		TagUsesSlotsTable,
 		TopicsTable,
+		ConversationLabelsTable,
 	}
 )
 
@@ -873,6 +981,10 @@ func init() {
 	CommentUpvoteSlotsTable.Annotation = &entsql.Annotation{
 		Table: "comment_upvote_slots",
 	}
+	ConversationLabelCountSlotsTable.ForeignKeys[0].RefTable = ConversationsTable
+	ConversationLabelCountSlotsTable.Annotation = &entsql.Annotation{
+		Table: "conversation_label_count_slots",
+	}
 	DeskBCountSlotsTable.ForeignKeys[0].RefTable = DesksTable
 	DeskBCountSlotsTable.Annotation = &entsql.Annotation{
 		Table: "desk_b_count_slots",
@@ -890,6 +1002,10 @@ func init() {
 		Table: "forum_topic_count_slots",
 	}
 	ItemsTable.ForeignKeys[0].RefTable = RacksTable
+	LabelConversationCountSlotsTable.ForeignKeys[0].RefTable = LabelsTable
+	LabelConversationCountSlotsTable.Annotation = &entsql.Annotation{
+		Table: "label_conversation_count_slots",
+	}
 	PostsTable.ForeignKeys[0].RefTable = AuthorsTable
 	PostLikesSlotsTable.ForeignKeys[0].RefTable = PostsTable
 	PostLikesSlotsTable.Annotation = &entsql.Annotation{
@@ -941,4 +1057,6 @@ func init() {
 	}
 	TopicsTable.ForeignKeys[0].RefTable = DesksTable
 	TopicsTable.ForeignKeys[1].RefTable = ForumsTable
+	ConversationLabelsTable.ForeignKeys[0].RefTable = ConversationsTable
+	ConversationLabelsTable.ForeignKeys[1].RefTable = LabelsTable
 }

@@ -27,6 +27,12 @@ type Comment func(*sql.Selector)
 // CommentUpvoteSlot is the predicate function for commentupvoteslot builders.
 type CommentUpvoteSlot func(*sql.Selector)
 
+// Conversation is the predicate function for conversation builders.
+type Conversation func(*sql.Selector)
+
+// ConversationLabelCountSlot is the predicate function for conversationlabelcountslot builders.
+type ConversationLabelCountSlot func(*sql.Selector)
+
 // Desk is the predicate function for desk builders.
 type Desk func(*sql.Selector)
 
@@ -47,6 +53,12 @@ type ForumTopicCountSlot func(*sql.Selector)
 
 // Item is the predicate function for item builders.
 type Item func(*sql.Selector)
+
+// Label is the predicate function for label builders.
+type Label func(*sql.Selector)
+
+// LabelConversationCountSlot is the predicate function for labelconversationcountslot builders.
+type LabelConversationCountSlot func(*sql.Selector)
 
 // NaivePost is the predicate function for naivepost builders.
 type NaivePost func(*sql.Selector)

@@ -10,6 +10,8 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/cliplikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/comment"
 	"github.com/hotcounter/hotcounter/integration_test/ent/commentupvoteslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/conversation"
+	"github.com/hotcounter/hotcounter/integration_test/ent/conversationlabelcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/desk"
 	"github.com/hotcounter/hotcounter/integration_test/ent/deskbcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/desktopiccountslot"
@@ -17,6 +19,8 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/forumbcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/forumtopiccountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/item"
+	"github.com/hotcounter/hotcounter/integration_test/ent/label"
+	"github.com/hotcounter/hotcounter/integration_test/ent/labelconversationcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/naivepost"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postlikesslot"
@@ -130,6 +134,32 @@ func init() {
 	commentupvoteslotDescN := commentupvoteslotMixinFields0[2].Descriptor()
 	// commentupvoteslot.DefaultN holds the default value on creation for the n field.
 	commentupvoteslot.DefaultN = commentupvoteslotDescN.Default.(int64)
+	conversationMixin := schema.Conversation{}.Mixin()
+	conversationMixinHooks0 := conversationMixin[0].Hooks()
+	conversation.Hooks[0] = conversationMixinHooks0[0]
+	conversationMixinInters0 := conversationMixin[0].Interceptors()
+	conversation.Interceptors[0] = conversationMixinInters0[0]
+	conversationMixinFields0 := conversationMixin[0].Fields()
+	_ = conversationMixinFields0
+	conversationFields := schema.Conversation{}.Fields()
+	_ = conversationFields
+	// conversationDescLabelCount is the schema descriptor for label_count field.
+	conversationDescLabelCount := conversationMixinFields0[0].Descriptor()
+	// conversation.DefaultLabelCount holds the default value on creation for the label_count field.
+	conversation.DefaultLabelCount = conversationDescLabelCount.Default.(int64)
+	// conversationDescSubject is the schema descriptor for subject field.
+	conversationDescSubject := conversationFields[0].Descriptor()
+	// conversation.DefaultSubject holds the default value on creation for the subject field.
+	conversation.DefaultSubject = conversationDescSubject.Default.(string)
+	conversationlabelcountslotMixin := schema.ConversationLabelCountSlot{}.Mixin()
+	conversationlabelcountslotMixinFields0 := conversationlabelcountslotMixin[0].Fields()
+	_ = conversationlabelcountslotMixinFields0
+	conversationlabelcountslotFields := schema.ConversationLabelCountSlot{}.Fields()
+	_ = conversationlabelcountslotFields
+	// conversationlabelcountslotDescN is the schema descriptor for n field.
+	conversationlabelcountslotDescN := conversationlabelcountslotMixinFields0[2].Descriptor()
+	// conversationlabelcountslot.DefaultN holds the default value on creation for the n field.
+	conversationlabelcountslot.DefaultN = conversationlabelcountslotDescN.Default.(int64)
 	deskMixin := schema.Desk{}.Mixin()
 	deskMixinHooks0 := deskMixin[0].Hooks()
 	deskMixinHooks1 := deskMixin[1].Hooks()
@@ -228,6 +258,32 @@ func init() {
 	item.DefaultStatus = itemDescStatus.Default.(string)
 	// item.StatusValidator is a validator for the "status" field. It is called by the builders before save.
 	item.StatusValidator = itemDescStatus.Validators[0].(func(string) error)
+	labelMixin := schema.Label{}.Mixin()
+	labelMixinHooks0 := labelMixin[0].Hooks()
+	label.Hooks[0] = labelMixinHooks0[0]
+	labelMixinInters0 := labelMixin[0].Interceptors()
+	label.Interceptors[0] = labelMixinInters0[0]
+	labelMixinFields0 := labelMixin[0].Fields()
+	_ = labelMixinFields0
+	labelFields := schema.Label{}.Fields()
+	_ = labelFields
+	// labelDescConversationCount is the schema descriptor for conversation_count field.
+	labelDescConversationCount := labelMixinFields0[0].Descriptor()
+	// label.DefaultConversationCount holds the default value on creation for the conversation_count field.
+	label.DefaultConversationCount = labelDescConversationCount.Default.(int64)
+	// labelDescName is the schema descriptor for name field.
+	labelDescName := labelFields[0].Descriptor()
+	// label.DefaultName holds the default value on creation for the name field.
+	label.DefaultName = labelDescName.Default.(string)
+	labelconversationcountslotMixin := schema.LabelConversationCountSlot{}.Mixin()
+	labelconversationcountslotMixinFields0 := labelconversationcountslotMixin[0].Fields()
+	_ = labelconversationcountslotMixinFields0
+	labelconversationcountslotFields := schema.LabelConversationCountSlot{}.Fields()
+	_ = labelconversationcountslotFields
+	// labelconversationcountslotDescN is the schema descriptor for n field.
+	labelconversationcountslotDescN := labelconversationcountslotMixinFields0[2].Descriptor()
+	// labelconversationcountslot.DefaultN holds the default value on creation for the n field.
+	labelconversationcountslot.DefaultN = labelconversationcountslotDescN.Default.(int64)
 	naivepostFields := schema.NaivePost{}.Fields()
 	_ = naivepostFields
 	// naivepostDescLikes is the schema descriptor for likes field.

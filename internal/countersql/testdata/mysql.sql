@@ -140,6 +140,39 @@ DROP TRIGGER IF EXISTS `hc_category_object_count_slots_upd`;
 -- DropCountTriggers (3 of 3)
 DROP TRIGGER IF EXISTS `hc_category_object_count_slots_del`;
 
+-- InstallCountTriggers, through a join table (1 of 7)
+DROP TRIGGER IF EXISTS `hc_tag_post_count_slots_ins`;
+
+-- InstallCountTriggers, through a join table (2 of 7)
+DROP TRIGGER IF EXISTS `hc_tag_post_count_slots_upd`;
+
+-- InstallCountTriggers, through a join table (3 of 7)
+DROP TRIGGER IF EXISTS `hc_tag_post_count_slots_del`;
+
+-- InstallCountTriggers, through a join table (4 of 7)
+DROP TRIGGER IF EXISTS `hc_tag_post_count_slots_cas`;
+
+-- InstallCountTriggers, through a join table (5 of 7)
+CREATE TRIGGER `hc_tag_post_count_slots_ins` AFTER INSERT ON `post_tags` FOR EACH ROW BEGIN DECLARE hc_i INT DEFAULT 0; IF NOT (IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID()) THEN SET @hc_slot = NULL, hc_i = 0; WHILE @hc_slot IS NULL AND hc_i < 30000 DO IF GET_LOCK(CONCAT('hotcounter.slot.', hc_i), 0) = 1 THEN SET @hc_slot = hc_i; END IF; SET hc_i = hc_i + 1; END WHILE; END IF; IF ((NEW.`tag_id` IS NOT NULL) AND EXISTS (SELECT 1 FROM `tags` WHERE `id` = NEW.`tag_id`)) THEN INSERT INTO `tag_post_count_slots` (`tag_id`, `slot`, `n`) VALUES (NEW.`tag_id`, IFNULL(16 + @hc_slot, MOD(CONNECTION_ID(), 16)), 1) ON DUPLICATE KEY UPDATE `n` = `n` + 1; END IF; END;
+
+-- InstallCountTriggers, through a join table (6 of 7)
+CREATE TRIGGER `hc_tag_post_count_slots_upd` AFTER UPDATE ON `post_tags` FOR EACH ROW BEGIN DECLARE hc_i INT DEFAULT 0; DECLARE hc_o, hc_n INT DEFAULT 0; IF NOT (IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID()) THEN SET @hc_slot = NULL, hc_i = 0; WHILE @hc_slot IS NULL AND hc_i < 30000 DO IF GET_LOCK(CONCAT('hotcounter.slot.', hc_i), 0) = 1 THEN SET @hc_slot = hc_i; END IF; SET hc_i = hc_i + 1; END WHILE; END IF; SET hc_o = ((OLD.`tag_id` IS NOT NULL) AND EXISTS (SELECT 1 FROM `tags` WHERE `id` = OLD.`tag_id`)); SET hc_n = ((NEW.`tag_id` IS NOT NULL) AND EXISTS (SELECT 1 FROM `tags` WHERE `id` = NEW.`tag_id`)); IF hc_o AND hc_n AND OLD.`tag_id` = NEW.`tag_id` THEN SET hc_o = 0, hc_n = 0; END IF; IF hc_o AND (NOT hc_n OR OLD.`tag_id` < NEW.`tag_id`) THEN INSERT INTO `tag_post_count_slots` (`tag_id`, `slot`, `n`) VALUES (OLD.`tag_id`, IFNULL(16 + @hc_slot, MOD(CONNECTION_ID(), 16)), -1) ON DUPLICATE KEY UPDATE `n` = `n` + -1; SET hc_o = 0; END IF; IF hc_n THEN INSERT INTO `tag_post_count_slots` (`tag_id`, `slot`, `n`) VALUES (NEW.`tag_id`, IFNULL(16 + @hc_slot, MOD(CONNECTION_ID(), 16)), 1) ON DUPLICATE KEY UPDATE `n` = `n` + 1; END IF; IF hc_o THEN INSERT INTO `tag_post_count_slots` (`tag_id`, `slot`, `n`) VALUES (OLD.`tag_id`, IFNULL(16 + @hc_slot, MOD(CONNECTION_ID(), 16)), -1) ON DUPLICATE KEY UPDATE `n` = `n` + -1; END IF; END;
+
+-- InstallCountTriggers, through a join table (7 of 7)
+CREATE TRIGGER `hc_tag_post_count_slots_del` AFTER DELETE ON `post_tags` FOR EACH ROW BEGIN DECLARE hc_i INT DEFAULT 0; IF NOT (IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID()) THEN SET @hc_slot = NULL, hc_i = 0; WHILE @hc_slot IS NULL AND hc_i < 30000 DO IF GET_LOCK(CONCAT('hotcounter.slot.', hc_i), 0) = 1 THEN SET @hc_slot = hc_i; END IF; SET hc_i = hc_i + 1; END WHILE; END IF; IF ((OLD.`tag_id` IS NOT NULL) AND EXISTS (SELECT 1 FROM `tags` WHERE `id` = OLD.`tag_id`)) THEN INSERT INTO `tag_post_count_slots` (`tag_id`, `slot`, `n`) VALUES (OLD.`tag_id`, IFNULL(16 + @hc_slot, MOD(CONNECTION_ID(), 16)), -1) ON DUPLICATE KEY UPDATE `n` = `n` + -1; END IF; END;
+
+-- DropCountTriggers, through a join table (1 of 4)
+DROP TRIGGER IF EXISTS `hc_tag_post_count_slots_ins`;
+
+-- DropCountTriggers, through a join table (2 of 4)
+DROP TRIGGER IF EXISTS `hc_tag_post_count_slots_upd`;
+
+-- DropCountTriggers, through a join table (3 of 4)
+DROP TRIGGER IF EXISTS `hc_tag_post_count_slots_del`;
+
+-- DropCountTriggers, through a join table (4 of 4)
+DROP TRIGGER IF EXISTS `hc_tag_post_count_slots_cas`;
+
 -- CountedRows
 SELECT `id`, CASE WHEN (`deleted_at` IS NULL AND (status = 'active')) THEN `category_id` END FROM `objects` WHERE `objects`.`id` IN ($1,$2,$3) FOR UPDATE;
 -- args: [1 2 3]
@@ -302,3 +335,9 @@ DELETE FROM `story_claps_deltas` WHERE `id` IN ($1,$2,$3);
 
 -- ServerVersion
 SELECT VERSION();
+
+-- CascadeTrigger
+CREATE TRIGGER `hc_tag_post_count_slots_cas` BEFORE DELETE ON `posts` FOR EACH ROW BEGIN DECLARE hc_i INT DEFAULT 0; IF NOT (IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID()) THEN SET @hc_slot = NULL, hc_i = 0; WHILE @hc_slot IS NULL AND hc_i < 30000 DO IF GET_LOCK(CONCAT('hotcounter.slot.', hc_i), 0) = 1 THEN SET @hc_slot = hc_i; END IF; SET hc_i = hc_i + 1; END WHILE; END IF; INSERT INTO `tag_post_count_slots` (`tag_id`, `slot`, `n`) SELECT `hc_c`.`tag_id`, IFNULL(16 + @hc_slot, MOD(CONNECTION_ID(), 16)), -COUNT(*) FROM `post_tags` AS `hc_c` WHERE `hc_c`.`post_id` = OLD.`id` AND (hc_c.`tag_id` IS NOT NULL) AND EXISTS (SELECT 1 FROM `tags` WHERE `id` = hc_c.`tag_id`) GROUP BY `hc_c`.`tag_id` ORDER BY `hc_c`.`tag_id` ON DUPLICATE KEY UPDATE `n` = `n` + VALUES(`n`); END;
+
+-- DeleteCascades
+SELECT 1 FROM information_schema.REFERENTIAL_CONSTRAINTS AS rc JOIN information_schema.KEY_COLUMN_USAGE AS k ON k.CONSTRAINT_SCHEMA = rc.CONSTRAINT_SCHEMA AND k.CONSTRAINT_NAME = rc.CONSTRAINT_NAME AND k.TABLE_NAME = rc.TABLE_NAME WHERE rc.CONSTRAINT_SCHEMA = DATABASE() AND rc.TABLE_NAME = 'post_tags' AND rc.REFERENCED_TABLE_NAME = 'posts' AND rc.DELETE_RULE = 'CASCADE' AND k.COLUMN_NAME = 'post_id';

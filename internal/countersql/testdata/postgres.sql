@@ -194,6 +194,60 @@ DROP TRIGGER IF EXISTS "hc_category_object_count_slots_del" ON "objects";
 -- DropCountTriggers (6 of 6)
 DROP FUNCTION IF EXISTS "hc_category_object_count_slots_del"();
 
+-- InstallCountTriggers, through a join table (1 of 12)
+DROP TRIGGER IF EXISTS "hc_tag_post_count_slots_ins" ON "post_tags";
+
+-- InstallCountTriggers, through a join table (2 of 12)
+DROP FUNCTION IF EXISTS "hc_tag_post_count_slots_ins"();
+
+-- InstallCountTriggers, through a join table (3 of 12)
+DROP TRIGGER IF EXISTS "hc_tag_post_count_slots_upd" ON "post_tags";
+
+-- InstallCountTriggers, through a join table (4 of 12)
+DROP FUNCTION IF EXISTS "hc_tag_post_count_slots_upd"();
+
+-- InstallCountTriggers, through a join table (5 of 12)
+DROP TRIGGER IF EXISTS "hc_tag_post_count_slots_del" ON "post_tags";
+
+-- InstallCountTriggers, through a join table (6 of 12)
+DROP FUNCTION IF EXISTS "hc_tag_post_count_slots_del"();
+
+-- InstallCountTriggers, through a join table (7 of 12)
+CREATE OR REPLACE FUNCTION "hc_tag_post_count_slots_ins"() RETURNS trigger LANGUAGE plpgsql AS $hc$ BEGIN INSERT INTO "tag_post_count_slots" ("tag_id", "slot", "n") SELECT hc_d.k, CAST(COALESCE(16 + COALESCE(NULLIF(current_setting('hotcounter.slot', true), '')::integer, (SELECT hc_own.n FROM generate_series(0, LEAST(current_setting('max_connections')::integer + current_setting('max_prepared_transactions')::integer + current_setting('max_worker_processes')::integer, 30000)) AS hc_own(n) WHERE pg_try_advisory_xact_lock(1751318528, hc_own.n) AND set_config('hotcounter.slot', hc_own.n::text, true) IS NOT NULL LIMIT 1)), mod(pg_backend_pid(), 16)) AS SMALLINT), hc_d.n FROM (SELECT hc_x.k, SUM(hc_x.n) AS n FROM (SELECT "hc_c"."tag_id" AS k, 1 AS n FROM hc_new AS "hc_c" WHERE (1=1)) AS hc_x GROUP BY hc_x.k HAVING SUM(hc_x.n) <> 0) AS hc_d JOIN "tags" AS hc_p ON hc_p."id" = hc_d.k ORDER BY hc_d.k ON CONFLICT ("tag_id", "slot") DO UPDATE SET "n" = "tag_post_count_slots"."n" + excluded."n"; RETURN NULL; END $hc$;
+
+-- InstallCountTriggers, through a join table (8 of 12)
+CREATE TRIGGER "hc_tag_post_count_slots_ins" AFTER INSERT ON "post_tags" REFERENCING NEW TABLE AS hc_new FOR EACH STATEMENT EXECUTE FUNCTION "hc_tag_post_count_slots_ins"();
+
+-- InstallCountTriggers, through a join table (9 of 12)
+CREATE OR REPLACE FUNCTION "hc_tag_post_count_slots_upd"() RETURNS trigger LANGUAGE plpgsql AS $hc$ BEGIN INSERT INTO "tag_post_count_slots" ("tag_id", "slot", "n") SELECT hc_d.k, CAST(COALESCE(16 + COALESCE(NULLIF(current_setting('hotcounter.slot', true), '')::integer, (SELECT hc_own.n FROM generate_series(0, LEAST(current_setting('max_connections')::integer + current_setting('max_prepared_transactions')::integer + current_setting('max_worker_processes')::integer, 30000)) AS hc_own(n) WHERE pg_try_advisory_xact_lock(1751318528, hc_own.n) AND set_config('hotcounter.slot', hc_own.n::text, true) IS NOT NULL LIMIT 1)), mod(pg_backend_pid(), 16)) AS SMALLINT), hc_d.n FROM (SELECT hc_x.k, SUM(hc_x.n) AS n FROM (SELECT "hc_c"."tag_id" AS k, 1 AS n FROM hc_new AS "hc_c" WHERE (1=1) UNION ALL SELECT "hc_c"."tag_id" AS k, -1 AS n FROM hc_old AS "hc_c" WHERE (1=1)) AS hc_x GROUP BY hc_x.k HAVING SUM(hc_x.n) <> 0) AS hc_d JOIN "tags" AS hc_p ON hc_p."id" = hc_d.k ORDER BY hc_d.k ON CONFLICT ("tag_id", "slot") DO UPDATE SET "n" = "tag_post_count_slots"."n" + excluded."n"; RETURN NULL; END $hc$;
+
+-- InstallCountTriggers, through a join table (10 of 12)
+CREATE TRIGGER "hc_tag_post_count_slots_upd" AFTER UPDATE ON "post_tags" REFERENCING OLD TABLE AS hc_old NEW TABLE AS hc_new FOR EACH STATEMENT EXECUTE FUNCTION "hc_tag_post_count_slots_upd"();
+
+-- InstallCountTriggers, through a join table (11 of 12)
+CREATE OR REPLACE FUNCTION "hc_tag_post_count_slots_del"() RETURNS trigger LANGUAGE plpgsql AS $hc$ BEGIN INSERT INTO "tag_post_count_slots" ("tag_id", "slot", "n") SELECT hc_d.k, CAST(COALESCE(16 + COALESCE(NULLIF(current_setting('hotcounter.slot', true), '')::integer, (SELECT hc_own.n FROM generate_series(0, LEAST(current_setting('max_connections')::integer + current_setting('max_prepared_transactions')::integer + current_setting('max_worker_processes')::integer, 30000)) AS hc_own(n) WHERE pg_try_advisory_xact_lock(1751318528, hc_own.n) AND set_config('hotcounter.slot', hc_own.n::text, true) IS NOT NULL LIMIT 1)), mod(pg_backend_pid(), 16)) AS SMALLINT), hc_d.n FROM (SELECT hc_x.k, SUM(hc_x.n) AS n FROM (SELECT "hc_c"."tag_id" AS k, -1 AS n FROM hc_old AS "hc_c" WHERE (1=1)) AS hc_x GROUP BY hc_x.k HAVING SUM(hc_x.n) <> 0) AS hc_d JOIN "tags" AS hc_p ON hc_p."id" = hc_d.k ORDER BY hc_d.k ON CONFLICT ("tag_id", "slot") DO UPDATE SET "n" = "tag_post_count_slots"."n" + excluded."n"; RETURN NULL; END $hc$;
+
+-- InstallCountTriggers, through a join table (12 of 12)
+CREATE TRIGGER "hc_tag_post_count_slots_del" AFTER DELETE ON "post_tags" REFERENCING OLD TABLE AS hc_old FOR EACH STATEMENT EXECUTE FUNCTION "hc_tag_post_count_slots_del"();
+
+-- DropCountTriggers, through a join table (1 of 6)
+DROP TRIGGER IF EXISTS "hc_tag_post_count_slots_ins" ON "post_tags";
+
+-- DropCountTriggers, through a join table (2 of 6)
+DROP FUNCTION IF EXISTS "hc_tag_post_count_slots_ins"();
+
+-- DropCountTriggers, through a join table (3 of 6)
+DROP TRIGGER IF EXISTS "hc_tag_post_count_slots_upd" ON "post_tags";
+
+-- DropCountTriggers, through a join table (4 of 6)
+DROP FUNCTION IF EXISTS "hc_tag_post_count_slots_upd"();
+
+-- DropCountTriggers, through a join table (5 of 6)
+DROP TRIGGER IF EXISTS "hc_tag_post_count_slots_del" ON "post_tags";
+
+-- DropCountTriggers, through a join table (6 of 6)
+DROP FUNCTION IF EXISTS "hc_tag_post_count_slots_del"();
+
 -- CountedRows
 SELECT "id", CASE WHEN ("deleted_at" IS NULL AND (status = 'active')) THEN "category_id" END FROM "objects" WHERE "objects"."id" = ANY($1) FOR UPDATE;
 -- args: [{[1 2 3]}]

@@ -146,6 +146,33 @@ DROP TRIGGER IF EXISTS "hc_category_object_count_slots_upd";
 -- DropCountTriggers (3 of 3)
 DROP TRIGGER IF EXISTS "hc_category_object_count_slots_del";
 
+-- InstallCountTriggers, through a join table (1 of 6)
+DROP TRIGGER IF EXISTS "hc_tag_post_count_slots_ins";
+
+-- InstallCountTriggers, through a join table (2 of 6)
+DROP TRIGGER IF EXISTS "hc_tag_post_count_slots_upd";
+
+-- InstallCountTriggers, through a join table (3 of 6)
+DROP TRIGGER IF EXISTS "hc_tag_post_count_slots_del";
+
+-- InstallCountTriggers, through a join table (4 of 6)
+CREATE TRIGGER "hc_tag_post_count_slots_ins" AFTER INSERT ON "post_tags" FOR EACH ROW BEGIN INSERT INTO "tag_post_count_slots" ("tag_id", "slot", "n") SELECT NEW."tag_id", 0, 0 WHERE (NEW."tag_id" IS NOT NULL) AND EXISTS (SELECT 1 FROM "tags" WHERE "id" = NEW."tag_id") AND NOT EXISTS (SELECT 1 FROM "tag_post_count_slots" WHERE "tag_id" = NEW."tag_id" AND "slot" = 0); UPDATE "tag_post_count_slots" SET "n" = "n" + 1 WHERE "tag_id" = NEW."tag_id" AND "slot" = 0 AND (NEW."tag_id" IS NOT NULL);  END;
+
+-- InstallCountTriggers, through a join table (5 of 6)
+CREATE TRIGGER "hc_tag_post_count_slots_upd" AFTER UPDATE ON "post_tags" FOR EACH ROW BEGIN INSERT INTO "tag_post_count_slots" ("tag_id", "slot", "n") SELECT OLD."tag_id", 0, 0 WHERE (OLD."tag_id" IS NOT NULL) AND EXISTS (SELECT 1 FROM "tags" WHERE "id" = OLD."tag_id") AND NOT EXISTS (SELECT 1 FROM "tag_post_count_slots" WHERE "tag_id" = OLD."tag_id" AND "slot" = 0); UPDATE "tag_post_count_slots" SET "n" = "n" + -1 WHERE "tag_id" = OLD."tag_id" AND "slot" = 0 AND (OLD."tag_id" IS NOT NULL); INSERT INTO "tag_post_count_slots" ("tag_id", "slot", "n") SELECT NEW."tag_id", 0, 0 WHERE (NEW."tag_id" IS NOT NULL) AND EXISTS (SELECT 1 FROM "tags" WHERE "id" = NEW."tag_id") AND NOT EXISTS (SELECT 1 FROM "tag_post_count_slots" WHERE "tag_id" = NEW."tag_id" AND "slot" = 0); UPDATE "tag_post_count_slots" SET "n" = "n" + 1 WHERE "tag_id" = NEW."tag_id" AND "slot" = 0 AND (NEW."tag_id" IS NOT NULL);  END;
+
+-- InstallCountTriggers, through a join table (6 of 6)
+CREATE TRIGGER "hc_tag_post_count_slots_del" AFTER DELETE ON "post_tags" FOR EACH ROW BEGIN INSERT INTO "tag_post_count_slots" ("tag_id", "slot", "n") SELECT OLD."tag_id", 0, 0 WHERE (OLD."tag_id" IS NOT NULL) AND EXISTS (SELECT 1 FROM "tags" WHERE "id" = OLD."tag_id") AND NOT EXISTS (SELECT 1 FROM "tag_post_count_slots" WHERE "tag_id" = OLD."tag_id" AND "slot" = 0); UPDATE "tag_post_count_slots" SET "n" = "n" + -1 WHERE "tag_id" = OLD."tag_id" AND "slot" = 0 AND (OLD."tag_id" IS NOT NULL);  END;
+
+-- DropCountTriggers, through a join table (1 of 3)
+DROP TRIGGER IF EXISTS "hc_tag_post_count_slots_ins";
+
+-- DropCountTriggers, through a join table (2 of 3)
+DROP TRIGGER IF EXISTS "hc_tag_post_count_slots_upd";
+
+-- DropCountTriggers, through a join table (3 of 3)
+DROP TRIGGER IF EXISTS "hc_tag_post_count_slots_del";
+
 -- CountedRows
 SELECT "id", CASE WHEN ("deleted_at" IS NULL AND (status = 'active')) THEN "category_id" END FROM "objects" WHERE "objects"."id" IN ($1,$2,$3);
 -- args: [1 2 3]

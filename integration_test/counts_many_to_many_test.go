@@ -1,0 +1,610 @@
+package integration_test
+
+import (
+	"context"
+	stdsql "database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/hotcounter/hotcounter/entcounter"
+	"github.com/hotcounter/hotcounter/gormcounter"
+	"github.com/hotcounter/hotcounter/integration_test/ent"
+	"github.com/hotcounter/hotcounter/integration_test/ent/conversation"
+	"github.com/hotcounter/hotcounter/integration_test/ent/label"
+)
+
+// Counts through a many-to-many relation: conversations count their labels
+// and labels their conversations, both as rows of the join table
+// conversation_labels, kept by triggers on it.
+
+// Conversation counts its labels through the join table.
+type Conversation struct {
+	ID         uint
+	Subject    string
+	LabelCount int64   `gorm:"counter:counts=Labels"`
+	Labels     []Label `gorm:"many2many:conversation_labels;constraint:OnDelete:CASCADE"`
+}
+
+// Label counts its conversations through the same join table.
+type Label struct {
+	ID                uint
+	Name              string
+	ConversationCount int64          `gorm:"counter:counts=Conversations"`
+	Conversations     []Conversation `gorm:"many2many:conversation_labels;constraint:OnDelete:CASCADE"`
+}
+
+// labelScene is conversations and labels that count each other, through
+// one ORM's many-to-many API: what a many-to-many behaviour is written
+// against, once for both ORMs.
+type labelScene interface {
+	onEnv() *env
+	// conversations and labels create n rows and return their ids.
+	conversations(t testing.TB, n int) []int64
+	labels(t testing.TB, n int) []int64
+	// attach adds labels to a conversation, in tx (nil: none of its own);
+	// attachFrom adds conversations to a label (the other side's setter).
+	attach(tx any, conv int64, labels ...int64) error
+	// attachExisting adds labels known to exist, the ORM's way of not
+	// saving them again (GORM: Omit("Labels.*"), which skips the upsert of
+	// the label rows that Append sends first, ON DUPLICATE KEY UPDATE on
+	// MySQL and MariaDB, an exclusive lock on each label until commit).
+	attachExisting(tx any, conv int64, labels ...int64) error
+	attachFrom(label int64, convs ...int64) error
+	// detach removes labels from a conversation, in tx.
+	detach(tx any, conv int64, labels ...int64) error
+	// replace makes labels the conversation's only ones; clear removes
+	// them all.
+	replace(conv int64, labels ...int64) error
+	clear(conv int64) error
+	// createWith creates a conversation with labels and returns its id.
+	createWith(t testing.TB, labels ...int64) int64
+	// deleteConversation and deleteLabel delete a row, whose join rows go
+	// by the foreign key's cascade.
+	deleteConversation(id int64) error
+	deleteLabel(id int64) error
+	// inTx runs fn in a READ COMMITTED transaction, committing if it
+	// returns nil.
+	inTx(fn func(tx any) error) error
+	// loaded returns the counts as the ORM loads them, by id.
+	loaded(t testing.TB) (labelCounts, conversationCounts map[int64]int64)
+	// recount runs the ORM's Recount of both counts and returns how many
+	// parents it corrected.
+	recount(t testing.TB) int64
+}
+
+// eachLabelScene runs fn on both ORMs, on the given databases.
+func eachLabelScene(t *testing.T, kinds []dbKind, fn func(t *testing.T, s labelScene)) {
+	t.Helper()
+	eachLabelSceneAfter(t, kinds, nil, fn)
+}
+
+// eachLabelSceneAfter is eachLabelScene, where an earlier version of the
+// application, without the counts, created the tables and wrote what
+// before writes: GORM's AutoMigrate of ConversationBefore and
+// LabelBefore, or ent's migration without WithCounters (which leaves the
+// count triggers out).
+func eachLabelSceneAfter(t *testing.T, kinds []dbKind, before func(t testing.TB, db *gorm.DB), fn func(t *testing.T, s labelScene)) {
+	t.Helper()
+	parallel(t)
+	t.Run("gorm", func(t *testing.T) {
+		eachDB(t, func(t *testing.T, e *env) {
+			if before != nil {
+				must(t, e.db.AutoMigrate(&ConversationBefore{}, &LabelBefore{}))
+				before(t, e.db)
+			}
+			must(t, e.db.AutoMigrate(&Conversation{}, &Label{}))
+			fn(t, gormLabels{e})
+		}, on(kinds...), pool(writersPool))
+	})
+	t.Run("ent", func(t *testing.T) {
+		parallel(t)
+		for _, k := range kinds {
+			t.Run(string(k), func(t *testing.T) {
+				e := openEnt(t, k, before != nil, pool(writersPool))
+				if before != nil {
+					before(t, e.db)
+				}
+				must(t, entMigrate(context.Background(), e.client, entcounter.WithCounters(e.client)))
+				fn(t, entLabels{e})
+			})
+		}
+	})
+}
+
+// checkLabelCounts fails t where a loaded count differs from COUNT(*) over
+// the join table, and returns the join rows.
+func checkLabelCounts(t testing.TB, s labelScene, when string) int64 {
+	t.Helper()
+	db := s.onEnv().db
+	want := func(col string) map[int64]int64 {
+		rows, err := db.Raw("SELECT " + col + ", COUNT(*) FROM conversation_labels GROUP BY " + col).Rows()
+		must(t, err)
+		defer rows.Close()
+		out := map[int64]int64{}
+		for rows.Next() {
+			var id, n int64
+			must(t, rows.Scan(&id, &n))
+			out[id] = n
+		}
+		return out
+	}
+	byConv, byLabel := want("conversation_id"), want("label_id")
+	labelCounts, convCounts := s.loaded(t)
+	for id, got := range labelCounts {
+		if got != byConv[id] {
+			t.Errorf("%s: conversation %d: LabelCount %d, COUNT(*) %d", when, id, got, byConv[id])
+		}
+	}
+	for id, got := range convCounts {
+		if got != byLabel[id] {
+			t.Errorf("%s: label %d: ConversationCount %d, COUNT(*) %d", when, id, got, byLabel[id])
+		}
+	}
+	return rawInt(t, db, "SELECT COUNT(*) FROM conversation_labels")
+}
+
+func TestManyToManyCountsFollowEveryWayJoinRowsComeAndGo(t *testing.T) {
+	eachLabelScene(t, allKinds, func(t *testing.T, s labelScene) {
+		convs, labels := s.conversations(t, 4), s.labels(t, 5)
+		step := func(name string, err error) {
+			t.Helper()
+			must(t, err)
+			checkLabelCounts(t, s, name)
+		}
+		step("attach", s.attach(nil, convs[0], labels[0], labels[1], labels[2]))
+		step("attach again, one already there", s.attach(nil, convs[0], labels[2], labels[3]))
+		step("attach from the other side", s.attachFrom(labels[4], convs[0], convs[1], convs[2]))
+		step("detach", s.detach(nil, convs[0], labels[1]))
+		step("replace", s.replace(convs[1], labels[0], labels[1]))
+		created := s.createWith(t, labels[0], labels[3])
+		checkLabelCounts(t, s, "create with labels")
+		step("clear", s.clear(convs[0]))
+		db := s.onEnv().db
+		step("raw insert", db.Exec("INSERT INTO conversation_labels (conversation_id, label_id) VALUES (?, ?), (?, ?)", convs[3], labels[0], convs[3], labels[2]).Error)
+		step("raw delete", db.Exec("DELETE FROM conversation_labels WHERE conversation_id = ? AND label_id = ?", convs[3], labels[2]).Error)
+		if n := checkLabelCounts(t, s, "before the deletes"); n == 0 {
+			t.Fatal("no join rows left to delete")
+		}
+		labelCounts, convCounts := s.loaded(t)
+		if labelCounts[created] != 2 || convCounts[labels[0]] != 3 {
+			t.Fatalf("created conversation counts %d labels (want 2), label 0 %d conversations (want 3)", labelCounts[created], convCounts[labels[0]])
+		}
+		step("delete a label", s.deleteLabel(labels[0]))
+		step("delete a conversation", s.deleteConversation(convs[1]))
+		_, convCounts = s.loaded(t)
+		if convCounts[labels[4]] != 1 { // of conversations 0, 1 and 2, 0 was cleared and 1 replaced
+			t.Fatalf("label 4 counts %d conversations, want 1", convCounts[labels[4]])
+		}
+	})
+}
+
+func TestManyToManyCountsRecountAndCountWhatExisted(t *testing.T) {
+	eachLabelScene(t, allKinds, func(t *testing.T, s labelScene) {
+		convs, labels := s.conversations(t, 6), s.labels(t, 3)
+		for i, c := range convs {
+			must(t, s.attach(nil, c, labels[:1+i%3]...))
+		}
+		db := s.onEnv().db
+		must(t, db.Exec("UPDATE conversation_label_count_slots SET n = n + 5 WHERE conversation_id IN ?", convs[:2]).Error)
+		must(t, db.Exec("UPDATE label_conversation_count_slots SET n = n - 1 WHERE label_id = ?", labels[0]).Error)
+		if n := s.recount(t); n != 3 {
+			t.Fatalf("recount corrected %d parents, want 3 (two conversations, one label)", n)
+		}
+		checkLabelCounts(t, s, "after the recount")
+	})
+}
+
+// ConversationBefore and LabelBefore are Conversation and Label as an
+// earlier version of the application declared them, without counts.
+type ConversationBefore struct {
+	ID      uint
+	Subject string        `gorm:"not null;default:''"`
+	Labels  []LabelBefore `gorm:"many2many:conversation_labels;joinForeignKey:ConversationID;joinReferences:LabelID;constraint:OnDelete:CASCADE"`
+}
+
+func (ConversationBefore) TableName() string { return "conversations" }
+
+// LabelBefore: see ConversationBefore.
+type LabelBefore struct {
+	ID   uint
+	Name string `gorm:"not null;default:''"`
+}
+
+func (LabelBefore) TableName() string { return "labels" }
+
+func TestManyToManyCountsCountTheJoinRowsThatExistedBeforeThem(t *testing.T) {
+	earlier := func(t testing.TB, db *gorm.DB) {
+		must(t, db.Exec("INSERT INTO labels (id, name) VALUES (1, 'a'), (2, 'b'), (3, 'c')").Error)
+		must(t, db.Exec("INSERT INTO conversations (id, subject) VALUES (1, 'x'), (2, 'y'), (3, 'z')").Error)
+		must(t, db.Exec("INSERT INTO conversation_labels (conversation_id, label_id) VALUES (1, 1), (1, 2), (1, 3), (2, 1), (2, 2), (3, 3)").Error)
+	}
+	eachLabelSceneAfter(t, allKinds, earlier, func(t *testing.T, s labelScene) {
+		if n := checkLabelCounts(t, s, "after the migration that declared the counts"); n != 6 {
+			t.Fatalf("%d join rows, want the 6 the earlier version wrote", n)
+		}
+		labelCounts, _ := s.loaded(t)
+		if len(labelCounts) != 3 || labelCounts[1] != 3 {
+			t.Fatalf("loaded label counts %v, want 3 conversations, the first with 3 labels", labelCounts)
+		}
+	})
+}
+
+func TestManyToManyCountsOfSharedLabelsNeverDeadlock(t *testing.T) {
+	// Attaching shuffled sets of shared labels to different conversations
+	// in transactions: each attach and detach writes a count of a label
+	// that every writer writes too, as a classic counter cache on the
+	// label row would, where it deadlocks.
+	eachLabelScene(t, []dbKind{pg, my}, func(t *testing.T, s labelScene) {
+		const writers, rounds, shared = 24, 8, 8
+		convs, labels := s.conversations(t, writers), s.labels(t, shared)
+		var wg sync.WaitGroup
+		errs := make(chan error, writers*rounds)
+		for w := 0; w < writers; w++ {
+			wg.Add(1)
+			go func(conv int64, seed uint64) {
+				defer wg.Done()
+				r := rand.New(rand.NewPCG(seed, 7))
+				var have []int64
+				for range rounds {
+					pick := append([]int64(nil), labels...)
+					r.Shuffle(len(pick), func(i, j int) { pick[i], pick[j] = pick[j], pick[i] })
+					want := pick[:2+r.IntN(4)]
+					// A label set changed as an application changes it: the
+					// labels it no longer has detached, the new ones attached.
+					add, drop := without(want, have), without(have, want)
+					err := s.inTx(func(tx any) error {
+						if len(drop) > 0 {
+							if err := s.detach(tx, conv, drop...); err != nil {
+								return err
+							}
+						}
+						if len(add) == 0 {
+							return nil
+						}
+						return s.attachExisting(tx, conv, add...)
+					})
+					if err != nil {
+						errs <- fmt.Errorf("conversation %d: %w", conv, err)
+						return
+					}
+					have = want
+				}
+			}(convs[w], uint64(w))
+		}
+		wg.Wait()
+		close(errs)
+		deadlocks := 0
+		for err := range errs {
+			if isDeadlock(err) {
+				deadlocks++
+			}
+			t.Error(err)
+		}
+		if deadlocks > 0 {
+			t.Errorf("%d deadlocks", deadlocks)
+		}
+		if n := checkLabelCounts(t, s, "after the storm"); n < writers*2 {
+			t.Fatalf("%d join rows after the storm, want at least %d", n, writers*2)
+		}
+	})
+}
+
+// without returns the ids of a that are not in b.
+func without(a, b []int64) []int64 {
+	var out []int64
+	for _, id := range a {
+		if !slices.Contains(b, id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+type gormLabels struct{ e *env }
+
+func (s gormLabels) onEnv() *env { return s.e }
+
+func (s gormLabels) conversations(t testing.TB, n int) []int64 {
+	cs := make([]Conversation, n)
+	for i := range cs {
+		cs[i].Subject = fmt.Sprint("c", i)
+	}
+	must(t, s.e.db.Create(&cs).Error)
+	ids := make([]int64, n)
+	for i, c := range cs {
+		ids[i] = int64(c.ID)
+	}
+	return ids
+}
+
+func (s gormLabels) labels(t testing.TB, n int) []int64 {
+	ls := make([]Label, n)
+	for i := range ls {
+		ls[i].Name = fmt.Sprint("l", i)
+	}
+	must(t, s.e.db.Create(&ls).Error)
+	ids := make([]int64, n)
+	for i, l := range ls {
+		ids[i] = int64(l.ID)
+	}
+	return ids
+}
+
+// db returns tx if it is a transaction of this scene, else the scene's.
+func (s gormLabels) db(tx any) *gorm.DB {
+	if db, ok := tx.(*gorm.DB); ok {
+		return db
+	}
+	return s.e.db
+}
+
+func labelRows(ids []int64) []Label {
+	out := make([]Label, len(ids))
+	for i, id := range ids {
+		out[i].ID = uint(id)
+	}
+	return out
+}
+
+func (s gormLabels) attach(tx any, conv int64, labels ...int64) error {
+	return s.db(tx).Model(&Conversation{ID: uint(conv)}).Association("Labels").Append(labelRows(labels))
+}
+
+func (s gormLabels) attachExisting(tx any, conv int64, labels ...int64) error {
+	return s.db(tx).Model(&Conversation{ID: uint(conv)}).Omit("Labels.*").Association("Labels").Append(labelRows(labels))
+}
+
+func (s gormLabels) attachFrom(label int64, convs ...int64) error {
+	cs := make([]Conversation, len(convs))
+	for i, id := range convs {
+		cs[i].ID = uint(id)
+	}
+	return s.e.db.Model(&Label{ID: uint(label)}).Association("Conversations").Append(cs)
+}
+
+func (s gormLabels) detach(tx any, conv int64, labels ...int64) error {
+	return s.db(tx).Model(&Conversation{ID: uint(conv)}).Association("Labels").Delete(labelRows(labels))
+}
+
+func (s gormLabels) replace(conv int64, labels ...int64) error {
+	return s.e.db.Model(&Conversation{ID: uint(conv)}).Association("Labels").Replace(labelRows(labels))
+}
+
+func (s gormLabels) clear(conv int64) error {
+	return s.e.db.Model(&Conversation{ID: uint(conv)}).Association("Labels").Clear()
+}
+
+func (s gormLabels) createWith(t testing.TB, labels ...int64) int64 {
+	c := Conversation{Subject: "new", Labels: labelRows(labels)}
+	must(t, s.e.db.Create(&c).Error)
+	return int64(c.ID)
+}
+
+func (s gormLabels) deleteConversation(id int64) error {
+	return s.e.db.Delete(&Conversation{}, id).Error
+}
+
+func (s gormLabels) deleteLabel(id int64) error { return s.e.db.Delete(&Label{}, id).Error }
+
+func (s gormLabels) inTx(fn func(tx any) error) error {
+	return s.e.db.Transaction(func(tx *gorm.DB) error { return fn(tx) }, &stdsql.TxOptions{Isolation: stdsql.LevelReadCommitted})
+}
+
+func (s gormLabels) loaded(t testing.TB) (map[int64]int64, map[int64]int64) {
+	var cs []Conversation
+	var ls []Label
+	must(t, s.e.db.Find(&cs).Error)
+	must(t, s.e.db.Find(&ls).Error)
+	lc, cc := map[int64]int64{}, map[int64]int64{}
+	for _, c := range cs {
+		lc[int64(c.ID)] = c.LabelCount
+	}
+	for _, l := range ls {
+		cc[int64(l.ID)] = l.ConversationCount
+	}
+	return lc, cc
+}
+
+func (s gormLabels) recount(t testing.TB) int64 {
+	a, err := gormcounter.Recount(s.e.db.Model(&Conversation{}), "LabelCount")
+	must(t, err)
+	b, err := gormcounter.Recount(s.e.db.Model(&Label{}), "ConversationCount")
+	must(t, err)
+	return a + b
+}
+
+type entLabels struct{ e *entEnv }
+
+func (s entLabels) onEnv() *env { return s.e.env }
+
+func (s entLabels) conversations(t testing.TB, n int) []int64 {
+	bs := make([]*ent.ConversationCreate, n)
+	for i := range bs {
+		bs[i] = s.e.client.Conversation.Create().SetSubject(fmt.Sprint("c", i))
+	}
+	got, err := s.e.client.Conversation.CreateBulk(bs...).Save(context.Background())
+	must(t, err)
+	ids := make([]int64, n)
+	for i, c := range got {
+		ids[i] = int64(c.ID)
+	}
+	return ids
+}
+
+func (s entLabels) labels(t testing.TB, n int) []int64 {
+	bs := make([]*ent.LabelCreate, n)
+	for i := range bs {
+		bs[i] = s.e.client.Label.Create().SetName(fmt.Sprint("l", i))
+	}
+	got, err := s.e.client.Label.CreateBulk(bs...).Save(context.Background())
+	must(t, err)
+	ids := make([]int64, n)
+	for i, l := range got {
+		ids[i] = int64(l.ID)
+	}
+	return ids
+}
+
+// client returns tx's client if it is a transaction of this scene.
+func (s entLabels) client(tx any) *ent.Client {
+	if tx, ok := tx.(*ent.Tx); ok {
+		return tx.Client()
+	}
+	return s.e.client
+}
+
+func (s entLabels) attach(tx any, conv int64, labels ...int64) error {
+	return s.client(tx).Conversation.UpdateOneID(int(conv)).AddLabelIDs(ints(labels)...).Exec(context.Background())
+}
+
+func (s entLabels) attachExisting(tx any, conv int64, labels ...int64) error {
+	return s.attach(tx, conv, labels...)
+}
+
+func (s entLabels) attachFrom(label int64, convs ...int64) error {
+	return s.e.client.Label.UpdateOneID(int(label)).AddConversationIDs(ints(convs)...).Exec(context.Background())
+}
+
+func (s entLabels) detach(tx any, conv int64, labels ...int64) error {
+	return s.client(tx).Conversation.UpdateOneID(int(conv)).RemoveLabelIDs(ints(labels)...).Exec(context.Background())
+}
+
+func (s entLabels) replace(conv int64, labels ...int64) error {
+	return s.e.client.Conversation.UpdateOneID(int(conv)).ClearLabels().AddLabelIDs(ints(labels)...).Exec(context.Background())
+}
+
+func (s entLabels) clear(conv int64) error {
+	return s.e.client.Conversation.UpdateOneID(int(conv)).ClearLabels().Exec(context.Background())
+}
+
+func (s entLabels) createWith(t testing.TB, labels ...int64) int64 {
+	c, err := s.e.client.Conversation.Create().SetSubject("new").AddLabelIDs(ints(labels)...).Save(context.Background())
+	must(t, err)
+	return int64(c.ID)
+}
+
+func (s entLabels) deleteConversation(id int64) error {
+	_, err := s.e.client.Conversation.Delete().Where(conversation.ID(int(id))).Exec(context.Background())
+	return err
+}
+
+func (s entLabels) deleteLabel(id int64) error {
+	_, err := s.e.client.Label.Delete().Where(label.ID(int(id))).Exec(context.Background())
+	return err
+}
+
+func (s entLabels) inTx(fn func(tx any) error) error {
+	ctx := context.Background()
+	tx, err := s.e.client.BeginTx(ctx, &stdsql.TxOptions{Isolation: stdsql.LevelReadCommitted})
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		return errors.Join(err, tx.Rollback())
+	}
+	return tx.Commit()
+}
+
+func (s entLabels) loaded(t testing.TB) (map[int64]int64, map[int64]int64) {
+	ctx := context.Background()
+	cs, err := s.e.client.Conversation.Query().All(ctx)
+	must(t, err)
+	ls, err := s.e.client.Label.Query().All(ctx)
+	must(t, err)
+	lc, cc := map[int64]int64{}, map[int64]int64{}
+	for _, c := range cs {
+		lc[int64(c.ID)] = c.LabelCount
+	}
+	for _, l := range ls {
+		cc[int64(l.ID)] = l.ConversationCount
+	}
+	return lc, cc
+}
+
+func (s entLabels) recount(t testing.TB) int64 {
+	ctx := context.Background()
+	a, err := entcounter.Recount(ctx, s.e.client, "Conversation", conversation.FieldLabelCount)
+	must(t, err)
+	b, err := entcounter.Recount(ctx, s.e.client, "Label", label.FieldConversationCount)
+	must(t, err)
+	return a + b
+}
+
+// Project counts its contributors, and its admins, through a join model of its
+// own (GORM's SetupJoinTable): rows of project_contributors, whose role the
+// admins' count reads.
+type Project struct {
+	ID               uint
+	Name             string
+	ContributorCount int64         `gorm:"counter:counts=Contributors"`
+	AdminCount       int64         `gorm:"counter:counts=Contributors,where=role = 'admin'"`
+	Contributors     []Contributor `gorm:"many2many:project_contributors;constraint:OnDelete:CASCADE"`
+}
+
+// Contributor counts its projects.
+type Contributor struct {
+	ID           uint
+	Name         string
+	ProjectCount int64     `gorm:"counter:counts=Projects"`
+	Projects     []Project `gorm:"many2many:project_contributors;constraint:OnDelete:CASCADE"`
+}
+
+// ProjectContributor is the join model: the pair, and the contributor's role.
+type ProjectContributor struct {
+	ProjectID     uint   `gorm:"primaryKey"`
+	ContributorID uint   `gorm:"primaryKey"`
+	Role          string `gorm:"size:20;not null;default:'contributor'"`
+}
+
+func TestManyToManyCountsThroughAJoinModelCountItsConditionAndDeletesOfAssociations(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		db := e.db
+		must(t, db.SetupJoinTable(&Project{}, "Contributors", &ProjectContributor{}))
+		must(t, db.SetupJoinTable(&Contributor{}, "Projects", &ProjectContributor{}))
+		must(t, db.AutoMigrate(&Project{}, &Contributor{}))
+		projects := []Project{{Name: "a"}, {Name: "b"}, {Name: "c"}}
+		contributors := []Contributor{{Name: "w"}, {Name: "x"}, {Name: "y"}, {Name: "z"}}
+		must(t, db.Create(&projects).Error)
+		must(t, db.Create(&contributors).Error)
+		check := func(when string) {
+			t.Helper()
+			var bs []Project
+			var ms []Contributor
+			must(t, db.Find(&bs).Error)
+			must(t, db.Find(&ms).Error)
+			for _, b := range bs {
+				all := rawInt(t, db, "SELECT COUNT(*) FROM project_contributors WHERE project_id = ?", b.ID)
+				admins := rawInt(t, db, "SELECT COUNT(*) FROM project_contributors WHERE project_id = ? AND role = 'admin'", b.ID)
+				if b.ContributorCount != all || b.AdminCount != admins {
+					t.Errorf("%s: project %d: ContributorCount %d AdminCount %d, COUNT(*) %d and %d", when, b.ID, b.ContributorCount, b.AdminCount, all, admins)
+				}
+			}
+			for _, m := range ms {
+				if all := rawInt(t, db, "SELECT COUNT(*) FROM project_contributors WHERE contributor_id = ?", m.ID); m.ProjectCount != all {
+					t.Errorf("%s: contributor %d: ProjectCount %d, COUNT(*) %d", when, m.ID, m.ProjectCount, all)
+				}
+			}
+		}
+		must(t, db.Model(&projects[0]).Association("Contributors").Append(&contributors[0], &contributors[1], &contributors[2]))
+		must(t, db.Create(&ProjectContributor{ProjectID: projects[1].ID, ContributorID: contributors[0].ID, Role: "admin"}).Error)
+		must(t, db.Create(&[]ProjectContributor{{ProjectID: projects[0].ID, ContributorID: contributors[3].ID, Role: "admin"}, {ProjectID: projects[2].ID, ContributorID: contributors[3].ID}}).Error)
+		check("joined")
+		must(t, db.Model(&ProjectContributor{}).Where("project_id = ? AND contributor_id = ?", projects[0].ID, contributors[1].ID).Update("role", "admin").Error)
+		must(t, db.Model(&ProjectContributor{}).Where("project_id = ?", projects[1].ID).Update("role", "contributor").Error)
+		check("roles changed")
+		must(t, db.Select(clause.Associations).Delete(&projects[0]).Error)
+		check("a project deleted with its associations")
+		var left Contributor
+		must(t, db.First(&left, contributors[3].ID).Error)
+		if left.ProjectCount != 1 {
+			t.Fatalf("contributor 3 counts %d projects after one of its two was deleted, want 1", left.ProjectCount)
+		}
+	})
+}
