@@ -61,7 +61,7 @@ func resolveCount(s *schema.Schema, opts spec.Options, key *schema.Field) (*coun
 	case rel.Type != schema.HasMany:
 		return nil, fmt.Errorf("%w: counts=%s: %s.%s is a %s relation; a count needs has many or many to many", spec.ErrInvalid, opts.Counts, s.Name, rel.Name, rel.Type)
 	case rel.Polymorphic != nil:
-		return nil, fmt.Errorf("%w: counts=%s: polymorphic relations are not counted", spec.ErrInvalid, opts.Counts)
+		return resolvePolymorphic(s, opts, key, rel)
 	case len(rel.References) != 1 || rel.References[0].PrimaryKey != key:
 		return nil, fmt.Errorf("%w: counts=%s: the relation must reference %s's primary key through one foreign key", spec.ErrInvalid, opts.Counts, s.Name)
 	case opts.Hooks && rel.FieldSchema.PrioritizedPrimaryField == nil:
@@ -69,6 +69,42 @@ func resolveCount(s *schema.Schema, opts spec.Options, key *schema.Field) (*coun
 			spec.ErrInvalid, opts.Counts, rel.FieldSchema.Name)
 	}
 	return &countOf{rel: rel}, nil
+}
+
+// resolvePolymorphic checks a count through a polymorphic has-many
+// relation (`gorm:"polymorphic:Owner"`): the child rows whose owner type
+// column holds the parent's polymorphic value and whose owner id is its
+// key. A child that moves to an owner of another type leaves one count
+// and enters the other.
+func resolvePolymorphic(s *schema.Schema, opts spec.Options, key *schema.Field, rel *schema.Relationship) (*countOf, error) {
+	var ids []*schema.Reference
+	for _, r := range rel.References {
+		if r.PrimaryKey != nil {
+			ids = append(ids, r)
+		}
+	}
+	switch {
+	case len(ids) != 1 || ids[0].PrimaryKey != key || rel.Polymorphic.PolymorphicType == nil:
+		return nil, fmt.Errorf("%w: counts=%s: the polymorphic relation must reference %s's primary key through one id column", spec.ErrInvalid, opts.Counts, s.Name)
+	case opts.Hooks && rel.FieldSchema.PrioritizedPrimaryField == nil:
+		return nil, fmt.Errorf("%w: counts=%s,hooks: %s needs one primary key for hooks to find the rows a write touches",
+			spec.ErrInvalid, opts.Counts, rel.FieldSchema.Name)
+	}
+	return &countOf{rel: rel}, nil
+}
+
+// where returns the condition of a count: its where=, and for a
+// polymorphic relation the owner type the parent's rows hold.
+func (co *countOf) where(declared string) string {
+	p := co.rel.Polymorphic
+	if p == nil {
+		return declared
+	}
+	owner := p.PolymorphicType.DBName + " = '" + strings.ReplaceAll(p.Value, "'", "''") + "'"
+	if declared == "" {
+		return owner
+	}
+	return owner + " AND (" + declared + ")"
 }
 
 // resolveMany2Many checks a count through a many-to-many relation: one
@@ -101,7 +137,11 @@ func resolveMany2Many(s *schema.Schema, opts spec.Options, key *schema.Field, re
 // replaces the join table and its references.
 func (co *countOf) child() (*schema.Schema, string, *countersql.Across) {
 	if co.rel.JoinTable == nil {
-		return co.rel.FieldSchema, co.rel.References[0].ForeignKey.DBName, nil
+		for _, r := range co.rel.References {
+			if r.PrimaryKey != nil { // not a polymorphic relation's owner type
+				return co.rel.FieldSchema, r.ForeignKey.DBName, nil
+			}
+		}
 	}
 	var ref string
 	across := &countersql.Across{Table: co.rel.FieldSchema.Table}
@@ -133,7 +173,7 @@ func (p *Plugin) countSpec(db *gorm.DB, c *counter) (countersql.Count, error) {
 			Child:     child.Table,
 			Ref:       ref,
 			Columns:   columnsOf(child),
-			Where:     c.opts.Where,
+			Where:     co.where(c.opts.Where),
 			Across:    across,
 		}
 		if pf := child.PrioritizedPrimaryField; pf != nil {
