@@ -282,7 +282,7 @@ func countDefOf(n *gen.Type, a annotation) (*entrt.CountDef, error) {
 		return nil, fmt.Errorf("Counts(%q): %s needs a single id field", a.Counts, e.Type.Name)
 	}
 	child := e.Type
-	c := &entrt.CountDef{Edge: e.Name, Type: child.Name, Hooks: a.Hooks, Table: child.Table(), Key: child.ID.StorageKey(), Ref: e.Rel.Column(), Where: a.Where}
+	c := &entrt.CountDef{Edge: e.Name, Type: child.Name, Hooks: a.Hooks, Table: child.Table(), Key: child.ID.StorageKey(), Ref: e.Rel.Column(), Where: a.Where, Total: a.Total}
 	seen := map[string]bool{}
 	add := func(col string) {
 		if !seen[col] {
@@ -300,6 +300,9 @@ func countDefOf(n *gen.Type, a annotation) (*entrt.CountDef, error) {
 	for _, fk := range child.ForeignKeys {
 		add(fk.Field.StorageKey())
 	}
+	if a.Total != "" && !seen[a.Total] {
+		return nil, fmt.Errorf("Total(%q): %s has no field %q (name its column)", a.Total, child.Name, a.Total)
+	}
 	return c, nil
 }
 
@@ -314,6 +317,8 @@ func m2mCountDef(n *gen.Type, e *gen.Edge, a annotation) (*entrt.CountDef, error
 		return nil, fmt.Errorf("Counts(%q): a count through the M2M join table %s is kept by triggers; remove ByHooks()", a.Counts, e.Rel.Table)
 	case e.Through != nil || e.Ref != nil && e.Ref.Through != nil:
 		return nil, fmt.Errorf("Counts(%q): an M2M edge through an edge schema is not counted; count the edge schema's O2M edge instead", a.Counts)
+	case a.Total != "":
+		return nil, fmt.Errorf("Total(%q): the M2M join table %s has no column but the two keys", a.Total, e.Rel.Table)
 	case len(e.Rel.Columns) != 2:
 		return nil, fmt.Errorf("Counts(%q): the join table %s needs one column per side", a.Counts, e.Rel.Table)
 	}
@@ -322,7 +327,7 @@ func m2mCountDef(n *gen.Type, e *gen.Edge, a annotation) (*entrt.CountDef, error
 		own, other = other, own
 	}
 	return &entrt.CountDef{
-		Edge: e.Name, Type: e.Type.Name, Table: e.Rel.Table, Ref: own, Columns: []string{own, other}, Where: a.Where,
+		Edge: e.Name, Type: e.Type.Name, Table: e.Rel.Table, Ref: own, Columns: []string{own, other}, Where: a.Where, Total: a.Total,
 		Across: &countersql.Across{Ref: other, Table: e.Type.Table(), Key: e.Type.ID.StorageKey()},
 	}, nil
 }

@@ -74,6 +74,12 @@ func SkipLocked() Option { return func(o *spec.Options) { o.Give("SkipLocked"); 
 //	entcounter.Counter("object_count", entcounter.Counts("objects"))
 func Counts(edge string) Option { return func(o *spec.Options) { o.Give("Counts"); o.Counts = edge } }
 
+// Total makes a count ([Counts]) a running total: each counted child row
+// adds its value of the child field column (NULL adds 0) instead of 1, as
+// a folder's bytes is the total of its files' size. Triggers keep it, on
+// inserts, deletes, moves and updates of the column itself.
+func Total(column string) Option { return func(o *spec.Options) { o.Give("Total"); o.Total = column } }
+
 // Where limits a count ([Counts]) to the child rows that match cond, a
 // boolean SQL expression over the child table's columns (bare names), as in
 // status = 'active'.
@@ -121,6 +127,7 @@ type annotation struct {
 	SkipLocked bool   `json:"skiplocked,omitempty"`
 	Counts     string `json:"counts,omitempty"` // the O2M edge whose rows it counts
 	Where      string `json:"where,omitempty"`
+	Total      string `json:"total,omitempty"` // the child column a running total adds
 	Hooks      bool   `json:"hooks,omitempty"`
 	KeepColumn bool   `json:"keepcolumn,omitempty"` // AdoptColumn
 	Guarded    bool   `json:"guarded,omitempty"`
@@ -143,7 +150,7 @@ func (slotsAnnotation) Name() string { return "HotCounterSlots" }
 
 func annotationOf(o spec.Options, err error) annotation {
 	a := annotation{Slots: o.Slots, AutoSlots: o.Auto, Rollup: o.Mode.HasColumn(), Append: o.Mode == spec.Append, Precreate: int(o.Precreate), SkipLocked: o.SkipLocked,
-		Counts: o.Counts, Where: o.Where, Hooks: o.Hooks, KeepColumn: o.KeepColumn, Guarded: o.Guarded}
+		Counts: o.Counts, Where: o.Where, Total: o.Total, Hooks: o.Hooks, KeepColumn: o.KeepColumn, Guarded: o.Guarded}
 	if err != nil {
 		a.Err = err.Error()
 	}

@@ -167,6 +167,15 @@ func (p *Plugin) countSpec(db *gorm.DB, c *counter) (countersql.Count, error) {
 			co.err = err
 			return
 		}
+		total := c.opts.Total
+		if total != "" {
+			f := child.LookUpField(total)
+			if f == nil || f.DBName == "" {
+				co.err = fmt.Errorf("gormcounter: %s: %w: total=%s: %s has no column %s", c.name(), ErrInvalidCounter, total, child.Name, total)
+				return
+			}
+			total = f.DBName
+		}
 		s := countersql.Count{
 			Table:     c.table,
 			SlotCount: c.opts.Slots,
@@ -174,6 +183,7 @@ func (p *Plugin) countSpec(db *gorm.DB, c *counter) (countersql.Count, error) {
 			Ref:       ref,
 			Columns:   columnsOf(child),
 			Where:     co.where(c.opts.Where),
+			Sum:       total,
 			Across:    across,
 		}
 		if pf := child.PrioritizedPrimaryField; pf != nil {

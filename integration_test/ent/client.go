@@ -26,6 +26,9 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/desk"
 	"github.com/hotcounter/hotcounter/integration_test/ent/deskbcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/desktopiccountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/file"
+	"github.com/hotcounter/hotcounter/integration_test/ent/folder"
+	"github.com/hotcounter/hotcounter/integration_test/ent/folderbytesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/forum"
 	"github.com/hotcounter/hotcounter/integration_test/ent/forumbcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/forumtopiccountslot"
@@ -88,6 +91,12 @@ type Client struct {
 	DeskBCountSlot *DeskBCountSlotClient
 	// DeskTopicCountSlot is the client for interacting with the DeskTopicCountSlot builders.
 	DeskTopicCountSlot *DeskTopicCountSlotClient
+	// File is the client for interacting with the File builders.
+	File *FileClient
+	// Folder is the client for interacting with the Folder builders.
+	Folder *FolderClient
+	// FolderBytesSlot is the client for interacting with the FolderBytesSlot builders.
+	FolderBytesSlot *FolderBytesSlotClient
 	// Forum is the client for interacting with the Forum builders.
 	Forum *ForumClient
 	// ForumBCountSlot is the client for interacting with the ForumBCountSlot builders.
@@ -167,6 +176,9 @@ func (c *Client) init() {
 	c.Desk = NewDeskClient(c.config)
 	c.DeskBCountSlot = NewDeskBCountSlotClient(c.config)
 	c.DeskTopicCountSlot = NewDeskTopicCountSlotClient(c.config)
+	c.File = NewFileClient(c.config)
+	c.Folder = NewFolderClient(c.config)
+	c.FolderBytesSlot = NewFolderBytesSlotClient(c.config)
 	c.Forum = NewForumClient(c.config)
 	c.ForumBCountSlot = NewForumBCountSlotClient(c.config)
 	c.ForumTopicCountSlot = NewForumTopicCountSlotClient(c.config)
@@ -307,6 +319,9 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		Desk:                       NewDeskClient(cfg),
 		DeskBCountSlot:             NewDeskBCountSlotClient(cfg),
 		DeskTopicCountSlot:         NewDeskTopicCountSlotClient(cfg),
+		File:                       NewFileClient(cfg),
+		Folder:                     NewFolderClient(cfg),
+		FolderBytesSlot:            NewFolderBytesSlotClient(cfg),
 		Forum:                      NewForumClient(cfg),
 		ForumBCountSlot:            NewForumBCountSlotClient(cfg),
 		ForumTopicCountSlot:        NewForumTopicCountSlotClient(cfg),
@@ -366,6 +381,9 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		Desk:                       NewDeskClient(cfg),
 		DeskBCountSlot:             NewDeskBCountSlotClient(cfg),
 		DeskTopicCountSlot:         NewDeskTopicCountSlotClient(cfg),
+		File:                       NewFileClient(cfg),
+		Folder:                     NewFolderClient(cfg),
+		FolderBytesSlot:            NewFolderBytesSlotClient(cfg),
 		Forum:                      NewForumClient(cfg),
 		ForumBCountSlot:            NewForumBCountSlotClient(cfg),
 		ForumTopicCountSlot:        NewForumTopicCountSlotClient(cfg),
@@ -425,13 +443,13 @@ func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
 		c.Author, c.AuthorFollowersSlot, c.Book, c.Clip, c.ClipLikesSlot, c.Comment,
 		c.CommentUpvoteSlot, c.Conversation, c.ConversationLabelCountSlot, c.Desk,
-		c.DeskBCountSlot, c.DeskTopicCountSlot, c.Forum, c.ForumBCountSlot,
-		c.ForumTopicCountSlot, c.Item, c.Label, c.LabelConversationCountSlot,
-		c.NaivePost, c.Post, c.PostLikesSlot, c.PostViewsSlot, c.Product,
-		c.ProductStockSlot, c.Rack, c.RackItemCountSlot, c.RackOpenCountSlot, c.Reel,
-		c.ReelPlaysSlot, c.Shelf, c.ShelfBookCountSlot, c.ShelfOpenCountSlot,
-		c.SkipPost, c.SkipPostLikesSlot, c.Story, c.StoryClapsDelta, c.Tag,
-		c.TagHitsSlot, c.TagUsesSlot, c.Topic,
+		c.DeskBCountSlot, c.DeskTopicCountSlot, c.File, c.Folder, c.FolderBytesSlot,
+		c.Forum, c.ForumBCountSlot, c.ForumTopicCountSlot, c.Item, c.Label,
+		c.LabelConversationCountSlot, c.NaivePost, c.Post, c.PostLikesSlot,
+		c.PostViewsSlot, c.Product, c.ProductStockSlot, c.Rack, c.RackItemCountSlot,
+		c.RackOpenCountSlot, c.Reel, c.ReelPlaysSlot, c.Shelf, c.ShelfBookCountSlot,
+		c.ShelfOpenCountSlot, c.SkipPost, c.SkipPostLikesSlot, c.Story,
+		c.StoryClapsDelta, c.Tag, c.TagHitsSlot, c.TagUsesSlot, c.Topic,
 	} {
 		n.Use(hooks...)
 	}
@@ -443,13 +461,13 @@ func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
 		c.Author, c.AuthorFollowersSlot, c.Book, c.Clip, c.ClipLikesSlot, c.Comment,
 		c.CommentUpvoteSlot, c.Conversation, c.ConversationLabelCountSlot, c.Desk,
-		c.DeskBCountSlot, c.DeskTopicCountSlot, c.Forum, c.ForumBCountSlot,
-		c.ForumTopicCountSlot, c.Item, c.Label, c.LabelConversationCountSlot,
-		c.NaivePost, c.Post, c.PostLikesSlot, c.PostViewsSlot, c.Product,
-		c.ProductStockSlot, c.Rack, c.RackItemCountSlot, c.RackOpenCountSlot, c.Reel,
-		c.ReelPlaysSlot, c.Shelf, c.ShelfBookCountSlot, c.ShelfOpenCountSlot,
-		c.SkipPost, c.SkipPostLikesSlot, c.Story, c.StoryClapsDelta, c.Tag,
-		c.TagHitsSlot, c.TagUsesSlot, c.Topic,
+		c.DeskBCountSlot, c.DeskTopicCountSlot, c.File, c.Folder, c.FolderBytesSlot,
+		c.Forum, c.ForumBCountSlot, c.ForumTopicCountSlot, c.Item, c.Label,
+		c.LabelConversationCountSlot, c.NaivePost, c.Post, c.PostLikesSlot,
+		c.PostViewsSlot, c.Product, c.ProductStockSlot, c.Rack, c.RackItemCountSlot,
+		c.RackOpenCountSlot, c.Reel, c.ReelPlaysSlot, c.Shelf, c.ShelfBookCountSlot,
+		c.ShelfOpenCountSlot, c.SkipPost, c.SkipPostLikesSlot, c.Story,
+		c.StoryClapsDelta, c.Tag, c.TagHitsSlot, c.TagUsesSlot, c.Topic,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -482,6 +500,12 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.DeskBCountSlot.mutate(ctx, m)
 	case *DeskTopicCountSlotMutation:
 		return c.DeskTopicCountSlot.mutate(ctx, m)
+	case *FileMutation:
+		return c.File.mutate(ctx, m)
+	case *FolderMutation:
+		return c.Folder.mutate(ctx, m)
+	case *FolderBytesSlotMutation:
+		return c.FolderBytesSlot.mutate(ctx, m)
 	case *ForumMutation:
 		return c.Forum.mutate(ctx, m)
 	case *ForumBCountSlotMutation:
@@ -2322,6 +2346,455 @@ func (c *DeskTopicCountSlotClient) mutate(ctx context.Context, m *DeskTopicCount
 		return (&DeskTopicCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown DeskTopicCountSlot mutation op: %q", m.Op())
+	}
+}
+
+// FileClient is a client for the File schema.
+type FileClient struct {
+	config
+}
+
+// NewFileClient returns a client for the File from the given config.
+func NewFileClient(c config) *FileClient {
+	return &FileClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `file.Hooks(f(g(h())))`.
+func (c *FileClient) Use(hooks ...Hook) {
+	c.hooks.File = append(c.hooks.File, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `file.Intercept(f(g(h())))`.
+func (c *FileClient) Intercept(interceptors ...Interceptor) {
+	c.inters.File = append(c.inters.File, interceptors...)
+}
+
+// Create returns a builder for creating a File entity.
+func (c *FileClient) Create() *FileCreate {
+	mutation := newFileMutation(c.config, OpCreate)
+	return &FileCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of File entities.
+func (c *FileClient) CreateBulk(builders ...*FileCreate) *FileCreateBulk {
+	return &FileCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *FileClient) MapCreateBulk(slice any, setFunc func(*FileCreate, int)) *FileCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &FileCreateBulk{err: fmt.Errorf("calling to FileClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*FileCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &FileCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for File.
+func (c *FileClient) Update() *FileUpdate {
+	mutation := newFileMutation(c.config, OpUpdate)
+	return &FileUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *FileClient) UpdateOne(_m *File) *FileUpdateOne {
+	mutation := newFileMutation(c.config, OpUpdateOne, withFile(_m))
+	return &FileUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *FileClient) UpdateOneID(id int) *FileUpdateOne {
+	mutation := newFileMutation(c.config, OpUpdateOne, withFileID(id))
+	return &FileUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for File.
+func (c *FileClient) Delete() *FileDelete {
+	mutation := newFileMutation(c.config, OpDelete)
+	return &FileDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *FileClient) DeleteOne(_m *File) *FileDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *FileClient) DeleteOneID(id int) *FileDeleteOne {
+	builder := c.Delete().Where(file.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &FileDeleteOne{builder}
+}
+
+// Query returns a query builder for File.
+func (c *FileClient) Query() *FileQuery {
+	return &FileQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeFile},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a File entity by its id.
+func (c *FileClient) Get(ctx context.Context, id int) (*File, error) {
+	return c.Query().Where(file.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *FileClient) GetX(ctx context.Context, id int) *File {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryFolder queries the folder edge of a File.
+func (c *FileClient) QueryFolder(_m *File) *FolderQuery {
+	query := (&FolderClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(file.Table, file.FieldID, id),
+			sqlgraph.To(folder.Table, folder.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, file.FolderTable, file.FolderColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *FileClient) Hooks() []Hook {
+	return c.hooks.File
+}
+
+// Interceptors returns the client interceptors.
+func (c *FileClient) Interceptors() []Interceptor {
+	return c.inters.File
+}
+
+func (c *FileClient) mutate(ctx context.Context, m *FileMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&FileCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&FileUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&FileUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&FileDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown File mutation op: %q", m.Op())
+	}
+}
+
+// FolderClient is a client for the Folder schema.
+type FolderClient struct {
+	config
+}
+
+// NewFolderClient returns a client for the Folder from the given config.
+func NewFolderClient(c config) *FolderClient {
+	return &FolderClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `folder.Hooks(f(g(h())))`.
+func (c *FolderClient) Use(hooks ...Hook) {
+	c.hooks.Folder = append(c.hooks.Folder, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `folder.Intercept(f(g(h())))`.
+func (c *FolderClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Folder = append(c.inters.Folder, interceptors...)
+}
+
+// Create returns a builder for creating a Folder entity.
+func (c *FolderClient) Create() *FolderCreate {
+	mutation := newFolderMutation(c.config, OpCreate)
+	return &FolderCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Folder entities.
+func (c *FolderClient) CreateBulk(builders ...*FolderCreate) *FolderCreateBulk {
+	return &FolderCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *FolderClient) MapCreateBulk(slice any, setFunc func(*FolderCreate, int)) *FolderCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &FolderCreateBulk{err: fmt.Errorf("calling to FolderClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*FolderCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &FolderCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Folder.
+func (c *FolderClient) Update() *FolderUpdate {
+	mutation := newFolderMutation(c.config, OpUpdate)
+	return &FolderUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *FolderClient) UpdateOne(_m *Folder) *FolderUpdateOne {
+	mutation := newFolderMutation(c.config, OpUpdateOne, withFolder(_m))
+	return &FolderUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *FolderClient) UpdateOneID(id int) *FolderUpdateOne {
+	mutation := newFolderMutation(c.config, OpUpdateOne, withFolderID(id))
+	return &FolderUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Folder.
+func (c *FolderClient) Delete() *FolderDelete {
+	mutation := newFolderMutation(c.config, OpDelete)
+	return &FolderDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *FolderClient) DeleteOne(_m *Folder) *FolderDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *FolderClient) DeleteOneID(id int) *FolderDeleteOne {
+	builder := c.Delete().Where(folder.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &FolderDeleteOne{builder}
+}
+
+// Query returns a query builder for Folder.
+func (c *FolderClient) Query() *FolderQuery {
+	return &FolderQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeFolder},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Folder entity by its id.
+func (c *FolderClient) Get(ctx context.Context, id int) (*Folder, error) {
+	return c.Query().Where(folder.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *FolderClient) GetX(ctx context.Context, id int) *Folder {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryFiles queries the files edge of a Folder.
+func (c *FolderClient) QueryFiles(_m *Folder) *FileQuery {
+	query := (&FileClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(folder.Table, folder.FieldID, id),
+			sqlgraph.To(file.Table, file.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, folder.FilesTable, folder.FilesColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *FolderClient) Hooks() []Hook {
+	hooks := c.hooks.Folder
+	return append(hooks[:len(hooks):len(hooks)], folder.Hooks[:]...)
+}
+
+// Interceptors returns the client interceptors.
+func (c *FolderClient) Interceptors() []Interceptor {
+	inters := c.inters.Folder
+	return append(inters[:len(inters):len(inters)], folder.Interceptors[:]...)
+}
+
+func (c *FolderClient) mutate(ctx context.Context, m *FolderMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&FolderCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&FolderUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&FolderUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&FolderDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Folder mutation op: %q", m.Op())
+	}
+}
+
+// FolderBytesSlotClient is a client for the FolderBytesSlot schema.
+type FolderBytesSlotClient struct {
+	config
+}
+
+// NewFolderBytesSlotClient returns a client for the FolderBytesSlot from the given config.
+func NewFolderBytesSlotClient(c config) *FolderBytesSlotClient {
+	return &FolderBytesSlotClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `folderbytesslot.Hooks(f(g(h())))`.
+func (c *FolderBytesSlotClient) Use(hooks ...Hook) {
+	c.hooks.FolderBytesSlot = append(c.hooks.FolderBytesSlot, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `folderbytesslot.Intercept(f(g(h())))`.
+func (c *FolderBytesSlotClient) Intercept(interceptors ...Interceptor) {
+	c.inters.FolderBytesSlot = append(c.inters.FolderBytesSlot, interceptors...)
+}
+
+// Create returns a builder for creating a FolderBytesSlot entity.
+func (c *FolderBytesSlotClient) Create() *FolderBytesSlotCreate {
+	mutation := newFolderBytesSlotMutation(c.config, OpCreate)
+	return &FolderBytesSlotCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of FolderBytesSlot entities.
+func (c *FolderBytesSlotClient) CreateBulk(builders ...*FolderBytesSlotCreate) *FolderBytesSlotCreateBulk {
+	return &FolderBytesSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *FolderBytesSlotClient) MapCreateBulk(slice any, setFunc func(*FolderBytesSlotCreate, int)) *FolderBytesSlotCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &FolderBytesSlotCreateBulk{err: fmt.Errorf("calling to FolderBytesSlotClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*FolderBytesSlotCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &FolderBytesSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for FolderBytesSlot.
+func (c *FolderBytesSlotClient) Update() *FolderBytesSlotUpdate {
+	mutation := newFolderBytesSlotMutation(c.config, OpUpdate)
+	return &FolderBytesSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *FolderBytesSlotClient) UpdateOne(_m *FolderBytesSlot) *FolderBytesSlotUpdateOne {
+	mutation := newFolderBytesSlotMutation(c.config, OpUpdateOne, withFolderBytesSlot(_m))
+	return &FolderBytesSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *FolderBytesSlotClient) UpdateOneID(id int) *FolderBytesSlotUpdateOne {
+	mutation := newFolderBytesSlotMutation(c.config, OpUpdateOne, withFolderBytesSlotID(id))
+	return &FolderBytesSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for FolderBytesSlot.
+func (c *FolderBytesSlotClient) Delete() *FolderBytesSlotDelete {
+	mutation := newFolderBytesSlotMutation(c.config, OpDelete)
+	return &FolderBytesSlotDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *FolderBytesSlotClient) DeleteOne(_m *FolderBytesSlot) *FolderBytesSlotDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *FolderBytesSlotClient) DeleteOneID(id int) *FolderBytesSlotDeleteOne {
+	builder := c.Delete().Where(folderbytesslot.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &FolderBytesSlotDeleteOne{builder}
+}
+
+// Query returns a query builder for FolderBytesSlot.
+func (c *FolderBytesSlotClient) Query() *FolderBytesSlotQuery {
+	return &FolderBytesSlotQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeFolderBytesSlot},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a FolderBytesSlot entity by its id.
+func (c *FolderBytesSlotClient) Get(ctx context.Context, id int) (*FolderBytesSlot, error) {
+	return c.Query().Where(folderbytesslot.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *FolderBytesSlotClient) GetX(ctx context.Context, id int) *FolderBytesSlot {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryFolder queries the folder edge of a FolderBytesSlot.
+func (c *FolderBytesSlotClient) QueryFolder(_m *FolderBytesSlot) *FolderQuery {
+	query := (&FolderClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(folderbytesslot.Table, folderbytesslot.FieldID, id),
+			sqlgraph.To(folder.Table, folder.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, folderbytesslot.FolderTable, folderbytesslot.FolderColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *FolderBytesSlotClient) Hooks() []Hook {
+	return c.hooks.FolderBytesSlot
+}
+
+// Interceptors returns the client interceptors.
+func (c *FolderBytesSlotClient) Interceptors() []Interceptor {
+	return c.inters.FolderBytesSlot
+}
+
+func (c *FolderBytesSlotClient) mutate(ctx context.Context, m *FolderBytesSlotMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&FolderBytesSlotCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&FolderBytesSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&FolderBytesSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&FolderBytesSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown FolderBytesSlot mutation op: %q", m.Op())
 	}
 }
 
@@ -6458,9 +6931,9 @@ type (
 	hooks struct {
 		Author, AuthorFollowersSlot, Book, Clip, ClipLikesSlot, Comment,
 		CommentUpvoteSlot, Conversation, ConversationLabelCountSlot, Desk,
-		DeskBCountSlot, DeskTopicCountSlot, Forum, ForumBCountSlot,
-		ForumTopicCountSlot, Item, Label, LabelConversationCountSlot, NaivePost, Post,
-		PostLikesSlot, PostViewsSlot, Product, ProductStockSlot, Rack,
+		DeskBCountSlot, DeskTopicCountSlot, File, Folder, FolderBytesSlot, Forum,
+		ForumBCountSlot, ForumTopicCountSlot, Item, Label, LabelConversationCountSlot,
+		NaivePost, Post, PostLikesSlot, PostViewsSlot, Product, ProductStockSlot, Rack,
 		RackItemCountSlot, RackOpenCountSlot, Reel, ReelPlaysSlot, Shelf,
 		ShelfBookCountSlot, ShelfOpenCountSlot, SkipPost, SkipPostLikesSlot, Story,
 		StoryClapsDelta, Tag, TagHitsSlot, TagUsesSlot, Topic []ent.Hook
@@ -6468,9 +6941,9 @@ type (
 	inters struct {
 		Author, AuthorFollowersSlot, Book, Clip, ClipLikesSlot, Comment,
 		CommentUpvoteSlot, Conversation, ConversationLabelCountSlot, Desk,
-		DeskBCountSlot, DeskTopicCountSlot, Forum, ForumBCountSlot,
-		ForumTopicCountSlot, Item, Label, LabelConversationCountSlot, NaivePost, Post,
-		PostLikesSlot, PostViewsSlot, Product, ProductStockSlot, Rack,
+		DeskBCountSlot, DeskTopicCountSlot, File, Folder, FolderBytesSlot, Forum,
+		ForumBCountSlot, ForumTopicCountSlot, Item, Label, LabelConversationCountSlot,
+		NaivePost, Post, PostLikesSlot, PostViewsSlot, Product, ProductStockSlot, Rack,
 		RackItemCountSlot, RackOpenCountSlot, Reel, ReelPlaysSlot, Shelf,
 		ShelfBookCountSlot, ShelfOpenCountSlot, SkipPost, SkipPostLikesSlot, Story,
 		StoryClapsDelta, Tag, TagHitsSlot, TagUsesSlot, Topic []ent.Interceptor
@@ -6497,6 +6970,9 @@ var hotCounterTables = map[string]string{
 	"Desk":                       "desks",
 	"DeskBCountSlot":             "desk_b_count_slots",
 	"DeskTopicCountSlot":         "desk_topic_count_slots",
+	"File":                       "files",
+	"Folder":                     "folders",
+	"FolderBytesSlot":            "folder_bytes_slots",
 	"Forum":                      "forums",
 	"ForumBCountSlot":            "forum_b_count_slots",
 	"ForumTopicCountSlot":        "forum_topic_count_slots",
@@ -6535,6 +7011,7 @@ var hotCounterDefs = []generated.Def{
 	{Type: "Conversation", Field: "label_count", StructField: "LabelCount", Table: "conversations", Key: "id", SlotTable: "conversation_label_count_slots", Owner: "conversation_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "labels", Type: "Label", Hooks: false, Table: "conversation_labels", Key: "", Ref: "conversation_id", Columns: []string{"conversation_id", "label_id"}, Where: "", Across: &generated.Across{Ref: "label_id", Table: "labels", Key: "id"}}},
 	{Type: "Desk", Field: "topic_count", StructField: "TopicCount", Table: "desks", Key: "id", SlotTable: "desk_topic_count_slots", Owner: "desk_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "topics", Type: "Topic", Hooks: true, Table: "topics", Key: "id", Ref: "desk_id", Columns: []string{"id", "kind", "note", "body", "meta", "data", "price", "at", "deleted_at", "forum_id", "desk_id"}, Where: "deleted_at IS NULL"}},
 	{Type: "Desk", Field: "b_count", StructField: "BCount", Table: "desks", Key: "id", SlotTable: "desk_b_count_slots", Owner: "desk_id", Slots: 4, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "topics", Type: "Topic", Hooks: true, Table: "topics", Key: "id", Ref: "desk_id", Columns: []string{"id", "kind", "note", "body", "meta", "data", "price", "at", "deleted_at", "forum_id", "desk_id"}, Where: "kind = 'b' AND note <> '' AND deleted_at IS NULL"}},
+	{Type: "Folder", Field: "bytes", StructField: "Bytes", Table: "folders", Key: "id", SlotTable: "folder_bytes_slots", Owner: "folder_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "files", Type: "File", Hooks: false, Table: "files", Key: "id", Ref: "folder_id", Columns: []string{"id", "size", "folder_id"}, Where: "", Total: "size"}},
 	{Type: "Forum", Field: "topic_count", StructField: "TopicCount", Table: "forums", Key: "id", SlotTable: "forum_topic_count_slots", Owner: "forum_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "topics", Type: "Topic", Hooks: false, Table: "topics", Key: "id", Ref: "forum_id", Columns: []string{"id", "kind", "note", "body", "meta", "data", "price", "at", "deleted_at", "forum_id", "desk_id"}, Where: "deleted_at IS NULL"}},
 	{Type: "Forum", Field: "b_count", StructField: "BCount", Table: "forums", Key: "id", SlotTable: "forum_b_count_slots", Owner: "forum_id", Slots: 4, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "topics", Type: "Topic", Hooks: false, Table: "topics", Key: "id", Ref: "forum_id", Columns: []string{"id", "kind", "note", "body", "meta", "data", "price", "at", "deleted_at", "forum_id", "desk_id"}, Where: "kind = 'b' AND note <> '' AND deleted_at IS NULL"}},
 	{Type: "Label", Field: "conversation_count", StructField: "ConversationCount", Table: "labels", Key: "id", SlotTable: "label_conversation_count_slots", Owner: "label_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "conversations", Type: "Conversation", Hooks: false, Table: "conversation_labels", Key: "", Ref: "label_id", Columns: []string{"label_id", "conversation_id"}, Where: "", Across: &generated.Across{Ref: "conversation_id", Table: "conversations", Key: "id"}}},

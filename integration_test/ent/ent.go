@@ -24,6 +24,9 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/desk"
 	"github.com/hotcounter/hotcounter/integration_test/ent/deskbcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/desktopiccountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/file"
+	"github.com/hotcounter/hotcounter/integration_test/ent/folder"
+	"github.com/hotcounter/hotcounter/integration_test/ent/folderbytesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/forum"
 	"github.com/hotcounter/hotcounter/integration_test/ent/forumbcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/forumtopiccountslot"
@@ -124,6 +127,9 @@ func checkColumn(t, c string) error {
 			desk.Table:                       desk.ValidColumn,
 			deskbcountslot.Table:             deskbcountslot.ValidColumn,
 			desktopiccountslot.Table:         desktopiccountslot.ValidColumn,
+			file.Table:                       file.ValidColumn,
+			folder.Table:                     folder.ValidColumn,
+			folderbytesslot.Table:            folderbytesslot.ValidColumn,
 			forum.Table:                      forum.ValidColumn,
 			forumbcountslot.Table:            forumbcountslot.ValidColumn,
 			forumtopiccountslot.Table:        forumtopiccountslot.ValidColumn,

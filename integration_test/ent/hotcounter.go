@@ -12,6 +12,7 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/comment"
 	"github.com/hotcounter/hotcounter/integration_test/ent/conversation"
 	"github.com/hotcounter/hotcounter/integration_test/ent/desk"
+	"github.com/hotcounter/hotcounter/integration_test/ent/folder"
 	"github.com/hotcounter/hotcounter/integration_test/ent/forum"
 	"github.com/hotcounter/hotcounter/integration_test/ent/item"
 	"github.com/hotcounter/hotcounter/integration_test/ent/label"
@@ -574,6 +575,116 @@ func (m *DeskMutation) HotCounterKeep(field string) {
 // HotCounterLate returns the starting total of the sum counter field that a
 // hook ent ran after entcounter's wrote, taken out of the row's columns.
 func (m *DeskMutation) HotCounterLate(field string) (int64, bool) {
+	v, ok := m.hotcounterLate[field]
+	return v, ok
+}
+
+// HotCounterKeys returns the keys of the Folder rows the mutation
+// writes: for UpdateOne its id, if the row matches the mutation's
+// predicates and the query interceptors show it; for Update the ids of the
+// rows that match. A read it needs runs in the mutation's transaction or in
+// one of its own, so that it reads where the write goes (a driver may send
+// queries outside transactions to a replica). Called by entcounter's hooks.
+func (m *FolderMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
+	id, hasID := m.ID()
+	one := hasID && m.Op().Is(OpUpdateOne)
+	if one && len(m.predicates) == 0 && !generated.Intercepted(m.Client().Folder.Interceptors()) {
+		return []any{id}, nil
+	}
+	var ids []int
+	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
+		q := c.Folder.Query().Where(m.predicates...)
+		if one {
+			q = q.Where(folder.ID(id))
+		}
+		ids, err = q.IDs(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]any, len(ids))
+	for i, id := range ids {
+		keys[i] = id
+	}
+	return keys, nil
+}
+
+// hotcounterInTx runs read with a client of the mutation's transaction, or
+// of a transaction of its own.
+func (m *FolderMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
+	if _, err := m.Tx(); err == nil {
+		return read(m.Client())
+	}
+	tx, err := m.Client().Tx(ctx)
+	if err != nil {
+		return err
+	}
+	if err := read(tx.Client()); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// HotCounterID returns the id of the Folder the mutation created or
+// updates, if known.
+func (m *FolderMutation) HotCounterID() (any, bool) {
+	id, ok := m.ID()
+	return id, ok
+}
+
+// HotCounterNotFound is the error of an UpdateOne whose Folder is
+// missing or does not match the predicates.
+func (m *FolderMutation) HotCounterNotFound() error { return &NotFoundError{folder.Label} }
+
+// HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
+func (m *FolderMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterByIDOnly reports whether the mutation names its row by id
+// alone (UpdateOneID without Where).
+func (m *FolderMutation) HotCounterByIDOnly() bool { return len(m.predicates) == 0 }
+
+// HotCounterEntity loads the Folder with the given id, counters
+// filled: the entity an UpdateOne that wrote only counters returns, read
+// after the write.
+func (m *FolderMutation) HotCounterEntity(ctx context.Context, id any) (any, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("Folder: id %v (%T) is not a int", id, id)
+	}
+	// Read as ent's own UpdateOne reads its row back: past the query
+	// interceptors (HotCounterKeys read through them before the write) and
+	// outside a query's context, which a driver that sends queries to a
+	// replica reads as a write's (ent's FAQ): the row as just written.
+	// (Limit 1, as Get's 2: a load of one row selects its totals.)
+	nodes, err := m.Client().Folder.Query().Where(folder.ID(key)).Limit(1).sqlAll(ctx)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(nodes) == 0:
+		return nil, &NotFoundError{folder.Label}
+	}
+	return nodes[0], nil
+}
+
+// HotCounterBulkUpsert reports whether the mutation is one row of a bulk
+// create with ON CONFLICT.
+func (m *FolderMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
+
+// HotCounterKeep marks the value of the sum counter field as one that
+// entcounter's hook left for the row's column (a column it was adopted
+// over), not one that a later hook wrote.
+func (m *FolderMutation) HotCounterKeep(field string) {
+	if m.hotcounterKept == nil {
+		m.hotcounterKept = map[string]bool{}
+	}
+	m.hotcounterKept[field] = true
+}
+
+// HotCounterLate returns the starting total of the sum counter field that a
+// hook ent ran after entcounter's wrote, taken out of the row's columns.
+func (m *FolderMutation) HotCounterLate(field string) (int64, bool) {
 	v, ok := m.hotcounterLate[field]
 	return v, ok
 }

@@ -36,6 +36,12 @@ type Tx struct {
 	DeskBCountSlot *DeskBCountSlotClient
 	// DeskTopicCountSlot is the client for interacting with the DeskTopicCountSlot builders.
 	DeskTopicCountSlot *DeskTopicCountSlotClient
+	// File is the client for interacting with the File builders.
+	File *FileClient
+	// Folder is the client for interacting with the Folder builders.
+	Folder *FolderClient
+	// FolderBytesSlot is the client for interacting with the FolderBytesSlot builders.
+	FolderBytesSlot *FolderBytesSlotClient
 	// Forum is the client for interacting with the Forum builders.
 	Forum *ForumClient
 	// ForumBCountSlot is the client for interacting with the ForumBCountSlot builders.
@@ -235,6 +241,9 @@ func (tx *Tx) init() {
 	tx.Desk = NewDeskClient(tx.config)
 	tx.DeskBCountSlot = NewDeskBCountSlotClient(tx.config)
 	tx.DeskTopicCountSlot = NewDeskTopicCountSlotClient(tx.config)
+	tx.File = NewFileClient(tx.config)
+	tx.Folder = NewFolderClient(tx.config)
+	tx.FolderBytesSlot = NewFolderBytesSlotClient(tx.config)
 	tx.Forum = NewForumClient(tx.config)
 	tx.ForumBCountSlot = NewForumBCountSlotClient(tx.config)
 	tx.ForumTopicCountSlot = NewForumTopicCountSlotClient(tx.config)

@@ -30,6 +30,10 @@ type Count struct {
 	Columns    []string
 	Where      string // SQL condition over child columns (bare names); "" counts every row
 	SoftDelete string // child column that marks a soft-deleted row when not NULL; "" if none
+	// Sum, when set, makes the counter a running total rather than a
+	// count: each counted row adds the value of this child column (NULL
+	// adds 0), e.g. a folder's bytes, the sum of its files' size.
+	Sum string
 	// Across is set for a count through the join table of a many-to-many
 	// relation (Child is the join table, Ref its column naming the
 	// parent): the join's other reference.
@@ -47,6 +51,31 @@ type Across struct {
 	Ref   string // the join table's column naming the other side's row, e.g. post_id
 	Table string // the other side's table, e.g. posts
 	Key   string // its primary key column
+}
+
+// amount writes what one counted row adds to its parent, negated if
+// sign is "-": 1, or for a running total the row's value of c.Sum (row is
+// OLD, NEW or an alias).
+func (c Count) amount(w Writer, row, sign string) {
+	if c.Sum == "" {
+		w.WriteString(sign + "1")
+		return
+	}
+	w.WriteString(sign + "COALESCE(" + row + ".")
+	w.Ident(c.Sum)
+	w.WriteString(", 0)")
+}
+
+// total writes the aggregate of the counted rows of a group: COUNT(*),
+// or for a running total the sum of c.Sum.
+func (c Count) total(w Writer, alias string) {
+	if c.Sum == "" {
+		w.WriteString("COUNT(*)")
+		return
+	}
+	w.WriteString("COALESCE(SUM(" + alias + ".")
+	w.Ident(c.Sum)
+	w.WriteString("), 0)")
 }
 
 // childAlias names the child table inside the statements below, so that a
@@ -242,8 +271,9 @@ func (d MySQL) CascadeTrigger(c Count) func(Writer) {
 		a := c.Across
 		q(w, "CREATE TRIGGER % BEFORE DELETE ON % FOR EACH ROW BEGIN DECLARE hc_i INT DEFAULT 0; ", schemaOf(a.Table)+c.triggerName("cas"), a.Table)
 		d.mysqlClaim(w)
-		q(w, "INSERT INTO % (%, %, %) SELECT %.%, "+mysqlOwnSlot(c.SlotCount)+", -COUNT(*) FROM % AS % WHERE %.% = OLD.% AND ",
-			c.Slots, c.Owner, SlotColumn, ValueColumn, childAlias, c.Ref, c.Child, childAlias, childAlias, a.Ref, a.Key)
+		q(w, "INSERT INTO % (%, %, %) SELECT %.%, "+mysqlOwnSlot(c.SlotCount)+", -", c.Slots, c.Owner, SlotColumn, ValueColumn, childAlias, c.Ref)
+		c.total(w, childAlias)
+		q(w, " FROM % AS % WHERE %.% = OLD.% AND ", c.Child, childAlias, childAlias, a.Ref, a.Key)
 		d.counted(w, c, childAlias)
 		w.WriteString(" AND ")
 		c.parentExists(w, childAlias)
@@ -291,16 +321,18 @@ func (d Dialect) pgCountFunction(w Writer, c Count, fn, event string) {
 	w.WriteString(", hc_d.n FROM (SELECT hc_x.k, SUM(hc_x.n) AS n FROM (")
 	parts := []struct{ table, sign string }{}
 	if event != "DELETE" {
-		parts = append(parts, struct{ table, sign string }{"hc_new", "1"})
+		parts = append(parts, struct{ table, sign string }{"hc_new", ""})
 	}
 	if event != "INSERT" {
-		parts = append(parts, struct{ table, sign string }{"hc_old", "-1"})
+		parts = append(parts, struct{ table, sign string }{"hc_old", "-"})
 	}
 	for i, p := range parts {
 		if i > 0 {
 			w.WriteString(" UNION ALL ")
 		}
-		q(w, "SELECT %.% AS k, "+p.sign+" AS n FROM "+p.table+" AS % WHERE ", childAlias, c.Ref, childAlias)
+		q(w, "SELECT %.% AS k, ", childAlias, c.Ref)
+		c.amount(w, childAlias, p.sign)
+		q(w, " AS n FROM "+p.table+" AS % WHERE ", childAlias)
 		c.where(w)
 	}
 	q(w, ") AS hc_x GROUP BY hc_x.k HAVING SUM(hc_x.n) <> 0) AS hc_d JOIN % AS hc_p ON hc_p.% = hc_d.k ORDER BY hc_d.k "+
@@ -382,6 +414,12 @@ func (d Dialect) mysqlCountBody(w Writer, c Count, event string) {
 	ref("OLD")
 	w.WriteString(" = ")
 	ref("NEW")
+	if c.Sum != "" {
+		w.WriteString(" AND OLD.")
+		w.Ident(c.Sum)
+		w.WriteString(" <=> NEW.")
+		w.Ident(c.Sum)
+	}
 	w.WriteString(" THEN SET hc_o = 0, hc_n = 0; END IF; IF hc_o AND (NOT hc_n OR ")
 	ref("OLD")
 	w.WriteString(" < ")
@@ -405,10 +443,15 @@ func (d Dialect) mysqlCountBody(w Writer, c Count, event string) {
 // wait for a transaction that holds the next row of the index. (Reading
 // the surrogate key first would not help: reads in a trigger lock too.)
 func (d Dialect) mysqlApply(w Writer, c Count, row string, delta int) {
-	k := strconv.Itoa(delta)
-	q(w, "INSERT INTO % (%, %, %) VALUES ("+row+".%, "+mysqlOwnSlot(c.SlotCount)+", "+k+
-		") ON DUPLICATE KEY UPDATE % = % + "+k+";",
-		c.Slots, c.Owner, SlotColumn, ValueColumn, c.Ref, ValueColumn, ValueColumn)
+	sign := ""
+	if delta < 0 {
+		sign = "-"
+	}
+	q(w, "INSERT INTO % (%, %, %) VALUES ("+row+".%, "+mysqlOwnSlot(c.SlotCount)+", ", c.Slots, c.Owner, SlotColumn, ValueColumn, c.Ref)
+	c.amount(w, row, sign)
+	q(w, ") ON DUPLICATE KEY UPDATE % = % + ", ValueColumn, ValueColumn)
+	c.amount(w, row, sign)
+	w.WriteString(";")
 }
 
 // sqliteApply writes the statements of a SQLite row trigger that add delta
@@ -424,7 +467,13 @@ func (d Dialect) sqliteApply(w Writer, c Count, row string, delta int) {
 	w.WriteString(" AND ")
 	c.parentExists(w, row)
 	q(w, " AND NOT EXISTS (SELECT 1 FROM % WHERE % = "+row+".% AND % = 0); ", c.Slots, c.Owner, c.Ref, SlotColumn)
-	q(w, "UPDATE % SET % = % + "+strconv.Itoa(delta)+" WHERE % = "+row+".% AND % = 0 AND ", c.Slots, ValueColumn, ValueColumn, c.Owner, c.Ref, SlotColumn)
+	sign := ""
+	if delta < 0 {
+		sign = "-"
+	}
+	q(w, "UPDATE % SET % = % + ", c.Slots, ValueColumn, ValueColumn)
+	c.amount(w, row, sign)
+	q(w, " WHERE % = "+row+".% AND % = 0 AND ", c.Owner, c.Ref, SlotColumn)
 	d.counted(w, c, row)
 	w.WriteString("; ")
 }
@@ -598,8 +647,9 @@ func (d Upserts) AddCounts(w Writer, c Count, keys []any, amounts []int64) {
 // the read and that write is counted by its own trigger or hook, so
 // writes can go on during a recount.
 func (d Dialect) RecountBatch(w Writer, c Count, withColumn bool, after any, limit int, cond func(Writer)) {
-	q(w, "SELECT %.%, CAST((SELECT COUNT(*) FROM % AS % WHERE %.% = %.% AND ",
-		c.Parent, c.ParentKey, c.Child, childAlias, childAlias, c.Ref, c.Parent, c.ParentKey)
+	q(w, "SELECT %.%, CAST((SELECT ", c.Parent, c.ParentKey)
+	c.total(w, childAlias)
+	q(w, " FROM % AS % WHERE %.% = %.% AND ", c.Child, childAlias, childAlias, c.Ref, c.Parent, c.ParentKey)
 	c.where(w)
 	q(w, ") - COALESCE((SELECT SUM(hc_s.%) FROM % AS hc_s WHERE hc_s.% = %.%), 0)", ValueColumn, c.Slots, c.Owner, c.Parent, c.ParentKey)
 	if withColumn {

@@ -48,6 +48,9 @@ var (
 	tagCount = Count{Table: Table{Parent: "tags", ParentKey: "id", Column: "post_count", Slots: "tag_post_count_slots", Owner: "tag_id"},
 		SlotCount: 16, Child: "post_tags", Ref: "tag_id", Columns: []string{"post_id", "tag_id"},
 		Across: &Across{Ref: "post_id", Table: "posts", Key: "id"}}
+	// A folder's bytes: the running total of its files' size.
+	folderBytes = Count{Table: Table{Parent: "folders", ParentKey: "id", Column: "bytes", Slots: "folder_bytes_slots", Owner: "folder_id"},
+		SlotCount: 16, Child: "files", ChildKey: "id", Ref: "folder_id", Columns: []string{"id", "folder_id", "size"}, Sum: "size"}
 	// ent's layout: a surrogate key beside the unique (owner, slot).
 	entPosts = func() Table { t := posts; t.RowID = "id"; return t }()
 	entCount = func() Count { c := count; c.RowID = "id"; return c }()
@@ -124,6 +127,7 @@ func statements(d Dialect) []struct {
 	out = append(out, many("InstallCountTriggers, slot table with a surrogate key", d.InstallCountTriggers(entCount))...)
 	out = append(out, many("DropCountTriggers", d.DropCountTriggers(count))...)
 	out = append(out, many("InstallCountTriggers, through a join table", d.InstallCountTriggers(tagCount))...)
+	out = append(out, many("InstallCountTriggers, a running total", d.InstallCountTriggers(folderBytes))...)
 	out = append(out, many("DropCountTriggers, through a join table", d.DropCountTriggers(tagCount))...)
 	out = append(out,
 		one("CountedRows", func(w Writer) { d.CountedRows(w, []Count{count}, d.ChildKeyIn(count, keys), true) }),
@@ -132,6 +136,7 @@ func statements(d Dialect) []struct {
 		one("ExistingParents", func(w Writer) { d.ExistingParents(w, count, keys) }),
 		one("RecountBatch", func(w Writer) { d.RecountBatch(w, count, false, int64(9), 500, cond) }),
 		one("RecountBatch with the column", func(w Writer) { d.RecountBatch(w, count, true, nil, 500, cond) }),
+		one("RecountBatch, a running total", func(w Writer) { d.RecountBatch(w, folderBytes, false, nil, 500, cond) }),
 		one("ProbeStorage", func(w Writer) { d.ProbeStorage(w, posts) }),
 		one("KeyUnique", func(w Writer) { d.KeyUnique(w, "posts", "id") }),
 		one("ColumnOwners", func(w Writer) { d.ColumnOwners(w, posts, int64(9), 500) }),

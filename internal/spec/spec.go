@@ -82,6 +82,11 @@ type Options struct {
 	// relation that holds them (GORM: a has-many field of the parent).
 	// Empty for a counter that only increments change.
 	Counts string
+	// Total makes a count a running total: each counted child row adds
+	// the value of this child column (NULL adds 0) instead of 1, e.g. a
+	// folder's bytes, the total of its files' size (counter_culture's
+	// delta column).
+	Total string
 	// Where limits a count to the child rows that match it: a boolean SQL
 	// expression over the child table's columns, as in status = 'active'.
 	Where string
@@ -142,7 +147,7 @@ func (o Options) checkGiven() error {
 
 // Words are the option names a counter declaration's list (ParseList)
 // knows, lower case.
-var Words = []string{"slots", "max", "sum", "rollup", "append", "precreate", "skiplocked", "guarded", "counts", "where", "hooks"}
+var Words = []string{"slots", "max", "sum", "rollup", "append", "precreate", "skiplocked", "guarded", "counts", "total", "where", "hooks"}
 
 // Written is how many slots a writer that sends one statement per interval
 // (a write-behind flush) spreads over: 1 for slots=auto, whose parents
@@ -190,8 +195,11 @@ func (o Options) Validate() error {
 	if o.Mode == Append && o.SkipLocked {
 		return fmt.Errorf("%w: skiplocked applies to slots; an append counter shares no row", ErrInvalid)
 	}
-	if o.Counts == "" && (o.Where != "" || o.Hooks) {
-		return fmt.Errorf("%w: where= and hooks apply to a count of child rows: add counts=<relation>", ErrInvalid)
+	if o.Counts == "" && (o.Where != "" || o.Hooks || o.Total != "") {
+		return fmt.Errorf("%w: where=, total= and hooks apply to a count of child rows: add counts=<relation>", ErrInvalid)
+	}
+	if o.Total != "" && o.Hooks {
+		return fmt.Errorf("%w: total=%s is kept by triggers: drop hooks", ErrInvalid, o.Total)
 	}
 	if o.Counts != "" && o.Mode == Append {
 		return fmt.Errorf("%w: counts= keeps its count in slots: use sum or rollup, not append", ErrInvalid)
@@ -238,7 +246,7 @@ func (o Options) validateAuto() error {
 //
 // Words: slots=N (1..MaxSlots), slots=auto, max=N (with slots=auto: the
 // widest a parent grows, default def.Slots), sum, rollup, append, precreate,
-// precreate=true|false, skiplocked, guarded, counts=<relation>, hooks, and
+// precreate=true|false, skiplocked, guarded, counts=<relation>, total=<column>, hooks, and
 // where=<SQL>, which must come last: its condition runs to the end of the
 // list, commas included.
 // Anything else is an error.
@@ -333,8 +341,13 @@ func ParseList(list string, def Options) (Options, error) {
 				return o, fmt.Errorf("%w: counts needs the relation it counts, as in counts=Objects", ErrInvalid)
 			}
 			o.Counts = value
+		case "total":
+			if value == "" {
+				return o, fmt.Errorf("%w: total needs the child column it adds up, as in total=size", ErrInvalid)
+			}
+			o.Total = value
 		default:
-			return o, fmt.Errorf("%w: unknown option %q (known: slots=N, slots=auto, max=N, sum, rollup, append, precreate, skiplocked, guarded, counts=, where=, hooks)", ErrInvalid, word)
+			return o, fmt.Errorf("%w: unknown option %q (known: slots=N, slots=auto, max=N, sum, rollup, append, precreate, skiplocked, guarded, counts=, total=, where=, hooks)", ErrInvalid, word)
 		}
 	}
 	if maxSet && !o.Auto {

@@ -269,6 +269,72 @@ var (
 			},
 		},
 	}
+	// FilesColumns holds the columns for the "files" table.
+	FilesColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "size", Type: field.TypeInt64, Nullable: true},
+		{Name: "folder_id", Type: field.TypeInt, Nullable: true},
+	}
+	// FilesTable holds the schema information for the "files" table.
+	FilesTable = &schema.Table{
+		Name:       "files",
+		Columns:    FilesColumns,
+		PrimaryKey: []*schema.Column{FilesColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "files_folders_files",
+				Columns:    []*schema.Column{FilesColumns[2]},
+				RefColumns: []*schema.Column{FoldersColumns[0]},
+				OnDelete:   schema.SetNull,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "file_folder_id",
+				Unique:  false,
+				Columns: []*schema.Column{FilesColumns[2]},
+			},
+		},
+	}
+	// FoldersColumns holds the columns for the "folders" table.
+	FoldersColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "name", Type: field.TypeString, Default: ""},
+	}
+	// FoldersTable holds the schema information for the "folders" table.
+	FoldersTable = &schema.Table{
+		Name:       "folders",
+		Columns:    FoldersColumns,
+		PrimaryKey: []*schema.Column{FoldersColumns[0]},
+	}
+	// FolderBytesSlotsColumns holds the columns for the "folder_bytes_slots" table.
+	FolderBytesSlotsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "slot", Type: field.TypeInt16},
+		{Name: "n", Type: field.TypeInt64, Default: 0},
+		{Name: "folder_id", Type: field.TypeInt},
+	}
+	// FolderBytesSlotsTable holds the schema information for the "folder_bytes_slots" table.
+	FolderBytesSlotsTable = &schema.Table{
+		Name:       "folder_bytes_slots",
+		Columns:    FolderBytesSlotsColumns,
+		PrimaryKey: []*schema.Column{FolderBytesSlotsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "folder_bytes_slots_folders_folder",
+				Columns:    []*schema.Column{FolderBytesSlotsColumns[3]},
+				RefColumns: []*schema.Column{FoldersColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "folderbytesslot_folder_id_slot",
+				Unique:  true,
+				Columns: []*schema.Column{FolderBytesSlotsColumns[3], FolderBytesSlotsColumns[1]},
+			},
+		},
+	}
 	// ForumsColumns holds the columns for the "forums" table.
 	ForumsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt, Increment: true},
@@ -934,6 +1000,9 @@ var (
 		DesksTable,
 		DeskBCountSlotsTable,
 		DeskTopicCountSlotsTable,
+		FilesTable,
+		FoldersTable,
+		FolderBytesSlotsTable,
 		ForumsTable,
 		ForumBCountSlotsTable,
 		ForumTopicCountSlotsTable,
@@ -992,6 +1061,11 @@ func init() {
 	DeskTopicCountSlotsTable.ForeignKeys[0].RefTable = DesksTable
 	DeskTopicCountSlotsTable.Annotation = &entsql.Annotation{
 		Table: "desk_topic_count_slots",
+	}
+	FilesTable.ForeignKeys[0].RefTable = FoldersTable
+	FolderBytesSlotsTable.ForeignKeys[0].RefTable = FoldersTable
+	FolderBytesSlotsTable.Annotation = &entsql.Annotation{
+		Table: "folder_bytes_slots",
 	}
 	ForumBCountSlotsTable.ForeignKeys[0].RefTable = ForumsTable
 	ForumBCountSlotsTable.Annotation = &entsql.Annotation{

@@ -42,6 +42,15 @@ type DeskBCountSlot func(*sql.Selector)
 // DeskTopicCountSlot is the predicate function for desktopiccountslot builders.
 type DeskTopicCountSlot func(*sql.Selector)
 
+// File is the predicate function for file builders.
+type File func(*sql.Selector)
+
+// Folder is the predicate function for folder builders.
+type Folder func(*sql.Selector)
+
+// FolderBytesSlot is the predicate function for folderbytesslot builders.
+type FolderBytesSlot func(*sql.Selector)
+
 // Forum is the predicate function for forum builders.
 type Forum func(*sql.Selector)
 

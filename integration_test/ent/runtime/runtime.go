@@ -15,6 +15,8 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/desk"
 	"github.com/hotcounter/hotcounter/integration_test/ent/deskbcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/desktopiccountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/folder"
+	"github.com/hotcounter/hotcounter/integration_test/ent/folderbytesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/forum"
 	"github.com/hotcounter/hotcounter/integration_test/ent/forumbcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/forumtopiccountslot"
@@ -205,6 +207,32 @@ func init() {
 	desktopiccountslotDescN := desktopiccountslotMixinFields0[2].Descriptor()
 	// desktopiccountslot.DefaultN holds the default value on creation for the n field.
 	desktopiccountslot.DefaultN = desktopiccountslotDescN.Default.(int64)
+	folderMixin := schema.Folder{}.Mixin()
+	folderMixinHooks0 := folderMixin[0].Hooks()
+	folder.Hooks[0] = folderMixinHooks0[0]
+	folderMixinInters0 := folderMixin[0].Interceptors()
+	folder.Interceptors[0] = folderMixinInters0[0]
+	folderMixinFields0 := folderMixin[0].Fields()
+	_ = folderMixinFields0
+	folderFields := schema.Folder{}.Fields()
+	_ = folderFields
+	// folderDescBytes is the schema descriptor for bytes field.
+	folderDescBytes := folderMixinFields0[0].Descriptor()
+	// folder.DefaultBytes holds the default value on creation for the bytes field.
+	folder.DefaultBytes = folderDescBytes.Default.(int64)
+	// folderDescName is the schema descriptor for name field.
+	folderDescName := folderFields[0].Descriptor()
+	// folder.DefaultName holds the default value on creation for the name field.
+	folder.DefaultName = folderDescName.Default.(string)
+	folderbytesslotMixin := schema.FolderBytesSlot{}.Mixin()
+	folderbytesslotMixinFields0 := folderbytesslotMixin[0].Fields()
+	_ = folderbytesslotMixinFields0
+	folderbytesslotFields := schema.FolderBytesSlot{}.Fields()
+	_ = folderbytesslotFields
+	// folderbytesslotDescN is the schema descriptor for n field.
+	folderbytesslotDescN := folderbytesslotMixinFields0[2].Descriptor()
+	// folderbytesslot.DefaultN holds the default value on creation for the n field.
+	folderbytesslot.DefaultN = folderbytesslotDescN.Default.(int64)
 	forumMixin := schema.Forum{}.Mixin()
 	forumMixinHooks0 := forumMixin[0].Hooks()
 	forumMixinHooks1 := forumMixin[1].Hooks()

@@ -161,6 +161,24 @@ CREATE TRIGGER `hc_tag_post_count_slots_upd` AFTER UPDATE ON `post_tags` FOR EAC
 -- InstallCountTriggers, through a join table (7 of 7)
 CREATE TRIGGER `hc_tag_post_count_slots_del` AFTER DELETE ON `post_tags` FOR EACH ROW BEGIN DECLARE hc_i INT DEFAULT 0; IF NOT (IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID()) THEN SET @hc_slot = NULL, hc_i = 0; WHILE @hc_slot IS NULL AND hc_i < 30000 DO IF GET_LOCK(CONCAT('hotcounter.slot.', hc_i), 0) = 1 THEN SET @hc_slot = hc_i; END IF; SET hc_i = hc_i + 1; END WHILE; END IF; IF ((OLD.`tag_id` IS NOT NULL) AND EXISTS (SELECT 1 FROM `tags` WHERE `id` = OLD.`tag_id`)) THEN INSERT INTO `tag_post_count_slots` (`tag_id`, `slot`, `n`) VALUES (OLD.`tag_id`, IFNULL(16 + @hc_slot, MOD(CONNECTION_ID(), 16)), -1) ON DUPLICATE KEY UPDATE `n` = `n` + -1; END IF; END;
 
+-- InstallCountTriggers, a running total (1 of 6)
+DROP TRIGGER IF EXISTS `hc_folder_bytes_slots_ins`;
+
+-- InstallCountTriggers, a running total (2 of 6)
+DROP TRIGGER IF EXISTS `hc_folder_bytes_slots_upd`;
+
+-- InstallCountTriggers, a running total (3 of 6)
+DROP TRIGGER IF EXISTS `hc_folder_bytes_slots_del`;
+
+-- InstallCountTriggers, a running total (4 of 6)
+CREATE TRIGGER `hc_folder_bytes_slots_ins` AFTER INSERT ON `files` FOR EACH ROW BEGIN DECLARE hc_i INT DEFAULT 0; IF NOT (IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID()) THEN SET @hc_slot = NULL, hc_i = 0; WHILE @hc_slot IS NULL AND hc_i < 30000 DO IF GET_LOCK(CONCAT('hotcounter.slot.', hc_i), 0) = 1 THEN SET @hc_slot = hc_i; END IF; SET hc_i = hc_i + 1; END WHILE; END IF; IF ((NEW.`folder_id` IS NOT NULL) AND EXISTS (SELECT 1 FROM `folders` WHERE `id` = NEW.`folder_id`)) THEN INSERT INTO `folder_bytes_slots` (`folder_id`, `slot`, `n`) VALUES (NEW.`folder_id`, IFNULL(16 + @hc_slot, MOD(CONNECTION_ID(), 16)), COALESCE(NEW.`size`, 0)) ON DUPLICATE KEY UPDATE `n` = `n` + COALESCE(NEW.`size`, 0); END IF; END;
+
+-- InstallCountTriggers, a running total (5 of 6)
+CREATE TRIGGER `hc_folder_bytes_slots_upd` AFTER UPDATE ON `files` FOR EACH ROW BEGIN DECLARE hc_i INT DEFAULT 0; DECLARE hc_o, hc_n INT DEFAULT 0; IF NOT (IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID()) THEN SET @hc_slot = NULL, hc_i = 0; WHILE @hc_slot IS NULL AND hc_i < 30000 DO IF GET_LOCK(CONCAT('hotcounter.slot.', hc_i), 0) = 1 THEN SET @hc_slot = hc_i; END IF; SET hc_i = hc_i + 1; END WHILE; END IF; SET hc_o = ((OLD.`folder_id` IS NOT NULL) AND EXISTS (SELECT 1 FROM `folders` WHERE `id` = OLD.`folder_id`)); SET hc_n = ((NEW.`folder_id` IS NOT NULL) AND EXISTS (SELECT 1 FROM `folders` WHERE `id` = NEW.`folder_id`)); IF hc_o AND hc_n AND OLD.`folder_id` = NEW.`folder_id` AND OLD.`size` <=> NEW.`size` THEN SET hc_o = 0, hc_n = 0; END IF; IF hc_o AND (NOT hc_n OR OLD.`folder_id` < NEW.`folder_id`) THEN INSERT INTO `folder_bytes_slots` (`folder_id`, `slot`, `n`) VALUES (OLD.`folder_id`, IFNULL(16 + @hc_slot, MOD(CONNECTION_ID(), 16)), -COALESCE(OLD.`size`, 0)) ON DUPLICATE KEY UPDATE `n` = `n` + -COALESCE(OLD.`size`, 0); SET hc_o = 0; END IF; IF hc_n THEN INSERT INTO `folder_bytes_slots` (`folder_id`, `slot`, `n`) VALUES (NEW.`folder_id`, IFNULL(16 + @hc_slot, MOD(CONNECTION_ID(), 16)), COALESCE(NEW.`size`, 0)) ON DUPLICATE KEY UPDATE `n` = `n` + COALESCE(NEW.`size`, 0); END IF; IF hc_o THEN INSERT INTO `folder_bytes_slots` (`folder_id`, `slot`, `n`) VALUES (OLD.`folder_id`, IFNULL(16 + @hc_slot, MOD(CONNECTION_ID(), 16)), -COALESCE(OLD.`size`, 0)) ON DUPLICATE KEY UPDATE `n` = `n` + -COALESCE(OLD.`size`, 0); END IF; END;
+
+-- InstallCountTriggers, a running total (6 of 6)
+CREATE TRIGGER `hc_folder_bytes_slots_del` AFTER DELETE ON `files` FOR EACH ROW BEGIN DECLARE hc_i INT DEFAULT 0; IF NOT (IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID()) THEN SET @hc_slot = NULL, hc_i = 0; WHILE @hc_slot IS NULL AND hc_i < 30000 DO IF GET_LOCK(CONCAT('hotcounter.slot.', hc_i), 0) = 1 THEN SET @hc_slot = hc_i; END IF; SET hc_i = hc_i + 1; END WHILE; END IF; IF ((OLD.`folder_id` IS NOT NULL) AND EXISTS (SELECT 1 FROM `folders` WHERE `id` = OLD.`folder_id`)) THEN INSERT INTO `folder_bytes_slots` (`folder_id`, `slot`, `n`) VALUES (OLD.`folder_id`, IFNULL(16 + @hc_slot, MOD(CONNECTION_ID(), 16)), -COALESCE(OLD.`size`, 0)) ON DUPLICATE KEY UPDATE `n` = `n` + -COALESCE(OLD.`size`, 0); END IF; END;
+
 -- DropCountTriggers, through a join table (1 of 4)
 DROP TRIGGER IF EXISTS `hc_tag_post_count_slots_ins`;
 
@@ -194,6 +212,9 @@ SELECT `categories`.`id`, CAST((SELECT COUNT(*) FROM `objects` AS `hc_c` WHERE `
 
 -- RecountBatch with the column
 SELECT `categories`.`id`, CAST((SELECT COUNT(*) FROM `objects` AS `hc_c` WHERE `hc_c`.`category_id` = `categories`.`id` AND (`deleted_at` IS NULL AND (status = 'active'))) - COALESCE((SELECT SUM(hc_s.`n`) FROM `category_object_count_slots` AS hc_s WHERE hc_s.`category_id` = `categories`.`id`), 0) - `categories`.`object_count` AS SIGNED) FROM `categories` WHERE (1=1) ORDER BY `categories`.`id` LIMIT 500;
+
+-- RecountBatch, a running total
+SELECT `folders`.`id`, CAST((SELECT COALESCE(SUM(hc_c.`size`), 0) FROM `files` AS `hc_c` WHERE `hc_c`.`folder_id` = `folders`.`id` AND (1=1)) - COALESCE((SELECT SUM(hc_s.`n`) FROM `folder_bytes_slots` AS hc_s WHERE hc_s.`folder_id` = `folders`.`id`), 0) AS SIGNED) FROM `folders` WHERE (1=1) ORDER BY `folders`.`id` LIMIT 500;
 
 -- ProbeStorage
 SELECT c.COLUMN_NAME IS NOT NULL, COALESCE(c.COLUMN_TYPE, ''), COALESCE(c.IS_NULLABLE = 'YES', 0), CASE WHEN c.COLUMN_DEFAULT IS NULL OR c.COLUMN_DEFAULT = 'NULL' THEN '' ELSE c.COLUMN_DEFAULT END, (SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = $1) > 0, (SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = $2) > 0 FROM (SELECT 1) AS one LEFT JOIN information_schema.COLUMNS c ON c.TABLE_SCHEMA = DATABASE() AND c.TABLE_NAME = $3 AND c.COLUMN_NAME = $4;

@@ -230,6 +230,42 @@ CREATE OR REPLACE FUNCTION "hc_tag_post_count_slots_del"() RETURNS trigger LANGU
 -- InstallCountTriggers, through a join table (12 of 12)
 CREATE TRIGGER "hc_tag_post_count_slots_del" AFTER DELETE ON "post_tags" REFERENCING OLD TABLE AS hc_old FOR EACH STATEMENT EXECUTE FUNCTION "hc_tag_post_count_slots_del"();
 
+-- InstallCountTriggers, a running total (1 of 12)
+DROP TRIGGER IF EXISTS "hc_folder_bytes_slots_ins" ON "files";
+
+-- InstallCountTriggers, a running total (2 of 12)
+DROP FUNCTION IF EXISTS "hc_folder_bytes_slots_ins"();
+
+-- InstallCountTriggers, a running total (3 of 12)
+DROP TRIGGER IF EXISTS "hc_folder_bytes_slots_upd" ON "files";
+
+-- InstallCountTriggers, a running total (4 of 12)
+DROP FUNCTION IF EXISTS "hc_folder_bytes_slots_upd"();
+
+-- InstallCountTriggers, a running total (5 of 12)
+DROP TRIGGER IF EXISTS "hc_folder_bytes_slots_del" ON "files";
+
+-- InstallCountTriggers, a running total (6 of 12)
+DROP FUNCTION IF EXISTS "hc_folder_bytes_slots_del"();
+
+-- InstallCountTriggers, a running total (7 of 12)
+CREATE OR REPLACE FUNCTION "hc_folder_bytes_slots_ins"() RETURNS trigger LANGUAGE plpgsql AS $hc$ BEGIN INSERT INTO "folder_bytes_slots" ("folder_id", "slot", "n") SELECT hc_d.k, CAST(COALESCE(16 + COALESCE(NULLIF(current_setting('hotcounter.slot', true), '')::integer, (SELECT hc_own.n FROM generate_series(0, LEAST(current_setting('max_connections')::integer + current_setting('max_prepared_transactions')::integer + current_setting('max_worker_processes')::integer, 30000)) AS hc_own(n) WHERE pg_try_advisory_xact_lock(1751318528, hc_own.n) AND set_config('hotcounter.slot', hc_own.n::text, true) IS NOT NULL LIMIT 1)), mod(pg_backend_pid(), 16)) AS SMALLINT), hc_d.n FROM (SELECT hc_x.k, SUM(hc_x.n) AS n FROM (SELECT "hc_c"."folder_id" AS k, COALESCE(hc_c."size", 0) AS n FROM hc_new AS "hc_c" WHERE (1=1)) AS hc_x GROUP BY hc_x.k HAVING SUM(hc_x.n) <> 0) AS hc_d JOIN "folders" AS hc_p ON hc_p."id" = hc_d.k ORDER BY hc_d.k ON CONFLICT ("folder_id", "slot") DO UPDATE SET "n" = "folder_bytes_slots"."n" + excluded."n"; RETURN NULL; END $hc$;
+
+-- InstallCountTriggers, a running total (8 of 12)
+CREATE TRIGGER "hc_folder_bytes_slots_ins" AFTER INSERT ON "files" REFERENCING NEW TABLE AS hc_new FOR EACH STATEMENT EXECUTE FUNCTION "hc_folder_bytes_slots_ins"();
+
+-- InstallCountTriggers, a running total (9 of 12)
+CREATE OR REPLACE FUNCTION "hc_folder_bytes_slots_upd"() RETURNS trigger LANGUAGE plpgsql AS $hc$ BEGIN INSERT INTO "folder_bytes_slots" ("folder_id", "slot", "n") SELECT hc_d.k, CAST(COALESCE(16 + COALESCE(NULLIF(current_setting('hotcounter.slot', true), '')::integer, (SELECT hc_own.n FROM generate_series(0, LEAST(current_setting('max_connections')::integer + current_setting('max_prepared_transactions')::integer + current_setting('max_worker_processes')::integer, 30000)) AS hc_own(n) WHERE pg_try_advisory_xact_lock(1751318528, hc_own.n) AND set_config('hotcounter.slot', hc_own.n::text, true) IS NOT NULL LIMIT 1)), mod(pg_backend_pid(), 16)) AS SMALLINT), hc_d.n FROM (SELECT hc_x.k, SUM(hc_x.n) AS n FROM (SELECT "hc_c"."folder_id" AS k, COALESCE(hc_c."size", 0) AS n FROM hc_new AS "hc_c" WHERE (1=1) UNION ALL SELECT "hc_c"."folder_id" AS k, -COALESCE(hc_c."size", 0) AS n FROM hc_old AS "hc_c" WHERE (1=1)) AS hc_x GROUP BY hc_x.k HAVING SUM(hc_x.n) <> 0) AS hc_d JOIN "folders" AS hc_p ON hc_p."id" = hc_d.k ORDER BY hc_d.k ON CONFLICT ("folder_id", "slot") DO UPDATE SET "n" = "folder_bytes_slots"."n" + excluded."n"; RETURN NULL; END $hc$;
+
+-- InstallCountTriggers, a running total (10 of 12)
+CREATE TRIGGER "hc_folder_bytes_slots_upd" AFTER UPDATE ON "files" REFERENCING OLD TABLE AS hc_old NEW TABLE AS hc_new FOR EACH STATEMENT EXECUTE FUNCTION "hc_folder_bytes_slots_upd"();
+
+-- InstallCountTriggers, a running total (11 of 12)
+CREATE OR REPLACE FUNCTION "hc_folder_bytes_slots_del"() RETURNS trigger LANGUAGE plpgsql AS $hc$ BEGIN INSERT INTO "folder_bytes_slots" ("folder_id", "slot", "n") SELECT hc_d.k, CAST(COALESCE(16 + COALESCE(NULLIF(current_setting('hotcounter.slot', true), '')::integer, (SELECT hc_own.n FROM generate_series(0, LEAST(current_setting('max_connections')::integer + current_setting('max_prepared_transactions')::integer + current_setting('max_worker_processes')::integer, 30000)) AS hc_own(n) WHERE pg_try_advisory_xact_lock(1751318528, hc_own.n) AND set_config('hotcounter.slot', hc_own.n::text, true) IS NOT NULL LIMIT 1)), mod(pg_backend_pid(), 16)) AS SMALLINT), hc_d.n FROM (SELECT hc_x.k, SUM(hc_x.n) AS n FROM (SELECT "hc_c"."folder_id" AS k, -COALESCE(hc_c."size", 0) AS n FROM hc_old AS "hc_c" WHERE (1=1)) AS hc_x GROUP BY hc_x.k HAVING SUM(hc_x.n) <> 0) AS hc_d JOIN "folders" AS hc_p ON hc_p."id" = hc_d.k ORDER BY hc_d.k ON CONFLICT ("folder_id", "slot") DO UPDATE SET "n" = "folder_bytes_slots"."n" + excluded."n"; RETURN NULL; END $hc$;
+
+-- InstallCountTriggers, a running total (12 of 12)
+CREATE TRIGGER "hc_folder_bytes_slots_del" AFTER DELETE ON "files" REFERENCING OLD TABLE AS hc_old FOR EACH STATEMENT EXECUTE FUNCTION "hc_folder_bytes_slots_del"();
+
 -- DropCountTriggers, through a join table (1 of 6)
 DROP TRIGGER IF EXISTS "hc_tag_post_count_slots_ins" ON "post_tags";
 
@@ -269,6 +305,9 @@ SELECT "categories"."id", CAST((SELECT COUNT(*) FROM "objects" AS "hc_c" WHERE "
 
 -- RecountBatch with the column
 SELECT "categories"."id", CAST((SELECT COUNT(*) FROM "objects" AS "hc_c" WHERE "hc_c"."category_id" = "categories"."id" AND ("deleted_at" IS NULL AND (status = 'active'))) - COALESCE((SELECT SUM(hc_s."n") FROM "category_object_count_slots" AS hc_s WHERE hc_s."category_id" = "categories"."id"), 0) - "categories"."object_count" AS BIGINT) FROM "categories" WHERE (1=1) ORDER BY "categories"."id" LIMIT 500;
+
+-- RecountBatch, a running total
+SELECT "folders"."id", CAST((SELECT COALESCE(SUM(hc_c."size"), 0) FROM "files" AS "hc_c" WHERE "hc_c"."folder_id" = "folders"."id" AND (1=1)) - COALESCE((SELECT SUM(hc_s."n") FROM "folder_bytes_slots" AS hc_s WHERE hc_s."folder_id" = "folders"."id"), 0) AS BIGINT) FROM "folders" WHERE (1=1) ORDER BY "folders"."id" LIMIT 500;
 
 -- ProbeStorage
 SELECT a.attname IS NOT NULL, COALESCE(format_type(a.atttypid, a.atttypmod), ''), COALESCE(NOT a.attnotnull, false), COALESCE(pg_get_expr(ad.adbin, ad.adrelid), ''), to_regclass($1) IS NOT NULL, to_regclass($2) IS NOT NULL FROM (SELECT 1) AS one LEFT JOIN pg_attribute a ON a.attrelid = to_regclass($3) AND a.attname = $4 AND a.attnum > 0 AND NOT a.attisdropped LEFT JOIN pg_attrdef ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum;

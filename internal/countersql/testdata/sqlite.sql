@@ -164,6 +164,24 @@ CREATE TRIGGER "hc_tag_post_count_slots_upd" AFTER UPDATE ON "post_tags" FOR EAC
 -- InstallCountTriggers, through a join table (6 of 6)
 CREATE TRIGGER "hc_tag_post_count_slots_del" AFTER DELETE ON "post_tags" FOR EACH ROW BEGIN INSERT INTO "tag_post_count_slots" ("tag_id", "slot", "n") SELECT OLD."tag_id", 0, 0 WHERE (OLD."tag_id" IS NOT NULL) AND EXISTS (SELECT 1 FROM "tags" WHERE "id" = OLD."tag_id") AND NOT EXISTS (SELECT 1 FROM "tag_post_count_slots" WHERE "tag_id" = OLD."tag_id" AND "slot" = 0); UPDATE "tag_post_count_slots" SET "n" = "n" + -1 WHERE "tag_id" = OLD."tag_id" AND "slot" = 0 AND (OLD."tag_id" IS NOT NULL);  END;
 
+-- InstallCountTriggers, a running total (1 of 6)
+DROP TRIGGER IF EXISTS "hc_folder_bytes_slots_ins";
+
+-- InstallCountTriggers, a running total (2 of 6)
+DROP TRIGGER IF EXISTS "hc_folder_bytes_slots_upd";
+
+-- InstallCountTriggers, a running total (3 of 6)
+DROP TRIGGER IF EXISTS "hc_folder_bytes_slots_del";
+
+-- InstallCountTriggers, a running total (4 of 6)
+CREATE TRIGGER "hc_folder_bytes_slots_ins" AFTER INSERT ON "files" FOR EACH ROW BEGIN INSERT INTO "folder_bytes_slots" ("folder_id", "slot", "n") SELECT NEW."folder_id", 0, 0 WHERE (NEW."folder_id" IS NOT NULL) AND EXISTS (SELECT 1 FROM "folders" WHERE "id" = NEW."folder_id") AND NOT EXISTS (SELECT 1 FROM "folder_bytes_slots" WHERE "folder_id" = NEW."folder_id" AND "slot" = 0); UPDATE "folder_bytes_slots" SET "n" = "n" + COALESCE(NEW."size", 0) WHERE "folder_id" = NEW."folder_id" AND "slot" = 0 AND (NEW."folder_id" IS NOT NULL);  END;
+
+-- InstallCountTriggers, a running total (5 of 6)
+CREATE TRIGGER "hc_folder_bytes_slots_upd" AFTER UPDATE ON "files" FOR EACH ROW BEGIN INSERT INTO "folder_bytes_slots" ("folder_id", "slot", "n") SELECT OLD."folder_id", 0, 0 WHERE (OLD."folder_id" IS NOT NULL) AND EXISTS (SELECT 1 FROM "folders" WHERE "id" = OLD."folder_id") AND NOT EXISTS (SELECT 1 FROM "folder_bytes_slots" WHERE "folder_id" = OLD."folder_id" AND "slot" = 0); UPDATE "folder_bytes_slots" SET "n" = "n" + -COALESCE(OLD."size", 0) WHERE "folder_id" = OLD."folder_id" AND "slot" = 0 AND (OLD."folder_id" IS NOT NULL); INSERT INTO "folder_bytes_slots" ("folder_id", "slot", "n") SELECT NEW."folder_id", 0, 0 WHERE (NEW."folder_id" IS NOT NULL) AND EXISTS (SELECT 1 FROM "folders" WHERE "id" = NEW."folder_id") AND NOT EXISTS (SELECT 1 FROM "folder_bytes_slots" WHERE "folder_id" = NEW."folder_id" AND "slot" = 0); UPDATE "folder_bytes_slots" SET "n" = "n" + COALESCE(NEW."size", 0) WHERE "folder_id" = NEW."folder_id" AND "slot" = 0 AND (NEW."folder_id" IS NOT NULL);  END;
+
+-- InstallCountTriggers, a running total (6 of 6)
+CREATE TRIGGER "hc_folder_bytes_slots_del" AFTER DELETE ON "files" FOR EACH ROW BEGIN INSERT INTO "folder_bytes_slots" ("folder_id", "slot", "n") SELECT OLD."folder_id", 0, 0 WHERE (OLD."folder_id" IS NOT NULL) AND EXISTS (SELECT 1 FROM "folders" WHERE "id" = OLD."folder_id") AND NOT EXISTS (SELECT 1 FROM "folder_bytes_slots" WHERE "folder_id" = OLD."folder_id" AND "slot" = 0); UPDATE "folder_bytes_slots" SET "n" = "n" + -COALESCE(OLD."size", 0) WHERE "folder_id" = OLD."folder_id" AND "slot" = 0 AND (OLD."folder_id" IS NOT NULL);  END;
+
 -- DropCountTriggers, through a join table (1 of 3)
 DROP TRIGGER IF EXISTS "hc_tag_post_count_slots_ins";
 
@@ -194,6 +212,9 @@ SELECT "categories"."id", CAST((SELECT COUNT(*) FROM "objects" AS "hc_c" WHERE "
 
 -- RecountBatch with the column
 SELECT "categories"."id", CAST((SELECT COUNT(*) FROM "objects" AS "hc_c" WHERE "hc_c"."category_id" = "categories"."id" AND ("deleted_at" IS NULL AND (status = 'active'))) - COALESCE((SELECT SUM(hc_s."n") FROM "category_object_count_slots" AS hc_s WHERE hc_s."category_id" = "categories"."id"), 0) - "categories"."object_count" AS INTEGER) FROM "categories" WHERE (1=1) ORDER BY "categories"."id" LIMIT 500;
+
+-- RecountBatch, a running total
+SELECT "folders"."id", CAST((SELECT COALESCE(SUM(hc_c."size"), 0) FROM "files" AS "hc_c" WHERE "hc_c"."folder_id" = "folders"."id" AND (1=1)) - COALESCE((SELECT SUM(hc_s."n") FROM "folder_bytes_slots" AS hc_s WHERE hc_s."folder_id" = "folders"."id"), 0) AS INTEGER) FROM "folders" WHERE (1=1) ORDER BY "folders"."id" LIMIT 500;
 
 -- ProbeStorage
 SELECT c.name IS NOT NULL, COALESCE(c.type, ''), COALESCE(c."notnull" = 0, 0), COALESCE(c.dflt_value, ''), (SELECT COUNT(*) FROM "main"."sqlite_master" WHERE type = 'table' AND name = $1) > 0, (SELECT COUNT(*) FROM "main"."sqlite_master" WHERE type = 'table' AND name = $2) > 0 FROM (SELECT 1) AS one LEFT JOIN pragma_table_info($3, $4) c ON c.name = $5;
