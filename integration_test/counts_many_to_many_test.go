@@ -57,6 +57,9 @@ type labelScene interface {
 	// MySQL and MariaDB, an exclusive lock on each label until commit).
 	attachExisting(tx any, conv int64, labels ...int64) error
 	attachFrom(label int64, convs ...int64) error
+	// attachToEach adds label to each of convs in one call (GORM's
+	// Association on a slice of models, ent's bulk Update).
+	attachToEach(label int64, convs ...int64) error
 	// detach removes labels from a conversation, in tx.
 	detach(tx any, conv int64, labels ...int64) error
 	// replace makes labels the conversation's only ones; clear removes
@@ -166,6 +169,7 @@ func TestManyToManyCountsFollowEveryWayJoinRowsComeAndGo(t *testing.T) {
 		created := s.createWith(t, labels[0], labels[3])
 		checkLabelCounts(t, s, "create with labels")
 		step("clear", s.clear(convs[0]))
+		step("attach to each of several", s.attachToEach(labels[3], convs[2], convs[3]))
 		db := s.onEnv().db
 		step("raw insert", db.Exec("INSERT INTO conversation_labels (conversation_id, label_id) VALUES (?, ?), (?, ?)", convs[3], labels[0], convs[3], labels[2]).Error)
 		step("raw delete", db.Exec("DELETE FROM conversation_labels WHERE conversation_id = ? AND label_id = ?", convs[3], labels[2]).Error)
@@ -173,8 +177,9 @@ func TestManyToManyCountsFollowEveryWayJoinRowsComeAndGo(t *testing.T) {
 			t.Fatal("no join rows left to delete")
 		}
 		labelCounts, convCounts := s.loaded(t)
-		if labelCounts[created] != 2 || convCounts[labels[0]] != 3 {
-			t.Fatalf("created conversation counts %d labels (want 2), label 0 %d conversations (want 3)", labelCounts[created], convCounts[labels[0]])
+		if labelCounts[created] != 2 || convCounts[labels[0]] != 3 || convCounts[labels[3]] != 3 {
+			t.Fatalf("created conversation counts %d labels (want 2), label 0 %d conversations (want 3), label 3 %d (want 3)",
+				labelCounts[created], convCounts[labels[0]], convCounts[labels[3]])
 		}
 		step("delete a label", s.deleteLabel(labels[0]))
 		step("delete a conversation", s.deleteConversation(convs[1]))
@@ -361,6 +366,16 @@ func (s gormLabels) attachExisting(tx any, conv int64, labels ...int64) error {
 	return s.db(tx).Model(&Conversation{ID: uint(conv)}).Omit("Labels.*").Association("Labels").Append(labelRows(labels))
 }
 
+func (s gormLabels) attachToEach(label int64, convs ...int64) error {
+	cs := make([]Conversation, len(convs))
+	each := make([]any, len(convs)) // one value per model, in order
+	for i, id := range convs {
+		cs[i].ID = uint(id)
+		each[i] = &Label{ID: uint(label)}
+	}
+	return s.e.db.Model(&cs).Omit("Labels.*").Association("Labels").Append(each...)
+}
+
 func (s gormLabels) attachFrom(label int64, convs ...int64) error {
 	cs := make([]Conversation, len(convs))
 	for i, id := range convs {
@@ -466,6 +481,10 @@ func (s entLabels) attach(tx any, conv int64, labels ...int64) error {
 
 func (s entLabels) attachExisting(tx any, conv int64, labels ...int64) error {
 	return s.attach(tx, conv, labels...)
+}
+
+func (s entLabels) attachToEach(label int64, convs ...int64) error {
+	return s.e.client.Conversation.Update().Where(conversation.IDIn(ints(convs)...)).AddLabelIDs(int(label)).Exec(context.Background())
 }
 
 func (s entLabels) attachFrom(label int64, convs ...int64) error {
