@@ -259,8 +259,12 @@ func tableSuffix(deltas bool) string {
 }
 
 // countDefOf resolves a Counts declaration to the child table its O2M edge
-// reaches, or to the join table of its M2M edge.
+// reaches, to the join table of its M2M edge, or through two O2M edges
+// ("children.products") to the rows of the second.
 func countDefOf(n *gen.Type, a annotation) (*entrt.CountDef, error) {
+	if first, second, ok := strings.Cut(a.Counts, "."); ok {
+		return viaCountDef(n, a, first, second)
+	}
 	var e *gen.Edge
 	var countable []string
 	for _, ed := range n.Edges {
@@ -278,10 +282,16 @@ func countDefOf(n *gen.Type, a annotation) (*entrt.CountDef, error) {
 		return m2mCountDef(n, e, a)
 	case !e.O2M():
 		return nil, fmt.Errorf("Counts(%q): the edge is %s; a count needs an O2M edge (edge.To with many children) or an M2M one", a.Counts, e.Rel.Type)
-	case !e.Type.HasOneFieldID():
-		return nil, fmt.Errorf("Counts(%q): %s needs a single id field", a.Counts, e.Type.Name)
 	}
+	return o2mCountDef(e, a)
+}
+
+// o2mCountDef resolves a count of the rows an O2M edge reaches.
+func o2mCountDef(e *gen.Edge, a annotation) (*entrt.CountDef, error) {
 	child := e.Type
+	if !child.HasOneFieldID() {
+		return nil, fmt.Errorf("Counts(%q): %s needs a single id field", a.Counts, child.Name)
+	}
 	c := &entrt.CountDef{Edge: e.Name, Type: child.Name, Hooks: a.Hooks, Table: child.Table(), Key: child.ID.StorageKey(), Ref: e.Rel.Column(), Where: a.Where, Total: a.Total}
 	seen := map[string]bool{}
 	add := func(col string) {
@@ -303,6 +313,44 @@ func countDefOf(n *gen.Type, a annotation) (*entrt.CountDef, error) {
 	if a.Total != "" && !seen[a.Total] {
 		return nil, fmt.Errorf("Total(%q): %s has no field %q (name its column)", a.Total, child.Name, a.Total)
 	}
+	return c, nil
+}
+
+// viaCountDef resolves a count over two O2M edges, Counts("children.products"):
+// the rows the second edge reaches from every node the first reaches
+// from the parent. Triggers keep it.
+func viaCountDef(n *gen.Type, a annotation, first, second string) (*entrt.CountDef, error) {
+	o2m := func(t *gen.Type, name string) (*gen.Edge, error) {
+		for _, e := range t.Edges {
+			if e.Name == name {
+				if !e.O2M() {
+					return nil, fmt.Errorf("Counts(%q): %s.%s is %s; a count over two levels needs two O2M edges", a.Counts, t.Name, name, e.Rel.Type)
+				}
+				return e, nil
+			}
+		}
+		return nil, fmt.Errorf("Counts(%q): %s has no edge %q", a.Counts, t.Name, name)
+	}
+	if a.Hooks {
+		return nil, fmt.Errorf("Counts(%q): a count over two levels is kept by triggers; remove ByHooks()", a.Counts)
+	}
+	e1, err := o2m(n, first)
+	if err != nil {
+		return nil, err
+	}
+	e2, err := o2m(e1.Type, second)
+	if err != nil {
+		return nil, err
+	}
+	if !e1.Type.HasOneFieldID() {
+		return nil, fmt.Errorf("Counts(%q): %s needs a single id field", a.Counts, e1.Type.Name)
+	}
+	c, err := o2mCountDef(e2, a)
+	if err != nil {
+		return nil, err
+	}
+	c.Edge = a.Counts
+	c.Via = &countersql.Via{Table: e1.Type.Table(), Key: e1.Type.ID.StorageKey(), Ref: e1.Rel.Column()}
 	return c, nil
 }
 

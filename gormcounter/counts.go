@@ -22,7 +22,11 @@ import (
 
 // countOf is what a count counter needs besides its storage, resolved once.
 type countOf struct {
-	rel  *schema.Relationship
+	rel *schema.Relationship
+	// via is, for a count over two levels (counts=Children.Products), the
+	// middle schema's has-many relation to the rows counted; rel reaches
+	// the middle rows.
+	via  *schema.Relationship
 	once sync.Once
 	spec countersql.Count
 	err  error
@@ -39,6 +43,9 @@ const MaxHookRows = engine.MaxHookRows
 // `gorm:"many2many:post_tags"` is the number of post_tags rows whose
 // tag_id is the tag's key.
 func resolveCount(s *schema.Schema, opts spec.Options, key *schema.Field) (*countOf, error) {
+	if first, second, ok := strings.Cut(opts.Counts, "."); ok {
+		return resolveVia(s, opts, key, first, second)
+	}
 	s.Relationships.Mux.RLock()
 	defer s.Relationships.Mux.RUnlock()
 	var rel *schema.Relationship
@@ -69,6 +76,45 @@ func resolveCount(s *schema.Schema, opts spec.Options, key *schema.Field) (*coun
 			spec.ErrInvalid, opts.Counts, rel.FieldSchema.Name)
 	}
 	return &countOf{rel: rel}, nil
+}
+
+// resolveVia resolves a count over two levels of has-many relations,
+// counts=Children.Products: the Products of each of the parent's Children
+// (a category's products through its sub-categories). Triggers keep it.
+func resolveVia(s *schema.Schema, opts spec.Options, key *schema.Field, first, second string) (*countOf, error) {
+	if opts.Hooks {
+		return nil, fmt.Errorf("%w: counts=%s,hooks: a count over two levels is kept by triggers; remove hooks", spec.ErrInvalid, opts.Counts)
+	}
+	hasMany := func(in *schema.Schema, name string) (*schema.Relationship, error) {
+		if in != s {
+			in.Relationships.Mux.RLock()
+			defer in.Relationships.Mux.RUnlock()
+		}
+		for n, r := range in.Relationships.Relations {
+			if !strings.EqualFold(n, name) {
+				continue
+			}
+			if r.Type != schema.HasMany || r.Polymorphic != nil || len(r.References) != 1 || r.References[0].PrimaryKey == nil {
+				return nil, fmt.Errorf("%w: counts=%s: %s.%s must be a has-many relation through one foreign key", spec.ErrInvalid, opts.Counts, in.Name, n)
+			}
+			return r, nil
+		}
+		return nil, fmt.Errorf("%w: counts=%s: %s has no relation %s", spec.ErrInvalid, opts.Counts, in.Name, name)
+	}
+	s.Relationships.Mux.RLock()
+	rel, err := hasMany(s, first)
+	s.Relationships.Mux.RUnlock()
+	if err != nil {
+		return nil, err
+	}
+	if rel.References[0].PrimaryKey != key {
+		return nil, fmt.Errorf("%w: counts=%s: %s.%s must reference %s's primary key", spec.ErrInvalid, opts.Counts, s.Name, rel.Name, s.Name)
+	}
+	via, err := hasMany(rel.FieldSchema, second)
+	if err != nil {
+		return nil, err
+	}
+	return &countOf{rel: rel, via: via}, nil
 }
 
 // resolvePolymorphic checks a count through a polymorphic has-many
@@ -136,6 +182,9 @@ func resolveMany2Many(s *schema.Schema, opts spec.Options, key *schema.Field, re
 // many-to-many one, read when the count is resolved: SetupJoinTable
 // replaces the join table and its references.
 func (co *countOf) child() (*schema.Schema, string, *countersql.Across) {
+	if co.via != nil {
+		return co.via.FieldSchema, co.via.References[0].ForeignKey.DBName, nil
+	}
 	if co.rel.JoinTable == nil {
 		for _, r := range co.rel.References {
 			if r.PrimaryKey != nil { // not a polymorphic relation's owner type
@@ -185,6 +234,9 @@ func (p *Plugin) countSpec(db *gorm.DB, c *counter) (countersql.Count, error) {
 			Where:     co.where(c.opts.Where),
 			Sum:       total,
 			Across:    across,
+		}
+		if co.via != nil {
+			s.Via = &countersql.Via{Table: co.rel.FieldSchema.Table, Key: co.via.References[0].PrimaryKey.DBName, Ref: co.rel.References[0].ForeignKey.DBName}
 		}
 		if pf := child.PrioritizedPrimaryField; pf != nil {
 			s.ChildKey = pf.DBName

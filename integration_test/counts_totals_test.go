@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 
@@ -269,4 +270,46 @@ func (s entTotals) recount(t testing.TB) int64 {
 	n, err := entcounter.Recount(context.Background(), s.e.client, "Folder", folder.FieldBytes)
 	must(t, err)
 	return n
+}
+
+func TestAutoMigrateOfANewDatabaseReportsNoCountTriggerMissing(t *testing.T) {
+	// GORM's AutoMigrate creates a parent and then its child or join table,
+	// each on its own: the triggers installed after the child's creation
+	// were never missing, and no row went uncounted. Triggers dropped
+	// behind the migration's back are, and the next one says so.
+	eachDB(t, func(t *testing.T, e *env) {
+		db := e.db
+		must(t, db.AutoMigrate(&Folder{}, &File{}, &Conversation{}, &Label{}, &Article{}, &Video{}, &Remark{}, &Section{}, &Page{}))
+		missing := func() []string {
+			var out []string
+			for _, w := range e.log.warned() {
+				if strings.Contains(w, "were missing") {
+					out = append(out, w)
+				}
+			}
+			return out
+		}
+		if m := missing(); len(m) > 0 {
+			t.Fatalf("the migration of a new database reported missing triggers: %q", m)
+		}
+		folder := Folder{Name: "f"}
+		must(t, db.Create(&folder).Error)
+		for _, op := range []string{"ins", "upd", "del"} {
+			stmt := "DROP TRIGGER IF EXISTS hc_folder_bytes_slots_" + op
+			if e.kind == pg {
+				stmt += " ON files"
+			}
+			must(t, db.Exec(stmt).Error)
+		}
+		must(t, db.Exec("INSERT INTO files (folder_id, size) VALUES (?, 64)", folder.ID).Error)
+		must(t, db.AutoMigrate(&Folder{}, &File{}))
+		if m := missing(); len(m) != 1 || !strings.Contains(m[0], "Folder.Bytes") {
+			t.Fatalf("after its triggers were dropped, the migration reported %q; want one warning for Folder.Bytes", m)
+		}
+		var got Folder
+		must(t, db.First(&got, folder.ID).Error)
+		if got.Bytes != 64 {
+			t.Fatalf("folder holds %d bytes after the repair, want the 64 written without triggers", got.Bytes)
+		}
+	})
 }

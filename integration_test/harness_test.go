@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -295,17 +296,32 @@ const (
 var allKinds = []dbKind{pg, lite, my}
 
 // counting is a GORM logger that counts the statements GORM sends, so tests
-// can assert how many queries a load costs. It logs nothing.
+// can assert how many queries a load costs, and keeps the warnings. It logs
+// nothing.
 type counting struct {
 	n   atomic.Int64
 	sql atomic.Value // last statements, for failure messages
+
+	mu       sync.Mutex
+	warnings []string
 }
 
 func (c *counting) LogMode(logger.LogLevel) logger.Interface { return c }
 
 func (c *counting) Info(context.Context, string, ...any) {}
 
-func (c *counting) Warn(context.Context, string, ...any) {}
+func (c *counting) Warn(_ context.Context, format string, args ...any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.warnings = append(c.warnings, fmt.Sprintf(format, args...))
+}
+
+// warned returns the warnings logged so far.
+func (c *counting) warned() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.warnings)
+}
 
 func (c *counting) Error(context.Context, string, ...any) {}
 

@@ -34,6 +34,10 @@ type CountDef = entrt.CountDef
 // naming the other side's row, that side's table and its key.
 type Across = countersql.Across
 
+// Via is, for a count over two O2M edges, the middle table: its key and
+// its column naming the parent.
+type Via = countersql.Via
+
 // State is what an ent client has learned of its database: where each
 // counter's values live (a column it was adopted over, a table a change of
 // mode left), probed once and shared by the client's transactions.

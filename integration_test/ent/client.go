@@ -36,6 +36,7 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/label"
 	"github.com/hotcounter/hotcounter/integration_test/ent/labelconversationcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/naivepost"
+	"github.com/hotcounter/hotcounter/integration_test/ent/page"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postviewsslot"
@@ -46,6 +47,8 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/rackopencountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/reel"
 	"github.com/hotcounter/hotcounter/integration_test/ent/reelplaysslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/section"
+	"github.com/hotcounter/hotcounter/integration_test/ent/sectionpagecountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/shelf"
 	"github.com/hotcounter/hotcounter/integration_test/ent/shelfbookcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/shelfopencountslot"
@@ -111,6 +114,8 @@ type Client struct {
 	LabelConversationCountSlot *LabelConversationCountSlotClient
 	// NaivePost is the client for interacting with the NaivePost builders.
 	NaivePost *NaivePostClient
+	// Page is the client for interacting with the Page builders.
+	Page *PageClient
 	// Post is the client for interacting with the Post builders.
 	Post *PostClient
 	// PostLikesSlot is the client for interacting with the PostLikesSlot builders.
@@ -131,6 +136,10 @@ type Client struct {
 	Reel *ReelClient
 	// ReelPlaysSlot is the client for interacting with the ReelPlaysSlot builders.
 	ReelPlaysSlot *ReelPlaysSlotClient
+	// Section is the client for interacting with the Section builders.
+	Section *SectionClient
+	// SectionPageCountSlot is the client for interacting with the SectionPageCountSlot builders.
+	SectionPageCountSlot *SectionPageCountSlotClient
 	// Shelf is the client for interacting with the Shelf builders.
 	Shelf *ShelfClient
 	// ShelfBookCountSlot is the client for interacting with the ShelfBookCountSlot builders.
@@ -186,6 +195,7 @@ func (c *Client) init() {
 	c.Label = NewLabelClient(c.config)
 	c.LabelConversationCountSlot = NewLabelConversationCountSlotClient(c.config)
 	c.NaivePost = NewNaivePostClient(c.config)
+	c.Page = NewPageClient(c.config)
 	c.Post = NewPostClient(c.config)
 	c.PostLikesSlot = NewPostLikesSlotClient(c.config)
 	c.PostViewsSlot = NewPostViewsSlotClient(c.config)
@@ -196,6 +206,8 @@ func (c *Client) init() {
 	c.RackOpenCountSlot = NewRackOpenCountSlotClient(c.config)
 	c.Reel = NewReelClient(c.config)
 	c.ReelPlaysSlot = NewReelPlaysSlotClient(c.config)
+	c.Section = NewSectionClient(c.config)
+	c.SectionPageCountSlot = NewSectionPageCountSlotClient(c.config)
 	c.Shelf = NewShelfClient(c.config)
 	c.ShelfBookCountSlot = NewShelfBookCountSlotClient(c.config)
 	c.ShelfOpenCountSlot = NewShelfOpenCountSlotClient(c.config)
@@ -329,6 +341,7 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		Label:                      NewLabelClient(cfg),
 		LabelConversationCountSlot: NewLabelConversationCountSlotClient(cfg),
 		NaivePost:                  NewNaivePostClient(cfg),
+		Page:                       NewPageClient(cfg),
 		Post:                       NewPostClient(cfg),
 		PostLikesSlot:              NewPostLikesSlotClient(cfg),
 		PostViewsSlot:              NewPostViewsSlotClient(cfg),
@@ -339,6 +352,8 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		RackOpenCountSlot:          NewRackOpenCountSlotClient(cfg),
 		Reel:                       NewReelClient(cfg),
 		ReelPlaysSlot:              NewReelPlaysSlotClient(cfg),
+		Section:                    NewSectionClient(cfg),
+		SectionPageCountSlot:       NewSectionPageCountSlotClient(cfg),
 		Shelf:                      NewShelfClient(cfg),
 		ShelfBookCountSlot:         NewShelfBookCountSlotClient(cfg),
 		ShelfOpenCountSlot:         NewShelfOpenCountSlotClient(cfg),
@@ -391,6 +406,7 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		Label:                      NewLabelClient(cfg),
 		LabelConversationCountSlot: NewLabelConversationCountSlotClient(cfg),
 		NaivePost:                  NewNaivePostClient(cfg),
+		Page:                       NewPageClient(cfg),
 		Post:                       NewPostClient(cfg),
 		PostLikesSlot:              NewPostLikesSlotClient(cfg),
 		PostViewsSlot:              NewPostViewsSlotClient(cfg),
@@ -401,6 +417,8 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		RackOpenCountSlot:          NewRackOpenCountSlotClient(cfg),
 		Reel:                       NewReelClient(cfg),
 		ReelPlaysSlot:              NewReelPlaysSlotClient(cfg),
+		Section:                    NewSectionClient(cfg),
+		SectionPageCountSlot:       NewSectionPageCountSlotClient(cfg),
 		Shelf:                      NewShelfClient(cfg),
 		ShelfBookCountSlot:         NewShelfBookCountSlotClient(cfg),
 		ShelfOpenCountSlot:         NewShelfOpenCountSlotClient(cfg),
@@ -445,11 +463,12 @@ func (c *Client) Use(hooks ...Hook) {
 		c.CommentUpvoteSlot, c.Conversation, c.ConversationLabelCountSlot, c.Desk,
 		c.DeskBCountSlot, c.DeskTopicCountSlot, c.File, c.Folder, c.FolderBytesSlot,
 		c.Forum, c.ForumBCountSlot, c.ForumTopicCountSlot, c.Item, c.Label,
-		c.LabelConversationCountSlot, c.NaivePost, c.Post, c.PostLikesSlot,
+		c.LabelConversationCountSlot, c.NaivePost, c.Page, c.Post, c.PostLikesSlot,
 		c.PostViewsSlot, c.Product, c.ProductStockSlot, c.Rack, c.RackItemCountSlot,
-		c.RackOpenCountSlot, c.Reel, c.ReelPlaysSlot, c.Shelf, c.ShelfBookCountSlot,
-		c.ShelfOpenCountSlot, c.SkipPost, c.SkipPostLikesSlot, c.Story,
-		c.StoryClapsDelta, c.Tag, c.TagHitsSlot, c.TagUsesSlot, c.Topic,
+		c.RackOpenCountSlot, c.Reel, c.ReelPlaysSlot, c.Section,
+		c.SectionPageCountSlot, c.Shelf, c.ShelfBookCountSlot, c.ShelfOpenCountSlot,
+		c.SkipPost, c.SkipPostLikesSlot, c.Story, c.StoryClapsDelta, c.Tag,
+		c.TagHitsSlot, c.TagUsesSlot, c.Topic,
 	} {
 		n.Use(hooks...)
 	}
@@ -463,11 +482,12 @@ func (c *Client) Intercept(interceptors ...Interceptor) {
 		c.CommentUpvoteSlot, c.Conversation, c.ConversationLabelCountSlot, c.Desk,
 		c.DeskBCountSlot, c.DeskTopicCountSlot, c.File, c.Folder, c.FolderBytesSlot,
 		c.Forum, c.ForumBCountSlot, c.ForumTopicCountSlot, c.Item, c.Label,
-		c.LabelConversationCountSlot, c.NaivePost, c.Post, c.PostLikesSlot,
+		c.LabelConversationCountSlot, c.NaivePost, c.Page, c.Post, c.PostLikesSlot,
 		c.PostViewsSlot, c.Product, c.ProductStockSlot, c.Rack, c.RackItemCountSlot,
-		c.RackOpenCountSlot, c.Reel, c.ReelPlaysSlot, c.Shelf, c.ShelfBookCountSlot,
-		c.ShelfOpenCountSlot, c.SkipPost, c.SkipPostLikesSlot, c.Story,
-		c.StoryClapsDelta, c.Tag, c.TagHitsSlot, c.TagUsesSlot, c.Topic,
+		c.RackOpenCountSlot, c.Reel, c.ReelPlaysSlot, c.Section,
+		c.SectionPageCountSlot, c.Shelf, c.ShelfBookCountSlot, c.ShelfOpenCountSlot,
+		c.SkipPost, c.SkipPostLikesSlot, c.Story, c.StoryClapsDelta, c.Tag,
+		c.TagHitsSlot, c.TagUsesSlot, c.Topic,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -520,6 +540,8 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.LabelConversationCountSlot.mutate(ctx, m)
 	case *NaivePostMutation:
 		return c.NaivePost.mutate(ctx, m)
+	case *PageMutation:
+		return c.Page.mutate(ctx, m)
 	case *PostMutation:
 		return c.Post.mutate(ctx, m)
 	case *PostLikesSlotMutation:
@@ -540,6 +562,10 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.Reel.mutate(ctx, m)
 	case *ReelPlaysSlotMutation:
 		return c.ReelPlaysSlot.mutate(ctx, m)
+	case *SectionMutation:
+		return c.Section.mutate(ctx, m)
+	case *SectionPageCountSlotMutation:
+		return c.SectionPageCountSlot.mutate(ctx, m)
 	case *ShelfMutation:
 		return c.Shelf.mutate(ctx, m)
 	case *ShelfBookCountSlotMutation:
@@ -3829,6 +3855,155 @@ func (c *NaivePostClient) mutate(ctx context.Context, m *NaivePostMutation) (Val
 	}
 }
 
+// PageClient is a client for the Page schema.
+type PageClient struct {
+	config
+}
+
+// NewPageClient returns a client for the Page from the given config.
+func NewPageClient(c config) *PageClient {
+	return &PageClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `page.Hooks(f(g(h())))`.
+func (c *PageClient) Use(hooks ...Hook) {
+	c.hooks.Page = append(c.hooks.Page, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `page.Intercept(f(g(h())))`.
+func (c *PageClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Page = append(c.inters.Page, interceptors...)
+}
+
+// Create returns a builder for creating a Page entity.
+func (c *PageClient) Create() *PageCreate {
+	mutation := newPageMutation(c.config, OpCreate)
+	return &PageCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Page entities.
+func (c *PageClient) CreateBulk(builders ...*PageCreate) *PageCreateBulk {
+	return &PageCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *PageClient) MapCreateBulk(slice any, setFunc func(*PageCreate, int)) *PageCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &PageCreateBulk{err: fmt.Errorf("calling to PageClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*PageCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &PageCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Page.
+func (c *PageClient) Update() *PageUpdate {
+	mutation := newPageMutation(c.config, OpUpdate)
+	return &PageUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *PageClient) UpdateOne(_m *Page) *PageUpdateOne {
+	mutation := newPageMutation(c.config, OpUpdateOne, withPage(_m))
+	return &PageUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *PageClient) UpdateOneID(id int) *PageUpdateOne {
+	mutation := newPageMutation(c.config, OpUpdateOne, withPageID(id))
+	return &PageUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Page.
+func (c *PageClient) Delete() *PageDelete {
+	mutation := newPageMutation(c.config, OpDelete)
+	return &PageDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *PageClient) DeleteOne(_m *Page) *PageDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *PageClient) DeleteOneID(id int) *PageDeleteOne {
+	builder := c.Delete().Where(page.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &PageDeleteOne{builder}
+}
+
+// Query returns a query builder for Page.
+func (c *PageClient) Query() *PageQuery {
+	return &PageQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypePage},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Page entity by its id.
+func (c *PageClient) Get(ctx context.Context, id int) (*Page, error) {
+	return c.Query().Where(page.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *PageClient) GetX(ctx context.Context, id int) *Page {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QuerySection queries the section edge of a Page.
+func (c *PageClient) QuerySection(_m *Page) *SectionQuery {
+	query := (&SectionClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(page.Table, page.FieldID, id),
+			sqlgraph.To(section.Table, section.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, page.SectionTable, page.SectionColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *PageClient) Hooks() []Hook {
+	return c.hooks.Page
+}
+
+// Interceptors returns the client interceptors.
+func (c *PageClient) Interceptors() []Interceptor {
+	return c.inters.Page
+}
+
+func (c *PageClient) mutate(ctx context.Context, m *PageMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&PageCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&PageUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&PageUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&PageDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Page mutation op: %q", m.Op())
+	}
+}
+
 // PostClient is a client for the Post schema.
 type PostClient struct {
 	config
@@ -5308,6 +5483,338 @@ func (c *ReelPlaysSlotClient) mutate(ctx context.Context, m *ReelPlaysSlotMutati
 		return (&ReelPlaysSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown ReelPlaysSlot mutation op: %q", m.Op())
+	}
+}
+
+// SectionClient is a client for the Section schema.
+type SectionClient struct {
+	config
+}
+
+// NewSectionClient returns a client for the Section from the given config.
+func NewSectionClient(c config) *SectionClient {
+	return &SectionClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `section.Hooks(f(g(h())))`.
+func (c *SectionClient) Use(hooks ...Hook) {
+	c.hooks.Section = append(c.hooks.Section, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `section.Intercept(f(g(h())))`.
+func (c *SectionClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Section = append(c.inters.Section, interceptors...)
+}
+
+// Create returns a builder for creating a Section entity.
+func (c *SectionClient) Create() *SectionCreate {
+	mutation := newSectionMutation(c.config, OpCreate)
+	return &SectionCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Section entities.
+func (c *SectionClient) CreateBulk(builders ...*SectionCreate) *SectionCreateBulk {
+	return &SectionCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *SectionClient) MapCreateBulk(slice any, setFunc func(*SectionCreate, int)) *SectionCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &SectionCreateBulk{err: fmt.Errorf("calling to SectionClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*SectionCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &SectionCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Section.
+func (c *SectionClient) Update() *SectionUpdate {
+	mutation := newSectionMutation(c.config, OpUpdate)
+	return &SectionUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *SectionClient) UpdateOne(_m *Section) *SectionUpdateOne {
+	mutation := newSectionMutation(c.config, OpUpdateOne, withSection(_m))
+	return &SectionUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *SectionClient) UpdateOneID(id int) *SectionUpdateOne {
+	mutation := newSectionMutation(c.config, OpUpdateOne, withSectionID(id))
+	return &SectionUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Section.
+func (c *SectionClient) Delete() *SectionDelete {
+	mutation := newSectionMutation(c.config, OpDelete)
+	return &SectionDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *SectionClient) DeleteOne(_m *Section) *SectionDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *SectionClient) DeleteOneID(id int) *SectionDeleteOne {
+	builder := c.Delete().Where(section.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &SectionDeleteOne{builder}
+}
+
+// Query returns a query builder for Section.
+func (c *SectionClient) Query() *SectionQuery {
+	return &SectionQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeSection},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Section entity by its id.
+func (c *SectionClient) Get(ctx context.Context, id int) (*Section, error) {
+	return c.Query().Where(section.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *SectionClient) GetX(ctx context.Context, id int) *Section {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryParent queries the parent edge of a Section.
+func (c *SectionClient) QueryParent(_m *Section) *SectionQuery {
+	query := (&SectionClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(section.Table, section.FieldID, id),
+			sqlgraph.To(section.Table, section.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, section.ParentTable, section.ParentColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// QueryChildren queries the children edge of a Section.
+func (c *SectionClient) QueryChildren(_m *Section) *SectionQuery {
+	query := (&SectionClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(section.Table, section.FieldID, id),
+			sqlgraph.To(section.Table, section.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, section.ChildrenTable, section.ChildrenColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// QueryPages queries the pages edge of a Section.
+func (c *SectionClient) QueryPages(_m *Section) *PageQuery {
+	query := (&PageClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(section.Table, section.FieldID, id),
+			sqlgraph.To(page.Table, page.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, section.PagesTable, section.PagesColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *SectionClient) Hooks() []Hook {
+	hooks := c.hooks.Section
+	return append(hooks[:len(hooks):len(hooks)], section.Hooks[:]...)
+}
+
+// Interceptors returns the client interceptors.
+func (c *SectionClient) Interceptors() []Interceptor {
+	inters := c.inters.Section
+	return append(inters[:len(inters):len(inters)], section.Interceptors[:]...)
+}
+
+func (c *SectionClient) mutate(ctx context.Context, m *SectionMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&SectionCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&SectionUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&SectionUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&SectionDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Section mutation op: %q", m.Op())
+	}
+}
+
+// SectionPageCountSlotClient is a client for the SectionPageCountSlot schema.
+type SectionPageCountSlotClient struct {
+	config
+}
+
+// NewSectionPageCountSlotClient returns a client for the SectionPageCountSlot from the given config.
+func NewSectionPageCountSlotClient(c config) *SectionPageCountSlotClient {
+	return &SectionPageCountSlotClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `sectionpagecountslot.Hooks(f(g(h())))`.
+func (c *SectionPageCountSlotClient) Use(hooks ...Hook) {
+	c.hooks.SectionPageCountSlot = append(c.hooks.SectionPageCountSlot, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `sectionpagecountslot.Intercept(f(g(h())))`.
+func (c *SectionPageCountSlotClient) Intercept(interceptors ...Interceptor) {
+	c.inters.SectionPageCountSlot = append(c.inters.SectionPageCountSlot, interceptors...)
+}
+
+// Create returns a builder for creating a SectionPageCountSlot entity.
+func (c *SectionPageCountSlotClient) Create() *SectionPageCountSlotCreate {
+	mutation := newSectionPageCountSlotMutation(c.config, OpCreate)
+	return &SectionPageCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of SectionPageCountSlot entities.
+func (c *SectionPageCountSlotClient) CreateBulk(builders ...*SectionPageCountSlotCreate) *SectionPageCountSlotCreateBulk {
+	return &SectionPageCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *SectionPageCountSlotClient) MapCreateBulk(slice any, setFunc func(*SectionPageCountSlotCreate, int)) *SectionPageCountSlotCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &SectionPageCountSlotCreateBulk{err: fmt.Errorf("calling to SectionPageCountSlotClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*SectionPageCountSlotCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &SectionPageCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for SectionPageCountSlot.
+func (c *SectionPageCountSlotClient) Update() *SectionPageCountSlotUpdate {
+	mutation := newSectionPageCountSlotMutation(c.config, OpUpdate)
+	return &SectionPageCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *SectionPageCountSlotClient) UpdateOne(_m *SectionPageCountSlot) *SectionPageCountSlotUpdateOne {
+	mutation := newSectionPageCountSlotMutation(c.config, OpUpdateOne, withSectionPageCountSlot(_m))
+	return &SectionPageCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *SectionPageCountSlotClient) UpdateOneID(id int) *SectionPageCountSlotUpdateOne {
+	mutation := newSectionPageCountSlotMutation(c.config, OpUpdateOne, withSectionPageCountSlotID(id))
+	return &SectionPageCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for SectionPageCountSlot.
+func (c *SectionPageCountSlotClient) Delete() *SectionPageCountSlotDelete {
+	mutation := newSectionPageCountSlotMutation(c.config, OpDelete)
+	return &SectionPageCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *SectionPageCountSlotClient) DeleteOne(_m *SectionPageCountSlot) *SectionPageCountSlotDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *SectionPageCountSlotClient) DeleteOneID(id int) *SectionPageCountSlotDeleteOne {
+	builder := c.Delete().Where(sectionpagecountslot.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &SectionPageCountSlotDeleteOne{builder}
+}
+
+// Query returns a query builder for SectionPageCountSlot.
+func (c *SectionPageCountSlotClient) Query() *SectionPageCountSlotQuery {
+	return &SectionPageCountSlotQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeSectionPageCountSlot},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a SectionPageCountSlot entity by its id.
+func (c *SectionPageCountSlotClient) Get(ctx context.Context, id int) (*SectionPageCountSlot, error) {
+	return c.Query().Where(sectionpagecountslot.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *SectionPageCountSlotClient) GetX(ctx context.Context, id int) *SectionPageCountSlot {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QuerySection queries the section edge of a SectionPageCountSlot.
+func (c *SectionPageCountSlotClient) QuerySection(_m *SectionPageCountSlot) *SectionQuery {
+	query := (&SectionClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(sectionpagecountslot.Table, sectionpagecountslot.FieldID, id),
+			sqlgraph.To(section.Table, section.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, sectionpagecountslot.SectionTable, sectionpagecountslot.SectionColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *SectionPageCountSlotClient) Hooks() []Hook {
+	return c.hooks.SectionPageCountSlot
+}
+
+// Interceptors returns the client interceptors.
+func (c *SectionPageCountSlotClient) Interceptors() []Interceptor {
+	return c.inters.SectionPageCountSlot
+}
+
+func (c *SectionPageCountSlotClient) mutate(ctx context.Context, m *SectionPageCountSlotMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&SectionPageCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&SectionPageCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&SectionPageCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&SectionPageCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown SectionPageCountSlot mutation op: %q", m.Op())
 	}
 }
 
@@ -6933,20 +7440,22 @@ type (
 		CommentUpvoteSlot, Conversation, ConversationLabelCountSlot, Desk,
 		DeskBCountSlot, DeskTopicCountSlot, File, Folder, FolderBytesSlot, Forum,
 		ForumBCountSlot, ForumTopicCountSlot, Item, Label, LabelConversationCountSlot,
-		NaivePost, Post, PostLikesSlot, PostViewsSlot, Product, ProductStockSlot, Rack,
-		RackItemCountSlot, RackOpenCountSlot, Reel, ReelPlaysSlot, Shelf,
-		ShelfBookCountSlot, ShelfOpenCountSlot, SkipPost, SkipPostLikesSlot, Story,
-		StoryClapsDelta, Tag, TagHitsSlot, TagUsesSlot, Topic []ent.Hook
+		NaivePost, Page, Post, PostLikesSlot, PostViewsSlot, Product, ProductStockSlot,
+		Rack, RackItemCountSlot, RackOpenCountSlot, Reel, ReelPlaysSlot, Section,
+		SectionPageCountSlot, Shelf, ShelfBookCountSlot, ShelfOpenCountSlot, SkipPost,
+		SkipPostLikesSlot, Story, StoryClapsDelta, Tag, TagHitsSlot, TagUsesSlot,
+		Topic []ent.Hook
 	}
 	inters struct {
 		Author, AuthorFollowersSlot, Book, Clip, ClipLikesSlot, Comment,
 		CommentUpvoteSlot, Conversation, ConversationLabelCountSlot, Desk,
 		DeskBCountSlot, DeskTopicCountSlot, File, Folder, FolderBytesSlot, Forum,
 		ForumBCountSlot, ForumTopicCountSlot, Item, Label, LabelConversationCountSlot,
-		NaivePost, Post, PostLikesSlot, PostViewsSlot, Product, ProductStockSlot, Rack,
-		RackItemCountSlot, RackOpenCountSlot, Reel, ReelPlaysSlot, Shelf,
-		ShelfBookCountSlot, ShelfOpenCountSlot, SkipPost, SkipPostLikesSlot, Story,
-		StoryClapsDelta, Tag, TagHitsSlot, TagUsesSlot, Topic []ent.Interceptor
+		NaivePost, Page, Post, PostLikesSlot, PostViewsSlot, Product, ProductStockSlot,
+		Rack, RackItemCountSlot, RackOpenCountSlot, Reel, ReelPlaysSlot, Section,
+		SectionPageCountSlot, Shelf, ShelfBookCountSlot, ShelfOpenCountSlot, SkipPost,
+		SkipPostLikesSlot, Story, StoryClapsDelta, Tag, TagHitsSlot, TagUsesSlot,
+		Topic []ent.Interceptor
 	}
 )
 
@@ -6980,6 +7489,7 @@ var hotCounterTables = map[string]string{
 	"Label":                      "labels",
 	"LabelConversationCountSlot": "label_conversation_count_slots",
 	"NaivePost":                  "naive_posts",
+	"Page":                       "pages",
 	"Post":                       "posts",
 	"PostLikesSlot":              "post_likes_slots",
 	"PostViewsSlot":              "post_views_slots",
@@ -6990,6 +7500,8 @@ var hotCounterTables = map[string]string{
 	"RackOpenCountSlot":          "rack_open_count_slots",
 	"Reel":                       "reels",
 	"ReelPlaysSlot":              "reel_plays_slots",
+	"Section":                    "sections",
+	"SectionPageCountSlot":       "section_page_count_slots",
 	"Shelf":                      "shelves",
 	"ShelfBookCountSlot":         "shelf_book_count_slots",
 	"ShelfOpenCountSlot":         "shelf_open_count_slots",
@@ -7021,6 +7533,7 @@ var hotCounterDefs = []generated.Def{
 	{Type: "Rack", Field: "item_count", StructField: "ItemCount", Table: "racks", Key: "id", SlotTable: "rack_item_count_slots", Owner: "rack_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "items", Type: "Item", Hooks: true, Table: "items", Key: "id", Ref: "rack_id", Columns: []string{"id", "status", "rack_id"}, Where: ""}},
 	{Type: "Rack", Field: "open_count", StructField: "OpenCount", Table: "racks", Key: "id", SlotTable: "rack_open_count_slots", Owner: "rack_id", Slots: 4, Rollup: true, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "items", Type: "Item", Hooks: true, Table: "items", Key: "id", Ref: "rack_id", Columns: []string{"id", "status", "rack_id"}, Where: "status = 'open'"}},
 	{Type: "Reel", Field: "plays", StructField: "Plays", Table: "reels", Key: "id", SlotTable: "reel_plays_slots", Owner: "reel_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, AutoSlots: true},
+	{Type: "Section", Field: "page_count", StructField: "PageCount", Table: "sections", Key: "id", SlotTable: "section_page_count_slots", Owner: "section_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "children.pages", Type: "Page", Hooks: false, Table: "pages", Key: "id", Ref: "section_id", Columns: []string{"id", "section_id"}, Where: "", Via: &generated.Via{Table: "sections", Key: "id", Ref: "parent_id"}}},
 	{Type: "Shelf", Field: "book_count", StructField: "BookCount", Table: "shelves", Key: "id", SlotTable: "shelf_book_count_slots", Owner: "shelf_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "books", Type: "Book", Hooks: false, Table: "books", Key: "id", Ref: "shelf_id", Columns: []string{"id", "status", "shelf_id"}, Where: ""}},
 	{Type: "Shelf", Field: "open_count", StructField: "OpenCount", Table: "shelves", Key: "id", SlotTable: "shelf_open_count_slots", Owner: "shelf_id", Slots: 4, Rollup: true, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "books", Type: "Book", Hooks: false, Table: "books", Key: "id", Ref: "shelf_id", Columns: []string{"id", "status", "shelf_id"}, Where: "status = 'open'"}},
 	{Type: "SkipPost", Field: "likes", StructField: "Likes", Table: "skip_posts", Key: "id", SlotTable: "skip_post_likes_slots", Owner: "skip_post_id", Slots: 64, Rollup: false, Append: false, Precreate: 1, SkipLocked: true},

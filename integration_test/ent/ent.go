@@ -34,6 +34,7 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/label"
 	"github.com/hotcounter/hotcounter/integration_test/ent/labelconversationcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/naivepost"
+	"github.com/hotcounter/hotcounter/integration_test/ent/page"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postviewsslot"
@@ -44,6 +45,8 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/rackopencountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/reel"
 	"github.com/hotcounter/hotcounter/integration_test/ent/reelplaysslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/section"
+	"github.com/hotcounter/hotcounter/integration_test/ent/sectionpagecountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/shelf"
 	"github.com/hotcounter/hotcounter/integration_test/ent/shelfbookcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/shelfopencountslot"
@@ -137,6 +140,7 @@ func checkColumn(t, c string) error {
 			label.Table:                      label.ValidColumn,
 			labelconversationcountslot.Table: labelconversationcountslot.ValidColumn,
 			naivepost.Table:                  naivepost.ValidColumn,
+			page.Table:                       page.ValidColumn,
 			post.Table:                       post.ValidColumn,
 			postlikesslot.Table:              postlikesslot.ValidColumn,
 			postviewsslot.Table:              postviewsslot.ValidColumn,
@@ -147,6 +151,8 @@ func checkColumn(t, c string) error {
 			rackopencountslot.Table:          rackopencountslot.ValidColumn,
 			reel.Table:                       reel.ValidColumn,
 			reelplaysslot.Table:              reelplaysslot.ValidColumn,
+			section.Table:                    section.ValidColumn,
+			sectionpagecountslot.Table:       sectionpagecountslot.ValidColumn,
 			shelf.Table:                      shelf.ValidColumn,
 			shelfbookcountslot.Table:         shelfbookcountslot.ValidColumn,
 			shelfopencountslot.Table:         shelfopencountslot.ValidColumn,

@@ -20,6 +20,7 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/product"
 	"github.com/hotcounter/hotcounter/integration_test/ent/rack"
 	"github.com/hotcounter/hotcounter/integration_test/ent/reel"
+	"github.com/hotcounter/hotcounter/integration_test/ent/section"
 	"github.com/hotcounter/hotcounter/integration_test/ent/shelf"
 	"github.com/hotcounter/hotcounter/integration_test/ent/skippost"
 	"github.com/hotcounter/hotcounter/integration_test/ent/story"
@@ -1345,6 +1346,116 @@ func (m *ReelMutation) HotCounterKeep(field string) {
 // HotCounterLate returns the starting total of the sum counter field that a
 // hook ent ran after entcounter's wrote, taken out of the row's columns.
 func (m *ReelMutation) HotCounterLate(field string) (int64, bool) {
+	v, ok := m.hotcounterLate[field]
+	return v, ok
+}
+
+// HotCounterKeys returns the keys of the Section rows the mutation
+// writes: for UpdateOne its id, if the row matches the mutation's
+// predicates and the query interceptors show it; for Update the ids of the
+// rows that match. A read it needs runs in the mutation's transaction or in
+// one of its own, so that it reads where the write goes (a driver may send
+// queries outside transactions to a replica). Called by entcounter's hooks.
+func (m *SectionMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
+	id, hasID := m.ID()
+	one := hasID && m.Op().Is(OpUpdateOne)
+	if one && len(m.predicates) == 0 && !generated.Intercepted(m.Client().Section.Interceptors()) {
+		return []any{id}, nil
+	}
+	var ids []int
+	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
+		q := c.Section.Query().Where(m.predicates...)
+		if one {
+			q = q.Where(section.ID(id))
+		}
+		ids, err = q.IDs(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]any, len(ids))
+	for i, id := range ids {
+		keys[i] = id
+	}
+	return keys, nil
+}
+
+// hotcounterInTx runs read with a client of the mutation's transaction, or
+// of a transaction of its own.
+func (m *SectionMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
+	if _, err := m.Tx(); err == nil {
+		return read(m.Client())
+	}
+	tx, err := m.Client().Tx(ctx)
+	if err != nil {
+		return err
+	}
+	if err := read(tx.Client()); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// HotCounterID returns the id of the Section the mutation created or
+// updates, if known.
+func (m *SectionMutation) HotCounterID() (any, bool) {
+	id, ok := m.ID()
+	return id, ok
+}
+
+// HotCounterNotFound is the error of an UpdateOne whose Section is
+// missing or does not match the predicates.
+func (m *SectionMutation) HotCounterNotFound() error { return &NotFoundError{section.Label} }
+
+// HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
+func (m *SectionMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterByIDOnly reports whether the mutation names its row by id
+// alone (UpdateOneID without Where).
+func (m *SectionMutation) HotCounterByIDOnly() bool { return len(m.predicates) == 0 }
+
+// HotCounterEntity loads the Section with the given id, counters
+// filled: the entity an UpdateOne that wrote only counters returns, read
+// after the write.
+func (m *SectionMutation) HotCounterEntity(ctx context.Context, id any) (any, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("Section: id %v (%T) is not a int", id, id)
+	}
+	// Read as ent's own UpdateOne reads its row back: past the query
+	// interceptors (HotCounterKeys read through them before the write) and
+	// outside a query's context, which a driver that sends queries to a
+	// replica reads as a write's (ent's FAQ): the row as just written.
+	// (Limit 1, as Get's 2: a load of one row selects its totals.)
+	nodes, err := m.Client().Section.Query().Where(section.ID(key)).Limit(1).sqlAll(ctx)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(nodes) == 0:
+		return nil, &NotFoundError{section.Label}
+	}
+	return nodes[0], nil
+}
+
+// HotCounterBulkUpsert reports whether the mutation is one row of a bulk
+// create with ON CONFLICT.
+func (m *SectionMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
+
+// HotCounterKeep marks the value of the sum counter field as one that
+// entcounter's hook left for the row's column (a column it was adopted
+// over), not one that a later hook wrote.
+func (m *SectionMutation) HotCounterKeep(field string) {
+	if m.hotcounterKept == nil {
+		m.hotcounterKept = map[string]bool{}
+	}
+	m.hotcounterKept[field] = true
+}
+
+// HotCounterLate returns the starting total of the sum counter field that a
+// hook ent ran after entcounter's wrote, taken out of the row's columns.
+func (m *SectionMutation) HotCounterLate(field string) (int64, bool) {
 	v, ok := m.hotcounterLate[field]
 	return v, ok
 }

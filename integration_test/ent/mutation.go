@@ -33,6 +33,7 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/label"
 	"github.com/hotcounter/hotcounter/integration_test/ent/labelconversationcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/naivepost"
+	"github.com/hotcounter/hotcounter/integration_test/ent/page"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postviewsslot"
@@ -44,6 +45,8 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/rackopencountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/reel"
 	"github.com/hotcounter/hotcounter/integration_test/ent/reelplaysslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/section"
+	"github.com/hotcounter/hotcounter/integration_test/ent/sectionpagecountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/shelf"
 	"github.com/hotcounter/hotcounter/integration_test/ent/shelfbookcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/shelfopencountslot"
@@ -88,6 +91,7 @@ const (
 	TypeLabel                      = "Label"
 	TypeLabelConversationCountSlot = "LabelConversationCountSlot"
 	TypeNaivePost                  = "NaivePost"
+	TypePage                       = "Page"
 	TypePost                       = "Post"
 	TypePostLikesSlot              = "PostLikesSlot"
 	TypePostViewsSlot              = "PostViewsSlot"
@@ -98,6 +102,8 @@ const (
 	TypeRackOpenCountSlot          = "RackOpenCountSlot"
 	TypeReel                       = "Reel"
 	TypeReelPlaysSlot              = "ReelPlaysSlot"
+	TypeSection                    = "Section"
+	TypeSectionPageCountSlot       = "SectionPageCountSlot"
 	TypeShelf                      = "Shelf"
 	TypeShelfBookCountSlot         = "ShelfBookCountSlot"
 	TypeShelfOpenCountSlot         = "ShelfOpenCountSlot"
@@ -11899,6 +11905,411 @@ func (m *NaivePostMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown NaivePost edge %s", name)
 }
 
+// PageMutation represents an operation that mutates the Page nodes in the graph.
+type PageMutation struct {
+	config
+	op             Op
+	typ            string
+	id             *int
+	clearedFields  map[string]struct{}
+	section        *int
+	clearedsection bool
+	done           bool
+	oldValue       func(context.Context) (*Page, error)
+	predicates     []predicate.Page
+}
+
+var _ ent.Mutation = (*PageMutation)(nil)
+
+// pageOption allows management of the mutation configuration using functional options.
+type pageOption func(*PageMutation)
+
+// newPageMutation creates new mutation for the Page entity.
+func newPageMutation(c config, op Op, opts ...pageOption) *PageMutation {
+	m := &PageMutation{
+		config:        c,
+		op:            op,
+		typ:           TypePage,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withPageID sets the ID field of the mutation.
+func withPageID(id int) pageOption {
+	return func(m *PageMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *Page
+		)
+		m.oldValue = func(ctx context.Context) (*Page, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().Page.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withPage sets the old Page of the mutation.
+func withPage(node *Page) pageOption {
+	return func(m *PageMutation) {
+		m.oldValue = func(context.Context) (*Page, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m PageMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m PageMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *PageMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *PageMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().Page.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetSectionID sets the "section_id" field.
+func (m *PageMutation) SetSectionID(i int) {
+	m.section = &i
+}
+
+// SectionID returns the value of the "section_id" field in the mutation.
+func (m *PageMutation) SectionID() (r int, exists bool) {
+	v := m.section
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSectionID returns the old "section_id" field's value of the Page entity.
+// If the Page object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PageMutation) OldSectionID(ctx context.Context) (v *int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSectionID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSectionID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSectionID: %w", err)
+	}
+	return oldValue.SectionID, nil
+}
+
+// ClearSectionID clears the value of the "section_id" field.
+func (m *PageMutation) ClearSectionID() {
+	m.section = nil
+	m.clearedFields[page.FieldSectionID] = struct{}{}
+}
+
+// SectionIDCleared returns if the "section_id" field was cleared in this mutation.
+func (m *PageMutation) SectionIDCleared() bool {
+	_, ok := m.clearedFields[page.FieldSectionID]
+	return ok
+}
+
+// ResetSectionID resets all changes to the "section_id" field.
+func (m *PageMutation) ResetSectionID() {
+	m.section = nil
+	delete(m.clearedFields, page.FieldSectionID)
+}
+
+// ClearSection clears the "section" edge to the Section entity.
+func (m *PageMutation) ClearSection() {
+	m.clearedsection = true
+	m.clearedFields[page.FieldSectionID] = struct{}{}
+}
+
+// SectionCleared reports if the "section" edge to the Section entity was cleared.
+func (m *PageMutation) SectionCleared() bool {
+	return m.SectionIDCleared() || m.clearedsection
+}
+
+// SectionIDs returns the "section" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// SectionID instead. It exists only for internal usage by the builders.
+func (m *PageMutation) SectionIDs() (ids []int) {
+	if id := m.section; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetSection resets all changes to the "section" edge.
+func (m *PageMutation) ResetSection() {
+	m.section = nil
+	m.clearedsection = false
+}
+
+// Where appends a list predicates to the PageMutation builder.
+func (m *PageMutation) Where(ps ...predicate.Page) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the PageMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *PageMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.Page, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *PageMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *PageMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (Page).
+func (m *PageMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *PageMutation) Fields() []string {
+	fields := make([]string, 0, 1)
+	if m.section != nil {
+		fields = append(fields, page.FieldSectionID)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *PageMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case page.FieldSectionID:
+		return m.SectionID()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *PageMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case page.FieldSectionID:
+		return m.OldSectionID(ctx)
+	}
+	return nil, fmt.Errorf("unknown Page field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *PageMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case page.FieldSectionID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSectionID(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Page field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *PageMutation) AddedFields() []string {
+	var fields []string
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *PageMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *PageMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown Page numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *PageMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(page.FieldSectionID) {
+		fields = append(fields, page.FieldSectionID)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *PageMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *PageMutation) ClearField(name string) error {
+	switch name {
+	case page.FieldSectionID:
+		m.ClearSectionID()
+		return nil
+	}
+	return fmt.Errorf("unknown Page nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *PageMutation) ResetField(name string) error {
+	switch name {
+	case page.FieldSectionID:
+		m.ResetSectionID()
+		return nil
+	}
+	return fmt.Errorf("unknown Page field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *PageMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.section != nil {
+		edges = append(edges, page.EdgeSection)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *PageMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case page.EdgeSection:
+		if id := m.section; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *PageMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *PageMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *PageMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedsection {
+		edges = append(edges, page.EdgeSection)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *PageMutation) EdgeCleared(name string) bool {
+	switch name {
+	case page.EdgeSection:
+		return m.clearedsection
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *PageMutation) ClearEdge(name string) error {
+	switch name {
+	case page.EdgeSection:
+		m.ClearSection()
+		return nil
+	}
+	return fmt.Errorf("unknown Page unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *PageMutation) ResetEdge(name string) error {
+	switch name {
+	case page.EdgeSection:
+		m.ResetSection()
+		return nil
+	}
+	return fmt.Errorf("unknown Page edge %s", name)
+}
+
 // PostMutation represents an operation that mutates the Post nodes in the graph.
 type PostMutation struct {
 	config
@@ -17490,6 +17901,1301 @@ func (m *ReelPlaysSlotMutation) ResetEdge(name string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown ReelPlaysSlot edge %s", name)
+}
+
+// SectionMutation represents an operation that mutates the Section nodes in the graph.
+type SectionMutation struct {
+	config
+	op                   Op
+	typ                  string
+	id                   *int
+	page_count           *int64
+	addpage_count        *int64
+	name                 *string
+	clearedFields        map[string]struct{}
+	parent               *int
+	clearedparent        bool
+	children             map[int]struct{}
+	removedchildren      map[int]struct{}
+	clearedchildren      bool
+	pages                map[int]struct{}
+	removedpages         map[int]struct{}
+	clearedpages         bool
+	done                 bool
+	oldValue             func(context.Context) (*Section, error)
+	predicates           []predicate.Section
+	hotcounterUpsert     bool
+	hotcounterBulkUpsert bool
+	hotcounterKept       map[string]bool  // sum counters whose value entcounter's hook left for the column
+	hotcounterLate       map[string]int64 // starting totals written by a hook that ent ran after entcounter's
+}
+
+var _ ent.Mutation = (*SectionMutation)(nil)
+
+// sectionOption allows management of the mutation configuration using functional options.
+type sectionOption func(*SectionMutation)
+
+// newSectionMutation creates new mutation for the Section entity.
+func newSectionMutation(c config, op Op, opts ...sectionOption) *SectionMutation {
+	m := &SectionMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeSection,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withSectionID sets the ID field of the mutation.
+func withSectionID(id int) sectionOption {
+	return func(m *SectionMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *Section
+		)
+		m.oldValue = func(ctx context.Context) (*Section, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().Section.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withSection sets the old Section of the mutation.
+func withSection(node *Section) sectionOption {
+	return func(m *SectionMutation) {
+		m.oldValue = func(context.Context) (*Section, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m SectionMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m SectionMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *SectionMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *SectionMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().Section.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetPageCount sets the "page_count" field.
+func (m *SectionMutation) SetPageCount(i int64) {
+	m.page_count = &i
+	m.addpage_count = nil
+}
+
+// PageCount returns the value of the "page_count" field in the mutation.
+func (m *SectionMutation) PageCount() (r int64, exists bool) {
+	v := m.page_count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldPageCount returns the old "page_count" field's value of the Section entity.
+// If the Section object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SectionMutation) OldPageCount(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldPageCount is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldPageCount requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldPageCount: %w", err)
+	}
+	return oldValue.PageCount, nil
+}
+
+// AddPageCount adds i to the "page_count" field.
+func (m *SectionMutation) AddPageCount(i int64) {
+	if m.addpage_count != nil {
+		*m.addpage_count += i
+	} else {
+		m.addpage_count = &i
+	}
+}
+
+// AddedPageCount returns the value that was added to the "page_count" field in this mutation.
+func (m *SectionMutation) AddedPageCount() (r int64, exists bool) {
+	v := m.addpage_count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearPageCount clears the value of the "page_count" field.
+func (m *SectionMutation) ClearPageCount() {
+	m.page_count = nil
+	m.addpage_count = nil
+	m.clearedFields[section.FieldPageCount] = struct{}{}
+}
+
+// PageCountCleared returns if the "page_count" field was cleared in this mutation.
+func (m *SectionMutation) PageCountCleared() bool {
+	_, ok := m.clearedFields[section.FieldPageCount]
+	return ok
+}
+
+// ResetPageCount resets all changes to the "page_count" field.
+func (m *SectionMutation) ResetPageCount() {
+	m.page_count = nil
+	m.addpage_count = nil
+	delete(m.clearedFields, section.FieldPageCount)
+}
+
+// SetName sets the "name" field.
+func (m *SectionMutation) SetName(s string) {
+	m.name = &s
+}
+
+// Name returns the value of the "name" field in the mutation.
+func (m *SectionMutation) Name() (r string, exists bool) {
+	v := m.name
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldName returns the old "name" field's value of the Section entity.
+// If the Section object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SectionMutation) OldName(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldName is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldName requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldName: %w", err)
+	}
+	return oldValue.Name, nil
+}
+
+// ResetName resets all changes to the "name" field.
+func (m *SectionMutation) ResetName() {
+	m.name = nil
+}
+
+// SetParentID sets the "parent_id" field.
+func (m *SectionMutation) SetParentID(i int) {
+	m.parent = &i
+}
+
+// ParentID returns the value of the "parent_id" field in the mutation.
+func (m *SectionMutation) ParentID() (r int, exists bool) {
+	v := m.parent
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldParentID returns the old "parent_id" field's value of the Section entity.
+// If the Section object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SectionMutation) OldParentID(ctx context.Context) (v *int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldParentID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldParentID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldParentID: %w", err)
+	}
+	return oldValue.ParentID, nil
+}
+
+// ClearParentID clears the value of the "parent_id" field.
+func (m *SectionMutation) ClearParentID() {
+	m.parent = nil
+	m.clearedFields[section.FieldParentID] = struct{}{}
+}
+
+// ParentIDCleared returns if the "parent_id" field was cleared in this mutation.
+func (m *SectionMutation) ParentIDCleared() bool {
+	_, ok := m.clearedFields[section.FieldParentID]
+	return ok
+}
+
+// ResetParentID resets all changes to the "parent_id" field.
+func (m *SectionMutation) ResetParentID() {
+	m.parent = nil
+	delete(m.clearedFields, section.FieldParentID)
+}
+
+// ClearParent clears the "parent" edge to the Section entity.
+func (m *SectionMutation) ClearParent() {
+	m.clearedparent = true
+	m.clearedFields[section.FieldParentID] = struct{}{}
+}
+
+// ParentCleared reports if the "parent" edge to the Section entity was cleared.
+func (m *SectionMutation) ParentCleared() bool {
+	return m.ParentIDCleared() || m.clearedparent
+}
+
+// ParentIDs returns the "parent" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// ParentID instead. It exists only for internal usage by the builders.
+func (m *SectionMutation) ParentIDs() (ids []int) {
+	if id := m.parent; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetParent resets all changes to the "parent" edge.
+func (m *SectionMutation) ResetParent() {
+	m.parent = nil
+	m.clearedparent = false
+}
+
+// AddChildIDs adds the "children" edge to the Section entity by ids.
+func (m *SectionMutation) AddChildIDs(ids ...int) {
+	if m.children == nil {
+		m.children = make(map[int]struct{})
+	}
+	for i := range ids {
+		m.children[ids[i]] = struct{}{}
+	}
+}
+
+// ClearChildren clears the "children" edge to the Section entity.
+func (m *SectionMutation) ClearChildren() {
+	m.clearedchildren = true
+}
+
+// ChildrenCleared reports if the "children" edge to the Section entity was cleared.
+func (m *SectionMutation) ChildrenCleared() bool {
+	return m.clearedchildren
+}
+
+// RemoveChildIDs removes the "children" edge to the Section entity by IDs.
+func (m *SectionMutation) RemoveChildIDs(ids ...int) {
+	if m.removedchildren == nil {
+		m.removedchildren = make(map[int]struct{})
+	}
+	for i := range ids {
+		delete(m.children, ids[i])
+		m.removedchildren[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedChildren returns the removed IDs of the "children" edge to the Section entity.
+func (m *SectionMutation) RemovedChildrenIDs() (ids []int) {
+	for id := range m.removedchildren {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ChildrenIDs returns the "children" edge IDs in the mutation.
+func (m *SectionMutation) ChildrenIDs() (ids []int) {
+	for id := range m.children {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetChildren resets all changes to the "children" edge.
+func (m *SectionMutation) ResetChildren() {
+	m.children = nil
+	m.clearedchildren = false
+	m.removedchildren = nil
+}
+
+// AddPageIDs adds the "pages" edge to the Page entity by ids.
+func (m *SectionMutation) AddPageIDs(ids ...int) {
+	if m.pages == nil {
+		m.pages = make(map[int]struct{})
+	}
+	for i := range ids {
+		m.pages[ids[i]] = struct{}{}
+	}
+}
+
+// ClearPages clears the "pages" edge to the Page entity.
+func (m *SectionMutation) ClearPages() {
+	m.clearedpages = true
+}
+
+// PagesCleared reports if the "pages" edge to the Page entity was cleared.
+func (m *SectionMutation) PagesCleared() bool {
+	return m.clearedpages
+}
+
+// RemovePageIDs removes the "pages" edge to the Page entity by IDs.
+func (m *SectionMutation) RemovePageIDs(ids ...int) {
+	if m.removedpages == nil {
+		m.removedpages = make(map[int]struct{})
+	}
+	for i := range ids {
+		delete(m.pages, ids[i])
+		m.removedpages[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedPages returns the removed IDs of the "pages" edge to the Page entity.
+func (m *SectionMutation) RemovedPagesIDs() (ids []int) {
+	for id := range m.removedpages {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// PagesIDs returns the "pages" edge IDs in the mutation.
+func (m *SectionMutation) PagesIDs() (ids []int) {
+	for id := range m.pages {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetPages resets all changes to the "pages" edge.
+func (m *SectionMutation) ResetPages() {
+	m.pages = nil
+	m.clearedpages = false
+	m.removedpages = nil
+}
+
+// Where appends a list predicates to the SectionMutation builder.
+func (m *SectionMutation) Where(ps ...predicate.Section) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the SectionMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *SectionMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.Section, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *SectionMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *SectionMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (Section).
+func (m *SectionMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *SectionMutation) Fields() []string {
+	fields := make([]string, 0, 3)
+	if m.page_count != nil {
+		fields = append(fields, section.FieldPageCount)
+	}
+	if m.name != nil {
+		fields = append(fields, section.FieldName)
+	}
+	if m.parent != nil {
+		fields = append(fields, section.FieldParentID)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *SectionMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case section.FieldPageCount:
+		return m.PageCount()
+	case section.FieldName:
+		return m.Name()
+	case section.FieldParentID:
+		return m.ParentID()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *SectionMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case section.FieldPageCount:
+		return m.OldPageCount(ctx)
+	case section.FieldName:
+		return m.OldName(ctx)
+	case section.FieldParentID:
+		return m.OldParentID(ctx)
+	}
+	return nil, fmt.Errorf("unknown Section field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *SectionMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case section.FieldPageCount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetPageCount(v)
+		return nil
+	case section.FieldName:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetName(v)
+		return nil
+	case section.FieldParentID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetParentID(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Section field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *SectionMutation) AddedFields() []string {
+	var fields []string
+	if m.addpage_count != nil {
+		fields = append(fields, section.FieldPageCount)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *SectionMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case section.FieldPageCount:
+		return m.AddedPageCount()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *SectionMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case section.FieldPageCount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddPageCount(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Section numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *SectionMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(section.FieldPageCount) {
+		fields = append(fields, section.FieldPageCount)
+	}
+	if m.FieldCleared(section.FieldParentID) {
+		fields = append(fields, section.FieldParentID)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *SectionMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *SectionMutation) ClearField(name string) error {
+	switch name {
+	case section.FieldPageCount:
+		m.ClearPageCount()
+		return nil
+	case section.FieldParentID:
+		m.ClearParentID()
+		return nil
+	}
+	return fmt.Errorf("unknown Section nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *SectionMutation) ResetField(name string) error {
+	switch name {
+	case section.FieldPageCount:
+		m.ResetPageCount()
+		return nil
+	case section.FieldName:
+		m.ResetName()
+		return nil
+	case section.FieldParentID:
+		m.ResetParentID()
+		return nil
+	}
+	return fmt.Errorf("unknown Section field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *SectionMutation) AddedEdges() []string {
+	edges := make([]string, 0, 3)
+	if m.parent != nil {
+		edges = append(edges, section.EdgeParent)
+	}
+	if m.children != nil {
+		edges = append(edges, section.EdgeChildren)
+	}
+	if m.pages != nil {
+		edges = append(edges, section.EdgePages)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *SectionMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case section.EdgeParent:
+		if id := m.parent; id != nil {
+			return []ent.Value{*id}
+		}
+	case section.EdgeChildren:
+		ids := make([]ent.Value, 0, len(m.children))
+		for id := range m.children {
+			ids = append(ids, id)
+		}
+		return ids
+	case section.EdgePages:
+		ids := make([]ent.Value, 0, len(m.pages))
+		for id := range m.pages {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *SectionMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 3)
+	if m.removedchildren != nil {
+		edges = append(edges, section.EdgeChildren)
+	}
+	if m.removedpages != nil {
+		edges = append(edges, section.EdgePages)
+	}
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *SectionMutation) RemovedIDs(name string) []ent.Value {
+	switch name {
+	case section.EdgeChildren:
+		ids := make([]ent.Value, 0, len(m.removedchildren))
+		for id := range m.removedchildren {
+			ids = append(ids, id)
+		}
+		return ids
+	case section.EdgePages:
+		ids := make([]ent.Value, 0, len(m.removedpages))
+		for id := range m.removedpages {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *SectionMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 3)
+	if m.clearedparent {
+		edges = append(edges, section.EdgeParent)
+	}
+	if m.clearedchildren {
+		edges = append(edges, section.EdgeChildren)
+	}
+	if m.clearedpages {
+		edges = append(edges, section.EdgePages)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *SectionMutation) EdgeCleared(name string) bool {
+	switch name {
+	case section.EdgeParent:
+		return m.clearedparent
+	case section.EdgeChildren:
+		return m.clearedchildren
+	case section.EdgePages:
+		return m.clearedpages
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *SectionMutation) ClearEdge(name string) error {
+	switch name {
+	case section.EdgeParent:
+		m.ClearParent()
+		return nil
+	}
+	return fmt.Errorf("unknown Section unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *SectionMutation) ResetEdge(name string) error {
+	switch name {
+	case section.EdgeParent:
+		m.ResetParent()
+		return nil
+	case section.EdgeChildren:
+		m.ResetChildren()
+		return nil
+	case section.EdgePages:
+		m.ResetPages()
+		return nil
+	}
+	return fmt.Errorf("unknown Section edge %s", name)
+}
+
+// SectionPageCountSlotMutation represents an operation that mutates the SectionPageCountSlot nodes in the graph.
+type SectionPageCountSlotMutation struct {
+	config
+	op             Op
+	typ            string
+	id             *int
+	slot           *int16
+	addslot        *int16
+	n              *int64
+	addn           *int64
+	clearedFields  map[string]struct{}
+	section        *int
+	clearedsection bool
+	done           bool
+	oldValue       func(context.Context) (*SectionPageCountSlot, error)
+	predicates     []predicate.SectionPageCountSlot
+}
+
+var _ ent.Mutation = (*SectionPageCountSlotMutation)(nil)
+
+// sectionpagecountslotOption allows management of the mutation configuration using functional options.
+type sectionpagecountslotOption func(*SectionPageCountSlotMutation)
+
+// newSectionPageCountSlotMutation creates new mutation for the SectionPageCountSlot entity.
+func newSectionPageCountSlotMutation(c config, op Op, opts ...sectionpagecountslotOption) *SectionPageCountSlotMutation {
+	m := &SectionPageCountSlotMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeSectionPageCountSlot,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withSectionPageCountSlotID sets the ID field of the mutation.
+func withSectionPageCountSlotID(id int) sectionpagecountslotOption {
+	return func(m *SectionPageCountSlotMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *SectionPageCountSlot
+		)
+		m.oldValue = func(ctx context.Context) (*SectionPageCountSlot, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().SectionPageCountSlot.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withSectionPageCountSlot sets the old SectionPageCountSlot of the mutation.
+func withSectionPageCountSlot(node *SectionPageCountSlot) sectionpagecountslotOption {
+	return func(m *SectionPageCountSlotMutation) {
+		m.oldValue = func(context.Context) (*SectionPageCountSlot, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m SectionPageCountSlotMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m SectionPageCountSlotMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *SectionPageCountSlotMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *SectionPageCountSlotMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().SectionPageCountSlot.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetSectionID sets the "section_id" field.
+func (m *SectionPageCountSlotMutation) SetSectionID(i int) {
+	m.section = &i
+}
+
+// SectionID returns the value of the "section_id" field in the mutation.
+func (m *SectionPageCountSlotMutation) SectionID() (r int, exists bool) {
+	v := m.section
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSectionID returns the old "section_id" field's value of the SectionPageCountSlot entity.
+// If the SectionPageCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SectionPageCountSlotMutation) OldSectionID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSectionID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSectionID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSectionID: %w", err)
+	}
+	return oldValue.SectionID, nil
+}
+
+// ResetSectionID resets all changes to the "section_id" field.
+func (m *SectionPageCountSlotMutation) ResetSectionID() {
+	m.section = nil
+}
+
+// SetSlot sets the "slot" field.
+func (m *SectionPageCountSlotMutation) SetSlot(i int16) {
+	m.slot = &i
+	m.addslot = nil
+}
+
+// Slot returns the value of the "slot" field in the mutation.
+func (m *SectionPageCountSlotMutation) Slot() (r int16, exists bool) {
+	v := m.slot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSlot returns the old "slot" field's value of the SectionPageCountSlot entity.
+// If the SectionPageCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SectionPageCountSlotMutation) OldSlot(ctx context.Context) (v int16, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSlot is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSlot requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSlot: %w", err)
+	}
+	return oldValue.Slot, nil
+}
+
+// AddSlot adds i to the "slot" field.
+func (m *SectionPageCountSlotMutation) AddSlot(i int16) {
+	if m.addslot != nil {
+		*m.addslot += i
+	} else {
+		m.addslot = &i
+	}
+}
+
+// AddedSlot returns the value that was added to the "slot" field in this mutation.
+func (m *SectionPageCountSlotMutation) AddedSlot() (r int16, exists bool) {
+	v := m.addslot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetSlot resets all changes to the "slot" field.
+func (m *SectionPageCountSlotMutation) ResetSlot() {
+	m.slot = nil
+	m.addslot = nil
+}
+
+// SetN sets the "n" field.
+func (m *SectionPageCountSlotMutation) SetN(i int64) {
+	m.n = &i
+	m.addn = nil
+}
+
+// N returns the value of the "n" field in the mutation.
+func (m *SectionPageCountSlotMutation) N() (r int64, exists bool) {
+	v := m.n
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldN returns the old "n" field's value of the SectionPageCountSlot entity.
+// If the SectionPageCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SectionPageCountSlotMutation) OldN(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldN is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldN requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldN: %w", err)
+	}
+	return oldValue.N, nil
+}
+
+// AddN adds i to the "n" field.
+func (m *SectionPageCountSlotMutation) AddN(i int64) {
+	if m.addn != nil {
+		*m.addn += i
+	} else {
+		m.addn = &i
+	}
+}
+
+// AddedN returns the value that was added to the "n" field in this mutation.
+func (m *SectionPageCountSlotMutation) AddedN() (r int64, exists bool) {
+	v := m.addn
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetN resets all changes to the "n" field.
+func (m *SectionPageCountSlotMutation) ResetN() {
+	m.n = nil
+	m.addn = nil
+}
+
+// ClearSection clears the "section" edge to the Section entity.
+func (m *SectionPageCountSlotMutation) ClearSection() {
+	m.clearedsection = true
+	m.clearedFields[sectionpagecountslot.FieldSectionID] = struct{}{}
+}
+
+// SectionCleared reports if the "section" edge to the Section entity was cleared.
+func (m *SectionPageCountSlotMutation) SectionCleared() bool {
+	return m.clearedsection
+}
+
+// SectionIDs returns the "section" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// SectionID instead. It exists only for internal usage by the builders.
+func (m *SectionPageCountSlotMutation) SectionIDs() (ids []int) {
+	if id := m.section; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetSection resets all changes to the "section" edge.
+func (m *SectionPageCountSlotMutation) ResetSection() {
+	m.section = nil
+	m.clearedsection = false
+}
+
+// Where appends a list predicates to the SectionPageCountSlotMutation builder.
+func (m *SectionPageCountSlotMutation) Where(ps ...predicate.SectionPageCountSlot) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the SectionPageCountSlotMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *SectionPageCountSlotMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.SectionPageCountSlot, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *SectionPageCountSlotMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *SectionPageCountSlotMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (SectionPageCountSlot).
+func (m *SectionPageCountSlotMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *SectionPageCountSlotMutation) Fields() []string {
+	fields := make([]string, 0, 3)
+	if m.section != nil {
+		fields = append(fields, sectionpagecountslot.FieldSectionID)
+	}
+	if m.slot != nil {
+		fields = append(fields, sectionpagecountslot.FieldSlot)
+	}
+	if m.n != nil {
+		fields = append(fields, sectionpagecountslot.FieldN)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *SectionPageCountSlotMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case sectionpagecountslot.FieldSectionID:
+		return m.SectionID()
+	case sectionpagecountslot.FieldSlot:
+		return m.Slot()
+	case sectionpagecountslot.FieldN:
+		return m.N()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *SectionPageCountSlotMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case sectionpagecountslot.FieldSectionID:
+		return m.OldSectionID(ctx)
+	case sectionpagecountslot.FieldSlot:
+		return m.OldSlot(ctx)
+	case sectionpagecountslot.FieldN:
+		return m.OldN(ctx)
+	}
+	return nil, fmt.Errorf("unknown SectionPageCountSlot field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *SectionPageCountSlotMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case sectionpagecountslot.FieldSectionID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSectionID(v)
+		return nil
+	case sectionpagecountslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSlot(v)
+		return nil
+	case sectionpagecountslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown SectionPageCountSlot field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *SectionPageCountSlotMutation) AddedFields() []string {
+	var fields []string
+	if m.addslot != nil {
+		fields = append(fields, sectionpagecountslot.FieldSlot)
+	}
+	if m.addn != nil {
+		fields = append(fields, sectionpagecountslot.FieldN)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *SectionPageCountSlotMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case sectionpagecountslot.FieldSlot:
+		return m.AddedSlot()
+	case sectionpagecountslot.FieldN:
+		return m.AddedN()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *SectionPageCountSlotMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case sectionpagecountslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddSlot(v)
+		return nil
+	case sectionpagecountslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown SectionPageCountSlot numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *SectionPageCountSlotMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *SectionPageCountSlotMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *SectionPageCountSlotMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown SectionPageCountSlot nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *SectionPageCountSlotMutation) ResetField(name string) error {
+	switch name {
+	case sectionpagecountslot.FieldSectionID:
+		m.ResetSectionID()
+		return nil
+	case sectionpagecountslot.FieldSlot:
+		m.ResetSlot()
+		return nil
+	case sectionpagecountslot.FieldN:
+		m.ResetN()
+		return nil
+	}
+	return fmt.Errorf("unknown SectionPageCountSlot field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *SectionPageCountSlotMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.section != nil {
+		edges = append(edges, sectionpagecountslot.EdgeSection)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *SectionPageCountSlotMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case sectionpagecountslot.EdgeSection:
+		if id := m.section; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *SectionPageCountSlotMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *SectionPageCountSlotMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *SectionPageCountSlotMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedsection {
+		edges = append(edges, sectionpagecountslot.EdgeSection)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *SectionPageCountSlotMutation) EdgeCleared(name string) bool {
+	switch name {
+	case sectionpagecountslot.EdgeSection:
+		return m.clearedsection
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *SectionPageCountSlotMutation) ClearEdge(name string) error {
+	switch name {
+	case sectionpagecountslot.EdgeSection:
+		m.ClearSection()
+		return nil
+	}
+	return fmt.Errorf("unknown SectionPageCountSlot unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *SectionPageCountSlotMutation) ResetEdge(name string) error {
+	switch name {
+	case sectionpagecountslot.EdgeSection:
+		m.ResetSection()
+		return nil
+	}
+	return fmt.Errorf("unknown SectionPageCountSlot edge %s", name)
 }
 
 // ShelfMutation represents an operation that mutates the Shelf nodes in the graph.

@@ -56,6 +56,8 @@ type Tx struct {
 	LabelConversationCountSlot *LabelConversationCountSlotClient
 	// NaivePost is the client for interacting with the NaivePost builders.
 	NaivePost *NaivePostClient
+	// Page is the client for interacting with the Page builders.
+	Page *PageClient
 	// Post is the client for interacting with the Post builders.
 	Post *PostClient
 	// PostLikesSlot is the client for interacting with the PostLikesSlot builders.
@@ -76,6 +78,10 @@ type Tx struct {
 	Reel *ReelClient
 	// ReelPlaysSlot is the client for interacting with the ReelPlaysSlot builders.
 	ReelPlaysSlot *ReelPlaysSlotClient
+	// Section is the client for interacting with the Section builders.
+	Section *SectionClient
+	// SectionPageCountSlot is the client for interacting with the SectionPageCountSlot builders.
+	SectionPageCountSlot *SectionPageCountSlotClient
 	// Shelf is the client for interacting with the Shelf builders.
 	Shelf *ShelfClient
 	// ShelfBookCountSlot is the client for interacting with the ShelfBookCountSlot builders.
@@ -251,6 +257,7 @@ func (tx *Tx) init() {
 	tx.Label = NewLabelClient(tx.config)
 	tx.LabelConversationCountSlot = NewLabelConversationCountSlotClient(tx.config)
 	tx.NaivePost = NewNaivePostClient(tx.config)
+	tx.Page = NewPageClient(tx.config)
 	tx.Post = NewPostClient(tx.config)
 	tx.PostLikesSlot = NewPostLikesSlotClient(tx.config)
 	tx.PostViewsSlot = NewPostViewsSlotClient(tx.config)
@@ -261,6 +268,8 @@ func (tx *Tx) init() {
 	tx.RackOpenCountSlot = NewRackOpenCountSlotClient(tx.config)
 	tx.Reel = NewReelClient(tx.config)
 	tx.ReelPlaysSlot = NewReelPlaysSlotClient(tx.config)
+	tx.Section = NewSectionClient(tx.config)
+	tx.SectionPageCountSlot = NewSectionPageCountSlotClient(tx.config)
 	tx.Shelf = NewShelfClient(tx.config)
 	tx.ShelfBookCountSlot = NewShelfBookCountSlotClient(tx.config)
 	tx.ShelfOpenCountSlot = NewShelfOpenCountSlotClient(tx.config)

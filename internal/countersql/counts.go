@@ -34,10 +34,27 @@ type Count struct {
 	// count: each counted row adds the value of this child column (NULL
 	// adds 0), e.g. a folder's bytes, the sum of its files' size.
 	Sum string
+	// Via is set for a count over two levels of relations (the child's
+	// Ref names a middle row, whose Via.Ref names the parent).
+	Via *Via
 	// Across is set for a count through the join table of a many-to-many
 	// relation (Child is the join table, Ref its column naming the
 	// parent): the join's other reference.
 	Across *Across
+}
+
+// Via is the middle table of a count over two levels: a category's count
+// of the products of its sub-categories counts the products whose
+// category_id names a category whose parent_id is the category's key
+// (Table categories, Key id, Ref parent_id). Triggers on the child add a
+// row to the parent its middle row names at the time; triggers on the
+// middle table move a middle row's whole total when its Ref changes, and
+// subtract it before the middle row is deleted (its children then name
+// no middle row, and count nowhere).
+type Via struct {
+	Table string // the middle table, e.g. categories
+	Key   string // its key, which the child's Ref names, e.g. id
+	Ref   string // its column naming the parent, e.g. parent_id
 }
 
 // Across is the other reference of a join table's row: a tag's count of
@@ -64,6 +81,22 @@ func (c Count) amount(w Writer, row, sign string) {
 	w.WriteString(sign + "COALESCE(" + row + ".")
 	w.Ident(c.Sum)
 	w.WriteString(", 0)")
+}
+
+// parentOf writes the parent key a child row (OLD, NEW or an alias)
+// counts for: its Ref, or through the middle table (c.Via) the middle
+// row's reference, NULL where there is none.
+func (c Count) parentOf(w Writer, row string) { c.parentOfLocked(w, row, "") }
+
+// parentOfLocked is parentOf, reading the middle row with lock (a
+// locking clause such as " FOR SHARE", or "").
+func (c Count) parentOfLocked(w Writer, row, lock string) {
+	if c.Via == nil {
+		w.WriteString(row + ".")
+		w.Ident(c.Ref)
+		return
+	}
+	q(w, "(SELECT hc_m.% FROM % AS hc_m WHERE hc_m.% = "+row+".%"+lock+")", c.Via.Ref, c.Via.Table, c.Via.Key, c.Ref)
 }
 
 // total writes the aggregate of the counted rows of a group: COUNT(*),
@@ -195,7 +228,154 @@ func (d Dialect) InstallCountTriggers(c Count) []func(Writer) {
 			})
 		}
 	}
+	if c.Via != nil {
+		steps = append(steps, d.viaTriggers(c)...)
+	}
 	return steps
+}
+
+// middleTotal writes what the children of a middle row (row: OLD, NEW or
+// an alias of the middle table) add to their parent: their count, or
+// their running total, over the counted ones.
+func (c Count) middleTotal(w Writer, row string) {
+	w.WriteString("(SELECT ")
+	c.total(w, childAlias)
+	q(w, " FROM % AS "+childAlias+" WHERE "+childAlias+".% = "+row+".% AND ", c.Child, c.Ref, c.Via.Key)
+	c.where(w)
+	w.WriteString(")")
+}
+
+// mysqlMiddleTotal writes the statement of a MySQL/MariaDB middle-table
+// trigger that reads middleTotal into hc_t with a plain SELECT ... INTO,
+// a consistent read that locks no child row: a subquery of a SET would
+// lock them, and wait for a child write that waits, in its own trigger,
+// for this middle row (a deadlock). A child write under this middle row
+// still waits for the move: its trigger reads the middle row locked.
+func (c Count) mysqlMiddleTotal(w Writer, row string) {
+	w.WriteString("SELECT ")
+	c.total(w, childAlias)
+	q(w, " INTO hc_t FROM % AS "+childAlias+" WHERE "+childAlias+".% = "+row+".% AND ", c.Child, c.Ref, c.Via.Key)
+	c.where(w)
+	w.WriteString("; ")
+}
+
+// viaTriggers returns the statements that create the triggers on the
+// middle table of a count over two levels (c.Via): after an update that
+// changes a middle row's reference, its children's total moves from the
+// old parent to the new one; before a middle row is deleted, its
+// children's total leaves its parent (they then reach none: a cascade
+// deletes them, and their own triggers find no middle row).
+func (d Dialect) viaTriggers(c Count) []func(Writer) {
+	v := c.Via
+	mrow := func(w Writer, row string) { w.WriteString(row + "."); w.Ident(v.Ref) }
+	switch d.kind {
+	case postgres:
+		upd, del := schemaOf(v.Table)+c.triggerName("mupd"), schemaOf(v.Table)+c.triggerName("mdel")
+		upsert := func(w Writer) {
+			q(w, " ON CONFLICT (%, %) DO UPDATE SET % = %.% + excluded.%", c.Owner, SlotColumn, ValueColumn, c.Slots, ValueColumn, ValueColumn)
+		}
+		return []func(Writer){
+			func(w Writer) {
+				q(w, "CREATE OR REPLACE FUNCTION %() RETURNS trigger LANGUAGE plpgsql AS $hc$ BEGIN INSERT INTO % (%, %, %) SELECT hc_d.k, ", upd, c.Slots, c.Owner, SlotColumn, ValueColumn)
+				w.WriteString(d.sessionSlot(c.SlotCount))
+				w.WriteString(", hc_d.n FROM (SELECT hc_x.k, SUM(hc_x.n) AS n FROM (SELECT ")
+				mrow(w, "hc_o")
+				w.WriteString(" AS k, -")
+				c.middleTotal(w, "hc_o")
+				w.WriteString(" AS n FROM hc_old AS hc_o UNION ALL SELECT ")
+				mrow(w, "hc_w")
+				w.WriteString(", ")
+				c.middleTotal(w, "hc_w")
+				q(w, " FROM hc_new AS hc_w) AS hc_x WHERE hc_x.k IS NOT NULL GROUP BY hc_x.k HAVING SUM(hc_x.n) <> 0) AS hc_d JOIN % AS hc_p ON hc_p.% = hc_d.k ORDER BY hc_d.k", c.Parent, c.ParentKey)
+				upsert(w)
+				w.WriteString("; RETURN NULL; END $hc$")
+			},
+			func(w Writer) {
+				q(w, "CREATE TRIGGER % AFTER UPDATE ON % REFERENCING OLD TABLE AS hc_old NEW TABLE AS hc_new FOR EACH STATEMENT EXECUTE FUNCTION %()", c.triggerName("mupd"), v.Table, upd)
+			},
+			func(w Writer) {
+				q(w, "CREATE OR REPLACE FUNCTION %() RETURNS trigger LANGUAGE plpgsql AS $hc$ BEGIN INSERT INTO % (%, %, %) SELECT hc_p.%, ", del, c.Slots, c.Owner, SlotColumn, ValueColumn, c.ParentKey)
+				w.WriteString(d.sessionSlot(c.SlotCount))
+				w.WriteString(", -")
+				c.middleTotal(w, "OLD")
+				q(w, " FROM % AS hc_p WHERE hc_p.% = ", c.Parent, c.ParentKey)
+				mrow(w, "OLD")
+				w.WriteString(" AND ")
+				c.middleTotal(w, "OLD")
+				w.WriteString(" <> 0")
+				upsert(w)
+				w.WriteString("; RETURN OLD; END $hc$")
+			},
+			func(w Writer) {
+				q(w, "CREATE TRIGGER % BEFORE DELETE ON % FOR EACH ROW EXECUTE FUNCTION %()", c.triggerName("mdel"), v.Table, del)
+			},
+		}
+	case mysql:
+		add := func(w Writer, row, sign string) {
+			w.WriteString("IF ")
+			mrow(w, row)
+			q(w, " IS NOT NULL AND EXISTS (SELECT 1 FROM % WHERE % = ", c.Parent, c.ParentKey)
+			mrow(w, row)
+			q(w, ") THEN INSERT INTO % (%, %, %) VALUES (", c.Slots, c.Owner, SlotColumn, ValueColumn)
+			mrow(w, row)
+			q(w, ", "+mysqlOwnSlot(c.SlotCount)+", "+sign+"hc_t) ON DUPLICATE KEY UPDATE % = % + "+sign+"hc_t; END IF; ", ValueColumn, ValueColumn)
+		}
+		return []func(Writer){
+			func(w Writer) {
+				q(w, "CREATE TRIGGER % AFTER UPDATE ON % FOR EACH ROW BEGIN DECLARE hc_i INT DEFAULT 0; DECLARE hc_t BIGINT DEFAULT 0; IF NOT (", schemaOf(v.Table)+c.triggerName("mupd"), v.Table)
+				mrow(w, "OLD")
+				w.WriteString(" <=> ")
+				mrow(w, "NEW")
+				w.WriteString(") THEN ")
+				c.mysqlMiddleTotal(w, "NEW")
+				w.WriteString("IF hc_t <> 0 THEN ")
+				d.mysqlClaim(w)
+				add(w, "OLD", "-")
+				add(w, "NEW", "")
+				w.WriteString("END IF; END IF; END")
+			},
+			func(w Writer) {
+				q(w, "CREATE TRIGGER % BEFORE DELETE ON % FOR EACH ROW BEGIN DECLARE hc_i INT DEFAULT 0; DECLARE hc_t BIGINT DEFAULT 0; ", schemaOf(v.Table)+c.triggerName("mdel"), v.Table)
+				c.mysqlMiddleTotal(w, "OLD")
+				w.WriteString("IF hc_t <> 0 THEN ")
+				d.mysqlClaim(w)
+				add(w, "OLD", "-")
+				w.WriteString("END IF; END")
+			},
+		}
+	}
+	add := func(w Writer, key, sign, totalOf string) {
+		q(w, "INSERT INTO % (%, %, %) SELECT ", c.Slots, c.Owner, SlotColumn, ValueColumn)
+		mrow(w, key)
+		w.WriteString(", 0, 0 WHERE ")
+		mrow(w, key)
+		q(w, " IS NOT NULL AND EXISTS (SELECT 1 FROM % WHERE % = ", c.Parent, c.ParentKey)
+		mrow(w, key)
+		q(w, ") AND NOT EXISTS (SELECT 1 FROM % WHERE % = ", c.Slots, c.Owner)
+		mrow(w, key)
+		q(w, " AND % = 0); UPDATE % SET % = % "+sign+" ", SlotColumn, c.Slots, ValueColumn, ValueColumn)
+		c.middleTotal(w, totalOf)
+		q(w, " WHERE % = ", c.Owner)
+		mrow(w, key)
+		q(w, " AND % = 0; ", SlotColumn)
+	}
+	return []func(Writer){
+		func(w Writer) {
+			q(w, "CREATE TRIGGER % AFTER UPDATE ON % FOR EACH ROW WHEN ", c.triggerName("mupd"), v.Table)
+			mrow(w, "OLD")
+			w.WriteString(" IS NOT ")
+			mrow(w, "NEW")
+			w.WriteString(" BEGIN ")
+			add(w, "OLD", "-", "NEW")
+			add(w, "NEW", "+", "NEW")
+			w.WriteString("END")
+		},
+		func(w Writer) {
+			q(w, "CREATE TRIGGER % BEFORE DELETE ON % FOR EACH ROW BEGIN ", c.triggerName("mdel"), v.Table)
+			add(w, "OLD", "-", "OLD")
+			w.WriteString("END")
+		},
+	}
 }
 
 // CountTriggersOf writes the query of the names of c's triggers that exist
@@ -249,6 +429,19 @@ func (d Dialect) DropCountTriggers(c Count) []func(Writer) {
 				func(w Writer) { q(w, "DROP FUNCTION IF EXISTS %()", schemaOf(c.Child)+name) })
 		default:
 			steps = append(steps, func(w Writer) { q(w, "DROP TRIGGER IF EXISTS %", schemaOf(c.Child)+name) })
+		}
+	}
+	if c.Via != nil {
+		for _, op := range []string{"mupd", "mdel"} {
+			name := c.triggerName(op)
+			switch d.kind {
+			case postgres:
+				steps = append(steps,
+					func(w Writer) { q(w, "DROP TRIGGER IF EXISTS % ON %", name, c.Via.Table) },
+					func(w Writer) { q(w, "DROP FUNCTION IF EXISTS %()", schemaOf(c.Via.Table)+name) })
+			default:
+				steps = append(steps, func(w Writer) { q(w, "DROP TRIGGER IF EXISTS %", schemaOf(c.Via.Table)+name) })
+			}
 		}
 	}
 	if d.kind == mysql && c.Across != nil {
@@ -330,7 +523,15 @@ func (d Dialect) pgCountFunction(w Writer, c Count, fn, event string) {
 		if i > 0 {
 			w.WriteString(" UNION ALL ")
 		}
-		q(w, "SELECT %.% AS k, ", childAlias, c.Ref)
+		// The middle row is read FOR SHARE: a concurrent move of it (an
+		// UPDATE) then waits for this transaction, or this statement
+		// for the move, and reads the reference it committed. Without
+		// the lock a child written under a middle row whose move is
+		// not committed yet would count for the old parent, and the
+		// move's total would leave it out.
+		w.WriteString("SELECT ")
+		c.parentOfLocked(w, d.Quote(childAlias), " FOR SHARE")
+		w.WriteString(" AS k, ")
 		c.amount(w, childAlias, p.sign)
 		q(w, " AS n FROM "+p.table+" AS % WHERE ", childAlias)
 		c.where(w)
@@ -351,8 +552,8 @@ func literal(w Writer, s string) {
 // the count needs: the reference, the soft-delete column and those the
 // condition names (see condition.go), never a copy of the row.
 func (d Dialect) counted(w Writer, c Count, row string) {
-	w.WriteString("(" + row + ".")
-	w.Ident(c.Ref)
+	w.WriteString("(")
+	c.parentOf(w, row)
 	w.WriteString(" IS NOT NULL")
 	if c.SoftDelete != "" {
 		w.WriteString(" AND " + row + ".")
@@ -371,7 +572,9 @@ func (d Dialect) counted(w Writer, c Count, row string) {
 // key constraints a child may name a missing parent, whose slot row the
 // slot table's foreign key would refuse, failing the child's write.
 func (c Count) parentExists(w Writer, row string) {
-	q(w, "EXISTS (SELECT 1 FROM % WHERE % = "+row+".%)", c.Parent, c.ParentKey, c.Ref)
+	q(w, "EXISTS (SELECT 1 FROM % WHERE % = ", c.Parent, c.ParentKey)
+	c.parentOf(w, row)
+	w.WriteString(")")
 }
 
 // mysqlCountBody writes the body of a MySQL/MariaDB row trigger. A moved
@@ -384,10 +587,7 @@ func (d Dialect) mysqlCountBody(w Writer, c Count, event string) {
 		c.parentExists(w, row)
 		w.WriteString(")")
 	}
-	ref := func(row string) {
-		w.WriteString(row + ".")
-		w.Ident(c.Ref)
-	}
+	ref := func(row string) { c.parentOf(w, row) }
 	w.WriteString("DECLARE hc_i INT DEFAULT 0; ")
 	if event == "UPDATE" {
 		w.WriteString("DECLARE hc_o, hc_n INT DEFAULT 0; ")
@@ -447,7 +647,9 @@ func (d Dialect) mysqlApply(w Writer, c Count, row string, delta int) {
 	if delta < 0 {
 		sign = "-"
 	}
-	q(w, "INSERT INTO % (%, %, %) VALUES ("+row+".%, "+mysqlOwnSlot(c.SlotCount)+", ", c.Slots, c.Owner, SlotColumn, ValueColumn, c.Ref)
+	q(w, "INSERT INTO % (%, %, %) VALUES (", c.Slots, c.Owner, SlotColumn, ValueColumn)
+	c.parentOf(w, row)
+	w.WriteString(", " + mysqlOwnSlot(c.SlotCount) + ", ")
 	c.amount(w, row, sign)
 	q(w, ") ON DUPLICATE KEY UPDATE % = % + ", ValueColumn, ValueColumn)
 	c.amount(w, row, sign)
@@ -462,18 +664,24 @@ func (d Dialect) mysqlApply(w Writer, c Count, row string, delta int) {
 // statement that fired it, so INSERT OR IGNORE would become an upsert's
 // failure or a REPLACE that resets the row.
 func (d Dialect) sqliteApply(w Writer, c Count, row string, delta int) {
-	q(w, "INSERT INTO % (%, %, %) SELECT "+row+".%, 0, 0 WHERE ", c.Slots, c.Owner, SlotColumn, ValueColumn, c.Ref)
+	q(w, "INSERT INTO % (%, %, %) SELECT ", c.Slots, c.Owner, SlotColumn, ValueColumn)
+	c.parentOf(w, row)
+	w.WriteString(", 0, 0 WHERE ")
 	d.counted(w, c, row)
 	w.WriteString(" AND ")
 	c.parentExists(w, row)
-	q(w, " AND NOT EXISTS (SELECT 1 FROM % WHERE % = "+row+".% AND % = 0); ", c.Slots, c.Owner, c.Ref, SlotColumn)
+	q(w, " AND NOT EXISTS (SELECT 1 FROM % WHERE % = ", c.Slots, c.Owner)
+	c.parentOf(w, row)
+	q(w, " AND % = 0); ", SlotColumn)
 	sign := ""
 	if delta < 0 {
 		sign = "-"
 	}
 	q(w, "UPDATE % SET % = % + ", c.Slots, ValueColumn, ValueColumn)
 	c.amount(w, row, sign)
-	q(w, " WHERE % = "+row+".% AND % = 0 AND ", c.Owner, c.Ref, SlotColumn)
+	q(w, " WHERE % = ", c.Owner)
+	c.parentOf(w, row)
+	q(w, " AND % = 0 AND ", SlotColumn)
 	d.counted(w, c, row)
 	w.WriteString("; ")
 }
@@ -649,7 +857,12 @@ func (d Upserts) AddCounts(w Writer, c Count, keys []any, amounts []int64) {
 func (d Dialect) RecountBatch(w Writer, c Count, withColumn bool, after any, limit int, cond func(Writer)) {
 	q(w, "SELECT %.%, CAST((SELECT ", c.Parent, c.ParentKey)
 	c.total(w, childAlias)
-	q(w, " FROM % AS % WHERE %.% = %.% AND ", c.Child, childAlias, childAlias, c.Ref, c.Parent, c.ParentKey)
+	if c.Via == nil {
+		q(w, " FROM % AS % WHERE %.% = %.% AND ", c.Child, childAlias, childAlias, c.Ref, c.Parent, c.ParentKey)
+	} else {
+		q(w, " FROM % AS % WHERE %.% IN (SELECT hc_m.% FROM % AS hc_m WHERE hc_m.% = %.%) AND ",
+			c.Child, childAlias, childAlias, c.Ref, c.Via.Key, c.Via.Table, c.Via.Ref, c.Parent, c.ParentKey)
+	}
 	c.where(w)
 	q(w, ") - COALESCE((SELECT SUM(hc_s.%) FROM % AS hc_s WHERE hc_s.% = %.%), 0)", ValueColumn, c.Slots, c.Owner, c.Parent, c.ParentKey)
 	if withColumn {

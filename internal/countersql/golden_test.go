@@ -51,6 +51,10 @@ var (
 	// A folder's bytes: the running total of its files' size.
 	folderBytes = Count{Table: Table{Parent: "folders", ParentKey: "id", Column: "bytes", Slots: "folder_bytes_slots", Owner: "folder_id"},
 		SlotCount: 16, Child: "files", ChildKey: "id", Ref: "folder_id", Columns: []string{"id", "folder_id", "size"}, Sum: "size"}
+	// A section's count of the pages of its sub-sections (two levels).
+	sectionPages = Count{Table: Table{Parent: "sections", ParentKey: "id", Column: "page_count", Slots: "section_page_count_slots", Owner: "section_id"},
+		SlotCount: 16, Child: "pages", ChildKey: "id", Ref: "section_id", Columns: []string{"id", "section_id"},
+		Via: &Via{Table: "sections", Key: "id", Ref: "parent_id"}}
 	// ent's layout: a surrogate key beside the unique (owner, slot).
 	entPosts = func() Table { t := posts; t.RowID = "id"; return t }()
 	entCount = func() Count { c := count; c.RowID = "id"; return c }()
@@ -128,6 +132,7 @@ func statements(d Dialect) []struct {
 	out = append(out, many("DropCountTriggers", d.DropCountTriggers(count))...)
 	out = append(out, many("InstallCountTriggers, through a join table", d.InstallCountTriggers(tagCount))...)
 	out = append(out, many("InstallCountTriggers, a running total", d.InstallCountTriggers(folderBytes))...)
+	out = append(out, many("InstallCountTriggers, two levels", d.InstallCountTriggers(sectionPages))...)
 	out = append(out, many("DropCountTriggers, through a join table", d.DropCountTriggers(tagCount))...)
 	out = append(out,
 		one("CountedRows", func(w Writer) { d.CountedRows(w, []Count{count}, d.ChildKeyIn(count, keys), true) }),
@@ -137,6 +142,7 @@ func statements(d Dialect) []struct {
 		one("RecountBatch", func(w Writer) { d.RecountBatch(w, count, false, int64(9), 500, cond) }),
 		one("RecountBatch with the column", func(w Writer) { d.RecountBatch(w, count, true, nil, 500, cond) }),
 		one("RecountBatch, a running total", func(w Writer) { d.RecountBatch(w, folderBytes, false, nil, 500, cond) }),
+		one("RecountBatch, two levels", func(w Writer) { d.RecountBatch(w, sectionPages, false, nil, 500, cond) }),
 		one("ProbeStorage", func(w Writer) { d.ProbeStorage(w, posts) }),
 		one("KeyUnique", func(w Writer) { d.KeyUnique(w, "posts", "id") }),
 		one("ColumnOwners", func(w Writer) { d.ColumnOwners(w, posts, int64(9), 500) }),

@@ -64,6 +64,8 @@ type CountDef struct {
 	Columns []string // every child column
 	Where   string   // condition over child columns; "" counts every row
 	Total   string   // child column a running total adds; "" counts rows
+	// Via is set for a count over two O2M edges: the middle table.
+	Via *countersql.Via
 	// Across is set for a count through the join table of an M2M edge
 	// (Table is the join table, Key empty): the join's other reference.
 	Across *countersql.Across
@@ -72,7 +74,7 @@ type CountDef struct {
 // count returns the countersql description of d's count.
 func (d Def) CountSpec() countersql.Count {
 	c := d.Count
-	return countersql.Count{Table: d.Tables(), SlotCount: d.Slots, Child: c.Table, ChildKey: c.Key, Ref: c.Ref, Columns: c.Columns, Where: c.Where, Sum: c.Total, Across: c.Across}
+	return countersql.Count{Table: d.Tables(), SlotCount: d.Slots, Child: c.Table, ChildKey: c.Key, Ref: c.Ref, Columns: c.Columns, Where: c.Where, Sum: c.Total, Via: c.Via, Across: c.Across}
 }
 
 // precreate reports whether the counter's slot rows are created with

@@ -479,6 +479,32 @@ var (
 		Columns:    NaivePostsColumns,
 		PrimaryKey: []*schema.Column{NaivePostsColumns[0]},
 	}
+	// PagesColumns holds the columns for the "pages" table.
+	PagesColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "section_id", Type: field.TypeInt, Nullable: true},
+	}
+	// PagesTable holds the schema information for the "pages" table.
+	PagesTable = &schema.Table{
+		Name:       "pages",
+		Columns:    PagesColumns,
+		PrimaryKey: []*schema.Column{PagesColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "pages_sections_pages",
+				Columns:    []*schema.Column{PagesColumns[1]},
+				RefColumns: []*schema.Column{SectionsColumns[0]},
+				OnDelete:   schema.SetNull,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "page_section_id",
+				Unique:  false,
+				Columns: []*schema.Column{PagesColumns[1]},
+			},
+		},
+	}
 	// PostsColumns holds the columns for the "posts" table.
 	PostsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt, Increment: true},
@@ -699,6 +725,61 @@ var (
 				Name:    "reelplaysslot_reel_id_slot",
 				Unique:  true,
 				Columns: []*schema.Column{ReelPlaysSlotsColumns[3], ReelPlaysSlotsColumns[1]},
+			},
+		},
+	}
+	// SectionsColumns holds the columns for the "sections" table.
+	SectionsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "name", Type: field.TypeString, Default: ""},
+		{Name: "parent_id", Type: field.TypeInt, Nullable: true},
+	}
+	// SectionsTable holds the schema information for the "sections" table.
+	SectionsTable = &schema.Table{
+		Name:       "sections",
+		Columns:    SectionsColumns,
+		PrimaryKey: []*schema.Column{SectionsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "sections_sections_children",
+				Columns:    []*schema.Column{SectionsColumns[2]},
+				RefColumns: []*schema.Column{SectionsColumns[0]},
+				OnDelete:   schema.SetNull,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "section_parent_id",
+				Unique:  false,
+				Columns: []*schema.Column{SectionsColumns[2]},
+			},
+		},
+	}
+	// SectionPageCountSlotsColumns holds the columns for the "section_page_count_slots" table.
+	SectionPageCountSlotsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "slot", Type: field.TypeInt16},
+		{Name: "n", Type: field.TypeInt64, Default: 0},
+		{Name: "section_id", Type: field.TypeInt},
+	}
+	// SectionPageCountSlotsTable holds the schema information for the "section_page_count_slots" table.
+	SectionPageCountSlotsTable = &schema.Table{
+		Name:       "section_page_count_slots",
+		Columns:    SectionPageCountSlotsColumns,
+		PrimaryKey: []*schema.Column{SectionPageCountSlotsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "section_page_count_slots_sections_section",
+				Columns:    []*schema.Column{SectionPageCountSlotsColumns[3]},
+				RefColumns: []*schema.Column{SectionsColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "sectionpagecountslot_section_id_slot",
+				Unique:  true,
+				Columns: []*schema.Column{SectionPageCountSlotsColumns[3], SectionPageCountSlotsColumns[1]},
 			},
 		},
 	}
@@ -1010,6 +1091,7 @@ var (
 		LabelsTable,
 		LabelConversationCountSlotsTable,
 		NaivePostsTable,
+		PagesTable,
 		PostsTable,
 		PostLikesSlotsTable,
 		PostViewsSlotsTable,
@@ -1020,6 +1102,8 @@ var (
 		RackOpenCountSlotsTable,
 		ReelsTable,
 		ReelPlaysSlotsTable,
+		SectionsTable,
+		SectionPageCountSlotsTable,
 		ShelvesTable,
 		ShelfBookCountSlotsTable,
 		ShelfOpenCountSlotsTable,
@@ -1080,6 +1164,7 @@ func init() {
 	LabelConversationCountSlotsTable.Annotation = &entsql.Annotation{
 		Table: "label_conversation_count_slots",
 	}
+	PagesTable.ForeignKeys[0].RefTable = SectionsTable
 	PostsTable.ForeignKeys[0].RefTable = AuthorsTable
 	PostLikesSlotsTable.ForeignKeys[0].RefTable = PostsTable
 	PostLikesSlotsTable.Annotation = &entsql.Annotation{
@@ -1104,6 +1189,11 @@ func init() {
 	ReelPlaysSlotsTable.ForeignKeys[0].RefTable = ReelsTable
 	ReelPlaysSlotsTable.Annotation = &entsql.Annotation{
 		Table: "reel_plays_slots",
+	}
+	SectionsTable.ForeignKeys[0].RefTable = SectionsTable
+	SectionPageCountSlotsTable.ForeignKeys[0].RefTable = SectionsTable
+	SectionPageCountSlotsTable.Annotation = &entsql.Annotation{
+		Table: "section_page_count_slots",
 	}
 	ShelfBookCountSlotsTable.ForeignKeys[0].RefTable = ShelvesTable
 	ShelfBookCountSlotsTable.Annotation = &entsql.Annotation{

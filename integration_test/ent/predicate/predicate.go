@@ -72,6 +72,9 @@ type LabelConversationCountSlot func(*sql.Selector)
 // NaivePost is the predicate function for naivepost builders.
 type NaivePost func(*sql.Selector)
 
+// Page is the predicate function for page builders.
+type Page func(*sql.Selector)
+
 // Post is the predicate function for post builders.
 type Post func(*sql.Selector)
 
@@ -101,6 +104,12 @@ type Reel func(*sql.Selector)
 
 // ReelPlaysSlot is the predicate function for reelplaysslot builders.
 type ReelPlaysSlot func(*sql.Selector)
+
+// Section is the predicate function for section builders.
+type Section func(*sql.Selector)
+
+// SectionPageCountSlot is the predicate function for sectionpagecountslot builders.
+type SectionPageCountSlot func(*sql.Selector)
 
 // Shelf is the predicate function for shelf builders.
 type Shelf func(*sql.Selector)

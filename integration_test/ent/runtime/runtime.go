@@ -35,6 +35,8 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/reel"
 	"github.com/hotcounter/hotcounter/integration_test/ent/reelplaysslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/schema"
+	"github.com/hotcounter/hotcounter/integration_test/ent/section"
+	"github.com/hotcounter/hotcounter/integration_test/ent/sectionpagecountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/shelf"
 	"github.com/hotcounter/hotcounter/integration_test/ent/shelfbookcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/shelfopencountslot"
@@ -462,6 +464,32 @@ func init() {
 	reelplaysslotDescN := reelplaysslotMixinFields0[2].Descriptor()
 	// reelplaysslot.DefaultN holds the default value on creation for the n field.
 	reelplaysslot.DefaultN = reelplaysslotDescN.Default.(int64)
+	sectionMixin := schema.Section{}.Mixin()
+	sectionMixinHooks0 := sectionMixin[0].Hooks()
+	section.Hooks[0] = sectionMixinHooks0[0]
+	sectionMixinInters0 := sectionMixin[0].Interceptors()
+	section.Interceptors[0] = sectionMixinInters0[0]
+	sectionMixinFields0 := sectionMixin[0].Fields()
+	_ = sectionMixinFields0
+	sectionFields := schema.Section{}.Fields()
+	_ = sectionFields
+	// sectionDescPageCount is the schema descriptor for page_count field.
+	sectionDescPageCount := sectionMixinFields0[0].Descriptor()
+	// section.DefaultPageCount holds the default value on creation for the page_count field.
+	section.DefaultPageCount = sectionDescPageCount.Default.(int64)
+	// sectionDescName is the schema descriptor for name field.
+	sectionDescName := sectionFields[0].Descriptor()
+	// section.DefaultName holds the default value on creation for the name field.
+	section.DefaultName = sectionDescName.Default.(string)
+	sectionpagecountslotMixin := schema.SectionPageCountSlot{}.Mixin()
+	sectionpagecountslotMixinFields0 := sectionpagecountslotMixin[0].Fields()
+	_ = sectionpagecountslotMixinFields0
+	sectionpagecountslotFields := schema.SectionPageCountSlot{}.Fields()
+	_ = sectionpagecountslotFields
+	// sectionpagecountslotDescN is the schema descriptor for n field.
+	sectionpagecountslotDescN := sectionpagecountslotMixinFields0[2].Descriptor()
+	// sectionpagecountslot.DefaultN holds the default value on creation for the n field.
+	sectionpagecountslot.DefaultN = sectionpagecountslotDescN.Default.(int64)
 	shelfMixin := schema.Shelf{}.Mixin()
 	shelfMixinHooks0 := shelfMixin[0].Hooks()
 	shelfMixinHooks1 := shelfMixin[1].Hooks()

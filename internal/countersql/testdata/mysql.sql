@@ -179,6 +179,36 @@ CREATE TRIGGER `hc_folder_bytes_slots_upd` AFTER UPDATE ON `files` FOR EACH ROW 
 -- InstallCountTriggers, a running total (6 of 6)
 CREATE TRIGGER `hc_folder_bytes_slots_del` AFTER DELETE ON `files` FOR EACH ROW BEGIN DECLARE hc_i INT DEFAULT 0; IF NOT (IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID()) THEN SET @hc_slot = NULL, hc_i = 0; WHILE @hc_slot IS NULL AND hc_i < 30000 DO IF GET_LOCK(CONCAT('hotcounter.slot.', hc_i), 0) = 1 THEN SET @hc_slot = hc_i; END IF; SET hc_i = hc_i + 1; END WHILE; END IF; IF ((OLD.`folder_id` IS NOT NULL) AND EXISTS (SELECT 1 FROM `folders` WHERE `id` = OLD.`folder_id`)) THEN INSERT INTO `folder_bytes_slots` (`folder_id`, `slot`, `n`) VALUES (OLD.`folder_id`, IFNULL(16 + @hc_slot, MOD(CONNECTION_ID(), 16)), -COALESCE(OLD.`size`, 0)) ON DUPLICATE KEY UPDATE `n` = `n` + -COALESCE(OLD.`size`, 0); END IF; END;
 
+-- InstallCountTriggers, two levels (1 of 10)
+DROP TRIGGER IF EXISTS `hc_section_page_count_slots_ins`;
+
+-- InstallCountTriggers, two levels (2 of 10)
+DROP TRIGGER IF EXISTS `hc_section_page_count_slots_upd`;
+
+-- InstallCountTriggers, two levels (3 of 10)
+DROP TRIGGER IF EXISTS `hc_section_page_count_slots_del`;
+
+-- InstallCountTriggers, two levels (4 of 10)
+DROP TRIGGER IF EXISTS `hc_section_page_count_slots_mupd`;
+
+-- InstallCountTriggers, two levels (5 of 10)
+DROP TRIGGER IF EXISTS `hc_section_page_count_slots_mdel`;
+
+-- InstallCountTriggers, two levels (6 of 10)
+CREATE TRIGGER `hc_section_page_count_slots_ins` AFTER INSERT ON `pages` FOR EACH ROW BEGIN DECLARE hc_i INT DEFAULT 0; IF NOT (IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID()) THEN SET @hc_slot = NULL, hc_i = 0; WHILE @hc_slot IS NULL AND hc_i < 30000 DO IF GET_LOCK(CONCAT('hotcounter.slot.', hc_i), 0) = 1 THEN SET @hc_slot = hc_i; END IF; SET hc_i = hc_i + 1; END WHILE; END IF; IF (((SELECT hc_m.`parent_id` FROM `sections` AS hc_m WHERE hc_m.`id` = NEW.`section_id`) IS NOT NULL) AND EXISTS (SELECT 1 FROM `sections` WHERE `id` = (SELECT hc_m.`parent_id` FROM `sections` AS hc_m WHERE hc_m.`id` = NEW.`section_id`))) THEN INSERT INTO `section_page_count_slots` (`section_id`, `slot`, `n`) VALUES ((SELECT hc_m.`parent_id` FROM `sections` AS hc_m WHERE hc_m.`id` = NEW.`section_id`), IFNULL(16 + @hc_slot, MOD(CONNECTION_ID(), 16)), 1) ON DUPLICATE KEY UPDATE `n` = `n` + 1; END IF; END;
+
+-- InstallCountTriggers, two levels (7 of 10)
+CREATE TRIGGER `hc_section_page_count_slots_upd` AFTER UPDATE ON `pages` FOR EACH ROW BEGIN DECLARE hc_i INT DEFAULT 0; DECLARE hc_o, hc_n INT DEFAULT 0; IF NOT (IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID()) THEN SET @hc_slot = NULL, hc_i = 0; WHILE @hc_slot IS NULL AND hc_i < 30000 DO IF GET_LOCK(CONCAT('hotcounter.slot.', hc_i), 0) = 1 THEN SET @hc_slot = hc_i; END IF; SET hc_i = hc_i + 1; END WHILE; END IF; SET hc_o = (((SELECT hc_m.`parent_id` FROM `sections` AS hc_m WHERE hc_m.`id` = OLD.`section_id`) IS NOT NULL) AND EXISTS (SELECT 1 FROM `sections` WHERE `id` = (SELECT hc_m.`parent_id` FROM `sections` AS hc_m WHERE hc_m.`id` = OLD.`section_id`))); SET hc_n = (((SELECT hc_m.`parent_id` FROM `sections` AS hc_m WHERE hc_m.`id` = NEW.`section_id`) IS NOT NULL) AND EXISTS (SELECT 1 FROM `sections` WHERE `id` = (SELECT hc_m.`parent_id` FROM `sections` AS hc_m WHERE hc_m.`id` = NEW.`section_id`))); IF hc_o AND hc_n AND (SELECT hc_m.`parent_id` FROM `sections` AS hc_m WHERE hc_m.`id` = OLD.`section_id`) = (SELECT hc_m.`parent_id` FROM `sections` AS hc_m WHERE hc_m.`id` = NEW.`section_id`) THEN SET hc_o = 0, hc_n = 0; END IF; IF hc_o AND (NOT hc_n OR (SELECT hc_m.`parent_id` FROM `sections` AS hc_m WHERE hc_m.`id` = OLD.`section_id`) < (SELECT hc_m.`parent_id` FROM `sections` AS hc_m WHERE hc_m.`id` = NEW.`section_id`)) THEN INSERT INTO `section_page_count_slots` (`section_id`, `slot`, `n`) VALUES ((SELECT hc_m.`parent_id` FROM `sections` AS hc_m WHERE hc_m.`id` = OLD.`section_id`), IFNULL(16 + @hc_slot, MOD(CONNECTION_ID(), 16)), -1) ON DUPLICATE KEY UPDATE `n` = `n` + -1; SET hc_o = 0; END IF; IF hc_n THEN INSERT INTO `section_page_count_slots` (`section_id`, `slot`, `n`) VALUES ((SELECT hc_m.`parent_id` FROM `sections` AS hc_m WHERE hc_m.`id` = NEW.`section_id`), IFNULL(16 + @hc_slot, MOD(CONNECTION_ID(), 16)), 1) ON DUPLICATE KEY UPDATE `n` = `n` + 1; END IF; IF hc_o THEN INSERT INTO `section_page_count_slots` (`section_id`, `slot`, `n`) VALUES ((SELECT hc_m.`parent_id` FROM `sections` AS hc_m WHERE hc_m.`id` = OLD.`section_id`), IFNULL(16 + @hc_slot, MOD(CONNECTION_ID(), 16)), -1) ON DUPLICATE KEY UPDATE `n` = `n` + -1; END IF; END;
+
+-- InstallCountTriggers, two levels (8 of 10)
+CREATE TRIGGER `hc_section_page_count_slots_del` AFTER DELETE ON `pages` FOR EACH ROW BEGIN DECLARE hc_i INT DEFAULT 0; IF NOT (IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID()) THEN SET @hc_slot = NULL, hc_i = 0; WHILE @hc_slot IS NULL AND hc_i < 30000 DO IF GET_LOCK(CONCAT('hotcounter.slot.', hc_i), 0) = 1 THEN SET @hc_slot = hc_i; END IF; SET hc_i = hc_i + 1; END WHILE; END IF; IF (((SELECT hc_m.`parent_id` FROM `sections` AS hc_m WHERE hc_m.`id` = OLD.`section_id`) IS NOT NULL) AND EXISTS (SELECT 1 FROM `sections` WHERE `id` = (SELECT hc_m.`parent_id` FROM `sections` AS hc_m WHERE hc_m.`id` = OLD.`section_id`))) THEN INSERT INTO `section_page_count_slots` (`section_id`, `slot`, `n`) VALUES ((SELECT hc_m.`parent_id` FROM `sections` AS hc_m WHERE hc_m.`id` = OLD.`section_id`), IFNULL(16 + @hc_slot, MOD(CONNECTION_ID(), 16)), -1) ON DUPLICATE KEY UPDATE `n` = `n` + -1; END IF; END;
+
+-- InstallCountTriggers, two levels (9 of 10)
+CREATE TRIGGER `hc_section_page_count_slots_mupd` AFTER UPDATE ON `sections` FOR EACH ROW BEGIN DECLARE hc_i INT DEFAULT 0; DECLARE hc_t BIGINT DEFAULT 0; IF NOT (OLD.`parent_id` <=> NEW.`parent_id`) THEN SELECT COUNT(*) INTO hc_t FROM `pages` AS hc_c WHERE hc_c.`section_id` = NEW.`id` AND (1=1); IF hc_t <> 0 THEN IF NOT (IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID()) THEN SET @hc_slot = NULL, hc_i = 0; WHILE @hc_slot IS NULL AND hc_i < 30000 DO IF GET_LOCK(CONCAT('hotcounter.slot.', hc_i), 0) = 1 THEN SET @hc_slot = hc_i; END IF; SET hc_i = hc_i + 1; END WHILE; END IF; IF OLD.`parent_id` IS NOT NULL AND EXISTS (SELECT 1 FROM `sections` WHERE `id` = OLD.`parent_id`) THEN INSERT INTO `section_page_count_slots` (`section_id`, `slot`, `n`) VALUES (OLD.`parent_id`, IFNULL(16 + @hc_slot, MOD(CONNECTION_ID(), 16)), -hc_t) ON DUPLICATE KEY UPDATE `n` = `n` + -hc_t; END IF; IF NEW.`parent_id` IS NOT NULL AND EXISTS (SELECT 1 FROM `sections` WHERE `id` = NEW.`parent_id`) THEN INSERT INTO `section_page_count_slots` (`section_id`, `slot`, `n`) VALUES (NEW.`parent_id`, IFNULL(16 + @hc_slot, MOD(CONNECTION_ID(), 16)), hc_t) ON DUPLICATE KEY UPDATE `n` = `n` + hc_t; END IF; END IF; END IF; END;
+
+-- InstallCountTriggers, two levels (10 of 10)
+CREATE TRIGGER `hc_section_page_count_slots_mdel` BEFORE DELETE ON `sections` FOR EACH ROW BEGIN DECLARE hc_i INT DEFAULT 0; DECLARE hc_t BIGINT DEFAULT 0; SELECT COUNT(*) INTO hc_t FROM `pages` AS hc_c WHERE hc_c.`section_id` = OLD.`id` AND (1=1); IF hc_t <> 0 THEN IF NOT (IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID()) THEN SET @hc_slot = NULL, hc_i = 0; WHILE @hc_slot IS NULL AND hc_i < 30000 DO IF GET_LOCK(CONCAT('hotcounter.slot.', hc_i), 0) = 1 THEN SET @hc_slot = hc_i; END IF; SET hc_i = hc_i + 1; END WHILE; END IF; IF OLD.`parent_id` IS NOT NULL AND EXISTS (SELECT 1 FROM `sections` WHERE `id` = OLD.`parent_id`) THEN INSERT INTO `section_page_count_slots` (`section_id`, `slot`, `n`) VALUES (OLD.`parent_id`, IFNULL(16 + @hc_slot, MOD(CONNECTION_ID(), 16)), -hc_t) ON DUPLICATE KEY UPDATE `n` = `n` + -hc_t; END IF; END IF; END;
+
 -- DropCountTriggers, through a join table (1 of 4)
 DROP TRIGGER IF EXISTS `hc_tag_post_count_slots_ins`;
 
@@ -215,6 +245,9 @@ SELECT `categories`.`id`, CAST((SELECT COUNT(*) FROM `objects` AS `hc_c` WHERE `
 
 -- RecountBatch, a running total
 SELECT `folders`.`id`, CAST((SELECT COALESCE(SUM(hc_c.`size`), 0) FROM `files` AS `hc_c` WHERE `hc_c`.`folder_id` = `folders`.`id` AND (1=1)) - COALESCE((SELECT SUM(hc_s.`n`) FROM `folder_bytes_slots` AS hc_s WHERE hc_s.`folder_id` = `folders`.`id`), 0) AS SIGNED) FROM `folders` WHERE (1=1) ORDER BY `folders`.`id` LIMIT 500;
+
+-- RecountBatch, two levels
+SELECT `sections`.`id`, CAST((SELECT COUNT(*) FROM `pages` AS `hc_c` WHERE `hc_c`.`section_id` IN (SELECT hc_m.`id` FROM `sections` AS hc_m WHERE hc_m.`parent_id` = `sections`.`id`) AND (1=1)) - COALESCE((SELECT SUM(hc_s.`n`) FROM `section_page_count_slots` AS hc_s WHERE hc_s.`section_id` = `sections`.`id`), 0) AS SIGNED) FROM `sections` WHERE (1=1) ORDER BY `sections`.`id` LIMIT 500;
 
 -- ProbeStorage
 SELECT c.COLUMN_NAME IS NOT NULL, COALESCE(c.COLUMN_TYPE, ''), COALESCE(c.IS_NULLABLE = 'YES', 0), CASE WHEN c.COLUMN_DEFAULT IS NULL OR c.COLUMN_DEFAULT = 'NULL' THEN '' ELSE c.COLUMN_DEFAULT END, (SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = $1) > 0, (SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = $2) > 0 FROM (SELECT 1) AS one LEFT JOIN information_schema.COLUMNS c ON c.TABLE_SCHEMA = DATABASE() AND c.TABLE_NAME = $3 AND c.COLUMN_NAME = $4;

@@ -266,6 +266,66 @@ CREATE OR REPLACE FUNCTION "hc_folder_bytes_slots_del"() RETURNS trigger LANGUAG
 -- InstallCountTriggers, a running total (12 of 12)
 CREATE TRIGGER "hc_folder_bytes_slots_del" AFTER DELETE ON "files" REFERENCING OLD TABLE AS hc_old FOR EACH STATEMENT EXECUTE FUNCTION "hc_folder_bytes_slots_del"();
 
+-- InstallCountTriggers, two levels (1 of 20)
+DROP TRIGGER IF EXISTS "hc_section_page_count_slots_ins" ON "pages";
+
+-- InstallCountTriggers, two levels (2 of 20)
+DROP FUNCTION IF EXISTS "hc_section_page_count_slots_ins"();
+
+-- InstallCountTriggers, two levels (3 of 20)
+DROP TRIGGER IF EXISTS "hc_section_page_count_slots_upd" ON "pages";
+
+-- InstallCountTriggers, two levels (4 of 20)
+DROP FUNCTION IF EXISTS "hc_section_page_count_slots_upd"();
+
+-- InstallCountTriggers, two levels (5 of 20)
+DROP TRIGGER IF EXISTS "hc_section_page_count_slots_del" ON "pages";
+
+-- InstallCountTriggers, two levels (6 of 20)
+DROP FUNCTION IF EXISTS "hc_section_page_count_slots_del"();
+
+-- InstallCountTriggers, two levels (7 of 20)
+DROP TRIGGER IF EXISTS "hc_section_page_count_slots_mupd" ON "sections";
+
+-- InstallCountTriggers, two levels (8 of 20)
+DROP FUNCTION IF EXISTS "hc_section_page_count_slots_mupd"();
+
+-- InstallCountTriggers, two levels (9 of 20)
+DROP TRIGGER IF EXISTS "hc_section_page_count_slots_mdel" ON "sections";
+
+-- InstallCountTriggers, two levels (10 of 20)
+DROP FUNCTION IF EXISTS "hc_section_page_count_slots_mdel"();
+
+-- InstallCountTriggers, two levels (11 of 20)
+CREATE OR REPLACE FUNCTION "hc_section_page_count_slots_ins"() RETURNS trigger LANGUAGE plpgsql AS $hc$ BEGIN INSERT INTO "section_page_count_slots" ("section_id", "slot", "n") SELECT hc_d.k, CAST(COALESCE(16 + COALESCE(NULLIF(current_setting('hotcounter.slot', true), '')::integer, (SELECT hc_own.n FROM generate_series(0, LEAST(current_setting('max_connections')::integer + current_setting('max_prepared_transactions')::integer + current_setting('max_worker_processes')::integer, 30000)) AS hc_own(n) WHERE pg_try_advisory_xact_lock(1751318528, hc_own.n) AND set_config('hotcounter.slot', hc_own.n::text, true) IS NOT NULL LIMIT 1)), mod(pg_backend_pid(), 16)) AS SMALLINT), hc_d.n FROM (SELECT hc_x.k, SUM(hc_x.n) AS n FROM (SELECT (SELECT hc_m."parent_id" FROM "sections" AS hc_m WHERE hc_m."id" = "hc_c"."section_id" FOR SHARE) AS k, 1 AS n FROM hc_new AS "hc_c" WHERE (1=1)) AS hc_x GROUP BY hc_x.k HAVING SUM(hc_x.n) <> 0) AS hc_d JOIN "sections" AS hc_p ON hc_p."id" = hc_d.k ORDER BY hc_d.k ON CONFLICT ("section_id", "slot") DO UPDATE SET "n" = "section_page_count_slots"."n" + excluded."n"; RETURN NULL; END $hc$;
+
+-- InstallCountTriggers, two levels (12 of 20)
+CREATE TRIGGER "hc_section_page_count_slots_ins" AFTER INSERT ON "pages" REFERENCING NEW TABLE AS hc_new FOR EACH STATEMENT EXECUTE FUNCTION "hc_section_page_count_slots_ins"();
+
+-- InstallCountTriggers, two levels (13 of 20)
+CREATE OR REPLACE FUNCTION "hc_section_page_count_slots_upd"() RETURNS trigger LANGUAGE plpgsql AS $hc$ BEGIN INSERT INTO "section_page_count_slots" ("section_id", "slot", "n") SELECT hc_d.k, CAST(COALESCE(16 + COALESCE(NULLIF(current_setting('hotcounter.slot', true), '')::integer, (SELECT hc_own.n FROM generate_series(0, LEAST(current_setting('max_connections')::integer + current_setting('max_prepared_transactions')::integer + current_setting('max_worker_processes')::integer, 30000)) AS hc_own(n) WHERE pg_try_advisory_xact_lock(1751318528, hc_own.n) AND set_config('hotcounter.slot', hc_own.n::text, true) IS NOT NULL LIMIT 1)), mod(pg_backend_pid(), 16)) AS SMALLINT), hc_d.n FROM (SELECT hc_x.k, SUM(hc_x.n) AS n FROM (SELECT (SELECT hc_m."parent_id" FROM "sections" AS hc_m WHERE hc_m."id" = "hc_c"."section_id" FOR SHARE) AS k, 1 AS n FROM hc_new AS "hc_c" WHERE (1=1) UNION ALL SELECT (SELECT hc_m."parent_id" FROM "sections" AS hc_m WHERE hc_m."id" = "hc_c"."section_id" FOR SHARE) AS k, -1 AS n FROM hc_old AS "hc_c" WHERE (1=1)) AS hc_x GROUP BY hc_x.k HAVING SUM(hc_x.n) <> 0) AS hc_d JOIN "sections" AS hc_p ON hc_p."id" = hc_d.k ORDER BY hc_d.k ON CONFLICT ("section_id", "slot") DO UPDATE SET "n" = "section_page_count_slots"."n" + excluded."n"; RETURN NULL; END $hc$;
+
+-- InstallCountTriggers, two levels (14 of 20)
+CREATE TRIGGER "hc_section_page_count_slots_upd" AFTER UPDATE ON "pages" REFERENCING OLD TABLE AS hc_old NEW TABLE AS hc_new FOR EACH STATEMENT EXECUTE FUNCTION "hc_section_page_count_slots_upd"();
+
+-- InstallCountTriggers, two levels (15 of 20)
+CREATE OR REPLACE FUNCTION "hc_section_page_count_slots_del"() RETURNS trigger LANGUAGE plpgsql AS $hc$ BEGIN INSERT INTO "section_page_count_slots" ("section_id", "slot", "n") SELECT hc_d.k, CAST(COALESCE(16 + COALESCE(NULLIF(current_setting('hotcounter.slot', true), '')::integer, (SELECT hc_own.n FROM generate_series(0, LEAST(current_setting('max_connections')::integer + current_setting('max_prepared_transactions')::integer + current_setting('max_worker_processes')::integer, 30000)) AS hc_own(n) WHERE pg_try_advisory_xact_lock(1751318528, hc_own.n) AND set_config('hotcounter.slot', hc_own.n::text, true) IS NOT NULL LIMIT 1)), mod(pg_backend_pid(), 16)) AS SMALLINT), hc_d.n FROM (SELECT hc_x.k, SUM(hc_x.n) AS n FROM (SELECT (SELECT hc_m."parent_id" FROM "sections" AS hc_m WHERE hc_m."id" = "hc_c"."section_id" FOR SHARE) AS k, -1 AS n FROM hc_old AS "hc_c" WHERE (1=1)) AS hc_x GROUP BY hc_x.k HAVING SUM(hc_x.n) <> 0) AS hc_d JOIN "sections" AS hc_p ON hc_p."id" = hc_d.k ORDER BY hc_d.k ON CONFLICT ("section_id", "slot") DO UPDATE SET "n" = "section_page_count_slots"."n" + excluded."n"; RETURN NULL; END $hc$;
+
+-- InstallCountTriggers, two levels (16 of 20)
+CREATE TRIGGER "hc_section_page_count_slots_del" AFTER DELETE ON "pages" REFERENCING OLD TABLE AS hc_old FOR EACH STATEMENT EXECUTE FUNCTION "hc_section_page_count_slots_del"();
+
+-- InstallCountTriggers, two levels (17 of 20)
+CREATE OR REPLACE FUNCTION "hc_section_page_count_slots_mupd"() RETURNS trigger LANGUAGE plpgsql AS $hc$ BEGIN INSERT INTO "section_page_count_slots" ("section_id", "slot", "n") SELECT hc_d.k, CAST(COALESCE(16 + COALESCE(NULLIF(current_setting('hotcounter.slot', true), '')::integer, (SELECT hc_own.n FROM generate_series(0, LEAST(current_setting('max_connections')::integer + current_setting('max_prepared_transactions')::integer + current_setting('max_worker_processes')::integer, 30000)) AS hc_own(n) WHERE pg_try_advisory_xact_lock(1751318528, hc_own.n) AND set_config('hotcounter.slot', hc_own.n::text, true) IS NOT NULL LIMIT 1)), mod(pg_backend_pid(), 16)) AS SMALLINT), hc_d.n FROM (SELECT hc_x.k, SUM(hc_x.n) AS n FROM (SELECT hc_o."parent_id" AS k, -(SELECT COUNT(*) FROM "pages" AS hc_c WHERE hc_c."section_id" = hc_o."id" AND (1=1)) AS n FROM hc_old AS hc_o UNION ALL SELECT hc_w."parent_id", (SELECT COUNT(*) FROM "pages" AS hc_c WHERE hc_c."section_id" = hc_w."id" AND (1=1)) FROM hc_new AS hc_w) AS hc_x WHERE hc_x.k IS NOT NULL GROUP BY hc_x.k HAVING SUM(hc_x.n) <> 0) AS hc_d JOIN "sections" AS hc_p ON hc_p."id" = hc_d.k ORDER BY hc_d.k ON CONFLICT ("section_id", "slot") DO UPDATE SET "n" = "section_page_count_slots"."n" + excluded."n"; RETURN NULL; END $hc$;
+
+-- InstallCountTriggers, two levels (18 of 20)
+CREATE TRIGGER "hc_section_page_count_slots_mupd" AFTER UPDATE ON "sections" REFERENCING OLD TABLE AS hc_old NEW TABLE AS hc_new FOR EACH STATEMENT EXECUTE FUNCTION "hc_section_page_count_slots_mupd"();
+
+-- InstallCountTriggers, two levels (19 of 20)
+CREATE OR REPLACE FUNCTION "hc_section_page_count_slots_mdel"() RETURNS trigger LANGUAGE plpgsql AS $hc$ BEGIN INSERT INTO "section_page_count_slots" ("section_id", "slot", "n") SELECT hc_p."id", CAST(COALESCE(16 + COALESCE(NULLIF(current_setting('hotcounter.slot', true), '')::integer, (SELECT hc_own.n FROM generate_series(0, LEAST(current_setting('max_connections')::integer + current_setting('max_prepared_transactions')::integer + current_setting('max_worker_processes')::integer, 30000)) AS hc_own(n) WHERE pg_try_advisory_xact_lock(1751318528, hc_own.n) AND set_config('hotcounter.slot', hc_own.n::text, true) IS NOT NULL LIMIT 1)), mod(pg_backend_pid(), 16)) AS SMALLINT), -(SELECT COUNT(*) FROM "pages" AS hc_c WHERE hc_c."section_id" = OLD."id" AND (1=1)) FROM "sections" AS hc_p WHERE hc_p."id" = OLD."parent_id" AND (SELECT COUNT(*) FROM "pages" AS hc_c WHERE hc_c."section_id" = OLD."id" AND (1=1)) <> 0 ON CONFLICT ("section_id", "slot") DO UPDATE SET "n" = "section_page_count_slots"."n" + excluded."n"; RETURN OLD; END $hc$;
+
+-- InstallCountTriggers, two levels (20 of 20)
+CREATE TRIGGER "hc_section_page_count_slots_mdel" BEFORE DELETE ON "sections" FOR EACH ROW EXECUTE FUNCTION "hc_section_page_count_slots_mdel"();
+
 -- DropCountTriggers, through a join table (1 of 6)
 DROP TRIGGER IF EXISTS "hc_tag_post_count_slots_ins" ON "post_tags";
 
@@ -308,6 +368,9 @@ SELECT "categories"."id", CAST((SELECT COUNT(*) FROM "objects" AS "hc_c" WHERE "
 
 -- RecountBatch, a running total
 SELECT "folders"."id", CAST((SELECT COALESCE(SUM(hc_c."size"), 0) FROM "files" AS "hc_c" WHERE "hc_c"."folder_id" = "folders"."id" AND (1=1)) - COALESCE((SELECT SUM(hc_s."n") FROM "folder_bytes_slots" AS hc_s WHERE hc_s."folder_id" = "folders"."id"), 0) AS BIGINT) FROM "folders" WHERE (1=1) ORDER BY "folders"."id" LIMIT 500;
+
+-- RecountBatch, two levels
+SELECT "sections"."id", CAST((SELECT COUNT(*) FROM "pages" AS "hc_c" WHERE "hc_c"."section_id" IN (SELECT hc_m."id" FROM "sections" AS hc_m WHERE hc_m."parent_id" = "sections"."id") AND (1=1)) - COALESCE((SELECT SUM(hc_s."n") FROM "section_page_count_slots" AS hc_s WHERE hc_s."section_id" = "sections"."id"), 0) AS BIGINT) FROM "sections" WHERE (1=1) ORDER BY "sections"."id" LIMIT 500;
 
 -- ProbeStorage
 SELECT a.attname IS NOT NULL, COALESCE(format_type(a.atttypid, a.atttypmod), ''), COALESCE(NOT a.attnotnull, false), COALESCE(pg_get_expr(ad.adbin, ad.adrelid), ''), to_regclass($1) IS NOT NULL, to_regclass($2) IS NOT NULL FROM (SELECT 1) AS one LEFT JOIN pg_attribute a ON a.attrelid = to_regclass($3) AND a.attname = $4 AND a.attnum > 0 AND NOT a.attisdropped LEFT JOIN pg_attrdef ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum;

@@ -182,6 +182,36 @@ CREATE TRIGGER "hc_folder_bytes_slots_upd" AFTER UPDATE ON "files" FOR EACH ROW 
 -- InstallCountTriggers, a running total (6 of 6)
 CREATE TRIGGER "hc_folder_bytes_slots_del" AFTER DELETE ON "files" FOR EACH ROW BEGIN INSERT INTO "folder_bytes_slots" ("folder_id", "slot", "n") SELECT OLD."folder_id", 0, 0 WHERE (OLD."folder_id" IS NOT NULL) AND EXISTS (SELECT 1 FROM "folders" WHERE "id" = OLD."folder_id") AND NOT EXISTS (SELECT 1 FROM "folder_bytes_slots" WHERE "folder_id" = OLD."folder_id" AND "slot" = 0); UPDATE "folder_bytes_slots" SET "n" = "n" + -COALESCE(OLD."size", 0) WHERE "folder_id" = OLD."folder_id" AND "slot" = 0 AND (OLD."folder_id" IS NOT NULL);  END;
 
+-- InstallCountTriggers, two levels (1 of 10)
+DROP TRIGGER IF EXISTS "hc_section_page_count_slots_ins";
+
+-- InstallCountTriggers, two levels (2 of 10)
+DROP TRIGGER IF EXISTS "hc_section_page_count_slots_upd";
+
+-- InstallCountTriggers, two levels (3 of 10)
+DROP TRIGGER IF EXISTS "hc_section_page_count_slots_del";
+
+-- InstallCountTriggers, two levels (4 of 10)
+DROP TRIGGER IF EXISTS "hc_section_page_count_slots_mupd";
+
+-- InstallCountTriggers, two levels (5 of 10)
+DROP TRIGGER IF EXISTS "hc_section_page_count_slots_mdel";
+
+-- InstallCountTriggers, two levels (6 of 10)
+CREATE TRIGGER "hc_section_page_count_slots_ins" AFTER INSERT ON "pages" FOR EACH ROW BEGIN INSERT INTO "section_page_count_slots" ("section_id", "slot", "n") SELECT (SELECT hc_m."parent_id" FROM "sections" AS hc_m WHERE hc_m."id" = NEW."section_id"), 0, 0 WHERE ((SELECT hc_m."parent_id" FROM "sections" AS hc_m WHERE hc_m."id" = NEW."section_id") IS NOT NULL) AND EXISTS (SELECT 1 FROM "sections" WHERE "id" = (SELECT hc_m."parent_id" FROM "sections" AS hc_m WHERE hc_m."id" = NEW."section_id")) AND NOT EXISTS (SELECT 1 FROM "section_page_count_slots" WHERE "section_id" = (SELECT hc_m."parent_id" FROM "sections" AS hc_m WHERE hc_m."id" = NEW."section_id") AND "slot" = 0); UPDATE "section_page_count_slots" SET "n" = "n" + 1 WHERE "section_id" = (SELECT hc_m."parent_id" FROM "sections" AS hc_m WHERE hc_m."id" = NEW."section_id") AND "slot" = 0 AND ((SELECT hc_m."parent_id" FROM "sections" AS hc_m WHERE hc_m."id" = NEW."section_id") IS NOT NULL);  END;
+
+-- InstallCountTriggers, two levels (7 of 10)
+CREATE TRIGGER "hc_section_page_count_slots_upd" AFTER UPDATE ON "pages" FOR EACH ROW BEGIN INSERT INTO "section_page_count_slots" ("section_id", "slot", "n") SELECT (SELECT hc_m."parent_id" FROM "sections" AS hc_m WHERE hc_m."id" = OLD."section_id"), 0, 0 WHERE ((SELECT hc_m."parent_id" FROM "sections" AS hc_m WHERE hc_m."id" = OLD."section_id") IS NOT NULL) AND EXISTS (SELECT 1 FROM "sections" WHERE "id" = (SELECT hc_m."parent_id" FROM "sections" AS hc_m WHERE hc_m."id" = OLD."section_id")) AND NOT EXISTS (SELECT 1 FROM "section_page_count_slots" WHERE "section_id" = (SELECT hc_m."parent_id" FROM "sections" AS hc_m WHERE hc_m."id" = OLD."section_id") AND "slot" = 0); UPDATE "section_page_count_slots" SET "n" = "n" + -1 WHERE "section_id" = (SELECT hc_m."parent_id" FROM "sections" AS hc_m WHERE hc_m."id" = OLD."section_id") AND "slot" = 0 AND ((SELECT hc_m."parent_id" FROM "sections" AS hc_m WHERE hc_m."id" = OLD."section_id") IS NOT NULL); INSERT INTO "section_page_count_slots" ("section_id", "slot", "n") SELECT (SELECT hc_m."parent_id" FROM "sections" AS hc_m WHERE hc_m."id" = NEW."section_id"), 0, 0 WHERE ((SELECT hc_m."parent_id" FROM "sections" AS hc_m WHERE hc_m."id" = NEW."section_id") IS NOT NULL) AND EXISTS (SELECT 1 FROM "sections" WHERE "id" = (SELECT hc_m."parent_id" FROM "sections" AS hc_m WHERE hc_m."id" = NEW."section_id")) AND NOT EXISTS (SELECT 1 FROM "section_page_count_slots" WHERE "section_id" = (SELECT hc_m."parent_id" FROM "sections" AS hc_m WHERE hc_m."id" = NEW."section_id") AND "slot" = 0); UPDATE "section_page_count_slots" SET "n" = "n" + 1 WHERE "section_id" = (SELECT hc_m."parent_id" FROM "sections" AS hc_m WHERE hc_m."id" = NEW."section_id") AND "slot" = 0 AND ((SELECT hc_m."parent_id" FROM "sections" AS hc_m WHERE hc_m."id" = NEW."section_id") IS NOT NULL);  END;
+
+-- InstallCountTriggers, two levels (8 of 10)
+CREATE TRIGGER "hc_section_page_count_slots_del" AFTER DELETE ON "pages" FOR EACH ROW BEGIN INSERT INTO "section_page_count_slots" ("section_id", "slot", "n") SELECT (SELECT hc_m."parent_id" FROM "sections" AS hc_m WHERE hc_m."id" = OLD."section_id"), 0, 0 WHERE ((SELECT hc_m."parent_id" FROM "sections" AS hc_m WHERE hc_m."id" = OLD."section_id") IS NOT NULL) AND EXISTS (SELECT 1 FROM "sections" WHERE "id" = (SELECT hc_m."parent_id" FROM "sections" AS hc_m WHERE hc_m."id" = OLD."section_id")) AND NOT EXISTS (SELECT 1 FROM "section_page_count_slots" WHERE "section_id" = (SELECT hc_m."parent_id" FROM "sections" AS hc_m WHERE hc_m."id" = OLD."section_id") AND "slot" = 0); UPDATE "section_page_count_slots" SET "n" = "n" + -1 WHERE "section_id" = (SELECT hc_m."parent_id" FROM "sections" AS hc_m WHERE hc_m."id" = OLD."section_id") AND "slot" = 0 AND ((SELECT hc_m."parent_id" FROM "sections" AS hc_m WHERE hc_m."id" = OLD."section_id") IS NOT NULL);  END;
+
+-- InstallCountTriggers, two levels (9 of 10)
+CREATE TRIGGER "hc_section_page_count_slots_mupd" AFTER UPDATE ON "sections" FOR EACH ROW WHEN OLD."parent_id" IS NOT NEW."parent_id" BEGIN INSERT INTO "section_page_count_slots" ("section_id", "slot", "n") SELECT OLD."parent_id", 0, 0 WHERE OLD."parent_id" IS NOT NULL AND EXISTS (SELECT 1 FROM "sections" WHERE "id" = OLD."parent_id") AND NOT EXISTS (SELECT 1 FROM "section_page_count_slots" WHERE "section_id" = OLD."parent_id" AND "slot" = 0); UPDATE "section_page_count_slots" SET "n" = "n" - (SELECT COUNT(*) FROM "pages" AS hc_c WHERE hc_c."section_id" = NEW."id" AND (1=1)) WHERE "section_id" = OLD."parent_id" AND "slot" = 0; INSERT INTO "section_page_count_slots" ("section_id", "slot", "n") SELECT NEW."parent_id", 0, 0 WHERE NEW."parent_id" IS NOT NULL AND EXISTS (SELECT 1 FROM "sections" WHERE "id" = NEW."parent_id") AND NOT EXISTS (SELECT 1 FROM "section_page_count_slots" WHERE "section_id" = NEW."parent_id" AND "slot" = 0); UPDATE "section_page_count_slots" SET "n" = "n" + (SELECT COUNT(*) FROM "pages" AS hc_c WHERE hc_c."section_id" = NEW."id" AND (1=1)) WHERE "section_id" = NEW."parent_id" AND "slot" = 0; END;
+
+-- InstallCountTriggers, two levels (10 of 10)
+CREATE TRIGGER "hc_section_page_count_slots_mdel" BEFORE DELETE ON "sections" FOR EACH ROW BEGIN INSERT INTO "section_page_count_slots" ("section_id", "slot", "n") SELECT OLD."parent_id", 0, 0 WHERE OLD."parent_id" IS NOT NULL AND EXISTS (SELECT 1 FROM "sections" WHERE "id" = OLD."parent_id") AND NOT EXISTS (SELECT 1 FROM "section_page_count_slots" WHERE "section_id" = OLD."parent_id" AND "slot" = 0); UPDATE "section_page_count_slots" SET "n" = "n" - (SELECT COUNT(*) FROM "pages" AS hc_c WHERE hc_c."section_id" = OLD."id" AND (1=1)) WHERE "section_id" = OLD."parent_id" AND "slot" = 0; END;
+
 -- DropCountTriggers, through a join table (1 of 3)
 DROP TRIGGER IF EXISTS "hc_tag_post_count_slots_ins";
 
@@ -215,6 +245,9 @@ SELECT "categories"."id", CAST((SELECT COUNT(*) FROM "objects" AS "hc_c" WHERE "
 
 -- RecountBatch, a running total
 SELECT "folders"."id", CAST((SELECT COALESCE(SUM(hc_c."size"), 0) FROM "files" AS "hc_c" WHERE "hc_c"."folder_id" = "folders"."id" AND (1=1)) - COALESCE((SELECT SUM(hc_s."n") FROM "folder_bytes_slots" AS hc_s WHERE hc_s."folder_id" = "folders"."id"), 0) AS INTEGER) FROM "folders" WHERE (1=1) ORDER BY "folders"."id" LIMIT 500;
+
+-- RecountBatch, two levels
+SELECT "sections"."id", CAST((SELECT COUNT(*) FROM "pages" AS "hc_c" WHERE "hc_c"."section_id" IN (SELECT hc_m."id" FROM "sections" AS hc_m WHERE hc_m."parent_id" = "sections"."id") AND (1=1)) - COALESCE((SELECT SUM(hc_s."n") FROM "section_page_count_slots" AS hc_s WHERE hc_s."section_id" = "sections"."id"), 0) AS INTEGER) FROM "sections" WHERE (1=1) ORDER BY "sections"."id" LIMIT 500;
 
 -- ProbeStorage
 SELECT c.name IS NOT NULL, COALESCE(c.type, ''), COALESCE(c."notnull" = 0, 0), COALESCE(c.dflt_value, ''), (SELECT COUNT(*) FROM "main"."sqlite_master" WHERE type = 'table' AND name = $1) > 0, (SELECT COUNT(*) FROM "main"."sqlite_master" WHERE type = 'table' AND name = $2) > 0 FROM (SELECT 1) AS one LEFT JOIN pragma_table_info($3, $4) c ON c.name = $5;
