@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
+	"github.com/hotcounter/hotcounter/internal/dberr"
 	"github.com/hotcounter/hotcounter/internal/spec"
 )
 
@@ -392,15 +393,31 @@ func (w mysqlWrites) countTriggers(ctx context.Context, c Conn, count countersql
 	if count.Across == nil {
 		return steps, nil
 	}
-	keys, err := QueryKeys(ctx, c, func(wr countersql.Writer) { w.d.DeleteCascades(wr, count) })
+	var keys []any
+	var err error
+	for range 3 { // a read of the catalog: sent again when its connection broke (see countTriggers)
+		if keys, err = QueryKeys(ctx, c, func(wr countersql.Writer) { w.d.DeleteCascades(wr, count) }); !dberr.ConnectionBroken(err) {
+			break
+		}
+	}
 	if err != nil || len(keys) == 0 {
 		return steps, err
 	}
 	return append(steps, w.d.CascadeTrigger(count)), nil
 }
 
+// ddl: statement by statement, each committing on its own. Outside a
+// transaction of the caller's, a sequence cut by a broken connection is run
+// again from its start (each begins by dropping what it creates, IF
+// EXISTS): in the suite, MariaDB answered a migration's trigger DDL with
+// "invalid connection" once in a run, the server up and its log quiet, as
+// it had its catalog reads (countTriggers).
 func (mysqlWrites) ddl(ctx context.Context, s Session, steps []func(countersql.Writer)) error {
-	return runSteps(ctx, s, steps)
+	err := runSteps(ctx, s, steps)
+	for try := 1; try < 3 && !s.InTx() && dberr.ConnectionBroken(err); try++ {
+		err = runSteps(ctx, s, steps)
+	}
+	return err
 }
 
 func (mysqlWrites) planless(_ context.Context, _ Conn, fn func() error) error { return fn() }
