@@ -361,8 +361,8 @@ func viaCountDef(n *gen.Type, a annotation, first, second string) (*entrt.CountD
 // its own for a hook.
 func m2mCountDef(n *gen.Type, e *gen.Edge, a annotation) (*entrt.CountDef, error) {
 	switch {
-	case a.Hooks:
-		return nil, fmt.Errorf("Counts(%q): a count through the M2M join table %s is kept by triggers; remove ByHooks()", a.Counts, e.Rel.Table)
+	case a.Hooks && e.Bidi:
+		return nil, fmt.Errorf("Counts(%q): a count through the bidirectional M2M edge %s (join table %s) is kept by triggers; remove ByHooks()", a.Counts, e.Name, e.Rel.Table)
 	case e.Through != nil || e.Ref != nil && e.Ref.Through != nil:
 		return nil, fmt.Errorf("Counts(%q): an M2M edge through an edge schema is not counted; count the edge schema's O2M edge instead", a.Counts)
 	case a.Total != "":
@@ -374,8 +374,12 @@ func m2mCountDef(n *gen.Type, e *gen.Edge, a annotation) (*entrt.CountDef, error
 	if e.IsInverse() {
 		own, other = other, own
 	}
+	back := ""
+	if e.Ref != nil {
+		back = e.Ref.Name
+	}
 	return &entrt.CountDef{
-		Edge: e.Name, Type: e.Type.Name, Table: e.Rel.Table, Ref: own, Columns: []string{own, other}, Where: a.Where, Total: a.Total,
+		Edge: e.Name, Back: back, Type: e.Type.Name, Hooks: a.Hooks, Table: e.Rel.Table, Ref: own, Columns: []string{own, other}, Where: a.Where, Total: a.Total,
 		Across: &countersql.Across{Ref: other, Table: e.Type.Table(), Key: e.Type.ID.StorageKey()},
 	}, nil
 }

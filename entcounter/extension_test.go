@@ -17,7 +17,7 @@ func TestExtensionReportsBadDeclarations(t *testing.T) {
 		{"./testdata/missing", []string{"Post.likes", "type PostLikesSlot struct{ ent.Schema }", `entcounter.SlotsOf(Post.Type, "likes")`}},
 		{"./testdata/badslots", []string{"Post.likes", "slots=0 is out of range"}},
 		{"./testdata/badwhere", []string{"Shelf.open_count", "subquery"}},
-		{"./testdata/m2mhooks", []string{"Post.tag_count", "M2M join table post_tags", "kept by triggers"}},
+		{"./testdata/bidihooks", []string{"friend_count", "bidirectional M2M edge friends", "kept by triggers"}},
 		{"./testdata/twice", []string{"Post.likes: invalid counter declaration: Slots given twice", "Post.views: invalid counter declaration: Slots and AutoSlots both given",
 			"Post.shares: invalid counter declaration: Precreate and NoPrecreate both given"}},
 		{"./testdata/orphan", []string{"PostLikesSlot", `SlotsOf(Post.Type, "likes")`, "Post does not declare"}},

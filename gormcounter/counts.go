@@ -154,8 +154,7 @@ func (co *countOf) where(declared string) string {
 }
 
 // resolveMany2Many checks a count through a many-to-many relation: one
-// join column for each side, and triggers (hooks would need the join
-// rows' keys, and GORM writes the join table through a model of its own).
+// join column for each side.
 func resolveMany2Many(s *schema.Schema, opts spec.Options, key *schema.Field, rel *schema.Relationship) (*countOf, error) {
 	var own, other []*schema.Reference
 	for _, r := range rel.References {
@@ -169,9 +168,6 @@ func resolveMany2Many(s *schema.Schema, opts spec.Options, key *schema.Field, re
 	case len(own) != 1 || own[0].PrimaryKey != key || len(other) != 1:
 		return nil, fmt.Errorf("%w: counts=%s: the join table %s must reference %s's primary key and %s's through one column each",
 			spec.ErrInvalid, opts.Counts, rel.JoinTable.Table, s.Name, rel.FieldSchema.Name)
-	case opts.Hooks:
-		return nil, fmt.Errorf("%w: counts=%s,hooks: a count through the many-to-many join table %s is kept by triggers; remove hooks",
-			spec.ErrInvalid, opts.Counts, rel.JoinTable.Table)
 	}
 	return &countOf{rel: rel}, nil
 }

@@ -3,6 +3,7 @@ package gormcounter
 import (
 	"fmt"
 	"reflect"
+	"sort"
 	"strings"
 
 	"gorm.io/gorm"
@@ -20,6 +21,9 @@ import (
 // hookCounts returns the counts kept by hooks on the statement's table.
 func (p *Plugin) hookCounts(db *gorm.DB) ([]countersql.Count, error) {
 	stmt := db.Statement
+	if _, own := db.Get(ownInsert); own {
+		return nil, nil // insertJoinRows' own insert, which it counts
+	}
 	if stmt.Schema == nil || (stmt.Table != "" && stmt.Table != stmt.Schema.Table && !strings.HasSuffix(stmt.Schema.Table, "."+stmt.Table)) {
 		return nil, nil // another table than the model's (db.Table)
 	}
@@ -48,7 +52,13 @@ type countState struct {
 // reads, its statement and its slot upserts in one transaction, and under
 // SkipDefaultTransaction GORM opens none, so the hooks open one (committed
 // or rolled back by countCommit).
-func (p *Plugin) countBegin(db *gorm.DB) {
+func (p *Plugin) countBegin(db *gorm.DB) { p.begin(db, false) }
+
+// countBeginDelete is countBegin for a delete, which may also take join
+// rows counted by hooks with it (acrossBefore).
+func (p *Plugin) countBeginDelete(db *gorm.DB) { p.begin(db, true) }
+
+func (p *Plugin) begin(db *gorm.DB, del bool) {
 	if db.Error != nil || db.DryRun {
 		return
 	}
@@ -56,8 +66,13 @@ func (p *Plugin) countBegin(db *gorm.DB) {
 		return
 	}
 	counts, err := p.hookCounts(db)
-	if err != nil || len(counts) == 0 {
+	if err != nil {
 		return
+	}
+	if len(counts) == 0 {
+		if joins, _ := p.acrossCounts(db); len(joins) == 0 || !del {
+			return
+		}
 	}
 	tx := db.Session(&gorm.Session{NewDB: true}).Begin()
 	if tx.Error != nil {
@@ -94,7 +109,130 @@ func (p *Plugin) countBeforeUpdate(db *gorm.DB) {
 	p.countBefore(db, true)
 }
 
-func (p *Plugin) countBeforeDelete(db *gorm.DB) { p.countBefore(db, false) }
+func (p *Plugin) countBeforeDelete(db *gorm.DB) {
+	p.countBefore(db, false)
+	p.acrossBefore(db)
+}
+
+// acrossCounts returns, per join table, the counts kept by hooks through
+// a many-to-many join table whose rows name the statement's table's rows
+// as the other side: deleting those rows takes their join rows with them
+// (the join's cascade), and the counts of the rows they were attached to
+// change.
+func (p *Plugin) acrossCounts(db *gorm.DB) ([][]countersql.Count, error) {
+	stmt := db.Statement
+	if stmt.Schema == nil || stmt.Schema.PrioritizedPrimaryField == nil {
+		return nil, nil
+	}
+	p.countsMu.Lock()
+	var joins [][]*counter
+	for _, list := range p.counts {
+		for _, c := range list {
+			if c.opts.Hooks && c.count.rel.JoinTable != nil && c.count.rel.FieldSchema.Table == stmt.Schema.Table {
+				joins = append(joins, list)
+				break
+			}
+		}
+	}
+	p.countsMu.Unlock()
+	var out [][]countersql.Count
+	for _, list := range joins {
+		var counts []countersql.Count
+		for _, c := range list {
+			if !c.opts.Hooks {
+				continue
+			}
+			cs, err := p.countSpec(db, c)
+			if err != nil {
+				return nil, err
+			}
+			counts = append(counts, cs)
+		}
+		out = append(out, counts)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i][0].Child < out[j][0].Child })
+	return out, nil
+}
+
+// acrossState is what acrossBefore read: the keys of the rows deleted,
+// and per join table the join rows naming them.
+type acrossState struct {
+	keys   []any
+	counts [][]countersql.Count
+	before [][]engine.CountedRow
+}
+
+const acrossBefore = "gormcounter:across_before"
+
+// acrossBefore runs before a delete of rows that are the other side of
+// many-to-many counts kept by hooks (acrossCounts): it locks those rows
+// (FOR UPDATE: a transaction attaching one of them holds it through the
+// join's foreign key check, so the lock waits for it, and none can start
+// until this one commits), pins the statement to them, and reads their
+// join rows; acrossAfter reads the join rows again and counts what the
+// delete took with it. A soft delete takes nothing.
+func (p *Plugin) acrossBefore(db *gorm.DB) {
+	stmt := db.Statement
+	if db.Error != nil || db.DryRun || (stmt.Schema != nil && softDeletes(stmt.Schema) && !stmt.Unscoped) {
+		return
+	}
+	joins, err := p.acrossCounts(db)
+	if err != nil {
+		db.AddError(err)
+		return
+	}
+	if len(joins) == 0 {
+		return
+	}
+	where, ok := targetConditions(db)
+	if !ok && !db.AllowGlobalUpdate {
+		return
+	}
+	conn := gormConn{db: db, table: stmt.Table, schema: stmt.Schema}
+	key := stmt.Schema.PrioritizedPrimaryField.DBName
+	keys, err := engine.QueryKeys(stmt.Context, conn, func(w countersql.Writer) { p.dialect.KeysWhere(w, stmt.Table, key, whereCond(where), true) })
+	if err != nil {
+		db.AddError(fmt.Errorf("gormcounter: lock the %s rows a delete takes with their join rows: %w", stmt.Schema.Name, err))
+		return
+	}
+	if len(keys) > MaxHookRows {
+		db.AddError(fmt.Errorf("gormcounter: a delete of %d %s rows at once: counts kept by hooks allow %d per statement; delete in batches or keep the counts with triggers",
+			len(keys), stmt.Schema.Name, MaxHookRows))
+		return
+	}
+	stmt.AddClause(clause.Where{Exprs: []clause.Expression{clause.IN{Column: clause.Column{Table: clause.CurrentTable, Name: key}, Values: keys}}})
+	state := acrossState{keys: keys, counts: joins}
+	for _, counts := range joins {
+		rows, err := engine.ReadCounted(stmt.Context, conn, p.dialect, counts, p.dialect.ChildColumnIn(counts[0], counts[0].Across.Ref, keys), true)
+		if err != nil {
+			db.AddError(fmt.Errorf("gormcounter: read the %s rows a delete of %s takes with it: %w", counts[0].Child, stmt.Schema.Name, err))
+			return
+		}
+		state.before = append(state.before, rows)
+	}
+	stmt.Settings.Store(acrossBefore, state)
+}
+
+// acrossAfter finishes what acrossBefore started, after the delete.
+func (p *Plugin) acrossAfter(db *gorm.DB) {
+	stmt := db.Statement
+	v, ok := stmt.Settings.LoadAndDelete(acrossBefore)
+	if !ok || db.Error != nil {
+		return
+	}
+	state := v.(acrossState)
+	conn := gormConn{db: db, table: stmt.Table, schema: stmt.Schema}
+	for i, counts := range state.counts {
+		var cond func(countersql.Writer) = func(w countersql.Writer) { w.WriteString("1=0") }
+		if len(state.keys) > 0 {
+			cond = p.dialect.ChildColumnIn(counts[0], counts[0].Across.Ref, state.keys)
+		}
+		if err := engine.CountAgain(stmt.Context, conn, p.dialect, counts, state.before[i], cond); err != nil {
+			db.AddError(fmt.Errorf("gormcounter: count the %s rows a delete of %s took with it: %w", counts[0].Child, stmt.Schema.Name, err))
+			return
+		}
+	}
+}
 
 func (p *Plugin) countBefore(db *gorm.DB, update bool) {
 	stmt := db.Statement
@@ -127,10 +265,19 @@ func (p *Plugin) countBefore(db *gorm.DB, update bool) {
 	for i, r := range rows {
 		keys[i] = r.Key
 	}
-	stmt.AddClause(clause.Where{Exprs: []clause.Expression{
-		clause.IN{Column: clause.Column{Table: clause.CurrentTable, Name: counts[0].ChildKey}, Values: keys},
-	}})
+	stmt.AddClause(clause.Where{Exprs: []clause.Expression{p.keyIn(counts[0], keys)}})
 	stmt.Settings.Store(countsBefore, countState{before: rows, keys: keys})
+}
+
+// keyIn is the condition that pins a statement to the child rows keys
+// name: key IN (...), or for a join table keyed by its two references
+// countersql's ChildKeyIn.
+func (p *Plugin) keyIn(c countersql.Count, keys []any) clause.Expression {
+	cols := c.KeyColumns()
+	if len(cols) == 1 {
+		return clause.IN{Column: clause.Column{Table: clause.CurrentTable, Name: cols[0]}, Values: keys}
+	}
+	return sqlExpr(p.dialect.ChildKeyIn(c, keys))
 }
 
 // countBeforeCreate runs before a child's create. Rows created with their
@@ -153,7 +300,7 @@ func (p *Plugin) countBeforeCreate(db *gorm.DB) {
 	if len(counts) == 0 {
 		return
 	}
-	keys, missing, ok := createKeys(stmt)
+	keys, missing, ok := createKeys(stmt, counts[0])
 	switch {
 	case !ok && missing > 0:
 		db.AddError(fmt.Errorf("gormcounter: a Create of %s rows from a map under counts kept by hooks: create %s structs, whose keys GORM fills in",
@@ -170,20 +317,89 @@ func (p *Plugin) countBeforeCreate(db *gorm.DB) {
 	case len(keys) == 0:
 		return
 	}
-	rows, err := engine.ReadCounted(stmt.Context, gormConn{db: db, table: stmt.Table, schema: stmt.Schema}, p.dialect, counts, p.dialect.ChildKeyIn(counts[0], keys), true)
-	if err != nil {
-		db.AddError(fmt.Errorf("gormcounter: read the %s rows an upsert may change: %w", stmt.Schema.Name, err))
-		return
+	_, upsert := stmt.Clauses["ON CONFLICT"]
+	joinUpsert := upsert && counts[0].Across != nil
+	ours, present := map[string]bool{}, map[string]bool{}
+	var rows []engine.CountedRow
+	for attempt := 0; ; attempt++ {
+		if joinUpsert {
+			if err := p.insertJoinRows(db, counts[0], ours, present); err != nil {
+				db.AddError(fmt.Errorf("gormcounter: insert the %s rows one by one: %w", stmt.Table, err))
+				return
+			}
+		}
+		rows, err = engine.ReadCounted(stmt.Context, gormConn{db: db, table: stmt.Table, schema: stmt.Schema}, p.dialect, counts, p.dialect.ChildKeyIn(counts[0], keys), true)
+		if err != nil {
+			db.AddError(fmt.Errorf("gormcounter: read the %s rows an upsert may change: %w", stmt.Schema.Name, err))
+			return
+		}
+		clear(present)
+		for _, r := range rows {
+			present[engine.KeyText(r.Key)] = true
+		}
+		// A join row found by its insert, then deleted by another
+		// transaction before the read locked it, would be inserted by
+		// the statement, or by a third transaction meanwhile: inserted
+		// again here, until every row is this transaction's or locked.
+		if !joinUpsert || len(present) == len(keys) {
+			break
+		}
+		if attempt == 10 {
+			db.AddError(fmt.Errorf("gormcounter: the %s rows an upsert writes kept being deleted by other transactions; retry", stmt.Table))
+			return
+		}
 	}
-	stmt.Settings.Store(countsBefore, countState{before: rows, keys: keys})
+	before := rows[:0:0]
+	for _, r := range rows {
+		if !ours[engine.KeyText(r.Key)] {
+			before = append(before, r)
+		}
+	}
+	stmt.Settings.Store(countsBefore, countState{before: before, keys: keys})
 }
+
+// insertJoinRows inserts the rows of an upsert of join rows (GORM's
+// Association Append, Create with associations, which insert ON CONFLICT
+// DO NOTHING) one statement each, doing nothing for a row that exists,
+// before the statement, but for those in ours (inserted already) or
+// present (read and locked), and adds the keys of those it inserted to
+// ours: the count's hooks count those as new, and the statement then
+// finds them all. Two transactions attaching the same pair at once: the second's
+// insert waits for the first's row and then inserts nothing, so the pair
+// counts once (a read before and after the statement would count it in
+// both).
+func (p *Plugin) insertJoinRows(db *gorm.DB, c countersql.Count, ours, present map[string]bool) error {
+	stmt := db.Statement
+	for _, rv := range structsOf(stmt.ReflectValue) {
+		keys, _, _ := keysOf(stmt, c, []reflect.Value{rv}, nil)
+		if len(keys) == 0 || ours[engine.KeyText(keys[0])] || present[engine.KeyText(keys[0])] {
+			continue
+		}
+		one := db.Session(&gorm.Session{NewDB: true, SkipHooks: true}).Table(stmt.Table).
+			Clauses(clause.OnConflict{DoNothing: true}).Omit(clause.Associations).Set(ownInsert, true)
+		res := one.Create(rv.Addr().Interface())
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 1 {
+			ours[engine.KeyText(keys[0])] = true
+		}
+	}
+	return nil
+}
+
+// ownInsert marks insertJoinRows' own inserts, which its caller counts.
+const ownInsert = "gormcounter:own_insert"
 
 // countAfterCreate and countAfterWrite run after a child's create, or an
 // update or delete that countBefore saw, in its transaction: they read the
 // rows again and add what changed to the parents' slots.
 func (p *Plugin) countAfterCreate(db *gorm.DB) { p.countAfter(db, true) }
 
-func (p *Plugin) countAfterWrite(db *gorm.DB) { p.countAfter(db, false) }
+func (p *Plugin) countAfterWrite(db *gorm.DB) {
+	p.countAfter(db, false)
+	p.acrossAfter(db)
+}
 
 func (p *Plugin) countAfter(db *gorm.DB, create bool) {
 	stmt := db.Statement
@@ -202,7 +418,7 @@ func (p *Plugin) countAfter(db *gorm.DB, create bool) {
 	state, _ := v.(countState)
 	keys := state.keys
 	if create {
-		created, missing, _ := createKeys(stmt)
+		created, missing, _ := createKeys(stmt, counts[0])
 		if missing > 0 {
 			db.AddError(fmt.Errorf("gormcounter: %d created %s rows have no key to count them by", missing, stmt.Schema.Name))
 			return
@@ -270,16 +486,12 @@ func (p *Plugin) otherUniqueKeys(s *schema.Schema) bool {
 	return found
 }
 
-// createKeys returns the primary keys a create names: those of its struct
-// rows that are set (before the insert: given by the caller; after it: all
-// that GORM filled in), or those of its maps. missing counts the rows
-// without one; ok is false for rows that are neither structs of the model
-// nor maps.
-func createKeys(stmt *gorm.Statement) (keys []any, missing int, ok bool) {
-	pf := stmt.Schema.PrioritizedPrimaryField
-	if pf == nil {
-		return nil, 0, false
-	}
+// createKeys returns the keys (c.KeyColumns) a create names: those of its
+// struct rows that are set (before the insert: given by the caller; after
+// it: all that GORM filled in), or those of its maps. missing counts the
+// rows without one; ok is false for rows that are neither structs of the
+// model nor maps.
+func createKeys(stmt *gorm.Statement, c countersql.Count) (keys []any, missing int, ok bool) {
 	var maps []map[string]any
 	switch d := stmt.Dest.(type) {
 	case map[string]any:
@@ -291,31 +503,59 @@ func createKeys(stmt *gorm.Statement) (keys []any, missing int, ok bool) {
 	case *[]map[string]any:
 		maps = *d
 	}
-	if maps != nil {
-		for _, m := range maps {
-			v, has := m[pf.DBName]
-			if !has {
-				v, has = m[pf.Name]
-			}
-			if !has || v == nil || reflect.ValueOf(v).IsZero() {
-				missing++
-				continue
-			}
-			keys = append(keys, v)
-		}
-		return keys, missing, missing == 0
-	}
-	if !stmt.ReflectValue.IsValid() || !rowsAreModel(stmt) {
+	if maps == nil && (!stmt.ReflectValue.IsValid() || !rowsAreModel(stmt)) {
 		return nil, 1, false
 	}
-	for _, rv := range structsOf(stmt.ReflectValue) {
-		if v, zero := pf.ValueOf(stmt.Context, rv); !zero {
-			keys = append(keys, v)
-		} else {
-			missing++
+	var structs []reflect.Value
+	if maps == nil {
+		structs = structsOf(stmt.ReflectValue)
+	}
+	return keysOf(stmt, c, structs, maps)
+}
+
+// keysOf returns the keys (c.KeyColumns: one value, or a Pair) of rows,
+// structs of the statement's model or maps, and how many have none (a
+// zero value).
+func keysOf(stmt *gorm.Statement, c countersql.Count, structs []reflect.Value, maps []map[string]any) (keys []any, missing int, ok bool) {
+	cols := c.KeyColumns()
+	fields := make([]*schema.Field, len(cols))
+	for i, col := range cols {
+		if fields[i] = stmt.Schema.LookUpField(col); fields[i] == nil {
+			return nil, 0, false
 		}
 	}
-	return keys, missing, true
+	key := func(value func(f *schema.Field) (any, bool)) {
+		vals := make([]any, len(fields))
+		for i, f := range fields {
+			v, has := value(f)
+			if !has || v == nil || reflect.ValueOf(v).IsZero() {
+				missing++
+				return
+			}
+			vals[i] = v
+		}
+		if len(vals) == 2 {
+			keys = append(keys, countersql.Pair{vals[0], vals[1]})
+		} else {
+			keys = append(keys, vals[0])
+		}
+	}
+	for _, m := range maps {
+		key(func(f *schema.Field) (any, bool) {
+			v, has := m[f.DBName]
+			if !has {
+				v, has = m[f.Name]
+			}
+			return v, has
+		})
+	}
+	for _, rv := range structs {
+		key(func(f *schema.Field) (any, bool) {
+			v, zero := f.ValueOf(stmt.Context, rv)
+			return v, !zero
+		})
+	}
+	return keys, missing, maps == nil || missing == 0
 }
 
 // touchesCounts reports whether an update may change what counts: always,
@@ -344,6 +584,16 @@ func touchesCounts(stmt *gorm.Statement, counts []countersql.Count) bool {
 			if strings.EqualFold(name, c.Ref) || strings.EqualFold(name, c.SoftDelete) {
 				return true
 			}
+		}
+	}
+	return false
+}
+
+// softDeletes reports whether s's rows are soft deleted (gorm.DeletedAt).
+func softDeletes(s *schema.Schema) bool {
+	for _, f := range s.Fields {
+		if f.FieldType == deletedAtType && f.DBName != "" {
+			return true
 		}
 	}
 	return false

@@ -188,7 +188,7 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 			return cb.Update().After("gorm:begin_transaction").Before("gorm:setup_reflect_value").Register("gormcounter:count_begin", p.countBegin)
 		},
 		func() error {
-			return cb.Delete().After("gorm:begin_transaction").Before("gorm:before_delete").Register("gormcounter:count_begin", p.countBegin)
+			return cb.Delete().After("gorm:begin_transaction").Before("gorm:before_delete").Register("gormcounter:count_begin", p.countBeginDelete)
 		},
 		func() error {
 			return cb.Create().After("*").Register("gormcounter:count_commit", p.countCommit)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -17,6 +18,8 @@ import (
 	"github.com/hotcounter/hotcounter/gormcounter"
 	"github.com/hotcounter/hotcounter/integration_test/ent"
 	"github.com/hotcounter/hotcounter/integration_test/ent/conversation"
+	"github.com/hotcounter/hotcounter/integration_test/ent/hookedconversation"
+	"github.com/hotcounter/hotcounter/integration_test/ent/hookedlabel"
 	"github.com/hotcounter/hotcounter/integration_test/ent/label"
 )
 
@@ -45,6 +48,8 @@ type Label struct {
 // against, once for both ORMs.
 type labelScene interface {
 	onEnv() *env
+	// names returns the scene's tables and columns.
+	names() labelNames
 	// conversations and labels create n rows and return their ids.
 	conversations(t testing.TB, n int) []int64
 	labels(t testing.TB, n int) []int64
@@ -82,10 +87,76 @@ type labelScene interface {
 	recount(t testing.TB) int64
 }
 
-// eachLabelScene runs fn on both ORMs, on the given databases.
+// labelNames are the tables and columns of a label scene: conversations
+// and labels whose counts triggers keep, or their twins whose counts hooks
+// keep (hooked_...).
+type labelNames struct {
+	join, conv, label     string // the join table and its columns
+	convSlots, labelSlots string // the slot tables
+	convOwner, labelOwner string // their owner columns
+}
+
+func labelNamesOf(hooked bool) labelNames {
+	p := ""
+	if hooked {
+		p = "hooked_"
+	}
+	return labelNames{
+		join: p + "conversation_labels", conv: p + "conversation_id", label: p + "label_id",
+		convSlots: p + "conversation_label_count_slots", labelSlots: p + "label_conversation_count_slots",
+		convOwner: p + "conversation_id", labelOwner: p + "label_id",
+	}
+}
+
+// HookedConversation and HookedLabel are Conversation and Label with
+// their counts kept by hooks.
+type HookedConversation struct {
+	ID         uint
+	Subject    string
+	LabelCount int64         `gorm:"counter:counts=Labels,hooks"`
+	Labels     []HookedLabel `gorm:"many2many:hooked_conversation_labels;constraint:OnDelete:CASCADE"`
+}
+
+// HookedLabel: see HookedConversation.
+type HookedLabel struct {
+	ID                uint
+	Name              string
+	ConversationCount int64                `gorm:"counter:counts=Conversations,hooks"`
+	Conversations     []HookedConversation `gorm:"many2many:hooked_conversation_labels;constraint:OnDelete:CASCADE"`
+}
+
+// eachLabelScene runs fn on both ORMs, on the given databases, with the
+// counts kept by triggers.
 func eachLabelScene(t *testing.T, kinds []dbKind, fn func(t *testing.T, s labelScene)) {
 	t.Helper()
 	eachLabelSceneAfter(t, kinds, nil, fn)
+}
+
+// eachLabelSceneEitherWay runs fn on both ORMs, on the given databases,
+// with the counts kept by triggers and, apart, by hooks.
+func eachLabelSceneEitherWay(t *testing.T, kinds []dbKind, fn func(t *testing.T, s labelScene)) {
+	t.Helper()
+	parallel(t)
+	t.Run("triggers", func(t *testing.T) { eachLabelScene(t, kinds, fn) })
+	t.Run("hooks", func(t *testing.T) {
+		parallel(t)
+		t.Run("gorm", func(t *testing.T) {
+			eachDB(t, func(t *testing.T, e *env) {
+				must(t, e.db.AutoMigrate(&HookedConversation{}, &HookedLabel{}))
+				fn(t, gormLabels{e: e, conv: reflect.TypeFor[HookedConversation](), label: reflect.TypeFor[HookedLabel]()})
+			}, on(kinds...), pool(writersPool))
+		})
+		t.Run("ent", func(t *testing.T) {
+			parallel(t)
+			for _, k := range kinds {
+				t.Run(string(k), func(t *testing.T) {
+					e := openEnt(t, k, false, pool(writersPool))
+					must(t, entMigrate(context.Background(), e.client, entcounter.WithCounters(e.client)))
+					fn(t, entHookedLabels{e})
+				})
+			}
+		})
+	})
 }
 
 // eachLabelSceneAfter is eachLabelScene, where an earlier version of the
@@ -103,7 +174,7 @@ func eachLabelSceneAfter(t *testing.T, kinds []dbKind, before func(t testing.TB,
 				before(t, e.db)
 			}
 			must(t, e.db.AutoMigrate(&Conversation{}, &Label{}))
-			fn(t, gormLabels{e})
+			fn(t, gormLabels{e: e, conv: reflect.TypeFor[Conversation](), label: reflect.TypeFor[Label]()})
 		}, on(kinds...), pool(writersPool))
 	})
 	t.Run("ent", func(t *testing.T) {
@@ -125,9 +196,9 @@ func eachLabelSceneAfter(t *testing.T, kinds []dbKind, before func(t testing.TB,
 // the join table, and returns the join rows.
 func checkLabelCounts(t testing.TB, s labelScene, when string) int64 {
 	t.Helper()
-	db := s.onEnv().db
+	db, n := s.onEnv().db, s.names()
 	want := func(col string) map[int64]int64 {
-		rows, err := db.Raw("SELECT " + col + ", COUNT(*) FROM conversation_labels GROUP BY " + col).Rows()
+		rows, err := db.Raw("SELECT " + col + ", COUNT(*) FROM " + n.join + " GROUP BY " + col).Rows()
 		must(t, err)
 		defer rows.Close()
 		out := map[int64]int64{}
@@ -138,7 +209,7 @@ func checkLabelCounts(t testing.TB, s labelScene, when string) int64 {
 		}
 		return out
 	}
-	byConv, byLabel := want("conversation_id"), want("label_id")
+	byConv, byLabel := want(n.conv), want(n.label)
 	labelCounts, convCounts := s.loaded(t)
 	for id, got := range labelCounts {
 		if got != byConv[id] {
@@ -150,11 +221,11 @@ func checkLabelCounts(t testing.TB, s labelScene, when string) int64 {
 			t.Errorf("%s: label %d: ConversationCount %d, COUNT(*) %d", when, id, got, byLabel[id])
 		}
 	}
-	return rawInt(t, db, "SELECT COUNT(*) FROM conversation_labels")
+	return rawInt(t, db, "SELECT COUNT(*) FROM "+n.join)
 }
 
 func TestManyToManyCountsFollowEveryWayJoinRowsComeAndGo(t *testing.T) {
-	eachLabelScene(t, allKinds, func(t *testing.T, s labelScene) {
+	eachLabelSceneEitherWay(t, allKinds, func(t *testing.T, s labelScene) {
 		convs, labels := s.conversations(t, 4), s.labels(t, 5)
 		step := func(name string, err error) {
 			t.Helper()
@@ -170,9 +241,13 @@ func TestManyToManyCountsFollowEveryWayJoinRowsComeAndGo(t *testing.T) {
 		checkLabelCounts(t, s, "create with labels")
 		step("clear", s.clear(convs[0]))
 		step("attach to each of several", s.attachToEach(labels[3], convs[2], convs[3]))
-		db := s.onEnv().db
-		step("raw insert", db.Exec("INSERT INTO conversation_labels (conversation_id, label_id) VALUES (?, ?), (?, ?)", convs[3], labels[0], convs[3], labels[2]).Error)
-		step("raw delete", db.Exec("DELETE FROM conversation_labels WHERE conversation_id = ? AND label_id = ?", convs[3], labels[2]).Error)
+		db, n := s.onEnv().db, s.names()
+		if n.join == "conversation_labels" { // triggers count raw SQL; hooks do not
+			step("raw insert", db.Exec("INSERT INTO conversation_labels (conversation_id, label_id) VALUES (?, ?), (?, ?)", convs[3], labels[0], convs[3], labels[2]).Error)
+			step("raw delete", db.Exec("DELETE FROM conversation_labels WHERE conversation_id = ? AND label_id = ?", convs[3], labels[2]).Error)
+		} else {
+			step("attach and detach", errors.Join(s.attach(nil, convs[3], labels[0], labels[2]), s.detach(nil, convs[3], labels[2])))
+		}
 		if n := checkLabelCounts(t, s, "before the deletes"); n == 0 {
 			t.Fatal("no join rows left to delete")
 		}
@@ -191,14 +266,14 @@ func TestManyToManyCountsFollowEveryWayJoinRowsComeAndGo(t *testing.T) {
 }
 
 func TestManyToManyCountsRecountAndCountWhatExisted(t *testing.T) {
-	eachLabelScene(t, allKinds, func(t *testing.T, s labelScene) {
+	eachLabelSceneEitherWay(t, allKinds, func(t *testing.T, s labelScene) {
 		convs, labels := s.conversations(t, 6), s.labels(t, 3)
 		for i, c := range convs {
 			must(t, s.attach(nil, c, labels[:1+i%3]...))
 		}
-		db := s.onEnv().db
-		must(t, db.Exec("UPDATE conversation_label_count_slots SET n = n + 5 WHERE conversation_id IN ?", convs[:2]).Error)
-		must(t, db.Exec("UPDATE label_conversation_count_slots SET n = n - 1 WHERE label_id = ?", labels[0]).Error)
+		db, n := s.onEnv().db, s.names()
+		must(t, db.Exec("UPDATE "+n.convSlots+" SET n = n + 5 WHERE "+n.convOwner+" IN ?", convs[:2]).Error)
+		must(t, db.Exec("UPDATE "+n.labelSlots+" SET n = n - 1 WHERE "+n.labelOwner+" = ?", labels[0]).Error)
 		if n := s.recount(t); n != 3 {
 			t.Fatalf("recount corrected %d parents, want 3 (two conversations, one label)", n)
 		}
@@ -246,7 +321,7 @@ func TestManyToManyCountsOfSharedLabelsNeverDeadlock(t *testing.T) {
 	// in transactions: each attach and detach writes a count of a label
 	// that every writer writes too, as a classic counter cache on the
 	// label row would, where it deadlocks.
-	eachLabelScene(t, []dbKind{pg, my}, func(t *testing.T, s labelScene) {
+	eachLabelSceneEitherWay(t, []dbKind{pg, my}, func(t *testing.T, s labelScene) {
 		const writers, rounds, shared = 24, 8, 8
 		convs, labels := s.conversations(t, writers), s.labels(t, shared)
 		var wg sync.WaitGroup
@@ -301,6 +376,45 @@ func TestManyToManyCountsOfSharedLabelsNeverDeadlock(t *testing.T) {
 	})
 }
 
+func TestManyToManyCountsOfPairsAttachedAndDetachedByManyWritersAtOnceAreExact(t *testing.T) {
+	// Writers attach and detach the same few pairs at once: a pair that
+	// two transactions attach together exists once and counts once, and
+	// one detached while another attaches it counts as it ends.
+	eachLabelSceneEitherWay(t, []dbKind{pg, my}, func(t *testing.T, s labelScene) {
+		const writers, rounds = 16, 12
+		convs, labels := s.conversations(t, 2), s.labels(t, 2)
+		var wg sync.WaitGroup
+		errs := make(chan error, writers*rounds)
+		for w := range writers {
+			wg.Add(1)
+			go func(seed uint64) {
+				defer wg.Done()
+				r := rand.New(rand.NewPCG(seed, 11))
+				for range rounds {
+					conv, label := convs[r.IntN(2)], labels[r.IntN(2)]
+					err := s.inTx(func(tx any) error {
+						if r.IntN(3) == 0 {
+							return s.detach(tx, conv, label)
+						}
+						return s.attachExisting(tx, conv, label)
+					})
+					if err != nil && !isDeadlock(err) { // two writers of one pair may deadlock on its row: retried by an application
+						errs <- err
+					}
+				}
+			}(uint64(w))
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		if n := checkLabelCounts(t, s, "after the writers"); n == 0 {
+			t.Fatal("no pair left attached: the check compared nothing but zeros")
+		}
+	})
+}
+
 // without returns the ids of a that are not in b.
 func without(a, b []int64) []int64 {
 	var out []int64
@@ -312,34 +426,60 @@ func without(a, b []int64) []int64 {
 	return out
 }
 
-type gormLabels struct{ e *env }
+// gormLabels is the label scene through GORM, over Conversation and Label
+// or their hooked twins (conv and label).
+type gormLabels struct {
+	e           *env
+	conv, label reflect.Type
+}
 
 func (s gormLabels) onEnv() *env { return s.e }
 
-func (s gormLabels) conversations(t testing.TB, n int) []int64 {
-	cs := make([]Conversation, n)
-	for i := range cs {
-		cs[i].Subject = fmt.Sprint("c", i)
+func (s gormLabels) names() labelNames {
+	return labelNamesOf(s.conv != reflect.TypeFor[Conversation]())
+}
+
+// modelRows returns a slice of t (a pointer to it) whose rows have ids, or are
+// n new rows named by field.
+func modelRows(t reflect.Type, ids []int64, n int, field string) reflect.Value {
+	p := reflect.New(reflect.SliceOf(t))
+	p.Elem().Set(reflect.MakeSlice(reflect.SliceOf(t), max(n, len(ids)), max(n, len(ids))))
+	for i := range p.Elem().Len() {
+		if ids != nil {
+			p.Elem().Index(i).FieldByName("ID").SetUint(uint64(ids[i]))
+		} else {
+			p.Elem().Index(i).FieldByName(field).SetString(fmt.Sprint(field[:1], i))
+		}
 	}
-	must(t, s.e.db.Create(&cs).Error)
-	ids := make([]int64, n)
-	for i, c := range cs {
-		ids[i] = int64(c.ID)
+	return p
+}
+
+// modelRow returns a new *t with id.
+func modelRow(t reflect.Type, id int64) any {
+	v := reflect.New(t)
+	v.Elem().FieldByName("ID").SetUint(uint64(id))
+	return v.Interface()
+}
+
+// rowIDs returns the ids of a slice of rows (a pointer to it).
+func rowIDs(p reflect.Value) []int64 {
+	ids := make([]int64, p.Elem().Len())
+	for i := range ids {
+		ids[i] = int64(p.Elem().Index(i).FieldByName("ID").Uint())
 	}
 	return ids
 }
 
+func (s gormLabels) conversations(t testing.TB, n int) []int64 {
+	cs := modelRows(s.conv, nil, n, "Subject")
+	must(t, s.e.db.Create(cs.Interface()).Error)
+	return rowIDs(cs)
+}
+
 func (s gormLabels) labels(t testing.TB, n int) []int64 {
-	ls := make([]Label, n)
-	for i := range ls {
-		ls[i].Name = fmt.Sprint("l", i)
-	}
-	must(t, s.e.db.Create(&ls).Error)
-	ids := make([]int64, n)
-	for i, l := range ls {
-		ids[i] = int64(l.ID)
-	}
-	return ids
+	ls := modelRows(s.label, nil, n, "Name")
+	must(t, s.e.db.Create(ls.Interface()).Error)
+	return rowIDs(ls)
 }
 
 // db returns tx if it is a transaction of this scene, else the scene's.
@@ -350,87 +490,80 @@ func (s gormLabels) db(tx any) *gorm.DB {
 	return s.e.db
 }
 
-func labelRows(ids []int64) []Label {
-	out := make([]Label, len(ids))
-	for i, id := range ids {
-		out[i].ID = uint(id)
-	}
-	return out
+func (s gormLabels) labelRows(ids []int64) any {
+	return modelRows(s.label, ids, 0, "").Elem().Interface()
 }
 
 func (s gormLabels) attach(tx any, conv int64, labels ...int64) error {
-	return s.db(tx).Model(&Conversation{ID: uint(conv)}).Association("Labels").Append(labelRows(labels))
+	return s.db(tx).Model(modelRow(s.conv, conv)).Association("Labels").Append(s.labelRows(labels))
 }
 
 func (s gormLabels) attachExisting(tx any, conv int64, labels ...int64) error {
-	return s.db(tx).Model(&Conversation{ID: uint(conv)}).Omit("Labels.*").Association("Labels").Append(labelRows(labels))
+	return s.db(tx).Model(modelRow(s.conv, conv)).Omit("Labels.*").Association("Labels").Append(s.labelRows(labels))
 }
 
 func (s gormLabels) attachToEach(label int64, convs ...int64) error {
-	cs := make([]Conversation, len(convs))
 	each := make([]any, len(convs)) // one value per model, in order
-	for i, id := range convs {
-		cs[i].ID = uint(id)
-		each[i] = &Label{ID: uint(label)}
+	for i := range convs {
+		each[i] = modelRow(s.label, label)
 	}
-	return s.e.db.Model(&cs).Omit("Labels.*").Association("Labels").Append(each...)
+	return s.e.db.Model(modelRows(s.conv, convs, 0, "").Interface()).Omit("Labels.*").Association("Labels").Append(each...)
 }
 
 func (s gormLabels) attachFrom(label int64, convs ...int64) error {
-	cs := make([]Conversation, len(convs))
-	for i, id := range convs {
-		cs[i].ID = uint(id)
-	}
-	return s.e.db.Model(&Label{ID: uint(label)}).Association("Conversations").Append(cs)
+	return s.e.db.Model(modelRow(s.label, label)).Association("Conversations").Append(modelRows(s.conv, convs, 0, "").Elem().Interface())
 }
 
 func (s gormLabels) detach(tx any, conv int64, labels ...int64) error {
-	return s.db(tx).Model(&Conversation{ID: uint(conv)}).Association("Labels").Delete(labelRows(labels))
+	return s.db(tx).Model(modelRow(s.conv, conv)).Association("Labels").Delete(s.labelRows(labels))
 }
 
 func (s gormLabels) replace(conv int64, labels ...int64) error {
-	return s.e.db.Model(&Conversation{ID: uint(conv)}).Association("Labels").Replace(labelRows(labels))
+	return s.e.db.Model(modelRow(s.conv, conv)).Association("Labels").Replace(s.labelRows(labels))
 }
 
 func (s gormLabels) clear(conv int64) error {
-	return s.e.db.Model(&Conversation{ID: uint(conv)}).Association("Labels").Clear()
+	return s.e.db.Model(modelRow(s.conv, conv)).Association("Labels").Clear()
 }
 
 func (s gormLabels) createWith(t testing.TB, labels ...int64) int64 {
-	c := Conversation{Subject: "new", Labels: labelRows(labels)}
-	must(t, s.e.db.Create(&c).Error)
-	return int64(c.ID)
+	c := reflect.New(s.conv)
+	c.Elem().FieldByName("Subject").SetString("new")
+	c.Elem().FieldByName("Labels").Set(reflect.ValueOf(s.labelRows(labels)))
+	must(t, s.e.db.Create(c.Interface()).Error)
+	return int64(c.Elem().FieldByName("ID").Uint())
 }
 
 func (s gormLabels) deleteConversation(id int64) error {
-	return s.e.db.Delete(&Conversation{}, id).Error
+	return s.e.db.Delete(reflect.New(s.conv).Interface(), id).Error
 }
 
-func (s gormLabels) deleteLabel(id int64) error { return s.e.db.Delete(&Label{}, id).Error }
+func (s gormLabels) deleteLabel(id int64) error {
+	return s.e.db.Delete(reflect.New(s.label).Interface(), id).Error
+}
 
 func (s gormLabels) inTx(fn func(tx any) error) error {
 	return s.e.db.Transaction(func(tx *gorm.DB) error { return fn(tx) }, &stdsql.TxOptions{Isolation: stdsql.LevelReadCommitted})
 }
 
 func (s gormLabels) loaded(t testing.TB) (map[int64]int64, map[int64]int64) {
-	var cs []Conversation
-	var ls []Label
-	must(t, s.e.db.Find(&cs).Error)
-	must(t, s.e.db.Find(&ls).Error)
-	lc, cc := map[int64]int64{}, map[int64]int64{}
-	for _, c := range cs {
-		lc[int64(c.ID)] = c.LabelCount
+	read := func(typ reflect.Type, field string) map[int64]int64 {
+		p := reflect.New(reflect.SliceOf(typ))
+		must(t, s.e.db.Find(p.Interface()).Error)
+		out := map[int64]int64{}
+		for i := range p.Elem().Len() {
+			r := p.Elem().Index(i)
+			out[int64(r.FieldByName("ID").Uint())] = r.FieldByName(field).Int()
+		}
+		return out
 	}
-	for _, l := range ls {
-		cc[int64(l.ID)] = l.ConversationCount
-	}
-	return lc, cc
+	return read(s.conv, "LabelCount"), read(s.label, "ConversationCount")
 }
 
 func (s gormLabels) recount(t testing.TB) int64 {
-	a, err := gormcounter.Recount(s.e.db.Model(&Conversation{}), "LabelCount")
+	a, err := gormcounter.Recount(s.e.db.Model(reflect.New(s.conv).Interface()), "LabelCount")
 	must(t, err)
-	b, err := gormcounter.Recount(s.e.db.Model(&Label{}), "ConversationCount")
+	b, err := gormcounter.Recount(s.e.db.Model(reflect.New(s.label).Interface()), "ConversationCount")
 	must(t, err)
 	return a + b
 }
@@ -438,6 +571,8 @@ func (s gormLabels) recount(t testing.TB) int64 {
 type entLabels struct{ e *entEnv }
 
 func (s entLabels) onEnv() *env { return s.e.env }
+
+func (s entLabels) names() labelNames { return labelNamesOf(false) }
 
 func (s entLabels) conversations(t testing.TB, n int) []int64 {
 	bs := make([]*ent.ConversationCreate, n)
@@ -556,6 +691,154 @@ func (s entLabels) recount(t testing.TB) int64 {
 	return a + b
 }
 
+// entHookedLabels is the label scene through ent over HookedConversation
+// and HookedLabel, whose counts hooks keep.
+type entHookedLabels struct{ e *entEnv }
+
+func (s entHookedLabels) onEnv() *env { return s.e.env }
+
+func (s entHookedLabels) names() labelNames { return labelNamesOf(true) }
+
+func (s entHookedLabels) conversations(t testing.TB, n int) []int64 {
+	bs := make([]*ent.HookedConversationCreate, n)
+	for i := range bs {
+		bs[i] = s.e.client.HookedConversation.Create().SetSubject(fmt.Sprint("c", i))
+	}
+	got, err := s.e.client.HookedConversation.CreateBulk(bs...).Save(context.Background())
+	must(t, err)
+	ids := make([]int64, n)
+	for i, c := range got {
+		ids[i] = int64(c.ID)
+	}
+	return ids
+}
+
+func (s entHookedLabels) labels(t testing.TB, n int) []int64 {
+	bs := make([]*ent.HookedLabelCreate, n)
+	for i := range bs {
+		bs[i] = s.e.client.HookedLabel.Create().SetName(fmt.Sprint("l", i))
+	}
+	got, err := s.e.client.HookedLabel.CreateBulk(bs...).Save(context.Background())
+	must(t, err)
+	ids := make([]int64, n)
+	for i, l := range got {
+		ids[i] = int64(l.ID)
+	}
+	return ids
+}
+
+// do runs fn on tx's client, or in a transaction of its own: ent's hooks
+// keep a count only inside one (ErrNeedsTx).
+func (s entHookedLabels) do(tx any, fn func(c *ent.Client) error) error {
+	if tx, ok := tx.(*ent.Tx); ok {
+		return fn(tx.Client())
+	}
+	return s.inTx(func(tx any) error { return fn(tx.(*ent.Tx).Client()) })
+}
+
+func (s entHookedLabels) attach(tx any, conv int64, labels ...int64) error {
+	return s.do(tx, func(c *ent.Client) error {
+		return c.HookedConversation.UpdateOneID(int(conv)).AddLabelIDs(ints(labels)...).Exec(context.Background())
+	})
+}
+
+func (s entHookedLabels) attachExisting(tx any, conv int64, labels ...int64) error {
+	return s.attach(tx, conv, labels...)
+}
+
+func (s entHookedLabels) attachToEach(label int64, convs ...int64) error {
+	return s.do(nil, func(c *ent.Client) error {
+		return c.HookedConversation.Update().Where(hookedconversation.IDIn(ints(convs)...)).AddLabelIDs(int(label)).Exec(context.Background())
+	})
+}
+
+func (s entHookedLabels) attachFrom(label int64, convs ...int64) error {
+	return s.do(nil, func(c *ent.Client) error {
+		return c.HookedLabel.UpdateOneID(int(label)).AddConversationIDs(ints(convs)...).Exec(context.Background())
+	})
+}
+
+func (s entHookedLabels) detach(tx any, conv int64, labels ...int64) error {
+	return s.do(tx, func(c *ent.Client) error {
+		return c.HookedConversation.UpdateOneID(int(conv)).RemoveLabelIDs(ints(labels)...).Exec(context.Background())
+	})
+}
+
+func (s entHookedLabels) replace(conv int64, labels ...int64) error {
+	return s.do(nil, func(c *ent.Client) error {
+		return c.HookedConversation.UpdateOneID(int(conv)).ClearLabels().AddLabelIDs(ints(labels)...).Exec(context.Background())
+	})
+}
+
+func (s entHookedLabels) clear(conv int64) error {
+	return s.do(nil, func(c *ent.Client) error {
+		return c.HookedConversation.UpdateOneID(int(conv)).ClearLabels().Exec(context.Background())
+	})
+}
+
+func (s entHookedLabels) createWith(t testing.TB, labels ...int64) int64 {
+	var id int
+	must(t, s.do(nil, func(c *ent.Client) error {
+		n, err := c.HookedConversation.Create().SetSubject("new").AddLabelIDs(ints(labels)...).Save(context.Background())
+		if err == nil {
+			id = n.ID
+		}
+		return err
+	}))
+	return int64(id)
+}
+
+func (s entHookedLabels) deleteConversation(id int64) error {
+	return s.do(nil, func(c *ent.Client) error {
+		_, err := c.HookedConversation.Delete().Where(hookedconversation.ID(int(id))).Exec(context.Background())
+		return err
+	})
+}
+
+func (s entHookedLabels) deleteLabel(id int64) error {
+	return s.do(nil, func(c *ent.Client) error {
+		_, err := c.HookedLabel.Delete().Where(hookedlabel.ID(int(id))).Exec(context.Background())
+		return err
+	})
+}
+
+func (s entHookedLabels) inTx(fn func(tx any) error) error {
+	ctx := context.Background()
+	tx, err := s.e.client.BeginTx(ctx, &stdsql.TxOptions{Isolation: stdsql.LevelReadCommitted})
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		return errors.Join(err, tx.Rollback())
+	}
+	return tx.Commit()
+}
+
+func (s entHookedLabels) loaded(t testing.TB) (map[int64]int64, map[int64]int64) {
+	ctx := context.Background()
+	cs, err := s.e.client.HookedConversation.Query().All(ctx)
+	must(t, err)
+	ls, err := s.e.client.HookedLabel.Query().All(ctx)
+	must(t, err)
+	lc, cc := map[int64]int64{}, map[int64]int64{}
+	for _, c := range cs {
+		lc[int64(c.ID)] = c.LabelCount
+	}
+	for _, l := range ls {
+		cc[int64(l.ID)] = l.ConversationCount
+	}
+	return lc, cc
+}
+
+func (s entHookedLabels) recount(t testing.TB) int64 {
+	ctx := context.Background()
+	a, err := entcounter.Recount(ctx, s.e.client, "HookedConversation", hookedconversation.FieldLabelCount)
+	must(t, err)
+	b, err := entcounter.Recount(ctx, s.e.client, "HookedLabel", hookedlabel.FieldConversationCount)
+	must(t, err)
+	return a + b
+}
+
 // Project counts its contributors, and its admins, through a join model of its
 // own (GORM's SetupJoinTable): rows of project_contributors, whose role the
 // admins' count reads.
@@ -582,48 +865,101 @@ type ProjectContributor struct {
 	Role          string `gorm:"size:20;not null;default:'contributor'"`
 }
 
+// HookedProject, HookedContributor and HookedProjectContributor are
+// Project, Contributor and ProjectContributor with the counts kept by
+// hooks.
+type HookedProject struct {
+	ID               uint
+	Name             string
+	ContributorCount int64               `gorm:"counter:counts=Contributors,hooks"`
+	AdminCount       int64               `gorm:"counter:counts=Contributors,hooks,where=role = 'admin'"`
+	Contributors     []HookedContributor `gorm:"many2many:hooked_project_contributors;constraint:OnDelete:CASCADE"`
+}
+
+// HookedContributor: see HookedProject.
+type HookedContributor struct {
+	ID           uint
+	Name         string
+	ProjectCount int64           `gorm:"counter:counts=Projects,hooks"`
+	Projects     []HookedProject `gorm:"many2many:hooked_project_contributors;constraint:OnDelete:CASCADE"`
+}
+
+// HookedProjectContributor: see HookedProject.
+type HookedProjectContributor struct {
+	HookedProjectID     uint   `gorm:"primaryKey"`
+	HookedContributorID uint   `gorm:"primaryKey"`
+	Role                string `gorm:"size:20;not null;default:'contributor'"`
+}
+
 func TestManyToManyCountsThroughAJoinModelCountItsConditionAndDeletesOfAssociations(t *testing.T) {
-	eachDB(t, func(t *testing.T, e *env) {
-		db := e.db
-		must(t, db.SetupJoinTable(&Project{}, "Contributors", &ProjectContributor{}))
-		must(t, db.SetupJoinTable(&Contributor{}, "Projects", &ProjectContributor{}))
-		must(t, db.AutoMigrate(&Project{}, &Contributor{}))
-		projects := []Project{{Name: "a"}, {Name: "b"}, {Name: "c"}}
-		contributors := []Contributor{{Name: "w"}, {Name: "x"}, {Name: "y"}, {Name: "z"}}
-		must(t, db.Create(&projects).Error)
-		must(t, db.Create(&contributors).Error)
-		check := func(when string) {
-			t.Helper()
-			var bs []Project
-			var ms []Contributor
-			must(t, db.Find(&bs).Error)
-			must(t, db.Find(&ms).Error)
-			for _, b := range bs {
-				all := rawInt(t, db, "SELECT COUNT(*) FROM project_contributors WHERE project_id = ?", b.ID)
-				admins := rawInt(t, db, "SELECT COUNT(*) FROM project_contributors WHERE project_id = ? AND role = 'admin'", b.ID)
-				if b.ContributorCount != all || b.AdminCount != admins {
-					t.Errorf("%s: project %d: ContributorCount %d AdminCount %d, COUNT(*) %d and %d", when, b.ID, b.ContributorCount, b.AdminCount, all, admins)
+	parallel(t)
+	type scene struct {
+		project, contributor, join reflect.Type
+		prefix                     string // of the tables and columns
+	}
+	for name, sc := range map[string]scene{
+		"triggers": {reflect.TypeFor[Project](), reflect.TypeFor[Contributor](), reflect.TypeFor[ProjectContributor](), ""},
+		"hooks":    {reflect.TypeFor[HookedProject](), reflect.TypeFor[HookedContributor](), reflect.TypeFor[HookedProjectContributor](), "hooked_"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			eachDB(t, func(t *testing.T, e *env) {
+				db, p := e.db, sc.prefix
+				newOf := func(t reflect.Type) any { return reflect.New(t).Interface() }
+				must(t, db.SetupJoinTable(newOf(sc.project), "Contributors", newOf(sc.join)))
+				must(t, db.SetupJoinTable(newOf(sc.contributor), "Projects", newOf(sc.join)))
+				must(t, db.AutoMigrate(newOf(sc.project), newOf(sc.contributor)))
+				projects, contributors := modelRows(sc.project, nil, 3, "Name"), modelRows(sc.contributor, nil, 4, "Name")
+				must(t, db.Create(projects.Interface()).Error)
+				must(t, db.Create(contributors.Interface()).Error)
+				pid, cid := rowIDs(projects), rowIDs(contributors)
+				joinRow := func(project, contributor int64, role string) any {
+					j := reflect.New(sc.join)
+					j.Elem().Field(0).SetUint(uint64(project))
+					j.Elem().Field(1).SetUint(uint64(contributor))
+					j.Elem().FieldByName("Role").SetString(role)
+					return j.Interface()
 				}
-			}
-			for _, m := range ms {
-				if all := rawInt(t, db, "SELECT COUNT(*) FROM project_contributors WHERE contributor_id = ?", m.ID); m.ProjectCount != all {
-					t.Errorf("%s: contributor %d: ProjectCount %d, COUNT(*) %d", when, m.ID, m.ProjectCount, all)
+				join, projectCol, contributorCol := p+"project_contributors", p+"project_id", p+"contributor_id"
+				check := func(when string) {
+					t.Helper()
+					ps, cs := reflect.New(reflect.SliceOf(sc.project)), reflect.New(reflect.SliceOf(sc.contributor))
+					must(t, db.Find(ps.Interface()).Error)
+					must(t, db.Find(cs.Interface()).Error)
+					for i := range ps.Elem().Len() {
+						b := ps.Elem().Index(i)
+						id := b.FieldByName("ID").Uint()
+						all := rawInt(t, db, "SELECT COUNT(*) FROM "+join+" WHERE "+projectCol+" = ?", id)
+						admins := rawInt(t, db, "SELECT COUNT(*) FROM "+join+" WHERE "+projectCol+" = ? AND role = 'admin'", id)
+						if got, gotAdmins := b.FieldByName("ContributorCount").Int(), b.FieldByName("AdminCount").Int(); got != all || gotAdmins != admins {
+							t.Errorf("%s: project %d: ContributorCount %d AdminCount %d, COUNT(*) %d and %d", when, id, got, gotAdmins, all, admins)
+						}
+					}
+					for i := range cs.Elem().Len() {
+						m := cs.Elem().Index(i)
+						id := m.FieldByName("ID").Uint()
+						if all := rawInt(t, db, "SELECT COUNT(*) FROM "+join+" WHERE "+contributorCol+" = ?", id); m.FieldByName("ProjectCount").Int() != all {
+							t.Errorf("%s: contributor %d: ProjectCount %d, COUNT(*) %d", when, id, m.FieldByName("ProjectCount").Int(), all)
+						}
+					}
 				}
-			}
-		}
-		must(t, db.Model(&projects[0]).Association("Contributors").Append(&contributors[0], &contributors[1], &contributors[2]))
-		must(t, db.Create(&ProjectContributor{ProjectID: projects[1].ID, ContributorID: contributors[0].ID, Role: "admin"}).Error)
-		must(t, db.Create(&[]ProjectContributor{{ProjectID: projects[0].ID, ContributorID: contributors[3].ID, Role: "admin"}, {ProjectID: projects[2].ID, ContributorID: contributors[3].ID}}).Error)
-		check("joined")
-		must(t, db.Model(&ProjectContributor{}).Where("project_id = ? AND contributor_id = ?", projects[0].ID, contributors[1].ID).Update("role", "admin").Error)
-		must(t, db.Model(&ProjectContributor{}).Where("project_id = ?", projects[1].ID).Update("role", "contributor").Error)
-		check("roles changed")
-		must(t, db.Select(clause.Associations).Delete(&projects[0]).Error)
-		check("a project deleted with its associations")
-		var left Contributor
-		must(t, db.First(&left, contributors[3].ID).Error)
-		if left.ProjectCount != 1 {
-			t.Fatalf("contributor 3 counts %d projects after one of its two was deleted, want 1", left.ProjectCount)
-		}
-	})
+				c := contributors.Elem()
+				must(t, db.Model(projects.Elem().Index(0).Addr().Interface()).Association("Contributors").
+					Append(c.Index(0).Addr().Interface(), c.Index(1).Addr().Interface(), c.Index(2).Addr().Interface()))
+				must(t, db.Create(joinRow(pid[1], cid[0], "admin")).Error)
+				must(t, db.Create(joinRow(pid[0], cid[3], "admin")).Error)
+				must(t, db.Create(joinRow(pid[2], cid[3], "contributor")).Error)
+				check("joined")
+				must(t, db.Model(newOf(sc.join)).Where(projectCol+" = ? AND "+contributorCol+" = ?", pid[0], cid[1]).Update("role", "admin").Error)
+				must(t, db.Model(newOf(sc.join)).Where(projectCol+" = ?", pid[1]).Update("role", "contributor").Error)
+				check("roles changed")
+				must(t, db.Select(clause.Associations).Delete(projects.Elem().Index(0).Addr().Interface()).Error)
+				check("a project deleted with its associations")
+				left := reflect.New(sc.contributor)
+				must(t, db.First(left.Interface(), cid[3]).Error)
+				if n := left.Elem().FieldByName("ProjectCount").Int(); n != 1 {
+					t.Fatalf("contributor 3 counts %d projects after one of its two was deleted, want 1", n)
+				}
+			})
+		})
+	}
 }

@@ -465,10 +465,10 @@ type countsWhereSubquery struct {
 	Objects []Object `gorm:"foreignKey:CategoryID"`
 }
 
-type countsManyToManyByHooks struct {
-	ID     uint
-	N      int64   `gorm:"counter:counts=Labels,hooks"`
-	Labels []Label `gorm:"many2many:hooked_labels"`
+type countsTotalByHooks struct {
+	ID    uint
+	N     int64  `gorm:"counter:counts=Files,total=size,hooks"`
+	Files []File `gorm:"foreignKey:FolderID"`
 }
 
 // TestCountDeclarationErrors: a count that names no has-many relation, a
@@ -485,7 +485,7 @@ func TestCountDeclarationErrors(t *testing.T) {
 		{&countsBelongsTo{}, []string{"countsBelongsTo.N", "belongs_to", "has many or many to many"}},
 		{&countsWhereAlone{}, []string{"countsWhereAlone.N", "add counts="}},
 		{&countsWhereSubquery{}, []string{"countsWhereSubquery.N", "subquery"}},
-		{&countsManyToManyByHooks{}, []string{"countsManyToManyByHooks.N", "hooked_labels", "kept by triggers"}},
+		{&countsTotalByHooks{}, []string{"countsTotalByHooks.N", "total=", "hooks"}},
 	} {
 		err := e.db.AutoMigrate(c.model)
 		if !errors.Is(err, gormcounter.ErrInvalidCounter) {

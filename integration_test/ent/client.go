@@ -32,6 +32,10 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/forum"
 	"github.com/hotcounter/hotcounter/integration_test/ent/forumbcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/forumtopiccountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/hookedconversation"
+	"github.com/hotcounter/hotcounter/integration_test/ent/hookedconversationlabelcountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/hookedlabel"
+	"github.com/hotcounter/hotcounter/integration_test/ent/hookedlabelconversationcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/item"
 	"github.com/hotcounter/hotcounter/integration_test/ent/label"
 	"github.com/hotcounter/hotcounter/integration_test/ent/labelconversationcountslot"
@@ -106,6 +110,14 @@ type Client struct {
 	ForumBCountSlot *ForumBCountSlotClient
 	// ForumTopicCountSlot is the client for interacting with the ForumTopicCountSlot builders.
 	ForumTopicCountSlot *ForumTopicCountSlotClient
+	// HookedConversation is the client for interacting with the HookedConversation builders.
+	HookedConversation *HookedConversationClient
+	// HookedConversationLabelCountSlot is the client for interacting with the HookedConversationLabelCountSlot builders.
+	HookedConversationLabelCountSlot *HookedConversationLabelCountSlotClient
+	// HookedLabel is the client for interacting with the HookedLabel builders.
+	HookedLabel *HookedLabelClient
+	// HookedLabelConversationCountSlot is the client for interacting with the HookedLabelConversationCountSlot builders.
+	HookedLabelConversationCountSlot *HookedLabelConversationCountSlotClient
 	// Item is the client for interacting with the Item builders.
 	Item *ItemClient
 	// Label is the client for interacting with the Label builders.
@@ -191,6 +203,10 @@ func (c *Client) init() {
 	c.Forum = NewForumClient(c.config)
 	c.ForumBCountSlot = NewForumBCountSlotClient(c.config)
 	c.ForumTopicCountSlot = NewForumTopicCountSlotClient(c.config)
+	c.HookedConversation = NewHookedConversationClient(c.config)
+	c.HookedConversationLabelCountSlot = NewHookedConversationLabelCountSlotClient(c.config)
+	c.HookedLabel = NewHookedLabelClient(c.config)
+	c.HookedLabelConversationCountSlot = NewHookedLabelConversationCountSlotClient(c.config)
 	c.Item = NewItemClient(c.config)
 	c.Label = NewLabelClient(c.config)
 	c.LabelConversationCountSlot = NewLabelConversationCountSlotClient(c.config)
@@ -248,6 +264,8 @@ func newConfig(opts ...Option) config {
 	cfg.hotcounter = generated.NewState()
 	cfg.hooks.Topic = append(cfg.hooks.Topic, generated.CountHook())
 	cfg.hooks.Desk = append(cfg.hooks.Desk, generated.CountHook())
+	cfg.hooks.HookedLabel = append(cfg.hooks.HookedLabel, generated.CountHook())
+	cfg.hooks.HookedConversation = append(cfg.hooks.HookedConversation, generated.CountHook())
 	cfg.hooks.Item = append(cfg.hooks.Item, generated.CountHook())
 	cfg.hooks.Rack = append(cfg.hooks.Rack, generated.CountHook())
 	cfg.options(opts...)
@@ -317,54 +335,58 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 	cfg := c.config
 	cfg.driver = tx
 	return &Tx{
-		ctx:                        ctx,
-		config:                     cfg,
-		Author:                     NewAuthorClient(cfg),
-		AuthorFollowersSlot:        NewAuthorFollowersSlotClient(cfg),
-		Book:                       NewBookClient(cfg),
-		Clip:                       NewClipClient(cfg),
-		ClipLikesSlot:              NewClipLikesSlotClient(cfg),
-		Comment:                    NewCommentClient(cfg),
-		CommentUpvoteSlot:          NewCommentUpvoteSlotClient(cfg),
-		Conversation:               NewConversationClient(cfg),
-		ConversationLabelCountSlot: NewConversationLabelCountSlotClient(cfg),
-		Desk:                       NewDeskClient(cfg),
-		DeskBCountSlot:             NewDeskBCountSlotClient(cfg),
-		DeskTopicCountSlot:         NewDeskTopicCountSlotClient(cfg),
-		File:                       NewFileClient(cfg),
-		Folder:                     NewFolderClient(cfg),
-		FolderBytesSlot:            NewFolderBytesSlotClient(cfg),
-		Forum:                      NewForumClient(cfg),
-		ForumBCountSlot:            NewForumBCountSlotClient(cfg),
-		ForumTopicCountSlot:        NewForumTopicCountSlotClient(cfg),
-		Item:                       NewItemClient(cfg),
-		Label:                      NewLabelClient(cfg),
-		LabelConversationCountSlot: NewLabelConversationCountSlotClient(cfg),
-		NaivePost:                  NewNaivePostClient(cfg),
-		Page:                       NewPageClient(cfg),
-		Post:                       NewPostClient(cfg),
-		PostLikesSlot:              NewPostLikesSlotClient(cfg),
-		PostViewsSlot:              NewPostViewsSlotClient(cfg),
-		Product:                    NewProductClient(cfg),
-		ProductStockSlot:           NewProductStockSlotClient(cfg),
-		Rack:                       NewRackClient(cfg),
-		RackItemCountSlot:          NewRackItemCountSlotClient(cfg),
-		RackOpenCountSlot:          NewRackOpenCountSlotClient(cfg),
-		Reel:                       NewReelClient(cfg),
-		ReelPlaysSlot:              NewReelPlaysSlotClient(cfg),
-		Section:                    NewSectionClient(cfg),
-		SectionPageCountSlot:       NewSectionPageCountSlotClient(cfg),
-		Shelf:                      NewShelfClient(cfg),
-		ShelfBookCountSlot:         NewShelfBookCountSlotClient(cfg),
-		ShelfOpenCountSlot:         NewShelfOpenCountSlotClient(cfg),
-		SkipPost:                   NewSkipPostClient(cfg),
-		SkipPostLikesSlot:          NewSkipPostLikesSlotClient(cfg),
-		Story:                      NewStoryClient(cfg),
-		StoryClapsDelta:            NewStoryClapsDeltaClient(cfg),
-		Tag:                        NewTagClient(cfg),
-		TagHitsSlot:                NewTagHitsSlotClient(cfg),
-		TagUsesSlot:                NewTagUsesSlotClient(cfg),
-		Topic:                      NewTopicClient(cfg),
+		ctx:                              ctx,
+		config:                           cfg,
+		Author:                           NewAuthorClient(cfg),
+		AuthorFollowersSlot:              NewAuthorFollowersSlotClient(cfg),
+		Book:                             NewBookClient(cfg),
+		Clip:                             NewClipClient(cfg),
+		ClipLikesSlot:                    NewClipLikesSlotClient(cfg),
+		Comment:                          NewCommentClient(cfg),
+		CommentUpvoteSlot:                NewCommentUpvoteSlotClient(cfg),
+		Conversation:                     NewConversationClient(cfg),
+		ConversationLabelCountSlot:       NewConversationLabelCountSlotClient(cfg),
+		Desk:                             NewDeskClient(cfg),
+		DeskBCountSlot:                   NewDeskBCountSlotClient(cfg),
+		DeskTopicCountSlot:               NewDeskTopicCountSlotClient(cfg),
+		File:                             NewFileClient(cfg),
+		Folder:                           NewFolderClient(cfg),
+		FolderBytesSlot:                  NewFolderBytesSlotClient(cfg),
+		Forum:                            NewForumClient(cfg),
+		ForumBCountSlot:                  NewForumBCountSlotClient(cfg),
+		ForumTopicCountSlot:              NewForumTopicCountSlotClient(cfg),
+		HookedConversation:               NewHookedConversationClient(cfg),
+		HookedConversationLabelCountSlot: NewHookedConversationLabelCountSlotClient(cfg),
+		HookedLabel:                      NewHookedLabelClient(cfg),
+		HookedLabelConversationCountSlot: NewHookedLabelConversationCountSlotClient(cfg),
+		Item:                             NewItemClient(cfg),
+		Label:                            NewLabelClient(cfg),
+		LabelConversationCountSlot:       NewLabelConversationCountSlotClient(cfg),
+		NaivePost:                        NewNaivePostClient(cfg),
+		Page:                             NewPageClient(cfg),
+		Post:                             NewPostClient(cfg),
+		PostLikesSlot:                    NewPostLikesSlotClient(cfg),
+		PostViewsSlot:                    NewPostViewsSlotClient(cfg),
+		Product:                          NewProductClient(cfg),
+		ProductStockSlot:                 NewProductStockSlotClient(cfg),
+		Rack:                             NewRackClient(cfg),
+		RackItemCountSlot:                NewRackItemCountSlotClient(cfg),
+		RackOpenCountSlot:                NewRackOpenCountSlotClient(cfg),
+		Reel:                             NewReelClient(cfg),
+		ReelPlaysSlot:                    NewReelPlaysSlotClient(cfg),
+		Section:                          NewSectionClient(cfg),
+		SectionPageCountSlot:             NewSectionPageCountSlotClient(cfg),
+		Shelf:                            NewShelfClient(cfg),
+		ShelfBookCountSlot:               NewShelfBookCountSlotClient(cfg),
+		ShelfOpenCountSlot:               NewShelfOpenCountSlotClient(cfg),
+		SkipPost:                         NewSkipPostClient(cfg),
+		SkipPostLikesSlot:                NewSkipPostLikesSlotClient(cfg),
+		Story:                            NewStoryClient(cfg),
+		StoryClapsDelta:                  NewStoryClapsDeltaClient(cfg),
+		Tag:                              NewTagClient(cfg),
+		TagHitsSlot:                      NewTagHitsSlotClient(cfg),
+		TagUsesSlot:                      NewTagUsesSlotClient(cfg),
+		Topic:                            NewTopicClient(cfg),
 	}, nil
 }
 
@@ -382,54 +404,58 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 	cfg := c.config
 	cfg.driver = &txDriver{tx: tx, drv: c.driver}
 	return &Tx{
-		ctx:                        ctx,
-		config:                     cfg,
-		Author:                     NewAuthorClient(cfg),
-		AuthorFollowersSlot:        NewAuthorFollowersSlotClient(cfg),
-		Book:                       NewBookClient(cfg),
-		Clip:                       NewClipClient(cfg),
-		ClipLikesSlot:              NewClipLikesSlotClient(cfg),
-		Comment:                    NewCommentClient(cfg),
-		CommentUpvoteSlot:          NewCommentUpvoteSlotClient(cfg),
-		Conversation:               NewConversationClient(cfg),
-		ConversationLabelCountSlot: NewConversationLabelCountSlotClient(cfg),
-		Desk:                       NewDeskClient(cfg),
-		DeskBCountSlot:             NewDeskBCountSlotClient(cfg),
-		DeskTopicCountSlot:         NewDeskTopicCountSlotClient(cfg),
-		File:                       NewFileClient(cfg),
-		Folder:                     NewFolderClient(cfg),
-		FolderBytesSlot:            NewFolderBytesSlotClient(cfg),
-		Forum:                      NewForumClient(cfg),
-		ForumBCountSlot:            NewForumBCountSlotClient(cfg),
-		ForumTopicCountSlot:        NewForumTopicCountSlotClient(cfg),
-		Item:                       NewItemClient(cfg),
-		Label:                      NewLabelClient(cfg),
-		LabelConversationCountSlot: NewLabelConversationCountSlotClient(cfg),
-		NaivePost:                  NewNaivePostClient(cfg),
-		Page:                       NewPageClient(cfg),
-		Post:                       NewPostClient(cfg),
-		PostLikesSlot:              NewPostLikesSlotClient(cfg),
-		PostViewsSlot:              NewPostViewsSlotClient(cfg),
-		Product:                    NewProductClient(cfg),
-		ProductStockSlot:           NewProductStockSlotClient(cfg),
-		Rack:                       NewRackClient(cfg),
-		RackItemCountSlot:          NewRackItemCountSlotClient(cfg),
-		RackOpenCountSlot:          NewRackOpenCountSlotClient(cfg),
-		Reel:                       NewReelClient(cfg),
-		ReelPlaysSlot:              NewReelPlaysSlotClient(cfg),
-		Section:                    NewSectionClient(cfg),
-		SectionPageCountSlot:       NewSectionPageCountSlotClient(cfg),
-		Shelf:                      NewShelfClient(cfg),
-		ShelfBookCountSlot:         NewShelfBookCountSlotClient(cfg),
-		ShelfOpenCountSlot:         NewShelfOpenCountSlotClient(cfg),
-		SkipPost:                   NewSkipPostClient(cfg),
-		SkipPostLikesSlot:          NewSkipPostLikesSlotClient(cfg),
-		Story:                      NewStoryClient(cfg),
-		StoryClapsDelta:            NewStoryClapsDeltaClient(cfg),
-		Tag:                        NewTagClient(cfg),
-		TagHitsSlot:                NewTagHitsSlotClient(cfg),
-		TagUsesSlot:                NewTagUsesSlotClient(cfg),
-		Topic:                      NewTopicClient(cfg),
+		ctx:                              ctx,
+		config:                           cfg,
+		Author:                           NewAuthorClient(cfg),
+		AuthorFollowersSlot:              NewAuthorFollowersSlotClient(cfg),
+		Book:                             NewBookClient(cfg),
+		Clip:                             NewClipClient(cfg),
+		ClipLikesSlot:                    NewClipLikesSlotClient(cfg),
+		Comment:                          NewCommentClient(cfg),
+		CommentUpvoteSlot:                NewCommentUpvoteSlotClient(cfg),
+		Conversation:                     NewConversationClient(cfg),
+		ConversationLabelCountSlot:       NewConversationLabelCountSlotClient(cfg),
+		Desk:                             NewDeskClient(cfg),
+		DeskBCountSlot:                   NewDeskBCountSlotClient(cfg),
+		DeskTopicCountSlot:               NewDeskTopicCountSlotClient(cfg),
+		File:                             NewFileClient(cfg),
+		Folder:                           NewFolderClient(cfg),
+		FolderBytesSlot:                  NewFolderBytesSlotClient(cfg),
+		Forum:                            NewForumClient(cfg),
+		ForumBCountSlot:                  NewForumBCountSlotClient(cfg),
+		ForumTopicCountSlot:              NewForumTopicCountSlotClient(cfg),
+		HookedConversation:               NewHookedConversationClient(cfg),
+		HookedConversationLabelCountSlot: NewHookedConversationLabelCountSlotClient(cfg),
+		HookedLabel:                      NewHookedLabelClient(cfg),
+		HookedLabelConversationCountSlot: NewHookedLabelConversationCountSlotClient(cfg),
+		Item:                             NewItemClient(cfg),
+		Label:                            NewLabelClient(cfg),
+		LabelConversationCountSlot:       NewLabelConversationCountSlotClient(cfg),
+		NaivePost:                        NewNaivePostClient(cfg),
+		Page:                             NewPageClient(cfg),
+		Post:                             NewPostClient(cfg),
+		PostLikesSlot:                    NewPostLikesSlotClient(cfg),
+		PostViewsSlot:                    NewPostViewsSlotClient(cfg),
+		Product:                          NewProductClient(cfg),
+		ProductStockSlot:                 NewProductStockSlotClient(cfg),
+		Rack:                             NewRackClient(cfg),
+		RackItemCountSlot:                NewRackItemCountSlotClient(cfg),
+		RackOpenCountSlot:                NewRackOpenCountSlotClient(cfg),
+		Reel:                             NewReelClient(cfg),
+		ReelPlaysSlot:                    NewReelPlaysSlotClient(cfg),
+		Section:                          NewSectionClient(cfg),
+		SectionPageCountSlot:             NewSectionPageCountSlotClient(cfg),
+		Shelf:                            NewShelfClient(cfg),
+		ShelfBookCountSlot:               NewShelfBookCountSlotClient(cfg),
+		ShelfOpenCountSlot:               NewShelfOpenCountSlotClient(cfg),
+		SkipPost:                         NewSkipPostClient(cfg),
+		SkipPostLikesSlot:                NewSkipPostLikesSlotClient(cfg),
+		Story:                            NewStoryClient(cfg),
+		StoryClapsDelta:                  NewStoryClapsDeltaClient(cfg),
+		Tag:                              NewTagClient(cfg),
+		TagHitsSlot:                      NewTagHitsSlotClient(cfg),
+		TagUsesSlot:                      NewTagUsesSlotClient(cfg),
+		Topic:                            NewTopicClient(cfg),
 	}, nil
 }
 
@@ -462,7 +488,9 @@ func (c *Client) Use(hooks ...Hook) {
 		c.Author, c.AuthorFollowersSlot, c.Book, c.Clip, c.ClipLikesSlot, c.Comment,
 		c.CommentUpvoteSlot, c.Conversation, c.ConversationLabelCountSlot, c.Desk,
 		c.DeskBCountSlot, c.DeskTopicCountSlot, c.File, c.Folder, c.FolderBytesSlot,
-		c.Forum, c.ForumBCountSlot, c.ForumTopicCountSlot, c.Item, c.Label,
+		c.Forum, c.ForumBCountSlot, c.ForumTopicCountSlot, c.HookedConversation,
+		c.HookedConversationLabelCountSlot, c.HookedLabel,
+		c.HookedLabelConversationCountSlot, c.Item, c.Label,
 		c.LabelConversationCountSlot, c.NaivePost, c.Page, c.Post, c.PostLikesSlot,
 		c.PostViewsSlot, c.Product, c.ProductStockSlot, c.Rack, c.RackItemCountSlot,
 		c.RackOpenCountSlot, c.Reel, c.ReelPlaysSlot, c.Section,
@@ -481,7 +509,9 @@ func (c *Client) Intercept(interceptors ...Interceptor) {
 		c.Author, c.AuthorFollowersSlot, c.Book, c.Clip, c.ClipLikesSlot, c.Comment,
 		c.CommentUpvoteSlot, c.Conversation, c.ConversationLabelCountSlot, c.Desk,
 		c.DeskBCountSlot, c.DeskTopicCountSlot, c.File, c.Folder, c.FolderBytesSlot,
-		c.Forum, c.ForumBCountSlot, c.ForumTopicCountSlot, c.Item, c.Label,
+		c.Forum, c.ForumBCountSlot, c.ForumTopicCountSlot, c.HookedConversation,
+		c.HookedConversationLabelCountSlot, c.HookedLabel,
+		c.HookedLabelConversationCountSlot, c.Item, c.Label,
 		c.LabelConversationCountSlot, c.NaivePost, c.Page, c.Post, c.PostLikesSlot,
 		c.PostViewsSlot, c.Product, c.ProductStockSlot, c.Rack, c.RackItemCountSlot,
 		c.RackOpenCountSlot, c.Reel, c.ReelPlaysSlot, c.Section,
@@ -532,6 +562,14 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.ForumBCountSlot.mutate(ctx, m)
 	case *ForumTopicCountSlotMutation:
 		return c.ForumTopicCountSlot.mutate(ctx, m)
+	case *HookedConversationMutation:
+		return c.HookedConversation.mutate(ctx, m)
+	case *HookedConversationLabelCountSlotMutation:
+		return c.HookedConversationLabelCountSlot.mutate(ctx, m)
+	case *HookedLabelMutation:
+		return c.HookedLabel.mutate(ctx, m)
+	case *HookedLabelConversationCountSlotMutation:
+		return c.HookedLabelConversationCountSlot.mutate(ctx, m)
 	case *ItemMutation:
 		return c.Item.mutate(ctx, m)
 	case *LabelMutation:
@@ -3270,6 +3308,606 @@ func (c *ForumTopicCountSlotClient) mutate(ctx context.Context, m *ForumTopicCou
 		return (&ForumTopicCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown ForumTopicCountSlot mutation op: %q", m.Op())
+	}
+}
+
+// HookedConversationClient is a client for the HookedConversation schema.
+type HookedConversationClient struct {
+	config
+}
+
+// NewHookedConversationClient returns a client for the HookedConversation from the given config.
+func NewHookedConversationClient(c config) *HookedConversationClient {
+	return &HookedConversationClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `hookedconversation.Hooks(f(g(h())))`.
+func (c *HookedConversationClient) Use(hooks ...Hook) {
+	c.hooks.HookedConversation = append(c.hooks.HookedConversation, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `hookedconversation.Intercept(f(g(h())))`.
+func (c *HookedConversationClient) Intercept(interceptors ...Interceptor) {
+	c.inters.HookedConversation = append(c.inters.HookedConversation, interceptors...)
+}
+
+// Create returns a builder for creating a HookedConversation entity.
+func (c *HookedConversationClient) Create() *HookedConversationCreate {
+	mutation := newHookedConversationMutation(c.config, OpCreate)
+	return &HookedConversationCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of HookedConversation entities.
+func (c *HookedConversationClient) CreateBulk(builders ...*HookedConversationCreate) *HookedConversationCreateBulk {
+	return &HookedConversationCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *HookedConversationClient) MapCreateBulk(slice any, setFunc func(*HookedConversationCreate, int)) *HookedConversationCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &HookedConversationCreateBulk{err: fmt.Errorf("calling to HookedConversationClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*HookedConversationCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &HookedConversationCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for HookedConversation.
+func (c *HookedConversationClient) Update() *HookedConversationUpdate {
+	mutation := newHookedConversationMutation(c.config, OpUpdate)
+	return &HookedConversationUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *HookedConversationClient) UpdateOne(_m *HookedConversation) *HookedConversationUpdateOne {
+	mutation := newHookedConversationMutation(c.config, OpUpdateOne, withHookedConversation(_m))
+	return &HookedConversationUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *HookedConversationClient) UpdateOneID(id int) *HookedConversationUpdateOne {
+	mutation := newHookedConversationMutation(c.config, OpUpdateOne, withHookedConversationID(id))
+	return &HookedConversationUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for HookedConversation.
+func (c *HookedConversationClient) Delete() *HookedConversationDelete {
+	mutation := newHookedConversationMutation(c.config, OpDelete)
+	return &HookedConversationDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *HookedConversationClient) DeleteOne(_m *HookedConversation) *HookedConversationDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *HookedConversationClient) DeleteOneID(id int) *HookedConversationDeleteOne {
+	builder := c.Delete().Where(hookedconversation.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &HookedConversationDeleteOne{builder}
+}
+
+// Query returns a query builder for HookedConversation.
+func (c *HookedConversationClient) Query() *HookedConversationQuery {
+	return &HookedConversationQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeHookedConversation},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a HookedConversation entity by its id.
+func (c *HookedConversationClient) Get(ctx context.Context, id int) (*HookedConversation, error) {
+	return c.Query().Where(hookedconversation.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *HookedConversationClient) GetX(ctx context.Context, id int) *HookedConversation {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryLabels queries the labels edge of a HookedConversation.
+func (c *HookedConversationClient) QueryLabels(_m *HookedConversation) *HookedLabelQuery {
+	query := (&HookedLabelClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(hookedconversation.Table, hookedconversation.FieldID, id),
+			sqlgraph.To(hookedlabel.Table, hookedlabel.FieldID),
+			sqlgraph.Edge(sqlgraph.M2M, false, hookedconversation.LabelsTable, hookedconversation.LabelsPrimaryKey...),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *HookedConversationClient) Hooks() []Hook {
+	hooks := c.hooks.HookedConversation
+	return append(hooks[:len(hooks):len(hooks)], hookedconversation.Hooks[:]...)
+}
+
+// Interceptors returns the client interceptors.
+func (c *HookedConversationClient) Interceptors() []Interceptor {
+	inters := c.inters.HookedConversation
+	return append(inters[:len(inters):len(inters)], hookedconversation.Interceptors[:]...)
+}
+
+func (c *HookedConversationClient) mutate(ctx context.Context, m *HookedConversationMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&HookedConversationCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&HookedConversationUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&HookedConversationUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&HookedConversationDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown HookedConversation mutation op: %q", m.Op())
+	}
+}
+
+// HookedConversationLabelCountSlotClient is a client for the HookedConversationLabelCountSlot schema.
+type HookedConversationLabelCountSlotClient struct {
+	config
+}
+
+// NewHookedConversationLabelCountSlotClient returns a client for the HookedConversationLabelCountSlot from the given config.
+func NewHookedConversationLabelCountSlotClient(c config) *HookedConversationLabelCountSlotClient {
+	return &HookedConversationLabelCountSlotClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `hookedconversationlabelcountslot.Hooks(f(g(h())))`.
+func (c *HookedConversationLabelCountSlotClient) Use(hooks ...Hook) {
+	c.hooks.HookedConversationLabelCountSlot = append(c.hooks.HookedConversationLabelCountSlot, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `hookedconversationlabelcountslot.Intercept(f(g(h())))`.
+func (c *HookedConversationLabelCountSlotClient) Intercept(interceptors ...Interceptor) {
+	c.inters.HookedConversationLabelCountSlot = append(c.inters.HookedConversationLabelCountSlot, interceptors...)
+}
+
+// Create returns a builder for creating a HookedConversationLabelCountSlot entity.
+func (c *HookedConversationLabelCountSlotClient) Create() *HookedConversationLabelCountSlotCreate {
+	mutation := newHookedConversationLabelCountSlotMutation(c.config, OpCreate)
+	return &HookedConversationLabelCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of HookedConversationLabelCountSlot entities.
+func (c *HookedConversationLabelCountSlotClient) CreateBulk(builders ...*HookedConversationLabelCountSlotCreate) *HookedConversationLabelCountSlotCreateBulk {
+	return &HookedConversationLabelCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *HookedConversationLabelCountSlotClient) MapCreateBulk(slice any, setFunc func(*HookedConversationLabelCountSlotCreate, int)) *HookedConversationLabelCountSlotCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &HookedConversationLabelCountSlotCreateBulk{err: fmt.Errorf("calling to HookedConversationLabelCountSlotClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*HookedConversationLabelCountSlotCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &HookedConversationLabelCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for HookedConversationLabelCountSlot.
+func (c *HookedConversationLabelCountSlotClient) Update() *HookedConversationLabelCountSlotUpdate {
+	mutation := newHookedConversationLabelCountSlotMutation(c.config, OpUpdate)
+	return &HookedConversationLabelCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *HookedConversationLabelCountSlotClient) UpdateOne(_m *HookedConversationLabelCountSlot) *HookedConversationLabelCountSlotUpdateOne {
+	mutation := newHookedConversationLabelCountSlotMutation(c.config, OpUpdateOne, withHookedConversationLabelCountSlot(_m))
+	return &HookedConversationLabelCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *HookedConversationLabelCountSlotClient) UpdateOneID(id int) *HookedConversationLabelCountSlotUpdateOne {
+	mutation := newHookedConversationLabelCountSlotMutation(c.config, OpUpdateOne, withHookedConversationLabelCountSlotID(id))
+	return &HookedConversationLabelCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for HookedConversationLabelCountSlot.
+func (c *HookedConversationLabelCountSlotClient) Delete() *HookedConversationLabelCountSlotDelete {
+	mutation := newHookedConversationLabelCountSlotMutation(c.config, OpDelete)
+	return &HookedConversationLabelCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *HookedConversationLabelCountSlotClient) DeleteOne(_m *HookedConversationLabelCountSlot) *HookedConversationLabelCountSlotDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *HookedConversationLabelCountSlotClient) DeleteOneID(id int) *HookedConversationLabelCountSlotDeleteOne {
+	builder := c.Delete().Where(hookedconversationlabelcountslot.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &HookedConversationLabelCountSlotDeleteOne{builder}
+}
+
+// Query returns a query builder for HookedConversationLabelCountSlot.
+func (c *HookedConversationLabelCountSlotClient) Query() *HookedConversationLabelCountSlotQuery {
+	return &HookedConversationLabelCountSlotQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeHookedConversationLabelCountSlot},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a HookedConversationLabelCountSlot entity by its id.
+func (c *HookedConversationLabelCountSlotClient) Get(ctx context.Context, id int) (*HookedConversationLabelCountSlot, error) {
+	return c.Query().Where(hookedconversationlabelcountslot.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *HookedConversationLabelCountSlotClient) GetX(ctx context.Context, id int) *HookedConversationLabelCountSlot {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryHookedConversation queries the hooked_conversation edge of a HookedConversationLabelCountSlot.
+func (c *HookedConversationLabelCountSlotClient) QueryHookedConversation(_m *HookedConversationLabelCountSlot) *HookedConversationQuery {
+	query := (&HookedConversationClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(hookedconversationlabelcountslot.Table, hookedconversationlabelcountslot.FieldID, id),
+			sqlgraph.To(hookedconversation.Table, hookedconversation.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, hookedconversationlabelcountslot.HookedConversationTable, hookedconversationlabelcountslot.HookedConversationColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *HookedConversationLabelCountSlotClient) Hooks() []Hook {
+	return c.hooks.HookedConversationLabelCountSlot
+}
+
+// Interceptors returns the client interceptors.
+func (c *HookedConversationLabelCountSlotClient) Interceptors() []Interceptor {
+	return c.inters.HookedConversationLabelCountSlot
+}
+
+func (c *HookedConversationLabelCountSlotClient) mutate(ctx context.Context, m *HookedConversationLabelCountSlotMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&HookedConversationLabelCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&HookedConversationLabelCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&HookedConversationLabelCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&HookedConversationLabelCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown HookedConversationLabelCountSlot mutation op: %q", m.Op())
+	}
+}
+
+// HookedLabelClient is a client for the HookedLabel schema.
+type HookedLabelClient struct {
+	config
+}
+
+// NewHookedLabelClient returns a client for the HookedLabel from the given config.
+func NewHookedLabelClient(c config) *HookedLabelClient {
+	return &HookedLabelClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `hookedlabel.Hooks(f(g(h())))`.
+func (c *HookedLabelClient) Use(hooks ...Hook) {
+	c.hooks.HookedLabel = append(c.hooks.HookedLabel, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `hookedlabel.Intercept(f(g(h())))`.
+func (c *HookedLabelClient) Intercept(interceptors ...Interceptor) {
+	c.inters.HookedLabel = append(c.inters.HookedLabel, interceptors...)
+}
+
+// Create returns a builder for creating a HookedLabel entity.
+func (c *HookedLabelClient) Create() *HookedLabelCreate {
+	mutation := newHookedLabelMutation(c.config, OpCreate)
+	return &HookedLabelCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of HookedLabel entities.
+func (c *HookedLabelClient) CreateBulk(builders ...*HookedLabelCreate) *HookedLabelCreateBulk {
+	return &HookedLabelCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *HookedLabelClient) MapCreateBulk(slice any, setFunc func(*HookedLabelCreate, int)) *HookedLabelCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &HookedLabelCreateBulk{err: fmt.Errorf("calling to HookedLabelClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*HookedLabelCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &HookedLabelCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for HookedLabel.
+func (c *HookedLabelClient) Update() *HookedLabelUpdate {
+	mutation := newHookedLabelMutation(c.config, OpUpdate)
+	return &HookedLabelUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *HookedLabelClient) UpdateOne(_m *HookedLabel) *HookedLabelUpdateOne {
+	mutation := newHookedLabelMutation(c.config, OpUpdateOne, withHookedLabel(_m))
+	return &HookedLabelUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *HookedLabelClient) UpdateOneID(id int) *HookedLabelUpdateOne {
+	mutation := newHookedLabelMutation(c.config, OpUpdateOne, withHookedLabelID(id))
+	return &HookedLabelUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for HookedLabel.
+func (c *HookedLabelClient) Delete() *HookedLabelDelete {
+	mutation := newHookedLabelMutation(c.config, OpDelete)
+	return &HookedLabelDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *HookedLabelClient) DeleteOne(_m *HookedLabel) *HookedLabelDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *HookedLabelClient) DeleteOneID(id int) *HookedLabelDeleteOne {
+	builder := c.Delete().Where(hookedlabel.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &HookedLabelDeleteOne{builder}
+}
+
+// Query returns a query builder for HookedLabel.
+func (c *HookedLabelClient) Query() *HookedLabelQuery {
+	return &HookedLabelQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeHookedLabel},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a HookedLabel entity by its id.
+func (c *HookedLabelClient) Get(ctx context.Context, id int) (*HookedLabel, error) {
+	return c.Query().Where(hookedlabel.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *HookedLabelClient) GetX(ctx context.Context, id int) *HookedLabel {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryConversations queries the conversations edge of a HookedLabel.
+func (c *HookedLabelClient) QueryConversations(_m *HookedLabel) *HookedConversationQuery {
+	query := (&HookedConversationClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(hookedlabel.Table, hookedlabel.FieldID, id),
+			sqlgraph.To(hookedconversation.Table, hookedconversation.FieldID),
+			sqlgraph.Edge(sqlgraph.M2M, true, hookedlabel.ConversationsTable, hookedlabel.ConversationsPrimaryKey...),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *HookedLabelClient) Hooks() []Hook {
+	hooks := c.hooks.HookedLabel
+	return append(hooks[:len(hooks):len(hooks)], hookedlabel.Hooks[:]...)
+}
+
+// Interceptors returns the client interceptors.
+func (c *HookedLabelClient) Interceptors() []Interceptor {
+	inters := c.inters.HookedLabel
+	return append(inters[:len(inters):len(inters)], hookedlabel.Interceptors[:]...)
+}
+
+func (c *HookedLabelClient) mutate(ctx context.Context, m *HookedLabelMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&HookedLabelCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&HookedLabelUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&HookedLabelUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&HookedLabelDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown HookedLabel mutation op: %q", m.Op())
+	}
+}
+
+// HookedLabelConversationCountSlotClient is a client for the HookedLabelConversationCountSlot schema.
+type HookedLabelConversationCountSlotClient struct {
+	config
+}
+
+// NewHookedLabelConversationCountSlotClient returns a client for the HookedLabelConversationCountSlot from the given config.
+func NewHookedLabelConversationCountSlotClient(c config) *HookedLabelConversationCountSlotClient {
+	return &HookedLabelConversationCountSlotClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `hookedlabelconversationcountslot.Hooks(f(g(h())))`.
+func (c *HookedLabelConversationCountSlotClient) Use(hooks ...Hook) {
+	c.hooks.HookedLabelConversationCountSlot = append(c.hooks.HookedLabelConversationCountSlot, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `hookedlabelconversationcountslot.Intercept(f(g(h())))`.
+func (c *HookedLabelConversationCountSlotClient) Intercept(interceptors ...Interceptor) {
+	c.inters.HookedLabelConversationCountSlot = append(c.inters.HookedLabelConversationCountSlot, interceptors...)
+}
+
+// Create returns a builder for creating a HookedLabelConversationCountSlot entity.
+func (c *HookedLabelConversationCountSlotClient) Create() *HookedLabelConversationCountSlotCreate {
+	mutation := newHookedLabelConversationCountSlotMutation(c.config, OpCreate)
+	return &HookedLabelConversationCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of HookedLabelConversationCountSlot entities.
+func (c *HookedLabelConversationCountSlotClient) CreateBulk(builders ...*HookedLabelConversationCountSlotCreate) *HookedLabelConversationCountSlotCreateBulk {
+	return &HookedLabelConversationCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *HookedLabelConversationCountSlotClient) MapCreateBulk(slice any, setFunc func(*HookedLabelConversationCountSlotCreate, int)) *HookedLabelConversationCountSlotCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &HookedLabelConversationCountSlotCreateBulk{err: fmt.Errorf("calling to HookedLabelConversationCountSlotClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*HookedLabelConversationCountSlotCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &HookedLabelConversationCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for HookedLabelConversationCountSlot.
+func (c *HookedLabelConversationCountSlotClient) Update() *HookedLabelConversationCountSlotUpdate {
+	mutation := newHookedLabelConversationCountSlotMutation(c.config, OpUpdate)
+	return &HookedLabelConversationCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *HookedLabelConversationCountSlotClient) UpdateOne(_m *HookedLabelConversationCountSlot) *HookedLabelConversationCountSlotUpdateOne {
+	mutation := newHookedLabelConversationCountSlotMutation(c.config, OpUpdateOne, withHookedLabelConversationCountSlot(_m))
+	return &HookedLabelConversationCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *HookedLabelConversationCountSlotClient) UpdateOneID(id int) *HookedLabelConversationCountSlotUpdateOne {
+	mutation := newHookedLabelConversationCountSlotMutation(c.config, OpUpdateOne, withHookedLabelConversationCountSlotID(id))
+	return &HookedLabelConversationCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for HookedLabelConversationCountSlot.
+func (c *HookedLabelConversationCountSlotClient) Delete() *HookedLabelConversationCountSlotDelete {
+	mutation := newHookedLabelConversationCountSlotMutation(c.config, OpDelete)
+	return &HookedLabelConversationCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *HookedLabelConversationCountSlotClient) DeleteOne(_m *HookedLabelConversationCountSlot) *HookedLabelConversationCountSlotDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *HookedLabelConversationCountSlotClient) DeleteOneID(id int) *HookedLabelConversationCountSlotDeleteOne {
+	builder := c.Delete().Where(hookedlabelconversationcountslot.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &HookedLabelConversationCountSlotDeleteOne{builder}
+}
+
+// Query returns a query builder for HookedLabelConversationCountSlot.
+func (c *HookedLabelConversationCountSlotClient) Query() *HookedLabelConversationCountSlotQuery {
+	return &HookedLabelConversationCountSlotQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeHookedLabelConversationCountSlot},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a HookedLabelConversationCountSlot entity by its id.
+func (c *HookedLabelConversationCountSlotClient) Get(ctx context.Context, id int) (*HookedLabelConversationCountSlot, error) {
+	return c.Query().Where(hookedlabelconversationcountslot.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *HookedLabelConversationCountSlotClient) GetX(ctx context.Context, id int) *HookedLabelConversationCountSlot {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryHookedLabel queries the hooked_label edge of a HookedLabelConversationCountSlot.
+func (c *HookedLabelConversationCountSlotClient) QueryHookedLabel(_m *HookedLabelConversationCountSlot) *HookedLabelQuery {
+	query := (&HookedLabelClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(hookedlabelconversationcountslot.Table, hookedlabelconversationcountslot.FieldID, id),
+			sqlgraph.To(hookedlabel.Table, hookedlabel.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, hookedlabelconversationcountslot.HookedLabelTable, hookedlabelconversationcountslot.HookedLabelColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *HookedLabelConversationCountSlotClient) Hooks() []Hook {
+	return c.hooks.HookedLabelConversationCountSlot
+}
+
+// Interceptors returns the client interceptors.
+func (c *HookedLabelConversationCountSlotClient) Interceptors() []Interceptor {
+	return c.inters.HookedLabelConversationCountSlot
+}
+
+func (c *HookedLabelConversationCountSlotClient) mutate(ctx context.Context, m *HookedLabelConversationCountSlotMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&HookedLabelConversationCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&HookedLabelConversationCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&HookedLabelConversationCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&HookedLabelConversationCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown HookedLabelConversationCountSlot mutation op: %q", m.Op())
 	}
 }
 
@@ -7439,7 +8077,9 @@ type (
 		Author, AuthorFollowersSlot, Book, Clip, ClipLikesSlot, Comment,
 		CommentUpvoteSlot, Conversation, ConversationLabelCountSlot, Desk,
 		DeskBCountSlot, DeskTopicCountSlot, File, Folder, FolderBytesSlot, Forum,
-		ForumBCountSlot, ForumTopicCountSlot, Item, Label, LabelConversationCountSlot,
+		ForumBCountSlot, ForumTopicCountSlot, HookedConversation,
+		HookedConversationLabelCountSlot, HookedLabel,
+		HookedLabelConversationCountSlot, Item, Label, LabelConversationCountSlot,
 		NaivePost, Page, Post, PostLikesSlot, PostViewsSlot, Product, ProductStockSlot,
 		Rack, RackItemCountSlot, RackOpenCountSlot, Reel, ReelPlaysSlot, Section,
 		SectionPageCountSlot, Shelf, ShelfBookCountSlot, ShelfOpenCountSlot, SkipPost,
@@ -7450,7 +8090,9 @@ type (
 		Author, AuthorFollowersSlot, Book, Clip, ClipLikesSlot, Comment,
 		CommentUpvoteSlot, Conversation, ConversationLabelCountSlot, Desk,
 		DeskBCountSlot, DeskTopicCountSlot, File, Folder, FolderBytesSlot, Forum,
-		ForumBCountSlot, ForumTopicCountSlot, Item, Label, LabelConversationCountSlot,
+		ForumBCountSlot, ForumTopicCountSlot, HookedConversation,
+		HookedConversationLabelCountSlot, HookedLabel,
+		HookedLabelConversationCountSlot, Item, Label, LabelConversationCountSlot,
 		NaivePost, Page, Post, PostLikesSlot, PostViewsSlot, Product, ProductStockSlot,
 		Rack, RackItemCountSlot, RackOpenCountSlot, Reel, ReelPlaysSlot, Section,
 		SectionPageCountSlot, Shelf, ShelfBookCountSlot, ShelfOpenCountSlot, SkipPost,
@@ -7467,52 +8109,56 @@ func (c config) HotCounter() generated.Runtime {
 
 // hotCounterTables maps every schema type to its table.
 var hotCounterTables = map[string]string{
-	"Author":                     "authors",
-	"AuthorFollowersSlot":        "author_followers_slots",
-	"Book":                       "books",
-	"Clip":                       "clips",
-	"ClipLikesSlot":              "clip_likes_slots",
-	"Comment":                    "comments",
-	"CommentUpvoteSlot":          "comment_upvote_slots",
-	"Conversation":               "conversations",
-	"ConversationLabelCountSlot": "conversation_label_count_slots",
-	"Desk":                       "desks",
-	"DeskBCountSlot":             "desk_b_count_slots",
-	"DeskTopicCountSlot":         "desk_topic_count_slots",
-	"File":                       "files",
-	"Folder":                     "folders",
-	"FolderBytesSlot":            "folder_bytes_slots",
-	"Forum":                      "forums",
-	"ForumBCountSlot":            "forum_b_count_slots",
-	"ForumTopicCountSlot":        "forum_topic_count_slots",
-	"Item":                       "items",
-	"Label":                      "labels",
-	"LabelConversationCountSlot": "label_conversation_count_slots",
-	"NaivePost":                  "naive_posts",
-	"Page":                       "pages",
-	"Post":                       "posts",
-	"PostLikesSlot":              "post_likes_slots",
-	"PostViewsSlot":              "post_views_slots",
-	"Product":                    "products",
-	"ProductStockSlot":           "product_stock_slots",
-	"Rack":                       "racks",
-	"RackItemCountSlot":          "rack_item_count_slots",
-	"RackOpenCountSlot":          "rack_open_count_slots",
-	"Reel":                       "reels",
-	"ReelPlaysSlot":              "reel_plays_slots",
-	"Section":                    "sections",
-	"SectionPageCountSlot":       "section_page_count_slots",
-	"Shelf":                      "shelves",
-	"ShelfBookCountSlot":         "shelf_book_count_slots",
-	"ShelfOpenCountSlot":         "shelf_open_count_slots",
-	"SkipPost":                   "skip_posts",
-	"SkipPostLikesSlot":          "skip_post_likes_slots",
-	"Story":                      "stories",
-	"StoryClapsDelta":            "story_claps_deltas",
-	"Tag":                        "tags",
-	"TagHitsSlot":                "tag_hits_slots",
-	"TagUsesSlot":                "tag_uses_slots",
-	"Topic":                      "topics",
+	"Author":                           "authors",
+	"AuthorFollowersSlot":              "author_followers_slots",
+	"Book":                             "books",
+	"Clip":                             "clips",
+	"ClipLikesSlot":                    "clip_likes_slots",
+	"Comment":                          "comments",
+	"CommentUpvoteSlot":                "comment_upvote_slots",
+	"Conversation":                     "conversations",
+	"ConversationLabelCountSlot":       "conversation_label_count_slots",
+	"Desk":                             "desks",
+	"DeskBCountSlot":                   "desk_b_count_slots",
+	"DeskTopicCountSlot":               "desk_topic_count_slots",
+	"File":                             "files",
+	"Folder":                           "folders",
+	"FolderBytesSlot":                  "folder_bytes_slots",
+	"Forum":                            "forums",
+	"ForumBCountSlot":                  "forum_b_count_slots",
+	"ForumTopicCountSlot":              "forum_topic_count_slots",
+	"HookedConversation":               "hooked_conversations",
+	"HookedConversationLabelCountSlot": "hooked_conversation_label_count_slots",
+	"HookedLabel":                      "hooked_labels",
+	"HookedLabelConversationCountSlot": "hooked_label_conversation_count_slots",
+	"Item":                             "items",
+	"Label":                            "labels",
+	"LabelConversationCountSlot":       "label_conversation_count_slots",
+	"NaivePost":                        "naive_posts",
+	"Page":                             "pages",
+	"Post":                             "posts",
+	"PostLikesSlot":                    "post_likes_slots",
+	"PostViewsSlot":                    "post_views_slots",
+	"Product":                          "products",
+	"ProductStockSlot":                 "product_stock_slots",
+	"Rack":                             "racks",
+	"RackItemCountSlot":                "rack_item_count_slots",
+	"RackOpenCountSlot":                "rack_open_count_slots",
+	"Reel":                             "reels",
+	"ReelPlaysSlot":                    "reel_plays_slots",
+	"Section":                          "sections",
+	"SectionPageCountSlot":             "section_page_count_slots",
+	"Shelf":                            "shelves",
+	"ShelfBookCountSlot":               "shelf_book_count_slots",
+	"ShelfOpenCountSlot":               "shelf_open_count_slots",
+	"SkipPost":                         "skip_posts",
+	"SkipPostLikesSlot":                "skip_post_likes_slots",
+	"Story":                            "stories",
+	"StoryClapsDelta":                  "story_claps_deltas",
+	"Tag":                              "tags",
+	"TagHitsSlot":                      "tag_hits_slots",
+	"TagUsesSlot":                      "tag_uses_slots",
+	"Topic":                            "topics",
 }
 
 // hotCounterDefs lists the sharded counters of this schema.
@@ -7520,13 +8166,15 @@ var hotCounterDefs = []generated.Def{
 	{Type: "Author", Field: "followers", StructField: "Followers", Table: "authors", Key: "id", SlotTable: "author_followers_slots", Owner: "author_id", Slots: 4, Rollup: false, Append: false, Precreate: 0, SkipLocked: false},
 	{Type: "Clip", Field: "likes", StructField: "Likes", Table: "clips", Key: "id", SlotTable: "clip_likes_slots", Owner: "clip_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, KeepColumn: true},
 	{Type: "Comment", Field: "upvote", StructField: "Upvote", Table: "comments", Key: "id", SlotTable: "comment_upvote_slots", Owner: "comment_id", Slots: 8, Rollup: false, Append: false, Precreate: 0, SkipLocked: false},
-	{Type: "Conversation", Field: "label_count", StructField: "LabelCount", Table: "conversations", Key: "id", SlotTable: "conversation_label_count_slots", Owner: "conversation_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "labels", Type: "Label", Hooks: false, Table: "conversation_labels", Key: "", Ref: "conversation_id", Columns: []string{"conversation_id", "label_id"}, Where: "", Across: &generated.Across{Ref: "label_id", Table: "labels", Key: "id"}}},
+	{Type: "Conversation", Field: "label_count", StructField: "LabelCount", Table: "conversations", Key: "id", SlotTable: "conversation_label_count_slots", Owner: "conversation_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "labels", Back: "conversations", Type: "Label", Hooks: false, Table: "conversation_labels", Key: "", Ref: "conversation_id", Columns: []string{"conversation_id", "label_id"}, Where: "", Across: &generated.Across{Ref: "label_id", Table: "labels", Key: "id"}}},
 	{Type: "Desk", Field: "topic_count", StructField: "TopicCount", Table: "desks", Key: "id", SlotTable: "desk_topic_count_slots", Owner: "desk_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "topics", Type: "Topic", Hooks: true, Table: "topics", Key: "id", Ref: "desk_id", Columns: []string{"id", "kind", "note", "body", "meta", "data", "price", "at", "deleted_at", "forum_id", "desk_id"}, Where: "deleted_at IS NULL"}},
 	{Type: "Desk", Field: "b_count", StructField: "BCount", Table: "desks", Key: "id", SlotTable: "desk_b_count_slots", Owner: "desk_id", Slots: 4, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "topics", Type: "Topic", Hooks: true, Table: "topics", Key: "id", Ref: "desk_id", Columns: []string{"id", "kind", "note", "body", "meta", "data", "price", "at", "deleted_at", "forum_id", "desk_id"}, Where: "kind = 'b' AND note <> '' AND deleted_at IS NULL"}},
 	{Type: "Folder", Field: "bytes", StructField: "Bytes", Table: "folders", Key: "id", SlotTable: "folder_bytes_slots", Owner: "folder_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "files", Type: "File", Hooks: false, Table: "files", Key: "id", Ref: "folder_id", Columns: []string{"id", "size", "folder_id"}, Where: "", Total: "size"}},
 	{Type: "Forum", Field: "topic_count", StructField: "TopicCount", Table: "forums", Key: "id", SlotTable: "forum_topic_count_slots", Owner: "forum_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "topics", Type: "Topic", Hooks: false, Table: "topics", Key: "id", Ref: "forum_id", Columns: []string{"id", "kind", "note", "body", "meta", "data", "price", "at", "deleted_at", "forum_id", "desk_id"}, Where: "deleted_at IS NULL"}},
 	{Type: "Forum", Field: "b_count", StructField: "BCount", Table: "forums", Key: "id", SlotTable: "forum_b_count_slots", Owner: "forum_id", Slots: 4, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "topics", Type: "Topic", Hooks: false, Table: "topics", Key: "id", Ref: "forum_id", Columns: []string{"id", "kind", "note", "body", "meta", "data", "price", "at", "deleted_at", "forum_id", "desk_id"}, Where: "kind = 'b' AND note <> '' AND deleted_at IS NULL"}},
-	{Type: "Label", Field: "conversation_count", StructField: "ConversationCount", Table: "labels", Key: "id", SlotTable: "label_conversation_count_slots", Owner: "label_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "conversations", Type: "Conversation", Hooks: false, Table: "conversation_labels", Key: "", Ref: "label_id", Columns: []string{"label_id", "conversation_id"}, Where: "", Across: &generated.Across{Ref: "conversation_id", Table: "conversations", Key: "id"}}},
+	{Type: "HookedConversation", Field: "label_count", StructField: "LabelCount", Table: "hooked_conversations", Key: "id", SlotTable: "hooked_conversation_label_count_slots", Owner: "hooked_conversation_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "labels", Back: "conversations", Type: "HookedLabel", Hooks: true, Table: "hooked_conversation_labels", Key: "", Ref: "hooked_conversation_id", Columns: []string{"hooked_conversation_id", "hooked_label_id"}, Where: "", Across: &generated.Across{Ref: "hooked_label_id", Table: "hooked_labels", Key: "id"}}},
+	{Type: "HookedLabel", Field: "conversation_count", StructField: "ConversationCount", Table: "hooked_labels", Key: "id", SlotTable: "hooked_label_conversation_count_slots", Owner: "hooked_label_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "conversations", Back: "labels", Type: "HookedConversation", Hooks: true, Table: "hooked_conversation_labels", Key: "", Ref: "hooked_label_id", Columns: []string{"hooked_label_id", "hooked_conversation_id"}, Where: "", Across: &generated.Across{Ref: "hooked_conversation_id", Table: "hooked_conversations", Key: "id"}}},
+	{Type: "Label", Field: "conversation_count", StructField: "ConversationCount", Table: "labels", Key: "id", SlotTable: "label_conversation_count_slots", Owner: "label_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "conversations", Back: "labels", Type: "Conversation", Hooks: false, Table: "conversation_labels", Key: "", Ref: "label_id", Columns: []string{"label_id", "conversation_id"}, Where: "", Across: &generated.Across{Ref: "conversation_id", Table: "conversations", Key: "id"}}},
 	{Type: "Post", Field: "likes", StructField: "Likes", Table: "posts", Key: "id", SlotTable: "post_likes_slots", Owner: "post_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false},
 	{Type: "Post", Field: "views", StructField: "Views", Table: "posts", Key: "id", SlotTable: "post_views_slots", Owner: "post_id", Slots: 64, Rollup: true, Append: false, Precreate: 0, SkipLocked: false},
 	{Type: "Product", Field: "stock", StructField: "Stock", Table: "products", Key: "id", SlotTable: "product_stock_slots", Owner: "product_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Guarded: true},

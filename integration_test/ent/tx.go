@@ -48,6 +48,14 @@ type Tx struct {
 	ForumBCountSlot *ForumBCountSlotClient
 	// ForumTopicCountSlot is the client for interacting with the ForumTopicCountSlot builders.
 	ForumTopicCountSlot *ForumTopicCountSlotClient
+	// HookedConversation is the client for interacting with the HookedConversation builders.
+	HookedConversation *HookedConversationClient
+	// HookedConversationLabelCountSlot is the client for interacting with the HookedConversationLabelCountSlot builders.
+	HookedConversationLabelCountSlot *HookedConversationLabelCountSlotClient
+	// HookedLabel is the client for interacting with the HookedLabel builders.
+	HookedLabel *HookedLabelClient
+	// HookedLabelConversationCountSlot is the client for interacting with the HookedLabelConversationCountSlot builders.
+	HookedLabelConversationCountSlot *HookedLabelConversationCountSlotClient
 	// Item is the client for interacting with the Item builders.
 	Item *ItemClient
 	// Label is the client for interacting with the Label builders.
@@ -253,6 +261,10 @@ func (tx *Tx) init() {
 	tx.Forum = NewForumClient(tx.config)
 	tx.ForumBCountSlot = NewForumBCountSlotClient(tx.config)
 	tx.ForumTopicCountSlot = NewForumTopicCountSlotClient(tx.config)
+	tx.HookedConversation = NewHookedConversationClient(tx.config)
+	tx.HookedConversationLabelCountSlot = NewHookedConversationLabelCountSlotClient(tx.config)
+	tx.HookedLabel = NewHookedLabelClient(tx.config)
+	tx.HookedLabelConversationCountSlot = NewHookedLabelConversationCountSlotClient(tx.config)
 	tx.Item = NewItemClient(tx.config)
 	tx.Label = NewLabelClient(tx.config)
 	tx.LabelConversationCountSlot = NewLabelConversationCountSlotClient(tx.config)

@@ -696,7 +696,13 @@ func (d Dialect) sqliteApply(w Writer, c Count, row string, delta int) {
 // Every count names the same child table; cond may name it.
 func (d Dialect) CountedRows(w Writer, counts []Count, cond func(Writer), lock bool) {
 	child := counts[0]
-	q(w, "SELECT %", child.ChildKey)
+	for i, col := range child.KeyColumns() {
+		if i == 0 {
+			q(w, "SELECT %", col)
+		} else {
+			q(w, ", %", col)
+		}
+	}
 	for _, c := range counts {
 		w.WriteString(", CASE WHEN ")
 		c.where(w)
@@ -709,12 +715,111 @@ func (d Dialect) CountedRows(w Writer, counts []Count, cond func(Writer), lock b
 	}
 }
 
-// ChildKeyIn returns a condition on the child key: key IN (keys).
+// ChildKeyIn returns a condition on the child key: key IN (keys), or for
+// a join table keyed by its two references (Pair keys) (ref, other) IN
+// ((?, ?), ...).
 func (d Dialect) ChildKeyIn(c Count, keys []any) func(Writer) {
 	return func(w Writer) {
-		q(w, "%.%", c.Child, c.ChildKey)
-		d.keyIn(w, keys)
+		cols := c.KeyColumns()
+		if len(cols) == 1 {
+			q(w, "%.%", c.Child, cols[0])
+			d.keyIn(w, keys)
+			return
+		}
+		if len(keys) == 0 {
+			w.WriteString("1=0")
+			return
+		}
+		if d.kind == mysql {
+			// MariaDB reads (a, b) IN (...) by scanning the table, and a
+			// DELETE so locks every row (a deadlock between two writers
+			// of different pairs, measured); an OR of equalities is read
+			// by ranges of the index.
+			w.WriteString("(")
+			for i, k := range keys {
+				if i > 0 {
+					w.WriteString(" OR ")
+				}
+				p := k.(Pair)
+				q(w, "(%.% = ", c.Child, cols[0])
+				w.Arg(p[0])
+				q(w, " AND %.% = ", c.Child, cols[1])
+				w.Arg(p[1])
+				w.WriteString(")")
+			}
+			w.WriteString(")")
+			return
+		}
+		q(w, "(%.%, %.%) IN (", c.Child, cols[0], c.Child, cols[1])
+		for i, k := range keys {
+			if i > 0 {
+				w.WriteString(", ")
+			}
+			p := k.(Pair)
+			args(w, p[:])
+		}
+		w.WriteString(")")
 	}
+}
+
+// Pair is the key of a row of a many-to-many join table that has no key
+// column of its own: its two references, in the order of KeyColumns.
+type Pair [2]any
+
+// KeyColumns returns the columns that name one child row for ORM hooks:
+// ChildKey, or for a join table without one, Ref and Across.Ref (whose
+// values a Pair holds).
+func (c Count) KeyColumns() []string {
+	if c.ChildKey == "" && c.Across != nil {
+		return []string{c.Ref, c.Across.Ref}
+	}
+	return []string{c.ChildKey}
+}
+
+// InsertJoinRow writes the insert of one row of a many-to-many join table
+// (its two references, in the order of KeyColumns) that does nothing if
+// the row exists: the hook that keeps a count through the join table
+// counts the row when the statement inserted it (one row affected), so
+// two transactions attaching the same pair at once count it once.
+func (d Dialect) InsertJoinRow(w Writer, c Count, p Pair) {
+	q(w, "INSERT INTO % (%, %) VALUES ", c.Child, c.Ref, c.Across.Ref)
+	args(w, p[:])
+	if d.kind == mysql {
+		q(w, " ON DUPLICATE KEY UPDATE % = %", c.Ref, c.Ref)
+		return
+	}
+	w.WriteString(" ON CONFLICT DO NOTHING")
+}
+
+// DeleteJoinRows writes the delete of the join table's rows named by
+// pairs (KeyColumns order), rows a hook read and locked first.
+func (d Dialect) DeleteJoinRows(w Writer, c Count, pairs []any) {
+	q(w, "DELETE FROM % WHERE ", c.Child)
+	d.ChildKeyIn(c, pairs)(w)
+}
+
+// KeysWhere writes the query of the keys of table's rows matching cond,
+// in key order, locked FOR UPDATE if lock (SQLite, one writer at a
+// time: unlocked).
+func (d Dialect) KeysWhere(w Writer, table, key string, cond func(Writer), lock bool) {
+	q(w, "SELECT %.% FROM % WHERE ", table, key, table)
+	cond(w)
+	q(w, " ORDER BY %.%", table, key)
+	if lock && d.kind != sqlite {
+		w.WriteString(" FOR UPDATE")
+	}
+}
+
+// LockAcrossForUpdate writes the query that locks rows of the join's
+// other side (c.Across.Table, keys sorted) FOR UPDATE before their join
+// rows are read and cleared or deleted with them: a transaction attaching
+// a row to one of them holds it through the join's foreign key check, so
+// the lock waits for it, and none can start until this one commits (see
+// LockParentsForClear).
+func (d RowLocks) LockAcrossForUpdate(w Writer, c Count, keys []any) {
+	q(w, "SELECT % FROM % WHERE %", c.Across.Key, c.Across.Table, c.Across.Key)
+	d.keyIn(w, keys)
+	q(w, " ORDER BY % FOR UPDATE", c.Across.Key)
 }
 
 // ForeignKeysPragma returns the query that says whether the connection

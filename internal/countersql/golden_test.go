@@ -136,6 +136,12 @@ func statements(d Dialect) []struct {
 	out = append(out, many("DropCountTriggers, through a join table", d.DropCountTriggers(tagCount))...)
 	out = append(out,
 		one("CountedRows", func(w Writer) { d.CountedRows(w, []Count{count}, d.ChildKeyIn(count, keys), true) }),
+		one("CountedRows, join rows by their pair", func(w Writer) {
+			d.CountedRows(w, []Count{tagCount}, d.ChildKeyIn(tagCount, []any{Pair{int64(1), int64(2)}, Pair{int64(3), int64(4)}}), true)
+		}),
+		one("InsertJoinRow", func(w Writer) { d.InsertJoinRow(w, tagCount, Pair{int64(1), int64(2)}) }),
+		one("DeleteJoinRows", func(w Writer) { d.DeleteJoinRows(w, tagCount, []any{Pair{int64(1), int64(2)}}) }),
+		one("KeysWhere", func(w Writer) { d.KeysWhere(w, "posts", "id", cond, true) }),
 		one("CountTriggersOf", func(w Writer) { d.CountTriggersOf(w, count) }),
 		one("TableExists", func(w Writer) { d.TableExists(w, "app.posts") }),
 		one("ExistingParents", func(w Writer) { d.ExistingParents(w, count, keys) }),
@@ -178,6 +184,7 @@ func statements(d Dialect) []struct {
 		out = append(out,
 			one("LockParentsForSet", func(w Writer) { l.LockParentsForSet(w, posts, keys) }),
 			one("LockParentsForClear", func(w Writer) { l.LockParentsForClear(w, count, keys) }),
+			one("LockAcrossForUpdate", func(w Writer) { l.LockAcrossForUpdate(w, tagCount, keys) }),
 			one("SetColumnDefault", func(w Writer) { l.SetColumnDefault(w, posts) }),
 		)
 	}

@@ -32,13 +32,14 @@ func ReadCounted(ctx context.Context, conn Conn, d countersql.Dialect, counts []
 		return nil, err
 	}
 	defer rows.Close()
-	readers := make([]keyReader, len(counts)+1)
+	nk := len(counts[0].KeyColumns()) // a key column, or a join table's two references
+	readers := make([]keyReader, len(counts)+nk)
 	for i := range readers {
 		readers[i] = newKeyReader(rows, i)
 	}
 	var out []CountedRow
 	for rows.Next() {
-		vals := make([]any, len(counts)+1)
+		vals := make([]any, len(counts)+nk)
 		ptrs := make([]any, len(vals))
 		for i := range vals {
 			ptrs[i] = &vals[i]
@@ -47,9 +48,12 @@ func ReadCounted(ctx context.Context, conn Conn, d countersql.Dialect, counts []
 			return nil, err
 		}
 		r := CountedRow{Key: readers[0].key(vals[0]), Refs: make([]any, len(counts))}
+		if nk == 2 {
+			r.Key = countersql.Pair{r.Key, readers[1].key(vals[1])}
+		}
 		for i := range counts {
-			if vals[i+1] != nil {
-				r.Refs[i] = readers[i+1].key(vals[i+1])
+			if vals[i+nk] != nil {
+				r.Refs[i] = readers[i+nk].key(vals[i+nk])
 			}
 		}
 		out = append(out, r)
@@ -375,4 +379,83 @@ func putBackTriggers(d countersql.SQLite, saved []savedTrigger) func(context.Con
 		}
 		return nil
 	}
+}
+
+// CountAgain finishes a hooked write whose rows cond names: it reads them
+// again and adds to the parents' slots what changed since before.
+func CountAgain(ctx context.Context, conn Conn, d countersql.Dialect, counts []countersql.Count, before []CountedRow, cond func(countersql.Writer)) error {
+	after, err := ReadCounted(ctx, conn, d, counts, cond, false)
+	if err != nil {
+		return err
+	}
+	return applyCounts(ctx, conn, d, counts, before, after)
+}
+
+// WriteJoinRows makes a hooked change of a many-to-many relation itself,
+// in the caller's transaction, and counts it for every count kept by
+// hooks on that join table (counts, one join table): it reads and locks
+// (FOR UPDATE) the join rows named by drop or matching clear (nil: none),
+// deletes exactly those, inserts the pairs of add one statement each,
+// doing nothing for a pair that exists, and adds -1 for every counted row
+// it deleted and +1 for every one it inserted. A row that another
+// transaction inserts meanwhile is neither deleted nor counted here: its
+// own writer counts it. One row per insert is what makes two
+// transactions attaching the same pair at once count it once: the second
+// waits for the first's row and then inserts nothing.
+func WriteJoinRows(ctx context.Context, conn Conn, d countersql.Dialect, counts []countersql.Count, clear func(countersql.Writer), drop, add []countersql.Pair) error {
+	c := counts[0]
+	var before []CountedRow
+	if len(drop) > 0 || clear != nil {
+		cond := func(w countersql.Writer) {
+			w.WriteString("(")
+			d.ChildKeyIn(c, pairKeys(drop))(w)
+			if clear != nil {
+				w.WriteString(" OR ")
+				clear(w)
+			}
+			w.WriteString(")")
+		}
+		var err error
+		if before, err = ReadCounted(ctx, conn, d, counts, cond, true); err != nil {
+			return err
+		}
+		if len(before) > MaxHookRows {
+			return fmt.Errorf("a write to %d %s rows at once: counts kept by hooks allow %d per statement", len(before), c.Child, MaxHookRows)
+		}
+		if len(before) > 0 {
+			keys := make([]any, len(before))
+			for i, r := range before {
+				keys[i] = r.Key
+			}
+			if _, err := conn.Exec(ctx, func(w countersql.Writer) { d.DeleteJoinRows(w, c, keys) }); err != nil {
+				return err
+			}
+		}
+	}
+	var inserted []any
+	for _, p := range add {
+		n, err := conn.Exec(ctx, func(w countersql.Writer) { d.InsertJoinRow(w, c, p) })
+		if err != nil {
+			return err
+		}
+		if n == 1 {
+			inserted = append(inserted, p)
+		}
+	}
+	var after []CountedRow
+	if len(inserted) > 0 {
+		var err error
+		if after, err = ReadCounted(ctx, conn, d, counts, d.ChildKeyIn(c, inserted), false); err != nil {
+			return err
+		}
+	}
+	return applyCounts(ctx, conn, d, counts, before, after)
+}
+
+func pairKeys(pairs []countersql.Pair) []any {
+	out := make([]any, len(pairs))
+	for i, p := range pairs {
+		out[i] = p
+	}
+	return out
 }

@@ -47,6 +47,8 @@ func KeyText(v any) string {
 		return string(x)
 	case fmt.Stringer:
 		return x.String()
+	case countersql.Pair:
+		return KeyText(x[0]) + "\x00" + KeyText(x[1])
 	}
 	rv := reflect.ValueOf(v)
 	switch rv.Kind() {

@@ -61,13 +61,19 @@ func CountHook() ent.Hook {
 			mut := next
 			children := map[string]bool{}
 			for _, d := range r.Defs {
-				if d.Count != nil && d.Count.Hooks && d.Type == m.Type() && !children[d.Count.Type] {
+				if d.Count != nil && d.Count.Hooks && d.Count.Across == nil && d.Type == m.Type() && !children[d.Count.Type] {
 					children[d.Count.Type] = true
 					child, inner := d.Count.Type, mut
 					mut = ent.MutateFunc(func(ctx context.Context, m ent.Mutation) (ent.Value, error) {
 						return edgeHook(ctx, hm, r, child, inner)
 					})
 				}
+			}
+			if edges := r.m2mEdges(m.Type()); len(edges) > 0 {
+				inner := mut
+				mut = ent.MutateFunc(func(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+					return m2mHook(ctx, hm, r, edges, inner)
+				})
 			}
 			if counts := r.HookCounts(m.Type()); len(counts) > 0 {
 				return childHook(ctx, hm, r, counts, mut)
@@ -136,7 +142,7 @@ func childHook(ctx context.Context, m hookedMutation, r Runtime, counts []counte
 func (r Runtime) HookCounts(typ string) []countersql.Count {
 	var out []countersql.Count
 	for _, d := range r.Defs {
-		if d.Count != nil && d.Count.Hooks && d.Count.Type == typ {
+		if d.Count != nil && d.Count.Hooks && d.Count.Across == nil && d.Count.Type == typ {
 			out = append(out, d.CountSpec())
 		}
 	}

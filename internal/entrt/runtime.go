@@ -56,6 +56,7 @@ type Def struct {
 // child table that the edge reaches and how its rows reference the parent.
 type CountDef struct {
 	Edge    string   // the parent's edge, e.g. objects
+	Back    string   // through an M2M edge: the other side's edge back, if it has one, e.g. categories
 	Type    string   // the child schema, e.g. Object
 	Hooks   bool     // kept by ent hooks (ByHooks), not triggers
 	Table   string   // child table, e.g. objects

@@ -402,6 +402,84 @@ var (
 			},
 		},
 	}
+	// HookedConversationsColumns holds the columns for the "hooked_conversations" table.
+	HookedConversationsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "subject", Type: field.TypeString, Default: ""},
+	}
+	// HookedConversationsTable holds the schema information for the "hooked_conversations" table.
+	HookedConversationsTable = &schema.Table{
+		Name:       "hooked_conversations",
+		Columns:    HookedConversationsColumns,
+		PrimaryKey: []*schema.Column{HookedConversationsColumns[0]},
+	}
+	// HookedConversationLabelCountSlotsColumns holds the columns for the "hooked_conversation_label_count_slots" table.
+	HookedConversationLabelCountSlotsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "slot", Type: field.TypeInt16},
+		{Name: "n", Type: field.TypeInt64, Default: 0},
+		{Name: "hooked_conversation_id", Type: field.TypeInt},
+	}
+	// HookedConversationLabelCountSlotsTable holds the schema information for the "hooked_conversation_label_count_slots" table.
+	HookedConversationLabelCountSlotsTable = &schema.Table{
+		Name:       "hooked_conversation_label_count_slots",
+		Columns:    HookedConversationLabelCountSlotsColumns,
+		PrimaryKey: []*schema.Column{HookedConversationLabelCountSlotsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "hooked_conversation_label_count_slots_hooked_conversations_hooked_conversation",
+				Columns:    []*schema.Column{HookedConversationLabelCountSlotsColumns[3]},
+				RefColumns: []*schema.Column{HookedConversationsColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "hookedconversationlabelcountslot_hooked_conversation_id_slot",
+				Unique:  true,
+				Columns: []*schema.Column{HookedConversationLabelCountSlotsColumns[3], HookedConversationLabelCountSlotsColumns[1]},
+			},
+		},
+	}
+	// HookedLabelsColumns holds the columns for the "hooked_labels" table.
+	HookedLabelsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "name", Type: field.TypeString, Default: ""},
+	}
+	// HookedLabelsTable holds the schema information for the "hooked_labels" table.
+	HookedLabelsTable = &schema.Table{
+		Name:       "hooked_labels",
+		Columns:    HookedLabelsColumns,
+		PrimaryKey: []*schema.Column{HookedLabelsColumns[0]},
+	}
+	// HookedLabelConversationCountSlotsColumns holds the columns for the "hooked_label_conversation_count_slots" table.
+	HookedLabelConversationCountSlotsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "slot", Type: field.TypeInt16},
+		{Name: "n", Type: field.TypeInt64, Default: 0},
+		{Name: "hooked_label_id", Type: field.TypeInt},
+	}
+	// HookedLabelConversationCountSlotsTable holds the schema information for the "hooked_label_conversation_count_slots" table.
+	HookedLabelConversationCountSlotsTable = &schema.Table{
+		Name:       "hooked_label_conversation_count_slots",
+		Columns:    HookedLabelConversationCountSlotsColumns,
+		PrimaryKey: []*schema.Column{HookedLabelConversationCountSlotsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "hooked_label_conversation_count_slots_hooked_labels_hooked_label",
+				Columns:    []*schema.Column{HookedLabelConversationCountSlotsColumns[3]},
+				RefColumns: []*schema.Column{HookedLabelsColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "hookedlabelconversationcountslot_hooked_label_id_slot",
+				Unique:  true,
+				Columns: []*schema.Column{HookedLabelConversationCountSlotsColumns[3], HookedLabelConversationCountSlotsColumns[1]},
+			},
+		},
+	}
 	// ItemsColumns holds the columns for the "items" table.
 	ItemsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt, Increment: true},
@@ -1067,6 +1145,31 @@ var (
 			},
 		},
 	}
+	// HookedConversationLabelsColumns holds the columns for the "hooked_conversation_labels" table.
+	HookedConversationLabelsColumns = []*schema.Column{
+		{Name: "hooked_conversation_id", Type: field.TypeInt},
+		{Name: "hooked_label_id", Type: field.TypeInt},
+	}
+	// HookedConversationLabelsTable holds the schema information for the "hooked_conversation_labels" table.
+	HookedConversationLabelsTable = &schema.Table{
+		Name:       "hooked_conversation_labels",
+		Columns:    HookedConversationLabelsColumns,
+		PrimaryKey: []*schema.Column{HookedConversationLabelsColumns[0], HookedConversationLabelsColumns[1]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "hooked_conversation_labels_hooked_conversation_id",
+				Columns:    []*schema.Column{HookedConversationLabelsColumns[0]},
+				RefColumns: []*schema.Column{HookedConversationsColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+			{
+				Symbol:     "hooked_conversation_labels_hooked_label_id",
+				Columns:    []*schema.Column{HookedConversationLabelsColumns[1]},
+				RefColumns: []*schema.Column{HookedLabelsColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+		},
+	}
 	// Tables holds all the tables in the schema.
 	Tables = []*schema.Table{
 		AuthorsTable,
@@ -1087,6 +1190,10 @@ var (
 		ForumsTable,
 		ForumBCountSlotsTable,
 		ForumTopicCountSlotsTable,
+		HookedConversationsTable,
+		HookedConversationLabelCountSlotsTable,
+		HookedLabelsTable,
+		HookedLabelConversationCountSlotsTable,
 		ItemsTable,
 		LabelsTable,
 		LabelConversationCountSlotsTable,
@@ -1116,6 +1223,7 @@ var (
 		TagUsesSlotsTable,
 		TopicsTable,
 		ConversationLabelsTable,
+		HookedConversationLabelsTable,
 	}
 )
 
@@ -1158,6 +1266,14 @@ func init() {
 	ForumTopicCountSlotsTable.ForeignKeys[0].RefTable = ForumsTable
 	ForumTopicCountSlotsTable.Annotation = &entsql.Annotation{
 		Table: "forum_topic_count_slots",
+	}
+	HookedConversationLabelCountSlotsTable.ForeignKeys[0].RefTable = HookedConversationsTable
+	HookedConversationLabelCountSlotsTable.Annotation = &entsql.Annotation{
+		Table: "hooked_conversation_label_count_slots",
+	}
+	HookedLabelConversationCountSlotsTable.ForeignKeys[0].RefTable = HookedLabelsTable
+	HookedLabelConversationCountSlotsTable.Annotation = &entsql.Annotation{
+		Table: "hooked_label_conversation_count_slots",
 	}
 	ItemsTable.ForeignKeys[0].RefTable = RacksTable
 	LabelConversationCountSlotsTable.ForeignKeys[0].RefTable = LabelsTable
@@ -1223,4 +1339,6 @@ func init() {
 	TopicsTable.ForeignKeys[1].RefTable = ForumsTable
 	ConversationLabelsTable.ForeignKeys[0].RefTable = ConversationsTable
 	ConversationLabelsTable.ForeignKeys[1].RefTable = LabelsTable
+	HookedConversationLabelsTable.ForeignKeys[0].RefTable = HookedConversationsTable
+	HookedConversationLabelsTable.ForeignKeys[1].RefTable = HookedLabelsTable
 }

@@ -60,6 +60,18 @@ type ForumBCountSlot func(*sql.Selector)
 // ForumTopicCountSlot is the predicate function for forumtopiccountslot builders.
 type ForumTopicCountSlot func(*sql.Selector)
 
+// HookedConversation is the predicate function for hookedconversation builders.
+type HookedConversation func(*sql.Selector)
+
+// HookedConversationLabelCountSlot is the predicate function for hookedconversationlabelcountslot builders.
+type HookedConversationLabelCountSlot func(*sql.Selector)
+
+// HookedLabel is the predicate function for hookedlabel builders.
+type HookedLabel func(*sql.Selector)
+
+// HookedLabelConversationCountSlot is the predicate function for hookedlabelconversationcountslot builders.
+type HookedLabelConversationCountSlot func(*sql.Selector)
+
 // Item is the predicate function for item builders.
 type Item func(*sql.Selector)
 

@@ -20,6 +20,10 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/forum"
 	"github.com/hotcounter/hotcounter/integration_test/ent/forumbcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/forumtopiccountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/hookedconversation"
+	"github.com/hotcounter/hotcounter/integration_test/ent/hookedconversationlabelcountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/hookedlabel"
+	"github.com/hotcounter/hotcounter/integration_test/ent/hookedlabelconversationcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/item"
 	"github.com/hotcounter/hotcounter/integration_test/ent/label"
 	"github.com/hotcounter/hotcounter/integration_test/ent/labelconversationcountslot"
@@ -280,6 +284,58 @@ func init() {
 	forumtopiccountslotDescN := forumtopiccountslotMixinFields0[2].Descriptor()
 	// forumtopiccountslot.DefaultN holds the default value on creation for the n field.
 	forumtopiccountslot.DefaultN = forumtopiccountslotDescN.Default.(int64)
+	hookedconversationMixin := schema.HookedConversation{}.Mixin()
+	hookedconversationMixinHooks0 := hookedconversationMixin[0].Hooks()
+	hookedconversation.Hooks[0] = hookedconversationMixinHooks0[0]
+	hookedconversationMixinInters0 := hookedconversationMixin[0].Interceptors()
+	hookedconversation.Interceptors[0] = hookedconversationMixinInters0[0]
+	hookedconversationMixinFields0 := hookedconversationMixin[0].Fields()
+	_ = hookedconversationMixinFields0
+	hookedconversationFields := schema.HookedConversation{}.Fields()
+	_ = hookedconversationFields
+	// hookedconversationDescLabelCount is the schema descriptor for label_count field.
+	hookedconversationDescLabelCount := hookedconversationMixinFields0[0].Descriptor()
+	// hookedconversation.DefaultLabelCount holds the default value on creation for the label_count field.
+	hookedconversation.DefaultLabelCount = hookedconversationDescLabelCount.Default.(int64)
+	// hookedconversationDescSubject is the schema descriptor for subject field.
+	hookedconversationDescSubject := hookedconversationFields[0].Descriptor()
+	// hookedconversation.DefaultSubject holds the default value on creation for the subject field.
+	hookedconversation.DefaultSubject = hookedconversationDescSubject.Default.(string)
+	hookedconversationlabelcountslotMixin := schema.HookedConversationLabelCountSlot{}.Mixin()
+	hookedconversationlabelcountslotMixinFields0 := hookedconversationlabelcountslotMixin[0].Fields()
+	_ = hookedconversationlabelcountslotMixinFields0
+	hookedconversationlabelcountslotFields := schema.HookedConversationLabelCountSlot{}.Fields()
+	_ = hookedconversationlabelcountslotFields
+	// hookedconversationlabelcountslotDescN is the schema descriptor for n field.
+	hookedconversationlabelcountslotDescN := hookedconversationlabelcountslotMixinFields0[2].Descriptor()
+	// hookedconversationlabelcountslot.DefaultN holds the default value on creation for the n field.
+	hookedconversationlabelcountslot.DefaultN = hookedconversationlabelcountslotDescN.Default.(int64)
+	hookedlabelMixin := schema.HookedLabel{}.Mixin()
+	hookedlabelMixinHooks0 := hookedlabelMixin[0].Hooks()
+	hookedlabel.Hooks[0] = hookedlabelMixinHooks0[0]
+	hookedlabelMixinInters0 := hookedlabelMixin[0].Interceptors()
+	hookedlabel.Interceptors[0] = hookedlabelMixinInters0[0]
+	hookedlabelMixinFields0 := hookedlabelMixin[0].Fields()
+	_ = hookedlabelMixinFields0
+	hookedlabelFields := schema.HookedLabel{}.Fields()
+	_ = hookedlabelFields
+	// hookedlabelDescConversationCount is the schema descriptor for conversation_count field.
+	hookedlabelDescConversationCount := hookedlabelMixinFields0[0].Descriptor()
+	// hookedlabel.DefaultConversationCount holds the default value on creation for the conversation_count field.
+	hookedlabel.DefaultConversationCount = hookedlabelDescConversationCount.Default.(int64)
+	// hookedlabelDescName is the schema descriptor for name field.
+	hookedlabelDescName := hookedlabelFields[0].Descriptor()
+	// hookedlabel.DefaultName holds the default value on creation for the name field.
+	hookedlabel.DefaultName = hookedlabelDescName.Default.(string)
+	hookedlabelconversationcountslotMixin := schema.HookedLabelConversationCountSlot{}.Mixin()
+	hookedlabelconversationcountslotMixinFields0 := hookedlabelconversationcountslotMixin[0].Fields()
+	_ = hookedlabelconversationcountslotMixinFields0
+	hookedlabelconversationcountslotFields := schema.HookedLabelConversationCountSlot{}.Fields()
+	_ = hookedlabelconversationcountslotFields
+	// hookedlabelconversationcountslotDescN is the schema descriptor for n field.
+	hookedlabelconversationcountslotDescN := hookedlabelconversationcountslotMixinFields0[2].Descriptor()
+	// hookedlabelconversationcountslot.DefaultN holds the default value on creation for the n field.
+	hookedlabelconversationcountslot.DefaultN = hookedlabelconversationcountslotDescN.Default.(int64)
 	itemFields := schema.Item{}.Fields()
 	_ = itemFields
 	// itemDescStatus is the schema descriptor for status field.

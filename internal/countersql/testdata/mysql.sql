@@ -225,6 +225,21 @@ DROP TRIGGER IF EXISTS `hc_tag_post_count_slots_cas`;
 SELECT `id`, CASE WHEN (`deleted_at` IS NULL AND (status = 'active')) THEN `category_id` END FROM `objects` WHERE `objects`.`id` IN ($1,$2,$3) FOR UPDATE;
 -- args: [1 2 3]
 
+-- CountedRows, join rows by their pair
+SELECT `tag_id`, `post_id`, CASE WHEN (1=1) THEN `tag_id` END FROM `post_tags` WHERE ((`post_tags`.`tag_id` = $1 AND `post_tags`.`post_id` = $2) OR (`post_tags`.`tag_id` = $3 AND `post_tags`.`post_id` = $4)) FOR UPDATE;
+-- args: [1 2 3 4]
+
+-- InsertJoinRow
+INSERT INTO `post_tags` (`tag_id`, `post_id`) VALUES ($1,$2) ON DUPLICATE KEY UPDATE `tag_id` = `tag_id`;
+-- args: [1 2]
+
+-- DeleteJoinRows
+DELETE FROM `post_tags` WHERE ((`post_tags`.`tag_id` = $1 AND `post_tags`.`post_id` = $2));
+-- args: [1 2]
+
+-- KeysWhere
+SELECT `posts`.`id` FROM `posts` WHERE 1=1 ORDER BY `posts`.`id` FOR UPDATE;
+
 -- CountTriggersOf
 SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE() AND TRIGGER_NAME IN ('hc_category_object_count_slots_ins', 'hc_category_object_count_slots_upd', 'hc_category_object_count_slots_del');
 
@@ -294,6 +309,10 @@ SELECT `id` FROM `posts` WHERE `id` IN ($1,$2,$3) ORDER BY `id` FOR UPDATE;
 
 -- LockParentsForClear
 SELECT `id` FROM `categories` WHERE `id` IN ($1,$2,$3) ORDER BY `id` FOR UPDATE;
+-- args: [1 2 3]
+
+-- LockAcrossForUpdate
+SELECT `id` FROM `posts` WHERE `id` IN ($1,$2,$3) ORDER BY `id` FOR UPDATE;
 -- args: [1 2 3]
 
 -- SetColumnDefault

@@ -348,6 +348,21 @@ DROP FUNCTION IF EXISTS "hc_tag_post_count_slots_del"();
 SELECT "id", CASE WHEN ("deleted_at" IS NULL AND (status = 'active')) THEN "category_id" END FROM "objects" WHERE "objects"."id" = ANY($1) FOR UPDATE;
 -- args: [{[1 2 3]}]
 
+-- CountedRows, join rows by their pair
+SELECT "tag_id", "post_id", CASE WHEN (1=1) THEN "tag_id" END FROM "post_tags" WHERE ("post_tags"."tag_id", "post_tags"."post_id") IN (($1,$2), ($3,$4)) FOR UPDATE;
+-- args: [1 2 3 4]
+
+-- InsertJoinRow
+INSERT INTO "post_tags" ("tag_id", "post_id") VALUES ($1,$2) ON CONFLICT DO NOTHING;
+-- args: [1 2]
+
+-- DeleteJoinRows
+DELETE FROM "post_tags" WHERE ("post_tags"."tag_id", "post_tags"."post_id") IN (($1,$2));
+-- args: [1 2]
+
+-- KeysWhere
+SELECT "posts"."id" FROM "posts" WHERE 1=1 ORDER BY "posts"."id" FOR UPDATE;
+
 -- CountTriggersOf
 SELECT tgname FROM pg_trigger WHERE tgrelid = to_regclass('"objects"') AND tgname IN ('hc_category_object_count_slots_ins', 'hc_category_object_count_slots_upd', 'hc_category_object_count_slots_del');
 
@@ -445,6 +460,10 @@ SELECT "id" FROM "posts" WHERE "id" = ANY($1) ORDER BY "id" FOR NO KEY UPDATE;
 
 -- LockParentsForClear
 SELECT "id" FROM "categories" WHERE "id" = ANY($1) ORDER BY "id" FOR UPDATE;
+-- args: [{[1 2 3]}]
+
+-- LockAcrossForUpdate
+SELECT "id" FROM "posts" WHERE "id" = ANY($1) ORDER BY "id" FOR UPDATE;
 -- args: [{[1 2 3]}]
 
 -- SetColumnDefault

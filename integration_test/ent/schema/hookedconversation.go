@@ -1,0 +1,63 @@
+package schema
+
+import (
+	"entgo.io/ent"
+	"entgo.io/ent/schema/edge"
+	"entgo.io/ent/schema/field"
+
+	"github.com/hotcounter/hotcounter/entcounter"
+)
+
+// HookedConversation and HookedLabel are Conversation and Label with their
+// counts kept by ent hooks (ByHooks) instead of triggers: rows of the join
+// table hooked_conversation_labels.
+type HookedConversation struct{ ent.Schema }
+
+// Fields of HookedConversation.
+func (HookedConversation) Fields() []ent.Field {
+	return []ent.Field{field.String("subject").Default("")}
+}
+
+// Mixin of HookedConversation.
+func (HookedConversation) Mixin() []ent.Mixin {
+	return []ent.Mixin{entcounter.Counter("label_count", entcounter.Counts("labels"), entcounter.ByHooks())}
+}
+
+// Edges of HookedConversation.
+func (HookedConversation) Edges() []ent.Edge {
+	return []ent.Edge{edge.To("labels", HookedLabel.Type)}
+}
+
+// HookedLabel is the shared side.
+type HookedLabel struct{ ent.Schema }
+
+// Fields of HookedLabel.
+func (HookedLabel) Fields() []ent.Field {
+	return []ent.Field{field.String("name").Default("")}
+}
+
+// Mixin of HookedLabel.
+func (HookedLabel) Mixin() []ent.Mixin {
+	return []ent.Mixin{entcounter.Counter("conversation_count", entcounter.Counts("conversations"), entcounter.ByHooks())}
+}
+
+// Edges of HookedLabel.
+func (HookedLabel) Edges() []ent.Edge {
+	return []ent.Edge{edge.From("conversations", HookedConversation.Type).Ref("labels")}
+}
+
+// HookedConversationLabelCountSlot is the slot table of HookedConversation.label_count.
+type HookedConversationLabelCountSlot struct{ ent.Schema }
+
+// Mixin of HookedConversationLabelCountSlot.
+func (HookedConversationLabelCountSlot) Mixin() []ent.Mixin {
+	return []ent.Mixin{entcounter.SlotsOf(HookedConversation.Type, "label_count")}
+}
+
+// HookedLabelConversationCountSlot is the slot table of HookedLabel.conversation_count.
+type HookedLabelConversationCountSlot struct{ ent.Schema }
+
+// Mixin of HookedLabelConversationCountSlot.
+func (HookedLabelConversationCountSlot) Mixin() []ent.Mixin {
+	return []ent.Mixin{entcounter.SlotsOf(HookedLabel.Type, "conversation_count")}
+}

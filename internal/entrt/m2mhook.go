@@ -1,0 +1,190 @@
+package entrt
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"entgo.io/ent"
+
+	"github.com/hotcounter/hotcounter/internal/countersql"
+	"github.com/hotcounter/hotcounter/internal/engine"
+)
+
+// m2mEdge is one M2M edge of a mutation's type whose join table holds
+// rows counted by hooks: the edge's name, the join table's counts kept by
+// hooks (counts[0] orders a Pair), and the join columns naming this
+// type's rows (mine) and the other side's (theirs).
+type m2mEdge struct {
+	edge          string
+	counts        []countersql.Count
+	mine, theirs  string
+	lock          func(countersql.RowLocks, countersql.Writer, []any) // locks this type's rows FOR UPDATE
+	added, remove []any
+	cleared       bool
+}
+
+// m2mEdges returns the M2M edges of typ through which a count kept by
+// hooks is changed: the counting side's edge and the other side's edge
+// back (a delete of either side's row takes its join rows with it).
+func (r Runtime) m2mEdges(typ string) []*m2mEdge {
+	var out []*m2mEdge
+	for _, d := range r.Defs {
+		c := d.Count
+		if c == nil || !c.Hooks || c.Across == nil {
+			continue
+		}
+		cs := d.CountSpec()
+		if d.Type == typ {
+			out = append(out, &m2mEdge{edge: c.Edge, mine: c.Ref, theirs: c.Across.Ref,
+				lock: func(l countersql.RowLocks, w countersql.Writer, keys []any) { l.LockParentsForClear(w, cs, keys) }})
+		}
+		if c.Type == typ {
+			out = append(out, &m2mEdge{edge: c.Back, mine: c.Across.Ref, theirs: c.Ref,
+				lock: func(l countersql.RowLocks, w countersql.Writer, keys []any) { l.LockAcrossForUpdate(w, cs, keys) }})
+		}
+	}
+	for _, e := range out {
+		e.counts = r.joinCounts(r.joinOf(typ, e))
+	}
+	return out
+}
+
+// joinOf returns the join table of e, an edge of typ.
+func (r Runtime) joinOf(typ string, e *m2mEdge) string {
+	for _, d := range r.Defs {
+		if c := d.Count; c != nil && c.Hooks && c.Across != nil && (d.Type == typ || c.Type == typ) &&
+			(c.Ref == e.mine && c.Across.Ref == e.theirs || c.Ref == e.theirs && c.Across.Ref == e.mine) {
+			return c.Table
+		}
+	}
+	return ""
+}
+
+// joinCounts returns the counts kept by hooks through the join table, in
+// one order for every writer (by slot table).
+func (r Runtime) joinCounts(join string) []countersql.Count {
+	var out []countersql.Count
+	for _, d := range r.Defs {
+		if c := d.Count; c != nil && c.Hooks && c.Across != nil && c.Table == join {
+			out = append(out, d.CountSpec())
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Slots < out[j].Slots })
+	return out
+}
+
+// pair returns the join row of this type's row mine and the other side's
+// row theirs, as a Pair in the order of e.counts[0].KeyColumns.
+func (e *m2mEdge) pair(mine, theirs any) countersql.Pair {
+	if e.counts[0].Ref == e.mine {
+		return countersql.Pair{mine, theirs}
+	}
+	return countersql.Pair{theirs, mine}
+}
+
+// m2mHook keeps the counts kept by hooks through M2M join tables, which
+// ent writes inside a node's mutation (AddXIDs, RemoveXIDs, ClearX on
+// either side, creates with edges, deletes of either side's rows, whose
+// join rows go by the join's cascade), with no mutation of the join table
+// to hook. The hook takes those edge writes out of the mutation
+// (ResetEdge) and makes them itself, in the mutation's transaction, with
+// engine.WriteJoinRows: the rows it deletes are read and locked first and
+// deleted by their keys, each pair it adds is inserted by a statement of
+// its own, and it counts exactly the rows it deleted and inserted. A
+// clear, and a delete of rows, first locks the rows whose join rows it
+// takes (FOR UPDATE): a transaction attaching one of them holds it
+// through the join's foreign key check, so the lock waits for it, and
+// none can start until this one commits. A create's pairs are inserted
+// after the node.
+func m2mHook(ctx context.Context, m hookedMutation, r Runtime, edges []*m2mEdge, next ent.Mutator) (ent.Value, error) {
+	del := m.Op().Is(ent.OpDelete) || m.Op().Is(ent.OpDeleteOne)
+	var todo []*m2mEdge
+	for _, e := range edges {
+		if e.edge != "" {
+			e.added, e.remove, e.cleared = values(m.AddedIDs(e.edge)), values(m.RemovedIDs(e.edge)), m.EdgeCleared(e.edge)
+		}
+		e.cleared = e.cleared || del
+		if len(e.added) > 0 || len(e.remove) > 0 || e.cleared {
+			todo = append(todo, e)
+		}
+	}
+	if len(todo) == 0 {
+		return next.Mutate(ctx, m)
+	}
+	if !r.InTx() {
+		return nil, fmt.Errorf("entcounter: %s %s edges: %w", m.Op(), m.Type(), ErrNeedsTx)
+	}
+	dl, err := r.Dialect()
+	if err != nil {
+		return nil, err
+	}
+	c := Conn{Ex: r.driver(), Dialect: r.driver().Dialect()}
+	for _, e := range todo {
+		if e.edge != "" && !del {
+			if err := m.ResetEdge(e.edge); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if m.Op().Is(ent.OpCreate) {
+		v, err := next.Mutate(ctx, m)
+		if err != nil {
+			return v, err
+		}
+		id, ok := mutationID(m)
+		if !ok {
+			return v, fmt.Errorf("entcounter: the created %s has no id", m.Type())
+		}
+		for _, e := range todo {
+			if err := writeEdge(ctx, c, dl, e, []any{id}, false); err != nil {
+				return v, fmt.Errorf("entcounter: %s %s: %w", m.Type(), e.edge, err)
+			}
+		}
+		return v, nil
+	}
+	ids, err := m.HotCounterRowKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(ids) > 0 {
+		for _, e := range todo {
+			if err := writeEdge(ctx, c, dl, e, engine.SortKeys(ids), true); err != nil {
+				return nil, fmt.Errorf("entcounter: %s %s: %w", m.Type(), e.edge, err)
+			}
+		}
+	}
+	return next.Mutate(ctx, m)
+}
+
+// writeEdge makes e's changes for this type's rows ids and counts them
+// (engine.WriteJoinRows); lock locks those rows first for a clear.
+func writeEdge(ctx context.Context, c Conn, dl countersql.Dialect, e *m2mEdge, ids []any, lock bool) error {
+	var clear func(countersql.Writer)
+	if e.cleared {
+		if locks, ok := dl.OnRowLocks(); ok && lock {
+			if _, err := engine.QueryKeys(ctx, c, func(w countersql.Writer) { e.lock(locks, w, ids) }); err != nil {
+				return err
+			}
+		}
+		clear = dl.ChildColumnIn(e.counts[0], e.mine, ids)
+	}
+	var drop, add []countersql.Pair
+	for _, id := range ids {
+		for _, o := range e.remove {
+			drop = append(drop, e.pair(id, o))
+		}
+		for _, o := range e.added {
+			add = append(add, e.pair(id, o))
+		}
+	}
+	return engine.WriteJoinRows(ctx, c, dl, e.counts, clear, drop, add)
+}
+
+func values(vs []ent.Value) []any {
+	out := make([]any, len(vs))
+	for i, v := range vs {
+		out[i] = v
+	}
+	return out
+}
