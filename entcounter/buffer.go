@@ -37,6 +37,7 @@ var ErrBufferFull = writebehind.ErrFull
 //	buf, err := entcounter.NewBuffer(ctx, client, entcounter.BufferConfig{})
 //	defer buf.Close(ctx)
 //	buf.Increment(ctx, "Post", post.FieldLikes, p.ID, 1)
+//	client.Post.Buffered(buf).AddLikes(ctx, p.ID, 1) // the same, generated and typed
 type Buffer struct {
 	r entrt.Runtime
 	b *writebehind.Buffer

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/engine"
 	"github.com/hotcounter/hotcounter/internal/entrt"
 )
@@ -84,6 +83,7 @@ func recountMissed(ctx context.Context, s engine.Session, r entrt.Runtime, missi
 // off. It returns how many it corrected.
 //
 //	n, err := entcounter.Recount(ctx, client, "Category", category.FieldObjectCount)
+//	n, err := client.Category.RecountObjectCount(ctx) // the same, generated and typed
 //
 // typ is the schema's type name (Category) or its table. Writes may go on
 // meanwhile: each batch reads the child rows and the counter in one
@@ -94,16 +94,8 @@ func recountMissed(ctx context.Context, s engine.Session, r entrt.Runtime, missi
 func Recount(ctx context.Context, src Source, typ, field string, ids ...any) (int64, error) {
 	r := src.HotCounter()
 	d, found := findDef(r, typ, field)
-	if !found || d.Count == nil {
+	if !found {
 		return 0, fmt.Errorf("entcounter: Recount %s.%s: not a count of child rows (declare it with entcounter.Counts)", typ, field)
 	}
-	st, err := r.Store()
-	if err != nil {
-		return 0, err
-	}
-	var cond func(countersql.Writer)
-	if len(ids) > 0 {
-		cond = st.Dialect.KeyIn(d.Tables(), ids)
-	}
-	return st.Recount(ctx, entrt.NewSession(r), d.Counter(st.Dialect), d.CountSpec(), cond)
+	return r.Recount(ctx, d, ids...)
 }

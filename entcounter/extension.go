@@ -44,6 +44,24 @@ func (extension) Templates() []*gen.Template {
 					a, _ := annotationOfField(f)
 					return a.Rollup
 				},
+				"hotCounterHasRollup": func(t *gen.Type) bool {
+					for _, f := range counterFields(t) {
+						if a, _ := annotationOfField(f); a.Rollup {
+							return true
+						}
+					}
+					return false
+				},
+				"hotCounterDefsOf":  defsOfType,
+				"hotCounterBuffers": func(g *gen.Graph, t *gen.Type) bool {
+					for _, d := range defsOfType(g, t) {
+						if d.Count == nil {
+							return true
+						}
+					}
+					return false
+				},
+				"hotCounterIDImports": idImports,
 			}).
 			ParseFS(templates, "template/hotcounter.tmpl")),
 	}
@@ -91,6 +109,34 @@ func slotsAnnotationOf(t *gen.Type) (slotsAnnotation, bool) {
 }
 
 // counterFields returns the counter fields of t.
+// defsOfType returns the counters of t, for its typed methods.
+func defsOfType(g *gen.Graph, t *gen.Type) []entrt.Def {
+	var out []entrt.Def
+	for _, d := range graphDefs(g) {
+		if d.Type == t.Name {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// idImports returns the packages of the id types of the schemas with
+// counters, which their typed methods name (uuid.UUID), each once.
+func idImports(g *gen.Graph) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, n := range g.Nodes {
+		if len(counterFields(n)) == 0 || n.ID == nil || n.ID.Type == nil {
+			continue
+		}
+		if pkg := n.ID.Type.PkgPath; pkg != "" && !seen[pkg] {
+			seen[pkg] = true
+			out = append(out, pkg)
+		}
+	}
+	return out
+}
+
 func counterFields(t *gen.Type) []*gen.Field {
 	var out []*gen.Field
 	for _, f := range t.Fields {

@@ -44,6 +44,7 @@ var (
 // takes from several, fullest first.
 //
 //	err := entcounter.Take(ctx, client, "Product", product.FieldStock, id, 2)
+//	err := client.Product.TakeStock(ctx, id, 2) // the same, generated and typed
 //	if errors.Is(err, entcounter.ErrInsufficient) { ... sold out ... }
 //
 // Given a transaction (*ent.Tx) it takes in it (a rollback returns the
@@ -58,19 +59,7 @@ func Take(ctx context.Context, src Source, typ, field string, id any, amount int
 	if !ok {
 		return fmt.Errorf("entcounter: Take %s.%s: %w", typ, field, ErrNotCounter)
 	}
-	if !d.Guarded {
-		return fmt.Errorf("entcounter: Take %s: %w: declare it with entcounter.Guarded()", d.Name(), ErrNotGuarded)
-	}
-	dl, err := r.Dialect()
-	if err != nil {
-		return err
-	}
-	key := fmt.Sprintf("%s\x00%v", d.SlotTable, id)
-	err = engine.TakeTogether(ctx, entrt.NewSession(r), dl, r.Takes(), key, d.Tables(), d.Slots, id, amount)
-	if err != nil {
-		return fmt.Errorf("entcounter: take %d from %s: %w", amount, d.Name(), err)
-	}
-	return nil
+	return r.Take(ctx, d, id, amount)
 }
 
 // findDef finds the counter field of schema typ: its type name (Post),

@@ -105,3 +105,27 @@ func WrittenLate(r Runtime, m ent.Mutation) bool { return entrt.Written(r, m) }
 func WriteLate(ctx context.Context, r Runtime, m ent.Mutation, save func(context.Context) (ent.Value, error)) (ent.Value, error) {
 	return entrt.Late(ctx, r, m, save)
 }
+
+// Source is what has a Runtime: a generated client, transaction or typed
+// client (their config).
+type Source = entrt.Source
+
+// Incrementer is what a generated typed buffered add writes to: an
+// entcounter.Buffer.
+type Incrementer = entrt.Incrementer
+
+// Take is the body of a generated TakeX method (entcounter.Take of the
+// counter field of schema typ).
+func Take(ctx context.Context, src Source, typ, field string, id any, amount int64) error {
+	return entrt.TakeTyped(ctx, src, typ, field, id, amount)
+}
+
+// Recount is the body of a generated RecountX method (entcounter.Recount
+// of the count field of schema typ).
+func Recount(ctx context.Context, src Source, typ, field string, ids ...any) (int64, error) {
+	return entrt.RecountTyped(ctx, src, typ, field, ids...)
+}
+
+// WithLive is the context of a generated query's Live: its loads fill
+// rollup counters with their exact value (entcounter.WithLive).
+func WithLive(ctx context.Context) context.Context { return entrt.WithLive(ctx) }

@@ -2322,3 +2322,332 @@ func (m *TopicMutation) HotCounterRowKeys(ctx context.Context) ([]any, error) {
 	}
 	return keys, rows.Err()
 }
+
+// AuthorBuffered adds to the counters of Author rows through a
+// write-behind buffer: client.Author.Buffered(buf).
+type AuthorBuffered struct{ buf generated.Incrementer }
+
+// Buffered returns the typed adds to Author's counters through buf,
+// an entcounter.Buffer.
+func (c *AuthorClient) Buffered(buf generated.Incrementer) *AuthorBuffered {
+	return &AuthorBuffered{buf: buf}
+}
+
+// AddFollowers adds delta to the followers of the Author
+// with the given id, in memory; the buffer's next flush writes it
+// (entcounter.Buffer.Increment).
+func (b *AuthorBuffered) AddFollowers(ctx context.Context, id int, delta int64) error {
+	return b.buf.Increment(ctx, "Author", "followers", id, delta)
+}
+
+// ClipBuffered adds to the counters of Clip rows through a
+// write-behind buffer: client.Clip.Buffered(buf).
+type ClipBuffered struct{ buf generated.Incrementer }
+
+// Buffered returns the typed adds to Clip's counters through buf,
+// an entcounter.Buffer.
+func (c *ClipClient) Buffered(buf generated.Incrementer) *ClipBuffered {
+	return &ClipBuffered{buf: buf}
+}
+
+// AddLikes adds delta to the likes of the Clip
+// with the given id, in memory; the buffer's next flush writes it
+// (entcounter.Buffer.Increment).
+func (b *ClipBuffered) AddLikes(ctx context.Context, id int, delta int64) error {
+	return b.buf.Increment(ctx, "Clip", "likes", id, delta)
+}
+
+// CommentBuffered adds to the counters of Comment rows through a
+// write-behind buffer: client.Comment.Buffered(buf).
+type CommentBuffered struct{ buf generated.Incrementer }
+
+// Buffered returns the typed adds to Comment's counters through buf,
+// an entcounter.Buffer.
+func (c *CommentClient) Buffered(buf generated.Incrementer) *CommentBuffered {
+	return &CommentBuffered{buf: buf}
+}
+
+// AddUpvote adds delta to the upvote of the Comment
+// with the given id, in memory; the buffer's next flush writes it
+// (entcounter.Buffer.Increment).
+func (b *CommentBuffered) AddUpvote(ctx context.Context, id int, delta int64) error {
+	return b.buf.Increment(ctx, "Comment", "upvote", id, delta)
+}
+
+// RecountLabelCount recomputes the label_count of the Conversation
+// rows with the given ids (none: every row) from the rows it counts, and
+// returns how many were off (entcounter.Recount).
+func (c *ConversationClient) RecountLabelCount(ctx context.Context, ids ...int) (int64, error) {
+	keys := make([]any, len(ids))
+	for i, id := range ids {
+		keys[i] = id
+	}
+	return generated.Recount(ctx, c.config, "Conversation", "label_count", keys...)
+}
+
+// RecountTopicCount recomputes the topic_count of the Desk
+// rows with the given ids (none: every row) from the rows it counts, and
+// returns how many were off (entcounter.Recount).
+func (c *DeskClient) RecountTopicCount(ctx context.Context, ids ...int) (int64, error) {
+	keys := make([]any, len(ids))
+	for i, id := range ids {
+		keys[i] = id
+	}
+	return generated.Recount(ctx, c.config, "Desk", "topic_count", keys...)
+}
+
+// RecountBCount recomputes the b_count of the Desk
+// rows with the given ids (none: every row) from the rows it counts, and
+// returns how many were off (entcounter.Recount).
+func (c *DeskClient) RecountBCount(ctx context.Context, ids ...int) (int64, error) {
+	keys := make([]any, len(ids))
+	for i, id := range ids {
+		keys[i] = id
+	}
+	return generated.Recount(ctx, c.config, "Desk", "b_count", keys...)
+}
+
+// RecountBytes recomputes the bytes of the Folder
+// rows with the given ids (none: every row) from the rows it counts, and
+// returns how many were off (entcounter.Recount).
+func (c *FolderClient) RecountBytes(ctx context.Context, ids ...int) (int64, error) {
+	keys := make([]any, len(ids))
+	for i, id := range ids {
+		keys[i] = id
+	}
+	return generated.Recount(ctx, c.config, "Folder", "bytes", keys...)
+}
+
+// RecountTopicCount recomputes the topic_count of the Forum
+// rows with the given ids (none: every row) from the rows it counts, and
+// returns how many were off (entcounter.Recount).
+func (c *ForumClient) RecountTopicCount(ctx context.Context, ids ...int) (int64, error) {
+	keys := make([]any, len(ids))
+	for i, id := range ids {
+		keys[i] = id
+	}
+	return generated.Recount(ctx, c.config, "Forum", "topic_count", keys...)
+}
+
+// RecountBCount recomputes the b_count of the Forum
+// rows with the given ids (none: every row) from the rows it counts, and
+// returns how many were off (entcounter.Recount).
+func (c *ForumClient) RecountBCount(ctx context.Context, ids ...int) (int64, error) {
+	keys := make([]any, len(ids))
+	for i, id := range ids {
+		keys[i] = id
+	}
+	return generated.Recount(ctx, c.config, "Forum", "b_count", keys...)
+}
+
+// RecountLabelCount recomputes the label_count of the HookedConversation
+// rows with the given ids (none: every row) from the rows it counts, and
+// returns how many were off (entcounter.Recount).
+func (c *HookedConversationClient) RecountLabelCount(ctx context.Context, ids ...int) (int64, error) {
+	keys := make([]any, len(ids))
+	for i, id := range ids {
+		keys[i] = id
+	}
+	return generated.Recount(ctx, c.config, "HookedConversation", "label_count", keys...)
+}
+
+// RecountConversationCount recomputes the conversation_count of the HookedLabel
+// rows with the given ids (none: every row) from the rows it counts, and
+// returns how many were off (entcounter.Recount).
+func (c *HookedLabelClient) RecountConversationCount(ctx context.Context, ids ...int) (int64, error) {
+	keys := make([]any, len(ids))
+	for i, id := range ids {
+		keys[i] = id
+	}
+	return generated.Recount(ctx, c.config, "HookedLabel", "conversation_count", keys...)
+}
+
+// RecountConversationCount recomputes the conversation_count of the Label
+// rows with the given ids (none: every row) from the rows it counts, and
+// returns how many were off (entcounter.Recount).
+func (c *LabelClient) RecountConversationCount(ctx context.Context, ids ...int) (int64, error) {
+	keys := make([]any, len(ids))
+	for i, id := range ids {
+		keys[i] = id
+	}
+	return generated.Recount(ctx, c.config, "Label", "conversation_count", keys...)
+}
+
+// PostBuffered adds to the counters of Post rows through a
+// write-behind buffer: client.Post.Buffered(buf).
+type PostBuffered struct{ buf generated.Incrementer }
+
+// Buffered returns the typed adds to Post's counters through buf,
+// an entcounter.Buffer.
+func (c *PostClient) Buffered(buf generated.Incrementer) *PostBuffered {
+	return &PostBuffered{buf: buf}
+}
+
+// AddLikes adds delta to the likes of the Post
+// with the given id, in memory; the buffer's next flush writes it
+// (entcounter.Buffer.Increment).
+func (b *PostBuffered) AddLikes(ctx context.Context, id int, delta int64) error {
+	return b.buf.Increment(ctx, "Post", "likes", id, delta)
+}
+
+// AddViews adds delta to the views of the Post
+// with the given id, in memory; the buffer's next flush writes it
+// (entcounter.Buffer.Increment).
+func (b *PostBuffered) AddViews(ctx context.Context, id int, delta int64) error {
+	return b.buf.Increment(ctx, "Post", "views", id, delta)
+}
+
+// TakeStock takes n from the stock of the Product
+// with the given id, in full or not at all: when less is left, the error
+// wraps entcounter.ErrInsufficient and nothing changed (entcounter.Take).
+// On a transaction's client it takes in the transaction.
+func (c *ProductClient) TakeStock(ctx context.Context, id int, n int64) error {
+	return generated.Take(ctx, c.config, "Product", "stock", id, n)
+}
+
+// ProductBuffered adds to the counters of Product rows through a
+// write-behind buffer: client.Product.Buffered(buf).
+type ProductBuffered struct{ buf generated.Incrementer }
+
+// Buffered returns the typed adds to Product's counters through buf,
+// an entcounter.Buffer.
+func (c *ProductClient) Buffered(buf generated.Incrementer) *ProductBuffered {
+	return &ProductBuffered{buf: buf}
+}
+
+// AddStock adds delta to the stock of the Product
+// with the given id, in memory; the buffer's next flush writes it
+// (entcounter.Buffer.Increment).
+func (b *ProductBuffered) AddStock(ctx context.Context, id int, delta int64) error {
+	return b.buf.Increment(ctx, "Product", "stock", id, delta)
+}
+
+// RecountItemCount recomputes the item_count of the Rack
+// rows with the given ids (none: every row) from the rows it counts, and
+// returns how many were off (entcounter.Recount).
+func (c *RackClient) RecountItemCount(ctx context.Context, ids ...int) (int64, error) {
+	keys := make([]any, len(ids))
+	for i, id := range ids {
+		keys[i] = id
+	}
+	return generated.Recount(ctx, c.config, "Rack", "item_count", keys...)
+}
+
+// RecountOpenCount recomputes the open_count of the Rack
+// rows with the given ids (none: every row) from the rows it counts, and
+// returns how many were off (entcounter.Recount).
+func (c *RackClient) RecountOpenCount(ctx context.Context, ids ...int) (int64, error) {
+	keys := make([]any, len(ids))
+	for i, id := range ids {
+		keys[i] = id
+	}
+	return generated.Recount(ctx, c.config, "Rack", "open_count", keys...)
+}
+
+// ReelBuffered adds to the counters of Reel rows through a
+// write-behind buffer: client.Reel.Buffered(buf).
+type ReelBuffered struct{ buf generated.Incrementer }
+
+// Buffered returns the typed adds to Reel's counters through buf,
+// an entcounter.Buffer.
+func (c *ReelClient) Buffered(buf generated.Incrementer) *ReelBuffered {
+	return &ReelBuffered{buf: buf}
+}
+
+// AddPlays adds delta to the plays of the Reel
+// with the given id, in memory; the buffer's next flush writes it
+// (entcounter.Buffer.Increment).
+func (b *ReelBuffered) AddPlays(ctx context.Context, id int, delta int64) error {
+	return b.buf.Increment(ctx, "Reel", "plays", id, delta)
+}
+
+// RecountPageCount recomputes the page_count of the Section
+// rows with the given ids (none: every row) from the rows it counts, and
+// returns how many were off (entcounter.Recount).
+func (c *SectionClient) RecountPageCount(ctx context.Context, ids ...int) (int64, error) {
+	keys := make([]any, len(ids))
+	for i, id := range ids {
+		keys[i] = id
+	}
+	return generated.Recount(ctx, c.config, "Section", "page_count", keys...)
+}
+
+// RecountBookCount recomputes the book_count of the Shelf
+// rows with the given ids (none: every row) from the rows it counts, and
+// returns how many were off (entcounter.Recount).
+func (c *ShelfClient) RecountBookCount(ctx context.Context, ids ...int) (int64, error) {
+	keys := make([]any, len(ids))
+	for i, id := range ids {
+		keys[i] = id
+	}
+	return generated.Recount(ctx, c.config, "Shelf", "book_count", keys...)
+}
+
+// RecountOpenCount recomputes the open_count of the Shelf
+// rows with the given ids (none: every row) from the rows it counts, and
+// returns how many were off (entcounter.Recount).
+func (c *ShelfClient) RecountOpenCount(ctx context.Context, ids ...int) (int64, error) {
+	keys := make([]any, len(ids))
+	for i, id := range ids {
+		keys[i] = id
+	}
+	return generated.Recount(ctx, c.config, "Shelf", "open_count", keys...)
+}
+
+// SkipPostBuffered adds to the counters of SkipPost rows through a
+// write-behind buffer: client.SkipPost.Buffered(buf).
+type SkipPostBuffered struct{ buf generated.Incrementer }
+
+// Buffered returns the typed adds to SkipPost's counters through buf,
+// an entcounter.Buffer.
+func (c *SkipPostClient) Buffered(buf generated.Incrementer) *SkipPostBuffered {
+	return &SkipPostBuffered{buf: buf}
+}
+
+// AddLikes adds delta to the likes of the SkipPost
+// with the given id, in memory; the buffer's next flush writes it
+// (entcounter.Buffer.Increment).
+func (b *SkipPostBuffered) AddLikes(ctx context.Context, id int, delta int64) error {
+	return b.buf.Increment(ctx, "SkipPost", "likes", id, delta)
+}
+
+// StoryBuffered adds to the counters of Story rows through a
+// write-behind buffer: client.Story.Buffered(buf).
+type StoryBuffered struct{ buf generated.Incrementer }
+
+// Buffered returns the typed adds to Story's counters through buf,
+// an entcounter.Buffer.
+func (c *StoryClient) Buffered(buf generated.Incrementer) *StoryBuffered {
+	return &StoryBuffered{buf: buf}
+}
+
+// AddClaps adds delta to the claps of the Story
+// with the given id, in memory; the buffer's next flush writes it
+// (entcounter.Buffer.Increment).
+func (b *StoryBuffered) AddClaps(ctx context.Context, id int, delta int64) error {
+	return b.buf.Increment(ctx, "Story", "claps", id, delta)
+}
+
+// TagBuffered adds to the counters of Tag rows through a
+// write-behind buffer: client.Tag.Buffered(buf).
+type TagBuffered struct{ buf generated.Incrementer }
+
+// Buffered returns the typed adds to Tag's counters through buf,
+// an entcounter.Buffer.
+func (c *TagClient) Buffered(buf generated.Incrementer) *TagBuffered {
+	return &TagBuffered{buf: buf}
+}
+
+// AddUses adds delta to the uses of the Tag
+// with the given id, in memory; the buffer's next flush writes it
+// (entcounter.Buffer.Increment).
+func (b *TagBuffered) AddUses(ctx context.Context, id int, delta int64) error {
+	return b.buf.Increment(ctx, "Tag", "uses", id, delta)
+}
+
+// AddHits adds delta to the hits of the Tag
+// with the given id, in memory; the buffer's next flush writes it
+// (entcounter.Buffer.Increment).
+func (b *TagBuffered) AddHits(ctx context.Context, id int, delta int64) error {
+	return b.buf.Increment(ctx, "Tag", "hits", id, delta)
+}

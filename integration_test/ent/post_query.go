@@ -28,6 +28,8 @@ type PostQuery struct {
 	predicates   []predicate.Post
 	withAuthor   *AuthorQuery
 	withComments *CommentQuery
+	// hotcounterLive makes the query's loads fill rollup counters exactly (Live).
+	hotcounterLive bool
 	// intermediate query (i.e. traversal path).
 	sql  *sql.Selector
 	path func(context.Context) (*sql.Selector, error)
@@ -422,6 +424,9 @@ func (_q *PostQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Post, e
 		node.Edges.loadedTypes = loadedTypes
 		return node.assignValues(columns, values)
 	}
+	if _q.hotcounterLive {
+		ctx = generated.WithLive(ctx)
+	}
 	_q.driver = generated.Rewriting(_q.driver, _q.HotCounter(), "Post")
 	_spec.Node.Columns = generated.WithoutColumns(_q.HotCounter(), "Post", _spec.Node.Columns)
 	ctx = generated.InlineTotals(ctx, _q.HotCounter(), "Post", _q.ctx.Fields, _spec)
@@ -527,6 +532,9 @@ func (_q *PostQuery) loadComments(ctx context.Context, query *CommentQuery, node
 
 func (_q *PostQuery) sqlCount(ctx context.Context) (int, error) {
 	_spec := _q.querySpec()
+	if _q.hotcounterLive {
+		ctx = generated.WithLive(ctx)
+	}
 	_q.driver = generated.Rewriting(_q.driver, _q.HotCounter(), "Post")
 	_spec.Node.Columns = generated.WithoutColumns(_q.HotCounter(), "Post", _spec.Node.Columns)
 	ctx = generated.InlineTotals(ctx, _q.HotCounter(), "Post", _q.ctx.Fields, _spec)
@@ -616,6 +624,15 @@ func (_q *PostQuery) sqlQuery(ctx context.Context) *sql.Selector {
 		selector.Limit(*limit)
 	}
 	return selector
+}
+
+// Live makes the query's loads fill Post's rollup counters with their
+// exact value, the column plus the slots not yet folded, read in the same
+// statement, instead of the cached column (entcounter.WithLive). It
+// applies to this query, not to queries cloned from it before.
+func (q *PostQuery) Live() *PostQuery {
+	q.hotcounterLive = true
+	return q
 }
 
 // PostGroupBy is the group-by builder for Post entities.

@@ -26,6 +26,8 @@ type ShelfQuery struct {
 	inters     []Interceptor
 	predicates []predicate.Shelf
 	withBooks  *BookQuery
+	// hotcounterLive makes the query's loads fill rollup counters exactly (Live).
+	hotcounterLive bool
 	// intermediate query (i.e. traversal path).
 	sql  *sql.Selector
 	path func(context.Context) (*sql.Selector, error)
@@ -385,6 +387,9 @@ func (_q *ShelfQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Shelf,
 		node.Edges.loadedTypes = loadedTypes
 		return node.assignValues(columns, values)
 	}
+	if _q.hotcounterLive {
+		ctx = generated.WithLive(ctx)
+	}
 	_q.driver = generated.Rewriting(_q.driver, _q.HotCounter(), "Shelf")
 	_spec.Node.Columns = generated.WithoutColumns(_q.HotCounter(), "Shelf", _spec.Node.Columns)
 	ctx = generated.InlineTotals(ctx, _q.HotCounter(), "Shelf", _q.ctx.Fields, _spec)
@@ -455,6 +460,9 @@ func (_q *ShelfQuery) loadBooks(ctx context.Context, query *BookQuery, nodes []*
 
 func (_q *ShelfQuery) sqlCount(ctx context.Context) (int, error) {
 	_spec := _q.querySpec()
+	if _q.hotcounterLive {
+		ctx = generated.WithLive(ctx)
+	}
 	_q.driver = generated.Rewriting(_q.driver, _q.HotCounter(), "Shelf")
 	_spec.Node.Columns = generated.WithoutColumns(_q.HotCounter(), "Shelf", _spec.Node.Columns)
 	ctx = generated.InlineTotals(ctx, _q.HotCounter(), "Shelf", _q.ctx.Fields, _spec)
@@ -541,6 +549,15 @@ func (_q *ShelfQuery) sqlQuery(ctx context.Context) *sql.Selector {
 		selector.Limit(*limit)
 	}
 	return selector
+}
+
+// Live makes the query's loads fill Shelf's rollup counters with their
+// exact value, the column plus the slots not yet folded, read in the same
+// statement, instead of the cached column (entcounter.WithLive). It
+// applies to this query, not to queries cloned from it before.
+func (q *ShelfQuery) Live() *ShelfQuery {
+	q.hotcounterLive = true
+	return q
 }
 
 // ShelfGroupBy is the group-by builder for Shelf entities.

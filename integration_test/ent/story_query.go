@@ -23,6 +23,8 @@ type StoryQuery struct {
 	order      []story.OrderOption
 	inters     []Interceptor
 	predicates []predicate.Story
+	// hotcounterLive makes the query's loads fill rollup counters exactly (Live).
+	hotcounterLive bool
 	// intermediate query (i.e. traversal path).
 	sql  *sql.Selector
 	path func(context.Context) (*sql.Selector, error)
@@ -344,6 +346,9 @@ func (_q *StoryQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Story,
 		nodes = append(nodes, node)
 		return node.assignValues(columns, values)
 	}
+	if _q.hotcounterLive {
+		ctx = generated.WithLive(ctx)
+	}
 	_q.driver = generated.Rewriting(_q.driver, _q.HotCounter(), "Story")
 	for i := range hooks {
 		hooks[i](ctx, _spec)
@@ -369,6 +374,9 @@ func (_q *StoryQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Story,
 
 func (_q *StoryQuery) sqlCount(ctx context.Context) (int, error) {
 	_spec := _q.querySpec()
+	if _q.hotcounterLive {
+		ctx = generated.WithLive(ctx)
+	}
 	_q.driver = generated.Rewriting(_q.driver, _q.HotCounter(), "Story")
 	_spec.Node.Columns = _q.ctx.Fields
 	if len(_q.ctx.Fields) > 0 {
@@ -448,6 +456,15 @@ func (_q *StoryQuery) sqlQuery(ctx context.Context) *sql.Selector {
 		selector.Limit(*limit)
 	}
 	return selector
+}
+
+// Live makes the query's loads fill Story's rollup counters with their
+// exact value, the column plus the slots not yet folded, read in the same
+// statement, instead of the cached column (entcounter.WithLive). It
+// applies to this query, not to queries cloned from it before.
+func (q *StoryQuery) Live() *StoryQuery {
+	q.hotcounterLive = true
+	return q
 }
 
 // StoryGroupBy is the group-by builder for Story entities.

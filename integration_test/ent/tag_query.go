@@ -23,6 +23,8 @@ type TagQuery struct {
 	order      []tag.OrderOption
 	inters     []Interceptor
 	predicates []predicate.Tag
+	// hotcounterLive makes the query's loads fill rollup counters exactly (Live).
+	hotcounterLive bool
 	// intermediate query (i.e. traversal path).
 	sql  *sql.Selector
 	path func(context.Context) (*sql.Selector, error)
@@ -344,6 +346,9 @@ func (_q *TagQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Tag, err
 		nodes = append(nodes, node)
 		return node.assignValues(columns, values)
 	}
+	if _q.hotcounterLive {
+		ctx = generated.WithLive(ctx)
+	}
 	_q.driver = generated.Rewriting(_q.driver, _q.HotCounter(), "Tag")
 	_spec.Node.Columns = generated.WithoutColumns(_q.HotCounter(), "Tag", _spec.Node.Columns)
 	ctx = generated.InlineTotals(ctx, _q.HotCounter(), "Tag", _q.ctx.Fields, _spec)
@@ -373,6 +378,9 @@ func (_q *TagQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Tag, err
 
 func (_q *TagQuery) sqlCount(ctx context.Context) (int, error) {
 	_spec := _q.querySpec()
+	if _q.hotcounterLive {
+		ctx = generated.WithLive(ctx)
+	}
 	_q.driver = generated.Rewriting(_q.driver, _q.HotCounter(), "Tag")
 	_spec.Node.Columns = generated.WithoutColumns(_q.HotCounter(), "Tag", _spec.Node.Columns)
 	ctx = generated.InlineTotals(ctx, _q.HotCounter(), "Tag", _q.ctx.Fields, _spec)
@@ -459,6 +467,15 @@ func (_q *TagQuery) sqlQuery(ctx context.Context) *sql.Selector {
 		selector.Limit(*limit)
 	}
 	return selector
+}
+
+// Live makes the query's loads fill Tag's rollup counters with their
+// exact value, the column plus the slots not yet folded, read in the same
+// statement, instead of the cached column (entcounter.WithLive). It
+// applies to this query, not to queries cloned from it before.
+func (q *TagQuery) Live() *TagQuery {
+	q.hotcounterLive = true
+	return q
 }
 
 // TagGroupBy is the group-by builder for Tag entities.

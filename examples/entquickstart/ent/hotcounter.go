@@ -119,3 +119,27 @@ func (m *PostMutation) HotCounterLate(field string) (int64, bool) {
 	v, ok := m.hotcounterLate[field]
 	return v, ok
 }
+
+// PostBuffered adds to the counters of Post rows through a
+// write-behind buffer: client.Post.Buffered(buf).
+type PostBuffered struct{ buf generated.Incrementer }
+
+// Buffered returns the typed adds to Post's counters through buf,
+// an entcounter.Buffer.
+func (c *PostClient) Buffered(buf generated.Incrementer) *PostBuffered {
+	return &PostBuffered{buf: buf}
+}
+
+// AddLikes adds delta to the likes of the Post
+// with the given id, in memory; the buffer's next flush writes it
+// (entcounter.Buffer.Increment).
+func (b *PostBuffered) AddLikes(ctx context.Context, id int, delta int64) error {
+	return b.buf.Increment(ctx, "Post", "likes", id, delta)
+}
+
+// AddViews adds delta to the views of the Post
+// with the given id, in memory; the buffer's next flush writes it
+// (entcounter.Buffer.Increment).
+func (b *PostBuffered) AddViews(ctx context.Context, id int, delta int64) error {
+	return b.buf.Increment(ctx, "Post", "views", id, delta)
+}

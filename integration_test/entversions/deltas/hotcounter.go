@@ -114,3 +114,20 @@ func (m *ReelMutation) HotCounterKeep(field string) {
 func (m *ReelMutation) HotCounterLate(field string) (int64, bool) {
 	return 0, false
 }
+
+// ReelBuffered adds to the counters of Reel rows through a
+// write-behind buffer: client.Reel.Buffered(buf).
+type ReelBuffered struct{ buf generated.Incrementer }
+
+// Buffered returns the typed adds to Reel's counters through buf,
+// an entcounter.Buffer.
+func (c *ReelClient) Buffered(buf generated.Incrementer) *ReelBuffered {
+	return &ReelBuffered{buf: buf}
+}
+
+// AddPlays adds delta to the plays of the Reel
+// with the given id, in memory; the buffer's next flush writes it
+// (entcounter.Buffer.Increment).
+func (b *ReelBuffered) AddPlays(ctx context.Context, id int, delta int64) error {
+	return b.buf.Increment(ctx, "Reel", "plays", id, delta)
+}

@@ -23,6 +23,8 @@ type ReelQuery struct {
 	order      []reel.OrderOption
 	inters     []Interceptor
 	predicates []predicate.Reel
+	// hotcounterLive makes the query's loads fill rollup counters exactly (Live).
+	hotcounterLive bool
 	// intermediate query (i.e. traversal path).
 	sql  *sql.Selector
 	path func(context.Context) (*sql.Selector, error)
@@ -344,6 +346,9 @@ func (_q *ReelQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Reel, e
 		nodes = append(nodes, node)
 		return node.assignValues(columns, values)
 	}
+	if _q.hotcounterLive {
+		ctx = generated.WithLive(ctx)
+	}
 	_q.driver = generated.Rewriting(_q.driver, _q.HotCounter(), "Reel")
 	for i := range hooks {
 		hooks[i](ctx, _spec)
@@ -369,6 +374,9 @@ func (_q *ReelQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Reel, e
 
 func (_q *ReelQuery) sqlCount(ctx context.Context) (int, error) {
 	_spec := _q.querySpec()
+	if _q.hotcounterLive {
+		ctx = generated.WithLive(ctx)
+	}
 	_q.driver = generated.Rewriting(_q.driver, _q.HotCounter(), "Reel")
 	_spec.Node.Columns = _q.ctx.Fields
 	if len(_q.ctx.Fields) > 0 {
@@ -448,6 +456,15 @@ func (_q *ReelQuery) sqlQuery(ctx context.Context) *sql.Selector {
 		selector.Limit(*limit)
 	}
 	return selector
+}
+
+// Live makes the query's loads fill Reel's rollup counters with their
+// exact value, the column plus the slots not yet folded, read in the same
+// statement, instead of the cached column (entcounter.WithLive). It
+// applies to this query, not to queries cloned from it before.
+func (q *ReelQuery) Live() *ReelQuery {
+	q.hotcounterLive = true
+	return q
 }
 
 // ReelGroupBy is the group-by builder for Reel entities.
