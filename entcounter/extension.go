@@ -52,7 +52,7 @@ func (extension) Templates() []*gen.Template {
 					}
 					return false
 				},
-				"hotCounterDefsOf":  defsOfType,
+				"hotCounterDefsOf": defsOfType,
 				"hotCounterBuffers": func(g *gen.Graph, t *gen.Type) bool {
 					for _, d := range defsOfType(g, t) {
 						if d.Count == nil {
