@@ -2,8 +2,8 @@
 // counters, tables and guarantees as gormcounter, so either ORM can read
 // what the other wrote.
 //
-// A counter is a field that a mixin declares on the parent schema, plus a
-// one-line schema for its slot table:
+// A counter is a field that a mixin declares on the parent schema; the
+// extension generates the schema of its slot table:
 //
 //	// ent/schema/post.go
 //	func (Post) Mixin() []ent.Mixin {
@@ -12,11 +12,6 @@
 //			entcounter.Counter("views", entcounter.Slots(64), entcounter.Rollup()), // rollup: cached column posts.views
 //		}
 //	}
-//
-//	// ent/schema/post_likes_slot.go
-//	type PostLikesSlot struct{ ent.Schema }
-//
-//	func (PostLikesSlot) Mixin() []ent.Mixin { return []ent.Mixin{entcounter.SlotsOf(Post.Type, "likes")} }
 //
 //	// ent/entc.go (go:generate go run entc.go)
 //	entc.Generate("./schema", &gen.Config{}, entc.Extensions(entcounter.Extension()))
@@ -49,7 +44,7 @@
 //     readies such columns during Schema.Create ([AdoptColumn] keeps one in
 //     the schema meanwhile).
 //   - [Append] counters insert a delta row per increment (their table is
-//     declared with [DeltasOf]); [NewBuffer] adds increments up in memory
+//     generated like a slot table's); [NewBuffer] adds increments up in memory
 //     and writes them in batches (write-behind).
 //
 // PostgreSQL, MySQL/MariaDB (InnoDB) and SQLite, with the same statements

@@ -70,6 +70,10 @@ func (extension) Templates() []*gen.Template {
 func (extension) Hooks() []gen.Hook {
 	return []gen.Hook{func(next gen.Generator) gen.Generator {
 		return gen.GenerateFunc(func(g *gen.Graph) error {
+			g, err := withSlotSchemas(g)
+			if err != nil {
+				return err
+			}
 			if _, err := defsOf(g); err != nil {
 				return err
 			}
@@ -108,7 +112,6 @@ func slotsAnnotationOf(t *gen.Type) (slotsAnnotation, bool) {
 	return a, true
 }
 
-// counterFields returns the counter fields of t.
 // defsOfType returns the counters of t, for its typed methods.
 func defsOfType(g *gen.Graph, t *gen.Type) []entrt.Def {
 	var out []entrt.Def
@@ -137,6 +140,7 @@ func idImports(g *gen.Graph) []string {
 	return out
 }
 
+// counterFields returns the counter fields of t.
 func counterFields(t *gen.Type) []*gen.Field {
 	var out []*gen.Field
 	for _, f := range t.Fields {
@@ -265,18 +269,27 @@ func orphanSlots(g *gen.Graph) []string {
 		if sa.Deltas {
 			mixin = "DeltasOf"
 		}
-		found := false
+		found, otherMode := false, false
 		for _, n := range g.Nodes {
 			if n.Name != sa.Owner {
 				continue
 			}
 			for _, f := range counterFields(n) {
-				if a, _ := annotationOfField(f); f.Name == sa.Field && a.Append == sa.Deltas {
-					found = true
+				if a, _ := annotationOfField(f); f.Name == sa.Field {
+					found = found || a.Append == sa.Deltas
+					otherMode = otherMode || a.Append != sa.Deltas
 				}
 			}
 		}
-		if !found {
+		switch {
+		case !found && otherMode:
+			kind, table := "an Append counter, whose table is a delta table", "slot"
+			if sa.Deltas {
+				kind, table = "not an Append counter: its table is a slot table", "delta"
+			}
+			errs = append(errs, fmt.Sprintf("%s.%s is %s, but %s declares a %s table with %s(%s.Type, %q): remove the schema (the extension generates the right one)",
+				sa.Owner, sa.Field, kind, s.Name, table, mixin, sa.Owner, sa.Field))
+		case !found:
 			errs = append(errs, fmt.Sprintf("%s: %s(%s.Type, %q) declares the table of a counter that %s does not declare "+
 				"(no entcounter.Counter(%q%s) in its Mixin): remove the schema, or declare the counter", s.Name, mixin, sa.Owner, sa.Field,
 				sa.Owner, sa.Field, map[bool]string{true: ", entcounter.Append()", false: ""}[sa.Deltas]))

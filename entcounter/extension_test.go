@@ -8,13 +8,44 @@ import (
 	"entgo.io/ent/entc/gen"
 )
 
+// A counter whose slot table schema the schema package does not declare
+// gets one generated: the table SlotsOf would declare.
+func TestExtensionGeneratesTheSlotSchemasNotDeclared(t *testing.T) {
+	g, err := entc.LoadGraph("./testdata/missing", &gen.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, err = withSlotSchemas(g); err != nil {
+		t.Fatal(err)
+	}
+	defs, err := defsOf(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var slot *gen.Type
+	for _, n := range g.Nodes {
+		if n.Name == "PostLikesSlot" {
+			slot = n
+		}
+	}
+	if slot == nil || slot.Table() != "post_likes_slots" || len(defs) != 1 || defs[0].SlotTable != "post_likes_slots" {
+		t.Fatalf("generated slot schema %v, counters %v; want PostLikesSlot on post_likes_slots", slot, defs)
+	}
+	var cols []string
+	for _, f := range slot.Fields {
+		cols = append(cols, f.StorageKey())
+	}
+	if got := strings.Join(cols, ","); got != "slot,n,post_id" && got != "post_id,slot,n" {
+		t.Fatalf("PostLikesSlot's columns %s, want post_id, slot and n", got)
+	}
+}
+
 // The extension's check runs on the graph entc loads from a schema package.
 func TestExtensionReportsBadDeclarations(t *testing.T) {
 	for _, tc := range []struct {
 		dir  string
 		want []string
 	}{
-		{"./testdata/missing", []string{"Post.likes", "type PostLikesSlot struct{ ent.Schema }", `entcounter.SlotsOf(Post.Type, "likes")`}},
 		{"./testdata/badslots", []string{"Post.likes", "slots=0 is out of range"}},
 		{"./testdata/badwhere", []string{"Shelf.open_count", "subquery"}},
 		{"./testdata/bidihooks", []string{"friend_count", "bidirectional M2M edge friends", "kept by triggers"}},
@@ -22,14 +53,16 @@ func TestExtensionReportsBadDeclarations(t *testing.T) {
 			"Post.shares: invalid counter declaration: Precreate and NoPrecreate both given"}},
 		{"./testdata/orphan", []string{"PostLikesSlot", `SlotsOf(Post.Type, "likes")`, "Post does not declare"}},
 		{"./testdata/nilopt", []string{"Post.likes", "option 2 of 2 is nil"}},
-		{"./testdata/appendmismatch", []string{"Story.claps", "no delta table schema", "type StoryClapsDelta struct{ ent.Schema }", `entcounter.DeltasOf(Story.Type, "claps")`}},
+		{"./testdata/appendmismatch", []string{"Story.claps is an Append counter", "StoryClapsSlot declares a slot table", `SlotsOf(Story.Type, "claps")`, "remove the schema"}},
 	} {
 		t.Run(tc.dir, func(t *testing.T) {
 			g, err := entc.LoadGraph(tc.dir, &gen.Config{})
 			if err != nil {
 				t.Fatalf("load %s: %v", tc.dir, err)
 			}
-			_, err = defsOf(g)
+			if g, err = withSlotSchemas(g); err == nil {
+				_, err = defsOf(g)
+			}
 			if err == nil {
 				t.Fatal("the extension accepted the schema")
 			}

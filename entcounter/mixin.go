@@ -129,6 +129,7 @@ type slotsMixin struct {
 	prefix    string // singular owner table, e.g. post
 	keyField  ent.Field
 	err       error
+	dbDefault bool // the value column's default is the database's (a generated schema)
 }
 
 func (m slotsMixin) Fields() []ent.Field {
@@ -138,10 +139,14 @@ func (m slotsMixin) Fields() []ent.Field {
 	if m.deltas {
 		return []ent.Field{m.keyField, field.Int64(countersql.ValueColumn).Immutable()}
 	}
+	var value ent.Field = field.Int64(countersql.ValueColumn).Default(0)
+	if m.dbDefault {
+		value = dbDefaultValue()
+	}
 	return []ent.Field{
 		m.keyField,
 		field.Int16(countersql.SlotColumn).Immutable(),
-		field.Int64(countersql.ValueColumn).Default(0),
+		value,
 	}
 }
 
@@ -200,24 +205,10 @@ func describeOwner(owner any) (name, prefix string, key ent.Field, err error) {
 		fields = append(fields, m.Fields()...)
 	}
 	for _, f := range fields {
-		d := f.Descriptor()
-		if d.Name != "id" {
-			continue
-		}
-		switch d.Info.Type {
-		case field.TypeInt:
-		case field.TypeInt64:
-			key = field.Int64(col).Immutable()
-		case field.TypeInt32:
-			key = field.Int32(col).Immutable()
-		case field.TypeUint:
-			key = field.Uint(col).Immutable()
-		case field.TypeUint64:
-			key = field.Uint64(col).Immutable()
-		case field.TypeString:
-			key = field.String(col).Immutable()
-		default:
-			return name, prefix, nil, fmt.Errorf("%s's id is a %s: counters support integer and string keys", name, d.Info.Type)
+		if d := f.Descriptor(); d.Name == "id" {
+			if key, err = keyField(col, d.Info.Type); err != nil {
+				return name, prefix, nil, fmt.Errorf("%s's id is %w", name, err)
+			}
 		}
 	}
 	return name, prefix, key, nil

@@ -112,12 +112,8 @@ type Client struct {
 	ForumTopicCountSlot *ForumTopicCountSlotClient
 	// HookedConversation is the client for interacting with the HookedConversation builders.
 	HookedConversation *HookedConversationClient
-	// HookedConversationLabelCountSlot is the client for interacting with the HookedConversationLabelCountSlot builders.
-	HookedConversationLabelCountSlot *HookedConversationLabelCountSlotClient
 	// HookedLabel is the client for interacting with the HookedLabel builders.
 	HookedLabel *HookedLabelClient
-	// HookedLabelConversationCountSlot is the client for interacting with the HookedLabelConversationCountSlot builders.
-	HookedLabelConversationCountSlot *HookedLabelConversationCountSlotClient
 	// Item is the client for interacting with the Item builders.
 	Item *ItemClient
 	// Label is the client for interacting with the Label builders.
@@ -174,6 +170,10 @@ type Client struct {
 	TagUsesSlot *TagUsesSlotClient
 	// Topic is the client for interacting with the Topic builders.
 	Topic *TopicClient
+	// HookedConversationLabelCountSlot is the client for interacting with the HookedConversationLabelCountSlot builders.
+	HookedConversationLabelCountSlot *HookedConversationLabelCountSlotClient
+	// HookedLabelConversationCountSlot is the client for interacting with the HookedLabelConversationCountSlot builders.
+	HookedLabelConversationCountSlot *HookedLabelConversationCountSlotClient
 }
 
 // NewClient creates a new client configured with the given options.
@@ -204,9 +204,7 @@ func (c *Client) init() {
 	c.ForumBCountSlot = NewForumBCountSlotClient(c.config)
 	c.ForumTopicCountSlot = NewForumTopicCountSlotClient(c.config)
 	c.HookedConversation = NewHookedConversationClient(c.config)
-	c.HookedConversationLabelCountSlot = NewHookedConversationLabelCountSlotClient(c.config)
 	c.HookedLabel = NewHookedLabelClient(c.config)
-	c.HookedLabelConversationCountSlot = NewHookedLabelConversationCountSlotClient(c.config)
 	c.Item = NewItemClient(c.config)
 	c.Label = NewLabelClient(c.config)
 	c.LabelConversationCountSlot = NewLabelConversationCountSlotClient(c.config)
@@ -235,6 +233,8 @@ func (c *Client) init() {
 	c.TagHitsSlot = NewTagHitsSlotClient(c.config)
 	c.TagUsesSlot = NewTagUsesSlotClient(c.config)
 	c.Topic = NewTopicClient(c.config)
+	c.HookedConversationLabelCountSlot = NewHookedConversationLabelCountSlotClient(c.config)
+	c.HookedLabelConversationCountSlot = NewHookedLabelConversationCountSlotClient(c.config)
 }
 
 type (
@@ -356,9 +356,7 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		ForumBCountSlot:                  NewForumBCountSlotClient(cfg),
 		ForumTopicCountSlot:              NewForumTopicCountSlotClient(cfg),
 		HookedConversation:               NewHookedConversationClient(cfg),
-		HookedConversationLabelCountSlot: NewHookedConversationLabelCountSlotClient(cfg),
 		HookedLabel:                      NewHookedLabelClient(cfg),
-		HookedLabelConversationCountSlot: NewHookedLabelConversationCountSlotClient(cfg),
 		Item:                             NewItemClient(cfg),
 		Label:                            NewLabelClient(cfg),
 		LabelConversationCountSlot:       NewLabelConversationCountSlotClient(cfg),
@@ -387,6 +385,8 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		TagHitsSlot:                      NewTagHitsSlotClient(cfg),
 		TagUsesSlot:                      NewTagUsesSlotClient(cfg),
 		Topic:                            NewTopicClient(cfg),
+		HookedConversationLabelCountSlot: NewHookedConversationLabelCountSlotClient(cfg),
+		HookedLabelConversationCountSlot: NewHookedLabelConversationCountSlotClient(cfg),
 	}, nil
 }
 
@@ -425,9 +425,7 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		ForumBCountSlot:                  NewForumBCountSlotClient(cfg),
 		ForumTopicCountSlot:              NewForumTopicCountSlotClient(cfg),
 		HookedConversation:               NewHookedConversationClient(cfg),
-		HookedConversationLabelCountSlot: NewHookedConversationLabelCountSlotClient(cfg),
 		HookedLabel:                      NewHookedLabelClient(cfg),
-		HookedLabelConversationCountSlot: NewHookedLabelConversationCountSlotClient(cfg),
 		Item:                             NewItemClient(cfg),
 		Label:                            NewLabelClient(cfg),
 		LabelConversationCountSlot:       NewLabelConversationCountSlotClient(cfg),
@@ -456,6 +454,8 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		TagHitsSlot:                      NewTagHitsSlotClient(cfg),
 		TagUsesSlot:                      NewTagUsesSlotClient(cfg),
 		Topic:                            NewTopicClient(cfg),
+		HookedConversationLabelCountSlot: NewHookedConversationLabelCountSlotClient(cfg),
+		HookedLabelConversationCountSlot: NewHookedLabelConversationCountSlotClient(cfg),
 	}, nil
 }
 
@@ -489,14 +489,13 @@ func (c *Client) Use(hooks ...Hook) {
 		c.CommentUpvoteSlot, c.Conversation, c.ConversationLabelCountSlot, c.Desk,
 		c.DeskBCountSlot, c.DeskTopicCountSlot, c.File, c.Folder, c.FolderBytesSlot,
 		c.Forum, c.ForumBCountSlot, c.ForumTopicCountSlot, c.HookedConversation,
-		c.HookedConversationLabelCountSlot, c.HookedLabel,
-		c.HookedLabelConversationCountSlot, c.Item, c.Label,
-		c.LabelConversationCountSlot, c.NaivePost, c.Page, c.Post, c.PostLikesSlot,
-		c.PostViewsSlot, c.Product, c.ProductStockSlot, c.Rack, c.RackItemCountSlot,
-		c.RackOpenCountSlot, c.Reel, c.ReelPlaysSlot, c.Section,
-		c.SectionPageCountSlot, c.Shelf, c.ShelfBookCountSlot, c.ShelfOpenCountSlot,
-		c.SkipPost, c.SkipPostLikesSlot, c.Story, c.StoryClapsDelta, c.Tag,
-		c.TagHitsSlot, c.TagUsesSlot, c.Topic,
+		c.HookedLabel, c.Item, c.Label, c.LabelConversationCountSlot, c.NaivePost,
+		c.Page, c.Post, c.PostLikesSlot, c.PostViewsSlot, c.Product,
+		c.ProductStockSlot, c.Rack, c.RackItemCountSlot, c.RackOpenCountSlot, c.Reel,
+		c.ReelPlaysSlot, c.Section, c.SectionPageCountSlot, c.Shelf,
+		c.ShelfBookCountSlot, c.ShelfOpenCountSlot, c.SkipPost, c.SkipPostLikesSlot,
+		c.Story, c.StoryClapsDelta, c.Tag, c.TagHitsSlot, c.TagUsesSlot, c.Topic,
+		c.HookedConversationLabelCountSlot, c.HookedLabelConversationCountSlot,
 	} {
 		n.Use(hooks...)
 	}
@@ -510,14 +509,13 @@ func (c *Client) Intercept(interceptors ...Interceptor) {
 		c.CommentUpvoteSlot, c.Conversation, c.ConversationLabelCountSlot, c.Desk,
 		c.DeskBCountSlot, c.DeskTopicCountSlot, c.File, c.Folder, c.FolderBytesSlot,
 		c.Forum, c.ForumBCountSlot, c.ForumTopicCountSlot, c.HookedConversation,
-		c.HookedConversationLabelCountSlot, c.HookedLabel,
-		c.HookedLabelConversationCountSlot, c.Item, c.Label,
-		c.LabelConversationCountSlot, c.NaivePost, c.Page, c.Post, c.PostLikesSlot,
-		c.PostViewsSlot, c.Product, c.ProductStockSlot, c.Rack, c.RackItemCountSlot,
-		c.RackOpenCountSlot, c.Reel, c.ReelPlaysSlot, c.Section,
-		c.SectionPageCountSlot, c.Shelf, c.ShelfBookCountSlot, c.ShelfOpenCountSlot,
-		c.SkipPost, c.SkipPostLikesSlot, c.Story, c.StoryClapsDelta, c.Tag,
-		c.TagHitsSlot, c.TagUsesSlot, c.Topic,
+		c.HookedLabel, c.Item, c.Label, c.LabelConversationCountSlot, c.NaivePost,
+		c.Page, c.Post, c.PostLikesSlot, c.PostViewsSlot, c.Product,
+		c.ProductStockSlot, c.Rack, c.RackItemCountSlot, c.RackOpenCountSlot, c.Reel,
+		c.ReelPlaysSlot, c.Section, c.SectionPageCountSlot, c.Shelf,
+		c.ShelfBookCountSlot, c.ShelfOpenCountSlot, c.SkipPost, c.SkipPostLikesSlot,
+		c.Story, c.StoryClapsDelta, c.Tag, c.TagHitsSlot, c.TagUsesSlot, c.Topic,
+		c.HookedConversationLabelCountSlot, c.HookedLabelConversationCountSlot,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -564,12 +562,8 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.ForumTopicCountSlot.mutate(ctx, m)
 	case *HookedConversationMutation:
 		return c.HookedConversation.mutate(ctx, m)
-	case *HookedConversationLabelCountSlotMutation:
-		return c.HookedConversationLabelCountSlot.mutate(ctx, m)
 	case *HookedLabelMutation:
 		return c.HookedLabel.mutate(ctx, m)
-	case *HookedLabelConversationCountSlotMutation:
-		return c.HookedLabelConversationCountSlot.mutate(ctx, m)
 	case *ItemMutation:
 		return c.Item.mutate(ctx, m)
 	case *LabelMutation:
@@ -626,6 +620,10 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.TagUsesSlot.mutate(ctx, m)
 	case *TopicMutation:
 		return c.Topic.mutate(ctx, m)
+	case *HookedConversationLabelCountSlotMutation:
+		return c.HookedConversationLabelCountSlot.mutate(ctx, m)
+	case *HookedLabelConversationCountSlotMutation:
+		return c.HookedLabelConversationCountSlot.mutate(ctx, m)
 	default:
 		return nil, fmt.Errorf("ent: unknown mutation type %T", m)
 	}
@@ -3462,155 +3460,6 @@ func (c *HookedConversationClient) mutate(ctx context.Context, m *HookedConversa
 	}
 }
 
-// HookedConversationLabelCountSlotClient is a client for the HookedConversationLabelCountSlot schema.
-type HookedConversationLabelCountSlotClient struct {
-	config
-}
-
-// NewHookedConversationLabelCountSlotClient returns a client for the HookedConversationLabelCountSlot from the given config.
-func NewHookedConversationLabelCountSlotClient(c config) *HookedConversationLabelCountSlotClient {
-	return &HookedConversationLabelCountSlotClient{config: c}
-}
-
-// Use adds a list of mutation hooks to the hooks stack.
-// A call to `Use(f, g, h)` equals to `hookedconversationlabelcountslot.Hooks(f(g(h())))`.
-func (c *HookedConversationLabelCountSlotClient) Use(hooks ...Hook) {
-	c.hooks.HookedConversationLabelCountSlot = append(c.hooks.HookedConversationLabelCountSlot, hooks...)
-}
-
-// Intercept adds a list of query interceptors to the interceptors stack.
-// A call to `Intercept(f, g, h)` equals to `hookedconversationlabelcountslot.Intercept(f(g(h())))`.
-func (c *HookedConversationLabelCountSlotClient) Intercept(interceptors ...Interceptor) {
-	c.inters.HookedConversationLabelCountSlot = append(c.inters.HookedConversationLabelCountSlot, interceptors...)
-}
-
-// Create returns a builder for creating a HookedConversationLabelCountSlot entity.
-func (c *HookedConversationLabelCountSlotClient) Create() *HookedConversationLabelCountSlotCreate {
-	mutation := newHookedConversationLabelCountSlotMutation(c.config, OpCreate)
-	return &HookedConversationLabelCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
-}
-
-// CreateBulk returns a builder for creating a bulk of HookedConversationLabelCountSlot entities.
-func (c *HookedConversationLabelCountSlotClient) CreateBulk(builders ...*HookedConversationLabelCountSlotCreate) *HookedConversationLabelCountSlotCreateBulk {
-	return &HookedConversationLabelCountSlotCreateBulk{config: c.config, builders: builders}
-}
-
-// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
-// a builder and applies setFunc on it.
-func (c *HookedConversationLabelCountSlotClient) MapCreateBulk(slice any, setFunc func(*HookedConversationLabelCountSlotCreate, int)) *HookedConversationLabelCountSlotCreateBulk {
-	rv := reflect.ValueOf(slice)
-	if rv.Kind() != reflect.Slice {
-		return &HookedConversationLabelCountSlotCreateBulk{err: fmt.Errorf("calling to HookedConversationLabelCountSlotClient.MapCreateBulk with wrong type %T, need slice", slice)}
-	}
-	builders := make([]*HookedConversationLabelCountSlotCreate, rv.Len())
-	for i := 0; i < rv.Len(); i++ {
-		builders[i] = c.Create()
-		setFunc(builders[i], i)
-	}
-	return &HookedConversationLabelCountSlotCreateBulk{config: c.config, builders: builders}
-}
-
-// Update returns an update builder for HookedConversationLabelCountSlot.
-func (c *HookedConversationLabelCountSlotClient) Update() *HookedConversationLabelCountSlotUpdate {
-	mutation := newHookedConversationLabelCountSlotMutation(c.config, OpUpdate)
-	return &HookedConversationLabelCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
-}
-
-// UpdateOne returns an update builder for the given entity.
-func (c *HookedConversationLabelCountSlotClient) UpdateOne(_m *HookedConversationLabelCountSlot) *HookedConversationLabelCountSlotUpdateOne {
-	mutation := newHookedConversationLabelCountSlotMutation(c.config, OpUpdateOne, withHookedConversationLabelCountSlot(_m))
-	return &HookedConversationLabelCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
-}
-
-// UpdateOneID returns an update builder for the given id.
-func (c *HookedConversationLabelCountSlotClient) UpdateOneID(id int) *HookedConversationLabelCountSlotUpdateOne {
-	mutation := newHookedConversationLabelCountSlotMutation(c.config, OpUpdateOne, withHookedConversationLabelCountSlotID(id))
-	return &HookedConversationLabelCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
-}
-
-// Delete returns a delete builder for HookedConversationLabelCountSlot.
-func (c *HookedConversationLabelCountSlotClient) Delete() *HookedConversationLabelCountSlotDelete {
-	mutation := newHookedConversationLabelCountSlotMutation(c.config, OpDelete)
-	return &HookedConversationLabelCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
-}
-
-// DeleteOne returns a builder for deleting the given entity.
-func (c *HookedConversationLabelCountSlotClient) DeleteOne(_m *HookedConversationLabelCountSlot) *HookedConversationLabelCountSlotDeleteOne {
-	return c.DeleteOneID(_m.ID)
-}
-
-// DeleteOneID returns a builder for deleting the given entity by its id.
-func (c *HookedConversationLabelCountSlotClient) DeleteOneID(id int) *HookedConversationLabelCountSlotDeleteOne {
-	builder := c.Delete().Where(hookedconversationlabelcountslot.ID(id))
-	builder.mutation.id = &id
-	builder.mutation.op = OpDeleteOne
-	return &HookedConversationLabelCountSlotDeleteOne{builder}
-}
-
-// Query returns a query builder for HookedConversationLabelCountSlot.
-func (c *HookedConversationLabelCountSlotClient) Query() *HookedConversationLabelCountSlotQuery {
-	return &HookedConversationLabelCountSlotQuery{
-		config: c.config,
-		ctx:    &QueryContext{Type: TypeHookedConversationLabelCountSlot},
-		inters: c.Interceptors(),
-	}
-}
-
-// Get returns a HookedConversationLabelCountSlot entity by its id.
-func (c *HookedConversationLabelCountSlotClient) Get(ctx context.Context, id int) (*HookedConversationLabelCountSlot, error) {
-	return c.Query().Where(hookedconversationlabelcountslot.ID(id)).Only(ctx)
-}
-
-// GetX is like Get, but panics if an error occurs.
-func (c *HookedConversationLabelCountSlotClient) GetX(ctx context.Context, id int) *HookedConversationLabelCountSlot {
-	obj, err := c.Get(ctx, id)
-	if err != nil {
-		panic(err)
-	}
-	return obj
-}
-
-// QueryHookedConversation queries the hooked_conversation edge of a HookedConversationLabelCountSlot.
-func (c *HookedConversationLabelCountSlotClient) QueryHookedConversation(_m *HookedConversationLabelCountSlot) *HookedConversationQuery {
-	query := (&HookedConversationClient{config: c.config}).Query()
-	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
-		id := _m.ID
-		step := sqlgraph.NewStep(
-			sqlgraph.From(hookedconversationlabelcountslot.Table, hookedconversationlabelcountslot.FieldID, id),
-			sqlgraph.To(hookedconversation.Table, hookedconversation.FieldID),
-			sqlgraph.Edge(sqlgraph.M2O, false, hookedconversationlabelcountslot.HookedConversationTable, hookedconversationlabelcountslot.HookedConversationColumn),
-		)
-		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
-		return fromV, nil
-	}
-	return query
-}
-
-// Hooks returns the client hooks.
-func (c *HookedConversationLabelCountSlotClient) Hooks() []Hook {
-	return c.hooks.HookedConversationLabelCountSlot
-}
-
-// Interceptors returns the client interceptors.
-func (c *HookedConversationLabelCountSlotClient) Interceptors() []Interceptor {
-	return c.inters.HookedConversationLabelCountSlot
-}
-
-func (c *HookedConversationLabelCountSlotClient) mutate(ctx context.Context, m *HookedConversationLabelCountSlotMutation) (Value, error) {
-	switch m.Op() {
-	case OpCreate:
-		return (&HookedConversationLabelCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
-	case OpUpdate:
-		return (&HookedConversationLabelCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
-	case OpUpdateOne:
-		return (&HookedConversationLabelCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
-	case OpDelete, OpDeleteOne:
-		return (&HookedConversationLabelCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
-	default:
-		return nil, fmt.Errorf("ent: unknown HookedConversationLabelCountSlot mutation op: %q", m.Op())
-	}
-}
-
 // HookedLabelClient is a client for the HookedLabel schema.
 type HookedLabelClient struct {
 	config
@@ -3759,155 +3608,6 @@ func (c *HookedLabelClient) mutate(ctx context.Context, m *HookedLabelMutation) 
 		return (&HookedLabelDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown HookedLabel mutation op: %q", m.Op())
-	}
-}
-
-// HookedLabelConversationCountSlotClient is a client for the HookedLabelConversationCountSlot schema.
-type HookedLabelConversationCountSlotClient struct {
-	config
-}
-
-// NewHookedLabelConversationCountSlotClient returns a client for the HookedLabelConversationCountSlot from the given config.
-func NewHookedLabelConversationCountSlotClient(c config) *HookedLabelConversationCountSlotClient {
-	return &HookedLabelConversationCountSlotClient{config: c}
-}
-
-// Use adds a list of mutation hooks to the hooks stack.
-// A call to `Use(f, g, h)` equals to `hookedlabelconversationcountslot.Hooks(f(g(h())))`.
-func (c *HookedLabelConversationCountSlotClient) Use(hooks ...Hook) {
-	c.hooks.HookedLabelConversationCountSlot = append(c.hooks.HookedLabelConversationCountSlot, hooks...)
-}
-
-// Intercept adds a list of query interceptors to the interceptors stack.
-// A call to `Intercept(f, g, h)` equals to `hookedlabelconversationcountslot.Intercept(f(g(h())))`.
-func (c *HookedLabelConversationCountSlotClient) Intercept(interceptors ...Interceptor) {
-	c.inters.HookedLabelConversationCountSlot = append(c.inters.HookedLabelConversationCountSlot, interceptors...)
-}
-
-// Create returns a builder for creating a HookedLabelConversationCountSlot entity.
-func (c *HookedLabelConversationCountSlotClient) Create() *HookedLabelConversationCountSlotCreate {
-	mutation := newHookedLabelConversationCountSlotMutation(c.config, OpCreate)
-	return &HookedLabelConversationCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
-}
-
-// CreateBulk returns a builder for creating a bulk of HookedLabelConversationCountSlot entities.
-func (c *HookedLabelConversationCountSlotClient) CreateBulk(builders ...*HookedLabelConversationCountSlotCreate) *HookedLabelConversationCountSlotCreateBulk {
-	return &HookedLabelConversationCountSlotCreateBulk{config: c.config, builders: builders}
-}
-
-// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
-// a builder and applies setFunc on it.
-func (c *HookedLabelConversationCountSlotClient) MapCreateBulk(slice any, setFunc func(*HookedLabelConversationCountSlotCreate, int)) *HookedLabelConversationCountSlotCreateBulk {
-	rv := reflect.ValueOf(slice)
-	if rv.Kind() != reflect.Slice {
-		return &HookedLabelConversationCountSlotCreateBulk{err: fmt.Errorf("calling to HookedLabelConversationCountSlotClient.MapCreateBulk with wrong type %T, need slice", slice)}
-	}
-	builders := make([]*HookedLabelConversationCountSlotCreate, rv.Len())
-	for i := 0; i < rv.Len(); i++ {
-		builders[i] = c.Create()
-		setFunc(builders[i], i)
-	}
-	return &HookedLabelConversationCountSlotCreateBulk{config: c.config, builders: builders}
-}
-
-// Update returns an update builder for HookedLabelConversationCountSlot.
-func (c *HookedLabelConversationCountSlotClient) Update() *HookedLabelConversationCountSlotUpdate {
-	mutation := newHookedLabelConversationCountSlotMutation(c.config, OpUpdate)
-	return &HookedLabelConversationCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
-}
-
-// UpdateOne returns an update builder for the given entity.
-func (c *HookedLabelConversationCountSlotClient) UpdateOne(_m *HookedLabelConversationCountSlot) *HookedLabelConversationCountSlotUpdateOne {
-	mutation := newHookedLabelConversationCountSlotMutation(c.config, OpUpdateOne, withHookedLabelConversationCountSlot(_m))
-	return &HookedLabelConversationCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
-}
-
-// UpdateOneID returns an update builder for the given id.
-func (c *HookedLabelConversationCountSlotClient) UpdateOneID(id int) *HookedLabelConversationCountSlotUpdateOne {
-	mutation := newHookedLabelConversationCountSlotMutation(c.config, OpUpdateOne, withHookedLabelConversationCountSlotID(id))
-	return &HookedLabelConversationCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
-}
-
-// Delete returns a delete builder for HookedLabelConversationCountSlot.
-func (c *HookedLabelConversationCountSlotClient) Delete() *HookedLabelConversationCountSlotDelete {
-	mutation := newHookedLabelConversationCountSlotMutation(c.config, OpDelete)
-	return &HookedLabelConversationCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
-}
-
-// DeleteOne returns a builder for deleting the given entity.
-func (c *HookedLabelConversationCountSlotClient) DeleteOne(_m *HookedLabelConversationCountSlot) *HookedLabelConversationCountSlotDeleteOne {
-	return c.DeleteOneID(_m.ID)
-}
-
-// DeleteOneID returns a builder for deleting the given entity by its id.
-func (c *HookedLabelConversationCountSlotClient) DeleteOneID(id int) *HookedLabelConversationCountSlotDeleteOne {
-	builder := c.Delete().Where(hookedlabelconversationcountslot.ID(id))
-	builder.mutation.id = &id
-	builder.mutation.op = OpDeleteOne
-	return &HookedLabelConversationCountSlotDeleteOne{builder}
-}
-
-// Query returns a query builder for HookedLabelConversationCountSlot.
-func (c *HookedLabelConversationCountSlotClient) Query() *HookedLabelConversationCountSlotQuery {
-	return &HookedLabelConversationCountSlotQuery{
-		config: c.config,
-		ctx:    &QueryContext{Type: TypeHookedLabelConversationCountSlot},
-		inters: c.Interceptors(),
-	}
-}
-
-// Get returns a HookedLabelConversationCountSlot entity by its id.
-func (c *HookedLabelConversationCountSlotClient) Get(ctx context.Context, id int) (*HookedLabelConversationCountSlot, error) {
-	return c.Query().Where(hookedlabelconversationcountslot.ID(id)).Only(ctx)
-}
-
-// GetX is like Get, but panics if an error occurs.
-func (c *HookedLabelConversationCountSlotClient) GetX(ctx context.Context, id int) *HookedLabelConversationCountSlot {
-	obj, err := c.Get(ctx, id)
-	if err != nil {
-		panic(err)
-	}
-	return obj
-}
-
-// QueryHookedLabel queries the hooked_label edge of a HookedLabelConversationCountSlot.
-func (c *HookedLabelConversationCountSlotClient) QueryHookedLabel(_m *HookedLabelConversationCountSlot) *HookedLabelQuery {
-	query := (&HookedLabelClient{config: c.config}).Query()
-	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
-		id := _m.ID
-		step := sqlgraph.NewStep(
-			sqlgraph.From(hookedlabelconversationcountslot.Table, hookedlabelconversationcountslot.FieldID, id),
-			sqlgraph.To(hookedlabel.Table, hookedlabel.FieldID),
-			sqlgraph.Edge(sqlgraph.M2O, false, hookedlabelconversationcountslot.HookedLabelTable, hookedlabelconversationcountslot.HookedLabelColumn),
-		)
-		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
-		return fromV, nil
-	}
-	return query
-}
-
-// Hooks returns the client hooks.
-func (c *HookedLabelConversationCountSlotClient) Hooks() []Hook {
-	return c.hooks.HookedLabelConversationCountSlot
-}
-
-// Interceptors returns the client interceptors.
-func (c *HookedLabelConversationCountSlotClient) Interceptors() []Interceptor {
-	return c.inters.HookedLabelConversationCountSlot
-}
-
-func (c *HookedLabelConversationCountSlotClient) mutate(ctx context.Context, m *HookedLabelConversationCountSlotMutation) (Value, error) {
-	switch m.Op() {
-	case OpCreate:
-		return (&HookedLabelConversationCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
-	case OpUpdate:
-		return (&HookedLabelConversationCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
-	case OpUpdateOne:
-		return (&HookedLabelConversationCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
-	case OpDelete, OpDeleteOne:
-		return (&HookedLabelConversationCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
-	default:
-		return nil, fmt.Errorf("ent: unknown HookedLabelConversationCountSlot mutation op: %q", m.Op())
 	}
 }
 
@@ -8071,33 +7771,330 @@ func (c *TopicClient) mutate(ctx context.Context, m *TopicMutation) (Value, erro
 	}
 }
 
+// HookedConversationLabelCountSlotClient is a client for the HookedConversationLabelCountSlot schema.
+type HookedConversationLabelCountSlotClient struct {
+	config
+}
+
+// NewHookedConversationLabelCountSlotClient returns a client for the HookedConversationLabelCountSlot from the given config.
+func NewHookedConversationLabelCountSlotClient(c config) *HookedConversationLabelCountSlotClient {
+	return &HookedConversationLabelCountSlotClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `hookedconversationlabelcountslot.Hooks(f(g(h())))`.
+func (c *HookedConversationLabelCountSlotClient) Use(hooks ...Hook) {
+	c.hooks.HookedConversationLabelCountSlot = append(c.hooks.HookedConversationLabelCountSlot, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `hookedconversationlabelcountslot.Intercept(f(g(h())))`.
+func (c *HookedConversationLabelCountSlotClient) Intercept(interceptors ...Interceptor) {
+	c.inters.HookedConversationLabelCountSlot = append(c.inters.HookedConversationLabelCountSlot, interceptors...)
+}
+
+// Create returns a builder for creating a HookedConversationLabelCountSlot entity.
+func (c *HookedConversationLabelCountSlotClient) Create() *HookedConversationLabelCountSlotCreate {
+	mutation := newHookedConversationLabelCountSlotMutation(c.config, OpCreate)
+	return &HookedConversationLabelCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of HookedConversationLabelCountSlot entities.
+func (c *HookedConversationLabelCountSlotClient) CreateBulk(builders ...*HookedConversationLabelCountSlotCreate) *HookedConversationLabelCountSlotCreateBulk {
+	return &HookedConversationLabelCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *HookedConversationLabelCountSlotClient) MapCreateBulk(slice any, setFunc func(*HookedConversationLabelCountSlotCreate, int)) *HookedConversationLabelCountSlotCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &HookedConversationLabelCountSlotCreateBulk{err: fmt.Errorf("calling to HookedConversationLabelCountSlotClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*HookedConversationLabelCountSlotCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &HookedConversationLabelCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for HookedConversationLabelCountSlot.
+func (c *HookedConversationLabelCountSlotClient) Update() *HookedConversationLabelCountSlotUpdate {
+	mutation := newHookedConversationLabelCountSlotMutation(c.config, OpUpdate)
+	return &HookedConversationLabelCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *HookedConversationLabelCountSlotClient) UpdateOne(_m *HookedConversationLabelCountSlot) *HookedConversationLabelCountSlotUpdateOne {
+	mutation := newHookedConversationLabelCountSlotMutation(c.config, OpUpdateOne, withHookedConversationLabelCountSlot(_m))
+	return &HookedConversationLabelCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *HookedConversationLabelCountSlotClient) UpdateOneID(id int) *HookedConversationLabelCountSlotUpdateOne {
+	mutation := newHookedConversationLabelCountSlotMutation(c.config, OpUpdateOne, withHookedConversationLabelCountSlotID(id))
+	return &HookedConversationLabelCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for HookedConversationLabelCountSlot.
+func (c *HookedConversationLabelCountSlotClient) Delete() *HookedConversationLabelCountSlotDelete {
+	mutation := newHookedConversationLabelCountSlotMutation(c.config, OpDelete)
+	return &HookedConversationLabelCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *HookedConversationLabelCountSlotClient) DeleteOne(_m *HookedConversationLabelCountSlot) *HookedConversationLabelCountSlotDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *HookedConversationLabelCountSlotClient) DeleteOneID(id int) *HookedConversationLabelCountSlotDeleteOne {
+	builder := c.Delete().Where(hookedconversationlabelcountslot.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &HookedConversationLabelCountSlotDeleteOne{builder}
+}
+
+// Query returns a query builder for HookedConversationLabelCountSlot.
+func (c *HookedConversationLabelCountSlotClient) Query() *HookedConversationLabelCountSlotQuery {
+	return &HookedConversationLabelCountSlotQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeHookedConversationLabelCountSlot},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a HookedConversationLabelCountSlot entity by its id.
+func (c *HookedConversationLabelCountSlotClient) Get(ctx context.Context, id int) (*HookedConversationLabelCountSlot, error) {
+	return c.Query().Where(hookedconversationlabelcountslot.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *HookedConversationLabelCountSlotClient) GetX(ctx context.Context, id int) *HookedConversationLabelCountSlot {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryHookedConversation queries the hooked_conversation edge of a HookedConversationLabelCountSlot.
+func (c *HookedConversationLabelCountSlotClient) QueryHookedConversation(_m *HookedConversationLabelCountSlot) *HookedConversationQuery {
+	query := (&HookedConversationClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(hookedconversationlabelcountslot.Table, hookedconversationlabelcountslot.FieldID, id),
+			sqlgraph.To(hookedconversation.Table, hookedconversation.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, hookedconversationlabelcountslot.HookedConversationTable, hookedconversationlabelcountslot.HookedConversationColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *HookedConversationLabelCountSlotClient) Hooks() []Hook {
+	return c.hooks.HookedConversationLabelCountSlot
+}
+
+// Interceptors returns the client interceptors.
+func (c *HookedConversationLabelCountSlotClient) Interceptors() []Interceptor {
+	return c.inters.HookedConversationLabelCountSlot
+}
+
+func (c *HookedConversationLabelCountSlotClient) mutate(ctx context.Context, m *HookedConversationLabelCountSlotMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&HookedConversationLabelCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&HookedConversationLabelCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&HookedConversationLabelCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&HookedConversationLabelCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown HookedConversationLabelCountSlot mutation op: %q", m.Op())
+	}
+}
+
+// HookedLabelConversationCountSlotClient is a client for the HookedLabelConversationCountSlot schema.
+type HookedLabelConversationCountSlotClient struct {
+	config
+}
+
+// NewHookedLabelConversationCountSlotClient returns a client for the HookedLabelConversationCountSlot from the given config.
+func NewHookedLabelConversationCountSlotClient(c config) *HookedLabelConversationCountSlotClient {
+	return &HookedLabelConversationCountSlotClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `hookedlabelconversationcountslot.Hooks(f(g(h())))`.
+func (c *HookedLabelConversationCountSlotClient) Use(hooks ...Hook) {
+	c.hooks.HookedLabelConversationCountSlot = append(c.hooks.HookedLabelConversationCountSlot, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `hookedlabelconversationcountslot.Intercept(f(g(h())))`.
+func (c *HookedLabelConversationCountSlotClient) Intercept(interceptors ...Interceptor) {
+	c.inters.HookedLabelConversationCountSlot = append(c.inters.HookedLabelConversationCountSlot, interceptors...)
+}
+
+// Create returns a builder for creating a HookedLabelConversationCountSlot entity.
+func (c *HookedLabelConversationCountSlotClient) Create() *HookedLabelConversationCountSlotCreate {
+	mutation := newHookedLabelConversationCountSlotMutation(c.config, OpCreate)
+	return &HookedLabelConversationCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of HookedLabelConversationCountSlot entities.
+func (c *HookedLabelConversationCountSlotClient) CreateBulk(builders ...*HookedLabelConversationCountSlotCreate) *HookedLabelConversationCountSlotCreateBulk {
+	return &HookedLabelConversationCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *HookedLabelConversationCountSlotClient) MapCreateBulk(slice any, setFunc func(*HookedLabelConversationCountSlotCreate, int)) *HookedLabelConversationCountSlotCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &HookedLabelConversationCountSlotCreateBulk{err: fmt.Errorf("calling to HookedLabelConversationCountSlotClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*HookedLabelConversationCountSlotCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &HookedLabelConversationCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for HookedLabelConversationCountSlot.
+func (c *HookedLabelConversationCountSlotClient) Update() *HookedLabelConversationCountSlotUpdate {
+	mutation := newHookedLabelConversationCountSlotMutation(c.config, OpUpdate)
+	return &HookedLabelConversationCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *HookedLabelConversationCountSlotClient) UpdateOne(_m *HookedLabelConversationCountSlot) *HookedLabelConversationCountSlotUpdateOne {
+	mutation := newHookedLabelConversationCountSlotMutation(c.config, OpUpdateOne, withHookedLabelConversationCountSlot(_m))
+	return &HookedLabelConversationCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *HookedLabelConversationCountSlotClient) UpdateOneID(id int) *HookedLabelConversationCountSlotUpdateOne {
+	mutation := newHookedLabelConversationCountSlotMutation(c.config, OpUpdateOne, withHookedLabelConversationCountSlotID(id))
+	return &HookedLabelConversationCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for HookedLabelConversationCountSlot.
+func (c *HookedLabelConversationCountSlotClient) Delete() *HookedLabelConversationCountSlotDelete {
+	mutation := newHookedLabelConversationCountSlotMutation(c.config, OpDelete)
+	return &HookedLabelConversationCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *HookedLabelConversationCountSlotClient) DeleteOne(_m *HookedLabelConversationCountSlot) *HookedLabelConversationCountSlotDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *HookedLabelConversationCountSlotClient) DeleteOneID(id int) *HookedLabelConversationCountSlotDeleteOne {
+	builder := c.Delete().Where(hookedlabelconversationcountslot.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &HookedLabelConversationCountSlotDeleteOne{builder}
+}
+
+// Query returns a query builder for HookedLabelConversationCountSlot.
+func (c *HookedLabelConversationCountSlotClient) Query() *HookedLabelConversationCountSlotQuery {
+	return &HookedLabelConversationCountSlotQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeHookedLabelConversationCountSlot},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a HookedLabelConversationCountSlot entity by its id.
+func (c *HookedLabelConversationCountSlotClient) Get(ctx context.Context, id int) (*HookedLabelConversationCountSlot, error) {
+	return c.Query().Where(hookedlabelconversationcountslot.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *HookedLabelConversationCountSlotClient) GetX(ctx context.Context, id int) *HookedLabelConversationCountSlot {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryHookedLabel queries the hooked_label edge of a HookedLabelConversationCountSlot.
+func (c *HookedLabelConversationCountSlotClient) QueryHookedLabel(_m *HookedLabelConversationCountSlot) *HookedLabelQuery {
+	query := (&HookedLabelClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(hookedlabelconversationcountslot.Table, hookedlabelconversationcountslot.FieldID, id),
+			sqlgraph.To(hookedlabel.Table, hookedlabel.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, hookedlabelconversationcountslot.HookedLabelTable, hookedlabelconversationcountslot.HookedLabelColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *HookedLabelConversationCountSlotClient) Hooks() []Hook {
+	return c.hooks.HookedLabelConversationCountSlot
+}
+
+// Interceptors returns the client interceptors.
+func (c *HookedLabelConversationCountSlotClient) Interceptors() []Interceptor {
+	return c.inters.HookedLabelConversationCountSlot
+}
+
+func (c *HookedLabelConversationCountSlotClient) mutate(ctx context.Context, m *HookedLabelConversationCountSlotMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&HookedLabelConversationCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&HookedLabelConversationCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&HookedLabelConversationCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&HookedLabelConversationCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown HookedLabelConversationCountSlot mutation op: %q", m.Op())
+	}
+}
+
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
 		Author, AuthorFollowersSlot, Book, Clip, ClipLikesSlot, Comment,
 		CommentUpvoteSlot, Conversation, ConversationLabelCountSlot, Desk,
 		DeskBCountSlot, DeskTopicCountSlot, File, Folder, FolderBytesSlot, Forum,
-		ForumBCountSlot, ForumTopicCountSlot, HookedConversation,
-		HookedConversationLabelCountSlot, HookedLabel,
-		HookedLabelConversationCountSlot, Item, Label, LabelConversationCountSlot,
-		NaivePost, Page, Post, PostLikesSlot, PostViewsSlot, Product, ProductStockSlot,
-		Rack, RackItemCountSlot, RackOpenCountSlot, Reel, ReelPlaysSlot, Section,
-		SectionPageCountSlot, Shelf, ShelfBookCountSlot, ShelfOpenCountSlot, SkipPost,
-		SkipPostLikesSlot, Story, StoryClapsDelta, Tag, TagHitsSlot, TagUsesSlot,
-		Topic []ent.Hook
+		ForumBCountSlot, ForumTopicCountSlot, HookedConversation, HookedLabel, Item,
+		Label, LabelConversationCountSlot, NaivePost, Page, Post, PostLikesSlot,
+		PostViewsSlot, Product, ProductStockSlot, Rack, RackItemCountSlot,
+		RackOpenCountSlot, Reel, ReelPlaysSlot, Section, SectionPageCountSlot, Shelf,
+		ShelfBookCountSlot, ShelfOpenCountSlot, SkipPost, SkipPostLikesSlot, Story,
+		StoryClapsDelta, Tag, TagHitsSlot, TagUsesSlot, Topic,
+		HookedConversationLabelCountSlot, HookedLabelConversationCountSlot []ent.Hook
 	}
 	inters struct {
 		Author, AuthorFollowersSlot, Book, Clip, ClipLikesSlot, Comment,
 		CommentUpvoteSlot, Conversation, ConversationLabelCountSlot, Desk,
 		DeskBCountSlot, DeskTopicCountSlot, File, Folder, FolderBytesSlot, Forum,
-		ForumBCountSlot, ForumTopicCountSlot, HookedConversation,
-		HookedConversationLabelCountSlot, HookedLabel,
-		HookedLabelConversationCountSlot, Item, Label, LabelConversationCountSlot,
-		NaivePost, Page, Post, PostLikesSlot, PostViewsSlot, Product, ProductStockSlot,
-		Rack, RackItemCountSlot, RackOpenCountSlot, Reel, ReelPlaysSlot, Section,
-		SectionPageCountSlot, Shelf, ShelfBookCountSlot, ShelfOpenCountSlot, SkipPost,
-		SkipPostLikesSlot, Story, StoryClapsDelta, Tag, TagHitsSlot, TagUsesSlot,
-		Topic []ent.Interceptor
+		ForumBCountSlot, ForumTopicCountSlot, HookedConversation, HookedLabel, Item,
+		Label, LabelConversationCountSlot, NaivePost, Page, Post, PostLikesSlot,
+		PostViewsSlot, Product, ProductStockSlot, Rack, RackItemCountSlot,
+		RackOpenCountSlot, Reel, ReelPlaysSlot, Section, SectionPageCountSlot, Shelf,
+		ShelfBookCountSlot, ShelfOpenCountSlot, SkipPost, SkipPostLikesSlot, Story,
+		StoryClapsDelta, Tag, TagHitsSlot, TagUsesSlot, Topic,
+		HookedConversationLabelCountSlot,
+		HookedLabelConversationCountSlot []ent.Interceptor
 	}
 )
 
@@ -8128,9 +8125,7 @@ var hotCounterTables = map[string]string{
 	"ForumBCountSlot":                  "forum_b_count_slots",
 	"ForumTopicCountSlot":              "forum_topic_count_slots",
 	"HookedConversation":               "hooked_conversations",
-	"HookedConversationLabelCountSlot": "hooked_conversation_label_count_slots",
 	"HookedLabel":                      "hooked_labels",
-	"HookedLabelConversationCountSlot": "hooked_label_conversation_count_slots",
 	"Item":                             "items",
 	"Label":                            "labels",
 	"LabelConversationCountSlot":       "label_conversation_count_slots",
@@ -8159,6 +8154,8 @@ var hotCounterTables = map[string]string{
 	"TagHitsSlot":                      "tag_hits_slots",
 	"TagUsesSlot":                      "tag_uses_slots",
 	"Topic":                            "topics",
+	"HookedConversationLabelCountSlot": "hooked_conversation_label_count_slots",
+	"HookedLabelConversationCountSlot": "hooked_label_conversation_count_slots",
 }
 
 // hotCounterDefs lists the sharded counters of this schema.

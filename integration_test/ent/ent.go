@@ -141,9 +141,7 @@ func checkColumn(t, c string) error {
 			forumbcountslot.Table:                  forumbcountslot.ValidColumn,
 			forumtopiccountslot.Table:              forumtopiccountslot.ValidColumn,
 			hookedconversation.Table:               hookedconversation.ValidColumn,
-			hookedconversationlabelcountslot.Table: hookedconversationlabelcountslot.ValidColumn,
 			hookedlabel.Table:                      hookedlabel.ValidColumn,
-			hookedlabelconversationcountslot.Table: hookedlabelconversationcountslot.ValidColumn,
 			item.Table:                             item.ValidColumn,
 			label.Table:                            label.ValidColumn,
 			labelconversationcountslot.Table:       labelconversationcountslot.ValidColumn,
@@ -172,6 +170,8 @@ func checkColumn(t, c string) error {
 			taghitsslot.Table:                      taghitsslot.ValidColumn,
 			tagusesslot.Table:                      tagusesslot.ValidColumn,
 			topic.Table:                            topic.ValidColumn,
+			hookedconversationlabelcountslot.Table: hookedconversationlabelcountslot.ValidColumn,
+			hookedlabelconversationcountslot.Table: hookedlabelconversationcountslot.ValidColumn,
 		})
 	})
 	return columnCheck(t, c)

@@ -40,14 +40,6 @@ func (_c *HookedConversationLabelCountSlotCreate) SetN(v int64) *HookedConversat
 	return _c
 }
 
-// SetNillableN sets the "n" field if the given value is not nil.
-func (_c *HookedConversationLabelCountSlotCreate) SetNillableN(v *int64) *HookedConversationLabelCountSlotCreate {
-	if v != nil {
-		_c.SetN(*v)
-	}
-	return _c
-}
-
 // SetHookedConversation sets the "hooked_conversation" edge to the HookedConversation entity.
 func (_c *HookedConversationLabelCountSlotCreate) SetHookedConversation(v *HookedConversation) *HookedConversationLabelCountSlotCreate {
 	return _c.SetHookedConversationID(v.ID)
@@ -60,7 +52,6 @@ func (_c *HookedConversationLabelCountSlotCreate) Mutation() *HookedConversation
 
 // Save creates the HookedConversationLabelCountSlot in the database.
 func (_c *HookedConversationLabelCountSlotCreate) Save(ctx context.Context) (*HookedConversationLabelCountSlot, error) {
-	_c.defaults()
 	return withHooks(ctx, _c.sqlSave, _c.mutation, _c.hooks)
 }
 
@@ -83,14 +74,6 @@ func (_c *HookedConversationLabelCountSlotCreate) Exec(ctx context.Context) erro
 func (_c *HookedConversationLabelCountSlotCreate) ExecX(ctx context.Context) {
 	if err := _c.Exec(ctx); err != nil {
 		panic(err)
-	}
-}
-
-// defaults sets the default values of the builder before save.
-func (_c *HookedConversationLabelCountSlotCreate) defaults() {
-	if _, ok := _c.mutation.N(); !ok {
-		v := hookedconversationlabelcountslot.DefaultN
-		_c.mutation.SetN(v)
 	}
 }
 
@@ -351,7 +334,6 @@ func (_c *HookedConversationLabelCountSlotCreateBulk) Save(ctx context.Context) 
 	for i := range _c.builders {
 		func(i int, root context.Context) {
 			builder := _c.builders[i]
-			builder.defaults()
 			var mut Mutator = MutateFunc(func(ctx context.Context, m Mutation) (Value, error) {
 				mutation, ok := m.(*HookedConversationLabelCountSlotMutation)
 				if !ok {

@@ -40,14 +40,6 @@ func (_c *HookedLabelConversationCountSlotCreate) SetN(v int64) *HookedLabelConv
 	return _c
 }
 
-// SetNillableN sets the "n" field if the given value is not nil.
-func (_c *HookedLabelConversationCountSlotCreate) SetNillableN(v *int64) *HookedLabelConversationCountSlotCreate {
-	if v != nil {
-		_c.SetN(*v)
-	}
-	return _c
-}
-
 // SetHookedLabel sets the "hooked_label" edge to the HookedLabel entity.
 func (_c *HookedLabelConversationCountSlotCreate) SetHookedLabel(v *HookedLabel) *HookedLabelConversationCountSlotCreate {
 	return _c.SetHookedLabelID(v.ID)
@@ -60,7 +52,6 @@ func (_c *HookedLabelConversationCountSlotCreate) Mutation() *HookedLabelConvers
 
 // Save creates the HookedLabelConversationCountSlot in the database.
 func (_c *HookedLabelConversationCountSlotCreate) Save(ctx context.Context) (*HookedLabelConversationCountSlot, error) {
-	_c.defaults()
 	return withHooks(ctx, _c.sqlSave, _c.mutation, _c.hooks)
 }
 
@@ -83,14 +74,6 @@ func (_c *HookedLabelConversationCountSlotCreate) Exec(ctx context.Context) erro
 func (_c *HookedLabelConversationCountSlotCreate) ExecX(ctx context.Context) {
 	if err := _c.Exec(ctx); err != nil {
 		panic(err)
-	}
-}
-
-// defaults sets the default values of the builder before save.
-func (_c *HookedLabelConversationCountSlotCreate) defaults() {
-	if _, ok := _c.mutation.N(); !ok {
-		v := hookedlabelconversationcountslot.DefaultN
-		_c.mutation.SetN(v)
 	}
 }
 
@@ -351,7 +334,6 @@ func (_c *HookedLabelConversationCountSlotCreateBulk) Save(ctx context.Context) 
 	for i := range _c.builders {
 		func(i int, root context.Context) {
 			builder := _c.builders[i]
-			builder.defaults()
 			var mut Mutator = MutateFunc(func(ctx context.Context, m Mutation) (Value, error) {
 				mutation, ok := m.(*HookedLabelConversationCountSlotMutation)
 				if !ok {

@@ -92,9 +92,7 @@ const (
 	TypeForumBCountSlot                  = "ForumBCountSlot"
 	TypeForumTopicCountSlot              = "ForumTopicCountSlot"
 	TypeHookedConversation               = "HookedConversation"
-	TypeHookedConversationLabelCountSlot = "HookedConversationLabelCountSlot"
 	TypeHookedLabel                      = "HookedLabel"
-	TypeHookedLabelConversationCountSlot = "HookedLabelConversationCountSlot"
 	TypeItem                             = "Item"
 	TypeLabel                            = "Label"
 	TypeLabelConversationCountSlot       = "LabelConversationCountSlot"
@@ -123,6 +121,8 @@ const (
 	TypeTagHitsSlot                      = "TagHitsSlot"
 	TypeTagUsesSlot                      = "TagUsesSlot"
 	TypeTopic                            = "Topic"
+	TypeHookedConversationLabelCountSlot = "HookedConversationLabelCountSlot"
+	TypeHookedLabelConversationCountSlot = "HookedLabelConversationCountSlot"
 )
 
 // AuthorMutation represents an operation that mutates the Author nodes in the graph.
@@ -10533,563 +10533,6 @@ func (m *HookedConversationMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown HookedConversation edge %s", name)
 }
 
-// HookedConversationLabelCountSlotMutation represents an operation that mutates the HookedConversationLabelCountSlot nodes in the graph.
-type HookedConversationLabelCountSlotMutation struct {
-	config
-	op                         Op
-	typ                        string
-	id                         *int
-	slot                       *int16
-	addslot                    *int16
-	n                          *int64
-	addn                       *int64
-	clearedFields              map[string]struct{}
-	hooked_conversation        *int
-	clearedhooked_conversation bool
-	done                       bool
-	oldValue                   func(context.Context) (*HookedConversationLabelCountSlot, error)
-	predicates                 []predicate.HookedConversationLabelCountSlot
-}
-
-var _ ent.Mutation = (*HookedConversationLabelCountSlotMutation)(nil)
-
-// hookedconversationlabelcountslotOption allows management of the mutation configuration using functional options.
-type hookedconversationlabelcountslotOption func(*HookedConversationLabelCountSlotMutation)
-
-// newHookedConversationLabelCountSlotMutation creates new mutation for the HookedConversationLabelCountSlot entity.
-func newHookedConversationLabelCountSlotMutation(c config, op Op, opts ...hookedconversationlabelcountslotOption) *HookedConversationLabelCountSlotMutation {
-	m := &HookedConversationLabelCountSlotMutation{
-		config:        c,
-		op:            op,
-		typ:           TypeHookedConversationLabelCountSlot,
-		clearedFields: make(map[string]struct{}),
-	}
-	for _, opt := range opts {
-		opt(m)
-	}
-	return m
-}
-
-// withHookedConversationLabelCountSlotID sets the ID field of the mutation.
-func withHookedConversationLabelCountSlotID(id int) hookedconversationlabelcountslotOption {
-	return func(m *HookedConversationLabelCountSlotMutation) {
-		var (
-			err   error
-			once  sync.Once
-			value *HookedConversationLabelCountSlot
-		)
-		m.oldValue = func(ctx context.Context) (*HookedConversationLabelCountSlot, error) {
-			once.Do(func() {
-				if m.done {
-					err = errors.New("querying old values post mutation is not allowed")
-				} else {
-					value, err = m.Client().HookedConversationLabelCountSlot.Get(ctx, id)
-				}
-			})
-			return value, err
-		}
-		m.id = &id
-	}
-}
-
-// withHookedConversationLabelCountSlot sets the old HookedConversationLabelCountSlot of the mutation.
-func withHookedConversationLabelCountSlot(node *HookedConversationLabelCountSlot) hookedconversationlabelcountslotOption {
-	return func(m *HookedConversationLabelCountSlotMutation) {
-		m.oldValue = func(context.Context) (*HookedConversationLabelCountSlot, error) {
-			return node, nil
-		}
-		m.id = &node.ID
-	}
-}
-
-// Client returns a new `ent.Client` from the mutation. If the mutation was
-// executed in a transaction (ent.Tx), a transactional client is returned.
-func (m HookedConversationLabelCountSlotMutation) Client() *Client {
-	client := &Client{config: m.config}
-	client.init()
-	return client
-}
-
-// Tx returns an `ent.Tx` for mutations that were executed in transactions;
-// it returns an error otherwise.
-func (m HookedConversationLabelCountSlotMutation) Tx() (*Tx, error) {
-	if _, ok := m.driver.(*txDriver); !ok {
-		return nil, errors.New("ent: mutation is not running in a transaction")
-	}
-	tx := &Tx{config: m.config}
-	tx.init()
-	return tx, nil
-}
-
-// ID returns the ID value in the mutation. Note that the ID is only available
-// if it was provided to the builder or after it was returned from the database.
-func (m *HookedConversationLabelCountSlotMutation) ID() (id int, exists bool) {
-	if m.id == nil {
-		return
-	}
-	return *m.id, true
-}
-
-// IDs queries the database and returns the entity ids that match the mutation's predicate.
-// That means, if the mutation is applied within a transaction with an isolation level such
-// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
-// or updated by the mutation.
-func (m *HookedConversationLabelCountSlotMutation) IDs(ctx context.Context) ([]int, error) {
-	switch {
-	case m.op.Is(OpUpdateOne | OpDeleteOne):
-		id, exists := m.ID()
-		if exists {
-			return []int{id}, nil
-		}
-		fallthrough
-	case m.op.Is(OpUpdate | OpDelete):
-		return m.Client().HookedConversationLabelCountSlot.Query().Where(m.predicates...).IDs(ctx)
-	default:
-		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
-	}
-}
-
-// SetHookedConversationID sets the "hooked_conversation_id" field.
-func (m *HookedConversationLabelCountSlotMutation) SetHookedConversationID(i int) {
-	m.hooked_conversation = &i
-}
-
-// HookedConversationID returns the value of the "hooked_conversation_id" field in the mutation.
-func (m *HookedConversationLabelCountSlotMutation) HookedConversationID() (r int, exists bool) {
-	v := m.hooked_conversation
-	if v == nil {
-		return
-	}
-	return *v, true
-}
-
-// OldHookedConversationID returns the old "hooked_conversation_id" field's value of the HookedConversationLabelCountSlot entity.
-// If the HookedConversationLabelCountSlot object wasn't provided to the builder, the object is fetched from the database.
-// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
-func (m *HookedConversationLabelCountSlotMutation) OldHookedConversationID(ctx context.Context) (v int, err error) {
-	if !m.op.Is(OpUpdateOne) {
-		return v, errors.New("OldHookedConversationID is only allowed on UpdateOne operations")
-	}
-	if m.id == nil || m.oldValue == nil {
-		return v, errors.New("OldHookedConversationID requires an ID field in the mutation")
-	}
-	oldValue, err := m.oldValue(ctx)
-	if err != nil {
-		return v, fmt.Errorf("querying old value for OldHookedConversationID: %w", err)
-	}
-	return oldValue.HookedConversationID, nil
-}
-
-// ResetHookedConversationID resets all changes to the "hooked_conversation_id" field.
-func (m *HookedConversationLabelCountSlotMutation) ResetHookedConversationID() {
-	m.hooked_conversation = nil
-}
-
-// SetSlot sets the "slot" field.
-func (m *HookedConversationLabelCountSlotMutation) SetSlot(i int16) {
-	m.slot = &i
-	m.addslot = nil
-}
-
-// Slot returns the value of the "slot" field in the mutation.
-func (m *HookedConversationLabelCountSlotMutation) Slot() (r int16, exists bool) {
-	v := m.slot
-	if v == nil {
-		return
-	}
-	return *v, true
-}
-
-// OldSlot returns the old "slot" field's value of the HookedConversationLabelCountSlot entity.
-// If the HookedConversationLabelCountSlot object wasn't provided to the builder, the object is fetched from the database.
-// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
-func (m *HookedConversationLabelCountSlotMutation) OldSlot(ctx context.Context) (v int16, err error) {
-	if !m.op.Is(OpUpdateOne) {
-		return v, errors.New("OldSlot is only allowed on UpdateOne operations")
-	}
-	if m.id == nil || m.oldValue == nil {
-		return v, errors.New("OldSlot requires an ID field in the mutation")
-	}
-	oldValue, err := m.oldValue(ctx)
-	if err != nil {
-		return v, fmt.Errorf("querying old value for OldSlot: %w", err)
-	}
-	return oldValue.Slot, nil
-}
-
-// AddSlot adds i to the "slot" field.
-func (m *HookedConversationLabelCountSlotMutation) AddSlot(i int16) {
-	if m.addslot != nil {
-		*m.addslot += i
-	} else {
-		m.addslot = &i
-	}
-}
-
-// AddedSlot returns the value that was added to the "slot" field in this mutation.
-func (m *HookedConversationLabelCountSlotMutation) AddedSlot() (r int16, exists bool) {
-	v := m.addslot
-	if v == nil {
-		return
-	}
-	return *v, true
-}
-
-// ResetSlot resets all changes to the "slot" field.
-func (m *HookedConversationLabelCountSlotMutation) ResetSlot() {
-	m.slot = nil
-	m.addslot = nil
-}
-
-// SetN sets the "n" field.
-func (m *HookedConversationLabelCountSlotMutation) SetN(i int64) {
-	m.n = &i
-	m.addn = nil
-}
-
-// N returns the value of the "n" field in the mutation.
-func (m *HookedConversationLabelCountSlotMutation) N() (r int64, exists bool) {
-	v := m.n
-	if v == nil {
-		return
-	}
-	return *v, true
-}
-
-// OldN returns the old "n" field's value of the HookedConversationLabelCountSlot entity.
-// If the HookedConversationLabelCountSlot object wasn't provided to the builder, the object is fetched from the database.
-// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
-func (m *HookedConversationLabelCountSlotMutation) OldN(ctx context.Context) (v int64, err error) {
-	if !m.op.Is(OpUpdateOne) {
-		return v, errors.New("OldN is only allowed on UpdateOne operations")
-	}
-	if m.id == nil || m.oldValue == nil {
-		return v, errors.New("OldN requires an ID field in the mutation")
-	}
-	oldValue, err := m.oldValue(ctx)
-	if err != nil {
-		return v, fmt.Errorf("querying old value for OldN: %w", err)
-	}
-	return oldValue.N, nil
-}
-
-// AddN adds i to the "n" field.
-func (m *HookedConversationLabelCountSlotMutation) AddN(i int64) {
-	if m.addn != nil {
-		*m.addn += i
-	} else {
-		m.addn = &i
-	}
-}
-
-// AddedN returns the value that was added to the "n" field in this mutation.
-func (m *HookedConversationLabelCountSlotMutation) AddedN() (r int64, exists bool) {
-	v := m.addn
-	if v == nil {
-		return
-	}
-	return *v, true
-}
-
-// ResetN resets all changes to the "n" field.
-func (m *HookedConversationLabelCountSlotMutation) ResetN() {
-	m.n = nil
-	m.addn = nil
-}
-
-// ClearHookedConversation clears the "hooked_conversation" edge to the HookedConversation entity.
-func (m *HookedConversationLabelCountSlotMutation) ClearHookedConversation() {
-	m.clearedhooked_conversation = true
-	m.clearedFields[hookedconversationlabelcountslot.FieldHookedConversationID] = struct{}{}
-}
-
-// HookedConversationCleared reports if the "hooked_conversation" edge to the HookedConversation entity was cleared.
-func (m *HookedConversationLabelCountSlotMutation) HookedConversationCleared() bool {
-	return m.clearedhooked_conversation
-}
-
-// HookedConversationIDs returns the "hooked_conversation" edge IDs in the mutation.
-// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
-// HookedConversationID instead. It exists only for internal usage by the builders.
-func (m *HookedConversationLabelCountSlotMutation) HookedConversationIDs() (ids []int) {
-	if id := m.hooked_conversation; id != nil {
-		ids = append(ids, *id)
-	}
-	return
-}
-
-// ResetHookedConversation resets all changes to the "hooked_conversation" edge.
-func (m *HookedConversationLabelCountSlotMutation) ResetHookedConversation() {
-	m.hooked_conversation = nil
-	m.clearedhooked_conversation = false
-}
-
-// Where appends a list predicates to the HookedConversationLabelCountSlotMutation builder.
-func (m *HookedConversationLabelCountSlotMutation) Where(ps ...predicate.HookedConversationLabelCountSlot) {
-	m.predicates = append(m.predicates, ps...)
-}
-
-// WhereP appends storage-level predicates to the HookedConversationLabelCountSlotMutation builder. Using this method,
-// users can use type-assertion to append predicates that do not depend on any generated package.
-func (m *HookedConversationLabelCountSlotMutation) WhereP(ps ...func(*sql.Selector)) {
-	p := make([]predicate.HookedConversationLabelCountSlot, len(ps))
-	for i := range ps {
-		p[i] = ps[i]
-	}
-	m.Where(p...)
-}
-
-// Op returns the operation name.
-func (m *HookedConversationLabelCountSlotMutation) Op() Op {
-	return m.op
-}
-
-// SetOp allows setting the mutation operation.
-func (m *HookedConversationLabelCountSlotMutation) SetOp(op Op) {
-	m.op = op
-}
-
-// Type returns the node type of this mutation (HookedConversationLabelCountSlot).
-func (m *HookedConversationLabelCountSlotMutation) Type() string {
-	return m.typ
-}
-
-// Fields returns all fields that were changed during this mutation. Note that in
-// order to get all numeric fields that were incremented/decremented, call
-// AddedFields().
-func (m *HookedConversationLabelCountSlotMutation) Fields() []string {
-	fields := make([]string, 0, 3)
-	if m.hooked_conversation != nil {
-		fields = append(fields, hookedconversationlabelcountslot.FieldHookedConversationID)
-	}
-	if m.slot != nil {
-		fields = append(fields, hookedconversationlabelcountslot.FieldSlot)
-	}
-	if m.n != nil {
-		fields = append(fields, hookedconversationlabelcountslot.FieldN)
-	}
-	return fields
-}
-
-// Field returns the value of a field with the given name. The second boolean
-// return value indicates that this field was not set, or was not defined in the
-// schema.
-func (m *HookedConversationLabelCountSlotMutation) Field(name string) (ent.Value, bool) {
-	switch name {
-	case hookedconversationlabelcountslot.FieldHookedConversationID:
-		return m.HookedConversationID()
-	case hookedconversationlabelcountslot.FieldSlot:
-		return m.Slot()
-	case hookedconversationlabelcountslot.FieldN:
-		return m.N()
-	}
-	return nil, false
-}
-
-// OldField returns the old value of the field from the database. An error is
-// returned if the mutation operation is not UpdateOne, or the query to the
-// database failed.
-func (m *HookedConversationLabelCountSlotMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
-	switch name {
-	case hookedconversationlabelcountslot.FieldHookedConversationID:
-		return m.OldHookedConversationID(ctx)
-	case hookedconversationlabelcountslot.FieldSlot:
-		return m.OldSlot(ctx)
-	case hookedconversationlabelcountslot.FieldN:
-		return m.OldN(ctx)
-	}
-	return nil, fmt.Errorf("unknown HookedConversationLabelCountSlot field %s", name)
-}
-
-// SetField sets the value of a field with the given name. It returns an error if
-// the field is not defined in the schema, or if the type mismatched the field
-// type.
-func (m *HookedConversationLabelCountSlotMutation) SetField(name string, value ent.Value) error {
-	switch name {
-	case hookedconversationlabelcountslot.FieldHookedConversationID:
-		v, ok := value.(int)
-		if !ok {
-			return fmt.Errorf("unexpected type %T for field %s", value, name)
-		}
-		m.SetHookedConversationID(v)
-		return nil
-	case hookedconversationlabelcountslot.FieldSlot:
-		v, ok := value.(int16)
-		if !ok {
-			return fmt.Errorf("unexpected type %T for field %s", value, name)
-		}
-		m.SetSlot(v)
-		return nil
-	case hookedconversationlabelcountslot.FieldN:
-		v, ok := value.(int64)
-		if !ok {
-			return fmt.Errorf("unexpected type %T for field %s", value, name)
-		}
-		m.SetN(v)
-		return nil
-	}
-	return fmt.Errorf("unknown HookedConversationLabelCountSlot field %s", name)
-}
-
-// AddedFields returns all numeric fields that were incremented/decremented during
-// this mutation.
-func (m *HookedConversationLabelCountSlotMutation) AddedFields() []string {
-	var fields []string
-	if m.addslot != nil {
-		fields = append(fields, hookedconversationlabelcountslot.FieldSlot)
-	}
-	if m.addn != nil {
-		fields = append(fields, hookedconversationlabelcountslot.FieldN)
-	}
-	return fields
-}
-
-// AddedField returns the numeric value that was incremented/decremented on a field
-// with the given name. The second boolean return value indicates that this field
-// was not set, or was not defined in the schema.
-func (m *HookedConversationLabelCountSlotMutation) AddedField(name string) (ent.Value, bool) {
-	switch name {
-	case hookedconversationlabelcountslot.FieldSlot:
-		return m.AddedSlot()
-	case hookedconversationlabelcountslot.FieldN:
-		return m.AddedN()
-	}
-	return nil, false
-}
-
-// AddField adds the value to the field with the given name. It returns an error if
-// the field is not defined in the schema, or if the type mismatched the field
-// type.
-func (m *HookedConversationLabelCountSlotMutation) AddField(name string, value ent.Value) error {
-	switch name {
-	case hookedconversationlabelcountslot.FieldSlot:
-		v, ok := value.(int16)
-		if !ok {
-			return fmt.Errorf("unexpected type %T for field %s", value, name)
-		}
-		m.AddSlot(v)
-		return nil
-	case hookedconversationlabelcountslot.FieldN:
-		v, ok := value.(int64)
-		if !ok {
-			return fmt.Errorf("unexpected type %T for field %s", value, name)
-		}
-		m.AddN(v)
-		return nil
-	}
-	return fmt.Errorf("unknown HookedConversationLabelCountSlot numeric field %s", name)
-}
-
-// ClearedFields returns all nullable fields that were cleared during this
-// mutation.
-func (m *HookedConversationLabelCountSlotMutation) ClearedFields() []string {
-	return nil
-}
-
-// FieldCleared returns a boolean indicating if a field with the given name was
-// cleared in this mutation.
-func (m *HookedConversationLabelCountSlotMutation) FieldCleared(name string) bool {
-	_, ok := m.clearedFields[name]
-	return ok
-}
-
-// ClearField clears the value of the field with the given name. It returns an
-// error if the field is not defined in the schema.
-func (m *HookedConversationLabelCountSlotMutation) ClearField(name string) error {
-	return fmt.Errorf("unknown HookedConversationLabelCountSlot nullable field %s", name)
-}
-
-// ResetField resets all changes in the mutation for the field with the given name.
-// It returns an error if the field is not defined in the schema.
-func (m *HookedConversationLabelCountSlotMutation) ResetField(name string) error {
-	switch name {
-	case hookedconversationlabelcountslot.FieldHookedConversationID:
-		m.ResetHookedConversationID()
-		return nil
-	case hookedconversationlabelcountslot.FieldSlot:
-		m.ResetSlot()
-		return nil
-	case hookedconversationlabelcountslot.FieldN:
-		m.ResetN()
-		return nil
-	}
-	return fmt.Errorf("unknown HookedConversationLabelCountSlot field %s", name)
-}
-
-// AddedEdges returns all edge names that were set/added in this mutation.
-func (m *HookedConversationLabelCountSlotMutation) AddedEdges() []string {
-	edges := make([]string, 0, 1)
-	if m.hooked_conversation != nil {
-		edges = append(edges, hookedconversationlabelcountslot.EdgeHookedConversation)
-	}
-	return edges
-}
-
-// AddedIDs returns all IDs (to other nodes) that were added for the given edge
-// name in this mutation.
-func (m *HookedConversationLabelCountSlotMutation) AddedIDs(name string) []ent.Value {
-	switch name {
-	case hookedconversationlabelcountslot.EdgeHookedConversation:
-		if id := m.hooked_conversation; id != nil {
-			return []ent.Value{*id}
-		}
-	}
-	return nil
-}
-
-// RemovedEdges returns all edge names that were removed in this mutation.
-func (m *HookedConversationLabelCountSlotMutation) RemovedEdges() []string {
-	edges := make([]string, 0, 1)
-	return edges
-}
-
-// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
-// the given name in this mutation.
-func (m *HookedConversationLabelCountSlotMutation) RemovedIDs(name string) []ent.Value {
-	return nil
-}
-
-// ClearedEdges returns all edge names that were cleared in this mutation.
-func (m *HookedConversationLabelCountSlotMutation) ClearedEdges() []string {
-	edges := make([]string, 0, 1)
-	if m.clearedhooked_conversation {
-		edges = append(edges, hookedconversationlabelcountslot.EdgeHookedConversation)
-	}
-	return edges
-}
-
-// EdgeCleared returns a boolean which indicates if the edge with the given name
-// was cleared in this mutation.
-func (m *HookedConversationLabelCountSlotMutation) EdgeCleared(name string) bool {
-	switch name {
-	case hookedconversationlabelcountslot.EdgeHookedConversation:
-		return m.clearedhooked_conversation
-	}
-	return false
-}
-
-// ClearEdge clears the value of the edge with the given name. It returns an error
-// if that edge is not defined in the schema.
-func (m *HookedConversationLabelCountSlotMutation) ClearEdge(name string) error {
-	switch name {
-	case hookedconversationlabelcountslot.EdgeHookedConversation:
-		m.ClearHookedConversation()
-		return nil
-	}
-	return fmt.Errorf("unknown HookedConversationLabelCountSlot unique edge %s", name)
-}
-
-// ResetEdge resets all changes to the edge with the given name in this mutation.
-// It returns an error if the edge is not defined in the schema.
-func (m *HookedConversationLabelCountSlotMutation) ResetEdge(name string) error {
-	switch name {
-	case hookedconversationlabelcountslot.EdgeHookedConversation:
-		m.ResetHookedConversation()
-		return nil
-	}
-	return fmt.Errorf("unknown HookedConversationLabelCountSlot edge %s", name)
-}
-
 // HookedLabelMutation represents an operation that mutates the HookedLabel nodes in the graph.
 type HookedLabelMutation struct {
 	config
@@ -11624,563 +11067,6 @@ func (m *HookedLabelMutation) ResetEdge(name string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown HookedLabel edge %s", name)
-}
-
-// HookedLabelConversationCountSlotMutation represents an operation that mutates the HookedLabelConversationCountSlot nodes in the graph.
-type HookedLabelConversationCountSlotMutation struct {
-	config
-	op                  Op
-	typ                 string
-	id                  *int
-	slot                *int16
-	addslot             *int16
-	n                   *int64
-	addn                *int64
-	clearedFields       map[string]struct{}
-	hooked_label        *int
-	clearedhooked_label bool
-	done                bool
-	oldValue            func(context.Context) (*HookedLabelConversationCountSlot, error)
-	predicates          []predicate.HookedLabelConversationCountSlot
-}
-
-var _ ent.Mutation = (*HookedLabelConversationCountSlotMutation)(nil)
-
-// hookedlabelconversationcountslotOption allows management of the mutation configuration using functional options.
-type hookedlabelconversationcountslotOption func(*HookedLabelConversationCountSlotMutation)
-
-// newHookedLabelConversationCountSlotMutation creates new mutation for the HookedLabelConversationCountSlot entity.
-func newHookedLabelConversationCountSlotMutation(c config, op Op, opts ...hookedlabelconversationcountslotOption) *HookedLabelConversationCountSlotMutation {
-	m := &HookedLabelConversationCountSlotMutation{
-		config:        c,
-		op:            op,
-		typ:           TypeHookedLabelConversationCountSlot,
-		clearedFields: make(map[string]struct{}),
-	}
-	for _, opt := range opts {
-		opt(m)
-	}
-	return m
-}
-
-// withHookedLabelConversationCountSlotID sets the ID field of the mutation.
-func withHookedLabelConversationCountSlotID(id int) hookedlabelconversationcountslotOption {
-	return func(m *HookedLabelConversationCountSlotMutation) {
-		var (
-			err   error
-			once  sync.Once
-			value *HookedLabelConversationCountSlot
-		)
-		m.oldValue = func(ctx context.Context) (*HookedLabelConversationCountSlot, error) {
-			once.Do(func() {
-				if m.done {
-					err = errors.New("querying old values post mutation is not allowed")
-				} else {
-					value, err = m.Client().HookedLabelConversationCountSlot.Get(ctx, id)
-				}
-			})
-			return value, err
-		}
-		m.id = &id
-	}
-}
-
-// withHookedLabelConversationCountSlot sets the old HookedLabelConversationCountSlot of the mutation.
-func withHookedLabelConversationCountSlot(node *HookedLabelConversationCountSlot) hookedlabelconversationcountslotOption {
-	return func(m *HookedLabelConversationCountSlotMutation) {
-		m.oldValue = func(context.Context) (*HookedLabelConversationCountSlot, error) {
-			return node, nil
-		}
-		m.id = &node.ID
-	}
-}
-
-// Client returns a new `ent.Client` from the mutation. If the mutation was
-// executed in a transaction (ent.Tx), a transactional client is returned.
-func (m HookedLabelConversationCountSlotMutation) Client() *Client {
-	client := &Client{config: m.config}
-	client.init()
-	return client
-}
-
-// Tx returns an `ent.Tx` for mutations that were executed in transactions;
-// it returns an error otherwise.
-func (m HookedLabelConversationCountSlotMutation) Tx() (*Tx, error) {
-	if _, ok := m.driver.(*txDriver); !ok {
-		return nil, errors.New("ent: mutation is not running in a transaction")
-	}
-	tx := &Tx{config: m.config}
-	tx.init()
-	return tx, nil
-}
-
-// ID returns the ID value in the mutation. Note that the ID is only available
-// if it was provided to the builder or after it was returned from the database.
-func (m *HookedLabelConversationCountSlotMutation) ID() (id int, exists bool) {
-	if m.id == nil {
-		return
-	}
-	return *m.id, true
-}
-
-// IDs queries the database and returns the entity ids that match the mutation's predicate.
-// That means, if the mutation is applied within a transaction with an isolation level such
-// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
-// or updated by the mutation.
-func (m *HookedLabelConversationCountSlotMutation) IDs(ctx context.Context) ([]int, error) {
-	switch {
-	case m.op.Is(OpUpdateOne | OpDeleteOne):
-		id, exists := m.ID()
-		if exists {
-			return []int{id}, nil
-		}
-		fallthrough
-	case m.op.Is(OpUpdate | OpDelete):
-		return m.Client().HookedLabelConversationCountSlot.Query().Where(m.predicates...).IDs(ctx)
-	default:
-		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
-	}
-}
-
-// SetHookedLabelID sets the "hooked_label_id" field.
-func (m *HookedLabelConversationCountSlotMutation) SetHookedLabelID(i int) {
-	m.hooked_label = &i
-}
-
-// HookedLabelID returns the value of the "hooked_label_id" field in the mutation.
-func (m *HookedLabelConversationCountSlotMutation) HookedLabelID() (r int, exists bool) {
-	v := m.hooked_label
-	if v == nil {
-		return
-	}
-	return *v, true
-}
-
-// OldHookedLabelID returns the old "hooked_label_id" field's value of the HookedLabelConversationCountSlot entity.
-// If the HookedLabelConversationCountSlot object wasn't provided to the builder, the object is fetched from the database.
-// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
-func (m *HookedLabelConversationCountSlotMutation) OldHookedLabelID(ctx context.Context) (v int, err error) {
-	if !m.op.Is(OpUpdateOne) {
-		return v, errors.New("OldHookedLabelID is only allowed on UpdateOne operations")
-	}
-	if m.id == nil || m.oldValue == nil {
-		return v, errors.New("OldHookedLabelID requires an ID field in the mutation")
-	}
-	oldValue, err := m.oldValue(ctx)
-	if err != nil {
-		return v, fmt.Errorf("querying old value for OldHookedLabelID: %w", err)
-	}
-	return oldValue.HookedLabelID, nil
-}
-
-// ResetHookedLabelID resets all changes to the "hooked_label_id" field.
-func (m *HookedLabelConversationCountSlotMutation) ResetHookedLabelID() {
-	m.hooked_label = nil
-}
-
-// SetSlot sets the "slot" field.
-func (m *HookedLabelConversationCountSlotMutation) SetSlot(i int16) {
-	m.slot = &i
-	m.addslot = nil
-}
-
-// Slot returns the value of the "slot" field in the mutation.
-func (m *HookedLabelConversationCountSlotMutation) Slot() (r int16, exists bool) {
-	v := m.slot
-	if v == nil {
-		return
-	}
-	return *v, true
-}
-
-// OldSlot returns the old "slot" field's value of the HookedLabelConversationCountSlot entity.
-// If the HookedLabelConversationCountSlot object wasn't provided to the builder, the object is fetched from the database.
-// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
-func (m *HookedLabelConversationCountSlotMutation) OldSlot(ctx context.Context) (v int16, err error) {
-	if !m.op.Is(OpUpdateOne) {
-		return v, errors.New("OldSlot is only allowed on UpdateOne operations")
-	}
-	if m.id == nil || m.oldValue == nil {
-		return v, errors.New("OldSlot requires an ID field in the mutation")
-	}
-	oldValue, err := m.oldValue(ctx)
-	if err != nil {
-		return v, fmt.Errorf("querying old value for OldSlot: %w", err)
-	}
-	return oldValue.Slot, nil
-}
-
-// AddSlot adds i to the "slot" field.
-func (m *HookedLabelConversationCountSlotMutation) AddSlot(i int16) {
-	if m.addslot != nil {
-		*m.addslot += i
-	} else {
-		m.addslot = &i
-	}
-}
-
-// AddedSlot returns the value that was added to the "slot" field in this mutation.
-func (m *HookedLabelConversationCountSlotMutation) AddedSlot() (r int16, exists bool) {
-	v := m.addslot
-	if v == nil {
-		return
-	}
-	return *v, true
-}
-
-// ResetSlot resets all changes to the "slot" field.
-func (m *HookedLabelConversationCountSlotMutation) ResetSlot() {
-	m.slot = nil
-	m.addslot = nil
-}
-
-// SetN sets the "n" field.
-func (m *HookedLabelConversationCountSlotMutation) SetN(i int64) {
-	m.n = &i
-	m.addn = nil
-}
-
-// N returns the value of the "n" field in the mutation.
-func (m *HookedLabelConversationCountSlotMutation) N() (r int64, exists bool) {
-	v := m.n
-	if v == nil {
-		return
-	}
-	return *v, true
-}
-
-// OldN returns the old "n" field's value of the HookedLabelConversationCountSlot entity.
-// If the HookedLabelConversationCountSlot object wasn't provided to the builder, the object is fetched from the database.
-// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
-func (m *HookedLabelConversationCountSlotMutation) OldN(ctx context.Context) (v int64, err error) {
-	if !m.op.Is(OpUpdateOne) {
-		return v, errors.New("OldN is only allowed on UpdateOne operations")
-	}
-	if m.id == nil || m.oldValue == nil {
-		return v, errors.New("OldN requires an ID field in the mutation")
-	}
-	oldValue, err := m.oldValue(ctx)
-	if err != nil {
-		return v, fmt.Errorf("querying old value for OldN: %w", err)
-	}
-	return oldValue.N, nil
-}
-
-// AddN adds i to the "n" field.
-func (m *HookedLabelConversationCountSlotMutation) AddN(i int64) {
-	if m.addn != nil {
-		*m.addn += i
-	} else {
-		m.addn = &i
-	}
-}
-
-// AddedN returns the value that was added to the "n" field in this mutation.
-func (m *HookedLabelConversationCountSlotMutation) AddedN() (r int64, exists bool) {
-	v := m.addn
-	if v == nil {
-		return
-	}
-	return *v, true
-}
-
-// ResetN resets all changes to the "n" field.
-func (m *HookedLabelConversationCountSlotMutation) ResetN() {
-	m.n = nil
-	m.addn = nil
-}
-
-// ClearHookedLabel clears the "hooked_label" edge to the HookedLabel entity.
-func (m *HookedLabelConversationCountSlotMutation) ClearHookedLabel() {
-	m.clearedhooked_label = true
-	m.clearedFields[hookedlabelconversationcountslot.FieldHookedLabelID] = struct{}{}
-}
-
-// HookedLabelCleared reports if the "hooked_label" edge to the HookedLabel entity was cleared.
-func (m *HookedLabelConversationCountSlotMutation) HookedLabelCleared() bool {
-	return m.clearedhooked_label
-}
-
-// HookedLabelIDs returns the "hooked_label" edge IDs in the mutation.
-// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
-// HookedLabelID instead. It exists only for internal usage by the builders.
-func (m *HookedLabelConversationCountSlotMutation) HookedLabelIDs() (ids []int) {
-	if id := m.hooked_label; id != nil {
-		ids = append(ids, *id)
-	}
-	return
-}
-
-// ResetHookedLabel resets all changes to the "hooked_label" edge.
-func (m *HookedLabelConversationCountSlotMutation) ResetHookedLabel() {
-	m.hooked_label = nil
-	m.clearedhooked_label = false
-}
-
-// Where appends a list predicates to the HookedLabelConversationCountSlotMutation builder.
-func (m *HookedLabelConversationCountSlotMutation) Where(ps ...predicate.HookedLabelConversationCountSlot) {
-	m.predicates = append(m.predicates, ps...)
-}
-
-// WhereP appends storage-level predicates to the HookedLabelConversationCountSlotMutation builder. Using this method,
-// users can use type-assertion to append predicates that do not depend on any generated package.
-func (m *HookedLabelConversationCountSlotMutation) WhereP(ps ...func(*sql.Selector)) {
-	p := make([]predicate.HookedLabelConversationCountSlot, len(ps))
-	for i := range ps {
-		p[i] = ps[i]
-	}
-	m.Where(p...)
-}
-
-// Op returns the operation name.
-func (m *HookedLabelConversationCountSlotMutation) Op() Op {
-	return m.op
-}
-
-// SetOp allows setting the mutation operation.
-func (m *HookedLabelConversationCountSlotMutation) SetOp(op Op) {
-	m.op = op
-}
-
-// Type returns the node type of this mutation (HookedLabelConversationCountSlot).
-func (m *HookedLabelConversationCountSlotMutation) Type() string {
-	return m.typ
-}
-
-// Fields returns all fields that were changed during this mutation. Note that in
-// order to get all numeric fields that were incremented/decremented, call
-// AddedFields().
-func (m *HookedLabelConversationCountSlotMutation) Fields() []string {
-	fields := make([]string, 0, 3)
-	if m.hooked_label != nil {
-		fields = append(fields, hookedlabelconversationcountslot.FieldHookedLabelID)
-	}
-	if m.slot != nil {
-		fields = append(fields, hookedlabelconversationcountslot.FieldSlot)
-	}
-	if m.n != nil {
-		fields = append(fields, hookedlabelconversationcountslot.FieldN)
-	}
-	return fields
-}
-
-// Field returns the value of a field with the given name. The second boolean
-// return value indicates that this field was not set, or was not defined in the
-// schema.
-func (m *HookedLabelConversationCountSlotMutation) Field(name string) (ent.Value, bool) {
-	switch name {
-	case hookedlabelconversationcountslot.FieldHookedLabelID:
-		return m.HookedLabelID()
-	case hookedlabelconversationcountslot.FieldSlot:
-		return m.Slot()
-	case hookedlabelconversationcountslot.FieldN:
-		return m.N()
-	}
-	return nil, false
-}
-
-// OldField returns the old value of the field from the database. An error is
-// returned if the mutation operation is not UpdateOne, or the query to the
-// database failed.
-func (m *HookedLabelConversationCountSlotMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
-	switch name {
-	case hookedlabelconversationcountslot.FieldHookedLabelID:
-		return m.OldHookedLabelID(ctx)
-	case hookedlabelconversationcountslot.FieldSlot:
-		return m.OldSlot(ctx)
-	case hookedlabelconversationcountslot.FieldN:
-		return m.OldN(ctx)
-	}
-	return nil, fmt.Errorf("unknown HookedLabelConversationCountSlot field %s", name)
-}
-
-// SetField sets the value of a field with the given name. It returns an error if
-// the field is not defined in the schema, or if the type mismatched the field
-// type.
-func (m *HookedLabelConversationCountSlotMutation) SetField(name string, value ent.Value) error {
-	switch name {
-	case hookedlabelconversationcountslot.FieldHookedLabelID:
-		v, ok := value.(int)
-		if !ok {
-			return fmt.Errorf("unexpected type %T for field %s", value, name)
-		}
-		m.SetHookedLabelID(v)
-		return nil
-	case hookedlabelconversationcountslot.FieldSlot:
-		v, ok := value.(int16)
-		if !ok {
-			return fmt.Errorf("unexpected type %T for field %s", value, name)
-		}
-		m.SetSlot(v)
-		return nil
-	case hookedlabelconversationcountslot.FieldN:
-		v, ok := value.(int64)
-		if !ok {
-			return fmt.Errorf("unexpected type %T for field %s", value, name)
-		}
-		m.SetN(v)
-		return nil
-	}
-	return fmt.Errorf("unknown HookedLabelConversationCountSlot field %s", name)
-}
-
-// AddedFields returns all numeric fields that were incremented/decremented during
-// this mutation.
-func (m *HookedLabelConversationCountSlotMutation) AddedFields() []string {
-	var fields []string
-	if m.addslot != nil {
-		fields = append(fields, hookedlabelconversationcountslot.FieldSlot)
-	}
-	if m.addn != nil {
-		fields = append(fields, hookedlabelconversationcountslot.FieldN)
-	}
-	return fields
-}
-
-// AddedField returns the numeric value that was incremented/decremented on a field
-// with the given name. The second boolean return value indicates that this field
-// was not set, or was not defined in the schema.
-func (m *HookedLabelConversationCountSlotMutation) AddedField(name string) (ent.Value, bool) {
-	switch name {
-	case hookedlabelconversationcountslot.FieldSlot:
-		return m.AddedSlot()
-	case hookedlabelconversationcountslot.FieldN:
-		return m.AddedN()
-	}
-	return nil, false
-}
-
-// AddField adds the value to the field with the given name. It returns an error if
-// the field is not defined in the schema, or if the type mismatched the field
-// type.
-func (m *HookedLabelConversationCountSlotMutation) AddField(name string, value ent.Value) error {
-	switch name {
-	case hookedlabelconversationcountslot.FieldSlot:
-		v, ok := value.(int16)
-		if !ok {
-			return fmt.Errorf("unexpected type %T for field %s", value, name)
-		}
-		m.AddSlot(v)
-		return nil
-	case hookedlabelconversationcountslot.FieldN:
-		v, ok := value.(int64)
-		if !ok {
-			return fmt.Errorf("unexpected type %T for field %s", value, name)
-		}
-		m.AddN(v)
-		return nil
-	}
-	return fmt.Errorf("unknown HookedLabelConversationCountSlot numeric field %s", name)
-}
-
-// ClearedFields returns all nullable fields that were cleared during this
-// mutation.
-func (m *HookedLabelConversationCountSlotMutation) ClearedFields() []string {
-	return nil
-}
-
-// FieldCleared returns a boolean indicating if a field with the given name was
-// cleared in this mutation.
-func (m *HookedLabelConversationCountSlotMutation) FieldCleared(name string) bool {
-	_, ok := m.clearedFields[name]
-	return ok
-}
-
-// ClearField clears the value of the field with the given name. It returns an
-// error if the field is not defined in the schema.
-func (m *HookedLabelConversationCountSlotMutation) ClearField(name string) error {
-	return fmt.Errorf("unknown HookedLabelConversationCountSlot nullable field %s", name)
-}
-
-// ResetField resets all changes in the mutation for the field with the given name.
-// It returns an error if the field is not defined in the schema.
-func (m *HookedLabelConversationCountSlotMutation) ResetField(name string) error {
-	switch name {
-	case hookedlabelconversationcountslot.FieldHookedLabelID:
-		m.ResetHookedLabelID()
-		return nil
-	case hookedlabelconversationcountslot.FieldSlot:
-		m.ResetSlot()
-		return nil
-	case hookedlabelconversationcountslot.FieldN:
-		m.ResetN()
-		return nil
-	}
-	return fmt.Errorf("unknown HookedLabelConversationCountSlot field %s", name)
-}
-
-// AddedEdges returns all edge names that were set/added in this mutation.
-func (m *HookedLabelConversationCountSlotMutation) AddedEdges() []string {
-	edges := make([]string, 0, 1)
-	if m.hooked_label != nil {
-		edges = append(edges, hookedlabelconversationcountslot.EdgeHookedLabel)
-	}
-	return edges
-}
-
-// AddedIDs returns all IDs (to other nodes) that were added for the given edge
-// name in this mutation.
-func (m *HookedLabelConversationCountSlotMutation) AddedIDs(name string) []ent.Value {
-	switch name {
-	case hookedlabelconversationcountslot.EdgeHookedLabel:
-		if id := m.hooked_label; id != nil {
-			return []ent.Value{*id}
-		}
-	}
-	return nil
-}
-
-// RemovedEdges returns all edge names that were removed in this mutation.
-func (m *HookedLabelConversationCountSlotMutation) RemovedEdges() []string {
-	edges := make([]string, 0, 1)
-	return edges
-}
-
-// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
-// the given name in this mutation.
-func (m *HookedLabelConversationCountSlotMutation) RemovedIDs(name string) []ent.Value {
-	return nil
-}
-
-// ClearedEdges returns all edge names that were cleared in this mutation.
-func (m *HookedLabelConversationCountSlotMutation) ClearedEdges() []string {
-	edges := make([]string, 0, 1)
-	if m.clearedhooked_label {
-		edges = append(edges, hookedlabelconversationcountslot.EdgeHookedLabel)
-	}
-	return edges
-}
-
-// EdgeCleared returns a boolean which indicates if the edge with the given name
-// was cleared in this mutation.
-func (m *HookedLabelConversationCountSlotMutation) EdgeCleared(name string) bool {
-	switch name {
-	case hookedlabelconversationcountslot.EdgeHookedLabel:
-		return m.clearedhooked_label
-	}
-	return false
-}
-
-// ClearEdge clears the value of the edge with the given name. It returns an error
-// if that edge is not defined in the schema.
-func (m *HookedLabelConversationCountSlotMutation) ClearEdge(name string) error {
-	switch name {
-	case hookedlabelconversationcountslot.EdgeHookedLabel:
-		m.ClearHookedLabel()
-		return nil
-	}
-	return fmt.Errorf("unknown HookedLabelConversationCountSlot unique edge %s", name)
-}
-
-// ResetEdge resets all changes to the edge with the given name in this mutation.
-// It returns an error if the edge is not defined in the schema.
-func (m *HookedLabelConversationCountSlotMutation) ResetEdge(name string) error {
-	switch name {
-	case hookedlabelconversationcountslot.EdgeHookedLabel:
-		m.ResetHookedLabel()
-		return nil
-	}
-	return fmt.Errorf("unknown HookedLabelConversationCountSlot edge %s", name)
 }
 
 // ItemMutation represents an operation that mutates the Item nodes in the graph.
@@ -27749,4 +26635,1118 @@ func (m *TopicMutation) ResetEdge(name string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown Topic edge %s", name)
+}
+
+// HookedConversationLabelCountSlotMutation represents an operation that mutates the HookedConversationLabelCountSlot nodes in the graph.
+type HookedConversationLabelCountSlotMutation struct {
+	config
+	op                         Op
+	typ                        string
+	id                         *int
+	slot                       *int16
+	addslot                    *int16
+	n                          *int64
+	addn                       *int64
+	clearedFields              map[string]struct{}
+	hooked_conversation        *int
+	clearedhooked_conversation bool
+	done                       bool
+	oldValue                   func(context.Context) (*HookedConversationLabelCountSlot, error)
+	predicates                 []predicate.HookedConversationLabelCountSlot
+}
+
+var _ ent.Mutation = (*HookedConversationLabelCountSlotMutation)(nil)
+
+// hookedconversationlabelcountslotOption allows management of the mutation configuration using functional options.
+type hookedconversationlabelcountslotOption func(*HookedConversationLabelCountSlotMutation)
+
+// newHookedConversationLabelCountSlotMutation creates new mutation for the HookedConversationLabelCountSlot entity.
+func newHookedConversationLabelCountSlotMutation(c config, op Op, opts ...hookedconversationlabelcountslotOption) *HookedConversationLabelCountSlotMutation {
+	m := &HookedConversationLabelCountSlotMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeHookedConversationLabelCountSlot,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withHookedConversationLabelCountSlotID sets the ID field of the mutation.
+func withHookedConversationLabelCountSlotID(id int) hookedconversationlabelcountslotOption {
+	return func(m *HookedConversationLabelCountSlotMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *HookedConversationLabelCountSlot
+		)
+		m.oldValue = func(ctx context.Context) (*HookedConversationLabelCountSlot, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().HookedConversationLabelCountSlot.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withHookedConversationLabelCountSlot sets the old HookedConversationLabelCountSlot of the mutation.
+func withHookedConversationLabelCountSlot(node *HookedConversationLabelCountSlot) hookedconversationlabelcountslotOption {
+	return func(m *HookedConversationLabelCountSlotMutation) {
+		m.oldValue = func(context.Context) (*HookedConversationLabelCountSlot, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m HookedConversationLabelCountSlotMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m HookedConversationLabelCountSlotMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *HookedConversationLabelCountSlotMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *HookedConversationLabelCountSlotMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().HookedConversationLabelCountSlot.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetHookedConversationID sets the "hooked_conversation_id" field.
+func (m *HookedConversationLabelCountSlotMutation) SetHookedConversationID(i int) {
+	m.hooked_conversation = &i
+}
+
+// HookedConversationID returns the value of the "hooked_conversation_id" field in the mutation.
+func (m *HookedConversationLabelCountSlotMutation) HookedConversationID() (r int, exists bool) {
+	v := m.hooked_conversation
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldHookedConversationID returns the old "hooked_conversation_id" field's value of the HookedConversationLabelCountSlot entity.
+// If the HookedConversationLabelCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *HookedConversationLabelCountSlotMutation) OldHookedConversationID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldHookedConversationID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldHookedConversationID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldHookedConversationID: %w", err)
+	}
+	return oldValue.HookedConversationID, nil
+}
+
+// ResetHookedConversationID resets all changes to the "hooked_conversation_id" field.
+func (m *HookedConversationLabelCountSlotMutation) ResetHookedConversationID() {
+	m.hooked_conversation = nil
+}
+
+// SetSlot sets the "slot" field.
+func (m *HookedConversationLabelCountSlotMutation) SetSlot(i int16) {
+	m.slot = &i
+	m.addslot = nil
+}
+
+// Slot returns the value of the "slot" field in the mutation.
+func (m *HookedConversationLabelCountSlotMutation) Slot() (r int16, exists bool) {
+	v := m.slot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSlot returns the old "slot" field's value of the HookedConversationLabelCountSlot entity.
+// If the HookedConversationLabelCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *HookedConversationLabelCountSlotMutation) OldSlot(ctx context.Context) (v int16, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSlot is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSlot requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSlot: %w", err)
+	}
+	return oldValue.Slot, nil
+}
+
+// AddSlot adds i to the "slot" field.
+func (m *HookedConversationLabelCountSlotMutation) AddSlot(i int16) {
+	if m.addslot != nil {
+		*m.addslot += i
+	} else {
+		m.addslot = &i
+	}
+}
+
+// AddedSlot returns the value that was added to the "slot" field in this mutation.
+func (m *HookedConversationLabelCountSlotMutation) AddedSlot() (r int16, exists bool) {
+	v := m.addslot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetSlot resets all changes to the "slot" field.
+func (m *HookedConversationLabelCountSlotMutation) ResetSlot() {
+	m.slot = nil
+	m.addslot = nil
+}
+
+// SetN sets the "n" field.
+func (m *HookedConversationLabelCountSlotMutation) SetN(i int64) {
+	m.n = &i
+	m.addn = nil
+}
+
+// N returns the value of the "n" field in the mutation.
+func (m *HookedConversationLabelCountSlotMutation) N() (r int64, exists bool) {
+	v := m.n
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldN returns the old "n" field's value of the HookedConversationLabelCountSlot entity.
+// If the HookedConversationLabelCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *HookedConversationLabelCountSlotMutation) OldN(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldN is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldN requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldN: %w", err)
+	}
+	return oldValue.N, nil
+}
+
+// AddN adds i to the "n" field.
+func (m *HookedConversationLabelCountSlotMutation) AddN(i int64) {
+	if m.addn != nil {
+		*m.addn += i
+	} else {
+		m.addn = &i
+	}
+}
+
+// AddedN returns the value that was added to the "n" field in this mutation.
+func (m *HookedConversationLabelCountSlotMutation) AddedN() (r int64, exists bool) {
+	v := m.addn
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetN resets all changes to the "n" field.
+func (m *HookedConversationLabelCountSlotMutation) ResetN() {
+	m.n = nil
+	m.addn = nil
+}
+
+// ClearHookedConversation clears the "hooked_conversation" edge to the HookedConversation entity.
+func (m *HookedConversationLabelCountSlotMutation) ClearHookedConversation() {
+	m.clearedhooked_conversation = true
+	m.clearedFields[hookedconversationlabelcountslot.FieldHookedConversationID] = struct{}{}
+}
+
+// HookedConversationCleared reports if the "hooked_conversation" edge to the HookedConversation entity was cleared.
+func (m *HookedConversationLabelCountSlotMutation) HookedConversationCleared() bool {
+	return m.clearedhooked_conversation
+}
+
+// HookedConversationIDs returns the "hooked_conversation" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// HookedConversationID instead. It exists only for internal usage by the builders.
+func (m *HookedConversationLabelCountSlotMutation) HookedConversationIDs() (ids []int) {
+	if id := m.hooked_conversation; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetHookedConversation resets all changes to the "hooked_conversation" edge.
+func (m *HookedConversationLabelCountSlotMutation) ResetHookedConversation() {
+	m.hooked_conversation = nil
+	m.clearedhooked_conversation = false
+}
+
+// Where appends a list predicates to the HookedConversationLabelCountSlotMutation builder.
+func (m *HookedConversationLabelCountSlotMutation) Where(ps ...predicate.HookedConversationLabelCountSlot) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the HookedConversationLabelCountSlotMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *HookedConversationLabelCountSlotMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.HookedConversationLabelCountSlot, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *HookedConversationLabelCountSlotMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *HookedConversationLabelCountSlotMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (HookedConversationLabelCountSlot).
+func (m *HookedConversationLabelCountSlotMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *HookedConversationLabelCountSlotMutation) Fields() []string {
+	fields := make([]string, 0, 3)
+	if m.hooked_conversation != nil {
+		fields = append(fields, hookedconversationlabelcountslot.FieldHookedConversationID)
+	}
+	if m.slot != nil {
+		fields = append(fields, hookedconversationlabelcountslot.FieldSlot)
+	}
+	if m.n != nil {
+		fields = append(fields, hookedconversationlabelcountslot.FieldN)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *HookedConversationLabelCountSlotMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case hookedconversationlabelcountslot.FieldHookedConversationID:
+		return m.HookedConversationID()
+	case hookedconversationlabelcountslot.FieldSlot:
+		return m.Slot()
+	case hookedconversationlabelcountslot.FieldN:
+		return m.N()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *HookedConversationLabelCountSlotMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case hookedconversationlabelcountslot.FieldHookedConversationID:
+		return m.OldHookedConversationID(ctx)
+	case hookedconversationlabelcountslot.FieldSlot:
+		return m.OldSlot(ctx)
+	case hookedconversationlabelcountslot.FieldN:
+		return m.OldN(ctx)
+	}
+	return nil, fmt.Errorf("unknown HookedConversationLabelCountSlot field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *HookedConversationLabelCountSlotMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case hookedconversationlabelcountslot.FieldHookedConversationID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetHookedConversationID(v)
+		return nil
+	case hookedconversationlabelcountslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSlot(v)
+		return nil
+	case hookedconversationlabelcountslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown HookedConversationLabelCountSlot field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *HookedConversationLabelCountSlotMutation) AddedFields() []string {
+	var fields []string
+	if m.addslot != nil {
+		fields = append(fields, hookedconversationlabelcountslot.FieldSlot)
+	}
+	if m.addn != nil {
+		fields = append(fields, hookedconversationlabelcountslot.FieldN)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *HookedConversationLabelCountSlotMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case hookedconversationlabelcountslot.FieldSlot:
+		return m.AddedSlot()
+	case hookedconversationlabelcountslot.FieldN:
+		return m.AddedN()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *HookedConversationLabelCountSlotMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case hookedconversationlabelcountslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddSlot(v)
+		return nil
+	case hookedconversationlabelcountslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown HookedConversationLabelCountSlot numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *HookedConversationLabelCountSlotMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *HookedConversationLabelCountSlotMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *HookedConversationLabelCountSlotMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown HookedConversationLabelCountSlot nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *HookedConversationLabelCountSlotMutation) ResetField(name string) error {
+	switch name {
+	case hookedconversationlabelcountslot.FieldHookedConversationID:
+		m.ResetHookedConversationID()
+		return nil
+	case hookedconversationlabelcountslot.FieldSlot:
+		m.ResetSlot()
+		return nil
+	case hookedconversationlabelcountslot.FieldN:
+		m.ResetN()
+		return nil
+	}
+	return fmt.Errorf("unknown HookedConversationLabelCountSlot field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *HookedConversationLabelCountSlotMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.hooked_conversation != nil {
+		edges = append(edges, hookedconversationlabelcountslot.EdgeHookedConversation)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *HookedConversationLabelCountSlotMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case hookedconversationlabelcountslot.EdgeHookedConversation:
+		if id := m.hooked_conversation; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *HookedConversationLabelCountSlotMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *HookedConversationLabelCountSlotMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *HookedConversationLabelCountSlotMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedhooked_conversation {
+		edges = append(edges, hookedconversationlabelcountslot.EdgeHookedConversation)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *HookedConversationLabelCountSlotMutation) EdgeCleared(name string) bool {
+	switch name {
+	case hookedconversationlabelcountslot.EdgeHookedConversation:
+		return m.clearedhooked_conversation
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *HookedConversationLabelCountSlotMutation) ClearEdge(name string) error {
+	switch name {
+	case hookedconversationlabelcountslot.EdgeHookedConversation:
+		m.ClearHookedConversation()
+		return nil
+	}
+	return fmt.Errorf("unknown HookedConversationLabelCountSlot unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *HookedConversationLabelCountSlotMutation) ResetEdge(name string) error {
+	switch name {
+	case hookedconversationlabelcountslot.EdgeHookedConversation:
+		m.ResetHookedConversation()
+		return nil
+	}
+	return fmt.Errorf("unknown HookedConversationLabelCountSlot edge %s", name)
+}
+
+// HookedLabelConversationCountSlotMutation represents an operation that mutates the HookedLabelConversationCountSlot nodes in the graph.
+type HookedLabelConversationCountSlotMutation struct {
+	config
+	op                  Op
+	typ                 string
+	id                  *int
+	slot                *int16
+	addslot             *int16
+	n                   *int64
+	addn                *int64
+	clearedFields       map[string]struct{}
+	hooked_label        *int
+	clearedhooked_label bool
+	done                bool
+	oldValue            func(context.Context) (*HookedLabelConversationCountSlot, error)
+	predicates          []predicate.HookedLabelConversationCountSlot
+}
+
+var _ ent.Mutation = (*HookedLabelConversationCountSlotMutation)(nil)
+
+// hookedlabelconversationcountslotOption allows management of the mutation configuration using functional options.
+type hookedlabelconversationcountslotOption func(*HookedLabelConversationCountSlotMutation)
+
+// newHookedLabelConversationCountSlotMutation creates new mutation for the HookedLabelConversationCountSlot entity.
+func newHookedLabelConversationCountSlotMutation(c config, op Op, opts ...hookedlabelconversationcountslotOption) *HookedLabelConversationCountSlotMutation {
+	m := &HookedLabelConversationCountSlotMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeHookedLabelConversationCountSlot,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withHookedLabelConversationCountSlotID sets the ID field of the mutation.
+func withHookedLabelConversationCountSlotID(id int) hookedlabelconversationcountslotOption {
+	return func(m *HookedLabelConversationCountSlotMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *HookedLabelConversationCountSlot
+		)
+		m.oldValue = func(ctx context.Context) (*HookedLabelConversationCountSlot, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().HookedLabelConversationCountSlot.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withHookedLabelConversationCountSlot sets the old HookedLabelConversationCountSlot of the mutation.
+func withHookedLabelConversationCountSlot(node *HookedLabelConversationCountSlot) hookedlabelconversationcountslotOption {
+	return func(m *HookedLabelConversationCountSlotMutation) {
+		m.oldValue = func(context.Context) (*HookedLabelConversationCountSlot, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m HookedLabelConversationCountSlotMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m HookedLabelConversationCountSlotMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *HookedLabelConversationCountSlotMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *HookedLabelConversationCountSlotMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().HookedLabelConversationCountSlot.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetHookedLabelID sets the "hooked_label_id" field.
+func (m *HookedLabelConversationCountSlotMutation) SetHookedLabelID(i int) {
+	m.hooked_label = &i
+}
+
+// HookedLabelID returns the value of the "hooked_label_id" field in the mutation.
+func (m *HookedLabelConversationCountSlotMutation) HookedLabelID() (r int, exists bool) {
+	v := m.hooked_label
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldHookedLabelID returns the old "hooked_label_id" field's value of the HookedLabelConversationCountSlot entity.
+// If the HookedLabelConversationCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *HookedLabelConversationCountSlotMutation) OldHookedLabelID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldHookedLabelID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldHookedLabelID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldHookedLabelID: %w", err)
+	}
+	return oldValue.HookedLabelID, nil
+}
+
+// ResetHookedLabelID resets all changes to the "hooked_label_id" field.
+func (m *HookedLabelConversationCountSlotMutation) ResetHookedLabelID() {
+	m.hooked_label = nil
+}
+
+// SetSlot sets the "slot" field.
+func (m *HookedLabelConversationCountSlotMutation) SetSlot(i int16) {
+	m.slot = &i
+	m.addslot = nil
+}
+
+// Slot returns the value of the "slot" field in the mutation.
+func (m *HookedLabelConversationCountSlotMutation) Slot() (r int16, exists bool) {
+	v := m.slot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSlot returns the old "slot" field's value of the HookedLabelConversationCountSlot entity.
+// If the HookedLabelConversationCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *HookedLabelConversationCountSlotMutation) OldSlot(ctx context.Context) (v int16, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSlot is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSlot requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSlot: %w", err)
+	}
+	return oldValue.Slot, nil
+}
+
+// AddSlot adds i to the "slot" field.
+func (m *HookedLabelConversationCountSlotMutation) AddSlot(i int16) {
+	if m.addslot != nil {
+		*m.addslot += i
+	} else {
+		m.addslot = &i
+	}
+}
+
+// AddedSlot returns the value that was added to the "slot" field in this mutation.
+func (m *HookedLabelConversationCountSlotMutation) AddedSlot() (r int16, exists bool) {
+	v := m.addslot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetSlot resets all changes to the "slot" field.
+func (m *HookedLabelConversationCountSlotMutation) ResetSlot() {
+	m.slot = nil
+	m.addslot = nil
+}
+
+// SetN sets the "n" field.
+func (m *HookedLabelConversationCountSlotMutation) SetN(i int64) {
+	m.n = &i
+	m.addn = nil
+}
+
+// N returns the value of the "n" field in the mutation.
+func (m *HookedLabelConversationCountSlotMutation) N() (r int64, exists bool) {
+	v := m.n
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldN returns the old "n" field's value of the HookedLabelConversationCountSlot entity.
+// If the HookedLabelConversationCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *HookedLabelConversationCountSlotMutation) OldN(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldN is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldN requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldN: %w", err)
+	}
+	return oldValue.N, nil
+}
+
+// AddN adds i to the "n" field.
+func (m *HookedLabelConversationCountSlotMutation) AddN(i int64) {
+	if m.addn != nil {
+		*m.addn += i
+	} else {
+		m.addn = &i
+	}
+}
+
+// AddedN returns the value that was added to the "n" field in this mutation.
+func (m *HookedLabelConversationCountSlotMutation) AddedN() (r int64, exists bool) {
+	v := m.addn
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetN resets all changes to the "n" field.
+func (m *HookedLabelConversationCountSlotMutation) ResetN() {
+	m.n = nil
+	m.addn = nil
+}
+
+// ClearHookedLabel clears the "hooked_label" edge to the HookedLabel entity.
+func (m *HookedLabelConversationCountSlotMutation) ClearHookedLabel() {
+	m.clearedhooked_label = true
+	m.clearedFields[hookedlabelconversationcountslot.FieldHookedLabelID] = struct{}{}
+}
+
+// HookedLabelCleared reports if the "hooked_label" edge to the HookedLabel entity was cleared.
+func (m *HookedLabelConversationCountSlotMutation) HookedLabelCleared() bool {
+	return m.clearedhooked_label
+}
+
+// HookedLabelIDs returns the "hooked_label" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// HookedLabelID instead. It exists only for internal usage by the builders.
+func (m *HookedLabelConversationCountSlotMutation) HookedLabelIDs() (ids []int) {
+	if id := m.hooked_label; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetHookedLabel resets all changes to the "hooked_label" edge.
+func (m *HookedLabelConversationCountSlotMutation) ResetHookedLabel() {
+	m.hooked_label = nil
+	m.clearedhooked_label = false
+}
+
+// Where appends a list predicates to the HookedLabelConversationCountSlotMutation builder.
+func (m *HookedLabelConversationCountSlotMutation) Where(ps ...predicate.HookedLabelConversationCountSlot) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the HookedLabelConversationCountSlotMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *HookedLabelConversationCountSlotMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.HookedLabelConversationCountSlot, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *HookedLabelConversationCountSlotMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *HookedLabelConversationCountSlotMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (HookedLabelConversationCountSlot).
+func (m *HookedLabelConversationCountSlotMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *HookedLabelConversationCountSlotMutation) Fields() []string {
+	fields := make([]string, 0, 3)
+	if m.hooked_label != nil {
+		fields = append(fields, hookedlabelconversationcountslot.FieldHookedLabelID)
+	}
+	if m.slot != nil {
+		fields = append(fields, hookedlabelconversationcountslot.FieldSlot)
+	}
+	if m.n != nil {
+		fields = append(fields, hookedlabelconversationcountslot.FieldN)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *HookedLabelConversationCountSlotMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case hookedlabelconversationcountslot.FieldHookedLabelID:
+		return m.HookedLabelID()
+	case hookedlabelconversationcountslot.FieldSlot:
+		return m.Slot()
+	case hookedlabelconversationcountslot.FieldN:
+		return m.N()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *HookedLabelConversationCountSlotMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case hookedlabelconversationcountslot.FieldHookedLabelID:
+		return m.OldHookedLabelID(ctx)
+	case hookedlabelconversationcountslot.FieldSlot:
+		return m.OldSlot(ctx)
+	case hookedlabelconversationcountslot.FieldN:
+		return m.OldN(ctx)
+	}
+	return nil, fmt.Errorf("unknown HookedLabelConversationCountSlot field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *HookedLabelConversationCountSlotMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case hookedlabelconversationcountslot.FieldHookedLabelID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetHookedLabelID(v)
+		return nil
+	case hookedlabelconversationcountslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSlot(v)
+		return nil
+	case hookedlabelconversationcountslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown HookedLabelConversationCountSlot field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *HookedLabelConversationCountSlotMutation) AddedFields() []string {
+	var fields []string
+	if m.addslot != nil {
+		fields = append(fields, hookedlabelconversationcountslot.FieldSlot)
+	}
+	if m.addn != nil {
+		fields = append(fields, hookedlabelconversationcountslot.FieldN)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *HookedLabelConversationCountSlotMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case hookedlabelconversationcountslot.FieldSlot:
+		return m.AddedSlot()
+	case hookedlabelconversationcountslot.FieldN:
+		return m.AddedN()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *HookedLabelConversationCountSlotMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case hookedlabelconversationcountslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddSlot(v)
+		return nil
+	case hookedlabelconversationcountslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown HookedLabelConversationCountSlot numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *HookedLabelConversationCountSlotMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *HookedLabelConversationCountSlotMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *HookedLabelConversationCountSlotMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown HookedLabelConversationCountSlot nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *HookedLabelConversationCountSlotMutation) ResetField(name string) error {
+	switch name {
+	case hookedlabelconversationcountslot.FieldHookedLabelID:
+		m.ResetHookedLabelID()
+		return nil
+	case hookedlabelconversationcountslot.FieldSlot:
+		m.ResetSlot()
+		return nil
+	case hookedlabelconversationcountslot.FieldN:
+		m.ResetN()
+		return nil
+	}
+	return fmt.Errorf("unknown HookedLabelConversationCountSlot field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *HookedLabelConversationCountSlotMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.hooked_label != nil {
+		edges = append(edges, hookedlabelconversationcountslot.EdgeHookedLabel)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *HookedLabelConversationCountSlotMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case hookedlabelconversationcountslot.EdgeHookedLabel:
+		if id := m.hooked_label; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *HookedLabelConversationCountSlotMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *HookedLabelConversationCountSlotMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *HookedLabelConversationCountSlotMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedhooked_label {
+		edges = append(edges, hookedlabelconversationcountslot.EdgeHookedLabel)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *HookedLabelConversationCountSlotMutation) EdgeCleared(name string) bool {
+	switch name {
+	case hookedlabelconversationcountslot.EdgeHookedLabel:
+		return m.clearedhooked_label
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *HookedLabelConversationCountSlotMutation) ClearEdge(name string) error {
+	switch name {
+	case hookedlabelconversationcountslot.EdgeHookedLabel:
+		m.ClearHookedLabel()
+		return nil
+	}
+	return fmt.Errorf("unknown HookedLabelConversationCountSlot unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *HookedLabelConversationCountSlotMutation) ResetEdge(name string) error {
+	switch name {
+	case hookedlabelconversationcountslot.EdgeHookedLabel:
+		m.ResetHookedLabel()
+		return nil
+	}
+	return fmt.Errorf("unknown HookedLabelConversationCountSlot edge %s", name)
 }

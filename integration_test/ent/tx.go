@@ -50,12 +50,8 @@ type Tx struct {
 	ForumTopicCountSlot *ForumTopicCountSlotClient
 	// HookedConversation is the client for interacting with the HookedConversation builders.
 	HookedConversation *HookedConversationClient
-	// HookedConversationLabelCountSlot is the client for interacting with the HookedConversationLabelCountSlot builders.
-	HookedConversationLabelCountSlot *HookedConversationLabelCountSlotClient
 	// HookedLabel is the client for interacting with the HookedLabel builders.
 	HookedLabel *HookedLabelClient
-	// HookedLabelConversationCountSlot is the client for interacting with the HookedLabelConversationCountSlot builders.
-	HookedLabelConversationCountSlot *HookedLabelConversationCountSlotClient
 	// Item is the client for interacting with the Item builders.
 	Item *ItemClient
 	// Label is the client for interacting with the Label builders.
@@ -112,6 +108,10 @@ type Tx struct {
 	TagUsesSlot *TagUsesSlotClient
 	// Topic is the client for interacting with the Topic builders.
 	Topic *TopicClient
+	// HookedConversationLabelCountSlot is the client for interacting with the HookedConversationLabelCountSlot builders.
+	HookedConversationLabelCountSlot *HookedConversationLabelCountSlotClient
+	// HookedLabelConversationCountSlot is the client for interacting with the HookedLabelConversationCountSlot builders.
+	HookedLabelConversationCountSlot *HookedLabelConversationCountSlotClient
 
 	// lazily loaded.
 	client     *Client
@@ -262,9 +262,7 @@ func (tx *Tx) init() {
 	tx.ForumBCountSlot = NewForumBCountSlotClient(tx.config)
 	tx.ForumTopicCountSlot = NewForumTopicCountSlotClient(tx.config)
 	tx.HookedConversation = NewHookedConversationClient(tx.config)
-	tx.HookedConversationLabelCountSlot = NewHookedConversationLabelCountSlotClient(tx.config)
 	tx.HookedLabel = NewHookedLabelClient(tx.config)
-	tx.HookedLabelConversationCountSlot = NewHookedLabelConversationCountSlotClient(tx.config)
 	tx.Item = NewItemClient(tx.config)
 	tx.Label = NewLabelClient(tx.config)
 	tx.LabelConversationCountSlot = NewLabelConversationCountSlotClient(tx.config)
@@ -293,6 +291,8 @@ func (tx *Tx) init() {
 	tx.TagHitsSlot = NewTagHitsSlotClient(tx.config)
 	tx.TagUsesSlot = NewTagUsesSlotClient(tx.config)
 	tx.Topic = NewTopicClient(tx.config)
+	tx.HookedConversationLabelCountSlot = NewHookedConversationLabelCountSlotClient(tx.config)
+	tx.HookedLabelConversationCountSlot = NewHookedLabelConversationCountSlotClient(tx.config)
 }
 
 // txDriver wraps the given dialect.Tx with a nop dialect.Driver implementation.

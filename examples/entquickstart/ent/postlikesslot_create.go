@@ -38,14 +38,6 @@ func (_c *PostLikesSlotCreate) SetN(v int64) *PostLikesSlotCreate {
 	return _c
 }
 
-// SetNillableN sets the "n" field if the given value is not nil.
-func (_c *PostLikesSlotCreate) SetNillableN(v *int64) *PostLikesSlotCreate {
-	if v != nil {
-		_c.SetN(*v)
-	}
-	return _c
-}
-
 // SetPostID sets the "post" edge to the Post entity by ID.
 func (_c *PostLikesSlotCreate) SetPostID(id int) *PostLikesSlotCreate {
 	_c.mutation.SetPostID(id)
@@ -64,7 +56,6 @@ func (_c *PostLikesSlotCreate) Mutation() *PostLikesSlotMutation {
 
 // Save creates the PostLikesSlot in the database.
 func (_c *PostLikesSlotCreate) Save(ctx context.Context) (*PostLikesSlot, error) {
-	_c.defaults()
 	return withHooks(ctx, _c.sqlSave, _c.mutation, _c.hooks)
 }
 
@@ -87,14 +78,6 @@ func (_c *PostLikesSlotCreate) Exec(ctx context.Context) error {
 func (_c *PostLikesSlotCreate) ExecX(ctx context.Context) {
 	if err := _c.Exec(ctx); err != nil {
 		panic(err)
-	}
-}
-
-// defaults sets the default values of the builder before save.
-func (_c *PostLikesSlotCreate) defaults() {
-	if _, ok := _c.mutation.N(); !ok {
-		v := postlikesslot.DefaultN
-		_c.mutation.SetN(v)
 	}
 }
 
@@ -184,7 +167,6 @@ func (_c *PostLikesSlotCreateBulk) Save(ctx context.Context) ([]*PostLikesSlot, 
 	for i := range _c.builders {
 		func(i int, root context.Context) {
 			builder := _c.builders[i]
-			builder.defaults()
 			var mut Mutator = MutateFunc(func(ctx context.Context, m Mutation) (Value, error) {
 				mutation, ok := m.(*PostLikesSlotMutation)
 				if !ok {

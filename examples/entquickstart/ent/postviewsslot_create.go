@@ -38,14 +38,6 @@ func (_c *PostViewsSlotCreate) SetN(v int64) *PostViewsSlotCreate {
 	return _c
 }
 
-// SetNillableN sets the "n" field if the given value is not nil.
-func (_c *PostViewsSlotCreate) SetNillableN(v *int64) *PostViewsSlotCreate {
-	if v != nil {
-		_c.SetN(*v)
-	}
-	return _c
-}
-
 // SetPostID sets the "post" edge to the Post entity by ID.
 func (_c *PostViewsSlotCreate) SetPostID(id int) *PostViewsSlotCreate {
 	_c.mutation.SetPostID(id)
@@ -64,7 +56,6 @@ func (_c *PostViewsSlotCreate) Mutation() *PostViewsSlotMutation {
 
 // Save creates the PostViewsSlot in the database.
 func (_c *PostViewsSlotCreate) Save(ctx context.Context) (*PostViewsSlot, error) {
-	_c.defaults()
 	return withHooks(ctx, _c.sqlSave, _c.mutation, _c.hooks)
 }
 
@@ -87,14 +78,6 @@ func (_c *PostViewsSlotCreate) Exec(ctx context.Context) error {
 func (_c *PostViewsSlotCreate) ExecX(ctx context.Context) {
 	if err := _c.Exec(ctx); err != nil {
 		panic(err)
-	}
-}
-
-// defaults sets the default values of the builder before save.
-func (_c *PostViewsSlotCreate) defaults() {
-	if _, ok := _c.mutation.N(); !ok {
-		v := postviewsslot.DefaultN
-		_c.mutation.SetN(v)
 	}
 }
 
@@ -184,7 +167,6 @@ func (_c *PostViewsSlotCreateBulk) Save(ctx context.Context) ([]*PostViewsSlot, 
 	for i := range _c.builders {
 		func(i int, root context.Context) {
 			builder := _c.builders[i]
-			builder.defaults()
 			var mut Mutator = MutateFunc(func(ctx context.Context, m Mutation) (Value, error) {
 				mutation, ok := m.(*PostViewsSlotMutation)
 				if !ok {

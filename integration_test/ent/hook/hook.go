@@ -237,18 +237,6 @@ func (f HookedConversationFunc) Mutate(ctx context.Context, m ent.Mutation) (ent
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.HookedConversationMutation", m)
 }
 
-// The HookedConversationLabelCountSlotFunc type is an adapter to allow the use of ordinary
-// function as HookedConversationLabelCountSlot mutator.
-type HookedConversationLabelCountSlotFunc func(context.Context, *ent.HookedConversationLabelCountSlotMutation) (ent.Value, error)
-
-// Mutate calls f(ctx, m).
-func (f HookedConversationLabelCountSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
-	if mv, ok := m.(*ent.HookedConversationLabelCountSlotMutation); ok {
-		return f(ctx, mv)
-	}
-	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.HookedConversationLabelCountSlotMutation", m)
-}
-
 // The HookedLabelFunc type is an adapter to allow the use of ordinary
 // function as HookedLabel mutator.
 type HookedLabelFunc func(context.Context, *ent.HookedLabelMutation) (ent.Value, error)
@@ -259,18 +247,6 @@ func (f HookedLabelFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value,
 		return f(ctx, mv)
 	}
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.HookedLabelMutation", m)
-}
-
-// The HookedLabelConversationCountSlotFunc type is an adapter to allow the use of ordinary
-// function as HookedLabelConversationCountSlot mutator.
-type HookedLabelConversationCountSlotFunc func(context.Context, *ent.HookedLabelConversationCountSlotMutation) (ent.Value, error)
-
-// Mutate calls f(ctx, m).
-func (f HookedLabelConversationCountSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
-	if mv, ok := m.(*ent.HookedLabelConversationCountSlotMutation); ok {
-		return f(ctx, mv)
-	}
-	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.HookedLabelConversationCountSlotMutation", m)
 }
 
 // The ItemFunc type is an adapter to allow the use of ordinary
@@ -607,6 +583,30 @@ func (f TopicFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error
 		return f(ctx, mv)
 	}
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.TopicMutation", m)
+}
+
+// The HookedConversationLabelCountSlotFunc type is an adapter to allow the use of ordinary
+// function as HookedConversationLabelCountSlot mutator.
+type HookedConversationLabelCountSlotFunc func(context.Context, *ent.HookedConversationLabelCountSlotMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f HookedConversationLabelCountSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.HookedConversationLabelCountSlotMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.HookedConversationLabelCountSlotMutation", m)
+}
+
+// The HookedLabelConversationCountSlotFunc type is an adapter to allow the use of ordinary
+// function as HookedLabelConversationCountSlot mutator.
+type HookedLabelConversationCountSlotFunc func(context.Context, *ent.HookedLabelConversationCountSlotMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f HookedLabelConversationCountSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.HookedLabelConversationCountSlotMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.HookedLabelConversationCountSlotMutation", m)
 }
 
 // Condition is a hook condition function.

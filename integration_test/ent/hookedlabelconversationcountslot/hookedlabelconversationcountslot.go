@@ -49,11 +49,6 @@ func ValidColumn(column string) bool {
 	return false
 }
 
-var (
-	// DefaultN holds the default value on creation for the "n" field.
-	DefaultN int64
-)
-
 // OrderOption defines the ordering options for the HookedLabelConversationCountSlot queries.
 type OrderOption func(*sql.Selector)
 

@@ -413,34 +413,6 @@ var (
 		Columns:    HookedConversationsColumns,
 		PrimaryKey: []*schema.Column{HookedConversationsColumns[0]},
 	}
-	// HookedConversationLabelCountSlotsColumns holds the columns for the "hooked_conversation_label_count_slots" table.
-	HookedConversationLabelCountSlotsColumns = []*schema.Column{
-		{Name: "id", Type: field.TypeInt, Increment: true},
-		{Name: "slot", Type: field.TypeInt16},
-		{Name: "n", Type: field.TypeInt64, Default: 0},
-		{Name: "hooked_conversation_id", Type: field.TypeInt},
-	}
-	// HookedConversationLabelCountSlotsTable holds the schema information for the "hooked_conversation_label_count_slots" table.
-	HookedConversationLabelCountSlotsTable = &schema.Table{
-		Name:       "hooked_conversation_label_count_slots",
-		Columns:    HookedConversationLabelCountSlotsColumns,
-		PrimaryKey: []*schema.Column{HookedConversationLabelCountSlotsColumns[0]},
-		ForeignKeys: []*schema.ForeignKey{
-			{
-				Symbol:     "hooked_conversation_label_count_slots_hooked_conversations_hooked_conversation",
-				Columns:    []*schema.Column{HookedConversationLabelCountSlotsColumns[3]},
-				RefColumns: []*schema.Column{HookedConversationsColumns[0]},
-				OnDelete:   schema.Cascade,
-			},
-		},
-		Indexes: []*schema.Index{
-			{
-				Name:    "hookedconversationlabelcountslot_hooked_conversation_id_slot",
-				Unique:  true,
-				Columns: []*schema.Column{HookedConversationLabelCountSlotsColumns[3], HookedConversationLabelCountSlotsColumns[1]},
-			},
-		},
-	}
 	// HookedLabelsColumns holds the columns for the "hooked_labels" table.
 	HookedLabelsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt, Increment: true},
@@ -451,34 +423,6 @@ var (
 		Name:       "hooked_labels",
 		Columns:    HookedLabelsColumns,
 		PrimaryKey: []*schema.Column{HookedLabelsColumns[0]},
-	}
-	// HookedLabelConversationCountSlotsColumns holds the columns for the "hooked_label_conversation_count_slots" table.
-	HookedLabelConversationCountSlotsColumns = []*schema.Column{
-		{Name: "id", Type: field.TypeInt, Increment: true},
-		{Name: "slot", Type: field.TypeInt16},
-		{Name: "n", Type: field.TypeInt64, Default: 0},
-		{Name: "hooked_label_id", Type: field.TypeInt},
-	}
-	// HookedLabelConversationCountSlotsTable holds the schema information for the "hooked_label_conversation_count_slots" table.
-	HookedLabelConversationCountSlotsTable = &schema.Table{
-		Name:       "hooked_label_conversation_count_slots",
-		Columns:    HookedLabelConversationCountSlotsColumns,
-		PrimaryKey: []*schema.Column{HookedLabelConversationCountSlotsColumns[0]},
-		ForeignKeys: []*schema.ForeignKey{
-			{
-				Symbol:     "hooked_label_conversation_count_slots_hooked_labels_hooked_label",
-				Columns:    []*schema.Column{HookedLabelConversationCountSlotsColumns[3]},
-				RefColumns: []*schema.Column{HookedLabelsColumns[0]},
-				OnDelete:   schema.Cascade,
-			},
-		},
-		Indexes: []*schema.Index{
-			{
-				Name:    "hookedlabelconversationcountslot_hooked_label_id_slot",
-				Unique:  true,
-				Columns: []*schema.Column{HookedLabelConversationCountSlotsColumns[3], HookedLabelConversationCountSlotsColumns[1]},
-			},
-		},
 	}
 	// ItemsColumns holds the columns for the "items" table.
 	ItemsColumns = []*schema.Column{
@@ -1120,6 +1064,62 @@ var (
 			},
 		},
 	}
+	// HookedConversationLabelCountSlotsColumns holds the columns for the "hooked_conversation_label_count_slots" table.
+	HookedConversationLabelCountSlotsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "slot", Type: field.TypeInt16},
+		{Name: "n", Type: field.TypeInt64, Default: "0"},
+		{Name: "hooked_conversation_id", Type: field.TypeInt},
+	}
+	// HookedConversationLabelCountSlotsTable holds the schema information for the "hooked_conversation_label_count_slots" table.
+	HookedConversationLabelCountSlotsTable = &schema.Table{
+		Name:       "hooked_conversation_label_count_slots",
+		Columns:    HookedConversationLabelCountSlotsColumns,
+		PrimaryKey: []*schema.Column{HookedConversationLabelCountSlotsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "hooked_conversation_label_count_slots_hooked_conversations_hooked_conversation",
+				Columns:    []*schema.Column{HookedConversationLabelCountSlotsColumns[3]},
+				RefColumns: []*schema.Column{HookedConversationsColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "hookedconversationlabelcountslot_hooked_conversation_id_slot",
+				Unique:  true,
+				Columns: []*schema.Column{HookedConversationLabelCountSlotsColumns[3], HookedConversationLabelCountSlotsColumns[1]},
+			},
+		},
+	}
+	// HookedLabelConversationCountSlotsColumns holds the columns for the "hooked_label_conversation_count_slots" table.
+	HookedLabelConversationCountSlotsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "slot", Type: field.TypeInt16},
+		{Name: "n", Type: field.TypeInt64, Default: "0"},
+		{Name: "hooked_label_id", Type: field.TypeInt},
+	}
+	// HookedLabelConversationCountSlotsTable holds the schema information for the "hooked_label_conversation_count_slots" table.
+	HookedLabelConversationCountSlotsTable = &schema.Table{
+		Name:       "hooked_label_conversation_count_slots",
+		Columns:    HookedLabelConversationCountSlotsColumns,
+		PrimaryKey: []*schema.Column{HookedLabelConversationCountSlotsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "hooked_label_conversation_count_slots_hooked_labels_hooked_label",
+				Columns:    []*schema.Column{HookedLabelConversationCountSlotsColumns[3]},
+				RefColumns: []*schema.Column{HookedLabelsColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "hookedlabelconversationcountslot_hooked_label_id_slot",
+				Unique:  true,
+				Columns: []*schema.Column{HookedLabelConversationCountSlotsColumns[3], HookedLabelConversationCountSlotsColumns[1]},
+			},
+		},
+	}
 	// ConversationLabelsColumns holds the columns for the "conversation_labels" table.
 	ConversationLabelsColumns = []*schema.Column{
 		{Name: "conversation_id", Type: field.TypeInt},
@@ -1191,9 +1191,7 @@ var (
 		ForumBCountSlotsTable,
 		ForumTopicCountSlotsTable,
 		HookedConversationsTable,
-		HookedConversationLabelCountSlotsTable,
 		HookedLabelsTable,
-		HookedLabelConversationCountSlotsTable,
 		ItemsTable,
 		LabelsTable,
 		LabelConversationCountSlotsTable,
@@ -1222,6 +1220,8 @@ var (
 		TagHitsSlotsTable,
 		TagUsesSlotsTable,
 		TopicsTable,
+		HookedConversationLabelCountSlotsTable,
+		HookedLabelConversationCountSlotsTable,
 		ConversationLabelsTable,
 		HookedConversationLabelsTable,
 	}
@@ -1266,14 +1266,6 @@ func init() {
 	ForumTopicCountSlotsTable.ForeignKeys[0].RefTable = ForumsTable
 	ForumTopicCountSlotsTable.Annotation = &entsql.Annotation{
 		Table: "forum_topic_count_slots",
-	}
-	HookedConversationLabelCountSlotsTable.ForeignKeys[0].RefTable = HookedConversationsTable
-	HookedConversationLabelCountSlotsTable.Annotation = &entsql.Annotation{
-		Table: "hooked_conversation_label_count_slots",
-	}
-	HookedLabelConversationCountSlotsTable.ForeignKeys[0].RefTable = HookedLabelsTable
-	HookedLabelConversationCountSlotsTable.Annotation = &entsql.Annotation{
-		Table: "hooked_label_conversation_count_slots",
 	}
 	ItemsTable.ForeignKeys[0].RefTable = RacksTable
 	LabelConversationCountSlotsTable.ForeignKeys[0].RefTable = LabelsTable
@@ -1337,6 +1329,14 @@ func init() {
 	}
 	TopicsTable.ForeignKeys[0].RefTable = DesksTable
 	TopicsTable.ForeignKeys[1].RefTable = ForumsTable
+	HookedConversationLabelCountSlotsTable.ForeignKeys[0].RefTable = HookedConversationsTable
+	HookedConversationLabelCountSlotsTable.Annotation = &entsql.Annotation{
+		Table: "hooked_conversation_label_count_slots",
+	}
+	HookedLabelConversationCountSlotsTable.ForeignKeys[0].RefTable = HookedLabelsTable
+	HookedLabelConversationCountSlotsTable.Annotation = &entsql.Annotation{
+		Table: "hooked_label_conversation_count_slots",
+	}
 	ConversationLabelsTable.ForeignKeys[0].RefTable = ConversationsTable
 	ConversationLabelsTable.ForeignKeys[1].RefTable = LabelsTable
 	HookedConversationLabelsTable.ForeignKeys[0].RefTable = HookedConversationsTable

@@ -63,14 +63,8 @@ type ForumTopicCountSlot func(*sql.Selector)
 // HookedConversation is the predicate function for hookedconversation builders.
 type HookedConversation func(*sql.Selector)
 
-// HookedConversationLabelCountSlot is the predicate function for hookedconversationlabelcountslot builders.
-type HookedConversationLabelCountSlot func(*sql.Selector)
-
 // HookedLabel is the predicate function for hookedlabel builders.
 type HookedLabel func(*sql.Selector)
-
-// HookedLabelConversationCountSlot is the predicate function for hookedlabelconversationcountslot builders.
-type HookedLabelConversationCountSlot func(*sql.Selector)
 
 // Item is the predicate function for item builders.
 type Item func(*sql.Selector)
@@ -155,3 +149,9 @@ type TagUsesSlot func(*sql.Selector)
 
 // Topic is the predicate function for topic builders.
 type Topic func(*sql.Selector)
+
+// HookedConversationLabelCountSlot is the predicate function for hookedconversationlabelcountslot builders.
+type HookedConversationLabelCountSlot func(*sql.Selector)
+
+// HookedLabelConversationCountSlot is the predicate function for hookedlabelconversationcountslot builders.
+type HookedLabelConversationCountSlot func(*sql.Selector)

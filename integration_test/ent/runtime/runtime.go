@@ -21,9 +21,7 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/forumbcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/forumtopiccountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/hookedconversation"
-	"github.com/hotcounter/hotcounter/integration_test/ent/hookedconversationlabelcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/hookedlabel"
-	"github.com/hotcounter/hotcounter/integration_test/ent/hookedlabelconversationcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/item"
 	"github.com/hotcounter/hotcounter/integration_test/ent/label"
 	"github.com/hotcounter/hotcounter/integration_test/ent/labelconversationcountslot"
@@ -301,15 +299,6 @@ func init() {
 	hookedconversationDescSubject := hookedconversationFields[0].Descriptor()
 	// hookedconversation.DefaultSubject holds the default value on creation for the subject field.
 	hookedconversation.DefaultSubject = hookedconversationDescSubject.Default.(string)
-	hookedconversationlabelcountslotMixin := schema.HookedConversationLabelCountSlot{}.Mixin()
-	hookedconversationlabelcountslotMixinFields0 := hookedconversationlabelcountslotMixin[0].Fields()
-	_ = hookedconversationlabelcountslotMixinFields0
-	hookedconversationlabelcountslotFields := schema.HookedConversationLabelCountSlot{}.Fields()
-	_ = hookedconversationlabelcountslotFields
-	// hookedconversationlabelcountslotDescN is the schema descriptor for n field.
-	hookedconversationlabelcountslotDescN := hookedconversationlabelcountslotMixinFields0[2].Descriptor()
-	// hookedconversationlabelcountslot.DefaultN holds the default value on creation for the n field.
-	hookedconversationlabelcountslot.DefaultN = hookedconversationlabelcountslotDescN.Default.(int64)
 	hookedlabelMixin := schema.HookedLabel{}.Mixin()
 	hookedlabelMixinHooks0 := hookedlabelMixin[0].Hooks()
 	hookedlabel.Hooks[0] = hookedlabelMixinHooks0[0]
@@ -327,15 +316,6 @@ func init() {
 	hookedlabelDescName := hookedlabelFields[0].Descriptor()
 	// hookedlabel.DefaultName holds the default value on creation for the name field.
 	hookedlabel.DefaultName = hookedlabelDescName.Default.(string)
-	hookedlabelconversationcountslotMixin := schema.HookedLabelConversationCountSlot{}.Mixin()
-	hookedlabelconversationcountslotMixinFields0 := hookedlabelconversationcountslotMixin[0].Fields()
-	_ = hookedlabelconversationcountslotMixinFields0
-	hookedlabelconversationcountslotFields := schema.HookedLabelConversationCountSlot{}.Fields()
-	_ = hookedlabelconversationcountslotFields
-	// hookedlabelconversationcountslotDescN is the schema descriptor for n field.
-	hookedlabelconversationcountslotDescN := hookedlabelconversationcountslotMixinFields0[2].Descriptor()
-	// hookedlabelconversationcountslot.DefaultN holds the default value on creation for the n field.
-	hookedlabelconversationcountslot.DefaultN = hookedlabelconversationcountslotDescN.Default.(int64)
 	itemFields := schema.Item{}.Fields()
 	_ = itemFields
 	// itemDescStatus is the schema descriptor for status field.

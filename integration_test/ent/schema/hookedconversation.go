@@ -10,7 +10,8 @@ import (
 
 // HookedConversation and HookedLabel are Conversation and Label with their
 // counts kept by ent hooks (ByHooks) instead of triggers: rows of the join
-// table hooked_conversation_labels.
+// table hooked_conversation_labels. Their slot table schemas are left to
+// the extension, which generates them.
 type HookedConversation struct{ ent.Schema }
 
 // Fields of HookedConversation.
@@ -44,20 +45,4 @@ func (HookedLabel) Mixin() []ent.Mixin {
 // Edges of HookedLabel.
 func (HookedLabel) Edges() []ent.Edge {
 	return []ent.Edge{edge.From("conversations", HookedConversation.Type).Ref("labels")}
-}
-
-// HookedConversationLabelCountSlot is the slot table of HookedConversation.label_count.
-type HookedConversationLabelCountSlot struct{ ent.Schema }
-
-// Mixin of HookedConversationLabelCountSlot.
-func (HookedConversationLabelCountSlot) Mixin() []ent.Mixin {
-	return []ent.Mixin{entcounter.SlotsOf(HookedConversation.Type, "label_count")}
-}
-
-// HookedLabelConversationCountSlot is the slot table of HookedLabel.conversation_count.
-type HookedLabelConversationCountSlot struct{ ent.Schema }
-
-// Mixin of HookedLabelConversationCountSlot.
-func (HookedLabelConversationCountSlot) Mixin() []ent.Mixin {
-	return []ent.Mixin{entcounter.SlotsOf(HookedLabel.Type, "conversation_count")}
 }

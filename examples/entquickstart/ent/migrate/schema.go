@@ -25,7 +25,7 @@ var (
 	EntquickstartPostLikesSlotsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt, Increment: true},
 		{Name: "slot", Type: field.TypeInt16},
-		{Name: "n", Type: field.TypeInt64, Default: 0},
+		{Name: "n", Type: field.TypeInt64, Default: "0"},
 		{Name: "entquickstart_post_id", Type: field.TypeInt},
 	}
 	// EntquickstartPostLikesSlotsTable holds the schema information for the "entquickstart_post_likes_slots" table.
@@ -53,7 +53,7 @@ var (
 	EntquickstartPostViewsSlotsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt, Increment: true},
 		{Name: "slot", Type: field.TypeInt16},
-		{Name: "n", Type: field.TypeInt64, Default: 0},
+		{Name: "n", Type: field.TypeInt64, Default: "0"},
 		{Name: "entquickstart_post_id", Type: field.TypeInt},
 	}
 	// EntquickstartPostViewsSlotsTable holds the schema information for the "entquickstart_post_views_slots" table.

@@ -4,8 +4,6 @@ package runtime
 
 import (
 	"github.com/hotcounter/hotcounter/examples/entquickstart/ent/post"
-	"github.com/hotcounter/hotcounter/examples/entquickstart/ent/postlikesslot"
-	"github.com/hotcounter/hotcounter/examples/entquickstart/ent/postviewsslot"
 	"github.com/hotcounter/hotcounter/examples/entquickstart/ent/schema"
 )
 
@@ -36,24 +34,6 @@ func init() {
 	postDescViews := postMixinFields1[0].Descriptor()
 	// post.DefaultViews holds the default value on creation for the views field.
 	post.DefaultViews = postDescViews.Default.(int64)
-	postlikesslotMixin := schema.PostLikesSlot{}.Mixin()
-	postlikesslotMixinFields0 := postlikesslotMixin[0].Fields()
-	_ = postlikesslotMixinFields0
-	postlikesslotFields := schema.PostLikesSlot{}.Fields()
-	_ = postlikesslotFields
-	// postlikesslotDescN is the schema descriptor for n field.
-	postlikesslotDescN := postlikesslotMixinFields0[2].Descriptor()
-	// postlikesslot.DefaultN holds the default value on creation for the n field.
-	postlikesslot.DefaultN = postlikesslotDescN.Default.(int64)
-	postviewsslotMixin := schema.PostViewsSlot{}.Mixin()
-	postviewsslotMixinFields0 := postviewsslotMixin[0].Fields()
-	_ = postviewsslotMixinFields0
-	postviewsslotFields := schema.PostViewsSlot{}.Fields()
-	_ = postviewsslotFields
-	// postviewsslotDescN is the schema descriptor for n field.
-	postviewsslotDescN := postviewsslotMixinFields0[2].Descriptor()
-	// postviewsslot.DefaultN holds the default value on creation for the n field.
-	postviewsslot.DefaultN = postviewsslotDescN.Default.(int64)
 }
 
 const (

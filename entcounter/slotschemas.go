@@ -1,0 +1,117 @@
+package entcounter
+
+import (
+	"fmt"
+
+	"entgo.io/ent"
+	"entgo.io/ent/dialect/entsql"
+	"entgo.io/ent/entc/gen"
+	"entgo.io/ent/entc/load"
+	"entgo.io/ent/schema/field"
+	"github.com/jinzhu/inflection"
+
+	"github.com/hotcounter/hotcounter/internal/countersql"
+)
+
+// The slot (or delta) table schema of a counter is generated when the
+// schema package declares none: the extension adds it to the graph before
+// ent generates code, as SlotsOf (DeltasOf) would declare it, so one
+// declaration of a counter is enough. A schema declared with SlotsOf is
+// used as it is.
+
+// withSlotSchemas returns g, or a graph of g's schemas and the slot and
+// delta table schemas its counters lack.
+func withSlotSchemas(g *gen.Graph) (*gen.Graph, error) {
+	var extra []*load.Schema
+	for _, n := range g.Nodes {
+		for _, f := range counterFields(n) {
+			a, _ := annotationOfField(f)
+			if a.Err != "" || !n.HasOneFieldID() || hasSlotSchema(g, n, f.Name, a.Append) {
+				continue
+			}
+			s, err := slotSchema(n, f.Name, a.Append)
+			if err != nil {
+				return nil, fmt.Errorf("entcounter: %s.%s: %w", n.Name, f.Name, err)
+			}
+			extra = append(extra, s)
+		}
+	}
+	if len(extra) == 0 {
+		return g, nil
+	}
+	return gen.NewGraph(g.Config, append(g.Schemas[:len(g.Schemas):len(g.Schemas)], extra...)...)
+}
+
+// hasSlotSchema reports whether g declares the slot (delta) table schema
+// of n's counter field.
+func hasSlotSchema(g *gen.Graph, n *gen.Type, field string, deltas bool) bool {
+	for _, s := range g.Nodes {
+		if sa, ok := slotsAnnotationOf(s); ok && sa.Owner == n.Name && sa.Field == field && sa.Deltas == deltas {
+			return true
+		}
+	}
+	return false
+}
+
+// slotSchema is the schema SlotsOf (DeltasOf) declares for n's counter
+// field, named <Type><Field>Slot (Delta), as loaded from a schema package.
+// Its value column's default is the database's (entsql.Default), not a Go
+// default: a Go default is set by generated runtime code that reads the
+// schema's Go type, which a generated schema does not have.
+func slotSchema(n *gen.Type, fieldName string, deltas bool) (*load.Schema, error) {
+	prefix := inflection.Singular(n.Table())
+	key, err := keyField(prefix+"_id", n.ID.Type.Type)
+	if err != nil {
+		return nil, fmt.Errorf("%s's id: %w", n.Name, err)
+	}
+	m := slotsMixin{field: fieldName, deltas: deltas, ownerName: n.Name, prefix: prefix, keyField: key,
+		owner: func(ent.Schema) {}, dbDefault: true}
+	b, err := load.MarshalSchema(generatedSlots{m: m})
+	if err != nil {
+		return nil, err
+	}
+	s, err := load.UnmarshalSchema(b)
+	if err != nil {
+		return nil, err
+	}
+	s.Name = n.Name + pascal(fieldName) + "Slot"
+	if deltas {
+		s.Name = n.Name + pascal(fieldName) + "Delta"
+	}
+	s.Edges[0].Type = n.Name // the placeholder owner names no schema
+	return s, nil
+}
+
+// generatedSlots is the schema value slotSchema marshals.
+type generatedSlots struct {
+	ent.Schema
+	m slotsMixin
+}
+
+func (s generatedSlots) Mixin() []ent.Mixin { return []ent.Mixin{s.m} }
+
+// keyField is the owner key column of a slot table, of the owner's id
+// type: integer or string keys.
+func keyField(col string, t field.Type) (ent.Field, error) {
+	switch t {
+	case field.TypeInt:
+		return field.Int(col).Immutable(), nil
+	case field.TypeInt64:
+		return field.Int64(col).Immutable(), nil
+	case field.TypeInt32:
+		return field.Int32(col).Immutable(), nil
+	case field.TypeUint:
+		return field.Uint(col).Immutable(), nil
+	case field.TypeUint64:
+		return field.Uint64(col).Immutable(), nil
+	case field.TypeString:
+		return field.String(col).Immutable(), nil
+	}
+	return nil, fmt.Errorf("a %s: counters support integer and string keys", t)
+}
+
+// dbDefaultValue is the value column of a generated slot schema: 0 by the
+// database's default.
+func dbDefaultValue() ent.Field {
+	return field.Int64(countersql.ValueColumn).Annotations(entsql.Default("0"))
+}
