@@ -28,6 +28,12 @@ var (
 	// gormcounter.ErrNotConfigured.
 	ErrNotConfigured = spec.ErrNotConfigured
 
+	// ErrNotMigrated is wrapped by the error of a load of a schema whose
+	// counts' triggers are missing: the migration ran without
+	// [WithCounters] (or [InstallTriggers] never ran). The error names the
+	// count and the child table.
+	ErrNotMigrated = spec.ErrNotMigrated
+
 	// errNotGenerated is that error.
 	errNotGenerated = fmt.Errorf("entcounter: the generated code has no HotCounter method: generate with entc.Extensions(entcounter.Extension()): %w", ErrNotConfigured)
 )

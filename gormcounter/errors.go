@@ -30,4 +30,9 @@ var (
 	// run on a *gorm.DB where the plugin was not registered with db.Use;
 	// the error says how to register it. It is entcounter.ErrNotConfigured.
 	ErrNotConfigured = spec.ErrNotConfigured
+
+	// ErrNotMigrated is wrapped by the error of a load of a model whose
+	// counts' triggers are missing: its tables were migrated without the
+	// plugin's AutoMigrate. It is entcounter.ErrNotMigrated.
+	ErrNotMigrated = spec.ErrNotMigrated
 )

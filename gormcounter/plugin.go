@@ -77,6 +77,7 @@ type Plugin struct {
 	models  sync.Map // *schema.Schema -> *modelEntry
 
 	uniques  sync.Map // *schema.Schema -> bool: a unique key besides the primary key
+	migrated sync.Map // slot table -> true: a count whose triggers a load found (countsMigrated)
 	countsMu sync.Mutex
 	counts   map[string][]*counter // child table -> the counts of its rows
 

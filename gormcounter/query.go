@@ -285,6 +285,10 @@ func (p *Plugin) fill(db *gorm.DB) {
 	var jobs []fillJob
 
 	if m, _ := p.model(db, stmt.Schema); m != nil {
+		if err := p.countsMigrated(db, m.counters); err != nil {
+			db.AddError(err)
+			return
+		}
 		wanted := m.counters // Raw SQL: every counter
 		if planned {
 			wanted = plan.([]*counter)
@@ -469,4 +473,35 @@ func isUnsigned(f *schema.Field) bool {
 		return true
 	}
 	return false
+}
+
+// countsMigrated checks, once per plugin and count, that the triggers
+// that keep the counts among cs kept by triggers exist, so that a
+// database whose schema another tool migrated fails at its first load
+// naming what is missing, instead of reading counts no trigger kept.
+// AutoMigrate installs them. A count found migrated is not read again;
+// one found missing is read again at the next load.
+func (p *Plugin) countsMigrated(db *gorm.DB, cs []*counter) error {
+	for _, c := range cs {
+		if c.count == nil || c.opts.Hooks {
+			continue
+		}
+		if _, ok := p.migrated.Load(c.table.Slots); ok {
+			continue
+		}
+		count, err := p.countSpec(db, c)
+		if err != nil {
+			return err
+		}
+		missing, err := engine.CountTriggersMissing(db.Statement.Context, gormConn{db: db, follow: true}, p.dialect, count)
+		if err != nil {
+			return fmt.Errorf("gormcounter: read the triggers that keep %s: %w", c.name(), err)
+		}
+		if missing {
+			return fmt.Errorf("gormcounter: load %s: the triggers that keep %s (on %s) are missing: run AutoMigrate of %s with the plugin registered, which installs them and counts the rows there: %w",
+				c.model.schema.Name, c.name(), count.Child, c.model.schema.Name, ErrNotMigrated)
+		}
+		p.migrated.Store(c.table.Slots, true)
+	}
+	return nil
 }

@@ -147,6 +147,9 @@ type State struct {
 	widths sync.Map
 	// settings are entcounter.Config's, resolved.
 	settings atomic.Pointer[spec.Settings]
+	// migrated holds the slot tables of counts whose triggers a load
+	// found installed (countsMigrated).
+	migrated sync.Map
 }
 
 // Widths returns the widths that parents of d have learned, or nil when d
@@ -484,6 +487,9 @@ func InlinedFor(ctx context.Context, spec *sqlgraph.QuerySpec) context.Context {
 // edges); selected are the fields the query selected (none: all), key(i) is
 // the key of node i and set(i, field, v) assigns a value.
 func Load(ctx context.Context, r Runtime, typ string, selected []string, n int, key func(i int) any, set func(i int, field string, v int64)) error {
+	if err := r.countsMigrated(ctx, typ); err != nil {
+		return err
+	}
 	live := isLive(ctx)
 	var defs []Def
 	for _, d := range r.Defs {
@@ -628,4 +634,36 @@ func ToInt64(v ent.Value) int64 {
 		return int64(rv.Uint())
 	}
 	return 0
+}
+
+// countsMigrated checks, once per client and count, that the triggers
+// that keep the counts of schema typ kept by triggers exist, so that a
+// client whose migration ran without WithCounters fails at its first load
+// naming what is missing, instead of reading counts no trigger kept. A
+// count found migrated is not read again; one found missing is read again
+// at the next load (the migration may have run meanwhile).
+func (r Runtime) countsMigrated(ctx context.Context, typ string) error {
+	for _, d := range r.Defs {
+		if d.Type != typ || d.Count == nil || d.Count.Hooks {
+			continue
+		}
+		st := r.state()
+		if _, ok := st.migrated.Load(d.SlotTable); ok {
+			continue
+		}
+		dl, err := r.Dialect()
+		if err != nil {
+			return err
+		}
+		missing, err := engine.CountTriggersMissing(ctx, Conn{r.driver(), r.driver().Dialect()}, dl, d.CountSpec())
+		if err != nil {
+			return fmt.Errorf("entcounter: load %s: read the triggers that keep %s: %w", typ, d.Name(), err)
+		}
+		if missing {
+			return fmt.Errorf("entcounter: load %s: the triggers that keep %s (on %s) are missing: migrate with client.Schema.Create(ctx, entcounter.WithCounters(client)), or run entcounter.InstallTriggers(ctx, client): %w",
+				typ, d.Name(), d.Count.Table, spec.ErrNotMigrated)
+		}
+		st.migrated.Store(d.SlotTable, true)
+	}
+	return nil
 }

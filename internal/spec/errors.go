@@ -32,6 +32,12 @@ var (
 	// ORM was not set up for them: a *gorm.DB without the plugin, ent code
 	// generated without the extension. The wrapping error says what to do.
 	ErrNotConfigured = errors.New("counters are not configured")
+
+	// ErrNotMigrated is wrapped by the error of a load of a parent whose
+	// count's triggers are missing: the migration that creates them did
+	// not run (ent: Schema.Create without WithCounters), and its counts
+	// would read what no trigger kept.
+	ErrNotMigrated = errors.New("the counters' migration did not run")
 )
 
 // DefaultBatchSize is how many parents one transaction of a pass (rollup,
