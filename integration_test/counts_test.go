@@ -689,9 +689,10 @@ func TestRecountInTheCallersTransactionLeavesItsSettingsAsTheyWere(t *testing.T)
 		k.check(t, db, "the recount")
 	})
 	t.Run("ent", func(t *testing.T) {
-		e := openEnt(t, pg, true, pool(writersPool))
+		e := openEnt(t, pg, false, pool(writersPool))
 		ctx := context.Background()
 		c := e.client
+		must(t, entMigrate(ctx, c, entcounter.WithCounters(c)))
 		var ids []int
 		for range 3 {
 			ids = append(ids, c.Shelf.Create().SaveX(ctx).ID)
