@@ -247,6 +247,11 @@ func (p *Plugin) countBefore(db *gorm.DB, update bool) {
 	if len(counts) == 0 || (update && !touchesCounts(stmt, counts)) {
 		return
 	}
+	if col := assignedReference(stmt, counts[0]); update && col != "" {
+		db.AddError(fmt.Errorf("gormcounter: an update of %s.%s under counts kept by hooks: the hooks name a join row by its two references; delete the row and create the new one, or keep the counts with triggers",
+			counts[0].Child, col))
+		return
+	}
 	where, ok := targetConditions(db)
 	if !ok && !db.AllowGlobalUpdate {
 		return // GORM reports the missing WHERE
@@ -597,4 +602,33 @@ func softDeletes(s *schema.Schema) bool {
 		}
 	}
 	return false
+}
+
+// assignedReference returns the reference column of a join table keyed by
+// its two references (c.KeyColumns) that an update assigns in a map
+// (Update, UpdateColumn, Updates of a map), or "".
+func assignedReference(stmt *gorm.Statement, c countersql.Count) string {
+	cols := c.KeyColumns()
+	if len(cols) != 2 {
+		return ""
+	}
+	dest, isMap := stmt.Dest.(map[string]any)
+	if pm, ok := stmt.Dest.(*map[string]any); ok && pm != nil {
+		dest, isMap = *pm, true
+	}
+	if !isMap {
+		return ""
+	}
+	for k := range dest {
+		name := bareName(k)
+		if f := stmt.Schema.LookUpField(name); f != nil {
+			name = f.DBName
+		}
+		for _, col := range cols {
+			if strings.EqualFold(name, col) {
+				return col
+			}
+		}
+	}
+	return ""
 }

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -959,6 +960,15 @@ func TestManyToManyCountsThroughAJoinModelCountItsConditionAndDeletesOfAssociati
 				must(t, db.Model(newOf(sc.join)).Where(projectCol+" = ? AND "+contributorCol+" = ?", pid[0], cid[1]).Update("role", "admin").Error)
 				must(t, db.Model(newOf(sc.join)).Where(projectCol+" = ?", pid[1]).Update("role", "contributor").Error)
 				check("roles changed")
+				if name == "hooks" {
+					// Hooks name a join row by its references: an update
+					// that changes one is refused, naming the column.
+					err := db.Model(newOf(sc.join)).Where(projectCol+" = ?", pid[2]).Update(contributorCol, cid[0]).Error
+					if err == nil || !strings.Contains(err.Error(), contributorCol) {
+						t.Fatalf("an update of %s under hooks = %v; want an error naming it", contributorCol, err)
+					}
+					check("a refused update of a reference")
+				}
 				must(t, db.Select(clause.Associations).Delete(projects.Elem().Index(0).Addr().Interface()).Error)
 				check("a project deleted with its associations")
 				left := reflect.New(sc.contributor)
