@@ -81,7 +81,8 @@ func (v takeValue) Build(b clause.Builder) { _ = b.AddError(unwritten(b, "Take",
 // guarded writes a take from, or a restock of, the guarded counter of the
 // one row key: a restock spreads over the slots.
 func (p *Plugin) guarded(db *gorm.DB, inc increment, t countersql.Table, key any, where clause.Where) (int64, error) {
-	s := gormSession{gormConn{db: db.Session(&gorm.Session{NewDB: true}), table: t.Parent}}
+	// Takes are combined (TakeTogether): s may be used after this call returns.
+	s := gormSession{gormConn{db: detach(db), table: t.Parent}}
 	ctx := db.Statement.Context
 	if inc.take {
 		// Outside a transaction, takes of one item that arrive while

@@ -49,6 +49,20 @@ func sameSource(db *gorm.DB, table string) *gorm.DB {
 	return onTable(tx, table)
 }
 
+// detach returns a fresh session of db for work that may go on after the
+// caller's GORM call has returned: a write combined with others runs on a
+// goroutine of the group's own, which may outlive the call that led it.
+// Its statement is a copy made now, on the caller's goroutine; sessions
+// derived from db itself would copy db's statement later, while GORM
+// resets it for the caller's next call.
+func detach(db *gorm.DB) *gorm.DB {
+	ctx := db.Statement.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	return db.Session(&gorm.Session{NewDB: true, Context: ctx})
+}
+
 // onTable makes table, if any, tx's current table.
 func onTable(tx *gorm.DB, table string) *gorm.DB {
 	if table != "" {

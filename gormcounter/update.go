@@ -266,7 +266,7 @@ func (p *Plugin) increment(db *gorm.DB, inc increment, where clause.Where) (int6
 	// returned (for callers that shared its statement): it must not touch
 	// db, which the caller owns. It gets a session of its own and what it
 	// needs of db's statement, read now.
-	s := gormSession{gormConn{db: db.Session(&gorm.Session{NewDB: true}), table: parent}}
+	s := gormSession{gormConn{db: detach(db), table: parent}}
 	write := func(ctx context.Context, delta int64) (int64, error) {
 		in := in
 		in.Delta = delta
