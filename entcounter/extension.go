@@ -69,8 +69,8 @@ func (extension) Templates() []*gen.Template {
 
 func (extension) Hooks() []gen.Hook {
 	return []gen.Hook{func(next gen.Generator) gen.Generator {
-		return gen.GenerateFunc(func(g *gen.Graph) error {
-			g, err := withSlotSchemas(g)
+		return gen.GenerateFunc(func(orig *gen.Graph) error {
+			g, err := withSlotSchemas(orig)
 			if err != nil {
 				return err
 			}
@@ -81,9 +81,31 @@ func (extension) Hooks() []gen.Hook {
 			for _, name := range hookedTypes(g) {
 				hooked[name] = true
 			}
-			return next.Generate(g)
+			if err := next.Generate(g); err != nil {
+				return err
+			}
+			requireSumCounters(orig)
+			return nil
 		})
 	}}
+}
+
+// requireSumCounters marks the sum counters of g required, once ent's code
+// is generated, for the extensions whose hooks run before this one and
+// read the graph after generating (entgql writes its GraphQL schema then).
+// A sum counter is Optional in the schema only so that a create may leave
+// it out (its hook takes the value out of the create, and ent checks
+// required fields after hooks); every load has its value. So entgql, when
+// listed before this extension, types it Int!, with no isNil predicate
+// and no clear in its update input.
+func requireSumCounters(g *gen.Graph) {
+	for _, n := range g.Nodes {
+		for _, f := range counterFields(n) {
+			if a, _ := annotationOfField(f); !a.Rollup && !a.KeepColumn {
+				f.Optional = false
+			}
+		}
+	}
 }
 
 func annotationOfField(f *gen.Field) (annotation, bool) {
@@ -97,6 +119,19 @@ func annotationOfField(f *gen.Field) (annotation, bool) {
 		return annotation{}, false
 	}
 	return a, true
+}
+
+// gqlOrderField is the GraphQL order field entgql's annotation gives f
+// (entgql.OrderField), if any.
+func gqlOrderField(f *gen.Field) string {
+	raw, ok := f.Annotations[gqlSkip{}.Name()]
+	if !ok {
+		return ""
+	}
+	var a struct{ OrderField string }
+	b, _ := json.Marshal(raw)
+	_ = json.Unmarshal(b, &a)
+	return a.OrderField
 }
 
 func slotsAnnotationOf(t *gen.Type) (slotsAnnotation, bool) {
@@ -207,6 +242,10 @@ func defsOf(g *gen.Graph) ([]entrt.Def, error) {
 			}
 			if !n.HasOneFieldID() {
 				errs = append(errs, fmt.Sprintf("%s: counters need a schema with a single id field", where))
+				continue
+			}
+			if order := gqlOrderField(f); order != "" && !a.Rollup {
+				errs = append(errs, fmt.Sprintf("%s: entgql.OrderField(%q) on a sum counter: ordering a GraphQL page by it sums the slot rows of every row the database sorts; declare it Rollup() to order by its column, which takes an index", where, order))
 				continue
 			}
 			prefix := inflection.Singular(n.Table())

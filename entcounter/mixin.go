@@ -28,45 +28,67 @@ import (
 // counter keeps its cached total in a column NOT NULL DEFAULT 0. A bad
 // option is reported by the extension at generation, naming the schema and
 // the field.
-func Counter(name string, opts ...Option) ent.Mixin {
+func Counter(name string, opts ...Option) CounterMixin {
 	o := spec.Options{Slots: spec.DefaultSlots}
 	for i, opt := range opts {
 		if opt == nil {
-			return counterMixin{name: name, ann: annotationOf(o, fmt.Errorf("%w: option %d of %d is nil", spec.ErrInvalid, i+1, len(opts)))}
+			return CounterMixin{name: name, ann: annotationOf(o, fmt.Errorf("%w: option %d of %d is nil", spec.ErrInvalid, i+1, len(opts)))}
 		}
 		opt(&o)
 	}
-	return counterMixin{name: name, ann: annotationOf(o, o.Validate())}
+	return CounterMixin{name: name, ann: annotationOf(o, o.Validate())}
 }
 
-type counterMixin struct {
+// CounterMixin is the mixin [Counter] returns: it adds the counter's field,
+// its hooks and its interceptor to the schema whose Mixin returns it.
+type CounterMixin struct {
 	mixin.Schema
-	name string
-	ann  annotation
+	name  string
+	ann   annotation
+	extra []schema.Annotation
 }
 
-func (m counterMixin) Fields() []ent.Field {
-	f := field.Int64(m.name).Default(0).Annotations(m.ann)
+// Annotate returns the counter with anns added to its field, as ent's
+// field.Annotations does for a field declared in Fields: the field is
+// declared by the mixin, so this is where other extensions' field
+// annotations go. With entgql:
+//
+//	entcounter.Counter("views", entcounter.Rollup()).Annotate(entgql.OrderField("VIEWS"))
+//
+// The extension refuses entgql.OrderField on a sum counter: ordering a
+// GraphQL page by it would sum the slot rows of every row the database
+// sorts. Order by a [Rollup] counter, whose column takes an index.
+func (m CounterMixin) Annotate(anns ...schema.Annotation) CounterMixin {
+	m.extra = append(append([]schema.Annotation(nil), m.extra...), anns...)
+	return m
+}
+
+// Fields implements ent.Mixin: the counter's int64 field.
+func (m CounterMixin) Fields() []ent.Field {
+	f := field.Int64(m.name).Default(0).Annotations(append([]schema.Annotation{m.ann}, m.extra...)...)
 	switch {
 	case m.ann.KeepColumn:
 		// The column it was adopted over, kept while it holds counts.
 		f = f.Optional()
 	case !m.ann.Rollup:
 		// No column: the value lives in the slot rows. Optional, so that
-		// creating a parent never requires it.
+		// creating a parent never requires it: the hook takes its value
+		// out of the create, and ent checks required fields after hooks.
 		f = f.Optional().Annotations(entsql.Skip())
 	}
 	return []ent.Field{f}
 }
 
-func (m counterMixin) Hooks() []ent.Hook {
+// Hooks implements ent.Mixin: the hook that turns the counter's writes
+// into slot writes.
+func (m CounterMixin) Hooks() []ent.Hook {
 	return []ent.Hook{counterHook(m.name, m.ann)}
 }
 
 // Interceptors refuses a query of the schema when its code was generated
 // without the extension: ent would select the sum counter's column, which
 // does not exist, and fail with the database's error.
-func (m counterMixin) Interceptors() []ent.Interceptor {
+func (m CounterMixin) Interceptors() []ent.Interceptor {
 	return []ent.Interceptor{configuredCheck{field: m.name}}
 }
 
@@ -168,8 +190,25 @@ func (m slotsMixin) Annotations() []schema.Annotation {
 	return []schema.Annotation{
 		entsql.Table(m.prefix + "_" + m.field + tableSuffix(m.deltas)),
 		slotsAnnotation{Owner: m.ownerName, Field: m.field, Deltas: m.deltas},
+		gqlSkip{Skip: gqlSkipAll},
 	}
 }
+
+// gqlSkip is entgql's schema annotation ("EntGQL") with Skip set, written
+// here so that entcounter does not import entgo.io/contrib: a slot table
+// is storage, and a project that generates GraphQL with entgql must not
+// get a GraphQL type, a where input or mutation inputs for it.
+type gqlSkip struct {
+	Skip int `json:"Skip"`
+}
+
+// gqlSkipAll is entgql.SkipAll: every mode entgql v0.7 skips (type, enum
+// fields, order fields, where input, create and update inputs), and room
+// for modes it may add.
+const gqlSkipAll = 1<<16 - 1
+
+// Name implements ent's schema.Annotation: entgql reads annotations by it.
+func (gqlSkip) Name() string { return "EntGQL" }
 
 func (m slotsMixin) ownerKey() string { return m.prefix + "_id" }
 
