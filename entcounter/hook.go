@@ -334,7 +334,7 @@ func (w *write) sharedEntity(ctx context.Context, s engine.Session, m mutation, 
 		_, v, err = run(ctx, delta)
 	} else {
 		_, v, err = w.r.Combined().DoValue(ctx, w.combineKey(key)+"\x00entity", delta, run)
-		v = copyNode(v)
+		v, err = copyNode(v), w.left(ctx, err)
 	}
 	if errors.Is(err, errNoParent) {
 		return nil, m.HotCounterNotFound()
@@ -469,6 +469,16 @@ func (w *write) sources(ctx context.Context) (countersql.Sources, error) {
 	return st.Sources(ctx, entrt.NewSession(w.r), w.d.Counter(w.dl))
 }
 
+// left names the counter in the error of a combined call whose caller
+// left while it waited (its context ended): the group returns the bare
+// ctx.Err(), and the statement's own errors are wrapped already (one).
+func (w *write) left(ctx context.Context, err error) error {
+	if err != nil && err == ctx.Err() {
+		return w.wrap(err)
+	}
+	return err
+}
+
 func (w *write) wrap(err error) error {
 	if err == nil {
 		return nil
@@ -489,7 +499,8 @@ func (w *write) increment(ctx context.Context, s engine.Session, keys []any, del
 		if w.alone(s, delta) {
 			return run(ctx, delta)
 		}
-		return w.r.Combined().Do(ctx, w.combineKey(keys[0]), delta, run)
+		n, err := w.r.Combined().Do(ctx, w.combineKey(keys[0]), delta, run)
+		return n, w.left(ctx, err)
 	}
 	n, err := engine.Apply(ctx, s, w.dl, w.increments(keys, delta))
 	return n, w.wrap(err)
@@ -513,6 +524,7 @@ func (w *write) incrementShowing(ctx context.Context, key any, delta int64) (tot
 		_, v, err = run(ctx, delta)
 	} else {
 		_, v, err = w.r.Combined().DoValue(ctx, w.combineKey(key)+"\x00total", delta, run)
+		err = w.left(ctx, err)
 	}
 	got, _ := v.(shown)
 	return got.total, got.ok, err

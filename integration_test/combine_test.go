@@ -232,9 +232,11 @@ func lockTableOf(t *testing.T, db *gorm.DB, table string) (release func()) {
 	}
 }
 
-// stage is a Raw callback that holds the n-th statement writing
-// table (counting from 1) at hold[n] until the channel is closed, and
-// reports its arrival on arrived[n]. Other statements pass.
+// stage holds the n-th statement that writes table (names it and is not a
+// SELECT; counting from 1) at hold[n] until the channel is closed, and
+// reports its arrival on arrived[n]. Other statements pass. An ORM calls pass with each statement
+// before sending it: GORM from a Raw callback (newStage), ent from its
+// driver (counterORM.staged).
 type stage struct {
 	table   string
 	seen    atomic.Int64
@@ -242,25 +244,45 @@ type stage struct {
 	hold    map[int64]chan struct{}
 }
 
-func newStage(t *testing.T, db *gorm.DB, table string, stages ...int64) *stage {
+// stageOf returns a stage of table that holds the statements stages.
+func stageOf(table string, stages ...int64) *stage {
 	s := &stage{table: table, arrived: map[int64]chan struct{}{}, hold: map[int64]chan struct{}{}}
 	for _, n := range stages {
 		s.arrived[n] = make(chan struct{})
 		s.hold[n] = make(chan struct{})
 	}
-	name := "test:stage:" + t.Name()
-	must(t, db.Callback().Raw().Before("gorm:raw").Register(name, func(db *gorm.DB) {
-		if !strings.Contains(db.Statement.SQL.String(), s.table) {
-			return
-		}
-		n := s.seen.Add(1)
-		if a, ok := s.arrived[n]; ok {
-			close(a)
-			<-s.hold[n]
-		}
-	}))
-	t.Cleanup(func() { db.Callback().Raw().Remove(name) })
 	return s
+}
+
+// pass counts statement if it names the stage's table, and holds it if
+// the stage holds its number.
+func (s *stage) pass(statement string) {
+	q := statement
+	if i := strings.Index(q, "query="); i >= 0 { // ent's driver log: "driver.Query: query=..."
+		q = q[i+len("query="):]
+	}
+	if !strings.Contains(q, s.table) || strings.HasPrefix(strings.TrimSpace(q), "SELECT") {
+		return
+	}
+	n := s.seen.Add(1)
+	if a, ok := s.arrived[n]; ok {
+		close(a)
+		<-s.hold[n]
+	}
+}
+
+// newStage returns a stage of table on db's statements, until t ends.
+func newStage(t *testing.T, db *gorm.DB, table string, stages ...int64) *stage {
+	s := stageOf(table, stages...)
+	stageGorm(t, db, s)
+	return s
+}
+
+// stageGorm passes db's statements through s, until t ends.
+func stageGorm(t testing.TB, db *gorm.DB, s *stage) {
+	name := "test:stage:" + t.Name()
+	must(t, db.Callback().Raw().Before("gorm:raw").Register(name, func(db *gorm.DB) { s.pass(db.Statement.SQL.String()) }))
+	t.Cleanup(func() { db.Callback().Raw().Remove(name) })
 }
 
 func waitStage(t *testing.T, ch <-chan struct{}, what string) {
@@ -273,96 +295,102 @@ func waitStage(t *testing.T, ch <-chan struct{}, what string) {
 }
 
 // An increment whose context's deadline passes while its statement waits on
-// a lock fails with context.DeadlineExceeded, as any GORM statement does, with
-// combining on or off: a combined statement runs under its callers' contexts,
-// but a lone increment's deadline is still reported as a deadline (code that
-// maps DeadlineExceeded to a 504 or a retry must not see a cancellation).
+// a lock fails with context.DeadlineExceeded, as any statement of the ORM
+// does, with combining on or off: a combined statement runs under its
+// callers' contexts, but a lone increment's deadline is still reported as
+// a deadline (code that maps DeadlineExceeded to a 504 or a retry must not
+// see a cancellation). GORM and ent.
 func TestCombinedIncrementReportsItsDeadline(t *testing.T) {
-	parallel(t)
-	e := open(t, pg)
-	must(t, migrateAll(e.db))
-	for _, c := range []struct {
-		name string
-		cfg  gormcounter.Config
-	}{{"combining off", gormcounter.Config{InFlight: -1}}, {"default", gormcounter.Config{}}} {
-		t.Run(c.name, func(t *testing.T) {
-			db := withPlugin(t, e, c.cfg)
-			post := newPost(t, db, "timeout")
-			release := lockTableOf(t, e.db, "post_likes_slots")
-			defer release()
-			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-			defer cancel()
-			r := gormcounter.Increment(db.WithContext(ctx).Model(&Post{ID: post.ID}), "Likes", 1)
-			if !errors.Is(r.Error, context.DeadlineExceeded) {
-				t.Fatalf("a lone increment past its deadline: error %v (context.Canceled: %v), want context.DeadlineExceeded",
-					r.Error, errors.Is(r.Error, context.Canceled))
-			}
-		})
-	}
+	eachORM(t, func(t *testing.T, o counterORM) {
+		for _, c := range []struct {
+			name string
+			s    settings
+		}{{"combining off", settings{InFlight: -1}}, {"default", settings{}}} {
+			t.Run(c.name, func(t *testing.T) {
+				o := o.with(t, c.s)
+				id := o.create(t, modelPost)
+				release := lockTableOf(t, o.db(), "post_likes_slots")
+				defer release()
+				ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+				defer cancel()
+				err := o.within(ctx).increment(modelPost, id, "likes", 1)
+				if !errors.Is(err, context.DeadlineExceeded) {
+					t.Fatalf("a lone increment past its deadline: error %v (context.Canceled: %v), want context.DeadlineExceeded",
+						err, errors.Is(err, context.Canceled))
+				}
+			})
+		}
+	}, on(pg))
 }
 
 // A caller that queued behind a statement in flight and was then handed the
 // next batch, which runs on a goroutine of its own, returns at its own
 // deadline, even while another caller in the batch (without a deadline)
 // keeps the statement waiting on a lock for seconds: a caller whose context
-// ends while it waits returns the context's error at once.
+// ends while it waits returns the context's error at once. The batch may
+// outlive the call that led it, and must not touch what the caller owns
+// (GORM resets the caller's statement as the call returns: -race caught
+// the batch reading it). The others' increments all count. GORM and ent.
 func TestCombinedCallerLeavesAtItsDeadline(t *testing.T) {
-	parallel(t)
-	e := open(t, pg)
-	must(t, migrateAll(e.db))
-	db := withPlugin(t, e, gormcounter.Config{InFlight: 1})
-	post := newPost(t, db, "leader")
-	st := newStage(t, db, "post_likes_slots", 1, 2)
-	inc := func(ctx context.Context) *gorm.DB {
-		return gormcounter.Increment(db.WithContext(ctx).Model(&Post{ID: post.ID}), "Likes", 1)
-	}
+	eachORM(t, func(t *testing.T, o counterORM) {
+		id := o.create(t, modelPost)
+		st := stageOf("post_likes_slots", 1, 2)
+		staged := o.staged(t, settings{InFlight: 1}, st)
+		inc := func(ctx context.Context) error { return staged.within(ctx).increment(modelPost, id, "likes", 1) }
 
-	resX := make(chan *gorm.DB, 1)
-	go func() { resX <- inc(context.Background()) }()
-	waitStage(t, st.arrived[1], "the first statement")
+		resX := make(chan error, 1)
+		go func() { resX <- inc(context.Background()) }()
+		waitStage(t, st.arrived[1], "the first statement")
 
-	// A queues first (it will lead the next batch), then B, which has no
-	// deadline.
-	ctxA, cancelA := context.WithTimeout(context.Background(), 1500*time.Millisecond)
-	defer cancelA()
-	type result struct {
-		r   *gorm.DB
-		end time.Time
-	}
-	resA, resB := make(chan result, 1), make(chan *gorm.DB, 1)
-	go func() { r := inc(ctxA); resA <- result{r, time.Now()} }()
-	time.Sleep(100 * time.Millisecond)
-	go func() { resB <- inc(context.Background()) }()
-	time.Sleep(100 * time.Millisecond)
-
-	// The first statement finishes; the batch {A, B} reaches the database,
-	// where a lock holds it.
-	close(st.hold[1])
-	waitStage(t, st.arrived[2], "the batch statement")
-	release := lockTableOf(t, e.db, "post_likes_slots")
-	defer release()
-	close(st.hold[2])
-
-	deadline, _ := ctxA.Deadline()
-	select {
-	case a := <-resA:
-		if a.r.Error == nil {
-			t.Fatalf("A returned no error, though the lock was held past its deadline")
+		// A queues first (it will lead the next batch), then B, which has no
+		// deadline.
+		ctxA, cancelA := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+		defer cancelA()
+		type result struct {
+			err error
+			end time.Time
 		}
-		t.Logf("A returned %v after its deadline: %v", a.end.Sub(deadline).Round(time.Millisecond), a.r.Error)
-	case <-time.After(time.Until(deadline) + 2*time.Second):
+		resA, resB := make(chan result, 1), make(chan error, 1)
+		go func() { err := inc(ctxA); resA <- result{err, time.Now()} }()
+		time.Sleep(100 * time.Millisecond)
+		go func() { resB <- inc(context.Background()) }()
+		time.Sleep(100 * time.Millisecond)
+
+		// The first statement finishes; the batch {A, B} reaches the
+		// database, where a lock holds it.
+		close(st.hold[1])
+		waitStage(t, st.arrived[2], "the batch statement")
+		release := lockTableOf(t, o.db(), "post_likes_slots")
+		defer release()
+		close(st.hold[2])
+
+		deadline, _ := ctxA.Deadline()
+		select {
+		case a := <-resA:
+			if !errors.Is(a.err, context.DeadlineExceeded) || !strings.Contains(a.err.Error(), o.name(modelPost, "likes")) {
+				t.Fatalf("A, whose deadline passed while the lock was held: error %v, want context.DeadlineExceeded naming %s", a.err, o.name(modelPost, "likes"))
+			}
+			t.Logf("A returned %v after its deadline: %v", a.end.Sub(deadline).Round(time.Millisecond), a.err)
+		case <-time.After(time.Until(deadline) + 2*time.Second):
+			release()
+			a := <-resA
+			t.Errorf("A, whose deadline passed, was still blocked 2s later (returned %v after its deadline, error %v)",
+				a.end.Sub(deadline).Round(time.Millisecond), a.err)
+		}
 		release()
-		a := <-resA
-		t.Errorf("A, whose deadline passed, was still blocked 2s later (returned %v after its deadline, error %v, RowsAffected %d)",
-			a.end.Sub(deadline).Round(time.Millisecond), a.r.Error, a.r.RowsAffected)
-	}
-	release()
-	if r := <-resX; r.Error != nil {
-		t.Fatalf("X: %v", r.Error)
-	}
-	if r := <-resB; r.Error != nil || r.RowsAffected != 1 {
-		t.Fatalf("B: RowsAffected %d, error %v", r.RowsAffected, r.Error)
-	}
+		if err := <-resX; err != nil {
+			t.Fatalf("X: %v", err)
+		}
+		if err := <-resB; err != nil {
+			t.Fatalf("B: %v", err)
+		}
+		// X and B count; A's increment went with B's statement or not
+		// (its outcome is unknown to it, as with any statement cancelled
+		// while it commits).
+		if got := exactly(t, o, modelPost, id, "likes"); got != 2 && got != 3 {
+			t.Errorf("likes %d after X and B (and perhaps A), want 2 or 3", got)
+		}
+	}, on(pg))
 }
 
 // stringerRef is a parent key type whose String() does not identify its value
@@ -400,30 +428,43 @@ func TestCombineKeyUsesRawValues(t *testing.T) {
 }
 
 // Three increments of 2^62, whose true total is past int64, are never added up
-// in one combined statement: the sum would wrap. Either a caller is told of the
-// overflow, or the load refuses the total: never a silently wrapped, negative
-// counter.
+// in one combined statement: the sum would wrap. The first is held in
+// flight while the other two queue behind it, as one batch whose sum
+// overflows; they run alone. Either a caller is told of the overflow, or
+// the load refuses the total: never a silently wrapped, negative counter.
+// GORM and ent.
 func TestCombinedSumThatWouldOverflowRunsAlone(t *testing.T) {
-	parallel(t)
-	eachCombineConfig(t, gormcounter.Config{InFlight: 1}, func(t *testing.T, e *env, db *gorm.DB) {
-		post := newPost(t, db, "huge")
-		g := newSlotGate(t, db, "post_likes_slots")
+	eachORM(t, func(t *testing.T, o counterORM) {
+		id := o.create(t, modelPost)
+		st := stageOf("post_likes_slots", 1)
+		staged := o.staged(t, settings{InFlight: 1}, st)
 		const delta = int64(1) << 62
-		results := burst(t, g, 3, func(int) *gorm.DB {
-			return gormcounter.Increment(db.Model(&Post{ID: post.ID}), "Likes", delta)
-		})
-		for _, r := range results {
-			if r.Error != nil {
-				return // an overflow reported to a caller: not wrapped
+		errs := make(chan error, 3)
+		go func() { errs <- staged.increment(modelPost, id, "likes", delta) }()
+		waitStage(t, st.arrived[1], "the first statement")
+		for range 2 {
+			go func() { errs <- staged.increment(modelPost, id, "likes", delta) }()
+		}
+		time.Sleep(100 * time.Millisecond) // let both queue behind the first
+		close(st.hold[1])
+		var failed error
+		for range 3 {
+			if err := <-errs; err != nil {
+				failed = err
 			}
 		}
-		var p Post
-		if err := db.Clauses(gormcounter.Live).First(&p, post.ID).Error; err != nil {
-			return // the load refuses a total past int64: not wrapped
+		if failed != nil {
+			t.Logf("an overflow reported to a caller: %v", failed)
+			return
 		}
-		if p.Likes <= 0 {
-			t.Fatalf("three increments of %d were all acknowledged in %d statements and the counter reads %d (max int64 %d)",
-				delta, g.statements.Load(), p.Likes, int64(math.MaxInt64))
+		v, err := o.exact(modelPost, id, "likes")
+		if err != nil {
+			t.Logf("the load refuses a total past int64: %v", err)
+			return
+		}
+		if v <= 0 {
+			t.Fatalf("three increments of %d were all acknowledged (%d statements) and the counter reads %d (max int64 %d)",
+				delta, st.seen.Load(), v, int64(math.MaxInt64))
 		}
 	})
 }

@@ -109,6 +109,9 @@ type counterORM interface {
 	// connection pool, with the settings both ORMs take
 	// (gormcounter.Config, entcounter.Config).
 	with(t testing.TB, s settings) counterORM
+	// staged is with, on a client whose statements pass through st
+	// before they are sent (stage.pass).
+	staged(t testing.TB, s settings, st *stage) counterORM
 	// hotKeys returns the client's k hottest rows (gormcounter.HotKeys,
 	// entcounter.HotKeys).
 	hotKeys(t testing.TB, k int) []gormcounter.HotKey
@@ -385,6 +388,12 @@ func (o gormORM) within(ctx context.Context) counterORM {
 
 func (o gormORM) with(t testing.TB, s settings) counterORM {
 	return gormORM{e: o.e, gdb: sharedGorm(t, o.e, gormcounter.Config{InFlight: s.InFlight, AutoCooldown: s.AutoCooldown, MeterProvider: s.MeterProvider})}
+}
+
+func (o gormORM) staged(t testing.TB, s settings, st *stage) counterORM {
+	db := sharedGorm(t, o.e, gormcounter.Config{InFlight: s.InFlight, AutoCooldown: s.AutoCooldown, MeterProvider: s.MeterProvider})
+	stageGorm(t, db, st)
+	return gormORM{e: o.e, gdb: db}
 }
 
 func (o gormORM) hotKeys(t testing.TB, k int) []gormcounter.HotKey {
@@ -682,7 +691,15 @@ func (o entORM) compact(string) (gormcounter.Compacted, error) {
 }
 
 func (o entORM) with(t testing.TB, s settings) counterORM {
-	c := sharedEnt(o.e)
+	return o.configured(t, s, sharedEnt(o.e))
+}
+
+func (o entORM) staged(t testing.TB, s settings, st *stage) counterORM {
+	return o.configured(t, s, ent.NewClient(ent.Driver(entDriverSending(o.e.kind, o.e.sqlDB, st.pass))))
+}
+
+// configured returns the ORM on client c, configured with s.
+func (o entORM) configured(t testing.TB, s settings, c *ent.Client) counterORM {
 	hook, err := entcounter.Configure(c, entcounter.Config{InFlight: s.InFlight, AutoCooldown: s.AutoCooldown, MeterProvider: s.MeterProvider})
 	if err != nil {
 		t.Fatal(err)
