@@ -10,9 +10,7 @@ import (
 
 	"github.com/hotcounter/hotcounter/gormcounter"
 	"github.com/hotcounter/hotcounter/internal/testdb"
-	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
 )
 
 func storyClaps(t testing.TB, db *gorm.DB, id uint, live bool) int64 {
@@ -89,66 +87,63 @@ func TestAppendRollupUnderWriters(t *testing.T) {
 	})
 }
 
+var foldRuns atomic.Int64
+
 // Folds whose COMMIT reply is lost, and whose sessions are killed, fold
-// every delta exactly once.
+// every delta exactly once: rollup passes run through a TCP proxy that cuts
+// the connection right after a COMMIT reached the server, and
+// pg_terminate_backend ends their sessions now and then, while 8 writers
+// append. GORM and ent.
 func TestAppendFoldSurvivesCutConnections(t *testing.T) {
-	parallel(t)
-	dsn := testdb.Postgres(t)
-	setup, err := gorm.Open(postgres.Open(dsn), &gorm.Config{Logger: logger.Discard})
-	must(t, err)
-	must(t, setup.Use(gormcounter.New(gormcounter.Config{})))
-	must(t, setup.AutoMigrate(&Story{}))
-	s := Story{Title: "s"}
-	must(t, setup.Create(&s).Error)
+	eachORM(t, func(t *testing.T, o counterORM) {
+		id := o.create(t, modelStory)
+		proxy := newCuttingProxy(t, "127.0.0.1:5432")
+		// The folder's sessions, by a name of this run's own: the other
+		// ORM's run kills its own at the same time.
+		app := "hc_fold_fault_" + strconv.FormatInt(foldRuns.Add(1), 10)
+		viaProxy := testdb.WithParams(o.onEnv().dsn, map[string]string{"host": "127.0.0.1", "port": strconv.Itoa(proxy.port()), "application_name": app})
+		folder := o.through(t, viaProxy, settings{BatchSize: 50})
 
-	proxy := newCuttingProxy(t, "127.0.0.1:5432")
-	viaProxy := testdb.WithParams(dsn, map[string]string{"host": "127.0.0.1", "port": strconv.Itoa(proxy.port()), "application_name": "hc_fold_fault"})
-	folder, err := gorm.Open(postgres.Open(viaProxy), &gorm.Config{Logger: logger.Discard})
-	must(t, err)
-	must(t, folder.Use(gormcounter.New(gormcounter.Config{RollupBatchSize: 50})))
-
-	ctx, stop := context.WithCancel(context.Background())
-	var failed, killed atomic.Int64
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { // fold passes, through the proxy
-		defer wg.Done()
-		for ctx.Err() == nil {
-			if err := gormcounter.RollupPass(folder, &Story{}); err != nil {
-				failed.Add(1)
+		ctx, stop := context.WithCancel(context.Background())
+		var failed, killed atomic.Int64
+		var wg sync.WaitGroup
+		wg.Go(func() { // fold passes, through the proxy
+			for ctx.Err() == nil {
+				if err := folder.rollup(modelStory); err != nil {
+					failed.Add(1)
+				}
 			}
-		}
-	}()
-	go func() { // kill the folder's sessions now and then
-		defer wg.Done()
-		for ctx.Err() == nil {
-			time.Sleep(23 * time.Millisecond)
-			var n int64
-			if setup.Raw("SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'hc_fold_fault'").Row().Scan(&n) == nil {
-				killed.Add(n)
+		})
+		wg.Go(func() { // kill the folder's sessions now and then
+			for ctx.Err() == nil {
+				time.Sleep(23 * time.Millisecond)
+				var n int64
+				if o.db().Raw("SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = ?", app).Row().Scan(&n) == nil {
+					killed.Add(n)
+				}
 			}
+		})
+		proxy.cutCommits.Store(5)
+		deadline := time.Now().Add(1500 * time.Millisecond)
+		done := hammer(t, 8, 1<<30, func() error {
+			if time.Now().After(deadline) {
+				return errStop
+			}
+			return o.increment(modelStory, id, "claps", 1)
+		})
+		stop()
+		wg.Wait()
+		must(t, o.rollup(modelStory))
+		got := o.cached(t, modelStory, id, "claps")
+		t.Logf("%d increments; fold commits cut after reaching the server: %d; sessions killed: %d; failed passes: %d",
+			done, proxy.cut.Load(), killed.Load(), failed.Load())
+		if got != done {
+			t.Fatalf("claps=%d after %d increments", got, done)
 		}
-	}()
-	proxy.cutCommits.Store(5)
-	deadline := time.Now().Add(1500 * time.Millisecond)
-	done := hammer(t, 8, 1<<30, func() error {
-		if time.Now().After(deadline) {
-			return errStop
+		if proxy.cut.Load() == 0 || killed.Load() == 0 {
+			t.Fatalf("a fault did not happen (cut %d, killed %d)", proxy.cut.Load(), killed.Load())
 		}
-		return gormcounter.Increment(setup.Model(&Story{ID: s.ID}), "Claps", 1).Error
-	})
-	stop()
-	wg.Wait()
-	must(t, gormcounter.RollupPass(setup, &Story{}))
-	got := storyClaps(t, setup, s.ID, false)
-	t.Logf("%d increments; fold commits cut after reaching the server: %d; sessions killed: %d; failed passes: %d",
-		done, proxy.cut.Load(), killed.Load(), failed.Load())
-	if got != done {
-		t.Fatalf("claps=%d after %d increments", got, done)
-	}
-	if proxy.cut.Load() == 0 || killed.Load() == 0 {
-		t.Fatalf("a fault did not happen (cut %d, killed %d)", proxy.cut.Load(), killed.Load())
-	}
+	}, on(pg))
 }
 
 // The write-behind buffer writes append counters as delta rows.

@@ -25,6 +25,7 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
 
 	"github.com/hotcounter/hotcounter/entcounter"
 	"github.com/hotcounter/hotcounter/gormcounter"
@@ -112,6 +113,10 @@ type counterORM interface {
 	// staged is with, on a client whose statements pass through st
 	// before they are sent (stage.pass).
 	staged(t testing.TB, s settings, st *stage) counterORM
+	// through is with, on a client that connects with dsn: another
+	// route to the same database (a proxy), or the same with other
+	// connection parameters.
+	through(t testing.TB, dsn string, s settings) counterORM
 	// hotKeys returns the client's k hottest rows (gormcounter.HotKeys,
 	// entcounter.HotKeys).
 	hotKeys(t testing.TB, k int) []gormcounter.HotKey
@@ -128,9 +133,18 @@ type counterBuffer interface {
 
 // settings are the run-time settings both ORMs take.
 type settings struct {
+	BatchSize     int // RollupBatchSize
 	InFlight      int
 	AutoCooldown  time.Duration
 	MeterProvider metric.MeterProvider
+}
+
+func (s settings) gorm() gormcounter.Config {
+	return gormcounter.Config{RollupBatchSize: s.BatchSize, InFlight: s.InFlight, AutoCooldown: s.AutoCooldown, MeterProvider: s.MeterProvider}
+}
+
+func (s settings) ent() entcounter.Config {
+	return entcounter.Config{RollupBatchSize: s.BatchSize, InFlight: s.InFlight, AutoCooldown: s.AutoCooldown, MeterProvider: s.MeterProvider}
 }
 
 // exactly is counterORM.exact, failing t on an error.
@@ -387,12 +401,22 @@ func (o gormORM) within(ctx context.Context) counterORM {
 }
 
 func (o gormORM) with(t testing.TB, s settings) counterORM {
-	return gormORM{e: o.e, gdb: sharedGorm(t, o.e, gormcounter.Config{InFlight: s.InFlight, AutoCooldown: s.AutoCooldown, MeterProvider: s.MeterProvider})}
+	return gormORM{e: o.e, gdb: sharedGorm(t, o.e, s.gorm())}
 }
 
 func (o gormORM) staged(t testing.TB, s settings, st *stage) counterORM {
-	db := sharedGorm(t, o.e, gormcounter.Config{InFlight: s.InFlight, AutoCooldown: s.AutoCooldown, MeterProvider: s.MeterProvider})
+	db := sharedGorm(t, o.e, s.gorm())
 	stageGorm(t, db, st)
+	return gormORM{e: o.e, gdb: db}
+}
+
+func (o gormORM) through(t testing.TB, dsn string, s settings) counterORM {
+	db, err := gorm.Open(dialectorFor(o.e.kind, dsn), &gorm.Config{Logger: logger.Discard})
+	must(t, err)
+	must(t, db.Use(gormcounter.New(s.gorm())))
+	pool, err := db.DB()
+	must(t, err)
+	t.Cleanup(func() { pool.Close() })
 	return gormORM{e: o.e, gdb: db}
 }
 
@@ -698,9 +722,14 @@ func (o entORM) staged(t testing.TB, s settings, st *stage) counterORM {
 	return o.configured(t, s, ent.NewClient(ent.Driver(entDriverSending(o.e.kind, o.e.sqlDB, st.pass))))
 }
 
+func (o entORM) through(t testing.TB, dsn string, s settings) counterORM {
+	pool := openPoolAt(t, o.e.kind, dsn, o.e.pool)
+	return o.configured(t, s, ent.NewClient(ent.Driver(entDriverSending(o.e.kind, pool, func(string) {}))))
+}
+
 // configured returns the ORM on client c, configured with s.
 func (o entORM) configured(t testing.TB, s settings, c *ent.Client) counterORM {
-	hook, err := entcounter.Configure(c, entcounter.Config{InFlight: s.InFlight, AutoCooldown: s.AutoCooldown, MeterProvider: s.MeterProvider})
+	hook, err := entcounter.Configure(c, s.ent())
 	if err != nil {
 		t.Fatal(err)
 	}

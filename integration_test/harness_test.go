@@ -199,14 +199,21 @@ func entDriver(t testing.TB, e *env, conns int, sent func(statement string)) dia
 // database, closed when t ends.
 func openPool(t testing.TB, e *env, conns int) *stdsql.DB {
 	t.Helper()
+	return openPoolAt(t, e.kind, e.dsn, conns)
+}
+
+// openPoolAt opens a database/sql pool of at most conns connections on the
+// database of kind at dsn, closed when t ends.
+func openPoolAt(t testing.TB, kind dbKind, dsn string, conns int) *stdsql.DB {
+	t.Helper()
 	name := "sqlite"
-	switch e.kind {
+	switch kind {
 	case pg:
 		name = "pgx"
 	case my:
 		name = "mysql"
 	}
-	db, err := stdsql.Open(name, e.dsn)
+	db, err := stdsql.Open(name, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
