@@ -369,62 +369,64 @@ func TestBufferBoundsMemoryAndKeepsFailedFlushes(t *testing.T) {
 }
 
 // TestBufferFlushSurvivesCutConnections puts a TCP proxy between the
-// buffer and PostgreSQL. It cuts the connection right after the client's
+// buffer and the database. It cuts the connection right after the client's
 // COMMIT has reached the server, before the reply comes back: the commit
 // happened, the client cannot know. The buffer retries those batches with
 // the same id, the ledger recognises them, and the totals are exact.
-// Meanwhile pg_terminate_backend kills the buffer's sessions at random
-// points of other flushes.
+// Meanwhile the buffer's sessions are killed at random points of other
+// flushes (pg_terminate_backend; on MariaDB, KILL CONNECTION).
 //
 // The same with the Redis store: the batches wait in Redis, and a batch
 // whose COMMIT reply was lost stays in flight there until the ledger says
-// it was applied.
-//
-// On MariaDB the proxy cuts the same way (it looks for COMMIT in what the
-// client sends), and KILL CONNECTION ends the buffer's sessions.
+// it was applied. GORM and ent, on PostgreSQL and MariaDB.
 func TestBufferFlushSurvivesCutConnections(t *testing.T) {
-	parallel(t)
-	for _, kind := range []dbKind{pg, my} {
+	eachORM(t, func(t *testing.T, o counterORM) {
 		for _, store := range []string{"memory", "redis"} {
-			t.Run(string(kind)+"/"+store, func(t *testing.T) { bufferFlushSurvivesCutConnections(t, kind, store == "redis") })
+			t.Run(store, func(t *testing.T) { bufferFlushSurvivesCutConnections(t, o, store == "redis") })
 		}
-	}
+	}, on(pg, my))
 }
 
-func bufferFlushSurvivesCutConnections(t *testing.T, kind dbKind, inRedis bool) {
-	var dsn, server string
-	if kind == my {
-		dsn, server = testdb.MySQL(t), "127.0.0.1:3306"
-	} else {
-		dsn, server = testdb.Postgres(t), "127.0.0.1:5432"
+var bufferFaultRuns atomic.Int64
+
+func bufferFlushSurvivesCutConnections(t *testing.T, o counterORM, inRedis bool) {
+	e := o.onEnv()
+	server := "127.0.0.1:5432"
+	if e.kind == my {
+		server = "127.0.0.1:3306"
 	}
-	setup, err := gorm.Open(dialectorFor(kind, dsn), &gorm.Config{Logger: logger.Discard})
-	must(t, err)
-	must(t, setup.Use(gormcounter.New(gormcounter.Config{})))
-	must(t, migrateAll(setup))
-	posts := freshPosts(t, setup, 4)
+	posts := make([]int64, 4)
+	for i := range posts {
+		posts[i] = o.create(t, modelPost)
+	}
 
 	proxy := newCuttingProxy(t, server)
-	app := "hc_buffer_fault"
-	if inRedis {
-		app = "hc_buffer_fault_redis"
-	}
-	viaProxy := testdb.WithParams(dsn, map[string]string{"host": "127.0.0.1", "port": strconv.Itoa(proxy.port()), "application_name": app})
+	// The buffer's sessions, by a name of this run's own: other runs kill
+	// their own at the same time.
+	app := "hc_buffer_fault_" + strconv.FormatInt(bufferFaultRuns.Add(1), 10)
+	viaProxy := testdb.WithParams(e.dsn, map[string]string{"host": "127.0.0.1", "port": strconv.Itoa(proxy.port()), "application_name": app})
+	setup := o.db()
 	// kill ends the buffer's sessions and returns how many it ended.
 	kill := func() (int64, error) {
 		var n int64
 		err := setup.Raw("SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = ? AND pid <> pg_backend_pid()", app).Row().Scan(&n)
 		return n, err
 	}
-	if kind == my {
-		// The sessions that come through the proxy: in the test's
-		// database, from the proxy's side of the loopback, not setup's.
-		viaProxy = strings.Replace(dsn, server, "127.0.0.1:"+strconv.Itoa(proxy.port()), 1)
+	if e.kind == my {
+		// The sessions that come through the proxy. A pool of one
+		// connection of the test's own names itself.
+		viaProxy = strings.Replace(e.dsn, server, "127.0.0.1:"+strconv.Itoa(proxy.port()), 1)
+		var err error
+		setup, err = gorm.Open(dialectorFor(my, e.dsn), &gorm.Config{Logger: logger.Discard})
+		must(t, err)
 		sqlSetup, err := setup.DB()
 		must(t, err)
 		sqlSetup.SetMaxOpenConns(1)
+		t.Cleanup(func() { sqlSetup.Close() })
 		var own int64
 		must(t, setup.Raw("SELECT CONNECTION_ID()").Row().Scan(&own))
+		// Every other session in the test's database: the buffer's, and
+		// idle ones of the ORM's own pool, which reconnect.
 		kill = func() (int64, error) {
 			var ids []int64
 			if err := setup.Raw("SELECT id FROM information_schema.processlist WHERE db = DATABASE() AND id <> ?", own).Scan(&ids).Error; err != nil {
@@ -439,9 +441,6 @@ func bufferFlushSurvivesCutConnections(t *testing.T, kind dbKind, inRedis bool) 
 			return n, nil
 		}
 	}
-	db, err := gorm.Open(dialectorFor(kind, viaProxy), &gorm.Config{Logger: logger.Discard})
-	must(t, err)
-	must(t, db.Use(gormcounter.New(gormcounter.Config{})))
 	var flushErrs atomic.Int64
 	cfg := gormcounter.BufferConfig{
 		Interval: 10 * time.Millisecond,
@@ -451,16 +450,13 @@ func bufferFlushSurvivesCutConnections(t *testing.T, kind dbKind, inRedis bool) 
 		rdb, prefix := redisFor(t)
 		cfg.Store = redisstore.New(rdb, redisstore.Options{Prefix: prefix})
 	}
-	buf, err := gormcounter.NewBuffer(db, cfg)
-	must(t, err)
+	buf := o.through(t, viaProxy, settings{}).buffer(t, cfg)
 
 	ctx := context.Background()
 	stop := make(chan struct{})
 	var killed atomic.Int64
 	var killer sync.WaitGroup
-	killer.Add(1)
-	go func() {
-		defer killer.Done()
+	killer.Go(func() {
 		for {
 			select {
 			case <-stop:
@@ -471,7 +467,7 @@ func bufferFlushSurvivesCutConnections(t *testing.T, kind dbKind, inRedis bool) 
 				killed.Add(n)
 			}
 		}
-	}()
+	})
 	proxy.cutCommits.Store(6) // the first six commits lose their reply
 	// Writers run for a while, so that flushes meet both kinds of fault.
 	deadline := time.Now().Add(1500 * time.Millisecond)
@@ -481,8 +477,8 @@ func bufferFlushSurvivesCutConnections(t *testing.T, kind dbKind, inRedis bool) 
 		}
 		p := posts[time.Now().Nanosecond()%len(posts)]
 		err := errors.Join(
-			buf.Increment(ctx, &Post{ID: p.ID}, "Likes", 1),
-			buf.Increment(ctx, &Post{ID: posts[0].ID}, "Views", 1),
+			buf.increment(ctx, modelPost, p, "likes", 1),
+			buf.increment(ctx, modelPost, posts[0], "views", 1),
 		)
 		time.Sleep(200 * time.Microsecond)
 		return err
@@ -491,16 +487,15 @@ func bufferFlushSurvivesCutConnections(t *testing.T, kind dbKind, inRedis bool) 
 	killer.Wait()
 	closeCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	must(t, buf.Close(closeCtx))
+	must(t, buf.close(closeCtx))
 
 	var likes, views int64
 	for _, p := range posts {
-		got := exact(t, setup, p.ID)
-		likes += got.Likes
-		views += got.Views
+		likes += exactly(t, o, modelPost, p, "likes")
+		views += exactly(t, o, modelPost, p, "views")
 	}
 	t.Logf("%s, redis store %v: %d increments; commits cut after reaching the server: %d; sessions killed: %d; failed flushes: %d",
-		kind, inRedis, done*2, proxy.cut.Load(), killed.Load(), flushErrs.Load())
+		e.kind, inRedis, done*2, proxy.cut.Load(), killed.Load(), flushErrs.Load())
 	if likes != done || views != done {
 		t.Fatalf("likes %d and views %d after %d acknowledged increments of each", likes, views, done)
 	}
