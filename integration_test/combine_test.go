@@ -509,3 +509,61 @@ func TestCombineKeepsLoggersApart(t *testing.T) {
 		}
 	})
 }
+
+// TestCombiningOffSendsAStatementPerIncrement: with combining off
+// (InFlight < 0), increments of one row that arrive while another is in
+// flight do not wait for it and each send their own writes, as many as a
+// lone increment sends; with it on, they go together in fewer. The total
+// is exact either way. GORM and ent.
+func TestCombiningOffSendsAStatementPerIncrement(t *testing.T) {
+	eachORM(t, func(t *testing.T, o counterORM) {
+		for _, c := range []struct {
+			name     string
+			s        settings
+			combined bool
+		}{{"off", settings{InFlight: -1}, false}, {"on", settings{InFlight: 1}, true}} {
+			t.Run(c.name, func(t *testing.T) {
+				id := o.create(t, modelPost)
+				// The writes of one increment, alone.
+				lone := stageOf("post_likes_slots")
+				must(t, o.staged(t, c.s, lone).increment(modelPost, id, "likes", 1))
+				one := lone.seen.Load()
+
+				// The first of n holds at its first write while the others
+				// arrive.
+				const n = 9
+				st := stageOf("post_likes_slots", 1)
+				staged := o.staged(t, c.s, st)
+				errs := make(chan error, n)
+				go func() { errs <- staged.increment(modelPost, id, "likes", 1) }()
+				waitStage(t, st.arrived[1], "the first write")
+				for range n - 1 {
+					go func() { errs <- staged.increment(modelPost, id, "likes", 1) }()
+				}
+				if c.combined {
+					time.Sleep(100 * time.Millisecond) // let them queue behind the first
+				} else {
+					// Each goes on to its own write, and waits for nothing.
+					for deadline := time.Now().Add(10 * time.Second); st.seen.Load() < n && time.Now().Before(deadline); {
+						time.Sleep(time.Millisecond)
+					}
+				}
+				close(st.hold[1])
+				for range n {
+					must(t, <-errs)
+				}
+				writes := st.seen.Load()
+				t.Logf("%d increments: %d writes (one alone: %d)", n, writes, one)
+				if c.combined && writes >= n*one {
+					t.Errorf("combining on: %d increments sent %d writes, as many as alone (%d each)", n, writes, one)
+				}
+				if !c.combined && writes != n*one {
+					t.Errorf("combining off: %d increments sent %d writes, want %d (%d each, as alone)", n, writes, n*one, one)
+				}
+				if got := exactly(t, o, modelPost, id, "likes"); got != n+1 {
+					t.Errorf("likes %d, want %d", got, n+1)
+				}
+			})
+		}
+	})
+}

@@ -41,7 +41,8 @@ type RunValue func(ctx context.Context, sum int64) (int64, any, error)
 type Group struct {
 	// Limit is how many statements may run at once for one key; more calls
 	// wait for one of them to finish and then share the next statement.
-	// Zero or less means 1.
+	// Zero means 1; negative turns combining off: every call runs its own
+	// statement at once, however many run.
 	Limit int
 	// Split, when set, is asked about the error of a statement that carried
 	// several calls. If it returns nil, every call gets the error. Else it
@@ -116,6 +117,11 @@ func (g *Group) Do(ctx context.Context, key string, delta int64, run Run) (int64
 // (callers that change it must copy it first).
 func (g *Group) DoValue(ctx context.Context, key string, delta int64, run RunValue) (int64, any, error) {
 	c := &call{ctx: ctx, delta: delta, run: run, wake: make(chan struct{})}
+	if g.Limit < 0 {
+		c.state = taken
+		g.execute([]*call{c}, false)
+		return c.n, c.v, c.err
+	}
 	g.mu.Lock()
 	if g.lines == nil {
 		g.lines = map[string]*line{}

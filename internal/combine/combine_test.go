@@ -98,6 +98,38 @@ func TestDoAloneRunsAtOnce(t *testing.T) {
 	}
 }
 
+// TestDoWithANegativeLimitNeverCombines: with Limit < 0 every call runs
+// its own statement at once, even while others of its key are running.
+func TestDoWithANegativeLimitNeverCombines(t *testing.T) {
+	g := Group{Limit: -1}
+	const n = 8
+	var running atomic.Int64
+	all := make(chan struct{})
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			_, err := g.Do(context.Background(), "k", 1, func(_ context.Context, sum int64) (int64, error) {
+				if sum != 1 {
+					t.Errorf("sum %d: calls were combined", sum)
+				}
+				if running.Add(1) == n {
+					close(all)
+				}
+				select { // every call is running at once
+				case <-all:
+				case <-time.After(5 * time.Second):
+					t.Errorf("only %d of %d calls ran at once", running.Load(), n)
+				}
+				return 1, nil
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
 // TestDoSharesTheResult: every call a statement carried gets its result,
 // errors included.
 func TestDoSharesTheResult(t *testing.T) {
