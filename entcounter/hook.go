@@ -561,12 +561,9 @@ func (w *write) increments(keys []any, delta int64) engine.Increment {
 }
 
 // alone reports whether an increment of one parent by delta runs in a
-// statement of its own: inside a transaction (each must roll back alone),
-// for an append counter (one delta row per increment), a guarded
-// counter's restock (spread over the slots) and a skip-locked counter
-// (each takes a free row), and for nothing.
+// statement of its own (engine.Increment.Combines).
 func (w *write) alone(s engine.Session, delta int64) bool {
-	return s.InTx() || w.d.Append || delta == 0 || w.d.SkipLocked || (w.d.Guarded && delta > 0)
+	return !engine.Increment{Mode: w.d.Mode(), Guarded: w.d.Guarded, Delta: delta}.Combines(s.InTx())
 }
 
 // combineKey names the increments of the counter of one parent in the

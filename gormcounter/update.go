@@ -17,7 +17,6 @@ import (
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/engine"
-	"github.com/hotcounter/hotcounter/internal/spec"
 )
 
 // increment is one counter delta taken out of an update, or an
@@ -272,8 +271,11 @@ func (p *Plugin) increment(db *gorm.DB, inc increment, where clause.Where) (int6
 		in.Delta = delta
 		return engine.Apply(ctx, s, p.dialect, in)
 	}
-	if key, ok := p.combineKey(db, inc.c, parent, where); ok {
-		return p.combined.Do(stmt.Context, key, inc.delta, write)
+	in.Delta = inc.delta
+	if in.Combines(!sharedPool(db)) {
+		if key, ok := p.combineKey(db, inc.c, parent, where); ok {
+			return p.combined.Do(stmt.Context, key, inc.delta, write)
+		}
 	}
 	return write(stmt.Context, inc.delta)
 }
@@ -311,20 +313,17 @@ func (p *Plugin) target(ctx context.Context, conn gormConn, c *counter, t counte
 // combineKey names what an increment of counter c writes, for p.combined:
 // the pool it runs on, the counter, and the parent rows (the SQL and
 // arguments of their condition). ok is false where the increment must be a
-// statement of its own: inside a transaction (the caller's, or GORM's
-// default one around an update), on a dedicated connection (db.Connection),
-// in a dry run, with combining turned off, for an append counter (one delta
-// row per increment is its contract), or where the condition holds an
-// argument that is not a plain value. Callers that combine share the first
+// statement of its own for GORM's reasons (engine.Increment.Combines gives
+// the rest): inside a transaction (the caller's, or GORM's default one
+// around an update) or on a dedicated connection (db.Connection), in a dry
+// run, with combining turned off, with a logger that is not a pointer, or
+// where the condition holds an argument that is not a plain value. Callers that combine share the first
 // one's statement: its *gorm.DB (same pool, counter, table, condition and
 // logger, by the key) and its context values.
 func (p *Plugin) combineKey(db *gorm.DB, c *counter, parent string, where clause.Where) (string, bool) {
-	if p.cfg.InFlight < 0 || db.DryRun || c.opts.Mode == spec.Append {
-		return "", false
-	}
-	switch db.Statement.ConnPool.(type) {
-	case *sql.DB, *gorm.PreparedStmtDB:
-	default:
+	// (With InFlight < 0 the group would run each call alone: no key to
+	// build.)
+	if p.cfg.InFlight < 0 || db.DryRun || !sharedPool(db) {
 		return "", false
 	}
 	s := session(db, parent).Statement
@@ -363,6 +362,17 @@ func (p *Plugin) combineKey(db *gorm.DB, c *counter, parent string, where clause
 		}
 	}
 	return k.String(), true
+}
+
+// sharedPool reports whether db's statements run on the connection pool,
+// not in a transaction nor on a dedicated connection (db.Connection):
+// only there may increments share statements.
+func sharedPool(db *gorm.DB) bool {
+	switch db.Statement.ConnPool.(type) {
+	case *sql.DB, *gorm.PreparedStmtDB:
+		return true
+	}
+	return false
 }
 
 // singleTarget reports whether an update's model value names one parent by

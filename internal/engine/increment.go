@@ -59,6 +59,18 @@ type Increment struct {
 	Delta int64
 }
 
+// Combines reports whether in may share a statement with concurrent
+// increments of the same counter of the same rows (internal/combine), for
+// both ORMs: not inside a transaction (each increment must roll back
+// alone), not for an append counter (a delta row per increment), not a
+// guarded counter's restock (spread over the slots), and not an increment
+// of nothing. The ORMs add what is theirs alone (GORM: a dry run, a
+// dedicated connection, a caller's own logger) and the group its setting
+// (a negative InFlight combines nothing).
+func (in Increment) Combines(inTx bool) bool {
+	return !inTx && in.Mode != spec.Append && !(in.Guarded && in.Delta > 0) && in.Delta != 0
+}
+
 // Apply writes in through s, in s's transaction or, outside one, in
 // autocommit statements that are retried while the database aborts them for
 // a transient reason (a failed statement changed nothing), or in a
