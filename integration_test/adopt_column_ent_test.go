@@ -157,24 +157,6 @@ func TestEntVersionedMigrationKeepsTheColumn(t *testing.T) {
 	}
 }
 
-func TestEntAdoptingABadColumnIsAnError(t *testing.T) {
-	parallel(t)
-	for _, k := range allKinds {
-		t.Run(string(k), func(t *testing.T) {
-			ctx := context.Background()
-			e := openEnt(t, k, false)
-			must(t, entMigrate(ctx, e.client))
-			must(t, e.db.Exec("DROP TABLE post_likes_slots").Error)
-			must(t, e.db.Exec("ALTER TABLE posts ADD COLUMN likes VARCHAR(20)").Error)
-			err := entMigrate(ctx, e.client, entcounter.WithCounters(e.client))
-			require.Error(t, err)
-			assert.ErrorIs(t, err, entcounter.ErrInvalidCounter)
-			assert.Contains(t, err.Error(), "Post.likes")
-			assert.Contains(t, err.Error(), "integer")
-		})
-	}
-}
-
 // A rollup counter over a column holding NULLs: the migration sets them to
 // 0 before ent makes the column NOT NULL (PostgreSQL and MariaDB, where a
 // column's nullability changes in place).

@@ -274,22 +274,30 @@ func TestAdoptingForRollupAndAppend(t *testing.T) {
 	}
 }
 
+// A counter declared over an existing column that is not an integer fails
+// the migration with ErrInvalidCounter, naming the counter and what it
+// needs. GORM and ent.
 func TestAdoptingABadColumnIsAnError(t *testing.T) {
+	eachORM(t, func(t *testing.T, o counterORM) {
+		must(t, o.db().Exec("DROP TABLE post_likes_slots").Error)
+		must(t, o.db().Exec("ALTER TABLE posts ADD COLUMN likes VARCHAR(20)").Error)
+		err := o.migrate()
+		require.Error(t, err)
+		assert.ErrorIs(t, err, gormcounter.ErrInvalidCounter)
+		assert.Contains(t, err.Error(), o.name(modelPost, "likes"))
+		assert.Contains(t, err.Error(), "integer")
+	})
+}
+
+// A table without a primary key: the slot table's foreign key has nothing
+// to reference, and the migration says so. (ent:
+// TestEntParentWithoutPrimaryKeyIsAnError.)
+func TestAdoptingATableWithoutPrimaryKeyIsAnError(t *testing.T) {
 	parallel(t)
 	eachDB(t, func(t *testing.T, e *env) {
 		db := e.db
-		must(t, db.Exec("CREATE TABLE shows (id INTEGER PRIMARY KEY, title VARCHAR(50), likes VARCHAR(20))").Error)
-		err := db.AutoMigrate(&SumShow{})
-		require.Error(t, err)
-		assert.ErrorIs(t, err, gormcounter.ErrInvalidCounter)
-		assert.Contains(t, err.Error(), "SumShow.Likes")
-		assert.Contains(t, err.Error(), "integer")
-
-		// A table without a primary key: the slot table's foreign key has
-		// nothing to reference.
-		must(t, db.Exec("DROP TABLE shows").Error)
 		must(t, db.Exec("CREATE TABLE shows (id INTEGER NOT NULL, title VARCHAR(50), likes BIGINT)").Error)
-		err = db.AutoMigrate(&SumShow{})
+		err := db.AutoMigrate(&SumShow{})
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "SumShow.Likes")
 		assert.Contains(t, err.Error(), "primary key")

@@ -19,6 +19,7 @@ package integration_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -76,6 +77,9 @@ type counterORM interface {
 	postCreates() []createPath
 	likesAssigns() []assignPath
 	rewritePost(t *testing.T, id int, meanwhile func())
+	// migrate runs the ORM's migration of every model again: GORM's
+	// AutoMigrate, ent's Schema.Create with entcounter.WithCounters.
+	migrate() error
 	// remove deletes the row.
 	remove(model string, id int64) error
 	// incrementMany increments the rows with ids in one statement and
@@ -162,9 +166,9 @@ func eachORM(t *testing.T, fn func(t *testing.T, o counterORM), opts ...option) 
 	parallel(t)
 	t.Run("gorm", func(t *testing.T) {
 		eachDB(t, func(t *testing.T, e *env) {
-			must(t, migrateAll(e.db))
-			must(t, e.db.AutoMigrate(&SkipPost{}, &Reel{}, &Product{}))
-			fn(t, gormORM{e: e, gdb: e.db})
+			o := gormORM{e: e, gdb: e.db}
+			must(t, o.migrate())
+			fn(t, o)
 		}, opts...)
 	})
 	t.Run("ent", func(t *testing.T) {
@@ -305,6 +309,10 @@ func (o gormORM) set(model string, id int64, field string, v int64) error {
 
 func (o gormORM) setMany(model string, ids []int64, field string, v int64) error {
 	return o.gdb.Model(gormModel(model, 0)).Where("id IN ?", ids).UpdateColumn(field, v).Error
+}
+
+func (o gormORM) migrate() error {
+	return errors.Join(migrateAll(o.gdb), o.gdb.AutoMigrate(&SkipPost{}, &Reel{}, &Product{}))
 }
 
 func (o gormORM) remove(model string, id int64) error {
@@ -720,6 +728,10 @@ func (o entORM) with(t testing.TB, s settings) counterORM {
 
 func (o entORM) staged(t testing.TB, s settings, st *stage) counterORM {
 	return o.configured(t, s, ent.NewClient(ent.Driver(entDriverSending(o.e.kind, o.e.sqlDB, st.pass))))
+}
+
+func (o entORM) migrate() error {
+	return entMigrate(o.ctx(), o.client, entcounter.WithCounters(o.client))
 }
 
 func (o entORM) through(t testing.TB, dsn string, s settings) counterORM {
