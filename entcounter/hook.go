@@ -57,32 +57,13 @@ func counterHook(field string, ann annotation) ent.Hook {
 			value, hasSet := em.Field(field)
 			cleared := em.FieldCleared(field)
 			if !hasAdd && !hasSet && !cleared {
-				v, err := next.Mutate(ctx, em)
-				if err != nil && touched(em, field) {
-					// A hook that runs after this one (the schema's own Hooks:
-					// ent runs a mixin's hooks first) wrote the counter, and
-					// ent sent the write to a column the counter may not have
-					// (code generated before writes of later hooks were
-					// taken out, or a bulk create).
-					return v, fmt.Errorf("entcounter: %s.%s was written by a hook that runs after entcounter's (ent runs a mixin's hooks "+
-						"before the schema's own Hooks): regenerate the ent code, or write counters from a hook registered with client.%s.Use, which runs first: %w",
-						em.Type(), field, em.Type(), err)
-				}
-				return v, err
+				return untouched(ctx, em, next, field)
 			}
 			if err := refused(em, field, ann, hasAdd, hasSet, cleared, entrt.ToInt64(added), entrt.ToInt64(value)); err != nil {
 				return nil, err
 			}
 			if ann.Counts != "" {
-				// The default 0 of a new parent; a sum counter has no column.
-				if !ann.Rollup {
-					em.ResetField(field)
-				}
-				v, err := next.Mutate(ctx, em)
-				if late, ok := lateStart(m, field); ok && err == nil && late != 0 {
-					err = refused(em, field, ann, false, true, false, 0, late)
-				}
-				return v, err
+				return countCreated(ctx, m, next, field, ann)
 			}
 			w := &write{r: m.HotCounter()}
 			d, ok := w.r.Def(m.Type(), field)
@@ -108,62 +89,99 @@ func counterHook(field string, ann annotation) ent.Hook {
 			case m.Op().Is(ent.OpCreate):
 				return w.create(ctx, m, next, set)
 			case m.Op().Is(ent.OpUpdateOne | ent.OpUpdate):
-				// The keys are read before the update: its predicates may
-				// depend on the columns it changes.
-				keys, err := m.HotCounterKeys(ctx)
-				if err != nil {
-					return nil, err
-				}
-				one := m.Op().Is(ent.OpUpdateOne)
-				if one && len(keys) == 0 {
-					// The row is missing, does not match the predicates, or
-					// the user's query interceptors hide it: nothing is
-					// written.
-					return nil, m.HotCounterNotFound()
-				}
-				m.ResetField(field)
-				counterOnly := isEmpty(m)
-				if _, locks := dl.OnRowLocks(); locks && counterOnly && m.Op().Is(ent.OpUpdateOne) && !hasSet && !cleared && m.HotCounterByIDOnly() {
-					// ent would run an empty update (BEGIN, a read of the
-					// row, COMMIT) for the entity alone: the increment is the
-					// only write, and the entity is read after it. (Not on
-					// SQLite: one writer at a time, nothing to gain, and a
-					// database without foreign keys would keep the slot row
-					// of a parent that ent's read would have found missing.)
-					return w.incrementOne(ctx, m, keys[0], add)
-				}
-				res, err := next.Mutate(ctx, m)
-				if err != nil {
-					return res, err
-				}
-				if one && !hasSet && !cleared {
-					// The entity shows the new total: read back with the
-					// increment where the database can, else loaded.
-					total, hasTotal, err := w.incrementShowing(ctx, keys[0], add)
-					switch {
-					case err != nil:
-						return res, err
-					case hasTotal:
-						return res, setNodeField(res, d.StructField, total)
-					}
-					return res, w.refresh(ctx, res, keys[0], false, add)
-				}
-				n, err := w.update(ctx, keys, hasSet || cleared, set+add)
-				if err != nil {
-					return res, err
-				}
-				switch {
-				case !one && counterOnly:
-					res = int(n) // ent ran no UPDATE: the rows written are the counter's
-				case one:
-					err = w.refresh(ctx, res, keys[0], hasSet || cleared, set+add)
-				}
-				return res, err
+				return w.mutateUpdate(ctx, m, next, field, hasSet || cleared, set, add)
 			}
 			return next.Mutate(ctx, m)
 		}
 		return self
 	}
+}
+
+// untouched runs a mutation that does not write field, and explains the
+// error when a hook that runs after this one wrote it after all.
+func untouched(ctx context.Context, em ent.Mutation, next ent.Mutator, field string) (ent.Value, error) {
+	v, err := next.Mutate(ctx, em)
+	if err != nil && touched(em, field) {
+		// A hook that runs after this one (the schema's own Hooks: ent
+		// runs a mixin's hooks first) wrote the counter, and ent sent the
+		// write to a column the counter may not have (code generated
+		// before writes of later hooks were taken out, or a bulk create).
+		return v, fmt.Errorf("entcounter: %s.%s was written by a hook that runs after entcounter's (ent runs a mixin's hooks "+
+			"before the schema's own Hooks): regenerate the ent code, or write counters from a hook registered with client.%s.Use, which runs first: %w",
+			em.Type(), field, em.Type(), err)
+	}
+	return v, err
+}
+
+// countCreated runs the create of a parent with a count (the only write
+// of a count that refused lets through): its default 0 is the count's
+// start, and a sum count has no column; a later hook's non-zero start is
+// refused.
+func countCreated(ctx context.Context, m mutation, next ent.Mutator, field string, ann annotation) (ent.Value, error) {
+	if !ann.Rollup {
+		m.ResetField(field)
+	}
+	v, err := next.Mutate(ctx, m)
+	if late, ok := lateStart(m, field); ok && err == nil && late != 0 {
+		err = refused(m, field, ann, false, true, false, 0, late)
+	}
+	return v, err
+}
+
+// mutateUpdate runs an Update or UpdateOne that adds add to the counter,
+// or sets it to set (assigned: SetX or ClearX), writing the counter to its
+// slots and the rest through ent.
+func (w *write) mutateUpdate(ctx context.Context, m mutation, next ent.Mutator, field string, assigned bool, set, add int64) (ent.Value, error) {
+	// The keys are read before the update: its predicates may depend on
+	// the columns it changes.
+	keys, err := m.HotCounterKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	one := m.Op().Is(ent.OpUpdateOne)
+	if one && len(keys) == 0 {
+		// The row is missing, does not match the predicates, or the
+		// user's query interceptors hide it: nothing is written.
+		return nil, m.HotCounterNotFound()
+	}
+	m.ResetField(field)
+	counterOnly := isEmpty(m)
+	if _, locks := w.dl.OnRowLocks(); locks && counterOnly && one && !assigned && m.HotCounterByIDOnly() {
+		// ent would run an empty update (BEGIN, a read of the row,
+		// COMMIT) for the entity alone: the increment is the only write,
+		// and the entity is read after it. (Not on SQLite: one writer at
+		// a time, nothing to gain, and a database without foreign keys
+		// would keep the slot row of a parent that ent's read would have
+		// found missing.)
+		return w.incrementOne(ctx, m, keys[0], add)
+	}
+	res, err := next.Mutate(ctx, m)
+	if err != nil {
+		return res, err
+	}
+	if one && !assigned {
+		// The entity shows the new total: read back with the increment
+		// where the database can, else loaded.
+		total, hasTotal, err := w.incrementShowing(ctx, keys[0], add)
+		switch {
+		case err != nil:
+			return res, err
+		case hasTotal:
+			return res, setNodeField(res, w.d.StructField, total)
+		}
+		return res, w.refresh(ctx, res, keys[0], false, add)
+	}
+	n, err := w.update(ctx, keys, assigned, set+add)
+	if err != nil {
+		return res, err
+	}
+	switch {
+	case !one && counterOnly:
+		res = int(n) // ent ran no UPDATE: the rows written are the counter's
+	case one:
+		err = w.refresh(ctx, res, keys[0], assigned, set+add)
+	}
+	return res, err
 }
 
 // refused returns the error of a write that the counter does not take: a
