@@ -108,82 +108,73 @@ func (p *Plugin) rewriteUpdate(db *gorm.DB) {
 // naming the counter.
 func takeIncrements(stmt *gorm.Statement, m *model) (incs []increment, others int, err error) {
 	take := func(c *counter, v any) error {
-		if !updatesColumn(stmt, c) {
-			return nil // left out by Select or Omit, as GORM leaves it out
+		inc, ok, err := incrementOf(stmt, c, v)
+		if ok {
+			incs = append(incs, inc)
 		}
-		if c.count != nil {
-			return fmt.Errorf("gormcounter: %s: %w: it counts %s rows and changes only when they do (gormcounter.Recount corrects it)",
-				c.name(), ErrNotIncrement, c.count.rel.FieldSchema.Name)
-		}
-		if tv, ok := v.(takeValue); ok {
-			if !c.opts.Guarded {
-				return fmt.Errorf("gormcounter: Take %s: %w: declare it `gorm:\"counter:guarded\"`", c.name(), ErrNotGuarded)
-			}
-			incs = append(incs, increment{c: c, delta: tv.amount, take: true})
-			return nil
-		}
-		if total, ok := toInt64(v); ok {
-			// An explicit value: the new total, as ent's SetX makes it.
-			if c.opts.Guarded {
-				return fmt.Errorf("gormcounter: %s: %w: an assignment could take the stock down; Increment restocks and gormcounter.Take sells",
-					c.name(), ErrNegativeGuarded)
-			}
-			incs = append(incs, increment{c: c, delta: total, set: true})
-			return nil
-		}
-		delta, err := c.parseIncrement(v)
-		if err != nil {
-			return err
-		}
-		if c.opts.Guarded && delta < 0 {
-			return fmt.Errorf("gormcounter: %s: %w: a decrease of %d could take it below zero; use gormcounter.Take, which refuses when less is left",
-				c.name(), ErrNegativeGuarded, -delta)
-		}
-		incs = append(incs, increment{c: c, delta: delta})
-		return nil
+		return err
 	}
+	fromDest, err := takeFromDest(stmt, m, take)
+	if err != nil {
+		return nil, 0, err
+	}
+	fromSet, err := takeFromSet(stmt, m, take)
+	if err != nil {
+		return nil, 0, err
+	}
+	sort.SliceStable(incs, func(i, j int) bool { return incs[i].c.index < incs[j].c.index })
+	return incs, fromDest + fromSet, nil
+}
 
+// incrementOf is the write that the value v assigned to counter c asks
+// for (ok), if the update writes c's column at all: a take, an assignment
+// of the total or an increment; or the error naming c of a value the
+// counter does not take.
+func incrementOf(stmt *gorm.Statement, c *counter, v any) (inc increment, ok bool, err error) {
+	if !updatesColumn(stmt, c) {
+		return increment{}, false, nil // left out by Select or Omit, as GORM leaves it out
+	}
+	if c.count != nil {
+		return increment{}, false, fmt.Errorf("gormcounter: %s: %w: it counts %s rows and changes only when they do (gormcounter.Recount corrects it)",
+			c.name(), ErrNotIncrement, c.count.rel.FieldSchema.Name)
+	}
+	if tv, ok := v.(takeValue); ok {
+		if !c.opts.Guarded {
+			return increment{}, false, fmt.Errorf("gormcounter: Take %s: %w: declare it `gorm:\"counter:guarded\"`", c.name(), ErrNotGuarded)
+		}
+		return increment{c: c, delta: tv.amount, take: true}, true, nil
+	}
+	if total, ok := toInt64(v); ok {
+		// An explicit value: the new total, as ent's SetX makes it.
+		if c.opts.Guarded {
+			return increment{}, false, fmt.Errorf("gormcounter: %s: %w: an assignment could take the stock down; Increment restocks and gormcounter.Take sells",
+				c.name(), ErrNegativeGuarded)
+		}
+		return increment{c: c, delta: total, set: true}, true, nil
+	}
+	delta, err := c.parseIncrement(v)
+	if err != nil {
+		return increment{}, false, err
+	}
+	if c.opts.Guarded && delta < 0 {
+		return increment{}, false, fmt.Errorf("gormcounter: %s: %w: a decrease of %d could take it below zero; use gormcounter.Take, which refuses when less is left",
+			c.name(), ErrNegativeGuarded, -delta)
+	}
+	return increment{c: c, delta: delta}, true, nil
+}
+
+// takeFromDest hands take the counter assignments of the update's
+// destination (a map, a pointer to one, or a struct whose counters the
+// caller selected by name), takes a map's out of it, and returns the
+// number of other assignments left for GORM.
+func takeFromDest(stmt *gorm.Statement, m *model, take func(*counter, any) error) (others int, err error) {
 	dest, isMap := stmt.Dest.(map[string]any)
 	if pm, ok := stmt.Dest.(*map[string]any); ok && pm != nil {
 		dest, isMap = *pm, true
 	}
 	switch {
 	case isMap:
-		var rest map[string]any
-		for k, v := range dest {
-			c := m.lookup(k)
-			if c == nil {
-				if iv, ok := v.(incrementValue); ok {
-					if stmt.Schema.LookUpField(iv.field) == nil {
-						return nil, 0, fmt.Errorf("gormcounter: Increment %s.%s: %s has no field or column %q (%w)", stmt.Schema.Name, iv.field, stmt.Schema.Name, iv.field, ErrNotCounter)
-					}
-					return nil, 0, fmt.Errorf("gormcounter: Increment %s.%s: %w (tag it `gorm:\"counter\"`)", stmt.Schema.Name, iv.field, ErrNotCounter)
-				}
-				if tv, ok := v.(takeValue); ok {
-					if stmt.Schema.LookUpField(tv.field) == nil {
-						return nil, 0, fmt.Errorf("gormcounter: Take %s.%s: %s has no field or column %q (%w)", stmt.Schema.Name, tv.field, stmt.Schema.Name, tv.field, ErrNotCounter)
-					}
-					return nil, 0, fmt.Errorf("gormcounter: Take %s.%s: %w (tag it `gorm:\"counter:guarded\"`)", stmt.Schema.Name, tv.field, ErrNotCounter)
-				}
-				continue
-			}
-			if err := take(c, v); err != nil {
-				return nil, 0, err
-			}
-			if rest == nil {
-				rest = make(map[string]any, len(dest))
-				for k2, v2 := range dest {
-					rest[k2] = v2
-				}
-			}
-			delete(rest, k)
-		}
-		if rest != nil {
-			stmt.Dest = rest
-			others += len(rest)
-		} else {
-			others += len(dest)
-		}
+		return takeFromMap(stmt, m, dest, take)
 	case stmt.Dest != nil && m != nil && len(stmt.Selects) > 0:
 		// Updates(struct) leaves counters alone (a whole-row write would
 		// erase concurrent increments), unless the caller selected one by
@@ -192,46 +183,99 @@ func takeIncrements(stmt *gorm.Statement, m *model) (incs []increment, others in
 		for _, name := range stmt.Selects {
 			if c := m.lookup(name); c != nil {
 				if rv.Kind() != reflect.Struct || rv.Type() != m.schema.ModelType {
-					return nil, 0, fmt.Errorf("gormcounter: %s: %w: an update from a %s cannot set it; assign a value with Update", c.name(), ErrNotIncrement, rv.Type())
+					return 0, fmt.Errorf("gormcounter: %s: %w: an update from a %s cannot set it; assign a value with Update", c.name(), ErrNotIncrement, rv.Type())
 				}
 				v, _ := c.field.ValueOf(stmt.Context, rv)
 				if err := take(c, v); err != nil {
-					return nil, 0, err
+					return 0, err
 				}
 			}
 		}
-		others++
-	default:
-		others++
 	}
+	return 1, nil
+}
 
-	if cl, ok := stmt.Clauses["SET"]; ok && m != nil {
-		if set, ok := cl.Expression.(clause.Set); ok {
-			kept := make(clause.Set, 0, len(set))
-			for _, a := range set {
-				c := m.lookup(a.Column.Name)
-				if c == nil {
-					kept = append(kept, a)
-					continue
-				}
-				if err := take(c, a.Value); err != nil {
-					return nil, 0, err
-				}
+// takeFromMap hands take the counter entries of the update map dest and
+// leaves GORM a copy without them (stmt.Dest); an Increment or Take of a
+// field that is not a counter is an error naming it.
+func takeFromMap(stmt *gorm.Statement, m *model, dest map[string]any, take func(*counter, any) error) (others int, err error) {
+	var rest map[string]any
+	for k, v := range dest {
+		c := m.lookup(k)
+		if c == nil {
+			if err := notACounter(stmt, v); err != nil {
+				return 0, err
 			}
-			if len(kept) != len(set) {
-				if len(kept) == 0 {
-					// An empty SET would render "SET id = id" and lock the parent row.
-					delete(stmt.Clauses, "SET")
-				} else {
-					cl.Expression = kept
-					stmt.Clauses["SET"] = cl
-				}
+			continue
+		}
+		if err := take(c, v); err != nil {
+			return 0, err
+		}
+		if rest == nil {
+			rest = make(map[string]any, len(dest))
+			for k2, v2 := range dest {
+				rest[k2] = v2
 			}
-			others += len(kept)
+		}
+		delete(rest, k)
+	}
+	if rest == nil {
+		return len(dest), nil
+	}
+	stmt.Dest = rest
+	return len(rest), nil
+}
+
+// notACounter is the error of an Increment or a Take (v) of a field that
+// is no counter, if v is one.
+func notACounter(stmt *gorm.Statement, v any) error {
+	if iv, ok := v.(incrementValue); ok {
+		if stmt.Schema.LookUpField(iv.field) == nil {
+			return fmt.Errorf("gormcounter: Increment %s.%s: %s has no field or column %q (%w)", stmt.Schema.Name, iv.field, stmt.Schema.Name, iv.field, ErrNotCounter)
+		}
+		return fmt.Errorf("gormcounter: Increment %s.%s: %w (tag it `gorm:\"counter\"`)", stmt.Schema.Name, iv.field, ErrNotCounter)
+	}
+	if tv, ok := v.(takeValue); ok {
+		if stmt.Schema.LookUpField(tv.field) == nil {
+			return fmt.Errorf("gormcounter: Take %s.%s: %s has no field or column %q (%w)", stmt.Schema.Name, tv.field, stmt.Schema.Name, tv.field, ErrNotCounter)
+		}
+		return fmt.Errorf("gormcounter: Take %s.%s: %w (tag it `gorm:\"counter:guarded\"`)", stmt.Schema.Name, tv.field, ErrNotCounter)
+	}
+	return nil
+}
+
+// takeFromSet hands take the counter assignments of the update's SET
+// clause and removes them from it, and returns the number of others.
+func takeFromSet(stmt *gorm.Statement, m *model, take func(*counter, any) error) (others int, err error) {
+	cl, ok := stmt.Clauses["SET"]
+	if !ok || m == nil {
+		return 0, nil
+	}
+	set, ok := cl.Expression.(clause.Set)
+	if !ok {
+		return 0, nil
+	}
+	kept := make(clause.Set, 0, len(set))
+	for _, a := range set {
+		c := m.lookup(a.Column.Name)
+		if c == nil {
+			kept = append(kept, a)
+			continue
+		}
+		if err := take(c, a.Value); err != nil {
+			return 0, err
 		}
 	}
-	sort.SliceStable(incs, func(i, j int) bool { return incs[i].c.index < incs[j].c.index })
-	return incs, others, nil
+	if len(kept) != len(set) {
+		if len(kept) == 0 {
+			// An empty SET would render "SET id = id" and lock the parent row.
+			delete(stmt.Clauses, "SET")
+		} else {
+			cl.Expression = kept
+			stmt.Clauses["SET"] = cl
+		}
+	}
+	return len(kept), nil
 }
 
 // increment writes one counter's increment of the rows that where selects
