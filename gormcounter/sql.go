@@ -2,6 +2,7 @@ package gormcounter
 
 import (
 	"context"
+	"reflect"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
@@ -122,6 +123,51 @@ func (c gormConn) Exec(ctx context.Context, build func(countersql.Writer)) (int6
 
 func (c gormConn) Query(ctx context.Context, build func(countersql.Writer)) (engine.Rows, error) {
 	return c.session(ctx).Raw("?", sqlExpr(build)).Rows()
+}
+
+// frozen returns a copy of where whose slices, at any depth of its
+// expressions and their arguments, are copies: what a write that may run
+// after its caller's call returned renders, whatever the caller then does
+// with its own slices. Pointers are shared (a subquery's *gorm.DB).
+func frozen(where clause.Where) clause.Where {
+	return frozenValue(reflect.ValueOf(where)).Interface().(clause.Where)
+}
+
+func frozenValue(v reflect.Value) reflect.Value {
+	switch v.Kind() {
+	case reflect.Slice:
+		if v.IsNil() {
+			return v
+		}
+		c := reflect.MakeSlice(v.Type(), v.Len(), v.Len())
+		for i := range v.Len() {
+			c.Index(i).Set(frozenValue(v.Index(i)))
+		}
+		return c
+	case reflect.Array, reflect.Struct:
+		c := reflect.New(v.Type()).Elem()
+		c.Set(v)
+		if v.Kind() == reflect.Array {
+			for i := range v.Len() {
+				c.Index(i).Set(frozenValue(v.Index(i)))
+			}
+			return c
+		}
+		for i := range v.NumField() {
+			if c.Field(i).CanSet() {
+				c.Field(i).Set(frozenValue(v.Field(i)))
+			}
+		}
+		return c
+	case reflect.Interface:
+		if v.IsNil() {
+			return v
+		}
+		c := reflect.New(v.Type()).Elem()
+		c.Set(frozenValue(v.Elem()))
+		return c
+	}
+	return v
 }
 
 // whereCond renders a GORM WHERE as a countersql condition.

@@ -299,7 +299,7 @@ func (p *Plugin) increment(db *gorm.DB, inc increment, where clause.Where) (int6
 		}
 	}
 	in := engine.Increment{Table: t, Mode: inc.c.opts.Mode, Slots: inc.c.opts.Slots, Widths: inc.c.widths,
-		SkipLocked: inc.c.opts.SkipLocked && singleTarget(stmt)}
+		SkipLocked: inc.c.opts.SkipLocked && singleTarget(stmt), Guarded: inc.c.opts.Guarded}
 	if key, ok := primaryKeyOnly(stmt); ok {
 		in.Key = key
 	} else {
@@ -318,6 +318,13 @@ func (p *Plugin) increment(db *gorm.DB, inc increment, where clause.Where) (int6
 	in.Delta = inc.delta
 	if in.Combines(!sharedPool(db)) {
 		if key, ok := p.combineKey(db, inc.c, parent, where); ok {
+			if in.Cond != nil {
+				// The condition is rendered by the statement that carries
+				// the increment, and again by each retry of it, maybe after
+				// this call has returned: it must not read slices the
+				// caller may reuse (Where("id IN ?", ids)).
+				in.Cond = whereCond(frozen(where))
+			}
 			return p.combined.Do(stmt.Context, key, inc.delta, write)
 		}
 	}

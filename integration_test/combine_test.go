@@ -547,6 +547,9 @@ func TestCombiningOffSendsAStatementPerIncrement(t *testing.T) {
 					for deadline := time.Now().Add(10 * time.Second); st.seen.Load() < n && time.Now().Before(deadline); {
 						time.Sleep(time.Millisecond)
 					}
+					if got := st.seen.Load(); got < n {
+						t.Errorf("combining off: %d of %d increments reached their write while the first was held: the others waited", got, n)
+					}
 				}
 				close(st.hold[1])
 				for range n {
@@ -557,8 +560,8 @@ func TestCombiningOffSendsAStatementPerIncrement(t *testing.T) {
 				if c.combined && writes >= n*one {
 					t.Errorf("combining on: %d increments sent %d writes, as many as alone (%d each)", n, writes, one)
 				}
-				if !c.combined && writes != n*one {
-					t.Errorf("combining off: %d increments sent %d writes, want %d (%d each, as alone)", n, writes, n*one, one)
+				if !c.combined && writes < n*one {
+					t.Errorf("combining off: %d increments sent %d writes, want %d or more (%d each, as alone; more if retried)", n, writes, n*one, one)
 				}
 				if got := exactly(t, o, modelPost, id, "likes"); got != n+1 {
 					t.Errorf("likes %d, want %d", got, n+1)
