@@ -50,6 +50,11 @@ func benchEntIncrementOneRow(b *testing.B, kind dbKind) {
 	b.Run("slots64", func(b *testing.B) {
 		writersLoop(b, func() error { return c.Post.UpdateOneID(p.ID).AddViews(1).Exec(ctx) })
 	})
+	// SkipPost.likes: 64 skip-locked slots (pre-created on MariaDB).
+	sp := c.SkipPost.Create().SaveX(ctx)
+	b.Run("skiplocked64", func(b *testing.B) {
+		writersLoop(b, func() error { return c.SkipPost.UpdateOneID(sp.ID).AddLikes(1).Exec(ctx) })
+	})
 	// The bulk form skips the re-read: one id query and one upsert.
 	b.Run("naive-bulk", func(b *testing.B) {
 		writersLoop(b, func() error {
