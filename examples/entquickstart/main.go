@@ -1,6 +1,8 @@
 // Command entquickstart shows entcounter end to end: declare counters with a
 // mixin, migrate with Schema.Create, increment from many goroutines with the
-// generated AddLikes, load, read live, roll up.
+// generated AddLikes, load, read live (entcounter.WithLive, and the
+// generated Query().Live()), roll up, and add through a write-behind buffer
+// with the generated Buffered(buf).AddViews.
 //
 //	go run ./examples/entquickstart                 # embedded SQLite, no server
 //	go run ./examples/entquickstart -dsn "host=127.0.0.1 user=postgres dbname=test sslmode=disable"
@@ -27,6 +29,7 @@ import (
 
 	"github.com/hotcounter/hotcounter/entcounter"
 	"github.com/hotcounter/hotcounter/examples/entquickstart/ent"
+	entpost "github.com/hotcounter/hotcounter/examples/entquickstart/ent/post"
 	"github.com/hotcounter/hotcounter/examples/entquickstart/ent/postlikesslot"
 	_ "github.com/hotcounter/hotcounter/examples/entquickstart/ent/runtime" // registers the counter hooks
 )
@@ -115,6 +118,11 @@ func run(ctx context.Context, dsn string, writers, each int) error {
 		return err
 	}
 	fmt.Printf("with entcounter.WithLive(ctx):   likes=%d          views=%d (column + pending slots)\n", loaded.Likes, loaded.Views)
+	// The same, typed: Live on the generated query.
+	if loaded, err = client.Post.Query().Where(entpost.ID(post.ID)).Live().Only(ctx); err != nil {
+		return err
+	}
+	fmt.Printf("client.Post.Query().Live():      likes=%d          views=%d\n", loaded.Likes, loaded.Views)
 	if err := entcounter.RollupPass(ctx, client); err != nil {
 		return err
 	}
@@ -137,15 +145,34 @@ func run(ctx context.Context, dsn string, writers, each int) error {
 		fmt.Printf("after entcounter.CompactPass:    %d likes slot row holds them all (%d rows removed)\n\n", n, done.Removed)
 	}
 
+	// A write-behind buffer adds up increments in memory and writes them in
+	// batches; the generated Buffered(buf).AddViews is its typed Increment.
+	buf, err := entcounter.NewBuffer(ctx, client, entcounter.BufferConfig{})
+	if err != nil {
+		return err
+	}
+	for range 10 {
+		if err := client.Post.Buffered(buf).AddViews(ctx, post.ID, 1); err != nil {
+			return err
+		}
+	}
+	if err := buf.Close(ctx); err != nil { // writes what is pending
+		return err
+	}
+	if loaded, err = client.Post.Query().Where(entpost.ID(post.ID)).Live().Only(ctx); err != nil {
+		return err
+	}
+	fmt.Printf("after 10 client.Post.Buffered(buf).AddViews and buf.Close: views=%d\n\n", loaded.Views)
+
 	// SetLikes sets the total exactly.
 	if err := client.Post.UpdateOneID(post.ID).SetTitle("renamed").SetLikes(int64(total) + 5).Exec(ctx); err != nil {
 		return err
 	}
-	if loaded, err = client.Post.Get(ctx, post.ID); err != nil {
+	if loaded, err = client.Post.Query().Where(entpost.ID(post.ID)).Live().Only(ctx); err != nil {
 		return err
 	}
-	if want := int64(total + 5); loaded.Likes != want || loaded.Views != int64(2*total) {
-		return fmt.Errorf("lost updates: likes %d (want %d), views %d (want %d)", loaded.Likes, want, loaded.Views, 2*total)
+	if want := int64(total + 5); loaded.Likes != want || loaded.Views != int64(2*total+10) {
+		return fmt.Errorf("lost updates: likes %d (want %d), views %d (want %d)", loaded.Likes, want, loaded.Views, 2*total+10)
 	}
 	fmt.Println(strings.Repeat("-", 60))
 	fmt.Printf("final: %q likes=%d (set to %d) views=%d: nothing lost\n", loaded.Title, loaded.Likes, total+5, loaded.Views)
