@@ -144,15 +144,15 @@ func frozenValue(v reflect.Value) reflect.Value {
 			c.Index(i).Set(frozenValue(v.Index(i)))
 		}
 		return c
-	case reflect.Array, reflect.Struct:
+	case reflect.Array:
 		c := reflect.New(v.Type()).Elem()
-		c.Set(v)
-		if v.Kind() == reflect.Array {
-			for i := range v.Len() {
-				c.Index(i).Set(frozenValue(v.Index(i)))
-			}
-			return c
+		for i := range v.Len() {
+			c.Index(i).Set(frozenValue(v.Index(i)))
 		}
+		return c
+	case reflect.Struct:
+		c := reflect.New(v.Type()).Elem()
+		c.Set(v) // unexported fields as they are
 		for i := range v.NumField() {
 			if c.Field(i).CanSet() {
 				c.Field(i).Set(frozenValue(v.Field(i)))
