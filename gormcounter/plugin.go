@@ -13,6 +13,7 @@ import (
 
 	"github.com/hotcounter/hotcounter/internal/combine"
 	"github.com/hotcounter/hotcounter/internal/countersql"
+	"github.com/hotcounter/hotcounter/internal/driver"
 	"github.com/hotcounter/hotcounter/internal/engine"
 	"github.com/hotcounter/hotcounter/internal/observe"
 	"github.com/hotcounter/hotcounter/internal/spec"
@@ -120,7 +121,7 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 	if err := (spec.Options{Slots: p.cfg.DefaultSlots}).Validate(); err != nil {
 		return fmt.Errorf("gormcounter: Config.DefaultSlots: %w", err)
 	}
-	d, err := countersql.For(db.Dialector.Name())
+	d, err := driver.For(db.Dialector.Name())
 	if err != nil {
 		return err
 	}

@@ -82,7 +82,7 @@ func moveBatch(ctx context.Context, tx Conn, d countersql.Dialect, t countersql.
 		locked  []any
 		keys    []any
 		amounts []int64
-		kr      = newKeyReader(rows, 0)
+		kr      = NewKeyReader(rows, 0)
 	)
 	for rows.Next() {
 		var k any
@@ -91,7 +91,7 @@ func moveBatch(ctx context.Context, tx Conn, d countersql.Dialect, t countersql.
 			rows.Close()
 			return Moved{}, err
 		}
-		k = kr.key(k)
+		k = kr.Key(k)
 		locked = append(locked, k)
 		m.Parents++
 		if !v.Valid {

@@ -90,7 +90,7 @@ func Set(ctx context.Context, s Session, d countersql.Dialect, t Target, keys []
 		found = found[:0]
 		// The parents that exist, locked where the database locks rows.
 		if err := eachChunk(keys, func(k []any) error {
-			got, err := QueryKeys(ctx, tx, func(w countersql.Writer) { strategyOf(d).lockForSet(w, tt, k) })
+			got, err := QueryKeys(ctx, tx, func(w countersql.Writer) { driverOf(d).LockForSet(w, tt, k) })
 			found = append(found, got...)
 			return err
 		}); err != nil || len(found) == 0 {

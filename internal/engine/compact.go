@@ -20,7 +20,7 @@ type Compacted struct {
 	Removed int64
 	// Left names each counter the pass left alone, and why: one whose slot
 	// rows are pre-created (its rows stay whatever they hold, so a
-	// compaction would remove none) and guarded stock (spread over its rows
+	// Compaction would remove none) and guarded stock (spread over its rows
 	// so that takes do not meet).
 	Left []string
 	// Postponed, when not empty, says why the pass stopped before the end:
@@ -65,7 +65,7 @@ func (c Counter) leftBecause() string {
 // it postpones. It records each counter's pass.
 func (st Store) CompactPass(ctx context.Context, s Session, counters []Counter) (Compacted, error) {
 	var done Compacted
-	if _, err := strategyOf(st.Dialect).compaction(); err != nil {
+	if _, err := driverOf(st.Dialect).Compaction(); err != nil {
 		return done, fmt.Errorf("%s: CompactPass: %w", st.Pkg, err)
 	}
 	inTx := PassTransaction(s, st.Dialect)
@@ -102,7 +102,7 @@ func (st Store) CompactPass(ctx context.Context, s Session, counters []Counter) 
 // previous one removed can be reused; past that it stops, saying why in
 // Postponed.
 //
-// MySQL and MariaDB are refused (ErrCompactMySQL): under their default
+// MySQL and MariaDB are refused (internal/driver/mysql.ErrCompact): under their default
 // REPEATABLE READ, a transaction that reads a counter, increments it and
 // reads it again sees its own slot row as it is now and the others as of
 // its snapshot, so values a pass moved in between would count twice or
@@ -110,12 +110,12 @@ func (st Store) CompactPass(ctx context.Context, s Session, counters []Counter) 
 func Compact(ctx context.Context, conn Conn, d countersql.Dialect, t countersql.Table, batch int,
 	inTx func(ctx context.Context, fn func(Conn) error) error) (Compacted, error) {
 	var done Compacted
-	st := strategyOf(d)
-	u, err := st.compaction()
+	st := driverOf(d)
+	u, err := st.Compaction()
 	if err != nil {
 		return done, err
 	}
-	bytes := func() (int64, error) { return st.slotBytes(ctx, conn, t.Slots) }
+	bytes := func() (int64, error) { return st.SlotBytes(ctx, conn, t.Slots) }
 	if done.BytesBefore, err = bytes(); err != nil {
 		return done, err
 	}
@@ -143,7 +143,7 @@ func Compact(ctx context.Context, conn Conn, d countersql.Dialect, t countersql.
 				continue
 			}
 			if last != "" {
-				why, err := st.awaitReuse(ctx, conn, last)
+				why, err := st.AwaitReuse(ctx, conn, last)
 				if err != nil {
 					return err
 				}
@@ -188,41 +188,6 @@ var errPostponed = errors.New("compaction postponed")
 // wait the pass stops and says why (Compacted.Postponed).
 const ReuseWait = time.Second
 
-// awaitReuse waits up to ReuseWait until no other session holds a
-// snapshot from before the transaction xid committed, and returns "" then,
-// or why it stopped waiting.
-func awaitReuse(ctx context.Context, conn Conn, d countersql.Postgres, xid string) (string, error) {
-	deadline := time.Now().Add(ReuseWait)
-	for {
-		rows, err := conn.Query(ctx, func(w countersql.Writer) { d.OldestHolder(w, xid) })
-		if err != nil {
-			return "", err
-		}
-		var pid int64
-		var open float64
-		held := rows.Next()
-		if held {
-			err = rows.Scan(&pid, &open)
-		}
-		rows.Close()
-		if err != nil {
-			return "", err
-		}
-		if !held {
-			return "", nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Sprintf("the transaction of session %d, open for %.1f s, keeps the slot rows the pass removed from being reused; "+
-				"compacting more now would grow the table: run the pass again once it has ended", pid, open), nil
-		}
-		select {
-		case <-ctx.Done():
-			return "", ctx.Err()
-		case <-time.After(2 * time.Millisecond):
-		}
-	}
-}
-
 // compactBatch runs a dialect's compaction of one batch in tx, and
 // returns what it did and, where the dialect tells it, the transaction's
 // id.
@@ -249,8 +214,3 @@ func compactBatch(ctx context.Context, tx Conn, c countersql.Compaction) (Compac
 	got.Removed, err = tx.Exec(ctx, c.Remove)
 	return got, "", err
 }
-
-// ErrCompactMySQL is Compact's error on MySQL and MariaDB. It wraps
-// errors.ErrUnsupported.
-var ErrCompactMySQL = fmt.Errorf("%w on MySQL/MariaDB: under REPEATABLE READ a transaction that reads a counter, "+
-	"increments it and reads it again would see the values a pass moved meanwhile twice or not at all", errors.ErrUnsupported)

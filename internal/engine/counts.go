@@ -33,9 +33,9 @@ func ReadCounted(ctx context.Context, conn Conn, d countersql.Dialect, counts []
 	}
 	defer rows.Close()
 	nk := len(counts[0].KeyColumns()) // a key column, or a join table's two references
-	readers := make([]keyReader, len(counts)+nk)
+	readers := make([]KeyReader, len(counts)+nk)
 	for i := range readers {
-		readers[i] = newKeyReader(rows, i)
+		readers[i] = NewKeyReader(rows, i)
 	}
 	var out []CountedRow
 	for rows.Next() {
@@ -47,13 +47,13 @@ func ReadCounted(ctx context.Context, conn Conn, d countersql.Dialect, counts []
 		if err := rows.Scan(ptrs...); err != nil {
 			return nil, err
 		}
-		r := CountedRow{Key: readers[0].key(vals[0]), Refs: make([]any, len(counts))}
+		r := CountedRow{Key: readers[0].Key(vals[0]), Refs: make([]any, len(counts))}
 		if nk == 2 {
-			r.Key = countersql.Pair{r.Key, readers[1].key(vals[1])}
+			r.Key = countersql.Pair{r.Key, readers[1].Key(vals[1])}
 		}
 		for i := range counts {
 			if vals[i+nk] != nil {
-				r.Refs[i] = readers[i+nk].key(vals[i+nk])
+				r.Refs[i] = readers[i+nk].Key(vals[i+nk])
 			}
 		}
 		out = append(out, r)
@@ -79,7 +79,7 @@ func CountWritten(ctx context.Context, conn Conn, d countersql.Dialect, counts [
 // for every counted row before it, +1 for every counted row after it, in
 // the transaction of the write. On PostgreSQL the amounts go to the
 // transaction's own slot rows, on MySQL and MariaDB to the session's
-// (AddToOwnSlot): rows no other transaction writes meanwhile, so the write
+// (the drivers' AddCounts): rows no other transaction writes meanwhile, so the write
 // never waits for a counter row. SQLite has one writer at a time: slot 0.
 // One upsert per chunk of parents, in key order (AddCounts).
 func applyCounts(ctx context.Context, conn Conn, d countersql.Dialect, counts []countersql.Count, before, after []CountedRow) error {
@@ -111,7 +111,7 @@ func applyCounts(ctx context.Context, conn Conn, d countersql.Dialect, counts []
 		for j, k := range keys {
 			amounts[j] = sums[KeyText(k)]
 		}
-		if err := strategyOf(d).addCounts(ctx, conn, c, keys, amounts); err != nil {
+		if err := driverOf(d).AddCounts(ctx, conn, c, keys, amounts); err != nil {
 			return err
 		}
 	}
@@ -175,13 +175,13 @@ func recount(ctx context.Context, s Session, d countersql.Dialect, c countersql.
 			if len(keys) == 0 {
 				return nil
 			}
-			err = strategyOf(d).addCounts(ctx, conn, c, keys, diffs)
+			err = driverOf(d).AddCounts(ctx, conn, c, keys, diffs)
 			if err == nil {
 				fixed = int64(len(keys))
 			}
 			return err
 		}
-		if err := strategyOf(d).recountIn(ctx, s, run); err != nil {
+		if err := driverOf(d).RecountIn(ctx, s, run); err != nil {
 			return corrected, err
 		}
 		after, corrected = next, corrected+fixed
@@ -201,7 +201,7 @@ func recountBatch(ctx context.Context, conn Conn, d countersql.Dialect, c counte
 		return nil, nil, after, 0, err
 	}
 	defer rows.Close()
-	kr := newKeyReader(rows, 0)
+	kr := NewKeyReader(rows, 0)
 	last = after
 	for rows.Next() {
 		var k any
@@ -210,7 +210,7 @@ func recountBatch(ctx context.Context, conn Conn, d countersql.Dialect, c counte
 			return nil, nil, after, 0, err
 		}
 		n++
-		last = kr.key(k)
+		last = kr.Key(k)
 		if diff != 0 {
 			keys = append(keys, last)
 			diffs = append(diffs, diff)
@@ -227,7 +227,7 @@ func CountTriggersMissing(ctx context.Context, conn Conn, d countersql.Dialect, 
 	return n < 3, err
 }
 
-// countTriggers returns how many of the three triggers that keep the count
+// CountTriggers returns how many of the three triggers that keep the count
 // c exist.
 func countTriggers(ctx context.Context, conn Conn, d countersql.Dialect, c countersql.Count) (int, error) {
 	var names []any
@@ -293,14 +293,14 @@ func (st Store) InstallCountTriggers(ctx context.Context, s Session, c Counter, 
 			return false, nil
 		}
 	} else {
-		if steps, err = strategyOf(d).countTriggers(ctx, s, count); err != nil {
+		if steps, err = driverOf(d).CountTriggers(ctx, s, count); err != nil {
 			return false, fmt.Errorf("%s: read the foreign keys of %s: %w", st.Pkg, count.Child, err)
 		}
 		if missing, err = CountTriggersMissing(ctx, s, d, count); err != nil {
 			return false, fmt.Errorf("%s: read the triggers that keep %s (counts %s): %w", st.Pkg, c.Name, count.Child, err)
 		}
 	}
-	if err := strategyOf(d).ddl(ctx, s, steps); err != nil {
+	if err := driverOf(d).DDL(ctx, s, steps); err != nil {
 		return false, fmt.Errorf("%s: install the triggers that keep %s (counts %s): %w", st.Pkg, c.Name, count.Child, err)
 	}
 	return missing, nil

@@ -62,31 +62,31 @@ func KeyText(v any) string {
 	return fmt.Sprint(v)
 }
 
-// keyReader turns the keys a query returns in column col back into values
+// KeyReader turns the keys a query returns in column col back into values
 // of the column's type. MySQL's text protocol returns integers as bytes;
 // bound again as strings, they would make MariaDB compare an integer key
 // with strings and scan (and lock) the whole index instead of the rows.
-type keyReader struct{ integer, unsigned bool }
+type KeyReader struct{ integer, unsigned bool }
 
-func newKeyReader(rows Rows, col int) keyReader {
+func NewKeyReader(rows Rows, col int) KeyReader {
 	typed, ok := rows.(interface {
 		ColumnTypes() ([]*sql.ColumnType, error)
 	})
 	if !ok {
-		return keyReader{}
+		return KeyReader{}
 	}
 	types, err := typed.ColumnTypes()
 	if err != nil || col >= len(types) {
-		return keyReader{}
+		return KeyReader{}
 	}
 	name := strings.ToUpper(types[col].DatabaseTypeName())
-	return keyReader{
+	return KeyReader{
 		integer:  strings.Contains(name, "INT"),
 		unsigned: strings.Contains(name, "UNSIGNED"),
 	}
 }
 
-func (r keyReader) key(v any) any {
+func (r KeyReader) Key(v any) any {
 	b, ok := v.([]byte)
 	if !ok {
 		return v
@@ -140,13 +140,13 @@ func QueryKeys(ctx context.Context, c Conn, build func(countersql.Writer)) ([]an
 	}
 	defer rows.Close()
 	var keys []any
-	kr := newKeyReader(rows, 0)
+	kr := NewKeyReader(rows, 0)
 	for rows.Next() {
 		var k any
 		if err := rows.Scan(&k); err != nil {
 			return nil, err
 		}
-		keys = append(keys, kr.key(k))
+		keys = append(keys, kr.Key(k))
 	}
 	return keys, rows.Err()
 }
@@ -174,7 +174,7 @@ func QueryInt(ctx context.Context, c Conn, build func(countersql.Writer)) (int64
 func System(ctx context.Context, c Conn, d countersql.Dialect, ask bool) string {
 	var version string
 	if ask {
-		version = strategyOf(d).serverVersion(ctx, c)
+		version = driverOf(d).ServerVersion(ctx, c)
 	}
 	return d.System(version)
 }

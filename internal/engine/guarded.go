@@ -69,8 +69,8 @@ func Take(ctx context.Context, s Session, d countersql.Dialect, t countersql.Tab
 		// full or changes nothing: autocommit, no BEGIN and COMMIT. If it
 		// finds no row, a transaction of its own gathers (takeAcross).
 		var ok bool
-		err := ownStatement(ctx, s, func() (err error) {
-			ok, err = takeOne(ctx, s, d, t, slots, key, amount, false)
+		err := OwnStatement(ctx, s, func() (err error) {
+			ok, err = TakeOne(ctx, s, d, t, slots, key, amount, false)
 			return err
 		})
 		if err != nil || ok {
@@ -83,9 +83,9 @@ func Take(ctx context.Context, s Session, d countersql.Dialect, t countersql.Tab
 	// row an UPDATE read but did not change; PostgreSQL's UPDATE keeps the
 	// lock it took to recheck a row that changed), and tries over some rows
 	// followed by takeAcross over all would lock them out of order and
-	// deadlock. So the first try is the database's (strategy.go: one that
-	// never waits and keeps no stray lock, or none).
-	ok, err := strategyOf(d).firstTake(ctx, s, t, slots, key, amount)
+	// deadlock. So the first try is the database's (its Driver's
+	// FirstTake: one that never waits and keeps no stray lock, or none).
+	ok, err := driverOf(d).FirstTake(ctx, s, t, slots, key, amount)
 	if err != nil || ok {
 		return err
 	}
@@ -115,8 +115,8 @@ func TakeTogether(ctx context.Context, s Session, d countersql.Dialect, g *combi
 // takeOne takes amount from one slot row that holds enough, if it finds
 // one. ordered tries the rows in slot order, from the lowest, and never a
 // random one first.
-func takeOne(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table, slots int, key any, amount int64, ordered bool) (bool, error) {
-	if ok, tried, err := strategyOf(d).takeFree(ctx, c, t, key, amount); tried {
+func TakeOne(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table, slots int, key any, amount int64, ordered bool) (bool, error) {
+	if ok, tried, err := driverOf(d).TakeFree(ctx, c, t, key, amount); tried {
 		if err != nil || ok {
 			return ok, err
 		}
@@ -170,35 +170,6 @@ func takeOne(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Tab
 		}
 	}
 	return false, nil
-}
-
-// tryInSavepoint makes the one try of a take inside the caller's
-// transaction (PostgreSQL): it takes from a slot row holding enough that no
-// other transaction holds, never waiting, inside a savepoint rolled back
-// when it finds none, which releases every row the try locked on its way:
-// PostgreSQL keeps the lock of a row that FOR UPDATE locked and then found
-// changed and no longer matching (a test of 16 buyers taking in ent
-// transactions deadlocked on such a stray lock once takeAcross waited).
-func tryInSavepoint(ctx context.Context, c Session, d countersql.Postgres, t countersql.Table, key any, amount int64) (bool, error) {
-	const sp = "hc_take_try"
-	if err := savepoint(ctx, c, countersql.Savepoint, sp); err != nil {
-		return false, err
-	}
-	ok, err := tryFreeSlot(ctx, c, d, t, key, amount)
-	switch {
-	case err != nil:
-		return false, err
-	case !ok:
-		return false, errors.Join(savepoint(ctx, c, countersql.RollbackTo, sp), savepoint(ctx, c, countersql.Release, sp))
-	}
-	return true, savepoint(ctx, c, countersql.Release, sp)
-}
-
-// tryFreeSlot takes amount from a slot row of the parent that holds enough
-// and that no other transaction holds, in one statement (PostgreSQL).
-func tryFreeSlot(ctx context.Context, c Conn, d countersql.Postgres, t countersql.Table, key any, amount int64) (bool, error) {
-	got, err := QueryKeys(ctx, c, func(w countersql.Writer) { d.TakeFromFreeSlot(w, t, key, amount) })
-	return len(got) == 1, err
 }
 
 // takeAcross locks every slot row of the parent and takes amount from the
@@ -280,7 +251,7 @@ func lockAll(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Tab
 		}
 		return errors.Join(rows.Err(), rows.Close())
 	}
-	if err := strategyOf(d).lockAllSlots(ctx, c, t, key, read); err != nil {
+	if err := driverOf(d).LockAllSlots(ctx, c, t, key, read); err != nil {
 		return nil, 0, err
 	}
 	return parts, total, nil
@@ -301,7 +272,7 @@ func Restock(ctx context.Context, s Session, d countersql.Dialect, t countersql.
 			amounts = append(amounts, a)
 		}
 	}
-	return ownStatement(ctx, s, func() error {
+	return OwnStatement(ctx, s, func() error {
 		_, err := s.Exec(ctx, func(w countersql.Writer) { d.SpreadOver(w, t, key, amounts) })
 		return err
 	})

@@ -2,36 +2,11 @@ package engine
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/spec"
 )
-
-// IncrementFreeSlot adds delta to a slot row of the one parent matching
-// cond that no other transaction holds (PostgreSQL, a counter declared
-// skip-locked): the first from slot `slot` on (the lowest if slot is
-// negative), found with FOR UPDATE SKIP LOCKED, so that pre-created rows
-// are used before any is inserted; when every slot row of the parent is
-// held (or it has none) it writes the transaction's own row
-// (countersql's IncrementOwnSlot) in a second statement, which never waits
-// for a row lock either. The first statement changes nothing when it finds
-// no free row, so the pair never applies an increment twice. It returns
-// the number of parents incremented: 0 when no parent matches cond.
-func IncrementFreeSlot(ctx context.Context, c Conn, d countersql.Postgres, t countersql.Table, slots, slot int, delta int64, cond func(countersql.Writer)) (int64, error) {
-	keys, err := QueryKeys(ctx, c, func(w countersql.Writer) { d.IncrementFreeSlot(w, t, slot, delta, cond) })
-	switch {
-	case err != nil:
-		return 0, err
-	case len(keys) > 1:
-		return 0, fmt.Errorf("a skip-locked increment of one parent wrote %d slot rows", len(keys))
-	case len(keys) == 1:
-		return 1, nil
-	}
-	// (Never slot -1, which holds moved column values: see MoveToSlots.)
-	return c.Exec(ctx, func(w countersql.Writer) { d.IncrementOwnSlot(w, t, slots, max(slot, 0), delta, cond) })
-}
 
 // Increment is one increment of a counter of some parents, as either ORM
 // asks for it.
@@ -77,12 +52,12 @@ func (in Increment) Combines(inTx bool) bool {
 // transaction of its own when it takes several statements. It returns how
 // many parents it incremented. The write, by mode (slots or delta rows) and
 // slot choice (random, the transaction's own, skip-locked), is the
-// database's (strategy.go), for both ORMs.
+// database's (its Driver, internal/driver), for both ORMs.
 func Apply(ctx context.Context, s Session, d countersql.Dialect, in Increment) (int64, error) {
-	key, _ := in.one()
+	key, _ := in.One()
 	slot, release := DrawSlot(in.Widths, in.Slots, key)
 	defer release()
-	return strategyOf(d).increment(ctx, s, in, slot)
+	return driverOf(d).Increment(ctx, s, in, slot)
 }
 
 // IncrementOne writes in, an increment of the one parent in.Key, and
@@ -102,7 +77,7 @@ func IncrementOne(ctx context.Context, s Session, d countersql.Dialect, in Incre
 	case in.Guarded && in.Delta > 0:
 		return 1, 0, false, Restock(ctx, s, d, in.Table, in.Slots, in.Key, in.Delta)
 	case read != nil:
-		total, found, wrote, err := strategyOf(d).incrementShowing(ctx, s, in, read)
+		total, found, wrote, err := driverOf(d).IncrementShowing(ctx, s, in, read)
 		if err != nil || (wrote && !found) {
 			return 0, 0, false, err
 		}
@@ -112,33 +87,6 @@ func IncrementOne(ctx context.Context, s Session, d countersql.Dialect, in Incre
 	}
 	n, err = Apply(ctx, s, d, in)
 	return n, 0, false, err
-}
-
-// incrementReturningTotal adds in.Delta to a slot of the parent in.Key and
-// reads its new total, in one statement (PostgreSQL); found is false when
-// the parent does not exist.
-func incrementReturningTotal(ctx context.Context, s Session, d countersql.Postgres, in Increment, read countersql.Sources) (total int64, found bool, err error) {
-	slot, release := DrawSlot(in.Widths, in.Slots, in.Key)
-	defer release()
-	err = ownStatement(ctx, s, func() error {
-		found = false
-		rows, err := s.Query(ctx, func(w countersql.Writer) {
-			d.IncrementReturningTotals(w, in.Table, slot, in.Delta, d.KeyIn(in.Table, []any{in.Key}), read)
-		})
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var k string
-			if err := rows.Scan(&k, &total); err != nil {
-				return err
-			}
-			found = true
-		}
-		return rows.Err()
-	})
-	return total, found, err
 }
 
 // DrawSlot chooses the slot of one increment statement: at random among
@@ -156,7 +104,7 @@ func DrawSlot(ws *Widths, slots int, key any) (slot int, release func()) {
 }
 
 // one returns the key of in's one parent, when in names one by its key.
-func (in Increment) one() (any, bool) {
+func (in Increment) One() (any, bool) {
 	switch {
 	case in.Key != nil:
 		return in.Key, true
@@ -167,7 +115,7 @@ func (in Increment) one() (any, bool) {
 }
 
 // cond is the condition that selects in's parents.
-func (in Increment) cond(d countersql.Dialect) func(countersql.Writer) {
+func (in Increment) Condition(d countersql.Dialect) func(countersql.Writer) {
 	switch {
 	case in.Key != nil:
 		return d.KeyIn(in.Table, []any{in.Key})
@@ -179,12 +127,12 @@ func (in Increment) cond(d countersql.Dialect) func(countersql.Writer) {
 
 // statements runs stmt, one statement for in's parents (or one per chunk of
 // FillChunk keys), and returns how many rows they wrote.
-func statements(ctx context.Context, s Session, d countersql.Dialect, in Increment, stmt func(w countersql.Writer, cond func(countersql.Writer))) (int64, error) {
+func ExecIncrement(ctx context.Context, s Session, d countersql.Dialect, in Increment, stmt func(w countersql.Writer, cond func(countersql.Writer))) (int64, error) {
 	var n int64
 	run := func(s Session) error {
 		n = 0
 		if in.Keys == nil || len(in.Keys) <= FillChunk {
-			done, err := s.Exec(ctx, func(w countersql.Writer) { stmt(w, in.cond(d)) })
+			done, err := s.Exec(ctx, func(w countersql.Writer) { stmt(w, in.Condition(d)) })
 			n = done
 			return err
 		}
@@ -203,7 +151,7 @@ func statements(ctx context.Context, s Session, d countersql.Dialect, in Increme
 	case s.InTx():
 		err = run(s)
 	case in.Keys == nil || len(in.Keys) <= FillChunk: // one autocommit statement
-		err = ownStatement(ctx, s, func() error { return run(s) })
+		err = OwnStatement(ctx, s, func() error { return run(s) })
 	default:
 		err = OwnTransaction(ctx, s, run)
 	}
@@ -213,9 +161,9 @@ func statements(ctx context.Context, s Session, d countersql.Dialect, in Increme
 // AddEach adds each of amounts to a slot of its parent in keys (sorted by
 // SortKeys), in s's transaction: a batch of increments of different
 // amounts, as the write-behind flush writes them, each the database's way
-// (strategy.go). A parent missing from its table is passed over.
+// (its Driver). A parent missing from its table is passed over.
 func AddEach(ctx context.Context, s Session, d countersql.Dialect, t countersql.Table, slots int, keys []any, amounts []int64) error {
-	return strategyOf(d).addEach(ctx, s, t, slots, keys, amounts)
+	return driverOf(d).AddEach(ctx, s, t, slots, keys, amounts)
 }
 
 // SkippingGone runs write over the n items of a batch, at most FillChunk

@@ -49,7 +49,7 @@ func OwnTransaction(ctx context.Context, s Session, fn func(tx Session) error) e
 // ownStatement runs fn, which sends one statement, once in s's transaction
 // if it has one, else retried while it fails with a deadlock or lock wait
 // timeout: an autocommit statement that failed changed nothing.
-func ownStatement(ctx context.Context, s Session, fn func() error) error {
+func OwnStatement(ctx context.Context, s Session, fn func() error) error {
 	if s.InTx() {
 		return fn()
 	}
@@ -60,19 +60,19 @@ func ownStatement(ctx context.Context, s Session, fn func() error) error {
 // so that a failure leaves the transaction as it was (PostgreSQL aborts a
 // transaction at its first error otherwise).
 func InSavepoint(ctx context.Context, tx Session, name string, fn func() error) error {
-	if err := savepoint(ctx, tx, countersql.Savepoint, name); err != nil {
+	if err := Savepoint(ctx, tx, countersql.Savepoint, name); err != nil {
 		return err
 	}
 	if err := fn(); err != nil {
-		return errors.Join(err, savepoint(ctx, tx, countersql.RollbackTo, name), savepoint(ctx, tx, countersql.Release, name))
+		return errors.Join(err, Savepoint(ctx, tx, countersql.RollbackTo, name), Savepoint(ctx, tx, countersql.Release, name))
 	}
 	// Released, so that a transaction that takes many does not keep them all
 	// (PostgreSQL slows down past 64 open subtransactions).
-	return savepoint(ctx, tx, countersql.Release, name)
+	return Savepoint(ctx, tx, countersql.Release, name)
 }
 
-// savepoint runs one of countersql's savepoint statements on name.
-func savepoint(ctx context.Context, tx Session, stmt func(countersql.Writer, string), name string) error {
+// Savepoint runs one of countersql's savepoint statements on name.
+func Savepoint(ctx context.Context, tx Session, stmt func(countersql.Writer, string), name string) error {
 	_, err := tx.Exec(ctx, func(w countersql.Writer) { stmt(w, name) })
 	return err
 }
@@ -98,14 +98,14 @@ func (s TxSession) ParentGone(err error) bool { return ForeignKeyViolation(err) 
 
 // PassTransaction returns a function that runs its argument in a
 // transaction of s's own, committed when it returns nil: how the rollup,
-// compaction and move walks run a batch. On PostgreSQL the transaction
+// Compaction and move walks run a batch. On PostgreSQL the transaction
 // compiles no plan (JIT off, as in Recount: on tables never analysed the
 // planner's estimates of a batch run into the millions, and the first
 // batches of a pass spent 150 to 300 ms each compiling).
 func PassTransaction(s Session, d countersql.Dialect) func(ctx context.Context, fn func(Conn) error) error {
 	return func(ctx context.Context, fn func(Conn) error) error {
 		return s.Begin(ctx, false, func(tx Session) error {
-			return strategyOf(d).planless(ctx, tx, func() error { return fn(tx) })
+			return driverOf(d).Planless(ctx, tx, func() error { return fn(tx) })
 		})
 	}
 }

@@ -13,6 +13,7 @@ import (
 	_ "github.com/glebarez/go-sqlite" // the pure-Go SQLite driver, "sqlite"
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
+	"github.com/hotcounter/hotcounter/internal/driver"
 	"github.com/hotcounter/hotcounter/internal/engine"
 	"github.com/hotcounter/hotcounter/internal/spec"
 	"github.com/hotcounter/hotcounter/internal/testdb"
@@ -103,7 +104,7 @@ func newFixture(t *testing.T, opts spec.Options, posts int) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	d, err := countersql.For("sqlite")
+	d, err := driver.For("sqlite")
 	if err != nil {
 		t.Fatal(err)
 	}

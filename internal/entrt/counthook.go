@@ -202,10 +202,8 @@ func edgeHook(ctx context.Context, m hookedMutation, r Runtime, child string, ne
 		if parents, err = m.HotCounterRowKeys(ctx); err != nil {
 			return nil, err
 		}
-		if locks, ok := dl.OnRowLocks(); ok && len(parents) > 0 {
-			if _, err := engine.QueryKeys(ctx, c, func(w countersql.Writer) { locks.LockParentsForClear(w, counts[0], engine.SortKeys(parents)) }); err != nil {
-				return nil, err
-			}
+		if err := engine.LockForClear(ctx, c, dl, counts[0], engine.SortKeys(parents), false); err != nil {
+			return nil, err
 		}
 	}
 	cond := func(w countersql.Writer) {

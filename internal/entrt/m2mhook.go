@@ -16,10 +16,13 @@ import (
 // hooks (counts[0] orders a Pair), and the join columns naming this
 // type's rows (mine) and the other side's (theirs).
 type m2mEdge struct {
-	edge          string
-	counts        []countersql.Count
-	mine, theirs  string
-	lock          func(countersql.RowLocks, countersql.Writer, []any) // locks this type's rows FOR UPDATE
+	edge         string
+	counts       []countersql.Count
+	mine, theirs string
+	// lockCount is the count whose parents (or, across, whose other
+	// side's rows) a clear locks first: this type's rows (LockForClear).
+	lockCount     countersql.Count
+	across        bool
 	added, remove []any
 	cleared       bool
 }
@@ -37,11 +40,11 @@ func (r Runtime) m2mEdges(typ string) []*m2mEdge {
 		cs := d.CountSpec()
 		if d.Type == typ {
 			out = append(out, &m2mEdge{edge: c.Edge, mine: c.Ref, theirs: c.Across.Ref,
-				lock: func(l countersql.RowLocks, w countersql.Writer, keys []any) { l.LockParentsForClear(w, cs, keys) }})
+				lockCount: cs})
 		}
 		if c.Type == typ {
 			out = append(out, &m2mEdge{edge: c.Back, mine: c.Across.Ref, theirs: c.Ref,
-				lock: func(l countersql.RowLocks, w countersql.Writer, keys []any) { l.LockAcrossForUpdate(w, cs, keys) }})
+				lockCount: cs, across: true})
 		}
 	}
 	for _, e := range out {
@@ -162,8 +165,8 @@ func m2mHook(ctx context.Context, m hookedMutation, r Runtime, edges []*m2mEdge,
 func writeEdge(ctx context.Context, c Conn, dl countersql.Dialect, e *m2mEdge, ids []any, lock bool) error {
 	var clear func(countersql.Writer)
 	if e.cleared {
-		if locks, ok := dl.OnRowLocks(); ok && lock {
-			if _, err := engine.QueryKeys(ctx, c, func(w countersql.Writer) { e.lock(locks, w, ids) }); err != nil {
+		if lock {
+			if err := engine.LockForClear(ctx, c, dl, e.lockCount, ids, e.across); err != nil {
 				return err
 			}
 		}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/hotcounter/hotcounter/internal/combine"
 	"github.com/hotcounter/hotcounter/internal/countersql"
+	"github.com/hotcounter/hotcounter/internal/driver"
 	"github.com/hotcounter/hotcounter/internal/engine"
 	"github.com/hotcounter/hotcounter/internal/observe"
 	"github.com/hotcounter/hotcounter/internal/spec"
@@ -247,7 +248,7 @@ func (r Runtime) Storages() *engine.Storages { return &r.state().storages }
 type Source interface{ HotCounter() Runtime }
 
 func (r Runtime) Dialect() (countersql.Dialect, error) {
-	return countersql.For(r.driver().Dialect())
+	return driver.For(r.driver().Dialect())
 }
 
 // Store returns the engine's view of the client: what every pass takes.

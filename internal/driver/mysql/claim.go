@@ -1,4 +1,4 @@
-package engine
+package mysql
 
 import (
 	"context"
@@ -8,13 +8,14 @@ import (
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/dberr"
+	"github.com/hotcounter/hotcounter/internal/engine"
 )
 
 // claimNumber claims the lowest number no live MySQL/MariaDB session
 // holds for this session (see countersql's claim.go), which holds none. It
 // never waits: a named lock another session holds is passed over. ok is
 // false when every number is taken.
-func claimNumber(ctx context.Context, c Conn, d countersql.MySQL) (n int, ok bool, err error) {
+func claimNumber(ctx context.Context, c engine.Conn, d countersql.MySQL) (n int, ok bool, err error) {
 	for i := range countersql.MaxClaims {
 		rows, err := c.Query(ctx, func(w countersql.Writer) { d.TryClaim(w, i) })
 		if err != nil {
@@ -37,7 +38,7 @@ func claimNumber(ctx context.Context, c Conn, d countersql.MySQL) (n int, ok boo
 	return 0, false, nil
 }
 
-// AddToOwnSlot adds amounts[i] to the session's own slot row of parent
+// addToOwnSlots adds amounts[i] to the session's own slot row of parent
 // keys[i] (distinct) on MySQL/MariaDB: a row no other session writes (see
 // countersql's claim.go). One query reads, without locks, the number the
 // session holds and which of its rows exist; those are updated by primary
@@ -49,9 +50,9 @@ func claimNumber(ctx context.Context, c Conn, d countersql.MySQL) (n int, ok boo
 // the counter's slot count; a session that can claim no number writes a
 // random slot below it, and may wait. A parent deleted meanwhile is passed
 // over. It returns how many parents it wrote.
-func AddToOwnSlot(ctx context.Context, c Conn, d countersql.MySQL, t countersql.Table, slots int, keys []any, amounts []int64, guard bool) (n int64, missed []int, err error) {
-	for start := 0; start < len(keys); start += FillChunk {
-		end := min(start+FillChunk, len(keys))
+func addToOwnSlots(ctx context.Context, c engine.Conn, d countersql.MySQL, t countersql.Table, slots int, keys []any, amounts []int64, guard bool) (n int64, missed []int, err error) {
+	for start := 0; start < len(keys); start += engine.FillChunk {
+		end := min(start+engine.FillChunk, len(keys))
 		done, left, err := addToOwnSlot(ctx, c, d, t, slots, keys[start:end], amounts[start:end], guard)
 		n += done
 		for _, i := range left {
@@ -72,7 +73,7 @@ type ownRows struct {
 }
 
 // readOwnRows runs OwnSlotRows, and ClaimedSlot when it found no row.
-func readOwnRows(ctx context.Context, c Conn, d countersql.MySQL, t countersql.Table, slots int, keys []any, lock bool) (ownRows, error) {
+func readOwnRows(ctx context.Context, c engine.Conn, d countersql.MySQL, t countersql.Table, slots int, keys []any, lock bool) (ownRows, error) {
 	out := ownRows{claimed: -1, found: map[string]any{}}
 	scan := func(q func(countersql.Writer), withRows bool) (int, error) {
 		rows, err := c.Query(ctx, q)
@@ -80,7 +81,7 @@ func readOwnRows(ctx context.Context, c Conn, d countersql.MySQL, t countersql.T
 			return 0, err
 		}
 		defer rows.Close()
-		kr := newKeyReader(rows, 2)
+		kr := engine.NewKeyReader(rows, 2)
 		n := 0
 		for rows.Next() {
 			var claimed sql.NullInt64
@@ -100,7 +101,7 @@ func readOwnRows(ctx context.Context, c Conn, d countersql.MySQL, t countersql.T
 			}
 			out.rollbackOnTimeout = rot.Bool
 			if owner != nil {
-				out.found[KeyText(kr.key(owner))] = id
+				out.found[engine.KeyText(kr.Key(owner))] = id
 			}
 		}
 		return n, rows.Err()
@@ -115,7 +116,7 @@ func readOwnRows(ctx context.Context, c Conn, d countersql.MySQL, t countersql.T
 	return out, err
 }
 
-func addToOwnSlot(ctx context.Context, c Conn, d countersql.MySQL, t countersql.Table, slots int, keys []any, amounts []int64, guard bool) (int64, []int, error) {
+func addToOwnSlot(ctx context.Context, c engine.Conn, d countersql.MySQL, t countersql.Table, slots int, keys []any, amounts []int64, guard bool) (int64, []int, error) {
 	own, err := readOwnRows(ctx, c, d, t, slots, keys, false)
 	if err != nil {
 		return 0, nil, err
@@ -142,7 +143,7 @@ func addToOwnSlot(ctx context.Context, c Conn, d countersql.MySQL, t countersql.
 		missingAt           []int
 	)
 	for i, k := range keys {
-		if id, ok := own.found[KeyText(k)]; ok {
+		if id, ok := own.found[engine.KeyText(k)]; ok {
 			ids, found, foundAmounts = append(ids, id), append(found, k), append(foundAmounts, amounts[i])
 		} else {
 			missing, rest, missingAt = append(missing, k), append(rest, amounts[i]), append(missingAt, i)
@@ -172,7 +173,7 @@ func addToOwnSlot(ctx context.Context, c Conn, d countersql.MySQL, t countersql.
 				return n, nil, err
 			}
 			for i, k := range found {
-				if _, ok := now.found[KeyText(k)]; !ok {
+				if _, ok := now.found[engine.KeyText(k)]; !ok {
 					missing, rest = append(missing, k), append(rest, foundAmounts[i])
 					missingAt = append(missingAt, indexOf(keys, k))
 				}
@@ -205,7 +206,7 @@ func addToOwnSlot(ctx context.Context, c Conn, d countersql.MySQL, t countersql.
 // parent deleted since its key was read fails the foreign key check, and
 // the keys are then upserted one by one and the gone ones passed over. It
 // returns how many parents it wrote.
-func insertSlots(ctx context.Context, c Conn, d countersql.MySQL, t countersql.Table, slot int, keys []any, amounts []int64) (int64, error) {
+func insertSlots(ctx context.Context, c engine.Conn, d countersql.MySQL, t countersql.Table, slot int, keys []any, amounts []int64) (int64, error) {
 	return skippingGone(c, len(keys), func(from, to int) error {
 		_, err := c.Exec(ctx, func(w countersql.Writer) { d.AddToOwnSlot(w, t, slot, keys[from:to], amounts[from:to]) })
 		return err
@@ -214,9 +215,9 @@ func insertSlots(ctx context.Context, c Conn, d countersql.MySQL, t countersql.T
 
 // indexOf is the index of key k in keys (by KeyText).
 func indexOf(keys []any, k any) int {
-	t := KeyText(k)
+	t := engine.KeyText(k)
 	for i, x := range keys {
-		if KeyText(x) == t {
+		if engine.KeyText(x) == t {
 			return i
 		}
 	}

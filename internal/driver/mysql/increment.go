@@ -1,4 +1,4 @@
-package engine
+package mysql
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/dberr"
+	"github.com/hotcounter/hotcounter/internal/engine"
 	"github.com/hotcounter/hotcounter/internal/retry"
 )
 
@@ -15,8 +16,8 @@ import (
 // in the caller's transaction, or in one of its own that is retried on
 // deadlock.
 
-// mysqlIncrement describes one increment on MySQL/MariaDB.
-type mysqlIncrement struct {
+// incr describes one increment on MySQL/MariaDB.
+type incr struct {
 	Table countersql.Table
 	// Key is the one parent to increment, when nothing but its primary key
 	// selects it; else Cond selects the parents (read without locks).
@@ -30,19 +31,19 @@ type mysqlIncrement struct {
 
 // single reports whether the increment targets one parent by its key:
 // Key, or Keys holding one key.
-func (in mysqlIncrement) single() bool {
+func (in incr) single() bool {
 	return in.Cond == nil && (in.Keys == nil || len(in.Keys) == 1)
 }
 
 // key is the parent of a single increment.
-func (in mysqlIncrement) key() any {
+func (in incr) key() any {
 	if len(in.Keys) == 1 {
 		return in.Keys[0]
 	}
 	return in.Key
 }
 
-// incrementMySQL adds delta to slot `slot` of every parent the increment
+// increment adds delta to slot `slot` of every parent the increment
 // targets, and returns how many parents that was.
 //
 // An increment updates its slot row with an exact-match UPDATE, which locks
@@ -56,9 +57,9 @@ func (in mysqlIncrement) key() any {
 // MariaDB that releases the gap lock; MySQL 8 is untested).
 //
 // Pre-created slot rows (the default for sum counters) always exist, so an
-// increment of one parent named only by its primary key is one UPDATE, with
+// Increment of one parent named only by its primary key is one UPDATE, with
 // no read of the parent.
-func incrementMySQL(ctx context.Context, s Session, d countersql.MySQL, in mysqlIncrement) (int64, error) {
+func increment(ctx context.Context, s engine.Session, d countersql.MySQL, in incr) (int64, error) {
 	t, slot, delta := in.Table, in.Slot, in.Delta
 	keys := in.Keys
 	if in.single() {
@@ -75,7 +76,7 @@ func incrementMySQL(ctx context.Context, s Session, d countersql.MySQL, in mysql
 		// the UPDATE locks the index entry and then the row, the fold the
 		// row and then, deleting it, the index entry.
 		var n int64
-		err := ownStatement(ctx, s, func() (err error) {
+		err := engine.OwnStatement(ctx, s, func() (err error) {
 			n, err = s.Exec(ctx, func(w countersql.Writer) { d.IncrementKeys(w, t, keys, slot, delta) })
 			return err
 		})
@@ -84,7 +85,7 @@ func incrementMySQL(ctx context.Context, s Session, d countersql.MySQL, in mysql
 		}
 		if !s.InTx() {
 			// The UPDATE has committed, gap lock and all: insert the row.
-			err := ownStatement(ctx, s, func() (err error) {
+			err := engine.OwnStatement(ctx, s, func() (err error) {
 				n, err = upsertSlots(ctx, s, d, t, keys, slot, delta)
 				return err
 			})
@@ -92,7 +93,7 @@ func incrementMySQL(ctx context.Context, s Session, d countersql.MySQL, in mysql
 		}
 	}
 	var n int64
-	err := OwnTransaction(ctx, s, func(tx Session) error {
+	err := engine.OwnTransaction(ctx, s, func(tx engine.Session) error {
 		n = 0
 		keys := keys
 		cond := in.Cond
@@ -101,19 +102,19 @@ func incrementMySQL(ctx context.Context, s Session, d countersql.MySQL, in mysql
 		}
 		if keys == nil || delta == 0 {
 			var err error
-			if keys, err = QueryKeys(ctx, tx, func(w countersql.Writer) { d.SelectKeys(w, t, cond) }); err != nil {
+			if keys, err = engine.QueryKeys(ctx, tx, func(w countersql.Writer) { d.SelectKeys(w, t, cond) }); err != nil {
 				return err
 			}
 		} else {
-			keys = SortKeys(keys)
+			keys = engine.SortKeys(keys)
 		}
 		if delta == 0 {
 			n = int64(len(keys))
 			return nil
 		}
 		chunks := func() error {
-			for start := 0; start < len(keys); start += FillChunk {
-				done, err := updateSlots(ctx, tx, d, t, keys[start:min(start+FillChunk, len(keys))], slot, delta)
+			for start := 0; start < len(keys); start += engine.FillChunk {
+				done, err := updateSlots(ctx, tx, d, t, keys[start:min(start+engine.FillChunk, len(keys))], slot, delta)
 				if err != nil {
 					return err
 				}
@@ -121,33 +122,33 @@ func incrementMySQL(ctx context.Context, s Session, d countersql.MySQL, in mysql
 			}
 			return nil
 		}
-		if len(keys) <= FillChunk || !s.InTx() {
+		if len(keys) <= engine.FillChunk || !s.InTx() {
 			return chunks()
 		}
 		// Several statements in the caller's transaction: all or none.
-		return InSavepoint(ctx, tx, "hc_increment_all", chunks)
+		return engine.InSavepoint(ctx, tx, "hc_increment_all", chunks)
 	})
 	return n, err
 }
 
-// incrementOwnSlotMySQL adds in.Delta to the session's own slot row of
-// every parent the increment targets (AddToOwnSlot), inside the caller's
+// incrementOwnSlot adds in.Delta to the session's own slot row of
+// every parent the increment targets (addToOwnSlots), inside the caller's
 // transaction: rows no other session writes, so transactions that
-// increment parents in any order never wait for each other through
+// Increment parents in any order never wait for each other through
 // counters and cannot deadlock through them. Parents named by a condition
 // are read without locks first. A parent whose own row does not exist yet
 // and which another transaction holds (its foreign key check would wait)
-// is incremented as before own rows, at slot in.Slot (incrementMySQL),
+// is incremented as before own rows, at slot in.Slot (increment),
 // whose pre-created rows need no foreign key check. slots is the counter's
 // slot count.
-func incrementOwnSlotMySQL(ctx context.Context, s Session, d countersql.MySQL, in mysqlIncrement, slots int) (int64, error) {
+func incrementOwnSlot(ctx context.Context, s engine.Session, d countersql.MySQL, in incr, slots int) (int64, error) {
 	keys := in.Keys
 	switch {
 	case in.Keys == nil && in.Cond == nil:
 		keys = []any{in.Key}
 	case in.Keys == nil:
 		var err error
-		if keys, err = QueryKeys(ctx, s, func(w countersql.Writer) { d.SelectKeys(w, in.Table, in.Cond) }); err != nil {
+		if keys, err = engine.QueryKeys(ctx, s, func(w countersql.Writer) { d.SelectKeys(w, in.Table, in.Cond) }); err != nil {
 			return 0, err
 		}
 	}
@@ -158,24 +159,24 @@ func incrementOwnSlotMySQL(ctx context.Context, s Session, d countersql.MySQL, i
 	}
 	var n int64
 	add := func() error {
-		done, missed, err := AddToOwnSlot(ctx, s, d, in.Table, slots, keys, amounts, true)
+		done, missed, err := addToOwnSlots(ctx, s, d, in.Table, slots, keys, amounts, true)
 		n = done
 		if err != nil || len(missed) == 0 {
 			return err
 		}
-		rest := mysqlIncrement{Table: in.Table, Slot: in.Slot, Delta: in.Delta, Keys: make([]any, len(missed))}
+		rest := incr{Table: in.Table, Slot: in.Slot, Delta: in.Delta, Keys: make([]any, len(missed))}
 		for i, at := range missed {
 			rest.Keys[i] = keys[at]
 		}
-		done, err = incrementMySQL(ctx, s, d, rest)
+		done, err = increment(ctx, s, d, rest)
 		n += done
 		return err
 	}
-	if len(keys) <= FillChunk {
+	if len(keys) <= engine.FillChunk {
 		return n, add()
 	}
 	// Several statements in the caller's transaction: all or none.
-	return n, InSavepoint(ctx, s, "hc_increment_all", add)
+	return n, engine.InSavepoint(ctx, s, "hc_increment_all", add)
 }
 
 // distinctKeys returns keys sorted, each once: an increment names a parent
@@ -183,8 +184,8 @@ func incrementOwnSlotMySQL(ctx context.Context, s Session, d countersql.MySQL, i
 func distinctKeys(keys []any) []any {
 	seen := map[string]bool{}
 	out := make([]any, 0, len(keys))
-	for _, k := range SortKeys(keys) {
-		if t := KeyText(k); !seen[t] {
+	for _, k := range engine.SortKeys(keys) {
+		if t := engine.KeyText(k); !seen[t] {
 			seen[t] = true
 			out = append(out, k)
 		}
@@ -192,23 +193,23 @@ func distinctKeys(keys []any) []any {
 	return out
 }
 
-// incrementFreeSlotMySQL is the skip-locked increment of one parent on
+// incrementFreeSlot is the skip-locked increment of one parent on
 // MySQL and MariaDB: in one transaction it locks the first slot row of the
 // parent from a random start, wrapping around, that no other transaction
 // holds, and updates it. When every row is held, or there is none, it
-// increments slot `slot` as incrementMySQL does. A transaction of its own
+// increments slot `slot` as increment does. A transaction of its own
 // runs at READ COMMITTED, where locking reads take no gap locks.
-func incrementFreeSlotMySQL(ctx context.Context, s Session, d countersql.MySQL, in mysqlIncrement) (int64, error) {
+func incrementFreeSlot(ctx context.Context, s engine.Session, d countersql.MySQL, in incr) (int64, error) {
 	if !in.single() {
 		// A condition decides whether the parent counts: take the path that
 		// reads it.
-		return incrementMySQL(ctx, s, d, in)
+		return increment(ctx, s, d, in)
 	}
 	t, key := in.Table, in.key()
 	var n int64
-	pick := func(tx Session) (int, bool, error) {
+	pick := func(tx engine.Session) (int, bool, error) {
 		for _, below := range []bool{false, true} {
-			keys, err := QueryKeys(ctx, tx, func(w countersql.Writer) { d.PickFreeSlot(w, t, key, in.Slot, below) })
+			keys, err := engine.QueryKeys(ctx, tx, func(w countersql.Writer) { d.PickFreeSlot(w, t, key, in.Slot, below) })
 			if err != nil {
 				return 0, false, err
 			}
@@ -219,7 +220,7 @@ func incrementFreeSlotMySQL(ctx context.Context, s Session, d countersql.MySQL, 
 		}
 		return 0, false, nil
 	}
-	run := func(tx Session) error {
+	run := func(tx engine.Session) error {
 		free, found, err := pick(tx)
 		if err != nil {
 			return err
@@ -231,13 +232,13 @@ func incrementFreeSlotMySQL(ctx context.Context, s Session, d countersql.MySQL, 
 				return err
 			}
 		}
-		n, err = incrementMySQL(ctx, tx, d, in)
+		n, err = increment(ctx, tx, d, in)
 		return err
 	}
 	if s.InTx() {
 		return n, run(s)
 	}
-	err := retry.Do(ctx, OwnAttempts, func() error { return s.Begin(ctx, true, run) })
+	err := retry.Do(ctx, engine.OwnAttempts, func() error { return s.Begin(ctx, true, run) })
 	return n, err
 }
 
@@ -247,16 +248,16 @@ func incrementFreeSlotMySQL(ctx context.Context, s Session, d countersql.MySQL, 
 // may still show a row a rollup has since deleted), so the UPDATE is rolled
 // back to the savepoint, releasing the gap locks it took, and the keys are
 // upserted instead.
-func updateSlots(ctx context.Context, tx Session, d countersql.MySQL, t countersql.Table, keys []any, slot int, delta int64) (int64, error) {
+func updateSlots(ctx context.Context, tx engine.Session, d countersql.MySQL, t countersql.Table, keys []any, slot int, delta int64) (int64, error) {
 	const sp = "hc_increment"
-	if err := savepoint(ctx, tx, countersql.Savepoint, sp); err != nil {
+	if err := engine.Savepoint(ctx, tx, countersql.Savepoint, sp); err != nil {
 		return 0, err
 	}
 	n, err := tx.Exec(ctx, func(w countersql.Writer) { d.IncrementKeys(w, t, keys, slot, delta) })
 	if err != nil || n == int64(len(keys)) {
 		return n, err
 	}
-	if err := savepoint(ctx, tx, countersql.RollbackTo, sp); err != nil {
+	if err := engine.Savepoint(ctx, tx, countersql.RollbackTo, sp); err != nil {
 		return 0, err
 	}
 	return upsertSlots(ctx, tx, d, t, keys, slot, delta)
@@ -266,7 +267,7 @@ func updateSlots(ctx context.Context, tx Session, d countersql.MySQL, t counters
 // that are missing, in one statement. A parent deleted since its key was
 // read fails the foreign key check (1452); the keys are then upserted one by
 // one and the gone ones skipped, as an UPDATE would skip them.
-func upsertSlots(ctx context.Context, s Session, d countersql.MySQL, t countersql.Table, keys []any, slot int, delta int64) (int64, error) {
+func upsertSlots(ctx context.Context, s engine.Session, d countersql.MySQL, t countersql.Table, keys []any, slot int, delta int64) (int64, error) {
 	return skippingGone(s, len(keys), func(from, to int) error {
 		_, err := s.Exec(ctx, func(w countersql.Writer) { d.InsertSlots(w, t, keys[from:to], slot, delta) })
 		return err
@@ -277,9 +278,9 @@ func upsertSlots(ctx context.Context, s Session, d countersql.MySQL, t countersq
 // is gone (an inserted row's foreign key check failed), once per parent,
 // passing over the gone ones, as an UPDATE would find no row for them. It
 // returns how many parents were written.
-func skippingGone(c Conn, n int, write func(from, to int) error) (int64, error) {
+func skippingGone(c engine.Conn, n int, write func(from, to int) error) (int64, error) {
 	gone := func(err error) bool {
-		s, ok := c.(Session)
+		s, ok := c.(engine.Session)
 		return dberr.ForeignKeyViolation(err) || ok && s.ParentGone(err)
 	}
 	err := write(0, n)
@@ -302,14 +303,14 @@ func skippingGone(c Conn, n int, write func(from, to int) error) (int64, error) 
 	return done, nil
 }
 
-// appendMySQL inserts a delta row of in.Delta for every parent the
-// increment targets (append counters), and returns how many parents that
+// appendRow inserts a delta row of in.Delta for every parent the
+// Increment targets (append counters), and returns how many parents that
 // was. The parent keys are read without locks (INSERT ... SELECT would
 // take shared locks on the parent rows); a parent deleted since fails the
 // foreign key check and is skipped, as an UPDATE would skip it.
-func appendMySQL(ctx context.Context, s Session, d countersql.MySQL, in mysqlIncrement) (int64, error) {
+func appendRow(ctx context.Context, s engine.Session, d countersql.MySQL, in incr) (int64, error) {
 	t := in.Table
-	insert := func(c Session, keys []any) (int64, error) {
+	insert := func(c engine.Session, keys []any) (int64, error) {
 		amounts := make([]int64, len(keys))
 		for i := range amounts {
 			amounts[i] = in.Delta
@@ -321,23 +322,23 @@ func appendMySQL(ctx context.Context, s Session, d countersql.MySQL, in mysqlInc
 	}
 	if in.single() {
 		var n int64
-		err := ownStatement(ctx, s, func() (err error) { n, err = insert(s, []any{in.key()}); return err })
+		err := engine.OwnStatement(ctx, s, func() (err error) { n, err = insert(s, []any{in.key()}); return err })
 		return n, err
 	}
 	var n int64
-	err := OwnTransaction(ctx, s, func(tx Session) error {
+	err := engine.OwnTransaction(ctx, s, func(tx engine.Session) error {
 		n = 0
 		keys := in.Keys
 		if keys == nil {
 			var err error
-			if keys, err = QueryKeys(ctx, tx, func(w countersql.Writer) { d.SelectKeys(w, t, in.Cond) }); err != nil {
+			if keys, err = engine.QueryKeys(ctx, tx, func(w countersql.Writer) { d.SelectKeys(w, t, in.Cond) }); err != nil {
 				return err
 			}
 		} else {
-			keys = SortKeys(keys)
+			keys = engine.SortKeys(keys)
 		}
-		for start := 0; start < len(keys); start += FillChunk {
-			done, err := insert(tx, keys[start:min(start+FillChunk, len(keys))])
+		for start := 0; start < len(keys); start += engine.FillChunk {
+			done, err := insert(tx, keys[start:min(start+engine.FillChunk, len(keys))])
 			if err != nil {
 				return err
 			}
