@@ -29,6 +29,9 @@ type DB struct {
 	// db.system.name values).
 	System string
 	d      countersql.Dialect
+	// views reads the database's lock views its own way: nil on SQLite,
+	// which has no row locks.
+	views lockViews
 }
 
 // Open opens dsn: a MySQL/MariaDB DSN (user@tcp(host:port)/db), an SQLite
@@ -55,17 +58,42 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 		db.Close()
 		return nil, err
 	}
-	out := &DB{SQL: db, d: d}
-	var version string
+	out := &DB{SQL: db, d: d, System: d.System("")}
+	if pg, ok := d.OnPostgres(); ok {
+		out.views = postgresViews{db: out, pg: pg}
+	}
 	if my, ok := d.OnMySQL(); ok {
+		var version string
 		query, _ := out.build(my.ServerVersion)
 		if err := db.QueryRowContext(ctx, query).Scan(&version); err != nil {
 			db.Close()
 			return nil, err
 		}
+		out.System = d.System(version)
+		out.views = innodbViews{db: out, locks: my.RowLocks, mysql8: out.System == "mysql"}
 	}
-	out.System = d.System(version)
 	return out, nil
+}
+
+// lockViews is what a run does its database's own way: PostgreSQL's
+// (postgres.go) and InnoDB's (mysql.go).
+type lockViews interface {
+	// begin readies a run of o: it returns the least time between samples,
+	// the schema to report ("" for all), and what the run cannot see
+	// (notes); end, called after the last sample, adds what the server
+	// logged meanwhile.
+	begin(ctx context.Context, o Options) (every time.Duration, schema string, notes []string, end func(context.Context, *Report), err error)
+	// sample reads the sessions waiting on a row now.
+	sample(ctx context.Context) ([]sampled, error)
+	// row names the row s waits on, keyed by what other waits of its
+	// place named (places); false when it cannot be named.
+	row(s sampled, places map[string]string) (rowID, bool)
+	// tableWrites is a table's rows written so far, or -1 when unknown.
+	tableWrites(ctx context.Context, schema, table string) int64
+	// relationID is the table's id as the server log names it, or "".
+	relationID(ctx context.Context, table string) string
+	// privilege explains err when a missing privilege caused it.
+	privilege(err error) error
 }
 
 // Close closes the pool.
@@ -155,12 +183,6 @@ type Report struct {
 	Notes []string `json:"notes,omitempty"`
 }
 
-// innodbViewsIdle is the least time between samples on MySQL/MariaDB:
-// InnoDB refreshes its information_schema lock views only after they have
-// gone unread for 100 ms, so reading them more often shows one snapshot
-// over and over.
-const innodbViewsIdle = 150 * time.Millisecond
-
 // ErrPrivilege wraps an error caused by a missing privilege.
 var ErrPrivilege = errors.New("missing privilege")
 
@@ -200,40 +222,24 @@ func Detect(ctx context.Context, db *DB, o Options) (Report, error) {
 		o.Every = 50 * time.Millisecond
 	}
 	rep := Report{System: db.System, Unresolved: map[string]int{}}
-	if db.System == "sqlite" {
+	if db.views == nil {
 		return rep, errors.New("SQLite has one writer for the whole database: there are no row locks to wait on (hot rows show as SQLITE_BUSY in the application instead)")
 	}
-	if db.d.MySQL() && o.Every < innodbViewsIdle {
-		o.Every = innodbViewsIdle
+	every, schema, notes, end, err := db.views.begin(ctx, o)
+	if err != nil {
+		return rep, err
 	}
-	mysql8 := db.System == "mysql"
-	schema := o.Schema
-	if schema == "" && db.d.MySQL() {
-		if err := db.SQL.QueryRowContext(ctx, "SELECT COALESCE(DATABASE(), '')").Scan(&schema); err != nil {
-			return rep, err
-		}
-	}
-	var serverLog *ServerLog
-	logFrom := int64(-1)
-	if !db.d.MySQL() {
-		rep.Notes = append(rep.Notes, postgresNotes(ctx, db)...)
-		if l, err := FindServerLog(ctx, db.SQL, "auto"); err != nil {
-			rep.Notes = append(rep.Notes, "the server log is not readable by this role (it needs pg_read_server_files): logged lock waits are not counted")
-		} else if logFrom, err = l.Size(ctx); err == nil {
-			serverLog = &l
-		}
-	}
-	tallies := map[rowID]*tally{}
-	tableWrites := map[string]int64{}
+	o.Every = every
+	rep.Notes = append(rep.Notes, notes...)
+	r := run{db: db, rep: &rep, schema: schema, tallies: map[rowID]*tally{}, tableWrites: map[string]int64{}}
 	start := time.Now()
 	ticker := time.NewTicker(o.Every)
 	defer ticker.Stop()
-	seen := 0
 	last := start
 	for {
-		waits, err := db.sample(ctx, mysql8)
+		waits, err := db.views.sample(ctx)
 		if err != nil {
-			return rep, privilege(db, err)
+			return rep, db.privilege(err)
 		}
 		rep.Samples++
 		now := time.Now()
@@ -242,71 +248,10 @@ func Detect(ctx context.Context, db *DB, o Options) (Report, error) {
 			interval = o.Every
 		}
 		last = now
-		// Waiters queued on one row version (PostgreSQL) or record
-		// (InnoDB) share its place: where the key of one of them was read,
-		// it names them all.
-		places := map[string]string{}
-		for _, s := range waits {
-			if s.key != "" {
-				places[s.place()] = s.key
-			}
-		}
-		busy := map[rowID]int{}
-		for _, s := range waits {
-			if schema != "" && s.schema != schema {
-				continue
-			}
-			id := rowID{table: s.schema + "." + s.table, index: s.index, key: s.key}
-			if id.key == "" {
-				id.key = places[s.place()]
-			}
-			if !db.d.MySQL() {
-				if id.key == "" {
-					rep.Unresolved[id.table]++
-					continue
-				}
-				if _, ok := tableWrites[id.table]; !ok {
-					tableWrites[id.table] = db.tableWrites(ctx, s.schema, s.table)
-				}
-			} else {
-				if id.key == "" {
-					rep.Unresolved[id.table]++
-					continue
-				}
-				if s.index == "PRIMARY" {
-					id.index = ""
-				}
-			}
-			t := tallies[id]
-			if t == nil {
-				t = &tally{sessions: map[string]bool{}, waits: map[string]bool{}, statements: map[string]int{}}
-				tallies[id] = t
-			}
-			t.sessions[s.session] = true
-			episode := s.session + "@" + s.started
-			if s.started == "" {
-				episode = s.session + "@" + strconv.Itoa(rep.Samples)
-			}
-			if !t.waits[episode] {
-				t.waits[episode] = true
-				seen++
-			}
-			t.longest = max(t.longest, s.waited)
-			// Each waiter seen stands for the time between samples
-			// (sampling as PostgreSQL's wait-event samplers do).
-			t.waited += interval
-			t.statements[oneLine(s.statement)]++
-			busy[id]++
-		}
-		for id, n := range busy {
-			t := tallies[id]
-			t.samples++
-			t.busySum += n + 1 // the holder as well
-			t.peak = max(t.peak, n)
-		}
+		r.add(ctx, waits, interval)
 		elapsed := time.Since(start)
 		if o.Progress != nil {
-			o.Progress(Progress{Elapsed: elapsed, Total: o.For, Samples: rep.Samples, Waits: seen, Rows: len(tallies)})
+			o.Progress(Progress{Elapsed: elapsed, Total: o.For, Samples: rep.Samples, Waits: r.seen, Rows: len(r.tallies)})
 		}
 		if elapsed >= o.For {
 			break
@@ -318,42 +263,105 @@ func Detect(ctx context.Context, db *DB, o Options) (Report, error) {
 		}
 	}
 	rep.Duration = time.Since(start)
-	if serverLog != nil {
-		if text, err := serverLog.ReadFrom(ctx, logFrom); err != nil {
-			rep.Notes = append(rep.Notes, "logged lock waits not counted: "+err.Error())
-		} else {
-			lw := ParseLockWaitLog(text, nil)
-			rep.Logged = &lw
+	end(ctx, &rep)
+	r.report(ctx)
+	return rep, nil
+}
+
+// run is what a Detect run has seen so far.
+type run struct {
+	db          *DB
+	rep         *Report
+	schema      string // "" for all
+	tallies     map[rowID]*tally
+	tableWrites map[string]int64 // rows written in each table before the run
+	seen        int              // wait episodes
+}
+
+// add tallies one sample's waits, each standing for interval.
+func (r *run) add(ctx context.Context, waits []sampled, interval time.Duration) {
+	// Waiters queued on one row version (PostgreSQL) or record (InnoDB)
+	// share its place: where the key of one of them was read, it names
+	// them all.
+	places := map[string]string{}
+	for _, s := range waits {
+		if s.key != "" {
+			places[s.place()] = s.key
 		}
 	}
-	for table, before := range tableWrites {
-		parts := strings.SplitN(table, ".", 2)
-		if after := db.tableWrites(ctx, parts[0], parts[1]); after > before && before >= 0 {
-			tableWrites[table] = after - before
+	busy := map[rowID]int{}
+	for _, s := range waits {
+		if r.schema != "" && s.schema != r.schema {
+			continue
+		}
+		id, ok := r.db.views.row(s, places)
+		if !ok {
+			r.rep.Unresolved[id.table]++
+			continue
+		}
+		if _, ok := r.tableWrites[id.table]; !ok {
+			r.tableWrites[id.table] = r.db.views.tableWrites(ctx, s.schema, s.table)
+		}
+		t := r.tallies[id]
+		if t == nil {
+			t = &tally{sessions: map[string]bool{}, waits: map[string]bool{}, statements: map[string]int{}}
+			r.tallies[id] = t
+		}
+		t.sessions[s.session] = true
+		episode := s.session + "@" + s.started
+		if s.started == "" {
+			episode = s.session + "@" + strconv.Itoa(r.rep.Samples)
+		}
+		if !t.waits[episode] {
+			t.waits[episode] = true
+			r.seen++
+		}
+		t.longest = max(t.longest, s.waited)
+		// Each waiter seen stands for the time between samples (sampling
+		// as PostgreSQL's wait-event samplers do).
+		t.waited += interval
+		t.statements[oneLine(s.statement)]++
+		busy[id]++
+	}
+	for id, n := range busy {
+		t := r.tallies[id]
+		t.samples++
+		t.busySum += n + 1 // the holder as well
+		t.peak = max(t.peak, n)
+	}
+}
+
+// report puts the hot rows of the run into its Report, hottest first.
+func (r *run) report(ctx context.Context) {
+	rep := r.rep
+	for table, before := range r.tableWrites {
+		schema, name, _ := strings.Cut(table, ".")
+		if after := r.db.views.tableWrites(ctx, schema, name); after > before && before >= 0 {
+			r.tableWrites[table] = after - before
 		} else {
-			tableWrites[table] = 0
+			r.tableWrites[table] = 0
 		}
 	}
-	for id, t := range tallies {
+	for id, t := range r.tallies {
 		if t.samples < 2 && t.peak < 2 {
 			continue
 		}
-		r := Row{Table: id.table, Key: id.key, Index: id.index, Sessions: len(t.sessions), Waits: len(t.waits),
+		row := Row{Table: id.table, Key: id.key, Index: id.index, Sessions: len(t.sessions), Waits: len(t.waits),
 			PeakWaiting: t.peak, Samples: t.samples, MeanWriters: float64(t.busySum) / float64(t.samples)}
-		r.WaitSeconds = t.waited.Seconds()
-		r.LongestWaitSeconds = t.longest.Seconds()
-		r.Statement = mostCommon(t.statements)
-		r.Column = incrementedColumn(r.Statement)
-		if w := tableWrites[id.table]; w > 0 {
-			r.TableWritesPerSecond = float64(w) / rep.Duration.Seconds()
+		row.WaitSeconds = t.waited.Seconds()
+		row.LongestWaitSeconds = t.longest.Seconds()
+		row.Statement = mostCommon(t.statements)
+		row.Column = incrementedColumn(row.Statement)
+		if w := r.tableWrites[id.table]; w > 0 {
+			row.TableWritesPerSecond = float64(w) / rep.Duration.Seconds()
 		}
 		if rep.Logged != nil {
-			r.LoggedWaits = rep.Logged.Relations[strings.TrimPrefix(id.table, schemaOf(id.table)+".")] +
-				rep.Logged.RelationIDs[db.relationID(ctx, id.table)]
+			row.LoggedWaits = rep.Logged.Relations[strings.TrimPrefix(id.table, schemaOf(id.table)+".")] +
+				rep.Logged.RelationIDs[r.db.views.relationID(ctx, id.table)]
 		}
-		r.Slots = slotsFor(r.MeanWriters)
-		r.GORM, r.Ent = declarations(r.Column, r.Slots)
-		rep.Rows = append(rep.Rows, r)
+		row.Slots = slotsFor(row.MeanWriters)
+		row.GORM, row.Ent = declarations(row.Column, row.Slots)
+		rep.Rows = append(rep.Rows, row)
 	}
 	sort.Slice(rep.Rows, func(i, j int) bool {
 		a, b := rep.Rows[i], rep.Rows[j]
@@ -368,16 +376,10 @@ func Detect(ctx context.Context, db *DB, o Options) (Report, error) {
 	if rep.Rows == nil {
 		rep.Rows = []Row{}
 	}
-	return rep, nil
 }
 
-// sample reads one sample of the lock views.
-func (db *DB) sample(ctx context.Context, mysql8 bool) ([]sampled, error) {
-	locks, ok := db.d.OnRowLocks()
-	if !ok {
-		return nil, fmt.Errorf("%s has no row locks to sample", db.System)
-	}
-	query, args := db.build(func(w countersql.Writer) { locks.LockWaits(w, mysql8) })
+// scanWaits reads the rows of a lock views query.
+func scanWaits(ctx context.Context, db *DB, query string, args []any) ([]sampled, error) {
 	rows, err := db.SQL.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
@@ -391,74 +393,24 @@ func (db *DB) sample(ctx context.Context, mysql8 bool) ([]sampled, error) {
 			return nil, err
 		}
 		s.waited = time.Duration(us) * time.Microsecond
-		if db.d.MySQL() && s.schema == "" {
-			s.schema, s.table = splitQuoted(s.table)
-		}
 		out = append(out, s)
 	}
 	return out, rows.Err()
 }
 
-// relationID is a PostgreSQL table's "database oid/relation oid", or "".
-func (db *DB) relationID(ctx context.Context, table string) string {
-	pg, ok := db.d.OnPostgres()
-	if !ok {
-		return ""
+// privilege explains err when a missing privilege caused it, the
+// database's way.
+func (db *DB) privilege(err error) error {
+	if db.views != nil {
+		return db.views.privilege(err)
 	}
-	query, args := db.build(func(w countersql.Writer) { pg.RelationID(w, table) })
-	var id sql.NullString
-	_ = db.SQL.QueryRowContext(ctx, query, args...).Scan(&id)
-	return id.String
+	return privilege(err)
 }
 
-// tableWrites is a table's rows written so far, or -1 when unknown.
-func (db *DB) tableWrites(ctx context.Context, schema, table string) int64 {
-	pg, ok := db.d.OnPostgres()
-	if !ok {
-		return -1
-	}
-	query, args := db.build(func(w countersql.Writer) { pg.TableWrites(w, schema, table) })
-	var n int64
-	if err := db.SQL.QueryRowContext(ctx, query, args...).Scan(&n); err != nil {
-		return -1
-	}
-	return n
-}
-
-// postgresNotes says what the run cannot see on PostgreSQL.
-func postgresNotes(ctx context.Context, db *DB) []string {
-	var notes []string
-	var allStats bool
-	if err := db.SQL.QueryRowContext(ctx, "SELECT pg_has_role(current_user, 'pg_read_all_stats', 'MEMBER')").Scan(&allStats); err == nil && !allStats {
-		notes = append(notes, "the statements of other roles' sessions are hidden from this role: GRANT pg_read_all_stats TO "+currentUser(ctx, db))
-	}
-	var statements bool
-	if err := db.SQL.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_stat_statements')").Scan(&statements); err == nil && !statements {
-		notes = append(notes, "pg_stat_statements is not installed: with it (shared_preload_libraries = 'pg_stat_statements', then CREATE EXTENSION pg_stat_statements) the mean time of the hot UPDATE shows how long each write holds the row")
-	}
-	var lockWaits string
-	if err := db.SQL.QueryRowContext(ctx, "SHOW log_lock_waits").Scan(&lockWaits); err == nil && lockWaits != "on" {
-		notes = append(notes, "log_lock_waits is off: with it on (ALTER SYSTEM SET log_lock_waits = on; SELECT pg_reload_conf()) every wait longer than deadlock_timeout is logged with the row's place and the statement, a record that outlives this run")
-	}
-	return notes
-}
-
-func currentUser(ctx context.Context, db *DB) string {
-	var u string
-	_ = db.SQL.QueryRowContext(ctx, "SELECT current_user").Scan(&u)
-	return u
-}
-
-// privilege explains an error from the lock views when it is a missing
-// privilege.
-func privilege(db *DB, err error) error {
-	msg := strings.ToLower(err.Error())
-	switch {
-	case db.d.MySQL() && (strings.Contains(msg, "1227") || strings.Contains(msg, "process privilege")):
-		return fmt.Errorf("%w: reading InnoDB's lock views needs the PROCESS privilege (GRANT PROCESS ON *.* TO <user>): %v", ErrPrivilege, err)
-	case db.System == "mysql" && (strings.Contains(msg, "1142") || strings.Contains(msg, "performance_schema")):
-		return fmt.Errorf("%w: reading performance_schema.data_locks needs SELECT on performance_schema and performance_schema = ON: %v", ErrPrivilege, err)
-	case strings.Contains(msg, "permission denied"):
+// privilege explains an error caused by a missing privilege that every
+// database reports alike: SELECT on a table.
+func privilege(err error) error {
+	if strings.Contains(strings.ToLower(err.Error()), "permission denied") {
 		return fmt.Errorf("%w: naming the row needs SELECT on its table: %v", ErrPrivilege, err)
 	}
 	return err
@@ -498,15 +450,6 @@ func (w *writer) Arg(v any) {
 func schemaOf(table string) string {
 	schema, _, _ := strings.Cut(table, ".")
 	return schema
-}
-
-// splitQuoted splits MariaDB's `schema`.`table`.
-func splitQuoted(s string) (string, string) {
-	parts := strings.SplitN(s, "`.`", 2)
-	if len(parts) != 2 {
-		return "", strings.Trim(s, "`")
-	}
-	return strings.TrimPrefix(parts[0], "`"), strings.TrimSuffix(parts[1], "`")
 }
 
 func oneLine(s string) string {

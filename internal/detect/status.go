@@ -45,7 +45,7 @@ func Status(ctx context.Context, db *DB, schema string, widest int) ([]Table, er
 	query, args := db.build(func(w countersql.Writer) { db.d.CounterTables(w, schema) })
 	rows, err := db.SQL.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, privilege(db, err)
+		return nil, db.privilege(err)
 	}
 	var found []Table
 	for rows.Next() {
@@ -65,7 +65,7 @@ func Status(ctx context.Context, db *DB, schema string, widest int) ([]Table, er
 	for i := range found {
 		t := &found[i]
 		if err := db.fillStatus(ctx, t, widest); err != nil {
-			return nil, privilege(db, err)
+			return nil, db.privilege(err)
 		}
 	}
 	return found, nil
