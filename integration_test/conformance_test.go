@@ -752,3 +752,21 @@ func (o entORM) configured(t testing.TB, s settings, c *ent.Client) counterORM {
 func (o entORM) hotKeys(_ testing.TB, k int) []gormcounter.HotKey {
 	return entcounter.HotKeys(o.client, k)
 }
+
+// eachORMInTurn runs fn for each ORM in turn on a database of kind, GORM
+// first, never both at once: for a test that reads figures of the whole
+// server (it holds it, exclusive), where the other ORM's writes would
+// count in them.
+func eachORMInTurn(t *testing.T, kind dbKind, fn func(t *testing.T, o counterORM), opts ...option) {
+	t.Helper()
+	t.Run("gorm", func(t *testing.T) {
+		e := open(t, kind, opts...)
+		o := gormORM{e: e, gdb: e.db}
+		must(t, o.migrate())
+		fn(t, o)
+	})
+	t.Run("ent", func(t *testing.T) {
+		e := openEnt(t, kind, true, opts...)
+		fn(t, entORM{e: e, client: e.client})
+	})
+}

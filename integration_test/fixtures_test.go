@@ -273,21 +273,6 @@ type Photo struct {
 
 func ptr(v uint) *uint { return &v }
 
-// Burst counts likes of a fresh parent; BurstCold does too, without
-// pre-created slots.
-type Burst struct {
-	ID    uint
-	Name  string
-	Likes int64 `gorm:"counter"`
-}
-
-// BurstCold has its slot rows inserted by the first increments.
-type BurstCold struct {
-	ID    uint
-	Name  string
-	Likes int64 `gorm:"counter:precreate=false"`
-}
-
 // Wide has the most slots a counter may have, in both modes.
 type Wide struct {
 	ID    uint
