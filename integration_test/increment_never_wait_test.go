@@ -2,12 +2,14 @@ package integration_test
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"sync/atomic"
 	"testing"
 
 	"github.com/hotcounter/hotcounter/gormcounter"
 	"github.com/hotcounter/hotcounter/integration_test/ent"
+	"github.com/hotcounter/hotcounter/internal/testdb"
 	"gorm.io/gorm"
 )
 
@@ -152,39 +154,40 @@ func heldTransactions(t *testing.T, kind dbKind) {
 	})
 }
 
-// ent's UpdateOne with SkipLocked never waits (PostgreSQL): while one
-// transaction holds every slot row of the post (64, pre-created), eight
-// open transactions each add a like, on sessions where a lock wait fails
-// after noWaitTimeout: each inserts a row of its own.
-func TestEntSkipLockedIncrementsNeverWait(t *testing.T) {
-	parallel(t)
-	e := openEnt(t, pg, true)
-	ctx := context.Background()
-	c := e.client
-	p := c.SkipPost.Create().SaveX(ctx)
-	holder := e.db.Begin()
-	must(t, holder.Error)
-	defer holder.Rollback()
-	if n := rawInt(t, holder, "SELECT COUNT(*) FROM (SELECT 1 FROM skip_post_likes_slots WHERE skip_post_id = ? FOR UPDATE) held", p.ID); n != 64 {
-		t.Fatalf("holding %d slot rows, want 64", n)
-	}
-	const open = 8
-	txs := make([]*ent.Tx, open)
-	for i := range txs {
-		tx, err := c.Tx(ctx)
-		must(t, err)
-		defer tx.Rollback()
-		must(t, tx.HotCounter().Driver.Exec(ctx, "SET LOCAL lock_timeout = '"+noWaitTimeout+"'", []any{}, nil))
-		if err := tx.SkipPost.UpdateOneID(p.ID).AddLikes(1).Exec(ctx); err != nil {
-			t.Fatalf("increment in transaction %d, with every pre-created slot row held: %v; want no wait", i, err)
+// Skip-locked increments never wait while another transaction holds every
+// slot row (PostgreSQL): one transaction locks all 64 pre-created slot rows
+// of a skip-locked post; then eight transactions, each open while it
+// opens the next, add a like each on sessions where a lock wait fails
+// after noWaitTimeout: each inserts a row of its own. Both ORMs.
+func TestSkipLockedIncrementsNeverWaitWhileEverySlotRowIsHeld(t *testing.T) {
+	eachORM(t, func(t *testing.T, o counterORM) {
+		id := o.create(t, modelSkipPost)
+		holder := o.db().Begin()
+		must(t, holder.Error)
+		defer holder.Rollback()
+		if n := rawInt(t, holder, "SELECT COUNT(*) FROM (SELECT 1 FROM skip_post_likes_slots WHERE skip_post_id = ? FOR UPDATE) held", id); n != 64 {
+			t.Fatalf("holding %d slot rows, want 64", n)
 		}
-		txs[i] = tx
-	}
-	for _, tx := range txs {
-		must(t, tx.Commit())
-	}
-	must(t, holder.Rollback().Error)
-	if got := c.SkipPost.GetX(ctx, p.ID); got.Likes != open {
-		t.Fatalf("likes=%d, want %d", got.Likes, open)
-	}
+		noWait := o.through(t, testdb.WithParams(o.onEnv().dsn, map[string]string{"lock_timeout": noWaitTimeout}), settings{})
+		const open = 8
+		var nest func(i int) error
+		nest = func(i int) error {
+			if i == open {
+				return nil
+			}
+			return noWait.inTx(func(tx counterORM) error {
+				if err := tx.increment(modelSkipPost, id, "likes", 1); err != nil {
+					return fmt.Errorf("increment in transaction %d, with every pre-created slot row held and %d transactions open: %w; want no wait", i, i, err)
+				}
+				return nest(i + 1)
+			})
+		}
+		must(t, nest(0))
+		must(t, holder.Rollback().Error)
+		got, err := o.exact(modelSkipPost, id, "likes")
+		must(t, err)
+		if got != open {
+			t.Fatalf("likes=%d, want %d", got, open)
+		}
+	}, on(pg))
 }
