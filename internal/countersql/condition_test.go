@@ -110,3 +110,30 @@ func TestRewriteRefsReadsValuesAndKeepsSelectedNames(t *testing.T) {
 		}
 	}
 }
+
+// Refers keeps its answers, and asked again about the same text for
+// another table, other columns or a qualified reference, it answers each
+// question apart: the second round answers from what the first kept.
+func TestRefersAnswersEachQuestionApartWhenAskedAgain(t *testing.T) {
+	pg := Dialect{postgres}
+	q := `SELECT "posts"."id", "likes" AS "n" FROM "posts" WHERE "posts"."views" > $1`
+	for round := range 2 {
+		for _, tc := range []struct {
+			table     string
+			columns   []string
+			qualified bool
+			want      bool
+		}{
+			{"posts", []string{"views"}, false, true},
+			{"posts", []string{"views"}, true, true},
+			{"posts", []string{"likes"}, false, true},
+			{"posts", []string{"likes"}, true, false}, // bare: not posts.likes
+			{"posts", []string{"title"}, false, false},
+			{"authors", []string{"views"}, true, false},
+		} {
+			if got := pg.Refers(q, tc.table, tc.columns, tc.qualified); got != tc.want {
+				t.Errorf("round %d: Refers(%s, %v, qualified %v) = %v, want %v", round, tc.table, tc.columns, tc.qualified, got, tc.want)
+			}
+		}
+	}
+}
