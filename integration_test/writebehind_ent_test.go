@@ -3,7 +3,6 @@ package integration_test
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,36 +10,6 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 	"github.com/hotcounter/hotcounter/redisstore"
 )
-
-// ent's write-behind buffer through Redis: two clients (two app instances) share the
-// increments and flush them once, sum and rollup counters alike.
-func TestEntRedisBufferCountsEveryAcknowledgedIncrementOnce(t *testing.T) {
-	eachEnt(t, func(t *testing.T, e *entEnv) {
-		ctx := context.Background()
-		rdb, prefix := redisFor(t)
-		p := e.client.Post.Create().SetTitle("buffered").SaveX(ctx)
-		var bufs []*entcounter.Buffer
-		for range 2 {
-			buf, err := entcounter.NewBuffer(ctx, reopenEnt(t, e), entcounter.BufferConfig{Interval: 20 * time.Millisecond,
-				Store: redisstore.New(rdb, redisstore.Options{Prefix: prefix})})
-			must(t, err)
-			bufs = append(bufs, buf)
-		}
-		var next atomic.Int64
-		writers, each := writersFor(e.kind)
-		done := hammer(t, writers, each, func() error {
-			buf := bufs[next.Add(1)%2]
-			return errors.Join(buf.Increment(ctx, "Post", post.FieldLikes, p.ID, 1), buf.Increment(ctx, "Post", post.FieldViews, p.ID, 1))
-		})
-		for _, buf := range bufs {
-			must(t, buf.Close(ctx))
-		}
-		got := e.client.Post.GetX(entcounter.WithLive(ctx), p.ID)
-		if got.Likes != done || got.Views != done {
-			t.Fatalf("likes=%d views=%d after %d increments of each through Redis", got.Likes, got.Views, done)
-		}
-	}, pool(writersPool))
-}
 
 // buf.Live(ctx): ent loads include what every instance's increments left
 // in Redis; plain loads read SQL only.

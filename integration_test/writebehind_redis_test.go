@@ -34,41 +34,44 @@ func redisBuffer(t *testing.T, e *env, rdb redis.UniversalClient, prefix string,
 	return db, buf
 }
 
+// Two app instances (clients of their own) share the counts in Redis and
+// flush every 20 ms, each while the other does, while writers increment
+// 20 posts through either: most likes go to one viral post, the rest
+// spread with deltas of 1 to 3, and every increment adds one view too.
+// Every acknowledged increment is counted once, and nothing is left in
+// Redis once both buffers are closed. Both ORMs.
 func TestRedisBufferCountsEveryAcknowledgedIncrementOnce(t *testing.T) {
-	eachDB(t, func(t *testing.T, e *env) {
+	eachORM(t, func(t *testing.T, o counterORM) {
 		ctx := context.Background()
 		rdb, prefix := redisFor(t)
-		must(t, e.db.AutoMigrate(&Post{}))
-		posts := make([]Post, 20)
-		for i := range posts {
-			posts[i].Title = "post"
+		posts := o.createMany(t, modelPost, 20)
+		var bufs [2]counterBuffer
+		for i := range bufs {
+			bufs[i] = o.with(t, settings{}).buffer(t, gormcounter.BufferConfig{Interval: 20 * time.Millisecond,
+				Store: redisstore.New(rdb, redisstore.Options{Prefix: prefix})})
 		}
-		must(t, e.db.Create(&posts).Error)
-
-		// Two app instances share the counts in Redis and flush every 20 ms,
-		// each while the other does.
-		_, a := redisBuffer(t, e, rdb, prefix, 20*time.Millisecond)
-		_, b := redisBuffer(t, e, rdb, prefix, 20*time.Millisecond)
-		writers, each := writersFor(e.kind)
-		var acked [20]atomic.Int64
+		writers, each := writersFor(o.kind())
+		var likes, views [20]atomic.Int64
 		var wg sync.WaitGroup
 		errs := make(chan error, writers)
-		for w := 0; w < writers; w++ {
-			buf := a
-			if w%2 == 1 {
-				buf = b
-			}
+		for w := range writers {
+			buf := bufs[w%2]
 			wg.Go(func() {
-				for i := 0; i < each; i++ {
+				for i := range each {
 					p, delta := 0, int64(1) // most likes go to the viral post
 					if i%10 == 9 {
 						p, delta = 1+rand.IntN(len(posts)-1), int64(1+rand.IntN(3))
 					}
-					if err := buf.Increment(ctx, &Post{ID: posts[p].ID}, "Likes", delta); err != nil {
+					if err := buf.increment(ctx, modelPost, posts[p], "likes", delta); err != nil {
 						errs <- err
 						return
 					}
-					acked[p].Add(delta)
+					likes[p].Add(delta)
+					if err := buf.increment(ctx, modelPost, posts[p], "views", 1); err != nil {
+						errs <- err
+						return
+					}
+					views[p].Add(1)
 				}
 			})
 		}
@@ -77,14 +80,15 @@ func TestRedisBufferCountsEveryAcknowledgedIncrementOnce(t *testing.T) {
 		for err := range errs {
 			t.Fatalf("increment: %v", err)
 		}
-		must(t, a.Close(ctx))
-		must(t, b.Close(ctx))
-
-		var loaded []Post
-		must(t, e.db.Order("id").Find(&loaded).Error)
-		for i, p := range loaded {
-			if p.Likes != acked[i].Load() {
-				t.Errorf("post %d: %d likes counted, %d acknowledged", p.ID, p.Likes, acked[i].Load())
+		for _, buf := range bufs {
+			must(t, buf.close(ctx))
+		}
+		for i, id := range posts {
+			if got, want := exactly(t, o, modelPost, id, "likes"), likes[i].Load(); got != want {
+				t.Errorf("post %d: %d likes counted, %d acknowledged", id, got, want)
+			}
+			if got, want := exactly(t, o, modelPost, id, "views"), views[i].Load(); got != want {
+				t.Errorf("post %d: %d views counted, %d acknowledged", id, got, want)
 			}
 		}
 		if n := rdb.Keys(ctx, prefix+":*:[pfb]").Val(); len(n) != 0 {
