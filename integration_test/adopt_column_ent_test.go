@@ -64,7 +64,11 @@ func entLikes(t *testing.T, e *entEnv, ctx context.Context, ids ...int) []int64 
 	return out
 }
 
-func TestEntTaggingAnExistingColumnHidesNothing(t *testing.T) {
+// What ent alone has of a counter over an existing column (the rest, for
+// both ORMs: TestACounterOverAnExistingColumnHidesNothing): the entity
+// UpdateOne returns, and every entity of a query, show the total with the
+// column's value.
+func TestEntEntitiesShowTheTotalWithTheExistingColumn(t *testing.T) {
 	parallel(t)
 	for _, k := range allKinds {
 		t.Run(string(k), func(t *testing.T) {
@@ -73,41 +77,15 @@ func TestEntTaggingAnExistingColumnHidesNothing(t *testing.T) {
 			a, b := legacyEntPosts(t, e)
 			must(t, entMigrate(ctx, e.client, entcounter.WithCounters(e.client)))
 
-			assert.Equal(t, []int64{1234, 0}, entLikes(t, e, ctx, a, b), "the column's likes")
 			saved, err := e.client.Post.UpdateOneID(a).AddLikes(1).Save(ctx)
 			must(t, err)
 			assert.EqualValues(t, 1235, saved.Likes, "UpdateOne returns the total with the column")
-			must(t, e.db.Exec("UPDATE posts SET likes = likes + 1 WHERE id = ?", a).Error) // old code
-			assert.Equal(t, []int64{1236, 0}, entLikes(t, e, ctx, a, b))
 			all, err := e.client.Post.Query().Order(post.ByID()).All(ctx)
 			must(t, err)
 			require.Len(t, all, 2)
-			assert.EqualValues(t, 1236, all[0].Likes, "All")
-
-			// New posts write 0 into the NOT NULL column, so old code's
-			// increments of them count.
-			fresh, err := e.client.Post.Create().SetTitle("new").SetLikes(3).Save(ctx)
-			must(t, err)
-			must(t, e.db.Exec("UPDATE posts SET likes = likes + 1 WHERE id = ?", fresh.ID).Error)
-			assert.Equal(t, []int64{4}, entLikes(t, e, ctx, fresh.ID))
-
-			// SetLikes sets the total: the column becomes 0.
-			must(t, e.client.Post.UpdateOneID(b).SetLikes(10).Exec(ctx))
-			assert.Equal(t, []int64{1236, 10}, entLikes(t, e, ctx, a, b))
-
-			moved, err := entcounter.MoveToSlots(ctx, e.client)
-			must(t, err)
-			assert.Equal(t, entcounter.Moved{Parents: 2, Amount: 1235 + 1}, moved, "a's column and the new post's")
-			assert.Equal(t, []int64{1236, 10, 4}, entLikes(t, e, ctx, a, b, fresh.ID), "a move changes no total")
-			again, err := entcounter.MoveToSlots(ctx, e.client)
-			must(t, err)
-			assert.Equal(t, entcounter.Moved{}, again)
-
-			must(t, e.db.Exec("ALTER TABLE posts DROP COLUMN likes").Error)
-			assert.Equal(t, []int64{1236, 10, 4}, entLikes(t, e, ctx, a, b, fresh.ID), "after the column is dropped")
-			saved, err = e.client.Post.UpdateOneID(a).AddLikes(1).Save(ctx)
-			must(t, err)
-			assert.EqualValues(t, 1237, saved.Likes)
+			assert.EqualValues(t, 1235, all[0].Likes, "All")
+			assert.EqualValues(t, b, all[1].ID)
+			assert.EqualValues(t, 0, all[1].Likes, "All")
 		})
 	}
 }

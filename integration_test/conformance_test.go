@@ -103,6 +103,9 @@ type counterORM interface {
 	// compact runs a compaction pass over model's sum counters (ent:
 	// every counter of the client).
 	compact(model string) (gormcounter.Compacted, error)
+	// moveToSlots moves what model's sum counters hold in parent columns
+	// of their own name onto slot rows (ent: every counter of the client).
+	moveToSlots(model string) (gormcounter.Moved, error)
 	// buffer returns a write-behind buffer of the ORM (gormcounter's or
 	// entcounter's NewBuffer).
 	buffer(t testing.TB, cfg gormcounter.BufferConfig) counterBuffer
@@ -391,6 +394,10 @@ func (b gormBuffer) increment(ctx context.Context, model string, id int64, field
 func (b gormBuffer) flush(ctx context.Context) error { return b.b.Flush(ctx) }
 func (b gormBuffer) close(ctx context.Context) error { return b.b.Close(ctx) }
 
+func (o gormORM) moveToSlots(model string) (gormcounter.Moved, error) {
+	return gormcounter.MoveToSlots(o.gdb, gormModel(model, 0))
+}
+
 func (o gormORM) buffer(t testing.TB, cfg gormcounter.BufferConfig) counterBuffer {
 	t.Helper()
 	b, err := gormcounter.NewBuffer(o.gdb, cfg)
@@ -458,6 +465,10 @@ func (b entBuffer) increment(ctx context.Context, model string, id int64, field 
 }
 func (b entBuffer) flush(ctx context.Context) error { return b.b.Flush(ctx) }
 func (b entBuffer) close(ctx context.Context) error { return b.b.Close(ctx) }
+
+func (o entORM) moveToSlots(string) (gormcounter.Moved, error) {
+	return entcounter.MoveToSlots(o.ctx(), o.client)
+}
 
 func (o entORM) buffer(t testing.TB, cfg gormcounter.BufferConfig) counterBuffer {
 	t.Helper()

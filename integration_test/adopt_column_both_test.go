@@ -1,0 +1,81 @@
+package integration_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/hotcounter/hotcounter/gormcounter"
+	"github.com/stretchr/testify/assert"
+)
+
+// legacyPosts makes the posts table as an application had it before likes
+// became a counter: no slot table for likes, and a plain likes column
+// (NOT NULL without a default where the database can drop one; SQLite
+// keeps DEFAULT 0). It creates two posts, with 1234 and 0 likes.
+func legacyPosts(t *testing.T, o counterORM) (int64, int64) {
+	t.Helper()
+	db := o.db()
+	must(t, db.Exec("DROP TABLE post_likes_slots").Error)
+	must(t, db.Exec("ALTER TABLE posts ADD COLUMN likes BIGINT NOT NULL DEFAULT 0").Error)
+	if o.kind() != lite {
+		must(t, db.Exec("ALTER TABLE posts ALTER COLUMN likes DROP DEFAULT").Error)
+	}
+	var ids [2]int64
+	for i, likes := range []int64{1234, 0} {
+		must(t, db.Exec("INSERT INTO posts (title, views, likes) VALUES (?, 0, ?)", fmt.Sprint("old ", i), likes).Error)
+		ids[i] = rawInt(t, db, "SELECT MAX(id) FROM posts")
+	}
+	return ids[0], ids[1]
+}
+
+// A counter declared over the column an application already has, migrated
+// by a process that never saw the counter before: loads show what the
+// column holds plus what the slots hold; the library's increments and old
+// code's increments of the column both count, on old rows and on rows new
+// code creates (a create writes 0 into the NOT NULL column); an assignment
+// sets the total; MoveToSlots moves each column value onto the slots once;
+// after the column is dropped every total is as it was. Both ORMs.
+func TestACounterOverAnExistingColumnHidesNothing(t *testing.T) {
+	eachORM(t, func(t *testing.T, o counterORM) {
+		a, b := legacyPosts(t, o)
+		o = o.through(t, o.onEnv().dsn, settings{}) // a new process: nothing learned yet
+		must(t, o.migrate())
+		likes := func(ids ...int64) []int64 {
+			out := make([]int64, len(ids))
+			for i, id := range ids {
+				out[i] = o.cached(t, modelPost, id, "likes")
+			}
+			return out
+		}
+		oldIncrement := func(id int64) {
+			must(t, o.db().Exec("UPDATE posts SET likes = likes + 1 WHERE id = ?", id).Error)
+		}
+		assert.Equal(t, []int64{1234, 0}, likes(a, b), "the column's likes")
+		must(t, o.increment(modelPost, a, "likes", 1))
+		oldIncrement(a)
+		assert.Equal(t, []int64{1236, 0}, likes(a, b), "the library's increment and old code's")
+		assert.EqualValues(t, 1236, exactly(t, o, modelPost, a, "likes"), "an exact read")
+
+		fresh, err := o.createWith(modelPost, "likes", 3)
+		must(t, err)
+		oldIncrement(fresh)
+		assert.Equal(t, []int64{4}, likes(fresh), "a new post's column starts at 0: old code's increment counts")
+
+		must(t, o.set(modelPost, b, "likes", 10))
+		assert.Equal(t, []int64{1236, 10}, likes(a, b), "an assignment sets the total")
+
+		moved, err := o.moveToSlots(modelPost)
+		must(t, err)
+		assert.Equal(t, gormcounter.Moved{Parents: 2, Amount: 1235 + 1}, moved, "a's column and the new post's")
+		assert.Equal(t, []int64{1236, 10, 4}, likes(a, b, fresh), "a move changes no total")
+		again, err := o.moveToSlots(modelPost)
+		must(t, err)
+		assert.Equal(t, gormcounter.Moved{}, again, "a second move finds nothing")
+
+		must(t, o.db().Exec("ALTER TABLE posts DROP COLUMN likes").Error)
+		o = o.through(t, o.onEnv().dsn, settings{}) // a new process, which finds the column gone
+		assert.Equal(t, []int64{1236, 10, 4}, likes(a, b, fresh), "after the column is dropped")
+		must(t, o.increment(modelPost, a, "likes", 1))
+		assert.EqualValues(t, 1237, exactly(t, o, modelPost, a, "likes"))
+	})
+}
