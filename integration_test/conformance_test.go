@@ -767,16 +767,20 @@ func (o entORM) hotKeys(_ testing.TB, k int) []gormcounter.HotKey {
 // eachORMInTurn runs fn for each ORM in turn on a database of kind, GORM
 // first, never both at once: for a test that reads figures of the whole
 // server (it holds it, exclusive), where the other ORM's writes would
-// count in them.
+// count in them. The subtests run inside their parent's turn (serial):
+// marked parallel, they would wait for a turn that the tests waiting for
+// the server the parent holds all have.
 func eachORMInTurn(t *testing.T, kind dbKind, fn func(t *testing.T, o counterORM), opts ...option) {
 	t.Helper()
 	t.Run("gorm", func(t *testing.T) {
+		serial(t)
 		e := open(t, kind, opts...)
 		o := gormORM{e: e, gdb: e.db}
 		must(t, o.migrate())
 		fn(t, o)
 	})
 	t.Run("ent", func(t *testing.T) {
+		serial(t)
 		e := openEnt(t, kind, true, opts...)
 		fn(t, entORM{e: e, client: e.client})
 	})
