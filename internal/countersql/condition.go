@@ -387,30 +387,40 @@ func (d Dialect) RewriteQualifiedRefs(sql, table string, columns []string, value
 
 // Refers reports whether sql holds a reference to one of the columns of
 // table (qualified by its name, if qualified), as ColumnRefs finds them.
-// Its answers are kept (refersSeen): a program sends the same query texts
-// over and over, their arguments bound apart, and lexing them anew took a
-// third of the client's CPU in a one-row load through ent.
+// Its answers for texts of up to refersText bytes are kept (refersSeen):
+// a program sends most of its query texts over and over, their arguments
+// bound apart, and lexing them anew took a third of the client's CPU in a
+// one-row load through ent. Some texts vary with their arguments (ent
+// writes LIMIT and OFFSET as numbers, an IN list has a placeholder per
+// value), so the kept answers are dropped, all at once, when refersMax
+// are kept, and the hot texts come back at their next use.
 func (d Dialect) Refers(sql, table string, columns []string, qualified bool) bool {
+	if len(sql) > refersText {
+		return d.refers(sql, table, columns, qualified)
+	}
 	key := refersKey{d, sql, table, strings.Join(columns, "\x00"), qualified}
 	if found, ok := refersSeen.Load(key); ok {
 		return found.(bool)
 	}
 	found := d.refers(sql, table, columns, qualified)
-	if refersCount.Load() < refersMax {
-		if _, had := refersSeen.LoadOrStore(key, found); !had {
-			refersCount.Add(1)
-		}
+	if refersCount.Add(1) > refersMax {
+		refersSeen.Clear()
+		refersCount.Store(1)
 	}
+	refersSeen.Store(key, found)
 	return found
 }
 
-// refersMax bounds the answers of Refers that are kept: the texts of one
-// program's queries, not of every query whatever its arguments.
-const refersMax = 4096
+// refersMax and refersText bound the answers of Refers that are kept: at
+// most refersMax, of texts of at most refersText bytes (a few MB in all).
+const (
+	refersMax  = 4096
+	refersText = 2048
+)
 
 var (
-	refersSeen  sync.Map // refersKey -> bool
-	refersCount atomic.Int64
+	refersSeen  sync.Map     // refersKey -> bool
+	refersCount atomic.Int64 // answers stored since the last Clear
 )
 
 // refersKey is what an answer of Refers depends on.

@@ -1,6 +1,7 @@
 package countersql
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -135,5 +136,30 @@ func TestRefersAnswersEachQuestionApartWhenAskedAgain(t *testing.T) {
 				t.Errorf("round %d: Refers(%s, %v, qualified %v) = %v, want %v", round, tc.table, tc.columns, tc.qualified, got, tc.want)
 			}
 		}
+	}
+}
+
+// Texts that vary with their arguments (a LIMIT, an IN list) never make
+// Refers keep more than refersMax answers, and it answers right across
+// the point where it drops them; a text over refersText bytes is not
+// kept at all.
+func TestRefersKeepsABoundedNumberOfAnswers(t *testing.T) {
+	pg := Dialect{postgres}
+	for i := range refersMax + 100 {
+		q := `SELECT "posts"."id" FROM "posts" WHERE "posts"."views" > $1 LIMIT ` + strconv.Itoa(i)
+		if !pg.Refers(q, "posts", []string{"views"}, true) || pg.Refers(q, "posts", []string{"likes"}, true) {
+			t.Fatalf("text %d: wrong answer", i)
+		}
+		if n := refersCount.Load(); n > refersMax {
+			t.Fatalf("text %d: %d answers kept, want at most %d", i, n, refersMax)
+		}
+	}
+	long := `SELECT "posts"."id" FROM "posts" WHERE "posts"."views" IN (` + strings.Repeat("$1, ", refersText/4) + `$1)`
+	if !pg.Refers(long, "posts", []string{"views"}, true) {
+		t.Fatal("a long text: wrong answer")
+	}
+	key := refersKey{pg, long, "posts", "views", true}
+	if _, kept := refersSeen.Load(key); kept {
+		t.Fatalf("a text of %d bytes was kept, want none over %d", len(long), refersText)
 	}
 }

@@ -20,7 +20,7 @@ type Compacted struct {
 	Removed int64
 	// Left names each counter the pass left alone, and why: one whose slot
 	// rows are pre-created (its rows stay whatever they hold, so a
-	// Compaction would remove none) and guarded stock (spread over its rows
+	// compaction would remove none) and guarded stock (spread over its rows
 	// so that takes do not meet).
 	Left []string
 	// Postponed, when not empty, says why the pass stopped before the end:

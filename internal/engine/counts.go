@@ -227,7 +227,7 @@ func CountTriggersMissing(ctx context.Context, conn Conn, d countersql.Dialect, 
 	return n < 3, err
 }
 
-// CountTriggers returns how many of the three triggers that keep the count
+// countTriggers returns how many of the three triggers that keep the count
 // c exist.
 func countTriggers(ctx context.Context, conn Conn, d countersql.Dialect, c countersql.Count) (int, error) {
 	var names []any

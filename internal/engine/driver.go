@@ -26,7 +26,7 @@ type Driver interface {
 	// writes nothing. found is false when the parent does not exist.
 	IncrementShowing(ctx context.Context, s Session, in Increment, read func(context.Context) (countersql.Sources, error)) (total int64, found, wrote bool, err error)
 	// Fold folds the slot rows of owners into their parents' column, in
-	// tx; foldDeltas folds the delta rows with ids in (after, upTo].
+	// tx; FoldDeltas folds the delta rows with ids in (after, upTo].
 	Fold(ctx context.Context, tx Conn, t countersql.Table, owners []any) error
 	FoldDeltas(ctx context.Context, tx Conn, t countersql.Table, after, upTo int64) error
 	// FirstTake is a take's first try inside the caller's transaction,
@@ -70,7 +70,7 @@ type Driver interface {
 	Compaction() (countersql.Upserts, error)
 	// AwaitReuse waits until the slot rows the compaction transaction xid
 	// removed can be reused, and returns "", or why it stopped waiting
-	// (see the function awaitReuse); "" at once where the database tells
+	// (see the PostgreSQL driver's awaitReuse); "" at once where the database tells
 	// no transaction apart (xid "").
 	AwaitReuse(ctx context.Context, c Conn, xid string) (string, error)
 	// SlotBytes returns the bytes of table on disk, or 0 where the

@@ -112,7 +112,7 @@ func TakeTogether(ctx context.Context, s Session, d countersql.Dialect, g *combi
 	return err
 }
 
-// takeOne takes amount from one slot row that holds enough, if it finds
+// TakeOne takes amount from one slot row that holds enough, if it finds
 // one. ordered tries the rows in slot order, from the lowest, and never a
 // random one first.
 func TakeOne(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table, slots int, key any, amount int64, ordered bool) (bool, error) {

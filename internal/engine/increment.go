@@ -103,7 +103,7 @@ func DrawSlot(ws *Widths, slots int, key any) (slot int, release func()) {
 	return ws.Acquire(key)
 }
 
-// one returns the key of in's one parent, when in names one by its key.
+// One returns the key of in's one parent, when in names one by its key.
 func (in Increment) One() (any, bool) {
 	switch {
 	case in.Key != nil:
@@ -114,7 +114,7 @@ func (in Increment) One() (any, bool) {
 	return nil, false
 }
 
-// cond is the condition that selects in's parents.
+// Condition is the condition that selects in's parents.
 func (in Increment) Condition(d countersql.Dialect) func(countersql.Writer) {
 	switch {
 	case in.Key != nil:
@@ -125,7 +125,7 @@ func (in Increment) Condition(d countersql.Dialect) func(countersql.Writer) {
 	return in.Cond
 }
 
-// statements runs stmt, one statement for in's parents (or one per chunk of
+// ExecIncrement runs stmt, one statement for in's parents (or one per chunk of
 // FillChunk keys), and returns how many rows they wrote.
 func ExecIncrement(ctx context.Context, s Session, d countersql.Dialect, in Increment, stmt func(w countersql.Writer, cond func(countersql.Writer))) (int64, error) {
 	var n int64

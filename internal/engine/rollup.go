@@ -96,7 +96,7 @@ func walk(batch int, stop func() bool, list func(after any) ([]any, error), appl
 	return done, nil
 }
 
-// FoldDeltas walks an append counter's delta table by id, folding batches
+// foldDeltas walks an append counter's delta table by id, folding batches
 // of at most batch rows into the parent column, each in a transaction of
 // its own (inTx), until it reaches the last row that existed when it
 // started, or stop says so. Rows inserted meanwhile are left for the next

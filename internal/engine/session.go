@@ -46,7 +46,7 @@ func OwnTransaction(ctx context.Context, s Session, fn func(tx Session) error) e
 	return retry.Do(ctx, OwnAttempts, func() error { return s.Begin(ctx, false, fn) })
 }
 
-// ownStatement runs fn, which sends one statement, once in s's transaction
+// OwnStatement runs fn, which sends one statement, once in s's transaction
 // if it has one, else retried while it fails with a deadlock or lock wait
 // timeout: an autocommit statement that failed changed nothing.
 func OwnStatement(ctx context.Context, s Session, fn func() error) error {
@@ -98,7 +98,7 @@ func (s TxSession) ParentGone(err error) bool { return ForeignKeyViolation(err) 
 
 // PassTransaction returns a function that runs its argument in a
 // transaction of s's own, committed when it returns nil: how the rollup,
-// Compaction and move walks run a batch. On PostgreSQL the transaction
+// compaction and move walks run a batch. On PostgreSQL the transaction
 // compiles no plan (JIT off, as in Recount: on tables never analysed the
 // planner's estimates of a batch run into the millions, and the first
 // batches of a pass spent 150 to 300 ms each compiling).

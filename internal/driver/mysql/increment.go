@@ -57,7 +57,7 @@ func (in incr) key() any {
 // MariaDB that releases the gap lock; MySQL 8 is untested).
 //
 // Pre-created slot rows (the default for sum counters) always exist, so an
-// Increment of one parent named only by its primary key is one UPDATE, with
+// increment of one parent named only by its primary key is one UPDATE, with
 // no read of the parent.
 func increment(ctx context.Context, s engine.Session, d countersql.MySQL, in incr) (int64, error) {
 	t, slot, delta := in.Table, in.Slot, in.Delta
@@ -134,7 +134,7 @@ func increment(ctx context.Context, s engine.Session, d countersql.MySQL, in inc
 // incrementOwnSlot adds in.Delta to the session's own slot row of
 // every parent the increment targets (addToOwnSlots), inside the caller's
 // transaction: rows no other session writes, so transactions that
-// Increment parents in any order never wait for each other through
+// increment parents in any order never wait for each other through
 // counters and cannot deadlock through them. Parents named by a condition
 // are read without locks first. A parent whose own row does not exist yet
 // and which another transaction holds (its foreign key check would wait)
@@ -304,7 +304,7 @@ func skippingGone(c engine.Conn, n int, write func(from, to int) error) (int64, 
 }
 
 // appendRow inserts a delta row of in.Delta for every parent the
-// Increment targets (append counters), and returns how many parents that
+// increment targets (append counters), and returns how many parents that
 // was. The parent keys are read without locks (INSERT ... SELECT would
 // take shared locks on the parent rows); a parent deleted since fails the
 // foreign key check and is skipped, as an UPDATE would skip it.

@@ -111,7 +111,7 @@ func (w driver) AddCounts(ctx context.Context, c engine.Conn, count countersql.C
 // AddEach: through the increment path (exact-match UPDATEs of existing
 // slot rows in a savepoint, an upsert for the missing ones, parents
 // deleted meanwhile passed over), one slot for the whole flush, one
-// Increment per distinct amount: a multi-row upsert
+// increment per distinct amount: a multi-row upsert
 // with per-row values would need VALUES(), which MySQL deprecates, and
 // would insert (and lock the parent for its foreign key check) where an
 // UPDATE suffices.
@@ -135,7 +135,6 @@ func (w driver) AddEach(ctx context.Context, s engine.Session, t countersql.Tabl
 	return nil
 }
 
-// DDL: each DDL statement commits the transaction it runs in: one by one.
 // CountTriggers: MySQL and MariaDB fire no trigger for the rows a foreign
 // key cascade deletes, so a count through a join table whose key to the
 // other side cascades also gets a trigger on the other side's table.
@@ -146,7 +145,7 @@ func (w driver) CountTriggers(ctx context.Context, c engine.Conn, count counters
 	}
 	var keys []any
 	var err error
-	for range 3 { // a read of the catalog: sent again when its connection broke (see countTriggers)
+	for range 3 { // a read of the catalog: sent again when its connection broke (see the engine's countTriggers)
 		if keys, err = engine.QueryKeys(ctx, c, func(wr countersql.Writer) { w.d.DeleteCascades(wr, count) }); !dberr.ConnectionBroken(err) {
 			break
 		}

@@ -205,7 +205,7 @@ func tryFreeSlot(ctx context.Context, c engine.Conn, d countersql.Postgres, t co
 	return len(got) == 1, err
 }
 
-// AwaitReuse waits up to engine.ReuseWait until no other session holds a
+// awaitReuse waits up to engine.ReuseWait until no other session holds a
 // snapshot from before the transaction xid committed, and returns "" then,
 // or why it stopped waiting.
 func awaitReuse(ctx context.Context, conn engine.Conn, d countersql.Postgres, xid string) (string, error) {
