@@ -85,9 +85,6 @@ type lockViews interface {
 	begin(ctx context.Context, o Options) (every time.Duration, schema string, notes []string, end func(context.Context, *Report), err error)
 	// sample reads the sessions waiting on a row now.
 	sample(ctx context.Context) ([]sampled, error)
-	// row names the row s waits on, keyed by what other waits of its
-	// place named (places); false when it cannot be named.
-	row(s sampled, places map[string]string) (rowID, bool)
 	// tableWrites is a table's rows written so far, or -1 when unknown.
 	tableWrites(ctx context.Context, schema, table string) int64
 	// relationID is the table's id as the server log names it, or "".
@@ -206,6 +203,20 @@ type tally struct {
 	statements      map[string]int
 }
 
+// row names the row s waits on, or the key another wait of its place
+// named (places); false when neither names it. A wait on InnoDB's
+// primary key names the row itself, with no index.
+func (s sampled) row(places map[string]string) (rowID, bool) {
+	id := rowID{table: s.schema + "." + s.table, index: s.index, key: s.key}
+	if id.key == "" {
+		id.key = places[s.place()]
+	}
+	if s.index == "PRIMARY" {
+		id.index = ""
+	}
+	return id, id.key != ""
+}
+
 // place is where a PostgreSQL row version lives.
 func (s sampled) place() string {
 	return s.schema + "." + s.table + "(" + strconv.FormatInt(s.page, 10) + "," + strconv.FormatInt(s.tuple, 10) + ")"
@@ -294,7 +305,7 @@ func (r *run) add(ctx context.Context, waits []sampled, interval time.Duration) 
 		if r.schema != "" && s.schema != r.schema {
 			continue
 		}
-		id, ok := r.db.views.row(s, places)
+		id, ok := s.row(places)
 		if !ok {
 			r.rep.Unresolved[id.table]++
 			continue

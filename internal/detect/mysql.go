@@ -49,17 +49,6 @@ func (v innodbViews) sample(ctx context.Context) ([]sampled, error) {
 	return waits, err
 }
 
-func (innodbViews) row(s sampled, places map[string]string) (rowID, bool) {
-	id := rowID{table: s.schema + "." + s.table, index: s.index, key: s.key}
-	if id.key == "" {
-		id.key = places[s.place()]
-	}
-	if s.index == "PRIMARY" {
-		id.index = ""
-	}
-	return id, id.key != ""
-}
-
 func (innodbViews) tableWrites(context.Context, string, string) int64 { return -1 }
 
 func (innodbViews) relationID(context.Context, string) string { return "" }

@@ -47,14 +47,6 @@ func (v postgresViews) sample(ctx context.Context) ([]sampled, error) {
 	return scanWaits(ctx, v.db, query, args)
 }
 
-func (postgresViews) row(s sampled, places map[string]string) (rowID, bool) {
-	id := rowID{table: s.schema + "." + s.table, index: s.index, key: s.key}
-	if id.key == "" {
-		id.key = places[s.place()]
-	}
-	return id, id.key != ""
-}
-
 func (v postgresViews) tableWrites(ctx context.Context, schema, table string) int64 {
 	query, args := v.db.build(func(w countersql.Writer) { v.pg.TableWrites(w, schema, table) })
 	var n int64
