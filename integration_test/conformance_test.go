@@ -44,6 +44,10 @@ const (
 	modelProduct  = "products"
 )
 
+// errNoRow is what counterORM.increment returns for a row that does not
+// exist.
+var errNoRow = errors.New("no such row")
+
 // counterORM is what a behaviour does through one ORM. model is one of
 // the models above; field is a counter's column ("likes", "views").
 type counterORM interface {
@@ -61,6 +65,8 @@ type counterORM interface {
 	// take takes n from a guarded counter (gormcounter.Take,
 	// entcounter.Take).
 	take(model string, id int64, field string, n int64) error
+	// increment increments field of the row id; errNoRow when there is
+	// no such row (GORM: RowsAffected 0; ent: NotFound).
 	increment(model string, id int64, field string, n int64) error
 	// add adds n to field the ORM's own way, as code not written for
 	// counters does: GORM's UpdateColumn(field, gorm.Expr("field + ?", n)),
@@ -299,7 +305,11 @@ func idOf(m any) int64 {
 }
 
 func (o gormORM) increment(model string, id int64, field string, n int64) error {
-	return gormcounter.Increment(o.gdb.Model(gormModel(model, id)), gormField(field), n).Error
+	tx := gormcounter.Increment(o.gdb.Model(gormModel(model, id)), gormField(field), n)
+	if tx.Error == nil && tx.RowsAffected == 0 {
+		return errNoRow
+	}
+	return tx.Error
 }
 
 func (o gormORM) add(model string, id int64, field string, n int64) error {
@@ -576,7 +586,11 @@ func (o entORM) take(model string, id int64, field string, n int64) error {
 }
 
 func (o entORM) increment(model string, id int64, field string, n int64) error {
-	return o.updateOne(model, id, func(m ent.Mutation) error { return m.AddField(field, n) })
+	err := o.updateOne(model, id, func(m ent.Mutation) error { return m.AddField(field, n) })
+	if ent.IsNotFound(err) {
+		return errNoRow
+	}
+	return err
 }
 
 // updateOne runs an UpdateOneID of model's row id that write fills in

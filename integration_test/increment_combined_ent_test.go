@@ -33,11 +33,11 @@ func TestEntUpdateOneOfACounterSendsTheWriteAndTheRead(t *testing.T) {
 }
 
 // 32 writers incrementing one post through UpdateOneID outside
-// transactions share statements, as GORM's increments do: the total is
-// exact, every entity returned shows at least its own increment, fewer
-// writes than increments were sent, and the read of the entity is shared
-// too: one read per write, each caller getting an entity of its own.
-func TestEntConcurrentIncrementsShareStatements(t *testing.T) {
+// transactions share the read of the entity as they share the write
+// (TestConcurrentIncrementsShareStatements, for both ORMs): one read per
+// write at most, each caller getting an entity of its own that shows at
+// least its own increment, and the total exact.
+func TestEntCombinedIncrementsShareTheReadOfTheEntity(t *testing.T) {
 	eachEnt(t, func(t *testing.T, e *entEnv) {
 		ctx, c := context.Background(), e.client
 		p := c.Post.Create().SetTitle("viral").SaveX(ctx)
