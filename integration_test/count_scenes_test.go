@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"context"
+	"reflect"
 	"testing"
 
 	"github.com/hotcounter/hotcounter/entcounter"
@@ -64,6 +65,28 @@ type countScene interface {
 	// migration (GORM's AutoMigrate; ent's Schema.Create with
 	// WithCounters), which on SQLite rebuilds the table.
 	alterParent(t testing.TB)
+	// create creates, in one statement, one child in each given parent
+	// (nil: none), of the status the filtered count counts (counted) or
+	// another, and returns their ids.
+	create(t testing.TB, parents []*int64, counted bool) []int64
+	// unparent takes child out of its parent.
+	unparent(child int64) error
+	// moveAll gives every child of from the parent to, in one statement.
+	moveAll(from, to int64) error
+	// setStatus gives every child of parent the counted status or
+	// another, in one statement.
+	setStatus(parent int64, counted bool) error
+	// insertRaw inserts n children of parent, of the counted status, with
+	// raw SQL.
+	insertRaw(t testing.TB, parent int64, n int)
+	// byTriggers says whether triggers keep the counts (and so count what
+	// raw SQL writes).
+	byTriggers() bool
+	// incrementCount increments parent's count of all children as a
+	// counter is incremented (gormcounter.Increment, ent's AddX); name is
+	// how the error names that count.
+	incrementCount(parent int64) error
+	countName() string
 }
 
 // eachCountScene runs fn on every scene, on every database.
@@ -125,13 +148,54 @@ func (s gormCounts) parents(t testing.TB, n int) []int64 {
 }
 
 func (s gormCounts) children(t testing.TB, parents []int64) []int64 {
+	return s.create(t, pointers(parents), true)
+}
+
+func (s gormCounts) create(t testing.TB, parents []*int64, counted bool) []int64 {
 	owners := make([]*uint, len(parents))
 	for i, p := range parents {
-		id := uint(p)
-		owners[i] = &id
+		if p != nil {
+			id := uint(*p)
+			owners[i] = &id
+		}
 	}
-	return int64s(s.k.newChildren(t, s.e.db, owners, "active"))
+	return int64s(s.k.newChildren(t, s.e.db, owners, s.status(counted)))
 }
+
+// status is the value of the children's status column that the filtered
+// count counts, or another.
+func (gormCounts) status(counted bool) string {
+	if counted {
+		return "active"
+	}
+	return "draft"
+}
+
+func (s gormCounts) unparent(child int64) error {
+	return s.e.db.Model(s.k.childModel()).Where("id = ?", child).Update(s.k.ref, nil).Error
+}
+
+func (s gormCounts) moveAll(from, to int64) error {
+	return s.e.db.Model(s.k.childModel()).Where(s.k.ref+" = ?", from).Update(s.k.ref, to).Error
+}
+
+func (s gormCounts) setStatus(parent int64, counted bool) error {
+	return s.e.db.Model(s.k.childModel()).Where(s.k.ref+" = ?", parent).Update("status", s.status(counted)).Error
+}
+
+func (s gormCounts) insertRaw(t testing.TB, parent int64, n int) {
+	for range n {
+		must(t, s.e.db.Exec("INSERT INTO "+s.k.children+" ("+s.k.ref+", status) VALUES (?, 'active')", parent).Error)
+	}
+}
+
+func (s gormCounts) byTriggers() bool { return s.k.triggers }
+
+func (s gormCounts) incrementCount(parent int64) error {
+	return gormcounter.Increment(s.e.db.Model(s.k.parent).Where("id = ?", parent), s.k.all, 1).Error
+}
+
+func (s gormCounts) countName() string { return reflect.TypeOf(s.k.parent).Elem().Name() + "." + s.k.all }
 
 func (s gormCounts) move(child, parent int64) error {
 	return s.e.db.Model(s.k.childModel()).Where("id = ?", child).Update(s.k.ref, parent).Error
@@ -248,6 +312,15 @@ type RackByTriggers struct {
 func (RackByTriggers) TableName() string { return "racks" }
 
 // int64s converts ids.
+// pointers returns a pointer to each id.
+func pointers(ids []int64) []*int64 {
+	out := make([]*int64, len(ids))
+	for i := range ids {
+		out[i] = &ids[i]
+	}
+	return out
+}
+
 func int64s[T ~uint | ~int](ids []T) []int64 {
 	out := make([]int64, len(ids))
 	for i, id := range ids {
@@ -310,15 +383,93 @@ func (s entCountScene) parents(t testing.TB, n int) []int64 {
 }
 
 func (s entCountScene) children(t testing.TB, parents []int64) []int64 {
+	return s.create(t, pointers(parents), true)
+}
+
+func (s entCountScene) create(t testing.TB, parents []*int64, counted bool) []int64 {
 	owners := make([]*int, len(parents))
 	for i, p := range parents {
-		id := int(p)
-		owners[i] = &id
+		if p != nil {
+			id := int(*p)
+			owners[i] = &id
+		}
 	}
 	if s.hooks {
-		return int64s(newItems(t, s.e.client, owners, "open"))
+		return int64s(newItems(t, s.e.client, owners, s.status(counted)))
 	}
-	return int64s(newBooks(t, s.e.client, owners, "open"))
+	return int64s(newBooks(t, s.e.client, owners, s.status(counted)))
+}
+
+// status is the value of the children's status column that the filtered
+// count counts, or another.
+func (entCountScene) status(counted bool) string {
+	if counted {
+		return "open"
+	}
+	return "draft"
+}
+
+func (s entCountScene) unparent(child int64) error {
+	ctx := context.Background()
+	return s.write(func(c *ent.Client) error {
+		if s.hooks {
+			return c.Item.UpdateOneID(int(child)).ClearRackID().Exec(ctx)
+		}
+		return c.Book.UpdateOneID(int(child)).ClearShelfID().Exec(ctx)
+	})
+}
+
+func (s entCountScene) moveAll(from, to int64) error {
+	ctx := context.Background()
+	return s.write(func(c *ent.Client) error {
+		var err error
+		if s.hooks {
+			_, err = c.Item.Update().Where(item.RackID(int(from))).SetRackID(int(to)).Save(ctx)
+		} else {
+			_, err = c.Book.Update().Where(book.ShelfID(int(from))).SetShelfID(int(to)).Save(ctx)
+		}
+		return err
+	})
+}
+
+func (s entCountScene) setStatus(parent int64, counted bool) error {
+	ctx := context.Background()
+	return s.write(func(c *ent.Client) error {
+		var err error
+		if s.hooks {
+			_, err = c.Item.Update().Where(item.RackID(int(parent))).SetStatus(s.status(counted)).Save(ctx)
+		} else {
+			_, err = c.Book.Update().Where(book.ShelfID(int(parent))).SetStatus(s.status(counted)).Save(ctx)
+		}
+		return err
+	})
+}
+
+func (s entCountScene) insertRaw(t testing.TB, parent int64, n int) {
+	ref := "shelf_id"
+	if s.hooks {
+		ref = "rack_id"
+	}
+	for range n {
+		must(t, s.e.db.Exec("INSERT INTO "+s.childTable()+" ("+ref+", status) VALUES (?, 'open')", parent).Error)
+	}
+}
+
+func (s entCountScene) byTriggers() bool { return !s.hooks }
+
+func (s entCountScene) incrementCount(parent int64) error {
+	ctx := context.Background()
+	if s.hooks {
+		return s.e.client.Rack.UpdateOneID(int(parent)).AddItemCount(1).Exec(ctx)
+	}
+	return s.e.client.Shelf.UpdateOneID(int(parent)).AddBookCount(1).Exec(ctx)
+}
+
+func (s entCountScene) countName() string {
+	if s.hooks {
+		return "Rack.item_count"
+	}
+	return "Shelf.book_count"
 }
 
 func (s entCountScene) move(child, parent int64) error {
