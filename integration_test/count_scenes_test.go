@@ -195,7 +195,9 @@ func (s gormCounts) incrementCount(parent int64) error {
 	return gormcounter.Increment(s.e.db.Model(s.k.parent).Where("id = ?", parent), s.k.all, 1).Error
 }
 
-func (s gormCounts) countName() string { return reflect.TypeOf(s.k.parent).Elem().Name() + "." + s.k.all }
+func (s gormCounts) countName() string {
+	return reflect.TypeOf(s.k.parent).Elem().Name() + "." + s.k.all
+}
 
 func (s gormCounts) move(child, parent int64) error {
 	return s.e.db.Model(s.k.childModel()).Where("id = ?", child).Update(s.k.ref, parent).Error
