@@ -142,6 +142,13 @@ type counterBuffer interface {
 	increment(ctx context.Context, model string, id int64, field string, n int64) error
 	flush(ctx context.Context) error
 	close(ctx context.Context) error
+	// pending is the buffer's delta of a post's counter, not yet written
+	// (Pending).
+	pending(model string, id int64, field string) (int64, error)
+	// live loads the posts with ids in one query with what the buffer
+	// holds (GORM's buf.Live() clause, ent's buf.Live(ctx)) and returns
+	// each one's likes and views, in the order of ids.
+	live(ctx context.Context, ids []int64) ([][2]int64, error)
 }
 
 // settings are the run-time settings both ORMs take.
@@ -396,7 +403,33 @@ func (o gormORM) compact(model string) (gormcounter.Compacted, error) {
 	return gormcounter.CompactPass(o.gdb, gormModel(model, 0))
 }
 
-type gormBuffer struct{ b *gormcounter.Buffer }
+type gormBuffer struct {
+	b  *gormcounter.Buffer
+	db *gorm.DB
+}
+
+func (b gormBuffer) pending(model string, id int64, field string) (int64, error) {
+	return b.b.Pending(gormModel(model, id), gormField(field))
+}
+
+func (b gormBuffer) live(ctx context.Context, ids []int64) ([][2]int64, error) {
+	var posts []Post
+	err := b.db.WithContext(ctx).Clauses(b.b.Live()).Where("id IN ?", ids).Find(&posts).Error
+	byID := map[int64][2]int64{}
+	for _, p := range posts {
+		byID[int64(p.ID)] = [2]int64{p.Likes, p.Views}
+	}
+	return inOrder(ids, byID), err
+}
+
+// inOrder returns the values of ids in byID, in the order of ids.
+func inOrder(ids []int64, byID map[int64][2]int64) [][2]int64 {
+	out := make([][2]int64, len(ids))
+	for i, id := range ids {
+		out[i] = byID[id]
+	}
+	return out
+}
 
 func (b gormBuffer) increment(ctx context.Context, model string, id int64, field string, n int64) error {
 	return b.b.Increment(ctx, gormModel(model, id), gormField(field), n)
@@ -412,7 +445,7 @@ func (o gormORM) buffer(t testing.TB, cfg gormcounter.BufferConfig) counterBuffe
 	t.Helper()
 	b, err := gormcounter.NewBuffer(o.gdb, cfg)
 	must(t, err)
-	return gormBuffer{b}
+	return gormBuffer{b, o.gdb}
 }
 
 func (o gormORM) sent(fn func()) int64 {
@@ -468,7 +501,23 @@ func (o entORM) ctx() context.Context {
 
 func (o entORM) within(ctx context.Context) counterORM { o.c = ctx; return o }
 
-type entBuffer struct{ b *entcounter.Buffer }
+type entBuffer struct {
+	b      *entcounter.Buffer
+	client *ent.Client
+}
+
+func (b entBuffer) pending(model string, id int64, field string) (int64, error) {
+	return b.b.Pending(modelTypes[model], field, int(id))
+}
+
+func (b entBuffer) live(ctx context.Context, ids []int64) ([][2]int64, error) {
+	posts, err := b.client.Post.Query().Where(post.IDIn(ints(ids)...)).All(b.b.Live(ctx))
+	byID := map[int64][2]int64{}
+	for _, p := range posts {
+		byID[int64(p.ID)] = [2]int64{p.Likes, p.Views}
+	}
+	return inOrder(ids, byID), err
+}
 
 func (b entBuffer) increment(ctx context.Context, model string, id int64, field string, n int64) error {
 	return b.b.Increment(ctx, modelTypes[model], field, int(id), n)
@@ -484,7 +533,7 @@ func (o entORM) buffer(t testing.TB, cfg gormcounter.BufferConfig) counterBuffer
 	t.Helper()
 	b, err := entcounter.NewBuffer(o.ctx(), o.client, cfg)
 	must(t, err)
-	return entBuffer{b}
+	return entBuffer{b, o.client}
 }
 
 func (o entORM) sent(fn func()) int64 { return entStatements(o.e, fn) }
