@@ -243,7 +243,11 @@ func TestEntSetAndBulkUpdate(t *testing.T) {
 	})
 }
 
-func TestEntTransactions(t *testing.T) {
+// A transaction's client carries the transaction's driver: a rollup pass,
+// which needs transactions of its own, refuses it; the title written
+// beside an increment in a rolled-back transaction is discarded with it
+// (TestIncrementIsInTheCallersTransaction has the counters, for both ORMs).
+func TestEntTransactionsClientsAreNotForPasses(t *testing.T) {
 	parallel(t)
 	eachEnt(t, func(t *testing.T, e *entEnv) {
 		ctx := context.Background()
@@ -252,25 +256,12 @@ func TestEntTransactions(t *testing.T) {
 		tx, err := c.Tx(ctx)
 		must(t, err)
 		tx.Post.UpdateOneID(p.ID).AddLikes(5).SetTitle("inside").ExecX(ctx)
-		if got := tx.Post.GetX(ctx, p.ID); got.Likes != 5 {
-			t.Fatalf("inside the transaction likes=%d, want 5", got.Likes)
+		if err := entcounter.RollupPass(ctx, tx.Client()); err == nil {
+			t.Fatal("RollupPass accepted a transaction's client")
 		}
 		must(t, tx.Rollback())
 		if got := c.Post.GetX(ctx, p.ID); got.Likes != 0 || got.Title != "tx" {
 			t.Fatalf("after rollback likes=%d title=%q, want 0 and tx", got.Likes, got.Title)
-		}
-		tx, err = c.Tx(ctx)
-		must(t, err)
-		tx.Post.UpdateOneID(p.ID).AddLikes(2).ExecX(ctx)
-		tx.Post.UpdateOneID(p.ID).SetLikes(9).ExecX(ctx)
-		must(t, tx.Commit())
-		if got := c.Post.GetX(ctx, p.ID); got.Likes != 9 {
-			t.Fatalf("after commit likes=%d, want 9", got.Likes)
-		}
-		// A transaction's client carries the transaction's driver: a rollup
-		// pass needs transactions of its own.
-		if err := entcounter.RollupPass(ctx, tx.Client()); err == nil {
-			t.Fatal("RollupPass accepted a transaction's client")
 		}
 	})
 }

@@ -227,35 +227,49 @@ func TestEveryIncrementFormTakesTheSamePath(t *testing.T) {
 	})
 }
 
+// An increment is in the caller's transaction: the transaction reads its
+// own increments (a rollup counter's too, exactly), a rollback discards
+// them, and an increment then an assignment in one transaction commit as
+// the assignment. GORM and ent.
 func TestIncrementIsInTheCallersTransaction(t *testing.T) {
-	parallel(t)
-	eachDB(t, func(t *testing.T, e *env) {
-		db := e.db
-		must(t, migrateAll(db))
-		post := newPost(t, db, "tx")
+	eachORM(t, func(t *testing.T, o counterORM) {
+		id := o.create(t, modelPost)
 		errRollback := errors.New("roll back")
-
-		err := db.Transaction(func(tx *gorm.DB) error {
-			must(t, gormcounter.Increment(tx.Model(&post), "Likes", 5).Error)
-			must(t, gormcounter.Increment(tx.Model(&post), "Views", 5).Error)
-			// Inside the transaction the increment is visible.
-			var in Post
-			must(t, tx.Clauses(gormcounter.Live).First(&in, post.ID).Error)
-			if in.Likes != 5 || in.Views != 5 {
-				t.Errorf("inside the transaction: likes=%d views=%d, want 5 and 5", in.Likes, in.Views)
+		err := o.inTx(func(tx counterORM) error {
+			must(t, tx.increment(modelPost, id, "likes", 5))
+			must(t, tx.increment(modelPost, id, "views", 5))
+			if likes, views := exactly(t, tx, modelPost, id, "likes"), exactly(t, tx, modelPost, id, "views"); likes != 5 || views != 5 {
+				t.Errorf("inside the transaction: likes=%d views=%d, want 5 and 5", likes, views)
 			}
 			return errRollback
 		})
 		if !errors.Is(err, errRollback) {
 			t.Fatalf("transaction: %v", err)
 		}
-		if got := exact(t, db, post.ID); got.Likes != 0 || got.Views != 0 {
-			t.Fatalf("after rollback: likes=%d views=%d, want 0 and 0", got.Likes, got.Views)
+		if likes, views := exactly(t, o, modelPost, id, "likes"), exactly(t, o, modelPost, id, "views"); likes != 0 || views != 0 {
+			t.Fatalf("after rollback: likes=%d views=%d, want 0 and 0", likes, views)
 		}
+		must(t, o.inTx(func(tx counterORM) error {
+			must(t, tx.increment(modelPost, id, "likes", 2))
+			return tx.set(modelPost, id, "likes", 9)
+		}))
+		if got := exactly(t, o, modelPost, id, "likes"); got != 9 {
+			t.Fatalf("after an increment and an assignment of 9 committed: likes=%d", got)
+		}
+	})
+}
 
-		// Nested transaction (a savepoint through the wrapped dialector): the
-		// inner increment is rolled back, the outer one commits.
-		err = db.Transaction(func(tx *gorm.DB) error {
+// A nested transaction (a savepoint through the wrapped dialector): the
+// inner increment is rolled back, the outer one commits. GORM (ent has no
+// nested transactions).
+func TestIncrementInANestedTransactionRollsBackAlone(t *testing.T) {
+	parallel(t)
+	eachDB(t, func(t *testing.T, e *env) {
+		db := e.db
+		must(t, migrateAll(db))
+		post := newPost(t, db, "tx")
+		errRollback := errors.New("roll back")
+		err := db.Transaction(func(tx *gorm.DB) error {
 			must(t, gormcounter.Increment(tx.Model(&post), "Likes", 1).Error)
 			inner := tx.Transaction(func(tx2 *gorm.DB) error {
 				must(t, gormcounter.Increment(tx2.Model(&post), "Likes", 100).Error)
