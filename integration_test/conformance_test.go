@@ -86,8 +86,10 @@ type counterORM interface {
 	// migrate runs the ORM's migration of every model again: GORM's
 	// AutoMigrate, ent's Schema.Create with entcounter.WithCounters.
 	migrate() error
-	// remove deletes the row.
+	// remove deletes the row; removePosts deletes the posts with ids in
+	// one statement, by a condition.
 	remove(model string, id int64) error
+	removePosts(ids []int64) error
 	// incrementMany increments the rows with ids in one statement and
 	// returns how many rows it reports.
 	incrementMany(model string, ids []int64, field string, n int64) (int64, error)
@@ -337,6 +339,10 @@ func (o gormORM) migrate() error {
 
 func (o gormORM) remove(model string, id int64) error {
 	return o.gdb.Delete(gormModel(model, id)).Error
+}
+
+func (o gormORM) removePosts(ids []int64) error {
+	return o.gdb.Where("id IN ?", ids).Delete(&Post{}).Error
 }
 
 func (o gormORM) incrementMany(model string, ids []int64, field string, n int64) (int64, error) {
@@ -710,6 +716,11 @@ func (o entORM) remove(model string, id int64) error {
 		return o.client.Product.DeleteOneID(int(id)).Exec(ctx)
 	}
 	return o.client.Post.DeleteOneID(int(id)).Exec(ctx)
+}
+
+func (o entORM) removePosts(ids []int64) error {
+	_, err := o.client.Post.Delete().Where(post.IDIn(ints(ids)...)).Exec(o.ctx())
+	return err
 }
 
 func (o entORM) incrementMany(model string, ids []int64, field string, n int64) (int64, error) {

@@ -151,22 +151,24 @@ func TestAddingACounterToAnExistingTable(t *testing.T) {
 	})
 }
 
+// Deleting a post, by itself or by a condition, removes its slot rows and
+// no other post's. GORM and ent.
 func TestDeletingAParentRemovesItsSlots(t *testing.T) {
-	parallel(t)
-	eachDB(t, func(t *testing.T, e *env) {
-		db := e.db
-		must(t, migrateAll(db))
-		a, b := newPost(t, db, "a"), newPost(t, db, "b")
-		for _, p := range []Post{a, b} {
-			must(t, gormcounter.Increment(db.Model(&p), "Likes", 1).Error)
-			must(t, gormcounter.Increment(db.Model(&p), "Views", 1).Error)
+	eachORM(t, func(t *testing.T, o counterORM) {
+		ids := o.createMany(t, modelPost, 3)
+		for _, id := range ids {
+			must(t, o.increment(modelPost, id, "likes", 1))
+			must(t, o.increment(modelPost, id, "views", 1))
 		}
-		must(t, db.Delete(&a).Error)
-		must(t, db.Where("id = ?", b.ID).Delete(&Post{}).Error)
+		must(t, o.remove(modelPost, ids[0]))
+		must(t, o.removePosts(ids[1:2]))
 		for _, table := range []string{"post_likes_slots", "post_views_slots"} {
-			if n := rawInt(t, db, "SELECT COUNT(*) FROM "+table); n != 0 {
+			if n := rawInt(t, o.db(), "SELECT COUNT(*) FROM "+table+" WHERE post_id IN ?", ids[:2]); n != 0 {
 				t.Fatalf("%s keeps %d rows of deleted posts", table, n)
 			}
+		}
+		if likes, views := exactly(t, o, modelPost, ids[2], "likes"), exactly(t, o, modelPost, ids[2], "views"); likes != 1 || views != 1 {
+			t.Fatalf("the post left: likes %d views %d, want 1 and 1", likes, views)
 		}
 	})
 }
