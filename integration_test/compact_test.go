@@ -98,22 +98,34 @@ func TestCompactionLeavesPrecreatedRowsAndGuardedStockAsTheyAre(t *testing.T) {
 	}, on(pg, lite))
 }
 
-// TestCompactRefusesMySQL: on MariaDB, Compact and CompactPass return an
-// error wrapping errors.ErrUnsupported and leave the slot rows as they are.
+// On MariaDB a compaction pass returns an error wrapping
+// errors.ErrUnsupported and leaves the slot rows as they are. GORM and
+// ent.
 func TestCompactRefusesMySQL(t *testing.T) {
-	parallel(t)
-	e := openEnt(t, my, true)
-	db := e.db
-	post := newPost(t, db, "mysql")
-	likes := spread(t, db, &Post{ID: post.ID}, "Likes", "post_likes_slots", "post_id", post.ID, 3)
-	if err := errOf(gormcounter.CompactPass(db, &Post{})); !errors.Is(err, errors.ErrUnsupported) {
-		t.Fatalf("Compact on MariaDB = %v, want errors.ErrUnsupported", err)
-	}
-	if err := errOf(entcounter.CompactPass(context.Background(), e.client)); !errors.Is(err, errors.ErrUnsupported) {
-		t.Fatalf("CompactPass on MariaDB = %v, want errors.ErrUnsupported", err)
-	}
-	if _, valued := slotsOf(t, db, "post_likes_slots", "post_id", post.ID); valued < 3 || exact(t, db, post.ID).Likes != likes {
-		t.Fatalf("after the refused passes: %d valued slot rows, likes %d; want the 3 or more rows as they were, %d", valued, exact(t, db, post.ID).Likes, likes)
+	eachORM(t, func(t *testing.T, o counterORM) {
+		id := o.create(t, modelPost)
+		likes := spreadLikes(t, o, id, 3)
+		if _, err := o.compact(modelPost); !errors.Is(err, errors.ErrUnsupported) {
+			t.Fatalf("a compaction pass on MariaDB = %v, want errors.ErrUnsupported", err)
+		}
+		if _, valued := slotsOfKey(t, o.db(), "post_likes_slots", "post_id", id); valued < 3 || exactly(t, o, modelPost, id, "likes") != likes {
+			t.Fatalf("after the refused pass: %d valued slot rows, likes %d; want the 3 or more rows as they were, %d", valued, exactly(t, o, modelPost, id, "likes"), likes)
+		}
+	}, on(my))
+}
+
+// spreadLikes increments the likes of post id through o until at least
+// want of its slot rows hold a value, and returns how many increments that
+// took.
+func spreadLikes(t testing.TB, o counterORM, id int64, want int64) int64 {
+	t.Helper()
+	var n int64
+	for {
+		if _, valued := slotsOfKey(t, o.db(), "post_likes_slots", "post_id", id); valued >= want {
+			return n
+		}
+		must(t, o.increment(modelPost, id, "likes", 1))
+		n++
 	}
 }
 
@@ -220,64 +232,74 @@ func TestCompactSumCounters(t *testing.T) {
 	})
 }
 
-// TestCompactSkipsHeldSlotRows: a transaction holding one of a
-// post's slot rows does not hold up the pass, which gathers the rest; the
-// held row stays apart until a later pass.
+// On PostgreSQL, a transaction holding one of a post's slot rows does not
+// hold up a compaction pass, which gathers the rest; the held row stays
+// apart until a later pass. GORM and ent.
 func TestCompactSkipsHeldSlotRows(t *testing.T) {
-	parallel(t)
-	for _, k := range []dbKind{pg} {
-		t.Run(string(k), func(t *testing.T) {
-			// Every slot row holds a value, so the held increment holds one of them.
-			db, post, likes := crowdedPost(t, k, "held")
-
-			holder := db.Begin()
-			defer holder.Rollback()
-			must(t, gormcounter.Increment(holder.Model(&Post{ID: post.ID}), "Likes", 1).Error)
-
-			done := make(chan error, 1)
-			go func() { done <- errOf(gormcounter.CompactPass(db, &Post{})) }()
-			select {
-			case err := <-done:
-				must(t, err)
-			case <-time.After(time.Minute):
-				t.Fatal("Compact waited for a slot row that another transaction holds")
-			}
-			if got := exact(t, db, post.ID).Likes; got != likes {
-				t.Fatalf("likes %d while the holder is open, want %d", got, likes)
-			}
-			must(t, holder.Commit().Error)
-			// The held row is the one not gathered.
-			if _, valued := slotsOf(t, db, "post_likes_slots", "post_id", post.ID); valued != 2 {
-				t.Fatalf("%d slot rows hold a value after the holder committed, want 2", valued)
-			}
-			must(t, errOf(gormcounter.CompactPass(db, &Post{})))
-			if _, valued := slotsOf(t, db, "post_likes_slots", "post_id", post.ID); valued != 1 {
-				t.Fatalf("%d slot rows hold a value after the next pass, want 1", valued)
-			}
-			if got := exact(t, db, post.ID).Likes; got != likes+1 {
-				t.Fatalf("likes %d, want %d", got, likes+1)
-			}
-		})
-	}
+	eachORM(t, func(t *testing.T, o counterORM) {
+		// Every slot row holds a value, so the held increment holds one of them.
+		id := o.create(t, modelPost)
+		likes := spreadLikes(t, o, id, 16)
+		held, release := make(chan struct{}), make(chan struct{})
+		holder := make(chan error, 1)
+		go func() {
+			holder <- o.inTx(func(tx counterORM) error {
+				if err := tx.increment(modelPost, id, "likes", 1); err != nil {
+					return err
+				}
+				close(held)
+				<-release
+				return nil
+			})
+		}()
+		select {
+		case <-held:
+		case err := <-holder:
+			t.Fatalf("the holder: %v", err)
+		}
+		done := make(chan error, 1)
+		go func() { _, err := o.compact(modelPost); done <- err }()
+		select {
+		case err := <-done:
+			must(t, err)
+		case <-time.After(time.Minute):
+			close(release)
+			t.Fatal("the pass waited for a slot row that another transaction holds")
+		}
+		if got := exactly(t, o, modelPost, id, "likes"); got != likes {
+			t.Fatalf("likes %d while the holder is open, want %d", got, likes)
+		}
+		close(release)
+		must(t, <-holder)
+		// The held row is the one not gathered.
+		if _, valued := slotsOfKey(t, o.db(), "post_likes_slots", "post_id", id); valued != 2 {
+			t.Fatalf("%d slot rows hold a value after the holder committed, want 2", valued)
+		}
+		_, err := o.compact(modelPost)
+		must(t, err)
+		if _, valued := slotsOfKey(t, o.db(), "post_likes_slots", "post_id", id); valued != 1 {
+			t.Fatalf("%d slot rows hold a value after the next pass, want 1", valued)
+		}
+		if got := exactly(t, o, modelPost, id, "likes"); got != likes+1 {
+			t.Fatalf("likes %d, want %d", got, likes+1)
+		}
+	}, on(pg))
 }
 
-// TestCompactionUnderConcurrentIncrementsIsExact: writers increment a sum
-// counter while compaction passes run one after another; readers never see a total go
-// backwards (a compaction seen half done would), and the final totals equal
-// the acknowledged increments.
+// Writers increment a sum counter while compaction passes run one after
+// another; readers never see a total go backwards (a compaction seen half
+// done would), and the final totals equal the acknowledged increments.
+// With the writers gone, a pass gathers every post into one row. GORM and
+// ent, where compaction runs.
 func TestCompactionUnderConcurrentIncrementsIsExact(t *testing.T) {
-	parallel(t)
-	eachCompactDB(t, func(t *testing.T, e *env) {
-		db := e.db
-		must(t, migrateAll(db))
-		posts := []Post{newPost(t, db, "a"), newPost(t, db, "b"), newPost(t, db, "c")}
-
+	eachORM(t, func(t *testing.T, o counterORM) {
+		posts := o.createMany(t, modelPost, 3)
 		ctx, stop := context.WithCancel(context.Background())
 		loopDone := make(chan error, 1)
 		passes := 0
 		go func() {
 			for ctx.Err() == nil {
-				if err := errOf(gormcounter.CompactPass(db, &Post{})); err != nil {
+				if _, err := o.compact(modelPost); err != nil {
 					loopDone <- err
 					return
 				}
@@ -286,23 +308,19 @@ func TestCompactionUnderConcurrentIncrementsIsExact(t *testing.T) {
 			}
 			loopDone <- nil
 		}()
-
-		stopReaders := watchNeverBackwards([]uint{posts[0].ID, posts[1].ID, posts[2].ID}, "likes", func(id uint) (int64, error) {
-			var got Post
-			err := db.First(&got, id).Error
-			return got.Likes, err
+		stopReaders := watchNeverBackwards(posts, "likes", func(id int64) (int64, error) {
+			return o.exact(modelPost, id, "likes")
 		})
 
 		const writers, each = 8, 100
 		var next atomic.Int64
 		done := hammer(t, writers, each, func() error {
-			p := posts[next.Add(1)%int64(len(posts))]
-			return gormcounter.Increment(db.Model(&Post{ID: p.ID}), "Likes", 1).Error
+			return o.increment(modelPost, posts[next.Add(1)%int64(len(posts))], "likes", 1)
 		})
 		readErr := stopReaders()
 		stop()
 		if err := <-loopDone; err != nil {
-			t.Fatalf("Compact: %v", err)
+			t.Fatalf("a compaction pass: %v", err)
 		}
 		if passes == 0 {
 			t.Fatal("no compaction pass ran while the writers did")
@@ -310,32 +328,26 @@ func TestCompactionUnderConcurrentIncrementsIsExact(t *testing.T) {
 		if readErr != nil {
 			t.Fatal(readErr)
 		}
-		var total int64
-		for _, p := range posts {
-			var got Post
-			must(t, db.First(&got, p.ID).Error)
-			total += got.Likes
+		total := func() (n int64) {
+			for _, id := range posts {
+				n += o.cached(t, modelPost, id, "likes")
+			}
+			return n
 		}
-		if done != writers*each || total != done {
-			t.Fatalf("total %d after %d acknowledged increments", total, done)
+		if got := total(); done != writers*each || got != done {
+			t.Fatalf("total %d after %d acknowledged increments", got, done)
 		}
-		// With the writers gone, a pass gathers every post into one row.
-		must(t, errOf(gormcounter.CompactPass(db, &Post{})))
-		for _, p := range posts {
-			if _, valued := slotsOf(t, db, "post_likes_slots", "post_id", p.ID); valued != 1 {
-				t.Fatalf("post %d: %d valued slot rows after the final pass, want 1", p.ID, valued)
+		_, err := o.compact(modelPost)
+		must(t, err)
+		for _, id := range posts {
+			if _, valued := slotsOfKey(t, o.db(), "post_likes_slots", "post_id", id); valued != 1 {
+				t.Fatalf("post %d: %d valued slot rows after the final pass, want 1", id, valued)
 			}
 		}
-		total = 0
-		for _, p := range posts {
-			var got Post
-			must(t, db.First(&got, p.ID).Error)
-			total += got.Likes
+		if got := total(); got != done {
+			t.Fatalf("total %d after the final pass, want %d", got, done)
 		}
-		if total != done {
-			t.Fatalf("total %d after the final pass, want %d", total, done)
-		}
-	})
+	}, on(pg, lite))
 }
 
 // TestCompactNeedsSumCounters: Compact of a model without sum counters, or
