@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"testing"
 
+	"gorm.io/gorm"
+
 	"github.com/hotcounter/hotcounter/entcounter"
 	"github.com/hotcounter/hotcounter/gormcounter"
 	"github.com/hotcounter/hotcounter/integration_test/ent"
@@ -87,6 +89,11 @@ type countScene interface {
 	// how the error names that count.
 	incrementCount(parent int64) error
 	countName() string
+	// openTx opens a transaction of the ORM on a session where a lock
+	// wait fails (noWaitSession) and returns add, which adds a counted
+	// child to parent inside it (raw SQL where triggers keep the counts,
+	// the ORM's create where hooks do), and its commit and rollback.
+	openTx(t testing.TB) (add func(parent int64) error, commit func() error, rollback func())
 }
 
 // eachCountScene runs fn on every scene, on every database.
@@ -96,10 +103,15 @@ func eachCountScene(t *testing.T, fn func(t *testing.T, s countScene)) {
 }
 
 // eachCountSceneKeptBy runs fn on the scenes whose counts triggers keep
-// (triggers), those that hooks keep (hooks), or both, on every database.
-func eachCountSceneKeptBy(t *testing.T, triggers, hooks bool, fn func(t *testing.T, s countScene)) {
+// (triggers), those that hooks keep (hooks), or both, on every database
+// (or those that opts name with on).
+func eachCountSceneKeptBy(t *testing.T, triggers, hooks bool, fn func(t *testing.T, s countScene), opts ...option) {
 	t.Helper()
 	parallel(t)
+	o := openOptions{kinds: allKinds}
+	for _, opt := range opts {
+		opt(&o)
+	}
 	for _, k := range countKinds {
 		if k.triggers && !triggers || !k.triggers && !hooks {
 			continue
@@ -108,7 +120,7 @@ func eachCountSceneKeptBy(t *testing.T, triggers, hooks bool, fn func(t *testing
 			eachDB(t, func(t *testing.T, e *env) {
 				k.migrate(t, e.db)
 				fn(t, gormCounts{k: k, e: e})
-			}, pool(writersPool))
+			}, append([]option{pool(writersPool)}, opts...)...)
 		})
 	}
 	for _, byHooks := range []bool{false, true} {
@@ -121,7 +133,7 @@ func eachCountSceneKeptBy(t *testing.T, triggers, hooks bool, fn func(t *testing
 		}
 		t.Run(name, func(t *testing.T) {
 			parallel(t)
-			for _, k := range allKinds {
+			for _, k := range o.kinds {
 				t.Run(string(k), func(t *testing.T) {
 					var e *entEnv
 					if byHooks {
@@ -193,6 +205,20 @@ func (s gormCounts) byTriggers() bool { return s.k.triggers }
 
 func (s gormCounts) incrementCount(parent int64) error {
 	return gormcounter.Increment(s.e.db.Model(s.k.parent).Where("id = ?", parent), s.k.all, 1).Error
+}
+
+func (s gormCounts) openTx(t testing.TB) (add func(parent int64) error, commit func() error, rollback func()) {
+	tx := s.e.db.Session(&gorm.Session{NewDB: true}).Begin()
+	must(t, tx.Error)
+	must(t, noWaitSession(tx))
+	add = func(parent int64) error {
+		if s.k.triggers {
+			return tx.Exec("INSERT INTO "+s.k.children+" ("+s.k.ref+", status) VALUES (?, 'active')", parent).Error
+		}
+		p := uint(parent)
+		return tx.Create(&Photo{AlbumID: &p, Status: "active"}).Error
+	}
+	return add, func() error { return tx.Commit().Error }, func() { tx.Rollback() }
 }
 
 func (s gormCounts) countName() string {
@@ -465,6 +491,24 @@ func (s entCountScene) incrementCount(parent int64) error {
 		return s.e.client.Rack.UpdateOneID(int(parent)).AddItemCount(1).Exec(ctx)
 	}
 	return s.e.client.Shelf.UpdateOneID(int(parent)).AddBookCount(1).Exec(ctx)
+}
+
+func (s entCountScene) openTx(t testing.TB) (add func(parent int64) error, commit func() error, rollback func()) {
+	ctx := context.Background()
+	tx, err := s.e.client.Tx(ctx)
+	must(t, err)
+	must(t, tx.HotCounter().Driver.Exec(ctx, noWaitSQL(dialectName(s.e.kind)), []any{}, nil))
+	add = func(parent int64) error {
+		if s.hooks {
+			return tx.Item.Create().SetRackID(int(parent)).SetStatus("open").Exec(ctx)
+		}
+		arg := "?"
+		if s.e.kind == pg {
+			arg = "$1"
+		}
+		return tx.HotCounter().Driver.Exec(ctx, "INSERT INTO books (shelf_id, status) VALUES ("+arg+", 'open')", []any{parent}, nil)
+	}
+	return add, tx.Commit, func() { tx.Rollback() }
 }
 
 func (s entCountScene) countName() string {
