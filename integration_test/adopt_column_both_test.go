@@ -1,7 +1,10 @@
 package integration_test
 
 import (
+	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/hotcounter/hotcounter/gormcounter"
@@ -77,5 +80,85 @@ func TestACounterOverAnExistingColumnHidesNothing(t *testing.T) {
 		assert.Equal(t, []int64{1236, 10, 4}, likes(a, b, fresh), "after the column is dropped")
 		must(t, o.increment(modelPost, a, "likes", 1))
 		assert.EqualValues(t, 1237, exactly(t, o, modelPost, a, "likes"))
+	})
+}
+
+// A rolling deploy: old code (likes = likes + 1 on the column) and new
+// code (the ORM's increment) write the same posts at once, while moves
+// run over and over and a reader checks that no total ever goes
+// backwards; the end is exact, and no column value is left once a last
+// move has run. Both ORMs.
+func TestRollingDeployCountsEverything(t *testing.T) {
+	eachORM(t, func(t *testing.T, o counterORM) {
+		a, b := legacyPosts(t, o)
+		o = o.through(t, o.onEnv().dsn, settings{}) // the new version's process
+		must(t, o.migrate())
+		ids := []int64{a, b}
+		const writers, each = 8, 40
+		var oldDone, newDone atomic.Int64
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg, bg sync.WaitGroup
+		errs := make(chan error, 64)
+		for w := range writers {
+			wg.Go(func() {
+				for i := range each {
+					id := ids[(w+i)%len(ids)]
+					if w%2 == 0 {
+						if err := o.db().Exec("UPDATE posts SET likes = likes + 1 WHERE id = ?", id).Error; err != nil {
+							errs <- fmt.Errorf("old code: %w", err)
+							return
+						}
+						oldDone.Add(1)
+					} else {
+						if err := o.increment(modelPost, id, "likes", 1); err != nil {
+							errs <- fmt.Errorf("new code: %w", err)
+							return
+						}
+						newDone.Add(1)
+					}
+				}
+			})
+		}
+		var moves atomic.Int64
+		bg.Go(func() {
+			for ctx.Err() == nil {
+				if _, err := o.moveToSlots(modelPost); err != nil {
+					errs <- fmt.Errorf("move: %w", err)
+					return
+				}
+				moves.Add(1)
+			}
+		})
+		bg.Go(func() {
+			last := make([]int64, len(ids))
+			for ctx.Err() == nil {
+				for i, id := range ids {
+					got, err := o.exact(modelPost, id, "likes")
+					if err != nil {
+						errs <- fmt.Errorf("read: %w", err)
+						return
+					}
+					if got < last[i] {
+						errs <- fmt.Errorf("post %d went from %d to %d during a move", id, last[i], got)
+						return
+					}
+					last[i] = got
+				}
+			}
+		})
+		wg.Wait()
+		cancel()
+		bg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		_, err := o.moveToSlots(modelPost)
+		must(t, err)
+		total := exactly(t, o, modelPost, a, "likes") + exactly(t, o, modelPost, b, "likes")
+		assert.EqualValues(t, 1234+oldDone.Load()+newDone.Load(), total, "the initial 1234 and every increment, old and new")
+		assert.EqualValues(t, writers*each, oldDone.Load()+newDone.Load())
+		assert.EqualValues(t, 0, rawInt(t, o.db(), "SELECT COUNT(*) FROM posts WHERE likes <> 0"), "column values left after the last move")
+		t.Logf("%d moves ran during the writes", moves.Load())
 	})
 }

@@ -8,7 +8,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	atlasmigrate "ariga.io/atlas/sql/migrate"
@@ -259,68 +258,6 @@ func TestEntSQLiteCopyOfAnAdoptedColumnIsRefused(t *testing.T) {
 	assert.Contains(t, err.Error(), "Post.likes")
 	assert.Contains(t, err.Error(), "AdoptColumn")
 	assert.EqualValues(t, 1234, rawInt(t, e.db, "SELECT likes FROM posts WHERE id = ?", a), "nothing was lost")
-}
-
-// Old code (likes = likes + 1 on the column) and new code (AddLikes) write
-// the same posts at once while moves run over and over; the end is exact.
-func TestEntRollingDeployCountsEverything(t *testing.T) {
-	parallel(t)
-	for _, k := range allKinds {
-		t.Run(string(k), func(t *testing.T) {
-			ctx := context.Background()
-			e := openEnt(t, k, false)
-			a, b := legacyEntPosts(t, e)
-			must(t, entMigrate(ctx, e.client, entcounter.WithCounters(e.client)))
-			ids := []int{a, b}
-			const writers, each = 6, 30
-			stop := make(chan struct{})
-			var wg, bg sync.WaitGroup
-			errs := make(chan error, 16)
-			for w := 0; w < writers; w++ {
-				wg.Add(1)
-				go func(w int) {
-					defer wg.Done()
-					for i := 0; i < each; i++ {
-						id := ids[(w+i)%2]
-						var err error
-						if w%2 == 0 {
-							err = e.db.Exec("UPDATE posts SET likes = likes + 1 WHERE id = ?", id).Error
-						} else {
-							err = e.client.Post.UpdateOneID(id).AddLikes(1).Exec(ctx)
-						}
-						if err != nil {
-							errs <- err
-							return
-						}
-					}
-				}(w)
-			}
-			bg.Add(1)
-			go func() {
-				defer bg.Done()
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					if _, err := entcounter.MoveToSlots(ctx, e.client); err != nil {
-						errs <- err
-						return
-					}
-				}
-			}()
-			wg.Wait()
-			close(stop)
-			bg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Error(err)
-			}
-			got := entLikes(t, e, ctx, a, b)
-			assert.EqualValues(t, 1234+writers*each, got[0]+got[1])
-		})
-	}
 }
 
 // A parent table without a primary key: the slot table's foreign key has
