@@ -241,16 +241,8 @@ func tableNamed(s *atlasschema.Schema, name string) bool {
 // key can be referenced by a slot table it does not have yet; it returns
 // what it found.
 func prepareColumn(ctx context.Context, c entrt.Conn, store engine.Store, d entrt.Def) (engine.Storage, error) {
-	counter := d.Counter(store.Dialect)
-	st, _, err := store.PrepareColumn(ctx, c, counter)
-	if err != nil || st.Tables[counter.Table.Slots] {
-		return st, err
-	}
-	exists, err := engine.QueryKeys(ctx, c, func(w countersql.Writer) { store.Dialect.TableExists(w, counter.Table.Parent) })
-	if err != nil || len(exists) == 0 {
-		return st, err
-	}
-	return st, store.CheckParentKey(ctx, c, counter)
+	st, _, err := store.PrepareColumn(ctx, c, d.Counter(store.Dialect))
+	return st, err
 }
 
 // guardRebuilds refuses a SQLite migration that would rebuild a counter's

@@ -2,7 +2,6 @@ package integration_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -202,22 +201,6 @@ func TestAdoptingABadColumnIsAnError(t *testing.T) {
 		assert.ErrorIs(t, err, gormcounter.ErrInvalidCounter)
 		assert.Contains(t, err.Error(), o.name(modelPost, "likes"))
 		assert.Contains(t, err.Error(), "integer")
-	})
-}
-
-// A table without a primary key: the slot table's foreign key has nothing
-// to reference, and the migration says so. (ent:
-// TestEntParentWithoutPrimaryKeyIsAnError.)
-func TestAdoptingATableWithoutPrimaryKeyIsAnError(t *testing.T) {
-	parallel(t)
-	eachDB(t, func(t *testing.T, e *env) {
-		db := e.db
-		must(t, db.Exec("CREATE TABLE shows (id INTEGER NOT NULL, title VARCHAR(50), likes BIGINT)").Error)
-		err := db.AutoMigrate(&SumShow{})
-		require.Error(t, err)
-		assert.Contains(t, err.Error(), "SumShow.Likes")
-		assert.Contains(t, err.Error(), "primary key")
-		assert.True(t, errors.Is(err, gormcounter.ErrInvalidCounter))
 	})
 }
 

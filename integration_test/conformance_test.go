@@ -182,15 +182,24 @@ func exactly(t testing.TB, o counterORM, model string, id int64, field string) i
 func eachORM(t *testing.T, fn func(t *testing.T, o counterORM), opts ...option) {
 	t.Helper()
 	parallel(t)
+	var oo openOptions
+	for _, opt := range opts {
+		opt(&oo)
+	}
 	t.Run("gorm", func(t *testing.T) {
 		eachDB(t, func(t *testing.T, e *env) {
 			o := gormORM{e: e, gdb: e.db}
-			must(t, o.migrate())
+			if !oo.unmigrated {
+				must(t, o.migrate())
+			}
 			fn(t, o)
 		}, opts...)
 	})
 	t.Run("ent", func(t *testing.T) {
-		eachEnt(t, func(t *testing.T, e *entEnv) { fn(t, entORM{e: e, client: e.client}) }, opts...)
+		eachDB(t, func(t *testing.T, e *env) {
+			ee := withEnt(t, e, !oo.unmigrated)
+			fn(t, entORM{e: ee, client: ee.client})
+		}, opts...)
 	})
 }
 

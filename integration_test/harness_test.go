@@ -379,7 +379,13 @@ type openOptions struct {
 	cfg   *gorm.Config
 	pool  int
 	kinds []dbKind // eachDB's databases
+	// unmigrated leaves eachORM's database empty: the test migrates.
+	unmigrated bool
 }
+
+// unmigrated has eachORM hand fn an empty database, which fn migrates
+// (counterORM.migrate) after making what it needs there.
+func unmigrated() option { return func(o *openOptions) { o.unmigrated = true } }
 
 // on limits eachDB to the given databases.
 func on(kinds ...dbKind) option { return func(o *openOptions) { o.kinds = kinds } }

@@ -189,13 +189,29 @@ func (st Store) Target(ctx context.Context, probe Conn, c Counter, widths *Width
 // table, a column of c's name that the table already has, and returns
 // what it found of c's storage: an existing column must hold integers
 // (spec.ErrInvalid otherwise), and a rollup or append counter's NULLs
-// become 0, in batches, before the column becomes NOT NULL. It returns the
-// number of NULLs it set.
+// become 0, in batches, before the column becomes NOT NULL; a parent table
+// that exists without c's slot table must have a key the slot table can
+// reference (CheckParentKey). It returns the number of NULLs it set.
 func (st Store) PrepareColumn(ctx context.Context, conn Conn, c Counter) (Storage, int64, error) {
 	t := c.Table
 	found, err := Probe(ctx, conn, st.Dialect, t)
 	if err != nil {
 		return found, 0, fmt.Errorf("%s: %s: read the columns of %s: %w", st.Pkg, c.Name, t.Parent, err)
+	}
+	if !found.Tables[t.Slots] {
+		// The slot table is still to be made: its foreign key must have a
+		// key of the parent to reference, which the ORM's own migration of
+		// the parent's associations would otherwise report first, and
+		// without naming the counter.
+		exists, err := QueryKeys(ctx, conn, func(w countersql.Writer) { st.Dialect.TableExists(w, t.Parent) })
+		if err != nil {
+			return found, 0, fmt.Errorf("%s: %s: look for table %s: %w", st.Pkg, c.Name, t.Parent, err)
+		}
+		if len(exists) > 0 {
+			if err := st.CheckParentKey(ctx, conn, c); err != nil {
+				return found, 0, err
+			}
+		}
 	}
 	if !found.Column {
 		return found, 0, nil

@@ -350,3 +350,22 @@ func TestEngineTakesNeverSellMoreThanTheStock(t *testing.T) {
 	}
 	f.expect(map[string]int64{"1": 5})
 }
+
+// PrepareColumn refuses a parent table that exists without the counter's
+// slot table and without a key that table could reference, naming the
+// counter (spec.ErrInvalid), before the ORM migrates anything; with the
+// slot table made, or a key added, it goes on.
+func TestEnginePrepareColumnRefusesAParentWithoutAKey(t *testing.T) {
+	f := newFixture(t, spec.Options{Mode: spec.Sum}, 0)
+	f.exec("DROP TABLE post_views_slots")
+	f.exec("DROP TABLE posts")
+	f.exec("CREATE TABLE posts (id INTEGER NOT NULL, title TEXT)")
+	_, _, err := f.store.PrepareColumn(f.ctx, f.s.sqlConn, f.c)
+	if !errors.Is(err, spec.ErrInvalid) || !strings.Contains(err.Error(), "Post.Views") || !strings.Contains(err.Error(), "primary key") {
+		t.Fatalf("PrepareColumn of a parent without a key = %v; want spec.ErrInvalid naming Post.Views and the missing primary key", err)
+	}
+	f.exec("CREATE UNIQUE INDEX posts_id ON posts (id)")
+	if _, _, err := f.store.PrepareColumn(f.ctx, f.s.sqlConn, f.c); err != nil {
+		t.Fatalf("PrepareColumn with a unique index on id: %v", err)
+	}
+}
