@@ -160,35 +160,6 @@ func TestEntAdoptingARollupColumnWithNulls(t *testing.T) {
 	}
 }
 
-// A count declared over a column that held counts kept by hand:
-// WithCounters counts the existing child rows when it creates the count's
-// slot table; the column is not part of the count.
-func TestEntCountOverAnExistingColumnIsRecounted(t *testing.T) {
-	parallel(t)
-	for _, k := range allKinds {
-		t.Run(string(k), func(t *testing.T) {
-			ctx := context.Background()
-			e := openEnt(t, k, true)
-			must(t, e.db.Exec("DROP TABLE shelf_book_count_slots").Error)
-			must(t, e.db.Exec("ALTER TABLE shelves ADD COLUMN book_count BIGINT NOT NULL DEFAULT 0").Error)
-			must(t, e.db.Exec("INSERT INTO shelves (name, open_count, book_count) VALUES ('a', 0, 9)").Error)
-			id := int(rawInt(t, e.db, "SELECT MAX(id) FROM shelves"))
-			for i := 0; i < 4; i++ {
-				must(t, e.db.Exec("INSERT INTO books (status, shelf_id) VALUES ('open', ?)", id).Error)
-			}
-			e.client = reopenEnt(t, e)
-			must(t, entMigrate(ctx, e.client, entcounter.WithCounters(e.client)))
-			s, err := e.client.Shelf.Get(ctx, id)
-			must(t, err)
-			assert.EqualValues(t, 4, s.BookCount, "the four books, not the column's 9")
-			must(t, e.db.Exec("INSERT INTO books (status, shelf_id) VALUES ('open', ?)", id).Error)
-			s, err = e.client.Shelf.Get(ctx, id)
-			must(t, err)
-			assert.EqualValues(t, 5, s.BookCount)
-		})
-	}
-}
-
 // AdoptColumn keeps the column in ent's schema: a migration that alters the
 // table (here it makes the old NOT NULL column nullable with the default 0;
 // on SQLite by copying the table) keeps it and its counts.

@@ -299,41 +299,6 @@ func TestRemovingTheTagFoldsTheSlotsBack(t *testing.T) {
 	})
 }
 
-// A count declared over a column that held counts kept by hand: the
-// migration counts the child rows that exist, and the column (right,
-// drifted or still written by old code) is not part of the count.
-func TestCountOverAnExistingColumnIsRecounted(t *testing.T) {
-	parallel(t)
-	eachDB(t, func(t *testing.T, e *env) {
-		db := e.db
-		must(t, db.AutoMigrate(&OldFolder{}, &FolderFile{}))
-		f1, f2 := OldFolder{Name: "a", FileCount: 3}, OldFolder{Name: "b", FileCount: 5} // b drifted: 2 files
-		must(t, db.Create(&f1).Error)
-		must(t, db.Create(&f2).Error)
-		for _, id := range []uint{f1.ID, f1.ID, f1.ID, f2.ID, f2.ID} {
-			id := id
-			must(t, db.Create(&FolderFile{FolderID: &id}).Error)
-		}
-		must(t, db.AutoMigrate(&CountFolder{}, &FolderFile{}))
-		load := func() []int64 {
-			var fs []CountFolder
-			must(t, db.Order("id").Find(&fs).Error)
-			out := make([]int64, len(fs))
-			for i, f := range fs {
-				out[i] = f.FileCount
-			}
-			return out
-		}
-		assert.Equal(t, []int64{3, 2}, load(), "the migration counted the existing files")
-		must(t, db.Exec("INSERT INTO folder_files (folder_id) VALUES (?)", f2.ID).Error)
-		must(t, db.Exec("UPDATE folders SET file_count = file_count + 1 WHERE id = ?", f2.ID).Error) // old code's bookkeeping
-		assert.Equal(t, []int64{3, 3}, load(), "a new file is counted once, whatever old code writes to the column")
-		n, err := gormcounter.Recount(db.Model(&CountFolder{}), "FileCount")
-		must(t, err)
-		assert.EqualValues(t, 0, n, "nothing to correct")
-	})
-}
-
 // A move interrupted after its first batch committed leaves every total
 // exact, and the next run moves the rest.
 func TestMoveToSlotsAfterAnInterruptedRun(t *testing.T) {

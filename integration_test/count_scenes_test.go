@@ -94,6 +94,14 @@ type countScene interface {
 	// child to parent inside it (raw SQL where triggers keep the counts,
 	// the ORM's create where hooks do), and its commit and rollback.
 	openTx(t testing.TB) (add func(parent int64) error, commit func() error, rollback func())
+	// legacyCount makes the count of all children what it was before it
+	// was declared: its slot table dropped, and a plain column of its name
+	// on the parent table, holding value for every parent (ent's client is
+	// opened again, as a new process). countColumn and parentTable name
+	// that column and its table.
+	legacyCount(t testing.TB, value int64)
+	countColumn() string
+	parentTable() string
 }
 
 // eachCountScene runs fn on every scene, on every database.
@@ -220,6 +228,17 @@ func (s gormCounts) openTx(t testing.TB) (add func(parent int64) error, commit f
 	}
 	return add, func() error { return tx.Commit().Error }, func() { tx.Rollback() }
 }
+
+func (s gormCounts) legacyCount(t testing.TB, value int64) {
+	all, _ := s.k.slotTables()
+	legacyCountColumn(t, s, all, value)
+}
+
+func (s gormCounts) countColumn() string {
+	return s.e.db.NamingStrategy.ColumnName("", s.k.all)
+}
+
+func (s gormCounts) parentTable() string { return s.k.parents }
 
 func (s gormCounts) countName() string {
 	return reflect.TypeOf(s.k.parent).Elem().Name() + "." + s.k.all
@@ -511,6 +530,29 @@ func (s entCountScene) openTx(t testing.TB) (add func(parent int64) error, commi
 	return add, tx.Commit, func() { tx.Rollback() }
 }
 
+func (s entCountScene) legacyCount(t testing.TB, value int64) {
+	slots := "shelf_book_count_slots"
+	if s.hooks {
+		slots = "rack_item_count_slots"
+	}
+	legacyCountColumn(t, s, slots, value)
+	s.e.client = reopenEnt(t, s.e) // the new version's process: nothing learned yet
+}
+
+func (s entCountScene) countColumn() string {
+	if s.hooks {
+		return "item_count"
+	}
+	return "book_count"
+}
+
+func (s entCountScene) parentTable() string {
+	if s.hooks {
+		return "racks"
+	}
+	return "shelves"
+}
+
 func (s entCountScene) countName() string {
 	if s.hooks {
 		return "Rack.item_count"
@@ -596,4 +638,14 @@ func (s entCountScene) recount(t testing.TB, filtered bool, batch int) (int64, e
 		field = "open_count"
 	}
 	return entcounter.Recount(context.Background(), c, typ, field)
+}
+
+// legacyCountColumn drops slots, the slot table of s's count of all
+// children, and adds its plain column to the parent table, holding value
+// in every row.
+func legacyCountColumn(t testing.TB, s countScene, slots string, value int64) {
+	db := s.onEnv().db
+	must(t, db.Exec("DROP TABLE "+slots).Error)
+	must(t, db.Exec("ALTER TABLE "+s.parentTable()+" ADD COLUMN "+s.countColumn()+" BIGINT NOT NULL DEFAULT 0").Error)
+	must(t, db.Exec("UPDATE "+s.parentTable()+" SET "+s.countColumn()+" = ?", value).Error)
 }

@@ -233,6 +233,29 @@ func TestCountsFollowEveryWritePath(t *testing.T) {
 	})
 }
 
+// A count declared over a column the parent table already has (old
+// code's bookkeeping, drifted): the migration counts the children that
+// exist, not the column's value, and later children are counted once,
+// whatever old code still adds to the column. Counts by triggers and by
+// hooks, GORM and ent, on every database.
+func TestACountOverAnExistingColumnIsRecounted(t *testing.T) {
+	eachCountScene(t, func(t *testing.T, s countScene) {
+		ps := s.parents(t, 2)
+		s.children(t, []int64{ps[0], ps[0], ps[0], ps[1], ps[1]})
+		s.legacyCount(t, 9)
+		s.migrate(t)
+		checkCounts(t, "the migration over the existing column", s.mismatches(t))
+		s.create(t, []*int64{&ps[1]}, true)
+		must(t, s.onEnv().db.Exec("UPDATE "+s.parentTable()+" SET "+s.countColumn()+" = "+s.countColumn()+" + 1 WHERE id = ?", ps[1]).Error) // old code's bookkeeping
+		checkCounts(t, "a new child and old code's increment of the column", s.mismatches(t))
+		n, err := s.recount(t, false, 0)
+		must(t, err)
+		if n != 0 {
+			t.Errorf("Recount corrected %d parents; the counts were exact", n)
+		}
+	})
+}
+
 // GORM's writes of its own on counted children: Updates of the status and
 // the parent at once, a soft delete and its undo, a bulk soft delete, and
 // hard deletes (of a row, and of rows deleted softly before). Counts by

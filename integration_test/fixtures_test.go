@@ -76,30 +76,6 @@ type LeftShow struct {
 
 func (LeftShow) TableName() string { return "shows" }
 
-// OldFolder is a table whose application kept a count of its files in a
-// column, by hand; CountFolder declares it a count of child rows.
-type OldFolder struct {
-	ID        uint
-	Name      string
-	FileCount int64
-}
-
-func (OldFolder) TableName() string { return "folders" }
-
-type CountFolder struct {
-	ID        uint
-	Name      string
-	FileCount int64        `gorm:"counter:counts=Files"`
-	Files     []FolderFile `gorm:"foreignKey:FolderID"`
-}
-
-func (CountFolder) TableName() string { return "folders" }
-
-type FolderFile struct {
-	ID       uint
-	FolderID *uint `gorm:"index"`
-}
-
 // Story counts claps in append mode: each increment inserts a delta row
 // into story_claps_deltas; rollup folds them into stories.claps.
 type Story struct {
