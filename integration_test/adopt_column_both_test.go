@@ -184,3 +184,69 @@ func TestAParentWithoutPrimaryKeyIsAnError(t *testing.T) {
 		assert.ErrorIs(t, err, gormcounter.ErrInvalidCounter)
 	}, unmigrated())
 }
+
+// nullableColumn lets column of table hold NULL, as a column of an
+// application that never declared it a counter may (SQLite: by copying
+// the column into a new one).
+func nullableColumn(t *testing.T, o counterORM, table, column string) {
+	t.Helper()
+	db := o.db()
+	switch o.kind() {
+	case pg:
+		must(t, db.Exec("ALTER TABLE "+table+" ALTER COLUMN "+column+" DROP NOT NULL").Error)
+	case my:
+		must(t, db.Exec("ALTER TABLE "+table+" MODIFY "+column+" BIGINT NULL").Error)
+	default:
+		for _, q := range []string{
+			"ALTER TABLE " + table + " ADD COLUMN " + column + "_null BIGINT",
+			"UPDATE " + table + " SET " + column + "_null = " + column,
+			"ALTER TABLE " + table + " DROP COLUMN " + column,
+			"ALTER TABLE " + table + " RENAME COLUMN " + column + "_null TO " + column,
+		} {
+			must(t, db.Exec(q).Error)
+		}
+	}
+}
+
+// A rollup counter (posts.views) and an append counter (stories.claps)
+// over a column that holds NULLs: the migration of a new process sets
+// them to 0 and makes the column NOT NULL; loads show the column, which
+// old code's increments still add to; an exact read adds what the slot or
+// delta rows hold, and a rollup pass folds it into the column. Both ORMs.
+func TestARollupOrAppendCounterOverANullableColumn(t *testing.T) {
+	eachORM(t, func(t *testing.T, o counterORM) {
+		for _, c := range []struct{ model, table, field string }{{modelPost, "posts", "views"}, {modelStory, "stories", "claps"}} {
+			t.Run(c.field, func(t *testing.T) {
+				nullableColumn(t, o, c.table, c.field)
+				var ids []int64
+				for _, v := range []any{nil, 50} {
+					must(t, o.db().Exec("INSERT INTO "+c.table+" (title, "+c.field+") VALUES ('old', ?)", v).Error)
+					ids = append(ids, rawInt(t, o.db(), "SELECT MAX(id) FROM "+c.table))
+				}
+				n := o.through(t, o.onEnv().dsn, settings{}) // a new process: nothing learned yet
+				must(t, n.migrate())
+				assert.EqualValues(t, 0, rawInt(t, o.db(), "SELECT COUNT(*) FROM "+c.table+" WHERE "+c.field+" IS NULL"), "NULLs became 0")
+				load := func(live bool) []int64 {
+					out := make([]int64, len(ids))
+					for i, id := range ids {
+						if live {
+							out[i] = exactly(t, n, c.model, id, c.field)
+						} else {
+							out[i] = n.cached(t, c.model, id, c.field)
+						}
+					}
+					return out
+				}
+				assert.Equal(t, []int64{0, 50}, load(false))
+				for _, id := range ids {
+					must(t, n.increment(c.model, id, c.field, 1))
+					must(t, o.db().Exec("UPDATE "+c.table+" SET "+c.field+" = "+c.field+" + 1 WHERE id = ?", id).Error) // old code
+				}
+				assert.Equal(t, []int64{1, 51}, load(false), "the column: old code's increments")
+				assert.Equal(t, []int64{2, 52}, load(true), "an exact read: the column and the pending increments")
+				must(t, n.rollup(c.model))
+				assert.Equal(t, []int64{2, 52}, load(false), "after a rollup pass")
+			})
+		}
+	})
+}

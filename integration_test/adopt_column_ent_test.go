@@ -134,32 +134,6 @@ func TestEntVersionedMigrationKeepsTheColumn(t *testing.T) {
 	}
 }
 
-// A rollup counter over a column holding NULLs: the migration sets them to
-// 0 before ent makes the column NOT NULL (PostgreSQL and MariaDB, where a
-// column's nullability changes in place).
-func TestEntAdoptingARollupColumnWithNulls(t *testing.T) {
-	parallel(t)
-	for _, k := range []dbKind{pg, my} {
-		t.Run(string(k), func(t *testing.T) {
-			ctx := context.Background()
-			e := openEnt(t, k, true)
-			nullable := "ALTER TABLE posts ALTER COLUMN views DROP NOT NULL"
-			if k == my {
-				nullable = "ALTER TABLE posts MODIFY views BIGINT NULL"
-			}
-			must(t, e.db.Exec(nullable).Error)
-			must(t, e.db.Exec("INSERT INTO posts (title, views) VALUES ('a', NULL), ('b', 7)").Error)
-			must(t, entMigrate(ctx, e.client, entcounter.WithCounters(e.client)))
-			assert.EqualValues(t, 0, rawInt(t, e.db, "SELECT COUNT(*) FROM posts WHERE views IS NULL"))
-			all, err := e.client.Post.Query().Order(post.ByID()).All(ctx)
-			must(t, err)
-			require.Len(t, all, 2)
-			assert.EqualValues(t, 0, all[0].Views)
-			assert.EqualValues(t, 7, all[1].Views)
-		})
-	}
-}
-
 // AdoptColumn keeps the column in ent's schema: a migration that alters the
 // table (here it makes the old NOT NULL column nullable with the default 0;
 // on SQLite by copying the table) keeps it and its counts.

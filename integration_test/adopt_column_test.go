@@ -154,41 +154,6 @@ func TestMoveToSlotsMovesEachValueOnce(t *testing.T) {
 	})
 }
 
-func TestAdoptingForRollupAndAppend(t *testing.T) {
-	parallel(t)
-	for _, mode := range []string{"rollup", "append"} {
-		t.Run(mode, func(t *testing.T) {
-			eachDB(t, func(t *testing.T, e *env) {
-				db := e.db
-				ids := oldShows(t, db, i64(50), nil)
-				load := func(live bool) []int64 {
-					if mode == "rollup" {
-						return showLikes(t, db, live, ids, func(s *RollupShow) (uint, int64) { return s.ID, s.Likes })
-					}
-					return showLikes(t, db, live, ids, func(s *AppendShow) (uint, int64) { return s.ID, s.Likes })
-				}
-				var model any = &RollupShow{}
-				inc := func(id uint) error { return gormcounter.Increment(db.Model(&RollupShow{ID: id}), "Likes", 1).Error }
-				if mode == "append" {
-					model = &AppendShow{}
-					inc = func(id uint) error { return gormcounter.Increment(db.Model(&AppendShow{ID: id}), "Likes", 1).Error }
-				}
-				must(t, db.AutoMigrate(model))
-				assert.EqualValues(t, 0, rawInt(t, db, "SELECT COUNT(*) FROM shows WHERE likes IS NULL"), "NULLs became 0")
-				assert.Equal(t, []int64{50, 0}, load(false))
-				for _, id := range ids {
-					must(t, inc(id))
-					must(t, oldIncrement(db, id, 1))
-				}
-				assert.Equal(t, []int64{51, 1}, load(false), "the column: old code's increments")
-				assert.Equal(t, []int64{52, 2}, load(true), "Live: the column and the pending increments")
-				must(t, gormcounter.RollupPass(db, model))
-				assert.Equal(t, []int64{52, 2}, load(false), "after Rollup")
-			})
-		})
-	}
-}
-
 // A counter declared over an existing column that is not an integer fails
 // the migration with ErrInvalidCounter, naming the counter and what it
 // needs. GORM and ent.
