@@ -3,6 +3,7 @@ package integration_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -246,6 +247,119 @@ func TestARollupOrAppendCounterOverANullableColumn(t *testing.T) {
 				assert.Equal(t, []int64{2, 52}, load(true), "an exact read: the column and the pending increments")
 				must(t, n.rollup(c.model))
 				assert.Equal(t, []int64{2, 52}, load(false), "after a rollup pass")
+			})
+		}
+	})
+}
+
+// One table whose counter a column held (10), deployed as sum -> rollup ->
+// sum -> append -> sum -> 64 slots -> 16 slots, each deploy a new process
+// that migrates and adds 20: after each step every version deployed so
+// far reads the same total (exactly: live for rollup and append), and a
+// plain load of a rollup or append counter shows it once folded. Both ORMs
+// (appVersion: GORM's shows models, ent's entversions clients).
+func TestChangingModeKeepsTotals(t *testing.T) {
+	eachORM(t, func(t *testing.T, o counterORM) {
+		id := o.legacyRow(t, 10)
+		want := int64(10)
+		var readers []string
+		exact := func(step string) {
+			t.Helper()
+			for _, v := range readers {
+				got, err := o.version(t, v).value(id, true)
+				must(t, err)
+				assert.Equal(t, want, got, "%s: read by %s", step, v)
+			}
+		}
+		deploy := func(v string) appVersion {
+			t.Helper()
+			r := o.version(t, v)
+			must(t, r.migrate())
+			if !slices.Contains(readers, v) {
+				readers = append(readers, v)
+			}
+			for range 20 {
+				must(t, r.add(id, 1))
+			}
+			want += 20
+			return r
+		}
+		plainly := func(v, step string) {
+			t.Helper()
+			got, err := o.version(t, v).value(id, false)
+			must(t, err)
+			assert.Equal(t, want, got, "%s: a plain %s load", step, v)
+		}
+
+		deploy("sum16")
+		exact("sum over the old column")
+		must(t, deploy("rollup").rollup())
+		exact("sum -> rollup, folded")
+		plainly("rollup", "after the fold")
+
+		deploy("sum16")
+		exact("rollup -> sum: the folded column is part of the sum")
+		must(t, deploy("deltas").rollup())
+		exact("sum -> append, folded (deltas and the slots left by sum)")
+		plainly("deltas", "after the fold")
+
+		must(t, deploy("sum16").moveToSlots())
+		exact("append -> sum, after MoveToSlots")
+
+		deploy("sum64")
+		exact("16 -> 64 slots")
+		s := deploy("sum16")
+		exact("64 -> 16 slots: rows above 16 keep counting")
+		if o.kind() != my {
+			must(t, s.compact())
+			exact("64 -> 16 slots, compacted")
+		}
+	})
+}
+
+// Removing a counter for a plain integer field of the same name folds what
+// its slot or delta table holds back into the column, exactly once: the
+// deploy that migrates to the plain field loads every increment, the table
+// is left empty, and a second migration and a plain increment count once.
+// From a sum, a rollup (folded once before) and an append counter. Both
+// ORMs.
+func TestRemovingTheCounterFoldsTheSlotsBack(t *testing.T) {
+	eachORM(t, func(t *testing.T, o counterORM) {
+		for _, from := range []string{"sum16", "rollup", "deltas"} {
+			t.Run(from, func(t *testing.T) {
+				table, column := versionedTable(o)
+				id := o.legacyRow(t, 3)
+				r := o.version(t, from)
+				must(t, r.migrate())
+				if from != "sum16" {
+					must(t, r.add(id, 1))
+					must(t, r.rollup()) // the column holds 4, the table nothing
+				}
+				must(t, r.add(id, 5))
+				slots := strings.TrimSuffix(table, "s") + "_" + column + "_slots"
+				if from == "deltas" {
+					slots = strings.TrimSuffix(slots, "slots") + "deltas"
+				}
+				held := rawInt(t, o.db(), "SELECT COALESCE(SUM(n), 0) FROM "+slots)
+				require.NotZero(t, held, "%s holds the increments after the last fold", slots)
+
+				p := o.version(t, "plain")
+				must(t, p.migrate())
+				want := int64(8)
+				if from != "sum16" {
+					want = 9
+				}
+				got, err := p.value(id, false)
+				must(t, err)
+				assert.Equal(t, want, got, "a plain load after the counter is removed")
+				assert.EqualValues(t, 0, rawInt(t, o.db(), "SELECT COALESCE(SUM(n), 0) FROM "+slots), "what %s held is folded", slots)
+
+				must(t, p.migrate()) // nothing left to fold: counted once
+				must(t, p.add(id, 2))
+				got, err = p.value(id, false)
+				must(t, err)
+				assert.Equal(t, want+2, got, "a second migration and a plain increment")
+				must(t, o.db().Exec("DROP TABLE "+slots).Error) // the next version starts from the plain table
 			})
 		}
 	})

@@ -137,6 +137,12 @@ type counterORM interface {
 	hotKeys(t testing.TB, k int) []gormcounter.HotKey
 	// onEnv is the test database the ORM runs on.
 	onEnv() *env
+	// version opens deploy v of the versioned application (appVersion,
+	// versions_test.go) as a new process; legacyRow makes its table as
+	// the application had it before the counter, with one row whose
+	// plain column holds value, and returns the row's id.
+	version(t testing.TB, v string) appVersion
+	legacyRow(t testing.TB, value int64) int64
 }
 
 // counterBuffer is a write-behind buffer of either ORM.
