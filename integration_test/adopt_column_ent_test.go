@@ -194,4 +194,3 @@ func TestEntSQLiteCopyOfAnAdoptedColumnIsRefused(t *testing.T) {
 	assert.Contains(t, err.Error(), "AdoptColumn")
 	assert.EqualValues(t, 1234, rawInt(t, e.db, "SELECT likes FROM posts WHERE id = ?", a), "nothing was lost")
 }
-

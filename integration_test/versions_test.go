@@ -235,4 +235,3 @@ func plays[R interface {
 	}
 	return 0, fmt.Errorf("not a reel: %T", r)
 }
-
