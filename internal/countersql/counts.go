@@ -634,18 +634,19 @@ func (d Dialect) mysqlCountBody(w Writer, c Count, event string) {
 }
 
 // mysqlApply adds delta to the session's own slot of row's parent (see
-// claim.go) with one upsert: a row no other session writes, so the
-// trigger never waits for another transaction's slot row. Where (owner,
-// slot) is the primary key, a duplicate is locked as a record only and a
-// new row takes no lock another writer waits for. Where it is a unique
-// secondary index beside a surrogate key (ent's layout), the duplicate is
-// locked with the gap below it, so a session's first row of a parent can
-// wait for a transaction that holds the next row of the index. (Reading
-// the surrogate key first would not help: reads in a trigger lock too.)
+// claim.go): a row no other session writes, so the trigger never waits for
+// another transaction's slot row. Where (owner, slot) is the primary key,
+// with one upsert: a duplicate is locked as a record only, and a new row
+// takes no lock another writer waits for. Where it is a unique secondary
+// index beside a surrogate key (ent's layout), see mysqlApplyByIndex.
 func (d Dialect) mysqlApply(w Writer, c Count, row string, delta int) {
 	sign := ""
 	if delta < 0 {
 		sign = "-"
+	}
+	if c.RowID != "" {
+		mysqlApplyByIndex(w, c, row, sign)
+		return
 	}
 	q(w, "INSERT INTO % (%, %, %) VALUES (", c.Slots, c.Owner, SlotColumn, ValueColumn)
 	c.parentOf(w, row)
@@ -654,6 +655,46 @@ func (d Dialect) mysqlApply(w Writer, c Count, row string, delta int) {
 	q(w, ") ON DUPLICATE KEY UPDATE % = % + ", ValueColumn, ValueColumn)
 	c.amount(w, row, sign)
 	w.WriteString(";")
+}
+
+// seenLimit bounds the list of a session's rows that mysqlApplyByIndex
+// keeps in a user variable (bytes); a longer list starts again.
+const seenLimit = 8000
+
+// mysqlApplyByIndex is mysqlApply on a slot table whose (owner, slot) is
+// a unique secondary index beside a surrogate key (ent's layout). There an
+// upsert that meets its row locks it with the gap below it (InnoDB's
+// next-key lock on a duplicate of a unique secondary key), so another
+// session's first row of the parent that falls in that gap waits, and
+// sessions doing so wait for each other in cycles (deadlocks: ent's
+// many-to-many counts under 24 writers). An UPDATE through the index
+// locks a row it finds as a record only, but one that finds none locks
+// the gap where the row would go, where a first row of another session
+// would wait. So the trigger keeps, in a user variable of the session
+// (@hc_seen_…, per slot table), the rows it has written as "number:parent"
+// of the session's claimed number: a row it has written it updates
+// through the index, and inserts only if the update found none (a
+// rollback took it away); a row it has not written it upserts, as before:
+// a new one takes no lock that others wait for. The list is a hint, so a
+// parent key holding a comma or a colon costs only an update that finds
+// nothing. (Reading the surrogate key first would not help: reads in a
+// trigger lock too.)
+func mysqlApplyByIndex(w Writer, c Count, row, sign string) {
+	sum := sha256.Sum256([]byte(c.Slots))
+	seen := "@hc_seen_" + hex.EncodeToString(sum[:8])
+	w.WriteString("SET @hc_p = ")
+	c.parentOf(w, row)
+	w.WriteString(", @hc_k = CONCAT(',', @hc_slot, ':', @hc_p, ','), @hc_done = 0; ")
+	w.WriteString("IF LOCATE(@hc_k, IFNULL(" + seen + ", '')) > 0 THEN ")
+	q(w, "UPDATE % SET % = % + ", c.Slots, ValueColumn, ValueColumn)
+	c.amount(w, row, sign)
+	q(w, " WHERE % = @hc_p AND % = "+mysqlOwnSlot(c.SlotCount)+"; SET @hc_done = ROW_COUNT() > 0; END IF; ", c.Owner, SlotColumn)
+	q(w, "IF NOT @hc_done THEN INSERT INTO % (%, %, %) VALUES (@hc_p, "+mysqlOwnSlot(c.SlotCount)+", ", c.Slots, c.Owner, SlotColumn, ValueColumn)
+	c.amount(w, row, sign)
+	q(w, ") ON DUPLICATE KEY UPDATE % = % + ", ValueColumn, ValueColumn)
+	c.amount(w, row, sign)
+	w.WriteString("; IF @hc_k IS NOT NULL THEN SET " + seen + " = IF(LENGTH(IFNULL(" + seen + ", '')) > " + strconv.Itoa(seenLimit) +
+		", @hc_k, CONCAT(IFNULL(" + seen + ", ','), SUBSTRING(@hc_k, 2))); END IF; END IF;")
 }
 
 // sqliteApply writes the statements of a SQLite row trigger that add delta
