@@ -376,22 +376,22 @@ func (k countKind) slotTables() (all, active string) {
 }
 
 // Drift is injected behind the counts' back (raw SQL on what holds them)
-// into 15 of 300 parents; then Recount runs, 100 parents at a time, while
+// into 15 of 150 parents; then Recount runs, 50 parents at a time, while
 // writers keep moving children among all parents. It must correct exactly
 // the drifted parents (a write that commits during the recount is never
 // mistaken for drift) and leave every count equal to COUNT(*). Counts by
 // triggers and by hooks, GORM and ent, on every database.
 func TestRecountFixesDriftWhileWritesGoOn(t *testing.T) {
 	eachCountScene(t, func(t *testing.T, s countScene) {
-		parents := s.parents(t, 300)
-		owners := make([]int64, 900)
+		parents := s.parents(t, 150)
+		owners := make([]int64, 450)
 		for i := range owners {
 			owners[i] = parents[i%len(parents)]
 		}
 		children := s.children(t, owners)
 		checkCounts(t, "setting up", s.mismatches(t))
 		var drifted []int64
-		for i := 7; i < len(parents); i += 20 {
+		for i := 7; i < len(parents); i += 10 {
 			drifted = append(drifted, parents[i])
 		}
 		s.drift(t, drifted)
@@ -427,7 +427,7 @@ func TestRecountFixesDriftWhileWritesGoOn(t *testing.T) {
 		}
 		var fixed [2]int64
 		for i, filtered := range []bool{false, true} {
-			n, err := s.recount(t, filtered, 100) // three batches
+			n, err := s.recount(t, filtered, 50) // three batches
 			must(t, err)
 			fixed[i] = n
 		}
