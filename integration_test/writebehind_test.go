@@ -426,15 +426,16 @@ func bufferFlushSurvivesCutConnections(t *testing.T, o counterORM, inRedis bool)
 		var own int64
 		must(t, setup.Raw("SELECT CONNECTION_ID()").Row().Scan(&own))
 		// The sessions that came through the proxy, by their client host
-		// (the proxy's side of the loopback). Filtering by database killed
-		// sessions of other tests' databases too: a run beside a count
-		// scene's migration on MariaDB failed it with "bad connection".
+		// (the proxy's side of the loopback), in the test's database: a
+		// loopback port the proxy has just let go can be another test's
+		// next connection (a run beside a count scene's migration on
+		// MariaDB failed it with "bad connection").
 		kill = func() (int64, error) {
 			var rows []struct {
 				ID   int64
 				Host string
 			}
-			if err := setup.Raw("SELECT id, host FROM information_schema.processlist WHERE id <> ?", own).Scan(&rows).Error; err != nil {
+			if err := setup.Raw("SELECT id, host FROM information_schema.processlist WHERE id <> ? AND db = DATABASE()", own).Scan(&rows).Error; err != nil {
 				return 0, err
 			}
 			via := proxy.sessions()
@@ -576,9 +577,9 @@ func (p *cuttingProxy) serve() {
 			client.Close()
 		}()
 		go func() { // client -> server
-			defer p.upstream.Delete(local)
-			defer server.Close()
 			defer client.Close()
+			defer server.Close()
+			defer p.upstream.Delete(local) // before the port is let go
 			buf := make([]byte, 32<<10)
 			for {
 				n, err := client.Read(buf)
