@@ -22,7 +22,6 @@ import (
 	"github.com/glebarez/sqlite"
 	"github.com/hotcounter/hotcounter/gormcounter"
 	"github.com/hotcounter/hotcounter/integration_test/ent"
-	"github.com/hotcounter/hotcounter/integration_test/ent/migrate"
 	_ "github.com/hotcounter/hotcounter/integration_test/ent/runtime"
 	"github.com/hotcounter/hotcounter/internal/testdb"
 	_ "github.com/jackc/pgx/v5/stdlib"
@@ -270,71 +269,15 @@ func sharedGorm(t testing.TB, e *env, cfg gormcounter.Config) *gorm.DB {
 	return db
 }
 
-// entSchemaMu serializes the ent migrations that use a generated,
-// package-level migrate.Tables (a client's Schema.Create: entversions, the
-// tests of ent's own migration API): they set those tables up in place,
-// so two at once race.
+// entSchemaMu serializes ent's migrations: they set up the generated,
+// package-level migrate.Tables in place, so two at once race.
 var entSchemaMu sync.Mutex
 
-// pristineTables is a copy of migrate.Tables made before any migration set
-// them up, which nothing writes: entMigrate migrates a copy of it, so that
-// migrations run at once. (One lock for every migration made them the
-// suite's critical path: 358 migrations held it for 6.5 of 8.7 minutes.)
-var pristineTables = cloneTables(migrate.Tables)
-
-// entMigrate migrates client's database to the integration schema, on
-// tables of its own (pristineTables), as client.Schema.Create does.
+// entMigrate runs client.Schema.Create, one migration at a time.
 func entMigrate(ctx context.Context, client *ent.Client, opts ...schema.MigrateOption) error {
-	return migrate.Create(ctx, client.Schema, cloneTables(pristineTables), opts...)
-}
-
-// cloneTables copies tables with their columns, indexes and foreign keys,
-// keeping the links between them (an index's or a foreign key's columns
-// are its table's; a foreign key's referenced table and columns are the
-// copies), so that a migration can set the copy up alone. The tables must
-// not have been set up (their unexported links are copied as they are).
-func cloneTables(tables []*schema.Table) []*schema.Table {
-	tbl := make(map[*schema.Table]*schema.Table, len(tables))
-	col := map[*schema.Column]*schema.Column{}
-	cols := func(cs []*schema.Column) []*schema.Column {
-		out := make([]*schema.Column, len(cs))
-		for i, c := range cs {
-			if out[i] = col[c]; out[i] == nil {
-				panic("cloneTables: a column outside the tables: " + c.Name)
-			}
-		}
-		return out
-	}
-	out := make([]*schema.Table, len(tables))
-	for i, t := range tables {
-		nt := *t
-		nt.Columns = make([]*schema.Column, len(t.Columns))
-		for j, c := range t.Columns {
-			nc := *c
-			nt.Columns[j], col[c] = &nc, &nc
-		}
-		out[i], tbl[t] = &nt, &nt
-	}
-	for i, t := range tables {
-		nt := out[i]
-		nt.PrimaryKey = cols(t.PrimaryKey)
-		nt.Indexes = make([]*schema.Index, len(t.Indexes))
-		for j, idx := range t.Indexes {
-			ni := *idx
-			ni.Columns = cols(idx.Columns)
-			nt.Indexes[j] = &ni
-		}
-		nt.ForeignKeys = make([]*schema.ForeignKey, len(t.ForeignKeys))
-		for j, fk := range t.ForeignKeys {
-			nf := *fk
-			nf.Columns, nf.RefColumns = cols(fk.Columns), cols(fk.RefColumns)
-			if nf.RefTable = tbl[fk.RefTable]; nf.RefTable == nil {
-				panic("cloneTables: a foreign key to a table outside the tables: " + fk.RefTable.Name)
-			}
-			nt.ForeignKeys[j] = &nf
-		}
-	}
-	return out
+	entSchemaMu.Lock()
+	defer entSchemaMu.Unlock()
+	return client.Schema.Create(ctx, opts...)
 }
 
 func eachEnt(t *testing.T, fn func(t *testing.T, e *entEnv), opts ...option) {
