@@ -72,14 +72,18 @@ func (d Dialect) ProbeStorage(w Writer, t Table) {
 			w.Arg(name)
 			w.WriteString(") > 0")
 		}
-		// MariaDB reports the text NULL (unquoted) as the default of a
-		// nullable column without one.
-		w.WriteString("SELECT c.COLUMN_NAME IS NOT NULL, COALESCE(c.COLUMN_TYPE, ''), COALESCE(c.IS_NULLABLE = 'YES', 0), " +
-			"CASE WHEN c.COLUMN_DEFAULT IS NULL OR c.COLUMN_DEFAULT = 'NULL' THEN '' ELSE c.COLUMN_DEFAULT END, ")
+		// One row, whether or not the column exists: an aggregate without
+		// GROUP BY. The conditions stay in WHERE, on constants: MariaDB
+		// then reads the definition of that one table, where a join's ON
+		// (or a correlated condition) makes it open every table of every
+		// database on the server. MariaDB reports the text NULL (unquoted)
+		// as the default of a nullable column without one.
+		w.WriteString("SELECT COUNT(*) > 0, COALESCE(MAX(c.COLUMN_TYPE), ''), COALESCE(MAX(c.IS_NULLABLE = 'YES'), 0), " +
+			"COALESCE(MAX(CASE WHEN c.COLUMN_DEFAULT IS NULL OR c.COLUMN_DEFAULT = 'NULL' THEN '' ELSE c.COLUMN_DEFAULT END), ''), ")
 		exists(t.Slots)
 		w.WriteString(", ")
 		exists(t.Other)
-		w.WriteString(" FROM (SELECT 1) AS one LEFT JOIN information_schema.COLUMNS c ON c.TABLE_SCHEMA = ")
+		w.WriteString(" FROM information_schema.COLUMNS c WHERE c.TABLE_SCHEMA = ")
 		schema(t.Parent)
 		_, parent := splitQualified(t.Parent)
 		w.WriteString(" AND c.TABLE_NAME = ")
@@ -127,19 +131,26 @@ func (d Dialect) KeyUnique(w Writer, table, key string) {
 		w.WriteString(") AND i.indisunique AND i.indnkeyatts = 1 AND i.indpred IS NULL AND a.attname = ")
 		w.Arg(key)
 	case mysql:
+		// Both reads name the table by constants (see ProbeStorage): a
+		// correlated s2.TABLE_NAME = s.TABLE_NAME reads every database.
 		s, name := splitQualified(table)
-		w.WriteString("SELECT COUNT(*) FROM information_schema.STATISTICS s WHERE s.TABLE_SCHEMA = ")
-		if s != "" {
-			w.Arg(s)
-		} else {
-			w.WriteString("DATABASE()")
+		where := func(alias string) {
+			w.WriteString(alias + ".TABLE_SCHEMA = ")
+			if s != "" {
+				w.Arg(s)
+			} else {
+				w.WriteString("DATABASE()")
+			}
+			w.WriteString(" AND " + alias + ".TABLE_NAME = ")
+			w.Arg(name)
 		}
-		w.WriteString(" AND s.TABLE_NAME = ")
-		w.Arg(name)
+		w.WriteString("SELECT COUNT(*) FROM information_schema.STATISTICS s WHERE ")
+		where("s")
 		w.WriteString(" AND s.NON_UNIQUE = 0 AND s.SEQ_IN_INDEX = 1 AND s.COLUMN_NAME = ")
 		w.Arg(key)
-		w.WriteString(" AND NOT EXISTS (SELECT 1 FROM information_schema.STATISTICS s2 WHERE s2.TABLE_SCHEMA = s.TABLE_SCHEMA " +
-			"AND s2.TABLE_NAME = s.TABLE_NAME AND s2.INDEX_NAME = s.INDEX_NAME AND s2.SEQ_IN_INDEX = 2)")
+		w.WriteString(" AND NOT EXISTS (SELECT 1 FROM information_schema.STATISTICS s2 WHERE ")
+		where("s2")
+		w.WriteString(" AND s2.INDEX_NAME = s.INDEX_NAME AND s2.SEQ_IN_INDEX = 2)")
 	default:
 		// The primary key alone, or a unique index of one column.
 		s, name := splitQualified(table)

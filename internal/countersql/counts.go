@@ -402,12 +402,15 @@ func (d Dialect) CountTriggersOf(w Writer, c Count) {
 		w.WriteString(") AND tgname IN (")
 	case mysql:
 		schema, _ := splitQualified(c.Child)
+		// A trigger lives in the schema of its table, and MariaDB reads
+		// the triggers of one database only for a condition on the
+		// table's schema (EVENT_OBJECT_SCHEMA), not on TRIGGER_SCHEMA.
 		w.WriteString("SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE ")
 		if schema != "" {
-			w.WriteString("TRIGGER_SCHEMA = ")
+			w.WriteString("EVENT_OBJECT_SCHEMA = ")
 			literal(w, schema)
 		} else {
-			w.WriteString("TRIGGER_SCHEMA = DATABASE()")
+			w.WriteString("EVENT_OBJECT_SCHEMA = DATABASE()")
 		}
 		w.WriteString(" AND TRIGGER_NAME IN (")
 	default:
@@ -481,14 +484,23 @@ func (d MySQL) CascadeTrigger(c Count) func(Writer) {
 func (d MySQL) DeleteCascades(w Writer, c Count) {
 	schema, table := splitQualified(c.Child)
 	_, other := splitQualified(c.Across.Table)
+	// Both tables are named by constants: joined only on rc's columns,
+	// MariaDB reads the key columns of every table of every database.
+	inSchema := func() {
+		if schema != "" {
+			literal(w, schema)
+		} else {
+			w.WriteString("DATABASE()")
+		}
+	}
 	w.WriteString("SELECT 1 FROM information_schema.REFERENTIAL_CONSTRAINTS AS rc JOIN information_schema.KEY_COLUMN_USAGE AS k " +
 		"ON k.CONSTRAINT_SCHEMA = rc.CONSTRAINT_SCHEMA AND k.CONSTRAINT_NAME = rc.CONSTRAINT_NAME AND k.TABLE_NAME = rc.TABLE_NAME WHERE rc.CONSTRAINT_SCHEMA = ")
-	if schema != "" {
-		literal(w, schema)
-	} else {
-		w.WriteString("DATABASE()")
-	}
+	inSchema()
 	w.WriteString(" AND rc.TABLE_NAME = ")
+	literal(w, table)
+	w.WriteString(" AND k.TABLE_SCHEMA = ")
+	inSchema()
+	w.WriteString(" AND k.TABLE_NAME = ")
 	literal(w, table)
 	w.WriteString(" AND rc.REFERENCED_TABLE_NAME = ")
 	literal(w, other)

@@ -241,7 +241,7 @@ DELETE FROM `post_tags` WHERE ((`post_tags`.`tag_id` = $1 AND `post_tags`.`post_
 SELECT `posts`.`id` FROM `posts` WHERE 1=1 ORDER BY `posts`.`id` FOR UPDATE;
 
 -- CountTriggersOf
-SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE() AND TRIGGER_NAME IN ('hc_category_object_count_slots_ins', 'hc_category_object_count_slots_upd', 'hc_category_object_count_slots_del');
+SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE EVENT_OBJECT_SCHEMA = DATABASE() AND TRIGGER_NAME IN ('hc_category_object_count_slots_ins', 'hc_category_object_count_slots_upd', 'hc_category_object_count_slots_del');
 
 -- TableExists
 SELECT 1 FROM information_schema.tables WHERE table_name = $1 AND table_schema = $2;
@@ -265,12 +265,12 @@ SELECT `folders`.`id`, CAST((SELECT COALESCE(SUM(hc_c.`size`), 0) FROM `files` A
 SELECT `sections`.`id`, CAST((SELECT COUNT(*) FROM `pages` AS `hc_c` WHERE `hc_c`.`section_id` IN (SELECT hc_m.`id` FROM `sections` AS hc_m WHERE hc_m.`parent_id` = `sections`.`id`) AND (1=1)) - COALESCE((SELECT SUM(hc_s.`n`) FROM `section_page_count_slots` AS hc_s WHERE hc_s.`section_id` = `sections`.`id`), 0) AS SIGNED) FROM `sections` WHERE (1=1) ORDER BY `sections`.`id` LIMIT 500;
 
 -- ProbeStorage
-SELECT c.COLUMN_NAME IS NOT NULL, COALESCE(c.COLUMN_TYPE, ''), COALESCE(c.IS_NULLABLE = 'YES', 0), CASE WHEN c.COLUMN_DEFAULT IS NULL OR c.COLUMN_DEFAULT = 'NULL' THEN '' ELSE c.COLUMN_DEFAULT END, (SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = $1) > 0, (SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = $2) > 0 FROM (SELECT 1) AS one LEFT JOIN information_schema.COLUMNS c ON c.TABLE_SCHEMA = DATABASE() AND c.TABLE_NAME = $3 AND c.COLUMN_NAME = $4;
+SELECT COUNT(*) > 0, COALESCE(MAX(c.COLUMN_TYPE), ''), COALESCE(MAX(c.IS_NULLABLE = 'YES'), 0), COALESCE(MAX(CASE WHEN c.COLUMN_DEFAULT IS NULL OR c.COLUMN_DEFAULT = 'NULL' THEN '' ELSE c.COLUMN_DEFAULT END), ''), (SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = $1) > 0, (SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = $2) > 0 FROM information_schema.COLUMNS c WHERE c.TABLE_SCHEMA = DATABASE() AND c.TABLE_NAME = $3 AND c.COLUMN_NAME = $4;
 -- args: [post_likes_slots post_likes_deltas posts likes]
 
 -- KeyUnique
-SELECT COUNT(*) FROM information_schema.STATISTICS s WHERE s.TABLE_SCHEMA = DATABASE() AND s.TABLE_NAME = $1 AND s.NON_UNIQUE = 0 AND s.SEQ_IN_INDEX = 1 AND s.COLUMN_NAME = $2 AND NOT EXISTS (SELECT 1 FROM information_schema.STATISTICS s2 WHERE s2.TABLE_SCHEMA = s.TABLE_SCHEMA AND s2.TABLE_NAME = s.TABLE_NAME AND s2.INDEX_NAME = s.INDEX_NAME AND s2.SEQ_IN_INDEX = 2);
--- args: [posts id]
+SELECT COUNT(*) FROM information_schema.STATISTICS s WHERE s.TABLE_SCHEMA = DATABASE() AND s.TABLE_NAME = $1 AND s.NON_UNIQUE = 0 AND s.SEQ_IN_INDEX = 1 AND s.COLUMN_NAME = $2 AND NOT EXISTS (SELECT 1 FROM information_schema.STATISTICS s2 WHERE s2.TABLE_SCHEMA = DATABASE() AND s2.TABLE_NAME = $3 AND s2.INDEX_NAME = s.INDEX_NAME AND s2.SEQ_IN_INDEX = 2);
+-- args: [posts id posts]
 
 -- ColumnOwners
 SELECT `id` FROM `posts` WHERE (`likes` <> 0 OR `likes` IS NULL) AND `id` > $1 ORDER BY `id` LIMIT 500;
@@ -413,4 +413,4 @@ SELECT VERSION();
 CREATE TRIGGER `hc_tag_post_count_slots_cas` BEFORE DELETE ON `posts` FOR EACH ROW BEGIN DECLARE hc_i INT DEFAULT 0; IF NOT (IS_USED_LOCK(CONCAT('hotcounter.slot.', @hc_slot)) <=> CONNECTION_ID()) THEN SET @hc_slot = NULL, hc_i = 0; WHILE @hc_slot IS NULL AND hc_i < 30000 DO IF GET_LOCK(CONCAT('hotcounter.slot.', hc_i), 0) = 1 THEN SET @hc_slot = hc_i; END IF; SET hc_i = hc_i + 1; END WHILE; END IF; INSERT INTO `tag_post_count_slots` (`tag_id`, `slot`, `n`) SELECT `hc_c`.`tag_id`, IFNULL(16 + @hc_slot, MOD(CONNECTION_ID(), 16)), -COUNT(*) FROM `post_tags` AS `hc_c` WHERE `hc_c`.`post_id` = OLD.`id` AND (hc_c.`tag_id` IS NOT NULL) AND EXISTS (SELECT 1 FROM `tags` WHERE `id` = hc_c.`tag_id`) GROUP BY `hc_c`.`tag_id` ORDER BY `hc_c`.`tag_id` ON DUPLICATE KEY UPDATE `n` = `n` + VALUES(`n`); END;
 
 -- DeleteCascades
-SELECT 1 FROM information_schema.REFERENTIAL_CONSTRAINTS AS rc JOIN information_schema.KEY_COLUMN_USAGE AS k ON k.CONSTRAINT_SCHEMA = rc.CONSTRAINT_SCHEMA AND k.CONSTRAINT_NAME = rc.CONSTRAINT_NAME AND k.TABLE_NAME = rc.TABLE_NAME WHERE rc.CONSTRAINT_SCHEMA = DATABASE() AND rc.TABLE_NAME = 'post_tags' AND rc.REFERENCED_TABLE_NAME = 'posts' AND rc.DELETE_RULE = 'CASCADE' AND k.COLUMN_NAME = 'post_id';
+SELECT 1 FROM information_schema.REFERENTIAL_CONSTRAINTS AS rc JOIN information_schema.KEY_COLUMN_USAGE AS k ON k.CONSTRAINT_SCHEMA = rc.CONSTRAINT_SCHEMA AND k.CONSTRAINT_NAME = rc.CONSTRAINT_NAME AND k.TABLE_NAME = rc.TABLE_NAME WHERE rc.CONSTRAINT_SCHEMA = DATABASE() AND rc.TABLE_NAME = 'post_tags' AND k.TABLE_SCHEMA = DATABASE() AND k.TABLE_NAME = 'post_tags' AND rc.REFERENCED_TABLE_NAME = 'posts' AND rc.DELETE_RULE = 'CASCADE' AND k.COLUMN_NAME = 'post_id';
