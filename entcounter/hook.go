@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,6 +28,8 @@ type mutation interface {
 	HotCounterNotFound() error
 	HotCounterUpsert() bool
 	HotCounterBulkUpsert() bool
+	// HotCounterBulk is the CreateBulk the create is one row of, or nil.
+	HotCounterBulk() *entrt.Bulk
 	// HotCounterByIDOnly reports whether an UpdateOne names its row by id
 	// alone; HotCounterEntity reads the entity with that id as Get does.
 	// Together they let an increment of counters alone skip ent's empty
@@ -418,7 +421,7 @@ func (w *write) create(ctx context.Context, m mutation, next ent.Mutator, v int6
 		// The row may have existed: the value is its new total.
 		_, err = w.update(ctx, []any{id}, true, v)
 	} else {
-		err = w.created(ctx, id, v)
+		err = w.created(ctx, m.HotCounterBulk(), id, v)
 	}
 	if err == nil {
 		err = setNodeField(res, w.d.StructField, v)
@@ -612,16 +615,24 @@ func (w *write) target(ctx context.Context) (engine.Target, error) {
 }
 
 // created writes the starting value of a new parent's sum counter, and its
-// pre-created slot rows.
-func (w *write) created(ctx context.Context, id any, v int64) error {
-	if v == 0 && !w.d.PrecreateOn(w.dl) {
+// pre-created slot rows. Of a row of a CreateBulk it writes nothing until
+// the last row's hook, which writes those of every row at once.
+func (w *write) created(ctx context.Context, bulk *entrt.Bulk, id any, v int64) error {
+	keys, values := []any{id}, []int64{v}
+	if bulk != nil {
+		var last bool
+		if keys, values, last = bulk.Add(w.d.Name(), id, v); !last {
+			return nil
+		}
+	}
+	if !w.d.PrecreateOn(w.dl) && !slices.ContainsFunc(values, func(v int64) bool { return v != 0 }) {
 		return nil
 	}
 	t, err := w.target(ctx)
 	if err != nil {
 		return err
 	}
-	return w.wrap(engine.Start(ctx, entrt.NewSession(w.r), w.dl, t, []any{id}, []int64{v}))
+	return w.wrap(engine.Start(ctx, entrt.NewSession(w.r), w.dl, t, keys, values))
 }
 
 // update adds delta to the parents' counters or, if set, makes delta their

@@ -57,6 +57,9 @@ type counterORM interface {
 	create(t testing.TB, model string) int64
 	// createMany creates n rows at once (posts or reels).
 	createMany(t testing.TB, model string, n int) []int64
+	// createPosts creates posts at once (GORM's CreateInBatches, ent's
+	// CreateBulk), post i with likes[i].
+	createPosts(t testing.TB, likes []int64) []int64
 	// createWith creates a row whose counter field starts at v.
 	createWith(model string, field string, v int64) (int64, error)
 	// name is how the ORM's errors name a counter: Post.Likes (GORM),
@@ -285,6 +288,16 @@ func (o gormORM) createMany(t testing.TB, model string, n int) []int64 {
 		panic("createMany: no model " + model)
 	}
 	return ids
+}
+
+func (o gormORM) createPosts(t testing.TB, likes []int64) []int64 {
+	t.Helper()
+	rows := make([]Post, len(likes))
+	for i := range rows {
+		rows[i] = Post{Title: "post", Likes: likes[i]}
+	}
+	must(t, o.gdb.CreateInBatches(&rows, 1000).Error)
+	return idsOf(rows, func(p Post) int { return int(p.ID) })
 }
 
 func (o gormORM) createWith(model string, field string, v int64) (int64, error) {
@@ -610,6 +623,13 @@ func (o entORM) createMany(t testing.TB, model string, n int) []int64 {
 		}
 	}
 	return ids
+}
+
+func (o entORM) createPosts(t testing.TB, likes []int64) []int64 {
+	t.Helper()
+	rows, err := o.client.Post.MapCreateBulk(likes, func(c *ent.PostCreate, i int) { c.SetTitle("post").SetLikes(likes[i]) }).Save(o.ctx())
+	must(t, err)
+	return idsOf(rows, func(p *ent.Post) int { return p.ID })
 }
 
 // idsOf returns the ids of nodes.

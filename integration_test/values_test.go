@@ -57,6 +57,33 @@ func TestNewRowsStartAtTheirCounterValues(t *testing.T) {
 	})
 }
 
+// TestABatchOfNewRowsStartsInStatementsOfTheBatch creates posts at once,
+// each with a starting value: each loads its value, and the batch costs
+// statements by batch, not by row (ent's CreateBulk wrote each row's start
+// and pre-created slot rows in a transaction of its own).
+func TestABatchOfNewRowsStartsInStatementsOfTheBatch(t *testing.T) {
+	eachORM(t, func(t *testing.T, f counterORM) {
+		batch := func(n int) (ids []int64, likes []int64, sent int64) {
+			likes = make([]int64, n)
+			for i := range likes {
+				likes[i] = int64(i%3 + 1)
+			}
+			sent = f.sent(func() { ids = f.createPosts(t, likes) })
+			return ids, likes, sent
+		}
+		_, _, few := batch(10)
+		ids, likes, many := batch(60)
+		if many > 2*few {
+			t.Errorf("a batch of 60 new posts sent %d statements, a batch of 10 %d: the statements grow with the rows", many, few)
+		}
+		for i, id := range ids {
+			if got := exactly(t, f, modelPost, id, "likes"); got != likes[i] {
+				t.Errorf("post %d of the batch started with %d likes: loaded %d", i, likes[i], got)
+			}
+		}
+	})
+}
+
 func TestGuardedStockStartsSpreadOverItsSlots(t *testing.T) {
 	eachORM(t, func(t *testing.T, f counterORM) {
 		id, err := newProduct(f, 3000)

@@ -126,6 +126,13 @@ func Recount(ctx context.Context, src Source, typ, field string, ids ...any) (in
 	return entrt.RecountTyped(ctx, src, typ, field, ids...)
 }
 
+// Bulk is one CreateBulk, whose rows' starting values entcounter's hook
+// writes at once, after the last row's.
+type Bulk = entrt.Bulk
+
+// NewBulk returns the Bulk of a CreateBulk of n rows.
+func NewBulk(n int) *Bulk { return entrt.NewBulk(n) }
+
 // WithLive is the context of a generated query's Live: its loads fill
 // rollup counters with their exact value (entcounter.WithLive).
 func WithLive(ctx context.Context) context.Context { return entrt.WithLive(ctx) }

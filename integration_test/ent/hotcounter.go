@@ -125,6 +125,12 @@ func (m *AuthorMutation) HotCounterEntity(ctx context.Context, id any) (any, err
 // create with ON CONFLICT.
 func (m *AuthorMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
 
+// HotCounterBulk returns the CreateBulk (without ON CONFLICT) that the
+// create is one row of, or nil.
+func (m *AuthorMutation) HotCounterBulk() *generated.Bulk {
+	return m.hotcounterBulk
+}
+
 // HotCounterKeep marks the value of the sum counter field as one that
 // entcounter's hook left for the row's column (a column it was adopted
 // over), not one that a later hook wrote.
@@ -234,6 +240,12 @@ func (m *ClipMutation) HotCounterEntity(ctx context.Context, id any) (any, error
 // HotCounterBulkUpsert reports whether the mutation is one row of a bulk
 // create with ON CONFLICT.
 func (m *ClipMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
+
+// HotCounterBulk returns the CreateBulk (without ON CONFLICT) that the
+// create is one row of, or nil.
+func (m *ClipMutation) HotCounterBulk() *generated.Bulk {
+	return m.hotcounterBulk
+}
 
 // HotCounterKeep marks the value of the sum counter field as one that
 // entcounter's hook left for the row's column (a column it was adopted
@@ -345,6 +357,12 @@ func (m *CommentMutation) HotCounterEntity(ctx context.Context, id any) (any, er
 // create with ON CONFLICT.
 func (m *CommentMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
 
+// HotCounterBulk returns the CreateBulk (without ON CONFLICT) that the
+// create is one row of, or nil.
+func (m *CommentMutation) HotCounterBulk() *generated.Bulk {
+	return m.hotcounterBulk
+}
+
 // HotCounterKeep marks the value of the sum counter field as one that
 // entcounter's hook left for the row's column (a column it was adopted
 // over), not one that a later hook wrote.
@@ -454,6 +472,12 @@ func (m *ConversationMutation) HotCounterEntity(ctx context.Context, id any) (an
 // HotCounterBulkUpsert reports whether the mutation is one row of a bulk
 // create with ON CONFLICT.
 func (m *ConversationMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
+
+// HotCounterBulk returns the CreateBulk (without ON CONFLICT) that the
+// create is one row of, or nil.
+func (m *ConversationMutation) HotCounterBulk() *generated.Bulk {
+	return m.hotcounterBulk
+}
 
 // HotCounterKeep marks the value of the sum counter field as one that
 // entcounter's hook left for the row's column (a column it was adopted
@@ -565,6 +589,12 @@ func (m *DeskMutation) HotCounterEntity(ctx context.Context, id any) (any, error
 // create with ON CONFLICT.
 func (m *DeskMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
 
+// HotCounterBulk returns the CreateBulk (without ON CONFLICT) that the
+// create is one row of, or nil.
+func (m *DeskMutation) HotCounterBulk() *generated.Bulk {
+	return m.hotcounterBulk
+}
+
 // HotCounterKeep marks the value of the sum counter field as one that
 // entcounter's hook left for the row's column (a column it was adopted
 // over), not one that a later hook wrote.
@@ -675,6 +705,12 @@ func (m *FolderMutation) HotCounterEntity(ctx context.Context, id any) (any, err
 // create with ON CONFLICT.
 func (m *FolderMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
 
+// HotCounterBulk returns the CreateBulk (without ON CONFLICT) that the
+// create is one row of, or nil.
+func (m *FolderMutation) HotCounterBulk() *generated.Bulk {
+	return m.hotcounterBulk
+}
+
 // HotCounterKeep marks the value of the sum counter field as one that
 // entcounter's hook left for the row's column (a column it was adopted
 // over), not one that a later hook wrote.
@@ -784,6 +820,12 @@ func (m *ForumMutation) HotCounterEntity(ctx context.Context, id any) (any, erro
 // HotCounterBulkUpsert reports whether the mutation is one row of a bulk
 // create with ON CONFLICT.
 func (m *ForumMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
+
+// HotCounterBulk returns the CreateBulk (without ON CONFLICT) that the
+// create is one row of, or nil.
+func (m *ForumMutation) HotCounterBulk() *generated.Bulk {
+	return m.hotcounterBulk
+}
 
 // HotCounterKeep marks the value of the sum counter field as one that
 // entcounter's hook left for the row's column (a column it was adopted
@@ -897,6 +939,12 @@ func (m *HookedConversationMutation) HotCounterEntity(ctx context.Context, id an
 // create with ON CONFLICT.
 func (m *HookedConversationMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
 
+// HotCounterBulk returns the CreateBulk (without ON CONFLICT) that the
+// create is one row of, or nil.
+func (m *HookedConversationMutation) HotCounterBulk() *generated.Bulk {
+	return m.hotcounterBulk
+}
+
 // HotCounterKeep marks the value of the sum counter field as one that
 // entcounter's hook left for the row's column (a column it was adopted
 // over), not one that a later hook wrote.
@@ -1006,6 +1054,12 @@ func (m *HookedLabelMutation) HotCounterEntity(ctx context.Context, id any) (any
 // HotCounterBulkUpsert reports whether the mutation is one row of a bulk
 // create with ON CONFLICT.
 func (m *HookedLabelMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
+
+// HotCounterBulk returns the CreateBulk (without ON CONFLICT) that the
+// create is one row of, or nil.
+func (m *HookedLabelMutation) HotCounterBulk() *generated.Bulk {
+	return m.hotcounterBulk
+}
 
 // HotCounterKeep marks the value of the sum counter field as one that
 // entcounter's hook left for the row's column (a column it was adopted
@@ -1117,6 +1171,12 @@ func (m *LabelMutation) HotCounterEntity(ctx context.Context, id any) (any, erro
 // create with ON CONFLICT.
 func (m *LabelMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
 
+// HotCounterBulk returns the CreateBulk (without ON CONFLICT) that the
+// create is one row of, or nil.
+func (m *LabelMutation) HotCounterBulk() *generated.Bulk {
+	return m.hotcounterBulk
+}
+
 // HotCounterKeep marks the value of the sum counter field as one that
 // entcounter's hook left for the row's column (a column it was adopted
 // over), not one that a later hook wrote.
@@ -1226,6 +1286,12 @@ func (m *PostMutation) HotCounterEntity(ctx context.Context, id any) (any, error
 // HotCounterBulkUpsert reports whether the mutation is one row of a bulk
 // create with ON CONFLICT.
 func (m *PostMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
+
+// HotCounterBulk returns the CreateBulk (without ON CONFLICT) that the
+// create is one row of, or nil.
+func (m *PostMutation) HotCounterBulk() *generated.Bulk {
+	return m.hotcounterBulk
+}
 
 // HotCounterKeep marks the value of the sum counter field as one that
 // entcounter's hook left for the row's column (a column it was adopted
@@ -1337,6 +1403,12 @@ func (m *ProductMutation) HotCounterEntity(ctx context.Context, id any) (any, er
 // create with ON CONFLICT.
 func (m *ProductMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
 
+// HotCounterBulk returns the CreateBulk (without ON CONFLICT) that the
+// create is one row of, or nil.
+func (m *ProductMutation) HotCounterBulk() *generated.Bulk {
+	return m.hotcounterBulk
+}
+
 // HotCounterKeep marks the value of the sum counter field as one that
 // entcounter's hook left for the row's column (a column it was adopted
 // over), not one that a later hook wrote.
@@ -1446,6 +1518,12 @@ func (m *RackMutation) HotCounterEntity(ctx context.Context, id any) (any, error
 // HotCounterBulkUpsert reports whether the mutation is one row of a bulk
 // create with ON CONFLICT.
 func (m *RackMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
+
+// HotCounterBulk returns the CreateBulk (without ON CONFLICT) that the
+// create is one row of, or nil.
+func (m *RackMutation) HotCounterBulk() *generated.Bulk {
+	return m.hotcounterBulk
+}
 
 // HotCounterKeep marks the value of the sum counter field as one that
 // entcounter's hook left for the row's column (a column it was adopted
@@ -1557,6 +1635,12 @@ func (m *ReelMutation) HotCounterEntity(ctx context.Context, id any) (any, error
 // create with ON CONFLICT.
 func (m *ReelMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
 
+// HotCounterBulk returns the CreateBulk (without ON CONFLICT) that the
+// create is one row of, or nil.
+func (m *ReelMutation) HotCounterBulk() *generated.Bulk {
+	return m.hotcounterBulk
+}
+
 // HotCounterKeep marks the value of the sum counter field as one that
 // entcounter's hook left for the row's column (a column it was adopted
 // over), not one that a later hook wrote.
@@ -1666,6 +1750,12 @@ func (m *SectionMutation) HotCounterEntity(ctx context.Context, id any) (any, er
 // HotCounterBulkUpsert reports whether the mutation is one row of a bulk
 // create with ON CONFLICT.
 func (m *SectionMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
+
+// HotCounterBulk returns the CreateBulk (without ON CONFLICT) that the
+// create is one row of, or nil.
+func (m *SectionMutation) HotCounterBulk() *generated.Bulk {
+	return m.hotcounterBulk
+}
 
 // HotCounterKeep marks the value of the sum counter field as one that
 // entcounter's hook left for the row's column (a column it was adopted
@@ -1777,6 +1867,12 @@ func (m *ShelfMutation) HotCounterEntity(ctx context.Context, id any) (any, erro
 // create with ON CONFLICT.
 func (m *ShelfMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
 
+// HotCounterBulk returns the CreateBulk (without ON CONFLICT) that the
+// create is one row of, or nil.
+func (m *ShelfMutation) HotCounterBulk() *generated.Bulk {
+	return m.hotcounterBulk
+}
+
 // HotCounterKeep marks the value of the sum counter field as one that
 // entcounter's hook left for the row's column (a column it was adopted
 // over), not one that a later hook wrote.
@@ -1886,6 +1982,12 @@ func (m *SkipPostMutation) HotCounterEntity(ctx context.Context, id any) (any, e
 // HotCounterBulkUpsert reports whether the mutation is one row of a bulk
 // create with ON CONFLICT.
 func (m *SkipPostMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
+
+// HotCounterBulk returns the CreateBulk (without ON CONFLICT) that the
+// create is one row of, or nil.
+func (m *SkipPostMutation) HotCounterBulk() *generated.Bulk {
+	return m.hotcounterBulk
+}
 
 // HotCounterKeep marks the value of the sum counter field as one that
 // entcounter's hook left for the row's column (a column it was adopted
@@ -1997,6 +2099,12 @@ func (m *StoryMutation) HotCounterEntity(ctx context.Context, id any) (any, erro
 // create with ON CONFLICT.
 func (m *StoryMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
 
+// HotCounterBulk returns the CreateBulk (without ON CONFLICT) that the
+// create is one row of, or nil.
+func (m *StoryMutation) HotCounterBulk() *generated.Bulk {
+	return nil
+}
+
 // HotCounterKeep marks the value of the sum counter field as one that
 // entcounter's hook left for the row's column (a column it was adopted
 // over), not one that a later hook wrote.
@@ -2101,6 +2209,12 @@ func (m *TagMutation) HotCounterEntity(ctx context.Context, id any) (any, error)
 // HotCounterBulkUpsert reports whether the mutation is one row of a bulk
 // create with ON CONFLICT.
 func (m *TagMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
+
+// HotCounterBulk returns the CreateBulk (without ON CONFLICT) that the
+// create is one row of, or nil.
+func (m *TagMutation) HotCounterBulk() *generated.Bulk {
+	return m.hotcounterBulk
+}
 
 // HotCounterKeep marks the value of the sum counter field as one that
 // entcounter's hook left for the row's column (a column it was adopted

@@ -11,6 +11,7 @@ import (
 
 	"entgo.io/ent"
 	"entgo.io/ent/dialect/sql"
+	"github.com/hotcounter/hotcounter/entcounter/generated"
 	"github.com/hotcounter/hotcounter/integration_test/ent/author"
 	"github.com/hotcounter/hotcounter/integration_test/ent/authorfollowersslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/book"
@@ -143,6 +144,7 @@ type AuthorMutation struct {
 	predicates           []predicate.Author
 	hotcounterUpsert     bool
 	hotcounterBulkUpsert bool
+	hotcounterBulk       *generated.Bulk  // the CreateBulk the create is one row of, if any
 	hotcounterKept       map[string]bool  // sum counters whose value entcounter's hook left for the column
 	hotcounterLate       map[string]int64 // starting totals written by a hook that ent ran after entcounter's
 }
@@ -1692,6 +1694,7 @@ type ClipMutation struct {
 	predicates           []predicate.Clip
 	hotcounterUpsert     bool
 	hotcounterBulkUpsert bool
+	hotcounterBulk       *generated.Bulk  // the CreateBulk the create is one row of, if any
 	hotcounterKept       map[string]bool  // sum counters whose value entcounter's hook left for the column
 	hotcounterLate       map[string]int64 // starting totals written by a hook that ent ran after entcounter's
 }
@@ -2694,6 +2697,7 @@ type CommentMutation struct {
 	predicates           []predicate.Comment
 	hotcounterUpsert     bool
 	hotcounterBulkUpsert bool
+	hotcounterBulk       *generated.Bulk  // the CreateBulk the create is one row of, if any
 	hotcounterKept       map[string]bool  // sum counters whose value entcounter's hook left for the column
 	hotcounterLate       map[string]int64 // starting totals written by a hook that ent ran after entcounter's
 }
@@ -3803,6 +3807,7 @@ type ConversationMutation struct {
 	predicates           []predicate.Conversation
 	hotcounterUpsert     bool
 	hotcounterBulkUpsert bool
+	hotcounterBulk       *generated.Bulk  // the CreateBulk the create is one row of, if any
 	hotcounterKept       map[string]bool  // sum counters whose value entcounter's hook left for the column
 	hotcounterLate       map[string]int64 // starting totals written by a hook that ent ran after entcounter's
 }
@@ -4898,6 +4903,7 @@ type DeskMutation struct {
 	predicates           []predicate.Desk
 	hotcounterUpsert     bool
 	hotcounterBulkUpsert bool
+	hotcounterBulk       *generated.Bulk  // the CreateBulk the create is one row of, if any
 	hotcounterKept       map[string]bool  // sum counters whose value entcounter's hook left for the column
 	hotcounterLate       map[string]int64 // starting totals written by a hook that ent ran after entcounter's
 }
@@ -7165,6 +7171,7 @@ type FolderMutation struct {
 	predicates           []predicate.Folder
 	hotcounterUpsert     bool
 	hotcounterBulkUpsert bool
+	hotcounterBulk       *generated.Bulk  // the CreateBulk the create is one row of, if any
 	hotcounterKept       map[string]bool  // sum counters whose value entcounter's hook left for the column
 	hotcounterLate       map[string]int64 // starting totals written by a hook that ent ran after entcounter's
 }
@@ -8260,6 +8267,7 @@ type ForumMutation struct {
 	predicates           []predicate.Forum
 	hotcounterUpsert     bool
 	hotcounterBulkUpsert bool
+	hotcounterBulk       *generated.Bulk  // the CreateBulk the create is one row of, if any
 	hotcounterKept       map[string]bool  // sum counters whose value entcounter's hook left for the column
 	hotcounterLate       map[string]int64 // starting totals written by a hook that ent ran after entcounter's
 }
@@ -10015,6 +10023,7 @@ type HookedConversationMutation struct {
 	predicates           []predicate.HookedConversation
 	hotcounterUpsert     bool
 	hotcounterBulkUpsert bool
+	hotcounterBulk       *generated.Bulk  // the CreateBulk the create is one row of, if any
 	hotcounterKept       map[string]bool  // sum counters whose value entcounter's hook left for the column
 	hotcounterLate       map[string]int64 // starting totals written by a hook that ent ran after entcounter's
 }
@@ -10551,6 +10560,7 @@ type HookedLabelMutation struct {
 	predicates            []predicate.HookedLabel
 	hotcounterUpsert      bool
 	hotcounterBulkUpsert  bool
+	hotcounterBulk        *generated.Bulk  // the CreateBulk the create is one row of, if any
 	hotcounterKept        map[string]bool  // sum counters whose value entcounter's hook left for the column
 	hotcounterLate        map[string]int64 // starting totals written by a hook that ent ran after entcounter's
 }
@@ -11548,6 +11558,7 @@ type LabelMutation struct {
 	predicates            []predicate.Label
 	hotcounterUpsert      bool
 	hotcounterBulkUpsert  bool
+	hotcounterBulk        *generated.Bulk  // the CreateBulk the create is one row of, if any
 	hotcounterKept        map[string]bool  // sum counters whose value entcounter's hook left for the column
 	hotcounterLate        map[string]int64 // starting totals written by a hook that ent ran after entcounter's
 }
@@ -13412,6 +13423,7 @@ type PostMutation struct {
 	predicates           []predicate.Post
 	hotcounterUpsert     bool
 	hotcounterBulkUpsert bool
+	hotcounterBulk       *generated.Bulk  // the CreateBulk the create is one row of, if any
 	hotcounterKept       map[string]bool  // sum counters whose value entcounter's hook left for the column
 	hotcounterLate       map[string]int64 // starting totals written by a hook that ent ran after entcounter's
 }
@@ -15261,6 +15273,7 @@ type ProductMutation struct {
 	predicates           []predicate.Product
 	hotcounterUpsert     bool
 	hotcounterBulkUpsert bool
+	hotcounterBulk       *generated.Bulk  // the CreateBulk the create is one row of, if any
 	hotcounterKept       map[string]bool  // sum counters whose value entcounter's hook left for the column
 	hotcounterLate       map[string]int64 // starting totals written by a hook that ent ran after entcounter's
 }
@@ -16266,6 +16279,7 @@ type RackMutation struct {
 	predicates           []predicate.Rack
 	hotcounterUpsert     bool
 	hotcounterBulkUpsert bool
+	hotcounterBulk       *generated.Bulk  // the CreateBulk the create is one row of, if any
 	hotcounterKept       map[string]bool  // sum counters whose value entcounter's hook left for the column
 	hotcounterLate       map[string]int64 // starting totals written by a hook that ent ran after entcounter's
 }
@@ -17998,6 +18012,7 @@ type ReelMutation struct {
 	predicates           []predicate.Reel
 	hotcounterUpsert     bool
 	hotcounterBulkUpsert bool
+	hotcounterBulk       *generated.Bulk  // the CreateBulk the create is one row of, if any
 	hotcounterKept       map[string]bool  // sum counters whose value entcounter's hook left for the column
 	hotcounterLate       map[string]int64 // starting totals written by a hook that ent ran after entcounter's
 }
@@ -19006,6 +19021,7 @@ type SectionMutation struct {
 	predicates           []predicate.Section
 	hotcounterUpsert     bool
 	hotcounterBulkUpsert bool
+	hotcounterBulk       *generated.Bulk  // the CreateBulk the create is one row of, if any
 	hotcounterKept       map[string]bool  // sum counters whose value entcounter's hook left for the column
 	hotcounterLate       map[string]int64 // starting totals written by a hook that ent ran after entcounter's
 }
@@ -20298,6 +20314,7 @@ type ShelfMutation struct {
 	predicates           []predicate.Shelf
 	hotcounterUpsert     bool
 	hotcounterBulkUpsert bool
+	hotcounterBulk       *generated.Bulk  // the CreateBulk the create is one row of, if any
 	hotcounterKept       map[string]bool  // sum counters whose value entcounter's hook left for the column
 	hotcounterLate       map[string]int64 // starting totals written by a hook that ent ran after entcounter's
 }
@@ -22029,6 +22046,7 @@ type SkipPostMutation struct {
 	predicates           []predicate.SkipPost
 	hotcounterUpsert     bool
 	hotcounterBulkUpsert bool
+	hotcounterBulk       *generated.Bulk  // the CreateBulk the create is one row of, if any
 	hotcounterKept       map[string]bool  // sum counters whose value entcounter's hook left for the column
 	hotcounterLate       map[string]int64 // starting totals written by a hook that ent ran after entcounter's
 }
@@ -23866,6 +23884,7 @@ type TagMutation struct {
 	predicates           []predicate.Tag
 	hotcounterUpsert     bool
 	hotcounterBulkUpsert bool
+	hotcounterBulk       *generated.Bulk  // the CreateBulk the create is one row of, if any
 	hotcounterKept       map[string]bool  // sum counters whose value entcounter's hook left for the column
 	hotcounterLate       map[string]int64 // starting totals written by a hook that ent ran after entcounter's
 }

@@ -485,6 +485,12 @@ func (_c *ShelfCreateBulk) Save(ctx context.Context) ([]*Shelf, error) {
 					_, err = mutators[i+1].Mutate(root, _c.builders[i+1].mutation)
 				} else {
 					spec := &sqlgraph.BatchCreateSpec{Nodes: specs}
+					if len(_c.conflict) == 0 {
+						bulk := generated.NewBulk(len(_c.builders))
+						for _, b := range _c.builders {
+							b.mutation.hotcounterBulk = bulk
+						}
+					}
 					if len(_c.conflict) > 0 {
 						for _, b := range _c.builders {
 							b.mutation.hotcounterUpsert = true

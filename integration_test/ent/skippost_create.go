@@ -10,6 +10,7 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
+	"github.com/hotcounter/hotcounter/entcounter/generated"
 	"github.com/hotcounter/hotcounter/integration_test/ent/skippost"
 )
 
@@ -334,6 +335,12 @@ func (_c *SkipPostCreateBulk) Save(ctx context.Context) ([]*SkipPost, error) {
 					_, err = mutators[i+1].Mutate(root, _c.builders[i+1].mutation)
 				} else {
 					spec := &sqlgraph.BatchCreateSpec{Nodes: specs}
+					if len(_c.conflict) == 0 {
+						bulk := generated.NewBulk(len(_c.builders))
+						for _, b := range _c.builders {
+							b.mutation.hotcounterBulk = bulk
+						}
+					}
 					if len(_c.conflict) > 0 {
 						for _, b := range _c.builders {
 							b.mutation.hotcounterUpsert = true

@@ -10,6 +10,7 @@ import (
 
 	"entgo.io/ent"
 	"entgo.io/ent/dialect/sql"
+	"github.com/hotcounter/hotcounter/entcounter/generated"
 	"github.com/hotcounter/hotcounter/examples/entgql/ent/post"
 	"github.com/hotcounter/hotcounter/examples/entgql/ent/postlikesslot"
 	"github.com/hotcounter/hotcounter/examples/entgql/ent/postviewsslot"
@@ -47,6 +48,7 @@ type PostMutation struct {
 	predicates           []predicate.Post
 	hotcounterUpsert     bool
 	hotcounterBulkUpsert bool
+	hotcounterBulk       *generated.Bulk  // the CreateBulk the create is one row of, if any
 	hotcounterKept       map[string]bool  // sum counters whose value entcounter's hook left for the column
 	hotcounterLate       map[string]int64 // starting totals written by a hook that ent ran after entcounter's
 }

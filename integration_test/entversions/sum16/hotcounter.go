@@ -103,6 +103,12 @@ func (m *ReelMutation) HotCounterEntity(ctx context.Context, id any) (any, error
 // create with ON CONFLICT.
 func (m *ReelMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
 
+// HotCounterBulk returns the CreateBulk (without ON CONFLICT) that the
+// create is one row of, or nil.
+func (m *ReelMutation) HotCounterBulk() *generated.Bulk {
+	return m.hotcounterBulk
+}
+
 // HotCounterKeep marks the value of the sum counter field as one that
 // entcounter's hook left for the row's column (a column it was adopted
 // over), not one that a later hook wrote.

@@ -10,6 +10,7 @@ import (
 
 	"entgo.io/ent"
 	"entgo.io/ent/dialect/sql"
+	"github.com/hotcounter/hotcounter/entcounter/generated"
 	"github.com/hotcounter/hotcounter/integration_test/entversions/sum64/predicate"
 	"github.com/hotcounter/hotcounter/integration_test/entversions/sum64/reel"
 	"github.com/hotcounter/hotcounter/integration_test/entversions/sum64/reelplaysslot"
@@ -43,6 +44,7 @@ type ReelMutation struct {
 	predicates           []predicate.Reel
 	hotcounterUpsert     bool
 	hotcounterBulkUpsert bool
+	hotcounterBulk       *generated.Bulk  // the CreateBulk the create is one row of, if any
 	hotcounterKept       map[string]bool  // sum counters whose value entcounter's hook left for the column
 	hotcounterLate       map[string]int64 // starting totals written by a hook that ent ran after entcounter's
 }
