@@ -60,7 +60,7 @@ func counterHook(field string, ann annotation) ent.Hook {
 			value, hasSet := em.Field(field)
 			cleared := em.FieldCleared(field)
 			if !hasAdd && !hasSet && !cleared {
-				return untouched(ctx, em, next, field)
+				return untouched(ctx, m, next, field)
 			}
 			if err := refused(em, field, ann, hasAdd, hasSet, cleared, entrt.ToInt64(added), entrt.ToInt64(value)); err != nil {
 				return nil, err
@@ -68,16 +68,11 @@ func counterHook(field string, ann annotation) ent.Hook {
 			if ann.Counts != "" {
 				return countCreated(ctx, m, next, field, ann)
 			}
-			w := &write{r: m.HotCounter()}
-			d, ok := w.r.Def(m.Type(), field)
-			if !ok {
-				return nil, fmt.Errorf("entcounter: %s.%s is not in the generated counter list: run go generate", m.Type(), field)
-			}
-			dl, err := w.r.Dialect()
+			w, err := newWrite(m, field)
 			if err != nil {
 				return nil, err
 			}
-			w.d, w.dl = d, dl
+			d := w.d
 			add, set := entrt.ToInt64(added), entrt.ToInt64(value)
 			if hasAdd && !hasSet && !cleared && m.Op().Is(ent.OpUpdateOne|ent.OpUpdate) {
 				start, obs := time.Now(), w.r.Observer()
@@ -100,10 +95,37 @@ func counterHook(field string, ann annotation) ent.Hook {
 	}
 }
 
+// newWrite returns the write of m's counter field.
+func newWrite(m mutation, field string) (*write, error) {
+	w := &write{r: m.HotCounter()}
+	d, ok := w.r.Def(m.Type(), field)
+	if !ok {
+		return nil, fmt.Errorf("entcounter: %s.%s is not in the generated counter list: run go generate", m.Type(), field)
+	}
+	dl, err := w.r.Dialect()
+	if err != nil {
+		return nil, err
+	}
+	w.d, w.dl = d, dl
+	return w, nil
+}
+
 // untouched runs a mutation that does not write field, and explains the
-// error when a hook that runs after this one wrote it after all.
-func untouched(ctx context.Context, em ent.Mutation, next ent.Mutator, field string) (ent.Value, error) {
+// error when a hook that runs after this one wrote it after all. A row of
+// a CreateBulk that does not write field tells the bulk so, and writes the
+// other rows' starts if it is the last to finish.
+func untouched(ctx context.Context, m mutation, next ent.Mutator, field string) (ent.Value, error) {
+	em := ent.Mutation(m)
 	v, err := next.Mutate(ctx, em)
+	if bulk := m.HotCounterBulk(); err == nil && bulk != nil {
+		if keys, values, last := bulk.Skip(field); last && len(keys) > 0 {
+			w, err := newWrite(m, field)
+			if err != nil {
+				return v, err
+			}
+			return v, w.start(ctx, keys, values)
+		}
+	}
 	if err != nil && touched(em, field) {
 		// A hook that runs after this one (the schema's own Hooks: ent
 		// runs a mixin's hooks first) wrote the counter, and ent sent the
@@ -621,10 +643,16 @@ func (w *write) created(ctx context.Context, bulk *entrt.Bulk, id any, v int64) 
 	keys, values := []any{id}, []int64{v}
 	if bulk != nil {
 		var last bool
-		if keys, values, last = bulk.Add(w.d.Name(), id, v); !last {
+		if keys, values, last = bulk.Add(w.d.Field, id, v); !last {
 			return nil
 		}
 	}
+	return w.start(ctx, keys, values)
+}
+
+// start writes the starting values of the new parents keys, and their
+// pre-created slot rows.
+func (w *write) start(ctx context.Context, keys []any, values []int64) error {
 	if !w.d.PrecreateOn(w.dl) && !slices.ContainsFunc(values, func(v int64) bool { return v != 0 }) {
 		return nil
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hotcounter/hotcounter/gormcounter"
 	"github.com/hotcounter/hotcounter/integration_test/ent"
+	"github.com/hotcounter/hotcounter/integration_test/ent/hook"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/reel"
@@ -462,6 +463,40 @@ func TestEntSchemaHooksWriteCounters(t *testing.T) {
 		}
 		if title := c.Reel.GetX(ctx, bulk[1].ID).Title; title != "encore" {
 			t.Errorf("the bulk encore left the title %q", title)
+		}
+	})
+}
+
+// TestEntCreateBulkStartsEveryRowWhenAHookDropsOneRowsValue: a CreateBulk
+// writes its rows' starting values once its last row is done; a row whose
+// value a hook that runs first (client.Post.Use) took out starts at 0, and
+// the others at their values, whichever row that is.
+func TestEntCreateBulkStartsEveryRowWhenAHookDropsOneRowsValue(t *testing.T) {
+	eachEnt(t, func(t *testing.T, e *entEnv) {
+		ctx, c := context.Background(), sharedEnt(e)
+		c.Post.Use(func(next ent.Mutator) ent.Mutator {
+			return hook.PostFunc(func(ctx context.Context, m *ent.PostMutation) (ent.Value, error) {
+				if title, _ := m.Title(); title == "no likes" {
+					m.ResetLikes()
+				}
+				return next.Mutate(ctx, m)
+			})
+		})
+		for _, titles := range [][]string{{"no likes", "a", "b"}, {"a", "no likes", "b"}, {"a", "b", "no likes"}} {
+			var creates []*ent.PostCreate
+			want := make([]int64, len(titles))
+			for i, title := range titles {
+				creates = append(creates, c.Post.Create().SetTitle(title).SetLikes(int64(i+3)))
+				if title != "no likes" {
+					want[i] = int64(i + 3)
+				}
+			}
+			rows := c.Post.CreateBulk(creates...).SaveX(ctx)
+			for i, p := range rows {
+				if got := exactly(t, entORM{e: e, client: c}, modelPost, int64(p.ID), "likes"); got != want[i] {
+					t.Errorf("a CreateBulk of %q: %q starts at %d likes, want %d", titles, titles[i], got, want[i])
+				}
+			}
 		}
 	})
 }

@@ -11,10 +11,11 @@ import "sync"
 type Bulk struct {
 	n  int
 	mu sync.Mutex
-	by map[string]*bulkStarts // by counter (Def.Name)
+	by map[string]*bulkStarts // by counter field
 }
 
 type bulkStarts struct {
+	rows   int // rows added or skipped
 	keys   []any
 	values []int64
 }
@@ -22,21 +23,31 @@ type bulkStarts struct {
 // NewBulk returns the Bulk of a CreateBulk of n rows.
 func NewBulk(n int) *Bulk { return &Bulk{n: n, by: map[string]*bulkStarts{}} }
 
-// Add records that the row key starts counter at v. Once every row of the
-// bulk has been added for counter, it returns their keys and values, and
-// last true; before that, nothing and false.
-func (b *Bulk) Add(counter string, key any, v int64) (keys []any, values []int64, last bool) {
+// Add records that the row key starts the counter field at v. Once every
+// row of the bulk has been added or skipped for field, it returns the keys
+// and values added, and last true; before that, nothing and false.
+func (b *Bulk) Add(field string, key any, v int64) (keys []any, values []int64, last bool) {
+	return b.row(field, func(s *bulkStarts) { s.keys, s.values = append(s.keys, key), append(s.values, v) })
+}
+
+// Skip records that a row of the bulk does not write field (a hook reset
+// it): it returns as Add does.
+func (b *Bulk) Skip(field string) (keys []any, values []int64, last bool) {
+	return b.row(field, func(*bulkStarts) {})
+}
+
+func (b *Bulk) row(field string, add func(*bulkStarts)) (keys []any, values []int64, last bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	s := b.by[counter]
+	s := b.by[field]
 	if s == nil {
 		s = &bulkStarts{}
-		b.by[counter] = s
+		b.by[field] = s
 	}
-	s.keys, s.values = append(s.keys, key), append(s.values, v)
-	if len(s.keys) < b.n {
+	add(s)
+	if s.rows++; s.rows < b.n {
 		return nil, nil, false
 	}
-	delete(b.by, counter)
+	delete(b.by, field)
 	return s.keys, s.values, true
 }
