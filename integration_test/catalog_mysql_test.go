@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -72,11 +73,8 @@ func catalogReads(t *testing.T, path string) map[string]string {
 			}
 			args := strings.Fields(strings.Trim(strings.TrimPrefix(line, "-- args: "), "[]"))
 			reads[name] = placeholder.ReplaceAllStringFunc(stmt, func(p string) string {
-				i := 0
-				for _, c := range p[1:] {
-					i = i*10 + int(c-'0')
-				}
-				if i < 1 || i > len(args) {
+				i, err := strconv.Atoi(p[1:])
+				if err != nil || i < 1 || i > len(args) {
 					t.Fatalf("%s: %s has no argument in %q", name, p, line)
 				}
 				return "'" + args[i-1] + "'"

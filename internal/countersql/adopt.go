@@ -54,20 +54,13 @@ func (d Dialect) ProbeStorage(w Writer, t Table) {
 		w.WriteString(" AND a.attnum > 0 AND NOT a.attisdropped LEFT JOIN pg_attrdef ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum")
 	case mysql:
 		schema := func(table string) {
-			if s, _ := splitQualified(table); s != "" {
-				w.Arg(s)
-				return
-			}
-			w.WriteString("DATABASE()")
+			s, _ := splitQualified(table)
+			mysqlSchema(w, s, arg)
 		}
 		exists := func(table string) {
 			s, name := splitQualified(table)
 			w.WriteString("(SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ")
-			if s != "" {
-				w.Arg(s)
-			} else {
-				w.WriteString("DATABASE()")
-			}
+			mysqlSchema(w, s, arg)
 			w.WriteString(" AND TABLE_NAME = ")
 			w.Arg(name)
 			w.WriteString(") > 0")
@@ -136,11 +129,7 @@ func (d Dialect) KeyUnique(w Writer, table, key string) {
 		s, name := splitQualified(table)
 		where := func(alias string) {
 			w.WriteString(alias + ".TABLE_SCHEMA = ")
-			if s != "" {
-				w.Arg(s)
-			} else {
-				w.WriteString("DATABASE()")
-			}
+			mysqlSchema(w, s, arg)
 			w.WriteString(" AND " + alias + ".TABLE_NAME = ")
 			w.Arg(name)
 		}

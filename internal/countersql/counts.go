@@ -405,13 +405,8 @@ func (d Dialect) CountTriggersOf(w Writer, c Count) {
 		// A trigger lives in the schema of its table, and MariaDB reads
 		// the triggers of one database only for a condition on the
 		// table's schema (EVENT_OBJECT_SCHEMA), not on TRIGGER_SCHEMA.
-		w.WriteString("SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE ")
-		if schema != "" {
-			w.WriteString("EVENT_OBJECT_SCHEMA = ")
-			literal(w, schema)
-		} else {
-			w.WriteString("EVENT_OBJECT_SCHEMA = DATABASE()")
-		}
+		w.WriteString("SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE EVENT_OBJECT_SCHEMA = ")
+		mysqlSchema(w, schema, literal)
 		w.WriteString(" AND TRIGGER_NAME IN (")
 	default:
 		w.WriteString("SELECT name FROM sqlite_master WHERE type = 'trigger' AND name IN (")
@@ -486,20 +481,13 @@ func (d MySQL) DeleteCascades(w Writer, c Count) {
 	_, other := splitQualified(c.Across.Table)
 	// Both tables are named by constants: joined only on rc's columns,
 	// MariaDB reads the key columns of every table of every database.
-	inSchema := func() {
-		if schema != "" {
-			literal(w, schema)
-		} else {
-			w.WriteString("DATABASE()")
-		}
-	}
 	w.WriteString("SELECT 1 FROM information_schema.REFERENTIAL_CONSTRAINTS AS rc JOIN information_schema.KEY_COLUMN_USAGE AS k " +
 		"ON k.CONSTRAINT_SCHEMA = rc.CONSTRAINT_SCHEMA AND k.CONSTRAINT_NAME = rc.CONSTRAINT_NAME AND k.TABLE_NAME = rc.TABLE_NAME WHERE rc.CONSTRAINT_SCHEMA = ")
-	inSchema()
+	mysqlSchema(w, schema, literal)
 	w.WriteString(" AND rc.TABLE_NAME = ")
 	literal(w, table)
 	w.WriteString(" AND k.TABLE_SCHEMA = ")
-	inSchema()
+	mysqlSchema(w, schema, literal)
 	w.WriteString(" AND k.TABLE_NAME = ")
 	literal(w, table)
 	w.WriteString(" AND rc.REFERENCED_TABLE_NAME = ")
@@ -558,6 +546,20 @@ func (d Dialect) pgCountFunction(w Writer, c Count, fn, event string) {
 func literal(w Writer, s string) {
 	w.WriteString("'" + strings.ReplaceAll(s, "'", "''") + "'")
 }
+
+// mysqlSchema writes the MySQL schema named schema through value (an
+// argument, or a literal where the statement takes none), or DATABASE(),
+// the connection's, when schema is empty.
+func mysqlSchema(w Writer, schema string, value func(Writer, string)) {
+	if schema == "" {
+		w.WriteString("DATABASE()")
+		return
+	}
+	value(w, schema)
+}
+
+// arg writes s as an argument.
+func arg(w Writer, s string) { w.Arg(s) }
 
 // counted writes a boolean: does the row (OLD or NEW, in a row trigger of
 // MySQL, MariaDB or SQLite) count for its parent? It reads only the columns
@@ -933,12 +935,8 @@ func (d Dialect) TableExists(w Writer, table string) {
 	case mysql:
 		w.WriteString("SELECT 1 FROM information_schema.tables WHERE table_name = ")
 		w.Arg(name)
-		if schema != "" {
-			w.WriteString(" AND table_schema = ")
-			w.Arg(schema)
-		} else {
-			w.WriteString(" AND table_schema = DATABASE()")
-		}
+		w.WriteString(" AND table_schema = ")
+		mysqlSchema(w, schema, arg)
 	default:
 		if schema == "" {
 			schema = "main"

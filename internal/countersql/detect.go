@@ -108,11 +108,7 @@ func (d Dialect) CounterTables(w Writer, schema string) {
 	case mysql:
 		w.WriteString("SELECT table_schema, table_name, GROUP_CONCAT(column_name ORDER BY ordinal_position SEPARATOR ',') " +
 			"FROM information_schema.columns WHERE table_schema = ")
-		if schema != "" {
-			w.Arg(schema)
-		} else {
-			w.WriteString("DATABASE()")
-		}
+		mysqlSchema(w, schema, arg)
 		w.WriteString(" GROUP BY table_schema, table_name ORDER BY 1, 2")
 	default:
 		w.WriteString("SELECT 'main', m.name, (SELECT group_concat(p.name, ',') FROM pragma_table_info(m.name) p) " +
