@@ -20,11 +20,23 @@ type BufferConfig = writebehind.Config
 const (
 	BufferBlock = writebehind.Block // wait for a flush to make room (default)
 	BufferFail  = writebehind.Fail  // return ErrBufferFull
+	// BufferKeep, with a Store past MaxBacklog: go on accepting, and
+	// report the backlog to OnError at every flush.
+	BufferKeep = writebehind.Keep
 )
 
-// ErrBufferFull is returned by Buffer.Increment when the buffer is full and
-// BufferConfig.OnFull is BufferFail.
+// ErrBufferFull is returned by Buffer.Increment when the buffer is full
+// (MaxPending entries in memory, or with a Store, MaxBacklog increments in
+// the store) and BufferConfig.OnFull is BufferFail; with BufferKeep, the
+// backlog is reported to OnError wrapping it.
 var ErrBufferFull = writebehind.ErrFull
+
+// ErrUndeclaredCounter is wrapped by the error a Buffer with a Store
+// reports to BufferConfig.OnError (at most once a minute per counter) when
+// the store holds increments of a counter that no model of this process
+// declares: they are left in the store for a process that declares the
+// counter. It is the same error in gormcounter and entcounter.
+var ErrUndeclaredCounter = writebehind.ErrUndeclared
 
 // Buffer is write-behind for ent counters, the same as gormcounter's: Increment
 // adds to an in-memory delta and returns; every interval all deltas are
@@ -33,6 +45,12 @@ var ErrBufferFull = writebehind.ErrFull
 // after an unknown COMMIT outcome never counts twice. Nothing acknowledged
 // is lost while the process lives; a crash loses at most one interval's
 // deltas. Close flushes and stops.
+//
+// With BufferConfig.Store (package redisstore) the deltas wait in Redis
+// instead, shared by every process, and every buffer on the store flushes
+// every counter of its client's schemas, whichever process added to it: a
+// restarted process, or one that only flushes, writes what a dead one
+// left. docs/write-behind.md.
 //
 //	buf, err := entcounter.NewBuffer(ctx, client, entcounter.BufferConfig{})
 //	defer buf.Close(ctx)
@@ -43,7 +61,8 @@ type Buffer struct {
 	b *writebehind.Buffer
 
 	mu       sync.Mutex
-	counters map[string]*writebehind.Counter
+	counters map[string]*writebehind.Counter // table.field -> the counter
+	byName   map[string]*writebehind.Counter // as Increment named it (Post.likes, posts.likes) -> the counter
 }
 
 // NewBuffer starts a write-behind buffer on the client (not a
@@ -58,11 +77,13 @@ func NewBuffer(ctx context.Context, src Source, cfg BufferConfig) (*Buffer, erro
 	if err != nil {
 		return nil, err
 	}
-	b, err := writebehind.New(ctx, entrt.NewSession(r), dl, cfg, r.Observer())
+	buf := &Buffer{r: r, counters: map[string]*writebehind.Counter{}, byName: map[string]*writebehind.Counter{}}
+	b, err := writebehind.New(ctx, entrt.NewSession(r), dl, cfg, r.Observer(), buf.declared)
 	if err != nil {
 		return nil, fmt.Errorf("entcounter: NewBuffer: %w", err)
 	}
-	return &Buffer{r: r, b: b, counters: map[string]*writebehind.Counter{}}, nil
+	buf.b = b
+	return buf, nil
 }
 
 // counter finds the counter field of schema typ (the type name, Post, its
@@ -70,16 +91,44 @@ func NewBuffer(ctx context.Context, src Source, cfg BufferConfig) (*Buffer, erro
 func (b *Buffer) counter(typ, field string) (*writebehind.Counter, error) {
 	k := typ + "." + field
 	b.mu.Lock()
+	c := b.byName[k]
+	b.mu.Unlock()
+	if c != nil {
+		return c, nil
+	}
+	d, ok := findDef(b.r, typ, field)
+	if !ok {
+		return nil, fmt.Errorf("entcounter: Buffer: %s.%s: %w", typ, field, ErrNotCounter)
+	}
+	c = b.counterOf(d)
+	b.mu.Lock()
+	b.byName[k] = c
+	b.mu.Unlock()
+	return c, nil
+}
+
+// counterOf is the buffer's one description of a counter, however its
+// schema was named: the deltas of one row add up under one entry.
+func (b *Buffer) counterOf(d entrt.Def) *writebehind.Counter {
+	k := d.Table + "." + d.Field
+	b.mu.Lock()
 	defer b.mu.Unlock()
-	if c := b.counters[k]; c != nil {
-		return c, nil
-	}
-	if d, ok := findDef(b.r, typ, field); ok {
-		c := &writebehind.Counter{Name: d.Name(), Column: d.Field, Table: d.Tables(), Slots: d.Written(), Append: d.Append}
+	c := b.counters[k]
+	if c == nil {
+		c = &writebehind.Counter{Name: d.Name(), Column: d.Field, Table: d.Tables(), Slots: d.Written(), Append: d.Append}
 		b.counters[k] = c
-		return c, nil
 	}
-	return nil, fmt.Errorf("entcounter: Buffer: %s.%s: %w", typ, field, ErrNotCounter)
+	return c
+}
+
+// declared is every counter of the client's schemas: with a Store, a flush
+// writes what the store holds for them, whichever process added it.
+func (b *Buffer) declared() []*writebehind.Counter {
+	out := make([]*writebehind.Counter, 0, len(b.r.Defs))
+	for _, d := range b.r.Defs {
+		out = append(out, b.counterOf(d))
+	}
+	return out
 }
 
 // Increment adds delta to the counter field of schema typ (Post, post or posts)

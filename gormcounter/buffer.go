@@ -24,11 +24,23 @@ type BufferConfig = writebehind.Config
 const (
 	BufferBlock = writebehind.Block // wait for a flush to make room (default)
 	BufferFail  = writebehind.Fail  // return ErrBufferFull
+	// BufferKeep, with a Store past MaxBacklog: go on accepting, and
+	// report the backlog to OnError at every flush.
+	BufferKeep = writebehind.Keep
 )
 
-// ErrBufferFull is returned by Buffer.Increment when the buffer is full and
-// BufferConfig.OnFull is BufferFail.
+// ErrBufferFull is returned by Buffer.Increment when the buffer is full
+// (MaxPending entries in memory, or with a Store, MaxBacklog increments in
+// the store) and BufferConfig.OnFull is BufferFail; with BufferKeep, the
+// backlog is reported to OnError wrapping it.
 var ErrBufferFull = writebehind.ErrFull
+
+// ErrUndeclaredCounter is wrapped by the error a Buffer with a Store
+// reports to BufferConfig.OnError (at most once a minute per counter) when
+// the store holds increments of a counter that no model of this process
+// declares: they are left in the store for a process that declares the
+// counter. It is the same error in gormcounter and entcounter.
+var ErrUndeclaredCounter = writebehind.ErrUndeclared
 
 // Buffer is write-behind for counters: Increment adds to an in-memory delta
 // and returns; every interval the buffer writes all deltas, one sorted
@@ -38,6 +50,13 @@ var ErrBufferFull = writebehind.ErrFull
 // with backoff. Nothing acknowledged is lost while the process lives; a
 // crash loses the deltas of at most one interval. Call Close to flush and
 // stop.
+//
+// With BufferConfig.Store (package redisstore) the deltas wait in Redis
+// instead, shared by every process, and every buffer on the store flushes
+// every counter of the models its plugin declares (Config.Models, the
+// models AutoMigrate saw, those of every statement so far), whichever
+// process added to it: a restarted process, or one that only flushes,
+// writes what a dead one left. docs/write-behind.md.
 //
 //	buf, err := gormcounter.NewBuffer(db, gormcounter.BufferConfig{Interval: time.Second})
 //	defer buf.Close(ctx)
@@ -79,11 +98,27 @@ func NewBuffer(db *gorm.DB, cfg BufferConfig) (*Buffer, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	b, err := writebehind.New(ctx, gormSession{gormConn{db: db.Session(&gorm.Session{NewDB: true, Context: context.Background()})}}, p.dialect, cfg, p.obs)
+	buf := &Buffer{p: p, db: db, counters: map[*counter]*writebehind.Counter{}}
+	b, err := writebehind.New(ctx, gormSession{gormConn{db: db.Session(&gorm.Session{NewDB: true, Context: context.Background()})}}, p.dialect, cfg, p.obs, buf.declared)
 	if err != nil {
 		return nil, fmt.Errorf("gormcounter: NewBuffer: %w", err)
 	}
-	return &Buffer{p: p, db: db, b: b, counters: map[*counter]*writebehind.Counter{}}, nil
+	buf.b = b
+	return buf, nil
+}
+
+// declared is every counter of the models the plugin has settled (those of
+// Config.Models, of AutoMigrate, and of every statement so far): with a
+// Store, a flush writes what the store holds for them, whichever process
+// added it.
+func (b *Buffer) declared() []*writebehind.Counter {
+	var out []*writebehind.Counter
+	for _, m := range b.p.settledModels() {
+		for _, c := range m.counters {
+			out = append(out, b.counterFor(c, m.schema.Table))
+		}
+	}
+	return out
 }
 
 // target returns the counter named field of model and the model's primary

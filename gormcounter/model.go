@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/jinzhu/inflection"
 	"gorm.io/gorm"
@@ -100,10 +101,11 @@ func (m *model) hasMode(mode spec.Mode) bool {
 }
 
 type modelEntry struct {
-	own   sync.Once // settles this schema's own fields
-	graph sync.Once // settles every schema reachable through relationships
-	m     *model
-	err   error
+	own     sync.Once   // settles this schema's own fields
+	graph   sync.Once   // settles every schema reachable through relationships
+	settled atomic.Bool // own has run: m and err may be read without it
+	m       *model
+	err     error
 }
 
 // model returns the counters of s, settling s and every schema reachable from
@@ -123,7 +125,10 @@ func (p *Plugin) model(db *gorm.DB, s *schema.Schema) (*model, error) {
 			cur := queue[0]
 			queue = queue[1:]
 			ce := p.entry(cur)
-			ce.own.Do(func() { ce.m, ce.err = p.settle(db, cur) })
+			ce.own.Do(func() {
+				ce.m, ce.err = p.settle(db, cur)
+				ce.settled.Store(true)
+			})
 			for _, rs := range related(cur) {
 				if !seen[rs] {
 					seen[rs] = true
@@ -170,6 +175,20 @@ func (p *Plugin) entry(s *schema.Schema) *modelEntry {
 	}
 	v, _ := p.models.LoadOrStore(s, &modelEntry{})
 	return v.(*modelEntry)
+}
+
+// settledModels returns the models with counters that the plugin has
+// settled so far: those of Config.Models, of AutoMigrate and of every
+// statement run since.
+func (p *Plugin) settledModels() []*model {
+	var out []*model
+	p.models.Range(func(_, v any) bool {
+		if e := v.(*modelEntry); e.settled.Load() && e.m != nil {
+			out = append(out, e.m)
+		}
+		return true
+	})
+	return out
 }
 
 // modelOf parses value (a model pointer) and returns its counters.

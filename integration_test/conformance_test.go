@@ -168,10 +168,20 @@ type settings struct {
 	InFlight      int
 	AutoCooldown  time.Duration
 	MeterProvider metric.MeterProvider
+	// DeclareModels lists the models in GORM's Config.Models, as a
+	// process that serves them declares them before any statement (ent's
+	// client declares every schema of its own).
+	DeclareModels bool
 }
 
 func (s settings) gorm() gormcounter.Config {
-	return gormcounter.Config{RollupBatchSize: s.BatchSize, InFlight: s.InFlight, AutoCooldown: s.AutoCooldown, MeterProvider: s.MeterProvider}
+	cfg := gormcounter.Config{RollupBatchSize: s.BatchSize, InFlight: s.InFlight, AutoCooldown: s.AutoCooldown, MeterProvider: s.MeterProvider}
+	if s.DeclareModels {
+		for _, m := range []string{modelPost, modelSkipPost, modelStory, modelReel, modelProduct} {
+			cfg.Models = append(cfg.Models, gormModel(m, 0))
+		}
+	}
+	return cfg
 }
 
 func (s settings) ent() entcounter.Config {

@@ -206,14 +206,7 @@ func openPool(t testing.TB, e *env, conns int) *stdsql.DB {
 // database of kind at dsn, closed when t ends.
 func openPoolAt(t testing.TB, kind dbKind, dsn string, conns int) *stdsql.DB {
 	t.Helper()
-	name := "sqlite"
-	switch kind {
-	case pg:
-		name = "pgx"
-	case my:
-		name = "mysql"
-	}
-	db, err := stdsql.Open(name, dsn)
+	db, err := stdsql.Open(sqlDriverName(kind), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,6 +214,17 @@ func openPoolAt(t testing.TB, kind dbKind, dsn string, conns int) *stdsql.DB {
 	db.SetMaxIdleConns(conns)
 	t.Cleanup(func() { db.Close() })
 	return db
+}
+
+// sqlDriverName is the database/sql driver of a database kind.
+func sqlDriverName(kind dbKind) string {
+	switch kind {
+	case pg:
+		return "pgx"
+	case my:
+		return "mysql"
+	}
+	return "sqlite"
 }
 
 // entDriverSending is an ent driver over db that calls sent with every
@@ -684,6 +688,9 @@ func joined(ss []string) string { return strings.Join(ss, "\n") }
 // depends on the whole server's sessions (a compaction pass that must not
 // grow its table while others hold old snapshots) failed once at 16.
 func TestMain(m *testing.M) {
+	if job := os.Getenv(childEnv); job != "" {
+		os.Exit(runChild(job))
+	}
 	flag.Parse()
 	set := false
 	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })

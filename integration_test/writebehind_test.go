@@ -622,6 +622,18 @@ func TestBufferRefusesMistakes(t *testing.T) {
 	if err := buf.Increment(ctx, &Post{}, "Likes", 1); !errors.Is(err, gorm.ErrMissingWhereClause) || !strings.Contains(err.Error(), "Post.Likes") {
 		t.Fatalf("Increment of a post without its key: %v, want ErrMissingWhereClause naming Post.Likes", err)
 	}
+	for _, c := range []struct {
+		name string
+		cfg  gormcounter.BufferConfig
+		says string
+	}{
+		{"OnFull Keep in memory", gormcounter.BufferConfig{OnFull: gormcounter.BufferKeep}, "needs a Store"},
+		{"MaxBacklog in memory", gormcounter.BufferConfig{MaxBacklog: 10}, "MaxPending bounds"},
+	} {
+		if _, err := gormcounter.NewBuffer(db, c.cfg); err == nil || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("NewBuffer with %s: %v, want an error that says %q", c.name, err, c.says)
+		}
+	}
 	plain, err := gorm.Open(dialectorFor(lite, e.dsn), &gorm.Config{Logger: logger.Discard})
 	must(t, err)
 	if _, err := gormcounter.NewBuffer(plain, gormcounter.BufferConfig{}); !errors.Is(err, gormcounter.ErrNotConfigured) {

@@ -31,11 +31,21 @@
 // adds nothing. One hash field per instance and shard, not a key per add:
 // memory does not grow with the rate.
 //
+// Besides the parents' deltas, a pending hash holds two fields of its own:
+// #n, how many adds it holds, and #t, when its first add arrived (Redis's
+// clock, milliseconds): the backlog that Backlog reads.
+//
 // Flushes. Take renames a shard's pending hash to its in-flight hash and
 // records a new batch id, or, when a batch is already in flight (a flush
 // failed or died after taking it), returns that one. The SQL transaction
 // records the id in the ledger; Done deletes the in-flight hash if its id
 // is still the one applied.
+//
+// Which counters there are. Before its first add of a counter, a Store
+// lists it in one hash, <prefix>:counters (slot table -> shards, parent
+// table and column), so that a flush by any process, a restarted one or
+// one that never adds, finds every counter whose increments the store
+// holds.
 package redisstore
 
 import (
@@ -76,7 +86,12 @@ type Store struct {
 	rdb  redis.UniversalClient
 	opts Options
 
-	batchers sync.Map // *writebehind.Counter -> []*batcher, one per shard
+	// batchers: slot table -> []*batcher, one per shard. By table, not by
+	// *Counter: two descriptions of one counter (two buffers on this
+	// store) must share the shards' sequence numbers, or the adds of one
+	// would look like replays of the other's.
+	batchers sync.Map
+	shards   sync.Map // slot table -> the most shards any store listed it with
 	instance string   // this store's name in the shards' sequence hashes
 
 	// lastReload is when a cluster client was last told to reload its slot
@@ -124,8 +139,22 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 }
 
 // base is the key prefix of one shard of a counter, hash tag included.
-func (s *Store) base(c *writebehind.Counter, shard int) string {
-	return s.opts.Prefix + ":{" + c.Table.Slots + ":" + strconv.Itoa(shard) + "}"
+func (s *Store) base(c *writebehind.Counter, shard int) string { return s.baseOf(c.Table.Slots, shard) }
+
+func (s *Store) baseOf(table string, shard int) string {
+	return s.opts.Prefix + ":{" + table + ":" + strconv.Itoa(shard) + "}"
+}
+
+// registry is the key of the hash that lists the counters.
+func (s *Store) registry() string { return s.opts.Prefix + ":counters" }
+
+// shardsOf is how many shards a flush reads for a table: this store's, or
+// more if another store listed the counter with more.
+func (s *Store) shardsOf(table string) int {
+	if n, ok := s.shards.Load(table); ok {
+		return max(n.(int), s.opts.Shards)
+	}
+	return s.opts.Shards
 }
 
 func (s *Store) shardOf(field string) int {
@@ -135,7 +164,9 @@ func (s *Store) shardOf(field string) int {
 }
 
 // addScript adds deltas (field -> delta) if the add's sequence number
-// (ARGV[2]) is above the last its instance (ARGV[1]) added to this shard.
+// (ARGV[2]) is above the last its instance (ARGV[1]) added to this shard,
+// and counts its adds (ARGV[4]) in #n; a new pending hash records when it
+// began in #t.
 var addScript = redis.NewScript(`
 local seq = tonumber(ARGV[2])
 if seq <= tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0') then
@@ -143,10 +174,47 @@ if seq <= tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0') then
 end
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
 redis.call('EXPIRE', KEYS[2], ARGV[3])
-for i = 4, #ARGV, 2 do
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  local now = redis.call('TIME')
+  redis.call('HSET', KEYS[1], '#t', string.format('%.0f', now[1] * 1000 + math.floor(now[2] / 1000)))
+end
+redis.call('HINCRBY', KEYS[1], '#n', ARGV[4])
+for i = 5, #ARGV, 2 do
   redis.call('HINCRBY', KEYS[1], ARGV[i], ARGV[i + 1])
 end
 return 1`)
+
+// registerScript lists a counter (ARGV[1], its slot table) with its
+// shards (ARGV[2]) and description (ARGV[3]: shards, parent and column),
+// unless it is listed with as many shards or more.
+var registerScript = redis.NewScript(`
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+if cur and tonumber(string.match(cur, '^%d+')) >= tonumber(ARGV[2]) then
+  return 0
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+return 1`)
+
+// backlogScript returns {held, adds, age of the oldest in ms or -1} of one
+// shard's pending and in-flight hashes, changing nothing.
+var backlogScript = redis.NewScript(`
+local held, adds, oldest = 0, 0, -1
+for i = 1, 2 do
+  if redis.call('EXISTS', KEYS[i]) == 1 then
+    held = 1
+    local v = redis.call('HMGET', KEYS[i], '#n', '#t')
+    adds = adds + tonumber(v[1] or '0')
+    if v[2] then
+      local t = tonumber(v[2])
+      if oldest < 0 or t < oldest then oldest = t end
+    end
+  end
+end
+if oldest >= 0 then
+  local now = redis.call('TIME')
+  oldest = math.max(0, now[1] * 1000 + math.floor(now[2] / 1000) - oldest)
+end
+return {held, adds, oldest}`)
 
 // takeScript returns {id, field, delta, ...} of the batch in flight, making
 // one of what is pending when there is none; nil when there is nothing.
@@ -178,16 +246,123 @@ func (s *Store) Add(ctx context.Context, c *writebehind.Counter, key any, delta 
 	if err != nil {
 		return err
 	}
-	bs, ok := s.batchers.Load(c)
+	bs, ok := s.batchers.Load(c.Table.Slots)
 	if !ok {
+		if err := s.Register(ctx, c); err != nil {
+			return err
+		}
 		all := make([]*batcher, s.opts.Shards)
 		for i := range all {
 			all[i] = &batcher{s: s, base: s.base(c, i)}
 		}
-		bs, _ = s.batchers.LoadOrStore(c, all)
+		bs, _ = s.batchers.LoadOrStore(c.Table.Slots, all)
 	}
 	b := bs.([]*batcher)[s.shardOf(field)]
 	return b.add(ctx, field, delta)
+}
+
+// Register implements writebehind.Store: it lists the counter in
+// <prefix>:counters. Add calls it before the first add of a counter.
+func (s *Store) Register(ctx context.Context, c *writebehind.Counter) error {
+	desc := strconv.Itoa(s.opts.Shards) + "\t" + c.Table.Parent + "\t" + c.Column
+	if err := registerScript.Run(ctx, s.rdb, []string{s.registry()}, c.Table.Slots, s.opts.Shards, desc).Err(); err != nil {
+		return fmt.Errorf("list %s in %s: %w", c.Name, s.registry(), s.failed(err))
+	}
+	return nil
+}
+
+// Counters implements writebehind.Store: one HGETALL of <prefix>:counters.
+func (s *Store) Counters(ctx context.Context) ([]writebehind.StoredCounter, error) {
+	all, err := s.rdb.HGetAll(ctx, s.registry()).Result()
+	if err != nil {
+		return nil, s.failed(err)
+	}
+	out := make([]writebehind.StoredCounter, 0, len(all))
+	for table, desc := range all {
+		parts := strings.SplitN(desc, "\t", 3)
+		sc := writebehind.StoredCounter{Table: table}
+		if len(parts) == 3 {
+			sc.Parent, sc.Column = parts[1], parts[2]
+		}
+		if n, err := strconv.Atoi(parts[0]); err == nil && n > 0 {
+			s.shards.Store(table, n)
+		}
+		out = append(out, sc)
+	}
+	return out, nil
+}
+
+// Backlog implements writebehind.Store: one script per shard of every
+// table, in one pipeline (one per node on a Cluster).
+func (s *Store) Backlog(ctx context.Context, tables []string) (map[string]writebehind.Backlog, error) {
+	var calls []*scriptCall
+	for _, t := range tables {
+		for shard := range s.shardsOf(t) {
+			base := s.baseOf(t, shard)
+			calls = append(calls, &scriptCall{table: t, keys: []string{base + ":p", base + ":f"}})
+		}
+	}
+	if err := s.runEach(ctx, backlogScript, calls); err != nil {
+		return nil, err
+	}
+	out := map[string]writebehind.Backlog{}
+	var firstErr error
+	for _, cl := range calls {
+		res, err := cl.cmd.Int64Slice()
+		if err != nil || len(res) != 3 {
+			if firstErr == nil {
+				firstErr = s.failed(errors.Join(err, cl.cmd.Err()))
+			}
+			continue
+		}
+		g := out[cl.table]
+		g.Held = g.Held || res[0] == 1
+		g.Increments += res[1]
+		if age := time.Duration(res[2]) * time.Millisecond; res[2] >= 0 && age > g.Oldest {
+			g.Oldest = age
+		}
+		out[cl.table] = g
+	}
+	return out, firstErr
+}
+
+// scriptCall is one script call of a pipeline: its keys and arguments,
+// and the command once sent.
+type scriptCall struct {
+	c     *writebehind.Counter
+	table string
+	base  string
+	keys  []string
+	args  []any
+	cmd   *redis.Cmd
+}
+
+// runEach sends every call of script in one pipeline (on a Cluster, one
+// per node, sent at once); each command keeps its own error. A server that
+// has not seen the script (a new node, a restart) is sent it, and its
+// calls run again.
+func (s *Store) runEach(ctx context.Context, script *redis.Script, calls []*scriptCall) error {
+	run := func(calls []*scriptCall) {
+		pipe := s.rdb.Pipeline()
+		for _, cl := range calls {
+			cl.cmd = script.EvalSha(ctx, pipe, cl.keys, cl.args...)
+		}
+		_, _ = pipe.Exec(ctx)
+	}
+	run(calls)
+	var missing []*scriptCall
+	for _, cl := range calls {
+		if err := cl.cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			missing = append(missing, cl)
+		}
+	}
+	if len(missing) > 0 {
+		if err := script.Load(ctx, s.rdb).Err(); err != nil {
+			return s.failed(err)
+		}
+		run(missing)
+	}
+	return nil
 }
 
 // PendingKey is the Redis key of the hash that holds the pending deltas of
@@ -247,41 +422,15 @@ type token struct{ base, id string }
 // of those that did not: their batches stay where they are for the next
 // Take.
 func (s *Store) Take(ctx context.Context, counters []*writebehind.Counter) ([]writebehind.StoreBatch, error) {
-	type call struct {
-		c    *writebehind.Counter
-		base string
-		keys []string
-		id   string
-		cmd  *redis.Cmd
-	}
-	var calls []*call
+	var calls []*scriptCall
 	for _, c := range counters {
-		for shard := 0; shard < s.opts.Shards; shard++ {
+		for shard := range s.shardsOf(c.Table.Slots) {
 			base := s.base(c, shard)
-			calls = append(calls, &call{c: c, base: base, keys: []string{base + ":p", base + ":f", base + ":b"}, id: newID()})
+			calls = append(calls, &scriptCall{c: c, base: base, keys: []string{base + ":p", base + ":f", base + ":b"}, args: []any{newID()}})
 		}
 	}
-	run := func(calls []*call) {
-		pipe := s.rdb.Pipeline()
-		for _, cl := range calls {
-			cl.cmd = takeScript.EvalSha(ctx, pipe, cl.keys, cl.id)
-		}
-		_, _ = pipe.Exec(ctx) // each command keeps its own error
-	}
-	run(calls)
-	var missing []*call
-	for _, cl := range calls {
-		if err := cl.cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			missing = append(missing, cl)
-		}
-	}
-	if len(missing) > 0 {
-		// A server that has not seen the script (a new node, a restart):
-		// load it everywhere, then run those again.
-		if err := takeScript.Load(ctx, s.rdb).Err(); err != nil {
-			return nil, s.failed(err)
-		}
-		run(missing)
+	if err := s.runEach(ctx, takeScript, calls); err != nil {
+		return nil, err
 	}
 	var (
 		out      []writebehind.StoreBatch
@@ -321,6 +470,13 @@ func batchOf(c *writebehind.Counter, base string, res []any) (writebehind.StoreB
 		if err != nil {
 			return b, fmt.Errorf("%s: field %s: %w", base, field, err)
 		}
+		switch field {
+		case "#n":
+			b.Increments = delta
+			continue
+		case "#t":
+			continue
+		}
 		key, err := writebehind.DecodeKey(field)
 		if err != nil {
 			return b, err
@@ -359,6 +515,7 @@ type batcher struct {
 type batch struct {
 	sums  map[string]int64
 	order []string
+	adds  int64 // how many adds it sums
 	done  chan struct{}
 	err   error
 }
@@ -374,6 +531,7 @@ func (b *batcher) add(ctx context.Context, field string, delta int64) error {
 		bt.order = append(bt.order, field)
 	}
 	bt.sums[field] += delta
+	bt.adds++
 	b.adds.Add(1)
 	if !b.running {
 		b.running = true
@@ -425,8 +583,8 @@ func (b *batcher) gather() {
 // send adds a batch in one script call as add seq of instance. It runs on
 // a context of its own: the callers each wait on theirs.
 func (b *batcher) send(bt *batch, instance string, seq int64) error {
-	args := make([]any, 0, 3+2*len(bt.order))
-	args = append(args, instance, seq, int64(b.s.opts.SeqTTL/time.Second))
+	args := make([]any, 0, 4+2*len(bt.order))
+	args = append(args, instance, seq, int64(b.s.opts.SeqTTL/time.Second), max(bt.adds, 1))
 	for _, f := range bt.order {
 		args = append(args, f, bt.sums[f])
 	}

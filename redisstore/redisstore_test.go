@@ -3,7 +3,11 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/testdb"
@@ -107,5 +111,92 @@ func TestTakeAfterTheServerForgotItsScripts(t *testing.T) {
 	got, err := s.Take(ctx, []*writebehind.Counter{c})
 	if err != nil || total(got) != 15 {
 		t.Fatalf("taken %v, %v after SCRIPT FLUSH; want batches holding 15", got, err)
+	}
+}
+
+// Two descriptions of one counter (two buffers on one store, or a counter
+// named two ways) share its shards' sequence numbers: every add of either
+// counts, none looks like a replay of the other's.
+func TestTwoDescriptionsOfOneCounterAddUp(t *testing.T) {
+	ctx := context.Background()
+	s := testStore(t)
+	a := &writebehind.Counter{Name: "Post.Likes", Table: countersql.Table{Slots: "post_likes_slots"}}
+	b := &writebehind.Counter{Name: "Post.likes", Table: countersql.Table{Slots: "post_likes_slots"}}
+	var wg sync.WaitGroup
+	for i := range 200 {
+		c := a
+		if i%2 == 1 {
+			c = b
+		}
+		wg.Go(func() {
+			if err := s.Add(ctx, c, int64(1), 1); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if n, err := s.Pending(ctx, a, int64(1)); err != nil || n != 200 {
+		t.Fatalf("pending = %d, %v; want the 200 added through either description", n, err)
+	}
+}
+
+// A store lists every counter it adds to, so that another store on the
+// same prefix (another process) finds them; Backlog counts the adds it
+// holds, pending or in flight, and how old the oldest is, until Done.
+func TestCountersAndBacklogSeenByAnotherStore(t *testing.T) {
+	ctx := context.Background()
+	rdb, prefix := testdb.Redis(t)
+	writer := New(rdb, Options{Prefix: prefix, Shards: 4})
+	likes := &writebehind.Counter{Name: "Post.Likes", Column: "likes", Table: countersql.Table{Parent: "posts", Slots: "post_likes_slots"}}
+	hits := &writebehind.Counter{Name: "Page.Hits", Column: "hits", Table: countersql.Table{Parent: "pages", Slots: "page_hits_slots"}}
+	for k := range 5 {
+		if err := writer.Add(ctx, likes, int64(k), 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := writer.Add(ctx, hits, "home", 1); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+
+	other := New(rdb, Options{Prefix: prefix, Shards: 2}) // fewer shards: it reads the writer's four
+	listed, err := other.Counters(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(listed, func(x, y writebehind.StoredCounter) int { return strings.Compare(x.Table, y.Table) })
+	want := []writebehind.StoredCounter{{Table: "page_hits_slots", Parent: "pages", Column: "hits"}, {Table: "post_likes_slots", Parent: "posts", Column: "likes"}}
+	if !slices.Equal(listed, want) {
+		t.Fatalf("Counters = %v, want %v", listed, want)
+	}
+	backlog := func() writebehind.Backlog {
+		t.Helper()
+		bl, err := other.Backlog(ctx, []string{"post_likes_slots"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bl["post_likes_slots"]
+	}
+	if g := backlog(); !g.Held || g.Increments != 5 || g.Oldest < 20*time.Millisecond || g.Oldest > time.Minute {
+		t.Fatalf("backlog = %+v, want 5 increments held, the oldest at least 20ms old", g)
+	}
+	batches, err := other.Take(ctx, []*writebehind.Counter{likes})
+	if err != nil || total(batches) != 10 {
+		t.Fatalf("taken %v, %v; want every shard's batch, 10 in all", batches, err)
+	}
+	var adds int64
+	for _, b := range batches {
+		adds += b.Increments
+	}
+	if g := backlog(); adds != 5 || !g.Held || g.Increments != 5 {
+		t.Fatalf("batches of %d adds; backlog in flight %+v; want 5 and 5", adds, g)
+	}
+	for _, b := range batches {
+		if err := other.Done(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if g := backlog(); g != (writebehind.Backlog{}) {
+		t.Fatalf("backlog after Done = %+v, want nothing held", g)
 	}
 }

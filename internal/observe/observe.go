@@ -38,6 +38,7 @@ const (
 	ErrorTypeKey  = attribute.Key("error.type")
 	HotKeyKey     = attribute.Key("hotcounter.hot_key.key")
 	HotCounterKey = attribute.Key("hotcounter.hot_key.counter")
+	DeclaredKey   = attribute.Key("hotcounter.counter.declared")
 )
 
 // Config configures an Observer.
@@ -80,6 +81,23 @@ type Observer struct {
 	mu            sync.Mutex
 	lastFold      map[[2]string]time.Time // (table, counter) -> start of the last rollup pass that finished
 	pending       map[*PendingSource]struct{}
+	backlogs      map[*BacklogSource]struct{}
+}
+
+// BacklogItem is what a write-behind store holds for one counter,
+// acknowledged and not yet written, as a buffer's last flush read it.
+type BacklogItem struct {
+	Table, Counter string // the parent table and the counter's column
+	// Declared: the buffer's process declares the counter (it flushes it).
+	Declared   bool
+	Increments int64
+	Oldest     time.Duration
+}
+
+// BacklogSource reports what a write-behind buffer with a store last read
+// of the store's backlog.
+type BacklogSource struct {
+	Fn func() []BacklogItem
 }
 
 // PendingSource reports what a write-behind buffer holds: the increments
@@ -91,7 +109,7 @@ type PendingSource struct {
 // New returns an Observer, or an error if the meter provider refused an
 // instrument.
 func New(cfg Config) (*Observer, error) {
-	o := &Observer{system: cfg.System, top: cfg.TopKeys, lastFold: map[[2]string]time.Time{}, pending: map[*PendingSource]struct{}{}}
+	o := &Observer{system: cfg.System, top: cfg.TopKeys, lastFold: map[[2]string]time.Time{}, pending: map[*PendingSource]struct{}{}, backlogs: map[*BacklogSource]struct{}{}}
 	if o.top <= 0 {
 		o.top = 5
 	}
@@ -132,6 +150,12 @@ func New(cfg Config) (*Observer, error) {
 	pending, err := m.Int64ObservableGauge("hotcounter.buffer.pending", metric.WithUnit("{increment}"),
 		metric.WithDescription("Amount acknowledged by write-behind buffers and not yet written, per counter."))
 	errs = append(errs, err)
+	backlog, err := m.Int64ObservableGauge("hotcounter.buffer.store.backlog", metric.WithUnit("{increment}"),
+		metric.WithDescription("Increments a write-behind store (Redis) holds, acknowledged and not yet written, from every process, per counter, as the last flush read them; hotcounter.counter.declared is false for a counter no model of this process declares (it does not flush them)."))
+	errs = append(errs, err)
+	backlogAge, err := m.Float64ObservableGauge("hotcounter.buffer.store.backlog.age", metric.WithUnit("s"),
+		metric.WithDescription("Age of the oldest increment a write-behind store holds not yet written, per counter, as the last flush read it."))
+	errs = append(errs, err)
 	rate, err := m.Float64ObservableGauge("hotcounter.hot_key.rate", metric.WithUnit("{increment}/s"),
 		metric.WithDescription("Increments per second of the hottest rows of each counter or plain column (the top few only)."))
 	errs = append(errs, err)
@@ -148,7 +172,31 @@ func New(cfg Config) (*Observer, error) {
 		for s := range o.pending {
 			sources = append(sources, s)
 		}
+		backlogSources := make([]*BacklogSource, 0, len(o.backlogs))
+		for s := range o.backlogs {
+			backlogSources = append(backlogSources, s)
+		}
 		o.mu.Unlock()
+		// Buffers on one store read the same backlog: the gauge is the
+		// largest any of them read, not their sum.
+		type backlogKey struct {
+			table, counter string
+			declared       bool
+		}
+		held := map[backlogKey]BacklogItem{}
+		for _, s := range backlogSources {
+			for _, it := range s.Fn() {
+				k := backlogKey{it.Table, it.Counter, it.Declared}
+				cur := held[k]
+				cur.Increments, cur.Oldest = max(cur.Increments, it.Increments), max(cur.Oldest, it.Oldest)
+				held[k] = cur
+			}
+		}
+		for k, it := range held {
+			set := metric.WithAttributes(o.attrs(k.table, k.counter, DeclaredKey.Bool(k.declared))...)
+			ob.ObserveInt64(backlog, it.Increments, set)
+			ob.ObserveFloat64(backlogAge, it.Oldest.Seconds(), set)
+		}
 		sums := map[[2]string]int64{}
 		for _, s := range sources {
 			for k, v := range s.Fn() {
@@ -169,7 +217,7 @@ func New(cfg Config) (*Observer, error) {
 			}
 		}
 		return nil
-	}, lag, pending, rate)
+	}, lag, pending, backlog, backlogAge, rate)
 	if err != nil {
 		return nil, fmt.Errorf("hotcounter: metrics: %w", err)
 	}
@@ -304,14 +352,27 @@ func (o *Observer) WatchPending(fn func() map[[2]string]int64) (stop func()) {
 	if o == nil {
 		return func() {}
 	}
-	s := &PendingSource{Fn: fn}
-	o.mu.Lock()
-	o.pending[s] = struct{}{}
-	o.mu.Unlock()
+	return watch(&o.mu, o.pending, &PendingSource{Fn: fn})
+}
+
+// WatchBacklog adds a buffer's reading of its store's backlog to the
+// backlog gauges until the returned function is called.
+func (o *Observer) WatchBacklog(fn func() []BacklogItem) (stop func()) {
+	if o == nil {
+		return func() {}
+	}
+	return watch(&o.mu, o.backlogs, &BacklogSource{Fn: fn})
+}
+
+// watch adds s to the sources a gauge reads, under mu, until stop.
+func watch[S any](mu *sync.Mutex, sources map[*S]struct{}, s *S) (stop func()) {
+	mu.Lock()
+	sources[s] = struct{}{}
+	mu.Unlock()
 	return func() {
-		o.mu.Lock()
-		delete(o.pending, s)
-		o.mu.Unlock()
+		mu.Lock()
+		delete(sources, s)
+		mu.Unlock()
 	}
 }
 

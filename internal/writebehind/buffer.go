@@ -11,7 +11,9 @@
 // records in a ledger table, so a batch whose COMMIT outcome is unknown
 // (the connection was cut during it) is retried without counting twice.
 //
-// A crash loses the pending deltas: at most one interval's worth.
+// A crash loses the pending deltas: at most one interval's worth. With a
+// Store (Redis) the deltas wait in the store instead, and any process that
+// declares their counters flushes them (store.go).
 package writebehind
 
 import (
@@ -53,11 +55,20 @@ const (
 	Block Full = iota
 	// Fail returns ErrFull.
 	Fail
+	// Keep goes on accepting increments and reports the backlog to
+	// OnError at each flush (with a Store only: the store holds them).
+	Keep
 )
 
 // ErrFull is returned by Add when the buffer is full and Config.OnFull is
 // Fail.
 var ErrFull = errors.New("write-behind buffer is full")
+
+// ErrUndeclared is wrapped by the error that a Buffer with a Store reports
+// to OnError when the store holds increments of a counter that no model of
+// its process declares: they are left in the store, for a process that
+// declares the counter to flush.
+var ErrUndeclared = errors.New("the write-behind store holds increments of a counter this process does not declare")
 
 // ErrClosed is returned by Add after Close.
 var ErrClosed = errors.New("write-behind buffer is closed")
@@ -72,19 +83,47 @@ type Config struct {
 	// MaxPending bounds the entries held (pending plus the batch being
 	// written); default 100,000.
 	MaxPending int
-	// OnFull: Block (default) or Fail.
+	// OnFull: Block (default) or Fail, when MaxPending entries are held
+	// in memory, or with a Store, when the store's backlog reaches
+	// MaxBacklog. Keep (with a Store only) accepts increments past
+	// MaxBacklog and reports the backlog to OnError at every flush.
 	OnFull Full
 	// Ledger is the table that records applied batches; default
 	// hotcounter_ledger.
 	Ledger string
 	// LedgerKeep is how long batch ids are kept; default 1h.
 	LedgerKeep time.Duration
-	// OnError hears of failed flushes (they are retried).
+	// OnError hears of failed flushes (they are retried), and with a
+	// Store, of increments the store holds for counters this process does
+	// not declare (ErrUndeclared, at most once a minute per counter) and
+	// of a backlog past MaxBacklog under OnFull Keep.
 	OnError func(error)
 	// Store, when set, keeps the increments instead of this process's
 	// memory: Redis, shared by every app instance (package redisstore,
-	// for either ORM). FlushAt, MaxPending and OnFull do not apply.
+	// for either ORM). FlushAt and MaxPending do not apply; MaxBacklog
+	// does.
 	Store Store
+	// MaxBacklog, with a Store, bounds the increments the store holds
+	// acknowledged and not yet written, of the counters this process
+	// declares (every process's increments, as this buffer's last flush
+	// read them, plus its own since): at the bound, OnFull says what an
+	// increment does. It is what a Redis crash can lose while the
+	// database is away and flushes fail. Zero: no bound.
+	MaxBacklog int64
+}
+
+func (c *Config) check() error {
+	switch {
+	case c.OnFull < Block || c.OnFull > Keep:
+		return fmt.Errorf("OnFull %d is not Block, Fail or Keep", c.OnFull)
+	case c.Store == nil && c.OnFull == Keep:
+		return errors.New("OnFull Keep needs a Store: in memory, increments past MaxPending are refused or wait")
+	case c.Store == nil && c.MaxBacklog != 0:
+		return errors.New("MaxBacklog bounds a Store's backlog: without a Store, MaxPending bounds the memory held")
+	case c.MaxBacklog < 0:
+		return fmt.Errorf("MaxBacklog %d is below zero", c.MaxBacklog)
+	}
+	return nil
 }
 
 func (c *Config) defaults() {
@@ -130,9 +169,20 @@ type Buffer struct {
 	s   engine.Session
 	d   countersql.Dialect
 	cfg Config
+	// declared lists the counters the process declares (nil: none but
+	// those added to): with a Store, a flush writes what the store holds
+	// for each of them.
+	declared func() []*Counter
 
 	obs     *observe.Observer
-	unwatch func()
+	unwatch []func()
+
+	// With a Store: the backlog of the declared counters the last survey
+	// read, what this buffer added since, and what the gauges report.
+	measured, addedSince atomic.Int64
+	lastKeepReport       atomic.Int64 // Unix nanoseconds of the last report of a backlog past MaxBacklog
+	backlogItems         []observe.BacklogItem
+	reported             map[string]time.Time // slot table -> last report of its undeclared increments
 
 	mu        sync.Mutex
 	known     map[*Counter]bool // with a Store: the counters added to, which this buffer flushes
@@ -156,7 +206,12 @@ type Buffer struct {
 
 // New starts a buffer that writes through s. It creates the ledger table
 // if missing, and starts the goroutine that flushes every interval.
-func New(ctx context.Context, s engine.Session, d countersql.Dialect, cfg Config, obs *observe.Observer) (*Buffer, error) {
+// declared lists the counters the process declares (called at every flush
+// with a Store; nil for none but those added to).
+func New(ctx context.Context, s engine.Session, d countersql.Dialect, cfg Config, obs *observe.Observer, declared func() []*Counter) (*Buffer, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
 	cfg.defaults()
 	for _, step := range d.CreateLedger(cfg.Ledger) {
 		if _, err := s.Exec(ctx, step); err != nil {
@@ -164,7 +219,7 @@ func New(ctx context.Context, s engine.Session, d countersql.Dialect, cfg Config
 		}
 	}
 	b := &Buffer{
-		s: s, d: d, cfg: cfg,
+		s: s, d: d, cfg: cfg, declared: declared,
 		pending:  map[entry]pendingDelta{},
 		flushNow: make(chan struct{}, 1),
 		stop:     make(chan struct{}),
@@ -174,7 +229,10 @@ func New(ctx context.Context, s engine.Session, d countersql.Dialect, cfg Config
 	b.loopCtx, b.loopStop = context.WithCancel(context.Background())
 	b.room = sync.NewCond(&b.mu)
 	b.obs = obs
-	b.unwatch = obs.WatchPending(b.pendingByCounter)
+	b.unwatch = append(b.unwatch, obs.WatchPending(b.pendingByCounter))
+	if cfg.Store != nil {
+		b.unwatch = append(b.unwatch, obs.WatchBacklog(b.storeBacklog))
+	}
 	go b.loop()
 	return b, nil
 }
@@ -491,7 +549,9 @@ func (b *Buffer) Close(ctx context.Context) error {
 		left := b.held()
 		b.mu.Unlock()
 		if err == nil && left == 0 {
-			b.unwatch()
+			for _, stop := range b.unwatch {
+				stop()
+			}
 			return nil
 		}
 		if ctx.Err() != nil {

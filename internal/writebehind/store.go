@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hotcounter/hotcounter/internal/engine"
+	"github.com/hotcounter/hotcounter/internal/observe"
 )
 
 // Store keeps acknowledged increments outside the process (Redis), so that
@@ -26,12 +29,30 @@ import (
 // The ledger is the guard against counting twice, not a lease: two
 // instances that take the same batch both reach the ledger, and only one
 // applies it.
+//
+// A Buffer flushes every counter the store lists (Counters) that its
+// process declares, whichever process added to it: a restarted process, or
+// one that only flushes, writes what a dead one left. What the store holds
+// for counters the process does not declare is reported and left alone.
 type Store interface {
 	// Add records delta for the counter of one parent and returns once the
 	// store has acknowledged it (an error leaves the outcome unknown, as
 	// for any write whose reply was lost). A retry of the same command by
-	// the client must not count it twice.
+	// the client must not count it twice. The counter is registered
+	// (Register) before its first add is acknowledged.
 	Add(ctx context.Context, c *Counter, key any, delta int64) error
+	// Register lists the counter among the store's Counters. Add does it
+	// before a counter's first add; a Buffer does it again for the
+	// counters it added to if the list lost them (a failover of the
+	// node that keeps it).
+	Register(ctx context.Context, c *Counter) error
+	// Counters lists every counter that was ever added to in the store, by
+	// any process: where a flush looks for what to write.
+	Counters(ctx context.Context) ([]StoredCounter, error)
+	// Backlog reads what the store holds, not yet written, for the
+	// counters of the given slot tables (StoredCounter.Table), without
+	// changing it. A table that holds nothing may be left out.
+	Backlog(ctx context.Context, tables []string) (map[string]Backlog, error)
 	// Pending is what the store holds for the counter of one parent, in
 	// flight or not, not yet written to SQL.
 	Pending(ctx context.Context, c *Counter, key any) (int64, error)
@@ -43,6 +64,31 @@ type Store interface {
 	Take(ctx context.Context, counters []*Counter) ([]StoreBatch, error)
 	// Done forgets a batch that SQL has applied.
 	Done(ctx context.Context, b StoreBatch) error
+}
+
+// StoredCounter is a counter a store holds (or held) increments of, as
+// the process that added them named it.
+type StoredCounter struct {
+	Table  string // the slot (or delta) table: the counter's identity
+	Parent string // the parent table
+	Column string // the counter's column
+}
+
+// Name is how reports name a stored counter: posts.likes (post_likes_slots).
+func (c StoredCounter) Name() string {
+	return c.Parent + "." + c.Column + " (" + c.Table + ")"
+}
+
+// Backlog is what a store holds for one counter, acknowledged and not
+// yet written to SQL: pending and in flight, from every process.
+type Backlog struct {
+	// Held: the store holds something for the counter.
+	Held bool
+	// Increments is how many increments (Add calls) it holds.
+	Increments int64
+	// Oldest is how long ago the oldest of them was acknowledged (zero
+	// when none is held).
+	Oldest time.Duration
 }
 
 // PendingItem names the counter of one parent.
@@ -68,6 +114,9 @@ type StoreBatch struct {
 	// ID is unique among every batch of every store: the ledger records it.
 	ID      string
 	Entries []StoreEntry
+	// Increments is how many Add calls the batch holds (its entries sum
+	// them per parent).
+	Increments int64
 	// Token is the store's own (where the batch lives).
 	Token any
 }
@@ -109,46 +158,242 @@ func DecodeKey(s string) (any, error) {
 
 // addToStore is Add with a Store.
 func (b *Buffer) addToStore(ctx context.Context, c *Counter, key any, delta int64) error {
-	if _, ok := b.knownFast.Load(c); ok {
-		if b.isClosed.Load() {
+	if _, ok := b.knownFast.Load(c); !ok {
+		b.mu.Lock()
+		if b.closed {
+			b.mu.Unlock()
 			return ErrClosed
 		}
-		return b.cfg.Store.Add(ctx, c, key, delta)
-	}
-	b.mu.Lock()
-	if b.closed {
+		if b.known == nil {
+			b.known = map[*Counter]bool{}
+		}
+		if !b.known[c] {
+			b.known[c] = true
+			b.counters = append(b.counters, c)
+			b.knownFast.Store(c, true)
+		}
 		b.mu.Unlock()
+	}
+	if b.isClosed.Load() {
 		return ErrClosed
 	}
-	if b.known == nil {
-		b.known = map[*Counter]bool{}
+	if err := b.admit(ctx); err != nil {
+		return err
 	}
-	if !b.known[c] {
-		b.known[c] = true
-		b.counters = append(b.counters, c)
-		b.knownFast.Store(c, true)
+	if err := b.cfg.Store.Add(ctx, c, key, delta); err != nil {
+		return err
 	}
-	b.mu.Unlock()
-	return b.cfg.Store.Add(ctx, c, key, delta)
+	if b.cfg.MaxBacklog > 0 {
+		b.addedSince.Add(1)
+	}
+	return nil
 }
 
-// flushStore writes what the store holds for the counters this buffer has
-// seen: every batch in its own transaction with its ledger row, then Done.
-// A shard with a batch in flight hands that one back first, and keeps what
-// arrived since pending: so a second round takes what is pending now.
-func (b *Buffer) flushStore(ctx context.Context) error {
-	b.mu.Lock()
-	counters := append([]*Counter(nil), b.counters...)
-	b.mu.Unlock()
-	if len(counters) == 0 {
+// backlog is the store's backlog of the counters this process declares:
+// what the last flush read, plus what this buffer added since.
+func (b *Buffer) backlog() int64 { return b.measured.Load() + b.addedSince.Load() }
+
+// admit returns when an add may go to the store: at once, unless the
+// store's backlog has reached MaxBacklog; then it fails (OnFull Fail) or
+// waits until a flush finds it below (Block), or ctx ends.
+func (b *Buffer) admit(ctx context.Context) error {
+	if b.cfg.MaxBacklog <= 0 || b.backlog() < b.cfg.MaxBacklog {
 		return nil
 	}
-	for round := 0; round < 2; round++ {
-		if err := b.flushStoreOnce(ctx, counters); err != nil {
+	if b.cfg.OnFull == Keep {
+		b.reportBacklog(b.backlog())
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for {
+		if b.closed {
+			return ErrClosed
+		}
+		n := b.backlog()
+		if n < b.cfg.MaxBacklog {
+			return nil
+		}
+		if b.cfg.OnFull == Fail {
+			return fmt.Errorf("%w: the store holds %d increments not yet written (MaxBacklog %d)", ErrFull, n, b.cfg.MaxBacklog)
+		}
+		b.kick()
+		if err := b.wait(ctx); err != nil {
 			return err
 		}
 	}
-	return nil
+}
+
+// flushStore writes what the store holds for every counter this process
+// declares, whichever process added to it: every batch in its own
+// transaction with its ledger row, then Done. A shard with a batch in
+// flight hands that one back first, and keeps what arrived since pending:
+// so a second round takes what is pending now.
+func (b *Buffer) flushStore(ctx context.Context) error {
+	counters, surveyErr := b.survey(ctx)
+	var errs []error
+	if surveyErr != nil {
+		errs = append(errs, surveyErr)
+	}
+	if len(counters) > 0 {
+		for round := 0; round < 2; round++ {
+			if err := b.flushStoreOnce(ctx, counters); err != nil {
+				errs = append(errs, err)
+				break
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// survey reads which counters the store holds increments of and how many,
+// records the backlog (for MaxBacklog and the metrics), reports what it
+// holds for counters this process does not declare, and returns the
+// declared counters to take. When the store cannot say (a node down), it
+// returns what could still be taken, with the error: the counters this
+// buffer added to, or every declared counter the store lists.
+func (b *Buffer) survey(ctx context.Context) ([]*Counter, error) {
+	st := b.cfg.Store
+	b.mu.Lock()
+	own := append([]*Counter(nil), b.counters...)
+	b.mu.Unlock()
+	byTable := map[string]*Counter{}
+	if b.declared != nil {
+		for _, c := range b.declared() {
+			byTable[c.Table.Slots] = c
+		}
+	}
+	for _, c := range own {
+		byTable[c.Table.Slots] = c
+	}
+	stored, err := st.Counters(ctx)
+	if err != nil {
+		return dedupe(own), fmt.Errorf("write-behind: list the counters in the store: %w", err)
+	}
+	listed := make(map[string]StoredCounter, len(stored))
+	for _, sc := range stored {
+		listed[sc.Table] = sc
+	}
+	var errs []error
+	for _, c := range own {
+		if _, ok := listed[c.Table.Slots]; ok {
+			continue
+		}
+		// The list lost it (a failover of its node): list it again, so
+		// that other processes flush it if this one dies.
+		if err := st.Register(ctx, c); err != nil {
+			errs = append(errs, fmt.Errorf("write-behind: register %s in the store: %w", c.Name, err))
+		}
+		listed[c.Table.Slots] = StoredCounter{Table: c.Table.Slots, Parent: c.Table.Parent, Column: c.Column}
+	}
+	// What this buffer added before the read below is in it; what it adds
+	// from here on is counted on top (an add during the read, twice).
+	addedBefore := b.addedSince.Load()
+	tables := make([]string, 0, len(listed))
+	for t := range listed {
+		tables = append(tables, t)
+	}
+	slices.Sort(tables)
+	backlog, err := st.Backlog(ctx, tables)
+	if err != nil {
+		var take []*Counter
+		for _, t := range tables {
+			if c := byTable[t]; c != nil {
+				take = append(take, c)
+			}
+		}
+		return take, errors.Join(append(errs, fmt.Errorf("write-behind: read the store's backlog: %w", err))...)
+	}
+	var (
+		take     []*Counter
+		declared int64
+		items    = make([]observe.BacklogItem, 0, len(tables))
+	)
+	for _, t := range tables {
+		sc, g := listed[t], backlog[t]
+		c := byTable[t]
+		items = append(items, observe.BacklogItem{Table: sc.Parent, Counter: sc.Column, Declared: c != nil, Increments: g.Increments, Oldest: g.Oldest})
+		switch {
+		case c == nil:
+			if g.Held {
+				b.reportUndeclared(sc, g)
+			}
+		case g.Held:
+			declared += g.Increments
+			take = append(take, c)
+		}
+	}
+	b.recordBacklog(items, declared, addedBefore)
+	return take, errors.Join(errs...)
+}
+
+// dedupe keeps one counter per table.
+func dedupe(cs []*Counter) []*Counter {
+	seen := map[string]bool{}
+	out := cs[:0:0]
+	for _, c := range cs {
+		if !seen[c.Table.Slots] {
+			seen[c.Table.Slots] = true
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// recordBacklog keeps what a survey read: the metrics' figures, and the
+// declared counters' backlog that MaxBacklog bounds, which holds the
+// addedBefore adds this buffer had counted before the read; with OnFull
+// Keep, a backlog past MaxBacklog is reported.
+func (b *Buffer) recordBacklog(items []observe.BacklogItem, declared, addedBefore int64) {
+	b.mu.Lock()
+	b.backlogItems = items
+	b.measured.Store(declared)
+	b.addedSince.Add(-addedBefore)
+	b.room.Broadcast()
+	b.mu.Unlock()
+	if b.cfg.MaxBacklog > 0 && b.cfg.OnFull == Keep && declared >= b.cfg.MaxBacklog {
+		b.reportBacklog(declared)
+	}
+}
+
+// reportBacklog tells OnError, at most once an interval, that the store's
+// backlog is past MaxBacklog and increments are still accepted (OnFull
+// Keep).
+func (b *Buffer) reportBacklog(n int64) {
+	now := time.Now().UnixNano()
+	last := b.lastKeepReport.Load()
+	if now-last < int64(b.cfg.Interval) || !b.lastKeepReport.CompareAndSwap(last, now) || b.cfg.OnError == nil {
+		return
+	}
+	b.cfg.OnError(fmt.Errorf("%w: the store holds %d increments not yet written (MaxBacklog %d); accepting more (OnFull: Keep)", ErrFull, n, b.cfg.MaxBacklog))
+}
+
+// storeBacklog is what the last survey read, for the backlog gauges.
+func (b *Buffer) storeBacklog() []observe.BacklogItem {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.backlogItems
+}
+
+// reportUndeclared tells OnError, at most once a minute per counter, that
+// the store holds increments of a counter no model of this process
+// declares: they stay in the store for a process that declares it.
+func (b *Buffer) reportUndeclared(sc StoredCounter, g Backlog) {
+	b.mu.Lock()
+	if b.reported == nil {
+		b.reported = map[string]time.Time{}
+	}
+	last, seen := b.reported[sc.Table]
+	if seen && time.Since(last) < time.Minute {
+		b.mu.Unlock()
+		return
+	}
+	b.reported[sc.Table] = time.Now()
+	b.mu.Unlock()
+	if b.cfg.OnError != nil {
+		b.cfg.OnError(fmt.Errorf("write-behind: the store holds %d increments of %s (the oldest %v old), a counter that no model of this process declares; they are left in the store for a process that declares it: %w",
+			g.Increments, sc.Name(), g.Oldest.Round(time.Millisecond), ErrUndeclared))
+	}
 }
 
 func (b *Buffer) flushStoreOnce(ctx context.Context, counters []*Counter) error {
@@ -180,6 +425,12 @@ func (b *Buffer) flushStoreOnce(ctx context.Context, counters []*Counter) error 
 			// again.
 			errs = append(errs, fmt.Errorf("write-behind done %s: %w", sb.ID, err))
 			continue
+		}
+		if b.cfg.MaxBacklog > 0 {
+			b.mu.Lock()
+			b.measured.Store(max(0, b.measured.Load()-sb.Increments))
+			b.room.Broadcast()
+			b.mu.Unlock()
 		}
 		b.obs.Flush(ctx, written, nil)
 	}
