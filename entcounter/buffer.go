@@ -62,7 +62,7 @@ type Buffer struct {
 
 	mu       sync.Mutex
 	counters map[string]*writebehind.Counter // table.field -> the counter
-	byName   map[string]*writebehind.Counter // as Increment named it (Post.likes, posts.likes) -> the counter
+	byName   map[string]named                // as Increment named it (Post.likes, posts.likes) -> the counter
 }
 
 // NewBuffer starts a write-behind buffer on the client (not a
@@ -77,7 +77,7 @@ func NewBuffer(ctx context.Context, src Source, cfg BufferConfig) (*Buffer, erro
 	if err != nil {
 		return nil, err
 	}
-	buf := &Buffer{r: r, counters: map[string]*writebehind.Counter{}, byName: map[string]*writebehind.Counter{}}
+	buf := &Buffer{r: r, counters: map[string]*writebehind.Counter{}, byName: map[string]named{}}
 	b, err := writebehind.New(ctx, entrt.NewSession(r), dl, cfg, r.Observer(), buf.declared)
 	if err != nil {
 		return nil, fmt.Errorf("entcounter: NewBuffer: %w", err)
@@ -88,23 +88,29 @@ func NewBuffer(ctx context.Context, src Source, cfg BufferConfig) (*Buffer, erro
 
 // counter finds the counter field of schema typ (the type name, Post, its
 // label, post, or its table, posts).
-func (b *Buffer) counter(typ, field string) (*writebehind.Counter, error) {
+func (b *Buffer) counter(typ, field string) (*writebehind.Counter, entrt.Def, error) {
 	k := typ + "." + field
 	b.mu.Lock()
-	c := b.byName[k]
+	n, ok := b.byName[k]
 	b.mu.Unlock()
-	if c != nil {
-		return c, nil
+	if ok {
+		return n.c, n.d, nil
 	}
 	d, ok := findDef(b.r, typ, field)
 	if !ok {
-		return nil, fmt.Errorf("entcounter: Buffer: %s.%s: %w", typ, field, ErrNotCounter)
+		return nil, d, fmt.Errorf("entcounter: Buffer: %s.%s: %w", typ, field, ErrNotCounter)
 	}
-	c = b.counterOf(d)
+	c := b.counterOf(d)
 	b.mu.Lock()
-	b.byName[k] = c
+	b.byName[k] = named{c, d}
 	b.mu.Unlock()
-	return c, nil
+	return c, d, nil
+}
+
+// named is a counter as Increment named it.
+type named struct {
+	c *writebehind.Counter
+	d entrt.Def
 }
 
 // counterOf is the buffer's one description of a counter, however its
@@ -131,18 +137,29 @@ func (b *Buffer) declared() []*writebehind.Counter {
 	return out
 }
 
-// Increment adds delta to the counter field of schema typ (Post, post or posts)
-// of the row with the given id, in memory; the next flush writes it.
+// Increment adds delta to the counter field of schema typ (Post, post or
+// posts) of the row with the given id, in memory; the next flush writes
+// it. The add runs as client.Post.UpdateOneID(id).AddLikes(delta) does on
+// the client given to NewBuffer: its hooks and the schema's privacy policy
+// decide it, and with query interceptors (ent's soft-delete pattern) or a
+// row they hide, it is refused as NotFound, before anything is buffered.
+// Only the counter is buffered: what a hook sets besides it is not
+// written.
 func (b *Buffer) Increment(ctx context.Context, typ, field string, id any, delta int64) error {
-	c, err := b.counter(typ, field)
+	c, d, err := b.counter(typ, field)
 	if err != nil {
 		return err
 	}
-	if err := b.b.Add(ctx, c, id, delta); err != nil {
-		return fmt.Errorf("entcounter: Buffer %s: %w", c.Name, err)
+	if b.r.Add == nil {
+		return fmt.Errorf("entcounter: Buffer %s: the generated code predates buffered adds through the client's hooks and privacy policy: run go generate: %w", c.Name, ErrNotConfigured)
 	}
-	b.r.Observer().CountWrite(c.Table.Parent, c.Column, engine.KeyText(id), true)
-	return nil
+	return b.r.Add(entrt.WithBuffered(ctx, &entrt.Buffered{Type: d.Type, Field: d.Field, ID: id, Sink: func(ctx context.Context, key any, delta int64) error {
+		if err := b.b.Add(ctx, c, key, delta); err != nil {
+			return fmt.Errorf("entcounter: Buffer %s: %w", c.Name, err)
+		}
+		b.r.Observer().CountWrite(c.Table.Parent, c.Column, engine.KeyText(key), true)
+		return nil
+	}}), d.Type, d.Field, id, delta)
 }
 
 // Pending returns this buffer's delta for a counter of one row, not yet
@@ -156,7 +173,7 @@ func (b *Buffer) Pending(typ, field string, id any) (int64, error) {
 // PendingContext is Pending reading the store (Redis) under ctx: it
 // returns when ctx ends, with its error.
 func (b *Buffer) PendingContext(ctx context.Context, typ, field string, id any) (int64, error) {
-	c, err := b.counter(typ, field)
+	c, _, err := b.counter(typ, field)
 	if err != nil {
 		return 0, err
 	}
@@ -173,7 +190,7 @@ func (b *Buffer) Live(ctx context.Context) context.Context {
 	return entrt.WithPending(ctx, func(ctx context.Context, defs []entrt.Def, keys []any) ([][]int64, error) {
 		var items []writebehind.PendingItem
 		for _, d := range defs {
-			c, err := b.counter(d.Type, d.Field)
+			c, _, err := b.counter(d.Type, d.Field)
 			if err != nil {
 				return nil, err
 			}

@@ -36,6 +36,9 @@ type mutation interface {
 	// update ([write.incrementOne]).
 	HotCounterByIDOnly() bool
 	HotCounterEntity(ctx context.Context, id any) (any, error)
+	// HotCounterStub is the entity of an UpdateOne whose add went to a
+	// write-behind buffer: its id alone.
+	HotCounterStub(id any) (ent.Value, error)
 }
 
 // counterHook moves a counter's part of a mutation into the slot table:
@@ -50,6 +53,14 @@ func counterHook(field string, ann annotation) ent.Hook {
 				// Without the extension's code, ent would write and read the
 				// sum counter's column, which does not exist.
 				return nil, fmt.Errorf("%s.%s: %w", em.Type(), field, errNotGenerated)
+			}
+			if id, hasID := m.HotCounterID(); em.Op().Is(ent.OpUpdateOne) {
+				if b, ok := entrt.BufferedFor(ctx, em.Type(), id, hasID); ok {
+					if b.Field != field {
+						return next.Mutate(ctx, em) // to the hook of the buffered counter
+					}
+					return bufferAdd(ctx, m, field, ann, b)
+				}
 			}
 			if em.Op().Is(ent.OpUpdateOne) && ctx.Value(fillAfterKey{}) != em {
 				// The outermost counter hook of an UpdateOne: the entity it
@@ -93,6 +104,37 @@ func counterHook(field string, ann annotation) ent.Hook {
 		}
 		return self
 	}
+}
+
+// bufferAdd hands an UpdateOne's add to a write-behind buffer (a Buffer's
+// Increment, under entrt.WithBuffered), now that the hooks before this one
+// (the client's, the privacy policy, mixins listed first) have let it
+// through: it refuses what the counter does not take, reads the row
+// through the query interceptors and the mutation's predicates when there
+// are any (HotCounterKeys; none: the id is the row), and returns the
+// entity with its id alone. Nothing is written to the database.
+func bufferAdd(ctx context.Context, m mutation, field string, ann annotation, b *entrt.Buffered) (ent.Value, error) {
+	added, hasAdd := m.AddedField(field)
+	_, hasSet := m.Field(field)
+	if !hasAdd || hasSet || m.FieldCleared(field) {
+		return nil, fmt.Errorf("entcounter: %s.%s: a hook changed a buffered add into an assignment, which a buffer cannot take", m.Type(), field)
+	}
+	add := entrt.ToInt64(added)
+	if err := refused(m, field, ann, true, false, false, add, 0); err != nil {
+		return nil, err
+	}
+	keys, err := m.HotCounterKeys(ctx)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(keys) == 0:
+		// The row is missing or the interceptors hide it.
+		return nil, m.HotCounterNotFound()
+	}
+	if err := b.Sink(ctx, keys[0], add); err != nil {
+		return nil, err
+	}
+	return m.HotCounterStub(keys[0])
 }
 
 // newWrite returns the write of m's counter field.

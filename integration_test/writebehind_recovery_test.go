@@ -247,6 +247,7 @@ func TestRedisBufferBacklogPastMaxBacklog(t *testing.T) {
 				release := holdWrites(t, o.onEnv(), "post_likes_slots")
 				defer release()
 				var acked atomic.Int64
+				var failed atomic.Value
 				incrementAll := func(n int) (refused int) {
 					for range n {
 						err := buf.increment(ctx, modelPost, id, "likes", 1)
@@ -256,21 +257,39 @@ func TestRedisBufferBacklogPastMaxBacklog(t *testing.T) {
 						case errors.Is(err, gormcounter.ErrBufferFull):
 							refused++
 						default:
-							t.Fatalf("increment: %v", err)
+							failed.CompareAndSwap(nil, err)
+							return refused
 						}
 					}
 					return refused
 				}
+				defer func() {
+					if err := failed.Load(); err != nil {
+						t.Errorf("increment: %v", err)
+					}
+				}()
 				switch onFull.mode {
 				case gormcounter.BufferFail:
 					if refused := incrementAll(80); refused == 0 || acked.Load() > 50 {
 						t.Fatalf("%d acknowledged and %d refused with MaxBacklog 50; want at most 50 acknowledged and the rest refused", acked.Load(), refused)
 					}
 				case gormcounter.BufferBlock:
-					done := make(chan int)
+					done := make(chan int, 1)
 					go func() { done <- incrementAll(80) }()
-					time.Sleep(300 * time.Millisecond)
-					if n := acked.Load(); n > 50 || n == 0 {
+					// The writer goes until the backlog reaches the bound,
+					// then waits (a loaded machine may take a while to get
+					// there).
+					var last int64 = -1
+					waitFor(t, 20*time.Second, "the writer to stop at MaxBacklog", func() bool {
+						n := acked.Load()
+						stalled := n == last && n >= 25
+						last = n
+						if !stalled {
+							time.Sleep(150 * time.Millisecond)
+						}
+						return stalled
+					})
+					if n := acked.Load(); n > 50 {
 						t.Fatalf("%d acknowledged while flushes could not write; want the writer held at MaxBacklog 50", n)
 					}
 					select {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/entrt"
+	"github.com/hotcounter/hotcounter/internal/spec"
 )
 
 // Runtime is what generated code hands entcounter: the driver of a client
@@ -109,6 +110,13 @@ func WriteLate(ctx context.Context, r Runtime, m ent.Mutation, save func(context
 // Source is what has a Runtime: a generated client, transaction or typed
 // client (their config).
 type Source = entrt.Source
+
+// KeyAs converts an id given to a buffer to the id type of schema typ
+// (the generated hotcounterAdd).
+func KeyAs[T any](typ string, id any) (T, error) { return entrt.KeyAs[T](typ, id) }
+
+// ErrNotCounter is entcounter.ErrNotCounter.
+var ErrNotCounter = spec.ErrNotCounter
 
 // Incrementer is what a generated typed buffered add writes to: an
 // entcounter.Buffer.

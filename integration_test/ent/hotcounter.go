@@ -29,6 +29,7 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/tag"
 	"github.com/hotcounter/hotcounter/integration_test/ent/topic"
 
+	"entgo.io/ent"
 	"entgo.io/ent/dialect/sql"
 )
 
@@ -41,7 +42,7 @@ import (
 func (m *AuthorMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	id, hasID := m.ID()
 	one := hasID && m.Op().Is(OpUpdateOne)
-	if one && len(m.predicates) == 0 && !generated.Intercepted(m.Client().Author.Interceptors()) {
+	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
 		return []any{id}, nil
 	}
 	var ids []int
@@ -61,6 +62,14 @@ func (m *AuthorMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// hotcounterIntercepted reports whether the client's or the schema's query
+// interceptors hold one of the user's (not entcounter's own), read from the
+// mutation's config: building a client for it (m.Client()) costs more than
+// a buffered add.
+func (m *AuthorMutation) hotcounterIntercepted() bool {
+	return generated.Intercepted(m.inters.Author) || generated.Intercepted(author.Interceptors[:])
 }
 
 // hotcounterInTx runs read with a client of the mutation's transaction, or
@@ -93,6 +102,16 @@ func (m *AuthorMutation) HotCounterNotFound() error { return &NotFoundError{auth
 
 // HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
 func (m *AuthorMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterStub is what an UpdateOne whose add went to a write-behind
+// buffer returns: the Author with its id alone (nothing was read).
+func (m *AuthorMutation) HotCounterStub(id any) (ent.Value, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("Author: id %v (%T) is not a int", id, id)
+	}
+	return &Author{ID: key, config: m.config}, nil
+}
 
 // HotCounterByIDOnly reports whether the mutation names its row by id
 // alone (UpdateOneID without Where).
@@ -157,7 +176,7 @@ func (m *AuthorMutation) HotCounterLate(field string) (int64, bool) {
 func (m *ClipMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	id, hasID := m.ID()
 	one := hasID && m.Op().Is(OpUpdateOne)
-	if one && len(m.predicates) == 0 && !generated.Intercepted(m.Client().Clip.Interceptors()) {
+	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
 		return []any{id}, nil
 	}
 	var ids []int
@@ -177,6 +196,14 @@ func (m *ClipMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// hotcounterIntercepted reports whether the client's or the schema's query
+// interceptors hold one of the user's (not entcounter's own), read from the
+// mutation's config: building a client for it (m.Client()) costs more than
+// a buffered add.
+func (m *ClipMutation) hotcounterIntercepted() bool {
+	return generated.Intercepted(m.inters.Clip) || generated.Intercepted(clip.Interceptors[:])
 }
 
 // hotcounterInTx runs read with a client of the mutation's transaction, or
@@ -209,6 +236,16 @@ func (m *ClipMutation) HotCounterNotFound() error { return &NotFoundError{clip.L
 
 // HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
 func (m *ClipMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterStub is what an UpdateOne whose add went to a write-behind
+// buffer returns: the Clip with its id alone (nothing was read).
+func (m *ClipMutation) HotCounterStub(id any) (ent.Value, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("Clip: id %v (%T) is not a int", id, id)
+	}
+	return &Clip{ID: key, config: m.config}, nil
+}
 
 // HotCounterByIDOnly reports whether the mutation names its row by id
 // alone (UpdateOneID without Where).
@@ -273,7 +310,7 @@ func (m *ClipMutation) HotCounterLate(field string) (int64, bool) {
 func (m *CommentMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	id, hasID := m.ID()
 	one := hasID && m.Op().Is(OpUpdateOne)
-	if one && len(m.predicates) == 0 && !generated.Intercepted(m.Client().Comment.Interceptors()) {
+	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
 		return []any{id}, nil
 	}
 	var ids []int
@@ -293,6 +330,14 @@ func (m *CommentMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// hotcounterIntercepted reports whether the client's or the schema's query
+// interceptors hold one of the user's (not entcounter's own), read from the
+// mutation's config: building a client for it (m.Client()) costs more than
+// a buffered add.
+func (m *CommentMutation) hotcounterIntercepted() bool {
+	return generated.Intercepted(m.inters.Comment) || generated.Intercepted(comment.Interceptors[:])
 }
 
 // hotcounterInTx runs read with a client of the mutation's transaction, or
@@ -325,6 +370,16 @@ func (m *CommentMutation) HotCounterNotFound() error { return &NotFoundError{com
 
 // HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
 func (m *CommentMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterStub is what an UpdateOne whose add went to a write-behind
+// buffer returns: the Comment with its id alone (nothing was read).
+func (m *CommentMutation) HotCounterStub(id any) (ent.Value, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("Comment: id %v (%T) is not a int", id, id)
+	}
+	return &Comment{ID: key, config: m.config}, nil
+}
 
 // HotCounterByIDOnly reports whether the mutation names its row by id
 // alone (UpdateOneID without Where).
@@ -389,7 +444,7 @@ func (m *CommentMutation) HotCounterLate(field string) (int64, bool) {
 func (m *ConversationMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	id, hasID := m.ID()
 	one := hasID && m.Op().Is(OpUpdateOne)
-	if one && len(m.predicates) == 0 && !generated.Intercepted(m.Client().Conversation.Interceptors()) {
+	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
 		return []any{id}, nil
 	}
 	var ids []int
@@ -409,6 +464,14 @@ func (m *ConversationMutation) HotCounterKeys(ctx context.Context) ([]any, error
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// hotcounterIntercepted reports whether the client's or the schema's query
+// interceptors hold one of the user's (not entcounter's own), read from the
+// mutation's config: building a client for it (m.Client()) costs more than
+// a buffered add.
+func (m *ConversationMutation) hotcounterIntercepted() bool {
+	return generated.Intercepted(m.inters.Conversation) || generated.Intercepted(conversation.Interceptors[:])
 }
 
 // hotcounterInTx runs read with a client of the mutation's transaction, or
@@ -441,6 +504,16 @@ func (m *ConversationMutation) HotCounterNotFound() error { return &NotFoundErro
 
 // HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
 func (m *ConversationMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterStub is what an UpdateOne whose add went to a write-behind
+// buffer returns: the Conversation with its id alone (nothing was read).
+func (m *ConversationMutation) HotCounterStub(id any) (ent.Value, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("Conversation: id %v (%T) is not a int", id, id)
+	}
+	return &Conversation{ID: key, config: m.config}, nil
+}
 
 // HotCounterByIDOnly reports whether the mutation names its row by id
 // alone (UpdateOneID without Where).
@@ -505,7 +578,7 @@ func (m *ConversationMutation) HotCounterLate(field string) (int64, bool) {
 func (m *DeskMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	id, hasID := m.ID()
 	one := hasID && m.Op().Is(OpUpdateOne)
-	if one && len(m.predicates) == 0 && !generated.Intercepted(m.Client().Desk.Interceptors()) {
+	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
 		return []any{id}, nil
 	}
 	var ids []int
@@ -525,6 +598,14 @@ func (m *DeskMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// hotcounterIntercepted reports whether the client's or the schema's query
+// interceptors hold one of the user's (not entcounter's own), read from the
+// mutation's config: building a client for it (m.Client()) costs more than
+// a buffered add.
+func (m *DeskMutation) hotcounterIntercepted() bool {
+	return generated.Intercepted(m.inters.Desk) || generated.Intercepted(desk.Interceptors[:])
 }
 
 // hotcounterInTx runs read with a client of the mutation's transaction, or
@@ -557,6 +638,16 @@ func (m *DeskMutation) HotCounterNotFound() error { return &NotFoundError{desk.L
 
 // HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
 func (m *DeskMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterStub is what an UpdateOne whose add went to a write-behind
+// buffer returns: the Desk with its id alone (nothing was read).
+func (m *DeskMutation) HotCounterStub(id any) (ent.Value, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("Desk: id %v (%T) is not a int", id, id)
+	}
+	return &Desk{ID: key, config: m.config}, nil
+}
 
 // HotCounterByIDOnly reports whether the mutation names its row by id
 // alone (UpdateOneID without Where).
@@ -621,7 +712,7 @@ func (m *DeskMutation) HotCounterLate(field string) (int64, bool) {
 func (m *FolderMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	id, hasID := m.ID()
 	one := hasID && m.Op().Is(OpUpdateOne)
-	if one && len(m.predicates) == 0 && !generated.Intercepted(m.Client().Folder.Interceptors()) {
+	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
 		return []any{id}, nil
 	}
 	var ids []int
@@ -641,6 +732,14 @@ func (m *FolderMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// hotcounterIntercepted reports whether the client's or the schema's query
+// interceptors hold one of the user's (not entcounter's own), read from the
+// mutation's config: building a client for it (m.Client()) costs more than
+// a buffered add.
+func (m *FolderMutation) hotcounterIntercepted() bool {
+	return generated.Intercepted(m.inters.Folder) || generated.Intercepted(folder.Interceptors[:])
 }
 
 // hotcounterInTx runs read with a client of the mutation's transaction, or
@@ -673,6 +772,16 @@ func (m *FolderMutation) HotCounterNotFound() error { return &NotFoundError{fold
 
 // HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
 func (m *FolderMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterStub is what an UpdateOne whose add went to a write-behind
+// buffer returns: the Folder with its id alone (nothing was read).
+func (m *FolderMutation) HotCounterStub(id any) (ent.Value, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("Folder: id %v (%T) is not a int", id, id)
+	}
+	return &Folder{ID: key, config: m.config}, nil
+}
 
 // HotCounterByIDOnly reports whether the mutation names its row by id
 // alone (UpdateOneID without Where).
@@ -737,7 +846,7 @@ func (m *FolderMutation) HotCounterLate(field string) (int64, bool) {
 func (m *ForumMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	id, hasID := m.ID()
 	one := hasID && m.Op().Is(OpUpdateOne)
-	if one && len(m.predicates) == 0 && !generated.Intercepted(m.Client().Forum.Interceptors()) {
+	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
 		return []any{id}, nil
 	}
 	var ids []int
@@ -757,6 +866,14 @@ func (m *ForumMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// hotcounterIntercepted reports whether the client's or the schema's query
+// interceptors hold one of the user's (not entcounter's own), read from the
+// mutation's config: building a client for it (m.Client()) costs more than
+// a buffered add.
+func (m *ForumMutation) hotcounterIntercepted() bool {
+	return generated.Intercepted(m.inters.Forum) || generated.Intercepted(forum.Interceptors[:])
 }
 
 // hotcounterInTx runs read with a client of the mutation's transaction, or
@@ -789,6 +906,16 @@ func (m *ForumMutation) HotCounterNotFound() error { return &NotFoundError{forum
 
 // HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
 func (m *ForumMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterStub is what an UpdateOne whose add went to a write-behind
+// buffer returns: the Forum with its id alone (nothing was read).
+func (m *ForumMutation) HotCounterStub(id any) (ent.Value, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("Forum: id %v (%T) is not a int", id, id)
+	}
+	return &Forum{ID: key, config: m.config}, nil
+}
 
 // HotCounterByIDOnly reports whether the mutation names its row by id
 // alone (UpdateOneID without Where).
@@ -853,7 +980,7 @@ func (m *ForumMutation) HotCounterLate(field string) (int64, bool) {
 func (m *HookedConversationMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	id, hasID := m.ID()
 	one := hasID && m.Op().Is(OpUpdateOne)
-	if one && len(m.predicates) == 0 && !generated.Intercepted(m.Client().HookedConversation.Interceptors()) {
+	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
 		return []any{id}, nil
 	}
 	var ids []int
@@ -873,6 +1000,14 @@ func (m *HookedConversationMutation) HotCounterKeys(ctx context.Context) ([]any,
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// hotcounterIntercepted reports whether the client's or the schema's query
+// interceptors hold one of the user's (not entcounter's own), read from the
+// mutation's config: building a client for it (m.Client()) costs more than
+// a buffered add.
+func (m *HookedConversationMutation) hotcounterIntercepted() bool {
+	return generated.Intercepted(m.inters.HookedConversation) || generated.Intercepted(hookedconversation.Interceptors[:])
 }
 
 // hotcounterInTx runs read with a client of the mutation's transaction, or
@@ -907,6 +1042,16 @@ func (m *HookedConversationMutation) HotCounterNotFound() error {
 
 // HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
 func (m *HookedConversationMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterStub is what an UpdateOne whose add went to a write-behind
+// buffer returns: the HookedConversation with its id alone (nothing was read).
+func (m *HookedConversationMutation) HotCounterStub(id any) (ent.Value, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("HookedConversation: id %v (%T) is not a int", id, id)
+	}
+	return &HookedConversation{ID: key, config: m.config}, nil
+}
 
 // HotCounterByIDOnly reports whether the mutation names its row by id
 // alone (UpdateOneID without Where).
@@ -971,7 +1116,7 @@ func (m *HookedConversationMutation) HotCounterLate(field string) (int64, bool) 
 func (m *HookedLabelMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	id, hasID := m.ID()
 	one := hasID && m.Op().Is(OpUpdateOne)
-	if one && len(m.predicates) == 0 && !generated.Intercepted(m.Client().HookedLabel.Interceptors()) {
+	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
 		return []any{id}, nil
 	}
 	var ids []int
@@ -991,6 +1136,14 @@ func (m *HookedLabelMutation) HotCounterKeys(ctx context.Context) ([]any, error)
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// hotcounterIntercepted reports whether the client's or the schema's query
+// interceptors hold one of the user's (not entcounter's own), read from the
+// mutation's config: building a client for it (m.Client()) costs more than
+// a buffered add.
+func (m *HookedLabelMutation) hotcounterIntercepted() bool {
+	return generated.Intercepted(m.inters.HookedLabel) || generated.Intercepted(hookedlabel.Interceptors[:])
 }
 
 // hotcounterInTx runs read with a client of the mutation's transaction, or
@@ -1023,6 +1176,16 @@ func (m *HookedLabelMutation) HotCounterNotFound() error { return &NotFoundError
 
 // HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
 func (m *HookedLabelMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterStub is what an UpdateOne whose add went to a write-behind
+// buffer returns: the HookedLabel with its id alone (nothing was read).
+func (m *HookedLabelMutation) HotCounterStub(id any) (ent.Value, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("HookedLabel: id %v (%T) is not a int", id, id)
+	}
+	return &HookedLabel{ID: key, config: m.config}, nil
+}
 
 // HotCounterByIDOnly reports whether the mutation names its row by id
 // alone (UpdateOneID without Where).
@@ -1087,7 +1250,7 @@ func (m *HookedLabelMutation) HotCounterLate(field string) (int64, bool) {
 func (m *LabelMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	id, hasID := m.ID()
 	one := hasID && m.Op().Is(OpUpdateOne)
-	if one && len(m.predicates) == 0 && !generated.Intercepted(m.Client().Label.Interceptors()) {
+	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
 		return []any{id}, nil
 	}
 	var ids []int
@@ -1107,6 +1270,14 @@ func (m *LabelMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// hotcounterIntercepted reports whether the client's or the schema's query
+// interceptors hold one of the user's (not entcounter's own), read from the
+// mutation's config: building a client for it (m.Client()) costs more than
+// a buffered add.
+func (m *LabelMutation) hotcounterIntercepted() bool {
+	return generated.Intercepted(m.inters.Label) || generated.Intercepted(label.Interceptors[:])
 }
 
 // hotcounterInTx runs read with a client of the mutation's transaction, or
@@ -1139,6 +1310,16 @@ func (m *LabelMutation) HotCounterNotFound() error { return &NotFoundError{label
 
 // HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
 func (m *LabelMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterStub is what an UpdateOne whose add went to a write-behind
+// buffer returns: the Label with its id alone (nothing was read).
+func (m *LabelMutation) HotCounterStub(id any) (ent.Value, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("Label: id %v (%T) is not a int", id, id)
+	}
+	return &Label{ID: key, config: m.config}, nil
+}
 
 // HotCounterByIDOnly reports whether the mutation names its row by id
 // alone (UpdateOneID without Where).
@@ -1203,7 +1384,7 @@ func (m *LabelMutation) HotCounterLate(field string) (int64, bool) {
 func (m *PostMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	id, hasID := m.ID()
 	one := hasID && m.Op().Is(OpUpdateOne)
-	if one && len(m.predicates) == 0 && !generated.Intercepted(m.Client().Post.Interceptors()) {
+	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
 		return []any{id}, nil
 	}
 	var ids []int
@@ -1223,6 +1404,14 @@ func (m *PostMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// hotcounterIntercepted reports whether the client's or the schema's query
+// interceptors hold one of the user's (not entcounter's own), read from the
+// mutation's config: building a client for it (m.Client()) costs more than
+// a buffered add.
+func (m *PostMutation) hotcounterIntercepted() bool {
+	return generated.Intercepted(m.inters.Post) || generated.Intercepted(post.Interceptors[:])
 }
 
 // hotcounterInTx runs read with a client of the mutation's transaction, or
@@ -1255,6 +1444,16 @@ func (m *PostMutation) HotCounterNotFound() error { return &NotFoundError{post.L
 
 // HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
 func (m *PostMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterStub is what an UpdateOne whose add went to a write-behind
+// buffer returns: the Post with its id alone (nothing was read).
+func (m *PostMutation) HotCounterStub(id any) (ent.Value, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("Post: id %v (%T) is not a int", id, id)
+	}
+	return &Post{ID: key, config: m.config}, nil
+}
 
 // HotCounterByIDOnly reports whether the mutation names its row by id
 // alone (UpdateOneID without Where).
@@ -1319,7 +1518,7 @@ func (m *PostMutation) HotCounterLate(field string) (int64, bool) {
 func (m *ProductMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	id, hasID := m.ID()
 	one := hasID && m.Op().Is(OpUpdateOne)
-	if one && len(m.predicates) == 0 && !generated.Intercepted(m.Client().Product.Interceptors()) {
+	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
 		return []any{id}, nil
 	}
 	var ids []int
@@ -1339,6 +1538,14 @@ func (m *ProductMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// hotcounterIntercepted reports whether the client's or the schema's query
+// interceptors hold one of the user's (not entcounter's own), read from the
+// mutation's config: building a client for it (m.Client()) costs more than
+// a buffered add.
+func (m *ProductMutation) hotcounterIntercepted() bool {
+	return generated.Intercepted(m.inters.Product) || generated.Intercepted(product.Interceptors[:])
 }
 
 // hotcounterInTx runs read with a client of the mutation's transaction, or
@@ -1371,6 +1578,16 @@ func (m *ProductMutation) HotCounterNotFound() error { return &NotFoundError{pro
 
 // HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
 func (m *ProductMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterStub is what an UpdateOne whose add went to a write-behind
+// buffer returns: the Product with its id alone (nothing was read).
+func (m *ProductMutation) HotCounterStub(id any) (ent.Value, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("Product: id %v (%T) is not a int", id, id)
+	}
+	return &Product{ID: key, config: m.config}, nil
+}
 
 // HotCounterByIDOnly reports whether the mutation names its row by id
 // alone (UpdateOneID without Where).
@@ -1435,7 +1652,7 @@ func (m *ProductMutation) HotCounterLate(field string) (int64, bool) {
 func (m *RackMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	id, hasID := m.ID()
 	one := hasID && m.Op().Is(OpUpdateOne)
-	if one && len(m.predicates) == 0 && !generated.Intercepted(m.Client().Rack.Interceptors()) {
+	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
 		return []any{id}, nil
 	}
 	var ids []int
@@ -1455,6 +1672,14 @@ func (m *RackMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// hotcounterIntercepted reports whether the client's or the schema's query
+// interceptors hold one of the user's (not entcounter's own), read from the
+// mutation's config: building a client for it (m.Client()) costs more than
+// a buffered add.
+func (m *RackMutation) hotcounterIntercepted() bool {
+	return generated.Intercepted(m.inters.Rack) || generated.Intercepted(rack.Interceptors[:])
 }
 
 // hotcounterInTx runs read with a client of the mutation's transaction, or
@@ -1487,6 +1712,16 @@ func (m *RackMutation) HotCounterNotFound() error { return &NotFoundError{rack.L
 
 // HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
 func (m *RackMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterStub is what an UpdateOne whose add went to a write-behind
+// buffer returns: the Rack with its id alone (nothing was read).
+func (m *RackMutation) HotCounterStub(id any) (ent.Value, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("Rack: id %v (%T) is not a int", id, id)
+	}
+	return &Rack{ID: key, config: m.config}, nil
+}
 
 // HotCounterByIDOnly reports whether the mutation names its row by id
 // alone (UpdateOneID without Where).
@@ -1551,7 +1786,7 @@ func (m *RackMutation) HotCounterLate(field string) (int64, bool) {
 func (m *ReelMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	id, hasID := m.ID()
 	one := hasID && m.Op().Is(OpUpdateOne)
-	if one && len(m.predicates) == 0 && !generated.Intercepted(m.Client().Reel.Interceptors()) {
+	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
 		return []any{id}, nil
 	}
 	var ids []int
@@ -1571,6 +1806,14 @@ func (m *ReelMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// hotcounterIntercepted reports whether the client's or the schema's query
+// interceptors hold one of the user's (not entcounter's own), read from the
+// mutation's config: building a client for it (m.Client()) costs more than
+// a buffered add.
+func (m *ReelMutation) hotcounterIntercepted() bool {
+	return generated.Intercepted(m.inters.Reel) || generated.Intercepted(reel.Interceptors[:])
 }
 
 // hotcounterInTx runs read with a client of the mutation's transaction, or
@@ -1603,6 +1846,16 @@ func (m *ReelMutation) HotCounterNotFound() error { return &NotFoundError{reel.L
 
 // HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
 func (m *ReelMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterStub is what an UpdateOne whose add went to a write-behind
+// buffer returns: the Reel with its id alone (nothing was read).
+func (m *ReelMutation) HotCounterStub(id any) (ent.Value, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("Reel: id %v (%T) is not a int", id, id)
+	}
+	return &Reel{ID: key, config: m.config}, nil
+}
 
 // HotCounterByIDOnly reports whether the mutation names its row by id
 // alone (UpdateOneID without Where).
@@ -1667,7 +1920,7 @@ func (m *ReelMutation) HotCounterLate(field string) (int64, bool) {
 func (m *SectionMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	id, hasID := m.ID()
 	one := hasID && m.Op().Is(OpUpdateOne)
-	if one && len(m.predicates) == 0 && !generated.Intercepted(m.Client().Section.Interceptors()) {
+	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
 		return []any{id}, nil
 	}
 	var ids []int
@@ -1687,6 +1940,14 @@ func (m *SectionMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// hotcounterIntercepted reports whether the client's or the schema's query
+// interceptors hold one of the user's (not entcounter's own), read from the
+// mutation's config: building a client for it (m.Client()) costs more than
+// a buffered add.
+func (m *SectionMutation) hotcounterIntercepted() bool {
+	return generated.Intercepted(m.inters.Section) || generated.Intercepted(section.Interceptors[:])
 }
 
 // hotcounterInTx runs read with a client of the mutation's transaction, or
@@ -1719,6 +1980,16 @@ func (m *SectionMutation) HotCounterNotFound() error { return &NotFoundError{sec
 
 // HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
 func (m *SectionMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterStub is what an UpdateOne whose add went to a write-behind
+// buffer returns: the Section with its id alone (nothing was read).
+func (m *SectionMutation) HotCounterStub(id any) (ent.Value, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("Section: id %v (%T) is not a int", id, id)
+	}
+	return &Section{ID: key, config: m.config}, nil
+}
 
 // HotCounterByIDOnly reports whether the mutation names its row by id
 // alone (UpdateOneID without Where).
@@ -1783,7 +2054,7 @@ func (m *SectionMutation) HotCounterLate(field string) (int64, bool) {
 func (m *ShelfMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	id, hasID := m.ID()
 	one := hasID && m.Op().Is(OpUpdateOne)
-	if one && len(m.predicates) == 0 && !generated.Intercepted(m.Client().Shelf.Interceptors()) {
+	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
 		return []any{id}, nil
 	}
 	var ids []int
@@ -1803,6 +2074,14 @@ func (m *ShelfMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// hotcounterIntercepted reports whether the client's or the schema's query
+// interceptors hold one of the user's (not entcounter's own), read from the
+// mutation's config: building a client for it (m.Client()) costs more than
+// a buffered add.
+func (m *ShelfMutation) hotcounterIntercepted() bool {
+	return generated.Intercepted(m.inters.Shelf) || generated.Intercepted(shelf.Interceptors[:])
 }
 
 // hotcounterInTx runs read with a client of the mutation's transaction, or
@@ -1835,6 +2114,16 @@ func (m *ShelfMutation) HotCounterNotFound() error { return &NotFoundError{shelf
 
 // HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
 func (m *ShelfMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterStub is what an UpdateOne whose add went to a write-behind
+// buffer returns: the Shelf with its id alone (nothing was read).
+func (m *ShelfMutation) HotCounterStub(id any) (ent.Value, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("Shelf: id %v (%T) is not a int", id, id)
+	}
+	return &Shelf{ID: key, config: m.config}, nil
+}
 
 // HotCounterByIDOnly reports whether the mutation names its row by id
 // alone (UpdateOneID without Where).
@@ -1899,7 +2188,7 @@ func (m *ShelfMutation) HotCounterLate(field string) (int64, bool) {
 func (m *SkipPostMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	id, hasID := m.ID()
 	one := hasID && m.Op().Is(OpUpdateOne)
-	if one && len(m.predicates) == 0 && !generated.Intercepted(m.Client().SkipPost.Interceptors()) {
+	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
 		return []any{id}, nil
 	}
 	var ids []int
@@ -1919,6 +2208,14 @@ func (m *SkipPostMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// hotcounterIntercepted reports whether the client's or the schema's query
+// interceptors hold one of the user's (not entcounter's own), read from the
+// mutation's config: building a client for it (m.Client()) costs more than
+// a buffered add.
+func (m *SkipPostMutation) hotcounterIntercepted() bool {
+	return generated.Intercepted(m.inters.SkipPost) || generated.Intercepted(skippost.Interceptors[:])
 }
 
 // hotcounterInTx runs read with a client of the mutation's transaction, or
@@ -1951,6 +2248,16 @@ func (m *SkipPostMutation) HotCounterNotFound() error { return &NotFoundError{sk
 
 // HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
 func (m *SkipPostMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterStub is what an UpdateOne whose add went to a write-behind
+// buffer returns: the SkipPost with its id alone (nothing was read).
+func (m *SkipPostMutation) HotCounterStub(id any) (ent.Value, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("SkipPost: id %v (%T) is not a int", id, id)
+	}
+	return &SkipPost{ID: key, config: m.config}, nil
+}
 
 // HotCounterByIDOnly reports whether the mutation names its row by id
 // alone (UpdateOneID without Where).
@@ -2015,7 +2322,7 @@ func (m *SkipPostMutation) HotCounterLate(field string) (int64, bool) {
 func (m *StoryMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	id, hasID := m.ID()
 	one := hasID && m.Op().Is(OpUpdateOne)
-	if one && len(m.predicates) == 0 && !generated.Intercepted(m.Client().Story.Interceptors()) {
+	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
 		return []any{id}, nil
 	}
 	var ids []int
@@ -2035,6 +2342,14 @@ func (m *StoryMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// hotcounterIntercepted reports whether the client's or the schema's query
+// interceptors hold one of the user's (not entcounter's own), read from the
+// mutation's config: building a client for it (m.Client()) costs more than
+// a buffered add.
+func (m *StoryMutation) hotcounterIntercepted() bool {
+	return generated.Intercepted(m.inters.Story) || generated.Intercepted(story.Interceptors[:])
 }
 
 // hotcounterInTx runs read with a client of the mutation's transaction, or
@@ -2067,6 +2382,16 @@ func (m *StoryMutation) HotCounterNotFound() error { return &NotFoundError{story
 
 // HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
 func (m *StoryMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterStub is what an UpdateOne whose add went to a write-behind
+// buffer returns: the Story with its id alone (nothing was read).
+func (m *StoryMutation) HotCounterStub(id any) (ent.Value, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("Story: id %v (%T) is not a int", id, id)
+	}
+	return &Story{ID: key, config: m.config}, nil
+}
 
 // HotCounterByIDOnly reports whether the mutation names its row by id
 // alone (UpdateOneID without Where).
@@ -2126,7 +2451,7 @@ func (m *StoryMutation) HotCounterLate(field string) (int64, bool) {
 func (m *TagMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	id, hasID := m.ID()
 	one := hasID && m.Op().Is(OpUpdateOne)
-	if one && len(m.predicates) == 0 && !generated.Intercepted(m.Client().Tag.Interceptors()) {
+	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
 		return []any{id}, nil
 	}
 	var ids []int
@@ -2146,6 +2471,14 @@ func (m *TagMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// hotcounterIntercepted reports whether the client's or the schema's query
+// interceptors hold one of the user's (not entcounter's own), read from the
+// mutation's config: building a client for it (m.Client()) costs more than
+// a buffered add.
+func (m *TagMutation) hotcounterIntercepted() bool {
+	return generated.Intercepted(m.inters.Tag) || generated.Intercepted(tag.Interceptors[:])
 }
 
 // hotcounterInTx runs read with a client of the mutation's transaction, or
@@ -2178,6 +2511,16 @@ func (m *TagMutation) HotCounterNotFound() error { return &NotFoundError{tag.Lab
 
 // HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
 func (m *TagMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterStub is what an UpdateOne whose add went to a write-behind
+// buffer returns: the Tag with its id alone (nothing was read).
+func (m *TagMutation) HotCounterStub(id any) (ent.Value, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("Tag: id %v (%T) is not a int", id, id)
+	}
+	return &Tag{ID: key, config: m.config}, nil
+}
 
 // HotCounterByIDOnly reports whether the mutation names its row by id
 // alone (UpdateOneID without Where).
@@ -2449,7 +2792,10 @@ func (c *AuthorClient) Buffered(buf generated.Incrementer) *AuthorBuffered {
 
 // AddFollowers adds delta to the followers of the Author
 // with the given id, in memory; the buffer's next flush writes it
-// (entcounter.Buffer.Increment).
+// (entcounter.Buffer.Increment). It runs as
+// UpdateOneID(id).AddFollowers(delta) does on the buffer's
+// client: its hooks, the privacy policy and the query interceptors decide
+// it before anything is buffered.
 func (b *AuthorBuffered) AddFollowers(ctx context.Context, id int, delta int64) error {
 	return b.buf.Increment(ctx, "Author", "followers", id, delta)
 }
@@ -2466,7 +2812,10 @@ func (c *ClipClient) Buffered(buf generated.Incrementer) *ClipBuffered {
 
 // AddLikes adds delta to the likes of the Clip
 // with the given id, in memory; the buffer's next flush writes it
-// (entcounter.Buffer.Increment).
+// (entcounter.Buffer.Increment). It runs as
+// UpdateOneID(id).AddLikes(delta) does on the buffer's
+// client: its hooks, the privacy policy and the query interceptors decide
+// it before anything is buffered.
 func (b *ClipBuffered) AddLikes(ctx context.Context, id int, delta int64) error {
 	return b.buf.Increment(ctx, "Clip", "likes", id, delta)
 }
@@ -2483,7 +2832,10 @@ func (c *CommentClient) Buffered(buf generated.Incrementer) *CommentBuffered {
 
 // AddUpvote adds delta to the upvote of the Comment
 // with the given id, in memory; the buffer's next flush writes it
-// (entcounter.Buffer.Increment).
+// (entcounter.Buffer.Increment). It runs as
+// UpdateOneID(id).AddUpvote(delta) does on the buffer's
+// client: its hooks, the privacy policy and the query interceptors decide
+// it before anything is buffered.
 func (b *CommentBuffered) AddUpvote(ctx context.Context, id int, delta int64) error {
 	return b.buf.Increment(ctx, "Comment", "upvote", id, delta)
 }
@@ -2599,14 +2951,20 @@ func (c *PostClient) Buffered(buf generated.Incrementer) *PostBuffered {
 
 // AddLikes adds delta to the likes of the Post
 // with the given id, in memory; the buffer's next flush writes it
-// (entcounter.Buffer.Increment).
+// (entcounter.Buffer.Increment). It runs as
+// UpdateOneID(id).AddLikes(delta) does on the buffer's
+// client: its hooks, the privacy policy and the query interceptors decide
+// it before anything is buffered.
 func (b *PostBuffered) AddLikes(ctx context.Context, id int, delta int64) error {
 	return b.buf.Increment(ctx, "Post", "likes", id, delta)
 }
 
 // AddViews adds delta to the views of the Post
 // with the given id, in memory; the buffer's next flush writes it
-// (entcounter.Buffer.Increment).
+// (entcounter.Buffer.Increment). It runs as
+// UpdateOneID(id).AddViews(delta) does on the buffer's
+// client: its hooks, the privacy policy and the query interceptors decide
+// it before anything is buffered.
 func (b *PostBuffered) AddViews(ctx context.Context, id int, delta int64) error {
 	return b.buf.Increment(ctx, "Post", "views", id, delta)
 }
@@ -2631,7 +2989,10 @@ func (c *ProductClient) Buffered(buf generated.Incrementer) *ProductBuffered {
 
 // AddStock adds delta to the stock of the Product
 // with the given id, in memory; the buffer's next flush writes it
-// (entcounter.Buffer.Increment).
+// (entcounter.Buffer.Increment). It runs as
+// UpdateOneID(id).AddStock(delta) does on the buffer's
+// client: its hooks, the privacy policy and the query interceptors decide
+// it before anything is buffered.
 func (b *ProductBuffered) AddStock(ctx context.Context, id int, delta int64) error {
 	return b.buf.Increment(ctx, "Product", "stock", id, delta)
 }
@@ -2670,7 +3031,10 @@ func (c *ReelClient) Buffered(buf generated.Incrementer) *ReelBuffered {
 
 // AddPlays adds delta to the plays of the Reel
 // with the given id, in memory; the buffer's next flush writes it
-// (entcounter.Buffer.Increment).
+// (entcounter.Buffer.Increment). It runs as
+// UpdateOneID(id).AddPlays(delta) does on the buffer's
+// client: its hooks, the privacy policy and the query interceptors decide
+// it before anything is buffered.
 func (b *ReelBuffered) AddPlays(ctx context.Context, id int, delta int64) error {
 	return b.buf.Increment(ctx, "Reel", "plays", id, delta)
 }
@@ -2720,7 +3084,10 @@ func (c *SkipPostClient) Buffered(buf generated.Incrementer) *SkipPostBuffered {
 
 // AddLikes adds delta to the likes of the SkipPost
 // with the given id, in memory; the buffer's next flush writes it
-// (entcounter.Buffer.Increment).
+// (entcounter.Buffer.Increment). It runs as
+// UpdateOneID(id).AddLikes(delta) does on the buffer's
+// client: its hooks, the privacy policy and the query interceptors decide
+// it before anything is buffered.
 func (b *SkipPostBuffered) AddLikes(ctx context.Context, id int, delta int64) error {
 	return b.buf.Increment(ctx, "SkipPost", "likes", id, delta)
 }
@@ -2737,7 +3104,10 @@ func (c *StoryClient) Buffered(buf generated.Incrementer) *StoryBuffered {
 
 // AddClaps adds delta to the claps of the Story
 // with the given id, in memory; the buffer's next flush writes it
-// (entcounter.Buffer.Increment).
+// (entcounter.Buffer.Increment). It runs as
+// UpdateOneID(id).AddClaps(delta) does on the buffer's
+// client: its hooks, the privacy policy and the query interceptors decide
+// it before anything is buffered.
 func (b *StoryBuffered) AddClaps(ctx context.Context, id int, delta int64) error {
 	return b.buf.Increment(ctx, "Story", "claps", id, delta)
 }
@@ -2754,14 +3124,20 @@ func (c *TagClient) Buffered(buf generated.Incrementer) *TagBuffered {
 
 // AddUses adds delta to the uses of the Tag
 // with the given id, in memory; the buffer's next flush writes it
-// (entcounter.Buffer.Increment).
+// (entcounter.Buffer.Increment). It runs as
+// UpdateOneID(id).AddUses(delta) does on the buffer's
+// client: its hooks, the privacy policy and the query interceptors decide
+// it before anything is buffered.
 func (b *TagBuffered) AddUses(ctx context.Context, id int, delta int64) error {
 	return b.buf.Increment(ctx, "Tag", "uses", id, delta)
 }
 
 // AddHits adds delta to the hits of the Tag
 // with the given id, in memory; the buffer's next flush writes it
-// (entcounter.Buffer.Increment).
+// (entcounter.Buffer.Increment). It runs as
+// UpdateOneID(id).AddHits(delta) does on the buffer's
+// client: its hooks, the privacy policy and the query interceptors decide
+// it before anything is buffered.
 func (b *TagBuffered) AddHits(ctx context.Context, id int, delta int64) error {
 	return b.buf.Increment(ctx, "Tag", "hits", id, delta)
 }

@@ -127,6 +127,10 @@ type Runtime struct {
 	// counter's values live), shared by its transactions. The extension
 	// generates one per client.
 	State *State
+	// Add adds to a counter of one row as the client's UpdateOneID(id).AddX
+	// does, through its hooks, privacy policy and interceptors: a buffered
+	// add runs it under WithBuffered. Nil in code generated before it.
+	Add func(ctx context.Context, typ, field string, id any, delta int64) error
 }
 
 // State is what an ent client has learned of its database: where each

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 
+	"entgo.io/ent"
 	"github.com/hotcounter/hotcounter/entcounter/generated"
 	"github.com/hotcounter/hotcounter/examples/entquickstart/ent/post"
 )
@@ -19,7 +20,7 @@ import (
 func (m *PostMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	id, hasID := m.ID()
 	one := hasID && m.Op().Is(OpUpdateOne)
-	if one && len(m.predicates) == 0 && !generated.Intercepted(m.Client().Post.Interceptors()) {
+	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
 		return []any{id}, nil
 	}
 	var ids []int
@@ -39,6 +40,14 @@ func (m *PostMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// hotcounterIntercepted reports whether the client's or the schema's query
+// interceptors hold one of the user's (not entcounter's own), read from the
+// mutation's config: building a client for it (m.Client()) costs more than
+// a buffered add.
+func (m *PostMutation) hotcounterIntercepted() bool {
+	return generated.Intercepted(m.inters.Post) || generated.Intercepted(post.Interceptors[:])
 }
 
 // hotcounterInTx runs read with a client of the mutation's transaction, or
@@ -71,6 +80,16 @@ func (m *PostMutation) HotCounterNotFound() error { return &NotFoundError{post.L
 
 // HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
 func (m *PostMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterStub is what an UpdateOne whose add went to a write-behind
+// buffer returns: the Post with its id alone (nothing was read).
+func (m *PostMutation) HotCounterStub(id any) (ent.Value, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("Post: id %v (%T) is not a int", id, id)
+	}
+	return &Post{ID: key, config: m.config}, nil
+}
 
 // HotCounterByIDOnly reports whether the mutation names its row by id
 // alone (UpdateOneID without Where).
@@ -138,14 +157,20 @@ func (c *PostClient) Buffered(buf generated.Incrementer) *PostBuffered {
 
 // AddLikes adds delta to the likes of the Post
 // with the given id, in memory; the buffer's next flush writes it
-// (entcounter.Buffer.Increment).
+// (entcounter.Buffer.Increment). It runs as
+// UpdateOneID(id).AddLikes(delta) does on the buffer's
+// client: its hooks, the privacy policy and the query interceptors decide
+// it before anything is buffered.
 func (b *PostBuffered) AddLikes(ctx context.Context, id int, delta int64) error {
 	return b.buf.Increment(ctx, "Post", "likes", id, delta)
 }
 
 // AddViews adds delta to the views of the Post
 // with the given id, in memory; the buffer's next flush writes it
-// (entcounter.Buffer.Increment).
+// (entcounter.Buffer.Increment). It runs as
+// UpdateOneID(id).AddViews(delta) does on the buffer's
+// client: its hooks, the privacy policy and the query interceptors decide
+// it before anything is buffered.
 func (b *PostBuffered) AddViews(ctx context.Context, id int, delta int64) error {
 	return b.buf.Increment(ctx, "Post", "views", id, delta)
 }
