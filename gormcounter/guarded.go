@@ -66,6 +66,9 @@ var (
 // all); if that is refused, each runs alone, so a buyer is refused only
 // when less than its own amount is left. RowsAffected is 1 after a take.
 func Take(db *gorm.DB, field string, amount int64) *gorm.DB {
+	if refused := unmodelled(db, "Take", field); refused != nil {
+		return refused
+	}
 	return db.Session(&gorm.Session{SkipDefaultTransaction: true}).
 		UpdateColumn(field, takeValue{field: field, amount: amount})
 }

@@ -1,6 +1,8 @@
 package gormcounter
 
 import (
+	"fmt"
+
 	"gorm.io/gorm"
 )
 
@@ -34,6 +36,26 @@ import (
 // The same path serves db.Model(&post).UpdateColumn("likes", gorm.Expr("likes + ?", 1)),
 // inside GORM's default transaction unless the session skips it.
 func Increment(db *gorm.DB, field string, delta int64) *gorm.DB {
+	if refused := unmodelled(db, "Increment", field); refused != nil {
+		return refused
+	}
 	return db.Session(&gorm.Session{SkipDefaultTransaction: true}).
 		UpdateColumn(field, incrementValue{field: field, delta: delta})
+}
+
+// unmodelled returns the result of a call (Increment, Take) on db that
+// cannot name a counter, with an error wrapping ErrNoModel: a nil db, or a
+// statement with neither a model nor a table (db, db.Model(nil)). nil when
+// db has one. (db.Table("posts") alone is refused where the statement is
+// built, with the table's name.)
+func unmodelled(db *gorm.DB, call, field string) *gorm.DB {
+	switch {
+	case db == nil:
+		return &gorm.DB{Config: &gorm.Config{}, Statement: &gorm.Statement{}, Error: fmt.Errorf("gormcounter: %s(%q) on a nil *gorm.DB: %w", call, field, ErrNoModel)}
+	case db.Statement != nil && db.Statement.Model == nil && db.Statement.Table == "":
+		tx := db.Session(&gorm.Session{})
+		_ = tx.AddError(fmt.Errorf("gormcounter: %s(%q): %w", call, field, ErrNoModel))
+		return tx
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package gormcounter
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -78,6 +79,8 @@ func (p *Plugin) rewriteUpdate(db *gorm.DB) {
 		p.obs.Increment(stmt.Context, parentTable(stmt), inc.c.field.DBName, time.Since(start), err)
 		if err != nil {
 			switch {
+			case inc.take && errors.Is(err, engine.ErrNotFound):
+				db.AddError(fmt.Errorf("gormcounter: take %d from %s: %w (%w)", inc.delta, inc.c.name(), gorm.ErrRecordNotFound, err))
 			case inc.take:
 				db.AddError(fmt.Errorf("gormcounter: take %d from %s: %w", inc.delta, inc.c.name(), err))
 			case inc.set:

@@ -66,7 +66,8 @@ type counterORM interface {
 	// Post.likes (ent).
 	name(model, field string) string
 	// take takes n from a guarded counter (gormcounter.Take,
-	// entcounter.Take).
+	// entcounter.Take); errNoRow (wrapping the ORM's NotFound) when there
+	// is no such row.
 	take(model string, id int64, field string, n int64) error
 	// increment increments field of the row id; errNoRow when there is
 	// no such row (GORM: RowsAffected 0; ent: NotFound).
@@ -332,7 +333,11 @@ func (o gormORM) createWith(model string, field string, v int64) (int64, error) 
 func (o gormORM) name(model, field string) string { return modelTypes[model] + "." + gormField(field) }
 
 func (o gormORM) take(model string, id int64, field string, n int64) error {
-	return gormcounter.Take(o.gdb.Model(gormModel(model, id)), gormField(field), n).Error
+	err := gormcounter.Take(o.gdb.Model(gormModel(model, id)), gormField(field), n).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return fmt.Errorf("%w: %w", errNoRow, err)
+	}
+	return err
 }
 
 func idOf(m any) int64 {
@@ -682,7 +687,11 @@ var modelTypes = map[string]string{modelPost: "Post", modelSkipPost: "SkipPost",
 func (o entORM) name(model, field string) string { return modelTypes[model] + "." + field }
 
 func (o entORM) take(model string, id int64, field string, n int64) error {
-	return entcounter.Take(o.ctx(), o.client, modelTypes[model], field, int(id), n)
+	err := entcounter.Take(o.ctx(), o.client, modelTypes[model], field, int(id), n)
+	if ent.IsNotFound(err) {
+		return fmt.Errorf("%w: %w", errNoRow, err)
+	}
+	return err
 }
 
 func (o entORM) increment(model string, id int64, field string, n int64) error {

@@ -225,6 +225,29 @@ func TestGuardedTakeRollsBackRefusesAndNames(t *testing.T) {
 	})
 }
 
+// A take from a row that does not exist is the ORM's NotFound
+// (gorm.ErrRecordNotFound, ent's NotFoundError), naming the counter, alone
+// and inside a transaction; a take from a row that exists with no stock is
+// still a Shortage of 0 left. Both ORMs.
+func TestGuardedTakeOfAMissingRowIsNotFound(t *testing.T) {
+	eachORM(t, func(t *testing.T, o counterORM) {
+		empty := o.create(t, modelProduct)
+		stock := o.name(modelProduct, "stock")
+		missing := empty + 1000
+		if err := o.take(modelProduct, missing, "stock", 1); !errors.Is(err, errNoRow) || !strings.Contains(err.Error(), stock) {
+			t.Errorf("a take from a missing row: %v; want NotFound naming %s", err, stock)
+		}
+		err := o.inTx(func(tx counterORM) error { return tx.take(modelProduct, missing, "stock", 2) })
+		if !errors.Is(err, errNoRow) {
+			t.Errorf("a take from a missing row in a transaction: %v; want NotFound", err)
+		}
+		var short *gormcounter.Shortage
+		if err := o.take(modelProduct, empty, "stock", 1); !errors.As(err, &short) || short.Left != 0 || errors.Is(err, errNoRow) {
+			t.Errorf("a take from a row without stock: %v; want a Shortage of 0 left, not NotFound", err)
+		}
+	})
+}
+
 // Takes inside transactions, 16 buyers each taking 1 to 3 in a
 // transaction of its own until refused: no deadlock, every unit of 500
 // sold once. (A try that read a row holding too little keeps it locked

@@ -639,17 +639,34 @@ func TestZeroIncrementOfAMissingPost(t *testing.T) {
 }
 
 // An Increment that cannot be written says why: a statement without a
-// model (db.Table), a field the model does not have.
+// model (db.Table, db.Model(nil), db alone, a nil *gorm.DB; Take alike),
+// a field the model does not have.
 func TestIncrementErrorsSayTheRealCause(t *testing.T) {
 	parallel(t)
 	e := open(t, lite)
 	must(t, migrateAll(e.db))
 	post := newPost(t, e.db, "p")
-	err := gormcounter.Increment(e.db.Table("posts").Where("id = ?", post.ID), "Likes", 1).Error
-	if !errors.Is(err, gormcounter.ErrNoModel) || errors.Is(err, gormcounter.ErrNotConfigured) || !strings.Contains(err.Error(), "db.Model") {
-		t.Errorf("Increment on db.Table: %v; want ErrNoModel saying db.Model", err)
+	for what, db := range map[string]*gorm.DB{
+		"db.Table":       e.db.Table("posts").Where("id = ?", post.ID),
+		"db.Model(nil)":  e.db.Model(nil),
+		"db alone":       e.db,
+		"a nil *gorm.DB": nil,
+	} {
+		for call, err := range map[string]error{
+			"Increment": gormcounter.Increment(db, "Likes", 1).Error,
+			"Take":      gormcounter.Take(db, "Stock", 1).Error,
+		} {
+			if !errors.Is(err, gormcounter.ErrNoModel) || errors.Is(err, gormcounter.ErrNotConfigured) || !strings.Contains(err.Error(), "db.Model") {
+				t.Errorf("%s on %s: %v; want ErrNoModel saying db.Model", call, what, err)
+			}
+		}
 	}
-	err = gormcounter.Increment(e.db.Model(&post), "Lieks", 1).Error
+	var loaded Post
+	must(t, e.db.First(&loaded, post.ID).Error)
+	if loaded.Likes != 0 {
+		t.Errorf("likes %d after the refused increments, want 0", loaded.Likes)
+	}
+	err := gormcounter.Increment(e.db.Model(&post), "Lieks", 1).Error
 	if !errors.Is(err, gormcounter.ErrNotCounter) || !strings.Contains(err.Error(), `Post has no field or column "Lieks"`) {
 		t.Errorf("Increment of a field Post does not have: %v", err)
 	}

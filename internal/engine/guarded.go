@@ -14,6 +14,10 @@ import (
 // ErrInsufficient is Take's error when less than the amount is left.
 var ErrInsufficient = errors.New("not enough left")
 
+// ErrNotFound is Take's error when the parent row does not exist: it holds
+// nothing, and not for want of stock.
+var ErrNotFound = errors.New("no such row")
+
 // Shortage is the error of a take refused for want of stock: how much was
 // left in all rows together when it was refused, and how much it asked.
 // errors.Is(err, ErrInsufficient) holds for it.
@@ -61,6 +65,20 @@ func SplitTakes(err error) func(amount int64) (bool, error) {
 // caller's transaction (a rollback returns the stock), else in one of its
 // own, retried on deadlock.
 func Take(ctx context.Context, s Session, d countersql.Dialect, t countersql.Table, slots int, key any, amount int64) error {
+	err := take(ctx, s, d, t, slots, key, amount)
+	var short *Shortage
+	if errors.As(err, &short) && short.Left == 0 {
+		// Nothing at all: a parent without stock, or no parent. Only a
+		// refusal pays for the read that tells them apart.
+		if keys, e := QueryKeys(ctx, s, func(w countersql.Writer) { d.SelectKeys(w, t, d.KeyIn(t, []any{key})) }); e == nil && len(keys) == 0 {
+			return fmt.Errorf("%w: %s has no row %v", ErrNotFound, t.Parent, key)
+		}
+	}
+	return err
+}
+
+// take is Take, a refusal not yet told apart from a missing parent.
+func take(ctx context.Context, s Session, d countersql.Dialect, t countersql.Table, slots int, key any, amount int64) error {
 	if amount <= 0 {
 		return fmt.Errorf("a take of %d: take a positive amount (Increment restocks)", amount)
 	}

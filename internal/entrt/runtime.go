@@ -131,6 +131,9 @@ type Runtime struct {
 	// does, through its hooks, privacy policy and interceptors: a buffered
 	// add runs it under WithBuffered. Nil in code generated before it.
 	Add func(ctx context.Context, typ, field string, id any, delta int64) error
+	// NotFound is the client's NotFoundError for schema typ (ent.IsNotFound
+	// holds for it). Nil in code generated before it.
+	NotFound func(typ string) error
 }
 
 // State is what an ent client has learned of its database: where each

@@ -2,6 +2,7 @@ package entrt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
@@ -37,6 +38,9 @@ func (r Runtime) Take(ctx context.Context, d Def, id any, amount int64) error {
 	}
 	key := fmt.Sprintf("%s\x00%v", d.SlotTable, id)
 	if err := engine.TakeTogether(ctx, NewSession(r), dl, r.Takes(), key, d.Tables(), d.Slots, id, amount); err != nil {
+		if errors.Is(err, engine.ErrNotFound) && r.NotFound != nil {
+			return fmt.Errorf("entcounter: take %d from %s: %w (%w)", amount, d.Name(), r.NotFound(d.Type), err)
+		}
 		return fmt.Errorf("entcounter: take %d from %s: %w", amount, d.Name(), err)
 	}
 	return nil
