@@ -391,8 +391,8 @@ func (b *Buffer) reportUndeclared(sc StoredCounter, g Backlog) {
 	b.reported[sc.Table] = time.Now()
 	b.mu.Unlock()
 	if b.cfg.OnError != nil {
-		b.cfg.OnError(fmt.Errorf("write-behind: the store holds %d increments of %s (the oldest %v old), a counter that no model of this process declares; they are left in the store for a process that declares it: %w",
-			g.Increments, sc.Name(), g.Oldest.Round(time.Millisecond), ErrUndeclared))
+		b.cfg.OnError(fmt.Errorf("write-behind: %w: %s, %d increments, the oldest %v old; left in the store for a process that declares it",
+			ErrUndeclared, sc.Name(), g.Increments, g.Oldest.Round(time.Millisecond)))
 	}
 }
 
