@@ -21,7 +21,7 @@ const (
 	BufferBlock = writebehind.Block // wait for a flush to make room (default)
 	BufferFail  = writebehind.Fail  // return ErrBufferFull
 	// BufferKeep, with a Store past MaxBacklog: go on accepting, and
-	// report the backlog to OnError at every flush.
+	// report the backlog to OnError (at most once an interval).
 	BufferKeep = writebehind.Keep
 )
 

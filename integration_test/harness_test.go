@@ -279,9 +279,15 @@ var entSchemaMu sync.Mutex
 
 // entMigrate runs client.Schema.Create, one migration at a time.
 func entMigrate(ctx context.Context, client *ent.Client, opts ...schema.MigrateOption) error {
+	return oneMigrationAtATime(func() error { return client.Schema.Create(ctx, opts...) })
+}
+
+// oneMigrationAtATime runs migrate, an ent client's Schema.Create (of any
+// generated package), while no other runs.
+func oneMigrationAtATime(migrate func() error) error {
 	entSchemaMu.Lock()
 	defer entSchemaMu.Unlock()
-	return client.Schema.Create(ctx, opts...)
+	return migrate()
 }
 
 func eachEnt(t *testing.T, fn func(t *testing.T, e *entEnv), opts ...option) {

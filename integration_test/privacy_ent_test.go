@@ -29,7 +29,7 @@ func TestEntCounterWritesRunPrivacyAndInterceptors(t *testing.T) {
 	eachDB(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
 		client := entprivacy.NewClient(entprivacy.Driver(entDriverSending(e.kind, openPool(t, e, e.pool), func(string) {})))
-		must(t, client.Schema.Create(ctx, entcounter.WithCounters(client)))
+		must(t, oneMigrationAtATime(func() error { return client.Schema.Create(ctx, entcounter.WithCounters(client)) }))
 		buf, err := entcounter.NewBuffer(ctx, client, entcounter.BufferConfig{Interval: time.Hour})
 		must(t, err)
 		defer buf.Close(ctx)

@@ -163,17 +163,12 @@ type reelVersion struct {
 func openReels(t testing.TB, e *env, v string) reelVersion {
 	t.Helper()
 	drv := entDriver(t, e, 4, func(string) {})
-	locked := func(create func() error) error {
-		entSchemaMu.Lock() // the generated migrate.Tables are shared
-		defer entSchemaMu.Unlock()
-		return create()
-	}
 	switch v {
 	case "sum16":
 		c := sum16.NewClient(sum16.Driver(drv))
 		return reelVersion{c,
 			func(ctx context.Context) error {
-				return locked(func() error { return c.Schema.Create(ctx, entcounter.WithCounters(c)) })
+				return oneMigrationAtATime(func() error { return c.Schema.Create(ctx, entcounter.WithCounters(c)) })
 			},
 			func(ctx context.Context, id int, n int64) error { return c.Reel.UpdateOneID(id).AddPlays(n).Exec(ctx) },
 			func(ctx context.Context, id int) (int64, error) { r, err := c.Reel.Get(ctx, id); return plays(r, err) }}
@@ -181,7 +176,7 @@ func openReels(t testing.TB, e *env, v string) reelVersion {
 		c := rollup.NewClient(rollup.Driver(drv))
 		return reelVersion{c,
 			func(ctx context.Context) error {
-				return locked(func() error { return c.Schema.Create(ctx, entcounter.WithCounters(c)) })
+				return oneMigrationAtATime(func() error { return c.Schema.Create(ctx, entcounter.WithCounters(c)) })
 			},
 			func(ctx context.Context, id int, n int64) error { return c.Reel.UpdateOneID(id).AddPlays(n).Exec(ctx) },
 			func(ctx context.Context, id int) (int64, error) { r, err := c.Reel.Get(ctx, id); return plays(r, err) }}
@@ -189,7 +184,7 @@ func openReels(t testing.TB, e *env, v string) reelVersion {
 		c := deltas.NewClient(deltas.Driver(drv))
 		return reelVersion{c,
 			func(ctx context.Context) error {
-				return locked(func() error { return c.Schema.Create(ctx, entcounter.WithCounters(c)) })
+				return oneMigrationAtATime(func() error { return c.Schema.Create(ctx, entcounter.WithCounters(c)) })
 			},
 			func(ctx context.Context, id int, n int64) error { return c.Reel.UpdateOneID(id).AddPlays(n).Exec(ctx) },
 			func(ctx context.Context, id int) (int64, error) { r, err := c.Reel.Get(ctx, id); return plays(r, err) }}
@@ -197,7 +192,7 @@ func openReels(t testing.TB, e *env, v string) reelVersion {
 		c := sum64.NewClient(sum64.Driver(drv))
 		return reelVersion{c,
 			func(ctx context.Context) error {
-				return locked(func() error { return c.Schema.Create(ctx, entcounter.WithCounters(c)) })
+				return oneMigrationAtATime(func() error { return c.Schema.Create(ctx, entcounter.WithCounters(c)) })
 			},
 			func(ctx context.Context, id int, n int64) error { return c.Reel.UpdateOneID(id).AddPlays(n).Exec(ctx) },
 			func(ctx context.Context, id int) (int64, error) { r, err := c.Reel.Get(ctx, id); return plays(r, err) }}
@@ -205,7 +200,7 @@ func openReels(t testing.TB, e *env, v string) reelVersion {
 		c := plain.NewClient(plain.Driver(drv))
 		return reelVersion{c,
 			func(ctx context.Context) error {
-				return locked(func() error { return c.Schema.Create(ctx, entcounter.WithCounters(c)) })
+				return oneMigrationAtATime(func() error { return c.Schema.Create(ctx, entcounter.WithCounters(c)) })
 			},
 			func(ctx context.Context, id int, n int64) error { return c.Reel.UpdateOneID(id).AddPlays(n).Exec(ctx) },
 			func(ctx context.Context, id int) (int64, error) { r, err := c.Reel.Get(ctx, id); return plays(r, err) }}

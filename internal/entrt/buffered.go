@@ -52,22 +52,22 @@ func KeyAs[T any](typ string, id any) (T, error) {
 	}
 	to := reflect.TypeOf(zero)
 	v := reflect.ValueOf(id)
+	isInt := to.Kind() >= reflect.Int && to.Kind() <= reflect.Int64
+	var n int64
 	switch {
 	case !v.IsValid():
-	case v.CanInt() && (to.Kind() >= reflect.Int && to.Kind() <= reflect.Int64):
-		out := reflect.New(to).Elem()
-		if !out.OverflowInt(v.Int()) {
-			out.SetInt(v.Int())
-			return out.Interface().(T), nil
-		}
-	case v.CanUint() && (to.Kind() >= reflect.Int && to.Kind() <= reflect.Int64) && v.Uint() <= 1<<63-1:
-		out := reflect.New(to).Elem()
-		if !out.OverflowInt(int64(v.Uint())) {
-			out.SetInt(int64(v.Uint()))
-			return out.Interface().(T), nil
-		}
+	case v.CanInt() && isInt:
+		n = v.Int()
+	case v.CanUint() && isInt && v.Uint() <= 1<<63-1:
+		n = int64(v.Uint())
 	case v.Kind() == reflect.String && to.Kind() == reflect.String:
 		return v.Convert(to).Interface().(T), nil
+	default:
+		isInt = false
+	}
+	if out := reflect.New(to).Elem(); isInt && v.IsValid() && !out.OverflowInt(n) {
+		out.SetInt(n)
+		return out.Interface().(T), nil
 	}
 	return zero, fmt.Errorf("%s: id %v (%T) is not a %v", typ, id, id, to)
 }

@@ -56,7 +56,8 @@ const (
 	// Fail returns ErrFull.
 	Fail
 	// Keep goes on accepting increments and reports the backlog to
-	// OnError at each flush (with a Store only: the store holds them).
+	// OnError, at most once an interval (with a Store only: the store
+	// holds them).
 	Keep
 )
 
@@ -86,7 +87,8 @@ type Config struct {
 	// OnFull: Block (default) or Fail, when MaxPending entries are held
 	// in memory, or with a Store, when the store's backlog reaches
 	// MaxBacklog. Keep (with a Store only) accepts increments past
-	// MaxBacklog and reports the backlog to OnError at every flush.
+	// MaxBacklog and reports the backlog to OnError, at most once an
+	// interval.
 	OnFull Full
 	// Ledger is the table that records applied batches; default
 	// hotcounter_ledger.
