@@ -138,10 +138,13 @@ func (d Dialect) compactPostgres(w Writer, t Table, owners []any) {
 // Compaction's Query returned it), as the server reckons the horizon of
 // what it may prune. Its one row, if any, is the session's pid and for how
 // many seconds its transaction has been open; none means the space is free
-// to reuse. Vacuum's workers hold nothing back and are left out.
+// to reuse. A session running VACUUM (not FULL) holds nothing back (the
+// server leaves it out of the horizon) and is left out; an ANALYZE,
+// autovacuum's included, holds its snapshot like any query and counts.
 func (d Postgres) OldestHolder(w Writer, xid any) {
 	w.WriteString("SELECT pid, COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - xact_start), 0)::float8 FROM pg_stat_activity " +
-		"WHERE (datname = current_database() OR datname IS NULL) AND pid <> pg_backend_pid() AND backend_type <> 'autovacuum worker' " +
+		"WHERE (datname = current_database() OR datname IS NULL) AND pid <> pg_backend_pid() " +
+		"AND pid NOT IN (SELECT pid FROM pg_stat_progress_vacuum) " +
 		"AND GREATEST(age(backend_xmin), age(backend_xid)) >= age(")
 	w.Arg(xid)
 	w.WriteString("::xid) ORDER BY GREATEST(age(backend_xmin), age(backend_xid)) DESC LIMIT 1")

@@ -494,7 +494,7 @@ SELECT pg_relation_size(hc_t.oid) + COALESCE((SELECT SUM(pg_relation_size(i.inde
 -- args: [post_likes_slots]
 
 -- OldestHolder
-SELECT pid, COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - xact_start), 0)::float8 FROM pg_stat_activity WHERE (datname = current_database() OR datname IS NULL) AND pid <> pg_backend_pid() AND backend_type <> 'autovacuum worker' AND GREATEST(age(backend_xmin), age(backend_xid)) >= age($1::xid) ORDER BY GREATEST(age(backend_xmin), age(backend_xid)) DESC LIMIT 1;
+SELECT pid, COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - xact_start), 0)::float8 FROM pg_stat_activity WHERE (datname = current_database() OR datname IS NULL) AND pid <> pg_backend_pid() AND pid NOT IN (SELECT pid FROM pg_stat_progress_vacuum) AND GREATEST(age(backend_xmin), age(backend_xid)) >= age($1::xid) ORDER BY GREATEST(age(backend_xmin), age(backend_xid)) DESC LIMIT 1;
 -- args: [1234]
 
 -- JITOff
