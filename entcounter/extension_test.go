@@ -53,6 +53,7 @@ func TestExtensionReportsBadDeclarations(t *testing.T) {
 			"Post.shares: invalid counter declaration: Precreate and NoPrecreate both given"}},
 		{"./testdata/orphan", []string{"PostLikesSlot", `SlotsOf(Post.Type, "likes")`, "Post does not declare"}},
 		{"./testdata/nilopt", []string{"Post.likes", "option 2 of 2 is nil"}},
+		{"./testdata/bytesid", []string{"Blob.reads", "Blob's id", "counters support integer, string and UUID ids"}},
 		{"./testdata/appendmismatch", []string{"Story.claps is an Append counter", "StoryClapsSlot declares a slot table", `SlotsOf(Story.Type, "claps")`, "remove the schema"}},
 	} {
 		t.Run(tc.dir, func(t *testing.T) {

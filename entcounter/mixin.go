@@ -245,7 +245,7 @@ func describeOwner(owner any) (name, prefix string, key ent.Field, err error) {
 	}
 	for _, f := range fields {
 		if d := f.Descriptor(); d.Name == "id" {
-			if key, err = keyField(col, d.Info.Type); err != nil {
+			if key, err = keyField(col, d); err != nil {
 				return name, prefix, nil, fmt.Errorf("%s's id is %w", name, err)
 			}
 		}

@@ -29,7 +29,7 @@ func withSlotSchemas(g *gen.Graph) (*gen.Graph, error) {
 			if a.Err != "" || !n.HasOneFieldID() || hasSlotSchema(g, n, f.Name, a.Append) {
 				continue
 			}
-			s, err := slotSchema(n, f.Name, a.Append)
+			s, err := slotSchema(g, n, f.Name, a.Append)
 			if err != nil {
 				return nil, fmt.Errorf("entcounter: %s.%s: %w", n.Name, f.Name, err)
 			}
@@ -58,9 +58,10 @@ func hasSlotSchema(g *gen.Graph, n *gen.Type, field string, deltas bool) bool {
 // Its value column's default is the database's (entsql.Default), not a Go
 // default: a Go default is set by generated runtime code that reads the
 // schema's Go type, which a generated schema does not have.
-func slotSchema(n *gen.Type, fieldName string, deltas bool) (*load.Schema, error) {
+func slotSchema(g *gen.Graph, n *gen.Type, fieldName string, deltas bool) (*load.Schema, error) {
 	prefix := inflection.Singular(n.Table())
-	key, err := keyField(prefix+"_id", n.ID.Type.Type)
+	id := ownerID(g, n)
+	key, err := keyField(prefix+"_id", &field.Descriptor{Info: n.ID.Type, ValueScanner: idScanner(id)})
 	if err != nil {
 		return nil, fmt.Errorf("%s's id: %w", n.Name, err)
 	}
@@ -79,7 +80,41 @@ func slotSchema(n *gen.Type, fieldName string, deltas bool) (*load.Schema, error
 		s.Name = n.Name + pascal(fieldName) + "Delta"
 	}
 	s.Edges[0].Type = n.Name // the placeholder owner names no schema
+	if id != nil && !integerOrString(n.ID.Type.Type) {
+		// The key column is the owner id's own: its Go type (a uuid.UUID)
+		// and the column type and size it declares for each database.
+		for _, f := range s.Fields {
+			if f.Name == prefix+"_id" {
+				f.Info, f.SchemaType, f.Size = n.ID.Type, id.SchemaType, id.Size
+			}
+		}
+	}
 	return s, nil
+}
+
+// ownerID returns the id field n's schema declares, or nil when it
+// declares none (ent's integer id).
+func ownerID(g *gen.Graph, n *gen.Type) *load.Field {
+	for _, s := range g.Schemas {
+		if s.Name != n.Name {
+			continue
+		}
+		for _, f := range s.Fields {
+			if f.Name == "id" {
+				return f
+			}
+		}
+	}
+	return nil
+}
+
+// idScanner stands for an id field's ValueScanner in a descriptor: a
+// generated schema has no Go value to call, only whether there is one.
+func idScanner(f *load.Field) any {
+	if f != nil && f.ValueScanner {
+		return true
+	}
+	return nil
 }
 
 // generatedSlots is the schema value slotSchema marshals.
@@ -90,10 +125,14 @@ type generatedSlots struct {
 
 func (s generatedSlots) Mixin() []ent.Mixin { return []ent.Mixin{s.m} }
 
-// keyField is the owner key column of a slot table, of the owner's id
-// type: integer or string keys.
-func keyField(col string, t field.Type) (ent.Field, error) {
-	switch t {
+// keyField is the owner key column of a slot table, of the type of the
+// owner's id, d: an integer or string column as the id's; for a
+// field.UUID id, a column of the id's own Go type, column types and size
+// (uuid on PostgreSQL, char(36) on MySQL, as ent makes the id's). An id read and
+// written through a ValueScanner is refused: the slot table would need
+// the same codec, which only the owner's schema holds.
+func keyField(col string, d *field.Descriptor) (ent.Field, error) {
+	switch d.Info.Type {
 	case field.TypeInt:
 		return field.Int(col).Immutable(), nil
 	case field.TypeInt64:
@@ -106,9 +145,31 @@ func keyField(col string, t field.Type) (ent.Field, error) {
 		return field.Uint64(col).Immutable(), nil
 	case field.TypeString:
 		return field.String(col).Immutable(), nil
+	case field.TypeUUID:
+		if d.ValueScanner != nil {
+			return nil, fmt.Errorf("a %s with a ValueScanner: counters support ids ent reads and writes without one", d.Info)
+		}
+		return sameAs{d: &field.Descriptor{Name: col, Info: d.Info, Size: d.Size, SchemaType: d.SchemaType, Immutable: true}}, nil
 	}
-	return nil, fmt.Errorf("a %s: counters support integer and string keys", t)
+	return nil, fmt.Errorf("a %s: counters support integer, string and UUID ids", d.Info)
 }
+
+// integerOrString reports whether keyField writes t's key column with a
+// field constructor of its own (not the owner id's type).
+func integerOrString(t field.Type) bool {
+	switch t {
+	case field.TypeInt, field.TypeInt64, field.TypeInt32, field.TypeUint, field.TypeUint64, field.TypeString:
+		return true
+	}
+	return false
+}
+
+// sameAs is a field whose descriptor is given whole: the owner key column
+// of the owner id's own type.
+type sameAs struct{ d *field.Descriptor }
+
+// Descriptor implements ent.Field.
+func (f sameAs) Descriptor() *field.Descriptor { return f.d }
 
 // dbDefaultValue is the value column of a generated slot schema: 0 by the
 // database's default.

@@ -9,6 +9,7 @@ import (
 	"log"
 	"reflect"
 
+	"github.com/google/uuid"
 	"github.com/hotcounter/hotcounter/integration_test/ent/migrate"
 
 	"entgo.io/ent/dialect"
@@ -16,6 +17,8 @@ import (
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"github.com/hotcounter/hotcounter/integration_test/ent/author"
 	"github.com/hotcounter/hotcounter/integration_test/ent/authorfollowersslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/badge"
+	"github.com/hotcounter/hotcounter/integration_test/ent/badgeawardsslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/book"
 	"github.com/hotcounter/hotcounter/integration_test/ent/clip"
 	"github.com/hotcounter/hotcounter/integration_test/ent/cliplikesslot"
@@ -39,8 +42,16 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/item"
 	"github.com/hotcounter/hotcounter/integration_test/ent/label"
 	"github.com/hotcounter/hotcounter/integration_test/ent/labelconversationcountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/member"
+	"github.com/hotcounter/hotcounter/integration_test/ent/membercreditsslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/memberlikesslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/membernotecountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/memberpincountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/memberviewsslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/naivepost"
+	"github.com/hotcounter/hotcounter/integration_test/ent/note"
 	"github.com/hotcounter/hotcounter/integration_test/ent/page"
+	"github.com/hotcounter/hotcounter/integration_test/ent/pin"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postviewsslot"
@@ -78,6 +89,10 @@ type Client struct {
 	Author *AuthorClient
 	// AuthorFollowersSlot is the client for interacting with the AuthorFollowersSlot builders.
 	AuthorFollowersSlot *AuthorFollowersSlotClient
+	// Badge is the client for interacting with the Badge builders.
+	Badge *BadgeClient
+	// BadgeAwardsSlot is the client for interacting with the BadgeAwardsSlot builders.
+	BadgeAwardsSlot *BadgeAwardsSlotClient
 	// Book is the client for interacting with the Book builders.
 	Book *BookClient
 	// Clip is the client for interacting with the Clip builders.
@@ -120,10 +135,16 @@ type Client struct {
 	Label *LabelClient
 	// LabelConversationCountSlot is the client for interacting with the LabelConversationCountSlot builders.
 	LabelConversationCountSlot *LabelConversationCountSlotClient
+	// Member is the client for interacting with the Member builders.
+	Member *MemberClient
 	// NaivePost is the client for interacting with the NaivePost builders.
 	NaivePost *NaivePostClient
+	// Note is the client for interacting with the Note builders.
+	Note *NoteClient
 	// Page is the client for interacting with the Page builders.
 	Page *PageClient
+	// Pin is the client for interacting with the Pin builders.
+	Pin *PinClient
 	// Post is the client for interacting with the Post builders.
 	Post *PostClient
 	// PostLikesSlot is the client for interacting with the PostLikesSlot builders.
@@ -174,6 +195,16 @@ type Client struct {
 	HookedConversationLabelCountSlot *HookedConversationLabelCountSlotClient
 	// HookedLabelConversationCountSlot is the client for interacting with the HookedLabelConversationCountSlot builders.
 	HookedLabelConversationCountSlot *HookedLabelConversationCountSlotClient
+	// MemberLikesSlot is the client for interacting with the MemberLikesSlot builders.
+	MemberLikesSlot *MemberLikesSlotClient
+	// MemberViewsSlot is the client for interacting with the MemberViewsSlot builders.
+	MemberViewsSlot *MemberViewsSlotClient
+	// MemberCreditsSlot is the client for interacting with the MemberCreditsSlot builders.
+	MemberCreditsSlot *MemberCreditsSlotClient
+	// MemberNoteCountSlot is the client for interacting with the MemberNoteCountSlot builders.
+	MemberNoteCountSlot *MemberNoteCountSlotClient
+	// MemberPinCountSlot is the client for interacting with the MemberPinCountSlot builders.
+	MemberPinCountSlot *MemberPinCountSlotClient
 }
 
 // NewClient creates a new client configured with the given options.
@@ -187,6 +218,8 @@ func (c *Client) init() {
 	c.Schema = migrate.NewSchema(c.driver)
 	c.Author = NewAuthorClient(c.config)
 	c.AuthorFollowersSlot = NewAuthorFollowersSlotClient(c.config)
+	c.Badge = NewBadgeClient(c.config)
+	c.BadgeAwardsSlot = NewBadgeAwardsSlotClient(c.config)
 	c.Book = NewBookClient(c.config)
 	c.Clip = NewClipClient(c.config)
 	c.ClipLikesSlot = NewClipLikesSlotClient(c.config)
@@ -208,8 +241,11 @@ func (c *Client) init() {
 	c.Item = NewItemClient(c.config)
 	c.Label = NewLabelClient(c.config)
 	c.LabelConversationCountSlot = NewLabelConversationCountSlotClient(c.config)
+	c.Member = NewMemberClient(c.config)
 	c.NaivePost = NewNaivePostClient(c.config)
+	c.Note = NewNoteClient(c.config)
 	c.Page = NewPageClient(c.config)
+	c.Pin = NewPinClient(c.config)
 	c.Post = NewPostClient(c.config)
 	c.PostLikesSlot = NewPostLikesSlotClient(c.config)
 	c.PostViewsSlot = NewPostViewsSlotClient(c.config)
@@ -235,6 +271,11 @@ func (c *Client) init() {
 	c.Topic = NewTopicClient(c.config)
 	c.HookedConversationLabelCountSlot = NewHookedConversationLabelCountSlotClient(c.config)
 	c.HookedLabelConversationCountSlot = NewHookedLabelConversationCountSlotClient(c.config)
+	c.MemberLikesSlot = NewMemberLikesSlotClient(c.config)
+	c.MemberViewsSlot = NewMemberViewsSlotClient(c.config)
+	c.MemberCreditsSlot = NewMemberCreditsSlotClient(c.config)
+	c.MemberNoteCountSlot = NewMemberNoteCountSlotClient(c.config)
+	c.MemberPinCountSlot = NewMemberPinCountSlotClient(c.config)
 }
 
 type (
@@ -266,6 +307,8 @@ func newConfig(opts ...Option) config {
 	cfg.hooks.Desk = append(cfg.hooks.Desk, generated.CountHook())
 	cfg.hooks.HookedLabel = append(cfg.hooks.HookedLabel, generated.CountHook())
 	cfg.hooks.HookedConversation = append(cfg.hooks.HookedConversation, generated.CountHook())
+	cfg.hooks.Pin = append(cfg.hooks.Pin, generated.CountHook())
+	cfg.hooks.Member = append(cfg.hooks.Member, generated.CountHook())
 	cfg.hooks.Item = append(cfg.hooks.Item, generated.CountHook())
 	cfg.hooks.Rack = append(cfg.hooks.Rack, generated.CountHook())
 	cfg.options(opts...)
@@ -339,6 +382,8 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		config:                           cfg,
 		Author:                           NewAuthorClient(cfg),
 		AuthorFollowersSlot:              NewAuthorFollowersSlotClient(cfg),
+		Badge:                            NewBadgeClient(cfg),
+		BadgeAwardsSlot:                  NewBadgeAwardsSlotClient(cfg),
 		Book:                             NewBookClient(cfg),
 		Clip:                             NewClipClient(cfg),
 		ClipLikesSlot:                    NewClipLikesSlotClient(cfg),
@@ -360,8 +405,11 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		Item:                             NewItemClient(cfg),
 		Label:                            NewLabelClient(cfg),
 		LabelConversationCountSlot:       NewLabelConversationCountSlotClient(cfg),
+		Member:                           NewMemberClient(cfg),
 		NaivePost:                        NewNaivePostClient(cfg),
+		Note:                             NewNoteClient(cfg),
 		Page:                             NewPageClient(cfg),
+		Pin:                              NewPinClient(cfg),
 		Post:                             NewPostClient(cfg),
 		PostLikesSlot:                    NewPostLikesSlotClient(cfg),
 		PostViewsSlot:                    NewPostViewsSlotClient(cfg),
@@ -387,6 +435,11 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		Topic:                            NewTopicClient(cfg),
 		HookedConversationLabelCountSlot: NewHookedConversationLabelCountSlotClient(cfg),
 		HookedLabelConversationCountSlot: NewHookedLabelConversationCountSlotClient(cfg),
+		MemberLikesSlot:                  NewMemberLikesSlotClient(cfg),
+		MemberViewsSlot:                  NewMemberViewsSlotClient(cfg),
+		MemberCreditsSlot:                NewMemberCreditsSlotClient(cfg),
+		MemberNoteCountSlot:              NewMemberNoteCountSlotClient(cfg),
+		MemberPinCountSlot:               NewMemberPinCountSlotClient(cfg),
 	}, nil
 }
 
@@ -408,6 +461,8 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		config:                           cfg,
 		Author:                           NewAuthorClient(cfg),
 		AuthorFollowersSlot:              NewAuthorFollowersSlotClient(cfg),
+		Badge:                            NewBadgeClient(cfg),
+		BadgeAwardsSlot:                  NewBadgeAwardsSlotClient(cfg),
 		Book:                             NewBookClient(cfg),
 		Clip:                             NewClipClient(cfg),
 		ClipLikesSlot:                    NewClipLikesSlotClient(cfg),
@@ -429,8 +484,11 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		Item:                             NewItemClient(cfg),
 		Label:                            NewLabelClient(cfg),
 		LabelConversationCountSlot:       NewLabelConversationCountSlotClient(cfg),
+		Member:                           NewMemberClient(cfg),
 		NaivePost:                        NewNaivePostClient(cfg),
+		Note:                             NewNoteClient(cfg),
 		Page:                             NewPageClient(cfg),
+		Pin:                              NewPinClient(cfg),
 		Post:                             NewPostClient(cfg),
 		PostLikesSlot:                    NewPostLikesSlotClient(cfg),
 		PostViewsSlot:                    NewPostViewsSlotClient(cfg),
@@ -456,6 +514,11 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		Topic:                            NewTopicClient(cfg),
 		HookedConversationLabelCountSlot: NewHookedConversationLabelCountSlotClient(cfg),
 		HookedLabelConversationCountSlot: NewHookedLabelConversationCountSlotClient(cfg),
+		MemberLikesSlot:                  NewMemberLikesSlotClient(cfg),
+		MemberViewsSlot:                  NewMemberViewsSlotClient(cfg),
+		MemberCreditsSlot:                NewMemberCreditsSlotClient(cfg),
+		MemberNoteCountSlot:              NewMemberNoteCountSlotClient(cfg),
+		MemberPinCountSlot:               NewMemberPinCountSlotClient(cfg),
 	}, nil
 }
 
@@ -485,17 +548,20 @@ func (c *Client) Close() error {
 // In order to add hooks to a specific client, call: `client.Node.Use(...)`.
 func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
-		c.Author, c.AuthorFollowersSlot, c.Book, c.Clip, c.ClipLikesSlot, c.Comment,
-		c.CommentUpvoteSlot, c.Conversation, c.ConversationLabelCountSlot, c.Desk,
-		c.DeskBCountSlot, c.DeskTopicCountSlot, c.File, c.Folder, c.FolderBytesSlot,
-		c.Forum, c.ForumBCountSlot, c.ForumTopicCountSlot, c.HookedConversation,
-		c.HookedLabel, c.Item, c.Label, c.LabelConversationCountSlot, c.NaivePost,
-		c.Page, c.Post, c.PostLikesSlot, c.PostViewsSlot, c.Product,
-		c.ProductStockSlot, c.Rack, c.RackItemCountSlot, c.RackOpenCountSlot, c.Reel,
-		c.ReelPlaysSlot, c.Section, c.SectionPageCountSlot, c.Shelf,
-		c.ShelfBookCountSlot, c.ShelfOpenCountSlot, c.SkipPost, c.SkipPostLikesSlot,
-		c.Story, c.StoryClapsDelta, c.Tag, c.TagHitsSlot, c.TagUsesSlot, c.Topic,
+		c.Author, c.AuthorFollowersSlot, c.Badge, c.BadgeAwardsSlot, c.Book, c.Clip,
+		c.ClipLikesSlot, c.Comment, c.CommentUpvoteSlot, c.Conversation,
+		c.ConversationLabelCountSlot, c.Desk, c.DeskBCountSlot, c.DeskTopicCountSlot,
+		c.File, c.Folder, c.FolderBytesSlot, c.Forum, c.ForumBCountSlot,
+		c.ForumTopicCountSlot, c.HookedConversation, c.HookedLabel, c.Item, c.Label,
+		c.LabelConversationCountSlot, c.Member, c.NaivePost, c.Note, c.Page, c.Pin,
+		c.Post, c.PostLikesSlot, c.PostViewsSlot, c.Product, c.ProductStockSlot,
+		c.Rack, c.RackItemCountSlot, c.RackOpenCountSlot, c.Reel, c.ReelPlaysSlot,
+		c.Section, c.SectionPageCountSlot, c.Shelf, c.ShelfBookCountSlot,
+		c.ShelfOpenCountSlot, c.SkipPost, c.SkipPostLikesSlot, c.Story,
+		c.StoryClapsDelta, c.Tag, c.TagHitsSlot, c.TagUsesSlot, c.Topic,
 		c.HookedConversationLabelCountSlot, c.HookedLabelConversationCountSlot,
+		c.MemberLikesSlot, c.MemberViewsSlot, c.MemberCreditsSlot,
+		c.MemberNoteCountSlot, c.MemberPinCountSlot,
 	} {
 		n.Use(hooks...)
 	}
@@ -505,17 +571,20 @@ func (c *Client) Use(hooks ...Hook) {
 // In order to add interceptors to a specific client, call: `client.Node.Intercept(...)`.
 func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
-		c.Author, c.AuthorFollowersSlot, c.Book, c.Clip, c.ClipLikesSlot, c.Comment,
-		c.CommentUpvoteSlot, c.Conversation, c.ConversationLabelCountSlot, c.Desk,
-		c.DeskBCountSlot, c.DeskTopicCountSlot, c.File, c.Folder, c.FolderBytesSlot,
-		c.Forum, c.ForumBCountSlot, c.ForumTopicCountSlot, c.HookedConversation,
-		c.HookedLabel, c.Item, c.Label, c.LabelConversationCountSlot, c.NaivePost,
-		c.Page, c.Post, c.PostLikesSlot, c.PostViewsSlot, c.Product,
-		c.ProductStockSlot, c.Rack, c.RackItemCountSlot, c.RackOpenCountSlot, c.Reel,
-		c.ReelPlaysSlot, c.Section, c.SectionPageCountSlot, c.Shelf,
-		c.ShelfBookCountSlot, c.ShelfOpenCountSlot, c.SkipPost, c.SkipPostLikesSlot,
-		c.Story, c.StoryClapsDelta, c.Tag, c.TagHitsSlot, c.TagUsesSlot, c.Topic,
+		c.Author, c.AuthorFollowersSlot, c.Badge, c.BadgeAwardsSlot, c.Book, c.Clip,
+		c.ClipLikesSlot, c.Comment, c.CommentUpvoteSlot, c.Conversation,
+		c.ConversationLabelCountSlot, c.Desk, c.DeskBCountSlot, c.DeskTopicCountSlot,
+		c.File, c.Folder, c.FolderBytesSlot, c.Forum, c.ForumBCountSlot,
+		c.ForumTopicCountSlot, c.HookedConversation, c.HookedLabel, c.Item, c.Label,
+		c.LabelConversationCountSlot, c.Member, c.NaivePost, c.Note, c.Page, c.Pin,
+		c.Post, c.PostLikesSlot, c.PostViewsSlot, c.Product, c.ProductStockSlot,
+		c.Rack, c.RackItemCountSlot, c.RackOpenCountSlot, c.Reel, c.ReelPlaysSlot,
+		c.Section, c.SectionPageCountSlot, c.Shelf, c.ShelfBookCountSlot,
+		c.ShelfOpenCountSlot, c.SkipPost, c.SkipPostLikesSlot, c.Story,
+		c.StoryClapsDelta, c.Tag, c.TagHitsSlot, c.TagUsesSlot, c.Topic,
 		c.HookedConversationLabelCountSlot, c.HookedLabelConversationCountSlot,
+		c.MemberLikesSlot, c.MemberViewsSlot, c.MemberCreditsSlot,
+		c.MemberNoteCountSlot, c.MemberPinCountSlot,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -528,6 +597,10 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.Author.mutate(ctx, m)
 	case *AuthorFollowersSlotMutation:
 		return c.AuthorFollowersSlot.mutate(ctx, m)
+	case *BadgeMutation:
+		return c.Badge.mutate(ctx, m)
+	case *BadgeAwardsSlotMutation:
+		return c.BadgeAwardsSlot.mutate(ctx, m)
 	case *BookMutation:
 		return c.Book.mutate(ctx, m)
 	case *ClipMutation:
@@ -570,10 +643,16 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.Label.mutate(ctx, m)
 	case *LabelConversationCountSlotMutation:
 		return c.LabelConversationCountSlot.mutate(ctx, m)
+	case *MemberMutation:
+		return c.Member.mutate(ctx, m)
 	case *NaivePostMutation:
 		return c.NaivePost.mutate(ctx, m)
+	case *NoteMutation:
+		return c.Note.mutate(ctx, m)
 	case *PageMutation:
 		return c.Page.mutate(ctx, m)
+	case *PinMutation:
+		return c.Pin.mutate(ctx, m)
 	case *PostMutation:
 		return c.Post.mutate(ctx, m)
 	case *PostLikesSlotMutation:
@@ -624,6 +703,16 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.HookedConversationLabelCountSlot.mutate(ctx, m)
 	case *HookedLabelConversationCountSlotMutation:
 		return c.HookedLabelConversationCountSlot.mutate(ctx, m)
+	case *MemberLikesSlotMutation:
+		return c.MemberLikesSlot.mutate(ctx, m)
+	case *MemberViewsSlotMutation:
+		return c.MemberViewsSlot.mutate(ctx, m)
+	case *MemberCreditsSlotMutation:
+		return c.MemberCreditsSlot.mutate(ctx, m)
+	case *MemberNoteCountSlotMutation:
+		return c.MemberNoteCountSlot.mutate(ctx, m)
+	case *MemberPinCountSlotMutation:
+		return c.MemberPinCountSlot.mutate(ctx, m)
 	default:
 		return nil, fmt.Errorf("ent: unknown mutation type %T", m)
 	}
@@ -926,6 +1015,290 @@ func (c *AuthorFollowersSlotClient) mutate(ctx context.Context, m *AuthorFollowe
 		return (&AuthorFollowersSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown AuthorFollowersSlot mutation op: %q", m.Op())
+	}
+}
+
+// BadgeClient is a client for the Badge schema.
+type BadgeClient struct {
+	config
+}
+
+// NewBadgeClient returns a client for the Badge from the given config.
+func NewBadgeClient(c config) *BadgeClient {
+	return &BadgeClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `badge.Hooks(f(g(h())))`.
+func (c *BadgeClient) Use(hooks ...Hook) {
+	c.hooks.Badge = append(c.hooks.Badge, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `badge.Intercept(f(g(h())))`.
+func (c *BadgeClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Badge = append(c.inters.Badge, interceptors...)
+}
+
+// Create returns a builder for creating a Badge entity.
+func (c *BadgeClient) Create() *BadgeCreate {
+	mutation := newBadgeMutation(c.config, OpCreate)
+	return &BadgeCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Badge entities.
+func (c *BadgeClient) CreateBulk(builders ...*BadgeCreate) *BadgeCreateBulk {
+	return &BadgeCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *BadgeClient) MapCreateBulk(slice any, setFunc func(*BadgeCreate, int)) *BadgeCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &BadgeCreateBulk{err: fmt.Errorf("calling to BadgeClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*BadgeCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &BadgeCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Badge.
+func (c *BadgeClient) Update() *BadgeUpdate {
+	mutation := newBadgeMutation(c.config, OpUpdate)
+	return &BadgeUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *BadgeClient) UpdateOne(_m *Badge) *BadgeUpdateOne {
+	mutation := newBadgeMutation(c.config, OpUpdateOne, withBadge(_m))
+	return &BadgeUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *BadgeClient) UpdateOneID(id uuid.UUID) *BadgeUpdateOne {
+	mutation := newBadgeMutation(c.config, OpUpdateOne, withBadgeID(id))
+	return &BadgeUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Badge.
+func (c *BadgeClient) Delete() *BadgeDelete {
+	mutation := newBadgeMutation(c.config, OpDelete)
+	return &BadgeDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *BadgeClient) DeleteOne(_m *Badge) *BadgeDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *BadgeClient) DeleteOneID(id uuid.UUID) *BadgeDeleteOne {
+	builder := c.Delete().Where(badge.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &BadgeDeleteOne{builder}
+}
+
+// Query returns a query builder for Badge.
+func (c *BadgeClient) Query() *BadgeQuery {
+	return &BadgeQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeBadge},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Badge entity by its id.
+func (c *BadgeClient) Get(ctx context.Context, id uuid.UUID) (*Badge, error) {
+	return c.Query().Where(badge.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *BadgeClient) GetX(ctx context.Context, id uuid.UUID) *Badge {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *BadgeClient) Hooks() []Hook {
+	hooks := c.hooks.Badge
+	return append(hooks[:len(hooks):len(hooks)], badge.Hooks[:]...)
+}
+
+// Interceptors returns the client interceptors.
+func (c *BadgeClient) Interceptors() []Interceptor {
+	inters := c.inters.Badge
+	return append(inters[:len(inters):len(inters)], badge.Interceptors[:]...)
+}
+
+func (c *BadgeClient) mutate(ctx context.Context, m *BadgeMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&BadgeCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&BadgeUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&BadgeUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&BadgeDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Badge mutation op: %q", m.Op())
+	}
+}
+
+// BadgeAwardsSlotClient is a client for the BadgeAwardsSlot schema.
+type BadgeAwardsSlotClient struct {
+	config
+}
+
+// NewBadgeAwardsSlotClient returns a client for the BadgeAwardsSlot from the given config.
+func NewBadgeAwardsSlotClient(c config) *BadgeAwardsSlotClient {
+	return &BadgeAwardsSlotClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `badgeawardsslot.Hooks(f(g(h())))`.
+func (c *BadgeAwardsSlotClient) Use(hooks ...Hook) {
+	c.hooks.BadgeAwardsSlot = append(c.hooks.BadgeAwardsSlot, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `badgeawardsslot.Intercept(f(g(h())))`.
+func (c *BadgeAwardsSlotClient) Intercept(interceptors ...Interceptor) {
+	c.inters.BadgeAwardsSlot = append(c.inters.BadgeAwardsSlot, interceptors...)
+}
+
+// Create returns a builder for creating a BadgeAwardsSlot entity.
+func (c *BadgeAwardsSlotClient) Create() *BadgeAwardsSlotCreate {
+	mutation := newBadgeAwardsSlotMutation(c.config, OpCreate)
+	return &BadgeAwardsSlotCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of BadgeAwardsSlot entities.
+func (c *BadgeAwardsSlotClient) CreateBulk(builders ...*BadgeAwardsSlotCreate) *BadgeAwardsSlotCreateBulk {
+	return &BadgeAwardsSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *BadgeAwardsSlotClient) MapCreateBulk(slice any, setFunc func(*BadgeAwardsSlotCreate, int)) *BadgeAwardsSlotCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &BadgeAwardsSlotCreateBulk{err: fmt.Errorf("calling to BadgeAwardsSlotClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*BadgeAwardsSlotCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &BadgeAwardsSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for BadgeAwardsSlot.
+func (c *BadgeAwardsSlotClient) Update() *BadgeAwardsSlotUpdate {
+	mutation := newBadgeAwardsSlotMutation(c.config, OpUpdate)
+	return &BadgeAwardsSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *BadgeAwardsSlotClient) UpdateOne(_m *BadgeAwardsSlot) *BadgeAwardsSlotUpdateOne {
+	mutation := newBadgeAwardsSlotMutation(c.config, OpUpdateOne, withBadgeAwardsSlot(_m))
+	return &BadgeAwardsSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *BadgeAwardsSlotClient) UpdateOneID(id int) *BadgeAwardsSlotUpdateOne {
+	mutation := newBadgeAwardsSlotMutation(c.config, OpUpdateOne, withBadgeAwardsSlotID(id))
+	return &BadgeAwardsSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for BadgeAwardsSlot.
+func (c *BadgeAwardsSlotClient) Delete() *BadgeAwardsSlotDelete {
+	mutation := newBadgeAwardsSlotMutation(c.config, OpDelete)
+	return &BadgeAwardsSlotDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *BadgeAwardsSlotClient) DeleteOne(_m *BadgeAwardsSlot) *BadgeAwardsSlotDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *BadgeAwardsSlotClient) DeleteOneID(id int) *BadgeAwardsSlotDeleteOne {
+	builder := c.Delete().Where(badgeawardsslot.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &BadgeAwardsSlotDeleteOne{builder}
+}
+
+// Query returns a query builder for BadgeAwardsSlot.
+func (c *BadgeAwardsSlotClient) Query() *BadgeAwardsSlotQuery {
+	return &BadgeAwardsSlotQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeBadgeAwardsSlot},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a BadgeAwardsSlot entity by its id.
+func (c *BadgeAwardsSlotClient) Get(ctx context.Context, id int) (*BadgeAwardsSlot, error) {
+	return c.Query().Where(badgeawardsslot.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *BadgeAwardsSlotClient) GetX(ctx context.Context, id int) *BadgeAwardsSlot {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryBadge queries the badge edge of a BadgeAwardsSlot.
+func (c *BadgeAwardsSlotClient) QueryBadge(_m *BadgeAwardsSlot) *BadgeQuery {
+	query := (&BadgeClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(badgeawardsslot.Table, badgeawardsslot.FieldID, id),
+			sqlgraph.To(badge.Table, badge.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, badgeawardsslot.BadgeTable, badgeawardsslot.BadgeColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *BadgeAwardsSlotClient) Hooks() []Hook {
+	return c.hooks.BadgeAwardsSlot
+}
+
+// Interceptors returns the client interceptors.
+func (c *BadgeAwardsSlotClient) Interceptors() []Interceptor {
+	return c.inters.BadgeAwardsSlot
+}
+
+func (c *BadgeAwardsSlotClient) mutate(ctx context.Context, m *BadgeAwardsSlotMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&BadgeAwardsSlotCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&BadgeAwardsSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&BadgeAwardsSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&BadgeAwardsSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown BadgeAwardsSlot mutation op: %q", m.Op())
 	}
 }
 
@@ -4060,6 +4433,173 @@ func (c *LabelConversationCountSlotClient) mutate(ctx context.Context, m *LabelC
 	}
 }
 
+// MemberClient is a client for the Member schema.
+type MemberClient struct {
+	config
+}
+
+// NewMemberClient returns a client for the Member from the given config.
+func NewMemberClient(c config) *MemberClient {
+	return &MemberClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `member.Hooks(f(g(h())))`.
+func (c *MemberClient) Use(hooks ...Hook) {
+	c.hooks.Member = append(c.hooks.Member, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `member.Intercept(f(g(h())))`.
+func (c *MemberClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Member = append(c.inters.Member, interceptors...)
+}
+
+// Create returns a builder for creating a Member entity.
+func (c *MemberClient) Create() *MemberCreate {
+	mutation := newMemberMutation(c.config, OpCreate)
+	return &MemberCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Member entities.
+func (c *MemberClient) CreateBulk(builders ...*MemberCreate) *MemberCreateBulk {
+	return &MemberCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *MemberClient) MapCreateBulk(slice any, setFunc func(*MemberCreate, int)) *MemberCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &MemberCreateBulk{err: fmt.Errorf("calling to MemberClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*MemberCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &MemberCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Member.
+func (c *MemberClient) Update() *MemberUpdate {
+	mutation := newMemberMutation(c.config, OpUpdate)
+	return &MemberUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *MemberClient) UpdateOne(_m *Member) *MemberUpdateOne {
+	mutation := newMemberMutation(c.config, OpUpdateOne, withMember(_m))
+	return &MemberUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *MemberClient) UpdateOneID(id uuid.UUID) *MemberUpdateOne {
+	mutation := newMemberMutation(c.config, OpUpdateOne, withMemberID(id))
+	return &MemberUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Member.
+func (c *MemberClient) Delete() *MemberDelete {
+	mutation := newMemberMutation(c.config, OpDelete)
+	return &MemberDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *MemberClient) DeleteOne(_m *Member) *MemberDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *MemberClient) DeleteOneID(id uuid.UUID) *MemberDeleteOne {
+	builder := c.Delete().Where(member.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &MemberDeleteOne{builder}
+}
+
+// Query returns a query builder for Member.
+func (c *MemberClient) Query() *MemberQuery {
+	return &MemberQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeMember},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Member entity by its id.
+func (c *MemberClient) Get(ctx context.Context, id uuid.UUID) (*Member, error) {
+	return c.Query().Where(member.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *MemberClient) GetX(ctx context.Context, id uuid.UUID) *Member {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryNotes queries the notes edge of a Member.
+func (c *MemberClient) QueryNotes(_m *Member) *NoteQuery {
+	query := (&NoteClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(member.Table, member.FieldID, id),
+			sqlgraph.To(note.Table, note.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, member.NotesTable, member.NotesColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// QueryPins queries the pins edge of a Member.
+func (c *MemberClient) QueryPins(_m *Member) *PinQuery {
+	query := (&PinClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(member.Table, member.FieldID, id),
+			sqlgraph.To(pin.Table, pin.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, member.PinsTable, member.PinsColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *MemberClient) Hooks() []Hook {
+	hooks := c.hooks.Member
+	return append(hooks[:len(hooks):len(hooks)], member.Hooks[:]...)
+}
+
+// Interceptors returns the client interceptors.
+func (c *MemberClient) Interceptors() []Interceptor {
+	inters := c.inters.Member
+	return append(inters[:len(inters):len(inters)], member.Interceptors[:]...)
+}
+
+func (c *MemberClient) mutate(ctx context.Context, m *MemberMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&MemberCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&MemberUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&MemberUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&MemberDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Member mutation op: %q", m.Op())
+	}
+}
+
 // NaivePostClient is a client for the NaivePost schema.
 type NaivePostClient struct {
 	config
@@ -4190,6 +4730,155 @@ func (c *NaivePostClient) mutate(ctx context.Context, m *NaivePostMutation) (Val
 		return (&NaivePostDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown NaivePost mutation op: %q", m.Op())
+	}
+}
+
+// NoteClient is a client for the Note schema.
+type NoteClient struct {
+	config
+}
+
+// NewNoteClient returns a client for the Note from the given config.
+func NewNoteClient(c config) *NoteClient {
+	return &NoteClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `note.Hooks(f(g(h())))`.
+func (c *NoteClient) Use(hooks ...Hook) {
+	c.hooks.Note = append(c.hooks.Note, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `note.Intercept(f(g(h())))`.
+func (c *NoteClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Note = append(c.inters.Note, interceptors...)
+}
+
+// Create returns a builder for creating a Note entity.
+func (c *NoteClient) Create() *NoteCreate {
+	mutation := newNoteMutation(c.config, OpCreate)
+	return &NoteCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Note entities.
+func (c *NoteClient) CreateBulk(builders ...*NoteCreate) *NoteCreateBulk {
+	return &NoteCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *NoteClient) MapCreateBulk(slice any, setFunc func(*NoteCreate, int)) *NoteCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &NoteCreateBulk{err: fmt.Errorf("calling to NoteClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*NoteCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &NoteCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Note.
+func (c *NoteClient) Update() *NoteUpdate {
+	mutation := newNoteMutation(c.config, OpUpdate)
+	return &NoteUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *NoteClient) UpdateOne(_m *Note) *NoteUpdateOne {
+	mutation := newNoteMutation(c.config, OpUpdateOne, withNote(_m))
+	return &NoteUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *NoteClient) UpdateOneID(id uuid.UUID) *NoteUpdateOne {
+	mutation := newNoteMutation(c.config, OpUpdateOne, withNoteID(id))
+	return &NoteUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Note.
+func (c *NoteClient) Delete() *NoteDelete {
+	mutation := newNoteMutation(c.config, OpDelete)
+	return &NoteDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *NoteClient) DeleteOne(_m *Note) *NoteDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *NoteClient) DeleteOneID(id uuid.UUID) *NoteDeleteOne {
+	builder := c.Delete().Where(note.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &NoteDeleteOne{builder}
+}
+
+// Query returns a query builder for Note.
+func (c *NoteClient) Query() *NoteQuery {
+	return &NoteQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeNote},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Note entity by its id.
+func (c *NoteClient) Get(ctx context.Context, id uuid.UUID) (*Note, error) {
+	return c.Query().Where(note.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *NoteClient) GetX(ctx context.Context, id uuid.UUID) *Note {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryMember queries the member edge of a Note.
+func (c *NoteClient) QueryMember(_m *Note) *MemberQuery {
+	query := (&MemberClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(note.Table, note.FieldID, id),
+			sqlgraph.To(member.Table, member.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, note.MemberTable, note.MemberColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *NoteClient) Hooks() []Hook {
+	return c.hooks.Note
+}
+
+// Interceptors returns the client interceptors.
+func (c *NoteClient) Interceptors() []Interceptor {
+	return c.inters.Note
+}
+
+func (c *NoteClient) mutate(ctx context.Context, m *NoteMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&NoteCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&NoteUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&NoteUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&NoteDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Note mutation op: %q", m.Op())
 	}
 }
 
@@ -4339,6 +5028,155 @@ func (c *PageClient) mutate(ctx context.Context, m *PageMutation) (Value, error)
 		return (&PageDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown Page mutation op: %q", m.Op())
+	}
+}
+
+// PinClient is a client for the Pin schema.
+type PinClient struct {
+	config
+}
+
+// NewPinClient returns a client for the Pin from the given config.
+func NewPinClient(c config) *PinClient {
+	return &PinClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `pin.Hooks(f(g(h())))`.
+func (c *PinClient) Use(hooks ...Hook) {
+	c.hooks.Pin = append(c.hooks.Pin, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `pin.Intercept(f(g(h())))`.
+func (c *PinClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Pin = append(c.inters.Pin, interceptors...)
+}
+
+// Create returns a builder for creating a Pin entity.
+func (c *PinClient) Create() *PinCreate {
+	mutation := newPinMutation(c.config, OpCreate)
+	return &PinCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Pin entities.
+func (c *PinClient) CreateBulk(builders ...*PinCreate) *PinCreateBulk {
+	return &PinCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *PinClient) MapCreateBulk(slice any, setFunc func(*PinCreate, int)) *PinCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &PinCreateBulk{err: fmt.Errorf("calling to PinClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*PinCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &PinCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Pin.
+func (c *PinClient) Update() *PinUpdate {
+	mutation := newPinMutation(c.config, OpUpdate)
+	return &PinUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *PinClient) UpdateOne(_m *Pin) *PinUpdateOne {
+	mutation := newPinMutation(c.config, OpUpdateOne, withPin(_m))
+	return &PinUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *PinClient) UpdateOneID(id int) *PinUpdateOne {
+	mutation := newPinMutation(c.config, OpUpdateOne, withPinID(id))
+	return &PinUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Pin.
+func (c *PinClient) Delete() *PinDelete {
+	mutation := newPinMutation(c.config, OpDelete)
+	return &PinDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *PinClient) DeleteOne(_m *Pin) *PinDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *PinClient) DeleteOneID(id int) *PinDeleteOne {
+	builder := c.Delete().Where(pin.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &PinDeleteOne{builder}
+}
+
+// Query returns a query builder for Pin.
+func (c *PinClient) Query() *PinQuery {
+	return &PinQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypePin},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Pin entity by its id.
+func (c *PinClient) Get(ctx context.Context, id int) (*Pin, error) {
+	return c.Query().Where(pin.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *PinClient) GetX(ctx context.Context, id int) *Pin {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryMember queries the member edge of a Pin.
+func (c *PinClient) QueryMember(_m *Pin) *MemberQuery {
+	query := (&MemberClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(pin.Table, pin.FieldID, id),
+			sqlgraph.To(member.Table, member.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, pin.MemberTable, pin.MemberColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *PinClient) Hooks() []Hook {
+	return c.hooks.Pin
+}
+
+// Interceptors returns the client interceptors.
+func (c *PinClient) Interceptors() []Interceptor {
+	return c.inters.Pin
+}
+
+func (c *PinClient) mutate(ctx context.Context, m *PinMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&PinCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&PinUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&PinUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&PinDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Pin mutation op: %q", m.Op())
 	}
 }
 
@@ -8069,32 +8907,780 @@ func (c *HookedLabelConversationCountSlotClient) mutate(ctx context.Context, m *
 	}
 }
 
+// MemberLikesSlotClient is a client for the MemberLikesSlot schema.
+type MemberLikesSlotClient struct {
+	config
+}
+
+// NewMemberLikesSlotClient returns a client for the MemberLikesSlot from the given config.
+func NewMemberLikesSlotClient(c config) *MemberLikesSlotClient {
+	return &MemberLikesSlotClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `memberlikesslot.Hooks(f(g(h())))`.
+func (c *MemberLikesSlotClient) Use(hooks ...Hook) {
+	c.hooks.MemberLikesSlot = append(c.hooks.MemberLikesSlot, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `memberlikesslot.Intercept(f(g(h())))`.
+func (c *MemberLikesSlotClient) Intercept(interceptors ...Interceptor) {
+	c.inters.MemberLikesSlot = append(c.inters.MemberLikesSlot, interceptors...)
+}
+
+// Create returns a builder for creating a MemberLikesSlot entity.
+func (c *MemberLikesSlotClient) Create() *MemberLikesSlotCreate {
+	mutation := newMemberLikesSlotMutation(c.config, OpCreate)
+	return &MemberLikesSlotCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of MemberLikesSlot entities.
+func (c *MemberLikesSlotClient) CreateBulk(builders ...*MemberLikesSlotCreate) *MemberLikesSlotCreateBulk {
+	return &MemberLikesSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *MemberLikesSlotClient) MapCreateBulk(slice any, setFunc func(*MemberLikesSlotCreate, int)) *MemberLikesSlotCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &MemberLikesSlotCreateBulk{err: fmt.Errorf("calling to MemberLikesSlotClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*MemberLikesSlotCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &MemberLikesSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for MemberLikesSlot.
+func (c *MemberLikesSlotClient) Update() *MemberLikesSlotUpdate {
+	mutation := newMemberLikesSlotMutation(c.config, OpUpdate)
+	return &MemberLikesSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *MemberLikesSlotClient) UpdateOne(_m *MemberLikesSlot) *MemberLikesSlotUpdateOne {
+	mutation := newMemberLikesSlotMutation(c.config, OpUpdateOne, withMemberLikesSlot(_m))
+	return &MemberLikesSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *MemberLikesSlotClient) UpdateOneID(id int) *MemberLikesSlotUpdateOne {
+	mutation := newMemberLikesSlotMutation(c.config, OpUpdateOne, withMemberLikesSlotID(id))
+	return &MemberLikesSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for MemberLikesSlot.
+func (c *MemberLikesSlotClient) Delete() *MemberLikesSlotDelete {
+	mutation := newMemberLikesSlotMutation(c.config, OpDelete)
+	return &MemberLikesSlotDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *MemberLikesSlotClient) DeleteOne(_m *MemberLikesSlot) *MemberLikesSlotDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *MemberLikesSlotClient) DeleteOneID(id int) *MemberLikesSlotDeleteOne {
+	builder := c.Delete().Where(memberlikesslot.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &MemberLikesSlotDeleteOne{builder}
+}
+
+// Query returns a query builder for MemberLikesSlot.
+func (c *MemberLikesSlotClient) Query() *MemberLikesSlotQuery {
+	return &MemberLikesSlotQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeMemberLikesSlot},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a MemberLikesSlot entity by its id.
+func (c *MemberLikesSlotClient) Get(ctx context.Context, id int) (*MemberLikesSlot, error) {
+	return c.Query().Where(memberlikesslot.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *MemberLikesSlotClient) GetX(ctx context.Context, id int) *MemberLikesSlot {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryMember queries the member edge of a MemberLikesSlot.
+func (c *MemberLikesSlotClient) QueryMember(_m *MemberLikesSlot) *MemberQuery {
+	query := (&MemberClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(memberlikesslot.Table, memberlikesslot.FieldID, id),
+			sqlgraph.To(member.Table, member.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, memberlikesslot.MemberTable, memberlikesslot.MemberColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *MemberLikesSlotClient) Hooks() []Hook {
+	return c.hooks.MemberLikesSlot
+}
+
+// Interceptors returns the client interceptors.
+func (c *MemberLikesSlotClient) Interceptors() []Interceptor {
+	return c.inters.MemberLikesSlot
+}
+
+func (c *MemberLikesSlotClient) mutate(ctx context.Context, m *MemberLikesSlotMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&MemberLikesSlotCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&MemberLikesSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&MemberLikesSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&MemberLikesSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown MemberLikesSlot mutation op: %q", m.Op())
+	}
+}
+
+// MemberViewsSlotClient is a client for the MemberViewsSlot schema.
+type MemberViewsSlotClient struct {
+	config
+}
+
+// NewMemberViewsSlotClient returns a client for the MemberViewsSlot from the given config.
+func NewMemberViewsSlotClient(c config) *MemberViewsSlotClient {
+	return &MemberViewsSlotClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `memberviewsslot.Hooks(f(g(h())))`.
+func (c *MemberViewsSlotClient) Use(hooks ...Hook) {
+	c.hooks.MemberViewsSlot = append(c.hooks.MemberViewsSlot, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `memberviewsslot.Intercept(f(g(h())))`.
+func (c *MemberViewsSlotClient) Intercept(interceptors ...Interceptor) {
+	c.inters.MemberViewsSlot = append(c.inters.MemberViewsSlot, interceptors...)
+}
+
+// Create returns a builder for creating a MemberViewsSlot entity.
+func (c *MemberViewsSlotClient) Create() *MemberViewsSlotCreate {
+	mutation := newMemberViewsSlotMutation(c.config, OpCreate)
+	return &MemberViewsSlotCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of MemberViewsSlot entities.
+func (c *MemberViewsSlotClient) CreateBulk(builders ...*MemberViewsSlotCreate) *MemberViewsSlotCreateBulk {
+	return &MemberViewsSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *MemberViewsSlotClient) MapCreateBulk(slice any, setFunc func(*MemberViewsSlotCreate, int)) *MemberViewsSlotCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &MemberViewsSlotCreateBulk{err: fmt.Errorf("calling to MemberViewsSlotClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*MemberViewsSlotCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &MemberViewsSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for MemberViewsSlot.
+func (c *MemberViewsSlotClient) Update() *MemberViewsSlotUpdate {
+	mutation := newMemberViewsSlotMutation(c.config, OpUpdate)
+	return &MemberViewsSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *MemberViewsSlotClient) UpdateOne(_m *MemberViewsSlot) *MemberViewsSlotUpdateOne {
+	mutation := newMemberViewsSlotMutation(c.config, OpUpdateOne, withMemberViewsSlot(_m))
+	return &MemberViewsSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *MemberViewsSlotClient) UpdateOneID(id int) *MemberViewsSlotUpdateOne {
+	mutation := newMemberViewsSlotMutation(c.config, OpUpdateOne, withMemberViewsSlotID(id))
+	return &MemberViewsSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for MemberViewsSlot.
+func (c *MemberViewsSlotClient) Delete() *MemberViewsSlotDelete {
+	mutation := newMemberViewsSlotMutation(c.config, OpDelete)
+	return &MemberViewsSlotDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *MemberViewsSlotClient) DeleteOne(_m *MemberViewsSlot) *MemberViewsSlotDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *MemberViewsSlotClient) DeleteOneID(id int) *MemberViewsSlotDeleteOne {
+	builder := c.Delete().Where(memberviewsslot.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &MemberViewsSlotDeleteOne{builder}
+}
+
+// Query returns a query builder for MemberViewsSlot.
+func (c *MemberViewsSlotClient) Query() *MemberViewsSlotQuery {
+	return &MemberViewsSlotQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeMemberViewsSlot},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a MemberViewsSlot entity by its id.
+func (c *MemberViewsSlotClient) Get(ctx context.Context, id int) (*MemberViewsSlot, error) {
+	return c.Query().Where(memberviewsslot.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *MemberViewsSlotClient) GetX(ctx context.Context, id int) *MemberViewsSlot {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryMember queries the member edge of a MemberViewsSlot.
+func (c *MemberViewsSlotClient) QueryMember(_m *MemberViewsSlot) *MemberQuery {
+	query := (&MemberClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(memberviewsslot.Table, memberviewsslot.FieldID, id),
+			sqlgraph.To(member.Table, member.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, memberviewsslot.MemberTable, memberviewsslot.MemberColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *MemberViewsSlotClient) Hooks() []Hook {
+	return c.hooks.MemberViewsSlot
+}
+
+// Interceptors returns the client interceptors.
+func (c *MemberViewsSlotClient) Interceptors() []Interceptor {
+	return c.inters.MemberViewsSlot
+}
+
+func (c *MemberViewsSlotClient) mutate(ctx context.Context, m *MemberViewsSlotMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&MemberViewsSlotCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&MemberViewsSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&MemberViewsSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&MemberViewsSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown MemberViewsSlot mutation op: %q", m.Op())
+	}
+}
+
+// MemberCreditsSlotClient is a client for the MemberCreditsSlot schema.
+type MemberCreditsSlotClient struct {
+	config
+}
+
+// NewMemberCreditsSlotClient returns a client for the MemberCreditsSlot from the given config.
+func NewMemberCreditsSlotClient(c config) *MemberCreditsSlotClient {
+	return &MemberCreditsSlotClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `membercreditsslot.Hooks(f(g(h())))`.
+func (c *MemberCreditsSlotClient) Use(hooks ...Hook) {
+	c.hooks.MemberCreditsSlot = append(c.hooks.MemberCreditsSlot, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `membercreditsslot.Intercept(f(g(h())))`.
+func (c *MemberCreditsSlotClient) Intercept(interceptors ...Interceptor) {
+	c.inters.MemberCreditsSlot = append(c.inters.MemberCreditsSlot, interceptors...)
+}
+
+// Create returns a builder for creating a MemberCreditsSlot entity.
+func (c *MemberCreditsSlotClient) Create() *MemberCreditsSlotCreate {
+	mutation := newMemberCreditsSlotMutation(c.config, OpCreate)
+	return &MemberCreditsSlotCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of MemberCreditsSlot entities.
+func (c *MemberCreditsSlotClient) CreateBulk(builders ...*MemberCreditsSlotCreate) *MemberCreditsSlotCreateBulk {
+	return &MemberCreditsSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *MemberCreditsSlotClient) MapCreateBulk(slice any, setFunc func(*MemberCreditsSlotCreate, int)) *MemberCreditsSlotCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &MemberCreditsSlotCreateBulk{err: fmt.Errorf("calling to MemberCreditsSlotClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*MemberCreditsSlotCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &MemberCreditsSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for MemberCreditsSlot.
+func (c *MemberCreditsSlotClient) Update() *MemberCreditsSlotUpdate {
+	mutation := newMemberCreditsSlotMutation(c.config, OpUpdate)
+	return &MemberCreditsSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *MemberCreditsSlotClient) UpdateOne(_m *MemberCreditsSlot) *MemberCreditsSlotUpdateOne {
+	mutation := newMemberCreditsSlotMutation(c.config, OpUpdateOne, withMemberCreditsSlot(_m))
+	return &MemberCreditsSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *MemberCreditsSlotClient) UpdateOneID(id int) *MemberCreditsSlotUpdateOne {
+	mutation := newMemberCreditsSlotMutation(c.config, OpUpdateOne, withMemberCreditsSlotID(id))
+	return &MemberCreditsSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for MemberCreditsSlot.
+func (c *MemberCreditsSlotClient) Delete() *MemberCreditsSlotDelete {
+	mutation := newMemberCreditsSlotMutation(c.config, OpDelete)
+	return &MemberCreditsSlotDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *MemberCreditsSlotClient) DeleteOne(_m *MemberCreditsSlot) *MemberCreditsSlotDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *MemberCreditsSlotClient) DeleteOneID(id int) *MemberCreditsSlotDeleteOne {
+	builder := c.Delete().Where(membercreditsslot.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &MemberCreditsSlotDeleteOne{builder}
+}
+
+// Query returns a query builder for MemberCreditsSlot.
+func (c *MemberCreditsSlotClient) Query() *MemberCreditsSlotQuery {
+	return &MemberCreditsSlotQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeMemberCreditsSlot},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a MemberCreditsSlot entity by its id.
+func (c *MemberCreditsSlotClient) Get(ctx context.Context, id int) (*MemberCreditsSlot, error) {
+	return c.Query().Where(membercreditsslot.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *MemberCreditsSlotClient) GetX(ctx context.Context, id int) *MemberCreditsSlot {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryMember queries the member edge of a MemberCreditsSlot.
+func (c *MemberCreditsSlotClient) QueryMember(_m *MemberCreditsSlot) *MemberQuery {
+	query := (&MemberClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(membercreditsslot.Table, membercreditsslot.FieldID, id),
+			sqlgraph.To(member.Table, member.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, membercreditsslot.MemberTable, membercreditsslot.MemberColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *MemberCreditsSlotClient) Hooks() []Hook {
+	return c.hooks.MemberCreditsSlot
+}
+
+// Interceptors returns the client interceptors.
+func (c *MemberCreditsSlotClient) Interceptors() []Interceptor {
+	return c.inters.MemberCreditsSlot
+}
+
+func (c *MemberCreditsSlotClient) mutate(ctx context.Context, m *MemberCreditsSlotMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&MemberCreditsSlotCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&MemberCreditsSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&MemberCreditsSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&MemberCreditsSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown MemberCreditsSlot mutation op: %q", m.Op())
+	}
+}
+
+// MemberNoteCountSlotClient is a client for the MemberNoteCountSlot schema.
+type MemberNoteCountSlotClient struct {
+	config
+}
+
+// NewMemberNoteCountSlotClient returns a client for the MemberNoteCountSlot from the given config.
+func NewMemberNoteCountSlotClient(c config) *MemberNoteCountSlotClient {
+	return &MemberNoteCountSlotClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `membernotecountslot.Hooks(f(g(h())))`.
+func (c *MemberNoteCountSlotClient) Use(hooks ...Hook) {
+	c.hooks.MemberNoteCountSlot = append(c.hooks.MemberNoteCountSlot, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `membernotecountslot.Intercept(f(g(h())))`.
+func (c *MemberNoteCountSlotClient) Intercept(interceptors ...Interceptor) {
+	c.inters.MemberNoteCountSlot = append(c.inters.MemberNoteCountSlot, interceptors...)
+}
+
+// Create returns a builder for creating a MemberNoteCountSlot entity.
+func (c *MemberNoteCountSlotClient) Create() *MemberNoteCountSlotCreate {
+	mutation := newMemberNoteCountSlotMutation(c.config, OpCreate)
+	return &MemberNoteCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of MemberNoteCountSlot entities.
+func (c *MemberNoteCountSlotClient) CreateBulk(builders ...*MemberNoteCountSlotCreate) *MemberNoteCountSlotCreateBulk {
+	return &MemberNoteCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *MemberNoteCountSlotClient) MapCreateBulk(slice any, setFunc func(*MemberNoteCountSlotCreate, int)) *MemberNoteCountSlotCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &MemberNoteCountSlotCreateBulk{err: fmt.Errorf("calling to MemberNoteCountSlotClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*MemberNoteCountSlotCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &MemberNoteCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for MemberNoteCountSlot.
+func (c *MemberNoteCountSlotClient) Update() *MemberNoteCountSlotUpdate {
+	mutation := newMemberNoteCountSlotMutation(c.config, OpUpdate)
+	return &MemberNoteCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *MemberNoteCountSlotClient) UpdateOne(_m *MemberNoteCountSlot) *MemberNoteCountSlotUpdateOne {
+	mutation := newMemberNoteCountSlotMutation(c.config, OpUpdateOne, withMemberNoteCountSlot(_m))
+	return &MemberNoteCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *MemberNoteCountSlotClient) UpdateOneID(id int) *MemberNoteCountSlotUpdateOne {
+	mutation := newMemberNoteCountSlotMutation(c.config, OpUpdateOne, withMemberNoteCountSlotID(id))
+	return &MemberNoteCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for MemberNoteCountSlot.
+func (c *MemberNoteCountSlotClient) Delete() *MemberNoteCountSlotDelete {
+	mutation := newMemberNoteCountSlotMutation(c.config, OpDelete)
+	return &MemberNoteCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *MemberNoteCountSlotClient) DeleteOne(_m *MemberNoteCountSlot) *MemberNoteCountSlotDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *MemberNoteCountSlotClient) DeleteOneID(id int) *MemberNoteCountSlotDeleteOne {
+	builder := c.Delete().Where(membernotecountslot.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &MemberNoteCountSlotDeleteOne{builder}
+}
+
+// Query returns a query builder for MemberNoteCountSlot.
+func (c *MemberNoteCountSlotClient) Query() *MemberNoteCountSlotQuery {
+	return &MemberNoteCountSlotQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeMemberNoteCountSlot},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a MemberNoteCountSlot entity by its id.
+func (c *MemberNoteCountSlotClient) Get(ctx context.Context, id int) (*MemberNoteCountSlot, error) {
+	return c.Query().Where(membernotecountslot.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *MemberNoteCountSlotClient) GetX(ctx context.Context, id int) *MemberNoteCountSlot {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryMember queries the member edge of a MemberNoteCountSlot.
+func (c *MemberNoteCountSlotClient) QueryMember(_m *MemberNoteCountSlot) *MemberQuery {
+	query := (&MemberClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(membernotecountslot.Table, membernotecountslot.FieldID, id),
+			sqlgraph.To(member.Table, member.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, membernotecountslot.MemberTable, membernotecountslot.MemberColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *MemberNoteCountSlotClient) Hooks() []Hook {
+	return c.hooks.MemberNoteCountSlot
+}
+
+// Interceptors returns the client interceptors.
+func (c *MemberNoteCountSlotClient) Interceptors() []Interceptor {
+	return c.inters.MemberNoteCountSlot
+}
+
+func (c *MemberNoteCountSlotClient) mutate(ctx context.Context, m *MemberNoteCountSlotMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&MemberNoteCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&MemberNoteCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&MemberNoteCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&MemberNoteCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown MemberNoteCountSlot mutation op: %q", m.Op())
+	}
+}
+
+// MemberPinCountSlotClient is a client for the MemberPinCountSlot schema.
+type MemberPinCountSlotClient struct {
+	config
+}
+
+// NewMemberPinCountSlotClient returns a client for the MemberPinCountSlot from the given config.
+func NewMemberPinCountSlotClient(c config) *MemberPinCountSlotClient {
+	return &MemberPinCountSlotClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `memberpincountslot.Hooks(f(g(h())))`.
+func (c *MemberPinCountSlotClient) Use(hooks ...Hook) {
+	c.hooks.MemberPinCountSlot = append(c.hooks.MemberPinCountSlot, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `memberpincountslot.Intercept(f(g(h())))`.
+func (c *MemberPinCountSlotClient) Intercept(interceptors ...Interceptor) {
+	c.inters.MemberPinCountSlot = append(c.inters.MemberPinCountSlot, interceptors...)
+}
+
+// Create returns a builder for creating a MemberPinCountSlot entity.
+func (c *MemberPinCountSlotClient) Create() *MemberPinCountSlotCreate {
+	mutation := newMemberPinCountSlotMutation(c.config, OpCreate)
+	return &MemberPinCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of MemberPinCountSlot entities.
+func (c *MemberPinCountSlotClient) CreateBulk(builders ...*MemberPinCountSlotCreate) *MemberPinCountSlotCreateBulk {
+	return &MemberPinCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *MemberPinCountSlotClient) MapCreateBulk(slice any, setFunc func(*MemberPinCountSlotCreate, int)) *MemberPinCountSlotCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &MemberPinCountSlotCreateBulk{err: fmt.Errorf("calling to MemberPinCountSlotClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*MemberPinCountSlotCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &MemberPinCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for MemberPinCountSlot.
+func (c *MemberPinCountSlotClient) Update() *MemberPinCountSlotUpdate {
+	mutation := newMemberPinCountSlotMutation(c.config, OpUpdate)
+	return &MemberPinCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *MemberPinCountSlotClient) UpdateOne(_m *MemberPinCountSlot) *MemberPinCountSlotUpdateOne {
+	mutation := newMemberPinCountSlotMutation(c.config, OpUpdateOne, withMemberPinCountSlot(_m))
+	return &MemberPinCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *MemberPinCountSlotClient) UpdateOneID(id int) *MemberPinCountSlotUpdateOne {
+	mutation := newMemberPinCountSlotMutation(c.config, OpUpdateOne, withMemberPinCountSlotID(id))
+	return &MemberPinCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for MemberPinCountSlot.
+func (c *MemberPinCountSlotClient) Delete() *MemberPinCountSlotDelete {
+	mutation := newMemberPinCountSlotMutation(c.config, OpDelete)
+	return &MemberPinCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *MemberPinCountSlotClient) DeleteOne(_m *MemberPinCountSlot) *MemberPinCountSlotDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *MemberPinCountSlotClient) DeleteOneID(id int) *MemberPinCountSlotDeleteOne {
+	builder := c.Delete().Where(memberpincountslot.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &MemberPinCountSlotDeleteOne{builder}
+}
+
+// Query returns a query builder for MemberPinCountSlot.
+func (c *MemberPinCountSlotClient) Query() *MemberPinCountSlotQuery {
+	return &MemberPinCountSlotQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeMemberPinCountSlot},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a MemberPinCountSlot entity by its id.
+func (c *MemberPinCountSlotClient) Get(ctx context.Context, id int) (*MemberPinCountSlot, error) {
+	return c.Query().Where(memberpincountslot.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *MemberPinCountSlotClient) GetX(ctx context.Context, id int) *MemberPinCountSlot {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryMember queries the member edge of a MemberPinCountSlot.
+func (c *MemberPinCountSlotClient) QueryMember(_m *MemberPinCountSlot) *MemberQuery {
+	query := (&MemberClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(memberpincountslot.Table, memberpincountslot.FieldID, id),
+			sqlgraph.To(member.Table, member.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, memberpincountslot.MemberTable, memberpincountslot.MemberColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *MemberPinCountSlotClient) Hooks() []Hook {
+	return c.hooks.MemberPinCountSlot
+}
+
+// Interceptors returns the client interceptors.
+func (c *MemberPinCountSlotClient) Interceptors() []Interceptor {
+	return c.inters.MemberPinCountSlot
+}
+
+func (c *MemberPinCountSlotClient) mutate(ctx context.Context, m *MemberPinCountSlotMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&MemberPinCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&MemberPinCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&MemberPinCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&MemberPinCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown MemberPinCountSlot mutation op: %q", m.Op())
+	}
+}
+
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
-		Author, AuthorFollowersSlot, Book, Clip, ClipLikesSlot, Comment,
-		CommentUpvoteSlot, Conversation, ConversationLabelCountSlot, Desk,
+		Author, AuthorFollowersSlot, Badge, BadgeAwardsSlot, Book, Clip, ClipLikesSlot,
+		Comment, CommentUpvoteSlot, Conversation, ConversationLabelCountSlot, Desk,
 		DeskBCountSlot, DeskTopicCountSlot, File, Folder, FolderBytesSlot, Forum,
 		ForumBCountSlot, ForumTopicCountSlot, HookedConversation, HookedLabel, Item,
-		Label, LabelConversationCountSlot, NaivePost, Page, Post, PostLikesSlot,
-		PostViewsSlot, Product, ProductStockSlot, Rack, RackItemCountSlot,
-		RackOpenCountSlot, Reel, ReelPlaysSlot, Section, SectionPageCountSlot, Shelf,
-		ShelfBookCountSlot, ShelfOpenCountSlot, SkipPost, SkipPostLikesSlot, Story,
-		StoryClapsDelta, Tag, TagHitsSlot, TagUsesSlot, Topic,
-		HookedConversationLabelCountSlot, HookedLabelConversationCountSlot []ent.Hook
+		Label, LabelConversationCountSlot, Member, NaivePost, Note, Page, Pin, Post,
+		PostLikesSlot, PostViewsSlot, Product, ProductStockSlot, Rack,
+		RackItemCountSlot, RackOpenCountSlot, Reel, ReelPlaysSlot, Section,
+		SectionPageCountSlot, Shelf, ShelfBookCountSlot, ShelfOpenCountSlot, SkipPost,
+		SkipPostLikesSlot, Story, StoryClapsDelta, Tag, TagHitsSlot, TagUsesSlot,
+		Topic, HookedConversationLabelCountSlot, HookedLabelConversationCountSlot,
+		MemberLikesSlot, MemberViewsSlot, MemberCreditsSlot, MemberNoteCountSlot,
+		MemberPinCountSlot []ent.Hook
 	}
 	inters struct {
-		Author, AuthorFollowersSlot, Book, Clip, ClipLikesSlot, Comment,
-		CommentUpvoteSlot, Conversation, ConversationLabelCountSlot, Desk,
+		Author, AuthorFollowersSlot, Badge, BadgeAwardsSlot, Book, Clip, ClipLikesSlot,
+		Comment, CommentUpvoteSlot, Conversation, ConversationLabelCountSlot, Desk,
 		DeskBCountSlot, DeskTopicCountSlot, File, Folder, FolderBytesSlot, Forum,
 		ForumBCountSlot, ForumTopicCountSlot, HookedConversation, HookedLabel, Item,
-		Label, LabelConversationCountSlot, NaivePost, Page, Post, PostLikesSlot,
-		PostViewsSlot, Product, ProductStockSlot, Rack, RackItemCountSlot,
-		RackOpenCountSlot, Reel, ReelPlaysSlot, Section, SectionPageCountSlot, Shelf,
-		ShelfBookCountSlot, ShelfOpenCountSlot, SkipPost, SkipPostLikesSlot, Story,
-		StoryClapsDelta, Tag, TagHitsSlot, TagUsesSlot, Topic,
-		HookedConversationLabelCountSlot,
-		HookedLabelConversationCountSlot []ent.Interceptor
+		Label, LabelConversationCountSlot, Member, NaivePost, Note, Page, Pin, Post,
+		PostLikesSlot, PostViewsSlot, Product, ProductStockSlot, Rack,
+		RackItemCountSlot, RackOpenCountSlot, Reel, ReelPlaysSlot, Section,
+		SectionPageCountSlot, Shelf, ShelfBookCountSlot, ShelfOpenCountSlot, SkipPost,
+		SkipPostLikesSlot, Story, StoryClapsDelta, Tag, TagHitsSlot, TagUsesSlot,
+		Topic, HookedConversationLabelCountSlot, HookedLabelConversationCountSlot,
+		MemberLikesSlot, MemberViewsSlot, MemberCreditsSlot, MemberNoteCountSlot,
+		MemberPinCountSlot []ent.Interceptor
 	}
 )
 
@@ -8112,6 +9698,10 @@ func hotcounterNotFound(typ string) error {
 		return &NotFoundError{author.Label}
 	case "AuthorFollowersSlot":
 		return &NotFoundError{authorfollowersslot.Label}
+	case "Badge":
+		return &NotFoundError{badge.Label}
+	case "BadgeAwardsSlot":
+		return &NotFoundError{badgeawardsslot.Label}
 	case "Book":
 		return &NotFoundError{book.Label}
 	case "Clip":
@@ -8154,10 +9744,16 @@ func hotcounterNotFound(typ string) error {
 		return &NotFoundError{label.Label}
 	case "LabelConversationCountSlot":
 		return &NotFoundError{labelconversationcountslot.Label}
+	case "Member":
+		return &NotFoundError{member.Label}
 	case "NaivePost":
 		return &NotFoundError{naivepost.Label}
+	case "Note":
+		return &NotFoundError{note.Label}
 	case "Page":
 		return &NotFoundError{page.Label}
+	case "Pin":
+		return &NotFoundError{pin.Label}
 	case "Post":
 		return &NotFoundError{post.Label}
 	case "PostLikesSlot":
@@ -8208,6 +9804,16 @@ func hotcounterNotFound(typ string) error {
 		return &NotFoundError{hookedconversationlabelcountslot.Label}
 	case "HookedLabelConversationCountSlot":
 		return &NotFoundError{hookedlabelconversationcountslot.Label}
+	case "MemberLikesSlot":
+		return &NotFoundError{memberlikesslot.Label}
+	case "MemberViewsSlot":
+		return &NotFoundError{memberviewsslot.Label}
+	case "MemberCreditsSlot":
+		return &NotFoundError{membercreditsslot.Label}
+	case "MemberNoteCountSlot":
+		return &NotFoundError{membernotecountslot.Label}
+	case "MemberPinCountSlot":
+		return &NotFoundError{memberpincountslot.Label}
 	}
 	return &NotFoundError{typ}
 }
@@ -8225,6 +9831,12 @@ func (c config) hotcounterAdd(ctx context.Context, typ, field string, id any, de
 			return err
 		}
 		return NewAuthorClient(c).UpdateOneID(key).AddFollowers(delta).Exec(ctx)
+	case "Badge.awards":
+		key, err := generated.KeyAs[uuid.UUID]("Badge", id)
+		if err != nil {
+			return err
+		}
+		return NewBadgeClient(c).UpdateOneID(key).AddAwards(delta).Exec(ctx)
 	case "Clip.likes":
 		key, err := generated.KeyAs[int]("Clip", id)
 		if err != nil {
@@ -8237,6 +9849,24 @@ func (c config) hotcounterAdd(ctx context.Context, typ, field string, id any, de
 			return err
 		}
 		return NewCommentClient(c).UpdateOneID(key).AddUpvote(delta).Exec(ctx)
+	case "Member.likes":
+		key, err := generated.KeyAs[uuid.UUID]("Member", id)
+		if err != nil {
+			return err
+		}
+		return NewMemberClient(c).UpdateOneID(key).AddLikes(delta).Exec(ctx)
+	case "Member.views":
+		key, err := generated.KeyAs[uuid.UUID]("Member", id)
+		if err != nil {
+			return err
+		}
+		return NewMemberClient(c).UpdateOneID(key).AddViews(delta).Exec(ctx)
+	case "Member.credits":
+		key, err := generated.KeyAs[uuid.UUID]("Member", id)
+		if err != nil {
+			return err
+		}
+		return NewMemberClient(c).UpdateOneID(key).AddCredits(delta).Exec(ctx)
 	case "Post.likes":
 		key, err := generated.KeyAs[int]("Post", id)
 		if err != nil {
@@ -8293,6 +9923,8 @@ func (c config) hotcounterAdd(ctx context.Context, typ, field string, id any, de
 var hotCounterTables = map[string]string{
 	"Author":                           "authors",
 	"AuthorFollowersSlot":              "author_followers_slots",
+	"Badge":                            "badges",
+	"BadgeAwardsSlot":                  "badge_awards_slots",
 	"Book":                             "books",
 	"Clip":                             "clips",
 	"ClipLikesSlot":                    "clip_likes_slots",
@@ -8314,8 +9946,11 @@ var hotCounterTables = map[string]string{
 	"Item":                             "items",
 	"Label":                            "labels",
 	"LabelConversationCountSlot":       "label_conversation_count_slots",
+	"Member":                           "members",
 	"NaivePost":                        "naive_posts",
+	"Note":                             "notes",
 	"Page":                             "pages",
+	"Pin":                              "pins",
 	"Post":                             "posts",
 	"PostLikesSlot":                    "post_likes_slots",
 	"PostViewsSlot":                    "post_views_slots",
@@ -8341,11 +9976,17 @@ var hotCounterTables = map[string]string{
 	"Topic":                            "topics",
 	"HookedConversationLabelCountSlot": "hooked_conversation_label_count_slots",
 	"HookedLabelConversationCountSlot": "hooked_label_conversation_count_slots",
+	"MemberLikesSlot":                  "member_likes_slots",
+	"MemberViewsSlot":                  "member_views_slots",
+	"MemberCreditsSlot":                "member_credits_slots",
+	"MemberNoteCountSlot":              "member_note_count_slots",
+	"MemberPinCountSlot":               "member_pin_count_slots",
 }
 
 // hotCounterDefs lists the sharded counters of this schema.
 var hotCounterDefs = []generated.Def{
 	{Type: "Author", Field: "followers", StructField: "Followers", Table: "authors", Key: "id", SlotTable: "author_followers_slots", Owner: "author_id", Slots: 4, Rollup: false, Append: false, Precreate: 0, SkipLocked: false},
+	{Type: "Badge", Field: "awards", StructField: "Awards", Table: "badges", Key: "id", SlotTable: "badge_awards_slots", Owner: "badge_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false},
 	{Type: "Clip", Field: "likes", StructField: "Likes", Table: "clips", Key: "id", SlotTable: "clip_likes_slots", Owner: "clip_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, KeepColumn: true},
 	{Type: "Comment", Field: "upvote", StructField: "Upvote", Table: "comments", Key: "id", SlotTable: "comment_upvote_slots", Owner: "comment_id", Slots: 8, Rollup: false, Append: false, Precreate: 0, SkipLocked: false},
 	{Type: "Conversation", Field: "label_count", StructField: "LabelCount", Table: "conversations", Key: "id", SlotTable: "conversation_label_count_slots", Owner: "conversation_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "labels", Back: "conversations", Type: "Label", Hooks: false, Table: "conversation_labels", Key: "", Ref: "conversation_id", Columns: []string{"conversation_id", "label_id"}, Where: "", Across: &generated.Across{Ref: "label_id", Table: "labels", Key: "id"}}},
@@ -8357,6 +9998,11 @@ var hotCounterDefs = []generated.Def{
 	{Type: "HookedConversation", Field: "label_count", StructField: "LabelCount", Table: "hooked_conversations", Key: "id", SlotTable: "hooked_conversation_label_count_slots", Owner: "hooked_conversation_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "labels", Back: "conversations", Type: "HookedLabel", Hooks: true, Table: "hooked_conversation_labels", Key: "", Ref: "hooked_conversation_id", Columns: []string{"hooked_conversation_id", "hooked_label_id"}, Where: "", Across: &generated.Across{Ref: "hooked_label_id", Table: "hooked_labels", Key: "id"}}},
 	{Type: "HookedLabel", Field: "conversation_count", StructField: "ConversationCount", Table: "hooked_labels", Key: "id", SlotTable: "hooked_label_conversation_count_slots", Owner: "hooked_label_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "conversations", Back: "labels", Type: "HookedConversation", Hooks: true, Table: "hooked_conversation_labels", Key: "", Ref: "hooked_label_id", Columns: []string{"hooked_label_id", "hooked_conversation_id"}, Where: "", Across: &generated.Across{Ref: "hooked_conversation_id", Table: "hooked_conversations", Key: "id"}}},
 	{Type: "Label", Field: "conversation_count", StructField: "ConversationCount", Table: "labels", Key: "id", SlotTable: "label_conversation_count_slots", Owner: "label_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "conversations", Back: "labels", Type: "Conversation", Hooks: false, Table: "conversation_labels", Key: "", Ref: "label_id", Columns: []string{"label_id", "conversation_id"}, Where: "", Across: &generated.Across{Ref: "conversation_id", Table: "conversations", Key: "id"}}},
+	{Type: "Member", Field: "likes", StructField: "Likes", Table: "members", Key: "id", SlotTable: "member_likes_slots", Owner: "member_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false},
+	{Type: "Member", Field: "views", StructField: "Views", Table: "members", Key: "id", SlotTable: "member_views_slots", Owner: "member_id", Slots: 16, Rollup: true, Append: false, Precreate: 0, SkipLocked: false},
+	{Type: "Member", Field: "credits", StructField: "Credits", Table: "members", Key: "id", SlotTable: "member_credits_slots", Owner: "member_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Guarded: true},
+	{Type: "Member", Field: "note_count", StructField: "NoteCount", Table: "members", Key: "id", SlotTable: "member_note_count_slots", Owner: "member_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "notes", Type: "Note", Hooks: false, Table: "notes", Key: "id", Ref: "member_id", Columns: []string{"id", "member_id"}, Where: ""}},
+	{Type: "Member", Field: "pin_count", StructField: "PinCount", Table: "members", Key: "id", SlotTable: "member_pin_count_slots", Owner: "member_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "pins", Type: "Pin", Hooks: true, Table: "pins", Key: "id", Ref: "member_pins", Columns: []string{"id", "member_pins"}, Where: ""}},
 	{Type: "Post", Field: "likes", StructField: "Likes", Table: "posts", Key: "id", SlotTable: "post_likes_slots", Owner: "post_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false},
 	{Type: "Post", Field: "views", StructField: "Views", Table: "posts", Key: "id", SlotTable: "post_views_slots", Owner: "post_id", Slots: 64, Rollup: true, Append: false, Precreate: 0, SkipLocked: false},
 	{Type: "Product", Field: "stock", StructField: "Stock", Table: "products", Key: "id", SlotTable: "product_stock_slots", Owner: "product_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Guarded: true},

@@ -14,6 +14,8 @@ import (
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"github.com/hotcounter/hotcounter/integration_test/ent/author"
 	"github.com/hotcounter/hotcounter/integration_test/ent/authorfollowersslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/badge"
+	"github.com/hotcounter/hotcounter/integration_test/ent/badgeawardsslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/book"
 	"github.com/hotcounter/hotcounter/integration_test/ent/clip"
 	"github.com/hotcounter/hotcounter/integration_test/ent/cliplikesslot"
@@ -37,8 +39,16 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/item"
 	"github.com/hotcounter/hotcounter/integration_test/ent/label"
 	"github.com/hotcounter/hotcounter/integration_test/ent/labelconversationcountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/member"
+	"github.com/hotcounter/hotcounter/integration_test/ent/membercreditsslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/memberlikesslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/membernotecountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/memberpincountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/memberviewsslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/naivepost"
+	"github.com/hotcounter/hotcounter/integration_test/ent/note"
 	"github.com/hotcounter/hotcounter/integration_test/ent/page"
+	"github.com/hotcounter/hotcounter/integration_test/ent/pin"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postviewsslot"
@@ -124,6 +134,8 @@ func checkColumn(t, c string) error {
 		columnCheck = sql.NewColumnCheck(map[string]func(string) bool{
 			author.Table:                           author.ValidColumn,
 			authorfollowersslot.Table:              authorfollowersslot.ValidColumn,
+			badge.Table:                            badge.ValidColumn,
+			badgeawardsslot.Table:                  badgeawardsslot.ValidColumn,
 			book.Table:                             book.ValidColumn,
 			clip.Table:                             clip.ValidColumn,
 			cliplikesslot.Table:                    cliplikesslot.ValidColumn,
@@ -145,8 +157,11 @@ func checkColumn(t, c string) error {
 			item.Table:                             item.ValidColumn,
 			label.Table:                            label.ValidColumn,
 			labelconversationcountslot.Table:       labelconversationcountslot.ValidColumn,
+			member.Table:                           member.ValidColumn,
 			naivepost.Table:                        naivepost.ValidColumn,
+			note.Table:                             note.ValidColumn,
 			page.Table:                             page.ValidColumn,
+			pin.Table:                              pin.ValidColumn,
 			post.Table:                             post.ValidColumn,
 			postlikesslot.Table:                    postlikesslot.ValidColumn,
 			postviewsslot.Table:                    postviewsslot.ValidColumn,
@@ -172,6 +187,11 @@ func checkColumn(t, c string) error {
 			topic.Table:                            topic.ValidColumn,
 			hookedconversationlabelcountslot.Table: hookedconversationlabelcountslot.ValidColumn,
 			hookedlabelconversationcountslot.Table: hookedlabelconversationcountslot.ValidColumn,
+			memberlikesslot.Table:                  memberlikesslot.ValidColumn,
+			memberviewsslot.Table:                  memberviewsslot.ValidColumn,
+			membercreditsslot.Table:                membercreditsslot.ValidColumn,
+			membernotecountslot.Table:              membernotecountslot.ValidColumn,
+			memberpincountslot.Table:               memberpincountslot.ValidColumn,
 		})
 	})
 	return columnCheck(t, c)

@@ -6,8 +6,10 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/google/uuid"
 	"github.com/hotcounter/hotcounter/entcounter/generated"
 	"github.com/hotcounter/hotcounter/integration_test/ent/author"
+	"github.com/hotcounter/hotcounter/integration_test/ent/badge"
 	"github.com/hotcounter/hotcounter/integration_test/ent/clip"
 	"github.com/hotcounter/hotcounter/integration_test/ent/comment"
 	"github.com/hotcounter/hotcounter/integration_test/ent/conversation"
@@ -18,6 +20,8 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/hookedlabel"
 	"github.com/hotcounter/hotcounter/integration_test/ent/item"
 	"github.com/hotcounter/hotcounter/integration_test/ent/label"
+	"github.com/hotcounter/hotcounter/integration_test/ent/member"
+	"github.com/hotcounter/hotcounter/integration_test/ent/pin"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 	"github.com/hotcounter/hotcounter/integration_test/ent/product"
 	"github.com/hotcounter/hotcounter/integration_test/ent/rack"
@@ -163,6 +167,140 @@ func (m *AuthorMutation) HotCounterKeep(field string) {
 // HotCounterLate returns the starting total of the sum counter field that a
 // hook ent ran after entcounter's wrote, taken out of the row's columns.
 func (m *AuthorMutation) HotCounterLate(field string) (int64, bool) {
+	v, ok := m.hotcounterLate[field]
+	return v, ok
+}
+
+// HotCounterKeys returns the keys of the Badge rows the mutation
+// writes: for UpdateOne its id, if the row matches the mutation's
+// predicates and the query interceptors show it; for Update the ids of the
+// rows that match. A read it needs runs in the mutation's transaction or in
+// one of its own, so that it reads where the write goes (a driver may send
+// queries outside transactions to a replica). Called by entcounter's hooks.
+func (m *BadgeMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
+	id, hasID := m.ID()
+	one := hasID && m.Op().Is(OpUpdateOne)
+	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
+		return []any{id}, nil
+	}
+	var ids []uuid.UUID
+	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
+		q := c.Badge.Query().Where(m.predicates...)
+		if one {
+			q = q.Where(badge.ID(id))
+		}
+		ids, err = q.IDs(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]any, len(ids))
+	for i, id := range ids {
+		keys[i] = id
+	}
+	return keys, nil
+}
+
+// hotcounterIntercepted reports whether the client's or the schema's query
+// interceptors hold one of the user's (not entcounter's own), read from the
+// mutation's config: building a client for it (m.Client()) costs more than
+// a buffered add.
+func (m *BadgeMutation) hotcounterIntercepted() bool {
+	return generated.Intercepted(m.inters.Badge) || generated.Intercepted(badge.Interceptors[:])
+}
+
+// hotcounterInTx runs read with a client of the mutation's transaction, or
+// of a transaction of its own.
+func (m *BadgeMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
+	if _, err := m.Tx(); err == nil {
+		return read(m.Client())
+	}
+	tx, err := m.Client().Tx(ctx)
+	if err != nil {
+		return err
+	}
+	if err := read(tx.Client()); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// HotCounterID returns the id of the Badge the mutation created or
+// updates, if known.
+func (m *BadgeMutation) HotCounterID() (any, bool) {
+	id, ok := m.ID()
+	return id, ok
+}
+
+// HotCounterNotFound is the error of an UpdateOne whose Badge is
+// missing or does not match the predicates.
+func (m *BadgeMutation) HotCounterNotFound() error { return &NotFoundError{badge.Label} }
+
+// HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
+func (m *BadgeMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterStub is what an UpdateOne whose add went to a write-behind
+// buffer returns: the Badge with its id alone (nothing was read).
+func (m *BadgeMutation) HotCounterStub(id any) (ent.Value, error) {
+	key, ok := id.(uuid.UUID)
+	if !ok {
+		return nil, fmt.Errorf("Badge: id %v (%T) is not a uuid.UUID", id, id)
+	}
+	return &Badge{ID: key, config: m.config}, nil
+}
+
+// HotCounterByIDOnly reports whether the mutation names its row by id
+// alone (UpdateOneID without Where).
+func (m *BadgeMutation) HotCounterByIDOnly() bool { return len(m.predicates) == 0 }
+
+// HotCounterEntity loads the Badge with the given id, counters
+// filled: the entity an UpdateOne that wrote only counters returns, read
+// after the write.
+func (m *BadgeMutation) HotCounterEntity(ctx context.Context, id any) (any, error) {
+	key, ok := id.(uuid.UUID)
+	if !ok {
+		return nil, fmt.Errorf("Badge: id %v (%T) is not a uuid.UUID", id, id)
+	}
+	// Read as ent's own UpdateOne reads its row back: past the query
+	// interceptors (HotCounterKeys read through them before the write) and
+	// outside a query's context, which a driver that sends queries to a
+	// replica reads as a write's (ent's FAQ): the row as just written.
+	// (Limit 1, as Get's 2: a load of one row selects its totals.)
+	nodes, err := m.Client().Badge.Query().Where(badge.ID(key)).Limit(1).sqlAll(ctx)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(nodes) == 0:
+		return nil, &NotFoundError{badge.Label}
+	}
+	return nodes[0], nil
+}
+
+// HotCounterBulkUpsert reports whether the mutation is one row of a bulk
+// create with ON CONFLICT.
+func (m *BadgeMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
+
+// HotCounterBulk returns the CreateBulk (without ON CONFLICT) that the
+// create is one row of, or nil.
+func (m *BadgeMutation) HotCounterBulk() *generated.Bulk {
+	return m.hotcounterBulk
+}
+
+// HotCounterKeep marks the value of the sum counter field as one that
+// entcounter's hook left for the row's column (a column it was adopted
+// over), not one that a later hook wrote.
+func (m *BadgeMutation) HotCounterKeep(field string) {
+	if m.hotcounterKept == nil {
+		m.hotcounterKept = map[string]bool{}
+	}
+	m.hotcounterKept[field] = true
+}
+
+// HotCounterLate returns the starting total of the sum counter field that a
+// hook ent ran after entcounter's wrote, taken out of the row's columns.
+func (m *BadgeMutation) HotCounterLate(field string) (int64, bool) {
 	v, ok := m.hotcounterLate[field]
 	return v, ok
 }
@@ -1371,6 +1509,140 @@ func (m *LabelMutation) HotCounterKeep(field string) {
 // HotCounterLate returns the starting total of the sum counter field that a
 // hook ent ran after entcounter's wrote, taken out of the row's columns.
 func (m *LabelMutation) HotCounterLate(field string) (int64, bool) {
+	v, ok := m.hotcounterLate[field]
+	return v, ok
+}
+
+// HotCounterKeys returns the keys of the Member rows the mutation
+// writes: for UpdateOne its id, if the row matches the mutation's
+// predicates and the query interceptors show it; for Update the ids of the
+// rows that match. A read it needs runs in the mutation's transaction or in
+// one of its own, so that it reads where the write goes (a driver may send
+// queries outside transactions to a replica). Called by entcounter's hooks.
+func (m *MemberMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
+	id, hasID := m.ID()
+	one := hasID && m.Op().Is(OpUpdateOne)
+	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
+		return []any{id}, nil
+	}
+	var ids []uuid.UUID
+	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
+		q := c.Member.Query().Where(m.predicates...)
+		if one {
+			q = q.Where(member.ID(id))
+		}
+		ids, err = q.IDs(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]any, len(ids))
+	for i, id := range ids {
+		keys[i] = id
+	}
+	return keys, nil
+}
+
+// hotcounterIntercepted reports whether the client's or the schema's query
+// interceptors hold one of the user's (not entcounter's own), read from the
+// mutation's config: building a client for it (m.Client()) costs more than
+// a buffered add.
+func (m *MemberMutation) hotcounterIntercepted() bool {
+	return generated.Intercepted(m.inters.Member) || generated.Intercepted(member.Interceptors[:])
+}
+
+// hotcounterInTx runs read with a client of the mutation's transaction, or
+// of a transaction of its own.
+func (m *MemberMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
+	if _, err := m.Tx(); err == nil {
+		return read(m.Client())
+	}
+	tx, err := m.Client().Tx(ctx)
+	if err != nil {
+		return err
+	}
+	if err := read(tx.Client()); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// HotCounterID returns the id of the Member the mutation created or
+// updates, if known.
+func (m *MemberMutation) HotCounterID() (any, bool) {
+	id, ok := m.ID()
+	return id, ok
+}
+
+// HotCounterNotFound is the error of an UpdateOne whose Member is
+// missing or does not match the predicates.
+func (m *MemberMutation) HotCounterNotFound() error { return &NotFoundError{member.Label} }
+
+// HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
+func (m *MemberMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterStub is what an UpdateOne whose add went to a write-behind
+// buffer returns: the Member with its id alone (nothing was read).
+func (m *MemberMutation) HotCounterStub(id any) (ent.Value, error) {
+	key, ok := id.(uuid.UUID)
+	if !ok {
+		return nil, fmt.Errorf("Member: id %v (%T) is not a uuid.UUID", id, id)
+	}
+	return &Member{ID: key, config: m.config}, nil
+}
+
+// HotCounterByIDOnly reports whether the mutation names its row by id
+// alone (UpdateOneID without Where).
+func (m *MemberMutation) HotCounterByIDOnly() bool { return len(m.predicates) == 0 }
+
+// HotCounterEntity loads the Member with the given id, counters
+// filled: the entity an UpdateOne that wrote only counters returns, read
+// after the write.
+func (m *MemberMutation) HotCounterEntity(ctx context.Context, id any) (any, error) {
+	key, ok := id.(uuid.UUID)
+	if !ok {
+		return nil, fmt.Errorf("Member: id %v (%T) is not a uuid.UUID", id, id)
+	}
+	// Read as ent's own UpdateOne reads its row back: past the query
+	// interceptors (HotCounterKeys read through them before the write) and
+	// outside a query's context, which a driver that sends queries to a
+	// replica reads as a write's (ent's FAQ): the row as just written.
+	// (Limit 1, as Get's 2: a load of one row selects its totals.)
+	nodes, err := m.Client().Member.Query().Where(member.ID(key)).Limit(1).sqlAll(ctx)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(nodes) == 0:
+		return nil, &NotFoundError{member.Label}
+	}
+	return nodes[0], nil
+}
+
+// HotCounterBulkUpsert reports whether the mutation is one row of a bulk
+// create with ON CONFLICT.
+func (m *MemberMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
+
+// HotCounterBulk returns the CreateBulk (without ON CONFLICT) that the
+// create is one row of, or nil.
+func (m *MemberMutation) HotCounterBulk() *generated.Bulk {
+	return m.hotcounterBulk
+}
+
+// HotCounterKeep marks the value of the sum counter field as one that
+// entcounter's hook left for the row's column (a column it was adopted
+// over), not one that a later hook wrote.
+func (m *MemberMutation) HotCounterKeep(field string) {
+	if m.hotcounterKept == nil {
+		m.hotcounterKept = map[string]bool{}
+	}
+	m.hotcounterKept[field] = true
+}
+
+// HotCounterLate returns the starting total of the sum counter field that a
+// hook ent ran after entcounter's wrote, taken out of the row's columns.
+func (m *MemberMutation) HotCounterLate(field string) (int64, bool) {
 	v, ok := m.hotcounterLate[field]
 	return v, ok
 }
@@ -2711,6 +2983,75 @@ func (m *ItemMutation) HotCounterRowKeys(ctx context.Context) ([]any, error) {
 	return keys, rows.Err()
 }
 
+// HotCounterRowKeys returns the ids of the Member rows the mutation
+// writes, read with the mutation's predicates but without query
+// interceptors, which do not apply to writes. Called by entcounter's
+// count hooks.
+func (m *MemberMutation) HotCounterRowKeys(ctx context.Context) ([]any, error) {
+	id, hasID := m.ID()
+	if hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) && len(m.predicates) == 0 {
+		return []any{id}, nil
+	}
+	selector := sql.Dialect(m.driver.Dialect()).Select(member.FieldID).From(sql.Table(member.Table))
+	if hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) {
+		selector.Where(sql.EQ(member.FieldID, id))
+	}
+	for _, p := range m.predicates {
+		p(selector)
+	}
+	query, args := selector.Query()
+	rows := &sql.Rows{}
+	if err := m.driver.Query(ctx, query, args, rows); err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var keys []any
+	for rows.Next() {
+		var k uuid.UUID
+		if err := rows.Scan(&k); err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	return keys, rows.Err()
+}
+
+// HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
+func (m *PinMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterRowKeys returns the ids of the Pin rows the mutation
+// writes, read with the mutation's predicates but without query
+// interceptors, which do not apply to writes. Called by entcounter's
+// count hooks.
+func (m *PinMutation) HotCounterRowKeys(ctx context.Context) ([]any, error) {
+	id, hasID := m.ID()
+	if hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) && len(m.predicates) == 0 {
+		return []any{id}, nil
+	}
+	selector := sql.Dialect(m.driver.Dialect()).Select(pin.FieldID).From(sql.Table(pin.Table))
+	if hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) {
+		selector.Where(sql.EQ(pin.FieldID, id))
+	}
+	for _, p := range m.predicates {
+		p(selector)
+	}
+	query, args := selector.Query()
+	rows := &sql.Rows{}
+	if err := m.driver.Query(ctx, query, args, rows); err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var keys []any
+	for rows.Next() {
+		var k int
+		if err := rows.Scan(&k); err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	return keys, rows.Err()
+}
+
 // HotCounterRowKeys returns the ids of the Rack rows the mutation
 // writes, read with the mutation's predicates but without query
 // interceptors, which do not apply to writes. Called by entcounter's
@@ -2798,6 +3139,26 @@ func (c *AuthorClient) Buffered(buf generated.Incrementer) *AuthorBuffered {
 // it before anything is buffered.
 func (b *AuthorBuffered) AddFollowers(ctx context.Context, id int, delta int64) error {
 	return b.buf.Increment(ctx, "Author", "followers", id, delta)
+}
+
+// BadgeBuffered adds to the counters of Badge rows through a
+// write-behind buffer: client.Badge.Buffered(buf).
+type BadgeBuffered struct{ buf generated.Incrementer }
+
+// Buffered returns the typed adds to Badge's counters through buf,
+// an entcounter.Buffer.
+func (c *BadgeClient) Buffered(buf generated.Incrementer) *BadgeBuffered {
+	return &BadgeBuffered{buf: buf}
+}
+
+// AddAwards adds delta to the awards of the Badge
+// with the given id, in memory; the buffer's next flush writes it
+// (entcounter.Buffer.Increment). It runs as
+// UpdateOneID(id).AddAwards(delta) does on the buffer's
+// client: its hooks, the privacy policy and the query interceptors decide
+// it before anything is buffered.
+func (b *BadgeBuffered) AddAwards(ctx context.Context, id uuid.UUID, delta int64) error {
+	return b.buf.Increment(ctx, "Badge", "awards", id, delta)
 }
 
 // ClipBuffered adds to the counters of Clip rows through a
@@ -2937,6 +3298,76 @@ func (c *LabelClient) RecountConversationCount(ctx context.Context, ids ...int) 
 		keys[i] = id
 	}
 	return generated.Recount(ctx, c.config, "Label", "conversation_count", keys...)
+}
+
+// TakeCredits takes n from the credits of the Member
+// with the given id, in full or not at all: when less is left, the error
+// wraps entcounter.ErrInsufficient and nothing changed (entcounter.Take).
+// On a transaction's client it takes in the transaction.
+func (c *MemberClient) TakeCredits(ctx context.Context, id uuid.UUID, n int64) error {
+	return generated.Take(ctx, c.config, "Member", "credits", id, n)
+}
+
+// RecountNoteCount recomputes the note_count of the Member
+// rows with the given ids (none: every row) from the rows it counts, and
+// returns how many were off (entcounter.Recount).
+func (c *MemberClient) RecountNoteCount(ctx context.Context, ids ...uuid.UUID) (int64, error) {
+	keys := make([]any, len(ids))
+	for i, id := range ids {
+		keys[i] = id
+	}
+	return generated.Recount(ctx, c.config, "Member", "note_count", keys...)
+}
+
+// RecountPinCount recomputes the pin_count of the Member
+// rows with the given ids (none: every row) from the rows it counts, and
+// returns how many were off (entcounter.Recount).
+func (c *MemberClient) RecountPinCount(ctx context.Context, ids ...uuid.UUID) (int64, error) {
+	keys := make([]any, len(ids))
+	for i, id := range ids {
+		keys[i] = id
+	}
+	return generated.Recount(ctx, c.config, "Member", "pin_count", keys...)
+}
+
+// MemberBuffered adds to the counters of Member rows through a
+// write-behind buffer: client.Member.Buffered(buf).
+type MemberBuffered struct{ buf generated.Incrementer }
+
+// Buffered returns the typed adds to Member's counters through buf,
+// an entcounter.Buffer.
+func (c *MemberClient) Buffered(buf generated.Incrementer) *MemberBuffered {
+	return &MemberBuffered{buf: buf}
+}
+
+// AddLikes adds delta to the likes of the Member
+// with the given id, in memory; the buffer's next flush writes it
+// (entcounter.Buffer.Increment). It runs as
+// UpdateOneID(id).AddLikes(delta) does on the buffer's
+// client: its hooks, the privacy policy and the query interceptors decide
+// it before anything is buffered.
+func (b *MemberBuffered) AddLikes(ctx context.Context, id uuid.UUID, delta int64) error {
+	return b.buf.Increment(ctx, "Member", "likes", id, delta)
+}
+
+// AddViews adds delta to the views of the Member
+// with the given id, in memory; the buffer's next flush writes it
+// (entcounter.Buffer.Increment). It runs as
+// UpdateOneID(id).AddViews(delta) does on the buffer's
+// client: its hooks, the privacy policy and the query interceptors decide
+// it before anything is buffered.
+func (b *MemberBuffered) AddViews(ctx context.Context, id uuid.UUID, delta int64) error {
+	return b.buf.Increment(ctx, "Member", "views", id, delta)
+}
+
+// AddCredits adds delta to the credits of the Member
+// with the given id, in memory; the buffer's next flush writes it
+// (entcounter.Buffer.Increment). It runs as
+// UpdateOneID(id).AddCredits(delta) does on the buffer's
+// client: its hooks, the privacy policy and the query interceptors decide
+// it before anything is buffered.
+func (b *MemberBuffered) AddCredits(ctx context.Context, id uuid.UUID, delta int64) error {
+	return b.buf.Increment(ctx, "Member", "credits", id, delta)
 }
 
 // PostBuffered adds to the counters of Post rows through a

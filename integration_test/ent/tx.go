@@ -16,6 +16,10 @@ type Tx struct {
 	Author *AuthorClient
 	// AuthorFollowersSlot is the client for interacting with the AuthorFollowersSlot builders.
 	AuthorFollowersSlot *AuthorFollowersSlotClient
+	// Badge is the client for interacting with the Badge builders.
+	Badge *BadgeClient
+	// BadgeAwardsSlot is the client for interacting with the BadgeAwardsSlot builders.
+	BadgeAwardsSlot *BadgeAwardsSlotClient
 	// Book is the client for interacting with the Book builders.
 	Book *BookClient
 	// Clip is the client for interacting with the Clip builders.
@@ -58,10 +62,16 @@ type Tx struct {
 	Label *LabelClient
 	// LabelConversationCountSlot is the client for interacting with the LabelConversationCountSlot builders.
 	LabelConversationCountSlot *LabelConversationCountSlotClient
+	// Member is the client for interacting with the Member builders.
+	Member *MemberClient
 	// NaivePost is the client for interacting with the NaivePost builders.
 	NaivePost *NaivePostClient
+	// Note is the client for interacting with the Note builders.
+	Note *NoteClient
 	// Page is the client for interacting with the Page builders.
 	Page *PageClient
+	// Pin is the client for interacting with the Pin builders.
+	Pin *PinClient
 	// Post is the client for interacting with the Post builders.
 	Post *PostClient
 	// PostLikesSlot is the client for interacting with the PostLikesSlot builders.
@@ -112,6 +122,16 @@ type Tx struct {
 	HookedConversationLabelCountSlot *HookedConversationLabelCountSlotClient
 	// HookedLabelConversationCountSlot is the client for interacting with the HookedLabelConversationCountSlot builders.
 	HookedLabelConversationCountSlot *HookedLabelConversationCountSlotClient
+	// MemberLikesSlot is the client for interacting with the MemberLikesSlot builders.
+	MemberLikesSlot *MemberLikesSlotClient
+	// MemberViewsSlot is the client for interacting with the MemberViewsSlot builders.
+	MemberViewsSlot *MemberViewsSlotClient
+	// MemberCreditsSlot is the client for interacting with the MemberCreditsSlot builders.
+	MemberCreditsSlot *MemberCreditsSlotClient
+	// MemberNoteCountSlot is the client for interacting with the MemberNoteCountSlot builders.
+	MemberNoteCountSlot *MemberNoteCountSlotClient
+	// MemberPinCountSlot is the client for interacting with the MemberPinCountSlot builders.
+	MemberPinCountSlot *MemberPinCountSlotClient
 
 	// lazily loaded.
 	client     *Client
@@ -245,6 +265,8 @@ func (tx *Tx) Client() *Client {
 func (tx *Tx) init() {
 	tx.Author = NewAuthorClient(tx.config)
 	tx.AuthorFollowersSlot = NewAuthorFollowersSlotClient(tx.config)
+	tx.Badge = NewBadgeClient(tx.config)
+	tx.BadgeAwardsSlot = NewBadgeAwardsSlotClient(tx.config)
 	tx.Book = NewBookClient(tx.config)
 	tx.Clip = NewClipClient(tx.config)
 	tx.ClipLikesSlot = NewClipLikesSlotClient(tx.config)
@@ -266,8 +288,11 @@ func (tx *Tx) init() {
 	tx.Item = NewItemClient(tx.config)
 	tx.Label = NewLabelClient(tx.config)
 	tx.LabelConversationCountSlot = NewLabelConversationCountSlotClient(tx.config)
+	tx.Member = NewMemberClient(tx.config)
 	tx.NaivePost = NewNaivePostClient(tx.config)
+	tx.Note = NewNoteClient(tx.config)
 	tx.Page = NewPageClient(tx.config)
+	tx.Pin = NewPinClient(tx.config)
 	tx.Post = NewPostClient(tx.config)
 	tx.PostLikesSlot = NewPostLikesSlotClient(tx.config)
 	tx.PostViewsSlot = NewPostViewsSlotClient(tx.config)
@@ -293,6 +318,11 @@ func (tx *Tx) init() {
 	tx.Topic = NewTopicClient(tx.config)
 	tx.HookedConversationLabelCountSlot = NewHookedConversationLabelCountSlotClient(tx.config)
 	tx.HookedLabelConversationCountSlot = NewHookedLabelConversationCountSlotClient(tx.config)
+	tx.MemberLikesSlot = NewMemberLikesSlotClient(tx.config)
+	tx.MemberViewsSlot = NewMemberViewsSlotClient(tx.config)
+	tx.MemberCreditsSlot = NewMemberCreditsSlotClient(tx.config)
+	tx.MemberNoteCountSlot = NewMemberNoteCountSlotClient(tx.config)
+	tx.MemberPinCountSlot = NewMemberPinCountSlotClient(tx.config)
 }
 
 // txDriver wraps the given dialect.Tx with a nop dialect.Driver implementation.

@@ -33,6 +33,30 @@ func (f AuthorFollowersSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (en
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.AuthorFollowersSlotMutation", m)
 }
 
+// The BadgeFunc type is an adapter to allow the use of ordinary
+// function as Badge mutator.
+type BadgeFunc func(context.Context, *ent.BadgeMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f BadgeFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.BadgeMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.BadgeMutation", m)
+}
+
+// The BadgeAwardsSlotFunc type is an adapter to allow the use of ordinary
+// function as BadgeAwardsSlot mutator.
+type BadgeAwardsSlotFunc func(context.Context, *ent.BadgeAwardsSlotMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f BadgeAwardsSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.BadgeAwardsSlotMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.BadgeAwardsSlotMutation", m)
+}
+
 // The BookFunc type is an adapter to allow the use of ordinary
 // function as Book mutator.
 type BookFunc func(context.Context, *ent.BookMutation) (ent.Value, error)
@@ -285,6 +309,18 @@ func (f LabelConversationCountSlotFunc) Mutate(ctx context.Context, m ent.Mutati
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.LabelConversationCountSlotMutation", m)
 }
 
+// The MemberFunc type is an adapter to allow the use of ordinary
+// function as Member mutator.
+type MemberFunc func(context.Context, *ent.MemberMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f MemberFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.MemberMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.MemberMutation", m)
+}
+
 // The NaivePostFunc type is an adapter to allow the use of ordinary
 // function as NaivePost mutator.
 type NaivePostFunc func(context.Context, *ent.NaivePostMutation) (ent.Value, error)
@@ -297,6 +333,18 @@ func (f NaivePostFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, e
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.NaivePostMutation", m)
 }
 
+// The NoteFunc type is an adapter to allow the use of ordinary
+// function as Note mutator.
+type NoteFunc func(context.Context, *ent.NoteMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f NoteFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.NoteMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.NoteMutation", m)
+}
+
 // The PageFunc type is an adapter to allow the use of ordinary
 // function as Page mutator.
 type PageFunc func(context.Context, *ent.PageMutation) (ent.Value, error)
@@ -307,6 +355,18 @@ func (f PageFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error)
 		return f(ctx, mv)
 	}
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.PageMutation", m)
+}
+
+// The PinFunc type is an adapter to allow the use of ordinary
+// function as Pin mutator.
+type PinFunc func(context.Context, *ent.PinMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f PinFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.PinMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.PinMutation", m)
 }
 
 // The PostFunc type is an adapter to allow the use of ordinary
@@ -607,6 +667,66 @@ func (f HookedLabelConversationCountSlotFunc) Mutate(ctx context.Context, m ent.
 		return f(ctx, mv)
 	}
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.HookedLabelConversationCountSlotMutation", m)
+}
+
+// The MemberLikesSlotFunc type is an adapter to allow the use of ordinary
+// function as MemberLikesSlot mutator.
+type MemberLikesSlotFunc func(context.Context, *ent.MemberLikesSlotMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f MemberLikesSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.MemberLikesSlotMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.MemberLikesSlotMutation", m)
+}
+
+// The MemberViewsSlotFunc type is an adapter to allow the use of ordinary
+// function as MemberViewsSlot mutator.
+type MemberViewsSlotFunc func(context.Context, *ent.MemberViewsSlotMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f MemberViewsSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.MemberViewsSlotMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.MemberViewsSlotMutation", m)
+}
+
+// The MemberCreditsSlotFunc type is an adapter to allow the use of ordinary
+// function as MemberCreditsSlot mutator.
+type MemberCreditsSlotFunc func(context.Context, *ent.MemberCreditsSlotMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f MemberCreditsSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.MemberCreditsSlotMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.MemberCreditsSlotMutation", m)
+}
+
+// The MemberNoteCountSlotFunc type is an adapter to allow the use of ordinary
+// function as MemberNoteCountSlot mutator.
+type MemberNoteCountSlotFunc func(context.Context, *ent.MemberNoteCountSlotMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f MemberNoteCountSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.MemberNoteCountSlotMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.MemberNoteCountSlotMutation", m)
+}
+
+// The MemberPinCountSlotFunc type is an adapter to allow the use of ordinary
+// function as MemberPinCountSlot mutator.
+type MemberPinCountSlotFunc func(context.Context, *ent.MemberPinCountSlotMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f MemberPinCountSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.MemberPinCountSlotMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.MemberPinCountSlotMutation", m)
 }
 
 // Condition is a hook condition function.

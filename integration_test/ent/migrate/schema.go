@@ -48,6 +48,44 @@ var (
 			},
 		},
 	}
+	// BadgesColumns holds the columns for the "badges" table.
+	BadgesColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeUUID},
+	}
+	// BadgesTable holds the schema information for the "badges" table.
+	BadgesTable = &schema.Table{
+		Name:       "badges",
+		Columns:    BadgesColumns,
+		PrimaryKey: []*schema.Column{BadgesColumns[0]},
+	}
+	// BadgeAwardsSlotsColumns holds the columns for the "badge_awards_slots" table.
+	BadgeAwardsSlotsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "slot", Type: field.TypeInt16},
+		{Name: "n", Type: field.TypeInt64, Default: 0},
+		{Name: "badge_id", Type: field.TypeUUID},
+	}
+	// BadgeAwardsSlotsTable holds the schema information for the "badge_awards_slots" table.
+	BadgeAwardsSlotsTable = &schema.Table{
+		Name:       "badge_awards_slots",
+		Columns:    BadgeAwardsSlotsColumns,
+		PrimaryKey: []*schema.Column{BadgeAwardsSlotsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "badge_awards_slots_badges_badge",
+				Columns:    []*schema.Column{BadgeAwardsSlotsColumns[3]},
+				RefColumns: []*schema.Column{BadgesColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "badgeawardsslot_badge_id_slot",
+				Unique:  true,
+				Columns: []*schema.Column{BadgeAwardsSlotsColumns[3], BadgeAwardsSlotsColumns[1]},
+			},
+		},
+	}
 	// BooksColumns holds the columns for the "books" table.
 	BooksColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt, Increment: true},
@@ -490,6 +528,18 @@ var (
 			},
 		},
 	}
+	// MembersColumns holds the columns for the "members" table.
+	MembersColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeUUID},
+		{Name: "views", Type: field.TypeInt64, Default: 0},
+		{Name: "name", Type: field.TypeString, Default: ""},
+	}
+	// MembersTable holds the schema information for the "members" table.
+	MembersTable = &schema.Table{
+		Name:       "members",
+		Columns:    MembersColumns,
+		PrimaryKey: []*schema.Column{MembersColumns[0]},
+	}
 	// NaivePostsColumns holds the columns for the "naive_posts" table.
 	NaivePostsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt, Increment: true},
@@ -500,6 +550,25 @@ var (
 		Name:       "naive_posts",
 		Columns:    NaivePostsColumns,
 		PrimaryKey: []*schema.Column{NaivePostsColumns[0]},
+	}
+	// NotesColumns holds the columns for the "notes" table.
+	NotesColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeUUID},
+		{Name: "member_id", Type: field.TypeUUID},
+	}
+	// NotesTable holds the schema information for the "notes" table.
+	NotesTable = &schema.Table{
+		Name:       "notes",
+		Columns:    NotesColumns,
+		PrimaryKey: []*schema.Column{NotesColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "notes_members_notes",
+				Columns:    []*schema.Column{NotesColumns[1]},
+				RefColumns: []*schema.Column{MembersColumns[0]},
+				OnDelete:   schema.NoAction,
+			},
+		},
 	}
 	// PagesColumns holds the columns for the "pages" table.
 	PagesColumns = []*schema.Column{
@@ -524,6 +593,25 @@ var (
 				Name:    "page_section_id",
 				Unique:  false,
 				Columns: []*schema.Column{PagesColumns[1]},
+			},
+		},
+	}
+	// PinsColumns holds the columns for the "pins" table.
+	PinsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "member_pins", Type: field.TypeUUID, Nullable: true},
+	}
+	// PinsTable holds the schema information for the "pins" table.
+	PinsTable = &schema.Table{
+		Name:       "pins",
+		Columns:    PinsColumns,
+		PrimaryKey: []*schema.Column{PinsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "pins_members_pins",
+				Columns:    []*schema.Column{PinsColumns[1]},
+				RefColumns: []*schema.Column{MembersColumns[0]},
+				OnDelete:   schema.SetNull,
 			},
 		},
 	}
@@ -1120,6 +1208,146 @@ var (
 			},
 		},
 	}
+	// MemberLikesSlotsColumns holds the columns for the "member_likes_slots" table.
+	MemberLikesSlotsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "slot", Type: field.TypeInt16},
+		{Name: "n", Type: field.TypeInt64, Default: "0"},
+		{Name: "member_id", Type: field.TypeUUID},
+	}
+	// MemberLikesSlotsTable holds the schema information for the "member_likes_slots" table.
+	MemberLikesSlotsTable = &schema.Table{
+		Name:       "member_likes_slots",
+		Columns:    MemberLikesSlotsColumns,
+		PrimaryKey: []*schema.Column{MemberLikesSlotsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "member_likes_slots_members_member",
+				Columns:    []*schema.Column{MemberLikesSlotsColumns[3]},
+				RefColumns: []*schema.Column{MembersColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "memberlikesslot_member_id_slot",
+				Unique:  true,
+				Columns: []*schema.Column{MemberLikesSlotsColumns[3], MemberLikesSlotsColumns[1]},
+			},
+		},
+	}
+	// MemberViewsSlotsColumns holds the columns for the "member_views_slots" table.
+	MemberViewsSlotsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "slot", Type: field.TypeInt16},
+		{Name: "n", Type: field.TypeInt64, Default: "0"},
+		{Name: "member_id", Type: field.TypeUUID},
+	}
+	// MemberViewsSlotsTable holds the schema information for the "member_views_slots" table.
+	MemberViewsSlotsTable = &schema.Table{
+		Name:       "member_views_slots",
+		Columns:    MemberViewsSlotsColumns,
+		PrimaryKey: []*schema.Column{MemberViewsSlotsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "member_views_slots_members_member",
+				Columns:    []*schema.Column{MemberViewsSlotsColumns[3]},
+				RefColumns: []*schema.Column{MembersColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "memberviewsslot_member_id_slot",
+				Unique:  true,
+				Columns: []*schema.Column{MemberViewsSlotsColumns[3], MemberViewsSlotsColumns[1]},
+			},
+		},
+	}
+	// MemberCreditsSlotsColumns holds the columns for the "member_credits_slots" table.
+	MemberCreditsSlotsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "slot", Type: field.TypeInt16},
+		{Name: "n", Type: field.TypeInt64, Default: "0"},
+		{Name: "member_id", Type: field.TypeUUID},
+	}
+	// MemberCreditsSlotsTable holds the schema information for the "member_credits_slots" table.
+	MemberCreditsSlotsTable = &schema.Table{
+		Name:       "member_credits_slots",
+		Columns:    MemberCreditsSlotsColumns,
+		PrimaryKey: []*schema.Column{MemberCreditsSlotsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "member_credits_slots_members_member",
+				Columns:    []*schema.Column{MemberCreditsSlotsColumns[3]},
+				RefColumns: []*schema.Column{MembersColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "membercreditsslot_member_id_slot",
+				Unique:  true,
+				Columns: []*schema.Column{MemberCreditsSlotsColumns[3], MemberCreditsSlotsColumns[1]},
+			},
+		},
+	}
+	// MemberNoteCountSlotsColumns holds the columns for the "member_note_count_slots" table.
+	MemberNoteCountSlotsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "slot", Type: field.TypeInt16},
+		{Name: "n", Type: field.TypeInt64, Default: "0"},
+		{Name: "member_id", Type: field.TypeUUID},
+	}
+	// MemberNoteCountSlotsTable holds the schema information for the "member_note_count_slots" table.
+	MemberNoteCountSlotsTable = &schema.Table{
+		Name:       "member_note_count_slots",
+		Columns:    MemberNoteCountSlotsColumns,
+		PrimaryKey: []*schema.Column{MemberNoteCountSlotsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "member_note_count_slots_members_member",
+				Columns:    []*schema.Column{MemberNoteCountSlotsColumns[3]},
+				RefColumns: []*schema.Column{MembersColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "membernotecountslot_member_id_slot",
+				Unique:  true,
+				Columns: []*schema.Column{MemberNoteCountSlotsColumns[3], MemberNoteCountSlotsColumns[1]},
+			},
+		},
+	}
+	// MemberPinCountSlotsColumns holds the columns for the "member_pin_count_slots" table.
+	MemberPinCountSlotsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "slot", Type: field.TypeInt16},
+		{Name: "n", Type: field.TypeInt64, Default: "0"},
+		{Name: "member_id", Type: field.TypeUUID},
+	}
+	// MemberPinCountSlotsTable holds the schema information for the "member_pin_count_slots" table.
+	MemberPinCountSlotsTable = &schema.Table{
+		Name:       "member_pin_count_slots",
+		Columns:    MemberPinCountSlotsColumns,
+		PrimaryKey: []*schema.Column{MemberPinCountSlotsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "member_pin_count_slots_members_member",
+				Columns:    []*schema.Column{MemberPinCountSlotsColumns[3]},
+				RefColumns: []*schema.Column{MembersColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "memberpincountslot_member_id_slot",
+				Unique:  true,
+				Columns: []*schema.Column{MemberPinCountSlotsColumns[3], MemberPinCountSlotsColumns[1]},
+			},
+		},
+	}
 	// ConversationLabelsColumns holds the columns for the "conversation_labels" table.
 	ConversationLabelsColumns = []*schema.Column{
 		{Name: "conversation_id", Type: field.TypeInt},
@@ -1174,6 +1402,8 @@ var (
 	Tables = []*schema.Table{
 		AuthorsTable,
 		AuthorFollowersSlotsTable,
+		BadgesTable,
+		BadgeAwardsSlotsTable,
 		BooksTable,
 		ClipsTable,
 		ClipLikesSlotsTable,
@@ -1195,8 +1425,11 @@ var (
 		ItemsTable,
 		LabelsTable,
 		LabelConversationCountSlotsTable,
+		MembersTable,
 		NaivePostsTable,
+		NotesTable,
 		PagesTable,
+		PinsTable,
 		PostsTable,
 		PostLikesSlotsTable,
 		PostViewsSlotsTable,
@@ -1222,6 +1455,11 @@ var (
 		TopicsTable,
 		HookedConversationLabelCountSlotsTable,
 		HookedLabelConversationCountSlotsTable,
+		MemberLikesSlotsTable,
+		MemberViewsSlotsTable,
+		MemberCreditsSlotsTable,
+		MemberNoteCountSlotsTable,
+		MemberPinCountSlotsTable,
 		ConversationLabelsTable,
 		HookedConversationLabelsTable,
 	}
@@ -1231,6 +1469,10 @@ func init() {
 	AuthorFollowersSlotsTable.ForeignKeys[0].RefTable = AuthorsTable
 	AuthorFollowersSlotsTable.Annotation = &entsql.Annotation{
 		Table: "author_followers_slots",
+	}
+	BadgeAwardsSlotsTable.ForeignKeys[0].RefTable = BadgesTable
+	BadgeAwardsSlotsTable.Annotation = &entsql.Annotation{
+		Table: "badge_awards_slots",
 	}
 	BooksTable.ForeignKeys[0].RefTable = ShelvesTable
 	ClipLikesSlotsTable.ForeignKeys[0].RefTable = ClipsTable
@@ -1272,7 +1514,9 @@ func init() {
 	LabelConversationCountSlotsTable.Annotation = &entsql.Annotation{
 		Table: "label_conversation_count_slots",
 	}
+	NotesTable.ForeignKeys[0].RefTable = MembersTable
 	PagesTable.ForeignKeys[0].RefTable = SectionsTable
+	PinsTable.ForeignKeys[0].RefTable = MembersTable
 	PostsTable.ForeignKeys[0].RefTable = AuthorsTable
 	PostLikesSlotsTable.ForeignKeys[0].RefTable = PostsTable
 	PostLikesSlotsTable.Annotation = &entsql.Annotation{
@@ -1336,6 +1580,26 @@ func init() {
 	HookedLabelConversationCountSlotsTable.ForeignKeys[0].RefTable = HookedLabelsTable
 	HookedLabelConversationCountSlotsTable.Annotation = &entsql.Annotation{
 		Table: "hooked_label_conversation_count_slots",
+	}
+	MemberLikesSlotsTable.ForeignKeys[0].RefTable = MembersTable
+	MemberLikesSlotsTable.Annotation = &entsql.Annotation{
+		Table: "member_likes_slots",
+	}
+	MemberViewsSlotsTable.ForeignKeys[0].RefTable = MembersTable
+	MemberViewsSlotsTable.Annotation = &entsql.Annotation{
+		Table: "member_views_slots",
+	}
+	MemberCreditsSlotsTable.ForeignKeys[0].RefTable = MembersTable
+	MemberCreditsSlotsTable.Annotation = &entsql.Annotation{
+		Table: "member_credits_slots",
+	}
+	MemberNoteCountSlotsTable.ForeignKeys[0].RefTable = MembersTable
+	MemberNoteCountSlotsTable.Annotation = &entsql.Annotation{
+		Table: "member_note_count_slots",
+	}
+	MemberPinCountSlotsTable.ForeignKeys[0].RefTable = MembersTable
+	MemberPinCountSlotsTable.Annotation = &entsql.Annotation{
+		Table: "member_pin_count_slots",
 	}
 	ConversationLabelsTable.ForeignKeys[0].RefTable = ConversationsTable
 	ConversationLabelsTable.ForeignKeys[1].RefTable = LabelsTable

@@ -12,6 +12,12 @@ type Author func(*sql.Selector)
 // AuthorFollowersSlot is the predicate function for authorfollowersslot builders.
 type AuthorFollowersSlot func(*sql.Selector)
 
+// Badge is the predicate function for badge builders.
+type Badge func(*sql.Selector)
+
+// BadgeAwardsSlot is the predicate function for badgeawardsslot builders.
+type BadgeAwardsSlot func(*sql.Selector)
+
 // Book is the predicate function for book builders.
 type Book func(*sql.Selector)
 
@@ -75,11 +81,20 @@ type Label func(*sql.Selector)
 // LabelConversationCountSlot is the predicate function for labelconversationcountslot builders.
 type LabelConversationCountSlot func(*sql.Selector)
 
+// Member is the predicate function for member builders.
+type Member func(*sql.Selector)
+
 // NaivePost is the predicate function for naivepost builders.
 type NaivePost func(*sql.Selector)
 
+// Note is the predicate function for note builders.
+type Note func(*sql.Selector)
+
 // Page is the predicate function for page builders.
 type Page func(*sql.Selector)
+
+// Pin is the predicate function for pin builders.
+type Pin func(*sql.Selector)
 
 // Post is the predicate function for post builders.
 type Post func(*sql.Selector)
@@ -155,3 +170,18 @@ type HookedConversationLabelCountSlot func(*sql.Selector)
 
 // HookedLabelConversationCountSlot is the predicate function for hookedlabelconversationcountslot builders.
 type HookedLabelConversationCountSlot func(*sql.Selector)
+
+// MemberLikesSlot is the predicate function for memberlikesslot builders.
+type MemberLikesSlot func(*sql.Selector)
+
+// MemberViewsSlot is the predicate function for memberviewsslot builders.
+type MemberViewsSlot func(*sql.Selector)
+
+// MemberCreditsSlot is the predicate function for membercreditsslot builders.
+type MemberCreditsSlot func(*sql.Selector)
+
+// MemberNoteCountSlot is the predicate function for membernotecountslot builders.
+type MemberNoteCountSlot func(*sql.Selector)
+
+// MemberPinCountSlot is the predicate function for memberpincountslot builders.
+type MemberPinCountSlot func(*sql.Selector)

@@ -3,8 +3,11 @@
 package runtime
 
 import (
+	"github.com/google/uuid"
 	"github.com/hotcounter/hotcounter/integration_test/ent/author"
 	"github.com/hotcounter/hotcounter/integration_test/ent/authorfollowersslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/badge"
+	"github.com/hotcounter/hotcounter/integration_test/ent/badgeawardsslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/book"
 	"github.com/hotcounter/hotcounter/integration_test/ent/clip"
 	"github.com/hotcounter/hotcounter/integration_test/ent/cliplikesslot"
@@ -25,7 +28,9 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/item"
 	"github.com/hotcounter/hotcounter/integration_test/ent/label"
 	"github.com/hotcounter/hotcounter/integration_test/ent/labelconversationcountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/member"
 	"github.com/hotcounter/hotcounter/integration_test/ent/naivepost"
+	"github.com/hotcounter/hotcounter/integration_test/ent/note"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postviewsslot"
@@ -80,6 +85,32 @@ func init() {
 	authorfollowersslotDescN := authorfollowersslotMixinFields0[2].Descriptor()
 	// authorfollowersslot.DefaultN holds the default value on creation for the n field.
 	authorfollowersslot.DefaultN = authorfollowersslotDescN.Default.(int64)
+	badgeMixin := schema.Badge{}.Mixin()
+	badgeMixinHooks0 := badgeMixin[0].Hooks()
+	badge.Hooks[0] = badgeMixinHooks0[0]
+	badgeMixinInters0 := badgeMixin[0].Interceptors()
+	badge.Interceptors[0] = badgeMixinInters0[0]
+	badgeMixinFields0 := badgeMixin[0].Fields()
+	_ = badgeMixinFields0
+	badgeFields := schema.Badge{}.Fields()
+	_ = badgeFields
+	// badgeDescAwards is the schema descriptor for awards field.
+	badgeDescAwards := badgeMixinFields0[0].Descriptor()
+	// badge.DefaultAwards holds the default value on creation for the awards field.
+	badge.DefaultAwards = badgeDescAwards.Default.(int64)
+	// badgeDescID is the schema descriptor for id field.
+	badgeDescID := badgeFields[0].Descriptor()
+	// badge.DefaultID holds the default value on creation for the id field.
+	badge.DefaultID = badgeDescID.Default.(func() uuid.UUID)
+	badgeawardsslotMixin := schema.BadgeAwardsSlot{}.Mixin()
+	badgeawardsslotMixinFields0 := badgeawardsslotMixin[0].Fields()
+	_ = badgeawardsslotMixinFields0
+	badgeawardsslotFields := schema.BadgeAwardsSlot{}.Fields()
+	_ = badgeawardsslotFields
+	// badgeawardsslotDescN is the schema descriptor for n field.
+	badgeawardsslotDescN := badgeawardsslotMixinFields0[2].Descriptor()
+	// badgeawardsslot.DefaultN holds the default value on creation for the n field.
+	badgeawardsslot.DefaultN = badgeawardsslotDescN.Default.(int64)
 	bookFields := schema.Book{}.Fields()
 	_ = bookFields
 	// bookDescStatus is the schema descriptor for status field.
@@ -350,12 +381,79 @@ func init() {
 	labelconversationcountslotDescN := labelconversationcountslotMixinFields0[2].Descriptor()
 	// labelconversationcountslot.DefaultN holds the default value on creation for the n field.
 	labelconversationcountslot.DefaultN = labelconversationcountslotDescN.Default.(int64)
+	memberMixin := schema.Member{}.Mixin()
+	memberMixinHooks0 := memberMixin[0].Hooks()
+	memberMixinHooks1 := memberMixin[1].Hooks()
+	memberMixinHooks2 := memberMixin[2].Hooks()
+	memberMixinHooks3 := memberMixin[3].Hooks()
+	memberMixinHooks4 := memberMixin[4].Hooks()
+	member.Hooks[0] = memberMixinHooks0[0]
+	member.Hooks[1] = memberMixinHooks1[0]
+	member.Hooks[2] = memberMixinHooks2[0]
+	member.Hooks[3] = memberMixinHooks3[0]
+	member.Hooks[4] = memberMixinHooks4[0]
+	memberMixinInters0 := memberMixin[0].Interceptors()
+	memberMixinInters1 := memberMixin[1].Interceptors()
+	memberMixinInters2 := memberMixin[2].Interceptors()
+	memberMixinInters3 := memberMixin[3].Interceptors()
+	memberMixinInters4 := memberMixin[4].Interceptors()
+	member.Interceptors[0] = memberMixinInters0[0]
+	member.Interceptors[1] = memberMixinInters1[0]
+	member.Interceptors[2] = memberMixinInters2[0]
+	member.Interceptors[3] = memberMixinInters3[0]
+	member.Interceptors[4] = memberMixinInters4[0]
+	memberMixinFields0 := memberMixin[0].Fields()
+	_ = memberMixinFields0
+	memberMixinFields1 := memberMixin[1].Fields()
+	_ = memberMixinFields1
+	memberMixinFields2 := memberMixin[2].Fields()
+	_ = memberMixinFields2
+	memberMixinFields3 := memberMixin[3].Fields()
+	_ = memberMixinFields3
+	memberMixinFields4 := memberMixin[4].Fields()
+	_ = memberMixinFields4
+	memberFields := schema.Member{}.Fields()
+	_ = memberFields
+	// memberDescLikes is the schema descriptor for likes field.
+	memberDescLikes := memberMixinFields0[0].Descriptor()
+	// member.DefaultLikes holds the default value on creation for the likes field.
+	member.DefaultLikes = memberDescLikes.Default.(int64)
+	// memberDescViews is the schema descriptor for views field.
+	memberDescViews := memberMixinFields1[0].Descriptor()
+	// member.DefaultViews holds the default value on creation for the views field.
+	member.DefaultViews = memberDescViews.Default.(int64)
+	// memberDescCredits is the schema descriptor for credits field.
+	memberDescCredits := memberMixinFields2[0].Descriptor()
+	// member.DefaultCredits holds the default value on creation for the credits field.
+	member.DefaultCredits = memberDescCredits.Default.(int64)
+	// memberDescNoteCount is the schema descriptor for note_count field.
+	memberDescNoteCount := memberMixinFields3[0].Descriptor()
+	// member.DefaultNoteCount holds the default value on creation for the note_count field.
+	member.DefaultNoteCount = memberDescNoteCount.Default.(int64)
+	// memberDescPinCount is the schema descriptor for pin_count field.
+	memberDescPinCount := memberMixinFields4[0].Descriptor()
+	// member.DefaultPinCount holds the default value on creation for the pin_count field.
+	member.DefaultPinCount = memberDescPinCount.Default.(int64)
+	// memberDescName is the schema descriptor for name field.
+	memberDescName := memberFields[1].Descriptor()
+	// member.DefaultName holds the default value on creation for the name field.
+	member.DefaultName = memberDescName.Default.(string)
+	// memberDescID is the schema descriptor for id field.
+	memberDescID := memberFields[0].Descriptor()
+	// member.DefaultID holds the default value on creation for the id field.
+	member.DefaultID = memberDescID.Default.(func() uuid.UUID)
 	naivepostFields := schema.NaivePost{}.Fields()
 	_ = naivepostFields
 	// naivepostDescLikes is the schema descriptor for likes field.
 	naivepostDescLikes := naivepostFields[0].Descriptor()
 	// naivepost.DefaultLikes holds the default value on creation for the likes field.
 	naivepost.DefaultLikes = naivepostDescLikes.Default.(int64)
+	noteFields := schema.Note{}.Fields()
+	_ = noteFields
+	// noteDescID is the schema descriptor for id field.
+	noteDescID := noteFields[0].Descriptor()
+	// note.DefaultID holds the default value on creation for the id field.
+	note.DefaultID = noteDescID.Default.(func() uuid.UUID)
 	postMixin := schema.Post{}.Mixin()
 	postMixinHooks0 := postMixin[0].Hooks()
 	postMixinHooks1 := postMixin[1].Hooks()
