@@ -9,6 +9,7 @@ import (
 
 	"entgo.io/ent/entc"
 	"entgo.io/ent/entc/gen"
+	"entgo.io/ent/schema/field"
 	"github.com/jinzhu/inflection"
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
@@ -390,7 +391,8 @@ func o2mCountDef(e *gen.Edge, a annotation) (*entrt.CountDef, error) {
 	if !child.HasOneFieldID() {
 		return nil, fmt.Errorf("Counts(%q): %s needs a single id field", a.Counts, child.Name)
 	}
-	c := &entrt.CountDef{Edge: e.Name, Type: child.Name, Hooks: a.Hooks, Table: child.Table(), Key: child.ID.StorageKey(), Ref: e.Rel.Column(), Where: a.Where, Total: a.Total}
+	c := &entrt.CountDef{Edge: e.Name, Type: child.Name, Hooks: a.Hooks, Table: child.Table(), Key: child.ID.StorageKey(), Ref: e.Rel.Column(), Where: a.Where, Total: a.Total,
+		SoftDelete: softDeleteColumn(child)}
 	seen := map[string]bool{}
 	add := func(col string) {
 		if !seen[col] {
@@ -412,6 +414,24 @@ func o2mCountDef(e *gen.Edge, a annotation) (*entrt.CountDef, error) {
 		return nil, fmt.Errorf("Total(%q): %s has no field %q (name its column)", a.Total, child.Name, a.Total)
 	}
 	return c, nil
+}
+
+// softDeleteField is the field by which a count recognises ent's
+// documented soft-delete mixin (https://entgo.io/docs/interceptors#soft-delete):
+// an optional time field of this name on the child schema marks a row
+// soft-deleted when it is set, and such a row is not counted, as GORM's
+// gorm.DeletedAt is not.
+const softDeleteField = "delete_time"
+
+// softDeleteColumn returns the column of t's softDeleteField, or "" when t
+// has none.
+func softDeleteColumn(t *gen.Type) string {
+	for _, f := range t.Fields {
+		if f.Name == softDeleteField && f.Optional && f.Type.Type == field.TypeTime {
+			return f.StorageKey()
+		}
+	}
+	return ""
 }
 
 // viaCountDef resolves a count over two O2M edges, Counts("children.products"):

@@ -17,6 +17,10 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/post"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/postlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/postviewsslot"
+	"github.com/hotcounter/hotcounter/integration_test/entprivacy/reply"
+	"github.com/hotcounter/hotcounter/integration_test/entprivacy/thread"
+	"github.com/hotcounter/hotcounter/integration_test/entprivacy/threadhookedreplycountslot"
+	"github.com/hotcounter/hotcounter/integration_test/entprivacy/threadreplycountslot"
 
 	"entgo.io/ent"
 	"github.com/hotcounter/hotcounter/entcounter/generated"
@@ -33,6 +37,14 @@ type Client struct {
 	PostLikesSlot *PostLikesSlotClient
 	// PostViewsSlot is the client for interacting with the PostViewsSlot builders.
 	PostViewsSlot *PostViewsSlotClient
+	// Reply is the client for interacting with the Reply builders.
+	Reply *ReplyClient
+	// Thread is the client for interacting with the Thread builders.
+	Thread *ThreadClient
+	// ThreadReplyCountSlot is the client for interacting with the ThreadReplyCountSlot builders.
+	ThreadReplyCountSlot *ThreadReplyCountSlotClient
+	// ThreadHookedReplyCountSlot is the client for interacting with the ThreadHookedReplyCountSlot builders.
+	ThreadHookedReplyCountSlot *ThreadHookedReplyCountSlotClient
 }
 
 // NewClient creates a new client configured with the given options.
@@ -47,6 +59,10 @@ func (c *Client) init() {
 	c.Post = NewPostClient(c.config)
 	c.PostLikesSlot = NewPostLikesSlotClient(c.config)
 	c.PostViewsSlot = NewPostViewsSlotClient(c.config)
+	c.Reply = NewReplyClient(c.config)
+	c.Thread = NewThreadClient(c.config)
+	c.ThreadReplyCountSlot = NewThreadReplyCountSlotClient(c.config)
+	c.ThreadHookedReplyCountSlot = NewThreadHookedReplyCountSlotClient(c.config)
 }
 
 type (
@@ -74,6 +90,8 @@ type (
 func newConfig(opts ...Option) config {
 	cfg := config{log: log.Println, hooks: &hooks{}, inters: &inters{}}
 	cfg.hotcounter = generated.NewState()
+	cfg.hooks.Reply = append(cfg.hooks.Reply, generated.CountHook())
+	cfg.hooks.Thread = append(cfg.hooks.Thread, generated.CountHook())
 	cfg.options(opts...)
 	return cfg
 }
@@ -141,11 +159,15 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 	cfg := c.config
 	cfg.driver = tx
 	return &Tx{
-		ctx:           ctx,
-		config:        cfg,
-		Post:          NewPostClient(cfg),
-		PostLikesSlot: NewPostLikesSlotClient(cfg),
-		PostViewsSlot: NewPostViewsSlotClient(cfg),
+		ctx:                        ctx,
+		config:                     cfg,
+		Post:                       NewPostClient(cfg),
+		PostLikesSlot:              NewPostLikesSlotClient(cfg),
+		PostViewsSlot:              NewPostViewsSlotClient(cfg),
+		Reply:                      NewReplyClient(cfg),
+		Thread:                     NewThreadClient(cfg),
+		ThreadReplyCountSlot:       NewThreadReplyCountSlotClient(cfg),
+		ThreadHookedReplyCountSlot: NewThreadHookedReplyCountSlotClient(cfg),
 	}, nil
 }
 
@@ -163,11 +185,15 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 	cfg := c.config
 	cfg.driver = &txDriver{tx: tx, drv: c.driver}
 	return &Tx{
-		ctx:           ctx,
-		config:        cfg,
-		Post:          NewPostClient(cfg),
-		PostLikesSlot: NewPostLikesSlotClient(cfg),
-		PostViewsSlot: NewPostViewsSlotClient(cfg),
+		ctx:                        ctx,
+		config:                     cfg,
+		Post:                       NewPostClient(cfg),
+		PostLikesSlot:              NewPostLikesSlotClient(cfg),
+		PostViewsSlot:              NewPostViewsSlotClient(cfg),
+		Reply:                      NewReplyClient(cfg),
+		Thread:                     NewThreadClient(cfg),
+		ThreadReplyCountSlot:       NewThreadReplyCountSlotClient(cfg),
+		ThreadHookedReplyCountSlot: NewThreadHookedReplyCountSlotClient(cfg),
 	}, nil
 }
 
@@ -196,17 +222,23 @@ func (c *Client) Close() error {
 // Use adds the mutation hooks to all the entity clients.
 // In order to add hooks to a specific client, call: `client.Node.Use(...)`.
 func (c *Client) Use(hooks ...Hook) {
-	c.Post.Use(hooks...)
-	c.PostLikesSlot.Use(hooks...)
-	c.PostViewsSlot.Use(hooks...)
+	for _, n := range []interface{ Use(...Hook) }{
+		c.Post, c.PostLikesSlot, c.PostViewsSlot, c.Reply, c.Thread,
+		c.ThreadReplyCountSlot, c.ThreadHookedReplyCountSlot,
+	} {
+		n.Use(hooks...)
+	}
 }
 
 // Intercept adds the query interceptors to all the entity clients.
 // In order to add interceptors to a specific client, call: `client.Node.Intercept(...)`.
 func (c *Client) Intercept(interceptors ...Interceptor) {
-	c.Post.Intercept(interceptors...)
-	c.PostLikesSlot.Intercept(interceptors...)
-	c.PostViewsSlot.Intercept(interceptors...)
+	for _, n := range []interface{ Intercept(...Interceptor) }{
+		c.Post, c.PostLikesSlot, c.PostViewsSlot, c.Reply, c.Thread,
+		c.ThreadReplyCountSlot, c.ThreadHookedReplyCountSlot,
+	} {
+		n.Intercept(interceptors...)
+	}
 }
 
 // Mutate implements the ent.Mutator interface.
@@ -218,6 +250,14 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.PostLikesSlot.mutate(ctx, m)
 	case *PostViewsSlotMutation:
 		return c.PostViewsSlot.mutate(ctx, m)
+	case *ReplyMutation:
+		return c.Reply.mutate(ctx, m)
+	case *ThreadMutation:
+		return c.Thread.mutate(ctx, m)
+	case *ThreadReplyCountSlotMutation:
+		return c.ThreadReplyCountSlot.mutate(ctx, m)
+	case *ThreadHookedReplyCountSlotMutation:
+		return c.ThreadHookedReplyCountSlot.mutate(ctx, m)
 	default:
 		return nil, fmt.Errorf("entprivacy: unknown mutation type %T", m)
 	}
@@ -656,13 +696,615 @@ func (c *PostViewsSlotClient) mutate(ctx context.Context, m *PostViewsSlotMutati
 	}
 }
 
+// ReplyClient is a client for the Reply schema.
+type ReplyClient struct {
+	config
+}
+
+// NewReplyClient returns a client for the Reply from the given config.
+func NewReplyClient(c config) *ReplyClient {
+	return &ReplyClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `reply.Hooks(f(g(h())))`.
+func (c *ReplyClient) Use(hooks ...Hook) {
+	c.hooks.Reply = append(c.hooks.Reply, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `reply.Intercept(f(g(h())))`.
+func (c *ReplyClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Reply = append(c.inters.Reply, interceptors...)
+}
+
+// Create returns a builder for creating a Reply entity.
+func (c *ReplyClient) Create() *ReplyCreate {
+	mutation := newReplyMutation(c.config, OpCreate)
+	return &ReplyCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Reply entities.
+func (c *ReplyClient) CreateBulk(builders ...*ReplyCreate) *ReplyCreateBulk {
+	return &ReplyCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *ReplyClient) MapCreateBulk(slice any, setFunc func(*ReplyCreate, int)) *ReplyCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &ReplyCreateBulk{err: fmt.Errorf("calling to ReplyClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*ReplyCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &ReplyCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Reply.
+func (c *ReplyClient) Update() *ReplyUpdate {
+	mutation := newReplyMutation(c.config, OpUpdate)
+	return &ReplyUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *ReplyClient) UpdateOne(_m *Reply) *ReplyUpdateOne {
+	mutation := newReplyMutation(c.config, OpUpdateOne, withReply(_m))
+	return &ReplyUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *ReplyClient) UpdateOneID(id int) *ReplyUpdateOne {
+	mutation := newReplyMutation(c.config, OpUpdateOne, withReplyID(id))
+	return &ReplyUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Reply.
+func (c *ReplyClient) Delete() *ReplyDelete {
+	mutation := newReplyMutation(c.config, OpDelete)
+	return &ReplyDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *ReplyClient) DeleteOne(_m *Reply) *ReplyDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *ReplyClient) DeleteOneID(id int) *ReplyDeleteOne {
+	builder := c.Delete().Where(reply.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &ReplyDeleteOne{builder}
+}
+
+// Query returns a query builder for Reply.
+func (c *ReplyClient) Query() *ReplyQuery {
+	return &ReplyQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeReply},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Reply entity by its id.
+func (c *ReplyClient) Get(ctx context.Context, id int) (*Reply, error) {
+	return c.Query().Where(reply.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *ReplyClient) GetX(ctx context.Context, id int) *Reply {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryThread queries the thread edge of a Reply.
+func (c *ReplyClient) QueryThread(_m *Reply) *ThreadQuery {
+	query := (&ThreadClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(reply.Table, reply.FieldID, id),
+			sqlgraph.To(thread.Table, thread.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, reply.ThreadTable, reply.ThreadColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *ReplyClient) Hooks() []Hook {
+	hooks := c.hooks.Reply
+	return append(hooks[:len(hooks):len(hooks)], reply.Hooks[:]...)
+}
+
+// Interceptors returns the client interceptors.
+func (c *ReplyClient) Interceptors() []Interceptor {
+	inters := c.inters.Reply
+	return append(inters[:len(inters):len(inters)], reply.Interceptors[:]...)
+}
+
+func (c *ReplyClient) mutate(ctx context.Context, m *ReplyMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&ReplyCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&ReplyUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&ReplyUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&ReplyDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("entprivacy: unknown Reply mutation op: %q", m.Op())
+	}
+}
+
+// ThreadClient is a client for the Thread schema.
+type ThreadClient struct {
+	config
+}
+
+// NewThreadClient returns a client for the Thread from the given config.
+func NewThreadClient(c config) *ThreadClient {
+	return &ThreadClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `thread.Hooks(f(g(h())))`.
+func (c *ThreadClient) Use(hooks ...Hook) {
+	c.hooks.Thread = append(c.hooks.Thread, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `thread.Intercept(f(g(h())))`.
+func (c *ThreadClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Thread = append(c.inters.Thread, interceptors...)
+}
+
+// Create returns a builder for creating a Thread entity.
+func (c *ThreadClient) Create() *ThreadCreate {
+	mutation := newThreadMutation(c.config, OpCreate)
+	return &ThreadCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Thread entities.
+func (c *ThreadClient) CreateBulk(builders ...*ThreadCreate) *ThreadCreateBulk {
+	return &ThreadCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *ThreadClient) MapCreateBulk(slice any, setFunc func(*ThreadCreate, int)) *ThreadCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &ThreadCreateBulk{err: fmt.Errorf("calling to ThreadClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*ThreadCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &ThreadCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Thread.
+func (c *ThreadClient) Update() *ThreadUpdate {
+	mutation := newThreadMutation(c.config, OpUpdate)
+	return &ThreadUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *ThreadClient) UpdateOne(_m *Thread) *ThreadUpdateOne {
+	mutation := newThreadMutation(c.config, OpUpdateOne, withThread(_m))
+	return &ThreadUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *ThreadClient) UpdateOneID(id int) *ThreadUpdateOne {
+	mutation := newThreadMutation(c.config, OpUpdateOne, withThreadID(id))
+	return &ThreadUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Thread.
+func (c *ThreadClient) Delete() *ThreadDelete {
+	mutation := newThreadMutation(c.config, OpDelete)
+	return &ThreadDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *ThreadClient) DeleteOne(_m *Thread) *ThreadDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *ThreadClient) DeleteOneID(id int) *ThreadDeleteOne {
+	builder := c.Delete().Where(thread.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &ThreadDeleteOne{builder}
+}
+
+// Query returns a query builder for Thread.
+func (c *ThreadClient) Query() *ThreadQuery {
+	return &ThreadQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeThread},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Thread entity by its id.
+func (c *ThreadClient) Get(ctx context.Context, id int) (*Thread, error) {
+	return c.Query().Where(thread.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *ThreadClient) GetX(ctx context.Context, id int) *Thread {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryReplies queries the replies edge of a Thread.
+func (c *ThreadClient) QueryReplies(_m *Thread) *ReplyQuery {
+	query := (&ReplyClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(thread.Table, thread.FieldID, id),
+			sqlgraph.To(reply.Table, reply.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, thread.RepliesTable, thread.RepliesColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *ThreadClient) Hooks() []Hook {
+	hooks := c.hooks.Thread
+	return append(hooks[:len(hooks):len(hooks)], thread.Hooks[:]...)
+}
+
+// Interceptors returns the client interceptors.
+func (c *ThreadClient) Interceptors() []Interceptor {
+	inters := c.inters.Thread
+	return append(inters[:len(inters):len(inters)], thread.Interceptors[:]...)
+}
+
+func (c *ThreadClient) mutate(ctx context.Context, m *ThreadMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&ThreadCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&ThreadUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&ThreadUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&ThreadDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("entprivacy: unknown Thread mutation op: %q", m.Op())
+	}
+}
+
+// ThreadReplyCountSlotClient is a client for the ThreadReplyCountSlot schema.
+type ThreadReplyCountSlotClient struct {
+	config
+}
+
+// NewThreadReplyCountSlotClient returns a client for the ThreadReplyCountSlot from the given config.
+func NewThreadReplyCountSlotClient(c config) *ThreadReplyCountSlotClient {
+	return &ThreadReplyCountSlotClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `threadreplycountslot.Hooks(f(g(h())))`.
+func (c *ThreadReplyCountSlotClient) Use(hooks ...Hook) {
+	c.hooks.ThreadReplyCountSlot = append(c.hooks.ThreadReplyCountSlot, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `threadreplycountslot.Intercept(f(g(h())))`.
+func (c *ThreadReplyCountSlotClient) Intercept(interceptors ...Interceptor) {
+	c.inters.ThreadReplyCountSlot = append(c.inters.ThreadReplyCountSlot, interceptors...)
+}
+
+// Create returns a builder for creating a ThreadReplyCountSlot entity.
+func (c *ThreadReplyCountSlotClient) Create() *ThreadReplyCountSlotCreate {
+	mutation := newThreadReplyCountSlotMutation(c.config, OpCreate)
+	return &ThreadReplyCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of ThreadReplyCountSlot entities.
+func (c *ThreadReplyCountSlotClient) CreateBulk(builders ...*ThreadReplyCountSlotCreate) *ThreadReplyCountSlotCreateBulk {
+	return &ThreadReplyCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *ThreadReplyCountSlotClient) MapCreateBulk(slice any, setFunc func(*ThreadReplyCountSlotCreate, int)) *ThreadReplyCountSlotCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &ThreadReplyCountSlotCreateBulk{err: fmt.Errorf("calling to ThreadReplyCountSlotClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*ThreadReplyCountSlotCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &ThreadReplyCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for ThreadReplyCountSlot.
+func (c *ThreadReplyCountSlotClient) Update() *ThreadReplyCountSlotUpdate {
+	mutation := newThreadReplyCountSlotMutation(c.config, OpUpdate)
+	return &ThreadReplyCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *ThreadReplyCountSlotClient) UpdateOne(_m *ThreadReplyCountSlot) *ThreadReplyCountSlotUpdateOne {
+	mutation := newThreadReplyCountSlotMutation(c.config, OpUpdateOne, withThreadReplyCountSlot(_m))
+	return &ThreadReplyCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *ThreadReplyCountSlotClient) UpdateOneID(id int) *ThreadReplyCountSlotUpdateOne {
+	mutation := newThreadReplyCountSlotMutation(c.config, OpUpdateOne, withThreadReplyCountSlotID(id))
+	return &ThreadReplyCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for ThreadReplyCountSlot.
+func (c *ThreadReplyCountSlotClient) Delete() *ThreadReplyCountSlotDelete {
+	mutation := newThreadReplyCountSlotMutation(c.config, OpDelete)
+	return &ThreadReplyCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *ThreadReplyCountSlotClient) DeleteOne(_m *ThreadReplyCountSlot) *ThreadReplyCountSlotDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *ThreadReplyCountSlotClient) DeleteOneID(id int) *ThreadReplyCountSlotDeleteOne {
+	builder := c.Delete().Where(threadreplycountslot.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &ThreadReplyCountSlotDeleteOne{builder}
+}
+
+// Query returns a query builder for ThreadReplyCountSlot.
+func (c *ThreadReplyCountSlotClient) Query() *ThreadReplyCountSlotQuery {
+	return &ThreadReplyCountSlotQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeThreadReplyCountSlot},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a ThreadReplyCountSlot entity by its id.
+func (c *ThreadReplyCountSlotClient) Get(ctx context.Context, id int) (*ThreadReplyCountSlot, error) {
+	return c.Query().Where(threadreplycountslot.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *ThreadReplyCountSlotClient) GetX(ctx context.Context, id int) *ThreadReplyCountSlot {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryThread queries the thread edge of a ThreadReplyCountSlot.
+func (c *ThreadReplyCountSlotClient) QueryThread(_m *ThreadReplyCountSlot) *ThreadQuery {
+	query := (&ThreadClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(threadreplycountslot.Table, threadreplycountslot.FieldID, id),
+			sqlgraph.To(thread.Table, thread.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, threadreplycountslot.ThreadTable, threadreplycountslot.ThreadColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *ThreadReplyCountSlotClient) Hooks() []Hook {
+	return c.hooks.ThreadReplyCountSlot
+}
+
+// Interceptors returns the client interceptors.
+func (c *ThreadReplyCountSlotClient) Interceptors() []Interceptor {
+	return c.inters.ThreadReplyCountSlot
+}
+
+func (c *ThreadReplyCountSlotClient) mutate(ctx context.Context, m *ThreadReplyCountSlotMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&ThreadReplyCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&ThreadReplyCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&ThreadReplyCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&ThreadReplyCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("entprivacy: unknown ThreadReplyCountSlot mutation op: %q", m.Op())
+	}
+}
+
+// ThreadHookedReplyCountSlotClient is a client for the ThreadHookedReplyCountSlot schema.
+type ThreadHookedReplyCountSlotClient struct {
+	config
+}
+
+// NewThreadHookedReplyCountSlotClient returns a client for the ThreadHookedReplyCountSlot from the given config.
+func NewThreadHookedReplyCountSlotClient(c config) *ThreadHookedReplyCountSlotClient {
+	return &ThreadHookedReplyCountSlotClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `threadhookedreplycountslot.Hooks(f(g(h())))`.
+func (c *ThreadHookedReplyCountSlotClient) Use(hooks ...Hook) {
+	c.hooks.ThreadHookedReplyCountSlot = append(c.hooks.ThreadHookedReplyCountSlot, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `threadhookedreplycountslot.Intercept(f(g(h())))`.
+func (c *ThreadHookedReplyCountSlotClient) Intercept(interceptors ...Interceptor) {
+	c.inters.ThreadHookedReplyCountSlot = append(c.inters.ThreadHookedReplyCountSlot, interceptors...)
+}
+
+// Create returns a builder for creating a ThreadHookedReplyCountSlot entity.
+func (c *ThreadHookedReplyCountSlotClient) Create() *ThreadHookedReplyCountSlotCreate {
+	mutation := newThreadHookedReplyCountSlotMutation(c.config, OpCreate)
+	return &ThreadHookedReplyCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of ThreadHookedReplyCountSlot entities.
+func (c *ThreadHookedReplyCountSlotClient) CreateBulk(builders ...*ThreadHookedReplyCountSlotCreate) *ThreadHookedReplyCountSlotCreateBulk {
+	return &ThreadHookedReplyCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *ThreadHookedReplyCountSlotClient) MapCreateBulk(slice any, setFunc func(*ThreadHookedReplyCountSlotCreate, int)) *ThreadHookedReplyCountSlotCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &ThreadHookedReplyCountSlotCreateBulk{err: fmt.Errorf("calling to ThreadHookedReplyCountSlotClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*ThreadHookedReplyCountSlotCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &ThreadHookedReplyCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for ThreadHookedReplyCountSlot.
+func (c *ThreadHookedReplyCountSlotClient) Update() *ThreadHookedReplyCountSlotUpdate {
+	mutation := newThreadHookedReplyCountSlotMutation(c.config, OpUpdate)
+	return &ThreadHookedReplyCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *ThreadHookedReplyCountSlotClient) UpdateOne(_m *ThreadHookedReplyCountSlot) *ThreadHookedReplyCountSlotUpdateOne {
+	mutation := newThreadHookedReplyCountSlotMutation(c.config, OpUpdateOne, withThreadHookedReplyCountSlot(_m))
+	return &ThreadHookedReplyCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *ThreadHookedReplyCountSlotClient) UpdateOneID(id int) *ThreadHookedReplyCountSlotUpdateOne {
+	mutation := newThreadHookedReplyCountSlotMutation(c.config, OpUpdateOne, withThreadHookedReplyCountSlotID(id))
+	return &ThreadHookedReplyCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for ThreadHookedReplyCountSlot.
+func (c *ThreadHookedReplyCountSlotClient) Delete() *ThreadHookedReplyCountSlotDelete {
+	mutation := newThreadHookedReplyCountSlotMutation(c.config, OpDelete)
+	return &ThreadHookedReplyCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *ThreadHookedReplyCountSlotClient) DeleteOne(_m *ThreadHookedReplyCountSlot) *ThreadHookedReplyCountSlotDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *ThreadHookedReplyCountSlotClient) DeleteOneID(id int) *ThreadHookedReplyCountSlotDeleteOne {
+	builder := c.Delete().Where(threadhookedreplycountslot.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &ThreadHookedReplyCountSlotDeleteOne{builder}
+}
+
+// Query returns a query builder for ThreadHookedReplyCountSlot.
+func (c *ThreadHookedReplyCountSlotClient) Query() *ThreadHookedReplyCountSlotQuery {
+	return &ThreadHookedReplyCountSlotQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeThreadHookedReplyCountSlot},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a ThreadHookedReplyCountSlot entity by its id.
+func (c *ThreadHookedReplyCountSlotClient) Get(ctx context.Context, id int) (*ThreadHookedReplyCountSlot, error) {
+	return c.Query().Where(threadhookedreplycountslot.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *ThreadHookedReplyCountSlotClient) GetX(ctx context.Context, id int) *ThreadHookedReplyCountSlot {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryThread queries the thread edge of a ThreadHookedReplyCountSlot.
+func (c *ThreadHookedReplyCountSlotClient) QueryThread(_m *ThreadHookedReplyCountSlot) *ThreadQuery {
+	query := (&ThreadClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(threadhookedreplycountslot.Table, threadhookedreplycountslot.FieldID, id),
+			sqlgraph.To(thread.Table, thread.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, threadhookedreplycountslot.ThreadTable, threadhookedreplycountslot.ThreadColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *ThreadHookedReplyCountSlotClient) Hooks() []Hook {
+	return c.hooks.ThreadHookedReplyCountSlot
+}
+
+// Interceptors returns the client interceptors.
+func (c *ThreadHookedReplyCountSlotClient) Interceptors() []Interceptor {
+	return c.inters.ThreadHookedReplyCountSlot
+}
+
+func (c *ThreadHookedReplyCountSlotClient) mutate(ctx context.Context, m *ThreadHookedReplyCountSlotMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&ThreadHookedReplyCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&ThreadHookedReplyCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&ThreadHookedReplyCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&ThreadHookedReplyCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("entprivacy: unknown ThreadHookedReplyCountSlot mutation op: %q", m.Op())
+	}
+}
+
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
-		Post, PostLikesSlot, PostViewsSlot []ent.Hook
+		Post, PostLikesSlot, PostViewsSlot, Reply, Thread, ThreadReplyCountSlot,
+		ThreadHookedReplyCountSlot []ent.Hook
 	}
 	inters struct {
-		Post, PostLikesSlot, PostViewsSlot []ent.Interceptor
+		Post, PostLikesSlot, PostViewsSlot, Reply, Thread, ThreadReplyCountSlot,
+		ThreadHookedReplyCountSlot []ent.Interceptor
 	}
 )
 
@@ -682,6 +1324,14 @@ func hotcounterNotFound(typ string) error {
 		return &NotFoundError{postlikesslot.Label}
 	case "PostViewsSlot":
 		return &NotFoundError{postviewsslot.Label}
+	case "Reply":
+		return &NotFoundError{reply.Label}
+	case "Thread":
+		return &NotFoundError{thread.Label}
+	case "ThreadReplyCountSlot":
+		return &NotFoundError{threadreplycountslot.Label}
+	case "ThreadHookedReplyCountSlot":
+		return &NotFoundError{threadhookedreplycountslot.Label}
 	}
 	return &NotFoundError{typ}
 }
@@ -711,13 +1361,19 @@ func (c config) hotcounterAdd(ctx context.Context, typ, field string, id any, de
 
 // hotCounterTables maps every schema type to its table.
 var hotCounterTables = map[string]string{
-	"Post":          "posts",
-	"PostLikesSlot": "post_likes_slots",
-	"PostViewsSlot": "post_views_slots",
+	"Post":                       "posts",
+	"PostLikesSlot":              "post_likes_slots",
+	"PostViewsSlot":              "post_views_slots",
+	"Reply":                      "replies",
+	"Thread":                     "threads",
+	"ThreadReplyCountSlot":       "thread_reply_count_slots",
+	"ThreadHookedReplyCountSlot": "thread_hooked_reply_count_slots",
 }
 
 // hotCounterDefs lists the sharded counters of this schema.
 var hotCounterDefs = []generated.Def{
 	{Type: "Post", Field: "likes", StructField: "Likes", Table: "posts", Key: "id", SlotTable: "post_likes_slots", Owner: "post_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false},
 	{Type: "Post", Field: "views", StructField: "Views", Table: "posts", Key: "id", SlotTable: "post_views_slots", Owner: "post_id", Slots: 16, Rollup: true, Append: false, Precreate: 0, SkipLocked: false},
+	{Type: "Thread", Field: "reply_count", StructField: "ReplyCount", Table: "threads", Key: "id", SlotTable: "thread_reply_count_slots", Owner: "thread_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "replies", Type: "Reply", Hooks: false, Table: "replies", Key: "id", Ref: "thread_id", Columns: []string{"id", "delete_time", "thread_id", "body"}, Where: "", SoftDelete: "delete_time"}},
+	{Type: "Thread", Field: "hooked_reply_count", StructField: "HookedReplyCount", Table: "threads", Key: "id", SlotTable: "thread_hooked_reply_count_slots", Owner: "thread_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "replies", Type: "Reply", Hooks: true, Table: "replies", Key: "id", Ref: "thread_id", Columns: []string{"id", "delete_time", "thread_id", "body"}, Where: "", SoftDelete: "delete_time"}},
 }

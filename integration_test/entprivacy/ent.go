@@ -15,6 +15,10 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/post"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/postlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/postviewsslot"
+	"github.com/hotcounter/hotcounter/integration_test/entprivacy/reply"
+	"github.com/hotcounter/hotcounter/integration_test/entprivacy/thread"
+	"github.com/hotcounter/hotcounter/integration_test/entprivacy/threadhookedreplycountslot"
+	"github.com/hotcounter/hotcounter/integration_test/entprivacy/threadreplycountslot"
 )
 
 // ent aliases to avoid import conflicts in user's code.
@@ -75,9 +79,13 @@ var (
 func checkColumn(t, c string) error {
 	initCheck.Do(func() {
 		columnCheck = sql.NewColumnCheck(map[string]func(string) bool{
-			post.Table:          post.ValidColumn,
-			postlikesslot.Table: postlikesslot.ValidColumn,
-			postviewsslot.Table: postviewsslot.ValidColumn,
+			post.Table:                       post.ValidColumn,
+			postlikesslot.Table:              postlikesslot.ValidColumn,
+			postviewsslot.Table:              postviewsslot.ValidColumn,
+			reply.Table:                      reply.ValidColumn,
+			thread.Table:                     thread.ValidColumn,
+			threadreplycountslot.Table:       threadreplycountslot.ValidColumn,
+			threadhookedreplycountslot.Table: threadhookedreplycountslot.ValidColumn,
 		})
 	})
 	return columnCheck(t, c)

@@ -6,9 +6,13 @@ import (
 	"context"
 	"fmt"
 
-	"entgo.io/ent"
 	"github.com/hotcounter/hotcounter/entcounter/generated"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/post"
+	"github.com/hotcounter/hotcounter/integration_test/entprivacy/reply"
+	"github.com/hotcounter/hotcounter/integration_test/entprivacy/thread"
+
+	"entgo.io/ent"
+	"entgo.io/ent/dialect/sql"
 )
 
 // HotCounterKeys returns the keys of the Post rows the mutation
@@ -145,6 +149,209 @@ func (m *PostMutation) HotCounterLate(field string) (int64, bool) {
 	return v, ok
 }
 
+// HotCounterKeys returns the keys of the Thread rows the mutation
+// writes: for UpdateOne its id, if the row matches the mutation's
+// predicates and the query interceptors show it; for Update the ids of the
+// rows that match. A read it needs runs in the mutation's transaction or in
+// one of its own, so that it reads where the write goes (a driver may send
+// queries outside transactions to a replica). Called by entcounter's hooks.
+func (m *ThreadMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
+	id, hasID := m.ID()
+	one := hasID && m.Op().Is(OpUpdateOne)
+	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
+		return []any{id}, nil
+	}
+	var ids []int
+	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
+		q := c.Thread.Query().Where(m.predicates...)
+		if one {
+			q = q.Where(thread.ID(id))
+		}
+		ids, err = q.IDs(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]any, len(ids))
+	for i, id := range ids {
+		keys[i] = id
+	}
+	return keys, nil
+}
+
+// hotcounterIntercepted reports whether the client's or the schema's query
+// interceptors hold one of the user's (not entcounter's own), read from the
+// mutation's config: building a client for it (m.Client()) costs more than
+// a buffered add.
+func (m *ThreadMutation) hotcounterIntercepted() bool {
+	return generated.Intercepted(m.inters.Thread) || generated.Intercepted(thread.Interceptors[:])
+}
+
+// hotcounterInTx runs read with a client of the mutation's transaction, or
+// of a transaction of its own.
+func (m *ThreadMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
+	if _, err := m.Tx(); err == nil {
+		return read(m.Client())
+	}
+	tx, err := m.Client().Tx(ctx)
+	if err != nil {
+		return err
+	}
+	if err := read(tx.Client()); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// HotCounterID returns the id of the Thread the mutation created or
+// updates, if known.
+func (m *ThreadMutation) HotCounterID() (any, bool) {
+	id, ok := m.ID()
+	return id, ok
+}
+
+// HotCounterNotFound is the error of an UpdateOne whose Thread is
+// missing or does not match the predicates.
+func (m *ThreadMutation) HotCounterNotFound() error { return &NotFoundError{thread.Label} }
+
+// HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
+func (m *ThreadMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterStub is what an UpdateOne whose add went to a write-behind
+// buffer returns: the Thread with its id alone (nothing was read).
+func (m *ThreadMutation) HotCounterStub(id any) (ent.Value, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("Thread: id %v (%T) is not a int", id, id)
+	}
+	return &Thread{ID: key, config: m.config}, nil
+}
+
+// HotCounterByIDOnly reports whether the mutation names its row by id
+// alone (UpdateOneID without Where).
+func (m *ThreadMutation) HotCounterByIDOnly() bool { return len(m.predicates) == 0 }
+
+// HotCounterEntity loads the Thread with the given id, counters
+// filled: the entity an UpdateOne that wrote only counters returns, read
+// after the write.
+func (m *ThreadMutation) HotCounterEntity(ctx context.Context, id any) (any, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("Thread: id %v (%T) is not a int", id, id)
+	}
+	// Read as ent's own UpdateOne reads its row back: past the query
+	// interceptors (HotCounterKeys read through them before the write) and
+	// outside a query's context, which a driver that sends queries to a
+	// replica reads as a write's (ent's FAQ): the row as just written.
+	// (Limit 1, as Get's 2: a load of one row selects its totals.)
+	nodes, err := m.Client().Thread.Query().Where(thread.ID(key)).Limit(1).sqlAll(ctx)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(nodes) == 0:
+		return nil, &NotFoundError{thread.Label}
+	}
+	return nodes[0], nil
+}
+
+// HotCounterBulkUpsert reports whether the mutation is one row of a bulk
+// create with ON CONFLICT.
+func (m *ThreadMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
+
+// HotCounterBulk returns the CreateBulk (without ON CONFLICT) that the
+// create is one row of, or nil.
+func (m *ThreadMutation) HotCounterBulk() *generated.Bulk {
+	return m.hotcounterBulk
+}
+
+// HotCounterKeep marks the value of the sum counter field as one that
+// entcounter's hook left for the row's column (a column it was adopted
+// over), not one that a later hook wrote.
+func (m *ThreadMutation) HotCounterKeep(field string) {
+	if m.hotcounterKept == nil {
+		m.hotcounterKept = map[string]bool{}
+	}
+	m.hotcounterKept[field] = true
+}
+
+// HotCounterLate returns the starting total of the sum counter field that a
+// hook ent ran after entcounter's wrote, taken out of the row's columns.
+func (m *ThreadMutation) HotCounterLate(field string) (int64, bool) {
+	v, ok := m.hotcounterLate[field]
+	return v, ok
+}
+
+// HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
+func (m *ReplyMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterRowKeys returns the ids of the Reply rows the mutation
+// writes, read with the mutation's predicates but without query
+// interceptors, which do not apply to writes. Called by entcounter's
+// count hooks.
+func (m *ReplyMutation) HotCounterRowKeys(ctx context.Context) ([]any, error) {
+	id, hasID := m.ID()
+	if hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) && len(m.predicates) == 0 {
+		return []any{id}, nil
+	}
+	selector := sql.Dialect(m.driver.Dialect()).Select(reply.FieldID).From(sql.Table(reply.Table))
+	if hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) {
+		selector.Where(sql.EQ(reply.FieldID, id))
+	}
+	for _, p := range m.predicates {
+		p(selector)
+	}
+	query, args := selector.Query()
+	rows := &sql.Rows{}
+	if err := m.driver.Query(ctx, query, args, rows); err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var keys []any
+	for rows.Next() {
+		var k int
+		if err := rows.Scan(&k); err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	return keys, rows.Err()
+}
+
+// HotCounterRowKeys returns the ids of the Thread rows the mutation
+// writes, read with the mutation's predicates but without query
+// interceptors, which do not apply to writes. Called by entcounter's
+// count hooks.
+func (m *ThreadMutation) HotCounterRowKeys(ctx context.Context) ([]any, error) {
+	id, hasID := m.ID()
+	if hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) && len(m.predicates) == 0 {
+		return []any{id}, nil
+	}
+	selector := sql.Dialect(m.driver.Dialect()).Select(thread.FieldID).From(sql.Table(thread.Table))
+	if hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) {
+		selector.Where(sql.EQ(thread.FieldID, id))
+	}
+	for _, p := range m.predicates {
+		p(selector)
+	}
+	query, args := selector.Query()
+	rows := &sql.Rows{}
+	if err := m.driver.Query(ctx, query, args, rows); err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var keys []any
+	for rows.Next() {
+		var k int
+		if err := rows.Scan(&k); err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	return keys, rows.Err()
+}
+
 // PostBuffered adds to the counters of Post rows through a
 // write-behind buffer: client.Post.Buffered(buf).
 type PostBuffered struct{ buf generated.Incrementer }
@@ -173,4 +380,26 @@ func (b *PostBuffered) AddLikes(ctx context.Context, id int, delta int64) error 
 // it before anything is buffered.
 func (b *PostBuffered) AddViews(ctx context.Context, id int, delta int64) error {
 	return b.buf.Increment(ctx, "Post", "views", id, delta)
+}
+
+// RecountReplyCount recomputes the reply_count of the Thread
+// rows with the given ids (none: every row) from the rows it counts, and
+// returns how many were off (entcounter.Recount).
+func (c *ThreadClient) RecountReplyCount(ctx context.Context, ids ...int) (int64, error) {
+	keys := make([]any, len(ids))
+	for i, id := range ids {
+		keys[i] = id
+	}
+	return generated.Recount(ctx, c.config, "Thread", "reply_count", keys...)
+}
+
+// RecountHookedReplyCount recomputes the hooked_reply_count of the Thread
+// rows with the given ids (none: every row) from the rows it counts, and
+// returns how many were off (entcounter.Recount).
+func (c *ThreadClient) RecountHookedReplyCount(ctx context.Context, ids ...int) (int64, error) {
+	keys := make([]any, len(ids))
+	for i, id := range ids {
+		keys[i] = id
+	}
+	return generated.Recount(ctx, c.config, "Thread", "hooked_reply_count", keys...)
 }

@@ -16,6 +16,10 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/postlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/postviewsslot"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/predicate"
+	"github.com/hotcounter/hotcounter/integration_test/entprivacy/reply"
+	"github.com/hotcounter/hotcounter/integration_test/entprivacy/thread"
+	"github.com/hotcounter/hotcounter/integration_test/entprivacy/threadhookedreplycountslot"
+	"github.com/hotcounter/hotcounter/integration_test/entprivacy/threadreplycountslot"
 )
 
 const (
@@ -27,9 +31,13 @@ const (
 	OpUpdateOne = ent.OpUpdateOne
 
 	// Node types.
-	TypePost          = "Post"
-	TypePostLikesSlot = "PostLikesSlot"
-	TypePostViewsSlot = "PostViewsSlot"
+	TypePost                       = "Post"
+	TypePostLikesSlot              = "PostLikesSlot"
+	TypePostViewsSlot              = "PostViewsSlot"
+	TypeReply                      = "Reply"
+	TypeThread                     = "Thread"
+	TypeThreadReplyCountSlot       = "ThreadReplyCountSlot"
+	TypeThreadHookedReplyCountSlot = "ThreadHookedReplyCountSlot"
 )
 
 // PostMutation represents an operation that mutates the Post nodes in the graph.
@@ -1748,4 +1756,2223 @@ func (m *PostViewsSlotMutation) ResetEdge(name string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown PostViewsSlot edge %s", name)
+}
+
+// ReplyMutation represents an operation that mutates the Reply nodes in the graph.
+type ReplyMutation struct {
+	config
+	op                   Op
+	typ                  string
+	id                   *int
+	delete_time          *time.Time
+	body                 *string
+	clearedFields        map[string]struct{}
+	thread               *int
+	clearedthread        bool
+	done                 bool
+	oldValue             func(context.Context) (*Reply, error)
+	predicates           []predicate.Reply
+	hotcounterUpsert     bool
+	hotcounterBulkUpsert bool
+}
+
+var _ ent.Mutation = (*ReplyMutation)(nil)
+
+// replyOption allows management of the mutation configuration using functional options.
+type replyOption func(*ReplyMutation)
+
+// newReplyMutation creates new mutation for the Reply entity.
+func newReplyMutation(c config, op Op, opts ...replyOption) *ReplyMutation {
+	m := &ReplyMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeReply,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withReplyID sets the ID field of the mutation.
+func withReplyID(id int) replyOption {
+	return func(m *ReplyMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *Reply
+		)
+		m.oldValue = func(ctx context.Context) (*Reply, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().Reply.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withReply sets the old Reply of the mutation.
+func withReply(node *Reply) replyOption {
+	return func(m *ReplyMutation) {
+		m.oldValue = func(context.Context) (*Reply, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m ReplyMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m ReplyMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("entprivacy: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *ReplyMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *ReplyMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().Reply.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetDeleteTime sets the "delete_time" field.
+func (m *ReplyMutation) SetDeleteTime(t time.Time) {
+	m.delete_time = &t
+}
+
+// DeleteTime returns the value of the "delete_time" field in the mutation.
+func (m *ReplyMutation) DeleteTime() (r time.Time, exists bool) {
+	v := m.delete_time
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDeleteTime returns the old "delete_time" field's value of the Reply entity.
+// If the Reply object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ReplyMutation) OldDeleteTime(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDeleteTime is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDeleteTime requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDeleteTime: %w", err)
+	}
+	return oldValue.DeleteTime, nil
+}
+
+// ClearDeleteTime clears the value of the "delete_time" field.
+func (m *ReplyMutation) ClearDeleteTime() {
+	m.delete_time = nil
+	m.clearedFields[reply.FieldDeleteTime] = struct{}{}
+}
+
+// DeleteTimeCleared returns if the "delete_time" field was cleared in this mutation.
+func (m *ReplyMutation) DeleteTimeCleared() bool {
+	_, ok := m.clearedFields[reply.FieldDeleteTime]
+	return ok
+}
+
+// ResetDeleteTime resets all changes to the "delete_time" field.
+func (m *ReplyMutation) ResetDeleteTime() {
+	m.delete_time = nil
+	delete(m.clearedFields, reply.FieldDeleteTime)
+}
+
+// SetThreadID sets the "thread_id" field.
+func (m *ReplyMutation) SetThreadID(i int) {
+	m.thread = &i
+}
+
+// ThreadID returns the value of the "thread_id" field in the mutation.
+func (m *ReplyMutation) ThreadID() (r int, exists bool) {
+	v := m.thread
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldThreadID returns the old "thread_id" field's value of the Reply entity.
+// If the Reply object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ReplyMutation) OldThreadID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldThreadID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldThreadID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldThreadID: %w", err)
+	}
+	return oldValue.ThreadID, nil
+}
+
+// ResetThreadID resets all changes to the "thread_id" field.
+func (m *ReplyMutation) ResetThreadID() {
+	m.thread = nil
+}
+
+// SetBody sets the "body" field.
+func (m *ReplyMutation) SetBody(s string) {
+	m.body = &s
+}
+
+// Body returns the value of the "body" field in the mutation.
+func (m *ReplyMutation) Body() (r string, exists bool) {
+	v := m.body
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldBody returns the old "body" field's value of the Reply entity.
+// If the Reply object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ReplyMutation) OldBody(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldBody is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldBody requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldBody: %w", err)
+	}
+	return oldValue.Body, nil
+}
+
+// ResetBody resets all changes to the "body" field.
+func (m *ReplyMutation) ResetBody() {
+	m.body = nil
+}
+
+// ClearThread clears the "thread" edge to the Thread entity.
+func (m *ReplyMutation) ClearThread() {
+	m.clearedthread = true
+	m.clearedFields[reply.FieldThreadID] = struct{}{}
+}
+
+// ThreadCleared reports if the "thread" edge to the Thread entity was cleared.
+func (m *ReplyMutation) ThreadCleared() bool {
+	return m.clearedthread
+}
+
+// ThreadIDs returns the "thread" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// ThreadID instead. It exists only for internal usage by the builders.
+func (m *ReplyMutation) ThreadIDs() (ids []int) {
+	if id := m.thread; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetThread resets all changes to the "thread" edge.
+func (m *ReplyMutation) ResetThread() {
+	m.thread = nil
+	m.clearedthread = false
+}
+
+// Where appends a list predicates to the ReplyMutation builder.
+func (m *ReplyMutation) Where(ps ...predicate.Reply) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the ReplyMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *ReplyMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.Reply, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *ReplyMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *ReplyMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (Reply).
+func (m *ReplyMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *ReplyMutation) Fields() []string {
+	fields := make([]string, 0, 3)
+	if m.delete_time != nil {
+		fields = append(fields, reply.FieldDeleteTime)
+	}
+	if m.thread != nil {
+		fields = append(fields, reply.FieldThreadID)
+	}
+	if m.body != nil {
+		fields = append(fields, reply.FieldBody)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *ReplyMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case reply.FieldDeleteTime:
+		return m.DeleteTime()
+	case reply.FieldThreadID:
+		return m.ThreadID()
+	case reply.FieldBody:
+		return m.Body()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *ReplyMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case reply.FieldDeleteTime:
+		return m.OldDeleteTime(ctx)
+	case reply.FieldThreadID:
+		return m.OldThreadID(ctx)
+	case reply.FieldBody:
+		return m.OldBody(ctx)
+	}
+	return nil, fmt.Errorf("unknown Reply field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ReplyMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case reply.FieldDeleteTime:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDeleteTime(v)
+		return nil
+	case reply.FieldThreadID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetThreadID(v)
+		return nil
+	case reply.FieldBody:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetBody(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Reply field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *ReplyMutation) AddedFields() []string {
+	var fields []string
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *ReplyMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ReplyMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown Reply numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *ReplyMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(reply.FieldDeleteTime) {
+		fields = append(fields, reply.FieldDeleteTime)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *ReplyMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *ReplyMutation) ClearField(name string) error {
+	switch name {
+	case reply.FieldDeleteTime:
+		m.ClearDeleteTime()
+		return nil
+	}
+	return fmt.Errorf("unknown Reply nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *ReplyMutation) ResetField(name string) error {
+	switch name {
+	case reply.FieldDeleteTime:
+		m.ResetDeleteTime()
+		return nil
+	case reply.FieldThreadID:
+		m.ResetThreadID()
+		return nil
+	case reply.FieldBody:
+		m.ResetBody()
+		return nil
+	}
+	return fmt.Errorf("unknown Reply field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *ReplyMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.thread != nil {
+		edges = append(edges, reply.EdgeThread)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *ReplyMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case reply.EdgeThread:
+		if id := m.thread; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *ReplyMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *ReplyMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *ReplyMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedthread {
+		edges = append(edges, reply.EdgeThread)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *ReplyMutation) EdgeCleared(name string) bool {
+	switch name {
+	case reply.EdgeThread:
+		return m.clearedthread
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *ReplyMutation) ClearEdge(name string) error {
+	switch name {
+	case reply.EdgeThread:
+		m.ClearThread()
+		return nil
+	}
+	return fmt.Errorf("unknown Reply unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *ReplyMutation) ResetEdge(name string) error {
+	switch name {
+	case reply.EdgeThread:
+		m.ResetThread()
+		return nil
+	}
+	return fmt.Errorf("unknown Reply edge %s", name)
+}
+
+// ThreadMutation represents an operation that mutates the Thread nodes in the graph.
+type ThreadMutation struct {
+	config
+	op                    Op
+	typ                   string
+	id                    *int
+	reply_count           *int64
+	addreply_count        *int64
+	hooked_reply_count    *int64
+	addhooked_reply_count *int64
+	clearedFields         map[string]struct{}
+	replies               map[int]struct{}
+	removedreplies        map[int]struct{}
+	clearedreplies        bool
+	done                  bool
+	oldValue              func(context.Context) (*Thread, error)
+	predicates            []predicate.Thread
+	hotcounterUpsert      bool
+	hotcounterBulkUpsert  bool
+	hotcounterBulk        *generated.Bulk  // the CreateBulk the create is one row of, if any
+	hotcounterKept        map[string]bool  // sum counters whose value entcounter's hook left for the column
+	hotcounterLate        map[string]int64 // starting totals written by a hook that ent ran after entcounter's
+}
+
+var _ ent.Mutation = (*ThreadMutation)(nil)
+
+// threadOption allows management of the mutation configuration using functional options.
+type threadOption func(*ThreadMutation)
+
+// newThreadMutation creates new mutation for the Thread entity.
+func newThreadMutation(c config, op Op, opts ...threadOption) *ThreadMutation {
+	m := &ThreadMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeThread,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withThreadID sets the ID field of the mutation.
+func withThreadID(id int) threadOption {
+	return func(m *ThreadMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *Thread
+		)
+		m.oldValue = func(ctx context.Context) (*Thread, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().Thread.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withThread sets the old Thread of the mutation.
+func withThread(node *Thread) threadOption {
+	return func(m *ThreadMutation) {
+		m.oldValue = func(context.Context) (*Thread, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m ThreadMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m ThreadMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("entprivacy: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *ThreadMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *ThreadMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().Thread.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetReplyCount sets the "reply_count" field.
+func (m *ThreadMutation) SetReplyCount(i int64) {
+	m.reply_count = &i
+	m.addreply_count = nil
+}
+
+// ReplyCount returns the value of the "reply_count" field in the mutation.
+func (m *ThreadMutation) ReplyCount() (r int64, exists bool) {
+	v := m.reply_count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldReplyCount returns the old "reply_count" field's value of the Thread entity.
+// If the Thread object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ThreadMutation) OldReplyCount(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldReplyCount is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldReplyCount requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldReplyCount: %w", err)
+	}
+	return oldValue.ReplyCount, nil
+}
+
+// AddReplyCount adds i to the "reply_count" field.
+func (m *ThreadMutation) AddReplyCount(i int64) {
+	if m.addreply_count != nil {
+		*m.addreply_count += i
+	} else {
+		m.addreply_count = &i
+	}
+}
+
+// AddedReplyCount returns the value that was added to the "reply_count" field in this mutation.
+func (m *ThreadMutation) AddedReplyCount() (r int64, exists bool) {
+	v := m.addreply_count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearReplyCount clears the value of the "reply_count" field.
+func (m *ThreadMutation) ClearReplyCount() {
+	m.reply_count = nil
+	m.addreply_count = nil
+	m.clearedFields[thread.FieldReplyCount] = struct{}{}
+}
+
+// ReplyCountCleared returns if the "reply_count" field was cleared in this mutation.
+func (m *ThreadMutation) ReplyCountCleared() bool {
+	_, ok := m.clearedFields[thread.FieldReplyCount]
+	return ok
+}
+
+// ResetReplyCount resets all changes to the "reply_count" field.
+func (m *ThreadMutation) ResetReplyCount() {
+	m.reply_count = nil
+	m.addreply_count = nil
+	delete(m.clearedFields, thread.FieldReplyCount)
+}
+
+// SetHookedReplyCount sets the "hooked_reply_count" field.
+func (m *ThreadMutation) SetHookedReplyCount(i int64) {
+	m.hooked_reply_count = &i
+	m.addhooked_reply_count = nil
+}
+
+// HookedReplyCount returns the value of the "hooked_reply_count" field in the mutation.
+func (m *ThreadMutation) HookedReplyCount() (r int64, exists bool) {
+	v := m.hooked_reply_count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldHookedReplyCount returns the old "hooked_reply_count" field's value of the Thread entity.
+// If the Thread object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ThreadMutation) OldHookedReplyCount(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldHookedReplyCount is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldHookedReplyCount requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldHookedReplyCount: %w", err)
+	}
+	return oldValue.HookedReplyCount, nil
+}
+
+// AddHookedReplyCount adds i to the "hooked_reply_count" field.
+func (m *ThreadMutation) AddHookedReplyCount(i int64) {
+	if m.addhooked_reply_count != nil {
+		*m.addhooked_reply_count += i
+	} else {
+		m.addhooked_reply_count = &i
+	}
+}
+
+// AddedHookedReplyCount returns the value that was added to the "hooked_reply_count" field in this mutation.
+func (m *ThreadMutation) AddedHookedReplyCount() (r int64, exists bool) {
+	v := m.addhooked_reply_count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearHookedReplyCount clears the value of the "hooked_reply_count" field.
+func (m *ThreadMutation) ClearHookedReplyCount() {
+	m.hooked_reply_count = nil
+	m.addhooked_reply_count = nil
+	m.clearedFields[thread.FieldHookedReplyCount] = struct{}{}
+}
+
+// HookedReplyCountCleared returns if the "hooked_reply_count" field was cleared in this mutation.
+func (m *ThreadMutation) HookedReplyCountCleared() bool {
+	_, ok := m.clearedFields[thread.FieldHookedReplyCount]
+	return ok
+}
+
+// ResetHookedReplyCount resets all changes to the "hooked_reply_count" field.
+func (m *ThreadMutation) ResetHookedReplyCount() {
+	m.hooked_reply_count = nil
+	m.addhooked_reply_count = nil
+	delete(m.clearedFields, thread.FieldHookedReplyCount)
+}
+
+// AddReplyIDs adds the "replies" edge to the Reply entity by ids.
+func (m *ThreadMutation) AddReplyIDs(ids ...int) {
+	if m.replies == nil {
+		m.replies = make(map[int]struct{})
+	}
+	for i := range ids {
+		m.replies[ids[i]] = struct{}{}
+	}
+}
+
+// ClearReplies clears the "replies" edge to the Reply entity.
+func (m *ThreadMutation) ClearReplies() {
+	m.clearedreplies = true
+}
+
+// RepliesCleared reports if the "replies" edge to the Reply entity was cleared.
+func (m *ThreadMutation) RepliesCleared() bool {
+	return m.clearedreplies
+}
+
+// RemoveReplyIDs removes the "replies" edge to the Reply entity by IDs.
+func (m *ThreadMutation) RemoveReplyIDs(ids ...int) {
+	if m.removedreplies == nil {
+		m.removedreplies = make(map[int]struct{})
+	}
+	for i := range ids {
+		delete(m.replies, ids[i])
+		m.removedreplies[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedReplies returns the removed IDs of the "replies" edge to the Reply entity.
+func (m *ThreadMutation) RemovedRepliesIDs() (ids []int) {
+	for id := range m.removedreplies {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// RepliesIDs returns the "replies" edge IDs in the mutation.
+func (m *ThreadMutation) RepliesIDs() (ids []int) {
+	for id := range m.replies {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetReplies resets all changes to the "replies" edge.
+func (m *ThreadMutation) ResetReplies() {
+	m.replies = nil
+	m.clearedreplies = false
+	m.removedreplies = nil
+}
+
+// Where appends a list predicates to the ThreadMutation builder.
+func (m *ThreadMutation) Where(ps ...predicate.Thread) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the ThreadMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *ThreadMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.Thread, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *ThreadMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *ThreadMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (Thread).
+func (m *ThreadMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *ThreadMutation) Fields() []string {
+	fields := make([]string, 0, 2)
+	if m.reply_count != nil {
+		fields = append(fields, thread.FieldReplyCount)
+	}
+	if m.hooked_reply_count != nil {
+		fields = append(fields, thread.FieldHookedReplyCount)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *ThreadMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case thread.FieldReplyCount:
+		return m.ReplyCount()
+	case thread.FieldHookedReplyCount:
+		return m.HookedReplyCount()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *ThreadMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case thread.FieldReplyCount:
+		return m.OldReplyCount(ctx)
+	case thread.FieldHookedReplyCount:
+		return m.OldHookedReplyCount(ctx)
+	}
+	return nil, fmt.Errorf("unknown Thread field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ThreadMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case thread.FieldReplyCount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetReplyCount(v)
+		return nil
+	case thread.FieldHookedReplyCount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetHookedReplyCount(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Thread field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *ThreadMutation) AddedFields() []string {
+	var fields []string
+	if m.addreply_count != nil {
+		fields = append(fields, thread.FieldReplyCount)
+	}
+	if m.addhooked_reply_count != nil {
+		fields = append(fields, thread.FieldHookedReplyCount)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *ThreadMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case thread.FieldReplyCount:
+		return m.AddedReplyCount()
+	case thread.FieldHookedReplyCount:
+		return m.AddedHookedReplyCount()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ThreadMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case thread.FieldReplyCount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddReplyCount(v)
+		return nil
+	case thread.FieldHookedReplyCount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddHookedReplyCount(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Thread numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *ThreadMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(thread.FieldReplyCount) {
+		fields = append(fields, thread.FieldReplyCount)
+	}
+	if m.FieldCleared(thread.FieldHookedReplyCount) {
+		fields = append(fields, thread.FieldHookedReplyCount)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *ThreadMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *ThreadMutation) ClearField(name string) error {
+	switch name {
+	case thread.FieldReplyCount:
+		m.ClearReplyCount()
+		return nil
+	case thread.FieldHookedReplyCount:
+		m.ClearHookedReplyCount()
+		return nil
+	}
+	return fmt.Errorf("unknown Thread nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *ThreadMutation) ResetField(name string) error {
+	switch name {
+	case thread.FieldReplyCount:
+		m.ResetReplyCount()
+		return nil
+	case thread.FieldHookedReplyCount:
+		m.ResetHookedReplyCount()
+		return nil
+	}
+	return fmt.Errorf("unknown Thread field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *ThreadMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.replies != nil {
+		edges = append(edges, thread.EdgeReplies)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *ThreadMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case thread.EdgeReplies:
+		ids := make([]ent.Value, 0, len(m.replies))
+		for id := range m.replies {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *ThreadMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.removedreplies != nil {
+		edges = append(edges, thread.EdgeReplies)
+	}
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *ThreadMutation) RemovedIDs(name string) []ent.Value {
+	switch name {
+	case thread.EdgeReplies:
+		ids := make([]ent.Value, 0, len(m.removedreplies))
+		for id := range m.removedreplies {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *ThreadMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedreplies {
+		edges = append(edges, thread.EdgeReplies)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *ThreadMutation) EdgeCleared(name string) bool {
+	switch name {
+	case thread.EdgeReplies:
+		return m.clearedreplies
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *ThreadMutation) ClearEdge(name string) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown Thread unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *ThreadMutation) ResetEdge(name string) error {
+	switch name {
+	case thread.EdgeReplies:
+		m.ResetReplies()
+		return nil
+	}
+	return fmt.Errorf("unknown Thread edge %s", name)
+}
+
+// ThreadReplyCountSlotMutation represents an operation that mutates the ThreadReplyCountSlot nodes in the graph.
+type ThreadReplyCountSlotMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int
+	slot          *int16
+	addslot       *int16
+	n             *int64
+	addn          *int64
+	clearedFields map[string]struct{}
+	thread        *int
+	clearedthread bool
+	done          bool
+	oldValue      func(context.Context) (*ThreadReplyCountSlot, error)
+	predicates    []predicate.ThreadReplyCountSlot
+}
+
+var _ ent.Mutation = (*ThreadReplyCountSlotMutation)(nil)
+
+// threadreplycountslotOption allows management of the mutation configuration using functional options.
+type threadreplycountslotOption func(*ThreadReplyCountSlotMutation)
+
+// newThreadReplyCountSlotMutation creates new mutation for the ThreadReplyCountSlot entity.
+func newThreadReplyCountSlotMutation(c config, op Op, opts ...threadreplycountslotOption) *ThreadReplyCountSlotMutation {
+	m := &ThreadReplyCountSlotMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeThreadReplyCountSlot,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withThreadReplyCountSlotID sets the ID field of the mutation.
+func withThreadReplyCountSlotID(id int) threadreplycountslotOption {
+	return func(m *ThreadReplyCountSlotMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *ThreadReplyCountSlot
+		)
+		m.oldValue = func(ctx context.Context) (*ThreadReplyCountSlot, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().ThreadReplyCountSlot.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withThreadReplyCountSlot sets the old ThreadReplyCountSlot of the mutation.
+func withThreadReplyCountSlot(node *ThreadReplyCountSlot) threadreplycountslotOption {
+	return func(m *ThreadReplyCountSlotMutation) {
+		m.oldValue = func(context.Context) (*ThreadReplyCountSlot, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m ThreadReplyCountSlotMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m ThreadReplyCountSlotMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("entprivacy: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *ThreadReplyCountSlotMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *ThreadReplyCountSlotMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().ThreadReplyCountSlot.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetThreadID sets the "thread_id" field.
+func (m *ThreadReplyCountSlotMutation) SetThreadID(i int) {
+	m.thread = &i
+}
+
+// ThreadID returns the value of the "thread_id" field in the mutation.
+func (m *ThreadReplyCountSlotMutation) ThreadID() (r int, exists bool) {
+	v := m.thread
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldThreadID returns the old "thread_id" field's value of the ThreadReplyCountSlot entity.
+// If the ThreadReplyCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ThreadReplyCountSlotMutation) OldThreadID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldThreadID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldThreadID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldThreadID: %w", err)
+	}
+	return oldValue.ThreadID, nil
+}
+
+// ResetThreadID resets all changes to the "thread_id" field.
+func (m *ThreadReplyCountSlotMutation) ResetThreadID() {
+	m.thread = nil
+}
+
+// SetSlot sets the "slot" field.
+func (m *ThreadReplyCountSlotMutation) SetSlot(i int16) {
+	m.slot = &i
+	m.addslot = nil
+}
+
+// Slot returns the value of the "slot" field in the mutation.
+func (m *ThreadReplyCountSlotMutation) Slot() (r int16, exists bool) {
+	v := m.slot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSlot returns the old "slot" field's value of the ThreadReplyCountSlot entity.
+// If the ThreadReplyCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ThreadReplyCountSlotMutation) OldSlot(ctx context.Context) (v int16, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSlot is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSlot requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSlot: %w", err)
+	}
+	return oldValue.Slot, nil
+}
+
+// AddSlot adds i to the "slot" field.
+func (m *ThreadReplyCountSlotMutation) AddSlot(i int16) {
+	if m.addslot != nil {
+		*m.addslot += i
+	} else {
+		m.addslot = &i
+	}
+}
+
+// AddedSlot returns the value that was added to the "slot" field in this mutation.
+func (m *ThreadReplyCountSlotMutation) AddedSlot() (r int16, exists bool) {
+	v := m.addslot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetSlot resets all changes to the "slot" field.
+func (m *ThreadReplyCountSlotMutation) ResetSlot() {
+	m.slot = nil
+	m.addslot = nil
+}
+
+// SetN sets the "n" field.
+func (m *ThreadReplyCountSlotMutation) SetN(i int64) {
+	m.n = &i
+	m.addn = nil
+}
+
+// N returns the value of the "n" field in the mutation.
+func (m *ThreadReplyCountSlotMutation) N() (r int64, exists bool) {
+	v := m.n
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldN returns the old "n" field's value of the ThreadReplyCountSlot entity.
+// If the ThreadReplyCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ThreadReplyCountSlotMutation) OldN(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldN is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldN requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldN: %w", err)
+	}
+	return oldValue.N, nil
+}
+
+// AddN adds i to the "n" field.
+func (m *ThreadReplyCountSlotMutation) AddN(i int64) {
+	if m.addn != nil {
+		*m.addn += i
+	} else {
+		m.addn = &i
+	}
+}
+
+// AddedN returns the value that was added to the "n" field in this mutation.
+func (m *ThreadReplyCountSlotMutation) AddedN() (r int64, exists bool) {
+	v := m.addn
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetN resets all changes to the "n" field.
+func (m *ThreadReplyCountSlotMutation) ResetN() {
+	m.n = nil
+	m.addn = nil
+}
+
+// ClearThread clears the "thread" edge to the Thread entity.
+func (m *ThreadReplyCountSlotMutation) ClearThread() {
+	m.clearedthread = true
+	m.clearedFields[threadreplycountslot.FieldThreadID] = struct{}{}
+}
+
+// ThreadCleared reports if the "thread" edge to the Thread entity was cleared.
+func (m *ThreadReplyCountSlotMutation) ThreadCleared() bool {
+	return m.clearedthread
+}
+
+// ThreadIDs returns the "thread" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// ThreadID instead. It exists only for internal usage by the builders.
+func (m *ThreadReplyCountSlotMutation) ThreadIDs() (ids []int) {
+	if id := m.thread; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetThread resets all changes to the "thread" edge.
+func (m *ThreadReplyCountSlotMutation) ResetThread() {
+	m.thread = nil
+	m.clearedthread = false
+}
+
+// Where appends a list predicates to the ThreadReplyCountSlotMutation builder.
+func (m *ThreadReplyCountSlotMutation) Where(ps ...predicate.ThreadReplyCountSlot) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the ThreadReplyCountSlotMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *ThreadReplyCountSlotMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.ThreadReplyCountSlot, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *ThreadReplyCountSlotMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *ThreadReplyCountSlotMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (ThreadReplyCountSlot).
+func (m *ThreadReplyCountSlotMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *ThreadReplyCountSlotMutation) Fields() []string {
+	fields := make([]string, 0, 3)
+	if m.thread != nil {
+		fields = append(fields, threadreplycountslot.FieldThreadID)
+	}
+	if m.slot != nil {
+		fields = append(fields, threadreplycountslot.FieldSlot)
+	}
+	if m.n != nil {
+		fields = append(fields, threadreplycountslot.FieldN)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *ThreadReplyCountSlotMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case threadreplycountslot.FieldThreadID:
+		return m.ThreadID()
+	case threadreplycountslot.FieldSlot:
+		return m.Slot()
+	case threadreplycountslot.FieldN:
+		return m.N()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *ThreadReplyCountSlotMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case threadreplycountslot.FieldThreadID:
+		return m.OldThreadID(ctx)
+	case threadreplycountslot.FieldSlot:
+		return m.OldSlot(ctx)
+	case threadreplycountslot.FieldN:
+		return m.OldN(ctx)
+	}
+	return nil, fmt.Errorf("unknown ThreadReplyCountSlot field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ThreadReplyCountSlotMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case threadreplycountslot.FieldThreadID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetThreadID(v)
+		return nil
+	case threadreplycountslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSlot(v)
+		return nil
+	case threadreplycountslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown ThreadReplyCountSlot field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *ThreadReplyCountSlotMutation) AddedFields() []string {
+	var fields []string
+	if m.addslot != nil {
+		fields = append(fields, threadreplycountslot.FieldSlot)
+	}
+	if m.addn != nil {
+		fields = append(fields, threadreplycountslot.FieldN)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *ThreadReplyCountSlotMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case threadreplycountslot.FieldSlot:
+		return m.AddedSlot()
+	case threadreplycountslot.FieldN:
+		return m.AddedN()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ThreadReplyCountSlotMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case threadreplycountslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddSlot(v)
+		return nil
+	case threadreplycountslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown ThreadReplyCountSlot numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *ThreadReplyCountSlotMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *ThreadReplyCountSlotMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *ThreadReplyCountSlotMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown ThreadReplyCountSlot nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *ThreadReplyCountSlotMutation) ResetField(name string) error {
+	switch name {
+	case threadreplycountslot.FieldThreadID:
+		m.ResetThreadID()
+		return nil
+	case threadreplycountslot.FieldSlot:
+		m.ResetSlot()
+		return nil
+	case threadreplycountslot.FieldN:
+		m.ResetN()
+		return nil
+	}
+	return fmt.Errorf("unknown ThreadReplyCountSlot field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *ThreadReplyCountSlotMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.thread != nil {
+		edges = append(edges, threadreplycountslot.EdgeThread)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *ThreadReplyCountSlotMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case threadreplycountslot.EdgeThread:
+		if id := m.thread; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *ThreadReplyCountSlotMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *ThreadReplyCountSlotMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *ThreadReplyCountSlotMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedthread {
+		edges = append(edges, threadreplycountslot.EdgeThread)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *ThreadReplyCountSlotMutation) EdgeCleared(name string) bool {
+	switch name {
+	case threadreplycountslot.EdgeThread:
+		return m.clearedthread
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *ThreadReplyCountSlotMutation) ClearEdge(name string) error {
+	switch name {
+	case threadreplycountslot.EdgeThread:
+		m.ClearThread()
+		return nil
+	}
+	return fmt.Errorf("unknown ThreadReplyCountSlot unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *ThreadReplyCountSlotMutation) ResetEdge(name string) error {
+	switch name {
+	case threadreplycountslot.EdgeThread:
+		m.ResetThread()
+		return nil
+	}
+	return fmt.Errorf("unknown ThreadReplyCountSlot edge %s", name)
+}
+
+// ThreadHookedReplyCountSlotMutation represents an operation that mutates the ThreadHookedReplyCountSlot nodes in the graph.
+type ThreadHookedReplyCountSlotMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int
+	slot          *int16
+	addslot       *int16
+	n             *int64
+	addn          *int64
+	clearedFields map[string]struct{}
+	thread        *int
+	clearedthread bool
+	done          bool
+	oldValue      func(context.Context) (*ThreadHookedReplyCountSlot, error)
+	predicates    []predicate.ThreadHookedReplyCountSlot
+}
+
+var _ ent.Mutation = (*ThreadHookedReplyCountSlotMutation)(nil)
+
+// threadhookedreplycountslotOption allows management of the mutation configuration using functional options.
+type threadhookedreplycountslotOption func(*ThreadHookedReplyCountSlotMutation)
+
+// newThreadHookedReplyCountSlotMutation creates new mutation for the ThreadHookedReplyCountSlot entity.
+func newThreadHookedReplyCountSlotMutation(c config, op Op, opts ...threadhookedreplycountslotOption) *ThreadHookedReplyCountSlotMutation {
+	m := &ThreadHookedReplyCountSlotMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeThreadHookedReplyCountSlot,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withThreadHookedReplyCountSlotID sets the ID field of the mutation.
+func withThreadHookedReplyCountSlotID(id int) threadhookedreplycountslotOption {
+	return func(m *ThreadHookedReplyCountSlotMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *ThreadHookedReplyCountSlot
+		)
+		m.oldValue = func(ctx context.Context) (*ThreadHookedReplyCountSlot, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().ThreadHookedReplyCountSlot.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withThreadHookedReplyCountSlot sets the old ThreadHookedReplyCountSlot of the mutation.
+func withThreadHookedReplyCountSlot(node *ThreadHookedReplyCountSlot) threadhookedreplycountslotOption {
+	return func(m *ThreadHookedReplyCountSlotMutation) {
+		m.oldValue = func(context.Context) (*ThreadHookedReplyCountSlot, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m ThreadHookedReplyCountSlotMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m ThreadHookedReplyCountSlotMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("entprivacy: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *ThreadHookedReplyCountSlotMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *ThreadHookedReplyCountSlotMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().ThreadHookedReplyCountSlot.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetThreadID sets the "thread_id" field.
+func (m *ThreadHookedReplyCountSlotMutation) SetThreadID(i int) {
+	m.thread = &i
+}
+
+// ThreadID returns the value of the "thread_id" field in the mutation.
+func (m *ThreadHookedReplyCountSlotMutation) ThreadID() (r int, exists bool) {
+	v := m.thread
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldThreadID returns the old "thread_id" field's value of the ThreadHookedReplyCountSlot entity.
+// If the ThreadHookedReplyCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ThreadHookedReplyCountSlotMutation) OldThreadID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldThreadID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldThreadID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldThreadID: %w", err)
+	}
+	return oldValue.ThreadID, nil
+}
+
+// ResetThreadID resets all changes to the "thread_id" field.
+func (m *ThreadHookedReplyCountSlotMutation) ResetThreadID() {
+	m.thread = nil
+}
+
+// SetSlot sets the "slot" field.
+func (m *ThreadHookedReplyCountSlotMutation) SetSlot(i int16) {
+	m.slot = &i
+	m.addslot = nil
+}
+
+// Slot returns the value of the "slot" field in the mutation.
+func (m *ThreadHookedReplyCountSlotMutation) Slot() (r int16, exists bool) {
+	v := m.slot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSlot returns the old "slot" field's value of the ThreadHookedReplyCountSlot entity.
+// If the ThreadHookedReplyCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ThreadHookedReplyCountSlotMutation) OldSlot(ctx context.Context) (v int16, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSlot is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSlot requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSlot: %w", err)
+	}
+	return oldValue.Slot, nil
+}
+
+// AddSlot adds i to the "slot" field.
+func (m *ThreadHookedReplyCountSlotMutation) AddSlot(i int16) {
+	if m.addslot != nil {
+		*m.addslot += i
+	} else {
+		m.addslot = &i
+	}
+}
+
+// AddedSlot returns the value that was added to the "slot" field in this mutation.
+func (m *ThreadHookedReplyCountSlotMutation) AddedSlot() (r int16, exists bool) {
+	v := m.addslot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetSlot resets all changes to the "slot" field.
+func (m *ThreadHookedReplyCountSlotMutation) ResetSlot() {
+	m.slot = nil
+	m.addslot = nil
+}
+
+// SetN sets the "n" field.
+func (m *ThreadHookedReplyCountSlotMutation) SetN(i int64) {
+	m.n = &i
+	m.addn = nil
+}
+
+// N returns the value of the "n" field in the mutation.
+func (m *ThreadHookedReplyCountSlotMutation) N() (r int64, exists bool) {
+	v := m.n
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldN returns the old "n" field's value of the ThreadHookedReplyCountSlot entity.
+// If the ThreadHookedReplyCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ThreadHookedReplyCountSlotMutation) OldN(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldN is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldN requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldN: %w", err)
+	}
+	return oldValue.N, nil
+}
+
+// AddN adds i to the "n" field.
+func (m *ThreadHookedReplyCountSlotMutation) AddN(i int64) {
+	if m.addn != nil {
+		*m.addn += i
+	} else {
+		m.addn = &i
+	}
+}
+
+// AddedN returns the value that was added to the "n" field in this mutation.
+func (m *ThreadHookedReplyCountSlotMutation) AddedN() (r int64, exists bool) {
+	v := m.addn
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetN resets all changes to the "n" field.
+func (m *ThreadHookedReplyCountSlotMutation) ResetN() {
+	m.n = nil
+	m.addn = nil
+}
+
+// ClearThread clears the "thread" edge to the Thread entity.
+func (m *ThreadHookedReplyCountSlotMutation) ClearThread() {
+	m.clearedthread = true
+	m.clearedFields[threadhookedreplycountslot.FieldThreadID] = struct{}{}
+}
+
+// ThreadCleared reports if the "thread" edge to the Thread entity was cleared.
+func (m *ThreadHookedReplyCountSlotMutation) ThreadCleared() bool {
+	return m.clearedthread
+}
+
+// ThreadIDs returns the "thread" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// ThreadID instead. It exists only for internal usage by the builders.
+func (m *ThreadHookedReplyCountSlotMutation) ThreadIDs() (ids []int) {
+	if id := m.thread; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetThread resets all changes to the "thread" edge.
+func (m *ThreadHookedReplyCountSlotMutation) ResetThread() {
+	m.thread = nil
+	m.clearedthread = false
+}
+
+// Where appends a list predicates to the ThreadHookedReplyCountSlotMutation builder.
+func (m *ThreadHookedReplyCountSlotMutation) Where(ps ...predicate.ThreadHookedReplyCountSlot) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the ThreadHookedReplyCountSlotMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *ThreadHookedReplyCountSlotMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.ThreadHookedReplyCountSlot, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *ThreadHookedReplyCountSlotMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *ThreadHookedReplyCountSlotMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (ThreadHookedReplyCountSlot).
+func (m *ThreadHookedReplyCountSlotMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *ThreadHookedReplyCountSlotMutation) Fields() []string {
+	fields := make([]string, 0, 3)
+	if m.thread != nil {
+		fields = append(fields, threadhookedreplycountslot.FieldThreadID)
+	}
+	if m.slot != nil {
+		fields = append(fields, threadhookedreplycountslot.FieldSlot)
+	}
+	if m.n != nil {
+		fields = append(fields, threadhookedreplycountslot.FieldN)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *ThreadHookedReplyCountSlotMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case threadhookedreplycountslot.FieldThreadID:
+		return m.ThreadID()
+	case threadhookedreplycountslot.FieldSlot:
+		return m.Slot()
+	case threadhookedreplycountslot.FieldN:
+		return m.N()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *ThreadHookedReplyCountSlotMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case threadhookedreplycountslot.FieldThreadID:
+		return m.OldThreadID(ctx)
+	case threadhookedreplycountslot.FieldSlot:
+		return m.OldSlot(ctx)
+	case threadhookedreplycountslot.FieldN:
+		return m.OldN(ctx)
+	}
+	return nil, fmt.Errorf("unknown ThreadHookedReplyCountSlot field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ThreadHookedReplyCountSlotMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case threadhookedreplycountslot.FieldThreadID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetThreadID(v)
+		return nil
+	case threadhookedreplycountslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSlot(v)
+		return nil
+	case threadhookedreplycountslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown ThreadHookedReplyCountSlot field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *ThreadHookedReplyCountSlotMutation) AddedFields() []string {
+	var fields []string
+	if m.addslot != nil {
+		fields = append(fields, threadhookedreplycountslot.FieldSlot)
+	}
+	if m.addn != nil {
+		fields = append(fields, threadhookedreplycountslot.FieldN)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *ThreadHookedReplyCountSlotMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case threadhookedreplycountslot.FieldSlot:
+		return m.AddedSlot()
+	case threadhookedreplycountslot.FieldN:
+		return m.AddedN()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ThreadHookedReplyCountSlotMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case threadhookedreplycountslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddSlot(v)
+		return nil
+	case threadhookedreplycountslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown ThreadHookedReplyCountSlot numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *ThreadHookedReplyCountSlotMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *ThreadHookedReplyCountSlotMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *ThreadHookedReplyCountSlotMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown ThreadHookedReplyCountSlot nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *ThreadHookedReplyCountSlotMutation) ResetField(name string) error {
+	switch name {
+	case threadhookedreplycountslot.FieldThreadID:
+		m.ResetThreadID()
+		return nil
+	case threadhookedreplycountslot.FieldSlot:
+		m.ResetSlot()
+		return nil
+	case threadhookedreplycountslot.FieldN:
+		m.ResetN()
+		return nil
+	}
+	return fmt.Errorf("unknown ThreadHookedReplyCountSlot field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *ThreadHookedReplyCountSlotMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.thread != nil {
+		edges = append(edges, threadhookedreplycountslot.EdgeThread)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *ThreadHookedReplyCountSlotMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case threadhookedreplycountslot.EdgeThread:
+		if id := m.thread; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *ThreadHookedReplyCountSlotMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *ThreadHookedReplyCountSlotMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *ThreadHookedReplyCountSlotMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedthread {
+		edges = append(edges, threadhookedreplycountslot.EdgeThread)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *ThreadHookedReplyCountSlotMutation) EdgeCleared(name string) bool {
+	switch name {
+	case threadhookedreplycountslot.EdgeThread:
+		return m.clearedthread
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *ThreadHookedReplyCountSlotMutation) ClearEdge(name string) error {
+	switch name {
+	case threadhookedreplycountslot.EdgeThread:
+		m.ClearThread()
+		return nil
+	}
+	return fmt.Errorf("unknown ThreadHookedReplyCountSlot unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *ThreadHookedReplyCountSlotMutation) ResetEdge(name string) error {
+	switch name {
+	case threadhookedreplycountslot.EdgeThread:
+		m.ResetThread()
+		return nil
+	}
+	return fmt.Errorf("unknown ThreadHookedReplyCountSlot edge %s", name)
 }

@@ -18,6 +18,14 @@ type Tx struct {
 	PostLikesSlot *PostLikesSlotClient
 	// PostViewsSlot is the client for interacting with the PostViewsSlot builders.
 	PostViewsSlot *PostViewsSlotClient
+	// Reply is the client for interacting with the Reply builders.
+	Reply *ReplyClient
+	// Thread is the client for interacting with the Thread builders.
+	Thread *ThreadClient
+	// ThreadReplyCountSlot is the client for interacting with the ThreadReplyCountSlot builders.
+	ThreadReplyCountSlot *ThreadReplyCountSlotClient
+	// ThreadHookedReplyCountSlot is the client for interacting with the ThreadHookedReplyCountSlot builders.
+	ThreadHookedReplyCountSlot *ThreadHookedReplyCountSlotClient
 
 	// lazily loaded.
 	client     *Client
@@ -152,6 +160,10 @@ func (tx *Tx) init() {
 	tx.Post = NewPostClient(tx.config)
 	tx.PostLikesSlot = NewPostLikesSlotClient(tx.config)
 	tx.PostViewsSlot = NewPostViewsSlotClient(tx.config)
+	tx.Reply = NewReplyClient(tx.config)
+	tx.Thread = NewThreadClient(tx.config)
+	tx.ThreadReplyCountSlot = NewThreadReplyCountSlotClient(tx.config)
+	tx.ThreadHookedReplyCountSlot = NewThreadHookedReplyCountSlotClient(tx.config)
 }
 
 // txDriver wraps the given dialect.Tx with a nop dialect.Driver implementation.

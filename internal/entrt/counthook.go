@@ -83,8 +83,21 @@ func CountHook() ent.Hook {
 	}
 }
 
-// childHook counts a create, update or delete of child rows.
+// countingKey marks a context in which a childHook counts a mutation (the
+// mutation itself is the value).
+type countingKey struct{}
+
+// childHook counts a create, update or delete of child rows. A hook below
+// it may run the same mutation through the client's hooks again, as ent's
+// documented soft-delete mixin does (a delete made an update, passed to
+// Client().Mutate): the outer call counts it, reading the rows before and
+// after the whole write, and the inner one passes it on, or it would be
+// counted twice.
 func childHook(ctx context.Context, m hookedMutation, r Runtime, counts []countersql.Count, next ent.Mutator) (ent.Value, error) {
+	if outer, _ := ctx.Value(countingKey{}).(ent.Mutation); outer == ent.Mutation(m) {
+		return next.Mutate(ctx, m)
+	}
+	ctx = context.WithValue(ctx, countingKey{}, ent.Mutation(m))
 	if !r.InTx() {
 		return nil, fmt.Errorf("entcounter: %s %s: %w", m.Op(), m.Type(), ErrNeedsTx)
 	}

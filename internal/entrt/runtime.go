@@ -65,7 +65,11 @@ type CountDef struct {
 	Ref     string   // child column holding the parent key, e.g. category_objects
 	Columns []string // every child column
 	Where   string   // condition over child columns; "" counts every row
-	Total   string   // child column a running total adds; "" counts rows
+	// SoftDelete is the child column that marks a soft-deleted row when
+	// not NULL (ent's documented soft-delete mixin's delete_time); "" if
+	// the child has none.
+	SoftDelete string
+	Total      string // child column a running total adds; "" counts rows
 	// Via is set for a count over two O2M edges: the middle table.
 	Via *countersql.Via
 	// Across is set for a count through the join table of an M2M edge
@@ -76,7 +80,7 @@ type CountDef struct {
 // count returns the countersql description of d's count.
 func (d Def) CountSpec() countersql.Count {
 	c := d.Count
-	return countersql.Count{Table: d.Tables(), SlotCount: d.Slots, Child: c.Table, ChildKey: c.Key, Ref: c.Ref, Columns: c.Columns, Where: c.Where, Sum: c.Total, Via: c.Via, Across: c.Across}
+	return countersql.Count{Table: d.Tables(), SlotCount: d.Slots, Child: c.Table, ChildKey: c.Key, Ref: c.Ref, Columns: c.Columns, Where: c.Where, SoftDelete: c.SoftDelete, Sum: c.Total, Via: c.Via, Across: c.Across}
 }
 
 // precreate reports whether the counter's slot rows are created with

@@ -45,6 +45,54 @@ func (f PostViewsSlotFunc) Mutate(ctx context.Context, m entprivacy.Mutation) (e
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *entprivacy.PostViewsSlotMutation", m)
 }
 
+// The ReplyFunc type is an adapter to allow the use of ordinary
+// function as Reply mutator.
+type ReplyFunc func(context.Context, *entprivacy.ReplyMutation) (entprivacy.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f ReplyFunc) Mutate(ctx context.Context, m entprivacy.Mutation) (entprivacy.Value, error) {
+	if mv, ok := m.(*entprivacy.ReplyMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *entprivacy.ReplyMutation", m)
+}
+
+// The ThreadFunc type is an adapter to allow the use of ordinary
+// function as Thread mutator.
+type ThreadFunc func(context.Context, *entprivacy.ThreadMutation) (entprivacy.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f ThreadFunc) Mutate(ctx context.Context, m entprivacy.Mutation) (entprivacy.Value, error) {
+	if mv, ok := m.(*entprivacy.ThreadMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *entprivacy.ThreadMutation", m)
+}
+
+// The ThreadReplyCountSlotFunc type is an adapter to allow the use of ordinary
+// function as ThreadReplyCountSlot mutator.
+type ThreadReplyCountSlotFunc func(context.Context, *entprivacy.ThreadReplyCountSlotMutation) (entprivacy.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f ThreadReplyCountSlotFunc) Mutate(ctx context.Context, m entprivacy.Mutation) (entprivacy.Value, error) {
+	if mv, ok := m.(*entprivacy.ThreadReplyCountSlotMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *entprivacy.ThreadReplyCountSlotMutation", m)
+}
+
+// The ThreadHookedReplyCountSlotFunc type is an adapter to allow the use of ordinary
+// function as ThreadHookedReplyCountSlot mutator.
+type ThreadHookedReplyCountSlotFunc func(context.Context, *entprivacy.ThreadHookedReplyCountSlotMutation) (entprivacy.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f ThreadHookedReplyCountSlotFunc) Mutate(ctx context.Context, m entprivacy.Mutation) (entprivacy.Value, error) {
+	if mv, ok := m.(*entprivacy.ThreadHookedReplyCountSlotMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *entprivacy.ThreadHookedReplyCountSlotMutation", m)
+}
+
 // Condition is a hook condition function.
 type Condition func(context.Context, entprivacy.Mutation) bool
 

@@ -12,6 +12,10 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/postlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/postviewsslot"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/predicate"
+	"github.com/hotcounter/hotcounter/integration_test/entprivacy/reply"
+	"github.com/hotcounter/hotcounter/integration_test/entprivacy/thread"
+	"github.com/hotcounter/hotcounter/integration_test/entprivacy/threadhookedreplycountslot"
+	"github.com/hotcounter/hotcounter/integration_test/entprivacy/threadreplycountslot"
 )
 
 // The Query interface represents an operation that queries a graph.
@@ -151,6 +155,114 @@ func (f TraversePostViewsSlot) Traverse(ctx context.Context, q entprivacy.Query)
 	return fmt.Errorf("unexpected query type %T. expect *entprivacy.PostViewsSlotQuery", q)
 }
 
+// The ReplyFunc type is an adapter to allow the use of ordinary function as a Querier.
+type ReplyFunc func(context.Context, *entprivacy.ReplyQuery) (entprivacy.Value, error)
+
+// Query calls f(ctx, q).
+func (f ReplyFunc) Query(ctx context.Context, q entprivacy.Query) (entprivacy.Value, error) {
+	if q, ok := q.(*entprivacy.ReplyQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *entprivacy.ReplyQuery", q)
+}
+
+// The TraverseReply type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseReply func(context.Context, *entprivacy.ReplyQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseReply) Intercept(next entprivacy.Querier) entprivacy.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseReply) Traverse(ctx context.Context, q entprivacy.Query) error {
+	if q, ok := q.(*entprivacy.ReplyQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *entprivacy.ReplyQuery", q)
+}
+
+// The ThreadFunc type is an adapter to allow the use of ordinary function as a Querier.
+type ThreadFunc func(context.Context, *entprivacy.ThreadQuery) (entprivacy.Value, error)
+
+// Query calls f(ctx, q).
+func (f ThreadFunc) Query(ctx context.Context, q entprivacy.Query) (entprivacy.Value, error) {
+	if q, ok := q.(*entprivacy.ThreadQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *entprivacy.ThreadQuery", q)
+}
+
+// The TraverseThread type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseThread func(context.Context, *entprivacy.ThreadQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseThread) Intercept(next entprivacy.Querier) entprivacy.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseThread) Traverse(ctx context.Context, q entprivacy.Query) error {
+	if q, ok := q.(*entprivacy.ThreadQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *entprivacy.ThreadQuery", q)
+}
+
+// The ThreadReplyCountSlotFunc type is an adapter to allow the use of ordinary function as a Querier.
+type ThreadReplyCountSlotFunc func(context.Context, *entprivacy.ThreadReplyCountSlotQuery) (entprivacy.Value, error)
+
+// Query calls f(ctx, q).
+func (f ThreadReplyCountSlotFunc) Query(ctx context.Context, q entprivacy.Query) (entprivacy.Value, error) {
+	if q, ok := q.(*entprivacy.ThreadReplyCountSlotQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *entprivacy.ThreadReplyCountSlotQuery", q)
+}
+
+// The TraverseThreadReplyCountSlot type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseThreadReplyCountSlot func(context.Context, *entprivacy.ThreadReplyCountSlotQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseThreadReplyCountSlot) Intercept(next entprivacy.Querier) entprivacy.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseThreadReplyCountSlot) Traverse(ctx context.Context, q entprivacy.Query) error {
+	if q, ok := q.(*entprivacy.ThreadReplyCountSlotQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *entprivacy.ThreadReplyCountSlotQuery", q)
+}
+
+// The ThreadHookedReplyCountSlotFunc type is an adapter to allow the use of ordinary function as a Querier.
+type ThreadHookedReplyCountSlotFunc func(context.Context, *entprivacy.ThreadHookedReplyCountSlotQuery) (entprivacy.Value, error)
+
+// Query calls f(ctx, q).
+func (f ThreadHookedReplyCountSlotFunc) Query(ctx context.Context, q entprivacy.Query) (entprivacy.Value, error) {
+	if q, ok := q.(*entprivacy.ThreadHookedReplyCountSlotQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *entprivacy.ThreadHookedReplyCountSlotQuery", q)
+}
+
+// The TraverseThreadHookedReplyCountSlot type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseThreadHookedReplyCountSlot func(context.Context, *entprivacy.ThreadHookedReplyCountSlotQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseThreadHookedReplyCountSlot) Intercept(next entprivacy.Querier) entprivacy.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseThreadHookedReplyCountSlot) Traverse(ctx context.Context, q entprivacy.Query) error {
+	if q, ok := q.(*entprivacy.ThreadHookedReplyCountSlotQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *entprivacy.ThreadHookedReplyCountSlotQuery", q)
+}
+
 // NewQuery returns the generic Query interface for the given typed query.
 func NewQuery(q entprivacy.Query) (Query, error) {
 	switch q := q.(type) {
@@ -160,6 +272,14 @@ func NewQuery(q entprivacy.Query) (Query, error) {
 		return &query[*entprivacy.PostLikesSlotQuery, predicate.PostLikesSlot, postlikesslot.OrderOption]{typ: entprivacy.TypePostLikesSlot, tq: q}, nil
 	case *entprivacy.PostViewsSlotQuery:
 		return &query[*entprivacy.PostViewsSlotQuery, predicate.PostViewsSlot, postviewsslot.OrderOption]{typ: entprivacy.TypePostViewsSlot, tq: q}, nil
+	case *entprivacy.ReplyQuery:
+		return &query[*entprivacy.ReplyQuery, predicate.Reply, reply.OrderOption]{typ: entprivacy.TypeReply, tq: q}, nil
+	case *entprivacy.ThreadQuery:
+		return &query[*entprivacy.ThreadQuery, predicate.Thread, thread.OrderOption]{typ: entprivacy.TypeThread, tq: q}, nil
+	case *entprivacy.ThreadReplyCountSlotQuery:
+		return &query[*entprivacy.ThreadReplyCountSlotQuery, predicate.ThreadReplyCountSlot, threadreplycountslot.OrderOption]{typ: entprivacy.TypeThreadReplyCountSlot, tq: q}, nil
+	case *entprivacy.ThreadHookedReplyCountSlotQuery:
+		return &query[*entprivacy.ThreadHookedReplyCountSlotQuery, predicate.ThreadHookedReplyCountSlot, threadhookedreplycountslot.OrderOption]{typ: entprivacy.TypeThreadHookedReplyCountSlot, tq: q}, nil
 	default:
 		return nil, fmt.Errorf("unknown query type %T", q)
 	}

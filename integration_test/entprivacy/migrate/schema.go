@@ -78,11 +78,102 @@ var (
 			},
 		},
 	}
+	// RepliesColumns holds the columns for the "replies" table.
+	RepliesColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "delete_time", Type: field.TypeTime, Nullable: true},
+		{Name: "body", Type: field.TypeString, Default: ""},
+		{Name: "thread_id", Type: field.TypeInt},
+	}
+	// RepliesTable holds the schema information for the "replies" table.
+	RepliesTable = &schema.Table{
+		Name:       "replies",
+		Columns:    RepliesColumns,
+		PrimaryKey: []*schema.Column{RepliesColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "replies_threads_replies",
+				Columns:    []*schema.Column{RepliesColumns[3]},
+				RefColumns: []*schema.Column{ThreadsColumns[0]},
+				OnDelete:   schema.NoAction,
+			},
+		},
+	}
+	// ThreadsColumns holds the columns for the "threads" table.
+	ThreadsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+	}
+	// ThreadsTable holds the schema information for the "threads" table.
+	ThreadsTable = &schema.Table{
+		Name:       "threads",
+		Columns:    ThreadsColumns,
+		PrimaryKey: []*schema.Column{ThreadsColumns[0]},
+	}
+	// ThreadReplyCountSlotsColumns holds the columns for the "thread_reply_count_slots" table.
+	ThreadReplyCountSlotsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "slot", Type: field.TypeInt16},
+		{Name: "n", Type: field.TypeInt64, Default: "0"},
+		{Name: "thread_id", Type: field.TypeInt},
+	}
+	// ThreadReplyCountSlotsTable holds the schema information for the "thread_reply_count_slots" table.
+	ThreadReplyCountSlotsTable = &schema.Table{
+		Name:       "thread_reply_count_slots",
+		Columns:    ThreadReplyCountSlotsColumns,
+		PrimaryKey: []*schema.Column{ThreadReplyCountSlotsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "thread_reply_count_slots_threads_thread",
+				Columns:    []*schema.Column{ThreadReplyCountSlotsColumns[3]},
+				RefColumns: []*schema.Column{ThreadsColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "threadreplycountslot_thread_id_slot",
+				Unique:  true,
+				Columns: []*schema.Column{ThreadReplyCountSlotsColumns[3], ThreadReplyCountSlotsColumns[1]},
+			},
+		},
+	}
+	// ThreadHookedReplyCountSlotsColumns holds the columns for the "thread_hooked_reply_count_slots" table.
+	ThreadHookedReplyCountSlotsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "slot", Type: field.TypeInt16},
+		{Name: "n", Type: field.TypeInt64, Default: "0"},
+		{Name: "thread_id", Type: field.TypeInt},
+	}
+	// ThreadHookedReplyCountSlotsTable holds the schema information for the "thread_hooked_reply_count_slots" table.
+	ThreadHookedReplyCountSlotsTable = &schema.Table{
+		Name:       "thread_hooked_reply_count_slots",
+		Columns:    ThreadHookedReplyCountSlotsColumns,
+		PrimaryKey: []*schema.Column{ThreadHookedReplyCountSlotsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "thread_hooked_reply_count_slots_threads_thread",
+				Columns:    []*schema.Column{ThreadHookedReplyCountSlotsColumns[3]},
+				RefColumns: []*schema.Column{ThreadsColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "threadhookedreplycountslot_thread_id_slot",
+				Unique:  true,
+				Columns: []*schema.Column{ThreadHookedReplyCountSlotsColumns[3], ThreadHookedReplyCountSlotsColumns[1]},
+			},
+		},
+	}
 	// Tables holds all the tables in the schema.
 	Tables = []*schema.Table{
 		PostsTable,
 		PostLikesSlotsTable,
 		PostViewsSlotsTable,
+		RepliesTable,
+		ThreadsTable,
+		ThreadReplyCountSlotsTable,
+		ThreadHookedReplyCountSlotsTable,
 	}
 )
 
@@ -94,5 +185,14 @@ func init() {
 	PostViewsSlotsTable.ForeignKeys[0].RefTable = PostsTable
 	PostViewsSlotsTable.Annotation = &entsql.Annotation{
 		Table: "post_views_slots",
+	}
+	RepliesTable.ForeignKeys[0].RefTable = ThreadsTable
+	ThreadReplyCountSlotsTable.ForeignKeys[0].RefTable = ThreadsTable
+	ThreadReplyCountSlotsTable.Annotation = &entsql.Annotation{
+		Table: "thread_reply_count_slots",
+	}
+	ThreadHookedReplyCountSlotsTable.ForeignKeys[0].RefTable = ThreadsTable
+	ThreadHookedReplyCountSlotsTable.Annotation = &entsql.Annotation{
+		Table: "thread_hooked_reply_count_slots",
 	}
 }

@@ -14,3 +14,15 @@ type PostLikesSlot func(*sql.Selector)
 
 // PostViewsSlot is the predicate function for postviewsslot builders.
 type PostViewsSlot func(*sql.Selector)
+
+// Reply is the predicate function for reply builders.
+type Reply func(*sql.Selector)
+
+// Thread is the predicate function for thread builders.
+type Thread func(*sql.Selector)
+
+// ThreadReplyCountSlot is the predicate function for threadreplycountslot builders.
+type ThreadReplyCountSlot func(*sql.Selector)
+
+// ThreadHookedReplyCountSlot is the predicate function for threadhookedreplycountslot builders.
+type ThreadHookedReplyCountSlot func(*sql.Selector)

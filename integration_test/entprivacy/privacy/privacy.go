@@ -181,3 +181,99 @@ func (f PostViewsSlotMutationRuleFunc) EvalMutation(ctx context.Context, m entpr
 	}
 	return Denyf("entprivacy/privacy: unexpected mutation type %T, expect *entprivacy.PostViewsSlotMutation", m)
 }
+
+// The ReplyQueryRuleFunc type is an adapter to allow the use of ordinary
+// functions as a query rule.
+type ReplyQueryRuleFunc func(context.Context, *entprivacy.ReplyQuery) error
+
+// EvalQuery return f(ctx, q).
+func (f ReplyQueryRuleFunc) EvalQuery(ctx context.Context, q entprivacy.Query) error {
+	if q, ok := q.(*entprivacy.ReplyQuery); ok {
+		return f(ctx, q)
+	}
+	return Denyf("entprivacy/privacy: unexpected query type %T, expect *entprivacy.ReplyQuery", q)
+}
+
+// The ReplyMutationRuleFunc type is an adapter to allow the use of ordinary
+// functions as a mutation rule.
+type ReplyMutationRuleFunc func(context.Context, *entprivacy.ReplyMutation) error
+
+// EvalMutation calls f(ctx, m).
+func (f ReplyMutationRuleFunc) EvalMutation(ctx context.Context, m entprivacy.Mutation) error {
+	if m, ok := m.(*entprivacy.ReplyMutation); ok {
+		return f(ctx, m)
+	}
+	return Denyf("entprivacy/privacy: unexpected mutation type %T, expect *entprivacy.ReplyMutation", m)
+}
+
+// The ThreadQueryRuleFunc type is an adapter to allow the use of ordinary
+// functions as a query rule.
+type ThreadQueryRuleFunc func(context.Context, *entprivacy.ThreadQuery) error
+
+// EvalQuery return f(ctx, q).
+func (f ThreadQueryRuleFunc) EvalQuery(ctx context.Context, q entprivacy.Query) error {
+	if q, ok := q.(*entprivacy.ThreadQuery); ok {
+		return f(ctx, q)
+	}
+	return Denyf("entprivacy/privacy: unexpected query type %T, expect *entprivacy.ThreadQuery", q)
+}
+
+// The ThreadMutationRuleFunc type is an adapter to allow the use of ordinary
+// functions as a mutation rule.
+type ThreadMutationRuleFunc func(context.Context, *entprivacy.ThreadMutation) error
+
+// EvalMutation calls f(ctx, m).
+func (f ThreadMutationRuleFunc) EvalMutation(ctx context.Context, m entprivacy.Mutation) error {
+	if m, ok := m.(*entprivacy.ThreadMutation); ok {
+		return f(ctx, m)
+	}
+	return Denyf("entprivacy/privacy: unexpected mutation type %T, expect *entprivacy.ThreadMutation", m)
+}
+
+// The ThreadReplyCountSlotQueryRuleFunc type is an adapter to allow the use of ordinary
+// functions as a query rule.
+type ThreadReplyCountSlotQueryRuleFunc func(context.Context, *entprivacy.ThreadReplyCountSlotQuery) error
+
+// EvalQuery return f(ctx, q).
+func (f ThreadReplyCountSlotQueryRuleFunc) EvalQuery(ctx context.Context, q entprivacy.Query) error {
+	if q, ok := q.(*entprivacy.ThreadReplyCountSlotQuery); ok {
+		return f(ctx, q)
+	}
+	return Denyf("entprivacy/privacy: unexpected query type %T, expect *entprivacy.ThreadReplyCountSlotQuery", q)
+}
+
+// The ThreadReplyCountSlotMutationRuleFunc type is an adapter to allow the use of ordinary
+// functions as a mutation rule.
+type ThreadReplyCountSlotMutationRuleFunc func(context.Context, *entprivacy.ThreadReplyCountSlotMutation) error
+
+// EvalMutation calls f(ctx, m).
+func (f ThreadReplyCountSlotMutationRuleFunc) EvalMutation(ctx context.Context, m entprivacy.Mutation) error {
+	if m, ok := m.(*entprivacy.ThreadReplyCountSlotMutation); ok {
+		return f(ctx, m)
+	}
+	return Denyf("entprivacy/privacy: unexpected mutation type %T, expect *entprivacy.ThreadReplyCountSlotMutation", m)
+}
+
+// The ThreadHookedReplyCountSlotQueryRuleFunc type is an adapter to allow the use of ordinary
+// functions as a query rule.
+type ThreadHookedReplyCountSlotQueryRuleFunc func(context.Context, *entprivacy.ThreadHookedReplyCountSlotQuery) error
+
+// EvalQuery return f(ctx, q).
+func (f ThreadHookedReplyCountSlotQueryRuleFunc) EvalQuery(ctx context.Context, q entprivacy.Query) error {
+	if q, ok := q.(*entprivacy.ThreadHookedReplyCountSlotQuery); ok {
+		return f(ctx, q)
+	}
+	return Denyf("entprivacy/privacy: unexpected query type %T, expect *entprivacy.ThreadHookedReplyCountSlotQuery", q)
+}
+
+// The ThreadHookedReplyCountSlotMutationRuleFunc type is an adapter to allow the use of ordinary
+// functions as a mutation rule.
+type ThreadHookedReplyCountSlotMutationRuleFunc func(context.Context, *entprivacy.ThreadHookedReplyCountSlotMutation) error
+
+// EvalMutation calls f(ctx, m).
+func (f ThreadHookedReplyCountSlotMutationRuleFunc) EvalMutation(ctx context.Context, m entprivacy.Mutation) error {
+	if m, ok := m.(*entprivacy.ThreadHookedReplyCountSlotMutation); ok {
+		return f(ctx, m)
+	}
+	return Denyf("entprivacy/privacy: unexpected mutation type %T, expect *entprivacy.ThreadHookedReplyCountSlotMutation", m)
+}

@@ -8,7 +8,9 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/post"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/postlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/postviewsslot"
+	"github.com/hotcounter/hotcounter/integration_test/entprivacy/reply"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/schema"
+	"github.com/hotcounter/hotcounter/integration_test/entprivacy/thread"
 
 	"entgo.io/ent"
 	"entgo.io/ent/privacy"
@@ -75,6 +77,40 @@ func init() {
 	postviewsslotDescN := postviewsslotMixinFields0[2].Descriptor()
 	// postviewsslot.DefaultN holds the default value on creation for the n field.
 	postviewsslot.DefaultN = postviewsslotDescN.Default.(int64)
+	replyMixin := schema.Reply{}.Mixin()
+	replyMixinHooks0 := replyMixin[0].Hooks()
+	reply.Hooks[0] = replyMixinHooks0[0]
+	replyMixinInters0 := replyMixin[0].Interceptors()
+	reply.Interceptors[0] = replyMixinInters0[0]
+	replyFields := schema.Reply{}.Fields()
+	_ = replyFields
+	// replyDescBody is the schema descriptor for body field.
+	replyDescBody := replyFields[1].Descriptor()
+	// reply.DefaultBody holds the default value on creation for the body field.
+	reply.DefaultBody = replyDescBody.Default.(string)
+	threadMixin := schema.Thread{}.Mixin()
+	threadMixinHooks0 := threadMixin[0].Hooks()
+	threadMixinHooks1 := threadMixin[1].Hooks()
+	thread.Hooks[0] = threadMixinHooks0[0]
+	thread.Hooks[1] = threadMixinHooks1[0]
+	threadMixinInters0 := threadMixin[0].Interceptors()
+	threadMixinInters1 := threadMixin[1].Interceptors()
+	thread.Interceptors[0] = threadMixinInters0[0]
+	thread.Interceptors[1] = threadMixinInters1[0]
+	threadMixinFields0 := threadMixin[0].Fields()
+	_ = threadMixinFields0
+	threadMixinFields1 := threadMixin[1].Fields()
+	_ = threadMixinFields1
+	threadFields := schema.Thread{}.Fields()
+	_ = threadFields
+	// threadDescReplyCount is the schema descriptor for reply_count field.
+	threadDescReplyCount := threadMixinFields0[0].Descriptor()
+	// thread.DefaultReplyCount holds the default value on creation for the reply_count field.
+	thread.DefaultReplyCount = threadDescReplyCount.Default.(int64)
+	// threadDescHookedReplyCount is the schema descriptor for hooked_reply_count field.
+	threadDescHookedReplyCount := threadMixinFields1[0].Descriptor()
+	// thread.DefaultHookedReplyCount holds the default value on creation for the hooked_reply_count field.
+	thread.DefaultHookedReplyCount = threadDescHookedReplyCount.Default.(int64)
 }
 
 const (
