@@ -388,10 +388,16 @@ func countDefOf(n *gen.Type, a annotation) (*entrt.CountDef, error) {
 // o2mCountDef resolves a count of the rows an O2M edge reaches.
 func o2mCountDef(e *gen.Edge, a annotation) (*entrt.CountDef, error) {
 	child := e.Type
-	if !child.HasOneFieldID() {
-		return nil, fmt.Errorf("Counts(%q): %s needs a single id field", a.Counts, child.Name)
+	key := ""
+	switch {
+	case child.HasOneFieldID():
+		key = child.ID.StorageKey()
+	case a.Hooks:
+		// The hooks name the rows a write changes by their id.
+		return nil, fmt.Errorf("Counts(%q): a count kept by hooks needs %s to have a single id field; "+
+			"keep it by triggers (remove ByHooks()), which count rows of any key", a.Counts, child.Name)
 	}
-	c := &entrt.CountDef{Edge: e.Name, Type: child.Name, Hooks: a.Hooks, Table: child.Table(), Key: child.ID.StorageKey(), Ref: e.Rel.Column(), Where: a.Where, Total: a.Total,
+	c := &entrt.CountDef{Edge: e.Name, Type: child.Name, Hooks: a.Hooks, Table: child.Table(), Key: key, Ref: e.Rel.Column(), Where: a.Where, Total: a.Total,
 		SoftDelete: softDeleteColumn(child)}
 	seen := map[string]bool{}
 	add := func(col string) {
@@ -400,7 +406,9 @@ func o2mCountDef(e *gen.Edge, a annotation) (*entrt.CountDef, error) {
 			c.Columns = append(c.Columns, col)
 		}
 	}
-	add(c.Key)
+	if c.Key != "" {
+		add(c.Key)
+	}
 	for _, f := range child.Fields {
 		if ca, ok := annotationOfField(f); ok && !ca.Rollup {
 			continue // a sum counter has no column
@@ -476,13 +484,16 @@ func viaCountDef(n *gen.Type, a annotation, first, second string) (*entrt.CountD
 // table that name the parent (Rel.Columns holds the edge owner's column
 // first, the inverse edge's second). Triggers keep it: ent writes the
 // join table from the edge setters of both sides, with no mutation of
-// its own for a hook.
+// its own for a hook. Through an edge schema it is the count of the edge
+// schema's rows that name the parent: the O2M edge ent adds to the
+// parent for it (edgeSchemaCountDef).
 func m2mCountDef(n *gen.Type, e *gen.Edge, a annotation) (*entrt.CountDef, error) {
+	if through := edgeSchemaOf(e); through != nil {
+		return edgeSchemaCountDef(n, e, through, a)
+	}
 	switch {
 	case a.Hooks && e.Bidi:
 		return nil, fmt.Errorf("Counts(%q): a count through the bidirectional M2M edge %s (join table %s) is kept by triggers; remove ByHooks()", a.Counts, e.Name, e.Rel.Table)
-	case e.Through != nil || e.Ref != nil && e.Ref.Through != nil:
-		return nil, fmt.Errorf("Counts(%q): an M2M edge through an edge schema is not counted; count the edge schema's O2M edge instead", a.Counts)
 	case a.Total != "":
 		return nil, fmt.Errorf("Total(%q): the M2M join table %s has no column but the two keys", a.Total, e.Rel.Table)
 	case len(e.Rel.Columns) != 2:
@@ -500,4 +511,45 @@ func m2mCountDef(n *gen.Type, e *gen.Edge, a annotation) (*entrt.CountDef, error
 		Edge: e.Name, Back: back, Type: e.Type.Name, Hooks: a.Hooks, Table: e.Rel.Table, Ref: own, Columns: []string{own, other}, Where: a.Where, Total: a.Total,
 		Across: &countersql.Across{Ref: other, Table: e.Type.Table(), Key: e.Type.ID.StorageKey()},
 	}, nil
+}
+
+// edgeSchemaOf returns the edge schema an M2M edge goes through, or nil.
+func edgeSchemaOf(e *gen.Edge) *gen.Type {
+	switch {
+	case e.Through != nil:
+		return e.Through
+	case e.Ref != nil && e.Ref.Through != nil:
+		return e.Ref.Through
+	}
+	return nil
+}
+
+// edgeSchemaCountDef resolves a count through the M2M edge e of n that
+// goes through the edge schema through: the rows of the edge schema (its
+// table is the edge's join table) that name the parent, as the O2M edge
+// from n to the edge schema, which ent adds to n, counts them. Triggers
+// keep it whatever the edge schema's key (composite ones included): ent
+// writes those rows from the M2M edge setters of both sides as well as
+// from the edge schema's own mutations, and the setters run no mutation
+// of the edge schema for a hook to see.
+func edgeSchemaCountDef(n *gen.Type, e *gen.Edge, through *gen.Type, a annotation) (*entrt.CountDef, error) {
+	if a.Hooks {
+		return nil, fmt.Errorf("Counts(%q): a count through the edge schema %s is kept by triggers: the M2M edge setters write its rows "+
+			"with no mutation of %[2]s for a hook to see; remove ByHooks()", a.Counts, through.Name)
+	}
+	own := e.Rel.Columns[0]
+	if e.IsInverse() {
+		own = e.Rel.Columns[1]
+	}
+	for _, o := range n.Edges {
+		if o.Type == through && o.O2M() && o.Rel.Column() == own {
+			c, err := o2mCountDef(o, a)
+			if err != nil {
+				return nil, err
+			}
+			c.Edge = e.Name
+			return c, nil
+		}
+	}
+	return nil, fmt.Errorf("Counts(%q): no O2M edge of %s reaches the rows of the edge schema %s by %s", a.Counts, n.Name, through.Name, own)
 }

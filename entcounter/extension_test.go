@@ -53,6 +53,8 @@ func TestExtensionReportsBadDeclarations(t *testing.T) {
 			"Post.shares: invalid counter declaration: Precreate and NoPrecreate both given"}},
 		{"./testdata/orphan", []string{"PostLikesSlot", `SlotsOf(Post.Type, "likes")`, "Post does not declare"}},
 		{"./testdata/nilopt", []string{"Post.likes", "option 2 of 2 is nil"}},
+		{"./testdata/edgeschemahooks", []string{"Post.like_count", "edge schema Like is kept by triggers", "remove ByHooks()",
+			"Post.likes_seen", "a count kept by hooks needs Like to have a single id field"}},
 		{"./testdata/bytesid", []string{"Blob.reads", "Blob's id", "counters support integer, string and UUID ids"}},
 		{"./testdata/appendmismatch", []string{"Story.claps is an Append counter", "StoryClapsSlot declares a slot table", `SlotsOf(Story.Type, "claps")`, "remove the schema"}},
 	} {

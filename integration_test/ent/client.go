@@ -29,7 +29,12 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/desk"
 	"github.com/hotcounter/hotcounter/integration_test/ent/deskbcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/desktopiccountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/fandom"
 	"github.com/hotcounter/hotcounter/integration_test/ent/file"
+	"github.com/hotcounter/hotcounter/integration_test/ent/film"
+	"github.com/hotcounter/hotcounter/integration_test/ent/filmfancountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/filmhighcountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/filmratingcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/folder"
 	"github.com/hotcounter/hotcounter/integration_test/ent/folderbytesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/forum"
@@ -60,6 +65,7 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/rack"
 	"github.com/hotcounter/hotcounter/integration_test/ent/rackitemcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/rackopencountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/rating"
 	"github.com/hotcounter/hotcounter/integration_test/ent/reel"
 	"github.com/hotcounter/hotcounter/integration_test/ent/reelplaysslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/section"
@@ -75,6 +81,9 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/taghitsslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/tagusesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/topic"
+	"github.com/hotcounter/hotcounter/integration_test/ent/viewer"
+	"github.com/hotcounter/hotcounter/integration_test/ent/viewerfilmcountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/viewerratedcountslot"
 
 	"entgo.io/ent"
 	"github.com/hotcounter/hotcounter/entcounter/generated"
@@ -113,8 +122,12 @@ type Client struct {
 	DeskBCountSlot *DeskBCountSlotClient
 	// DeskTopicCountSlot is the client for interacting with the DeskTopicCountSlot builders.
 	DeskTopicCountSlot *DeskTopicCountSlotClient
+	// Fandom is the client for interacting with the Fandom builders.
+	Fandom *FandomClient
 	// File is the client for interacting with the File builders.
 	File *FileClient
+	// Film is the client for interacting with the Film builders.
+	Film *FilmClient
 	// Folder is the client for interacting with the Folder builders.
 	Folder *FolderClient
 	// FolderBytesSlot is the client for interacting with the FolderBytesSlot builders.
@@ -161,6 +174,8 @@ type Client struct {
 	RackItemCountSlot *RackItemCountSlotClient
 	// RackOpenCountSlot is the client for interacting with the RackOpenCountSlot builders.
 	RackOpenCountSlot *RackOpenCountSlotClient
+	// Rating is the client for interacting with the Rating builders.
+	Rating *RatingClient
 	// Reel is the client for interacting with the Reel builders.
 	Reel *ReelClient
 	// ReelPlaysSlot is the client for interacting with the ReelPlaysSlot builders.
@@ -191,6 +206,14 @@ type Client struct {
 	TagUsesSlot *TagUsesSlotClient
 	// Topic is the client for interacting with the Topic builders.
 	Topic *TopicClient
+	// Viewer is the client for interacting with the Viewer builders.
+	Viewer *ViewerClient
+	// FilmFanCountSlot is the client for interacting with the FilmFanCountSlot builders.
+	FilmFanCountSlot *FilmFanCountSlotClient
+	// FilmRatingCountSlot is the client for interacting with the FilmRatingCountSlot builders.
+	FilmRatingCountSlot *FilmRatingCountSlotClient
+	// FilmHighCountSlot is the client for interacting with the FilmHighCountSlot builders.
+	FilmHighCountSlot *FilmHighCountSlotClient
 	// HookedConversationLabelCountSlot is the client for interacting with the HookedConversationLabelCountSlot builders.
 	HookedConversationLabelCountSlot *HookedConversationLabelCountSlotClient
 	// HookedLabelConversationCountSlot is the client for interacting with the HookedLabelConversationCountSlot builders.
@@ -205,6 +228,10 @@ type Client struct {
 	MemberNoteCountSlot *MemberNoteCountSlotClient
 	// MemberPinCountSlot is the client for interacting with the MemberPinCountSlot builders.
 	MemberPinCountSlot *MemberPinCountSlotClient
+	// ViewerFilmCountSlot is the client for interacting with the ViewerFilmCountSlot builders.
+	ViewerFilmCountSlot *ViewerFilmCountSlotClient
+	// ViewerRatedCountSlot is the client for interacting with the ViewerRatedCountSlot builders.
+	ViewerRatedCountSlot *ViewerRatedCountSlotClient
 }
 
 // NewClient creates a new client configured with the given options.
@@ -230,7 +257,9 @@ func (c *Client) init() {
 	c.Desk = NewDeskClient(c.config)
 	c.DeskBCountSlot = NewDeskBCountSlotClient(c.config)
 	c.DeskTopicCountSlot = NewDeskTopicCountSlotClient(c.config)
+	c.Fandom = NewFandomClient(c.config)
 	c.File = NewFileClient(c.config)
+	c.Film = NewFilmClient(c.config)
 	c.Folder = NewFolderClient(c.config)
 	c.FolderBytesSlot = NewFolderBytesSlotClient(c.config)
 	c.Forum = NewForumClient(c.config)
@@ -254,6 +283,7 @@ func (c *Client) init() {
 	c.Rack = NewRackClient(c.config)
 	c.RackItemCountSlot = NewRackItemCountSlotClient(c.config)
 	c.RackOpenCountSlot = NewRackOpenCountSlotClient(c.config)
+	c.Rating = NewRatingClient(c.config)
 	c.Reel = NewReelClient(c.config)
 	c.ReelPlaysSlot = NewReelPlaysSlotClient(c.config)
 	c.Section = NewSectionClient(c.config)
@@ -269,6 +299,10 @@ func (c *Client) init() {
 	c.TagHitsSlot = NewTagHitsSlotClient(c.config)
 	c.TagUsesSlot = NewTagUsesSlotClient(c.config)
 	c.Topic = NewTopicClient(c.config)
+	c.Viewer = NewViewerClient(c.config)
+	c.FilmFanCountSlot = NewFilmFanCountSlotClient(c.config)
+	c.FilmRatingCountSlot = NewFilmRatingCountSlotClient(c.config)
+	c.FilmHighCountSlot = NewFilmHighCountSlotClient(c.config)
 	c.HookedConversationLabelCountSlot = NewHookedConversationLabelCountSlotClient(c.config)
 	c.HookedLabelConversationCountSlot = NewHookedLabelConversationCountSlotClient(c.config)
 	c.MemberLikesSlot = NewMemberLikesSlotClient(c.config)
@@ -276,6 +310,8 @@ func (c *Client) init() {
 	c.MemberCreditsSlot = NewMemberCreditsSlotClient(c.config)
 	c.MemberNoteCountSlot = NewMemberNoteCountSlotClient(c.config)
 	c.MemberPinCountSlot = NewMemberPinCountSlotClient(c.config)
+	c.ViewerFilmCountSlot = NewViewerFilmCountSlotClient(c.config)
+	c.ViewerRatedCountSlot = NewViewerRatedCountSlotClient(c.config)
 }
 
 type (
@@ -394,7 +430,9 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		Desk:                             NewDeskClient(cfg),
 		DeskBCountSlot:                   NewDeskBCountSlotClient(cfg),
 		DeskTopicCountSlot:               NewDeskTopicCountSlotClient(cfg),
+		Fandom:                           NewFandomClient(cfg),
 		File:                             NewFileClient(cfg),
+		Film:                             NewFilmClient(cfg),
 		Folder:                           NewFolderClient(cfg),
 		FolderBytesSlot:                  NewFolderBytesSlotClient(cfg),
 		Forum:                            NewForumClient(cfg),
@@ -418,6 +456,7 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		Rack:                             NewRackClient(cfg),
 		RackItemCountSlot:                NewRackItemCountSlotClient(cfg),
 		RackOpenCountSlot:                NewRackOpenCountSlotClient(cfg),
+		Rating:                           NewRatingClient(cfg),
 		Reel:                             NewReelClient(cfg),
 		ReelPlaysSlot:                    NewReelPlaysSlotClient(cfg),
 		Section:                          NewSectionClient(cfg),
@@ -433,6 +472,10 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		TagHitsSlot:                      NewTagHitsSlotClient(cfg),
 		TagUsesSlot:                      NewTagUsesSlotClient(cfg),
 		Topic:                            NewTopicClient(cfg),
+		Viewer:                           NewViewerClient(cfg),
+		FilmFanCountSlot:                 NewFilmFanCountSlotClient(cfg),
+		FilmRatingCountSlot:              NewFilmRatingCountSlotClient(cfg),
+		FilmHighCountSlot:                NewFilmHighCountSlotClient(cfg),
 		HookedConversationLabelCountSlot: NewHookedConversationLabelCountSlotClient(cfg),
 		HookedLabelConversationCountSlot: NewHookedLabelConversationCountSlotClient(cfg),
 		MemberLikesSlot:                  NewMemberLikesSlotClient(cfg),
@@ -440,6 +483,8 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		MemberCreditsSlot:                NewMemberCreditsSlotClient(cfg),
 		MemberNoteCountSlot:              NewMemberNoteCountSlotClient(cfg),
 		MemberPinCountSlot:               NewMemberPinCountSlotClient(cfg),
+		ViewerFilmCountSlot:              NewViewerFilmCountSlotClient(cfg),
+		ViewerRatedCountSlot:             NewViewerRatedCountSlotClient(cfg),
 	}, nil
 }
 
@@ -473,7 +518,9 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		Desk:                             NewDeskClient(cfg),
 		DeskBCountSlot:                   NewDeskBCountSlotClient(cfg),
 		DeskTopicCountSlot:               NewDeskTopicCountSlotClient(cfg),
+		Fandom:                           NewFandomClient(cfg),
 		File:                             NewFileClient(cfg),
+		Film:                             NewFilmClient(cfg),
 		Folder:                           NewFolderClient(cfg),
 		FolderBytesSlot:                  NewFolderBytesSlotClient(cfg),
 		Forum:                            NewForumClient(cfg),
@@ -497,6 +544,7 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		Rack:                             NewRackClient(cfg),
 		RackItemCountSlot:                NewRackItemCountSlotClient(cfg),
 		RackOpenCountSlot:                NewRackOpenCountSlotClient(cfg),
+		Rating:                           NewRatingClient(cfg),
 		Reel:                             NewReelClient(cfg),
 		ReelPlaysSlot:                    NewReelPlaysSlotClient(cfg),
 		Section:                          NewSectionClient(cfg),
@@ -512,6 +560,10 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		TagHitsSlot:                      NewTagHitsSlotClient(cfg),
 		TagUsesSlot:                      NewTagUsesSlotClient(cfg),
 		Topic:                            NewTopicClient(cfg),
+		Viewer:                           NewViewerClient(cfg),
+		FilmFanCountSlot:                 NewFilmFanCountSlotClient(cfg),
+		FilmRatingCountSlot:              NewFilmRatingCountSlotClient(cfg),
+		FilmHighCountSlot:                NewFilmHighCountSlotClient(cfg),
 		HookedConversationLabelCountSlot: NewHookedConversationLabelCountSlotClient(cfg),
 		HookedLabelConversationCountSlot: NewHookedLabelConversationCountSlotClient(cfg),
 		MemberLikesSlot:                  NewMemberLikesSlotClient(cfg),
@@ -519,6 +571,8 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		MemberCreditsSlot:                NewMemberCreditsSlotClient(cfg),
 		MemberNoteCountSlot:              NewMemberNoteCountSlotClient(cfg),
 		MemberPinCountSlot:               NewMemberPinCountSlotClient(cfg),
+		ViewerFilmCountSlot:              NewViewerFilmCountSlotClient(cfg),
+		ViewerRatedCountSlot:             NewViewerRatedCountSlotClient(cfg),
 	}, nil
 }
 
@@ -551,17 +605,19 @@ func (c *Client) Use(hooks ...Hook) {
 		c.Author, c.AuthorFollowersSlot, c.Badge, c.BadgeAwardsSlot, c.Book, c.Clip,
 		c.ClipLikesSlot, c.Comment, c.CommentUpvoteSlot, c.Conversation,
 		c.ConversationLabelCountSlot, c.Desk, c.DeskBCountSlot, c.DeskTopicCountSlot,
-		c.File, c.Folder, c.FolderBytesSlot, c.Forum, c.ForumBCountSlot,
-		c.ForumTopicCountSlot, c.HookedConversation, c.HookedLabel, c.Item, c.Label,
-		c.LabelConversationCountSlot, c.Member, c.NaivePost, c.Note, c.Page, c.Pin,
-		c.Post, c.PostLikesSlot, c.PostViewsSlot, c.Product, c.ProductStockSlot,
-		c.Rack, c.RackItemCountSlot, c.RackOpenCountSlot, c.Reel, c.ReelPlaysSlot,
-		c.Section, c.SectionPageCountSlot, c.Shelf, c.ShelfBookCountSlot,
-		c.ShelfOpenCountSlot, c.SkipPost, c.SkipPostLikesSlot, c.Story,
-		c.StoryClapsDelta, c.Tag, c.TagHitsSlot, c.TagUsesSlot, c.Topic,
+		c.Fandom, c.File, c.Film, c.Folder, c.FolderBytesSlot, c.Forum,
+		c.ForumBCountSlot, c.ForumTopicCountSlot, c.HookedConversation, c.HookedLabel,
+		c.Item, c.Label, c.LabelConversationCountSlot, c.Member, c.NaivePost, c.Note,
+		c.Page, c.Pin, c.Post, c.PostLikesSlot, c.PostViewsSlot, c.Product,
+		c.ProductStockSlot, c.Rack, c.RackItemCountSlot, c.RackOpenCountSlot, c.Rating,
+		c.Reel, c.ReelPlaysSlot, c.Section, c.SectionPageCountSlot, c.Shelf,
+		c.ShelfBookCountSlot, c.ShelfOpenCountSlot, c.SkipPost, c.SkipPostLikesSlot,
+		c.Story, c.StoryClapsDelta, c.Tag, c.TagHitsSlot, c.TagUsesSlot, c.Topic,
+		c.Viewer, c.FilmFanCountSlot, c.FilmRatingCountSlot, c.FilmHighCountSlot,
 		c.HookedConversationLabelCountSlot, c.HookedLabelConversationCountSlot,
 		c.MemberLikesSlot, c.MemberViewsSlot, c.MemberCreditsSlot,
-		c.MemberNoteCountSlot, c.MemberPinCountSlot,
+		c.MemberNoteCountSlot, c.MemberPinCountSlot, c.ViewerFilmCountSlot,
+		c.ViewerRatedCountSlot,
 	} {
 		n.Use(hooks...)
 	}
@@ -574,17 +630,19 @@ func (c *Client) Intercept(interceptors ...Interceptor) {
 		c.Author, c.AuthorFollowersSlot, c.Badge, c.BadgeAwardsSlot, c.Book, c.Clip,
 		c.ClipLikesSlot, c.Comment, c.CommentUpvoteSlot, c.Conversation,
 		c.ConversationLabelCountSlot, c.Desk, c.DeskBCountSlot, c.DeskTopicCountSlot,
-		c.File, c.Folder, c.FolderBytesSlot, c.Forum, c.ForumBCountSlot,
-		c.ForumTopicCountSlot, c.HookedConversation, c.HookedLabel, c.Item, c.Label,
-		c.LabelConversationCountSlot, c.Member, c.NaivePost, c.Note, c.Page, c.Pin,
-		c.Post, c.PostLikesSlot, c.PostViewsSlot, c.Product, c.ProductStockSlot,
-		c.Rack, c.RackItemCountSlot, c.RackOpenCountSlot, c.Reel, c.ReelPlaysSlot,
-		c.Section, c.SectionPageCountSlot, c.Shelf, c.ShelfBookCountSlot,
-		c.ShelfOpenCountSlot, c.SkipPost, c.SkipPostLikesSlot, c.Story,
-		c.StoryClapsDelta, c.Tag, c.TagHitsSlot, c.TagUsesSlot, c.Topic,
+		c.Fandom, c.File, c.Film, c.Folder, c.FolderBytesSlot, c.Forum,
+		c.ForumBCountSlot, c.ForumTopicCountSlot, c.HookedConversation, c.HookedLabel,
+		c.Item, c.Label, c.LabelConversationCountSlot, c.Member, c.NaivePost, c.Note,
+		c.Page, c.Pin, c.Post, c.PostLikesSlot, c.PostViewsSlot, c.Product,
+		c.ProductStockSlot, c.Rack, c.RackItemCountSlot, c.RackOpenCountSlot, c.Rating,
+		c.Reel, c.ReelPlaysSlot, c.Section, c.SectionPageCountSlot, c.Shelf,
+		c.ShelfBookCountSlot, c.ShelfOpenCountSlot, c.SkipPost, c.SkipPostLikesSlot,
+		c.Story, c.StoryClapsDelta, c.Tag, c.TagHitsSlot, c.TagUsesSlot, c.Topic,
+		c.Viewer, c.FilmFanCountSlot, c.FilmRatingCountSlot, c.FilmHighCountSlot,
 		c.HookedConversationLabelCountSlot, c.HookedLabelConversationCountSlot,
 		c.MemberLikesSlot, c.MemberViewsSlot, c.MemberCreditsSlot,
-		c.MemberNoteCountSlot, c.MemberPinCountSlot,
+		c.MemberNoteCountSlot, c.MemberPinCountSlot, c.ViewerFilmCountSlot,
+		c.ViewerRatedCountSlot,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -621,8 +679,12 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.DeskBCountSlot.mutate(ctx, m)
 	case *DeskTopicCountSlotMutation:
 		return c.DeskTopicCountSlot.mutate(ctx, m)
+	case *FandomMutation:
+		return c.Fandom.mutate(ctx, m)
 	case *FileMutation:
 		return c.File.mutate(ctx, m)
+	case *FilmMutation:
+		return c.Film.mutate(ctx, m)
 	case *FolderMutation:
 		return c.Folder.mutate(ctx, m)
 	case *FolderBytesSlotMutation:
@@ -669,6 +731,8 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.RackItemCountSlot.mutate(ctx, m)
 	case *RackOpenCountSlotMutation:
 		return c.RackOpenCountSlot.mutate(ctx, m)
+	case *RatingMutation:
+		return c.Rating.mutate(ctx, m)
 	case *ReelMutation:
 		return c.Reel.mutate(ctx, m)
 	case *ReelPlaysSlotMutation:
@@ -699,6 +763,14 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.TagUsesSlot.mutate(ctx, m)
 	case *TopicMutation:
 		return c.Topic.mutate(ctx, m)
+	case *ViewerMutation:
+		return c.Viewer.mutate(ctx, m)
+	case *FilmFanCountSlotMutation:
+		return c.FilmFanCountSlot.mutate(ctx, m)
+	case *FilmRatingCountSlotMutation:
+		return c.FilmRatingCountSlot.mutate(ctx, m)
+	case *FilmHighCountSlotMutation:
+		return c.FilmHighCountSlot.mutate(ctx, m)
 	case *HookedConversationLabelCountSlotMutation:
 		return c.HookedConversationLabelCountSlot.mutate(ctx, m)
 	case *HookedLabelConversationCountSlotMutation:
@@ -713,6 +785,10 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.MemberNoteCountSlot.mutate(ctx, m)
 	case *MemberPinCountSlotMutation:
 		return c.MemberPinCountSlot.mutate(ctx, m)
+	case *ViewerFilmCountSlotMutation:
+		return c.ViewerFilmCountSlot.mutate(ctx, m)
+	case *ViewerRatedCountSlotMutation:
+		return c.ViewerRatedCountSlot.mutate(ctx, m)
 	default:
 		return nil, fmt.Errorf("ent: unknown mutation type %T", m)
 	}
@@ -2784,6 +2860,122 @@ func (c *DeskTopicCountSlotClient) mutate(ctx context.Context, m *DeskTopicCount
 	}
 }
 
+// FandomClient is a client for the Fandom schema.
+type FandomClient struct {
+	config
+}
+
+// NewFandomClient returns a client for the Fandom from the given config.
+func NewFandomClient(c config) *FandomClient {
+	return &FandomClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `fandom.Hooks(f(g(h())))`.
+func (c *FandomClient) Use(hooks ...Hook) {
+	c.hooks.Fandom = append(c.hooks.Fandom, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `fandom.Intercept(f(g(h())))`.
+func (c *FandomClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Fandom = append(c.inters.Fandom, interceptors...)
+}
+
+// Create returns a builder for creating a Fandom entity.
+func (c *FandomClient) Create() *FandomCreate {
+	mutation := newFandomMutation(c.config, OpCreate)
+	return &FandomCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Fandom entities.
+func (c *FandomClient) CreateBulk(builders ...*FandomCreate) *FandomCreateBulk {
+	return &FandomCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *FandomClient) MapCreateBulk(slice any, setFunc func(*FandomCreate, int)) *FandomCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &FandomCreateBulk{err: fmt.Errorf("calling to FandomClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*FandomCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &FandomCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Fandom.
+func (c *FandomClient) Update() *FandomUpdate {
+	mutation := newFandomMutation(c.config, OpUpdate)
+	return &FandomUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *FandomClient) UpdateOne(_m *Fandom) *FandomUpdateOne {
+	mutation := newFandomMutation(c.config, OpUpdateOne)
+	mutation.film = &_m.FilmID
+	mutation.viewer = &_m.ViewerID
+	return &FandomUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Fandom.
+func (c *FandomClient) Delete() *FandomDelete {
+	mutation := newFandomMutation(c.config, OpDelete)
+	return &FandomDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Query returns a query builder for Fandom.
+func (c *FandomClient) Query() *FandomQuery {
+	return &FandomQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeFandom},
+		inters: c.Interceptors(),
+	}
+}
+
+// QueryFilm queries the film edge of a Fandom.
+func (c *FandomClient) QueryFilm(_m *Fandom) *FilmQuery {
+	return c.Query().
+		Where(fandom.FilmID(_m.FilmID), fandom.ViewerID(_m.ViewerID)).
+		QueryFilm()
+}
+
+// QueryViewer queries the viewer edge of a Fandom.
+func (c *FandomClient) QueryViewer(_m *Fandom) *ViewerQuery {
+	return c.Query().
+		Where(fandom.FilmID(_m.FilmID), fandom.ViewerID(_m.ViewerID)).
+		QueryViewer()
+}
+
+// Hooks returns the client hooks.
+func (c *FandomClient) Hooks() []Hook {
+	return c.hooks.Fandom
+}
+
+// Interceptors returns the client interceptors.
+func (c *FandomClient) Interceptors() []Interceptor {
+	return c.inters.Fandom
+}
+
+func (c *FandomClient) mutate(ctx context.Context, m *FandomMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&FandomCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&FandomUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&FandomUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&FandomDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Fandom mutation op: %q", m.Op())
+	}
+}
+
 // FileClient is a client for the File schema.
 type FileClient struct {
 	config
@@ -2930,6 +3122,205 @@ func (c *FileClient) mutate(ctx context.Context, m *FileMutation) (Value, error)
 		return (&FileDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown File mutation op: %q", m.Op())
+	}
+}
+
+// FilmClient is a client for the Film schema.
+type FilmClient struct {
+	config
+}
+
+// NewFilmClient returns a client for the Film from the given config.
+func NewFilmClient(c config) *FilmClient {
+	return &FilmClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `film.Hooks(f(g(h())))`.
+func (c *FilmClient) Use(hooks ...Hook) {
+	c.hooks.Film = append(c.hooks.Film, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `film.Intercept(f(g(h())))`.
+func (c *FilmClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Film = append(c.inters.Film, interceptors...)
+}
+
+// Create returns a builder for creating a Film entity.
+func (c *FilmClient) Create() *FilmCreate {
+	mutation := newFilmMutation(c.config, OpCreate)
+	return &FilmCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Film entities.
+func (c *FilmClient) CreateBulk(builders ...*FilmCreate) *FilmCreateBulk {
+	return &FilmCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *FilmClient) MapCreateBulk(slice any, setFunc func(*FilmCreate, int)) *FilmCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &FilmCreateBulk{err: fmt.Errorf("calling to FilmClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*FilmCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &FilmCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Film.
+func (c *FilmClient) Update() *FilmUpdate {
+	mutation := newFilmMutation(c.config, OpUpdate)
+	return &FilmUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *FilmClient) UpdateOne(_m *Film) *FilmUpdateOne {
+	mutation := newFilmMutation(c.config, OpUpdateOne, withFilm(_m))
+	return &FilmUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *FilmClient) UpdateOneID(id int) *FilmUpdateOne {
+	mutation := newFilmMutation(c.config, OpUpdateOne, withFilmID(id))
+	return &FilmUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Film.
+func (c *FilmClient) Delete() *FilmDelete {
+	mutation := newFilmMutation(c.config, OpDelete)
+	return &FilmDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *FilmClient) DeleteOne(_m *Film) *FilmDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *FilmClient) DeleteOneID(id int) *FilmDeleteOne {
+	builder := c.Delete().Where(film.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &FilmDeleteOne{builder}
+}
+
+// Query returns a query builder for Film.
+func (c *FilmClient) Query() *FilmQuery {
+	return &FilmQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeFilm},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Film entity by its id.
+func (c *FilmClient) Get(ctx context.Context, id int) (*Film, error) {
+	return c.Query().Where(film.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *FilmClient) GetX(ctx context.Context, id int) *Film {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryFans queries the fans edge of a Film.
+func (c *FilmClient) QueryFans(_m *Film) *ViewerQuery {
+	query := (&ViewerClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(film.Table, film.FieldID, id),
+			sqlgraph.To(viewer.Table, viewer.FieldID),
+			sqlgraph.Edge(sqlgraph.M2M, false, film.FansTable, film.FansPrimaryKey...),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// QueryRaters queries the raters edge of a Film.
+func (c *FilmClient) QueryRaters(_m *Film) *ViewerQuery {
+	query := (&ViewerClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(film.Table, film.FieldID, id),
+			sqlgraph.To(viewer.Table, viewer.FieldID),
+			sqlgraph.Edge(sqlgraph.M2M, false, film.RatersTable, film.RatersPrimaryKey...),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// QueryFandoms queries the fandoms edge of a Film.
+func (c *FilmClient) QueryFandoms(_m *Film) *FandomQuery {
+	query := (&FandomClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(film.Table, film.FieldID, id),
+			sqlgraph.To(fandom.Table, fandom.FilmColumn),
+			sqlgraph.Edge(sqlgraph.O2M, true, film.FandomsTable, film.FandomsColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// QueryRatings queries the ratings edge of a Film.
+func (c *FilmClient) QueryRatings(_m *Film) *RatingQuery {
+	query := (&RatingClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(film.Table, film.FieldID, id),
+			sqlgraph.To(rating.Table, rating.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, true, film.RatingsTable, film.RatingsColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *FilmClient) Hooks() []Hook {
+	hooks := c.hooks.Film
+	return append(hooks[:len(hooks):len(hooks)], film.Hooks[:]...)
+}
+
+// Interceptors returns the client interceptors.
+func (c *FilmClient) Interceptors() []Interceptor {
+	inters := c.inters.Film
+	return append(inters[:len(inters):len(inters)], film.Interceptors[:]...)
+}
+
+func (c *FilmClient) mutate(ctx context.Context, m *FilmMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&FilmCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&FilmUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&FilmUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&FilmDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Film mutation op: %q", m.Op())
 	}
 }
 
@@ -6378,6 +6769,171 @@ func (c *RackOpenCountSlotClient) mutate(ctx context.Context, m *RackOpenCountSl
 	}
 }
 
+// RatingClient is a client for the Rating schema.
+type RatingClient struct {
+	config
+}
+
+// NewRatingClient returns a client for the Rating from the given config.
+func NewRatingClient(c config) *RatingClient {
+	return &RatingClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `rating.Hooks(f(g(h())))`.
+func (c *RatingClient) Use(hooks ...Hook) {
+	c.hooks.Rating = append(c.hooks.Rating, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `rating.Intercept(f(g(h())))`.
+func (c *RatingClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Rating = append(c.inters.Rating, interceptors...)
+}
+
+// Create returns a builder for creating a Rating entity.
+func (c *RatingClient) Create() *RatingCreate {
+	mutation := newRatingMutation(c.config, OpCreate)
+	return &RatingCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Rating entities.
+func (c *RatingClient) CreateBulk(builders ...*RatingCreate) *RatingCreateBulk {
+	return &RatingCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *RatingClient) MapCreateBulk(slice any, setFunc func(*RatingCreate, int)) *RatingCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &RatingCreateBulk{err: fmt.Errorf("calling to RatingClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*RatingCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &RatingCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Rating.
+func (c *RatingClient) Update() *RatingUpdate {
+	mutation := newRatingMutation(c.config, OpUpdate)
+	return &RatingUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *RatingClient) UpdateOne(_m *Rating) *RatingUpdateOne {
+	mutation := newRatingMutation(c.config, OpUpdateOne, withRating(_m))
+	return &RatingUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *RatingClient) UpdateOneID(id int) *RatingUpdateOne {
+	mutation := newRatingMutation(c.config, OpUpdateOne, withRatingID(id))
+	return &RatingUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Rating.
+func (c *RatingClient) Delete() *RatingDelete {
+	mutation := newRatingMutation(c.config, OpDelete)
+	return &RatingDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *RatingClient) DeleteOne(_m *Rating) *RatingDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *RatingClient) DeleteOneID(id int) *RatingDeleteOne {
+	builder := c.Delete().Where(rating.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &RatingDeleteOne{builder}
+}
+
+// Query returns a query builder for Rating.
+func (c *RatingClient) Query() *RatingQuery {
+	return &RatingQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeRating},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Rating entity by its id.
+func (c *RatingClient) Get(ctx context.Context, id int) (*Rating, error) {
+	return c.Query().Where(rating.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *RatingClient) GetX(ctx context.Context, id int) *Rating {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryFilm queries the film edge of a Rating.
+func (c *RatingClient) QueryFilm(_m *Rating) *FilmQuery {
+	query := (&FilmClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(rating.Table, rating.FieldID, id),
+			sqlgraph.To(film.Table, film.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, rating.FilmTable, rating.FilmColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// QueryViewer queries the viewer edge of a Rating.
+func (c *RatingClient) QueryViewer(_m *Rating) *ViewerQuery {
+	query := (&ViewerClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(rating.Table, rating.FieldID, id),
+			sqlgraph.To(viewer.Table, viewer.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, rating.ViewerTable, rating.ViewerColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *RatingClient) Hooks() []Hook {
+	return c.hooks.Rating
+}
+
+// Interceptors returns the client interceptors.
+func (c *RatingClient) Interceptors() []Interceptor {
+	return c.inters.Rating
+}
+
+func (c *RatingClient) mutate(ctx context.Context, m *RatingMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&RatingCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&RatingUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&RatingUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&RatingDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Rating mutation op: %q", m.Op())
+	}
+}
+
 // ReelClient is a client for the Reel schema.
 type ReelClient struct {
 	config
@@ -8609,6 +9165,652 @@ func (c *TopicClient) mutate(ctx context.Context, m *TopicMutation) (Value, erro
 	}
 }
 
+// ViewerClient is a client for the Viewer schema.
+type ViewerClient struct {
+	config
+}
+
+// NewViewerClient returns a client for the Viewer from the given config.
+func NewViewerClient(c config) *ViewerClient {
+	return &ViewerClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `viewer.Hooks(f(g(h())))`.
+func (c *ViewerClient) Use(hooks ...Hook) {
+	c.hooks.Viewer = append(c.hooks.Viewer, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `viewer.Intercept(f(g(h())))`.
+func (c *ViewerClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Viewer = append(c.inters.Viewer, interceptors...)
+}
+
+// Create returns a builder for creating a Viewer entity.
+func (c *ViewerClient) Create() *ViewerCreate {
+	mutation := newViewerMutation(c.config, OpCreate)
+	return &ViewerCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Viewer entities.
+func (c *ViewerClient) CreateBulk(builders ...*ViewerCreate) *ViewerCreateBulk {
+	return &ViewerCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *ViewerClient) MapCreateBulk(slice any, setFunc func(*ViewerCreate, int)) *ViewerCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &ViewerCreateBulk{err: fmt.Errorf("calling to ViewerClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*ViewerCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &ViewerCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Viewer.
+func (c *ViewerClient) Update() *ViewerUpdate {
+	mutation := newViewerMutation(c.config, OpUpdate)
+	return &ViewerUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *ViewerClient) UpdateOne(_m *Viewer) *ViewerUpdateOne {
+	mutation := newViewerMutation(c.config, OpUpdateOne, withViewer(_m))
+	return &ViewerUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *ViewerClient) UpdateOneID(id int) *ViewerUpdateOne {
+	mutation := newViewerMutation(c.config, OpUpdateOne, withViewerID(id))
+	return &ViewerUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Viewer.
+func (c *ViewerClient) Delete() *ViewerDelete {
+	mutation := newViewerMutation(c.config, OpDelete)
+	return &ViewerDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *ViewerClient) DeleteOne(_m *Viewer) *ViewerDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *ViewerClient) DeleteOneID(id int) *ViewerDeleteOne {
+	builder := c.Delete().Where(viewer.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &ViewerDeleteOne{builder}
+}
+
+// Query returns a query builder for Viewer.
+func (c *ViewerClient) Query() *ViewerQuery {
+	return &ViewerQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeViewer},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Viewer entity by its id.
+func (c *ViewerClient) Get(ctx context.Context, id int) (*Viewer, error) {
+	return c.Query().Where(viewer.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *ViewerClient) GetX(ctx context.Context, id int) *Viewer {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryFilms queries the films edge of a Viewer.
+func (c *ViewerClient) QueryFilms(_m *Viewer) *FilmQuery {
+	query := (&FilmClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(viewer.Table, viewer.FieldID, id),
+			sqlgraph.To(film.Table, film.FieldID),
+			sqlgraph.Edge(sqlgraph.M2M, true, viewer.FilmsTable, viewer.FilmsPrimaryKey...),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// QueryRated queries the rated edge of a Viewer.
+func (c *ViewerClient) QueryRated(_m *Viewer) *FilmQuery {
+	query := (&FilmClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(viewer.Table, viewer.FieldID, id),
+			sqlgraph.To(film.Table, film.FieldID),
+			sqlgraph.Edge(sqlgraph.M2M, true, viewer.RatedTable, viewer.RatedPrimaryKey...),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// QueryFandoms queries the fandoms edge of a Viewer.
+func (c *ViewerClient) QueryFandoms(_m *Viewer) *FandomQuery {
+	query := (&FandomClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(viewer.Table, viewer.FieldID, id),
+			sqlgraph.To(fandom.Table, fandom.ViewerColumn),
+			sqlgraph.Edge(sqlgraph.O2M, true, viewer.FandomsTable, viewer.FandomsColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// QueryRatings queries the ratings edge of a Viewer.
+func (c *ViewerClient) QueryRatings(_m *Viewer) *RatingQuery {
+	query := (&RatingClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(viewer.Table, viewer.FieldID, id),
+			sqlgraph.To(rating.Table, rating.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, true, viewer.RatingsTable, viewer.RatingsColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *ViewerClient) Hooks() []Hook {
+	hooks := c.hooks.Viewer
+	return append(hooks[:len(hooks):len(hooks)], viewer.Hooks[:]...)
+}
+
+// Interceptors returns the client interceptors.
+func (c *ViewerClient) Interceptors() []Interceptor {
+	inters := c.inters.Viewer
+	return append(inters[:len(inters):len(inters)], viewer.Interceptors[:]...)
+}
+
+func (c *ViewerClient) mutate(ctx context.Context, m *ViewerMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&ViewerCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&ViewerUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&ViewerUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&ViewerDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Viewer mutation op: %q", m.Op())
+	}
+}
+
+// FilmFanCountSlotClient is a client for the FilmFanCountSlot schema.
+type FilmFanCountSlotClient struct {
+	config
+}
+
+// NewFilmFanCountSlotClient returns a client for the FilmFanCountSlot from the given config.
+func NewFilmFanCountSlotClient(c config) *FilmFanCountSlotClient {
+	return &FilmFanCountSlotClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `filmfancountslot.Hooks(f(g(h())))`.
+func (c *FilmFanCountSlotClient) Use(hooks ...Hook) {
+	c.hooks.FilmFanCountSlot = append(c.hooks.FilmFanCountSlot, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `filmfancountslot.Intercept(f(g(h())))`.
+func (c *FilmFanCountSlotClient) Intercept(interceptors ...Interceptor) {
+	c.inters.FilmFanCountSlot = append(c.inters.FilmFanCountSlot, interceptors...)
+}
+
+// Create returns a builder for creating a FilmFanCountSlot entity.
+func (c *FilmFanCountSlotClient) Create() *FilmFanCountSlotCreate {
+	mutation := newFilmFanCountSlotMutation(c.config, OpCreate)
+	return &FilmFanCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of FilmFanCountSlot entities.
+func (c *FilmFanCountSlotClient) CreateBulk(builders ...*FilmFanCountSlotCreate) *FilmFanCountSlotCreateBulk {
+	return &FilmFanCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *FilmFanCountSlotClient) MapCreateBulk(slice any, setFunc func(*FilmFanCountSlotCreate, int)) *FilmFanCountSlotCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &FilmFanCountSlotCreateBulk{err: fmt.Errorf("calling to FilmFanCountSlotClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*FilmFanCountSlotCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &FilmFanCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for FilmFanCountSlot.
+func (c *FilmFanCountSlotClient) Update() *FilmFanCountSlotUpdate {
+	mutation := newFilmFanCountSlotMutation(c.config, OpUpdate)
+	return &FilmFanCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *FilmFanCountSlotClient) UpdateOne(_m *FilmFanCountSlot) *FilmFanCountSlotUpdateOne {
+	mutation := newFilmFanCountSlotMutation(c.config, OpUpdateOne, withFilmFanCountSlot(_m))
+	return &FilmFanCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *FilmFanCountSlotClient) UpdateOneID(id int) *FilmFanCountSlotUpdateOne {
+	mutation := newFilmFanCountSlotMutation(c.config, OpUpdateOne, withFilmFanCountSlotID(id))
+	return &FilmFanCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for FilmFanCountSlot.
+func (c *FilmFanCountSlotClient) Delete() *FilmFanCountSlotDelete {
+	mutation := newFilmFanCountSlotMutation(c.config, OpDelete)
+	return &FilmFanCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *FilmFanCountSlotClient) DeleteOne(_m *FilmFanCountSlot) *FilmFanCountSlotDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *FilmFanCountSlotClient) DeleteOneID(id int) *FilmFanCountSlotDeleteOne {
+	builder := c.Delete().Where(filmfancountslot.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &FilmFanCountSlotDeleteOne{builder}
+}
+
+// Query returns a query builder for FilmFanCountSlot.
+func (c *FilmFanCountSlotClient) Query() *FilmFanCountSlotQuery {
+	return &FilmFanCountSlotQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeFilmFanCountSlot},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a FilmFanCountSlot entity by its id.
+func (c *FilmFanCountSlotClient) Get(ctx context.Context, id int) (*FilmFanCountSlot, error) {
+	return c.Query().Where(filmfancountslot.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *FilmFanCountSlotClient) GetX(ctx context.Context, id int) *FilmFanCountSlot {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryFilm queries the film edge of a FilmFanCountSlot.
+func (c *FilmFanCountSlotClient) QueryFilm(_m *FilmFanCountSlot) *FilmQuery {
+	query := (&FilmClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(filmfancountslot.Table, filmfancountslot.FieldID, id),
+			sqlgraph.To(film.Table, film.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, filmfancountslot.FilmTable, filmfancountslot.FilmColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *FilmFanCountSlotClient) Hooks() []Hook {
+	return c.hooks.FilmFanCountSlot
+}
+
+// Interceptors returns the client interceptors.
+func (c *FilmFanCountSlotClient) Interceptors() []Interceptor {
+	return c.inters.FilmFanCountSlot
+}
+
+func (c *FilmFanCountSlotClient) mutate(ctx context.Context, m *FilmFanCountSlotMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&FilmFanCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&FilmFanCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&FilmFanCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&FilmFanCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown FilmFanCountSlot mutation op: %q", m.Op())
+	}
+}
+
+// FilmRatingCountSlotClient is a client for the FilmRatingCountSlot schema.
+type FilmRatingCountSlotClient struct {
+	config
+}
+
+// NewFilmRatingCountSlotClient returns a client for the FilmRatingCountSlot from the given config.
+func NewFilmRatingCountSlotClient(c config) *FilmRatingCountSlotClient {
+	return &FilmRatingCountSlotClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `filmratingcountslot.Hooks(f(g(h())))`.
+func (c *FilmRatingCountSlotClient) Use(hooks ...Hook) {
+	c.hooks.FilmRatingCountSlot = append(c.hooks.FilmRatingCountSlot, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `filmratingcountslot.Intercept(f(g(h())))`.
+func (c *FilmRatingCountSlotClient) Intercept(interceptors ...Interceptor) {
+	c.inters.FilmRatingCountSlot = append(c.inters.FilmRatingCountSlot, interceptors...)
+}
+
+// Create returns a builder for creating a FilmRatingCountSlot entity.
+func (c *FilmRatingCountSlotClient) Create() *FilmRatingCountSlotCreate {
+	mutation := newFilmRatingCountSlotMutation(c.config, OpCreate)
+	return &FilmRatingCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of FilmRatingCountSlot entities.
+func (c *FilmRatingCountSlotClient) CreateBulk(builders ...*FilmRatingCountSlotCreate) *FilmRatingCountSlotCreateBulk {
+	return &FilmRatingCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *FilmRatingCountSlotClient) MapCreateBulk(slice any, setFunc func(*FilmRatingCountSlotCreate, int)) *FilmRatingCountSlotCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &FilmRatingCountSlotCreateBulk{err: fmt.Errorf("calling to FilmRatingCountSlotClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*FilmRatingCountSlotCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &FilmRatingCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for FilmRatingCountSlot.
+func (c *FilmRatingCountSlotClient) Update() *FilmRatingCountSlotUpdate {
+	mutation := newFilmRatingCountSlotMutation(c.config, OpUpdate)
+	return &FilmRatingCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *FilmRatingCountSlotClient) UpdateOne(_m *FilmRatingCountSlot) *FilmRatingCountSlotUpdateOne {
+	mutation := newFilmRatingCountSlotMutation(c.config, OpUpdateOne, withFilmRatingCountSlot(_m))
+	return &FilmRatingCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *FilmRatingCountSlotClient) UpdateOneID(id int) *FilmRatingCountSlotUpdateOne {
+	mutation := newFilmRatingCountSlotMutation(c.config, OpUpdateOne, withFilmRatingCountSlotID(id))
+	return &FilmRatingCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for FilmRatingCountSlot.
+func (c *FilmRatingCountSlotClient) Delete() *FilmRatingCountSlotDelete {
+	mutation := newFilmRatingCountSlotMutation(c.config, OpDelete)
+	return &FilmRatingCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *FilmRatingCountSlotClient) DeleteOne(_m *FilmRatingCountSlot) *FilmRatingCountSlotDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *FilmRatingCountSlotClient) DeleteOneID(id int) *FilmRatingCountSlotDeleteOne {
+	builder := c.Delete().Where(filmratingcountslot.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &FilmRatingCountSlotDeleteOne{builder}
+}
+
+// Query returns a query builder for FilmRatingCountSlot.
+func (c *FilmRatingCountSlotClient) Query() *FilmRatingCountSlotQuery {
+	return &FilmRatingCountSlotQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeFilmRatingCountSlot},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a FilmRatingCountSlot entity by its id.
+func (c *FilmRatingCountSlotClient) Get(ctx context.Context, id int) (*FilmRatingCountSlot, error) {
+	return c.Query().Where(filmratingcountslot.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *FilmRatingCountSlotClient) GetX(ctx context.Context, id int) *FilmRatingCountSlot {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryFilm queries the film edge of a FilmRatingCountSlot.
+func (c *FilmRatingCountSlotClient) QueryFilm(_m *FilmRatingCountSlot) *FilmQuery {
+	query := (&FilmClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(filmratingcountslot.Table, filmratingcountslot.FieldID, id),
+			sqlgraph.To(film.Table, film.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, filmratingcountslot.FilmTable, filmratingcountslot.FilmColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *FilmRatingCountSlotClient) Hooks() []Hook {
+	return c.hooks.FilmRatingCountSlot
+}
+
+// Interceptors returns the client interceptors.
+func (c *FilmRatingCountSlotClient) Interceptors() []Interceptor {
+	return c.inters.FilmRatingCountSlot
+}
+
+func (c *FilmRatingCountSlotClient) mutate(ctx context.Context, m *FilmRatingCountSlotMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&FilmRatingCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&FilmRatingCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&FilmRatingCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&FilmRatingCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown FilmRatingCountSlot mutation op: %q", m.Op())
+	}
+}
+
+// FilmHighCountSlotClient is a client for the FilmHighCountSlot schema.
+type FilmHighCountSlotClient struct {
+	config
+}
+
+// NewFilmHighCountSlotClient returns a client for the FilmHighCountSlot from the given config.
+func NewFilmHighCountSlotClient(c config) *FilmHighCountSlotClient {
+	return &FilmHighCountSlotClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `filmhighcountslot.Hooks(f(g(h())))`.
+func (c *FilmHighCountSlotClient) Use(hooks ...Hook) {
+	c.hooks.FilmHighCountSlot = append(c.hooks.FilmHighCountSlot, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `filmhighcountslot.Intercept(f(g(h())))`.
+func (c *FilmHighCountSlotClient) Intercept(interceptors ...Interceptor) {
+	c.inters.FilmHighCountSlot = append(c.inters.FilmHighCountSlot, interceptors...)
+}
+
+// Create returns a builder for creating a FilmHighCountSlot entity.
+func (c *FilmHighCountSlotClient) Create() *FilmHighCountSlotCreate {
+	mutation := newFilmHighCountSlotMutation(c.config, OpCreate)
+	return &FilmHighCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of FilmHighCountSlot entities.
+func (c *FilmHighCountSlotClient) CreateBulk(builders ...*FilmHighCountSlotCreate) *FilmHighCountSlotCreateBulk {
+	return &FilmHighCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *FilmHighCountSlotClient) MapCreateBulk(slice any, setFunc func(*FilmHighCountSlotCreate, int)) *FilmHighCountSlotCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &FilmHighCountSlotCreateBulk{err: fmt.Errorf("calling to FilmHighCountSlotClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*FilmHighCountSlotCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &FilmHighCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for FilmHighCountSlot.
+func (c *FilmHighCountSlotClient) Update() *FilmHighCountSlotUpdate {
+	mutation := newFilmHighCountSlotMutation(c.config, OpUpdate)
+	return &FilmHighCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *FilmHighCountSlotClient) UpdateOne(_m *FilmHighCountSlot) *FilmHighCountSlotUpdateOne {
+	mutation := newFilmHighCountSlotMutation(c.config, OpUpdateOne, withFilmHighCountSlot(_m))
+	return &FilmHighCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *FilmHighCountSlotClient) UpdateOneID(id int) *FilmHighCountSlotUpdateOne {
+	mutation := newFilmHighCountSlotMutation(c.config, OpUpdateOne, withFilmHighCountSlotID(id))
+	return &FilmHighCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for FilmHighCountSlot.
+func (c *FilmHighCountSlotClient) Delete() *FilmHighCountSlotDelete {
+	mutation := newFilmHighCountSlotMutation(c.config, OpDelete)
+	return &FilmHighCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *FilmHighCountSlotClient) DeleteOne(_m *FilmHighCountSlot) *FilmHighCountSlotDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *FilmHighCountSlotClient) DeleteOneID(id int) *FilmHighCountSlotDeleteOne {
+	builder := c.Delete().Where(filmhighcountslot.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &FilmHighCountSlotDeleteOne{builder}
+}
+
+// Query returns a query builder for FilmHighCountSlot.
+func (c *FilmHighCountSlotClient) Query() *FilmHighCountSlotQuery {
+	return &FilmHighCountSlotQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeFilmHighCountSlot},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a FilmHighCountSlot entity by its id.
+func (c *FilmHighCountSlotClient) Get(ctx context.Context, id int) (*FilmHighCountSlot, error) {
+	return c.Query().Where(filmhighcountslot.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *FilmHighCountSlotClient) GetX(ctx context.Context, id int) *FilmHighCountSlot {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryFilm queries the film edge of a FilmHighCountSlot.
+func (c *FilmHighCountSlotClient) QueryFilm(_m *FilmHighCountSlot) *FilmQuery {
+	query := (&FilmClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(filmhighcountslot.Table, filmhighcountslot.FieldID, id),
+			sqlgraph.To(film.Table, film.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, filmhighcountslot.FilmTable, filmhighcountslot.FilmColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *FilmHighCountSlotClient) Hooks() []Hook {
+	return c.hooks.FilmHighCountSlot
+}
+
+// Interceptors returns the client interceptors.
+func (c *FilmHighCountSlotClient) Interceptors() []Interceptor {
+	return c.inters.FilmHighCountSlot
+}
+
+func (c *FilmHighCountSlotClient) mutate(ctx context.Context, m *FilmHighCountSlotMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&FilmHighCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&FilmHighCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&FilmHighCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&FilmHighCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown FilmHighCountSlot mutation op: %q", m.Op())
+	}
+}
+
 // HookedConversationLabelCountSlotClient is a client for the HookedConversationLabelCountSlot schema.
 type HookedConversationLabelCountSlotClient struct {
 	config
@@ -9652,35 +10854,337 @@ func (c *MemberPinCountSlotClient) mutate(ctx context.Context, m *MemberPinCount
 	}
 }
 
+// ViewerFilmCountSlotClient is a client for the ViewerFilmCountSlot schema.
+type ViewerFilmCountSlotClient struct {
+	config
+}
+
+// NewViewerFilmCountSlotClient returns a client for the ViewerFilmCountSlot from the given config.
+func NewViewerFilmCountSlotClient(c config) *ViewerFilmCountSlotClient {
+	return &ViewerFilmCountSlotClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `viewerfilmcountslot.Hooks(f(g(h())))`.
+func (c *ViewerFilmCountSlotClient) Use(hooks ...Hook) {
+	c.hooks.ViewerFilmCountSlot = append(c.hooks.ViewerFilmCountSlot, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `viewerfilmcountslot.Intercept(f(g(h())))`.
+func (c *ViewerFilmCountSlotClient) Intercept(interceptors ...Interceptor) {
+	c.inters.ViewerFilmCountSlot = append(c.inters.ViewerFilmCountSlot, interceptors...)
+}
+
+// Create returns a builder for creating a ViewerFilmCountSlot entity.
+func (c *ViewerFilmCountSlotClient) Create() *ViewerFilmCountSlotCreate {
+	mutation := newViewerFilmCountSlotMutation(c.config, OpCreate)
+	return &ViewerFilmCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of ViewerFilmCountSlot entities.
+func (c *ViewerFilmCountSlotClient) CreateBulk(builders ...*ViewerFilmCountSlotCreate) *ViewerFilmCountSlotCreateBulk {
+	return &ViewerFilmCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *ViewerFilmCountSlotClient) MapCreateBulk(slice any, setFunc func(*ViewerFilmCountSlotCreate, int)) *ViewerFilmCountSlotCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &ViewerFilmCountSlotCreateBulk{err: fmt.Errorf("calling to ViewerFilmCountSlotClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*ViewerFilmCountSlotCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &ViewerFilmCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for ViewerFilmCountSlot.
+func (c *ViewerFilmCountSlotClient) Update() *ViewerFilmCountSlotUpdate {
+	mutation := newViewerFilmCountSlotMutation(c.config, OpUpdate)
+	return &ViewerFilmCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *ViewerFilmCountSlotClient) UpdateOne(_m *ViewerFilmCountSlot) *ViewerFilmCountSlotUpdateOne {
+	mutation := newViewerFilmCountSlotMutation(c.config, OpUpdateOne, withViewerFilmCountSlot(_m))
+	return &ViewerFilmCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *ViewerFilmCountSlotClient) UpdateOneID(id int) *ViewerFilmCountSlotUpdateOne {
+	mutation := newViewerFilmCountSlotMutation(c.config, OpUpdateOne, withViewerFilmCountSlotID(id))
+	return &ViewerFilmCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for ViewerFilmCountSlot.
+func (c *ViewerFilmCountSlotClient) Delete() *ViewerFilmCountSlotDelete {
+	mutation := newViewerFilmCountSlotMutation(c.config, OpDelete)
+	return &ViewerFilmCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *ViewerFilmCountSlotClient) DeleteOne(_m *ViewerFilmCountSlot) *ViewerFilmCountSlotDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *ViewerFilmCountSlotClient) DeleteOneID(id int) *ViewerFilmCountSlotDeleteOne {
+	builder := c.Delete().Where(viewerfilmcountslot.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &ViewerFilmCountSlotDeleteOne{builder}
+}
+
+// Query returns a query builder for ViewerFilmCountSlot.
+func (c *ViewerFilmCountSlotClient) Query() *ViewerFilmCountSlotQuery {
+	return &ViewerFilmCountSlotQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeViewerFilmCountSlot},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a ViewerFilmCountSlot entity by its id.
+func (c *ViewerFilmCountSlotClient) Get(ctx context.Context, id int) (*ViewerFilmCountSlot, error) {
+	return c.Query().Where(viewerfilmcountslot.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *ViewerFilmCountSlotClient) GetX(ctx context.Context, id int) *ViewerFilmCountSlot {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryViewer queries the viewer edge of a ViewerFilmCountSlot.
+func (c *ViewerFilmCountSlotClient) QueryViewer(_m *ViewerFilmCountSlot) *ViewerQuery {
+	query := (&ViewerClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(viewerfilmcountslot.Table, viewerfilmcountslot.FieldID, id),
+			sqlgraph.To(viewer.Table, viewer.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, viewerfilmcountslot.ViewerTable, viewerfilmcountslot.ViewerColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *ViewerFilmCountSlotClient) Hooks() []Hook {
+	return c.hooks.ViewerFilmCountSlot
+}
+
+// Interceptors returns the client interceptors.
+func (c *ViewerFilmCountSlotClient) Interceptors() []Interceptor {
+	return c.inters.ViewerFilmCountSlot
+}
+
+func (c *ViewerFilmCountSlotClient) mutate(ctx context.Context, m *ViewerFilmCountSlotMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&ViewerFilmCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&ViewerFilmCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&ViewerFilmCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&ViewerFilmCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown ViewerFilmCountSlot mutation op: %q", m.Op())
+	}
+}
+
+// ViewerRatedCountSlotClient is a client for the ViewerRatedCountSlot schema.
+type ViewerRatedCountSlotClient struct {
+	config
+}
+
+// NewViewerRatedCountSlotClient returns a client for the ViewerRatedCountSlot from the given config.
+func NewViewerRatedCountSlotClient(c config) *ViewerRatedCountSlotClient {
+	return &ViewerRatedCountSlotClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `viewerratedcountslot.Hooks(f(g(h())))`.
+func (c *ViewerRatedCountSlotClient) Use(hooks ...Hook) {
+	c.hooks.ViewerRatedCountSlot = append(c.hooks.ViewerRatedCountSlot, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `viewerratedcountslot.Intercept(f(g(h())))`.
+func (c *ViewerRatedCountSlotClient) Intercept(interceptors ...Interceptor) {
+	c.inters.ViewerRatedCountSlot = append(c.inters.ViewerRatedCountSlot, interceptors...)
+}
+
+// Create returns a builder for creating a ViewerRatedCountSlot entity.
+func (c *ViewerRatedCountSlotClient) Create() *ViewerRatedCountSlotCreate {
+	mutation := newViewerRatedCountSlotMutation(c.config, OpCreate)
+	return &ViewerRatedCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of ViewerRatedCountSlot entities.
+func (c *ViewerRatedCountSlotClient) CreateBulk(builders ...*ViewerRatedCountSlotCreate) *ViewerRatedCountSlotCreateBulk {
+	return &ViewerRatedCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *ViewerRatedCountSlotClient) MapCreateBulk(slice any, setFunc func(*ViewerRatedCountSlotCreate, int)) *ViewerRatedCountSlotCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &ViewerRatedCountSlotCreateBulk{err: fmt.Errorf("calling to ViewerRatedCountSlotClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*ViewerRatedCountSlotCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &ViewerRatedCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for ViewerRatedCountSlot.
+func (c *ViewerRatedCountSlotClient) Update() *ViewerRatedCountSlotUpdate {
+	mutation := newViewerRatedCountSlotMutation(c.config, OpUpdate)
+	return &ViewerRatedCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *ViewerRatedCountSlotClient) UpdateOne(_m *ViewerRatedCountSlot) *ViewerRatedCountSlotUpdateOne {
+	mutation := newViewerRatedCountSlotMutation(c.config, OpUpdateOne, withViewerRatedCountSlot(_m))
+	return &ViewerRatedCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *ViewerRatedCountSlotClient) UpdateOneID(id int) *ViewerRatedCountSlotUpdateOne {
+	mutation := newViewerRatedCountSlotMutation(c.config, OpUpdateOne, withViewerRatedCountSlotID(id))
+	return &ViewerRatedCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for ViewerRatedCountSlot.
+func (c *ViewerRatedCountSlotClient) Delete() *ViewerRatedCountSlotDelete {
+	mutation := newViewerRatedCountSlotMutation(c.config, OpDelete)
+	return &ViewerRatedCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *ViewerRatedCountSlotClient) DeleteOne(_m *ViewerRatedCountSlot) *ViewerRatedCountSlotDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *ViewerRatedCountSlotClient) DeleteOneID(id int) *ViewerRatedCountSlotDeleteOne {
+	builder := c.Delete().Where(viewerratedcountslot.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &ViewerRatedCountSlotDeleteOne{builder}
+}
+
+// Query returns a query builder for ViewerRatedCountSlot.
+func (c *ViewerRatedCountSlotClient) Query() *ViewerRatedCountSlotQuery {
+	return &ViewerRatedCountSlotQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeViewerRatedCountSlot},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a ViewerRatedCountSlot entity by its id.
+func (c *ViewerRatedCountSlotClient) Get(ctx context.Context, id int) (*ViewerRatedCountSlot, error) {
+	return c.Query().Where(viewerratedcountslot.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *ViewerRatedCountSlotClient) GetX(ctx context.Context, id int) *ViewerRatedCountSlot {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryViewer queries the viewer edge of a ViewerRatedCountSlot.
+func (c *ViewerRatedCountSlotClient) QueryViewer(_m *ViewerRatedCountSlot) *ViewerQuery {
+	query := (&ViewerClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(viewerratedcountslot.Table, viewerratedcountslot.FieldID, id),
+			sqlgraph.To(viewer.Table, viewer.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, viewerratedcountslot.ViewerTable, viewerratedcountslot.ViewerColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *ViewerRatedCountSlotClient) Hooks() []Hook {
+	return c.hooks.ViewerRatedCountSlot
+}
+
+// Interceptors returns the client interceptors.
+func (c *ViewerRatedCountSlotClient) Interceptors() []Interceptor {
+	return c.inters.ViewerRatedCountSlot
+}
+
+func (c *ViewerRatedCountSlotClient) mutate(ctx context.Context, m *ViewerRatedCountSlotMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&ViewerRatedCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&ViewerRatedCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&ViewerRatedCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&ViewerRatedCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown ViewerRatedCountSlot mutation op: %q", m.Op())
+	}
+}
+
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
 		Author, AuthorFollowersSlot, Badge, BadgeAwardsSlot, Book, Clip, ClipLikesSlot,
 		Comment, CommentUpvoteSlot, Conversation, ConversationLabelCountSlot, Desk,
-		DeskBCountSlot, DeskTopicCountSlot, File, Folder, FolderBytesSlot, Forum,
-		ForumBCountSlot, ForumTopicCountSlot, HookedConversation, HookedLabel, Item,
-		Label, LabelConversationCountSlot, Member, NaivePost, Note, Page, Pin, Post,
-		PostLikesSlot, PostViewsSlot, Product, ProductStockSlot, Rack,
-		RackItemCountSlot, RackOpenCountSlot, Reel, ReelPlaysSlot, Section,
-		SectionPageCountSlot, Shelf, ShelfBookCountSlot, ShelfOpenCountSlot, SkipPost,
-		SkipPostLikesSlot, Story, StoryClapsDelta, Tag, TagHitsSlot, TagUsesSlot,
-		Topic, HookedConversationLabelCountSlot, HookedLabelConversationCountSlot,
-		MemberLikesSlot, MemberViewsSlot, MemberCreditsSlot, MemberNoteCountSlot,
-		MemberPinCountSlot []ent.Hook
+		DeskBCountSlot, DeskTopicCountSlot, Fandom, File, Film, Folder,
+		FolderBytesSlot, Forum, ForumBCountSlot, ForumTopicCountSlot,
+		HookedConversation, HookedLabel, Item, Label, LabelConversationCountSlot,
+		Member, NaivePost, Note, Page, Pin, Post, PostLikesSlot, PostViewsSlot,
+		Product, ProductStockSlot, Rack, RackItemCountSlot, RackOpenCountSlot, Rating,
+		Reel, ReelPlaysSlot, Section, SectionPageCountSlot, Shelf, ShelfBookCountSlot,
+		ShelfOpenCountSlot, SkipPost, SkipPostLikesSlot, Story, StoryClapsDelta, Tag,
+		TagHitsSlot, TagUsesSlot, Topic, Viewer, FilmFanCountSlot, FilmRatingCountSlot,
+		FilmHighCountSlot, HookedConversationLabelCountSlot,
+		HookedLabelConversationCountSlot, MemberLikesSlot, MemberViewsSlot,
+		MemberCreditsSlot, MemberNoteCountSlot, MemberPinCountSlot,
+		ViewerFilmCountSlot, ViewerRatedCountSlot []ent.Hook
 	}
 	inters struct {
 		Author, AuthorFollowersSlot, Badge, BadgeAwardsSlot, Book, Clip, ClipLikesSlot,
 		Comment, CommentUpvoteSlot, Conversation, ConversationLabelCountSlot, Desk,
-		DeskBCountSlot, DeskTopicCountSlot, File, Folder, FolderBytesSlot, Forum,
-		ForumBCountSlot, ForumTopicCountSlot, HookedConversation, HookedLabel, Item,
-		Label, LabelConversationCountSlot, Member, NaivePost, Note, Page, Pin, Post,
-		PostLikesSlot, PostViewsSlot, Product, ProductStockSlot, Rack,
-		RackItemCountSlot, RackOpenCountSlot, Reel, ReelPlaysSlot, Section,
-		SectionPageCountSlot, Shelf, ShelfBookCountSlot, ShelfOpenCountSlot, SkipPost,
-		SkipPostLikesSlot, Story, StoryClapsDelta, Tag, TagHitsSlot, TagUsesSlot,
-		Topic, HookedConversationLabelCountSlot, HookedLabelConversationCountSlot,
-		MemberLikesSlot, MemberViewsSlot, MemberCreditsSlot, MemberNoteCountSlot,
-		MemberPinCountSlot []ent.Interceptor
+		DeskBCountSlot, DeskTopicCountSlot, Fandom, File, Film, Folder,
+		FolderBytesSlot, Forum, ForumBCountSlot, ForumTopicCountSlot,
+		HookedConversation, HookedLabel, Item, Label, LabelConversationCountSlot,
+		Member, NaivePost, Note, Page, Pin, Post, PostLikesSlot, PostViewsSlot,
+		Product, ProductStockSlot, Rack, RackItemCountSlot, RackOpenCountSlot, Rating,
+		Reel, ReelPlaysSlot, Section, SectionPageCountSlot, Shelf, ShelfBookCountSlot,
+		ShelfOpenCountSlot, SkipPost, SkipPostLikesSlot, Story, StoryClapsDelta, Tag,
+		TagHitsSlot, TagUsesSlot, Topic, Viewer, FilmFanCountSlot, FilmRatingCountSlot,
+		FilmHighCountSlot, HookedConversationLabelCountSlot,
+		HookedLabelConversationCountSlot, MemberLikesSlot, MemberViewsSlot,
+		MemberCreditsSlot, MemberNoteCountSlot, MemberPinCountSlot,
+		ViewerFilmCountSlot, ViewerRatedCountSlot []ent.Interceptor
 	}
 )
 
@@ -9722,8 +11226,12 @@ func hotcounterNotFound(typ string) error {
 		return &NotFoundError{deskbcountslot.Label}
 	case "DeskTopicCountSlot":
 		return &NotFoundError{desktopiccountslot.Label}
+	case "Fandom":
+		return &NotFoundError{fandom.Label}
 	case "File":
 		return &NotFoundError{file.Label}
+	case "Film":
+		return &NotFoundError{film.Label}
 	case "Folder":
 		return &NotFoundError{folder.Label}
 	case "FolderBytesSlot":
@@ -9770,6 +11278,8 @@ func hotcounterNotFound(typ string) error {
 		return &NotFoundError{rackitemcountslot.Label}
 	case "RackOpenCountSlot":
 		return &NotFoundError{rackopencountslot.Label}
+	case "Rating":
+		return &NotFoundError{rating.Label}
 	case "Reel":
 		return &NotFoundError{reel.Label}
 	case "ReelPlaysSlot":
@@ -9800,6 +11310,14 @@ func hotcounterNotFound(typ string) error {
 		return &NotFoundError{tagusesslot.Label}
 	case "Topic":
 		return &NotFoundError{topic.Label}
+	case "Viewer":
+		return &NotFoundError{viewer.Label}
+	case "FilmFanCountSlot":
+		return &NotFoundError{filmfancountslot.Label}
+	case "FilmRatingCountSlot":
+		return &NotFoundError{filmratingcountslot.Label}
+	case "FilmHighCountSlot":
+		return &NotFoundError{filmhighcountslot.Label}
 	case "HookedConversationLabelCountSlot":
 		return &NotFoundError{hookedconversationlabelcountslot.Label}
 	case "HookedLabelConversationCountSlot":
@@ -9814,6 +11332,10 @@ func hotcounterNotFound(typ string) error {
 		return &NotFoundError{membernotecountslot.Label}
 	case "MemberPinCountSlot":
 		return &NotFoundError{memberpincountslot.Label}
+	case "ViewerFilmCountSlot":
+		return &NotFoundError{viewerfilmcountslot.Label}
+	case "ViewerRatedCountSlot":
+		return &NotFoundError{viewerratedcountslot.Label}
 	}
 	return &NotFoundError{typ}
 }
@@ -9935,7 +11457,9 @@ var hotCounterTables = map[string]string{
 	"Desk":                             "desks",
 	"DeskBCountSlot":                   "desk_b_count_slots",
 	"DeskTopicCountSlot":               "desk_topic_count_slots",
+	"Fandom":                           "fandoms",
 	"File":                             "files",
+	"Film":                             "films",
 	"Folder":                           "folders",
 	"FolderBytesSlot":                  "folder_bytes_slots",
 	"Forum":                            "forums",
@@ -9959,6 +11483,7 @@ var hotCounterTables = map[string]string{
 	"Rack":                             "racks",
 	"RackItemCountSlot":                "rack_item_count_slots",
 	"RackOpenCountSlot":                "rack_open_count_slots",
+	"Rating":                           "ratings",
 	"Reel":                             "reels",
 	"ReelPlaysSlot":                    "reel_plays_slots",
 	"Section":                          "sections",
@@ -9974,6 +11499,10 @@ var hotCounterTables = map[string]string{
 	"TagHitsSlot":                      "tag_hits_slots",
 	"TagUsesSlot":                      "tag_uses_slots",
 	"Topic":                            "topics",
+	"Viewer":                           "viewers",
+	"FilmFanCountSlot":                 "film_fan_count_slots",
+	"FilmRatingCountSlot":              "film_rating_count_slots",
+	"FilmHighCountSlot":                "film_high_count_slots",
 	"HookedConversationLabelCountSlot": "hooked_conversation_label_count_slots",
 	"HookedLabelConversationCountSlot": "hooked_label_conversation_count_slots",
 	"MemberLikesSlot":                  "member_likes_slots",
@@ -9981,6 +11510,8 @@ var hotCounterTables = map[string]string{
 	"MemberCreditsSlot":                "member_credits_slots",
 	"MemberNoteCountSlot":              "member_note_count_slots",
 	"MemberPinCountSlot":               "member_pin_count_slots",
+	"ViewerFilmCountSlot":              "viewer_film_count_slots",
+	"ViewerRatedCountSlot":             "viewer_rated_count_slots",
 }
 
 // hotCounterDefs lists the sharded counters of this schema.
@@ -9992,6 +11523,9 @@ var hotCounterDefs = []generated.Def{
 	{Type: "Conversation", Field: "label_count", StructField: "LabelCount", Table: "conversations", Key: "id", SlotTable: "conversation_label_count_slots", Owner: "conversation_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "labels", Back: "conversations", Type: "Label", Hooks: false, Table: "conversation_labels", Key: "", Ref: "conversation_id", Columns: []string{"conversation_id", "label_id"}, Where: "", Across: &generated.Across{Ref: "label_id", Table: "labels", Key: "id"}}},
 	{Type: "Desk", Field: "topic_count", StructField: "TopicCount", Table: "desks", Key: "id", SlotTable: "desk_topic_count_slots", Owner: "desk_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "topics", Type: "Topic", Hooks: true, Table: "topics", Key: "id", Ref: "desk_id", Columns: []string{"id", "kind", "note", "body", "meta", "data", "price", "at", "deleted_at", "forum_id", "desk_id"}, Where: "deleted_at IS NULL"}},
 	{Type: "Desk", Field: "b_count", StructField: "BCount", Table: "desks", Key: "id", SlotTable: "desk_b_count_slots", Owner: "desk_id", Slots: 4, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "topics", Type: "Topic", Hooks: true, Table: "topics", Key: "id", Ref: "desk_id", Columns: []string{"id", "kind", "note", "body", "meta", "data", "price", "at", "deleted_at", "forum_id", "desk_id"}, Where: "kind = 'b' AND note <> '' AND deleted_at IS NULL"}},
+	{Type: "Film", Field: "fan_count", StructField: "FanCount", Table: "films", Key: "id", SlotTable: "film_fan_count_slots", Owner: "film_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "fans", Type: "Fandom", Hooks: false, Table: "fandoms", Key: "", Ref: "film_id", Columns: []string{"since", "film_id", "viewer_id"}, Where: ""}},
+	{Type: "Film", Field: "rating_count", StructField: "RatingCount", Table: "films", Key: "id", SlotTable: "film_rating_count_slots", Owner: "film_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "ratings", Type: "Rating", Hooks: false, Table: "ratings", Key: "id", Ref: "film_id", Columns: []string{"id", "score", "film_id", "viewer_id"}, Where: ""}},
+	{Type: "Film", Field: "high_count", StructField: "HighCount", Table: "films", Key: "id", SlotTable: "film_high_count_slots", Owner: "film_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "raters", Type: "Rating", Hooks: false, Table: "ratings", Key: "id", Ref: "film_id", Columns: []string{"id", "score", "film_id", "viewer_id"}, Where: "score >= 4"}},
 	{Type: "Folder", Field: "bytes", StructField: "Bytes", Table: "folders", Key: "id", SlotTable: "folder_bytes_slots", Owner: "folder_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "files", Type: "File", Hooks: false, Table: "files", Key: "id", Ref: "folder_id", Columns: []string{"id", "size", "folder_id"}, Where: "", Total: "size"}},
 	{Type: "Forum", Field: "topic_count", StructField: "TopicCount", Table: "forums", Key: "id", SlotTable: "forum_topic_count_slots", Owner: "forum_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "topics", Type: "Topic", Hooks: false, Table: "topics", Key: "id", Ref: "forum_id", Columns: []string{"id", "kind", "note", "body", "meta", "data", "price", "at", "deleted_at", "forum_id", "desk_id"}, Where: "deleted_at IS NULL"}},
 	{Type: "Forum", Field: "b_count", StructField: "BCount", Table: "forums", Key: "id", SlotTable: "forum_b_count_slots", Owner: "forum_id", Slots: 4, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "topics", Type: "Topic", Hooks: false, Table: "topics", Key: "id", Ref: "forum_id", Columns: []string{"id", "kind", "note", "body", "meta", "data", "price", "at", "deleted_at", "forum_id", "desk_id"}, Where: "kind = 'b' AND note <> '' AND deleted_at IS NULL"}},
@@ -10016,4 +11550,6 @@ var hotCounterDefs = []generated.Def{
 	{Type: "Story", Field: "claps", StructField: "Claps", Table: "stories", Key: "id", SlotTable: "story_claps_deltas", Owner: "story_id", Slots: 16, Rollup: true, Append: true, Precreate: 0, SkipLocked: false},
 	{Type: "Tag", Field: "uses", StructField: "Uses", Table: "tags", Key: "id", SlotTable: "tag_uses_slots", Owner: "tag_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false},
 	{Type: "Tag", Field: "hits", StructField: "Hits", Table: "tags", Key: "id", SlotTable: "tag_hits_slots", Owner: "tag_id", Slots: 16, Rollup: true, Append: false, Precreate: 0, SkipLocked: false},
+	{Type: "Viewer", Field: "film_count", StructField: "FilmCount", Table: "viewers", Key: "id", SlotTable: "viewer_film_count_slots", Owner: "viewer_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "fandoms", Type: "Fandom", Hooks: false, Table: "fandoms", Key: "", Ref: "viewer_id", Columns: []string{"since", "film_id", "viewer_id"}, Where: ""}},
+	{Type: "Viewer", Field: "rated_count", StructField: "RatedCount", Table: "viewers", Key: "id", SlotTable: "viewer_rated_count_slots", Owner: "viewer_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "rated", Type: "Rating", Hooks: false, Table: "ratings", Key: "id", Ref: "viewer_id", Columns: []string{"id", "score", "film_id", "viewer_id"}, Where: ""}},
 }

@@ -26,7 +26,12 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/desk"
 	"github.com/hotcounter/hotcounter/integration_test/ent/deskbcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/desktopiccountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/fandom"
 	"github.com/hotcounter/hotcounter/integration_test/ent/file"
+	"github.com/hotcounter/hotcounter/integration_test/ent/film"
+	"github.com/hotcounter/hotcounter/integration_test/ent/filmfancountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/filmhighcountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/filmratingcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/folder"
 	"github.com/hotcounter/hotcounter/integration_test/ent/folderbytesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/forum"
@@ -57,6 +62,7 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/rack"
 	"github.com/hotcounter/hotcounter/integration_test/ent/rackitemcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/rackopencountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/rating"
 	"github.com/hotcounter/hotcounter/integration_test/ent/reel"
 	"github.com/hotcounter/hotcounter/integration_test/ent/reelplaysslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/section"
@@ -72,6 +78,9 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/taghitsslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/tagusesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/topic"
+	"github.com/hotcounter/hotcounter/integration_test/ent/viewer"
+	"github.com/hotcounter/hotcounter/integration_test/ent/viewerfilmcountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/viewerratedcountslot"
 )
 
 // ent aliases to avoid import conflicts in user's code.
@@ -146,7 +155,9 @@ func checkColumn(t, c string) error {
 			desk.Table:                             desk.ValidColumn,
 			deskbcountslot.Table:                   deskbcountslot.ValidColumn,
 			desktopiccountslot.Table:               desktopiccountslot.ValidColumn,
+			fandom.Table:                           fandom.ValidColumn,
 			file.Table:                             file.ValidColumn,
+			film.Table:                             film.ValidColumn,
 			folder.Table:                           folder.ValidColumn,
 			folderbytesslot.Table:                  folderbytesslot.ValidColumn,
 			forum.Table:                            forum.ValidColumn,
@@ -170,6 +181,7 @@ func checkColumn(t, c string) error {
 			rack.Table:                             rack.ValidColumn,
 			rackitemcountslot.Table:                rackitemcountslot.ValidColumn,
 			rackopencountslot.Table:                rackopencountslot.ValidColumn,
+			rating.Table:                           rating.ValidColumn,
 			reel.Table:                             reel.ValidColumn,
 			reelplaysslot.Table:                    reelplaysslot.ValidColumn,
 			section.Table:                          section.ValidColumn,
@@ -185,6 +197,10 @@ func checkColumn(t, c string) error {
 			taghitsslot.Table:                      taghitsslot.ValidColumn,
 			tagusesslot.Table:                      tagusesslot.ValidColumn,
 			topic.Table:                            topic.ValidColumn,
+			viewer.Table:                           viewer.ValidColumn,
+			filmfancountslot.Table:                 filmfancountslot.ValidColumn,
+			filmratingcountslot.Table:              filmratingcountslot.ValidColumn,
+			filmhighcountslot.Table:                filmhighcountslot.ValidColumn,
 			hookedconversationlabelcountslot.Table: hookedconversationlabelcountslot.ValidColumn,
 			hookedlabelconversationcountslot.Table: hookedlabelconversationcountslot.ValidColumn,
 			memberlikesslot.Table:                  memberlikesslot.ValidColumn,
@@ -192,6 +208,8 @@ func checkColumn(t, c string) error {
 			membercreditsslot.Table:                membercreditsslot.ValidColumn,
 			membernotecountslot.Table:              membernotecountslot.ValidColumn,
 			memberpincountslot.Table:               memberpincountslot.ValidColumn,
+			viewerfilmcountslot.Table:              viewerfilmcountslot.ValidColumn,
+			viewerratedcountslot.Table:             viewerratedcountslot.ValidColumn,
 		})
 	})
 	return columnCheck(t, c)

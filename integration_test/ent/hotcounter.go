@@ -14,6 +14,7 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/comment"
 	"github.com/hotcounter/hotcounter/integration_test/ent/conversation"
 	"github.com/hotcounter/hotcounter/integration_test/ent/desk"
+	"github.com/hotcounter/hotcounter/integration_test/ent/film"
 	"github.com/hotcounter/hotcounter/integration_test/ent/folder"
 	"github.com/hotcounter/hotcounter/integration_test/ent/forum"
 	"github.com/hotcounter/hotcounter/integration_test/ent/hookedconversation"
@@ -32,6 +33,7 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/story"
 	"github.com/hotcounter/hotcounter/integration_test/ent/tag"
 	"github.com/hotcounter/hotcounter/integration_test/ent/topic"
+	"github.com/hotcounter/hotcounter/integration_test/ent/viewer"
 
 	"entgo.io/ent"
 	"entgo.io/ent/dialect/sql"
@@ -837,6 +839,140 @@ func (m *DeskMutation) HotCounterKeep(field string) {
 // HotCounterLate returns the starting total of the sum counter field that a
 // hook ent ran after entcounter's wrote, taken out of the row's columns.
 func (m *DeskMutation) HotCounterLate(field string) (int64, bool) {
+	v, ok := m.hotcounterLate[field]
+	return v, ok
+}
+
+// HotCounterKeys returns the keys of the Film rows the mutation
+// writes: for UpdateOne its id, if the row matches the mutation's
+// predicates and the query interceptors show it; for Update the ids of the
+// rows that match. A read it needs runs in the mutation's transaction or in
+// one of its own, so that it reads where the write goes (a driver may send
+// queries outside transactions to a replica). Called by entcounter's hooks.
+func (m *FilmMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
+	id, hasID := m.ID()
+	one := hasID && m.Op().Is(OpUpdateOne)
+	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
+		return []any{id}, nil
+	}
+	var ids []int
+	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
+		q := c.Film.Query().Where(m.predicates...)
+		if one {
+			q = q.Where(film.ID(id))
+		}
+		ids, err = q.IDs(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]any, len(ids))
+	for i, id := range ids {
+		keys[i] = id
+	}
+	return keys, nil
+}
+
+// hotcounterIntercepted reports whether the client's or the schema's query
+// interceptors hold one of the user's (not entcounter's own), read from the
+// mutation's config: building a client for it (m.Client()) costs more than
+// a buffered add.
+func (m *FilmMutation) hotcounterIntercepted() bool {
+	return generated.Intercepted(m.inters.Film) || generated.Intercepted(film.Interceptors[:])
+}
+
+// hotcounterInTx runs read with a client of the mutation's transaction, or
+// of a transaction of its own.
+func (m *FilmMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
+	if _, err := m.Tx(); err == nil {
+		return read(m.Client())
+	}
+	tx, err := m.Client().Tx(ctx)
+	if err != nil {
+		return err
+	}
+	if err := read(tx.Client()); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// HotCounterID returns the id of the Film the mutation created or
+// updates, if known.
+func (m *FilmMutation) HotCounterID() (any, bool) {
+	id, ok := m.ID()
+	return id, ok
+}
+
+// HotCounterNotFound is the error of an UpdateOne whose Film is
+// missing or does not match the predicates.
+func (m *FilmMutation) HotCounterNotFound() error { return &NotFoundError{film.Label} }
+
+// HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
+func (m *FilmMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterStub is what an UpdateOne whose add went to a write-behind
+// buffer returns: the Film with its id alone (nothing was read).
+func (m *FilmMutation) HotCounterStub(id any) (ent.Value, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("Film: id %v (%T) is not a int", id, id)
+	}
+	return &Film{ID: key, config: m.config}, nil
+}
+
+// HotCounterByIDOnly reports whether the mutation names its row by id
+// alone (UpdateOneID without Where).
+func (m *FilmMutation) HotCounterByIDOnly() bool { return len(m.predicates) == 0 }
+
+// HotCounterEntity loads the Film with the given id, counters
+// filled: the entity an UpdateOne that wrote only counters returns, read
+// after the write.
+func (m *FilmMutation) HotCounterEntity(ctx context.Context, id any) (any, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("Film: id %v (%T) is not a int", id, id)
+	}
+	// Read as ent's own UpdateOne reads its row back: past the query
+	// interceptors (HotCounterKeys read through them before the write) and
+	// outside a query's context, which a driver that sends queries to a
+	// replica reads as a write's (ent's FAQ): the row as just written.
+	// (Limit 1, as Get's 2: a load of one row selects its totals.)
+	nodes, err := m.Client().Film.Query().Where(film.ID(key)).Limit(1).sqlAll(ctx)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(nodes) == 0:
+		return nil, &NotFoundError{film.Label}
+	}
+	return nodes[0], nil
+}
+
+// HotCounterBulkUpsert reports whether the mutation is one row of a bulk
+// create with ON CONFLICT.
+func (m *FilmMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
+
+// HotCounterBulk returns the CreateBulk (without ON CONFLICT) that the
+// create is one row of, or nil.
+func (m *FilmMutation) HotCounterBulk() *generated.Bulk {
+	return m.hotcounterBulk
+}
+
+// HotCounterKeep marks the value of the sum counter field as one that
+// entcounter's hook left for the row's column (a column it was adopted
+// over), not one that a later hook wrote.
+func (m *FilmMutation) HotCounterKeep(field string) {
+	if m.hotcounterKept == nil {
+		m.hotcounterKept = map[string]bool{}
+	}
+	m.hotcounterKept[field] = true
+}
+
+// HotCounterLate returns the starting total of the sum counter field that a
+// hook ent ran after entcounter's wrote, taken out of the row's columns.
+func (m *FilmMutation) HotCounterLate(field string) (int64, bool) {
 	v, ok := m.hotcounterLate[field]
 	return v, ok
 }
@@ -2848,6 +2984,140 @@ func (m *TagMutation) HotCounterLate(field string) (int64, bool) {
 	return v, ok
 }
 
+// HotCounterKeys returns the keys of the Viewer rows the mutation
+// writes: for UpdateOne its id, if the row matches the mutation's
+// predicates and the query interceptors show it; for Update the ids of the
+// rows that match. A read it needs runs in the mutation's transaction or in
+// one of its own, so that it reads where the write goes (a driver may send
+// queries outside transactions to a replica). Called by entcounter's hooks.
+func (m *ViewerMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
+	id, hasID := m.ID()
+	one := hasID && m.Op().Is(OpUpdateOne)
+	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
+		return []any{id}, nil
+	}
+	var ids []int
+	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
+		q := c.Viewer.Query().Where(m.predicates...)
+		if one {
+			q = q.Where(viewer.ID(id))
+		}
+		ids, err = q.IDs(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]any, len(ids))
+	for i, id := range ids {
+		keys[i] = id
+	}
+	return keys, nil
+}
+
+// hotcounterIntercepted reports whether the client's or the schema's query
+// interceptors hold one of the user's (not entcounter's own), read from the
+// mutation's config: building a client for it (m.Client()) costs more than
+// a buffered add.
+func (m *ViewerMutation) hotcounterIntercepted() bool {
+	return generated.Intercepted(m.inters.Viewer) || generated.Intercepted(viewer.Interceptors[:])
+}
+
+// hotcounterInTx runs read with a client of the mutation's transaction, or
+// of a transaction of its own.
+func (m *ViewerMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
+	if _, err := m.Tx(); err == nil {
+		return read(m.Client())
+	}
+	tx, err := m.Client().Tx(ctx)
+	if err != nil {
+		return err
+	}
+	if err := read(tx.Client()); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// HotCounterID returns the id of the Viewer the mutation created or
+// updates, if known.
+func (m *ViewerMutation) HotCounterID() (any, bool) {
+	id, ok := m.ID()
+	return id, ok
+}
+
+// HotCounterNotFound is the error of an UpdateOne whose Viewer is
+// missing or does not match the predicates.
+func (m *ViewerMutation) HotCounterNotFound() error { return &NotFoundError{viewer.Label} }
+
+// HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
+func (m *ViewerMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterStub is what an UpdateOne whose add went to a write-behind
+// buffer returns: the Viewer with its id alone (nothing was read).
+func (m *ViewerMutation) HotCounterStub(id any) (ent.Value, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("Viewer: id %v (%T) is not a int", id, id)
+	}
+	return &Viewer{ID: key, config: m.config}, nil
+}
+
+// HotCounterByIDOnly reports whether the mutation names its row by id
+// alone (UpdateOneID without Where).
+func (m *ViewerMutation) HotCounterByIDOnly() bool { return len(m.predicates) == 0 }
+
+// HotCounterEntity loads the Viewer with the given id, counters
+// filled: the entity an UpdateOne that wrote only counters returns, read
+// after the write.
+func (m *ViewerMutation) HotCounterEntity(ctx context.Context, id any) (any, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("Viewer: id %v (%T) is not a int", id, id)
+	}
+	// Read as ent's own UpdateOne reads its row back: past the query
+	// interceptors (HotCounterKeys read through them before the write) and
+	// outside a query's context, which a driver that sends queries to a
+	// replica reads as a write's (ent's FAQ): the row as just written.
+	// (Limit 1, as Get's 2: a load of one row selects its totals.)
+	nodes, err := m.Client().Viewer.Query().Where(viewer.ID(key)).Limit(1).sqlAll(ctx)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(nodes) == 0:
+		return nil, &NotFoundError{viewer.Label}
+	}
+	return nodes[0], nil
+}
+
+// HotCounterBulkUpsert reports whether the mutation is one row of a bulk
+// create with ON CONFLICT.
+func (m *ViewerMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
+
+// HotCounterBulk returns the CreateBulk (without ON CONFLICT) that the
+// create is one row of, or nil.
+func (m *ViewerMutation) HotCounterBulk() *generated.Bulk {
+	return m.hotcounterBulk
+}
+
+// HotCounterKeep marks the value of the sum counter field as one that
+// entcounter's hook left for the row's column (a column it was adopted
+// over), not one that a later hook wrote.
+func (m *ViewerMutation) HotCounterKeep(field string) {
+	if m.hotcounterKept == nil {
+		m.hotcounterKept = map[string]bool{}
+	}
+	m.hotcounterKept[field] = true
+}
+
+// HotCounterLate returns the starting total of the sum counter field that a
+// hook ent ran after entcounter's wrote, taken out of the row's columns.
+func (m *ViewerMutation) HotCounterLate(field string) (int64, bool) {
+	v, ok := m.hotcounterLate[field]
+	return v, ok
+}
+
 // HotCounterRowKeys returns the ids of the Desk rows the mutation
 // writes, read with the mutation's predicates but without query
 // interceptors, which do not apply to writes. Called by entcounter's
@@ -3234,6 +3504,39 @@ func (c *DeskClient) RecountBCount(ctx context.Context, ids ...int) (int64, erro
 	return generated.Recount(ctx, c.config, "Desk", "b_count", keys...)
 }
 
+// RecountFanCount recomputes the fan_count of the Film
+// rows with the given ids (none: every row) from the rows it counts, and
+// returns how many were off (entcounter.Recount).
+func (c *FilmClient) RecountFanCount(ctx context.Context, ids ...int) (int64, error) {
+	keys := make([]any, len(ids))
+	for i, id := range ids {
+		keys[i] = id
+	}
+	return generated.Recount(ctx, c.config, "Film", "fan_count", keys...)
+}
+
+// RecountRatingCount recomputes the rating_count of the Film
+// rows with the given ids (none: every row) from the rows it counts, and
+// returns how many were off (entcounter.Recount).
+func (c *FilmClient) RecountRatingCount(ctx context.Context, ids ...int) (int64, error) {
+	keys := make([]any, len(ids))
+	for i, id := range ids {
+		keys[i] = id
+	}
+	return generated.Recount(ctx, c.config, "Film", "rating_count", keys...)
+}
+
+// RecountHighCount recomputes the high_count of the Film
+// rows with the given ids (none: every row) from the rows it counts, and
+// returns how many were off (entcounter.Recount).
+func (c *FilmClient) RecountHighCount(ctx context.Context, ids ...int) (int64, error) {
+	keys := make([]any, len(ids))
+	for i, id := range ids {
+		keys[i] = id
+	}
+	return generated.Recount(ctx, c.config, "Film", "high_count", keys...)
+}
+
 // RecountBytes recomputes the bytes of the Folder
 // rows with the given ids (none: every row) from the rows it counts, and
 // returns how many were off (entcounter.Recount).
@@ -3571,4 +3874,26 @@ func (b *TagBuffered) AddUses(ctx context.Context, id int, delta int64) error {
 // it before anything is buffered.
 func (b *TagBuffered) AddHits(ctx context.Context, id int, delta int64) error {
 	return b.buf.Increment(ctx, "Tag", "hits", id, delta)
+}
+
+// RecountFilmCount recomputes the film_count of the Viewer
+// rows with the given ids (none: every row) from the rows it counts, and
+// returns how many were off (entcounter.Recount).
+func (c *ViewerClient) RecountFilmCount(ctx context.Context, ids ...int) (int64, error) {
+	keys := make([]any, len(ids))
+	for i, id := range ids {
+		keys[i] = id
+	}
+	return generated.Recount(ctx, c.config, "Viewer", "film_count", keys...)
+}
+
+// RecountRatedCount recomputes the rated_count of the Viewer
+// rows with the given ids (none: every row) from the rows it counts, and
+// returns how many were off (entcounter.Recount).
+func (c *ViewerClient) RecountRatedCount(ctx context.Context, ids ...int) (int64, error) {
+	keys := make([]any, len(ids))
+	for i, id := range ids {
+		keys[i] = id
+	}
+	return generated.Recount(ctx, c.config, "Viewer", "rated_count", keys...)
 }

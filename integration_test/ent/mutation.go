@@ -27,7 +27,12 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/desk"
 	"github.com/hotcounter/hotcounter/integration_test/ent/deskbcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/desktopiccountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/fandom"
 	"github.com/hotcounter/hotcounter/integration_test/ent/file"
+	"github.com/hotcounter/hotcounter/integration_test/ent/film"
+	"github.com/hotcounter/hotcounter/integration_test/ent/filmfancountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/filmhighcountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/filmratingcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/folder"
 	"github.com/hotcounter/hotcounter/integration_test/ent/folderbytesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/forum"
@@ -59,6 +64,7 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/rack"
 	"github.com/hotcounter/hotcounter/integration_test/ent/rackitemcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/rackopencountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/rating"
 	"github.com/hotcounter/hotcounter/integration_test/ent/reel"
 	"github.com/hotcounter/hotcounter/integration_test/ent/reelplaysslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/section"
@@ -74,6 +80,9 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/taghitsslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/tagusesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/topic"
+	"github.com/hotcounter/hotcounter/integration_test/ent/viewer"
+	"github.com/hotcounter/hotcounter/integration_test/ent/viewerfilmcountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/viewerratedcountslot"
 )
 
 const (
@@ -99,7 +108,9 @@ const (
 	TypeDesk                             = "Desk"
 	TypeDeskBCountSlot                   = "DeskBCountSlot"
 	TypeDeskTopicCountSlot               = "DeskTopicCountSlot"
+	TypeFandom                           = "Fandom"
 	TypeFile                             = "File"
+	TypeFilm                             = "Film"
 	TypeFolder                           = "Folder"
 	TypeFolderBytesSlot                  = "FolderBytesSlot"
 	TypeForum                            = "Forum"
@@ -123,6 +134,7 @@ const (
 	TypeRack                             = "Rack"
 	TypeRackItemCountSlot                = "RackItemCountSlot"
 	TypeRackOpenCountSlot                = "RackOpenCountSlot"
+	TypeRating                           = "Rating"
 	TypeReel                             = "Reel"
 	TypeReelPlaysSlot                    = "ReelPlaysSlot"
 	TypeSection                          = "Section"
@@ -138,6 +150,10 @@ const (
 	TypeTagHitsSlot                      = "TagHitsSlot"
 	TypeTagUsesSlot                      = "TagUsesSlot"
 	TypeTopic                            = "Topic"
+	TypeViewer                           = "Viewer"
+	TypeFilmFanCountSlot                 = "FilmFanCountSlot"
+	TypeFilmRatingCountSlot              = "FilmRatingCountSlot"
+	TypeFilmHighCountSlot                = "FilmHighCountSlot"
 	TypeHookedConversationLabelCountSlot = "HookedConversationLabelCountSlot"
 	TypeHookedLabelConversationCountSlot = "HookedLabelConversationCountSlot"
 	TypeMemberLikesSlot                  = "MemberLikesSlot"
@@ -145,6 +161,8 @@ const (
 	TypeMemberCreditsSlot                = "MemberCreditsSlot"
 	TypeMemberNoteCountSlot              = "MemberNoteCountSlot"
 	TypeMemberPinCountSlot               = "MemberPinCountSlot"
+	TypeViewerFilmCountSlot              = "ViewerFilmCountSlot"
+	TypeViewerRatedCountSlot             = "ViewerRatedCountSlot"
 )
 
 // AuthorMutation represents an operation that mutates the Author nodes in the graph.
@@ -7615,6 +7633,423 @@ func (m *DeskTopicCountSlotMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown DeskTopicCountSlot edge %s", name)
 }
 
+// FandomMutation represents an operation that mutates the Fandom nodes in the graph.
+type FandomMutation struct {
+	config
+	op            Op
+	typ           string
+	since         *time.Time
+	clearedFields map[string]struct{}
+	film          *int
+	clearedfilm   bool
+	viewer        *int
+	clearedviewer bool
+	done          bool
+	oldValue      func(context.Context) (*Fandom, error)
+	predicates    []predicate.Fandom
+}
+
+var _ ent.Mutation = (*FandomMutation)(nil)
+
+// fandomOption allows management of the mutation configuration using functional options.
+type fandomOption func(*FandomMutation)
+
+// newFandomMutation creates new mutation for the Fandom entity.
+func newFandomMutation(c config, op Op, opts ...fandomOption) *FandomMutation {
+	m := &FandomMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeFandom,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m FandomMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m FandomMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetSince sets the "since" field.
+func (m *FandomMutation) SetSince(t time.Time) {
+	m.since = &t
+}
+
+// Since returns the value of the "since" field in the mutation.
+func (m *FandomMutation) Since() (r time.Time, exists bool) {
+	v := m.since
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetSince resets all changes to the "since" field.
+func (m *FandomMutation) ResetSince() {
+	m.since = nil
+}
+
+// SetFilmID sets the "film_id" field.
+func (m *FandomMutation) SetFilmID(i int) {
+	m.film = &i
+}
+
+// FilmID returns the value of the "film_id" field in the mutation.
+func (m *FandomMutation) FilmID() (r int, exists bool) {
+	v := m.film
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetFilmID resets all changes to the "film_id" field.
+func (m *FandomMutation) ResetFilmID() {
+	m.film = nil
+}
+
+// SetViewerID sets the "viewer_id" field.
+func (m *FandomMutation) SetViewerID(i int) {
+	m.viewer = &i
+}
+
+// ViewerID returns the value of the "viewer_id" field in the mutation.
+func (m *FandomMutation) ViewerID() (r int, exists bool) {
+	v := m.viewer
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetViewerID resets all changes to the "viewer_id" field.
+func (m *FandomMutation) ResetViewerID() {
+	m.viewer = nil
+}
+
+// ClearFilm clears the "film" edge to the Film entity.
+func (m *FandomMutation) ClearFilm() {
+	m.clearedfilm = true
+	m.clearedFields[fandom.FieldFilmID] = struct{}{}
+}
+
+// FilmCleared reports if the "film" edge to the Film entity was cleared.
+func (m *FandomMutation) FilmCleared() bool {
+	return m.clearedfilm
+}
+
+// FilmIDs returns the "film" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// FilmID instead. It exists only for internal usage by the builders.
+func (m *FandomMutation) FilmIDs() (ids []int) {
+	if id := m.film; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetFilm resets all changes to the "film" edge.
+func (m *FandomMutation) ResetFilm() {
+	m.film = nil
+	m.clearedfilm = false
+}
+
+// ClearViewer clears the "viewer" edge to the Viewer entity.
+func (m *FandomMutation) ClearViewer() {
+	m.clearedviewer = true
+	m.clearedFields[fandom.FieldViewerID] = struct{}{}
+}
+
+// ViewerCleared reports if the "viewer" edge to the Viewer entity was cleared.
+func (m *FandomMutation) ViewerCleared() bool {
+	return m.clearedviewer
+}
+
+// ViewerIDs returns the "viewer" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// ViewerID instead. It exists only for internal usage by the builders.
+func (m *FandomMutation) ViewerIDs() (ids []int) {
+	if id := m.viewer; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetViewer resets all changes to the "viewer" edge.
+func (m *FandomMutation) ResetViewer() {
+	m.viewer = nil
+	m.clearedviewer = false
+}
+
+// Where appends a list predicates to the FandomMutation builder.
+func (m *FandomMutation) Where(ps ...predicate.Fandom) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the FandomMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *FandomMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.Fandom, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *FandomMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *FandomMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (Fandom).
+func (m *FandomMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *FandomMutation) Fields() []string {
+	fields := make([]string, 0, 3)
+	if m.since != nil {
+		fields = append(fields, fandom.FieldSince)
+	}
+	if m.film != nil {
+		fields = append(fields, fandom.FieldFilmID)
+	}
+	if m.viewer != nil {
+		fields = append(fields, fandom.FieldViewerID)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *FandomMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case fandom.FieldSince:
+		return m.Since()
+	case fandom.FieldFilmID:
+		return m.FilmID()
+	case fandom.FieldViewerID:
+		return m.ViewerID()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *FandomMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	return nil, errors.New("edge schema Fandom does not support getting old values")
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *FandomMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case fandom.FieldSince:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSince(v)
+		return nil
+	case fandom.FieldFilmID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetFilmID(v)
+		return nil
+	case fandom.FieldViewerID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetViewerID(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Fandom field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *FandomMutation) AddedFields() []string {
+	var fields []string
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *FandomMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *FandomMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown Fandom numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *FandomMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *FandomMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *FandomMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown Fandom nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *FandomMutation) ResetField(name string) error {
+	switch name {
+	case fandom.FieldSince:
+		m.ResetSince()
+		return nil
+	case fandom.FieldFilmID:
+		m.ResetFilmID()
+		return nil
+	case fandom.FieldViewerID:
+		m.ResetViewerID()
+		return nil
+	}
+	return fmt.Errorf("unknown Fandom field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *FandomMutation) AddedEdges() []string {
+	edges := make([]string, 0, 2)
+	if m.film != nil {
+		edges = append(edges, fandom.EdgeFilm)
+	}
+	if m.viewer != nil {
+		edges = append(edges, fandom.EdgeViewer)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *FandomMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case fandom.EdgeFilm:
+		if id := m.film; id != nil {
+			return []ent.Value{*id}
+		}
+	case fandom.EdgeViewer:
+		if id := m.viewer; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *FandomMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 2)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *FandomMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *FandomMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 2)
+	if m.clearedfilm {
+		edges = append(edges, fandom.EdgeFilm)
+	}
+	if m.clearedviewer {
+		edges = append(edges, fandom.EdgeViewer)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *FandomMutation) EdgeCleared(name string) bool {
+	switch name {
+	case fandom.EdgeFilm:
+		return m.clearedfilm
+	case fandom.EdgeViewer:
+		return m.clearedviewer
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *FandomMutation) ClearEdge(name string) error {
+	switch name {
+	case fandom.EdgeFilm:
+		m.ClearFilm()
+		return nil
+	case fandom.EdgeViewer:
+		m.ClearViewer()
+		return nil
+	}
+	return fmt.Errorf("unknown Fandom unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *FandomMutation) ResetEdge(name string) error {
+	switch name {
+	case fandom.EdgeFilm:
+		m.ResetFilm()
+		return nil
+	case fandom.EdgeViewer:
+		m.ResetViewer()
+		return nil
+	}
+	return fmt.Errorf("unknown Fandom edge %s", name)
+}
+
 // FileMutation represents an operation that mutates the File nodes in the graph.
 type FileMutation struct {
 	config
@@ -8125,6 +8560,869 @@ func (m *FileMutation) ResetEdge(name string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown File edge %s", name)
+}
+
+// FilmMutation represents an operation that mutates the Film nodes in the graph.
+type FilmMutation struct {
+	config
+	op                   Op
+	typ                  string
+	id                   *int
+	fan_count            *int64
+	addfan_count         *int64
+	rating_count         *int64
+	addrating_count      *int64
+	high_count           *int64
+	addhigh_count        *int64
+	clearedFields        map[string]struct{}
+	fans                 map[int]struct{}
+	removedfans          map[int]struct{}
+	clearedfans          bool
+	raters               map[int]struct{}
+	removedraters        map[int]struct{}
+	clearedraters        bool
+	ratings              map[int]struct{}
+	removedratings       map[int]struct{}
+	clearedratings       bool
+	done                 bool
+	oldValue             func(context.Context) (*Film, error)
+	predicates           []predicate.Film
+	hotcounterUpsert     bool
+	hotcounterBulkUpsert bool
+	hotcounterBulk       *generated.Bulk  // the CreateBulk the create is one row of, if any
+	hotcounterKept       map[string]bool  // sum counters whose value entcounter's hook left for the column
+	hotcounterLate       map[string]int64 // starting totals written by a hook that ent ran after entcounter's
+}
+
+var _ ent.Mutation = (*FilmMutation)(nil)
+
+// filmOption allows management of the mutation configuration using functional options.
+type filmOption func(*FilmMutation)
+
+// newFilmMutation creates new mutation for the Film entity.
+func newFilmMutation(c config, op Op, opts ...filmOption) *FilmMutation {
+	m := &FilmMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeFilm,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withFilmID sets the ID field of the mutation.
+func withFilmID(id int) filmOption {
+	return func(m *FilmMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *Film
+		)
+		m.oldValue = func(ctx context.Context) (*Film, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().Film.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withFilm sets the old Film of the mutation.
+func withFilm(node *Film) filmOption {
+	return func(m *FilmMutation) {
+		m.oldValue = func(context.Context) (*Film, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m FilmMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m FilmMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *FilmMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *FilmMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().Film.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetFanCount sets the "fan_count" field.
+func (m *FilmMutation) SetFanCount(i int64) {
+	m.fan_count = &i
+	m.addfan_count = nil
+}
+
+// FanCount returns the value of the "fan_count" field in the mutation.
+func (m *FilmMutation) FanCount() (r int64, exists bool) {
+	v := m.fan_count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldFanCount returns the old "fan_count" field's value of the Film entity.
+// If the Film object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *FilmMutation) OldFanCount(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldFanCount is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldFanCount requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldFanCount: %w", err)
+	}
+	return oldValue.FanCount, nil
+}
+
+// AddFanCount adds i to the "fan_count" field.
+func (m *FilmMutation) AddFanCount(i int64) {
+	if m.addfan_count != nil {
+		*m.addfan_count += i
+	} else {
+		m.addfan_count = &i
+	}
+}
+
+// AddedFanCount returns the value that was added to the "fan_count" field in this mutation.
+func (m *FilmMutation) AddedFanCount() (r int64, exists bool) {
+	v := m.addfan_count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearFanCount clears the value of the "fan_count" field.
+func (m *FilmMutation) ClearFanCount() {
+	m.fan_count = nil
+	m.addfan_count = nil
+	m.clearedFields[film.FieldFanCount] = struct{}{}
+}
+
+// FanCountCleared returns if the "fan_count" field was cleared in this mutation.
+func (m *FilmMutation) FanCountCleared() bool {
+	_, ok := m.clearedFields[film.FieldFanCount]
+	return ok
+}
+
+// ResetFanCount resets all changes to the "fan_count" field.
+func (m *FilmMutation) ResetFanCount() {
+	m.fan_count = nil
+	m.addfan_count = nil
+	delete(m.clearedFields, film.FieldFanCount)
+}
+
+// SetRatingCount sets the "rating_count" field.
+func (m *FilmMutation) SetRatingCount(i int64) {
+	m.rating_count = &i
+	m.addrating_count = nil
+}
+
+// RatingCount returns the value of the "rating_count" field in the mutation.
+func (m *FilmMutation) RatingCount() (r int64, exists bool) {
+	v := m.rating_count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRatingCount returns the old "rating_count" field's value of the Film entity.
+// If the Film object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *FilmMutation) OldRatingCount(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRatingCount is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRatingCount requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRatingCount: %w", err)
+	}
+	return oldValue.RatingCount, nil
+}
+
+// AddRatingCount adds i to the "rating_count" field.
+func (m *FilmMutation) AddRatingCount(i int64) {
+	if m.addrating_count != nil {
+		*m.addrating_count += i
+	} else {
+		m.addrating_count = &i
+	}
+}
+
+// AddedRatingCount returns the value that was added to the "rating_count" field in this mutation.
+func (m *FilmMutation) AddedRatingCount() (r int64, exists bool) {
+	v := m.addrating_count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearRatingCount clears the value of the "rating_count" field.
+func (m *FilmMutation) ClearRatingCount() {
+	m.rating_count = nil
+	m.addrating_count = nil
+	m.clearedFields[film.FieldRatingCount] = struct{}{}
+}
+
+// RatingCountCleared returns if the "rating_count" field was cleared in this mutation.
+func (m *FilmMutation) RatingCountCleared() bool {
+	_, ok := m.clearedFields[film.FieldRatingCount]
+	return ok
+}
+
+// ResetRatingCount resets all changes to the "rating_count" field.
+func (m *FilmMutation) ResetRatingCount() {
+	m.rating_count = nil
+	m.addrating_count = nil
+	delete(m.clearedFields, film.FieldRatingCount)
+}
+
+// SetHighCount sets the "high_count" field.
+func (m *FilmMutation) SetHighCount(i int64) {
+	m.high_count = &i
+	m.addhigh_count = nil
+}
+
+// HighCount returns the value of the "high_count" field in the mutation.
+func (m *FilmMutation) HighCount() (r int64, exists bool) {
+	v := m.high_count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldHighCount returns the old "high_count" field's value of the Film entity.
+// If the Film object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *FilmMutation) OldHighCount(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldHighCount is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldHighCount requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldHighCount: %w", err)
+	}
+	return oldValue.HighCount, nil
+}
+
+// AddHighCount adds i to the "high_count" field.
+func (m *FilmMutation) AddHighCount(i int64) {
+	if m.addhigh_count != nil {
+		*m.addhigh_count += i
+	} else {
+		m.addhigh_count = &i
+	}
+}
+
+// AddedHighCount returns the value that was added to the "high_count" field in this mutation.
+func (m *FilmMutation) AddedHighCount() (r int64, exists bool) {
+	v := m.addhigh_count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearHighCount clears the value of the "high_count" field.
+func (m *FilmMutation) ClearHighCount() {
+	m.high_count = nil
+	m.addhigh_count = nil
+	m.clearedFields[film.FieldHighCount] = struct{}{}
+}
+
+// HighCountCleared returns if the "high_count" field was cleared in this mutation.
+func (m *FilmMutation) HighCountCleared() bool {
+	_, ok := m.clearedFields[film.FieldHighCount]
+	return ok
+}
+
+// ResetHighCount resets all changes to the "high_count" field.
+func (m *FilmMutation) ResetHighCount() {
+	m.high_count = nil
+	m.addhigh_count = nil
+	delete(m.clearedFields, film.FieldHighCount)
+}
+
+// AddFanIDs adds the "fans" edge to the Viewer entity by ids.
+func (m *FilmMutation) AddFanIDs(ids ...int) {
+	if m.fans == nil {
+		m.fans = make(map[int]struct{})
+	}
+	for i := range ids {
+		m.fans[ids[i]] = struct{}{}
+	}
+}
+
+// ClearFans clears the "fans" edge to the Viewer entity.
+func (m *FilmMutation) ClearFans() {
+	m.clearedfans = true
+}
+
+// FansCleared reports if the "fans" edge to the Viewer entity was cleared.
+func (m *FilmMutation) FansCleared() bool {
+	return m.clearedfans
+}
+
+// RemoveFanIDs removes the "fans" edge to the Viewer entity by IDs.
+func (m *FilmMutation) RemoveFanIDs(ids ...int) {
+	if m.removedfans == nil {
+		m.removedfans = make(map[int]struct{})
+	}
+	for i := range ids {
+		delete(m.fans, ids[i])
+		m.removedfans[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedFans returns the removed IDs of the "fans" edge to the Viewer entity.
+func (m *FilmMutation) RemovedFansIDs() (ids []int) {
+	for id := range m.removedfans {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// FansIDs returns the "fans" edge IDs in the mutation.
+func (m *FilmMutation) FansIDs() (ids []int) {
+	for id := range m.fans {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetFans resets all changes to the "fans" edge.
+func (m *FilmMutation) ResetFans() {
+	m.fans = nil
+	m.clearedfans = false
+	m.removedfans = nil
+}
+
+// AddRaterIDs adds the "raters" edge to the Viewer entity by ids.
+func (m *FilmMutation) AddRaterIDs(ids ...int) {
+	if m.raters == nil {
+		m.raters = make(map[int]struct{})
+	}
+	for i := range ids {
+		m.raters[ids[i]] = struct{}{}
+	}
+}
+
+// ClearRaters clears the "raters" edge to the Viewer entity.
+func (m *FilmMutation) ClearRaters() {
+	m.clearedraters = true
+}
+
+// RatersCleared reports if the "raters" edge to the Viewer entity was cleared.
+func (m *FilmMutation) RatersCleared() bool {
+	return m.clearedraters
+}
+
+// RemoveRaterIDs removes the "raters" edge to the Viewer entity by IDs.
+func (m *FilmMutation) RemoveRaterIDs(ids ...int) {
+	if m.removedraters == nil {
+		m.removedraters = make(map[int]struct{})
+	}
+	for i := range ids {
+		delete(m.raters, ids[i])
+		m.removedraters[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedRaters returns the removed IDs of the "raters" edge to the Viewer entity.
+func (m *FilmMutation) RemovedRatersIDs() (ids []int) {
+	for id := range m.removedraters {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// RatersIDs returns the "raters" edge IDs in the mutation.
+func (m *FilmMutation) RatersIDs() (ids []int) {
+	for id := range m.raters {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetRaters resets all changes to the "raters" edge.
+func (m *FilmMutation) ResetRaters() {
+	m.raters = nil
+	m.clearedraters = false
+	m.removedraters = nil
+}
+
+// AddRatingIDs adds the "ratings" edge to the Rating entity by ids.
+func (m *FilmMutation) AddRatingIDs(ids ...int) {
+	if m.ratings == nil {
+		m.ratings = make(map[int]struct{})
+	}
+	for i := range ids {
+		m.ratings[ids[i]] = struct{}{}
+	}
+}
+
+// ClearRatings clears the "ratings" edge to the Rating entity.
+func (m *FilmMutation) ClearRatings() {
+	m.clearedratings = true
+}
+
+// RatingsCleared reports if the "ratings" edge to the Rating entity was cleared.
+func (m *FilmMutation) RatingsCleared() bool {
+	return m.clearedratings
+}
+
+// RemoveRatingIDs removes the "ratings" edge to the Rating entity by IDs.
+func (m *FilmMutation) RemoveRatingIDs(ids ...int) {
+	if m.removedratings == nil {
+		m.removedratings = make(map[int]struct{})
+	}
+	for i := range ids {
+		delete(m.ratings, ids[i])
+		m.removedratings[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedRatings returns the removed IDs of the "ratings" edge to the Rating entity.
+func (m *FilmMutation) RemovedRatingsIDs() (ids []int) {
+	for id := range m.removedratings {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// RatingsIDs returns the "ratings" edge IDs in the mutation.
+func (m *FilmMutation) RatingsIDs() (ids []int) {
+	for id := range m.ratings {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetRatings resets all changes to the "ratings" edge.
+func (m *FilmMutation) ResetRatings() {
+	m.ratings = nil
+	m.clearedratings = false
+	m.removedratings = nil
+}
+
+// Where appends a list predicates to the FilmMutation builder.
+func (m *FilmMutation) Where(ps ...predicate.Film) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the FilmMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *FilmMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.Film, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *FilmMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *FilmMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (Film).
+func (m *FilmMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *FilmMutation) Fields() []string {
+	fields := make([]string, 0, 3)
+	if m.fan_count != nil {
+		fields = append(fields, film.FieldFanCount)
+	}
+	if m.rating_count != nil {
+		fields = append(fields, film.FieldRatingCount)
+	}
+	if m.high_count != nil {
+		fields = append(fields, film.FieldHighCount)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *FilmMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case film.FieldFanCount:
+		return m.FanCount()
+	case film.FieldRatingCount:
+		return m.RatingCount()
+	case film.FieldHighCount:
+		return m.HighCount()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *FilmMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case film.FieldFanCount:
+		return m.OldFanCount(ctx)
+	case film.FieldRatingCount:
+		return m.OldRatingCount(ctx)
+	case film.FieldHighCount:
+		return m.OldHighCount(ctx)
+	}
+	return nil, fmt.Errorf("unknown Film field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *FilmMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case film.FieldFanCount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetFanCount(v)
+		return nil
+	case film.FieldRatingCount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRatingCount(v)
+		return nil
+	case film.FieldHighCount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetHighCount(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Film field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *FilmMutation) AddedFields() []string {
+	var fields []string
+	if m.addfan_count != nil {
+		fields = append(fields, film.FieldFanCount)
+	}
+	if m.addrating_count != nil {
+		fields = append(fields, film.FieldRatingCount)
+	}
+	if m.addhigh_count != nil {
+		fields = append(fields, film.FieldHighCount)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *FilmMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case film.FieldFanCount:
+		return m.AddedFanCount()
+	case film.FieldRatingCount:
+		return m.AddedRatingCount()
+	case film.FieldHighCount:
+		return m.AddedHighCount()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *FilmMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case film.FieldFanCount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddFanCount(v)
+		return nil
+	case film.FieldRatingCount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddRatingCount(v)
+		return nil
+	case film.FieldHighCount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddHighCount(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Film numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *FilmMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(film.FieldFanCount) {
+		fields = append(fields, film.FieldFanCount)
+	}
+	if m.FieldCleared(film.FieldRatingCount) {
+		fields = append(fields, film.FieldRatingCount)
+	}
+	if m.FieldCleared(film.FieldHighCount) {
+		fields = append(fields, film.FieldHighCount)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *FilmMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *FilmMutation) ClearField(name string) error {
+	switch name {
+	case film.FieldFanCount:
+		m.ClearFanCount()
+		return nil
+	case film.FieldRatingCount:
+		m.ClearRatingCount()
+		return nil
+	case film.FieldHighCount:
+		m.ClearHighCount()
+		return nil
+	}
+	return fmt.Errorf("unknown Film nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *FilmMutation) ResetField(name string) error {
+	switch name {
+	case film.FieldFanCount:
+		m.ResetFanCount()
+		return nil
+	case film.FieldRatingCount:
+		m.ResetRatingCount()
+		return nil
+	case film.FieldHighCount:
+		m.ResetHighCount()
+		return nil
+	}
+	return fmt.Errorf("unknown Film field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *FilmMutation) AddedEdges() []string {
+	edges := make([]string, 0, 3)
+	if m.fans != nil {
+		edges = append(edges, film.EdgeFans)
+	}
+	if m.raters != nil {
+		edges = append(edges, film.EdgeRaters)
+	}
+	if m.ratings != nil {
+		edges = append(edges, film.EdgeRatings)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *FilmMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case film.EdgeFans:
+		ids := make([]ent.Value, 0, len(m.fans))
+		for id := range m.fans {
+			ids = append(ids, id)
+		}
+		return ids
+	case film.EdgeRaters:
+		ids := make([]ent.Value, 0, len(m.raters))
+		for id := range m.raters {
+			ids = append(ids, id)
+		}
+		return ids
+	case film.EdgeRatings:
+		ids := make([]ent.Value, 0, len(m.ratings))
+		for id := range m.ratings {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *FilmMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 3)
+	if m.removedfans != nil {
+		edges = append(edges, film.EdgeFans)
+	}
+	if m.removedraters != nil {
+		edges = append(edges, film.EdgeRaters)
+	}
+	if m.removedratings != nil {
+		edges = append(edges, film.EdgeRatings)
+	}
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *FilmMutation) RemovedIDs(name string) []ent.Value {
+	switch name {
+	case film.EdgeFans:
+		ids := make([]ent.Value, 0, len(m.removedfans))
+		for id := range m.removedfans {
+			ids = append(ids, id)
+		}
+		return ids
+	case film.EdgeRaters:
+		ids := make([]ent.Value, 0, len(m.removedraters))
+		for id := range m.removedraters {
+			ids = append(ids, id)
+		}
+		return ids
+	case film.EdgeRatings:
+		ids := make([]ent.Value, 0, len(m.removedratings))
+		for id := range m.removedratings {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *FilmMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 3)
+	if m.clearedfans {
+		edges = append(edges, film.EdgeFans)
+	}
+	if m.clearedraters {
+		edges = append(edges, film.EdgeRaters)
+	}
+	if m.clearedratings {
+		edges = append(edges, film.EdgeRatings)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *FilmMutation) EdgeCleared(name string) bool {
+	switch name {
+	case film.EdgeFans:
+		return m.clearedfans
+	case film.EdgeRaters:
+		return m.clearedraters
+	case film.EdgeRatings:
+		return m.clearedratings
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *FilmMutation) ClearEdge(name string) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown Film unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *FilmMutation) ResetEdge(name string) error {
+	switch name {
+	case film.EdgeFans:
+		m.ResetFans()
+		return nil
+	case film.EdgeRaters:
+		m.ResetRaters()
+		return nil
+	case film.EdgeRatings:
+		m.ResetRatings()
+		return nil
+	}
+	return fmt.Errorf("unknown Film edge %s", name)
 }
 
 // FolderMutation represents an operation that mutates the Folder nodes in the graph.
@@ -20724,6 +22022,576 @@ func (m *RackOpenCountSlotMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown RackOpenCountSlot edge %s", name)
 }
 
+// RatingMutation represents an operation that mutates the Rating nodes in the graph.
+type RatingMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int
+	score         *int
+	addscore      *int
+	clearedFields map[string]struct{}
+	film          *int
+	clearedfilm   bool
+	viewer        *int
+	clearedviewer bool
+	done          bool
+	oldValue      func(context.Context) (*Rating, error)
+	predicates    []predicate.Rating
+}
+
+var _ ent.Mutation = (*RatingMutation)(nil)
+
+// ratingOption allows management of the mutation configuration using functional options.
+type ratingOption func(*RatingMutation)
+
+// newRatingMutation creates new mutation for the Rating entity.
+func newRatingMutation(c config, op Op, opts ...ratingOption) *RatingMutation {
+	m := &RatingMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeRating,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withRatingID sets the ID field of the mutation.
+func withRatingID(id int) ratingOption {
+	return func(m *RatingMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *Rating
+		)
+		m.oldValue = func(ctx context.Context) (*Rating, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().Rating.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withRating sets the old Rating of the mutation.
+func withRating(node *Rating) ratingOption {
+	return func(m *RatingMutation) {
+		m.oldValue = func(context.Context) (*Rating, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m RatingMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m RatingMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *RatingMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *RatingMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().Rating.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetScore sets the "score" field.
+func (m *RatingMutation) SetScore(i int) {
+	m.score = &i
+	m.addscore = nil
+}
+
+// Score returns the value of the "score" field in the mutation.
+func (m *RatingMutation) Score() (r int, exists bool) {
+	v := m.score
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldScore returns the old "score" field's value of the Rating entity.
+// If the Rating object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RatingMutation) OldScore(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldScore is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldScore requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldScore: %w", err)
+	}
+	return oldValue.Score, nil
+}
+
+// AddScore adds i to the "score" field.
+func (m *RatingMutation) AddScore(i int) {
+	if m.addscore != nil {
+		*m.addscore += i
+	} else {
+		m.addscore = &i
+	}
+}
+
+// AddedScore returns the value that was added to the "score" field in this mutation.
+func (m *RatingMutation) AddedScore() (r int, exists bool) {
+	v := m.addscore
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetScore resets all changes to the "score" field.
+func (m *RatingMutation) ResetScore() {
+	m.score = nil
+	m.addscore = nil
+}
+
+// SetFilmID sets the "film_id" field.
+func (m *RatingMutation) SetFilmID(i int) {
+	m.film = &i
+}
+
+// FilmID returns the value of the "film_id" field in the mutation.
+func (m *RatingMutation) FilmID() (r int, exists bool) {
+	v := m.film
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldFilmID returns the old "film_id" field's value of the Rating entity.
+// If the Rating object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RatingMutation) OldFilmID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldFilmID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldFilmID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldFilmID: %w", err)
+	}
+	return oldValue.FilmID, nil
+}
+
+// ResetFilmID resets all changes to the "film_id" field.
+func (m *RatingMutation) ResetFilmID() {
+	m.film = nil
+}
+
+// SetViewerID sets the "viewer_id" field.
+func (m *RatingMutation) SetViewerID(i int) {
+	m.viewer = &i
+}
+
+// ViewerID returns the value of the "viewer_id" field in the mutation.
+func (m *RatingMutation) ViewerID() (r int, exists bool) {
+	v := m.viewer
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldViewerID returns the old "viewer_id" field's value of the Rating entity.
+// If the Rating object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RatingMutation) OldViewerID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldViewerID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldViewerID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldViewerID: %w", err)
+	}
+	return oldValue.ViewerID, nil
+}
+
+// ResetViewerID resets all changes to the "viewer_id" field.
+func (m *RatingMutation) ResetViewerID() {
+	m.viewer = nil
+}
+
+// ClearFilm clears the "film" edge to the Film entity.
+func (m *RatingMutation) ClearFilm() {
+	m.clearedfilm = true
+	m.clearedFields[rating.FieldFilmID] = struct{}{}
+}
+
+// FilmCleared reports if the "film" edge to the Film entity was cleared.
+func (m *RatingMutation) FilmCleared() bool {
+	return m.clearedfilm
+}
+
+// FilmIDs returns the "film" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// FilmID instead. It exists only for internal usage by the builders.
+func (m *RatingMutation) FilmIDs() (ids []int) {
+	if id := m.film; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetFilm resets all changes to the "film" edge.
+func (m *RatingMutation) ResetFilm() {
+	m.film = nil
+	m.clearedfilm = false
+}
+
+// ClearViewer clears the "viewer" edge to the Viewer entity.
+func (m *RatingMutation) ClearViewer() {
+	m.clearedviewer = true
+	m.clearedFields[rating.FieldViewerID] = struct{}{}
+}
+
+// ViewerCleared reports if the "viewer" edge to the Viewer entity was cleared.
+func (m *RatingMutation) ViewerCleared() bool {
+	return m.clearedviewer
+}
+
+// ViewerIDs returns the "viewer" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// ViewerID instead. It exists only for internal usage by the builders.
+func (m *RatingMutation) ViewerIDs() (ids []int) {
+	if id := m.viewer; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetViewer resets all changes to the "viewer" edge.
+func (m *RatingMutation) ResetViewer() {
+	m.viewer = nil
+	m.clearedviewer = false
+}
+
+// Where appends a list predicates to the RatingMutation builder.
+func (m *RatingMutation) Where(ps ...predicate.Rating) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the RatingMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *RatingMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.Rating, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *RatingMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *RatingMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (Rating).
+func (m *RatingMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *RatingMutation) Fields() []string {
+	fields := make([]string, 0, 3)
+	if m.score != nil {
+		fields = append(fields, rating.FieldScore)
+	}
+	if m.film != nil {
+		fields = append(fields, rating.FieldFilmID)
+	}
+	if m.viewer != nil {
+		fields = append(fields, rating.FieldViewerID)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *RatingMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case rating.FieldScore:
+		return m.Score()
+	case rating.FieldFilmID:
+		return m.FilmID()
+	case rating.FieldViewerID:
+		return m.ViewerID()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *RatingMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case rating.FieldScore:
+		return m.OldScore(ctx)
+	case rating.FieldFilmID:
+		return m.OldFilmID(ctx)
+	case rating.FieldViewerID:
+		return m.OldViewerID(ctx)
+	}
+	return nil, fmt.Errorf("unknown Rating field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *RatingMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case rating.FieldScore:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetScore(v)
+		return nil
+	case rating.FieldFilmID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetFilmID(v)
+		return nil
+	case rating.FieldViewerID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetViewerID(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Rating field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *RatingMutation) AddedFields() []string {
+	var fields []string
+	if m.addscore != nil {
+		fields = append(fields, rating.FieldScore)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *RatingMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case rating.FieldScore:
+		return m.AddedScore()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *RatingMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case rating.FieldScore:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddScore(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Rating numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *RatingMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *RatingMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *RatingMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown Rating nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *RatingMutation) ResetField(name string) error {
+	switch name {
+	case rating.FieldScore:
+		m.ResetScore()
+		return nil
+	case rating.FieldFilmID:
+		m.ResetFilmID()
+		return nil
+	case rating.FieldViewerID:
+		m.ResetViewerID()
+		return nil
+	}
+	return fmt.Errorf("unknown Rating field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *RatingMutation) AddedEdges() []string {
+	edges := make([]string, 0, 2)
+	if m.film != nil {
+		edges = append(edges, rating.EdgeFilm)
+	}
+	if m.viewer != nil {
+		edges = append(edges, rating.EdgeViewer)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *RatingMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case rating.EdgeFilm:
+		if id := m.film; id != nil {
+			return []ent.Value{*id}
+		}
+	case rating.EdgeViewer:
+		if id := m.viewer; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *RatingMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 2)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *RatingMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *RatingMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 2)
+	if m.clearedfilm {
+		edges = append(edges, rating.EdgeFilm)
+	}
+	if m.clearedviewer {
+		edges = append(edges, rating.EdgeViewer)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *RatingMutation) EdgeCleared(name string) bool {
+	switch name {
+	case rating.EdgeFilm:
+		return m.clearedfilm
+	case rating.EdgeViewer:
+		return m.clearedviewer
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *RatingMutation) ClearEdge(name string) error {
+	switch name {
+	case rating.EdgeFilm:
+		m.ClearFilm()
+		return nil
+	case rating.EdgeViewer:
+		m.ClearViewer()
+		return nil
+	}
+	return fmt.Errorf("unknown Rating unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *RatingMutation) ResetEdge(name string) error {
+	switch name {
+	case rating.EdgeFilm:
+		m.ResetFilm()
+		return nil
+	case rating.EdgeViewer:
+		m.ResetViewer()
+		return nil
+	}
+	return fmt.Errorf("unknown Rating edge %s", name)
+}
+
 // ReelMutation represents an operation that mutates the Reel nodes in the graph.
 type ReelMutation struct {
 	config
@@ -29383,6 +31251,2433 @@ func (m *TopicMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown Topic edge %s", name)
 }
 
+// ViewerMutation represents an operation that mutates the Viewer nodes in the graph.
+type ViewerMutation struct {
+	config
+	op                   Op
+	typ                  string
+	id                   *int
+	film_count           *int64
+	addfilm_count        *int64
+	rated_count          *int64
+	addrated_count       *int64
+	clearedFields        map[string]struct{}
+	films                map[int]struct{}
+	removedfilms         map[int]struct{}
+	clearedfilms         bool
+	rated                map[int]struct{}
+	removedrated         map[int]struct{}
+	clearedrated         bool
+	ratings              map[int]struct{}
+	removedratings       map[int]struct{}
+	clearedratings       bool
+	done                 bool
+	oldValue             func(context.Context) (*Viewer, error)
+	predicates           []predicate.Viewer
+	hotcounterUpsert     bool
+	hotcounterBulkUpsert bool
+	hotcounterBulk       *generated.Bulk  // the CreateBulk the create is one row of, if any
+	hotcounterKept       map[string]bool  // sum counters whose value entcounter's hook left for the column
+	hotcounterLate       map[string]int64 // starting totals written by a hook that ent ran after entcounter's
+}
+
+var _ ent.Mutation = (*ViewerMutation)(nil)
+
+// viewerOption allows management of the mutation configuration using functional options.
+type viewerOption func(*ViewerMutation)
+
+// newViewerMutation creates new mutation for the Viewer entity.
+func newViewerMutation(c config, op Op, opts ...viewerOption) *ViewerMutation {
+	m := &ViewerMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeViewer,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withViewerID sets the ID field of the mutation.
+func withViewerID(id int) viewerOption {
+	return func(m *ViewerMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *Viewer
+		)
+		m.oldValue = func(ctx context.Context) (*Viewer, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().Viewer.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withViewer sets the old Viewer of the mutation.
+func withViewer(node *Viewer) viewerOption {
+	return func(m *ViewerMutation) {
+		m.oldValue = func(context.Context) (*Viewer, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m ViewerMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m ViewerMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *ViewerMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *ViewerMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().Viewer.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetFilmCount sets the "film_count" field.
+func (m *ViewerMutation) SetFilmCount(i int64) {
+	m.film_count = &i
+	m.addfilm_count = nil
+}
+
+// FilmCount returns the value of the "film_count" field in the mutation.
+func (m *ViewerMutation) FilmCount() (r int64, exists bool) {
+	v := m.film_count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldFilmCount returns the old "film_count" field's value of the Viewer entity.
+// If the Viewer object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ViewerMutation) OldFilmCount(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldFilmCount is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldFilmCount requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldFilmCount: %w", err)
+	}
+	return oldValue.FilmCount, nil
+}
+
+// AddFilmCount adds i to the "film_count" field.
+func (m *ViewerMutation) AddFilmCount(i int64) {
+	if m.addfilm_count != nil {
+		*m.addfilm_count += i
+	} else {
+		m.addfilm_count = &i
+	}
+}
+
+// AddedFilmCount returns the value that was added to the "film_count" field in this mutation.
+func (m *ViewerMutation) AddedFilmCount() (r int64, exists bool) {
+	v := m.addfilm_count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearFilmCount clears the value of the "film_count" field.
+func (m *ViewerMutation) ClearFilmCount() {
+	m.film_count = nil
+	m.addfilm_count = nil
+	m.clearedFields[viewer.FieldFilmCount] = struct{}{}
+}
+
+// FilmCountCleared returns if the "film_count" field was cleared in this mutation.
+func (m *ViewerMutation) FilmCountCleared() bool {
+	_, ok := m.clearedFields[viewer.FieldFilmCount]
+	return ok
+}
+
+// ResetFilmCount resets all changes to the "film_count" field.
+func (m *ViewerMutation) ResetFilmCount() {
+	m.film_count = nil
+	m.addfilm_count = nil
+	delete(m.clearedFields, viewer.FieldFilmCount)
+}
+
+// SetRatedCount sets the "rated_count" field.
+func (m *ViewerMutation) SetRatedCount(i int64) {
+	m.rated_count = &i
+	m.addrated_count = nil
+}
+
+// RatedCount returns the value of the "rated_count" field in the mutation.
+func (m *ViewerMutation) RatedCount() (r int64, exists bool) {
+	v := m.rated_count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRatedCount returns the old "rated_count" field's value of the Viewer entity.
+// If the Viewer object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ViewerMutation) OldRatedCount(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRatedCount is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRatedCount requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRatedCount: %w", err)
+	}
+	return oldValue.RatedCount, nil
+}
+
+// AddRatedCount adds i to the "rated_count" field.
+func (m *ViewerMutation) AddRatedCount(i int64) {
+	if m.addrated_count != nil {
+		*m.addrated_count += i
+	} else {
+		m.addrated_count = &i
+	}
+}
+
+// AddedRatedCount returns the value that was added to the "rated_count" field in this mutation.
+func (m *ViewerMutation) AddedRatedCount() (r int64, exists bool) {
+	v := m.addrated_count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearRatedCount clears the value of the "rated_count" field.
+func (m *ViewerMutation) ClearRatedCount() {
+	m.rated_count = nil
+	m.addrated_count = nil
+	m.clearedFields[viewer.FieldRatedCount] = struct{}{}
+}
+
+// RatedCountCleared returns if the "rated_count" field was cleared in this mutation.
+func (m *ViewerMutation) RatedCountCleared() bool {
+	_, ok := m.clearedFields[viewer.FieldRatedCount]
+	return ok
+}
+
+// ResetRatedCount resets all changes to the "rated_count" field.
+func (m *ViewerMutation) ResetRatedCount() {
+	m.rated_count = nil
+	m.addrated_count = nil
+	delete(m.clearedFields, viewer.FieldRatedCount)
+}
+
+// AddFilmIDs adds the "films" edge to the Film entity by ids.
+func (m *ViewerMutation) AddFilmIDs(ids ...int) {
+	if m.films == nil {
+		m.films = make(map[int]struct{})
+	}
+	for i := range ids {
+		m.films[ids[i]] = struct{}{}
+	}
+}
+
+// ClearFilms clears the "films" edge to the Film entity.
+func (m *ViewerMutation) ClearFilms() {
+	m.clearedfilms = true
+}
+
+// FilmsCleared reports if the "films" edge to the Film entity was cleared.
+func (m *ViewerMutation) FilmsCleared() bool {
+	return m.clearedfilms
+}
+
+// RemoveFilmIDs removes the "films" edge to the Film entity by IDs.
+func (m *ViewerMutation) RemoveFilmIDs(ids ...int) {
+	if m.removedfilms == nil {
+		m.removedfilms = make(map[int]struct{})
+	}
+	for i := range ids {
+		delete(m.films, ids[i])
+		m.removedfilms[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedFilms returns the removed IDs of the "films" edge to the Film entity.
+func (m *ViewerMutation) RemovedFilmsIDs() (ids []int) {
+	for id := range m.removedfilms {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// FilmsIDs returns the "films" edge IDs in the mutation.
+func (m *ViewerMutation) FilmsIDs() (ids []int) {
+	for id := range m.films {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetFilms resets all changes to the "films" edge.
+func (m *ViewerMutation) ResetFilms() {
+	m.films = nil
+	m.clearedfilms = false
+	m.removedfilms = nil
+}
+
+// AddRatedIDs adds the "rated" edge to the Film entity by ids.
+func (m *ViewerMutation) AddRatedIDs(ids ...int) {
+	if m.rated == nil {
+		m.rated = make(map[int]struct{})
+	}
+	for i := range ids {
+		m.rated[ids[i]] = struct{}{}
+	}
+}
+
+// ClearRated clears the "rated" edge to the Film entity.
+func (m *ViewerMutation) ClearRated() {
+	m.clearedrated = true
+}
+
+// RatedCleared reports if the "rated" edge to the Film entity was cleared.
+func (m *ViewerMutation) RatedCleared() bool {
+	return m.clearedrated
+}
+
+// RemoveRatedIDs removes the "rated" edge to the Film entity by IDs.
+func (m *ViewerMutation) RemoveRatedIDs(ids ...int) {
+	if m.removedrated == nil {
+		m.removedrated = make(map[int]struct{})
+	}
+	for i := range ids {
+		delete(m.rated, ids[i])
+		m.removedrated[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedRated returns the removed IDs of the "rated" edge to the Film entity.
+func (m *ViewerMutation) RemovedRatedIDs() (ids []int) {
+	for id := range m.removedrated {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// RatedIDs returns the "rated" edge IDs in the mutation.
+func (m *ViewerMutation) RatedIDs() (ids []int) {
+	for id := range m.rated {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetRated resets all changes to the "rated" edge.
+func (m *ViewerMutation) ResetRated() {
+	m.rated = nil
+	m.clearedrated = false
+	m.removedrated = nil
+}
+
+// AddRatingIDs adds the "ratings" edge to the Rating entity by ids.
+func (m *ViewerMutation) AddRatingIDs(ids ...int) {
+	if m.ratings == nil {
+		m.ratings = make(map[int]struct{})
+	}
+	for i := range ids {
+		m.ratings[ids[i]] = struct{}{}
+	}
+}
+
+// ClearRatings clears the "ratings" edge to the Rating entity.
+func (m *ViewerMutation) ClearRatings() {
+	m.clearedratings = true
+}
+
+// RatingsCleared reports if the "ratings" edge to the Rating entity was cleared.
+func (m *ViewerMutation) RatingsCleared() bool {
+	return m.clearedratings
+}
+
+// RemoveRatingIDs removes the "ratings" edge to the Rating entity by IDs.
+func (m *ViewerMutation) RemoveRatingIDs(ids ...int) {
+	if m.removedratings == nil {
+		m.removedratings = make(map[int]struct{})
+	}
+	for i := range ids {
+		delete(m.ratings, ids[i])
+		m.removedratings[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedRatings returns the removed IDs of the "ratings" edge to the Rating entity.
+func (m *ViewerMutation) RemovedRatingsIDs() (ids []int) {
+	for id := range m.removedratings {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// RatingsIDs returns the "ratings" edge IDs in the mutation.
+func (m *ViewerMutation) RatingsIDs() (ids []int) {
+	for id := range m.ratings {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetRatings resets all changes to the "ratings" edge.
+func (m *ViewerMutation) ResetRatings() {
+	m.ratings = nil
+	m.clearedratings = false
+	m.removedratings = nil
+}
+
+// Where appends a list predicates to the ViewerMutation builder.
+func (m *ViewerMutation) Where(ps ...predicate.Viewer) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the ViewerMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *ViewerMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.Viewer, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *ViewerMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *ViewerMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (Viewer).
+func (m *ViewerMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *ViewerMutation) Fields() []string {
+	fields := make([]string, 0, 2)
+	if m.film_count != nil {
+		fields = append(fields, viewer.FieldFilmCount)
+	}
+	if m.rated_count != nil {
+		fields = append(fields, viewer.FieldRatedCount)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *ViewerMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case viewer.FieldFilmCount:
+		return m.FilmCount()
+	case viewer.FieldRatedCount:
+		return m.RatedCount()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *ViewerMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case viewer.FieldFilmCount:
+		return m.OldFilmCount(ctx)
+	case viewer.FieldRatedCount:
+		return m.OldRatedCount(ctx)
+	}
+	return nil, fmt.Errorf("unknown Viewer field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ViewerMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case viewer.FieldFilmCount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetFilmCount(v)
+		return nil
+	case viewer.FieldRatedCount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRatedCount(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Viewer field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *ViewerMutation) AddedFields() []string {
+	var fields []string
+	if m.addfilm_count != nil {
+		fields = append(fields, viewer.FieldFilmCount)
+	}
+	if m.addrated_count != nil {
+		fields = append(fields, viewer.FieldRatedCount)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *ViewerMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case viewer.FieldFilmCount:
+		return m.AddedFilmCount()
+	case viewer.FieldRatedCount:
+		return m.AddedRatedCount()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ViewerMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case viewer.FieldFilmCount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddFilmCount(v)
+		return nil
+	case viewer.FieldRatedCount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddRatedCount(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Viewer numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *ViewerMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(viewer.FieldFilmCount) {
+		fields = append(fields, viewer.FieldFilmCount)
+	}
+	if m.FieldCleared(viewer.FieldRatedCount) {
+		fields = append(fields, viewer.FieldRatedCount)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *ViewerMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *ViewerMutation) ClearField(name string) error {
+	switch name {
+	case viewer.FieldFilmCount:
+		m.ClearFilmCount()
+		return nil
+	case viewer.FieldRatedCount:
+		m.ClearRatedCount()
+		return nil
+	}
+	return fmt.Errorf("unknown Viewer nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *ViewerMutation) ResetField(name string) error {
+	switch name {
+	case viewer.FieldFilmCount:
+		m.ResetFilmCount()
+		return nil
+	case viewer.FieldRatedCount:
+		m.ResetRatedCount()
+		return nil
+	}
+	return fmt.Errorf("unknown Viewer field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *ViewerMutation) AddedEdges() []string {
+	edges := make([]string, 0, 3)
+	if m.films != nil {
+		edges = append(edges, viewer.EdgeFilms)
+	}
+	if m.rated != nil {
+		edges = append(edges, viewer.EdgeRated)
+	}
+	if m.ratings != nil {
+		edges = append(edges, viewer.EdgeRatings)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *ViewerMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case viewer.EdgeFilms:
+		ids := make([]ent.Value, 0, len(m.films))
+		for id := range m.films {
+			ids = append(ids, id)
+		}
+		return ids
+	case viewer.EdgeRated:
+		ids := make([]ent.Value, 0, len(m.rated))
+		for id := range m.rated {
+			ids = append(ids, id)
+		}
+		return ids
+	case viewer.EdgeRatings:
+		ids := make([]ent.Value, 0, len(m.ratings))
+		for id := range m.ratings {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *ViewerMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 3)
+	if m.removedfilms != nil {
+		edges = append(edges, viewer.EdgeFilms)
+	}
+	if m.removedrated != nil {
+		edges = append(edges, viewer.EdgeRated)
+	}
+	if m.removedratings != nil {
+		edges = append(edges, viewer.EdgeRatings)
+	}
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *ViewerMutation) RemovedIDs(name string) []ent.Value {
+	switch name {
+	case viewer.EdgeFilms:
+		ids := make([]ent.Value, 0, len(m.removedfilms))
+		for id := range m.removedfilms {
+			ids = append(ids, id)
+		}
+		return ids
+	case viewer.EdgeRated:
+		ids := make([]ent.Value, 0, len(m.removedrated))
+		for id := range m.removedrated {
+			ids = append(ids, id)
+		}
+		return ids
+	case viewer.EdgeRatings:
+		ids := make([]ent.Value, 0, len(m.removedratings))
+		for id := range m.removedratings {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *ViewerMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 3)
+	if m.clearedfilms {
+		edges = append(edges, viewer.EdgeFilms)
+	}
+	if m.clearedrated {
+		edges = append(edges, viewer.EdgeRated)
+	}
+	if m.clearedratings {
+		edges = append(edges, viewer.EdgeRatings)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *ViewerMutation) EdgeCleared(name string) bool {
+	switch name {
+	case viewer.EdgeFilms:
+		return m.clearedfilms
+	case viewer.EdgeRated:
+		return m.clearedrated
+	case viewer.EdgeRatings:
+		return m.clearedratings
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *ViewerMutation) ClearEdge(name string) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown Viewer unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *ViewerMutation) ResetEdge(name string) error {
+	switch name {
+	case viewer.EdgeFilms:
+		m.ResetFilms()
+		return nil
+	case viewer.EdgeRated:
+		m.ResetRated()
+		return nil
+	case viewer.EdgeRatings:
+		m.ResetRatings()
+		return nil
+	}
+	return fmt.Errorf("unknown Viewer edge %s", name)
+}
+
+// FilmFanCountSlotMutation represents an operation that mutates the FilmFanCountSlot nodes in the graph.
+type FilmFanCountSlotMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int
+	slot          *int16
+	addslot       *int16
+	n             *int64
+	addn          *int64
+	clearedFields map[string]struct{}
+	film          *int
+	clearedfilm   bool
+	done          bool
+	oldValue      func(context.Context) (*FilmFanCountSlot, error)
+	predicates    []predicate.FilmFanCountSlot
+}
+
+var _ ent.Mutation = (*FilmFanCountSlotMutation)(nil)
+
+// filmfancountslotOption allows management of the mutation configuration using functional options.
+type filmfancountslotOption func(*FilmFanCountSlotMutation)
+
+// newFilmFanCountSlotMutation creates new mutation for the FilmFanCountSlot entity.
+func newFilmFanCountSlotMutation(c config, op Op, opts ...filmfancountslotOption) *FilmFanCountSlotMutation {
+	m := &FilmFanCountSlotMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeFilmFanCountSlot,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withFilmFanCountSlotID sets the ID field of the mutation.
+func withFilmFanCountSlotID(id int) filmfancountslotOption {
+	return func(m *FilmFanCountSlotMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *FilmFanCountSlot
+		)
+		m.oldValue = func(ctx context.Context) (*FilmFanCountSlot, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().FilmFanCountSlot.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withFilmFanCountSlot sets the old FilmFanCountSlot of the mutation.
+func withFilmFanCountSlot(node *FilmFanCountSlot) filmfancountslotOption {
+	return func(m *FilmFanCountSlotMutation) {
+		m.oldValue = func(context.Context) (*FilmFanCountSlot, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m FilmFanCountSlotMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m FilmFanCountSlotMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *FilmFanCountSlotMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *FilmFanCountSlotMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().FilmFanCountSlot.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetFilmID sets the "film_id" field.
+func (m *FilmFanCountSlotMutation) SetFilmID(i int) {
+	m.film = &i
+}
+
+// FilmID returns the value of the "film_id" field in the mutation.
+func (m *FilmFanCountSlotMutation) FilmID() (r int, exists bool) {
+	v := m.film
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldFilmID returns the old "film_id" field's value of the FilmFanCountSlot entity.
+// If the FilmFanCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *FilmFanCountSlotMutation) OldFilmID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldFilmID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldFilmID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldFilmID: %w", err)
+	}
+	return oldValue.FilmID, nil
+}
+
+// ResetFilmID resets all changes to the "film_id" field.
+func (m *FilmFanCountSlotMutation) ResetFilmID() {
+	m.film = nil
+}
+
+// SetSlot sets the "slot" field.
+func (m *FilmFanCountSlotMutation) SetSlot(i int16) {
+	m.slot = &i
+	m.addslot = nil
+}
+
+// Slot returns the value of the "slot" field in the mutation.
+func (m *FilmFanCountSlotMutation) Slot() (r int16, exists bool) {
+	v := m.slot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSlot returns the old "slot" field's value of the FilmFanCountSlot entity.
+// If the FilmFanCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *FilmFanCountSlotMutation) OldSlot(ctx context.Context) (v int16, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSlot is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSlot requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSlot: %w", err)
+	}
+	return oldValue.Slot, nil
+}
+
+// AddSlot adds i to the "slot" field.
+func (m *FilmFanCountSlotMutation) AddSlot(i int16) {
+	if m.addslot != nil {
+		*m.addslot += i
+	} else {
+		m.addslot = &i
+	}
+}
+
+// AddedSlot returns the value that was added to the "slot" field in this mutation.
+func (m *FilmFanCountSlotMutation) AddedSlot() (r int16, exists bool) {
+	v := m.addslot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetSlot resets all changes to the "slot" field.
+func (m *FilmFanCountSlotMutation) ResetSlot() {
+	m.slot = nil
+	m.addslot = nil
+}
+
+// SetN sets the "n" field.
+func (m *FilmFanCountSlotMutation) SetN(i int64) {
+	m.n = &i
+	m.addn = nil
+}
+
+// N returns the value of the "n" field in the mutation.
+func (m *FilmFanCountSlotMutation) N() (r int64, exists bool) {
+	v := m.n
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldN returns the old "n" field's value of the FilmFanCountSlot entity.
+// If the FilmFanCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *FilmFanCountSlotMutation) OldN(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldN is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldN requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldN: %w", err)
+	}
+	return oldValue.N, nil
+}
+
+// AddN adds i to the "n" field.
+func (m *FilmFanCountSlotMutation) AddN(i int64) {
+	if m.addn != nil {
+		*m.addn += i
+	} else {
+		m.addn = &i
+	}
+}
+
+// AddedN returns the value that was added to the "n" field in this mutation.
+func (m *FilmFanCountSlotMutation) AddedN() (r int64, exists bool) {
+	v := m.addn
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetN resets all changes to the "n" field.
+func (m *FilmFanCountSlotMutation) ResetN() {
+	m.n = nil
+	m.addn = nil
+}
+
+// ClearFilm clears the "film" edge to the Film entity.
+func (m *FilmFanCountSlotMutation) ClearFilm() {
+	m.clearedfilm = true
+	m.clearedFields[filmfancountslot.FieldFilmID] = struct{}{}
+}
+
+// FilmCleared reports if the "film" edge to the Film entity was cleared.
+func (m *FilmFanCountSlotMutation) FilmCleared() bool {
+	return m.clearedfilm
+}
+
+// FilmIDs returns the "film" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// FilmID instead. It exists only for internal usage by the builders.
+func (m *FilmFanCountSlotMutation) FilmIDs() (ids []int) {
+	if id := m.film; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetFilm resets all changes to the "film" edge.
+func (m *FilmFanCountSlotMutation) ResetFilm() {
+	m.film = nil
+	m.clearedfilm = false
+}
+
+// Where appends a list predicates to the FilmFanCountSlotMutation builder.
+func (m *FilmFanCountSlotMutation) Where(ps ...predicate.FilmFanCountSlot) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the FilmFanCountSlotMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *FilmFanCountSlotMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.FilmFanCountSlot, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *FilmFanCountSlotMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *FilmFanCountSlotMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (FilmFanCountSlot).
+func (m *FilmFanCountSlotMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *FilmFanCountSlotMutation) Fields() []string {
+	fields := make([]string, 0, 3)
+	if m.film != nil {
+		fields = append(fields, filmfancountslot.FieldFilmID)
+	}
+	if m.slot != nil {
+		fields = append(fields, filmfancountslot.FieldSlot)
+	}
+	if m.n != nil {
+		fields = append(fields, filmfancountslot.FieldN)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *FilmFanCountSlotMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case filmfancountslot.FieldFilmID:
+		return m.FilmID()
+	case filmfancountslot.FieldSlot:
+		return m.Slot()
+	case filmfancountslot.FieldN:
+		return m.N()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *FilmFanCountSlotMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case filmfancountslot.FieldFilmID:
+		return m.OldFilmID(ctx)
+	case filmfancountslot.FieldSlot:
+		return m.OldSlot(ctx)
+	case filmfancountslot.FieldN:
+		return m.OldN(ctx)
+	}
+	return nil, fmt.Errorf("unknown FilmFanCountSlot field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *FilmFanCountSlotMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case filmfancountslot.FieldFilmID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetFilmID(v)
+		return nil
+	case filmfancountslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSlot(v)
+		return nil
+	case filmfancountslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown FilmFanCountSlot field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *FilmFanCountSlotMutation) AddedFields() []string {
+	var fields []string
+	if m.addslot != nil {
+		fields = append(fields, filmfancountslot.FieldSlot)
+	}
+	if m.addn != nil {
+		fields = append(fields, filmfancountslot.FieldN)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *FilmFanCountSlotMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case filmfancountslot.FieldSlot:
+		return m.AddedSlot()
+	case filmfancountslot.FieldN:
+		return m.AddedN()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *FilmFanCountSlotMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case filmfancountslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddSlot(v)
+		return nil
+	case filmfancountslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown FilmFanCountSlot numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *FilmFanCountSlotMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *FilmFanCountSlotMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *FilmFanCountSlotMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown FilmFanCountSlot nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *FilmFanCountSlotMutation) ResetField(name string) error {
+	switch name {
+	case filmfancountslot.FieldFilmID:
+		m.ResetFilmID()
+		return nil
+	case filmfancountslot.FieldSlot:
+		m.ResetSlot()
+		return nil
+	case filmfancountslot.FieldN:
+		m.ResetN()
+		return nil
+	}
+	return fmt.Errorf("unknown FilmFanCountSlot field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *FilmFanCountSlotMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.film != nil {
+		edges = append(edges, filmfancountslot.EdgeFilm)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *FilmFanCountSlotMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case filmfancountslot.EdgeFilm:
+		if id := m.film; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *FilmFanCountSlotMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *FilmFanCountSlotMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *FilmFanCountSlotMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedfilm {
+		edges = append(edges, filmfancountslot.EdgeFilm)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *FilmFanCountSlotMutation) EdgeCleared(name string) bool {
+	switch name {
+	case filmfancountslot.EdgeFilm:
+		return m.clearedfilm
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *FilmFanCountSlotMutation) ClearEdge(name string) error {
+	switch name {
+	case filmfancountslot.EdgeFilm:
+		m.ClearFilm()
+		return nil
+	}
+	return fmt.Errorf("unknown FilmFanCountSlot unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *FilmFanCountSlotMutation) ResetEdge(name string) error {
+	switch name {
+	case filmfancountslot.EdgeFilm:
+		m.ResetFilm()
+		return nil
+	}
+	return fmt.Errorf("unknown FilmFanCountSlot edge %s", name)
+}
+
+// FilmRatingCountSlotMutation represents an operation that mutates the FilmRatingCountSlot nodes in the graph.
+type FilmRatingCountSlotMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int
+	slot          *int16
+	addslot       *int16
+	n             *int64
+	addn          *int64
+	clearedFields map[string]struct{}
+	film          *int
+	clearedfilm   bool
+	done          bool
+	oldValue      func(context.Context) (*FilmRatingCountSlot, error)
+	predicates    []predicate.FilmRatingCountSlot
+}
+
+var _ ent.Mutation = (*FilmRatingCountSlotMutation)(nil)
+
+// filmratingcountslotOption allows management of the mutation configuration using functional options.
+type filmratingcountslotOption func(*FilmRatingCountSlotMutation)
+
+// newFilmRatingCountSlotMutation creates new mutation for the FilmRatingCountSlot entity.
+func newFilmRatingCountSlotMutation(c config, op Op, opts ...filmratingcountslotOption) *FilmRatingCountSlotMutation {
+	m := &FilmRatingCountSlotMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeFilmRatingCountSlot,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withFilmRatingCountSlotID sets the ID field of the mutation.
+func withFilmRatingCountSlotID(id int) filmratingcountslotOption {
+	return func(m *FilmRatingCountSlotMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *FilmRatingCountSlot
+		)
+		m.oldValue = func(ctx context.Context) (*FilmRatingCountSlot, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().FilmRatingCountSlot.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withFilmRatingCountSlot sets the old FilmRatingCountSlot of the mutation.
+func withFilmRatingCountSlot(node *FilmRatingCountSlot) filmratingcountslotOption {
+	return func(m *FilmRatingCountSlotMutation) {
+		m.oldValue = func(context.Context) (*FilmRatingCountSlot, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m FilmRatingCountSlotMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m FilmRatingCountSlotMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *FilmRatingCountSlotMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *FilmRatingCountSlotMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().FilmRatingCountSlot.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetFilmID sets the "film_id" field.
+func (m *FilmRatingCountSlotMutation) SetFilmID(i int) {
+	m.film = &i
+}
+
+// FilmID returns the value of the "film_id" field in the mutation.
+func (m *FilmRatingCountSlotMutation) FilmID() (r int, exists bool) {
+	v := m.film
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldFilmID returns the old "film_id" field's value of the FilmRatingCountSlot entity.
+// If the FilmRatingCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *FilmRatingCountSlotMutation) OldFilmID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldFilmID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldFilmID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldFilmID: %w", err)
+	}
+	return oldValue.FilmID, nil
+}
+
+// ResetFilmID resets all changes to the "film_id" field.
+func (m *FilmRatingCountSlotMutation) ResetFilmID() {
+	m.film = nil
+}
+
+// SetSlot sets the "slot" field.
+func (m *FilmRatingCountSlotMutation) SetSlot(i int16) {
+	m.slot = &i
+	m.addslot = nil
+}
+
+// Slot returns the value of the "slot" field in the mutation.
+func (m *FilmRatingCountSlotMutation) Slot() (r int16, exists bool) {
+	v := m.slot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSlot returns the old "slot" field's value of the FilmRatingCountSlot entity.
+// If the FilmRatingCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *FilmRatingCountSlotMutation) OldSlot(ctx context.Context) (v int16, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSlot is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSlot requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSlot: %w", err)
+	}
+	return oldValue.Slot, nil
+}
+
+// AddSlot adds i to the "slot" field.
+func (m *FilmRatingCountSlotMutation) AddSlot(i int16) {
+	if m.addslot != nil {
+		*m.addslot += i
+	} else {
+		m.addslot = &i
+	}
+}
+
+// AddedSlot returns the value that was added to the "slot" field in this mutation.
+func (m *FilmRatingCountSlotMutation) AddedSlot() (r int16, exists bool) {
+	v := m.addslot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetSlot resets all changes to the "slot" field.
+func (m *FilmRatingCountSlotMutation) ResetSlot() {
+	m.slot = nil
+	m.addslot = nil
+}
+
+// SetN sets the "n" field.
+func (m *FilmRatingCountSlotMutation) SetN(i int64) {
+	m.n = &i
+	m.addn = nil
+}
+
+// N returns the value of the "n" field in the mutation.
+func (m *FilmRatingCountSlotMutation) N() (r int64, exists bool) {
+	v := m.n
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldN returns the old "n" field's value of the FilmRatingCountSlot entity.
+// If the FilmRatingCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *FilmRatingCountSlotMutation) OldN(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldN is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldN requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldN: %w", err)
+	}
+	return oldValue.N, nil
+}
+
+// AddN adds i to the "n" field.
+func (m *FilmRatingCountSlotMutation) AddN(i int64) {
+	if m.addn != nil {
+		*m.addn += i
+	} else {
+		m.addn = &i
+	}
+}
+
+// AddedN returns the value that was added to the "n" field in this mutation.
+func (m *FilmRatingCountSlotMutation) AddedN() (r int64, exists bool) {
+	v := m.addn
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetN resets all changes to the "n" field.
+func (m *FilmRatingCountSlotMutation) ResetN() {
+	m.n = nil
+	m.addn = nil
+}
+
+// ClearFilm clears the "film" edge to the Film entity.
+func (m *FilmRatingCountSlotMutation) ClearFilm() {
+	m.clearedfilm = true
+	m.clearedFields[filmratingcountslot.FieldFilmID] = struct{}{}
+}
+
+// FilmCleared reports if the "film" edge to the Film entity was cleared.
+func (m *FilmRatingCountSlotMutation) FilmCleared() bool {
+	return m.clearedfilm
+}
+
+// FilmIDs returns the "film" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// FilmID instead. It exists only for internal usage by the builders.
+func (m *FilmRatingCountSlotMutation) FilmIDs() (ids []int) {
+	if id := m.film; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetFilm resets all changes to the "film" edge.
+func (m *FilmRatingCountSlotMutation) ResetFilm() {
+	m.film = nil
+	m.clearedfilm = false
+}
+
+// Where appends a list predicates to the FilmRatingCountSlotMutation builder.
+func (m *FilmRatingCountSlotMutation) Where(ps ...predicate.FilmRatingCountSlot) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the FilmRatingCountSlotMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *FilmRatingCountSlotMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.FilmRatingCountSlot, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *FilmRatingCountSlotMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *FilmRatingCountSlotMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (FilmRatingCountSlot).
+func (m *FilmRatingCountSlotMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *FilmRatingCountSlotMutation) Fields() []string {
+	fields := make([]string, 0, 3)
+	if m.film != nil {
+		fields = append(fields, filmratingcountslot.FieldFilmID)
+	}
+	if m.slot != nil {
+		fields = append(fields, filmratingcountslot.FieldSlot)
+	}
+	if m.n != nil {
+		fields = append(fields, filmratingcountslot.FieldN)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *FilmRatingCountSlotMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case filmratingcountslot.FieldFilmID:
+		return m.FilmID()
+	case filmratingcountslot.FieldSlot:
+		return m.Slot()
+	case filmratingcountslot.FieldN:
+		return m.N()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *FilmRatingCountSlotMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case filmratingcountslot.FieldFilmID:
+		return m.OldFilmID(ctx)
+	case filmratingcountslot.FieldSlot:
+		return m.OldSlot(ctx)
+	case filmratingcountslot.FieldN:
+		return m.OldN(ctx)
+	}
+	return nil, fmt.Errorf("unknown FilmRatingCountSlot field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *FilmRatingCountSlotMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case filmratingcountslot.FieldFilmID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetFilmID(v)
+		return nil
+	case filmratingcountslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSlot(v)
+		return nil
+	case filmratingcountslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown FilmRatingCountSlot field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *FilmRatingCountSlotMutation) AddedFields() []string {
+	var fields []string
+	if m.addslot != nil {
+		fields = append(fields, filmratingcountslot.FieldSlot)
+	}
+	if m.addn != nil {
+		fields = append(fields, filmratingcountslot.FieldN)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *FilmRatingCountSlotMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case filmratingcountslot.FieldSlot:
+		return m.AddedSlot()
+	case filmratingcountslot.FieldN:
+		return m.AddedN()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *FilmRatingCountSlotMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case filmratingcountslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddSlot(v)
+		return nil
+	case filmratingcountslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown FilmRatingCountSlot numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *FilmRatingCountSlotMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *FilmRatingCountSlotMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *FilmRatingCountSlotMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown FilmRatingCountSlot nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *FilmRatingCountSlotMutation) ResetField(name string) error {
+	switch name {
+	case filmratingcountslot.FieldFilmID:
+		m.ResetFilmID()
+		return nil
+	case filmratingcountslot.FieldSlot:
+		m.ResetSlot()
+		return nil
+	case filmratingcountslot.FieldN:
+		m.ResetN()
+		return nil
+	}
+	return fmt.Errorf("unknown FilmRatingCountSlot field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *FilmRatingCountSlotMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.film != nil {
+		edges = append(edges, filmratingcountslot.EdgeFilm)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *FilmRatingCountSlotMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case filmratingcountslot.EdgeFilm:
+		if id := m.film; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *FilmRatingCountSlotMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *FilmRatingCountSlotMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *FilmRatingCountSlotMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedfilm {
+		edges = append(edges, filmratingcountslot.EdgeFilm)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *FilmRatingCountSlotMutation) EdgeCleared(name string) bool {
+	switch name {
+	case filmratingcountslot.EdgeFilm:
+		return m.clearedfilm
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *FilmRatingCountSlotMutation) ClearEdge(name string) error {
+	switch name {
+	case filmratingcountslot.EdgeFilm:
+		m.ClearFilm()
+		return nil
+	}
+	return fmt.Errorf("unknown FilmRatingCountSlot unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *FilmRatingCountSlotMutation) ResetEdge(name string) error {
+	switch name {
+	case filmratingcountslot.EdgeFilm:
+		m.ResetFilm()
+		return nil
+	}
+	return fmt.Errorf("unknown FilmRatingCountSlot edge %s", name)
+}
+
+// FilmHighCountSlotMutation represents an operation that mutates the FilmHighCountSlot nodes in the graph.
+type FilmHighCountSlotMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int
+	slot          *int16
+	addslot       *int16
+	n             *int64
+	addn          *int64
+	clearedFields map[string]struct{}
+	film          *int
+	clearedfilm   bool
+	done          bool
+	oldValue      func(context.Context) (*FilmHighCountSlot, error)
+	predicates    []predicate.FilmHighCountSlot
+}
+
+var _ ent.Mutation = (*FilmHighCountSlotMutation)(nil)
+
+// filmhighcountslotOption allows management of the mutation configuration using functional options.
+type filmhighcountslotOption func(*FilmHighCountSlotMutation)
+
+// newFilmHighCountSlotMutation creates new mutation for the FilmHighCountSlot entity.
+func newFilmHighCountSlotMutation(c config, op Op, opts ...filmhighcountslotOption) *FilmHighCountSlotMutation {
+	m := &FilmHighCountSlotMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeFilmHighCountSlot,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withFilmHighCountSlotID sets the ID field of the mutation.
+func withFilmHighCountSlotID(id int) filmhighcountslotOption {
+	return func(m *FilmHighCountSlotMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *FilmHighCountSlot
+		)
+		m.oldValue = func(ctx context.Context) (*FilmHighCountSlot, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().FilmHighCountSlot.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withFilmHighCountSlot sets the old FilmHighCountSlot of the mutation.
+func withFilmHighCountSlot(node *FilmHighCountSlot) filmhighcountslotOption {
+	return func(m *FilmHighCountSlotMutation) {
+		m.oldValue = func(context.Context) (*FilmHighCountSlot, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m FilmHighCountSlotMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m FilmHighCountSlotMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *FilmHighCountSlotMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *FilmHighCountSlotMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().FilmHighCountSlot.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetFilmID sets the "film_id" field.
+func (m *FilmHighCountSlotMutation) SetFilmID(i int) {
+	m.film = &i
+}
+
+// FilmID returns the value of the "film_id" field in the mutation.
+func (m *FilmHighCountSlotMutation) FilmID() (r int, exists bool) {
+	v := m.film
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldFilmID returns the old "film_id" field's value of the FilmHighCountSlot entity.
+// If the FilmHighCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *FilmHighCountSlotMutation) OldFilmID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldFilmID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldFilmID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldFilmID: %w", err)
+	}
+	return oldValue.FilmID, nil
+}
+
+// ResetFilmID resets all changes to the "film_id" field.
+func (m *FilmHighCountSlotMutation) ResetFilmID() {
+	m.film = nil
+}
+
+// SetSlot sets the "slot" field.
+func (m *FilmHighCountSlotMutation) SetSlot(i int16) {
+	m.slot = &i
+	m.addslot = nil
+}
+
+// Slot returns the value of the "slot" field in the mutation.
+func (m *FilmHighCountSlotMutation) Slot() (r int16, exists bool) {
+	v := m.slot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSlot returns the old "slot" field's value of the FilmHighCountSlot entity.
+// If the FilmHighCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *FilmHighCountSlotMutation) OldSlot(ctx context.Context) (v int16, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSlot is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSlot requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSlot: %w", err)
+	}
+	return oldValue.Slot, nil
+}
+
+// AddSlot adds i to the "slot" field.
+func (m *FilmHighCountSlotMutation) AddSlot(i int16) {
+	if m.addslot != nil {
+		*m.addslot += i
+	} else {
+		m.addslot = &i
+	}
+}
+
+// AddedSlot returns the value that was added to the "slot" field in this mutation.
+func (m *FilmHighCountSlotMutation) AddedSlot() (r int16, exists bool) {
+	v := m.addslot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetSlot resets all changes to the "slot" field.
+func (m *FilmHighCountSlotMutation) ResetSlot() {
+	m.slot = nil
+	m.addslot = nil
+}
+
+// SetN sets the "n" field.
+func (m *FilmHighCountSlotMutation) SetN(i int64) {
+	m.n = &i
+	m.addn = nil
+}
+
+// N returns the value of the "n" field in the mutation.
+func (m *FilmHighCountSlotMutation) N() (r int64, exists bool) {
+	v := m.n
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldN returns the old "n" field's value of the FilmHighCountSlot entity.
+// If the FilmHighCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *FilmHighCountSlotMutation) OldN(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldN is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldN requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldN: %w", err)
+	}
+	return oldValue.N, nil
+}
+
+// AddN adds i to the "n" field.
+func (m *FilmHighCountSlotMutation) AddN(i int64) {
+	if m.addn != nil {
+		*m.addn += i
+	} else {
+		m.addn = &i
+	}
+}
+
+// AddedN returns the value that was added to the "n" field in this mutation.
+func (m *FilmHighCountSlotMutation) AddedN() (r int64, exists bool) {
+	v := m.addn
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetN resets all changes to the "n" field.
+func (m *FilmHighCountSlotMutation) ResetN() {
+	m.n = nil
+	m.addn = nil
+}
+
+// ClearFilm clears the "film" edge to the Film entity.
+func (m *FilmHighCountSlotMutation) ClearFilm() {
+	m.clearedfilm = true
+	m.clearedFields[filmhighcountslot.FieldFilmID] = struct{}{}
+}
+
+// FilmCleared reports if the "film" edge to the Film entity was cleared.
+func (m *FilmHighCountSlotMutation) FilmCleared() bool {
+	return m.clearedfilm
+}
+
+// FilmIDs returns the "film" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// FilmID instead. It exists only for internal usage by the builders.
+func (m *FilmHighCountSlotMutation) FilmIDs() (ids []int) {
+	if id := m.film; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetFilm resets all changes to the "film" edge.
+func (m *FilmHighCountSlotMutation) ResetFilm() {
+	m.film = nil
+	m.clearedfilm = false
+}
+
+// Where appends a list predicates to the FilmHighCountSlotMutation builder.
+func (m *FilmHighCountSlotMutation) Where(ps ...predicate.FilmHighCountSlot) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the FilmHighCountSlotMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *FilmHighCountSlotMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.FilmHighCountSlot, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *FilmHighCountSlotMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *FilmHighCountSlotMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (FilmHighCountSlot).
+func (m *FilmHighCountSlotMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *FilmHighCountSlotMutation) Fields() []string {
+	fields := make([]string, 0, 3)
+	if m.film != nil {
+		fields = append(fields, filmhighcountslot.FieldFilmID)
+	}
+	if m.slot != nil {
+		fields = append(fields, filmhighcountslot.FieldSlot)
+	}
+	if m.n != nil {
+		fields = append(fields, filmhighcountslot.FieldN)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *FilmHighCountSlotMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case filmhighcountslot.FieldFilmID:
+		return m.FilmID()
+	case filmhighcountslot.FieldSlot:
+		return m.Slot()
+	case filmhighcountslot.FieldN:
+		return m.N()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *FilmHighCountSlotMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case filmhighcountslot.FieldFilmID:
+		return m.OldFilmID(ctx)
+	case filmhighcountslot.FieldSlot:
+		return m.OldSlot(ctx)
+	case filmhighcountslot.FieldN:
+		return m.OldN(ctx)
+	}
+	return nil, fmt.Errorf("unknown FilmHighCountSlot field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *FilmHighCountSlotMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case filmhighcountslot.FieldFilmID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetFilmID(v)
+		return nil
+	case filmhighcountslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSlot(v)
+		return nil
+	case filmhighcountslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown FilmHighCountSlot field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *FilmHighCountSlotMutation) AddedFields() []string {
+	var fields []string
+	if m.addslot != nil {
+		fields = append(fields, filmhighcountslot.FieldSlot)
+	}
+	if m.addn != nil {
+		fields = append(fields, filmhighcountslot.FieldN)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *FilmHighCountSlotMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case filmhighcountslot.FieldSlot:
+		return m.AddedSlot()
+	case filmhighcountslot.FieldN:
+		return m.AddedN()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *FilmHighCountSlotMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case filmhighcountslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddSlot(v)
+		return nil
+	case filmhighcountslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown FilmHighCountSlot numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *FilmHighCountSlotMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *FilmHighCountSlotMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *FilmHighCountSlotMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown FilmHighCountSlot nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *FilmHighCountSlotMutation) ResetField(name string) error {
+	switch name {
+	case filmhighcountslot.FieldFilmID:
+		m.ResetFilmID()
+		return nil
+	case filmhighcountslot.FieldSlot:
+		m.ResetSlot()
+		return nil
+	case filmhighcountslot.FieldN:
+		m.ResetN()
+		return nil
+	}
+	return fmt.Errorf("unknown FilmHighCountSlot field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *FilmHighCountSlotMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.film != nil {
+		edges = append(edges, filmhighcountslot.EdgeFilm)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *FilmHighCountSlotMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case filmhighcountslot.EdgeFilm:
+		if id := m.film; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *FilmHighCountSlotMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *FilmHighCountSlotMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *FilmHighCountSlotMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedfilm {
+		edges = append(edges, filmhighcountslot.EdgeFilm)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *FilmHighCountSlotMutation) EdgeCleared(name string) bool {
+	switch name {
+	case filmhighcountslot.EdgeFilm:
+		return m.clearedfilm
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *FilmHighCountSlotMutation) ClearEdge(name string) error {
+	switch name {
+	case filmhighcountslot.EdgeFilm:
+		m.ClearFilm()
+		return nil
+	}
+	return fmt.Errorf("unknown FilmHighCountSlot unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *FilmHighCountSlotMutation) ResetEdge(name string) error {
+	switch name {
+	case filmhighcountslot.EdgeFilm:
+		m.ResetFilm()
+		return nil
+	}
+	return fmt.Errorf("unknown FilmHighCountSlot edge %s", name)
+}
+
 // HookedConversationLabelCountSlotMutation represents an operation that mutates the HookedConversationLabelCountSlot nodes in the graph.
 type HookedConversationLabelCountSlotMutation struct {
 	config
@@ -33280,4 +37575,1118 @@ func (m *MemberPinCountSlotMutation) ResetEdge(name string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown MemberPinCountSlot edge %s", name)
+}
+
+// ViewerFilmCountSlotMutation represents an operation that mutates the ViewerFilmCountSlot nodes in the graph.
+type ViewerFilmCountSlotMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int
+	slot          *int16
+	addslot       *int16
+	n             *int64
+	addn          *int64
+	clearedFields map[string]struct{}
+	viewer        *int
+	clearedviewer bool
+	done          bool
+	oldValue      func(context.Context) (*ViewerFilmCountSlot, error)
+	predicates    []predicate.ViewerFilmCountSlot
+}
+
+var _ ent.Mutation = (*ViewerFilmCountSlotMutation)(nil)
+
+// viewerfilmcountslotOption allows management of the mutation configuration using functional options.
+type viewerfilmcountslotOption func(*ViewerFilmCountSlotMutation)
+
+// newViewerFilmCountSlotMutation creates new mutation for the ViewerFilmCountSlot entity.
+func newViewerFilmCountSlotMutation(c config, op Op, opts ...viewerfilmcountslotOption) *ViewerFilmCountSlotMutation {
+	m := &ViewerFilmCountSlotMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeViewerFilmCountSlot,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withViewerFilmCountSlotID sets the ID field of the mutation.
+func withViewerFilmCountSlotID(id int) viewerfilmcountslotOption {
+	return func(m *ViewerFilmCountSlotMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *ViewerFilmCountSlot
+		)
+		m.oldValue = func(ctx context.Context) (*ViewerFilmCountSlot, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().ViewerFilmCountSlot.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withViewerFilmCountSlot sets the old ViewerFilmCountSlot of the mutation.
+func withViewerFilmCountSlot(node *ViewerFilmCountSlot) viewerfilmcountslotOption {
+	return func(m *ViewerFilmCountSlotMutation) {
+		m.oldValue = func(context.Context) (*ViewerFilmCountSlot, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m ViewerFilmCountSlotMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m ViewerFilmCountSlotMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *ViewerFilmCountSlotMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *ViewerFilmCountSlotMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().ViewerFilmCountSlot.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetViewerID sets the "viewer_id" field.
+func (m *ViewerFilmCountSlotMutation) SetViewerID(i int) {
+	m.viewer = &i
+}
+
+// ViewerID returns the value of the "viewer_id" field in the mutation.
+func (m *ViewerFilmCountSlotMutation) ViewerID() (r int, exists bool) {
+	v := m.viewer
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldViewerID returns the old "viewer_id" field's value of the ViewerFilmCountSlot entity.
+// If the ViewerFilmCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ViewerFilmCountSlotMutation) OldViewerID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldViewerID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldViewerID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldViewerID: %w", err)
+	}
+	return oldValue.ViewerID, nil
+}
+
+// ResetViewerID resets all changes to the "viewer_id" field.
+func (m *ViewerFilmCountSlotMutation) ResetViewerID() {
+	m.viewer = nil
+}
+
+// SetSlot sets the "slot" field.
+func (m *ViewerFilmCountSlotMutation) SetSlot(i int16) {
+	m.slot = &i
+	m.addslot = nil
+}
+
+// Slot returns the value of the "slot" field in the mutation.
+func (m *ViewerFilmCountSlotMutation) Slot() (r int16, exists bool) {
+	v := m.slot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSlot returns the old "slot" field's value of the ViewerFilmCountSlot entity.
+// If the ViewerFilmCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ViewerFilmCountSlotMutation) OldSlot(ctx context.Context) (v int16, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSlot is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSlot requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSlot: %w", err)
+	}
+	return oldValue.Slot, nil
+}
+
+// AddSlot adds i to the "slot" field.
+func (m *ViewerFilmCountSlotMutation) AddSlot(i int16) {
+	if m.addslot != nil {
+		*m.addslot += i
+	} else {
+		m.addslot = &i
+	}
+}
+
+// AddedSlot returns the value that was added to the "slot" field in this mutation.
+func (m *ViewerFilmCountSlotMutation) AddedSlot() (r int16, exists bool) {
+	v := m.addslot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetSlot resets all changes to the "slot" field.
+func (m *ViewerFilmCountSlotMutation) ResetSlot() {
+	m.slot = nil
+	m.addslot = nil
+}
+
+// SetN sets the "n" field.
+func (m *ViewerFilmCountSlotMutation) SetN(i int64) {
+	m.n = &i
+	m.addn = nil
+}
+
+// N returns the value of the "n" field in the mutation.
+func (m *ViewerFilmCountSlotMutation) N() (r int64, exists bool) {
+	v := m.n
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldN returns the old "n" field's value of the ViewerFilmCountSlot entity.
+// If the ViewerFilmCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ViewerFilmCountSlotMutation) OldN(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldN is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldN requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldN: %w", err)
+	}
+	return oldValue.N, nil
+}
+
+// AddN adds i to the "n" field.
+func (m *ViewerFilmCountSlotMutation) AddN(i int64) {
+	if m.addn != nil {
+		*m.addn += i
+	} else {
+		m.addn = &i
+	}
+}
+
+// AddedN returns the value that was added to the "n" field in this mutation.
+func (m *ViewerFilmCountSlotMutation) AddedN() (r int64, exists bool) {
+	v := m.addn
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetN resets all changes to the "n" field.
+func (m *ViewerFilmCountSlotMutation) ResetN() {
+	m.n = nil
+	m.addn = nil
+}
+
+// ClearViewer clears the "viewer" edge to the Viewer entity.
+func (m *ViewerFilmCountSlotMutation) ClearViewer() {
+	m.clearedviewer = true
+	m.clearedFields[viewerfilmcountslot.FieldViewerID] = struct{}{}
+}
+
+// ViewerCleared reports if the "viewer" edge to the Viewer entity was cleared.
+func (m *ViewerFilmCountSlotMutation) ViewerCleared() bool {
+	return m.clearedviewer
+}
+
+// ViewerIDs returns the "viewer" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// ViewerID instead. It exists only for internal usage by the builders.
+func (m *ViewerFilmCountSlotMutation) ViewerIDs() (ids []int) {
+	if id := m.viewer; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetViewer resets all changes to the "viewer" edge.
+func (m *ViewerFilmCountSlotMutation) ResetViewer() {
+	m.viewer = nil
+	m.clearedviewer = false
+}
+
+// Where appends a list predicates to the ViewerFilmCountSlotMutation builder.
+func (m *ViewerFilmCountSlotMutation) Where(ps ...predicate.ViewerFilmCountSlot) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the ViewerFilmCountSlotMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *ViewerFilmCountSlotMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.ViewerFilmCountSlot, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *ViewerFilmCountSlotMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *ViewerFilmCountSlotMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (ViewerFilmCountSlot).
+func (m *ViewerFilmCountSlotMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *ViewerFilmCountSlotMutation) Fields() []string {
+	fields := make([]string, 0, 3)
+	if m.viewer != nil {
+		fields = append(fields, viewerfilmcountslot.FieldViewerID)
+	}
+	if m.slot != nil {
+		fields = append(fields, viewerfilmcountslot.FieldSlot)
+	}
+	if m.n != nil {
+		fields = append(fields, viewerfilmcountslot.FieldN)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *ViewerFilmCountSlotMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case viewerfilmcountslot.FieldViewerID:
+		return m.ViewerID()
+	case viewerfilmcountslot.FieldSlot:
+		return m.Slot()
+	case viewerfilmcountslot.FieldN:
+		return m.N()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *ViewerFilmCountSlotMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case viewerfilmcountslot.FieldViewerID:
+		return m.OldViewerID(ctx)
+	case viewerfilmcountslot.FieldSlot:
+		return m.OldSlot(ctx)
+	case viewerfilmcountslot.FieldN:
+		return m.OldN(ctx)
+	}
+	return nil, fmt.Errorf("unknown ViewerFilmCountSlot field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ViewerFilmCountSlotMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case viewerfilmcountslot.FieldViewerID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetViewerID(v)
+		return nil
+	case viewerfilmcountslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSlot(v)
+		return nil
+	case viewerfilmcountslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown ViewerFilmCountSlot field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *ViewerFilmCountSlotMutation) AddedFields() []string {
+	var fields []string
+	if m.addslot != nil {
+		fields = append(fields, viewerfilmcountslot.FieldSlot)
+	}
+	if m.addn != nil {
+		fields = append(fields, viewerfilmcountslot.FieldN)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *ViewerFilmCountSlotMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case viewerfilmcountslot.FieldSlot:
+		return m.AddedSlot()
+	case viewerfilmcountslot.FieldN:
+		return m.AddedN()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ViewerFilmCountSlotMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case viewerfilmcountslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddSlot(v)
+		return nil
+	case viewerfilmcountslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown ViewerFilmCountSlot numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *ViewerFilmCountSlotMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *ViewerFilmCountSlotMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *ViewerFilmCountSlotMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown ViewerFilmCountSlot nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *ViewerFilmCountSlotMutation) ResetField(name string) error {
+	switch name {
+	case viewerfilmcountslot.FieldViewerID:
+		m.ResetViewerID()
+		return nil
+	case viewerfilmcountslot.FieldSlot:
+		m.ResetSlot()
+		return nil
+	case viewerfilmcountslot.FieldN:
+		m.ResetN()
+		return nil
+	}
+	return fmt.Errorf("unknown ViewerFilmCountSlot field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *ViewerFilmCountSlotMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.viewer != nil {
+		edges = append(edges, viewerfilmcountslot.EdgeViewer)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *ViewerFilmCountSlotMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case viewerfilmcountslot.EdgeViewer:
+		if id := m.viewer; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *ViewerFilmCountSlotMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *ViewerFilmCountSlotMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *ViewerFilmCountSlotMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedviewer {
+		edges = append(edges, viewerfilmcountslot.EdgeViewer)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *ViewerFilmCountSlotMutation) EdgeCleared(name string) bool {
+	switch name {
+	case viewerfilmcountslot.EdgeViewer:
+		return m.clearedviewer
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *ViewerFilmCountSlotMutation) ClearEdge(name string) error {
+	switch name {
+	case viewerfilmcountslot.EdgeViewer:
+		m.ClearViewer()
+		return nil
+	}
+	return fmt.Errorf("unknown ViewerFilmCountSlot unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *ViewerFilmCountSlotMutation) ResetEdge(name string) error {
+	switch name {
+	case viewerfilmcountslot.EdgeViewer:
+		m.ResetViewer()
+		return nil
+	}
+	return fmt.Errorf("unknown ViewerFilmCountSlot edge %s", name)
+}
+
+// ViewerRatedCountSlotMutation represents an operation that mutates the ViewerRatedCountSlot nodes in the graph.
+type ViewerRatedCountSlotMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int
+	slot          *int16
+	addslot       *int16
+	n             *int64
+	addn          *int64
+	clearedFields map[string]struct{}
+	viewer        *int
+	clearedviewer bool
+	done          bool
+	oldValue      func(context.Context) (*ViewerRatedCountSlot, error)
+	predicates    []predicate.ViewerRatedCountSlot
+}
+
+var _ ent.Mutation = (*ViewerRatedCountSlotMutation)(nil)
+
+// viewerratedcountslotOption allows management of the mutation configuration using functional options.
+type viewerratedcountslotOption func(*ViewerRatedCountSlotMutation)
+
+// newViewerRatedCountSlotMutation creates new mutation for the ViewerRatedCountSlot entity.
+func newViewerRatedCountSlotMutation(c config, op Op, opts ...viewerratedcountslotOption) *ViewerRatedCountSlotMutation {
+	m := &ViewerRatedCountSlotMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeViewerRatedCountSlot,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withViewerRatedCountSlotID sets the ID field of the mutation.
+func withViewerRatedCountSlotID(id int) viewerratedcountslotOption {
+	return func(m *ViewerRatedCountSlotMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *ViewerRatedCountSlot
+		)
+		m.oldValue = func(ctx context.Context) (*ViewerRatedCountSlot, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().ViewerRatedCountSlot.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withViewerRatedCountSlot sets the old ViewerRatedCountSlot of the mutation.
+func withViewerRatedCountSlot(node *ViewerRatedCountSlot) viewerratedcountslotOption {
+	return func(m *ViewerRatedCountSlotMutation) {
+		m.oldValue = func(context.Context) (*ViewerRatedCountSlot, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m ViewerRatedCountSlotMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m ViewerRatedCountSlotMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *ViewerRatedCountSlotMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *ViewerRatedCountSlotMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().ViewerRatedCountSlot.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetViewerID sets the "viewer_id" field.
+func (m *ViewerRatedCountSlotMutation) SetViewerID(i int) {
+	m.viewer = &i
+}
+
+// ViewerID returns the value of the "viewer_id" field in the mutation.
+func (m *ViewerRatedCountSlotMutation) ViewerID() (r int, exists bool) {
+	v := m.viewer
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldViewerID returns the old "viewer_id" field's value of the ViewerRatedCountSlot entity.
+// If the ViewerRatedCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ViewerRatedCountSlotMutation) OldViewerID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldViewerID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldViewerID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldViewerID: %w", err)
+	}
+	return oldValue.ViewerID, nil
+}
+
+// ResetViewerID resets all changes to the "viewer_id" field.
+func (m *ViewerRatedCountSlotMutation) ResetViewerID() {
+	m.viewer = nil
+}
+
+// SetSlot sets the "slot" field.
+func (m *ViewerRatedCountSlotMutation) SetSlot(i int16) {
+	m.slot = &i
+	m.addslot = nil
+}
+
+// Slot returns the value of the "slot" field in the mutation.
+func (m *ViewerRatedCountSlotMutation) Slot() (r int16, exists bool) {
+	v := m.slot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSlot returns the old "slot" field's value of the ViewerRatedCountSlot entity.
+// If the ViewerRatedCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ViewerRatedCountSlotMutation) OldSlot(ctx context.Context) (v int16, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSlot is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSlot requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSlot: %w", err)
+	}
+	return oldValue.Slot, nil
+}
+
+// AddSlot adds i to the "slot" field.
+func (m *ViewerRatedCountSlotMutation) AddSlot(i int16) {
+	if m.addslot != nil {
+		*m.addslot += i
+	} else {
+		m.addslot = &i
+	}
+}
+
+// AddedSlot returns the value that was added to the "slot" field in this mutation.
+func (m *ViewerRatedCountSlotMutation) AddedSlot() (r int16, exists bool) {
+	v := m.addslot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetSlot resets all changes to the "slot" field.
+func (m *ViewerRatedCountSlotMutation) ResetSlot() {
+	m.slot = nil
+	m.addslot = nil
+}
+
+// SetN sets the "n" field.
+func (m *ViewerRatedCountSlotMutation) SetN(i int64) {
+	m.n = &i
+	m.addn = nil
+}
+
+// N returns the value of the "n" field in the mutation.
+func (m *ViewerRatedCountSlotMutation) N() (r int64, exists bool) {
+	v := m.n
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldN returns the old "n" field's value of the ViewerRatedCountSlot entity.
+// If the ViewerRatedCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ViewerRatedCountSlotMutation) OldN(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldN is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldN requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldN: %w", err)
+	}
+	return oldValue.N, nil
+}
+
+// AddN adds i to the "n" field.
+func (m *ViewerRatedCountSlotMutation) AddN(i int64) {
+	if m.addn != nil {
+		*m.addn += i
+	} else {
+		m.addn = &i
+	}
+}
+
+// AddedN returns the value that was added to the "n" field in this mutation.
+func (m *ViewerRatedCountSlotMutation) AddedN() (r int64, exists bool) {
+	v := m.addn
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetN resets all changes to the "n" field.
+func (m *ViewerRatedCountSlotMutation) ResetN() {
+	m.n = nil
+	m.addn = nil
+}
+
+// ClearViewer clears the "viewer" edge to the Viewer entity.
+func (m *ViewerRatedCountSlotMutation) ClearViewer() {
+	m.clearedviewer = true
+	m.clearedFields[viewerratedcountslot.FieldViewerID] = struct{}{}
+}
+
+// ViewerCleared reports if the "viewer" edge to the Viewer entity was cleared.
+func (m *ViewerRatedCountSlotMutation) ViewerCleared() bool {
+	return m.clearedviewer
+}
+
+// ViewerIDs returns the "viewer" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// ViewerID instead. It exists only for internal usage by the builders.
+func (m *ViewerRatedCountSlotMutation) ViewerIDs() (ids []int) {
+	if id := m.viewer; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetViewer resets all changes to the "viewer" edge.
+func (m *ViewerRatedCountSlotMutation) ResetViewer() {
+	m.viewer = nil
+	m.clearedviewer = false
+}
+
+// Where appends a list predicates to the ViewerRatedCountSlotMutation builder.
+func (m *ViewerRatedCountSlotMutation) Where(ps ...predicate.ViewerRatedCountSlot) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the ViewerRatedCountSlotMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *ViewerRatedCountSlotMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.ViewerRatedCountSlot, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *ViewerRatedCountSlotMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *ViewerRatedCountSlotMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (ViewerRatedCountSlot).
+func (m *ViewerRatedCountSlotMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *ViewerRatedCountSlotMutation) Fields() []string {
+	fields := make([]string, 0, 3)
+	if m.viewer != nil {
+		fields = append(fields, viewerratedcountslot.FieldViewerID)
+	}
+	if m.slot != nil {
+		fields = append(fields, viewerratedcountslot.FieldSlot)
+	}
+	if m.n != nil {
+		fields = append(fields, viewerratedcountslot.FieldN)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *ViewerRatedCountSlotMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case viewerratedcountslot.FieldViewerID:
+		return m.ViewerID()
+	case viewerratedcountslot.FieldSlot:
+		return m.Slot()
+	case viewerratedcountslot.FieldN:
+		return m.N()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *ViewerRatedCountSlotMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case viewerratedcountslot.FieldViewerID:
+		return m.OldViewerID(ctx)
+	case viewerratedcountslot.FieldSlot:
+		return m.OldSlot(ctx)
+	case viewerratedcountslot.FieldN:
+		return m.OldN(ctx)
+	}
+	return nil, fmt.Errorf("unknown ViewerRatedCountSlot field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ViewerRatedCountSlotMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case viewerratedcountslot.FieldViewerID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetViewerID(v)
+		return nil
+	case viewerratedcountslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSlot(v)
+		return nil
+	case viewerratedcountslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown ViewerRatedCountSlot field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *ViewerRatedCountSlotMutation) AddedFields() []string {
+	var fields []string
+	if m.addslot != nil {
+		fields = append(fields, viewerratedcountslot.FieldSlot)
+	}
+	if m.addn != nil {
+		fields = append(fields, viewerratedcountslot.FieldN)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *ViewerRatedCountSlotMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case viewerratedcountslot.FieldSlot:
+		return m.AddedSlot()
+	case viewerratedcountslot.FieldN:
+		return m.AddedN()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ViewerRatedCountSlotMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case viewerratedcountslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddSlot(v)
+		return nil
+	case viewerratedcountslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown ViewerRatedCountSlot numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *ViewerRatedCountSlotMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *ViewerRatedCountSlotMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *ViewerRatedCountSlotMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown ViewerRatedCountSlot nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *ViewerRatedCountSlotMutation) ResetField(name string) error {
+	switch name {
+	case viewerratedcountslot.FieldViewerID:
+		m.ResetViewerID()
+		return nil
+	case viewerratedcountslot.FieldSlot:
+		m.ResetSlot()
+		return nil
+	case viewerratedcountslot.FieldN:
+		m.ResetN()
+		return nil
+	}
+	return fmt.Errorf("unknown ViewerRatedCountSlot field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *ViewerRatedCountSlotMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.viewer != nil {
+		edges = append(edges, viewerratedcountslot.EdgeViewer)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *ViewerRatedCountSlotMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case viewerratedcountslot.EdgeViewer:
+		if id := m.viewer; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *ViewerRatedCountSlotMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *ViewerRatedCountSlotMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *ViewerRatedCountSlotMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedviewer {
+		edges = append(edges, viewerratedcountslot.EdgeViewer)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *ViewerRatedCountSlotMutation) EdgeCleared(name string) bool {
+	switch name {
+	case viewerratedcountslot.EdgeViewer:
+		return m.clearedviewer
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *ViewerRatedCountSlotMutation) ClearEdge(name string) error {
+	switch name {
+	case viewerratedcountslot.EdgeViewer:
+		m.ClearViewer()
+		return nil
+	}
+	return fmt.Errorf("unknown ViewerRatedCountSlot unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *ViewerRatedCountSlotMutation) ResetEdge(name string) error {
+	switch name {
+	case viewerratedcountslot.EdgeViewer:
+		m.ResetViewer()
+		return nil
+	}
+	return fmt.Errorf("unknown ViewerRatedCountSlot edge %s", name)
 }

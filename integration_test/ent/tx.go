@@ -40,8 +40,12 @@ type Tx struct {
 	DeskBCountSlot *DeskBCountSlotClient
 	// DeskTopicCountSlot is the client for interacting with the DeskTopicCountSlot builders.
 	DeskTopicCountSlot *DeskTopicCountSlotClient
+	// Fandom is the client for interacting with the Fandom builders.
+	Fandom *FandomClient
 	// File is the client for interacting with the File builders.
 	File *FileClient
+	// Film is the client for interacting with the Film builders.
+	Film *FilmClient
 	// Folder is the client for interacting with the Folder builders.
 	Folder *FolderClient
 	// FolderBytesSlot is the client for interacting with the FolderBytesSlot builders.
@@ -88,6 +92,8 @@ type Tx struct {
 	RackItemCountSlot *RackItemCountSlotClient
 	// RackOpenCountSlot is the client for interacting with the RackOpenCountSlot builders.
 	RackOpenCountSlot *RackOpenCountSlotClient
+	// Rating is the client for interacting with the Rating builders.
+	Rating *RatingClient
 	// Reel is the client for interacting with the Reel builders.
 	Reel *ReelClient
 	// ReelPlaysSlot is the client for interacting with the ReelPlaysSlot builders.
@@ -118,6 +124,14 @@ type Tx struct {
 	TagUsesSlot *TagUsesSlotClient
 	// Topic is the client for interacting with the Topic builders.
 	Topic *TopicClient
+	// Viewer is the client for interacting with the Viewer builders.
+	Viewer *ViewerClient
+	// FilmFanCountSlot is the client for interacting with the FilmFanCountSlot builders.
+	FilmFanCountSlot *FilmFanCountSlotClient
+	// FilmRatingCountSlot is the client for interacting with the FilmRatingCountSlot builders.
+	FilmRatingCountSlot *FilmRatingCountSlotClient
+	// FilmHighCountSlot is the client for interacting with the FilmHighCountSlot builders.
+	FilmHighCountSlot *FilmHighCountSlotClient
 	// HookedConversationLabelCountSlot is the client for interacting with the HookedConversationLabelCountSlot builders.
 	HookedConversationLabelCountSlot *HookedConversationLabelCountSlotClient
 	// HookedLabelConversationCountSlot is the client for interacting with the HookedLabelConversationCountSlot builders.
@@ -132,6 +146,10 @@ type Tx struct {
 	MemberNoteCountSlot *MemberNoteCountSlotClient
 	// MemberPinCountSlot is the client for interacting with the MemberPinCountSlot builders.
 	MemberPinCountSlot *MemberPinCountSlotClient
+	// ViewerFilmCountSlot is the client for interacting with the ViewerFilmCountSlot builders.
+	ViewerFilmCountSlot *ViewerFilmCountSlotClient
+	// ViewerRatedCountSlot is the client for interacting with the ViewerRatedCountSlot builders.
+	ViewerRatedCountSlot *ViewerRatedCountSlotClient
 
 	// lazily loaded.
 	client     *Client
@@ -277,7 +295,9 @@ func (tx *Tx) init() {
 	tx.Desk = NewDeskClient(tx.config)
 	tx.DeskBCountSlot = NewDeskBCountSlotClient(tx.config)
 	tx.DeskTopicCountSlot = NewDeskTopicCountSlotClient(tx.config)
+	tx.Fandom = NewFandomClient(tx.config)
 	tx.File = NewFileClient(tx.config)
+	tx.Film = NewFilmClient(tx.config)
 	tx.Folder = NewFolderClient(tx.config)
 	tx.FolderBytesSlot = NewFolderBytesSlotClient(tx.config)
 	tx.Forum = NewForumClient(tx.config)
@@ -301,6 +321,7 @@ func (tx *Tx) init() {
 	tx.Rack = NewRackClient(tx.config)
 	tx.RackItemCountSlot = NewRackItemCountSlotClient(tx.config)
 	tx.RackOpenCountSlot = NewRackOpenCountSlotClient(tx.config)
+	tx.Rating = NewRatingClient(tx.config)
 	tx.Reel = NewReelClient(tx.config)
 	tx.ReelPlaysSlot = NewReelPlaysSlotClient(tx.config)
 	tx.Section = NewSectionClient(tx.config)
@@ -316,6 +337,10 @@ func (tx *Tx) init() {
 	tx.TagHitsSlot = NewTagHitsSlotClient(tx.config)
 	tx.TagUsesSlot = NewTagUsesSlotClient(tx.config)
 	tx.Topic = NewTopicClient(tx.config)
+	tx.Viewer = NewViewerClient(tx.config)
+	tx.FilmFanCountSlot = NewFilmFanCountSlotClient(tx.config)
+	tx.FilmRatingCountSlot = NewFilmRatingCountSlotClient(tx.config)
+	tx.FilmHighCountSlot = NewFilmHighCountSlotClient(tx.config)
 	tx.HookedConversationLabelCountSlot = NewHookedConversationLabelCountSlotClient(tx.config)
 	tx.HookedLabelConversationCountSlot = NewHookedLabelConversationCountSlotClient(tx.config)
 	tx.MemberLikesSlot = NewMemberLikesSlotClient(tx.config)
@@ -323,6 +348,8 @@ func (tx *Tx) init() {
 	tx.MemberCreditsSlot = NewMemberCreditsSlotClient(tx.config)
 	tx.MemberNoteCountSlot = NewMemberNoteCountSlotClient(tx.config)
 	tx.MemberPinCountSlot = NewMemberPinCountSlotClient(tx.config)
+	tx.ViewerFilmCountSlot = NewViewerFilmCountSlotClient(tx.config)
+	tx.ViewerRatedCountSlot = NewViewerRatedCountSlotClient(tx.config)
 }
 
 // txDriver wraps the given dialect.Tx with a nop dialect.Driver implementation.

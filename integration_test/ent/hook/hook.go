@@ -177,6 +177,18 @@ func (f DeskTopicCountSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (ent
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.DeskTopicCountSlotMutation", m)
 }
 
+// The FandomFunc type is an adapter to allow the use of ordinary
+// function as Fandom mutator.
+type FandomFunc func(context.Context, *ent.FandomMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f FandomFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.FandomMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.FandomMutation", m)
+}
+
 // The FileFunc type is an adapter to allow the use of ordinary
 // function as File mutator.
 type FileFunc func(context.Context, *ent.FileMutation) (ent.Value, error)
@@ -187,6 +199,18 @@ func (f FileFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error)
 		return f(ctx, mv)
 	}
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.FileMutation", m)
+}
+
+// The FilmFunc type is an adapter to allow the use of ordinary
+// function as Film mutator.
+type FilmFunc func(context.Context, *ent.FilmMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f FilmFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.FilmMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.FilmMutation", m)
 }
 
 // The FolderFunc type is an adapter to allow the use of ordinary
@@ -465,6 +489,18 @@ func (f RackOpenCountSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.RackOpenCountSlotMutation", m)
 }
 
+// The RatingFunc type is an adapter to allow the use of ordinary
+// function as Rating mutator.
+type RatingFunc func(context.Context, *ent.RatingMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f RatingFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.RatingMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.RatingMutation", m)
+}
+
 // The ReelFunc type is an adapter to allow the use of ordinary
 // function as Reel mutator.
 type ReelFunc func(context.Context, *ent.ReelMutation) (ent.Value, error)
@@ -645,6 +681,54 @@ func (f TopicFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.TopicMutation", m)
 }
 
+// The ViewerFunc type is an adapter to allow the use of ordinary
+// function as Viewer mutator.
+type ViewerFunc func(context.Context, *ent.ViewerMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f ViewerFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.ViewerMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.ViewerMutation", m)
+}
+
+// The FilmFanCountSlotFunc type is an adapter to allow the use of ordinary
+// function as FilmFanCountSlot mutator.
+type FilmFanCountSlotFunc func(context.Context, *ent.FilmFanCountSlotMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f FilmFanCountSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.FilmFanCountSlotMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.FilmFanCountSlotMutation", m)
+}
+
+// The FilmRatingCountSlotFunc type is an adapter to allow the use of ordinary
+// function as FilmRatingCountSlot mutator.
+type FilmRatingCountSlotFunc func(context.Context, *ent.FilmRatingCountSlotMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f FilmRatingCountSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.FilmRatingCountSlotMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.FilmRatingCountSlotMutation", m)
+}
+
+// The FilmHighCountSlotFunc type is an adapter to allow the use of ordinary
+// function as FilmHighCountSlot mutator.
+type FilmHighCountSlotFunc func(context.Context, *ent.FilmHighCountSlotMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f FilmHighCountSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.FilmHighCountSlotMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.FilmHighCountSlotMutation", m)
+}
+
 // The HookedConversationLabelCountSlotFunc type is an adapter to allow the use of ordinary
 // function as HookedConversationLabelCountSlot mutator.
 type HookedConversationLabelCountSlotFunc func(context.Context, *ent.HookedConversationLabelCountSlotMutation) (ent.Value, error)
@@ -727,6 +811,30 @@ func (f MemberPinCountSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (ent
 		return f(ctx, mv)
 	}
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.MemberPinCountSlotMutation", m)
+}
+
+// The ViewerFilmCountSlotFunc type is an adapter to allow the use of ordinary
+// function as ViewerFilmCountSlot mutator.
+type ViewerFilmCountSlotFunc func(context.Context, *ent.ViewerFilmCountSlotMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f ViewerFilmCountSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.ViewerFilmCountSlotMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.ViewerFilmCountSlotMutation", m)
+}
+
+// The ViewerRatedCountSlotFunc type is an adapter to allow the use of ordinary
+// function as ViewerRatedCountSlot mutator.
+type ViewerRatedCountSlotFunc func(context.Context, *ent.ViewerRatedCountSlotMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f ViewerRatedCountSlotFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.ViewerRatedCountSlotMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.ViewerRatedCountSlotMutation", m)
 }
 
 // Condition is a hook condition function.

@@ -307,6 +307,32 @@ var (
 			},
 		},
 	}
+	// FandomsColumns holds the columns for the "fandoms" table.
+	FandomsColumns = []*schema.Column{
+		{Name: "since", Type: field.TypeTime},
+		{Name: "film_id", Type: field.TypeInt},
+		{Name: "viewer_id", Type: field.TypeInt},
+	}
+	// FandomsTable holds the schema information for the "fandoms" table.
+	FandomsTable = &schema.Table{
+		Name:       "fandoms",
+		Columns:    FandomsColumns,
+		PrimaryKey: []*schema.Column{FandomsColumns[1], FandomsColumns[2]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "fandoms_films_film",
+				Columns:    []*schema.Column{FandomsColumns[1]},
+				RefColumns: []*schema.Column{FilmsColumns[0]},
+				OnDelete:   schema.NoAction,
+			},
+			{
+				Symbol:     "fandoms_viewers_viewer",
+				Columns:    []*schema.Column{FandomsColumns[2]},
+				RefColumns: []*schema.Column{ViewersColumns[0]},
+				OnDelete:   schema.NoAction,
+			},
+		},
+	}
 	// FilesColumns holds the columns for the "files" table.
 	FilesColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt, Increment: true},
@@ -333,6 +359,16 @@ var (
 				Columns: []*schema.Column{FilesColumns[2]},
 			},
 		},
+	}
+	// FilmsColumns holds the columns for the "films" table.
+	FilmsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+	}
+	// FilmsTable holds the schema information for the "films" table.
+	FilmsTable = &schema.Table{
+		Name:       "films",
+		Columns:    FilmsColumns,
+		PrimaryKey: []*schema.Column{FilmsColumns[0]},
 	}
 	// FoldersColumns holds the columns for the "folders" table.
 	FoldersColumns = []*schema.Column{
@@ -799,6 +835,40 @@ var (
 			},
 		},
 	}
+	// RatingsColumns holds the columns for the "ratings" table.
+	RatingsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "score", Type: field.TypeInt, Default: 0},
+		{Name: "film_id", Type: field.TypeInt},
+		{Name: "viewer_id", Type: field.TypeInt},
+	}
+	// RatingsTable holds the schema information for the "ratings" table.
+	RatingsTable = &schema.Table{
+		Name:       "ratings",
+		Columns:    RatingsColumns,
+		PrimaryKey: []*schema.Column{RatingsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "ratings_films_film",
+				Columns:    []*schema.Column{RatingsColumns[2]},
+				RefColumns: []*schema.Column{FilmsColumns[0]},
+				OnDelete:   schema.NoAction,
+			},
+			{
+				Symbol:     "ratings_viewers_viewer",
+				Columns:    []*schema.Column{RatingsColumns[3]},
+				RefColumns: []*schema.Column{ViewersColumns[0]},
+				OnDelete:   schema.NoAction,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "rating_film_id_viewer_id",
+				Unique:  true,
+				Columns: []*schema.Column{RatingsColumns[2], RatingsColumns[3]},
+			},
+		},
+	}
 	// ReelsColumns holds the columns for the "reels" table.
 	ReelsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt, Increment: true},
@@ -1152,6 +1222,100 @@ var (
 			},
 		},
 	}
+	// ViewersColumns holds the columns for the "viewers" table.
+	ViewersColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+	}
+	// ViewersTable holds the schema information for the "viewers" table.
+	ViewersTable = &schema.Table{
+		Name:       "viewers",
+		Columns:    ViewersColumns,
+		PrimaryKey: []*schema.Column{ViewersColumns[0]},
+	}
+	// FilmFanCountSlotsColumns holds the columns for the "film_fan_count_slots" table.
+	FilmFanCountSlotsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "slot", Type: field.TypeInt16},
+		{Name: "n", Type: field.TypeInt64, Default: "0"},
+		{Name: "film_id", Type: field.TypeInt},
+	}
+	// FilmFanCountSlotsTable holds the schema information for the "film_fan_count_slots" table.
+	FilmFanCountSlotsTable = &schema.Table{
+		Name:       "film_fan_count_slots",
+		Columns:    FilmFanCountSlotsColumns,
+		PrimaryKey: []*schema.Column{FilmFanCountSlotsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "film_fan_count_slots_films_film",
+				Columns:    []*schema.Column{FilmFanCountSlotsColumns[3]},
+				RefColumns: []*schema.Column{FilmsColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "filmfancountslot_film_id_slot",
+				Unique:  true,
+				Columns: []*schema.Column{FilmFanCountSlotsColumns[3], FilmFanCountSlotsColumns[1]},
+			},
+		},
+	}
+	// FilmRatingCountSlotsColumns holds the columns for the "film_rating_count_slots" table.
+	FilmRatingCountSlotsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "slot", Type: field.TypeInt16},
+		{Name: "n", Type: field.TypeInt64, Default: "0"},
+		{Name: "film_id", Type: field.TypeInt},
+	}
+	// FilmRatingCountSlotsTable holds the schema information for the "film_rating_count_slots" table.
+	FilmRatingCountSlotsTable = &schema.Table{
+		Name:       "film_rating_count_slots",
+		Columns:    FilmRatingCountSlotsColumns,
+		PrimaryKey: []*schema.Column{FilmRatingCountSlotsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "film_rating_count_slots_films_film",
+				Columns:    []*schema.Column{FilmRatingCountSlotsColumns[3]},
+				RefColumns: []*schema.Column{FilmsColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "filmratingcountslot_film_id_slot",
+				Unique:  true,
+				Columns: []*schema.Column{FilmRatingCountSlotsColumns[3], FilmRatingCountSlotsColumns[1]},
+			},
+		},
+	}
+	// FilmHighCountSlotsColumns holds the columns for the "film_high_count_slots" table.
+	FilmHighCountSlotsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "slot", Type: field.TypeInt16},
+		{Name: "n", Type: field.TypeInt64, Default: "0"},
+		{Name: "film_id", Type: field.TypeInt},
+	}
+	// FilmHighCountSlotsTable holds the schema information for the "film_high_count_slots" table.
+	FilmHighCountSlotsTable = &schema.Table{
+		Name:       "film_high_count_slots",
+		Columns:    FilmHighCountSlotsColumns,
+		PrimaryKey: []*schema.Column{FilmHighCountSlotsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "film_high_count_slots_films_film",
+				Columns:    []*schema.Column{FilmHighCountSlotsColumns[3]},
+				RefColumns: []*schema.Column{FilmsColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "filmhighcountslot_film_id_slot",
+				Unique:  true,
+				Columns: []*schema.Column{FilmHighCountSlotsColumns[3], FilmHighCountSlotsColumns[1]},
+			},
+		},
+	}
 	// HookedConversationLabelCountSlotsColumns holds the columns for the "hooked_conversation_label_count_slots" table.
 	HookedConversationLabelCountSlotsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt, Increment: true},
@@ -1348,6 +1512,62 @@ var (
 			},
 		},
 	}
+	// ViewerFilmCountSlotsColumns holds the columns for the "viewer_film_count_slots" table.
+	ViewerFilmCountSlotsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "slot", Type: field.TypeInt16},
+		{Name: "n", Type: field.TypeInt64, Default: "0"},
+		{Name: "viewer_id", Type: field.TypeInt},
+	}
+	// ViewerFilmCountSlotsTable holds the schema information for the "viewer_film_count_slots" table.
+	ViewerFilmCountSlotsTable = &schema.Table{
+		Name:       "viewer_film_count_slots",
+		Columns:    ViewerFilmCountSlotsColumns,
+		PrimaryKey: []*schema.Column{ViewerFilmCountSlotsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "viewer_film_count_slots_viewers_viewer",
+				Columns:    []*schema.Column{ViewerFilmCountSlotsColumns[3]},
+				RefColumns: []*schema.Column{ViewersColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "viewerfilmcountslot_viewer_id_slot",
+				Unique:  true,
+				Columns: []*schema.Column{ViewerFilmCountSlotsColumns[3], ViewerFilmCountSlotsColumns[1]},
+			},
+		},
+	}
+	// ViewerRatedCountSlotsColumns holds the columns for the "viewer_rated_count_slots" table.
+	ViewerRatedCountSlotsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "slot", Type: field.TypeInt16},
+		{Name: "n", Type: field.TypeInt64, Default: "0"},
+		{Name: "viewer_id", Type: field.TypeInt},
+	}
+	// ViewerRatedCountSlotsTable holds the schema information for the "viewer_rated_count_slots" table.
+	ViewerRatedCountSlotsTable = &schema.Table{
+		Name:       "viewer_rated_count_slots",
+		Columns:    ViewerRatedCountSlotsColumns,
+		PrimaryKey: []*schema.Column{ViewerRatedCountSlotsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "viewer_rated_count_slots_viewers_viewer",
+				Columns:    []*schema.Column{ViewerRatedCountSlotsColumns[3]},
+				RefColumns: []*schema.Column{ViewersColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "viewerratedcountslot_viewer_id_slot",
+				Unique:  true,
+				Columns: []*schema.Column{ViewerRatedCountSlotsColumns[3], ViewerRatedCountSlotsColumns[1]},
+			},
+		},
+	}
 	// ConversationLabelsColumns holds the columns for the "conversation_labels" table.
 	ConversationLabelsColumns = []*schema.Column{
 		{Name: "conversation_id", Type: field.TypeInt},
@@ -1414,7 +1634,9 @@ var (
 		DesksTable,
 		DeskBCountSlotsTable,
 		DeskTopicCountSlotsTable,
+		FandomsTable,
 		FilesTable,
+		FilmsTable,
 		FoldersTable,
 		FolderBytesSlotsTable,
 		ForumsTable,
@@ -1438,6 +1660,7 @@ var (
 		RacksTable,
 		RackItemCountSlotsTable,
 		RackOpenCountSlotsTable,
+		RatingsTable,
 		ReelsTable,
 		ReelPlaysSlotsTable,
 		SectionsTable,
@@ -1453,6 +1676,10 @@ var (
 		TagHitsSlotsTable,
 		TagUsesSlotsTable,
 		TopicsTable,
+		ViewersTable,
+		FilmFanCountSlotsTable,
+		FilmRatingCountSlotsTable,
+		FilmHighCountSlotsTable,
 		HookedConversationLabelCountSlotsTable,
 		HookedLabelConversationCountSlotsTable,
 		MemberLikesSlotsTable,
@@ -1460,6 +1687,8 @@ var (
 		MemberCreditsSlotsTable,
 		MemberNoteCountSlotsTable,
 		MemberPinCountSlotsTable,
+		ViewerFilmCountSlotsTable,
+		ViewerRatedCountSlotsTable,
 		ConversationLabelsTable,
 		HookedConversationLabelsTable,
 	}
@@ -1496,6 +1725,8 @@ func init() {
 	DeskTopicCountSlotsTable.Annotation = &entsql.Annotation{
 		Table: "desk_topic_count_slots",
 	}
+	FandomsTable.ForeignKeys[0].RefTable = FilmsTable
+	FandomsTable.ForeignKeys[1].RefTable = ViewersTable
 	FilesTable.ForeignKeys[0].RefTable = FoldersTable
 	FolderBytesSlotsTable.ForeignKeys[0].RefTable = FoldersTable
 	FolderBytesSlotsTable.Annotation = &entsql.Annotation{
@@ -1538,6 +1769,8 @@ func init() {
 	RackOpenCountSlotsTable.Annotation = &entsql.Annotation{
 		Table: "rack_open_count_slots",
 	}
+	RatingsTable.ForeignKeys[0].RefTable = FilmsTable
+	RatingsTable.ForeignKeys[1].RefTable = ViewersTable
 	ReelPlaysSlotsTable.ForeignKeys[0].RefTable = ReelsTable
 	ReelPlaysSlotsTable.Annotation = &entsql.Annotation{
 		Table: "reel_plays_slots",
@@ -1573,6 +1806,18 @@ func init() {
 	}
 	TopicsTable.ForeignKeys[0].RefTable = DesksTable
 	TopicsTable.ForeignKeys[1].RefTable = ForumsTable
+	FilmFanCountSlotsTable.ForeignKeys[0].RefTable = FilmsTable
+	FilmFanCountSlotsTable.Annotation = &entsql.Annotation{
+		Table: "film_fan_count_slots",
+	}
+	FilmRatingCountSlotsTable.ForeignKeys[0].RefTable = FilmsTable
+	FilmRatingCountSlotsTable.Annotation = &entsql.Annotation{
+		Table: "film_rating_count_slots",
+	}
+	FilmHighCountSlotsTable.ForeignKeys[0].RefTable = FilmsTable
+	FilmHighCountSlotsTable.Annotation = &entsql.Annotation{
+		Table: "film_high_count_slots",
+	}
 	HookedConversationLabelCountSlotsTable.ForeignKeys[0].RefTable = HookedConversationsTable
 	HookedConversationLabelCountSlotsTable.Annotation = &entsql.Annotation{
 		Table: "hooked_conversation_label_count_slots",
@@ -1600,6 +1845,14 @@ func init() {
 	MemberPinCountSlotsTable.ForeignKeys[0].RefTable = MembersTable
 	MemberPinCountSlotsTable.Annotation = &entsql.Annotation{
 		Table: "member_pin_count_slots",
+	}
+	ViewerFilmCountSlotsTable.ForeignKeys[0].RefTable = ViewersTable
+	ViewerFilmCountSlotsTable.Annotation = &entsql.Annotation{
+		Table: "viewer_film_count_slots",
+	}
+	ViewerRatedCountSlotsTable.ForeignKeys[0].RefTable = ViewersTable
+	ViewerRatedCountSlotsTable.Annotation = &entsql.Annotation{
+		Table: "viewer_rated_count_slots",
 	}
 	ConversationLabelsTable.ForeignKeys[0].RefTable = ConversationsTable
 	ConversationLabelsTable.ForeignKeys[1].RefTable = LabelsTable

@@ -48,8 +48,14 @@ type DeskBCountSlot func(*sql.Selector)
 // DeskTopicCountSlot is the predicate function for desktopiccountslot builders.
 type DeskTopicCountSlot func(*sql.Selector)
 
+// Fandom is the predicate function for fandom builders.
+type Fandom func(*sql.Selector)
+
 // File is the predicate function for file builders.
 type File func(*sql.Selector)
+
+// Film is the predicate function for film builders.
+type Film func(*sql.Selector)
 
 // Folder is the predicate function for folder builders.
 type Folder func(*sql.Selector)
@@ -120,6 +126,9 @@ type RackItemCountSlot func(*sql.Selector)
 // RackOpenCountSlot is the predicate function for rackopencountslot builders.
 type RackOpenCountSlot func(*sql.Selector)
 
+// Rating is the predicate function for rating builders.
+type Rating func(*sql.Selector)
+
 // Reel is the predicate function for reel builders.
 type Reel func(*sql.Selector)
 
@@ -165,6 +174,18 @@ type TagUsesSlot func(*sql.Selector)
 // Topic is the predicate function for topic builders.
 type Topic func(*sql.Selector)
 
+// Viewer is the predicate function for viewer builders.
+type Viewer func(*sql.Selector)
+
+// FilmFanCountSlot is the predicate function for filmfancountslot builders.
+type FilmFanCountSlot func(*sql.Selector)
+
+// FilmRatingCountSlot is the predicate function for filmratingcountslot builders.
+type FilmRatingCountSlot func(*sql.Selector)
+
+// FilmHighCountSlot is the predicate function for filmhighcountslot builders.
+type FilmHighCountSlot func(*sql.Selector)
+
 // HookedConversationLabelCountSlot is the predicate function for hookedconversationlabelcountslot builders.
 type HookedConversationLabelCountSlot func(*sql.Selector)
 
@@ -185,3 +206,9 @@ type MemberNoteCountSlot func(*sql.Selector)
 
 // MemberPinCountSlot is the predicate function for memberpincountslot builders.
 type MemberPinCountSlot func(*sql.Selector)
+
+// ViewerFilmCountSlot is the predicate function for viewerfilmcountslot builders.
+type ViewerFilmCountSlot func(*sql.Selector)
+
+// ViewerRatedCountSlot is the predicate function for viewerratedcountslot builders.
+type ViewerRatedCountSlot func(*sql.Selector)

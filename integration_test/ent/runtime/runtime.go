@@ -3,6 +3,8 @@
 package runtime
 
 import (
+	"time"
+
 	"github.com/google/uuid"
 	"github.com/hotcounter/hotcounter/integration_test/ent/author"
 	"github.com/hotcounter/hotcounter/integration_test/ent/authorfollowersslot"
@@ -18,6 +20,8 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/desk"
 	"github.com/hotcounter/hotcounter/integration_test/ent/deskbcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/desktopiccountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/fandom"
+	"github.com/hotcounter/hotcounter/integration_test/ent/film"
 	"github.com/hotcounter/hotcounter/integration_test/ent/folder"
 	"github.com/hotcounter/hotcounter/integration_test/ent/folderbytesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/forum"
@@ -39,6 +43,7 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/rack"
 	"github.com/hotcounter/hotcounter/integration_test/ent/rackitemcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/rackopencountslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/rating"
 	"github.com/hotcounter/hotcounter/integration_test/ent/reel"
 	"github.com/hotcounter/hotcounter/integration_test/ent/reelplaysslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/schema"
@@ -53,6 +58,7 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/tag"
 	"github.com/hotcounter/hotcounter/integration_test/ent/taghitsslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/tagusesslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/viewer"
 )
 
 // The init function reads all schema descriptors with runtime code
@@ -242,6 +248,45 @@ func init() {
 	desktopiccountslotDescN := desktopiccountslotMixinFields0[2].Descriptor()
 	// desktopiccountslot.DefaultN holds the default value on creation for the n field.
 	desktopiccountslot.DefaultN = desktopiccountslotDescN.Default.(int64)
+	fandomFields := schema.Fandom{}.Fields()
+	_ = fandomFields
+	// fandomDescSince is the schema descriptor for since field.
+	fandomDescSince := fandomFields[0].Descriptor()
+	// fandom.DefaultSince holds the default value on creation for the since field.
+	fandom.DefaultSince = fandomDescSince.Default.(func() time.Time)
+	filmMixin := schema.Film{}.Mixin()
+	filmMixinHooks0 := filmMixin[0].Hooks()
+	filmMixinHooks1 := filmMixin[1].Hooks()
+	filmMixinHooks2 := filmMixin[2].Hooks()
+	film.Hooks[0] = filmMixinHooks0[0]
+	film.Hooks[1] = filmMixinHooks1[0]
+	film.Hooks[2] = filmMixinHooks2[0]
+	filmMixinInters0 := filmMixin[0].Interceptors()
+	filmMixinInters1 := filmMixin[1].Interceptors()
+	filmMixinInters2 := filmMixin[2].Interceptors()
+	film.Interceptors[0] = filmMixinInters0[0]
+	film.Interceptors[1] = filmMixinInters1[0]
+	film.Interceptors[2] = filmMixinInters2[0]
+	filmMixinFields0 := filmMixin[0].Fields()
+	_ = filmMixinFields0
+	filmMixinFields1 := filmMixin[1].Fields()
+	_ = filmMixinFields1
+	filmMixinFields2 := filmMixin[2].Fields()
+	_ = filmMixinFields2
+	filmFields := schema.Film{}.Fields()
+	_ = filmFields
+	// filmDescFanCount is the schema descriptor for fan_count field.
+	filmDescFanCount := filmMixinFields0[0].Descriptor()
+	// film.DefaultFanCount holds the default value on creation for the fan_count field.
+	film.DefaultFanCount = filmDescFanCount.Default.(int64)
+	// filmDescRatingCount is the schema descriptor for rating_count field.
+	filmDescRatingCount := filmMixinFields1[0].Descriptor()
+	// film.DefaultRatingCount holds the default value on creation for the rating_count field.
+	film.DefaultRatingCount = filmDescRatingCount.Default.(int64)
+	// filmDescHighCount is the schema descriptor for high_count field.
+	filmDescHighCount := filmMixinFields2[0].Descriptor()
+	// film.DefaultHighCount holds the default value on creation for the high_count field.
+	film.DefaultHighCount = filmDescHighCount.Default.(int64)
 	folderMixin := schema.Folder{}.Mixin()
 	folderMixinHooks0 := folderMixin[0].Hooks()
 	folder.Hooks[0] = folderMixinHooks0[0]
@@ -570,6 +615,12 @@ func init() {
 	rackopencountslotDescN := rackopencountslotMixinFields0[2].Descriptor()
 	// rackopencountslot.DefaultN holds the default value on creation for the n field.
 	rackopencountslot.DefaultN = rackopencountslotDescN.Default.(int64)
+	ratingFields := schema.Rating{}.Fields()
+	_ = ratingFields
+	// ratingDescScore is the schema descriptor for score field.
+	ratingDescScore := ratingFields[0].Descriptor()
+	// rating.DefaultScore holds the default value on creation for the score field.
+	rating.DefaultScore = ratingDescScore.Default.(int)
 	reelMixin := schema.Reel{}.Mixin()
 	reelMixinHooks0 := reelMixin[0].Hooks()
 	reelHooks := schema.Reel{}.Hooks()
@@ -753,6 +804,29 @@ func init() {
 	tagusesslotDescN := tagusesslotMixinFields0[2].Descriptor()
 	// tagusesslot.DefaultN holds the default value on creation for the n field.
 	tagusesslot.DefaultN = tagusesslotDescN.Default.(int64)
+	viewerMixin := schema.Viewer{}.Mixin()
+	viewerMixinHooks0 := viewerMixin[0].Hooks()
+	viewerMixinHooks1 := viewerMixin[1].Hooks()
+	viewer.Hooks[0] = viewerMixinHooks0[0]
+	viewer.Hooks[1] = viewerMixinHooks1[0]
+	viewerMixinInters0 := viewerMixin[0].Interceptors()
+	viewerMixinInters1 := viewerMixin[1].Interceptors()
+	viewer.Interceptors[0] = viewerMixinInters0[0]
+	viewer.Interceptors[1] = viewerMixinInters1[0]
+	viewerMixinFields0 := viewerMixin[0].Fields()
+	_ = viewerMixinFields0
+	viewerMixinFields1 := viewerMixin[1].Fields()
+	_ = viewerMixinFields1
+	viewerFields := schema.Viewer{}.Fields()
+	_ = viewerFields
+	// viewerDescFilmCount is the schema descriptor for film_count field.
+	viewerDescFilmCount := viewerMixinFields0[0].Descriptor()
+	// viewer.DefaultFilmCount holds the default value on creation for the film_count field.
+	viewer.DefaultFilmCount = viewerDescFilmCount.Default.(int64)
+	// viewerDescRatedCount is the schema descriptor for rated_count field.
+	viewerDescRatedCount := viewerMixinFields1[0].Descriptor()
+	// viewer.DefaultRatedCount holds the default value on creation for the rated_count field.
+	viewer.DefaultRatedCount = viewerDescRatedCount.Default.(int64)
 }
 
 const (
