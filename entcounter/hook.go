@@ -418,7 +418,11 @@ func (w *write) sharedEntity(ctx context.Context, s engine.Session, m mutation, 
 	if w.alone(s, delta) {
 		_, v, err = run(ctx, delta)
 	} else {
-		_, v, err = w.r.Combined().DoValue(ctx, w.combineKey(key)+"\x00entity", delta, run)
+		group := w.r.Combined()
+		if im, ok := m.(interface{ HotCounterReadShared() bool }); ok && im.HotCounterReadShared() {
+			group = w.r.CombinedAfterRead()
+		}
+		_, v, err = group.DoValue(ctx, w.combineKey(key)+"\x00entity", delta, run)
 		v, err = copyNode(v), w.left(ctx, err)
 	}
 	if errors.Is(err, errNoParent) {

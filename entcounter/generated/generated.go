@@ -97,6 +97,23 @@ func InlinedFor(ctx context.Context, spec *sqlgraph.QuerySpec) context.Context {
 // writing a counter, so that a row they hide is not found.
 func Intercepted(inters []ent.Interceptor) bool { return entrt.Intercepted(inters) }
 
+// OnlyTraversers reports whether the interceptors of a schema are all
+// Traversers (or entcounter's own): a read of a row through them is then
+// what its rendered SQL says.
+func OnlyTraversers(inters ...[]ent.Interceptor) bool { return entrt.OnlyTraversers(inters...) }
+
+// ReadShared reports whether query, a read of one row's id rendered through
+// the interceptors and the privacy policy, returns a row; concurrent reads
+// of the same query and arguments share one execution.
+func ReadShared(ctx context.Context, r Runtime, d dialect.Driver, query string, args []any) (bool, error) {
+	return r.ReadShared(ctx, d, query, args)
+}
+
+// OneServer reports whether d sends every statement to one database (ent's
+// own SQL driver, or its debug driver around it): a read outside a
+// transaction then reads where the write goes.
+func OneServer(d dialect.Driver) bool { return entrt.OneServer(d) }
+
 // WrittenLate reports whether m, about to be sent by a generated update,
 // still writes a counter: a hook that ent ran after entcounter's wrote it.
 func WrittenLate(r Runtime, m ent.Mutation) bool { return entrt.Written(r, m) }

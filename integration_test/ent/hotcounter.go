@@ -51,6 +51,21 @@ func (m *AuthorMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
 		return []any{id}, nil
 	}
+	if one && m.HotCounterReadShared() {
+		// Outside a transaction, through interceptors that only filter:
+		// rendered, the read of the row is shared with the concurrent
+		// reads that render alike (the writers of a hot row).
+		q := m.Client().Author.Query().Where(m.predicates...).Where(author.ID(id)).Select(author.FieldID)
+		if err := q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		query, args := q.sqlQuery(ctx).Query()
+		found, err := generated.ReadShared(ctx, m.HotCounter(), m.driver, query, args)
+		if err != nil || !found {
+			return nil, err
+		}
+		return []any{id}, nil
+	}
 	var ids []int
 	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
 		q := c.Author.Query().Where(m.predicates...)
@@ -70,6 +85,16 @@ func (m *AuthorMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	return keys, nil
 }
 
+// HotCounterReadShared reports whether an UpdateOne's read of its row
+// (HotCounterKeys) is shared with concurrent reads that render alike:
+// outside a transaction, when the query interceptors only filter (and
+// there are some, or predicates).
+func (m *AuthorMutation) HotCounterReadShared() bool {
+	_, err := m.Tx()
+	return err != nil && m.Op().Is(OpUpdateOne) && (len(m.predicates) > 0 || m.hotcounterIntercepted()) &&
+		generated.OnlyTraversers(m.inters.Author, author.Interceptors[:])
+}
+
 // hotcounterIntercepted reports whether the client's or the schema's query
 // interceptors hold one of the user's (not entcounter's own), read from the
 // mutation's config: building a client for it (m.Client()) costs more than
@@ -78,10 +103,14 @@ func (m *AuthorMutation) hotcounterIntercepted() bool {
 	return generated.Intercepted(m.inters.Author) || generated.Intercepted(author.Interceptors[:])
 }
 
-// hotcounterInTx runs read with a client of the mutation's transaction, or
-// of a transaction of its own.
+// hotcounterInTx runs read with a client of the mutation's transaction;
+// outside one, with the mutation's client when its driver sends every
+// statement to one database, else in a transaction of its own (which a
+// driver that sends reads to a replica sends where the write goes). A
+// transaction costs two more round trips, while the read holds its
+// connection.
 func (m *AuthorMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
-	if _, err := m.Tx(); err == nil {
+	if _, err := m.Tx(); err == nil || generated.OneServer(m.driver) {
 		return read(m.Client())
 	}
 	tx, err := m.Client().Tx(ctx)
@@ -185,6 +214,21 @@ func (m *BadgeMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
 		return []any{id}, nil
 	}
+	if one && m.HotCounterReadShared() {
+		// Outside a transaction, through interceptors that only filter:
+		// rendered, the read of the row is shared with the concurrent
+		// reads that render alike (the writers of a hot row).
+		q := m.Client().Badge.Query().Where(m.predicates...).Where(badge.ID(id)).Select(badge.FieldID)
+		if err := q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		query, args := q.sqlQuery(ctx).Query()
+		found, err := generated.ReadShared(ctx, m.HotCounter(), m.driver, query, args)
+		if err != nil || !found {
+			return nil, err
+		}
+		return []any{id}, nil
+	}
 	var ids []uuid.UUID
 	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
 		q := c.Badge.Query().Where(m.predicates...)
@@ -204,6 +248,16 @@ func (m *BadgeMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	return keys, nil
 }
 
+// HotCounterReadShared reports whether an UpdateOne's read of its row
+// (HotCounterKeys) is shared with concurrent reads that render alike:
+// outside a transaction, when the query interceptors only filter (and
+// there are some, or predicates).
+func (m *BadgeMutation) HotCounterReadShared() bool {
+	_, err := m.Tx()
+	return err != nil && m.Op().Is(OpUpdateOne) && (len(m.predicates) > 0 || m.hotcounterIntercepted()) &&
+		generated.OnlyTraversers(m.inters.Badge, badge.Interceptors[:])
+}
+
 // hotcounterIntercepted reports whether the client's or the schema's query
 // interceptors hold one of the user's (not entcounter's own), read from the
 // mutation's config: building a client for it (m.Client()) costs more than
@@ -212,10 +266,14 @@ func (m *BadgeMutation) hotcounterIntercepted() bool {
 	return generated.Intercepted(m.inters.Badge) || generated.Intercepted(badge.Interceptors[:])
 }
 
-// hotcounterInTx runs read with a client of the mutation's transaction, or
-// of a transaction of its own.
+// hotcounterInTx runs read with a client of the mutation's transaction;
+// outside one, with the mutation's client when its driver sends every
+// statement to one database, else in a transaction of its own (which a
+// driver that sends reads to a replica sends where the write goes). A
+// transaction costs two more round trips, while the read holds its
+// connection.
 func (m *BadgeMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
-	if _, err := m.Tx(); err == nil {
+	if _, err := m.Tx(); err == nil || generated.OneServer(m.driver) {
 		return read(m.Client())
 	}
 	tx, err := m.Client().Tx(ctx)
@@ -319,6 +377,21 @@ func (m *ClipMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
 		return []any{id}, nil
 	}
+	if one && m.HotCounterReadShared() {
+		// Outside a transaction, through interceptors that only filter:
+		// rendered, the read of the row is shared with the concurrent
+		// reads that render alike (the writers of a hot row).
+		q := m.Client().Clip.Query().Where(m.predicates...).Where(clip.ID(id)).Select(clip.FieldID)
+		if err := q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		query, args := q.sqlQuery(ctx).Query()
+		found, err := generated.ReadShared(ctx, m.HotCounter(), m.driver, query, args)
+		if err != nil || !found {
+			return nil, err
+		}
+		return []any{id}, nil
+	}
 	var ids []int
 	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
 		q := c.Clip.Query().Where(m.predicates...)
@@ -338,6 +411,16 @@ func (m *ClipMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	return keys, nil
 }
 
+// HotCounterReadShared reports whether an UpdateOne's read of its row
+// (HotCounterKeys) is shared with concurrent reads that render alike:
+// outside a transaction, when the query interceptors only filter (and
+// there are some, or predicates).
+func (m *ClipMutation) HotCounterReadShared() bool {
+	_, err := m.Tx()
+	return err != nil && m.Op().Is(OpUpdateOne) && (len(m.predicates) > 0 || m.hotcounterIntercepted()) &&
+		generated.OnlyTraversers(m.inters.Clip, clip.Interceptors[:])
+}
+
 // hotcounterIntercepted reports whether the client's or the schema's query
 // interceptors hold one of the user's (not entcounter's own), read from the
 // mutation's config: building a client for it (m.Client()) costs more than
@@ -346,10 +429,14 @@ func (m *ClipMutation) hotcounterIntercepted() bool {
 	return generated.Intercepted(m.inters.Clip) || generated.Intercepted(clip.Interceptors[:])
 }
 
-// hotcounterInTx runs read with a client of the mutation's transaction, or
-// of a transaction of its own.
+// hotcounterInTx runs read with a client of the mutation's transaction;
+// outside one, with the mutation's client when its driver sends every
+// statement to one database, else in a transaction of its own (which a
+// driver that sends reads to a replica sends where the write goes). A
+// transaction costs two more round trips, while the read holds its
+// connection.
 func (m *ClipMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
-	if _, err := m.Tx(); err == nil {
+	if _, err := m.Tx(); err == nil || generated.OneServer(m.driver) {
 		return read(m.Client())
 	}
 	tx, err := m.Client().Tx(ctx)
@@ -453,6 +540,21 @@ func (m *CommentMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
 		return []any{id}, nil
 	}
+	if one && m.HotCounterReadShared() {
+		// Outside a transaction, through interceptors that only filter:
+		// rendered, the read of the row is shared with the concurrent
+		// reads that render alike (the writers of a hot row).
+		q := m.Client().Comment.Query().Where(m.predicates...).Where(comment.ID(id)).Select(comment.FieldID)
+		if err := q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		query, args := q.sqlQuery(ctx).Query()
+		found, err := generated.ReadShared(ctx, m.HotCounter(), m.driver, query, args)
+		if err != nil || !found {
+			return nil, err
+		}
+		return []any{id}, nil
+	}
 	var ids []int
 	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
 		q := c.Comment.Query().Where(m.predicates...)
@@ -472,6 +574,16 @@ func (m *CommentMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	return keys, nil
 }
 
+// HotCounterReadShared reports whether an UpdateOne's read of its row
+// (HotCounterKeys) is shared with concurrent reads that render alike:
+// outside a transaction, when the query interceptors only filter (and
+// there are some, or predicates).
+func (m *CommentMutation) HotCounterReadShared() bool {
+	_, err := m.Tx()
+	return err != nil && m.Op().Is(OpUpdateOne) && (len(m.predicates) > 0 || m.hotcounterIntercepted()) &&
+		generated.OnlyTraversers(m.inters.Comment, comment.Interceptors[:])
+}
+
 // hotcounterIntercepted reports whether the client's or the schema's query
 // interceptors hold one of the user's (not entcounter's own), read from the
 // mutation's config: building a client for it (m.Client()) costs more than
@@ -480,10 +592,14 @@ func (m *CommentMutation) hotcounterIntercepted() bool {
 	return generated.Intercepted(m.inters.Comment) || generated.Intercepted(comment.Interceptors[:])
 }
 
-// hotcounterInTx runs read with a client of the mutation's transaction, or
-// of a transaction of its own.
+// hotcounterInTx runs read with a client of the mutation's transaction;
+// outside one, with the mutation's client when its driver sends every
+// statement to one database, else in a transaction of its own (which a
+// driver that sends reads to a replica sends where the write goes). A
+// transaction costs two more round trips, while the read holds its
+// connection.
 func (m *CommentMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
-	if _, err := m.Tx(); err == nil {
+	if _, err := m.Tx(); err == nil || generated.OneServer(m.driver) {
 		return read(m.Client())
 	}
 	tx, err := m.Client().Tx(ctx)
@@ -587,6 +703,21 @@ func (m *ConversationMutation) HotCounterKeys(ctx context.Context) ([]any, error
 	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
 		return []any{id}, nil
 	}
+	if one && m.HotCounterReadShared() {
+		// Outside a transaction, through interceptors that only filter:
+		// rendered, the read of the row is shared with the concurrent
+		// reads that render alike (the writers of a hot row).
+		q := m.Client().Conversation.Query().Where(m.predicates...).Where(conversation.ID(id)).Select(conversation.FieldID)
+		if err := q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		query, args := q.sqlQuery(ctx).Query()
+		found, err := generated.ReadShared(ctx, m.HotCounter(), m.driver, query, args)
+		if err != nil || !found {
+			return nil, err
+		}
+		return []any{id}, nil
+	}
 	var ids []int
 	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
 		q := c.Conversation.Query().Where(m.predicates...)
@@ -606,6 +737,16 @@ func (m *ConversationMutation) HotCounterKeys(ctx context.Context) ([]any, error
 	return keys, nil
 }
 
+// HotCounterReadShared reports whether an UpdateOne's read of its row
+// (HotCounterKeys) is shared with concurrent reads that render alike:
+// outside a transaction, when the query interceptors only filter (and
+// there are some, or predicates).
+func (m *ConversationMutation) HotCounterReadShared() bool {
+	_, err := m.Tx()
+	return err != nil && m.Op().Is(OpUpdateOne) && (len(m.predicates) > 0 || m.hotcounterIntercepted()) &&
+		generated.OnlyTraversers(m.inters.Conversation, conversation.Interceptors[:])
+}
+
 // hotcounterIntercepted reports whether the client's or the schema's query
 // interceptors hold one of the user's (not entcounter's own), read from the
 // mutation's config: building a client for it (m.Client()) costs more than
@@ -614,10 +755,14 @@ func (m *ConversationMutation) hotcounterIntercepted() bool {
 	return generated.Intercepted(m.inters.Conversation) || generated.Intercepted(conversation.Interceptors[:])
 }
 
-// hotcounterInTx runs read with a client of the mutation's transaction, or
-// of a transaction of its own.
+// hotcounterInTx runs read with a client of the mutation's transaction;
+// outside one, with the mutation's client when its driver sends every
+// statement to one database, else in a transaction of its own (which a
+// driver that sends reads to a replica sends where the write goes). A
+// transaction costs two more round trips, while the read holds its
+// connection.
 func (m *ConversationMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
-	if _, err := m.Tx(); err == nil {
+	if _, err := m.Tx(); err == nil || generated.OneServer(m.driver) {
 		return read(m.Client())
 	}
 	tx, err := m.Client().Tx(ctx)
@@ -721,6 +866,21 @@ func (m *DeskMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
 		return []any{id}, nil
 	}
+	if one && m.HotCounterReadShared() {
+		// Outside a transaction, through interceptors that only filter:
+		// rendered, the read of the row is shared with the concurrent
+		// reads that render alike (the writers of a hot row).
+		q := m.Client().Desk.Query().Where(m.predicates...).Where(desk.ID(id)).Select(desk.FieldID)
+		if err := q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		query, args := q.sqlQuery(ctx).Query()
+		found, err := generated.ReadShared(ctx, m.HotCounter(), m.driver, query, args)
+		if err != nil || !found {
+			return nil, err
+		}
+		return []any{id}, nil
+	}
 	var ids []int
 	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
 		q := c.Desk.Query().Where(m.predicates...)
@@ -740,6 +900,16 @@ func (m *DeskMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	return keys, nil
 }
 
+// HotCounterReadShared reports whether an UpdateOne's read of its row
+// (HotCounterKeys) is shared with concurrent reads that render alike:
+// outside a transaction, when the query interceptors only filter (and
+// there are some, or predicates).
+func (m *DeskMutation) HotCounterReadShared() bool {
+	_, err := m.Tx()
+	return err != nil && m.Op().Is(OpUpdateOne) && (len(m.predicates) > 0 || m.hotcounterIntercepted()) &&
+		generated.OnlyTraversers(m.inters.Desk, desk.Interceptors[:])
+}
+
 // hotcounterIntercepted reports whether the client's or the schema's query
 // interceptors hold one of the user's (not entcounter's own), read from the
 // mutation's config: building a client for it (m.Client()) costs more than
@@ -748,10 +918,14 @@ func (m *DeskMutation) hotcounterIntercepted() bool {
 	return generated.Intercepted(m.inters.Desk) || generated.Intercepted(desk.Interceptors[:])
 }
 
-// hotcounterInTx runs read with a client of the mutation's transaction, or
-// of a transaction of its own.
+// hotcounterInTx runs read with a client of the mutation's transaction;
+// outside one, with the mutation's client when its driver sends every
+// statement to one database, else in a transaction of its own (which a
+// driver that sends reads to a replica sends where the write goes). A
+// transaction costs two more round trips, while the read holds its
+// connection.
 func (m *DeskMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
-	if _, err := m.Tx(); err == nil {
+	if _, err := m.Tx(); err == nil || generated.OneServer(m.driver) {
 		return read(m.Client())
 	}
 	tx, err := m.Client().Tx(ctx)
@@ -855,6 +1029,21 @@ func (m *FilmMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
 		return []any{id}, nil
 	}
+	if one && m.HotCounterReadShared() {
+		// Outside a transaction, through interceptors that only filter:
+		// rendered, the read of the row is shared with the concurrent
+		// reads that render alike (the writers of a hot row).
+		q := m.Client().Film.Query().Where(m.predicates...).Where(film.ID(id)).Select(film.FieldID)
+		if err := q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		query, args := q.sqlQuery(ctx).Query()
+		found, err := generated.ReadShared(ctx, m.HotCounter(), m.driver, query, args)
+		if err != nil || !found {
+			return nil, err
+		}
+		return []any{id}, nil
+	}
 	var ids []int
 	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
 		q := c.Film.Query().Where(m.predicates...)
@@ -874,6 +1063,16 @@ func (m *FilmMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	return keys, nil
 }
 
+// HotCounterReadShared reports whether an UpdateOne's read of its row
+// (HotCounterKeys) is shared with concurrent reads that render alike:
+// outside a transaction, when the query interceptors only filter (and
+// there are some, or predicates).
+func (m *FilmMutation) HotCounterReadShared() bool {
+	_, err := m.Tx()
+	return err != nil && m.Op().Is(OpUpdateOne) && (len(m.predicates) > 0 || m.hotcounterIntercepted()) &&
+		generated.OnlyTraversers(m.inters.Film, film.Interceptors[:])
+}
+
 // hotcounterIntercepted reports whether the client's or the schema's query
 // interceptors hold one of the user's (not entcounter's own), read from the
 // mutation's config: building a client for it (m.Client()) costs more than
@@ -882,10 +1081,14 @@ func (m *FilmMutation) hotcounterIntercepted() bool {
 	return generated.Intercepted(m.inters.Film) || generated.Intercepted(film.Interceptors[:])
 }
 
-// hotcounterInTx runs read with a client of the mutation's transaction, or
-// of a transaction of its own.
+// hotcounterInTx runs read with a client of the mutation's transaction;
+// outside one, with the mutation's client when its driver sends every
+// statement to one database, else in a transaction of its own (which a
+// driver that sends reads to a replica sends where the write goes). A
+// transaction costs two more round trips, while the read holds its
+// connection.
 func (m *FilmMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
-	if _, err := m.Tx(); err == nil {
+	if _, err := m.Tx(); err == nil || generated.OneServer(m.driver) {
 		return read(m.Client())
 	}
 	tx, err := m.Client().Tx(ctx)
@@ -989,6 +1192,21 @@ func (m *FolderMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
 		return []any{id}, nil
 	}
+	if one && m.HotCounterReadShared() {
+		// Outside a transaction, through interceptors that only filter:
+		// rendered, the read of the row is shared with the concurrent
+		// reads that render alike (the writers of a hot row).
+		q := m.Client().Folder.Query().Where(m.predicates...).Where(folder.ID(id)).Select(folder.FieldID)
+		if err := q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		query, args := q.sqlQuery(ctx).Query()
+		found, err := generated.ReadShared(ctx, m.HotCounter(), m.driver, query, args)
+		if err != nil || !found {
+			return nil, err
+		}
+		return []any{id}, nil
+	}
 	var ids []int
 	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
 		q := c.Folder.Query().Where(m.predicates...)
@@ -1008,6 +1226,16 @@ func (m *FolderMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	return keys, nil
 }
 
+// HotCounterReadShared reports whether an UpdateOne's read of its row
+// (HotCounterKeys) is shared with concurrent reads that render alike:
+// outside a transaction, when the query interceptors only filter (and
+// there are some, or predicates).
+func (m *FolderMutation) HotCounterReadShared() bool {
+	_, err := m.Tx()
+	return err != nil && m.Op().Is(OpUpdateOne) && (len(m.predicates) > 0 || m.hotcounterIntercepted()) &&
+		generated.OnlyTraversers(m.inters.Folder, folder.Interceptors[:])
+}
+
 // hotcounterIntercepted reports whether the client's or the schema's query
 // interceptors hold one of the user's (not entcounter's own), read from the
 // mutation's config: building a client for it (m.Client()) costs more than
@@ -1016,10 +1244,14 @@ func (m *FolderMutation) hotcounterIntercepted() bool {
 	return generated.Intercepted(m.inters.Folder) || generated.Intercepted(folder.Interceptors[:])
 }
 
-// hotcounterInTx runs read with a client of the mutation's transaction, or
-// of a transaction of its own.
+// hotcounterInTx runs read with a client of the mutation's transaction;
+// outside one, with the mutation's client when its driver sends every
+// statement to one database, else in a transaction of its own (which a
+// driver that sends reads to a replica sends where the write goes). A
+// transaction costs two more round trips, while the read holds its
+// connection.
 func (m *FolderMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
-	if _, err := m.Tx(); err == nil {
+	if _, err := m.Tx(); err == nil || generated.OneServer(m.driver) {
 		return read(m.Client())
 	}
 	tx, err := m.Client().Tx(ctx)
@@ -1123,6 +1355,21 @@ func (m *ForumMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
 		return []any{id}, nil
 	}
+	if one && m.HotCounterReadShared() {
+		// Outside a transaction, through interceptors that only filter:
+		// rendered, the read of the row is shared with the concurrent
+		// reads that render alike (the writers of a hot row).
+		q := m.Client().Forum.Query().Where(m.predicates...).Where(forum.ID(id)).Select(forum.FieldID)
+		if err := q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		query, args := q.sqlQuery(ctx).Query()
+		found, err := generated.ReadShared(ctx, m.HotCounter(), m.driver, query, args)
+		if err != nil || !found {
+			return nil, err
+		}
+		return []any{id}, nil
+	}
 	var ids []int
 	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
 		q := c.Forum.Query().Where(m.predicates...)
@@ -1142,6 +1389,16 @@ func (m *ForumMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	return keys, nil
 }
 
+// HotCounterReadShared reports whether an UpdateOne's read of its row
+// (HotCounterKeys) is shared with concurrent reads that render alike:
+// outside a transaction, when the query interceptors only filter (and
+// there are some, or predicates).
+func (m *ForumMutation) HotCounterReadShared() bool {
+	_, err := m.Tx()
+	return err != nil && m.Op().Is(OpUpdateOne) && (len(m.predicates) > 0 || m.hotcounterIntercepted()) &&
+		generated.OnlyTraversers(m.inters.Forum, forum.Interceptors[:])
+}
+
 // hotcounterIntercepted reports whether the client's or the schema's query
 // interceptors hold one of the user's (not entcounter's own), read from the
 // mutation's config: building a client for it (m.Client()) costs more than
@@ -1150,10 +1407,14 @@ func (m *ForumMutation) hotcounterIntercepted() bool {
 	return generated.Intercepted(m.inters.Forum) || generated.Intercepted(forum.Interceptors[:])
 }
 
-// hotcounterInTx runs read with a client of the mutation's transaction, or
-// of a transaction of its own.
+// hotcounterInTx runs read with a client of the mutation's transaction;
+// outside one, with the mutation's client when its driver sends every
+// statement to one database, else in a transaction of its own (which a
+// driver that sends reads to a replica sends where the write goes). A
+// transaction costs two more round trips, while the read holds its
+// connection.
 func (m *ForumMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
-	if _, err := m.Tx(); err == nil {
+	if _, err := m.Tx(); err == nil || generated.OneServer(m.driver) {
 		return read(m.Client())
 	}
 	tx, err := m.Client().Tx(ctx)
@@ -1257,6 +1518,21 @@ func (m *HookedConversationMutation) HotCounterKeys(ctx context.Context) ([]any,
 	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
 		return []any{id}, nil
 	}
+	if one && m.HotCounterReadShared() {
+		// Outside a transaction, through interceptors that only filter:
+		// rendered, the read of the row is shared with the concurrent
+		// reads that render alike (the writers of a hot row).
+		q := m.Client().HookedConversation.Query().Where(m.predicates...).Where(hookedconversation.ID(id)).Select(hookedconversation.FieldID)
+		if err := q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		query, args := q.sqlQuery(ctx).Query()
+		found, err := generated.ReadShared(ctx, m.HotCounter(), m.driver, query, args)
+		if err != nil || !found {
+			return nil, err
+		}
+		return []any{id}, nil
+	}
 	var ids []int
 	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
 		q := c.HookedConversation.Query().Where(m.predicates...)
@@ -1276,6 +1552,16 @@ func (m *HookedConversationMutation) HotCounterKeys(ctx context.Context) ([]any,
 	return keys, nil
 }
 
+// HotCounterReadShared reports whether an UpdateOne's read of its row
+// (HotCounterKeys) is shared with concurrent reads that render alike:
+// outside a transaction, when the query interceptors only filter (and
+// there are some, or predicates).
+func (m *HookedConversationMutation) HotCounterReadShared() bool {
+	_, err := m.Tx()
+	return err != nil && m.Op().Is(OpUpdateOne) && (len(m.predicates) > 0 || m.hotcounterIntercepted()) &&
+		generated.OnlyTraversers(m.inters.HookedConversation, hookedconversation.Interceptors[:])
+}
+
 // hotcounterIntercepted reports whether the client's or the schema's query
 // interceptors hold one of the user's (not entcounter's own), read from the
 // mutation's config: building a client for it (m.Client()) costs more than
@@ -1284,10 +1570,14 @@ func (m *HookedConversationMutation) hotcounterIntercepted() bool {
 	return generated.Intercepted(m.inters.HookedConversation) || generated.Intercepted(hookedconversation.Interceptors[:])
 }
 
-// hotcounterInTx runs read with a client of the mutation's transaction, or
-// of a transaction of its own.
+// hotcounterInTx runs read with a client of the mutation's transaction;
+// outside one, with the mutation's client when its driver sends every
+// statement to one database, else in a transaction of its own (which a
+// driver that sends reads to a replica sends where the write goes). A
+// transaction costs two more round trips, while the read holds its
+// connection.
 func (m *HookedConversationMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
-	if _, err := m.Tx(); err == nil {
+	if _, err := m.Tx(); err == nil || generated.OneServer(m.driver) {
 		return read(m.Client())
 	}
 	tx, err := m.Client().Tx(ctx)
@@ -1393,6 +1683,21 @@ func (m *HookedLabelMutation) HotCounterKeys(ctx context.Context) ([]any, error)
 	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
 		return []any{id}, nil
 	}
+	if one && m.HotCounterReadShared() {
+		// Outside a transaction, through interceptors that only filter:
+		// rendered, the read of the row is shared with the concurrent
+		// reads that render alike (the writers of a hot row).
+		q := m.Client().HookedLabel.Query().Where(m.predicates...).Where(hookedlabel.ID(id)).Select(hookedlabel.FieldID)
+		if err := q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		query, args := q.sqlQuery(ctx).Query()
+		found, err := generated.ReadShared(ctx, m.HotCounter(), m.driver, query, args)
+		if err != nil || !found {
+			return nil, err
+		}
+		return []any{id}, nil
+	}
 	var ids []int
 	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
 		q := c.HookedLabel.Query().Where(m.predicates...)
@@ -1412,6 +1717,16 @@ func (m *HookedLabelMutation) HotCounterKeys(ctx context.Context) ([]any, error)
 	return keys, nil
 }
 
+// HotCounterReadShared reports whether an UpdateOne's read of its row
+// (HotCounterKeys) is shared with concurrent reads that render alike:
+// outside a transaction, when the query interceptors only filter (and
+// there are some, or predicates).
+func (m *HookedLabelMutation) HotCounterReadShared() bool {
+	_, err := m.Tx()
+	return err != nil && m.Op().Is(OpUpdateOne) && (len(m.predicates) > 0 || m.hotcounterIntercepted()) &&
+		generated.OnlyTraversers(m.inters.HookedLabel, hookedlabel.Interceptors[:])
+}
+
 // hotcounterIntercepted reports whether the client's or the schema's query
 // interceptors hold one of the user's (not entcounter's own), read from the
 // mutation's config: building a client for it (m.Client()) costs more than
@@ -1420,10 +1735,14 @@ func (m *HookedLabelMutation) hotcounterIntercepted() bool {
 	return generated.Intercepted(m.inters.HookedLabel) || generated.Intercepted(hookedlabel.Interceptors[:])
 }
 
-// hotcounterInTx runs read with a client of the mutation's transaction, or
-// of a transaction of its own.
+// hotcounterInTx runs read with a client of the mutation's transaction;
+// outside one, with the mutation's client when its driver sends every
+// statement to one database, else in a transaction of its own (which a
+// driver that sends reads to a replica sends where the write goes). A
+// transaction costs two more round trips, while the read holds its
+// connection.
 func (m *HookedLabelMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
-	if _, err := m.Tx(); err == nil {
+	if _, err := m.Tx(); err == nil || generated.OneServer(m.driver) {
 		return read(m.Client())
 	}
 	tx, err := m.Client().Tx(ctx)
@@ -1527,6 +1846,21 @@ func (m *LabelMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
 		return []any{id}, nil
 	}
+	if one && m.HotCounterReadShared() {
+		// Outside a transaction, through interceptors that only filter:
+		// rendered, the read of the row is shared with the concurrent
+		// reads that render alike (the writers of a hot row).
+		q := m.Client().Label.Query().Where(m.predicates...).Where(label.ID(id)).Select(label.FieldID)
+		if err := q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		query, args := q.sqlQuery(ctx).Query()
+		found, err := generated.ReadShared(ctx, m.HotCounter(), m.driver, query, args)
+		if err != nil || !found {
+			return nil, err
+		}
+		return []any{id}, nil
+	}
 	var ids []int
 	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
 		q := c.Label.Query().Where(m.predicates...)
@@ -1546,6 +1880,16 @@ func (m *LabelMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	return keys, nil
 }
 
+// HotCounterReadShared reports whether an UpdateOne's read of its row
+// (HotCounterKeys) is shared with concurrent reads that render alike:
+// outside a transaction, when the query interceptors only filter (and
+// there are some, or predicates).
+func (m *LabelMutation) HotCounterReadShared() bool {
+	_, err := m.Tx()
+	return err != nil && m.Op().Is(OpUpdateOne) && (len(m.predicates) > 0 || m.hotcounterIntercepted()) &&
+		generated.OnlyTraversers(m.inters.Label, label.Interceptors[:])
+}
+
 // hotcounterIntercepted reports whether the client's or the schema's query
 // interceptors hold one of the user's (not entcounter's own), read from the
 // mutation's config: building a client for it (m.Client()) costs more than
@@ -1554,10 +1898,14 @@ func (m *LabelMutation) hotcounterIntercepted() bool {
 	return generated.Intercepted(m.inters.Label) || generated.Intercepted(label.Interceptors[:])
 }
 
-// hotcounterInTx runs read with a client of the mutation's transaction, or
-// of a transaction of its own.
+// hotcounterInTx runs read with a client of the mutation's transaction;
+// outside one, with the mutation's client when its driver sends every
+// statement to one database, else in a transaction of its own (which a
+// driver that sends reads to a replica sends where the write goes). A
+// transaction costs two more round trips, while the read holds its
+// connection.
 func (m *LabelMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
-	if _, err := m.Tx(); err == nil {
+	if _, err := m.Tx(); err == nil || generated.OneServer(m.driver) {
 		return read(m.Client())
 	}
 	tx, err := m.Client().Tx(ctx)
@@ -1661,6 +2009,21 @@ func (m *MemberMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
 		return []any{id}, nil
 	}
+	if one && m.HotCounterReadShared() {
+		// Outside a transaction, through interceptors that only filter:
+		// rendered, the read of the row is shared with the concurrent
+		// reads that render alike (the writers of a hot row).
+		q := m.Client().Member.Query().Where(m.predicates...).Where(member.ID(id)).Select(member.FieldID)
+		if err := q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		query, args := q.sqlQuery(ctx).Query()
+		found, err := generated.ReadShared(ctx, m.HotCounter(), m.driver, query, args)
+		if err != nil || !found {
+			return nil, err
+		}
+		return []any{id}, nil
+	}
 	var ids []uuid.UUID
 	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
 		q := c.Member.Query().Where(m.predicates...)
@@ -1680,6 +2043,16 @@ func (m *MemberMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	return keys, nil
 }
 
+// HotCounterReadShared reports whether an UpdateOne's read of its row
+// (HotCounterKeys) is shared with concurrent reads that render alike:
+// outside a transaction, when the query interceptors only filter (and
+// there are some, or predicates).
+func (m *MemberMutation) HotCounterReadShared() bool {
+	_, err := m.Tx()
+	return err != nil && m.Op().Is(OpUpdateOne) && (len(m.predicates) > 0 || m.hotcounterIntercepted()) &&
+		generated.OnlyTraversers(m.inters.Member, member.Interceptors[:])
+}
+
 // hotcounterIntercepted reports whether the client's or the schema's query
 // interceptors hold one of the user's (not entcounter's own), read from the
 // mutation's config: building a client for it (m.Client()) costs more than
@@ -1688,10 +2061,14 @@ func (m *MemberMutation) hotcounterIntercepted() bool {
 	return generated.Intercepted(m.inters.Member) || generated.Intercepted(member.Interceptors[:])
 }
 
-// hotcounterInTx runs read with a client of the mutation's transaction, or
-// of a transaction of its own.
+// hotcounterInTx runs read with a client of the mutation's transaction;
+// outside one, with the mutation's client when its driver sends every
+// statement to one database, else in a transaction of its own (which a
+// driver that sends reads to a replica sends where the write goes). A
+// transaction costs two more round trips, while the read holds its
+// connection.
 func (m *MemberMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
-	if _, err := m.Tx(); err == nil {
+	if _, err := m.Tx(); err == nil || generated.OneServer(m.driver) {
 		return read(m.Client())
 	}
 	tx, err := m.Client().Tx(ctx)
@@ -1795,6 +2172,21 @@ func (m *PostMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
 		return []any{id}, nil
 	}
+	if one && m.HotCounterReadShared() {
+		// Outside a transaction, through interceptors that only filter:
+		// rendered, the read of the row is shared with the concurrent
+		// reads that render alike (the writers of a hot row).
+		q := m.Client().Post.Query().Where(m.predicates...).Where(post.ID(id)).Select(post.FieldID)
+		if err := q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		query, args := q.sqlQuery(ctx).Query()
+		found, err := generated.ReadShared(ctx, m.HotCounter(), m.driver, query, args)
+		if err != nil || !found {
+			return nil, err
+		}
+		return []any{id}, nil
+	}
 	var ids []int
 	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
 		q := c.Post.Query().Where(m.predicates...)
@@ -1814,6 +2206,16 @@ func (m *PostMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	return keys, nil
 }
 
+// HotCounterReadShared reports whether an UpdateOne's read of its row
+// (HotCounterKeys) is shared with concurrent reads that render alike:
+// outside a transaction, when the query interceptors only filter (and
+// there are some, or predicates).
+func (m *PostMutation) HotCounterReadShared() bool {
+	_, err := m.Tx()
+	return err != nil && m.Op().Is(OpUpdateOne) && (len(m.predicates) > 0 || m.hotcounterIntercepted()) &&
+		generated.OnlyTraversers(m.inters.Post, post.Interceptors[:])
+}
+
 // hotcounterIntercepted reports whether the client's or the schema's query
 // interceptors hold one of the user's (not entcounter's own), read from the
 // mutation's config: building a client for it (m.Client()) costs more than
@@ -1822,10 +2224,14 @@ func (m *PostMutation) hotcounterIntercepted() bool {
 	return generated.Intercepted(m.inters.Post) || generated.Intercepted(post.Interceptors[:])
 }
 
-// hotcounterInTx runs read with a client of the mutation's transaction, or
-// of a transaction of its own.
+// hotcounterInTx runs read with a client of the mutation's transaction;
+// outside one, with the mutation's client when its driver sends every
+// statement to one database, else in a transaction of its own (which a
+// driver that sends reads to a replica sends where the write goes). A
+// transaction costs two more round trips, while the read holds its
+// connection.
 func (m *PostMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
-	if _, err := m.Tx(); err == nil {
+	if _, err := m.Tx(); err == nil || generated.OneServer(m.driver) {
 		return read(m.Client())
 	}
 	tx, err := m.Client().Tx(ctx)
@@ -1929,6 +2335,21 @@ func (m *ProductMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
 		return []any{id}, nil
 	}
+	if one && m.HotCounterReadShared() {
+		// Outside a transaction, through interceptors that only filter:
+		// rendered, the read of the row is shared with the concurrent
+		// reads that render alike (the writers of a hot row).
+		q := m.Client().Product.Query().Where(m.predicates...).Where(product.ID(id)).Select(product.FieldID)
+		if err := q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		query, args := q.sqlQuery(ctx).Query()
+		found, err := generated.ReadShared(ctx, m.HotCounter(), m.driver, query, args)
+		if err != nil || !found {
+			return nil, err
+		}
+		return []any{id}, nil
+	}
 	var ids []int
 	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
 		q := c.Product.Query().Where(m.predicates...)
@@ -1948,6 +2369,16 @@ func (m *ProductMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	return keys, nil
 }
 
+// HotCounterReadShared reports whether an UpdateOne's read of its row
+// (HotCounterKeys) is shared with concurrent reads that render alike:
+// outside a transaction, when the query interceptors only filter (and
+// there are some, or predicates).
+func (m *ProductMutation) HotCounterReadShared() bool {
+	_, err := m.Tx()
+	return err != nil && m.Op().Is(OpUpdateOne) && (len(m.predicates) > 0 || m.hotcounterIntercepted()) &&
+		generated.OnlyTraversers(m.inters.Product, product.Interceptors[:])
+}
+
 // hotcounterIntercepted reports whether the client's or the schema's query
 // interceptors hold one of the user's (not entcounter's own), read from the
 // mutation's config: building a client for it (m.Client()) costs more than
@@ -1956,10 +2387,14 @@ func (m *ProductMutation) hotcounterIntercepted() bool {
 	return generated.Intercepted(m.inters.Product) || generated.Intercepted(product.Interceptors[:])
 }
 
-// hotcounterInTx runs read with a client of the mutation's transaction, or
-// of a transaction of its own.
+// hotcounterInTx runs read with a client of the mutation's transaction;
+// outside one, with the mutation's client when its driver sends every
+// statement to one database, else in a transaction of its own (which a
+// driver that sends reads to a replica sends where the write goes). A
+// transaction costs two more round trips, while the read holds its
+// connection.
 func (m *ProductMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
-	if _, err := m.Tx(); err == nil {
+	if _, err := m.Tx(); err == nil || generated.OneServer(m.driver) {
 		return read(m.Client())
 	}
 	tx, err := m.Client().Tx(ctx)
@@ -2063,6 +2498,21 @@ func (m *RackMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
 		return []any{id}, nil
 	}
+	if one && m.HotCounterReadShared() {
+		// Outside a transaction, through interceptors that only filter:
+		// rendered, the read of the row is shared with the concurrent
+		// reads that render alike (the writers of a hot row).
+		q := m.Client().Rack.Query().Where(m.predicates...).Where(rack.ID(id)).Select(rack.FieldID)
+		if err := q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		query, args := q.sqlQuery(ctx).Query()
+		found, err := generated.ReadShared(ctx, m.HotCounter(), m.driver, query, args)
+		if err != nil || !found {
+			return nil, err
+		}
+		return []any{id}, nil
+	}
 	var ids []int
 	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
 		q := c.Rack.Query().Where(m.predicates...)
@@ -2082,6 +2532,16 @@ func (m *RackMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	return keys, nil
 }
 
+// HotCounterReadShared reports whether an UpdateOne's read of its row
+// (HotCounterKeys) is shared with concurrent reads that render alike:
+// outside a transaction, when the query interceptors only filter (and
+// there are some, or predicates).
+func (m *RackMutation) HotCounterReadShared() bool {
+	_, err := m.Tx()
+	return err != nil && m.Op().Is(OpUpdateOne) && (len(m.predicates) > 0 || m.hotcounterIntercepted()) &&
+		generated.OnlyTraversers(m.inters.Rack, rack.Interceptors[:])
+}
+
 // hotcounterIntercepted reports whether the client's or the schema's query
 // interceptors hold one of the user's (not entcounter's own), read from the
 // mutation's config: building a client for it (m.Client()) costs more than
@@ -2090,10 +2550,14 @@ func (m *RackMutation) hotcounterIntercepted() bool {
 	return generated.Intercepted(m.inters.Rack) || generated.Intercepted(rack.Interceptors[:])
 }
 
-// hotcounterInTx runs read with a client of the mutation's transaction, or
-// of a transaction of its own.
+// hotcounterInTx runs read with a client of the mutation's transaction;
+// outside one, with the mutation's client when its driver sends every
+// statement to one database, else in a transaction of its own (which a
+// driver that sends reads to a replica sends where the write goes). A
+// transaction costs two more round trips, while the read holds its
+// connection.
 func (m *RackMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
-	if _, err := m.Tx(); err == nil {
+	if _, err := m.Tx(); err == nil || generated.OneServer(m.driver) {
 		return read(m.Client())
 	}
 	tx, err := m.Client().Tx(ctx)
@@ -2197,6 +2661,21 @@ func (m *ReelMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
 		return []any{id}, nil
 	}
+	if one && m.HotCounterReadShared() {
+		// Outside a transaction, through interceptors that only filter:
+		// rendered, the read of the row is shared with the concurrent
+		// reads that render alike (the writers of a hot row).
+		q := m.Client().Reel.Query().Where(m.predicates...).Where(reel.ID(id)).Select(reel.FieldID)
+		if err := q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		query, args := q.sqlQuery(ctx).Query()
+		found, err := generated.ReadShared(ctx, m.HotCounter(), m.driver, query, args)
+		if err != nil || !found {
+			return nil, err
+		}
+		return []any{id}, nil
+	}
 	var ids []int
 	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
 		q := c.Reel.Query().Where(m.predicates...)
@@ -2216,6 +2695,16 @@ func (m *ReelMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	return keys, nil
 }
 
+// HotCounterReadShared reports whether an UpdateOne's read of its row
+// (HotCounterKeys) is shared with concurrent reads that render alike:
+// outside a transaction, when the query interceptors only filter (and
+// there are some, or predicates).
+func (m *ReelMutation) HotCounterReadShared() bool {
+	_, err := m.Tx()
+	return err != nil && m.Op().Is(OpUpdateOne) && (len(m.predicates) > 0 || m.hotcounterIntercepted()) &&
+		generated.OnlyTraversers(m.inters.Reel, reel.Interceptors[:])
+}
+
 // hotcounterIntercepted reports whether the client's or the schema's query
 // interceptors hold one of the user's (not entcounter's own), read from the
 // mutation's config: building a client for it (m.Client()) costs more than
@@ -2224,10 +2713,14 @@ func (m *ReelMutation) hotcounterIntercepted() bool {
 	return generated.Intercepted(m.inters.Reel) || generated.Intercepted(reel.Interceptors[:])
 }
 
-// hotcounterInTx runs read with a client of the mutation's transaction, or
-// of a transaction of its own.
+// hotcounterInTx runs read with a client of the mutation's transaction;
+// outside one, with the mutation's client when its driver sends every
+// statement to one database, else in a transaction of its own (which a
+// driver that sends reads to a replica sends where the write goes). A
+// transaction costs two more round trips, while the read holds its
+// connection.
 func (m *ReelMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
-	if _, err := m.Tx(); err == nil {
+	if _, err := m.Tx(); err == nil || generated.OneServer(m.driver) {
 		return read(m.Client())
 	}
 	tx, err := m.Client().Tx(ctx)
@@ -2331,6 +2824,21 @@ func (m *SectionMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
 		return []any{id}, nil
 	}
+	if one && m.HotCounterReadShared() {
+		// Outside a transaction, through interceptors that only filter:
+		// rendered, the read of the row is shared with the concurrent
+		// reads that render alike (the writers of a hot row).
+		q := m.Client().Section.Query().Where(m.predicates...).Where(section.ID(id)).Select(section.FieldID)
+		if err := q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		query, args := q.sqlQuery(ctx).Query()
+		found, err := generated.ReadShared(ctx, m.HotCounter(), m.driver, query, args)
+		if err != nil || !found {
+			return nil, err
+		}
+		return []any{id}, nil
+	}
 	var ids []int
 	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
 		q := c.Section.Query().Where(m.predicates...)
@@ -2350,6 +2858,16 @@ func (m *SectionMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	return keys, nil
 }
 
+// HotCounterReadShared reports whether an UpdateOne's read of its row
+// (HotCounterKeys) is shared with concurrent reads that render alike:
+// outside a transaction, when the query interceptors only filter (and
+// there are some, or predicates).
+func (m *SectionMutation) HotCounterReadShared() bool {
+	_, err := m.Tx()
+	return err != nil && m.Op().Is(OpUpdateOne) && (len(m.predicates) > 0 || m.hotcounterIntercepted()) &&
+		generated.OnlyTraversers(m.inters.Section, section.Interceptors[:])
+}
+
 // hotcounterIntercepted reports whether the client's or the schema's query
 // interceptors hold one of the user's (not entcounter's own), read from the
 // mutation's config: building a client for it (m.Client()) costs more than
@@ -2358,10 +2876,14 @@ func (m *SectionMutation) hotcounterIntercepted() bool {
 	return generated.Intercepted(m.inters.Section) || generated.Intercepted(section.Interceptors[:])
 }
 
-// hotcounterInTx runs read with a client of the mutation's transaction, or
-// of a transaction of its own.
+// hotcounterInTx runs read with a client of the mutation's transaction;
+// outside one, with the mutation's client when its driver sends every
+// statement to one database, else in a transaction of its own (which a
+// driver that sends reads to a replica sends where the write goes). A
+// transaction costs two more round trips, while the read holds its
+// connection.
 func (m *SectionMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
-	if _, err := m.Tx(); err == nil {
+	if _, err := m.Tx(); err == nil || generated.OneServer(m.driver) {
 		return read(m.Client())
 	}
 	tx, err := m.Client().Tx(ctx)
@@ -2465,6 +2987,21 @@ func (m *ShelfMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
 		return []any{id}, nil
 	}
+	if one && m.HotCounterReadShared() {
+		// Outside a transaction, through interceptors that only filter:
+		// rendered, the read of the row is shared with the concurrent
+		// reads that render alike (the writers of a hot row).
+		q := m.Client().Shelf.Query().Where(m.predicates...).Where(shelf.ID(id)).Select(shelf.FieldID)
+		if err := q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		query, args := q.sqlQuery(ctx).Query()
+		found, err := generated.ReadShared(ctx, m.HotCounter(), m.driver, query, args)
+		if err != nil || !found {
+			return nil, err
+		}
+		return []any{id}, nil
+	}
 	var ids []int
 	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
 		q := c.Shelf.Query().Where(m.predicates...)
@@ -2484,6 +3021,16 @@ func (m *ShelfMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	return keys, nil
 }
 
+// HotCounterReadShared reports whether an UpdateOne's read of its row
+// (HotCounterKeys) is shared with concurrent reads that render alike:
+// outside a transaction, when the query interceptors only filter (and
+// there are some, or predicates).
+func (m *ShelfMutation) HotCounterReadShared() bool {
+	_, err := m.Tx()
+	return err != nil && m.Op().Is(OpUpdateOne) && (len(m.predicates) > 0 || m.hotcounterIntercepted()) &&
+		generated.OnlyTraversers(m.inters.Shelf, shelf.Interceptors[:])
+}
+
 // hotcounterIntercepted reports whether the client's or the schema's query
 // interceptors hold one of the user's (not entcounter's own), read from the
 // mutation's config: building a client for it (m.Client()) costs more than
@@ -2492,10 +3039,14 @@ func (m *ShelfMutation) hotcounterIntercepted() bool {
 	return generated.Intercepted(m.inters.Shelf) || generated.Intercepted(shelf.Interceptors[:])
 }
 
-// hotcounterInTx runs read with a client of the mutation's transaction, or
-// of a transaction of its own.
+// hotcounterInTx runs read with a client of the mutation's transaction;
+// outside one, with the mutation's client when its driver sends every
+// statement to one database, else in a transaction of its own (which a
+// driver that sends reads to a replica sends where the write goes). A
+// transaction costs two more round trips, while the read holds its
+// connection.
 func (m *ShelfMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
-	if _, err := m.Tx(); err == nil {
+	if _, err := m.Tx(); err == nil || generated.OneServer(m.driver) {
 		return read(m.Client())
 	}
 	tx, err := m.Client().Tx(ctx)
@@ -2599,6 +3150,21 @@ func (m *SkipPostMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
 		return []any{id}, nil
 	}
+	if one && m.HotCounterReadShared() {
+		// Outside a transaction, through interceptors that only filter:
+		// rendered, the read of the row is shared with the concurrent
+		// reads that render alike (the writers of a hot row).
+		q := m.Client().SkipPost.Query().Where(m.predicates...).Where(skippost.ID(id)).Select(skippost.FieldID)
+		if err := q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		query, args := q.sqlQuery(ctx).Query()
+		found, err := generated.ReadShared(ctx, m.HotCounter(), m.driver, query, args)
+		if err != nil || !found {
+			return nil, err
+		}
+		return []any{id}, nil
+	}
 	var ids []int
 	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
 		q := c.SkipPost.Query().Where(m.predicates...)
@@ -2618,6 +3184,16 @@ func (m *SkipPostMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	return keys, nil
 }
 
+// HotCounterReadShared reports whether an UpdateOne's read of its row
+// (HotCounterKeys) is shared with concurrent reads that render alike:
+// outside a transaction, when the query interceptors only filter (and
+// there are some, or predicates).
+func (m *SkipPostMutation) HotCounterReadShared() bool {
+	_, err := m.Tx()
+	return err != nil && m.Op().Is(OpUpdateOne) && (len(m.predicates) > 0 || m.hotcounterIntercepted()) &&
+		generated.OnlyTraversers(m.inters.SkipPost, skippost.Interceptors[:])
+}
+
 // hotcounterIntercepted reports whether the client's or the schema's query
 // interceptors hold one of the user's (not entcounter's own), read from the
 // mutation's config: building a client for it (m.Client()) costs more than
@@ -2626,10 +3202,14 @@ func (m *SkipPostMutation) hotcounterIntercepted() bool {
 	return generated.Intercepted(m.inters.SkipPost) || generated.Intercepted(skippost.Interceptors[:])
 }
 
-// hotcounterInTx runs read with a client of the mutation's transaction, or
-// of a transaction of its own.
+// hotcounterInTx runs read with a client of the mutation's transaction;
+// outside one, with the mutation's client when its driver sends every
+// statement to one database, else in a transaction of its own (which a
+// driver that sends reads to a replica sends where the write goes). A
+// transaction costs two more round trips, while the read holds its
+// connection.
 func (m *SkipPostMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
-	if _, err := m.Tx(); err == nil {
+	if _, err := m.Tx(); err == nil || generated.OneServer(m.driver) {
 		return read(m.Client())
 	}
 	tx, err := m.Client().Tx(ctx)
@@ -2733,6 +3313,21 @@ func (m *StoryMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
 		return []any{id}, nil
 	}
+	if one && m.HotCounterReadShared() {
+		// Outside a transaction, through interceptors that only filter:
+		// rendered, the read of the row is shared with the concurrent
+		// reads that render alike (the writers of a hot row).
+		q := m.Client().Story.Query().Where(m.predicates...).Where(story.ID(id)).Select(story.FieldID)
+		if err := q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		query, args := q.sqlQuery(ctx).Query()
+		found, err := generated.ReadShared(ctx, m.HotCounter(), m.driver, query, args)
+		if err != nil || !found {
+			return nil, err
+		}
+		return []any{id}, nil
+	}
 	var ids []int
 	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
 		q := c.Story.Query().Where(m.predicates...)
@@ -2752,6 +3347,16 @@ func (m *StoryMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	return keys, nil
 }
 
+// HotCounterReadShared reports whether an UpdateOne's read of its row
+// (HotCounterKeys) is shared with concurrent reads that render alike:
+// outside a transaction, when the query interceptors only filter (and
+// there are some, or predicates).
+func (m *StoryMutation) HotCounterReadShared() bool {
+	_, err := m.Tx()
+	return err != nil && m.Op().Is(OpUpdateOne) && (len(m.predicates) > 0 || m.hotcounterIntercepted()) &&
+		generated.OnlyTraversers(m.inters.Story, story.Interceptors[:])
+}
+
 // hotcounterIntercepted reports whether the client's or the schema's query
 // interceptors hold one of the user's (not entcounter's own), read from the
 // mutation's config: building a client for it (m.Client()) costs more than
@@ -2760,10 +3365,14 @@ func (m *StoryMutation) hotcounterIntercepted() bool {
 	return generated.Intercepted(m.inters.Story) || generated.Intercepted(story.Interceptors[:])
 }
 
-// hotcounterInTx runs read with a client of the mutation's transaction, or
-// of a transaction of its own.
+// hotcounterInTx runs read with a client of the mutation's transaction;
+// outside one, with the mutation's client when its driver sends every
+// statement to one database, else in a transaction of its own (which a
+// driver that sends reads to a replica sends where the write goes). A
+// transaction costs two more round trips, while the read holds its
+// connection.
 func (m *StoryMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
-	if _, err := m.Tx(); err == nil {
+	if _, err := m.Tx(); err == nil || generated.OneServer(m.driver) {
 		return read(m.Client())
 	}
 	tx, err := m.Client().Tx(ctx)
@@ -2862,6 +3471,21 @@ func (m *TagMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
 		return []any{id}, nil
 	}
+	if one && m.HotCounterReadShared() {
+		// Outside a transaction, through interceptors that only filter:
+		// rendered, the read of the row is shared with the concurrent
+		// reads that render alike (the writers of a hot row).
+		q := m.Client().Tag.Query().Where(m.predicates...).Where(tag.ID(id)).Select(tag.FieldID)
+		if err := q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		query, args := q.sqlQuery(ctx).Query()
+		found, err := generated.ReadShared(ctx, m.HotCounter(), m.driver, query, args)
+		if err != nil || !found {
+			return nil, err
+		}
+		return []any{id}, nil
+	}
 	var ids []int
 	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
 		q := c.Tag.Query().Where(m.predicates...)
@@ -2881,6 +3505,16 @@ func (m *TagMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	return keys, nil
 }
 
+// HotCounterReadShared reports whether an UpdateOne's read of its row
+// (HotCounterKeys) is shared with concurrent reads that render alike:
+// outside a transaction, when the query interceptors only filter (and
+// there are some, or predicates).
+func (m *TagMutation) HotCounterReadShared() bool {
+	_, err := m.Tx()
+	return err != nil && m.Op().Is(OpUpdateOne) && (len(m.predicates) > 0 || m.hotcounterIntercepted()) &&
+		generated.OnlyTraversers(m.inters.Tag, tag.Interceptors[:])
+}
+
 // hotcounterIntercepted reports whether the client's or the schema's query
 // interceptors hold one of the user's (not entcounter's own), read from the
 // mutation's config: building a client for it (m.Client()) costs more than
@@ -2889,10 +3523,14 @@ func (m *TagMutation) hotcounterIntercepted() bool {
 	return generated.Intercepted(m.inters.Tag) || generated.Intercepted(tag.Interceptors[:])
 }
 
-// hotcounterInTx runs read with a client of the mutation's transaction, or
-// of a transaction of its own.
+// hotcounterInTx runs read with a client of the mutation's transaction;
+// outside one, with the mutation's client when its driver sends every
+// statement to one database, else in a transaction of its own (which a
+// driver that sends reads to a replica sends where the write goes). A
+// transaction costs two more round trips, while the read holds its
+// connection.
 func (m *TagMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
-	if _, err := m.Tx(); err == nil {
+	if _, err := m.Tx(); err == nil || generated.OneServer(m.driver) {
 		return read(m.Client())
 	}
 	tx, err := m.Client().Tx(ctx)
@@ -2996,6 +3634,21 @@ func (m *ViewerMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
 		return []any{id}, nil
 	}
+	if one && m.HotCounterReadShared() {
+		// Outside a transaction, through interceptors that only filter:
+		// rendered, the read of the row is shared with the concurrent
+		// reads that render alike (the writers of a hot row).
+		q := m.Client().Viewer.Query().Where(m.predicates...).Where(viewer.ID(id)).Select(viewer.FieldID)
+		if err := q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		query, args := q.sqlQuery(ctx).Query()
+		found, err := generated.ReadShared(ctx, m.HotCounter(), m.driver, query, args)
+		if err != nil || !found {
+			return nil, err
+		}
+		return []any{id}, nil
+	}
 	var ids []int
 	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
 		q := c.Viewer.Query().Where(m.predicates...)
@@ -3015,6 +3668,16 @@ func (m *ViewerMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	return keys, nil
 }
 
+// HotCounterReadShared reports whether an UpdateOne's read of its row
+// (HotCounterKeys) is shared with concurrent reads that render alike:
+// outside a transaction, when the query interceptors only filter (and
+// there are some, or predicates).
+func (m *ViewerMutation) HotCounterReadShared() bool {
+	_, err := m.Tx()
+	return err != nil && m.Op().Is(OpUpdateOne) && (len(m.predicates) > 0 || m.hotcounterIntercepted()) &&
+		generated.OnlyTraversers(m.inters.Viewer, viewer.Interceptors[:])
+}
+
 // hotcounterIntercepted reports whether the client's or the schema's query
 // interceptors hold one of the user's (not entcounter's own), read from the
 // mutation's config: building a client for it (m.Client()) costs more than
@@ -3023,10 +3686,14 @@ func (m *ViewerMutation) hotcounterIntercepted() bool {
 	return generated.Intercepted(m.inters.Viewer) || generated.Intercepted(viewer.Interceptors[:])
 }
 
-// hotcounterInTx runs read with a client of the mutation's transaction, or
-// of a transaction of its own.
+// hotcounterInTx runs read with a client of the mutation's transaction;
+// outside one, with the mutation's client when its driver sends every
+// statement to one database, else in a transaction of its own (which a
+// driver that sends reads to a replica sends where the write goes). A
+// transaction costs two more round trips, while the read holds its
+// connection.
 func (m *ViewerMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
-	if _, err := m.Tx(); err == nil {
+	if _, err := m.Tx(); err == nil || generated.OneServer(m.driver) {
 		return read(m.Client())
 	}
 	tx, err := m.Client().Tx(ctx)

@@ -162,6 +162,61 @@ type State struct {
 	// migrated holds the slot tables of counts whose triggers a load
 	// found installed (countsMigrated).
 	migrated sync.Map
+	// reads merges concurrent reads of one row's visibility that the
+	// interceptors render alike (ReadShared), and readFirst the increments
+	// that follow them (CombinedAfterRead).
+	reads, readFirst combine.Group
+}
+
+// ReadShared reports whether query, the read of one row's id as the
+// query interceptors and the privacy policy rendered it for an add outside
+// a transaction (HotCounterKeys), returns a row, through d, the
+// mutation's driver. Concurrent reads of the same query and arguments
+// share one execution that starts after they all asked, as concurrent
+// increments share a write: each writer of a hot row holding a connection
+// for a read of its own would make a pool that keeps few idle connections
+// (database/sql's default: 2) close and reopen connections all the time.
+// The read runs in a transaction of its own unless d sends every statement
+// to one database (OneServer).
+func (r Runtime) ReadShared(ctx context.Context, d dialect.Driver, query string, args []any) (bool, error) {
+	key := query + "\x00" + fmt.Sprintf("%#v", args)
+	_, v, err := r.state().reads.DoValue(ctx, key, 0, func(ctx context.Context, _ int64) (int64, any, error) {
+		found, err := readRow(ctx, d, query, args)
+		return 0, found, err
+	})
+	found, _ := v.(bool)
+	return found, err
+}
+
+// readRow reports whether query returns a row, read through d: directly
+// when d sends every statement to one database, else in a transaction.
+func readRow(ctx context.Context, d dialect.Driver, query string, args []any) (found bool, err error) {
+	var ex dialect.ExecQuerier = d
+	var tx dialect.Tx
+	if !OneServer(d) {
+		if tx, err = d.Tx(ctx); err != nil {
+			return false, err
+		}
+		ex = tx
+	}
+	var rows sql.Rows
+	if err = ex.Query(ctx, query, args, &rows); err == nil {
+		found = rows.Next()
+		if cerr := rows.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = rows.Err()
+		}
+	}
+	if tx != nil {
+		if err != nil {
+			_ = tx.Rollback()
+			return false, err
+		}
+		err = tx.Commit()
+	}
+	return found, err
 }
 
 // Widths returns the widths that parents of d have learned, or nil when d
@@ -194,6 +249,13 @@ func (st *State) configure(s spec.Settings) {
 	s = s.Resolved()
 	st.settings.Store(&s)
 	st.combined.Limit = s.InFlight
+	// An add that read its row first (ReadShared) already holds the read's
+	// turn: one statement fewer, so that a hot row keeps InFlight
+	// connections busy in all.
+	st.readFirst.Limit = s.InFlight
+	if s.InFlight > 1 {
+		st.readFirst.Limit = s.InFlight - 1
+	}
 	st.takes.Limit, st.takes.Split = s.InFlight, engine.SplitTakes
 }
 
@@ -247,6 +309,11 @@ func (r Runtime) System(ask bool) string {
 // Combined is the client's group of increments that share a statement
 // (at most 2 statements in flight per row).
 func (r Runtime) Combined() *combine.Group { return &r.state().combined }
+
+// CombinedAfterRead is the client's group of increments of rows that each
+// add first read through the query interceptors (ReadShared): InFlight
+// less the read's statement, at least 1.
+func (r Runtime) CombinedAfterRead() *combine.Group { return &r.state().readFirst }
 
 // Takes is the client's group of takes of guarded counters that share a
 // statement.

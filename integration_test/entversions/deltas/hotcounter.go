@@ -23,6 +23,21 @@ func (m *ReelMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
 		return []any{id}, nil
 	}
+	if one && m.HotCounterReadShared() {
+		// Outside a transaction, through interceptors that only filter:
+		// rendered, the read of the row is shared with the concurrent
+		// reads that render alike (the writers of a hot row).
+		q := m.Client().Reel.Query().Where(m.predicates...).Where(reel.ID(id)).Select(reel.FieldID)
+		if err := q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		query, args := q.sqlQuery(ctx).Query()
+		found, err := generated.ReadShared(ctx, m.HotCounter(), m.driver, query, args)
+		if err != nil || !found {
+			return nil, err
+		}
+		return []any{id}, nil
+	}
 	var ids []int
 	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
 		q := c.Reel.Query().Where(m.predicates...)
@@ -42,6 +57,16 @@ func (m *ReelMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	return keys, nil
 }
 
+// HotCounterReadShared reports whether an UpdateOne's read of its row
+// (HotCounterKeys) is shared with concurrent reads that render alike:
+// outside a transaction, when the query interceptors only filter (and
+// there are some, or predicates).
+func (m *ReelMutation) HotCounterReadShared() bool {
+	_, err := m.Tx()
+	return err != nil && m.Op().Is(OpUpdateOne) && (len(m.predicates) > 0 || m.hotcounterIntercepted()) &&
+		generated.OnlyTraversers(m.inters.Reel, reel.Interceptors[:])
+}
+
 // hotcounterIntercepted reports whether the client's or the schema's query
 // interceptors hold one of the user's (not entcounter's own), read from the
 // mutation's config: building a client for it (m.Client()) costs more than
@@ -50,10 +75,14 @@ func (m *ReelMutation) hotcounterIntercepted() bool {
 	return generated.Intercepted(m.inters.Reel) || generated.Intercepted(reel.Interceptors[:])
 }
 
-// hotcounterInTx runs read with a client of the mutation's transaction, or
-// of a transaction of its own.
+// hotcounterInTx runs read with a client of the mutation's transaction;
+// outside one, with the mutation's client when its driver sends every
+// statement to one database, else in a transaction of its own (which a
+// driver that sends reads to a replica sends where the write goes). A
+// transaction costs two more round trips, while the read holds its
+// connection.
 func (m *ReelMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
-	if _, err := m.Tx(); err == nil {
+	if _, err := m.Tx(); err == nil || generated.OneServer(m.driver) {
 		return read(m.Client())
 	}
 	tx, err := m.Client().Tx(ctx)
