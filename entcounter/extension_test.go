@@ -46,7 +46,7 @@ func TestExtensionReportsBadDeclarations(t *testing.T) {
 		dir  string
 		want []string
 	}{
-		{"./testdata/badslots", []string{"Post.likes", "slots=0 is out of range"}},
+		{"./testdata/badslots", []string{"Post.likes", "Slots(0) is out of range"}},
 		{"./testdata/badwhere", []string{"Shelf.open_count", "subquery"}},
 		{"./testdata/bidihooks", []string{"friend_count", "bidirectional M2M edge friends", "kept by triggers"}},
 		{"./testdata/twice", []string{"Post.likes: invalid counter declaration: Slots given twice", "Post.views: invalid counter declaration: Slots and AutoSlots both given",

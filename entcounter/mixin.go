@@ -36,7 +36,7 @@ func Counter(name string, opts ...Option) CounterMixin {
 		}
 		opt(&o)
 	}
-	return CounterMixin{name: name, ann: annotationOf(o, o.Validate())}
+	return CounterMixin{name: name, ann: annotationOf(o, o.ValidateAs(spec.EntNames))}
 }
 
 // CounterMixin is the mixin [Counter] returns: it adds the counter's field,

@@ -170,75 +170,99 @@ func (o Options) PrecreateOn(def bool) bool {
 	return o.Precreate == On
 }
 
-// Validate reports a declaration that cannot work.
-func (o Options) Validate() error {
+// Names are the words a declaration's options go by in one ORM, which its
+// errors use: GORM's tag (TagNames) or entcounter's options (EntNames).
+// Formats take one value.
+type Names struct {
+	Slots, AutoSlots, Where, Total                string // formats
+	Auto, AnySlots, Counts, AddCounts, CountOpts  string
+	Precreate, SkipLocked, Hooks, Guarded, Append string
+}
+
+var (
+	// TagNames are gormcounter's tag words.
+	TagNames = Names{Slots: "slots=%d", AutoSlots: "slots=auto,max=%d", Where: "where=%s", Total: "total=%s",
+		Auto: "slots=auto", AnySlots: "slots=N", Counts: "counts=", AddCounts: "counts=<relation>", CountOpts: "where=, total= and hooks",
+		Precreate: "precreate", SkipLocked: "skiplocked", Hooks: "hooks", Guarded: "guarded", Append: "append"}
+	// EntNames are entcounter's option names.
+	EntNames = Names{Slots: "Slots(%d)", AutoSlots: "AutoSlots(%d)", Where: "Where(%q)", Total: "Total(%q)",
+		Auto: "AutoSlots", AnySlots: "Slots(n)", Counts: "Counts", AddCounts: "Counts(<edge>)", CountOpts: "Where, Total and ByHooks",
+		Precreate: "Precreate()", SkipLocked: "SkipLocked()", Hooks: "ByHooks()", Guarded: "Guarded()", Append: "Append()"}
+)
+
+// Validate reports a declaration that cannot work, in GORM's tag words.
+func (o Options) Validate() error { return o.ValidateAs(TagNames) }
+
+// ValidateAs reports a declaration that cannot work, naming its options
+// with n.
+func (o Options) ValidateAs(n Names) error {
 	if err := o.checkGiven(); err != nil {
 		return err
 	}
 	if o.Auto && (o.Slots < 1 || o.Slots > MaxSlots) {
-		return fmt.Errorf("%w: slots=auto,max=%d is out of range: use 1 to %d", ErrInvalid, o.Slots, MaxSlots)
+		return fmt.Errorf("%w: "+n.AutoSlots+" is out of range: use 1 to %d", ErrInvalid, o.Slots, MaxSlots)
 	}
 	if o.Slots < 1 || o.Slots > MaxSlots {
-		return fmt.Errorf("%w: slots=%d is out of range: use 1 to %d", ErrInvalid, o.Slots, MaxSlots)
+		return fmt.Errorf("%w: "+n.Slots+" is out of range: use 1 to %d", ErrInvalid, o.Slots, MaxSlots)
 	}
 	if o.Mode != Sum && o.Mode != Rollup && o.Mode != Append {
 		return fmt.Errorf("%w: unknown mode %d", ErrInvalid, o.Mode)
 	}
 	if o.Auto {
-		if err := o.validateAuto(); err != nil {
+		if err := o.validateAuto(n); err != nil {
 			return err
 		}
 	}
 	if o.Mode != Sum && o.Precreate == On {
-		return fmt.Errorf("%w: precreate applies to sum counters; a rollup pass removes the rows it folds", ErrInvalid)
+		return fmt.Errorf("%w: %s applies to sum counters; a rollup pass removes the rows it folds", ErrInvalid, n.Precreate)
 	}
 	if o.Mode == Append && o.SkipLocked {
-		return fmt.Errorf("%w: skiplocked applies to slots; an append counter shares no row", ErrInvalid)
+		return fmt.Errorf("%w: %s applies to slots; an append counter shares no row", ErrInvalid, n.SkipLocked)
 	}
 	if o.Counts == "" && (o.Where != "" || o.Hooks || o.Total != "") {
-		return fmt.Errorf("%w: where=, total= and hooks apply to a count of child rows: add counts=<relation>", ErrInvalid)
+		return fmt.Errorf("%w: %s apply to a count of child rows: add %s", ErrInvalid, n.CountOpts, n.AddCounts)
 	}
 	if o.Total != "" && o.Hooks {
-		return fmt.Errorf("%w: total=%s is kept by triggers: drop hooks", ErrInvalid, o.Total)
+		return fmt.Errorf("%w: "+n.Total+" is kept by triggers: remove %s", ErrInvalid, o.Total, n.Hooks)
 	}
 	if o.Counts != "" && o.Mode == Append {
-		return fmt.Errorf("%w: counts= keeps its count in slots: use sum or rollup, not append", ErrInvalid)
+		return fmt.Errorf("%w: %s keeps its count in slots: use sum or rollup, not %s", ErrInvalid, n.Counts, n.Append)
 	}
 	if o.Counts != "" && o.SkipLocked {
-		return fmt.Errorf("%w: counts= picks the slot of the writer's session, not a free one: drop skiplocked", ErrInvalid)
+		return fmt.Errorf("%w: %s picks the slot of the writer's session, not a free one: remove %s", ErrInvalid, n.Counts, n.SkipLocked)
 	}
 	if o.Guarded && (o.Mode != Sum || o.Counts != "") {
-		return fmt.Errorf("%w: guarded applies to sum counters: its slot rows hold the stock (no rollup column, no count of children)", ErrInvalid)
+		return fmt.Errorf("%w: %s applies to sum counters: its slot rows hold the stock (no rollup column, no count of children)", ErrInvalid, n.Guarded)
 	}
 	if o.KeepColumn && (o.Mode != Sum || o.Counts != "") {
 		return fmt.Errorf("%w: keeping the column applies to sum counters; a rollup or append counter has its column anyway, and a count is recounted from its children", ErrInvalid)
 	}
 	if o.Where != "" {
 		if err := countersql.CheckCondition(o.Where); err != nil {
-			return fmt.Errorf("%w: where=%s: %v", ErrInvalid, o.Where, err)
+			return fmt.Errorf("%w: "+n.Where+": %v", ErrInvalid, o.Where, err)
 		}
 	}
 	return nil
 }
 
 // validateAuto rejects what slots=auto cannot be combined with.
-func (o Options) validateAuto() error {
+func (o Options) validateAuto(n Names) error {
 	var why string
 	switch {
 	case o.Mode == Append:
 		why = "an append counter has no slot rows"
 	case o.Precreate == On:
-		why = "precreate makes every slot row up front; auto makes them as a parent's writers contend"
+		why = n.Precreate + " makes every slot row up front; " + n.Auto + " makes them as a parent's writers contend"
 	case o.SkipLocked:
-		why = "skiplocked already adds a row when every row is held: use one or the other"
+		why = n.SkipLocked + " already adds a row when every row is held: use one or the other"
 	case o.Guarded:
-		why = "a guarded counter spreads its stock over a fixed number of rows: give slots=N"
+		why = "a guarded counter spreads its stock over a fixed number of rows: give " + n.AnySlots
 	case o.Counts != "":
-		why = "a count writes the slot of the writer's session: give slots=N"
+		why = "a count writes the slot of the writer's session: give " + n.AnySlots
 	default:
 		return nil
 	}
-	return fmt.Errorf("%w: slots=auto: %s", ErrInvalid, why)
+	return fmt.Errorf("%w: %s: %s", ErrInvalid, n.Auto, why)
 }
 
 // ParseList parses a comma-separated option list such as "slots=64,rollup",

@@ -79,9 +79,9 @@ func TestParseListRejects(t *testing.T) {
 		"counts=":                          "counts needs",
 		"total=size":                       "add counts=",
 		"counts=Files,total=":              "total needs",
-		"counts=Files,total=size,hooks":    "drop hooks",
+		"counts=Files,total=size,hooks":    "remove hooks",
 		"counts=Objects,append":            "not append",
-		"counts=Objects,skiplocked":        "drop skiplocked",
+		"counts=Objects,skiplocked":        "remove skiplocked",
 		"counts=Objects,where=":            "where= needs",
 		"counts=X,where=a=1; DROP TABLE x": "without ';'",
 		"slots=4,slots=8":                  "slots given twice",
@@ -127,6 +127,34 @@ func TestKeepColumnIsForSumCounters(t *testing.T) {
 	} {
 		if err := o.Validate(); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%+v: got %v, want ErrInvalid", o, err)
+		}
+	}
+}
+
+// An ent declaration's errors name entcounter's options, not GORM's tag
+// words.
+func TestEntErrorsNameEntOptions(t *testing.T) {
+	cases := []struct {
+		o    Options
+		says string
+	}{
+		{Options{Slots: 0}, "Slots(0) is out of range"},
+		{Options{Slots: 4096, Auto: true}, "AutoSlots(4096) is out of range"},
+		{Options{Slots: 16, Where: "status = 'open'"}, "Where, Total and ByHooks apply to a count of child rows: add Counts(<edge>)"},
+		{Options{Slots: 16, Mode: Rollup, Precreate: On}, "Precreate() applies to sum counters"},
+		{Options{Slots: 16, Counts: "files", Total: "size", Hooks: true}, `Total("size") is kept by triggers: remove ByHooks()`},
+		{Options{Slots: 16, Counts: "items", SkipLocked: true}, "remove SkipLocked()"},
+		{Options{Slots: 16, Auto: true, Guarded: true}, "AutoSlots: a guarded counter spreads its stock over a fixed number of rows: give Slots(n)"},
+	}
+	for _, c := range cases {
+		err := c.o.ValidateAs(EntNames)
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("%+v: %v; want ErrInvalid saying %s", c.o, err, c.says)
+		}
+		for _, word := range []string{"slots=", "counts=", "where=", "total=", "precreate ", "skiplocked", "hooks"} {
+			if err != nil && strings.Contains(err.Error(), word) {
+				t.Errorf("%+v: %v speaks GORM's tag word %q", c.o, err, word)
+			}
 		}
 	}
 }
