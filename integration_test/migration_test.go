@@ -216,6 +216,10 @@ type (
 		ID uint
 		N  int64 `gorm:"rollup"`
 	}
+	PointerCounter struct {
+		ID uint
+		N  *int64 `gorm:"counter"`
+	}
 )
 
 func TestBadDeclarationsNameModelAndField(t *testing.T) {
@@ -236,6 +240,7 @@ func TestBadDeclarationsNameModelAndField(t *testing.T) {
 		{&SemicolonSlots{}, "SemicolonSlots.N", "`gorm:\"counter:slots=4\"`"},
 		{&RepeatedSlots{}, "RepeatedSlots.N", "slots given twice"},
 		{&StrayRollup{}, "StrayRollup.N", "`gorm:\"counter:rollup\"`"},
+		{&PointerCounter{}, "PointerCounter.N", "not a pointer: a counter has no NULL"},
 	}
 	for _, c := range cases {
 		for _, step := range []struct {
