@@ -54,6 +54,13 @@ func counterHook(field string, ann annotation) ent.Hook {
 				// sum counter's column, which does not exist.
 				return nil, fmt.Errorf("%s.%s: %w", em.Type(), field, errNotGenerated)
 			}
+			if p, ok := em.(interface{ HotCounterPin(context.Context) error }); ok {
+				// An update or delete whose predicates read a counter
+				// without a column writes the rows they select, by id.
+				if err := p.HotCounterPin(ctx); err != nil {
+					return nil, fmt.Errorf("entcounter: %s: read the rows whose counters the update's predicates name: %w", em.Type(), err)
+				}
+			}
 			if id, hasID := m.HotCounterID(); em.Op().Is(ent.OpUpdateOne) {
 				if b, ok := entrt.BufferedFor(ctx, em.Type(), id, hasID); ok {
 					if b.Field != field {

@@ -109,6 +109,13 @@ func ReadShared(ctx context.Context, r Runtime, d dialect.Driver, query string, 
 	return r.ReadShared(ctx, d, query, args)
 }
 
+// ReadsCounter returns query, a read of schema typ's rows, with its
+// references to counters that have no column replaced by their values, and
+// whether it had any.
+func ReadsCounter(ctx context.Context, r Runtime, typ, query string) (string, bool, error) {
+	return r.ReadsCounter(ctx, typ, query)
+}
+
 // OneServer reports whether d sends every statement to one database (ent's
 // own SQL driver, or its debug driver around it): a read outside a
 // transaction then reads where the write goes.

@@ -24,6 +24,7 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/member"
 	"github.com/hotcounter/hotcounter/integration_test/ent/pin"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
+	"github.com/hotcounter/hotcounter/integration_test/ent/predicate"
 	"github.com/hotcounter/hotcounter/integration_test/ent/product"
 	"github.com/hotcounter/hotcounter/integration_test/ent/rack"
 	"github.com/hotcounter/hotcounter/integration_test/ent/reel"
@@ -83,6 +84,46 @@ func (m *AuthorMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// HotCounterPin pins an update or delete whose predicates read a counter
+// that has no column (a sum counter, a count) to the ids of the rows they
+// select: it reads them with the counters' values put in (without query
+// interceptors, which do not apply to writes), in the mutation's
+// transaction if it has one, and replaces the predicates with those ids,
+// so that the statement ent sends names no missing column. Predicates that
+// read no such counter are left as they are. Called by entcounter's hooks.
+func (m *AuthorMutation) HotCounterPin(ctx context.Context) error {
+	if len(m.predicates) == 0 || !m.Op().Is(OpUpdate|OpUpdateOne|OpDelete|OpDeleteOne) {
+		return nil
+	}
+	selector := sql.Dialect(m.driver.Dialect()).Select(author.FieldID).From(sql.Table(author.Table))
+	for _, p := range m.predicates {
+		p(selector)
+	}
+	query, args := selector.Query()
+	query, reads, err := generated.ReadsCounter(ctx, m.HotCounter(), "Author", query)
+	if err != nil || !reads {
+		return err
+	}
+	rows := &sql.Rows{}
+	if err := m.driver.Query(ctx, query, args, rows); err != nil {
+		return err
+	}
+	defer rows.Close()
+	var ids []int
+	for rows.Next() {
+		var id int
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	m.predicates = []predicate.Author{author.IDIn(ids...)}
+	return nil
 }
 
 // HotCounterReadShared reports whether an UpdateOne's read of its row
@@ -248,6 +289,46 @@ func (m *BadgeMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	return keys, nil
 }
 
+// HotCounterPin pins an update or delete whose predicates read a counter
+// that has no column (a sum counter, a count) to the ids of the rows they
+// select: it reads them with the counters' values put in (without query
+// interceptors, which do not apply to writes), in the mutation's
+// transaction if it has one, and replaces the predicates with those ids,
+// so that the statement ent sends names no missing column. Predicates that
+// read no such counter are left as they are. Called by entcounter's hooks.
+func (m *BadgeMutation) HotCounterPin(ctx context.Context) error {
+	if len(m.predicates) == 0 || !m.Op().Is(OpUpdate|OpUpdateOne|OpDelete|OpDeleteOne) {
+		return nil
+	}
+	selector := sql.Dialect(m.driver.Dialect()).Select(badge.FieldID).From(sql.Table(badge.Table))
+	for _, p := range m.predicates {
+		p(selector)
+	}
+	query, args := selector.Query()
+	query, reads, err := generated.ReadsCounter(ctx, m.HotCounter(), "Badge", query)
+	if err != nil || !reads {
+		return err
+	}
+	rows := &sql.Rows{}
+	if err := m.driver.Query(ctx, query, args, rows); err != nil {
+		return err
+	}
+	defer rows.Close()
+	var ids []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	m.predicates = []predicate.Badge{badge.IDIn(ids...)}
+	return nil
+}
+
 // HotCounterReadShared reports whether an UpdateOne's read of its row
 // (HotCounterKeys) is shared with concurrent reads that render alike:
 // outside a transaction, when the query interceptors only filter (and
@@ -409,6 +490,46 @@ func (m *ClipMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// HotCounterPin pins an update or delete whose predicates read a counter
+// that has no column (a sum counter, a count) to the ids of the rows they
+// select: it reads them with the counters' values put in (without query
+// interceptors, which do not apply to writes), in the mutation's
+// transaction if it has one, and replaces the predicates with those ids,
+// so that the statement ent sends names no missing column. Predicates that
+// read no such counter are left as they are. Called by entcounter's hooks.
+func (m *ClipMutation) HotCounterPin(ctx context.Context) error {
+	if len(m.predicates) == 0 || !m.Op().Is(OpUpdate|OpUpdateOne|OpDelete|OpDeleteOne) {
+		return nil
+	}
+	selector := sql.Dialect(m.driver.Dialect()).Select(clip.FieldID).From(sql.Table(clip.Table))
+	for _, p := range m.predicates {
+		p(selector)
+	}
+	query, args := selector.Query()
+	query, reads, err := generated.ReadsCounter(ctx, m.HotCounter(), "Clip", query)
+	if err != nil || !reads {
+		return err
+	}
+	rows := &sql.Rows{}
+	if err := m.driver.Query(ctx, query, args, rows); err != nil {
+		return err
+	}
+	defer rows.Close()
+	var ids []int
+	for rows.Next() {
+		var id int
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	m.predicates = []predicate.Clip{clip.IDIn(ids...)}
+	return nil
 }
 
 // HotCounterReadShared reports whether an UpdateOne's read of its row
@@ -574,6 +695,46 @@ func (m *CommentMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	return keys, nil
 }
 
+// HotCounterPin pins an update or delete whose predicates read a counter
+// that has no column (a sum counter, a count) to the ids of the rows they
+// select: it reads them with the counters' values put in (without query
+// interceptors, which do not apply to writes), in the mutation's
+// transaction if it has one, and replaces the predicates with those ids,
+// so that the statement ent sends names no missing column. Predicates that
+// read no such counter are left as they are. Called by entcounter's hooks.
+func (m *CommentMutation) HotCounterPin(ctx context.Context) error {
+	if len(m.predicates) == 0 || !m.Op().Is(OpUpdate|OpUpdateOne|OpDelete|OpDeleteOne) {
+		return nil
+	}
+	selector := sql.Dialect(m.driver.Dialect()).Select(comment.FieldID).From(sql.Table(comment.Table))
+	for _, p := range m.predicates {
+		p(selector)
+	}
+	query, args := selector.Query()
+	query, reads, err := generated.ReadsCounter(ctx, m.HotCounter(), "Comment", query)
+	if err != nil || !reads {
+		return err
+	}
+	rows := &sql.Rows{}
+	if err := m.driver.Query(ctx, query, args, rows); err != nil {
+		return err
+	}
+	defer rows.Close()
+	var ids []int
+	for rows.Next() {
+		var id int
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	m.predicates = []predicate.Comment{comment.IDIn(ids...)}
+	return nil
+}
+
 // HotCounterReadShared reports whether an UpdateOne's read of its row
 // (HotCounterKeys) is shared with concurrent reads that render alike:
 // outside a transaction, when the query interceptors only filter (and
@@ -735,6 +896,46 @@ func (m *ConversationMutation) HotCounterKeys(ctx context.Context) ([]any, error
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// HotCounterPin pins an update or delete whose predicates read a counter
+// that has no column (a sum counter, a count) to the ids of the rows they
+// select: it reads them with the counters' values put in (without query
+// interceptors, which do not apply to writes), in the mutation's
+// transaction if it has one, and replaces the predicates with those ids,
+// so that the statement ent sends names no missing column. Predicates that
+// read no such counter are left as they are. Called by entcounter's hooks.
+func (m *ConversationMutation) HotCounterPin(ctx context.Context) error {
+	if len(m.predicates) == 0 || !m.Op().Is(OpUpdate|OpUpdateOne|OpDelete|OpDeleteOne) {
+		return nil
+	}
+	selector := sql.Dialect(m.driver.Dialect()).Select(conversation.FieldID).From(sql.Table(conversation.Table))
+	for _, p := range m.predicates {
+		p(selector)
+	}
+	query, args := selector.Query()
+	query, reads, err := generated.ReadsCounter(ctx, m.HotCounter(), "Conversation", query)
+	if err != nil || !reads {
+		return err
+	}
+	rows := &sql.Rows{}
+	if err := m.driver.Query(ctx, query, args, rows); err != nil {
+		return err
+	}
+	defer rows.Close()
+	var ids []int
+	for rows.Next() {
+		var id int
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	m.predicates = []predicate.Conversation{conversation.IDIn(ids...)}
+	return nil
 }
 
 // HotCounterReadShared reports whether an UpdateOne's read of its row
@@ -900,6 +1101,46 @@ func (m *DeskMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	return keys, nil
 }
 
+// HotCounterPin pins an update or delete whose predicates read a counter
+// that has no column (a sum counter, a count) to the ids of the rows they
+// select: it reads them with the counters' values put in (without query
+// interceptors, which do not apply to writes), in the mutation's
+// transaction if it has one, and replaces the predicates with those ids,
+// so that the statement ent sends names no missing column. Predicates that
+// read no such counter are left as they are. Called by entcounter's hooks.
+func (m *DeskMutation) HotCounterPin(ctx context.Context) error {
+	if len(m.predicates) == 0 || !m.Op().Is(OpUpdate|OpUpdateOne|OpDelete|OpDeleteOne) {
+		return nil
+	}
+	selector := sql.Dialect(m.driver.Dialect()).Select(desk.FieldID).From(sql.Table(desk.Table))
+	for _, p := range m.predicates {
+		p(selector)
+	}
+	query, args := selector.Query()
+	query, reads, err := generated.ReadsCounter(ctx, m.HotCounter(), "Desk", query)
+	if err != nil || !reads {
+		return err
+	}
+	rows := &sql.Rows{}
+	if err := m.driver.Query(ctx, query, args, rows); err != nil {
+		return err
+	}
+	defer rows.Close()
+	var ids []int
+	for rows.Next() {
+		var id int
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	m.predicates = []predicate.Desk{desk.IDIn(ids...)}
+	return nil
+}
+
 // HotCounterReadShared reports whether an UpdateOne's read of its row
 // (HotCounterKeys) is shared with concurrent reads that render alike:
 // outside a transaction, when the query interceptors only filter (and
@@ -1061,6 +1302,46 @@ func (m *FilmMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// HotCounterPin pins an update or delete whose predicates read a counter
+// that has no column (a sum counter, a count) to the ids of the rows they
+// select: it reads them with the counters' values put in (without query
+// interceptors, which do not apply to writes), in the mutation's
+// transaction if it has one, and replaces the predicates with those ids,
+// so that the statement ent sends names no missing column. Predicates that
+// read no such counter are left as they are. Called by entcounter's hooks.
+func (m *FilmMutation) HotCounterPin(ctx context.Context) error {
+	if len(m.predicates) == 0 || !m.Op().Is(OpUpdate|OpUpdateOne|OpDelete|OpDeleteOne) {
+		return nil
+	}
+	selector := sql.Dialect(m.driver.Dialect()).Select(film.FieldID).From(sql.Table(film.Table))
+	for _, p := range m.predicates {
+		p(selector)
+	}
+	query, args := selector.Query()
+	query, reads, err := generated.ReadsCounter(ctx, m.HotCounter(), "Film", query)
+	if err != nil || !reads {
+		return err
+	}
+	rows := &sql.Rows{}
+	if err := m.driver.Query(ctx, query, args, rows); err != nil {
+		return err
+	}
+	defer rows.Close()
+	var ids []int
+	for rows.Next() {
+		var id int
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	m.predicates = []predicate.Film{film.IDIn(ids...)}
+	return nil
 }
 
 // HotCounterReadShared reports whether an UpdateOne's read of its row
@@ -1226,6 +1507,46 @@ func (m *FolderMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	return keys, nil
 }
 
+// HotCounterPin pins an update or delete whose predicates read a counter
+// that has no column (a sum counter, a count) to the ids of the rows they
+// select: it reads them with the counters' values put in (without query
+// interceptors, which do not apply to writes), in the mutation's
+// transaction if it has one, and replaces the predicates with those ids,
+// so that the statement ent sends names no missing column. Predicates that
+// read no such counter are left as they are. Called by entcounter's hooks.
+func (m *FolderMutation) HotCounterPin(ctx context.Context) error {
+	if len(m.predicates) == 0 || !m.Op().Is(OpUpdate|OpUpdateOne|OpDelete|OpDeleteOne) {
+		return nil
+	}
+	selector := sql.Dialect(m.driver.Dialect()).Select(folder.FieldID).From(sql.Table(folder.Table))
+	for _, p := range m.predicates {
+		p(selector)
+	}
+	query, args := selector.Query()
+	query, reads, err := generated.ReadsCounter(ctx, m.HotCounter(), "Folder", query)
+	if err != nil || !reads {
+		return err
+	}
+	rows := &sql.Rows{}
+	if err := m.driver.Query(ctx, query, args, rows); err != nil {
+		return err
+	}
+	defer rows.Close()
+	var ids []int
+	for rows.Next() {
+		var id int
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	m.predicates = []predicate.Folder{folder.IDIn(ids...)}
+	return nil
+}
+
 // HotCounterReadShared reports whether an UpdateOne's read of its row
 // (HotCounterKeys) is shared with concurrent reads that render alike:
 // outside a transaction, when the query interceptors only filter (and
@@ -1389,6 +1710,46 @@ func (m *ForumMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	return keys, nil
 }
 
+// HotCounterPin pins an update or delete whose predicates read a counter
+// that has no column (a sum counter, a count) to the ids of the rows they
+// select: it reads them with the counters' values put in (without query
+// interceptors, which do not apply to writes), in the mutation's
+// transaction if it has one, and replaces the predicates with those ids,
+// so that the statement ent sends names no missing column. Predicates that
+// read no such counter are left as they are. Called by entcounter's hooks.
+func (m *ForumMutation) HotCounterPin(ctx context.Context) error {
+	if len(m.predicates) == 0 || !m.Op().Is(OpUpdate|OpUpdateOne|OpDelete|OpDeleteOne) {
+		return nil
+	}
+	selector := sql.Dialect(m.driver.Dialect()).Select(forum.FieldID).From(sql.Table(forum.Table))
+	for _, p := range m.predicates {
+		p(selector)
+	}
+	query, args := selector.Query()
+	query, reads, err := generated.ReadsCounter(ctx, m.HotCounter(), "Forum", query)
+	if err != nil || !reads {
+		return err
+	}
+	rows := &sql.Rows{}
+	if err := m.driver.Query(ctx, query, args, rows); err != nil {
+		return err
+	}
+	defer rows.Close()
+	var ids []int
+	for rows.Next() {
+		var id int
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	m.predicates = []predicate.Forum{forum.IDIn(ids...)}
+	return nil
+}
+
 // HotCounterReadShared reports whether an UpdateOne's read of its row
 // (HotCounterKeys) is shared with concurrent reads that render alike:
 // outside a transaction, when the query interceptors only filter (and
@@ -1550,6 +1911,46 @@ func (m *HookedConversationMutation) HotCounterKeys(ctx context.Context) ([]any,
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// HotCounterPin pins an update or delete whose predicates read a counter
+// that has no column (a sum counter, a count) to the ids of the rows they
+// select: it reads them with the counters' values put in (without query
+// interceptors, which do not apply to writes), in the mutation's
+// transaction if it has one, and replaces the predicates with those ids,
+// so that the statement ent sends names no missing column. Predicates that
+// read no such counter are left as they are. Called by entcounter's hooks.
+func (m *HookedConversationMutation) HotCounterPin(ctx context.Context) error {
+	if len(m.predicates) == 0 || !m.Op().Is(OpUpdate|OpUpdateOne|OpDelete|OpDeleteOne) {
+		return nil
+	}
+	selector := sql.Dialect(m.driver.Dialect()).Select(hookedconversation.FieldID).From(sql.Table(hookedconversation.Table))
+	for _, p := range m.predicates {
+		p(selector)
+	}
+	query, args := selector.Query()
+	query, reads, err := generated.ReadsCounter(ctx, m.HotCounter(), "HookedConversation", query)
+	if err != nil || !reads {
+		return err
+	}
+	rows := &sql.Rows{}
+	if err := m.driver.Query(ctx, query, args, rows); err != nil {
+		return err
+	}
+	defer rows.Close()
+	var ids []int
+	for rows.Next() {
+		var id int
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	m.predicates = []predicate.HookedConversation{hookedconversation.IDIn(ids...)}
+	return nil
 }
 
 // HotCounterReadShared reports whether an UpdateOne's read of its row
@@ -1717,6 +2118,46 @@ func (m *HookedLabelMutation) HotCounterKeys(ctx context.Context) ([]any, error)
 	return keys, nil
 }
 
+// HotCounterPin pins an update or delete whose predicates read a counter
+// that has no column (a sum counter, a count) to the ids of the rows they
+// select: it reads them with the counters' values put in (without query
+// interceptors, which do not apply to writes), in the mutation's
+// transaction if it has one, and replaces the predicates with those ids,
+// so that the statement ent sends names no missing column. Predicates that
+// read no such counter are left as they are. Called by entcounter's hooks.
+func (m *HookedLabelMutation) HotCounterPin(ctx context.Context) error {
+	if len(m.predicates) == 0 || !m.Op().Is(OpUpdate|OpUpdateOne|OpDelete|OpDeleteOne) {
+		return nil
+	}
+	selector := sql.Dialect(m.driver.Dialect()).Select(hookedlabel.FieldID).From(sql.Table(hookedlabel.Table))
+	for _, p := range m.predicates {
+		p(selector)
+	}
+	query, args := selector.Query()
+	query, reads, err := generated.ReadsCounter(ctx, m.HotCounter(), "HookedLabel", query)
+	if err != nil || !reads {
+		return err
+	}
+	rows := &sql.Rows{}
+	if err := m.driver.Query(ctx, query, args, rows); err != nil {
+		return err
+	}
+	defer rows.Close()
+	var ids []int
+	for rows.Next() {
+		var id int
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	m.predicates = []predicate.HookedLabel{hookedlabel.IDIn(ids...)}
+	return nil
+}
+
 // HotCounterReadShared reports whether an UpdateOne's read of its row
 // (HotCounterKeys) is shared with concurrent reads that render alike:
 // outside a transaction, when the query interceptors only filter (and
@@ -1878,6 +2319,46 @@ func (m *LabelMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// HotCounterPin pins an update or delete whose predicates read a counter
+// that has no column (a sum counter, a count) to the ids of the rows they
+// select: it reads them with the counters' values put in (without query
+// interceptors, which do not apply to writes), in the mutation's
+// transaction if it has one, and replaces the predicates with those ids,
+// so that the statement ent sends names no missing column. Predicates that
+// read no such counter are left as they are. Called by entcounter's hooks.
+func (m *LabelMutation) HotCounterPin(ctx context.Context) error {
+	if len(m.predicates) == 0 || !m.Op().Is(OpUpdate|OpUpdateOne|OpDelete|OpDeleteOne) {
+		return nil
+	}
+	selector := sql.Dialect(m.driver.Dialect()).Select(label.FieldID).From(sql.Table(label.Table))
+	for _, p := range m.predicates {
+		p(selector)
+	}
+	query, args := selector.Query()
+	query, reads, err := generated.ReadsCounter(ctx, m.HotCounter(), "Label", query)
+	if err != nil || !reads {
+		return err
+	}
+	rows := &sql.Rows{}
+	if err := m.driver.Query(ctx, query, args, rows); err != nil {
+		return err
+	}
+	defer rows.Close()
+	var ids []int
+	for rows.Next() {
+		var id int
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	m.predicates = []predicate.Label{label.IDIn(ids...)}
+	return nil
 }
 
 // HotCounterReadShared reports whether an UpdateOne's read of its row
@@ -2043,6 +2524,46 @@ func (m *MemberMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	return keys, nil
 }
 
+// HotCounterPin pins an update or delete whose predicates read a counter
+// that has no column (a sum counter, a count) to the ids of the rows they
+// select: it reads them with the counters' values put in (without query
+// interceptors, which do not apply to writes), in the mutation's
+// transaction if it has one, and replaces the predicates with those ids,
+// so that the statement ent sends names no missing column. Predicates that
+// read no such counter are left as they are. Called by entcounter's hooks.
+func (m *MemberMutation) HotCounterPin(ctx context.Context) error {
+	if len(m.predicates) == 0 || !m.Op().Is(OpUpdate|OpUpdateOne|OpDelete|OpDeleteOne) {
+		return nil
+	}
+	selector := sql.Dialect(m.driver.Dialect()).Select(member.FieldID).From(sql.Table(member.Table))
+	for _, p := range m.predicates {
+		p(selector)
+	}
+	query, args := selector.Query()
+	query, reads, err := generated.ReadsCounter(ctx, m.HotCounter(), "Member", query)
+	if err != nil || !reads {
+		return err
+	}
+	rows := &sql.Rows{}
+	if err := m.driver.Query(ctx, query, args, rows); err != nil {
+		return err
+	}
+	defer rows.Close()
+	var ids []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	m.predicates = []predicate.Member{member.IDIn(ids...)}
+	return nil
+}
+
 // HotCounterReadShared reports whether an UpdateOne's read of its row
 // (HotCounterKeys) is shared with concurrent reads that render alike:
 // outside a transaction, when the query interceptors only filter (and
@@ -2204,6 +2725,46 @@ func (m *PostMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// HotCounterPin pins an update or delete whose predicates read a counter
+// that has no column (a sum counter, a count) to the ids of the rows they
+// select: it reads them with the counters' values put in (without query
+// interceptors, which do not apply to writes), in the mutation's
+// transaction if it has one, and replaces the predicates with those ids,
+// so that the statement ent sends names no missing column. Predicates that
+// read no such counter are left as they are. Called by entcounter's hooks.
+func (m *PostMutation) HotCounterPin(ctx context.Context) error {
+	if len(m.predicates) == 0 || !m.Op().Is(OpUpdate|OpUpdateOne|OpDelete|OpDeleteOne) {
+		return nil
+	}
+	selector := sql.Dialect(m.driver.Dialect()).Select(post.FieldID).From(sql.Table(post.Table))
+	for _, p := range m.predicates {
+		p(selector)
+	}
+	query, args := selector.Query()
+	query, reads, err := generated.ReadsCounter(ctx, m.HotCounter(), "Post", query)
+	if err != nil || !reads {
+		return err
+	}
+	rows := &sql.Rows{}
+	if err := m.driver.Query(ctx, query, args, rows); err != nil {
+		return err
+	}
+	defer rows.Close()
+	var ids []int
+	for rows.Next() {
+		var id int
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	m.predicates = []predicate.Post{post.IDIn(ids...)}
+	return nil
 }
 
 // HotCounterReadShared reports whether an UpdateOne's read of its row
@@ -2369,6 +2930,46 @@ func (m *ProductMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	return keys, nil
 }
 
+// HotCounterPin pins an update or delete whose predicates read a counter
+// that has no column (a sum counter, a count) to the ids of the rows they
+// select: it reads them with the counters' values put in (without query
+// interceptors, which do not apply to writes), in the mutation's
+// transaction if it has one, and replaces the predicates with those ids,
+// so that the statement ent sends names no missing column. Predicates that
+// read no such counter are left as they are. Called by entcounter's hooks.
+func (m *ProductMutation) HotCounterPin(ctx context.Context) error {
+	if len(m.predicates) == 0 || !m.Op().Is(OpUpdate|OpUpdateOne|OpDelete|OpDeleteOne) {
+		return nil
+	}
+	selector := sql.Dialect(m.driver.Dialect()).Select(product.FieldID).From(sql.Table(product.Table))
+	for _, p := range m.predicates {
+		p(selector)
+	}
+	query, args := selector.Query()
+	query, reads, err := generated.ReadsCounter(ctx, m.HotCounter(), "Product", query)
+	if err != nil || !reads {
+		return err
+	}
+	rows := &sql.Rows{}
+	if err := m.driver.Query(ctx, query, args, rows); err != nil {
+		return err
+	}
+	defer rows.Close()
+	var ids []int
+	for rows.Next() {
+		var id int
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	m.predicates = []predicate.Product{product.IDIn(ids...)}
+	return nil
+}
+
 // HotCounterReadShared reports whether an UpdateOne's read of its row
 // (HotCounterKeys) is shared with concurrent reads that render alike:
 // outside a transaction, when the query interceptors only filter (and
@@ -2530,6 +3131,46 @@ func (m *RackMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// HotCounterPin pins an update or delete whose predicates read a counter
+// that has no column (a sum counter, a count) to the ids of the rows they
+// select: it reads them with the counters' values put in (without query
+// interceptors, which do not apply to writes), in the mutation's
+// transaction if it has one, and replaces the predicates with those ids,
+// so that the statement ent sends names no missing column. Predicates that
+// read no such counter are left as they are. Called by entcounter's hooks.
+func (m *RackMutation) HotCounterPin(ctx context.Context) error {
+	if len(m.predicates) == 0 || !m.Op().Is(OpUpdate|OpUpdateOne|OpDelete|OpDeleteOne) {
+		return nil
+	}
+	selector := sql.Dialect(m.driver.Dialect()).Select(rack.FieldID).From(sql.Table(rack.Table))
+	for _, p := range m.predicates {
+		p(selector)
+	}
+	query, args := selector.Query()
+	query, reads, err := generated.ReadsCounter(ctx, m.HotCounter(), "Rack", query)
+	if err != nil || !reads {
+		return err
+	}
+	rows := &sql.Rows{}
+	if err := m.driver.Query(ctx, query, args, rows); err != nil {
+		return err
+	}
+	defer rows.Close()
+	var ids []int
+	for rows.Next() {
+		var id int
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	m.predicates = []predicate.Rack{rack.IDIn(ids...)}
+	return nil
 }
 
 // HotCounterReadShared reports whether an UpdateOne's read of its row
@@ -2695,6 +3336,46 @@ func (m *ReelMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	return keys, nil
 }
 
+// HotCounterPin pins an update or delete whose predicates read a counter
+// that has no column (a sum counter, a count) to the ids of the rows they
+// select: it reads them with the counters' values put in (without query
+// interceptors, which do not apply to writes), in the mutation's
+// transaction if it has one, and replaces the predicates with those ids,
+// so that the statement ent sends names no missing column. Predicates that
+// read no such counter are left as they are. Called by entcounter's hooks.
+func (m *ReelMutation) HotCounterPin(ctx context.Context) error {
+	if len(m.predicates) == 0 || !m.Op().Is(OpUpdate|OpUpdateOne|OpDelete|OpDeleteOne) {
+		return nil
+	}
+	selector := sql.Dialect(m.driver.Dialect()).Select(reel.FieldID).From(sql.Table(reel.Table))
+	for _, p := range m.predicates {
+		p(selector)
+	}
+	query, args := selector.Query()
+	query, reads, err := generated.ReadsCounter(ctx, m.HotCounter(), "Reel", query)
+	if err != nil || !reads {
+		return err
+	}
+	rows := &sql.Rows{}
+	if err := m.driver.Query(ctx, query, args, rows); err != nil {
+		return err
+	}
+	defer rows.Close()
+	var ids []int
+	for rows.Next() {
+		var id int
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	m.predicates = []predicate.Reel{reel.IDIn(ids...)}
+	return nil
+}
+
 // HotCounterReadShared reports whether an UpdateOne's read of its row
 // (HotCounterKeys) is shared with concurrent reads that render alike:
 // outside a transaction, when the query interceptors only filter (and
@@ -2856,6 +3537,46 @@ func (m *SectionMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// HotCounterPin pins an update or delete whose predicates read a counter
+// that has no column (a sum counter, a count) to the ids of the rows they
+// select: it reads them with the counters' values put in (without query
+// interceptors, which do not apply to writes), in the mutation's
+// transaction if it has one, and replaces the predicates with those ids,
+// so that the statement ent sends names no missing column. Predicates that
+// read no such counter are left as they are. Called by entcounter's hooks.
+func (m *SectionMutation) HotCounterPin(ctx context.Context) error {
+	if len(m.predicates) == 0 || !m.Op().Is(OpUpdate|OpUpdateOne|OpDelete|OpDeleteOne) {
+		return nil
+	}
+	selector := sql.Dialect(m.driver.Dialect()).Select(section.FieldID).From(sql.Table(section.Table))
+	for _, p := range m.predicates {
+		p(selector)
+	}
+	query, args := selector.Query()
+	query, reads, err := generated.ReadsCounter(ctx, m.HotCounter(), "Section", query)
+	if err != nil || !reads {
+		return err
+	}
+	rows := &sql.Rows{}
+	if err := m.driver.Query(ctx, query, args, rows); err != nil {
+		return err
+	}
+	defer rows.Close()
+	var ids []int
+	for rows.Next() {
+		var id int
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	m.predicates = []predicate.Section{section.IDIn(ids...)}
+	return nil
 }
 
 // HotCounterReadShared reports whether an UpdateOne's read of its row
@@ -3021,6 +3742,46 @@ func (m *ShelfMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	return keys, nil
 }
 
+// HotCounterPin pins an update or delete whose predicates read a counter
+// that has no column (a sum counter, a count) to the ids of the rows they
+// select: it reads them with the counters' values put in (without query
+// interceptors, which do not apply to writes), in the mutation's
+// transaction if it has one, and replaces the predicates with those ids,
+// so that the statement ent sends names no missing column. Predicates that
+// read no such counter are left as they are. Called by entcounter's hooks.
+func (m *ShelfMutation) HotCounterPin(ctx context.Context) error {
+	if len(m.predicates) == 0 || !m.Op().Is(OpUpdate|OpUpdateOne|OpDelete|OpDeleteOne) {
+		return nil
+	}
+	selector := sql.Dialect(m.driver.Dialect()).Select(shelf.FieldID).From(sql.Table(shelf.Table))
+	for _, p := range m.predicates {
+		p(selector)
+	}
+	query, args := selector.Query()
+	query, reads, err := generated.ReadsCounter(ctx, m.HotCounter(), "Shelf", query)
+	if err != nil || !reads {
+		return err
+	}
+	rows := &sql.Rows{}
+	if err := m.driver.Query(ctx, query, args, rows); err != nil {
+		return err
+	}
+	defer rows.Close()
+	var ids []int
+	for rows.Next() {
+		var id int
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	m.predicates = []predicate.Shelf{shelf.IDIn(ids...)}
+	return nil
+}
+
 // HotCounterReadShared reports whether an UpdateOne's read of its row
 // (HotCounterKeys) is shared with concurrent reads that render alike:
 // outside a transaction, when the query interceptors only filter (and
@@ -3182,6 +3943,46 @@ func (m *SkipPostMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// HotCounterPin pins an update or delete whose predicates read a counter
+// that has no column (a sum counter, a count) to the ids of the rows they
+// select: it reads them with the counters' values put in (without query
+// interceptors, which do not apply to writes), in the mutation's
+// transaction if it has one, and replaces the predicates with those ids,
+// so that the statement ent sends names no missing column. Predicates that
+// read no such counter are left as they are. Called by entcounter's hooks.
+func (m *SkipPostMutation) HotCounterPin(ctx context.Context) error {
+	if len(m.predicates) == 0 || !m.Op().Is(OpUpdate|OpUpdateOne|OpDelete|OpDeleteOne) {
+		return nil
+	}
+	selector := sql.Dialect(m.driver.Dialect()).Select(skippost.FieldID).From(sql.Table(skippost.Table))
+	for _, p := range m.predicates {
+		p(selector)
+	}
+	query, args := selector.Query()
+	query, reads, err := generated.ReadsCounter(ctx, m.HotCounter(), "SkipPost", query)
+	if err != nil || !reads {
+		return err
+	}
+	rows := &sql.Rows{}
+	if err := m.driver.Query(ctx, query, args, rows); err != nil {
+		return err
+	}
+	defer rows.Close()
+	var ids []int
+	for rows.Next() {
+		var id int
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	m.predicates = []predicate.SkipPost{skippost.IDIn(ids...)}
+	return nil
 }
 
 // HotCounterReadShared reports whether an UpdateOne's read of its row
@@ -3347,6 +4148,46 @@ func (m *StoryMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	return keys, nil
 }
 
+// HotCounterPin pins an update or delete whose predicates read a counter
+// that has no column (a sum counter, a count) to the ids of the rows they
+// select: it reads them with the counters' values put in (without query
+// interceptors, which do not apply to writes), in the mutation's
+// transaction if it has one, and replaces the predicates with those ids,
+// so that the statement ent sends names no missing column. Predicates that
+// read no such counter are left as they are. Called by entcounter's hooks.
+func (m *StoryMutation) HotCounterPin(ctx context.Context) error {
+	if len(m.predicates) == 0 || !m.Op().Is(OpUpdate|OpUpdateOne|OpDelete|OpDeleteOne) {
+		return nil
+	}
+	selector := sql.Dialect(m.driver.Dialect()).Select(story.FieldID).From(sql.Table(story.Table))
+	for _, p := range m.predicates {
+		p(selector)
+	}
+	query, args := selector.Query()
+	query, reads, err := generated.ReadsCounter(ctx, m.HotCounter(), "Story", query)
+	if err != nil || !reads {
+		return err
+	}
+	rows := &sql.Rows{}
+	if err := m.driver.Query(ctx, query, args, rows); err != nil {
+		return err
+	}
+	defer rows.Close()
+	var ids []int
+	for rows.Next() {
+		var id int
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	m.predicates = []predicate.Story{story.IDIn(ids...)}
+	return nil
+}
+
 // HotCounterReadShared reports whether an UpdateOne's read of its row
 // (HotCounterKeys) is shared with concurrent reads that render alike:
 // outside a transaction, when the query interceptors only filter (and
@@ -3503,6 +4344,46 @@ func (m *TagMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// HotCounterPin pins an update or delete whose predicates read a counter
+// that has no column (a sum counter, a count) to the ids of the rows they
+// select: it reads them with the counters' values put in (without query
+// interceptors, which do not apply to writes), in the mutation's
+// transaction if it has one, and replaces the predicates with those ids,
+// so that the statement ent sends names no missing column. Predicates that
+// read no such counter are left as they are. Called by entcounter's hooks.
+func (m *TagMutation) HotCounterPin(ctx context.Context) error {
+	if len(m.predicates) == 0 || !m.Op().Is(OpUpdate|OpUpdateOne|OpDelete|OpDeleteOne) {
+		return nil
+	}
+	selector := sql.Dialect(m.driver.Dialect()).Select(tag.FieldID).From(sql.Table(tag.Table))
+	for _, p := range m.predicates {
+		p(selector)
+	}
+	query, args := selector.Query()
+	query, reads, err := generated.ReadsCounter(ctx, m.HotCounter(), "Tag", query)
+	if err != nil || !reads {
+		return err
+	}
+	rows := &sql.Rows{}
+	if err := m.driver.Query(ctx, query, args, rows); err != nil {
+		return err
+	}
+	defer rows.Close()
+	var ids []int
+	for rows.Next() {
+		var id int
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	m.predicates = []predicate.Tag{tag.IDIn(ids...)}
+	return nil
 }
 
 // HotCounterReadShared reports whether an UpdateOne's read of its row
@@ -3666,6 +4547,46 @@ func (m *ViewerMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// HotCounterPin pins an update or delete whose predicates read a counter
+// that has no column (a sum counter, a count) to the ids of the rows they
+// select: it reads them with the counters' values put in (without query
+// interceptors, which do not apply to writes), in the mutation's
+// transaction if it has one, and replaces the predicates with those ids,
+// so that the statement ent sends names no missing column. Predicates that
+// read no such counter are left as they are. Called by entcounter's hooks.
+func (m *ViewerMutation) HotCounterPin(ctx context.Context) error {
+	if len(m.predicates) == 0 || !m.Op().Is(OpUpdate|OpUpdateOne|OpDelete|OpDeleteOne) {
+		return nil
+	}
+	selector := sql.Dialect(m.driver.Dialect()).Select(viewer.FieldID).From(sql.Table(viewer.Table))
+	for _, p := range m.predicates {
+		p(selector)
+	}
+	query, args := selector.Query()
+	query, reads, err := generated.ReadsCounter(ctx, m.HotCounter(), "Viewer", query)
+	if err != nil || !reads {
+		return err
+	}
+	rows := &sql.Rows{}
+	if err := m.driver.Query(ctx, query, args, rows); err != nil {
+		return err
+	}
+	defer rows.Close()
+	var ids []int
+	for rows.Next() {
+		var id int
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	m.predicates = []predicate.Viewer{viewer.IDIn(ids...)}
+	return nil
 }
 
 // HotCounterReadShared reports whether an UpdateOne's read of its row

@@ -56,6 +56,14 @@ func (w *rewriting) Query(ctx context.Context, query string, args, v any) error 
 	return w.Driver.Query(ctx, q, args, v)
 }
 
+// ReadsCounter returns query, a read of schema typ's rows, with its
+// references to counters that have no column (sum counters, counts)
+// replaced by their values, and whether it had any.
+func (r Runtime) ReadsCounter(ctx context.Context, typ, query string) (string, bool, error) {
+	q, err := r.rewriteRefs(ctx, typ, query)
+	return q, err == nil && q != query, err
+}
+
 // rewriteRefs returns query with the references to counters that have no
 // up-to-date column replaced by their values: those of typ, bare or
 // qualified by its table, and those of every other schema qualified by
