@@ -131,7 +131,13 @@ func (p *Plugin) replaceRefs(db *gorm.DB, selects bool) {
 			for i, col := range g.Columns {
 				g.Columns[i] = r.column(col, false)
 			}
-			g.Having = r.exprs(g.Having)
+			if !r.d.MySQL() {
+				// MySQL and MariaDB resolve a name in HAVING to the select
+				// list's value of that name (selectValues puts each
+				// counter there under its name), and refuse the value's
+				// correlated subquery: the parent's key is not grouped.
+				g.Having = r.exprs(g.Having)
+			}
 			c.Expression = g
 			stmt.Clauses["GROUP BY"] = c
 		}

@@ -195,3 +195,21 @@ func TestUpdatesAndDeletesFilteredByACounter(t *testing.T) {
 		})
 	})
 }
+
+// TestGroupByACounterWithHaving: GORM's Group on a sum counter with a
+// Having on it returns the groups whose value passes, on every database.
+func TestGroupByACounterWithHaving(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		must(t, e.db.AutoMigrate(&Tag{}))
+		for i, uses := range []int64{90, 90, 80, 10} {
+			tg := Tag{Name: string(rune('a' + i))}
+			must(t, e.db.Create(&tg).Error)
+			must(t, gormcounter.Increment(e.db.Model(&Tag{ID: tg.ID}), "Uses", uses).Error)
+		}
+		var groups []struct{ Uses, N int64 }
+		must(t, e.db.Model(&Tag{}).Select("uses, COUNT(*) AS n").Group("uses").Having("uses >= ?", 80).Order("uses").Scan(&groups).Error)
+		if len(groups) != 2 || groups[0].Uses != 80 || groups[0].N != 1 || groups[1].Uses != 90 || groups[1].N != 2 {
+			t.Fatalf("groups of tags used at least 80 times: %+v, want 80: 1 and 90: 2", groups)
+		}
+	})
+}
