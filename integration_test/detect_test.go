@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -179,6 +180,37 @@ func TestStatusReportsCounterTables(t *testing.T) {
 		}
 		if widest != sum || slots.Widest[0].Rows != slots.MaxRows {
 			t.Fatalf("widest parents %+v: sums %d, want %d in all; first has %d rows, want the most (%d)", slots.Widest, widest, sum, slots.Widest[0].Rows, slots.MaxRows)
+		}
+	})
+}
+
+// TestStatusGoesOnPastATableItCannotRead: a slot table whose figures
+// cannot be read (a parent's total beyond int64, written by other code)
+// is listed with why, the other tables with their figures, and the exit
+// code says something failed.
+func TestStatusGoesOnPastATableItCannotRead(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		must(t, e.db.AutoMigrate(&Post{}))
+		p := newPost(t, e.db, "overflowed")
+		must(t, gormcounter.Increment(e.db.Model(&p), "Views", 3).Error)
+		must(t, e.db.Exec("DELETE FROM post_likes_slots WHERE post_id = ?", p.ID).Error) // MariaDB pre-creates them
+		must(t, e.db.Exec("INSERT INTO post_likes_slots (post_id, slot, n) VALUES (?, 0, ?), (?, 1, ?)",
+			p.ID, int64(math.MaxInt64), p.ID, int64(math.MaxInt64)).Error)
+		code, out, errOut := runCommand(t, detectArgs(t, e, "status", "-json")...)
+		if code != cli.ExitError || !strings.Contains(errOut, "post_likes_slots") {
+			t.Fatalf("status exited %d (stderr %q), want %d naming post_likes_slots", code, errOut, cli.ExitError)
+		}
+		var tables []detect.Table
+		must(t, json.Unmarshal([]byte(out), &tables))
+		byName := map[string]detect.Table{}
+		for _, tb := range tables {
+			byName[tb.Table[strings.LastIndex(tb.Table, ".")+1:]] = tb
+		}
+		if likes := byName["post_likes_slots"]; likes.Error == "" {
+			t.Errorf("post_likes_slots = %+v, want an error", likes)
+		}
+		if views := byName["post_views_slots"]; views.Error != "" || views.Rows == 0 || len(views.Widest) != 1 || views.Widest[0].Sum != 3 {
+			t.Errorf("post_views_slots = %+v, want its figures (a parent holding 3)", views)
 		}
 	})
 }

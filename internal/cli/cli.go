@@ -226,6 +226,15 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "hotcounter status: %v\n", err)
 		return ExitError
 	}
+	// A table whose figures could not be read is listed with why, after
+	// the others, and the exit code says so.
+	failed := ExitOK
+	for _, t := range tables {
+		if t.Error != "" {
+			fmt.Fprintf(stderr, "hotcounter status: %s: %s\n", t.Table, t.Error)
+			failed = ExitError
+		}
+	}
 	if *asJSON {
 		if tables == nil {
 			tables = []detect.Table{}
@@ -236,22 +245,25 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			fmt.Fprintf(stderr, "hotcounter status: %v\n", err)
 			return ExitError
 		}
-		return ExitOK
+		return failed
 	}
 	if len(tables) == 0 {
 		fmt.Fprintln(stdout, "no counter tables (slot, delta or ledger tables) in this database")
 		return ExitOK
 	}
 	for _, t := range tables {
-		switch t.Kind {
-		case "ledger":
+		switch {
+		case t.Error != "":
+			fmt.Fprintf(stdout, "%s  could not be read: %s\n", t.Table, t.Error)
+			continue
+		case t.Kind == "ledger":
 			newest := "never"
 			if t.NewestBatch != nil {
 				newest = t.NewestBatch.Format(time.RFC3339)
 			}
 			fmt.Fprintf(stdout, "%s  ledger: %d batches, newest %s\n", t.Table, t.Rows, newest)
 			continue
-		case "deltas":
+		case t.Kind == "deltas":
 			fmt.Fprintf(stdout, "%s  deltas of %s: %d rows pending over %d parents, up to %d rows per parent\n", t.Table, t.Owner, t.Rows, t.Parents, t.MaxRows)
 		default:
 			fmt.Fprintf(stdout, "%s  slots of %s: %d rows over %d parents, %d holding a value (pending, if a rollup counter), up to %d rows per parent\n",
@@ -265,7 +277,7 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			fmt.Fprintf(stdout, "    widest: %s\n", strings.Join(parts, ", "))
 		}
 	}
-	return ExitOK
+	return failed
 }
 
 // isTerminal reports whether w is a terminal.

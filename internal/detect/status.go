@@ -29,6 +29,10 @@ type Table struct {
 	Widest  []Parent `json:"widest,omitempty"`
 	// NewestBatch is when the ledger recorded its last batch.
 	NewestBatch *time.Time `json:"newest_batch,omitempty"`
+	// Error is why the table's figures could not be read, such as a
+	// parent whose total is beyond int64 (written by other code): the
+	// other tables are read all the same.
+	Error string `json:"error,omitempty"`
 }
 
 // Parent is one parent's rows in a counter table.
@@ -39,7 +43,8 @@ type Parent struct {
 }
 
 // Status finds the counter tables of schema by their columns, and reads
-// their figures. An empty schema is the DSN's database on MySQL/MariaDB and
+// their figures; a table whose figures cannot be read says why in its
+// Error, and the others are read all the same. An empty schema is the DSN's database on MySQL/MariaDB and
 // every schema on PostgreSQL.
 func Status(ctx context.Context, db *DB, schema string, widest int) ([]Table, error) {
 	query, args := db.build(func(w countersql.Writer) { db.d.CounterTables(w, schema) })
@@ -65,7 +70,7 @@ func Status(ctx context.Context, db *DB, schema string, widest int) ([]Table, er
 	for i := range found {
 		t := &found[i]
 		if err := db.fillStatus(ctx, t, widest); err != nil {
-			return nil, db.privilege(err)
+			t.Error = db.privilege(err).Error()
 		}
 	}
 	return found, nil
