@@ -85,6 +85,8 @@ type resolved struct {
 	c   *writebehind.Counter
 	pk  *schema.Field
 	hot string // the counter's name among hot keys: table.column
+	// fits refuses a delta beyond the field's range (counter.deltaFits).
+	fits func(delta int64) error
 }
 
 // NewBuffer starts a write-behind buffer on db, which must have the plugin.
@@ -175,7 +177,7 @@ func (b *Buffer) resolve(model any, field string) (resolved, error) {
 		return resolved{}, fmt.Errorf("gormcounter: Buffer %s: %w: the model needs one primary key", c.name(), ErrInvalidCounter)
 	}
 	wc := b.counterFor(c, stmt.Schema.Table)
-	return resolved{c: wc, pk: stmt.Schema.PrimaryFields[0], hot: wc.Table.Parent + "." + wc.Column}, nil
+	return resolved{c: wc, pk: stmt.Schema.PrimaryFields[0], hot: wc.Table.Parent + "." + wc.Column, fits: c.deltaFits}, nil
 }
 
 // counterFor is the buffer's description of counter c of parent table.
@@ -262,6 +264,9 @@ func (b *Buffer) addPending(ctx context.Context, groups []*fillGroup) error {
 func (b *Buffer) Increment(ctx context.Context, model any, field string, delta int64) error {
 	t, key, err := b.targetOf(model, field)
 	if err != nil {
+		return err
+	}
+	if err := t.fits(delta); err != nil {
 		return err
 	}
 	if err := b.b.Add(ctx, t.c, key, delta); err != nil {

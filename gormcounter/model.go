@@ -41,6 +41,32 @@ type counter struct {
 	widths *engine.Widths
 }
 
+// deltaFits returns an error wrapping ErrOverflow for a delta beyond the
+// range of the counter's int8, int16 or int32 field (for an unsigned
+// field, beyond its span either way). A delta within it may still take a
+// total out of the range, which a load then reports naming the counter
+// (nameOverflow).
+func (c *counter) deltaFits(delta int64) error {
+	t := c.field.FieldType
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	bits := t.Bits()
+	if bits >= 64 {
+		return nil
+	}
+	lo, hi := -int64(1)<<(bits-1), int64(1)<<(bits-1)-1
+	if t.Kind() >= reflect.Uint && t.Kind() <= reflect.Uintptr {
+		hi = int64(1)<<bits - 1
+		lo = -hi
+	}
+	if delta < lo || delta > hi {
+		return fmt.Errorf("gormcounter: %s: %w: an increment of %d is beyond what a %s holds (%d to %d); nothing was written",
+			c.name(), ErrOverflow, delta, t, lo, hi)
+	}
+	return nil
+}
+
 // name is how errors name the counter: Model.Field.
 func (c *counter) name() string { return c.model.schema.Name + "." + c.field.Name }
 

@@ -182,6 +182,7 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 			return cb.Create().Before("gorm:create").Register("gormcounter:batch", p.refuseEmptyBatch)
 		},
 		func() error { return cb.Query().Before("gorm:query").Register("gormcounter:select", p.adjustSelect) },
+		func() error { return cb.Query().After("*").Register("gormcounter:overflow", p.nameOverflow) },
 		// Counts of child rows kept by hooks (counts=...,hooks).
 		func() error {
 			return cb.Create().After("gorm:begin_transaction").Before("gorm:before_create").Register("gormcounter:count_begin", p.countBegin)

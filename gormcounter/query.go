@@ -434,8 +434,9 @@ func (p *Plugin) runFill(db *gorm.DB, jobs []fillJob, live bool) error {
 	set := func(gi int, key string, val int64) error {
 		g := groups[gi]
 		for _, t := range g.by[key] {
-			if val < 0 && isUnsigned(t.dst) {
-				return fmt.Errorf("gormcounter: fill %s: the total is %d, which its unsigned field cannot hold", g.c.name(), val)
+			if !fitsField(t.dst.FieldType, val) {
+				return fmt.Errorf("gormcounter: %s: %w: the total is %d, beyond what a %s holds (written by other code, or by concurrent increments near the bound)",
+					g.c.name(), ErrOverflow, val, t.dst.FieldType)
 			}
 			if err := t.dst.Set(ctx, t.row, val); err != nil {
 				return fmt.Errorf("gormcounter: fill %s: %w", g.c.name(), err)
@@ -465,6 +466,21 @@ func (p *Plugin) runFill(db *gorm.DB, jobs []fillJob, live bool) error {
 // tables and the column it was adopted over), probed once.
 func (p *Plugin) sources(ctx context.Context, conn gormConn, c *counter) (countersql.Sources, error) {
 	return p.store().Sources(ctx, conn, c.engine())
+}
+
+// fitsField reports whether v fits an integer field of type t (any other
+// type is for the field's setter to judge).
+func fitsField(t reflect.Type, v int64) bool {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch k := t.Kind(); {
+	case k >= reflect.Int && k <= reflect.Int64:
+		return !reflect.New(t).Elem().OverflowInt(v)
+	case k >= reflect.Uint && k <= reflect.Uintptr:
+		return v >= 0 && !reflect.New(t).Elem().OverflowUint(uint64(v))
+	}
+	return true
 }
 
 func isUnsigned(f *schema.Field) bool {
@@ -504,4 +520,40 @@ func (p *Plugin) countsMigrated(db *gorm.DB, cs []*counter) error {
 		p.migrated.Store(c.table.Slots, true)
 	}
 	return nil
+}
+
+// nameOverflow names model and counter in the error of a load whose
+// counter value, written by other code, does not fit the field:
+// database/sql's scan error names only the column ("sql: Scan error on
+// column index 6, name \"votes\": converting ... value out of range", or
+// "invalid syntax" for a negative value of an unsigned field). The error
+// then wraps ErrOverflow and the scan error.
+func (p *Plugin) nameOverflow(db *gorm.DB) {
+	stmt := db.Statement
+	if db.Error == nil || stmt.Schema == nil {
+		return
+	}
+	msg := db.Error.Error()
+	const scan = "Scan error on column index "
+	i := strings.Index(msg, scan)
+	if i < 0 || !(strings.Contains(msg, "out of range") || strings.Contains(msg, "invalid syntax")) {
+		return
+	}
+	rest := msg[i+len(scan):]
+	j := strings.Index(rest, `name "`)
+	if j < 0 {
+		return
+	}
+	col, _, ok := strings.Cut(rest[j+len(`name "`):], `"`)
+	m, _ := p.model(db, stmt.Schema)
+	if !ok || m == nil {
+		return
+	}
+	for _, c := range m.counters {
+		if c.field.DBName == col {
+			db.Error = fmt.Errorf("gormcounter: %s: %w: a loaded value is beyond what a %s holds (written by other code, or by concurrent increments near the bound): %w",
+				c.name(), ErrOverflow, c.field.FieldType, db.Error)
+			return
+		}
+	}
 }

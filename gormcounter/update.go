@@ -569,15 +569,15 @@ func unwritten(b clause.Builder, call, field string) error {
 func (c *counter) parseIncrement(v any) (int64, error) {
 	switch e := v.(type) {
 	case incrementValue:
-		return e.delta, nil
+		return e.delta, c.deltaFits(e.delta)
 	case clause.Expr:
 		if d, ok := c.parseExpr(e); ok {
-			return d, nil
+			return d, c.deltaFits(d)
 		}
 	case *clause.Expr:
 		if e != nil {
 			if d, ok := c.parseExpr(*e); ok {
-				return d, nil
+				return d, c.deltaFits(d)
 			}
 		}
 	}

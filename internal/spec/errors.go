@@ -38,6 +38,12 @@ var (
 	// not run (ent: Schema.Create without WithCounters), and its counts
 	// would read what no trigger kept.
 	ErrNotMigrated = errors.New("the counters' migration did not run")
+
+	// ErrOverflow is wrapped by the error for an increment whose delta is
+	// beyond what the counter's field type can hold, and by the error of a
+	// load of a counter whose value (written by other code) does not fit
+	// its field.
+	ErrOverflow = errors.New("the value does not fit the counter's field")
 )
 
 // DefaultBatchSize is how many parents one transaction of a pass (rollup,
