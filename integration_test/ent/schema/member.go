@@ -81,4 +81,6 @@ func (Badge) Mixin() []ent.Mixin { return []ent.Mixin{entcounter.Counter("awards
 type BadgeAwardsSlot struct{ ent.Schema }
 
 // Mixin of BadgeAwardsSlot.
-func (BadgeAwardsSlot) Mixin() []ent.Mixin { return []ent.Mixin{entcounter.SlotsOf(Badge.Type, "awards")} }
+func (BadgeAwardsSlot) Mixin() []ent.Mixin {
+	return []ent.Mixin{entcounter.SlotsOf(Badge.Type, "awards")}
+}
