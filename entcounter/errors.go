@@ -13,13 +13,13 @@ var (
 	// schema and field. It is gormcounter.ErrInvalidCounter.
 	ErrInvalidCounter = spec.ErrInvalid
 
-	// ErrNotIncrement is wrapped by the error for an Add, Set or Clear of a
-	// count of child rows ([Counts]): it changes only when the child rows
-	// do. It is gormcounter.ErrNotIncrement.
 	// ErrOverflow is gormcounter.ErrOverflow; ent's counter fields are
 	// int64, which every increment fits.
 	ErrOverflow = spec.ErrOverflow
 
+	// ErrNotIncrement is wrapped by the error for an Add, Set or Clear of a
+	// count of child rows ([Counts]): it changes only when the child rows
+	// do. It is gormcounter.ErrNotIncrement.
 	ErrNotIncrement = spec.ErrNotIncrement
 
 	// ErrNotCounter is wrapped by the error for a buffered increment of a

@@ -58,7 +58,7 @@ func counterHook(field string, ann annotation) ent.Hook {
 				// An update or delete whose predicates read a counter
 				// without a column writes the rows they select, by id.
 				if err := p.HotCounterPin(ctx); err != nil {
-					return nil, fmt.Errorf("entcounter: %s: read the rows whose counters the update's predicates name: %w", em.Type(), err)
+					return nil, fmt.Errorf("entcounter: %s: read the rows whose counters the write's predicates name: %w", em.Type(), err)
 				}
 			}
 			if id, hasID := m.HotCounterID(); em.Op().Is(ent.OpUpdateOne) {

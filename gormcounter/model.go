@@ -325,7 +325,7 @@ func checkField(s *schema.Schema, f *schema.Field) error {
 		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		return nil
 	}
-	if f.FieldType.Kind() == reflect.Pointer {
+	if t := f.FieldType; t.Kind() == reflect.Pointer && t.Elem().Kind() >= reflect.Int && t.Elem().Kind() <= reflect.Uint64 {
 		return fmt.Errorf("%w: a counter must be an integer field, not a pointer: a counter has no NULL (a row without increments loads 0), %s is %s; declare it %s",
 			spec.ErrInvalid, f.Name, f.FieldType, f.FieldType.Elem())
 	}

@@ -128,14 +128,17 @@ func (p *Plugin) replaceRefs(db *gorm.DB, selects bool) {
 	}
 	if c, ok := stmt.Clauses["GROUP BY"]; ok {
 		if g, ok := c.Expression.(clause.GroupBy); ok {
+			byCounter := false
 			for i, col := range g.Columns {
 				g.Columns[i] = r.column(col, false)
+				byCounter = byCounter || g.Columns[i] != col
 			}
-			if !r.d.MySQL() {
-				// MySQL and MariaDB resolve a name in HAVING to the select
-				// list's value of that name (selectValues puts each
-				// counter there under its name), and refuse the value's
-				// correlated subquery: the parent's key is not grouped.
+			if !r.d.MySQL() || !byCounter {
+				// Grouped by a counter, MySQL and MariaDB resolve its name
+				// in HAVING to the select list's value of that name
+				// (selectValues puts each counter there under its name),
+				// and refuse the value's correlated subquery: the
+				// parent's key is not grouped.
 				g.Having = r.exprs(g.Having)
 			}
 			c.Expression = g

@@ -153,6 +153,10 @@ func incrementOf(stmt *gorm.Statement, c *counter, v any) (inc increment, ok boo
 			return increment{}, false, fmt.Errorf("gormcounter: %s: %w: an assignment could take the stock down; Increment restocks and gormcounter.Take sells",
 				c.name(), ErrNegativeGuarded)
 		}
+		if !fitsField(c.field.FieldType, total) {
+			return increment{}, false, fmt.Errorf("gormcounter: %s: %w: an assignment of %d is beyond what a %s holds; nothing was written",
+				c.name(), ErrOverflow, total, c.field.FieldType)
+		}
 		return increment{c: c, delta: total, set: true}, true, nil
 	}
 	delta, err := c.parseIncrement(v)

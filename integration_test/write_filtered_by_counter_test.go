@@ -197,7 +197,9 @@ func TestUpdatesAndDeletesFilteredByACounter(t *testing.T) {
 }
 
 // TestGroupByACounterWithHaving: GORM's Group on a sum counter with a
-// Having on it returns the groups whose value passes, on every database.
+// Having on it returns the groups whose value passes, and a Having that
+// sums the counter over groups of another expression too, on every
+// database.
 func TestGroupByACounterWithHaving(t *testing.T) {
 	eachDB(t, func(t *testing.T, e *env) {
 		must(t, e.db.AutoMigrate(&Tag{}))
@@ -210,6 +212,12 @@ func TestGroupByACounterWithHaving(t *testing.T) {
 		must(t, e.db.Model(&Tag{}).Select("uses, COUNT(*) AS n").Group("uses").Having("uses >= ?", 80).Order("uses").Scan(&groups).Error)
 		if len(groups) != 2 || groups[0].Uses != 80 || groups[0].N != 1 || groups[1].Uses != 90 || groups[1].N != 2 {
 			t.Fatalf("groups of tags used at least 80 times: %+v, want 80: 1 and 90: 2", groups)
+		}
+		// Grouped by another expression, Having may sum the counter.
+		var totals []struct{ L, Total int64 }
+		must(t, e.db.Model(&Tag{}).Select("LENGTH(name) AS l, SUM(uses) AS total").Group("LENGTH(name)").Having("SUM(uses) > ?", 100).Scan(&totals).Error)
+		if len(totals) != 1 || totals[0].Total != 270 {
+			t.Fatalf("groups by name length whose uses add up past 100: %+v, want one of 270", totals)
 		}
 	})
 }

@@ -14,6 +14,7 @@ import (
 	"entgo.io/ent/dialect/sql/sqlgraph"
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
+	"github.com/hotcounter/hotcounter/internal/engine"
 	"github.com/hotcounter/hotcounter/internal/entrt"
 	"github.com/hotcounter/hotcounter/internal/spec"
 )
@@ -108,6 +109,11 @@ func OnlyTraversers(inters ...[]ent.Interceptor) bool { return entrt.OnlyTravers
 func ReadShared(ctx context.Context, r Runtime, d dialect.Driver, query string, args []any) (bool, error) {
 	return r.ReadShared(ctx, d, query, args)
 }
+
+// MaxPinned is how many rows an update or delete whose predicates read a
+// counter may write (HotCounterPin names them by id in one statement,
+// within every database's limit of arguments).
+const MaxPinned = engine.FillArgs
 
 // ReadsCounter returns query, a read of schema typ's rows, with its
 // references to counters that have no column replaced by their values, and

@@ -98,6 +98,9 @@ func (m *AuthorMutation) HotCounterPin(ctx context.Context) error {
 		return nil
 	}
 	selector := sql.Dialect(m.driver.Dialect()).Select(author.FieldID).From(sql.Table(author.Table))
+	if id, hasID := m.ID(); hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) {
+		selector.Where(sql.EQ(author.FieldID, id))
+	}
 	for _, p := range m.predicates {
 		p(selector)
 	}
@@ -121,6 +124,9 @@ func (m *AuthorMutation) HotCounterPin(ctx context.Context) error {
 	}
 	if err := rows.Err(); err != nil {
 		return err
+	}
+	if len(ids) > generated.MaxPinned {
+		return fmt.Errorf("the predicates select %d rows, more than the %d one statement may name: write them in batches", len(ids), generated.MaxPinned)
 	}
 	m.predicates = []predicate.Author{author.IDIn(ids...)}
 	return nil
@@ -301,6 +307,9 @@ func (m *BadgeMutation) HotCounterPin(ctx context.Context) error {
 		return nil
 	}
 	selector := sql.Dialect(m.driver.Dialect()).Select(badge.FieldID).From(sql.Table(badge.Table))
+	if id, hasID := m.ID(); hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) {
+		selector.Where(sql.EQ(badge.FieldID, id))
+	}
 	for _, p := range m.predicates {
 		p(selector)
 	}
@@ -324,6 +333,9 @@ func (m *BadgeMutation) HotCounterPin(ctx context.Context) error {
 	}
 	if err := rows.Err(); err != nil {
 		return err
+	}
+	if len(ids) > generated.MaxPinned {
+		return fmt.Errorf("the predicates select %d rows, more than the %d one statement may name: write them in batches", len(ids), generated.MaxPinned)
 	}
 	m.predicates = []predicate.Badge{badge.IDIn(ids...)}
 	return nil
@@ -504,6 +516,9 @@ func (m *ClipMutation) HotCounterPin(ctx context.Context) error {
 		return nil
 	}
 	selector := sql.Dialect(m.driver.Dialect()).Select(clip.FieldID).From(sql.Table(clip.Table))
+	if id, hasID := m.ID(); hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) {
+		selector.Where(sql.EQ(clip.FieldID, id))
+	}
 	for _, p := range m.predicates {
 		p(selector)
 	}
@@ -527,6 +542,9 @@ func (m *ClipMutation) HotCounterPin(ctx context.Context) error {
 	}
 	if err := rows.Err(); err != nil {
 		return err
+	}
+	if len(ids) > generated.MaxPinned {
+		return fmt.Errorf("the predicates select %d rows, more than the %d one statement may name: write them in batches", len(ids), generated.MaxPinned)
 	}
 	m.predicates = []predicate.Clip{clip.IDIn(ids...)}
 	return nil
@@ -707,6 +725,9 @@ func (m *CommentMutation) HotCounterPin(ctx context.Context) error {
 		return nil
 	}
 	selector := sql.Dialect(m.driver.Dialect()).Select(comment.FieldID).From(sql.Table(comment.Table))
+	if id, hasID := m.ID(); hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) {
+		selector.Where(sql.EQ(comment.FieldID, id))
+	}
 	for _, p := range m.predicates {
 		p(selector)
 	}
@@ -730,6 +751,9 @@ func (m *CommentMutation) HotCounterPin(ctx context.Context) error {
 	}
 	if err := rows.Err(); err != nil {
 		return err
+	}
+	if len(ids) > generated.MaxPinned {
+		return fmt.Errorf("the predicates select %d rows, more than the %d one statement may name: write them in batches", len(ids), generated.MaxPinned)
 	}
 	m.predicates = []predicate.Comment{comment.IDIn(ids...)}
 	return nil
@@ -910,6 +934,9 @@ func (m *ConversationMutation) HotCounterPin(ctx context.Context) error {
 		return nil
 	}
 	selector := sql.Dialect(m.driver.Dialect()).Select(conversation.FieldID).From(sql.Table(conversation.Table))
+	if id, hasID := m.ID(); hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) {
+		selector.Where(sql.EQ(conversation.FieldID, id))
+	}
 	for _, p := range m.predicates {
 		p(selector)
 	}
@@ -933,6 +960,9 @@ func (m *ConversationMutation) HotCounterPin(ctx context.Context) error {
 	}
 	if err := rows.Err(); err != nil {
 		return err
+	}
+	if len(ids) > generated.MaxPinned {
+		return fmt.Errorf("the predicates select %d rows, more than the %d one statement may name: write them in batches", len(ids), generated.MaxPinned)
 	}
 	m.predicates = []predicate.Conversation{conversation.IDIn(ids...)}
 	return nil
@@ -1113,6 +1143,9 @@ func (m *DeskMutation) HotCounterPin(ctx context.Context) error {
 		return nil
 	}
 	selector := sql.Dialect(m.driver.Dialect()).Select(desk.FieldID).From(sql.Table(desk.Table))
+	if id, hasID := m.ID(); hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) {
+		selector.Where(sql.EQ(desk.FieldID, id))
+	}
 	for _, p := range m.predicates {
 		p(selector)
 	}
@@ -1136,6 +1169,9 @@ func (m *DeskMutation) HotCounterPin(ctx context.Context) error {
 	}
 	if err := rows.Err(); err != nil {
 		return err
+	}
+	if len(ids) > generated.MaxPinned {
+		return fmt.Errorf("the predicates select %d rows, more than the %d one statement may name: write them in batches", len(ids), generated.MaxPinned)
 	}
 	m.predicates = []predicate.Desk{desk.IDIn(ids...)}
 	return nil
@@ -1316,6 +1352,9 @@ func (m *FilmMutation) HotCounterPin(ctx context.Context) error {
 		return nil
 	}
 	selector := sql.Dialect(m.driver.Dialect()).Select(film.FieldID).From(sql.Table(film.Table))
+	if id, hasID := m.ID(); hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) {
+		selector.Where(sql.EQ(film.FieldID, id))
+	}
 	for _, p := range m.predicates {
 		p(selector)
 	}
@@ -1339,6 +1378,9 @@ func (m *FilmMutation) HotCounterPin(ctx context.Context) error {
 	}
 	if err := rows.Err(); err != nil {
 		return err
+	}
+	if len(ids) > generated.MaxPinned {
+		return fmt.Errorf("the predicates select %d rows, more than the %d one statement may name: write them in batches", len(ids), generated.MaxPinned)
 	}
 	m.predicates = []predicate.Film{film.IDIn(ids...)}
 	return nil
@@ -1519,6 +1561,9 @@ func (m *FolderMutation) HotCounterPin(ctx context.Context) error {
 		return nil
 	}
 	selector := sql.Dialect(m.driver.Dialect()).Select(folder.FieldID).From(sql.Table(folder.Table))
+	if id, hasID := m.ID(); hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) {
+		selector.Where(sql.EQ(folder.FieldID, id))
+	}
 	for _, p := range m.predicates {
 		p(selector)
 	}
@@ -1542,6 +1587,9 @@ func (m *FolderMutation) HotCounterPin(ctx context.Context) error {
 	}
 	if err := rows.Err(); err != nil {
 		return err
+	}
+	if len(ids) > generated.MaxPinned {
+		return fmt.Errorf("the predicates select %d rows, more than the %d one statement may name: write them in batches", len(ids), generated.MaxPinned)
 	}
 	m.predicates = []predicate.Folder{folder.IDIn(ids...)}
 	return nil
@@ -1722,6 +1770,9 @@ func (m *ForumMutation) HotCounterPin(ctx context.Context) error {
 		return nil
 	}
 	selector := sql.Dialect(m.driver.Dialect()).Select(forum.FieldID).From(sql.Table(forum.Table))
+	if id, hasID := m.ID(); hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) {
+		selector.Where(sql.EQ(forum.FieldID, id))
+	}
 	for _, p := range m.predicates {
 		p(selector)
 	}
@@ -1745,6 +1796,9 @@ func (m *ForumMutation) HotCounterPin(ctx context.Context) error {
 	}
 	if err := rows.Err(); err != nil {
 		return err
+	}
+	if len(ids) > generated.MaxPinned {
+		return fmt.Errorf("the predicates select %d rows, more than the %d one statement may name: write them in batches", len(ids), generated.MaxPinned)
 	}
 	m.predicates = []predicate.Forum{forum.IDIn(ids...)}
 	return nil
@@ -1925,6 +1979,9 @@ func (m *HookedConversationMutation) HotCounterPin(ctx context.Context) error {
 		return nil
 	}
 	selector := sql.Dialect(m.driver.Dialect()).Select(hookedconversation.FieldID).From(sql.Table(hookedconversation.Table))
+	if id, hasID := m.ID(); hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) {
+		selector.Where(sql.EQ(hookedconversation.FieldID, id))
+	}
 	for _, p := range m.predicates {
 		p(selector)
 	}
@@ -1948,6 +2005,9 @@ func (m *HookedConversationMutation) HotCounterPin(ctx context.Context) error {
 	}
 	if err := rows.Err(); err != nil {
 		return err
+	}
+	if len(ids) > generated.MaxPinned {
+		return fmt.Errorf("the predicates select %d rows, more than the %d one statement may name: write them in batches", len(ids), generated.MaxPinned)
 	}
 	m.predicates = []predicate.HookedConversation{hookedconversation.IDIn(ids...)}
 	return nil
@@ -2130,6 +2190,9 @@ func (m *HookedLabelMutation) HotCounterPin(ctx context.Context) error {
 		return nil
 	}
 	selector := sql.Dialect(m.driver.Dialect()).Select(hookedlabel.FieldID).From(sql.Table(hookedlabel.Table))
+	if id, hasID := m.ID(); hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) {
+		selector.Where(sql.EQ(hookedlabel.FieldID, id))
+	}
 	for _, p := range m.predicates {
 		p(selector)
 	}
@@ -2153,6 +2216,9 @@ func (m *HookedLabelMutation) HotCounterPin(ctx context.Context) error {
 	}
 	if err := rows.Err(); err != nil {
 		return err
+	}
+	if len(ids) > generated.MaxPinned {
+		return fmt.Errorf("the predicates select %d rows, more than the %d one statement may name: write them in batches", len(ids), generated.MaxPinned)
 	}
 	m.predicates = []predicate.HookedLabel{hookedlabel.IDIn(ids...)}
 	return nil
@@ -2333,6 +2399,9 @@ func (m *LabelMutation) HotCounterPin(ctx context.Context) error {
 		return nil
 	}
 	selector := sql.Dialect(m.driver.Dialect()).Select(label.FieldID).From(sql.Table(label.Table))
+	if id, hasID := m.ID(); hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) {
+		selector.Where(sql.EQ(label.FieldID, id))
+	}
 	for _, p := range m.predicates {
 		p(selector)
 	}
@@ -2356,6 +2425,9 @@ func (m *LabelMutation) HotCounterPin(ctx context.Context) error {
 	}
 	if err := rows.Err(); err != nil {
 		return err
+	}
+	if len(ids) > generated.MaxPinned {
+		return fmt.Errorf("the predicates select %d rows, more than the %d one statement may name: write them in batches", len(ids), generated.MaxPinned)
 	}
 	m.predicates = []predicate.Label{label.IDIn(ids...)}
 	return nil
@@ -2536,6 +2608,9 @@ func (m *MemberMutation) HotCounterPin(ctx context.Context) error {
 		return nil
 	}
 	selector := sql.Dialect(m.driver.Dialect()).Select(member.FieldID).From(sql.Table(member.Table))
+	if id, hasID := m.ID(); hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) {
+		selector.Where(sql.EQ(member.FieldID, id))
+	}
 	for _, p := range m.predicates {
 		p(selector)
 	}
@@ -2559,6 +2634,9 @@ func (m *MemberMutation) HotCounterPin(ctx context.Context) error {
 	}
 	if err := rows.Err(); err != nil {
 		return err
+	}
+	if len(ids) > generated.MaxPinned {
+		return fmt.Errorf("the predicates select %d rows, more than the %d one statement may name: write them in batches", len(ids), generated.MaxPinned)
 	}
 	m.predicates = []predicate.Member{member.IDIn(ids...)}
 	return nil
@@ -2739,6 +2817,9 @@ func (m *PostMutation) HotCounterPin(ctx context.Context) error {
 		return nil
 	}
 	selector := sql.Dialect(m.driver.Dialect()).Select(post.FieldID).From(sql.Table(post.Table))
+	if id, hasID := m.ID(); hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) {
+		selector.Where(sql.EQ(post.FieldID, id))
+	}
 	for _, p := range m.predicates {
 		p(selector)
 	}
@@ -2762,6 +2843,9 @@ func (m *PostMutation) HotCounterPin(ctx context.Context) error {
 	}
 	if err := rows.Err(); err != nil {
 		return err
+	}
+	if len(ids) > generated.MaxPinned {
+		return fmt.Errorf("the predicates select %d rows, more than the %d one statement may name: write them in batches", len(ids), generated.MaxPinned)
 	}
 	m.predicates = []predicate.Post{post.IDIn(ids...)}
 	return nil
@@ -2942,6 +3026,9 @@ func (m *ProductMutation) HotCounterPin(ctx context.Context) error {
 		return nil
 	}
 	selector := sql.Dialect(m.driver.Dialect()).Select(product.FieldID).From(sql.Table(product.Table))
+	if id, hasID := m.ID(); hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) {
+		selector.Where(sql.EQ(product.FieldID, id))
+	}
 	for _, p := range m.predicates {
 		p(selector)
 	}
@@ -2965,6 +3052,9 @@ func (m *ProductMutation) HotCounterPin(ctx context.Context) error {
 	}
 	if err := rows.Err(); err != nil {
 		return err
+	}
+	if len(ids) > generated.MaxPinned {
+		return fmt.Errorf("the predicates select %d rows, more than the %d one statement may name: write them in batches", len(ids), generated.MaxPinned)
 	}
 	m.predicates = []predicate.Product{product.IDIn(ids...)}
 	return nil
@@ -3145,6 +3235,9 @@ func (m *RackMutation) HotCounterPin(ctx context.Context) error {
 		return nil
 	}
 	selector := sql.Dialect(m.driver.Dialect()).Select(rack.FieldID).From(sql.Table(rack.Table))
+	if id, hasID := m.ID(); hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) {
+		selector.Where(sql.EQ(rack.FieldID, id))
+	}
 	for _, p := range m.predicates {
 		p(selector)
 	}
@@ -3168,6 +3261,9 @@ func (m *RackMutation) HotCounterPin(ctx context.Context) error {
 	}
 	if err := rows.Err(); err != nil {
 		return err
+	}
+	if len(ids) > generated.MaxPinned {
+		return fmt.Errorf("the predicates select %d rows, more than the %d one statement may name: write them in batches", len(ids), generated.MaxPinned)
 	}
 	m.predicates = []predicate.Rack{rack.IDIn(ids...)}
 	return nil
@@ -3348,6 +3444,9 @@ func (m *ReelMutation) HotCounterPin(ctx context.Context) error {
 		return nil
 	}
 	selector := sql.Dialect(m.driver.Dialect()).Select(reel.FieldID).From(sql.Table(reel.Table))
+	if id, hasID := m.ID(); hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) {
+		selector.Where(sql.EQ(reel.FieldID, id))
+	}
 	for _, p := range m.predicates {
 		p(selector)
 	}
@@ -3371,6 +3470,9 @@ func (m *ReelMutation) HotCounterPin(ctx context.Context) error {
 	}
 	if err := rows.Err(); err != nil {
 		return err
+	}
+	if len(ids) > generated.MaxPinned {
+		return fmt.Errorf("the predicates select %d rows, more than the %d one statement may name: write them in batches", len(ids), generated.MaxPinned)
 	}
 	m.predicates = []predicate.Reel{reel.IDIn(ids...)}
 	return nil
@@ -3551,6 +3653,9 @@ func (m *SectionMutation) HotCounterPin(ctx context.Context) error {
 		return nil
 	}
 	selector := sql.Dialect(m.driver.Dialect()).Select(section.FieldID).From(sql.Table(section.Table))
+	if id, hasID := m.ID(); hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) {
+		selector.Where(sql.EQ(section.FieldID, id))
+	}
 	for _, p := range m.predicates {
 		p(selector)
 	}
@@ -3574,6 +3679,9 @@ func (m *SectionMutation) HotCounterPin(ctx context.Context) error {
 	}
 	if err := rows.Err(); err != nil {
 		return err
+	}
+	if len(ids) > generated.MaxPinned {
+		return fmt.Errorf("the predicates select %d rows, more than the %d one statement may name: write them in batches", len(ids), generated.MaxPinned)
 	}
 	m.predicates = []predicate.Section{section.IDIn(ids...)}
 	return nil
@@ -3754,6 +3862,9 @@ func (m *ShelfMutation) HotCounterPin(ctx context.Context) error {
 		return nil
 	}
 	selector := sql.Dialect(m.driver.Dialect()).Select(shelf.FieldID).From(sql.Table(shelf.Table))
+	if id, hasID := m.ID(); hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) {
+		selector.Where(sql.EQ(shelf.FieldID, id))
+	}
 	for _, p := range m.predicates {
 		p(selector)
 	}
@@ -3777,6 +3888,9 @@ func (m *ShelfMutation) HotCounterPin(ctx context.Context) error {
 	}
 	if err := rows.Err(); err != nil {
 		return err
+	}
+	if len(ids) > generated.MaxPinned {
+		return fmt.Errorf("the predicates select %d rows, more than the %d one statement may name: write them in batches", len(ids), generated.MaxPinned)
 	}
 	m.predicates = []predicate.Shelf{shelf.IDIn(ids...)}
 	return nil
@@ -3957,6 +4071,9 @@ func (m *SkipPostMutation) HotCounterPin(ctx context.Context) error {
 		return nil
 	}
 	selector := sql.Dialect(m.driver.Dialect()).Select(skippost.FieldID).From(sql.Table(skippost.Table))
+	if id, hasID := m.ID(); hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) {
+		selector.Where(sql.EQ(skippost.FieldID, id))
+	}
 	for _, p := range m.predicates {
 		p(selector)
 	}
@@ -3980,6 +4097,9 @@ func (m *SkipPostMutation) HotCounterPin(ctx context.Context) error {
 	}
 	if err := rows.Err(); err != nil {
 		return err
+	}
+	if len(ids) > generated.MaxPinned {
+		return fmt.Errorf("the predicates select %d rows, more than the %d one statement may name: write them in batches", len(ids), generated.MaxPinned)
 	}
 	m.predicates = []predicate.SkipPost{skippost.IDIn(ids...)}
 	return nil
@@ -4160,6 +4280,9 @@ func (m *StoryMutation) HotCounterPin(ctx context.Context) error {
 		return nil
 	}
 	selector := sql.Dialect(m.driver.Dialect()).Select(story.FieldID).From(sql.Table(story.Table))
+	if id, hasID := m.ID(); hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) {
+		selector.Where(sql.EQ(story.FieldID, id))
+	}
 	for _, p := range m.predicates {
 		p(selector)
 	}
@@ -4183,6 +4306,9 @@ func (m *StoryMutation) HotCounterPin(ctx context.Context) error {
 	}
 	if err := rows.Err(); err != nil {
 		return err
+	}
+	if len(ids) > generated.MaxPinned {
+		return fmt.Errorf("the predicates select %d rows, more than the %d one statement may name: write them in batches", len(ids), generated.MaxPinned)
 	}
 	m.predicates = []predicate.Story{story.IDIn(ids...)}
 	return nil
@@ -4358,6 +4484,9 @@ func (m *TagMutation) HotCounterPin(ctx context.Context) error {
 		return nil
 	}
 	selector := sql.Dialect(m.driver.Dialect()).Select(tag.FieldID).From(sql.Table(tag.Table))
+	if id, hasID := m.ID(); hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) {
+		selector.Where(sql.EQ(tag.FieldID, id))
+	}
 	for _, p := range m.predicates {
 		p(selector)
 	}
@@ -4381,6 +4510,9 @@ func (m *TagMutation) HotCounterPin(ctx context.Context) error {
 	}
 	if err := rows.Err(); err != nil {
 		return err
+	}
+	if len(ids) > generated.MaxPinned {
+		return fmt.Errorf("the predicates select %d rows, more than the %d one statement may name: write them in batches", len(ids), generated.MaxPinned)
 	}
 	m.predicates = []predicate.Tag{tag.IDIn(ids...)}
 	return nil
@@ -4561,6 +4693,9 @@ func (m *ViewerMutation) HotCounterPin(ctx context.Context) error {
 		return nil
 	}
 	selector := sql.Dialect(m.driver.Dialect()).Select(viewer.FieldID).From(sql.Table(viewer.Table))
+	if id, hasID := m.ID(); hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) {
+		selector.Where(sql.EQ(viewer.FieldID, id))
+	}
 	for _, p := range m.predicates {
 		p(selector)
 	}
@@ -4584,6 +4719,9 @@ func (m *ViewerMutation) HotCounterPin(ctx context.Context) error {
 	}
 	if err := rows.Err(); err != nil {
 		return err
+	}
+	if len(ids) > generated.MaxPinned {
+		return fmt.Errorf("the predicates select %d rows, more than the %d one statement may name: write them in batches", len(ids), generated.MaxPinned)
 	}
 	m.predicates = []predicate.Viewer{viewer.IDIn(ids...)}
 	return nil

@@ -70,6 +70,9 @@ func Status(ctx context.Context, db *DB, schema string, widest int) ([]Table, er
 	for i := range found {
 		t := &found[i]
 		if err := db.fillStatus(ctx, t, widest); err != nil {
+			if ctx.Err() != nil {
+				return nil, err // the caller gave up: no table would be read
+			}
 			t.Error = db.privilege(err).Error()
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"entgo.io/ent"
 	"entgo.io/ent/dialect"
@@ -179,13 +180,50 @@ type State struct {
 // The read runs in a transaction of its own unless d sends every statement
 // to one database (OneServer).
 func (r Runtime) ReadShared(ctx context.Context, d dialect.Driver, query string, args []any) (bool, error) {
-	key := query + "\x00" + fmt.Sprintf("%#v", args)
+	key, shared := readKey(query, args)
+	if !shared || !OneServer(d) {
+		// A driver of the application's own may choose where a statement
+		// goes by its context, which a shared read would take from the
+		// first caller only.
+		return readRow(ctx, d, query, args)
+	}
 	_, v, err := r.state().reads.DoValue(ctx, key, 0, func(ctx context.Context, _ int64) (int64, any, error) {
 		found, err := readRow(ctx, d, query, args)
 		return 0, found, err
 	})
 	found, _ := v.(bool)
 	return found, err
+}
+
+// readKey returns the key under which reads of query with args are shared,
+// and whether they may be: every argument a value whose text says all of
+// it (integers, strings, booleans, floats, bytes, a time as its instant and
+// offset), so that two reads share a key only if they send the same.
+func readKey(query string, args []any) (string, bool) {
+	var b strings.Builder
+	b.WriteString(query)
+	for _, a := range args {
+		b.WriteByte(0)
+		if t, ok := a.(time.Time); ok {
+			_, offset := t.Zone()
+			fmt.Fprintf(&b, "time:%d:%d", t.UnixNano(), offset)
+			continue
+		}
+		v := reflect.ValueOf(a)
+		switch v.Kind() {
+		case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+			reflect.Float32, reflect.Float64, reflect.String:
+		case reflect.Array, reflect.Slice:
+			if v.Type().Elem().Kind() != reflect.Uint8 {
+				return "", false
+			}
+		default:
+			return "", false
+		}
+		fmt.Fprintf(&b, "%T:%#v", a, a)
+	}
+	return b.String(), true
 }
 
 // readRow reports whether query returns a row, read through d: directly

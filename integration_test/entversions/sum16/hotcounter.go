@@ -7,7 +7,9 @@ import (
 	"fmt"
 
 	"entgo.io/ent"
+	"entgo.io/ent/dialect/sql"
 	"github.com/hotcounter/hotcounter/entcounter/generated"
+	"github.com/hotcounter/hotcounter/integration_test/entversions/sum16/predicate"
 	"github.com/hotcounter/hotcounter/integration_test/entversions/sum16/reel"
 )
 
@@ -55,6 +57,52 @@ func (m *ReelMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// HotCounterPin pins an update or delete whose predicates read a counter
+// that has no column (a sum counter, a count) to the ids of the rows they
+// select: it reads them with the counters' values put in (without query
+// interceptors, which do not apply to writes), in the mutation's
+// transaction if it has one, and replaces the predicates with those ids,
+// so that the statement ent sends names no missing column. Predicates that
+// read no such counter are left as they are. Called by entcounter's hooks.
+func (m *ReelMutation) HotCounterPin(ctx context.Context) error {
+	if len(m.predicates) == 0 || !m.Op().Is(OpUpdate|OpUpdateOne|OpDelete|OpDeleteOne) {
+		return nil
+	}
+	selector := sql.Dialect(m.driver.Dialect()).Select(reel.FieldID).From(sql.Table(reel.Table))
+	if id, hasID := m.ID(); hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) {
+		selector.Where(sql.EQ(reel.FieldID, id))
+	}
+	for _, p := range m.predicates {
+		p(selector)
+	}
+	query, args := selector.Query()
+	query, reads, err := generated.ReadsCounter(ctx, m.HotCounter(), "Reel", query)
+	if err != nil || !reads {
+		return err
+	}
+	rows := &sql.Rows{}
+	if err := m.driver.Query(ctx, query, args, rows); err != nil {
+		return err
+	}
+	defer rows.Close()
+	var ids []int
+	for rows.Next() {
+		var id int
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(ids) > generated.MaxPinned {
+		return fmt.Errorf("the predicates select %d rows, more than the %d one statement may name: write them in batches", len(ids), generated.MaxPinned)
+	}
+	m.predicates = []predicate.Reel{reel.IDIn(ids...)}
+	return nil
 }
 
 // HotCounterReadShared reports whether an UpdateOne's read of its row
