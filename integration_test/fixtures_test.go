@@ -401,7 +401,8 @@ type Item struct {
 }
 
 func migrateAll(db *gorm.DB) error {
-	return db.AutoMigrate(&Author{}, &Post{}, &Comment{}, &Note{}, &Tag{}, &Story{}, &Shelf{}, &Book{}, &Rack{}, &Item{})
+	return db.AutoMigrate(&Author{}, &Post{}, &Comment{}, &Note{}, &Tag{}, &Story{}, &Shelf{}, &Book{}, &Rack{}, &Item{},
+		&UUIDMember{}, &UUIDNote{}, &UUIDPin{})
 }
 
 // Hooked records in AfterFind the counter value it was loaded with.

@@ -17,7 +17,8 @@ import (
 )
 
 // UUIDMember is ent's Member (integration_test/ent/schema/member.go) as a
-// GORM model: a uuid.UUID key and a counter of each kind keyed by it.
+// GORM model, on the same tables: a uuid.UUID key and a counter of each
+// kind keyed by it.
 type UUIDMember struct {
 	ID        uuid.UUID `gorm:"type:uuid;primaryKey"`
 	Name      string
@@ -30,17 +31,26 @@ type UUIDMember struct {
 	Pins      []UUIDPin  `gorm:"foreignKey:MemberID"`
 }
 
+// TableName is ent's Member's.
+func (UUIDMember) TableName() string { return "members" }
+
 // UUIDNote is a member's note, counted by triggers; its key is a UUID too.
 type UUIDNote struct {
 	ID       uuid.UUID `gorm:"type:uuid;primaryKey"`
 	MemberID uuid.UUID `gorm:"type:uuid"`
 }
 
+// TableName is ent's MemberNote's.
+func (UUIDNote) TableName() string { return "member_notes" }
+
 // UUIDPin is a member's pin, counted by hooks.
 type UUIDPin struct {
 	ID       uint
 	MemberID uuid.UUID `gorm:"type:uuid"`
 }
+
+// TableName is ent's Pin's.
+func (UUIDPin) TableName() string { return "pins" }
 
 // uuidMembers is what the UUID key test does with members, in either ORM.
 type uuidMembers interface {
@@ -136,9 +146,9 @@ func (m entMembers) take(id uuid.UUID, n int64) error {
 }
 
 func (m entMembers) note(t *testing.T, id uuid.UUID) func() {
-	n, err := m.c.Note.Create().SetMemberID(id).Save(context.Background())
+	n, err := m.c.MemberNote.Create().SetMemberID(id).Save(context.Background())
 	must(t, err)
-	return func() { must(t, m.c.Note.DeleteOneID(n.ID).Exec(context.Background())) }
+	return func() { must(t, m.c.MemberNote.DeleteOneID(n.ID).Exec(context.Background())) }
 }
 
 func (m entMembers) pin(t *testing.T, id uuid.UUID) {

@@ -50,11 +50,11 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/member"
 	"github.com/hotcounter/hotcounter/integration_test/ent/membercreditsslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/memberlikesslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/membernote"
 	"github.com/hotcounter/hotcounter/integration_test/ent/membernotecountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/memberpincountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/memberviewsslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/naivepost"
-	"github.com/hotcounter/hotcounter/integration_test/ent/note"
 	"github.com/hotcounter/hotcounter/integration_test/ent/page"
 	"github.com/hotcounter/hotcounter/integration_test/ent/pin"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
@@ -150,10 +150,10 @@ type Client struct {
 	LabelConversationCountSlot *LabelConversationCountSlotClient
 	// Member is the client for interacting with the Member builders.
 	Member *MemberClient
+	// MemberNote is the client for interacting with the MemberNote builders.
+	MemberNote *MemberNoteClient
 	// NaivePost is the client for interacting with the NaivePost builders.
 	NaivePost *NaivePostClient
-	// Note is the client for interacting with the Note builders.
-	Note *NoteClient
 	// Page is the client for interacting with the Page builders.
 	Page *PageClient
 	// Pin is the client for interacting with the Pin builders.
@@ -271,8 +271,8 @@ func (c *Client) init() {
 	c.Label = NewLabelClient(c.config)
 	c.LabelConversationCountSlot = NewLabelConversationCountSlotClient(c.config)
 	c.Member = NewMemberClient(c.config)
+	c.MemberNote = NewMemberNoteClient(c.config)
 	c.NaivePost = NewNaivePostClient(c.config)
-	c.Note = NewNoteClient(c.config)
 	c.Page = NewPageClient(c.config)
 	c.Pin = NewPinClient(c.config)
 	c.Post = NewPostClient(c.config)
@@ -444,8 +444,8 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		Label:                            NewLabelClient(cfg),
 		LabelConversationCountSlot:       NewLabelConversationCountSlotClient(cfg),
 		Member:                           NewMemberClient(cfg),
+		MemberNote:                       NewMemberNoteClient(cfg),
 		NaivePost:                        NewNaivePostClient(cfg),
-		Note:                             NewNoteClient(cfg),
 		Page:                             NewPageClient(cfg),
 		Pin:                              NewPinClient(cfg),
 		Post:                             NewPostClient(cfg),
@@ -532,8 +532,8 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		Label:                            NewLabelClient(cfg),
 		LabelConversationCountSlot:       NewLabelConversationCountSlotClient(cfg),
 		Member:                           NewMemberClient(cfg),
+		MemberNote:                       NewMemberNoteClient(cfg),
 		NaivePost:                        NewNaivePostClient(cfg),
-		Note:                             NewNoteClient(cfg),
 		Page:                             NewPageClient(cfg),
 		Pin:                              NewPinClient(cfg),
 		Post:                             NewPostClient(cfg),
@@ -607,17 +607,17 @@ func (c *Client) Use(hooks ...Hook) {
 		c.ConversationLabelCountSlot, c.Desk, c.DeskBCountSlot, c.DeskTopicCountSlot,
 		c.Fandom, c.File, c.Film, c.Folder, c.FolderBytesSlot, c.Forum,
 		c.ForumBCountSlot, c.ForumTopicCountSlot, c.HookedConversation, c.HookedLabel,
-		c.Item, c.Label, c.LabelConversationCountSlot, c.Member, c.NaivePost, c.Note,
-		c.Page, c.Pin, c.Post, c.PostLikesSlot, c.PostViewsSlot, c.Product,
-		c.ProductStockSlot, c.Rack, c.RackItemCountSlot, c.RackOpenCountSlot, c.Rating,
-		c.Reel, c.ReelPlaysSlot, c.Section, c.SectionPageCountSlot, c.Shelf,
-		c.ShelfBookCountSlot, c.ShelfOpenCountSlot, c.SkipPost, c.SkipPostLikesSlot,
-		c.Story, c.StoryClapsDelta, c.Tag, c.TagHitsSlot, c.TagUsesSlot, c.Topic,
-		c.Viewer, c.FilmFanCountSlot, c.FilmRatingCountSlot, c.FilmHighCountSlot,
-		c.HookedConversationLabelCountSlot, c.HookedLabelConversationCountSlot,
-		c.MemberLikesSlot, c.MemberViewsSlot, c.MemberCreditsSlot,
-		c.MemberNoteCountSlot, c.MemberPinCountSlot, c.ViewerFilmCountSlot,
-		c.ViewerRatedCountSlot,
+		c.Item, c.Label, c.LabelConversationCountSlot, c.Member, c.MemberNote,
+		c.NaivePost, c.Page, c.Pin, c.Post, c.PostLikesSlot, c.PostViewsSlot,
+		c.Product, c.ProductStockSlot, c.Rack, c.RackItemCountSlot,
+		c.RackOpenCountSlot, c.Rating, c.Reel, c.ReelPlaysSlot, c.Section,
+		c.SectionPageCountSlot, c.Shelf, c.ShelfBookCountSlot, c.ShelfOpenCountSlot,
+		c.SkipPost, c.SkipPostLikesSlot, c.Story, c.StoryClapsDelta, c.Tag,
+		c.TagHitsSlot, c.TagUsesSlot, c.Topic, c.Viewer, c.FilmFanCountSlot,
+		c.FilmRatingCountSlot, c.FilmHighCountSlot, c.HookedConversationLabelCountSlot,
+		c.HookedLabelConversationCountSlot, c.MemberLikesSlot, c.MemberViewsSlot,
+		c.MemberCreditsSlot, c.MemberNoteCountSlot, c.MemberPinCountSlot,
+		c.ViewerFilmCountSlot, c.ViewerRatedCountSlot,
 	} {
 		n.Use(hooks...)
 	}
@@ -632,17 +632,17 @@ func (c *Client) Intercept(interceptors ...Interceptor) {
 		c.ConversationLabelCountSlot, c.Desk, c.DeskBCountSlot, c.DeskTopicCountSlot,
 		c.Fandom, c.File, c.Film, c.Folder, c.FolderBytesSlot, c.Forum,
 		c.ForumBCountSlot, c.ForumTopicCountSlot, c.HookedConversation, c.HookedLabel,
-		c.Item, c.Label, c.LabelConversationCountSlot, c.Member, c.NaivePost, c.Note,
-		c.Page, c.Pin, c.Post, c.PostLikesSlot, c.PostViewsSlot, c.Product,
-		c.ProductStockSlot, c.Rack, c.RackItemCountSlot, c.RackOpenCountSlot, c.Rating,
-		c.Reel, c.ReelPlaysSlot, c.Section, c.SectionPageCountSlot, c.Shelf,
-		c.ShelfBookCountSlot, c.ShelfOpenCountSlot, c.SkipPost, c.SkipPostLikesSlot,
-		c.Story, c.StoryClapsDelta, c.Tag, c.TagHitsSlot, c.TagUsesSlot, c.Topic,
-		c.Viewer, c.FilmFanCountSlot, c.FilmRatingCountSlot, c.FilmHighCountSlot,
-		c.HookedConversationLabelCountSlot, c.HookedLabelConversationCountSlot,
-		c.MemberLikesSlot, c.MemberViewsSlot, c.MemberCreditsSlot,
-		c.MemberNoteCountSlot, c.MemberPinCountSlot, c.ViewerFilmCountSlot,
-		c.ViewerRatedCountSlot,
+		c.Item, c.Label, c.LabelConversationCountSlot, c.Member, c.MemberNote,
+		c.NaivePost, c.Page, c.Pin, c.Post, c.PostLikesSlot, c.PostViewsSlot,
+		c.Product, c.ProductStockSlot, c.Rack, c.RackItemCountSlot,
+		c.RackOpenCountSlot, c.Rating, c.Reel, c.ReelPlaysSlot, c.Section,
+		c.SectionPageCountSlot, c.Shelf, c.ShelfBookCountSlot, c.ShelfOpenCountSlot,
+		c.SkipPost, c.SkipPostLikesSlot, c.Story, c.StoryClapsDelta, c.Tag,
+		c.TagHitsSlot, c.TagUsesSlot, c.Topic, c.Viewer, c.FilmFanCountSlot,
+		c.FilmRatingCountSlot, c.FilmHighCountSlot, c.HookedConversationLabelCountSlot,
+		c.HookedLabelConversationCountSlot, c.MemberLikesSlot, c.MemberViewsSlot,
+		c.MemberCreditsSlot, c.MemberNoteCountSlot, c.MemberPinCountSlot,
+		c.ViewerFilmCountSlot, c.ViewerRatedCountSlot,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -707,10 +707,10 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.LabelConversationCountSlot.mutate(ctx, m)
 	case *MemberMutation:
 		return c.Member.mutate(ctx, m)
+	case *MemberNoteMutation:
+		return c.MemberNote.mutate(ctx, m)
 	case *NaivePostMutation:
 		return c.NaivePost.mutate(ctx, m)
-	case *NoteMutation:
-		return c.Note.mutate(ctx, m)
 	case *PageMutation:
 		return c.Page.mutate(ctx, m)
 	case *PinMutation:
@@ -4933,13 +4933,13 @@ func (c *MemberClient) GetX(ctx context.Context, id uuid.UUID) *Member {
 }
 
 // QueryNotes queries the notes edge of a Member.
-func (c *MemberClient) QueryNotes(_m *Member) *NoteQuery {
-	query := (&NoteClient{config: c.config}).Query()
+func (c *MemberClient) QueryNotes(_m *Member) *MemberNoteQuery {
+	query := (&MemberNoteClient{config: c.config}).Query()
 	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
 		id := _m.ID
 		step := sqlgraph.NewStep(
 			sqlgraph.From(member.Table, member.FieldID, id),
-			sqlgraph.To(note.Table, note.FieldID),
+			sqlgraph.To(membernote.Table, membernote.FieldID),
 			sqlgraph.Edge(sqlgraph.O2M, false, member.NotesTable, member.NotesColumn),
 		)
 		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
@@ -4988,6 +4988,155 @@ func (c *MemberClient) mutate(ctx context.Context, m *MemberMutation) (Value, er
 		return (&MemberDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown Member mutation op: %q", m.Op())
+	}
+}
+
+// MemberNoteClient is a client for the MemberNote schema.
+type MemberNoteClient struct {
+	config
+}
+
+// NewMemberNoteClient returns a client for the MemberNote from the given config.
+func NewMemberNoteClient(c config) *MemberNoteClient {
+	return &MemberNoteClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `membernote.Hooks(f(g(h())))`.
+func (c *MemberNoteClient) Use(hooks ...Hook) {
+	c.hooks.MemberNote = append(c.hooks.MemberNote, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `membernote.Intercept(f(g(h())))`.
+func (c *MemberNoteClient) Intercept(interceptors ...Interceptor) {
+	c.inters.MemberNote = append(c.inters.MemberNote, interceptors...)
+}
+
+// Create returns a builder for creating a MemberNote entity.
+func (c *MemberNoteClient) Create() *MemberNoteCreate {
+	mutation := newMemberNoteMutation(c.config, OpCreate)
+	return &MemberNoteCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of MemberNote entities.
+func (c *MemberNoteClient) CreateBulk(builders ...*MemberNoteCreate) *MemberNoteCreateBulk {
+	return &MemberNoteCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *MemberNoteClient) MapCreateBulk(slice any, setFunc func(*MemberNoteCreate, int)) *MemberNoteCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &MemberNoteCreateBulk{err: fmt.Errorf("calling to MemberNoteClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*MemberNoteCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &MemberNoteCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for MemberNote.
+func (c *MemberNoteClient) Update() *MemberNoteUpdate {
+	mutation := newMemberNoteMutation(c.config, OpUpdate)
+	return &MemberNoteUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *MemberNoteClient) UpdateOne(_m *MemberNote) *MemberNoteUpdateOne {
+	mutation := newMemberNoteMutation(c.config, OpUpdateOne, withMemberNote(_m))
+	return &MemberNoteUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *MemberNoteClient) UpdateOneID(id uuid.UUID) *MemberNoteUpdateOne {
+	mutation := newMemberNoteMutation(c.config, OpUpdateOne, withMemberNoteID(id))
+	return &MemberNoteUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for MemberNote.
+func (c *MemberNoteClient) Delete() *MemberNoteDelete {
+	mutation := newMemberNoteMutation(c.config, OpDelete)
+	return &MemberNoteDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *MemberNoteClient) DeleteOne(_m *MemberNote) *MemberNoteDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *MemberNoteClient) DeleteOneID(id uuid.UUID) *MemberNoteDeleteOne {
+	builder := c.Delete().Where(membernote.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &MemberNoteDeleteOne{builder}
+}
+
+// Query returns a query builder for MemberNote.
+func (c *MemberNoteClient) Query() *MemberNoteQuery {
+	return &MemberNoteQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeMemberNote},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a MemberNote entity by its id.
+func (c *MemberNoteClient) Get(ctx context.Context, id uuid.UUID) (*MemberNote, error) {
+	return c.Query().Where(membernote.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *MemberNoteClient) GetX(ctx context.Context, id uuid.UUID) *MemberNote {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryMember queries the member edge of a MemberNote.
+func (c *MemberNoteClient) QueryMember(_m *MemberNote) *MemberQuery {
+	query := (&MemberClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(membernote.Table, membernote.FieldID, id),
+			sqlgraph.To(member.Table, member.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, membernote.MemberTable, membernote.MemberColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *MemberNoteClient) Hooks() []Hook {
+	return c.hooks.MemberNote
+}
+
+// Interceptors returns the client interceptors.
+func (c *MemberNoteClient) Interceptors() []Interceptor {
+	return c.inters.MemberNote
+}
+
+func (c *MemberNoteClient) mutate(ctx context.Context, m *MemberNoteMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&MemberNoteCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&MemberNoteUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&MemberNoteUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&MemberNoteDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown MemberNote mutation op: %q", m.Op())
 	}
 }
 
@@ -5121,155 +5270,6 @@ func (c *NaivePostClient) mutate(ctx context.Context, m *NaivePostMutation) (Val
 		return (&NaivePostDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown NaivePost mutation op: %q", m.Op())
-	}
-}
-
-// NoteClient is a client for the Note schema.
-type NoteClient struct {
-	config
-}
-
-// NewNoteClient returns a client for the Note from the given config.
-func NewNoteClient(c config) *NoteClient {
-	return &NoteClient{config: c}
-}
-
-// Use adds a list of mutation hooks to the hooks stack.
-// A call to `Use(f, g, h)` equals to `note.Hooks(f(g(h())))`.
-func (c *NoteClient) Use(hooks ...Hook) {
-	c.hooks.Note = append(c.hooks.Note, hooks...)
-}
-
-// Intercept adds a list of query interceptors to the interceptors stack.
-// A call to `Intercept(f, g, h)` equals to `note.Intercept(f(g(h())))`.
-func (c *NoteClient) Intercept(interceptors ...Interceptor) {
-	c.inters.Note = append(c.inters.Note, interceptors...)
-}
-
-// Create returns a builder for creating a Note entity.
-func (c *NoteClient) Create() *NoteCreate {
-	mutation := newNoteMutation(c.config, OpCreate)
-	return &NoteCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
-}
-
-// CreateBulk returns a builder for creating a bulk of Note entities.
-func (c *NoteClient) CreateBulk(builders ...*NoteCreate) *NoteCreateBulk {
-	return &NoteCreateBulk{config: c.config, builders: builders}
-}
-
-// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
-// a builder and applies setFunc on it.
-func (c *NoteClient) MapCreateBulk(slice any, setFunc func(*NoteCreate, int)) *NoteCreateBulk {
-	rv := reflect.ValueOf(slice)
-	if rv.Kind() != reflect.Slice {
-		return &NoteCreateBulk{err: fmt.Errorf("calling to NoteClient.MapCreateBulk with wrong type %T, need slice", slice)}
-	}
-	builders := make([]*NoteCreate, rv.Len())
-	for i := 0; i < rv.Len(); i++ {
-		builders[i] = c.Create()
-		setFunc(builders[i], i)
-	}
-	return &NoteCreateBulk{config: c.config, builders: builders}
-}
-
-// Update returns an update builder for Note.
-func (c *NoteClient) Update() *NoteUpdate {
-	mutation := newNoteMutation(c.config, OpUpdate)
-	return &NoteUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
-}
-
-// UpdateOne returns an update builder for the given entity.
-func (c *NoteClient) UpdateOne(_m *Note) *NoteUpdateOne {
-	mutation := newNoteMutation(c.config, OpUpdateOne, withNote(_m))
-	return &NoteUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
-}
-
-// UpdateOneID returns an update builder for the given id.
-func (c *NoteClient) UpdateOneID(id uuid.UUID) *NoteUpdateOne {
-	mutation := newNoteMutation(c.config, OpUpdateOne, withNoteID(id))
-	return &NoteUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
-}
-
-// Delete returns a delete builder for Note.
-func (c *NoteClient) Delete() *NoteDelete {
-	mutation := newNoteMutation(c.config, OpDelete)
-	return &NoteDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
-}
-
-// DeleteOne returns a builder for deleting the given entity.
-func (c *NoteClient) DeleteOne(_m *Note) *NoteDeleteOne {
-	return c.DeleteOneID(_m.ID)
-}
-
-// DeleteOneID returns a builder for deleting the given entity by its id.
-func (c *NoteClient) DeleteOneID(id uuid.UUID) *NoteDeleteOne {
-	builder := c.Delete().Where(note.ID(id))
-	builder.mutation.id = &id
-	builder.mutation.op = OpDeleteOne
-	return &NoteDeleteOne{builder}
-}
-
-// Query returns a query builder for Note.
-func (c *NoteClient) Query() *NoteQuery {
-	return &NoteQuery{
-		config: c.config,
-		ctx:    &QueryContext{Type: TypeNote},
-		inters: c.Interceptors(),
-	}
-}
-
-// Get returns a Note entity by its id.
-func (c *NoteClient) Get(ctx context.Context, id uuid.UUID) (*Note, error) {
-	return c.Query().Where(note.ID(id)).Only(ctx)
-}
-
-// GetX is like Get, but panics if an error occurs.
-func (c *NoteClient) GetX(ctx context.Context, id uuid.UUID) *Note {
-	obj, err := c.Get(ctx, id)
-	if err != nil {
-		panic(err)
-	}
-	return obj
-}
-
-// QueryMember queries the member edge of a Note.
-func (c *NoteClient) QueryMember(_m *Note) *MemberQuery {
-	query := (&MemberClient{config: c.config}).Query()
-	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
-		id := _m.ID
-		step := sqlgraph.NewStep(
-			sqlgraph.From(note.Table, note.FieldID, id),
-			sqlgraph.To(member.Table, member.FieldID),
-			sqlgraph.Edge(sqlgraph.M2O, true, note.MemberTable, note.MemberColumn),
-		)
-		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
-		return fromV, nil
-	}
-	return query
-}
-
-// Hooks returns the client hooks.
-func (c *NoteClient) Hooks() []Hook {
-	return c.hooks.Note
-}
-
-// Interceptors returns the client interceptors.
-func (c *NoteClient) Interceptors() []Interceptor {
-	return c.inters.Note
-}
-
-func (c *NoteClient) mutate(ctx context.Context, m *NoteMutation) (Value, error) {
-	switch m.Op() {
-	case OpCreate:
-		return (&NoteCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
-	case OpUpdate:
-		return (&NoteUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
-	case OpUpdateOne:
-		return (&NoteUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
-	case OpDelete, OpDeleteOne:
-		return (&NoteDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
-	default:
-		return nil, fmt.Errorf("ent: unknown Note mutation op: %q", m.Op())
 	}
 }
 
@@ -11160,7 +11160,7 @@ type (
 		DeskBCountSlot, DeskTopicCountSlot, Fandom, File, Film, Folder,
 		FolderBytesSlot, Forum, ForumBCountSlot, ForumTopicCountSlot,
 		HookedConversation, HookedLabel, Item, Label, LabelConversationCountSlot,
-		Member, NaivePost, Note, Page, Pin, Post, PostLikesSlot, PostViewsSlot,
+		Member, MemberNote, NaivePost, Page, Pin, Post, PostLikesSlot, PostViewsSlot,
 		Product, ProductStockSlot, Rack, RackItemCountSlot, RackOpenCountSlot, Rating,
 		Reel, ReelPlaysSlot, Section, SectionPageCountSlot, Shelf, ShelfBookCountSlot,
 		ShelfOpenCountSlot, SkipPost, SkipPostLikesSlot, Story, StoryClapsDelta, Tag,
@@ -11176,7 +11176,7 @@ type (
 		DeskBCountSlot, DeskTopicCountSlot, Fandom, File, Film, Folder,
 		FolderBytesSlot, Forum, ForumBCountSlot, ForumTopicCountSlot,
 		HookedConversation, HookedLabel, Item, Label, LabelConversationCountSlot,
-		Member, NaivePost, Note, Page, Pin, Post, PostLikesSlot, PostViewsSlot,
+		Member, MemberNote, NaivePost, Page, Pin, Post, PostLikesSlot, PostViewsSlot,
 		Product, ProductStockSlot, Rack, RackItemCountSlot, RackOpenCountSlot, Rating,
 		Reel, ReelPlaysSlot, Section, SectionPageCountSlot, Shelf, ShelfBookCountSlot,
 		ShelfOpenCountSlot, SkipPost, SkipPostLikesSlot, Story, StoryClapsDelta, Tag,
@@ -11254,10 +11254,10 @@ func hotcounterNotFound(typ string) error {
 		return &NotFoundError{labelconversationcountslot.Label}
 	case "Member":
 		return &NotFoundError{member.Label}
+	case "MemberNote":
+		return &NotFoundError{membernote.Label}
 	case "NaivePost":
 		return &NotFoundError{naivepost.Label}
-	case "Note":
-		return &NotFoundError{note.Label}
 	case "Page":
 		return &NotFoundError{page.Label}
 	case "Pin":
@@ -11471,8 +11471,8 @@ var hotCounterTables = map[string]string{
 	"Label":                            "labels",
 	"LabelConversationCountSlot":       "label_conversation_count_slots",
 	"Member":                           "members",
+	"MemberNote":                       "member_notes",
 	"NaivePost":                        "naive_posts",
-	"Note":                             "notes",
 	"Page":                             "pages",
 	"Pin":                              "pins",
 	"Post":                             "posts",
@@ -11535,8 +11535,8 @@ var hotCounterDefs = []generated.Def{
 	{Type: "Member", Field: "likes", StructField: "Likes", Table: "members", Key: "id", SlotTable: "member_likes_slots", Owner: "member_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false},
 	{Type: "Member", Field: "views", StructField: "Views", Table: "members", Key: "id", SlotTable: "member_views_slots", Owner: "member_id", Slots: 16, Rollup: true, Append: false, Precreate: 0, SkipLocked: false},
 	{Type: "Member", Field: "credits", StructField: "Credits", Table: "members", Key: "id", SlotTable: "member_credits_slots", Owner: "member_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Guarded: true},
-	{Type: "Member", Field: "note_count", StructField: "NoteCount", Table: "members", Key: "id", SlotTable: "member_note_count_slots", Owner: "member_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "notes", Type: "Note", Hooks: false, Table: "notes", Key: "id", Ref: "member_id", Columns: []string{"id", "member_id"}, Where: ""}},
-	{Type: "Member", Field: "pin_count", StructField: "PinCount", Table: "members", Key: "id", SlotTable: "member_pin_count_slots", Owner: "member_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "pins", Type: "Pin", Hooks: true, Table: "pins", Key: "id", Ref: "member_pins", Columns: []string{"id", "member_pins"}, Where: ""}},
+	{Type: "Member", Field: "note_count", StructField: "NoteCount", Table: "members", Key: "id", SlotTable: "member_note_count_slots", Owner: "member_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "notes", Type: "MemberNote", Hooks: false, Table: "member_notes", Key: "id", Ref: "member_id", Columns: []string{"id", "member_id"}, Where: ""}},
+	{Type: "Member", Field: "pin_count", StructField: "PinCount", Table: "members", Key: "id", SlotTable: "member_pin_count_slots", Owner: "member_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "pins", Type: "Pin", Hooks: true, Table: "pins", Key: "id", Ref: "member_id", Columns: []string{"id", "member_id"}, Where: ""}},
 	{Type: "Post", Field: "likes", StructField: "Likes", Table: "posts", Key: "id", SlotTable: "post_likes_slots", Owner: "post_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false},
 	{Type: "Post", Field: "views", StructField: "Views", Table: "posts", Key: "id", SlotTable: "post_views_slots", Owner: "post_id", Slots: 64, Rollup: true, Append: false, Precreate: 0, SkipLocked: false},
 	{Type: "Product", Field: "stock", StructField: "Stock", Table: "products", Key: "id", SlotTable: "product_stock_slots", Owner: "product_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Guarded: true},

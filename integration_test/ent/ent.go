@@ -47,11 +47,11 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/member"
 	"github.com/hotcounter/hotcounter/integration_test/ent/membercreditsslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/memberlikesslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/membernote"
 	"github.com/hotcounter/hotcounter/integration_test/ent/membernotecountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/memberpincountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/memberviewsslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/naivepost"
-	"github.com/hotcounter/hotcounter/integration_test/ent/note"
 	"github.com/hotcounter/hotcounter/integration_test/ent/page"
 	"github.com/hotcounter/hotcounter/integration_test/ent/pin"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
@@ -169,8 +169,8 @@ func checkColumn(t, c string) error {
 			label.Table:                            label.ValidColumn,
 			labelconversationcountslot.Table:       labelconversationcountslot.ValidColumn,
 			member.Table:                           member.ValidColumn,
+			membernote.Table:                       membernote.ValidColumn,
 			naivepost.Table:                        naivepost.ValidColumn,
-			note.Table:                             note.ValidColumn,
 			page.Table:                             page.ValidColumn,
 			pin.Table:                              pin.ValidColumn,
 			post.Table:                             post.ValidColumn,

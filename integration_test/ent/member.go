@@ -38,7 +38,7 @@ type Member struct {
 // MemberEdges holds the relations/edges for other nodes in the graph.
 type MemberEdges struct {
 	// Notes holds the value of the notes edge.
-	Notes []*Note `json:"notes,omitempty"`
+	Notes []*MemberNote `json:"notes,omitempty"`
 	// Pins holds the value of the pins edge.
 	Pins []*Pin `json:"pins,omitempty"`
 	// loadedTypes holds the information for reporting if a
@@ -48,7 +48,7 @@ type MemberEdges struct {
 
 // NotesOrErr returns the Notes value or an error if the edge
 // was not loaded in eager-loading.
-func (e MemberEdges) NotesOrErr() ([]*Note, error) {
+func (e MemberEdges) NotesOrErr() ([]*MemberNote, error) {
 	if e.loadedTypes[0] {
 		return e.Notes, nil
 	}
@@ -146,7 +146,7 @@ func (_m *Member) Value(name string) (ent.Value, error) {
 }
 
 // QueryNotes queries the "notes" edge of the Member entity.
-func (_m *Member) QueryNotes() *NoteQuery {
+func (_m *Member) QueryNotes() *MemberNoteQuery {
 	return NewMemberClient(_m.config).QueryNotes(_m)
 }
 

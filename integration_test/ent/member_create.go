@@ -14,7 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/hotcounter/hotcounter/entcounter/generated"
 	"github.com/hotcounter/hotcounter/integration_test/ent/member"
-	"github.com/hotcounter/hotcounter/integration_test/ent/note"
+	"github.com/hotcounter/hotcounter/integration_test/ent/membernote"
 	"github.com/hotcounter/hotcounter/integration_test/ent/pin"
 )
 
@@ -124,14 +124,14 @@ func (_c *MemberCreate) SetNillableID(v *uuid.UUID) *MemberCreate {
 	return _c
 }
 
-// AddNoteIDs adds the "notes" edge to the Note entity by IDs.
+// AddNoteIDs adds the "notes" edge to the MemberNote entity by IDs.
 func (_c *MemberCreate) AddNoteIDs(ids ...uuid.UUID) *MemberCreate {
 	_c.mutation.AddNoteIDs(ids...)
 	return _c
 }
 
-// AddNotes adds the "notes" edges to the Note entity.
-func (_c *MemberCreate) AddNotes(v ...*Note) *MemberCreate {
+// AddNotes adds the "notes" edges to the MemberNote entity.
+func (_c *MemberCreate) AddNotes(v ...*MemberNote) *MemberCreate {
 	ids := make([]uuid.UUID, len(v))
 	for i := range v {
 		ids[i] = v[i].ID
@@ -335,7 +335,7 @@ func (_c *MemberCreate) createSpec() (*Member, *sqlgraph.CreateSpec) {
 			Columns: []string{member.NotesColumn},
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
-				IDSpec: sqlgraph.NewFieldSpec(note.FieldID, field.TypeUUID),
+				IDSpec: sqlgraph.NewFieldSpec(membernote.FieldID, field.TypeUUID),
 			},
 		}
 		for _, k := range nodes {

@@ -15,7 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/hotcounter/hotcounter/entcounter/generated"
 	"github.com/hotcounter/hotcounter/integration_test/ent/member"
-	"github.com/hotcounter/hotcounter/integration_test/ent/note"
+	"github.com/hotcounter/hotcounter/integration_test/ent/membernote"
 	"github.com/hotcounter/hotcounter/integration_test/ent/pin"
 	"github.com/hotcounter/hotcounter/integration_test/ent/predicate"
 )
@@ -27,7 +27,7 @@ type MemberQuery struct {
 	order      []member.OrderOption
 	inters     []Interceptor
 	predicates []predicate.Member
-	withNotes  *NoteQuery
+	withNotes  *MemberNoteQuery
 	withPins   *PinQuery
 	// hotcounterLive makes the query's loads fill rollup counters exactly (Live).
 	hotcounterLive bool
@@ -68,8 +68,8 @@ func (_q *MemberQuery) Order(o ...member.OrderOption) *MemberQuery {
 }
 
 // QueryNotes chains the current query on the "notes" edge.
-func (_q *MemberQuery) QueryNotes() *NoteQuery {
-	query := (&NoteClient{config: _q.config}).Query()
+func (_q *MemberQuery) QueryNotes() *MemberNoteQuery {
+	query := (&MemberNoteClient{config: _q.config}).Query()
 	query.path = func(ctx context.Context) (fromU *sql.Selector, err error) {
 		if err := _q.prepareQuery(ctx); err != nil {
 			return nil, err
@@ -80,7 +80,7 @@ func (_q *MemberQuery) QueryNotes() *NoteQuery {
 		}
 		step := sqlgraph.NewStep(
 			sqlgraph.From(member.Table, member.FieldID, selector),
-			sqlgraph.To(note.Table, note.FieldID),
+			sqlgraph.To(membernote.Table, membernote.FieldID),
 			sqlgraph.Edge(sqlgraph.O2M, false, member.NotesTable, member.NotesColumn),
 		)
 		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
@@ -313,8 +313,8 @@ func (_q *MemberQuery) Clone() *MemberQuery {
 
 // WithNotes tells the query-builder to eager-load the nodes that are connected to
 // the "notes" edge. The optional arguments are used to configure the query builder of the edge.
-func (_q *MemberQuery) WithNotes(opts ...func(*NoteQuery)) *MemberQuery {
-	query := (&NoteClient{config: _q.config}).Query()
+func (_q *MemberQuery) WithNotes(opts ...func(*MemberNoteQuery)) *MemberQuery {
+	query := (&MemberNoteClient{config: _q.config}).Query()
 	for _, opt := range opts {
 		opt(query)
 	}
@@ -442,8 +442,8 @@ func (_q *MemberQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Membe
 	}
 	if query := _q.withNotes; query != nil {
 		if err := _q.loadNotes(ctx, query, nodes,
-			func(n *Member) { n.Edges.Notes = []*Note{} },
-			func(n *Member, e *Note) { n.Edges.Notes = append(n.Edges.Notes, e) }); err != nil {
+			func(n *Member) { n.Edges.Notes = []*MemberNote{} },
+			func(n *Member, e *MemberNote) { n.Edges.Notes = append(n.Edges.Notes, e) }); err != nil {
 			return nil, err
 		}
 	}
@@ -475,7 +475,7 @@ func (_q *MemberQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Membe
 	return nodes, nil
 }
 
-func (_q *MemberQuery) loadNotes(ctx context.Context, query *NoteQuery, nodes []*Member, init func(*Member), assign func(*Member, *Note)) error {
+func (_q *MemberQuery) loadNotes(ctx context.Context, query *MemberNoteQuery, nodes []*Member, init func(*Member), assign func(*Member, *MemberNote)) error {
 	fks := make([]driver.Value, 0, len(nodes))
 	nodeids := make(map[uuid.UUID]*Member)
 	for i := range nodes {
@@ -486,9 +486,9 @@ func (_q *MemberQuery) loadNotes(ctx context.Context, query *NoteQuery, nodes []
 		}
 	}
 	if len(query.ctx.Fields) > 0 {
-		query.ctx.AppendFieldOnce(note.FieldMemberID)
+		query.ctx.AppendFieldOnce(membernote.FieldMemberID)
 	}
-	query.Where(predicate.Note(func(s *sql.Selector) {
+	query.Where(predicate.MemberNote(func(s *sql.Selector) {
 		s.Where(sql.InValues(s.C(member.NotesColumn), fks...))
 	}))
 	neighbors, err := query.All(ctx)
@@ -515,7 +515,9 @@ func (_q *MemberQuery) loadPins(ctx context.Context, query *PinQuery, nodes []*M
 			init(nodes[i])
 		}
 	}
-	query.withFKs = true
+	if len(query.ctx.Fields) > 0 {
+		query.ctx.AppendFieldOnce(pin.FieldMemberID)
+	}
 	query.Where(predicate.Pin(func(s *sql.Selector) {
 		s.Where(sql.InValues(s.C(member.PinsColumn), fks...))
 	}))
@@ -524,13 +526,10 @@ func (_q *MemberQuery) loadPins(ctx context.Context, query *PinQuery, nodes []*M
 		return err
 	}
 	for _, n := range neighbors {
-		fk := n.member_pins
-		if fk == nil {
-			return fmt.Errorf(`foreign-key "member_pins" is nil for node %v`, n.ID)
-		}
-		node, ok := nodeids[*fk]
+		fk := n.MemberID
+		node, ok := nodeids[fk]
 		if !ok {
-			return fmt.Errorf(`unexpected referenced foreign-key "member_pins" returned %v for node %v`, *fk, n.ID)
+			return fmt.Errorf(`unexpected referenced foreign-key "member_id" returned %v for node %v`, fk, n.ID)
 		}
 		assign(node, n)
 	}

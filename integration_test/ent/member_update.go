@@ -13,7 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/hotcounter/hotcounter/entcounter/generated"
 	"github.com/hotcounter/hotcounter/integration_test/ent/member"
-	"github.com/hotcounter/hotcounter/integration_test/ent/note"
+	"github.com/hotcounter/hotcounter/integration_test/ent/membernote"
 	"github.com/hotcounter/hotcounter/integration_test/ent/pin"
 	"github.com/hotcounter/hotcounter/integration_test/ent/predicate"
 )
@@ -174,14 +174,14 @@ func (_u *MemberUpdate) SetNillableName(v *string) *MemberUpdate {
 	return _u
 }
 
-// AddNoteIDs adds the "notes" edge to the Note entity by IDs.
+// AddNoteIDs adds the "notes" edge to the MemberNote entity by IDs.
 func (_u *MemberUpdate) AddNoteIDs(ids ...uuid.UUID) *MemberUpdate {
 	_u.mutation.AddNoteIDs(ids...)
 	return _u
 }
 
-// AddNotes adds the "notes" edges to the Note entity.
-func (_u *MemberUpdate) AddNotes(v ...*Note) *MemberUpdate {
+// AddNotes adds the "notes" edges to the MemberNote entity.
+func (_u *MemberUpdate) AddNotes(v ...*MemberNote) *MemberUpdate {
 	ids := make([]uuid.UUID, len(v))
 	for i := range v {
 		ids[i] = v[i].ID
@@ -209,20 +209,20 @@ func (_u *MemberUpdate) Mutation() *MemberMutation {
 	return _u.mutation
 }
 
-// ClearNotes clears all "notes" edges to the Note entity.
+// ClearNotes clears all "notes" edges to the MemberNote entity.
 func (_u *MemberUpdate) ClearNotes() *MemberUpdate {
 	_u.mutation.ClearNotes()
 	return _u
 }
 
-// RemoveNoteIDs removes the "notes" edge to Note entities by IDs.
+// RemoveNoteIDs removes the "notes" edge to MemberNote entities by IDs.
 func (_u *MemberUpdate) RemoveNoteIDs(ids ...uuid.UUID) *MemberUpdate {
 	_u.mutation.RemoveNoteIDs(ids...)
 	return _u
 }
 
-// RemoveNotes removes "notes" edges to Note entities.
-func (_u *MemberUpdate) RemoveNotes(v ...*Note) *MemberUpdate {
+// RemoveNotes removes "notes" edges to MemberNote entities.
+func (_u *MemberUpdate) RemoveNotes(v ...*MemberNote) *MemberUpdate {
 	ids := make([]uuid.UUID, len(v))
 	for i := range v {
 		ids[i] = v[i].ID
@@ -340,7 +340,7 @@ func (_u *MemberUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 			Columns: []string{member.NotesColumn},
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
-				IDSpec: sqlgraph.NewFieldSpec(note.FieldID, field.TypeUUID),
+				IDSpec: sqlgraph.NewFieldSpec(membernote.FieldID, field.TypeUUID),
 			},
 		}
 		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
@@ -353,7 +353,7 @@ func (_u *MemberUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 			Columns: []string{member.NotesColumn},
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
-				IDSpec: sqlgraph.NewFieldSpec(note.FieldID, field.TypeUUID),
+				IDSpec: sqlgraph.NewFieldSpec(membernote.FieldID, field.TypeUUID),
 			},
 		}
 		for _, k := range nodes {
@@ -369,7 +369,7 @@ func (_u *MemberUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 			Columns: []string{member.NotesColumn},
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
-				IDSpec: sqlgraph.NewFieldSpec(note.FieldID, field.TypeUUID),
+				IDSpec: sqlgraph.NewFieldSpec(membernote.FieldID, field.TypeUUID),
 			},
 		}
 		for _, k := range nodes {
@@ -591,14 +591,14 @@ func (_u *MemberUpdateOne) SetNillableName(v *string) *MemberUpdateOne {
 	return _u
 }
 
-// AddNoteIDs adds the "notes" edge to the Note entity by IDs.
+// AddNoteIDs adds the "notes" edge to the MemberNote entity by IDs.
 func (_u *MemberUpdateOne) AddNoteIDs(ids ...uuid.UUID) *MemberUpdateOne {
 	_u.mutation.AddNoteIDs(ids...)
 	return _u
 }
 
-// AddNotes adds the "notes" edges to the Note entity.
-func (_u *MemberUpdateOne) AddNotes(v ...*Note) *MemberUpdateOne {
+// AddNotes adds the "notes" edges to the MemberNote entity.
+func (_u *MemberUpdateOne) AddNotes(v ...*MemberNote) *MemberUpdateOne {
 	ids := make([]uuid.UUID, len(v))
 	for i := range v {
 		ids[i] = v[i].ID
@@ -626,20 +626,20 @@ func (_u *MemberUpdateOne) Mutation() *MemberMutation {
 	return _u.mutation
 }
 
-// ClearNotes clears all "notes" edges to the Note entity.
+// ClearNotes clears all "notes" edges to the MemberNote entity.
 func (_u *MemberUpdateOne) ClearNotes() *MemberUpdateOne {
 	_u.mutation.ClearNotes()
 	return _u
 }
 
-// RemoveNoteIDs removes the "notes" edge to Note entities by IDs.
+// RemoveNoteIDs removes the "notes" edge to MemberNote entities by IDs.
 func (_u *MemberUpdateOne) RemoveNoteIDs(ids ...uuid.UUID) *MemberUpdateOne {
 	_u.mutation.RemoveNoteIDs(ids...)
 	return _u
 }
 
-// RemoveNotes removes "notes" edges to Note entities.
-func (_u *MemberUpdateOne) RemoveNotes(v ...*Note) *MemberUpdateOne {
+// RemoveNotes removes "notes" edges to MemberNote entities.
+func (_u *MemberUpdateOne) RemoveNotes(v ...*MemberNote) *MemberUpdateOne {
 	ids := make([]uuid.UUID, len(v))
 	for i := range v {
 		ids[i] = v[i].ID
@@ -787,7 +787,7 @@ func (_u *MemberUpdateOne) sqlSave(ctx context.Context) (_node *Member, err erro
 			Columns: []string{member.NotesColumn},
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
-				IDSpec: sqlgraph.NewFieldSpec(note.FieldID, field.TypeUUID),
+				IDSpec: sqlgraph.NewFieldSpec(membernote.FieldID, field.TypeUUID),
 			},
 		}
 		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
@@ -800,7 +800,7 @@ func (_u *MemberUpdateOne) sqlSave(ctx context.Context) (_node *Member, err erro
 			Columns: []string{member.NotesColumn},
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
-				IDSpec: sqlgraph.NewFieldSpec(note.FieldID, field.TypeUUID),
+				IDSpec: sqlgraph.NewFieldSpec(membernote.FieldID, field.TypeUUID),
 			},
 		}
 		for _, k := range nodes {
@@ -816,7 +816,7 @@ func (_u *MemberUpdateOne) sqlSave(ctx context.Context) (_node *Member, err erro
 			Columns: []string{member.NotesColumn},
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
-				IDSpec: sqlgraph.NewFieldSpec(note.FieldID, field.TypeUUID),
+				IDSpec: sqlgraph.NewFieldSpec(membernote.FieldID, field.TypeUUID),
 			},
 		}
 		for _, k := range nodes {

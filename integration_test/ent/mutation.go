@@ -48,11 +48,11 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/member"
 	"github.com/hotcounter/hotcounter/integration_test/ent/membercreditsslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/memberlikesslot"
+	"github.com/hotcounter/hotcounter/integration_test/ent/membernote"
 	"github.com/hotcounter/hotcounter/integration_test/ent/membernotecountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/memberpincountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/memberviewsslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/naivepost"
-	"github.com/hotcounter/hotcounter/integration_test/ent/note"
 	"github.com/hotcounter/hotcounter/integration_test/ent/page"
 	"github.com/hotcounter/hotcounter/integration_test/ent/pin"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
@@ -122,8 +122,8 @@ const (
 	TypeLabel                            = "Label"
 	TypeLabelConversationCountSlot       = "LabelConversationCountSlot"
 	TypeMember                           = "Member"
+	TypeMemberNote                       = "MemberNote"
 	TypeNaivePost                        = "NaivePost"
-	TypeNote                             = "Note"
 	TypePage                             = "Page"
 	TypePin                              = "Pin"
 	TypePost                             = "Post"
@@ -15416,7 +15416,7 @@ func (m *MemberMutation) ResetName() {
 	m.name = nil
 }
 
-// AddNoteIDs adds the "notes" edge to the Note entity by ids.
+// AddNoteIDs adds the "notes" edge to the MemberNote entity by ids.
 func (m *MemberMutation) AddNoteIDs(ids ...uuid.UUID) {
 	if m.notes == nil {
 		m.notes = make(map[uuid.UUID]struct{})
@@ -15426,17 +15426,17 @@ func (m *MemberMutation) AddNoteIDs(ids ...uuid.UUID) {
 	}
 }
 
-// ClearNotes clears the "notes" edge to the Note entity.
+// ClearNotes clears the "notes" edge to the MemberNote entity.
 func (m *MemberMutation) ClearNotes() {
 	m.clearednotes = true
 }
 
-// NotesCleared reports if the "notes" edge to the Note entity was cleared.
+// NotesCleared reports if the "notes" edge to the MemberNote entity was cleared.
 func (m *MemberMutation) NotesCleared() bool {
 	return m.clearednotes
 }
 
-// RemoveNoteIDs removes the "notes" edge to the Note entity by IDs.
+// RemoveNoteIDs removes the "notes" edge to the MemberNote entity by IDs.
 func (m *MemberMutation) RemoveNoteIDs(ids ...uuid.UUID) {
 	if m.removednotes == nil {
 		m.removednotes = make(map[uuid.UUID]struct{})
@@ -15447,7 +15447,7 @@ func (m *MemberMutation) RemoveNoteIDs(ids ...uuid.UUID) {
 	}
 }
 
-// RemovedNotes returns the removed IDs of the "notes" edge to the Note entity.
+// RemovedNotes returns the removed IDs of the "notes" edge to the MemberNote entity.
 func (m *MemberMutation) RemovedNotesIDs() (ids []uuid.UUID) {
 	for id := range m.removednotes {
 		ids = append(ids, id)
@@ -15940,6 +15940,392 @@ func (m *MemberMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown Member edge %s", name)
 }
 
+// MemberNoteMutation represents an operation that mutates the MemberNote nodes in the graph.
+type MemberNoteMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *uuid.UUID
+	clearedFields map[string]struct{}
+	member        *uuid.UUID
+	clearedmember bool
+	done          bool
+	oldValue      func(context.Context) (*MemberNote, error)
+	predicates    []predicate.MemberNote
+}
+
+var _ ent.Mutation = (*MemberNoteMutation)(nil)
+
+// membernoteOption allows management of the mutation configuration using functional options.
+type membernoteOption func(*MemberNoteMutation)
+
+// newMemberNoteMutation creates new mutation for the MemberNote entity.
+func newMemberNoteMutation(c config, op Op, opts ...membernoteOption) *MemberNoteMutation {
+	m := &MemberNoteMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeMemberNote,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withMemberNoteID sets the ID field of the mutation.
+func withMemberNoteID(id uuid.UUID) membernoteOption {
+	return func(m *MemberNoteMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *MemberNote
+		)
+		m.oldValue = func(ctx context.Context) (*MemberNote, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().MemberNote.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withMemberNote sets the old MemberNote of the mutation.
+func withMemberNote(node *MemberNote) membernoteOption {
+	return func(m *MemberNoteMutation) {
+		m.oldValue = func(context.Context) (*MemberNote, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m MemberNoteMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m MemberNoteMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of MemberNote entities.
+func (m *MemberNoteMutation) SetID(id uuid.UUID) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *MemberNoteMutation) ID() (id uuid.UUID, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *MemberNoteMutation) IDs(ctx context.Context) ([]uuid.UUID, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []uuid.UUID{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().MemberNote.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetMemberID sets the "member_id" field.
+func (m *MemberNoteMutation) SetMemberID(u uuid.UUID) {
+	m.member = &u
+}
+
+// MemberID returns the value of the "member_id" field in the mutation.
+func (m *MemberNoteMutation) MemberID() (r uuid.UUID, exists bool) {
+	v := m.member
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldMemberID returns the old "member_id" field's value of the MemberNote entity.
+// If the MemberNote object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MemberNoteMutation) OldMemberID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldMemberID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldMemberID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldMemberID: %w", err)
+	}
+	return oldValue.MemberID, nil
+}
+
+// ResetMemberID resets all changes to the "member_id" field.
+func (m *MemberNoteMutation) ResetMemberID() {
+	m.member = nil
+}
+
+// ClearMember clears the "member" edge to the Member entity.
+func (m *MemberNoteMutation) ClearMember() {
+	m.clearedmember = true
+	m.clearedFields[membernote.FieldMemberID] = struct{}{}
+}
+
+// MemberCleared reports if the "member" edge to the Member entity was cleared.
+func (m *MemberNoteMutation) MemberCleared() bool {
+	return m.clearedmember
+}
+
+// MemberIDs returns the "member" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// MemberID instead. It exists only for internal usage by the builders.
+func (m *MemberNoteMutation) MemberIDs() (ids []uuid.UUID) {
+	if id := m.member; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetMember resets all changes to the "member" edge.
+func (m *MemberNoteMutation) ResetMember() {
+	m.member = nil
+	m.clearedmember = false
+}
+
+// Where appends a list predicates to the MemberNoteMutation builder.
+func (m *MemberNoteMutation) Where(ps ...predicate.MemberNote) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the MemberNoteMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *MemberNoteMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.MemberNote, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *MemberNoteMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *MemberNoteMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (MemberNote).
+func (m *MemberNoteMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *MemberNoteMutation) Fields() []string {
+	fields := make([]string, 0, 1)
+	if m.member != nil {
+		fields = append(fields, membernote.FieldMemberID)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *MemberNoteMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case membernote.FieldMemberID:
+		return m.MemberID()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *MemberNoteMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case membernote.FieldMemberID:
+		return m.OldMemberID(ctx)
+	}
+	return nil, fmt.Errorf("unknown MemberNote field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *MemberNoteMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case membernote.FieldMemberID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetMemberID(v)
+		return nil
+	}
+	return fmt.Errorf("unknown MemberNote field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *MemberNoteMutation) AddedFields() []string {
+	return nil
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *MemberNoteMutation) AddedField(name string) (ent.Value, bool) {
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *MemberNoteMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown MemberNote numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *MemberNoteMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *MemberNoteMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *MemberNoteMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown MemberNote nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *MemberNoteMutation) ResetField(name string) error {
+	switch name {
+	case membernote.FieldMemberID:
+		m.ResetMemberID()
+		return nil
+	}
+	return fmt.Errorf("unknown MemberNote field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *MemberNoteMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.member != nil {
+		edges = append(edges, membernote.EdgeMember)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *MemberNoteMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case membernote.EdgeMember:
+		if id := m.member; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *MemberNoteMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *MemberNoteMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *MemberNoteMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedmember {
+		edges = append(edges, membernote.EdgeMember)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *MemberNoteMutation) EdgeCleared(name string) bool {
+	switch name {
+	case membernote.EdgeMember:
+		return m.clearedmember
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *MemberNoteMutation) ClearEdge(name string) error {
+	switch name {
+	case membernote.EdgeMember:
+		m.ClearMember()
+		return nil
+	}
+	return fmt.Errorf("unknown MemberNote unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *MemberNoteMutation) ResetEdge(name string) error {
+	switch name {
+	case membernote.EdgeMember:
+		m.ResetMember()
+		return nil
+	}
+	return fmt.Errorf("unknown MemberNote edge %s", name)
+}
+
 // NaivePostMutation represents an operation that mutates the NaivePost nodes in the graph.
 type NaivePostMutation struct {
 	config
@@ -16300,392 +16686,6 @@ func (m *NaivePostMutation) ClearEdge(name string) error {
 // It returns an error if the edge is not defined in the schema.
 func (m *NaivePostMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown NaivePost edge %s", name)
-}
-
-// NoteMutation represents an operation that mutates the Note nodes in the graph.
-type NoteMutation struct {
-	config
-	op            Op
-	typ           string
-	id            *uuid.UUID
-	clearedFields map[string]struct{}
-	member        *uuid.UUID
-	clearedmember bool
-	done          bool
-	oldValue      func(context.Context) (*Note, error)
-	predicates    []predicate.Note
-}
-
-var _ ent.Mutation = (*NoteMutation)(nil)
-
-// noteOption allows management of the mutation configuration using functional options.
-type noteOption func(*NoteMutation)
-
-// newNoteMutation creates new mutation for the Note entity.
-func newNoteMutation(c config, op Op, opts ...noteOption) *NoteMutation {
-	m := &NoteMutation{
-		config:        c,
-		op:            op,
-		typ:           TypeNote,
-		clearedFields: make(map[string]struct{}),
-	}
-	for _, opt := range opts {
-		opt(m)
-	}
-	return m
-}
-
-// withNoteID sets the ID field of the mutation.
-func withNoteID(id uuid.UUID) noteOption {
-	return func(m *NoteMutation) {
-		var (
-			err   error
-			once  sync.Once
-			value *Note
-		)
-		m.oldValue = func(ctx context.Context) (*Note, error) {
-			once.Do(func() {
-				if m.done {
-					err = errors.New("querying old values post mutation is not allowed")
-				} else {
-					value, err = m.Client().Note.Get(ctx, id)
-				}
-			})
-			return value, err
-		}
-		m.id = &id
-	}
-}
-
-// withNote sets the old Note of the mutation.
-func withNote(node *Note) noteOption {
-	return func(m *NoteMutation) {
-		m.oldValue = func(context.Context) (*Note, error) {
-			return node, nil
-		}
-		m.id = &node.ID
-	}
-}
-
-// Client returns a new `ent.Client` from the mutation. If the mutation was
-// executed in a transaction (ent.Tx), a transactional client is returned.
-func (m NoteMutation) Client() *Client {
-	client := &Client{config: m.config}
-	client.init()
-	return client
-}
-
-// Tx returns an `ent.Tx` for mutations that were executed in transactions;
-// it returns an error otherwise.
-func (m NoteMutation) Tx() (*Tx, error) {
-	if _, ok := m.driver.(*txDriver); !ok {
-		return nil, errors.New("ent: mutation is not running in a transaction")
-	}
-	tx := &Tx{config: m.config}
-	tx.init()
-	return tx, nil
-}
-
-// SetID sets the value of the id field. Note that this
-// operation is only accepted on creation of Note entities.
-func (m *NoteMutation) SetID(id uuid.UUID) {
-	m.id = &id
-}
-
-// ID returns the ID value in the mutation. Note that the ID is only available
-// if it was provided to the builder or after it was returned from the database.
-func (m *NoteMutation) ID() (id uuid.UUID, exists bool) {
-	if m.id == nil {
-		return
-	}
-	return *m.id, true
-}
-
-// IDs queries the database and returns the entity ids that match the mutation's predicate.
-// That means, if the mutation is applied within a transaction with an isolation level such
-// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
-// or updated by the mutation.
-func (m *NoteMutation) IDs(ctx context.Context) ([]uuid.UUID, error) {
-	switch {
-	case m.op.Is(OpUpdateOne | OpDeleteOne):
-		id, exists := m.ID()
-		if exists {
-			return []uuid.UUID{id}, nil
-		}
-		fallthrough
-	case m.op.Is(OpUpdate | OpDelete):
-		return m.Client().Note.Query().Where(m.predicates...).IDs(ctx)
-	default:
-		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
-	}
-}
-
-// SetMemberID sets the "member_id" field.
-func (m *NoteMutation) SetMemberID(u uuid.UUID) {
-	m.member = &u
-}
-
-// MemberID returns the value of the "member_id" field in the mutation.
-func (m *NoteMutation) MemberID() (r uuid.UUID, exists bool) {
-	v := m.member
-	if v == nil {
-		return
-	}
-	return *v, true
-}
-
-// OldMemberID returns the old "member_id" field's value of the Note entity.
-// If the Note object wasn't provided to the builder, the object is fetched from the database.
-// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
-func (m *NoteMutation) OldMemberID(ctx context.Context) (v uuid.UUID, err error) {
-	if !m.op.Is(OpUpdateOne) {
-		return v, errors.New("OldMemberID is only allowed on UpdateOne operations")
-	}
-	if m.id == nil || m.oldValue == nil {
-		return v, errors.New("OldMemberID requires an ID field in the mutation")
-	}
-	oldValue, err := m.oldValue(ctx)
-	if err != nil {
-		return v, fmt.Errorf("querying old value for OldMemberID: %w", err)
-	}
-	return oldValue.MemberID, nil
-}
-
-// ResetMemberID resets all changes to the "member_id" field.
-func (m *NoteMutation) ResetMemberID() {
-	m.member = nil
-}
-
-// ClearMember clears the "member" edge to the Member entity.
-func (m *NoteMutation) ClearMember() {
-	m.clearedmember = true
-	m.clearedFields[note.FieldMemberID] = struct{}{}
-}
-
-// MemberCleared reports if the "member" edge to the Member entity was cleared.
-func (m *NoteMutation) MemberCleared() bool {
-	return m.clearedmember
-}
-
-// MemberIDs returns the "member" edge IDs in the mutation.
-// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
-// MemberID instead. It exists only for internal usage by the builders.
-func (m *NoteMutation) MemberIDs() (ids []uuid.UUID) {
-	if id := m.member; id != nil {
-		ids = append(ids, *id)
-	}
-	return
-}
-
-// ResetMember resets all changes to the "member" edge.
-func (m *NoteMutation) ResetMember() {
-	m.member = nil
-	m.clearedmember = false
-}
-
-// Where appends a list predicates to the NoteMutation builder.
-func (m *NoteMutation) Where(ps ...predicate.Note) {
-	m.predicates = append(m.predicates, ps...)
-}
-
-// WhereP appends storage-level predicates to the NoteMutation builder. Using this method,
-// users can use type-assertion to append predicates that do not depend on any generated package.
-func (m *NoteMutation) WhereP(ps ...func(*sql.Selector)) {
-	p := make([]predicate.Note, len(ps))
-	for i := range ps {
-		p[i] = ps[i]
-	}
-	m.Where(p...)
-}
-
-// Op returns the operation name.
-func (m *NoteMutation) Op() Op {
-	return m.op
-}
-
-// SetOp allows setting the mutation operation.
-func (m *NoteMutation) SetOp(op Op) {
-	m.op = op
-}
-
-// Type returns the node type of this mutation (Note).
-func (m *NoteMutation) Type() string {
-	return m.typ
-}
-
-// Fields returns all fields that were changed during this mutation. Note that in
-// order to get all numeric fields that were incremented/decremented, call
-// AddedFields().
-func (m *NoteMutation) Fields() []string {
-	fields := make([]string, 0, 1)
-	if m.member != nil {
-		fields = append(fields, note.FieldMemberID)
-	}
-	return fields
-}
-
-// Field returns the value of a field with the given name. The second boolean
-// return value indicates that this field was not set, or was not defined in the
-// schema.
-func (m *NoteMutation) Field(name string) (ent.Value, bool) {
-	switch name {
-	case note.FieldMemberID:
-		return m.MemberID()
-	}
-	return nil, false
-}
-
-// OldField returns the old value of the field from the database. An error is
-// returned if the mutation operation is not UpdateOne, or the query to the
-// database failed.
-func (m *NoteMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
-	switch name {
-	case note.FieldMemberID:
-		return m.OldMemberID(ctx)
-	}
-	return nil, fmt.Errorf("unknown Note field %s", name)
-}
-
-// SetField sets the value of a field with the given name. It returns an error if
-// the field is not defined in the schema, or if the type mismatched the field
-// type.
-func (m *NoteMutation) SetField(name string, value ent.Value) error {
-	switch name {
-	case note.FieldMemberID:
-		v, ok := value.(uuid.UUID)
-		if !ok {
-			return fmt.Errorf("unexpected type %T for field %s", value, name)
-		}
-		m.SetMemberID(v)
-		return nil
-	}
-	return fmt.Errorf("unknown Note field %s", name)
-}
-
-// AddedFields returns all numeric fields that were incremented/decremented during
-// this mutation.
-func (m *NoteMutation) AddedFields() []string {
-	return nil
-}
-
-// AddedField returns the numeric value that was incremented/decremented on a field
-// with the given name. The second boolean return value indicates that this field
-// was not set, or was not defined in the schema.
-func (m *NoteMutation) AddedField(name string) (ent.Value, bool) {
-	return nil, false
-}
-
-// AddField adds the value to the field with the given name. It returns an error if
-// the field is not defined in the schema, or if the type mismatched the field
-// type.
-func (m *NoteMutation) AddField(name string, value ent.Value) error {
-	switch name {
-	}
-	return fmt.Errorf("unknown Note numeric field %s", name)
-}
-
-// ClearedFields returns all nullable fields that were cleared during this
-// mutation.
-func (m *NoteMutation) ClearedFields() []string {
-	return nil
-}
-
-// FieldCleared returns a boolean indicating if a field with the given name was
-// cleared in this mutation.
-func (m *NoteMutation) FieldCleared(name string) bool {
-	_, ok := m.clearedFields[name]
-	return ok
-}
-
-// ClearField clears the value of the field with the given name. It returns an
-// error if the field is not defined in the schema.
-func (m *NoteMutation) ClearField(name string) error {
-	return fmt.Errorf("unknown Note nullable field %s", name)
-}
-
-// ResetField resets all changes in the mutation for the field with the given name.
-// It returns an error if the field is not defined in the schema.
-func (m *NoteMutation) ResetField(name string) error {
-	switch name {
-	case note.FieldMemberID:
-		m.ResetMemberID()
-		return nil
-	}
-	return fmt.Errorf("unknown Note field %s", name)
-}
-
-// AddedEdges returns all edge names that were set/added in this mutation.
-func (m *NoteMutation) AddedEdges() []string {
-	edges := make([]string, 0, 1)
-	if m.member != nil {
-		edges = append(edges, note.EdgeMember)
-	}
-	return edges
-}
-
-// AddedIDs returns all IDs (to other nodes) that were added for the given edge
-// name in this mutation.
-func (m *NoteMutation) AddedIDs(name string) []ent.Value {
-	switch name {
-	case note.EdgeMember:
-		if id := m.member; id != nil {
-			return []ent.Value{*id}
-		}
-	}
-	return nil
-}
-
-// RemovedEdges returns all edge names that were removed in this mutation.
-func (m *NoteMutation) RemovedEdges() []string {
-	edges := make([]string, 0, 1)
-	return edges
-}
-
-// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
-// the given name in this mutation.
-func (m *NoteMutation) RemovedIDs(name string) []ent.Value {
-	return nil
-}
-
-// ClearedEdges returns all edge names that were cleared in this mutation.
-func (m *NoteMutation) ClearedEdges() []string {
-	edges := make([]string, 0, 1)
-	if m.clearedmember {
-		edges = append(edges, note.EdgeMember)
-	}
-	return edges
-}
-
-// EdgeCleared returns a boolean which indicates if the edge with the given name
-// was cleared in this mutation.
-func (m *NoteMutation) EdgeCleared(name string) bool {
-	switch name {
-	case note.EdgeMember:
-		return m.clearedmember
-	}
-	return false
-}
-
-// ClearEdge clears the value of the edge with the given name. It returns an error
-// if that edge is not defined in the schema.
-func (m *NoteMutation) ClearEdge(name string) error {
-	switch name {
-	case note.EdgeMember:
-		m.ClearMember()
-		return nil
-	}
-	return fmt.Errorf("unknown Note unique edge %s", name)
-}
-
-// ResetEdge resets all changes to the edge with the given name in this mutation.
-// It returns an error if the edge is not defined in the schema.
-func (m *NoteMutation) ResetEdge(name string) error {
-	switch name {
-	case note.EdgeMember:
-		m.ResetMember()
-		return nil
-	}
-	return fmt.Errorf("unknown Note edge %s", name)
 }
 
 // PageMutation represents an operation that mutates the Page nodes in the graph.
@@ -17207,27 +17207,51 @@ func (m *PinMutation) IDs(ctx context.Context) ([]int, error) {
 	}
 }
 
-// SetMemberID sets the "member" edge to the Member entity by id.
-func (m *PinMutation) SetMemberID(id uuid.UUID) {
-	m.member = &id
+// SetMemberID sets the "member_id" field.
+func (m *PinMutation) SetMemberID(u uuid.UUID) {
+	m.member = &u
+}
+
+// MemberID returns the value of the "member_id" field in the mutation.
+func (m *PinMutation) MemberID() (r uuid.UUID, exists bool) {
+	v := m.member
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldMemberID returns the old "member_id" field's value of the Pin entity.
+// If the Pin object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PinMutation) OldMemberID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldMemberID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldMemberID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldMemberID: %w", err)
+	}
+	return oldValue.MemberID, nil
+}
+
+// ResetMemberID resets all changes to the "member_id" field.
+func (m *PinMutation) ResetMemberID() {
+	m.member = nil
 }
 
 // ClearMember clears the "member" edge to the Member entity.
 func (m *PinMutation) ClearMember() {
 	m.clearedmember = true
+	m.clearedFields[pin.FieldMemberID] = struct{}{}
 }
 
 // MemberCleared reports if the "member" edge to the Member entity was cleared.
 func (m *PinMutation) MemberCleared() bool {
 	return m.clearedmember
-}
-
-// MemberID returns the "member" edge ID in the mutation.
-func (m *PinMutation) MemberID() (id uuid.UUID, exists bool) {
-	if m.member != nil {
-		return *m.member, true
-	}
-	return
 }
 
 // MemberIDs returns the "member" edge IDs in the mutation.
@@ -17280,7 +17304,10 @@ func (m *PinMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *PinMutation) Fields() []string {
-	fields := make([]string, 0, 0)
+	fields := make([]string, 0, 1)
+	if m.member != nil {
+		fields = append(fields, pin.FieldMemberID)
+	}
 	return fields
 }
 
@@ -17288,6 +17315,10 @@ func (m *PinMutation) Fields() []string {
 // return value indicates that this field was not set, or was not defined in the
 // schema.
 func (m *PinMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case pin.FieldMemberID:
+		return m.MemberID()
+	}
 	return nil, false
 }
 
@@ -17295,6 +17326,10 @@ func (m *PinMutation) Field(name string) (ent.Value, bool) {
 // returned if the mutation operation is not UpdateOne, or the query to the
 // database failed.
 func (m *PinMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case pin.FieldMemberID:
+		return m.OldMemberID(ctx)
+	}
 	return nil, fmt.Errorf("unknown Pin field %s", name)
 }
 
@@ -17303,6 +17338,13 @@ func (m *PinMutation) OldField(ctx context.Context, name string) (ent.Value, err
 // type.
 func (m *PinMutation) SetField(name string, value ent.Value) error {
 	switch name {
+	case pin.FieldMemberID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetMemberID(v)
+		return nil
 	}
 	return fmt.Errorf("unknown Pin field %s", name)
 }
@@ -17324,6 +17366,8 @@ func (m *PinMutation) AddedField(name string) (ent.Value, bool) {
 // the field is not defined in the schema, or if the type mismatched the field
 // type.
 func (m *PinMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
 	return fmt.Errorf("unknown Pin numeric field %s", name)
 }
 
@@ -17349,6 +17393,11 @@ func (m *PinMutation) ClearField(name string) error {
 // ResetField resets all changes in the mutation for the field with the given name.
 // It returns an error if the field is not defined in the schema.
 func (m *PinMutation) ResetField(name string) error {
+	switch name {
+	case pin.FieldMemberID:
+		m.ResetMemberID()
+		return nil
+	}
 	return fmt.Errorf("unknown Pin field %s", name)
 }
 

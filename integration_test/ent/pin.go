@@ -15,13 +15,14 @@ import (
 
 // Pin is the model entity for the Pin schema.
 type Pin struct {
-	config
+	config `json:"-"`
 	// ID of the ent.
 	ID int `json:"id,omitempty"`
+	// MemberID holds the value of the "member_id" field.
+	MemberID uuid.UUID `json:"member_id,omitempty"`
 	// Edges holds the relations/edges for other nodes in the graph.
 	// The values are being populated by the PinQuery when eager-loading is set.
 	Edges        PinEdges `json:"edges"`
-	member_pins  *uuid.UUID
 	selectValues sql.SelectValues
 }
 
@@ -52,8 +53,8 @@ func (*Pin) scanValues(columns []string) ([]any, error) {
 		switch columns[i] {
 		case pin.FieldID:
 			values[i] = new(sql.NullInt64)
-		case pin.ForeignKeys[0]: // member_pins
-			values[i] = &sql.NullScanner{S: new(uuid.UUID)}
+		case pin.FieldMemberID:
+			values[i] = new(uuid.UUID)
 		default:
 			values[i] = new(sql.UnknownType)
 		}
@@ -75,12 +76,11 @@ func (_m *Pin) assignValues(columns []string, values []any) error {
 				return fmt.Errorf("unexpected type %T for field id", value)
 			}
 			_m.ID = int(value.Int64)
-		case pin.ForeignKeys[0]:
-			if value, ok := values[i].(*sql.NullScanner); !ok {
-				return fmt.Errorf("unexpected type %T for field member_pins", values[i])
-			} else if value.Valid {
-				_m.member_pins = new(uuid.UUID)
-				*_m.member_pins = *value.S.(*uuid.UUID)
+		case pin.FieldMemberID:
+			if value, ok := values[i].(*uuid.UUID); !ok {
+				return fmt.Errorf("unexpected type %T for field member_id", values[i])
+			} else if value != nil {
+				_m.MemberID = *value
 			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
@@ -122,7 +122,9 @@ func (_m *Pin) Unwrap() *Pin {
 func (_m *Pin) String() string {
 	var builder strings.Builder
 	builder.WriteString("Pin(")
-	builder.WriteString(fmt.Sprintf("id=%v", _m.ID))
+	builder.WriteString(fmt.Sprintf("id=%v, ", _m.ID))
+	builder.WriteString("member_id=")
+	builder.WriteString(fmt.Sprintf("%v", _m.MemberID))
 	builder.WriteByte(')')
 	return builder.String()
 }

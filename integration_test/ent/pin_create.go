@@ -23,17 +23,9 @@ type PinCreate struct {
 	conflict []sql.ConflictOption
 }
 
-// SetMemberID sets the "member" edge to the Member entity by ID.
-func (_c *PinCreate) SetMemberID(id uuid.UUID) *PinCreate {
-	_c.mutation.SetMemberID(id)
-	return _c
-}
-
-// SetNillableMemberID sets the "member" edge to the Member entity by ID if the given value is not nil.
-func (_c *PinCreate) SetNillableMemberID(id *uuid.UUID) *PinCreate {
-	if id != nil {
-		_c = _c.SetMemberID(*id)
-	}
+// SetMemberID sets the "member_id" field.
+func (_c *PinCreate) SetMemberID(v uuid.UUID) *PinCreate {
+	_c.mutation.SetMemberID(v)
 	return _c
 }
 
@@ -76,6 +68,12 @@ func (_c *PinCreate) ExecX(ctx context.Context) {
 
 // check runs all checks and user-defined validators on the builder.
 func (_c *PinCreate) check() error {
+	if _, ok := _c.mutation.MemberID(); !ok {
+		return &ValidationError{Name: "member_id", err: errors.New(`ent: missing required field "Pin.member_id"`)}
+	}
+	if len(_c.mutation.MemberIDs()) == 0 {
+		return &ValidationError{Name: "member", err: errors.New(`ent: missing required edge "Pin.member"`)}
+	}
 	return nil
 }
 
@@ -120,7 +118,7 @@ func (_c *PinCreate) createSpec() (*Pin, *sqlgraph.CreateSpec) {
 		for _, k := range nodes {
 			edge.Target.Nodes = append(edge.Target.Nodes, k)
 		}
-		_node.member_pins = &nodes[0]
+		_node.MemberID = nodes[0]
 		_spec.Edges = append(_spec.Edges, edge)
 	}
 	return _node, _spec
@@ -130,11 +128,17 @@ func (_c *PinCreate) createSpec() (*Pin, *sqlgraph.CreateSpec) {
 // of the `INSERT` statement. For example:
 //
 //	client.Pin.Create().
+//		SetMemberID(v).
 //		OnConflict(
 //			// Update the row with the new values
 //			// the was proposed for insertion.
 //			sql.ResolveWithNewValues(),
 //		).
+//		// Override some of the fields with custom
+//		// update values.
+//		Update(func(u *ent.PinUpsert) {
+//			SetMemberID(v+v).
+//		}).
 //		Exec(ctx)
 func (_c *PinCreate) OnConflict(opts ...sql.ConflictOption) *PinUpsertOne {
 	_c.conflict = opts
@@ -168,6 +172,18 @@ type (
 		*sql.UpdateSet
 	}
 )
+
+// SetMemberID sets the "member_id" field.
+func (u *PinUpsert) SetMemberID(v uuid.UUID) *PinUpsert {
+	u.Set(pin.FieldMemberID, v)
+	return u
+}
+
+// UpdateMemberID sets the "member_id" field to the value that was provided on create.
+func (u *PinUpsert) UpdateMemberID() *PinUpsert {
+	u.SetExcluded(pin.FieldMemberID)
+	return u
+}
 
 // UpdateNewValues updates the mutable fields using the new values that were set on create.
 // Using this option is equivalent to using:
@@ -207,6 +223,20 @@ func (u *PinUpsertOne) Update(set func(*PinUpsert)) *PinUpsertOne {
 		set(&PinUpsert{UpdateSet: update})
 	}))
 	return u
+}
+
+// SetMemberID sets the "member_id" field.
+func (u *PinUpsertOne) SetMemberID(v uuid.UUID) *PinUpsertOne {
+	return u.Update(func(s *PinUpsert) {
+		s.SetMemberID(v)
+	})
+}
+
+// UpdateMemberID sets the "member_id" field to the value that was provided on create.
+func (u *PinUpsertOne) UpdateMemberID() *PinUpsertOne {
+	return u.Update(func(s *PinUpsert) {
+		s.UpdateMemberID()
+	})
 }
 
 // Exec executes the query.
@@ -346,6 +376,11 @@ func (_c *PinCreateBulk) ExecX(ctx context.Context) {
 //			// the was proposed for insertion.
 //			sql.ResolveWithNewValues(),
 //		).
+//		// Override some of the fields with custom
+//		// update values.
+//		Update(func(u *ent.PinUpsert) {
+//			SetMemberID(v+v).
+//		}).
 //		Exec(ctx)
 func (_c *PinCreateBulk) OnConflict(opts ...sql.ConflictOption) *PinUpsertBulk {
 	_c.conflict = opts
@@ -411,6 +446,20 @@ func (u *PinUpsertBulk) Update(set func(*PinUpsert)) *PinUpsertBulk {
 		set(&PinUpsert{UpdateSet: update})
 	}))
 	return u
+}
+
+// SetMemberID sets the "member_id" field.
+func (u *PinUpsertBulk) SetMemberID(v uuid.UUID) *PinUpsertBulk {
+	return u.Update(func(s *PinUpsert) {
+		s.SetMemberID(v)
+	})
+}
+
+// UpdateMemberID sets the "member_id" field to the value that was provided on create.
+func (u *PinUpsertBulk) UpdateMemberID() *PinUpsertBulk {
+	return u.Update(func(s *PinUpsert) {
+		s.UpdateMemberID()
+	})
 }
 
 // Exec executes the query.

@@ -25,7 +25,6 @@ type PinQuery struct {
 	inters     []Interceptor
 	predicates []predicate.Pin
 	withMember *MemberQuery
-	withFKs    bool
 	// intermediate query (i.e. traversal path).
 	sql  *sql.Selector
 	path func(context.Context) (*sql.Selector, error)
@@ -296,6 +295,18 @@ func (_q *PinQuery) WithMember(opts ...func(*MemberQuery)) *PinQuery {
 
 // GroupBy is used to group vertices by one or more fields/columns.
 // It is often used with aggregate functions, like: count, max, mean, min, sum.
+//
+// Example:
+//
+//	var v []struct {
+//		MemberID uuid.UUID `json:"member_id,omitempty"`
+//		Count int `json:"count,omitempty"`
+//	}
+//
+//	client.Pin.Query().
+//		GroupBy(pin.FieldMemberID).
+//		Aggregate(ent.Count()).
+//		Scan(ctx, &v)
 func (_q *PinQuery) GroupBy(field string, fields ...string) *PinGroupBy {
 	_q.ctx.Fields = append([]string{field}, fields...)
 	grbuild := &PinGroupBy{build: _q}
@@ -307,6 +318,16 @@ func (_q *PinQuery) GroupBy(field string, fields ...string) *PinGroupBy {
 
 // Select allows the selection one or more fields/columns for the given query,
 // instead of selecting all fields in the entity.
+//
+// Example:
+//
+//	var v []struct {
+//		MemberID uuid.UUID `json:"member_id,omitempty"`
+//	}
+//
+//	client.Pin.Query().
+//		Select(pin.FieldMemberID).
+//		Scan(ctx, &v)
 func (_q *PinQuery) Select(fields ...string) *PinSelect {
 	_q.ctx.Fields = append(_q.ctx.Fields, fields...)
 	sbuild := &PinSelect{PinQuery: _q}
@@ -349,18 +370,11 @@ func (_q *PinQuery) prepareQuery(ctx context.Context) error {
 func (_q *PinQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Pin, error) {
 	var (
 		nodes       = []*Pin{}
-		withFKs     = _q.withFKs
 		_spec       = _q.querySpec()
 		loadedTypes = [1]bool{
 			_q.withMember != nil,
 		}
 	)
-	if _q.withMember != nil {
-		withFKs = true
-	}
-	if withFKs {
-		_spec.Node.Columns = append(_spec.Node.Columns, pin.ForeignKeys...)
-	}
 	_spec.ScanValues = func(columns []string) ([]any, error) {
 		return (*Pin).scanValues(nil, columns)
 	}
@@ -392,10 +406,7 @@ func (_q *PinQuery) loadMember(ctx context.Context, query *MemberQuery, nodes []
 	ids := make([]uuid.UUID, 0, len(nodes))
 	nodeids := make(map[uuid.UUID][]*Pin)
 	for i := range nodes {
-		if nodes[i].member_pins == nil {
-			continue
-		}
-		fk := *nodes[i].member_pins
+		fk := nodes[i].MemberID
 		if _, ok := nodeids[fk]; !ok {
 			ids = append(ids, fk)
 		}
@@ -412,7 +423,7 @@ func (_q *PinQuery) loadMember(ctx context.Context, query *MemberQuery, nodes []
 	for _, n := range neighbors {
 		nodes, ok := nodeids[n.ID]
 		if !ok {
-			return fmt.Errorf(`unexpected foreign-key "member_pins" returned %v`, n.ID)
+			return fmt.Errorf(`unexpected foreign-key "member_id" returned %v`, n.ID)
 		}
 		for i := range nodes {
 			assign(nodes[i], n)
@@ -445,6 +456,9 @@ func (_q *PinQuery) querySpec() *sqlgraph.QuerySpec {
 			if fields[i] != pin.FieldID {
 				_spec.Node.Columns = append(_spec.Node.Columns, fields[i])
 			}
+		}
+		if _q.withMember != nil {
+			_spec.Node.AddColumnOnce(pin.FieldMemberID)
 		}
 	}
 	if ps := _q.predicates; len(ps) > 0 {

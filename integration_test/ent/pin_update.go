@@ -29,16 +29,16 @@ func (_u *PinUpdate) Where(ps ...predicate.Pin) *PinUpdate {
 	return _u
 }
 
-// SetMemberID sets the "member" edge to the Member entity by ID.
-func (_u *PinUpdate) SetMemberID(id uuid.UUID) *PinUpdate {
-	_u.mutation.SetMemberID(id)
+// SetMemberID sets the "member_id" field.
+func (_u *PinUpdate) SetMemberID(v uuid.UUID) *PinUpdate {
+	_u.mutation.SetMemberID(v)
 	return _u
 }
 
-// SetNillableMemberID sets the "member" edge to the Member entity by ID if the given value is not nil.
-func (_u *PinUpdate) SetNillableMemberID(id *uuid.UUID) *PinUpdate {
-	if id != nil {
-		_u = _u.SetMemberID(*id)
+// SetNillableMemberID sets the "member_id" field if the given value is not nil.
+func (_u *PinUpdate) SetNillableMemberID(v *uuid.UUID) *PinUpdate {
+	if v != nil {
+		_u.SetMemberID(*v)
 	}
 	return _u
 }
@@ -86,7 +86,18 @@ func (_u *PinUpdate) ExecX(ctx context.Context) {
 	}
 }
 
+// check runs all checks and user-defined validators on the builder.
+func (_u *PinUpdate) check() error {
+	if _u.mutation.MemberCleared() && len(_u.mutation.MemberIDs()) > 0 {
+		return errors.New(`ent: clearing a required unique edge "Pin.member"`)
+	}
+	return nil
+}
+
 func (_u *PinUpdate) sqlSave(ctx context.Context) (_node int, err error) {
+	if err := _u.check(); err != nil {
+		return _node, err
+	}
 	_spec := sqlgraph.NewUpdateSpec(pin.Table, pin.Columns, sqlgraph.NewFieldSpec(pin.FieldID, field.TypeInt))
 	if ps := _u.mutation.predicates; len(ps) > 0 {
 		_spec.Predicate = func(selector *sql.Selector) {
@@ -144,16 +155,16 @@ type PinUpdateOne struct {
 	mutation *PinMutation
 }
 
-// SetMemberID sets the "member" edge to the Member entity by ID.
-func (_u *PinUpdateOne) SetMemberID(id uuid.UUID) *PinUpdateOne {
-	_u.mutation.SetMemberID(id)
+// SetMemberID sets the "member_id" field.
+func (_u *PinUpdateOne) SetMemberID(v uuid.UUID) *PinUpdateOne {
+	_u.mutation.SetMemberID(v)
 	return _u
 }
 
-// SetNillableMemberID sets the "member" edge to the Member entity by ID if the given value is not nil.
-func (_u *PinUpdateOne) SetNillableMemberID(id *uuid.UUID) *PinUpdateOne {
-	if id != nil {
-		_u = _u.SetMemberID(*id)
+// SetNillableMemberID sets the "member_id" field if the given value is not nil.
+func (_u *PinUpdateOne) SetNillableMemberID(v *uuid.UUID) *PinUpdateOne {
+	if v != nil {
+		_u.SetMemberID(*v)
 	}
 	return _u
 }
@@ -214,7 +225,18 @@ func (_u *PinUpdateOne) ExecX(ctx context.Context) {
 	}
 }
 
+// check runs all checks and user-defined validators on the builder.
+func (_u *PinUpdateOne) check() error {
+	if _u.mutation.MemberCleared() && len(_u.mutation.MemberIDs()) > 0 {
+		return errors.New(`ent: clearing a required unique edge "Pin.member"`)
+	}
+	return nil
+}
+
 func (_u *PinUpdateOne) sqlSave(ctx context.Context) (_node *Pin, err error) {
+	if err := _u.check(); err != nil {
+		return _node, err
+	}
 	_spec := sqlgraph.NewUpdateSpec(pin.Table, pin.Columns, sqlgraph.NewFieldSpec(pin.FieldID, field.TypeInt))
 	id, ok := _u.mutation.ID()
 	if !ok {

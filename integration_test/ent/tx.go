@@ -68,10 +68,10 @@ type Tx struct {
 	LabelConversationCountSlot *LabelConversationCountSlotClient
 	// Member is the client for interacting with the Member builders.
 	Member *MemberClient
+	// MemberNote is the client for interacting with the MemberNote builders.
+	MemberNote *MemberNoteClient
 	// NaivePost is the client for interacting with the NaivePost builders.
 	NaivePost *NaivePostClient
-	// Note is the client for interacting with the Note builders.
-	Note *NoteClient
 	// Page is the client for interacting with the Page builders.
 	Page *PageClient
 	// Pin is the client for interacting with the Pin builders.
@@ -309,8 +309,8 @@ func (tx *Tx) init() {
 	tx.Label = NewLabelClient(tx.config)
 	tx.LabelConversationCountSlot = NewLabelConversationCountSlotClient(tx.config)
 	tx.Member = NewMemberClient(tx.config)
+	tx.MemberNote = NewMemberNoteClient(tx.config)
 	tx.NaivePost = NewNaivePostClient(tx.config)
-	tx.Note = NewNoteClient(tx.config)
 	tx.Page = NewPageClient(tx.config)
 	tx.Pin = NewPinClient(tx.config)
 	tx.Post = NewPostClient(tx.config)

@@ -345,6 +345,18 @@ func (f MemberFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, erro
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.MemberMutation", m)
 }
 
+// The MemberNoteFunc type is an adapter to allow the use of ordinary
+// function as MemberNote mutator.
+type MemberNoteFunc func(context.Context, *ent.MemberNoteMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f MemberNoteFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.MemberNoteMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.MemberNoteMutation", m)
+}
+
 // The NaivePostFunc type is an adapter to allow the use of ordinary
 // function as NaivePost mutator.
 type NaivePostFunc func(context.Context, *ent.NaivePostMutation) (ent.Value, error)
@@ -355,18 +367,6 @@ func (f NaivePostFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, e
 		return f(ctx, mv)
 	}
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.NaivePostMutation", m)
-}
-
-// The NoteFunc type is an adapter to allow the use of ordinary
-// function as Note mutator.
-type NoteFunc func(context.Context, *ent.NoteMutation) (ent.Value, error)
-
-// Mutate calls f(ctx, m).
-func (f NoteFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
-	if mv, ok := m.(*ent.NoteMutation); ok {
-		return f(ctx, mv)
-	}
-	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.NoteMutation", m)
 }
 
 // The PageFunc type is an adapter to allow the use of ordinary

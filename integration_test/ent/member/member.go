@@ -33,10 +33,10 @@ const (
 	// Table holds the table name of the member in the database.
 	Table = "members"
 	// NotesTable is the table that holds the notes relation/edge.
-	NotesTable = "notes"
-	// NotesInverseTable is the table name for the Note entity.
-	// It exists in this package in order to avoid circular dependency with the "note" package.
-	NotesInverseTable = "notes"
+	NotesTable = "member_notes"
+	// NotesInverseTable is the table name for the MemberNote entity.
+	// It exists in this package in order to avoid circular dependency with the "membernote" package.
+	NotesInverseTable = "member_notes"
 	// NotesColumn is the table column denoting the notes relation/edge.
 	NotesColumn = "member_id"
 	// PinsTable is the table that holds the pins relation/edge.
@@ -45,7 +45,7 @@ const (
 	// It exists in this package in order to avoid circular dependency with the "pin" package.
 	PinsInverseTable = "pins"
 	// PinsColumn is the table column denoting the pins relation/edge.
-	PinsColumn = "member_pins"
+	PinsColumn = "member_id"
 )
 
 // Columns holds all SQL columns for member fields.

@@ -401,7 +401,7 @@ func HasNotes() predicate.Member {
 }
 
 // HasNotesWith applies the HasEdge predicate on the "notes" edge with a given conditions (other predicates).
-func HasNotesWith(preds ...predicate.Note) predicate.Member {
+func HasNotesWith(preds ...predicate.MemberNote) predicate.Member {
 	return predicate.Member(func(s *sql.Selector) {
 		step := newNotesStep()
 		sqlgraph.HasNeighborsWith(s, step, func(s *sql.Selector) {

@@ -576,6 +576,25 @@ var (
 		Columns:    MembersColumns,
 		PrimaryKey: []*schema.Column{MembersColumns[0]},
 	}
+	// MemberNotesColumns holds the columns for the "member_notes" table.
+	MemberNotesColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeUUID},
+		{Name: "member_id", Type: field.TypeUUID},
+	}
+	// MemberNotesTable holds the schema information for the "member_notes" table.
+	MemberNotesTable = &schema.Table{
+		Name:       "member_notes",
+		Columns:    MemberNotesColumns,
+		PrimaryKey: []*schema.Column{MemberNotesColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "member_notes_members_notes",
+				Columns:    []*schema.Column{MemberNotesColumns[1]},
+				RefColumns: []*schema.Column{MembersColumns[0]},
+				OnDelete:   schema.NoAction,
+			},
+		},
+	}
 	// NaivePostsColumns holds the columns for the "naive_posts" table.
 	NaivePostsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt, Increment: true},
@@ -586,25 +605,6 @@ var (
 		Name:       "naive_posts",
 		Columns:    NaivePostsColumns,
 		PrimaryKey: []*schema.Column{NaivePostsColumns[0]},
-	}
-	// NotesColumns holds the columns for the "notes" table.
-	NotesColumns = []*schema.Column{
-		{Name: "id", Type: field.TypeUUID},
-		{Name: "member_id", Type: field.TypeUUID},
-	}
-	// NotesTable holds the schema information for the "notes" table.
-	NotesTable = &schema.Table{
-		Name:       "notes",
-		Columns:    NotesColumns,
-		PrimaryKey: []*schema.Column{NotesColumns[0]},
-		ForeignKeys: []*schema.ForeignKey{
-			{
-				Symbol:     "notes_members_notes",
-				Columns:    []*schema.Column{NotesColumns[1]},
-				RefColumns: []*schema.Column{MembersColumns[0]},
-				OnDelete:   schema.NoAction,
-			},
-		},
 	}
 	// PagesColumns holds the columns for the "pages" table.
 	PagesColumns = []*schema.Column{
@@ -635,7 +635,7 @@ var (
 	// PinsColumns holds the columns for the "pins" table.
 	PinsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt, Increment: true},
-		{Name: "member_pins", Type: field.TypeUUID, Nullable: true},
+		{Name: "member_id", Type: field.TypeUUID},
 	}
 	// PinsTable holds the schema information for the "pins" table.
 	PinsTable = &schema.Table{
@@ -647,7 +647,7 @@ var (
 				Symbol:     "pins_members_pins",
 				Columns:    []*schema.Column{PinsColumns[1]},
 				RefColumns: []*schema.Column{MembersColumns[0]},
-				OnDelete:   schema.SetNull,
+				OnDelete:   schema.NoAction,
 			},
 		},
 	}
@@ -1648,8 +1648,8 @@ var (
 		LabelsTable,
 		LabelConversationCountSlotsTable,
 		MembersTable,
+		MemberNotesTable,
 		NaivePostsTable,
-		NotesTable,
 		PagesTable,
 		PinsTable,
 		PostsTable,
@@ -1745,7 +1745,7 @@ func init() {
 	LabelConversationCountSlotsTable.Annotation = &entsql.Annotation{
 		Table: "label_conversation_count_slots",
 	}
-	NotesTable.ForeignKeys[0].RefTable = MembersTable
+	MemberNotesTable.ForeignKeys[0].RefTable = MembersTable
 	PagesTable.ForeignKeys[0].RefTable = SectionsTable
 	PinsTable.ForeignKeys[0].RefTable = MembersTable
 	PostsTable.ForeignKeys[0].RefTable = AuthorsTable

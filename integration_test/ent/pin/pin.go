@@ -12,6 +12,8 @@ const (
 	Label = "pin"
 	// FieldID holds the string denoting the id field in the database.
 	FieldID = "id"
+	// FieldMemberID holds the string denoting the member_id field in the database.
+	FieldMemberID = "member_id"
 	// EdgeMember holds the string denoting the member edge name in mutations.
 	EdgeMember = "member"
 	// Table holds the table name of the pin in the database.
@@ -22,29 +24,19 @@ const (
 	// It exists in this package in order to avoid circular dependency with the "member" package.
 	MemberInverseTable = "members"
 	// MemberColumn is the table column denoting the member relation/edge.
-	MemberColumn = "member_pins"
+	MemberColumn = "member_id"
 )
 
 // Columns holds all SQL columns for pin fields.
 var Columns = []string{
 	FieldID,
-}
-
-// ForeignKeys holds the SQL foreign-keys that are owned by the "pins"
-// table and are not defined as standalone fields in the schema.
-var ForeignKeys = []string{
-	"member_pins",
+	FieldMemberID,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).
 func ValidColumn(column string) bool {
 	for i := range Columns {
 		if column == Columns[i] {
-			return true
-		}
-	}
-	for i := range ForeignKeys {
-		if column == ForeignKeys[i] {
 			return true
 		}
 	}
@@ -57,6 +49,11 @@ type OrderOption func(*sql.Selector)
 // ByID orders the results by the id field.
 func ByID(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldID, opts...).ToFunc()
+}
+
+// ByMemberID orders the results by the member_id field.
+func ByMemberID(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldMemberID, opts...).ToFunc()
 }
 
 // ByMemberField orders the results by member field.

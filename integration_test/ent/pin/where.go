@@ -5,6 +5,7 @@ package pin
 import (
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
+	"github.com/google/uuid"
 	"github.com/hotcounter/hotcounter/integration_test/ent/predicate"
 )
 
@@ -51,6 +52,31 @@ func IDLT(id int) predicate.Pin {
 // IDLTE applies the LTE predicate on the ID field.
 func IDLTE(id int) predicate.Pin {
 	return predicate.Pin(sql.FieldLTE(FieldID, id))
+}
+
+// MemberID applies equality check predicate on the "member_id" field. It's identical to MemberIDEQ.
+func MemberID(v uuid.UUID) predicate.Pin {
+	return predicate.Pin(sql.FieldEQ(FieldMemberID, v))
+}
+
+// MemberIDEQ applies the EQ predicate on the "member_id" field.
+func MemberIDEQ(v uuid.UUID) predicate.Pin {
+	return predicate.Pin(sql.FieldEQ(FieldMemberID, v))
+}
+
+// MemberIDNEQ applies the NEQ predicate on the "member_id" field.
+func MemberIDNEQ(v uuid.UUID) predicate.Pin {
+	return predicate.Pin(sql.FieldNEQ(FieldMemberID, v))
+}
+
+// MemberIDIn applies the In predicate on the "member_id" field.
+func MemberIDIn(vs ...uuid.UUID) predicate.Pin {
+	return predicate.Pin(sql.FieldIn(FieldMemberID, vs...))
+}
+
+// MemberIDNotIn applies the NotIn predicate on the "member_id" field.
+func MemberIDNotIn(vs ...uuid.UUID) predicate.Pin {
+	return predicate.Pin(sql.FieldNotIn(FieldMemberID, vs...))
 }
 
 // HasMember applies the HasEdge predicate on the "member" edge.

@@ -90,11 +90,11 @@ type LabelConversationCountSlot func(*sql.Selector)
 // Member is the predicate function for member builders.
 type Member func(*sql.Selector)
 
+// MemberNote is the predicate function for membernote builders.
+type MemberNote func(*sql.Selector)
+
 // NaivePost is the predicate function for naivepost builders.
 type NaivePost func(*sql.Selector)
-
-// Note is the predicate function for note builders.
-type Note func(*sql.Selector)
 
 // Page is the predicate function for page builders.
 type Page func(*sql.Selector)

@@ -33,8 +33,8 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/label"
 	"github.com/hotcounter/hotcounter/integration_test/ent/labelconversationcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/member"
+	"github.com/hotcounter/hotcounter/integration_test/ent/membernote"
 	"github.com/hotcounter/hotcounter/integration_test/ent/naivepost"
-	"github.com/hotcounter/hotcounter/integration_test/ent/note"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postviewsslot"
@@ -487,18 +487,18 @@ func init() {
 	memberDescID := memberFields[0].Descriptor()
 	// member.DefaultID holds the default value on creation for the id field.
 	member.DefaultID = memberDescID.Default.(func() uuid.UUID)
+	membernoteFields := schema.MemberNote{}.Fields()
+	_ = membernoteFields
+	// membernoteDescID is the schema descriptor for id field.
+	membernoteDescID := membernoteFields[0].Descriptor()
+	// membernote.DefaultID holds the default value on creation for the id field.
+	membernote.DefaultID = membernoteDescID.Default.(func() uuid.UUID)
 	naivepostFields := schema.NaivePost{}.Fields()
 	_ = naivepostFields
 	// naivepostDescLikes is the schema descriptor for likes field.
 	naivepostDescLikes := naivepostFields[0].Descriptor()
 	// naivepost.DefaultLikes holds the default value on creation for the likes field.
 	naivepost.DefaultLikes = naivepostDescLikes.Default.(int64)
-	noteFields := schema.Note{}.Fields()
-	_ = noteFields
-	// noteDescID is the schema descriptor for id field.
-	noteDescID := noteFields[0].Descriptor()
-	// note.DefaultID holds the default value on creation for the id field.
-	note.DefaultID = noteDescID.Default.(func() uuid.UUID)
 	postMixin := schema.Post{}.Mixin()
 	postMixinHooks0 := postMixin[0].Hooks()
 	postMixinHooks1 := postMixin[1].Hooks()

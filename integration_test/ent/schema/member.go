@@ -12,7 +12,8 @@ import (
 // Member has a UUID id, as many ent projects declare it, and a counter of
 // each kind keyed by it: a sum, a rollup, guarded stock, and counts of its
 // notes kept by triggers and by hooks. Its slot tables are generated (no
-// SlotsOf); Badge declares one with SlotsOf.
+// SlotsOf); Badge declares one with SlotsOf. GORM's UUIDMember, UUIDNote
+// and UUIDPin (integration_test/uuid_keys_test.go) map the same tables.
 type Member struct{ ent.Schema }
 
 // Fields of Member.
@@ -26,7 +27,7 @@ func (Member) Fields() []ent.Field {
 // Edges of Member.
 func (Member) Edges() []ent.Edge {
 	return []ent.Edge{
-		edge.To("notes", Note.Type),
+		edge.To("notes", MemberNote.Type),
 		edge.To("pins", Pin.Type),
 	}
 }
@@ -42,28 +43,31 @@ func (Member) Mixin() []ent.Mixin {
 	}
 }
 
-// Note is a member's note, counted by triggers. Its id is a UUID too.
-type Note struct{ ent.Schema }
+// MemberNote is a member's note, counted by triggers. Its id is a UUID too.
+type MemberNote struct{ ent.Schema }
 
-// Fields of Note.
-func (Note) Fields() []ent.Field {
+// Fields of MemberNote.
+func (MemberNote) Fields() []ent.Field {
 	return []ent.Field{
 		field.UUID("id", uuid.UUID{}).Default(uuid.New),
 		field.UUID("member_id", uuid.UUID{}),
 	}
 }
 
-// Edges of Note.
-func (Note) Edges() []ent.Edge {
+// Edges of MemberNote.
+func (MemberNote) Edges() []ent.Edge {
 	return []ent.Edge{edge.From("member", Member.Type).Ref("notes").Field("member_id").Unique().Required()}
 }
 
 // Pin is a member's pin, counted by hooks; its id is ent's integer.
 type Pin struct{ ent.Schema }
 
+// Fields of Pin.
+func (Pin) Fields() []ent.Field { return []ent.Field{field.UUID("member_id", uuid.UUID{})} }
+
 // Edges of Pin.
 func (Pin) Edges() []ent.Edge {
-	return []ent.Edge{edge.From("member", Member.Type).Ref("pins").Unique()}
+	return []ent.Edge{edge.From("member", Member.Type).Ref("pins").Field("member_id").Unique().Required()}
 }
 
 // Badge has a UUID id and a slot table declared with SlotsOf.

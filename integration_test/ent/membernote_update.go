@@ -12,31 +12,31 @@ import (
 	"entgo.io/ent/schema/field"
 	"github.com/google/uuid"
 	"github.com/hotcounter/hotcounter/integration_test/ent/member"
-	"github.com/hotcounter/hotcounter/integration_test/ent/note"
+	"github.com/hotcounter/hotcounter/integration_test/ent/membernote"
 	"github.com/hotcounter/hotcounter/integration_test/ent/predicate"
 )
 
-// NoteUpdate is the builder for updating Note entities.
-type NoteUpdate struct {
+// MemberNoteUpdate is the builder for updating MemberNote entities.
+type MemberNoteUpdate struct {
 	config
 	hooks    []Hook
-	mutation *NoteMutation
+	mutation *MemberNoteMutation
 }
 
-// Where appends a list predicates to the NoteUpdate builder.
-func (_u *NoteUpdate) Where(ps ...predicate.Note) *NoteUpdate {
+// Where appends a list predicates to the MemberNoteUpdate builder.
+func (_u *MemberNoteUpdate) Where(ps ...predicate.MemberNote) *MemberNoteUpdate {
 	_u.mutation.Where(ps...)
 	return _u
 }
 
 // SetMemberID sets the "member_id" field.
-func (_u *NoteUpdate) SetMemberID(v uuid.UUID) *NoteUpdate {
+func (_u *MemberNoteUpdate) SetMemberID(v uuid.UUID) *MemberNoteUpdate {
 	_u.mutation.SetMemberID(v)
 	return _u
 }
 
 // SetNillableMemberID sets the "member_id" field if the given value is not nil.
-func (_u *NoteUpdate) SetNillableMemberID(v *uuid.UUID) *NoteUpdate {
+func (_u *MemberNoteUpdate) SetNillableMemberID(v *uuid.UUID) *MemberNoteUpdate {
 	if v != nil {
 		_u.SetMemberID(*v)
 	}
@@ -44,28 +44,28 @@ func (_u *NoteUpdate) SetNillableMemberID(v *uuid.UUID) *NoteUpdate {
 }
 
 // SetMember sets the "member" edge to the Member entity.
-func (_u *NoteUpdate) SetMember(v *Member) *NoteUpdate {
+func (_u *MemberNoteUpdate) SetMember(v *Member) *MemberNoteUpdate {
 	return _u.SetMemberID(v.ID)
 }
 
-// Mutation returns the NoteMutation object of the builder.
-func (_u *NoteUpdate) Mutation() *NoteMutation {
+// Mutation returns the MemberNoteMutation object of the builder.
+func (_u *MemberNoteUpdate) Mutation() *MemberNoteMutation {
 	return _u.mutation
 }
 
 // ClearMember clears the "member" edge to the Member entity.
-func (_u *NoteUpdate) ClearMember() *NoteUpdate {
+func (_u *MemberNoteUpdate) ClearMember() *MemberNoteUpdate {
 	_u.mutation.ClearMember()
 	return _u
 }
 
 // Save executes the query and returns the number of nodes affected by the update operation.
-func (_u *NoteUpdate) Save(ctx context.Context) (int, error) {
+func (_u *MemberNoteUpdate) Save(ctx context.Context) (int, error) {
 	return withHooks(ctx, _u.sqlSave, _u.mutation, _u.hooks)
 }
 
 // SaveX is like Save, but panics if an error occurs.
-func (_u *NoteUpdate) SaveX(ctx context.Context) int {
+func (_u *MemberNoteUpdate) SaveX(ctx context.Context) int {
 	affected, err := _u.Save(ctx)
 	if err != nil {
 		panic(err)
@@ -74,31 +74,31 @@ func (_u *NoteUpdate) SaveX(ctx context.Context) int {
 }
 
 // Exec executes the query.
-func (_u *NoteUpdate) Exec(ctx context.Context) error {
+func (_u *MemberNoteUpdate) Exec(ctx context.Context) error {
 	_, err := _u.Save(ctx)
 	return err
 }
 
 // ExecX is like Exec, but panics if an error occurs.
-func (_u *NoteUpdate) ExecX(ctx context.Context) {
+func (_u *MemberNoteUpdate) ExecX(ctx context.Context) {
 	if err := _u.Exec(ctx); err != nil {
 		panic(err)
 	}
 }
 
 // check runs all checks and user-defined validators on the builder.
-func (_u *NoteUpdate) check() error {
+func (_u *MemberNoteUpdate) check() error {
 	if _u.mutation.MemberCleared() && len(_u.mutation.MemberIDs()) > 0 {
-		return errors.New(`ent: clearing a required unique edge "Note.member"`)
+		return errors.New(`ent: clearing a required unique edge "MemberNote.member"`)
 	}
 	return nil
 }
 
-func (_u *NoteUpdate) sqlSave(ctx context.Context) (_node int, err error) {
+func (_u *MemberNoteUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	if err := _u.check(); err != nil {
 		return _node, err
 	}
-	_spec := sqlgraph.NewUpdateSpec(note.Table, note.Columns, sqlgraph.NewFieldSpec(note.FieldID, field.TypeUUID))
+	_spec := sqlgraph.NewUpdateSpec(membernote.Table, membernote.Columns, sqlgraph.NewFieldSpec(membernote.FieldID, field.TypeUUID))
 	if ps := _u.mutation.predicates; len(ps) > 0 {
 		_spec.Predicate = func(selector *sql.Selector) {
 			for i := range ps {
@@ -110,8 +110,8 @@ func (_u *NoteUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 		edge := &sqlgraph.EdgeSpec{
 			Rel:     sqlgraph.M2O,
 			Inverse: true,
-			Table:   note.MemberTable,
-			Columns: []string{note.MemberColumn},
+			Table:   membernote.MemberTable,
+			Columns: []string{membernote.MemberColumn},
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
 				IDSpec: sqlgraph.NewFieldSpec(member.FieldID, field.TypeUUID),
@@ -123,8 +123,8 @@ func (_u *NoteUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 		edge := &sqlgraph.EdgeSpec{
 			Rel:     sqlgraph.M2O,
 			Inverse: true,
-			Table:   note.MemberTable,
-			Columns: []string{note.MemberColumn},
+			Table:   membernote.MemberTable,
+			Columns: []string{membernote.MemberColumn},
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
 				IDSpec: sqlgraph.NewFieldSpec(member.FieldID, field.TypeUUID),
@@ -137,7 +137,7 @@ func (_u *NoteUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	}
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
 		if _, ok := err.(*sqlgraph.NotFoundError); ok {
-			err = &NotFoundError{note.Label}
+			err = &NotFoundError{membernote.Label}
 		} else if sqlgraph.IsConstraintError(err) {
 			err = &ConstraintError{msg: err.Error(), wrap: err}
 		}
@@ -147,22 +147,22 @@ func (_u *NoteUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	return _node, nil
 }
 
-// NoteUpdateOne is the builder for updating a single Note entity.
-type NoteUpdateOne struct {
+// MemberNoteUpdateOne is the builder for updating a single MemberNote entity.
+type MemberNoteUpdateOne struct {
 	config
 	fields   []string
 	hooks    []Hook
-	mutation *NoteMutation
+	mutation *MemberNoteMutation
 }
 
 // SetMemberID sets the "member_id" field.
-func (_u *NoteUpdateOne) SetMemberID(v uuid.UUID) *NoteUpdateOne {
+func (_u *MemberNoteUpdateOne) SetMemberID(v uuid.UUID) *MemberNoteUpdateOne {
 	_u.mutation.SetMemberID(v)
 	return _u
 }
 
 // SetNillableMemberID sets the "member_id" field if the given value is not nil.
-func (_u *NoteUpdateOne) SetNillableMemberID(v *uuid.UUID) *NoteUpdateOne {
+func (_u *MemberNoteUpdateOne) SetNillableMemberID(v *uuid.UUID) *MemberNoteUpdateOne {
 	if v != nil {
 		_u.SetMemberID(*v)
 	}
@@ -170,41 +170,41 @@ func (_u *NoteUpdateOne) SetNillableMemberID(v *uuid.UUID) *NoteUpdateOne {
 }
 
 // SetMember sets the "member" edge to the Member entity.
-func (_u *NoteUpdateOne) SetMember(v *Member) *NoteUpdateOne {
+func (_u *MemberNoteUpdateOne) SetMember(v *Member) *MemberNoteUpdateOne {
 	return _u.SetMemberID(v.ID)
 }
 
-// Mutation returns the NoteMutation object of the builder.
-func (_u *NoteUpdateOne) Mutation() *NoteMutation {
+// Mutation returns the MemberNoteMutation object of the builder.
+func (_u *MemberNoteUpdateOne) Mutation() *MemberNoteMutation {
 	return _u.mutation
 }
 
 // ClearMember clears the "member" edge to the Member entity.
-func (_u *NoteUpdateOne) ClearMember() *NoteUpdateOne {
+func (_u *MemberNoteUpdateOne) ClearMember() *MemberNoteUpdateOne {
 	_u.mutation.ClearMember()
 	return _u
 }
 
-// Where appends a list predicates to the NoteUpdate builder.
-func (_u *NoteUpdateOne) Where(ps ...predicate.Note) *NoteUpdateOne {
+// Where appends a list predicates to the MemberNoteUpdate builder.
+func (_u *MemberNoteUpdateOne) Where(ps ...predicate.MemberNote) *MemberNoteUpdateOne {
 	_u.mutation.Where(ps...)
 	return _u
 }
 
 // Select allows selecting one or more fields (columns) of the returned entity.
 // The default is selecting all fields defined in the entity schema.
-func (_u *NoteUpdateOne) Select(field string, fields ...string) *NoteUpdateOne {
+func (_u *MemberNoteUpdateOne) Select(field string, fields ...string) *MemberNoteUpdateOne {
 	_u.fields = append([]string{field}, fields...)
 	return _u
 }
 
-// Save executes the query and returns the updated Note entity.
-func (_u *NoteUpdateOne) Save(ctx context.Context) (*Note, error) {
+// Save executes the query and returns the updated MemberNote entity.
+func (_u *MemberNoteUpdateOne) Save(ctx context.Context) (*MemberNote, error) {
 	return withHooks(ctx, _u.sqlSave, _u.mutation, _u.hooks)
 }
 
 // SaveX is like Save, but panics if an error occurs.
-func (_u *NoteUpdateOne) SaveX(ctx context.Context) *Note {
+func (_u *MemberNoteUpdateOne) SaveX(ctx context.Context) *MemberNote {
 	node, err := _u.Save(ctx)
 	if err != nil {
 		panic(err)
@@ -213,44 +213,44 @@ func (_u *NoteUpdateOne) SaveX(ctx context.Context) *Note {
 }
 
 // Exec executes the query on the entity.
-func (_u *NoteUpdateOne) Exec(ctx context.Context) error {
+func (_u *MemberNoteUpdateOne) Exec(ctx context.Context) error {
 	_, err := _u.Save(ctx)
 	return err
 }
 
 // ExecX is like Exec, but panics if an error occurs.
-func (_u *NoteUpdateOne) ExecX(ctx context.Context) {
+func (_u *MemberNoteUpdateOne) ExecX(ctx context.Context) {
 	if err := _u.Exec(ctx); err != nil {
 		panic(err)
 	}
 }
 
 // check runs all checks and user-defined validators on the builder.
-func (_u *NoteUpdateOne) check() error {
+func (_u *MemberNoteUpdateOne) check() error {
 	if _u.mutation.MemberCleared() && len(_u.mutation.MemberIDs()) > 0 {
-		return errors.New(`ent: clearing a required unique edge "Note.member"`)
+		return errors.New(`ent: clearing a required unique edge "MemberNote.member"`)
 	}
 	return nil
 }
 
-func (_u *NoteUpdateOne) sqlSave(ctx context.Context) (_node *Note, err error) {
+func (_u *MemberNoteUpdateOne) sqlSave(ctx context.Context) (_node *MemberNote, err error) {
 	if err := _u.check(); err != nil {
 		return _node, err
 	}
-	_spec := sqlgraph.NewUpdateSpec(note.Table, note.Columns, sqlgraph.NewFieldSpec(note.FieldID, field.TypeUUID))
+	_spec := sqlgraph.NewUpdateSpec(membernote.Table, membernote.Columns, sqlgraph.NewFieldSpec(membernote.FieldID, field.TypeUUID))
 	id, ok := _u.mutation.ID()
 	if !ok {
-		return nil, &ValidationError{Name: "id", err: errors.New(`ent: missing "Note.id" for update`)}
+		return nil, &ValidationError{Name: "id", err: errors.New(`ent: missing "MemberNote.id" for update`)}
 	}
 	_spec.Node.ID.Value = id
 	if fields := _u.fields; len(fields) > 0 {
 		_spec.Node.Columns = make([]string, 0, len(fields))
-		_spec.Node.Columns = append(_spec.Node.Columns, note.FieldID)
+		_spec.Node.Columns = append(_spec.Node.Columns, membernote.FieldID)
 		for _, f := range fields {
-			if !note.ValidColumn(f) {
+			if !membernote.ValidColumn(f) {
 				return nil, &ValidationError{Name: f, err: fmt.Errorf("ent: invalid field %q for query", f)}
 			}
-			if f != note.FieldID {
+			if f != membernote.FieldID {
 				_spec.Node.Columns = append(_spec.Node.Columns, f)
 			}
 		}
@@ -266,8 +266,8 @@ func (_u *NoteUpdateOne) sqlSave(ctx context.Context) (_node *Note, err error) {
 		edge := &sqlgraph.EdgeSpec{
 			Rel:     sqlgraph.M2O,
 			Inverse: true,
-			Table:   note.MemberTable,
-			Columns: []string{note.MemberColumn},
+			Table:   membernote.MemberTable,
+			Columns: []string{membernote.MemberColumn},
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
 				IDSpec: sqlgraph.NewFieldSpec(member.FieldID, field.TypeUUID),
@@ -279,8 +279,8 @@ func (_u *NoteUpdateOne) sqlSave(ctx context.Context) (_node *Note, err error) {
 		edge := &sqlgraph.EdgeSpec{
 			Rel:     sqlgraph.M2O,
 			Inverse: true,
-			Table:   note.MemberTable,
-			Columns: []string{note.MemberColumn},
+			Table:   membernote.MemberTable,
+			Columns: []string{membernote.MemberColumn},
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
 				IDSpec: sqlgraph.NewFieldSpec(member.FieldID, field.TypeUUID),
@@ -291,12 +291,12 @@ func (_u *NoteUpdateOne) sqlSave(ctx context.Context) (_node *Note, err error) {
 		}
 		_spec.Edges.Add = append(_spec.Edges.Add, edge)
 	}
-	_node = &Note{config: _u.config}
+	_node = &MemberNote{config: _u.config}
 	_spec.Assign = _node.assignValues
 	_spec.ScanValues = _node.scanValues
 	if err = sqlgraph.UpdateNode(ctx, _u.driver, _spec); err != nil {
 		if _, ok := err.(*sqlgraph.NotFoundError); ok {
-			err = &NotFoundError{note.Label}
+			err = &NotFoundError{membernote.Label}
 		} else if sqlgraph.IsConstraintError(err) {
 			err = &ConstraintError{msg: err.Error(), wrap: err}
 		}

@@ -13,31 +13,31 @@ import (
 	"entgo.io/ent/schema/field"
 	"github.com/google/uuid"
 	"github.com/hotcounter/hotcounter/integration_test/ent/member"
-	"github.com/hotcounter/hotcounter/integration_test/ent/note"
+	"github.com/hotcounter/hotcounter/integration_test/ent/membernote"
 )
 
-// NoteCreate is the builder for creating a Note entity.
-type NoteCreate struct {
+// MemberNoteCreate is the builder for creating a MemberNote entity.
+type MemberNoteCreate struct {
 	config
-	mutation *NoteMutation
+	mutation *MemberNoteMutation
 	hooks    []Hook
 	conflict []sql.ConflictOption
 }
 
 // SetMemberID sets the "member_id" field.
-func (_c *NoteCreate) SetMemberID(v uuid.UUID) *NoteCreate {
+func (_c *MemberNoteCreate) SetMemberID(v uuid.UUID) *MemberNoteCreate {
 	_c.mutation.SetMemberID(v)
 	return _c
 }
 
 // SetID sets the "id" field.
-func (_c *NoteCreate) SetID(v uuid.UUID) *NoteCreate {
+func (_c *MemberNoteCreate) SetID(v uuid.UUID) *MemberNoteCreate {
 	_c.mutation.SetID(v)
 	return _c
 }
 
 // SetNillableID sets the "id" field if the given value is not nil.
-func (_c *NoteCreate) SetNillableID(v *uuid.UUID) *NoteCreate {
+func (_c *MemberNoteCreate) SetNillableID(v *uuid.UUID) *MemberNoteCreate {
 	if v != nil {
 		_c.SetID(*v)
 	}
@@ -45,23 +45,23 @@ func (_c *NoteCreate) SetNillableID(v *uuid.UUID) *NoteCreate {
 }
 
 // SetMember sets the "member" edge to the Member entity.
-func (_c *NoteCreate) SetMember(v *Member) *NoteCreate {
+func (_c *MemberNoteCreate) SetMember(v *Member) *MemberNoteCreate {
 	return _c.SetMemberID(v.ID)
 }
 
-// Mutation returns the NoteMutation object of the builder.
-func (_c *NoteCreate) Mutation() *NoteMutation {
+// Mutation returns the MemberNoteMutation object of the builder.
+func (_c *MemberNoteCreate) Mutation() *MemberNoteMutation {
 	return _c.mutation
 }
 
-// Save creates the Note in the database.
-func (_c *NoteCreate) Save(ctx context.Context) (*Note, error) {
+// Save creates the MemberNote in the database.
+func (_c *MemberNoteCreate) Save(ctx context.Context) (*MemberNote, error) {
 	_c.defaults()
 	return withHooks(ctx, _c.sqlSave, _c.mutation, _c.hooks)
 }
 
 // SaveX calls Save and panics if Save returns an error.
-func (_c *NoteCreate) SaveX(ctx context.Context) *Note {
+func (_c *MemberNoteCreate) SaveX(ctx context.Context) *MemberNote {
 	v, err := _c.Save(ctx)
 	if err != nil {
 		panic(err)
@@ -70,38 +70,38 @@ func (_c *NoteCreate) SaveX(ctx context.Context) *Note {
 }
 
 // Exec executes the query.
-func (_c *NoteCreate) Exec(ctx context.Context) error {
+func (_c *MemberNoteCreate) Exec(ctx context.Context) error {
 	_, err := _c.Save(ctx)
 	return err
 }
 
 // ExecX is like Exec, but panics if an error occurs.
-func (_c *NoteCreate) ExecX(ctx context.Context) {
+func (_c *MemberNoteCreate) ExecX(ctx context.Context) {
 	if err := _c.Exec(ctx); err != nil {
 		panic(err)
 	}
 }
 
 // defaults sets the default values of the builder before save.
-func (_c *NoteCreate) defaults() {
+func (_c *MemberNoteCreate) defaults() {
 	if _, ok := _c.mutation.ID(); !ok {
-		v := note.DefaultID()
+		v := membernote.DefaultID()
 		_c.mutation.SetID(v)
 	}
 }
 
 // check runs all checks and user-defined validators on the builder.
-func (_c *NoteCreate) check() error {
+func (_c *MemberNoteCreate) check() error {
 	if _, ok := _c.mutation.MemberID(); !ok {
-		return &ValidationError{Name: "member_id", err: errors.New(`ent: missing required field "Note.member_id"`)}
+		return &ValidationError{Name: "member_id", err: errors.New(`ent: missing required field "MemberNote.member_id"`)}
 	}
 	if len(_c.mutation.MemberIDs()) == 0 {
-		return &ValidationError{Name: "member", err: errors.New(`ent: missing required edge "Note.member"`)}
+		return &ValidationError{Name: "member", err: errors.New(`ent: missing required edge "MemberNote.member"`)}
 	}
 	return nil
 }
 
-func (_c *NoteCreate) sqlSave(ctx context.Context) (*Note, error) {
+func (_c *MemberNoteCreate) sqlSave(ctx context.Context) (*MemberNote, error) {
 	if err := _c.check(); err != nil {
 		return nil, err
 	}
@@ -124,10 +124,10 @@ func (_c *NoteCreate) sqlSave(ctx context.Context) (*Note, error) {
 	return _node, nil
 }
 
-func (_c *NoteCreate) createSpec() (*Note, *sqlgraph.CreateSpec) {
+func (_c *MemberNoteCreate) createSpec() (*MemberNote, *sqlgraph.CreateSpec) {
 	var (
-		_node = &Note{config: _c.config}
-		_spec = sqlgraph.NewCreateSpec(note.Table, sqlgraph.NewFieldSpec(note.FieldID, field.TypeUUID))
+		_node = &MemberNote{config: _c.config}
+		_spec = sqlgraph.NewCreateSpec(membernote.Table, sqlgraph.NewFieldSpec(membernote.FieldID, field.TypeUUID))
 	)
 	_spec.OnConflict = _c.conflict
 	if id, ok := _c.mutation.ID(); ok {
@@ -138,8 +138,8 @@ func (_c *NoteCreate) createSpec() (*Note, *sqlgraph.CreateSpec) {
 		edge := &sqlgraph.EdgeSpec{
 			Rel:     sqlgraph.M2O,
 			Inverse: true,
-			Table:   note.MemberTable,
-			Columns: []string{note.MemberColumn},
+			Table:   membernote.MemberTable,
+			Columns: []string{membernote.MemberColumn},
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
 				IDSpec: sqlgraph.NewFieldSpec(member.FieldID, field.TypeUUID),
@@ -157,7 +157,7 @@ func (_c *NoteCreate) createSpec() (*Note, *sqlgraph.CreateSpec) {
 // OnConflict allows configuring the `ON CONFLICT` / `ON DUPLICATE KEY` clause
 // of the `INSERT` statement. For example:
 //
-//	client.Note.Create().
+//	client.MemberNote.Create().
 //		SetMemberID(v).
 //		OnConflict(
 //			// Update the row with the new values
@@ -166,13 +166,13 @@ func (_c *NoteCreate) createSpec() (*Note, *sqlgraph.CreateSpec) {
 //		).
 //		// Override some of the fields with custom
 //		// update values.
-//		Update(func(u *ent.NoteUpsert) {
+//		Update(func(u *ent.MemberNoteUpsert) {
 //			SetMemberID(v+v).
 //		}).
 //		Exec(ctx)
-func (_c *NoteCreate) OnConflict(opts ...sql.ConflictOption) *NoteUpsertOne {
+func (_c *MemberNoteCreate) OnConflict(opts ...sql.ConflictOption) *MemberNoteUpsertOne {
 	_c.conflict = opts
-	return &NoteUpsertOne{
+	return &MemberNoteUpsertOne{
 		create: _c,
 	}
 }
@@ -180,57 +180,57 @@ func (_c *NoteCreate) OnConflict(opts ...sql.ConflictOption) *NoteUpsertOne {
 // OnConflictColumns calls `OnConflict` and configures the columns
 // as conflict target. Using this option is equivalent to using:
 //
-//	client.Note.Create().
+//	client.MemberNote.Create().
 //		OnConflict(sql.ConflictColumns(columns...)).
 //		Exec(ctx)
-func (_c *NoteCreate) OnConflictColumns(columns ...string) *NoteUpsertOne {
+func (_c *MemberNoteCreate) OnConflictColumns(columns ...string) *MemberNoteUpsertOne {
 	_c.conflict = append(_c.conflict, sql.ConflictColumns(columns...))
-	return &NoteUpsertOne{
+	return &MemberNoteUpsertOne{
 		create: _c,
 	}
 }
 
 type (
-	// NoteUpsertOne is the builder for "upsert"-ing
-	//  one Note node.
-	NoteUpsertOne struct {
-		create *NoteCreate
+	// MemberNoteUpsertOne is the builder for "upsert"-ing
+	//  one MemberNote node.
+	MemberNoteUpsertOne struct {
+		create *MemberNoteCreate
 	}
 
-	// NoteUpsert is the "OnConflict" setter.
-	NoteUpsert struct {
+	// MemberNoteUpsert is the "OnConflict" setter.
+	MemberNoteUpsert struct {
 		*sql.UpdateSet
 	}
 )
 
 // SetMemberID sets the "member_id" field.
-func (u *NoteUpsert) SetMemberID(v uuid.UUID) *NoteUpsert {
-	u.Set(note.FieldMemberID, v)
+func (u *MemberNoteUpsert) SetMemberID(v uuid.UUID) *MemberNoteUpsert {
+	u.Set(membernote.FieldMemberID, v)
 	return u
 }
 
 // UpdateMemberID sets the "member_id" field to the value that was provided on create.
-func (u *NoteUpsert) UpdateMemberID() *NoteUpsert {
-	u.SetExcluded(note.FieldMemberID)
+func (u *MemberNoteUpsert) UpdateMemberID() *MemberNoteUpsert {
+	u.SetExcluded(membernote.FieldMemberID)
 	return u
 }
 
 // UpdateNewValues updates the mutable fields using the new values that were set on create except the ID field.
 // Using this option is equivalent to using:
 //
-//	client.Note.Create().
+//	client.MemberNote.Create().
 //		OnConflict(
 //			sql.ResolveWithNewValues(),
 //			sql.ResolveWith(func(u *sql.UpdateSet) {
-//				u.SetIgnore(note.FieldID)
+//				u.SetIgnore(membernote.FieldID)
 //			}),
 //		).
 //		Exec(ctx)
-func (u *NoteUpsertOne) UpdateNewValues() *NoteUpsertOne {
+func (u *MemberNoteUpsertOne) UpdateNewValues() *MemberNoteUpsertOne {
 	u.create.conflict = append(u.create.conflict, sql.ResolveWithNewValues())
 	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(s *sql.UpdateSet) {
 		if _, exists := u.create.mutation.ID(); exists {
-			s.SetIgnore(note.FieldID)
+			s.SetIgnore(membernote.FieldID)
 		}
 	}))
 	return u
@@ -239,65 +239,65 @@ func (u *NoteUpsertOne) UpdateNewValues() *NoteUpsertOne {
 // Ignore sets each column to itself in case of conflict.
 // Using this option is equivalent to using:
 //
-//	client.Note.Create().
+//	client.MemberNote.Create().
 //	    OnConflict(sql.ResolveWithIgnore()).
 //	    Exec(ctx)
-func (u *NoteUpsertOne) Ignore() *NoteUpsertOne {
+func (u *MemberNoteUpsertOne) Ignore() *MemberNoteUpsertOne {
 	u.create.conflict = append(u.create.conflict, sql.ResolveWithIgnore())
 	return u
 }
 
 // DoNothing configures the conflict_action to `DO NOTHING`.
 // Supported only by SQLite and PostgreSQL.
-func (u *NoteUpsertOne) DoNothing() *NoteUpsertOne {
+func (u *MemberNoteUpsertOne) DoNothing() *MemberNoteUpsertOne {
 	u.create.conflict = append(u.create.conflict, sql.DoNothing())
 	return u
 }
 
-// Update allows overriding fields `UPDATE` values. See the NoteCreate.OnConflict
+// Update allows overriding fields `UPDATE` values. See the MemberNoteCreate.OnConflict
 // documentation for more info.
-func (u *NoteUpsertOne) Update(set func(*NoteUpsert)) *NoteUpsertOne {
+func (u *MemberNoteUpsertOne) Update(set func(*MemberNoteUpsert)) *MemberNoteUpsertOne {
 	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(update *sql.UpdateSet) {
-		set(&NoteUpsert{UpdateSet: update})
+		set(&MemberNoteUpsert{UpdateSet: update})
 	}))
 	return u
 }
 
 // SetMemberID sets the "member_id" field.
-func (u *NoteUpsertOne) SetMemberID(v uuid.UUID) *NoteUpsertOne {
-	return u.Update(func(s *NoteUpsert) {
+func (u *MemberNoteUpsertOne) SetMemberID(v uuid.UUID) *MemberNoteUpsertOne {
+	return u.Update(func(s *MemberNoteUpsert) {
 		s.SetMemberID(v)
 	})
 }
 
 // UpdateMemberID sets the "member_id" field to the value that was provided on create.
-func (u *NoteUpsertOne) UpdateMemberID() *NoteUpsertOne {
-	return u.Update(func(s *NoteUpsert) {
+func (u *MemberNoteUpsertOne) UpdateMemberID() *MemberNoteUpsertOne {
+	return u.Update(func(s *MemberNoteUpsert) {
 		s.UpdateMemberID()
 	})
 }
 
 // Exec executes the query.
-func (u *NoteUpsertOne) Exec(ctx context.Context) error {
+func (u *MemberNoteUpsertOne) Exec(ctx context.Context) error {
 	if len(u.create.conflict) == 0 {
-		return errors.New("ent: missing options for NoteCreate.OnConflict")
+		return errors.New("ent: missing options for MemberNoteCreate.OnConflict")
 	}
 	return u.create.Exec(ctx)
 }
 
 // ExecX is like Exec, but panics if an error occurs.
-func (u *NoteUpsertOne) ExecX(ctx context.Context) {
+func (u *MemberNoteUpsertOne) ExecX(ctx context.Context) {
 	if err := u.create.Exec(ctx); err != nil {
 		panic(err)
 	}
 }
 
 // Exec executes the UPSERT query and returns the inserted/updated ID.
-func (u *NoteUpsertOne) ID(ctx context.Context) (id uuid.UUID, err error) {
+func (u *MemberNoteUpsertOne) ID(ctx context.Context) (id uuid.UUID, err error) {
 	if u.create.driver.Dialect() == dialect.MySQL {
 		// In case of "ON CONFLICT", there is no way to get back non-numeric ID
 		// fields from the database since MySQL does not support the RETURNING clause.
-		return id, errors.New("ent: NoteUpsertOne.ID is not supported by MySQL driver. Use NoteUpsertOne.Exec instead")
+		return id, errors.New("ent: MemberNoteUpsertOne.ID is not supported by MySQL driver. Use MemberNoteUpsertOne.Exec instead")
 	}
 	node, err := u.create.Save(ctx)
 	if err != nil {
@@ -307,7 +307,7 @@ func (u *NoteUpsertOne) ID(ctx context.Context) (id uuid.UUID, err error) {
 }
 
 // IDX is like ID, but panics if an error occurs.
-func (u *NoteUpsertOne) IDX(ctx context.Context) uuid.UUID {
+func (u *MemberNoteUpsertOne) IDX(ctx context.Context) uuid.UUID {
 	id, err := u.ID(ctx)
 	if err != nil {
 		panic(err)
@@ -315,28 +315,28 @@ func (u *NoteUpsertOne) IDX(ctx context.Context) uuid.UUID {
 	return id
 }
 
-// NoteCreateBulk is the builder for creating many Note entities in bulk.
-type NoteCreateBulk struct {
+// MemberNoteCreateBulk is the builder for creating many MemberNote entities in bulk.
+type MemberNoteCreateBulk struct {
 	config
 	err      error
-	builders []*NoteCreate
+	builders []*MemberNoteCreate
 	conflict []sql.ConflictOption
 }
 
-// Save creates the Note entities in the database.
-func (_c *NoteCreateBulk) Save(ctx context.Context) ([]*Note, error) {
+// Save creates the MemberNote entities in the database.
+func (_c *MemberNoteCreateBulk) Save(ctx context.Context) ([]*MemberNote, error) {
 	if _c.err != nil {
 		return nil, _c.err
 	}
 	specs := make([]*sqlgraph.CreateSpec, len(_c.builders))
-	nodes := make([]*Note, len(_c.builders))
+	nodes := make([]*MemberNote, len(_c.builders))
 	mutators := make([]Mutator, len(_c.builders))
 	for i := range _c.builders {
 		func(i int, root context.Context) {
 			builder := _c.builders[i]
 			builder.defaults()
 			var mut Mutator = MutateFunc(func(ctx context.Context, m Mutation) (Value, error) {
-				mutation, ok := m.(*NoteMutation)
+				mutation, ok := m.(*MemberNoteMutation)
 				if !ok {
 					return nil, fmt.Errorf("unexpected mutation type %T", m)
 				}
@@ -380,7 +380,7 @@ func (_c *NoteCreateBulk) Save(ctx context.Context) ([]*Note, error) {
 }
 
 // SaveX is like Save, but panics if an error occurs.
-func (_c *NoteCreateBulk) SaveX(ctx context.Context) []*Note {
+func (_c *MemberNoteCreateBulk) SaveX(ctx context.Context) []*MemberNote {
 	v, err := _c.Save(ctx)
 	if err != nil {
 		panic(err)
@@ -389,13 +389,13 @@ func (_c *NoteCreateBulk) SaveX(ctx context.Context) []*Note {
 }
 
 // Exec executes the query.
-func (_c *NoteCreateBulk) Exec(ctx context.Context) error {
+func (_c *MemberNoteCreateBulk) Exec(ctx context.Context) error {
 	_, err := _c.Save(ctx)
 	return err
 }
 
 // ExecX is like Exec, but panics if an error occurs.
-func (_c *NoteCreateBulk) ExecX(ctx context.Context) {
+func (_c *MemberNoteCreateBulk) ExecX(ctx context.Context) {
 	if err := _c.Exec(ctx); err != nil {
 		panic(err)
 	}
@@ -404,7 +404,7 @@ func (_c *NoteCreateBulk) ExecX(ctx context.Context) {
 // OnConflict allows configuring the `ON CONFLICT` / `ON DUPLICATE KEY` clause
 // of the `INSERT` statement. For example:
 //
-//	client.Note.CreateBulk(builders...).
+//	client.MemberNote.CreateBulk(builders...).
 //		OnConflict(
 //			// Update the row with the new values
 //			// the was proposed for insertion.
@@ -412,13 +412,13 @@ func (_c *NoteCreateBulk) ExecX(ctx context.Context) {
 //		).
 //		// Override some of the fields with custom
 //		// update values.
-//		Update(func(u *ent.NoteUpsert) {
+//		Update(func(u *ent.MemberNoteUpsert) {
 //			SetMemberID(v+v).
 //		}).
 //		Exec(ctx)
-func (_c *NoteCreateBulk) OnConflict(opts ...sql.ConflictOption) *NoteUpsertBulk {
+func (_c *MemberNoteCreateBulk) OnConflict(opts ...sql.ConflictOption) *MemberNoteUpsertBulk {
 	_c.conflict = opts
-	return &NoteUpsertBulk{
+	return &MemberNoteUpsertBulk{
 		create: _c,
 	}
 }
@@ -426,39 +426,39 @@ func (_c *NoteCreateBulk) OnConflict(opts ...sql.ConflictOption) *NoteUpsertBulk
 // OnConflictColumns calls `OnConflict` and configures the columns
 // as conflict target. Using this option is equivalent to using:
 //
-//	client.Note.Create().
+//	client.MemberNote.Create().
 //		OnConflict(sql.ConflictColumns(columns...)).
 //		Exec(ctx)
-func (_c *NoteCreateBulk) OnConflictColumns(columns ...string) *NoteUpsertBulk {
+func (_c *MemberNoteCreateBulk) OnConflictColumns(columns ...string) *MemberNoteUpsertBulk {
 	_c.conflict = append(_c.conflict, sql.ConflictColumns(columns...))
-	return &NoteUpsertBulk{
+	return &MemberNoteUpsertBulk{
 		create: _c,
 	}
 }
 
-// NoteUpsertBulk is the builder for "upsert"-ing
-// a bulk of Note nodes.
-type NoteUpsertBulk struct {
-	create *NoteCreateBulk
+// MemberNoteUpsertBulk is the builder for "upsert"-ing
+// a bulk of MemberNote nodes.
+type MemberNoteUpsertBulk struct {
+	create *MemberNoteCreateBulk
 }
 
 // UpdateNewValues updates the mutable fields using the new values that
 // were set on create. Using this option is equivalent to using:
 //
-//	client.Note.Create().
+//	client.MemberNote.Create().
 //		OnConflict(
 //			sql.ResolveWithNewValues(),
 //			sql.ResolveWith(func(u *sql.UpdateSet) {
-//				u.SetIgnore(note.FieldID)
+//				u.SetIgnore(membernote.FieldID)
 //			}),
 //		).
 //		Exec(ctx)
-func (u *NoteUpsertBulk) UpdateNewValues() *NoteUpsertBulk {
+func (u *MemberNoteUpsertBulk) UpdateNewValues() *MemberNoteUpsertBulk {
 	u.create.conflict = append(u.create.conflict, sql.ResolveWithNewValues())
 	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(s *sql.UpdateSet) {
 		for _, b := range u.create.builders {
 			if _, exists := b.mutation.ID(); exists {
-				s.SetIgnore(note.FieldID)
+				s.SetIgnore(membernote.FieldID)
 			}
 		}
 	}))
@@ -468,62 +468,62 @@ func (u *NoteUpsertBulk) UpdateNewValues() *NoteUpsertBulk {
 // Ignore sets each column to itself in case of conflict.
 // Using this option is equivalent to using:
 //
-//	client.Note.Create().
+//	client.MemberNote.Create().
 //		OnConflict(sql.ResolveWithIgnore()).
 //		Exec(ctx)
-func (u *NoteUpsertBulk) Ignore() *NoteUpsertBulk {
+func (u *MemberNoteUpsertBulk) Ignore() *MemberNoteUpsertBulk {
 	u.create.conflict = append(u.create.conflict, sql.ResolveWithIgnore())
 	return u
 }
 
 // DoNothing configures the conflict_action to `DO NOTHING`.
 // Supported only by SQLite and PostgreSQL.
-func (u *NoteUpsertBulk) DoNothing() *NoteUpsertBulk {
+func (u *MemberNoteUpsertBulk) DoNothing() *MemberNoteUpsertBulk {
 	u.create.conflict = append(u.create.conflict, sql.DoNothing())
 	return u
 }
 
-// Update allows overriding fields `UPDATE` values. See the NoteCreateBulk.OnConflict
+// Update allows overriding fields `UPDATE` values. See the MemberNoteCreateBulk.OnConflict
 // documentation for more info.
-func (u *NoteUpsertBulk) Update(set func(*NoteUpsert)) *NoteUpsertBulk {
+func (u *MemberNoteUpsertBulk) Update(set func(*MemberNoteUpsert)) *MemberNoteUpsertBulk {
 	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(update *sql.UpdateSet) {
-		set(&NoteUpsert{UpdateSet: update})
+		set(&MemberNoteUpsert{UpdateSet: update})
 	}))
 	return u
 }
 
 // SetMemberID sets the "member_id" field.
-func (u *NoteUpsertBulk) SetMemberID(v uuid.UUID) *NoteUpsertBulk {
-	return u.Update(func(s *NoteUpsert) {
+func (u *MemberNoteUpsertBulk) SetMemberID(v uuid.UUID) *MemberNoteUpsertBulk {
+	return u.Update(func(s *MemberNoteUpsert) {
 		s.SetMemberID(v)
 	})
 }
 
 // UpdateMemberID sets the "member_id" field to the value that was provided on create.
-func (u *NoteUpsertBulk) UpdateMemberID() *NoteUpsertBulk {
-	return u.Update(func(s *NoteUpsert) {
+func (u *MemberNoteUpsertBulk) UpdateMemberID() *MemberNoteUpsertBulk {
+	return u.Update(func(s *MemberNoteUpsert) {
 		s.UpdateMemberID()
 	})
 }
 
 // Exec executes the query.
-func (u *NoteUpsertBulk) Exec(ctx context.Context) error {
+func (u *MemberNoteUpsertBulk) Exec(ctx context.Context) error {
 	if u.create.err != nil {
 		return u.create.err
 	}
 	for i, b := range u.create.builders {
 		if len(b.conflict) != 0 {
-			return fmt.Errorf("ent: OnConflict was set for builder %d. Set it on the NoteCreateBulk instead", i)
+			return fmt.Errorf("ent: OnConflict was set for builder %d. Set it on the MemberNoteCreateBulk instead", i)
 		}
 	}
 	if len(u.create.conflict) == 0 {
-		return errors.New("ent: missing options for NoteCreateBulk.OnConflict")
+		return errors.New("ent: missing options for MemberNoteCreateBulk.OnConflict")
 	}
 	return u.create.Exec(ctx)
 }
 
 // ExecX is like Exec, but panics if an error occurs.
-func (u *NoteUpsertBulk) ExecX(ctx context.Context) {
+func (u *MemberNoteUpsertBulk) ExecX(ctx context.Context) {
 	if err := u.create.Exec(ctx); err != nil {
 		panic(err)
 	}

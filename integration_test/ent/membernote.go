@@ -10,24 +10,24 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"github.com/google/uuid"
 	"github.com/hotcounter/hotcounter/integration_test/ent/member"
-	"github.com/hotcounter/hotcounter/integration_test/ent/note"
+	"github.com/hotcounter/hotcounter/integration_test/ent/membernote"
 )
 
-// Note is the model entity for the Note schema.
-type Note struct {
+// MemberNote is the model entity for the MemberNote schema.
+type MemberNote struct {
 	config `json:"-"`
 	// ID of the ent.
 	ID uuid.UUID `json:"id,omitempty"`
 	// MemberID holds the value of the "member_id" field.
 	MemberID uuid.UUID `json:"member_id,omitempty"`
 	// Edges holds the relations/edges for other nodes in the graph.
-	// The values are being populated by the NoteQuery when eager-loading is set.
-	Edges        NoteEdges `json:"edges"`
+	// The values are being populated by the MemberNoteQuery when eager-loading is set.
+	Edges        MemberNoteEdges `json:"edges"`
 	selectValues sql.SelectValues
 }
 
-// NoteEdges holds the relations/edges for other nodes in the graph.
-type NoteEdges struct {
+// MemberNoteEdges holds the relations/edges for other nodes in the graph.
+type MemberNoteEdges struct {
 	// Member holds the value of the member edge.
 	Member *Member `json:"member,omitempty"`
 	// loadedTypes holds the information for reporting if a
@@ -37,7 +37,7 @@ type NoteEdges struct {
 
 // MemberOrErr returns the Member value or an error if the edge
 // was not loaded in eager-loading, or loaded but was not found.
-func (e NoteEdges) MemberOrErr() (*Member, error) {
+func (e MemberNoteEdges) MemberOrErr() (*Member, error) {
 	if e.Member != nil {
 		return e.Member, nil
 	} else if e.loadedTypes[0] {
@@ -47,11 +47,11 @@ func (e NoteEdges) MemberOrErr() (*Member, error) {
 }
 
 // scanValues returns the types for scanning values from sql.Rows.
-func (*Note) scanValues(columns []string) ([]any, error) {
+func (*MemberNote) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
 	for i := range columns {
 		switch columns[i] {
-		case note.FieldID, note.FieldMemberID:
+		case membernote.FieldID, membernote.FieldMemberID:
 			values[i] = new(uuid.UUID)
 		default:
 			values[i] = new(sql.UnknownType)
@@ -61,20 +61,20 @@ func (*Note) scanValues(columns []string) ([]any, error) {
 }
 
 // assignValues assigns the values that were returned from sql.Rows (after scanning)
-// to the Note fields.
-func (_m *Note) assignValues(columns []string, values []any) error {
+// to the MemberNote fields.
+func (_m *MemberNote) assignValues(columns []string, values []any) error {
 	if m, n := len(values), len(columns); m < n {
 		return fmt.Errorf("mismatch number of scan values: %d != %d", m, n)
 	}
 	for i := range columns {
 		switch columns[i] {
-		case note.FieldID:
+		case membernote.FieldID:
 			if value, ok := values[i].(*uuid.UUID); !ok {
 				return fmt.Errorf("unexpected type %T for field id", values[i])
 			} else if value != nil {
 				_m.ID = *value
 			}
-		case note.FieldMemberID:
+		case membernote.FieldMemberID:
 			if value, ok := values[i].(*uuid.UUID); !ok {
 				return fmt.Errorf("unexpected type %T for field member_id", values[i])
 			} else if value != nil {
@@ -87,39 +87,39 @@ func (_m *Note) assignValues(columns []string, values []any) error {
 	return nil
 }
 
-// Value returns the ent.Value that was dynamically selected and assigned to the Note.
+// Value returns the ent.Value that was dynamically selected and assigned to the MemberNote.
 // This includes values selected through modifiers, order, etc.
-func (_m *Note) Value(name string) (ent.Value, error) {
+func (_m *MemberNote) Value(name string) (ent.Value, error) {
 	return _m.selectValues.Get(name)
 }
 
-// QueryMember queries the "member" edge of the Note entity.
-func (_m *Note) QueryMember() *MemberQuery {
-	return NewNoteClient(_m.config).QueryMember(_m)
+// QueryMember queries the "member" edge of the MemberNote entity.
+func (_m *MemberNote) QueryMember() *MemberQuery {
+	return NewMemberNoteClient(_m.config).QueryMember(_m)
 }
 
-// Update returns a builder for updating this Note.
-// Note that you need to call Note.Unwrap() before calling this method if this Note
+// Update returns a builder for updating this MemberNote.
+// Note that you need to call MemberNote.Unwrap() before calling this method if this MemberNote
 // was returned from a transaction, and the transaction was committed or rolled back.
-func (_m *Note) Update() *NoteUpdateOne {
-	return NewNoteClient(_m.config).UpdateOne(_m)
+func (_m *MemberNote) Update() *MemberNoteUpdateOne {
+	return NewMemberNoteClient(_m.config).UpdateOne(_m)
 }
 
-// Unwrap unwraps the Note entity that was returned from a transaction after it was closed,
+// Unwrap unwraps the MemberNote entity that was returned from a transaction after it was closed,
 // so that all future queries will be executed through the driver which created the transaction.
-func (_m *Note) Unwrap() *Note {
+func (_m *MemberNote) Unwrap() *MemberNote {
 	_tx, ok := _m.config.driver.(*txDriver)
 	if !ok {
-		panic("ent: Note is not a transactional entity")
+		panic("ent: MemberNote is not a transactional entity")
 	}
 	_m.config.driver = _tx.drv
 	return _m
 }
 
 // String implements the fmt.Stringer.
-func (_m *Note) String() string {
+func (_m *MemberNote) String() string {
 	var builder strings.Builder
-	builder.WriteString("Note(")
+	builder.WriteString("MemberNote(")
 	builder.WriteString(fmt.Sprintf("id=%v, ", _m.ID))
 	builder.WriteString("member_id=")
 	builder.WriteString(fmt.Sprintf("%v", _m.MemberID))
@@ -127,5 +127,5 @@ func (_m *Note) String() string {
 	return builder.String()
 }
 
-// Notes is a parsable slice of Note.
-type Notes []*Note
+// MemberNotes is a parsable slice of MemberNote.
+type MemberNotes []*MemberNote

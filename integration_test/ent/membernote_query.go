@@ -13,56 +13,56 @@ import (
 	"entgo.io/ent/schema/field"
 	"github.com/google/uuid"
 	"github.com/hotcounter/hotcounter/integration_test/ent/member"
-	"github.com/hotcounter/hotcounter/integration_test/ent/note"
+	"github.com/hotcounter/hotcounter/integration_test/ent/membernote"
 	"github.com/hotcounter/hotcounter/integration_test/ent/predicate"
 )
 
-// NoteQuery is the builder for querying Note entities.
-type NoteQuery struct {
+// MemberNoteQuery is the builder for querying MemberNote entities.
+type MemberNoteQuery struct {
 	config
 	ctx        *QueryContext
-	order      []note.OrderOption
+	order      []membernote.OrderOption
 	inters     []Interceptor
-	predicates []predicate.Note
+	predicates []predicate.MemberNote
 	withMember *MemberQuery
 	// intermediate query (i.e. traversal path).
 	sql  *sql.Selector
 	path func(context.Context) (*sql.Selector, error)
 }
 
-// Where adds a new predicate for the NoteQuery builder.
-func (_q *NoteQuery) Where(ps ...predicate.Note) *NoteQuery {
+// Where adds a new predicate for the MemberNoteQuery builder.
+func (_q *MemberNoteQuery) Where(ps ...predicate.MemberNote) *MemberNoteQuery {
 	_q.predicates = append(_q.predicates, ps...)
 	return _q
 }
 
 // Limit the number of records to be returned by this query.
-func (_q *NoteQuery) Limit(limit int) *NoteQuery {
+func (_q *MemberNoteQuery) Limit(limit int) *MemberNoteQuery {
 	_q.ctx.Limit = &limit
 	return _q
 }
 
 // Offset to start from.
-func (_q *NoteQuery) Offset(offset int) *NoteQuery {
+func (_q *MemberNoteQuery) Offset(offset int) *MemberNoteQuery {
 	_q.ctx.Offset = &offset
 	return _q
 }
 
 // Unique configures the query builder to filter duplicate records on query.
 // By default, unique is set to true, and can be disabled using this method.
-func (_q *NoteQuery) Unique(unique bool) *NoteQuery {
+func (_q *MemberNoteQuery) Unique(unique bool) *MemberNoteQuery {
 	_q.ctx.Unique = &unique
 	return _q
 }
 
 // Order specifies how the records should be ordered.
-func (_q *NoteQuery) Order(o ...note.OrderOption) *NoteQuery {
+func (_q *MemberNoteQuery) Order(o ...membernote.OrderOption) *MemberNoteQuery {
 	_q.order = append(_q.order, o...)
 	return _q
 }
 
 // QueryMember chains the current query on the "member" edge.
-func (_q *NoteQuery) QueryMember() *MemberQuery {
+func (_q *MemberNoteQuery) QueryMember() *MemberQuery {
 	query := (&MemberClient{config: _q.config}).Query()
 	query.path = func(ctx context.Context) (fromU *sql.Selector, err error) {
 		if err := _q.prepareQuery(ctx); err != nil {
@@ -73,9 +73,9 @@ func (_q *NoteQuery) QueryMember() *MemberQuery {
 			return nil, err
 		}
 		step := sqlgraph.NewStep(
-			sqlgraph.From(note.Table, note.FieldID, selector),
+			sqlgraph.From(membernote.Table, membernote.FieldID, selector),
 			sqlgraph.To(member.Table, member.FieldID),
-			sqlgraph.Edge(sqlgraph.M2O, true, note.MemberTable, note.MemberColumn),
+			sqlgraph.Edge(sqlgraph.M2O, true, membernote.MemberTable, membernote.MemberColumn),
 		)
 		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
 		return fromU, nil
@@ -83,21 +83,21 @@ func (_q *NoteQuery) QueryMember() *MemberQuery {
 	return query
 }
 
-// First returns the first Note entity from the query.
-// Returns a *NotFoundError when no Note was found.
-func (_q *NoteQuery) First(ctx context.Context) (*Note, error) {
+// First returns the first MemberNote entity from the query.
+// Returns a *NotFoundError when no MemberNote was found.
+func (_q *MemberNoteQuery) First(ctx context.Context) (*MemberNote, error) {
 	nodes, err := _q.Limit(1).All(setContextOp(ctx, _q.ctx, ent.OpQueryFirst))
 	if err != nil {
 		return nil, err
 	}
 	if len(nodes) == 0 {
-		return nil, &NotFoundError{note.Label}
+		return nil, &NotFoundError{membernote.Label}
 	}
 	return nodes[0], nil
 }
 
 // FirstX is like First, but panics if an error occurs.
-func (_q *NoteQuery) FirstX(ctx context.Context) *Note {
+func (_q *MemberNoteQuery) FirstX(ctx context.Context) *MemberNote {
 	node, err := _q.First(ctx)
 	if err != nil && !IsNotFound(err) {
 		panic(err)
@@ -105,22 +105,22 @@ func (_q *NoteQuery) FirstX(ctx context.Context) *Note {
 	return node
 }
 
-// FirstID returns the first Note ID from the query.
-// Returns a *NotFoundError when no Note ID was found.
-func (_q *NoteQuery) FirstID(ctx context.Context) (id uuid.UUID, err error) {
+// FirstID returns the first MemberNote ID from the query.
+// Returns a *NotFoundError when no MemberNote ID was found.
+func (_q *MemberNoteQuery) FirstID(ctx context.Context) (id uuid.UUID, err error) {
 	var ids []uuid.UUID
 	if ids, err = _q.Limit(1).IDs(setContextOp(ctx, _q.ctx, ent.OpQueryFirstID)); err != nil {
 		return
 	}
 	if len(ids) == 0 {
-		err = &NotFoundError{note.Label}
+		err = &NotFoundError{membernote.Label}
 		return
 	}
 	return ids[0], nil
 }
 
 // FirstIDX is like FirstID, but panics if an error occurs.
-func (_q *NoteQuery) FirstIDX(ctx context.Context) uuid.UUID {
+func (_q *MemberNoteQuery) FirstIDX(ctx context.Context) uuid.UUID {
 	id, err := _q.FirstID(ctx)
 	if err != nil && !IsNotFound(err) {
 		panic(err)
@@ -128,10 +128,10 @@ func (_q *NoteQuery) FirstIDX(ctx context.Context) uuid.UUID {
 	return id
 }
 
-// Only returns a single Note entity found by the query, ensuring it only returns one.
-// Returns a *NotSingularError when more than one Note entity is found.
-// Returns a *NotFoundError when no Note entities are found.
-func (_q *NoteQuery) Only(ctx context.Context) (*Note, error) {
+// Only returns a single MemberNote entity found by the query, ensuring it only returns one.
+// Returns a *NotSingularError when more than one MemberNote entity is found.
+// Returns a *NotFoundError when no MemberNote entities are found.
+func (_q *MemberNoteQuery) Only(ctx context.Context) (*MemberNote, error) {
 	nodes, err := _q.Limit(2).All(setContextOp(ctx, _q.ctx, ent.OpQueryOnly))
 	if err != nil {
 		return nil, err
@@ -140,14 +140,14 @@ func (_q *NoteQuery) Only(ctx context.Context) (*Note, error) {
 	case 1:
 		return nodes[0], nil
 	case 0:
-		return nil, &NotFoundError{note.Label}
+		return nil, &NotFoundError{membernote.Label}
 	default:
-		return nil, &NotSingularError{note.Label}
+		return nil, &NotSingularError{membernote.Label}
 	}
 }
 
 // OnlyX is like Only, but panics if an error occurs.
-func (_q *NoteQuery) OnlyX(ctx context.Context) *Note {
+func (_q *MemberNoteQuery) OnlyX(ctx context.Context) *MemberNote {
 	node, err := _q.Only(ctx)
 	if err != nil {
 		panic(err)
@@ -155,10 +155,10 @@ func (_q *NoteQuery) OnlyX(ctx context.Context) *Note {
 	return node
 }
 
-// OnlyID is like Only, but returns the only Note ID in the query.
-// Returns a *NotSingularError when more than one Note ID is found.
+// OnlyID is like Only, but returns the only MemberNote ID in the query.
+// Returns a *NotSingularError when more than one MemberNote ID is found.
 // Returns a *NotFoundError when no entities are found.
-func (_q *NoteQuery) OnlyID(ctx context.Context) (id uuid.UUID, err error) {
+func (_q *MemberNoteQuery) OnlyID(ctx context.Context) (id uuid.UUID, err error) {
 	var ids []uuid.UUID
 	if ids, err = _q.Limit(2).IDs(setContextOp(ctx, _q.ctx, ent.OpQueryOnlyID)); err != nil {
 		return
@@ -167,15 +167,15 @@ func (_q *NoteQuery) OnlyID(ctx context.Context) (id uuid.UUID, err error) {
 	case 1:
 		id = ids[0]
 	case 0:
-		err = &NotFoundError{note.Label}
+		err = &NotFoundError{membernote.Label}
 	default:
-		err = &NotSingularError{note.Label}
+		err = &NotSingularError{membernote.Label}
 	}
 	return
 }
 
 // OnlyIDX is like OnlyID, but panics if an error occurs.
-func (_q *NoteQuery) OnlyIDX(ctx context.Context) uuid.UUID {
+func (_q *MemberNoteQuery) OnlyIDX(ctx context.Context) uuid.UUID {
 	id, err := _q.OnlyID(ctx)
 	if err != nil {
 		panic(err)
@@ -183,18 +183,18 @@ func (_q *NoteQuery) OnlyIDX(ctx context.Context) uuid.UUID {
 	return id
 }
 
-// All executes the query and returns a list of Notes.
-func (_q *NoteQuery) All(ctx context.Context) ([]*Note, error) {
+// All executes the query and returns a list of MemberNotes.
+func (_q *MemberNoteQuery) All(ctx context.Context) ([]*MemberNote, error) {
 	ctx = setContextOp(ctx, _q.ctx, ent.OpQueryAll)
 	if err := _q.prepareQuery(ctx); err != nil {
 		return nil, err
 	}
-	qr := querierAll[[]*Note, *NoteQuery]()
-	return withInterceptors[[]*Note](ctx, _q, qr, _q.inters)
+	qr := querierAll[[]*MemberNote, *MemberNoteQuery]()
+	return withInterceptors[[]*MemberNote](ctx, _q, qr, _q.inters)
 }
 
 // AllX is like All, but panics if an error occurs.
-func (_q *NoteQuery) AllX(ctx context.Context) []*Note {
+func (_q *MemberNoteQuery) AllX(ctx context.Context) []*MemberNote {
 	nodes, err := _q.All(ctx)
 	if err != nil {
 		panic(err)
@@ -202,20 +202,20 @@ func (_q *NoteQuery) AllX(ctx context.Context) []*Note {
 	return nodes
 }
 
-// IDs executes the query and returns a list of Note IDs.
-func (_q *NoteQuery) IDs(ctx context.Context) (ids []uuid.UUID, err error) {
+// IDs executes the query and returns a list of MemberNote IDs.
+func (_q *MemberNoteQuery) IDs(ctx context.Context) (ids []uuid.UUID, err error) {
 	if _q.ctx.Unique == nil && _q.path != nil {
 		_q.Unique(true)
 	}
 	ctx = setContextOp(ctx, _q.ctx, ent.OpQueryIDs)
-	if err = _q.Select(note.FieldID).Scan(ctx, &ids); err != nil {
+	if err = _q.Select(membernote.FieldID).Scan(ctx, &ids); err != nil {
 		return nil, err
 	}
 	return ids, nil
 }
 
 // IDsX is like IDs, but panics if an error occurs.
-func (_q *NoteQuery) IDsX(ctx context.Context) []uuid.UUID {
+func (_q *MemberNoteQuery) IDsX(ctx context.Context) []uuid.UUID {
 	ids, err := _q.IDs(ctx)
 	if err != nil {
 		panic(err)
@@ -224,16 +224,16 @@ func (_q *NoteQuery) IDsX(ctx context.Context) []uuid.UUID {
 }
 
 // Count returns the count of the given query.
-func (_q *NoteQuery) Count(ctx context.Context) (int, error) {
+func (_q *MemberNoteQuery) Count(ctx context.Context) (int, error) {
 	ctx = setContextOp(ctx, _q.ctx, ent.OpQueryCount)
 	if err := _q.prepareQuery(ctx); err != nil {
 		return 0, err
 	}
-	return withInterceptors[int](ctx, _q, querierCount[*NoteQuery](), _q.inters)
+	return withInterceptors[int](ctx, _q, querierCount[*MemberNoteQuery](), _q.inters)
 }
 
 // CountX is like Count, but panics if an error occurs.
-func (_q *NoteQuery) CountX(ctx context.Context) int {
+func (_q *MemberNoteQuery) CountX(ctx context.Context) int {
 	count, err := _q.Count(ctx)
 	if err != nil {
 		panic(err)
@@ -242,7 +242,7 @@ func (_q *NoteQuery) CountX(ctx context.Context) int {
 }
 
 // Exist returns true if the query has elements in the graph.
-func (_q *NoteQuery) Exist(ctx context.Context) (bool, error) {
+func (_q *MemberNoteQuery) Exist(ctx context.Context) (bool, error) {
 	ctx = setContextOp(ctx, _q.ctx, ent.OpQueryExist)
 	switch _, err := _q.FirstID(ctx); {
 	case IsNotFound(err):
@@ -255,7 +255,7 @@ func (_q *NoteQuery) Exist(ctx context.Context) (bool, error) {
 }
 
 // ExistX is like Exist, but panics if an error occurs.
-func (_q *NoteQuery) ExistX(ctx context.Context) bool {
+func (_q *MemberNoteQuery) ExistX(ctx context.Context) bool {
 	exist, err := _q.Exist(ctx)
 	if err != nil {
 		panic(err)
@@ -263,18 +263,18 @@ func (_q *NoteQuery) ExistX(ctx context.Context) bool {
 	return exist
 }
 
-// Clone returns a duplicate of the NoteQuery builder, including all associated steps. It can be
+// Clone returns a duplicate of the MemberNoteQuery builder, including all associated steps. It can be
 // used to prepare common query builders and use them differently after the clone is made.
-func (_q *NoteQuery) Clone() *NoteQuery {
+func (_q *MemberNoteQuery) Clone() *MemberNoteQuery {
 	if _q == nil {
 		return nil
 	}
-	return &NoteQuery{
+	return &MemberNoteQuery{
 		config:     _q.config,
 		ctx:        _q.ctx.Clone(),
-		order:      append([]note.OrderOption{}, _q.order...),
+		order:      append([]membernote.OrderOption{}, _q.order...),
 		inters:     append([]Interceptor{}, _q.inters...),
-		predicates: append([]predicate.Note{}, _q.predicates...),
+		predicates: append([]predicate.MemberNote{}, _q.predicates...),
 		withMember: _q.withMember.Clone(),
 		// clone intermediate query.
 		sql:  _q.sql.Clone(),
@@ -284,7 +284,7 @@ func (_q *NoteQuery) Clone() *NoteQuery {
 
 // WithMember tells the query-builder to eager-load the nodes that are connected to
 // the "member" edge. The optional arguments are used to configure the query builder of the edge.
-func (_q *NoteQuery) WithMember(opts ...func(*MemberQuery)) *NoteQuery {
+func (_q *MemberNoteQuery) WithMember(opts ...func(*MemberQuery)) *MemberNoteQuery {
 	query := (&MemberClient{config: _q.config}).Query()
 	for _, opt := range opts {
 		opt(query)
@@ -303,15 +303,15 @@ func (_q *NoteQuery) WithMember(opts ...func(*MemberQuery)) *NoteQuery {
 //		Count int `json:"count,omitempty"`
 //	}
 //
-//	client.Note.Query().
-//		GroupBy(note.FieldMemberID).
+//	client.MemberNote.Query().
+//		GroupBy(membernote.FieldMemberID).
 //		Aggregate(ent.Count()).
 //		Scan(ctx, &v)
-func (_q *NoteQuery) GroupBy(field string, fields ...string) *NoteGroupBy {
+func (_q *MemberNoteQuery) GroupBy(field string, fields ...string) *MemberNoteGroupBy {
 	_q.ctx.Fields = append([]string{field}, fields...)
-	grbuild := &NoteGroupBy{build: _q}
+	grbuild := &MemberNoteGroupBy{build: _q}
 	grbuild.flds = &_q.ctx.Fields
-	grbuild.label = note.Label
+	grbuild.label = membernote.Label
 	grbuild.scan = grbuild.Scan
 	return grbuild
 }
@@ -325,23 +325,23 @@ func (_q *NoteQuery) GroupBy(field string, fields ...string) *NoteGroupBy {
 //		MemberID uuid.UUID `json:"member_id,omitempty"`
 //	}
 //
-//	client.Note.Query().
-//		Select(note.FieldMemberID).
+//	client.MemberNote.Query().
+//		Select(membernote.FieldMemberID).
 //		Scan(ctx, &v)
-func (_q *NoteQuery) Select(fields ...string) *NoteSelect {
+func (_q *MemberNoteQuery) Select(fields ...string) *MemberNoteSelect {
 	_q.ctx.Fields = append(_q.ctx.Fields, fields...)
-	sbuild := &NoteSelect{NoteQuery: _q}
-	sbuild.label = note.Label
+	sbuild := &MemberNoteSelect{MemberNoteQuery: _q}
+	sbuild.label = membernote.Label
 	sbuild.flds, sbuild.scan = &_q.ctx.Fields, sbuild.Scan
 	return sbuild
 }
 
-// Aggregate returns a NoteSelect configured with the given aggregations.
-func (_q *NoteQuery) Aggregate(fns ...AggregateFunc) *NoteSelect {
+// Aggregate returns a MemberNoteSelect configured with the given aggregations.
+func (_q *MemberNoteQuery) Aggregate(fns ...AggregateFunc) *MemberNoteSelect {
 	return _q.Select().Aggregate(fns...)
 }
 
-func (_q *NoteQuery) prepareQuery(ctx context.Context) error {
+func (_q *MemberNoteQuery) prepareQuery(ctx context.Context) error {
 	for _, inter := range _q.inters {
 		if inter == nil {
 			return fmt.Errorf("ent: uninitialized interceptor (forgotten import ent/runtime?)")
@@ -353,7 +353,7 @@ func (_q *NoteQuery) prepareQuery(ctx context.Context) error {
 		}
 	}
 	for _, f := range _q.ctx.Fields {
-		if !note.ValidColumn(f) {
+		if !membernote.ValidColumn(f) {
 			return &ValidationError{Name: f, err: fmt.Errorf("ent: invalid field %q for query", f)}
 		}
 	}
@@ -367,19 +367,19 @@ func (_q *NoteQuery) prepareQuery(ctx context.Context) error {
 	return nil
 }
 
-func (_q *NoteQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Note, error) {
+func (_q *MemberNoteQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*MemberNote, error) {
 	var (
-		nodes       = []*Note{}
+		nodes       = []*MemberNote{}
 		_spec       = _q.querySpec()
 		loadedTypes = [1]bool{
 			_q.withMember != nil,
 		}
 	)
 	_spec.ScanValues = func(columns []string) ([]any, error) {
-		return (*Note).scanValues(nil, columns)
+		return (*MemberNote).scanValues(nil, columns)
 	}
 	_spec.Assign = func(columns []string, values []any) error {
-		node := &Note{config: _q.config}
+		node := &MemberNote{config: _q.config}
 		nodes = append(nodes, node)
 		node.Edges.loadedTypes = loadedTypes
 		return node.assignValues(columns, values)
@@ -395,16 +395,16 @@ func (_q *NoteQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Note, e
 	}
 	if query := _q.withMember; query != nil {
 		if err := _q.loadMember(ctx, query, nodes, nil,
-			func(n *Note, e *Member) { n.Edges.Member = e }); err != nil {
+			func(n *MemberNote, e *Member) { n.Edges.Member = e }); err != nil {
 			return nil, err
 		}
 	}
 	return nodes, nil
 }
 
-func (_q *NoteQuery) loadMember(ctx context.Context, query *MemberQuery, nodes []*Note, init func(*Note), assign func(*Note, *Member)) error {
+func (_q *MemberNoteQuery) loadMember(ctx context.Context, query *MemberQuery, nodes []*MemberNote, init func(*MemberNote), assign func(*MemberNote, *Member)) error {
 	ids := make([]uuid.UUID, 0, len(nodes))
-	nodeids := make(map[uuid.UUID][]*Note)
+	nodeids := make(map[uuid.UUID][]*MemberNote)
 	for i := range nodes {
 		fk := nodes[i].MemberID
 		if _, ok := nodeids[fk]; !ok {
@@ -432,7 +432,7 @@ func (_q *NoteQuery) loadMember(ctx context.Context, query *MemberQuery, nodes [
 	return nil
 }
 
-func (_q *NoteQuery) sqlCount(ctx context.Context) (int, error) {
+func (_q *MemberNoteQuery) sqlCount(ctx context.Context) (int, error) {
 	_spec := _q.querySpec()
 	_spec.Node.Columns = _q.ctx.Fields
 	if len(_q.ctx.Fields) > 0 {
@@ -441,8 +441,8 @@ func (_q *NoteQuery) sqlCount(ctx context.Context) (int, error) {
 	return sqlgraph.CountNodes(ctx, _q.driver, _spec)
 }
 
-func (_q *NoteQuery) querySpec() *sqlgraph.QuerySpec {
-	_spec := sqlgraph.NewQuerySpec(note.Table, note.Columns, sqlgraph.NewFieldSpec(note.FieldID, field.TypeUUID))
+func (_q *MemberNoteQuery) querySpec() *sqlgraph.QuerySpec {
+	_spec := sqlgraph.NewQuerySpec(membernote.Table, membernote.Columns, sqlgraph.NewFieldSpec(membernote.FieldID, field.TypeUUID))
 	_spec.From = _q.sql
 	if unique := _q.ctx.Unique; unique != nil {
 		_spec.Unique = *unique
@@ -451,14 +451,14 @@ func (_q *NoteQuery) querySpec() *sqlgraph.QuerySpec {
 	}
 	if fields := _q.ctx.Fields; len(fields) > 0 {
 		_spec.Node.Columns = make([]string, 0, len(fields))
-		_spec.Node.Columns = append(_spec.Node.Columns, note.FieldID)
+		_spec.Node.Columns = append(_spec.Node.Columns, membernote.FieldID)
 		for i := range fields {
-			if fields[i] != note.FieldID {
+			if fields[i] != membernote.FieldID {
 				_spec.Node.Columns = append(_spec.Node.Columns, fields[i])
 			}
 		}
 		if _q.withMember != nil {
-			_spec.Node.AddColumnOnce(note.FieldMemberID)
+			_spec.Node.AddColumnOnce(membernote.FieldMemberID)
 		}
 	}
 	if ps := _q.predicates; len(ps) > 0 {
@@ -484,12 +484,12 @@ func (_q *NoteQuery) querySpec() *sqlgraph.QuerySpec {
 	return _spec
 }
 
-func (_q *NoteQuery) sqlQuery(ctx context.Context) *sql.Selector {
+func (_q *MemberNoteQuery) sqlQuery(ctx context.Context) *sql.Selector {
 	builder := sql.Dialect(_q.driver.Dialect())
-	t1 := builder.Table(note.Table)
+	t1 := builder.Table(membernote.Table)
 	columns := _q.ctx.Fields
 	if len(columns) == 0 {
-		columns = note.Columns
+		columns = membernote.Columns
 	}
 	selector := builder.Select(t1.Columns(columns...)...).From(t1)
 	if _q.sql != nil {
@@ -516,28 +516,28 @@ func (_q *NoteQuery) sqlQuery(ctx context.Context) *sql.Selector {
 	return selector
 }
 
-// NoteGroupBy is the group-by builder for Note entities.
-type NoteGroupBy struct {
+// MemberNoteGroupBy is the group-by builder for MemberNote entities.
+type MemberNoteGroupBy struct {
 	selector
-	build *NoteQuery
+	build *MemberNoteQuery
 }
 
 // Aggregate adds the given aggregation functions to the group-by query.
-func (_g *NoteGroupBy) Aggregate(fns ...AggregateFunc) *NoteGroupBy {
+func (_g *MemberNoteGroupBy) Aggregate(fns ...AggregateFunc) *MemberNoteGroupBy {
 	_g.fns = append(_g.fns, fns...)
 	return _g
 }
 
 // Scan applies the selector query and scans the result into the given value.
-func (_g *NoteGroupBy) Scan(ctx context.Context, v any) error {
+func (_g *MemberNoteGroupBy) Scan(ctx context.Context, v any) error {
 	ctx = setContextOp(ctx, _g.build.ctx, ent.OpQueryGroupBy)
 	if err := _g.build.prepareQuery(ctx); err != nil {
 		return err
 	}
-	return scanWithInterceptors[*NoteQuery, *NoteGroupBy](ctx, _g.build, _g, _g.build.inters, v)
+	return scanWithInterceptors[*MemberNoteQuery, *MemberNoteGroupBy](ctx, _g.build, _g, _g.build.inters, v)
 }
 
-func (_g *NoteGroupBy) sqlScan(ctx context.Context, root *NoteQuery, v any) error {
+func (_g *MemberNoteGroupBy) sqlScan(ctx context.Context, root *MemberNoteQuery, v any) error {
 	selector := root.sqlQuery(ctx).Select()
 	aggregation := make([]string, 0, len(_g.fns))
 	for _, fn := range _g.fns {
@@ -564,28 +564,28 @@ func (_g *NoteGroupBy) sqlScan(ctx context.Context, root *NoteQuery, v any) erro
 	return sql.ScanSlice(rows, v)
 }
 
-// NoteSelect is the builder for selecting fields of Note entities.
-type NoteSelect struct {
-	*NoteQuery
+// MemberNoteSelect is the builder for selecting fields of MemberNote entities.
+type MemberNoteSelect struct {
+	*MemberNoteQuery
 	selector
 }
 
 // Aggregate adds the given aggregation functions to the selector query.
-func (_s *NoteSelect) Aggregate(fns ...AggregateFunc) *NoteSelect {
+func (_s *MemberNoteSelect) Aggregate(fns ...AggregateFunc) *MemberNoteSelect {
 	_s.fns = append(_s.fns, fns...)
 	return _s
 }
 
 // Scan applies the selector query and scans the result into the given value.
-func (_s *NoteSelect) Scan(ctx context.Context, v any) error {
+func (_s *MemberNoteSelect) Scan(ctx context.Context, v any) error {
 	ctx = setContextOp(ctx, _s.ctx, ent.OpQuerySelect)
 	if err := _s.prepareQuery(ctx); err != nil {
 		return err
 	}
-	return scanWithInterceptors[*NoteQuery, *NoteSelect](ctx, _s.NoteQuery, _s, _s.inters, v)
+	return scanWithInterceptors[*MemberNoteQuery, *MemberNoteSelect](ctx, _s.MemberNoteQuery, _s, _s.inters, v)
 }
 
-func (_s *NoteSelect) sqlScan(ctx context.Context, root *NoteQuery, v any) error {
+func (_s *MemberNoteSelect) sqlScan(ctx context.Context, root *MemberNoteQuery, v any) error {
 	selector := root.sqlQuery(ctx)
 	aggregation := make([]string, 0, len(_s.fns))
 	for _, fn := range _s.fns {

@@ -8,30 +8,30 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
-	"github.com/hotcounter/hotcounter/integration_test/ent/note"
+	"github.com/hotcounter/hotcounter/integration_test/ent/membernote"
 	"github.com/hotcounter/hotcounter/integration_test/ent/predicate"
 )
 
-// NoteDelete is the builder for deleting a Note entity.
-type NoteDelete struct {
+// MemberNoteDelete is the builder for deleting a MemberNote entity.
+type MemberNoteDelete struct {
 	config
 	hooks    []Hook
-	mutation *NoteMutation
+	mutation *MemberNoteMutation
 }
 
-// Where appends a list predicates to the NoteDelete builder.
-func (_d *NoteDelete) Where(ps ...predicate.Note) *NoteDelete {
+// Where appends a list predicates to the MemberNoteDelete builder.
+func (_d *MemberNoteDelete) Where(ps ...predicate.MemberNote) *MemberNoteDelete {
 	_d.mutation.Where(ps...)
 	return _d
 }
 
 // Exec executes the deletion query and returns how many vertices were deleted.
-func (_d *NoteDelete) Exec(ctx context.Context) (int, error) {
+func (_d *MemberNoteDelete) Exec(ctx context.Context) (int, error) {
 	return withHooks(ctx, _d.sqlExec, _d.mutation, _d.hooks)
 }
 
 // ExecX is like Exec, but panics if an error occurs.
-func (_d *NoteDelete) ExecX(ctx context.Context) int {
+func (_d *MemberNoteDelete) ExecX(ctx context.Context) int {
 	n, err := _d.Exec(ctx)
 	if err != nil {
 		panic(err)
@@ -39,8 +39,8 @@ func (_d *NoteDelete) ExecX(ctx context.Context) int {
 	return n
 }
 
-func (_d *NoteDelete) sqlExec(ctx context.Context) (int, error) {
-	_spec := sqlgraph.NewDeleteSpec(note.Table, sqlgraph.NewFieldSpec(note.FieldID, field.TypeUUID))
+func (_d *MemberNoteDelete) sqlExec(ctx context.Context) (int, error) {
+	_spec := sqlgraph.NewDeleteSpec(membernote.Table, sqlgraph.NewFieldSpec(membernote.FieldID, field.TypeUUID))
 	if ps := _d.mutation.predicates; len(ps) > 0 {
 		_spec.Predicate = func(selector *sql.Selector) {
 			for i := range ps {
@@ -56,32 +56,32 @@ func (_d *NoteDelete) sqlExec(ctx context.Context) (int, error) {
 	return affected, err
 }
 
-// NoteDeleteOne is the builder for deleting a single Note entity.
-type NoteDeleteOne struct {
-	_d *NoteDelete
+// MemberNoteDeleteOne is the builder for deleting a single MemberNote entity.
+type MemberNoteDeleteOne struct {
+	_d *MemberNoteDelete
 }
 
-// Where appends a list predicates to the NoteDelete builder.
-func (_d *NoteDeleteOne) Where(ps ...predicate.Note) *NoteDeleteOne {
+// Where appends a list predicates to the MemberNoteDelete builder.
+func (_d *MemberNoteDeleteOne) Where(ps ...predicate.MemberNote) *MemberNoteDeleteOne {
 	_d._d.mutation.Where(ps...)
 	return _d
 }
 
 // Exec executes the deletion query.
-func (_d *NoteDeleteOne) Exec(ctx context.Context) error {
+func (_d *MemberNoteDeleteOne) Exec(ctx context.Context) error {
 	n, err := _d._d.Exec(ctx)
 	switch {
 	case err != nil:
 		return err
 	case n == 0:
-		return &NotFoundError{note.Label}
+		return &NotFoundError{membernote.Label}
 	default:
 		return nil
 	}
 }
 
 // ExecX is like Exec, but panics if an error occurs.
-func (_d *NoteDeleteOne) ExecX(ctx context.Context) {
+func (_d *MemberNoteDeleteOne) ExecX(ctx context.Context) {
 	if err := _d.Exec(ctx); err != nil {
 		panic(err)
 	}
