@@ -42,9 +42,21 @@ func (d *dialector) Migrator(db *gorm.DB) gorm.Migrator {
 	// (Clauses returns a statement that later calls would share; Session
 	// makes every call of the migrator start from it afresh, as GORM's own
 	// Migrator does.)
+	if nested, _ := db.Get(dryRunInner); nested == true {
+		// GORM's own migrator, in a dry run, asks for the migrator again
+		// (AutoMigrate creates a table through execTx.Migrator()): the
+		// library's part is shown once, by the outer call.
+		return d.Dialector.Migrator(db)
+	}
 	db = db.Clauses(dbresolver.Write).Session(&gorm.Session{})
+	if db.DryRun {
+		return dryRunMigrator{counterMigrator{Migrator: d.Dialector.Migrator(db.Set(dryRunInner, true)), db: db, plugin: d.plugin}}
+	}
 	return counterMigrator{Migrator: d.Dialector.Migrator(db), db: db, plugin: d.plugin}
 }
+
+// dryRunInner marks the session of GORM's own migrator in a dry run.
+const dryRunInner = "gormcounter:dry_run_inner"
 
 // SavePoint forwards to the wrapped dialector (nested transactions).
 func (d *dialector) SavePoint(tx *gorm.DB, name string) error {
@@ -265,13 +277,7 @@ func (m counterMigrator) checkForeignKeys(models []*model) error {
 func (m counterMigrator) createSlotTables(models []*model) (map[*counter]bool, error) {
 	created := map[*counter]bool{}
 	for _, md := range models {
-		key := *md.key // the slot table's owner column: the key's type, never auto-incremented
-		key.AutoIncrement = false
-		// MySQL sizes a string key varchar(191) only when it is a key (else
-		// longtext, which a foreign key cannot reference); elsewhere a primary
-		// key's type can carry its auto-increment.
-		key.PrimaryKey = m.plugin.dialect.MySQL()
-		ownerType := m.db.Dialector.DataTypeOf(&key)
+		ownerType := m.plugin.ownerType(m.db, md)
 		for _, c := range md.counters {
 			if m.Migrator.HasTable(c.table.Slots) {
 				continue
@@ -311,4 +317,16 @@ func (m counterMigrator) createSlotTables(models []*model) (map[*counter]bool, e
 		}
 	}
 	return created, nil
+}
+
+// ownerType returns the column type of md's slot tables' owner column: the
+// key's type as db's dialector maps it, never auto-incremented.
+func (p *Plugin) ownerType(db *gorm.DB, md *model) string {
+	key := *md.key
+	key.AutoIncrement = false
+	// MySQL sizes a string key varchar(191) only when it is a key (else
+	// longtext, which a foreign key cannot reference); elsewhere a primary
+	// key's type can carry its auto-increment.
+	key.PrimaryKey = p.dialect.MySQL()
+	return db.Dialector.DataTypeOf(&key)
 }

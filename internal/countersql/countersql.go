@@ -340,3 +340,39 @@ func RollbackTo(w Writer, name string) { w.WriteString("ROLLBACK TO SAVEPOINT ")
 
 // Release writes RELEASE SAVEPOINT name.
 func Release(w Writer, name string) { w.WriteString("RELEASE SAVEPOINT "); w.Ident(name) }
+
+// Render writes build's statement as text that holds its arguments as
+// literals, for a migration file: identifiers quoted the dialect's way,
+// integers as numbers, strings quoted. An argument of another type is an
+// error; no statement of the schema takes one.
+func (d Dialect) Render(build func(Writer)) (string, error) {
+	w := &literalWriter{mysql: d.kind == mysql}
+	build(w)
+	return w.b.String(), w.err
+}
+
+type literalWriter struct {
+	b     strings.Builder
+	mysql bool
+	err   error
+}
+
+func (w *literalWriter) WriteString(s string) { w.b.WriteString(s) }
+func (w *literalWriter) Ident(name string)    { w.b.WriteString(QuoteIdent(name, w.mysql)) }
+func (w *literalWriter) Arg(v any) {
+	switch x := v.(type) {
+	case int:
+		w.b.WriteString(strconv.Itoa(x))
+	case int64:
+		w.b.WriteString(strconv.FormatInt(x, 10))
+	case string:
+		if w.mysql {
+			x = strings.ReplaceAll(x, `\`, `\\`)
+		}
+		literal(w, x)
+	default:
+		if w.err == nil {
+			w.err = fmt.Errorf("countersql: a %T cannot be written as a literal", v)
+		}
+	}
+}

@@ -1004,14 +1004,15 @@ func (d Upserts) AddCounts(w Writer, c Count, keys []any, amounts []int64) {
 
 // RecountBatch writes the query of one recount batch: for up to limit
 // parents matching cond after the key `after` (nil: from the start), in
-// key order, the parent key and how far its count is off: rows counted in
+// key order (limit 0: every one, in no order), the parent key (k) and how
+// far its count is off (d): rows counted in
 // the child table minus the counter's total (column, if withColumn, plus
 // slots). It is one statement, so both sides are read from one snapshot;
 // the caller adds the difference to a slot, and whatever commits between
 // the read and that write is counted by its own trigger or hook, so
 // writes can go on during a recount.
 func (d Dialect) RecountBatch(w Writer, c Count, withColumn bool, after any, limit int, cond func(Writer)) {
-	q(w, "SELECT %.%, CAST((SELECT ", c.Parent, c.ParentKey)
+	q(w, "SELECT %.% AS k, CAST((SELECT ", c.Parent, c.ParentKey)
 	c.total(w, childAlias)
 	if c.Via == nil {
 		q(w, " FROM % AS % WHERE %.% = %.% AND ", c.Child, childAlias, childAlias, c.Ref, c.Parent, c.ParentKey)
@@ -1024,7 +1025,7 @@ func (d Dialect) RecountBatch(w Writer, c Count, withColumn bool, after any, lim
 	if withColumn {
 		q(w, " - %.%", c.Parent, c.Column)
 	}
-	q(w, " AS "+d.intType()+") FROM % WHERE ", c.Parent)
+	q(w, " AS "+d.intType()+") AS d FROM % WHERE ", c.Parent)
 	if after != nil {
 		q(w, "%.% > ", c.Parent, c.ParentKey)
 		w.Arg(after)
@@ -1032,7 +1033,27 @@ func (d Dialect) RecountBatch(w Writer, c Count, withColumn bool, after any, lim
 	}
 	w.WriteString("(")
 	cond(w)
-	q(w, ") ORDER BY %.% LIMIT "+strconv.Itoa(limit), c.Parent, c.ParentKey)
+	w.WriteString(")")
+	if limit > 0 {
+		q(w, " ORDER BY %.% LIMIT "+strconv.Itoa(limit), c.Parent, c.ParentKey)
+	}
+}
+
+// CountExistingAll writes one statement that sets c's count right for
+// every parent, as Recount does in batches: for each parent whose children
+// add up to other than its slots (and, withColumn, its folded column), it
+// adds the difference to slot 0. Run again, it finds no difference and
+// writes nothing: a migration file can hold it.
+func (d Dialect) CountExistingAll(w Writer, c Count, withColumn bool) {
+	const r = "hc_r"
+	q(w, "INSERT INTO % (%, %, %) SELECT %.k, 0, %.d FROM (", c.Slots, c.Owner, SlotColumn, ValueColumn, r, r)
+	d.RecountBatch(w, c, withColumn, nil, 0, func(w Writer) { w.WriteString("1=1") })
+	q(w, ") AS % WHERE %.d <> 0 ORDER BY %.k", r, r, r)
+	if d.kind == mysql {
+		q(w, " ON DUPLICATE KEY UPDATE % = %.% + VALUES(%)", ValueColumn, c.Slots, ValueColumn, ValueColumn)
+		return
+	}
+	q(w, " ON CONFLICT (%, %) DO UPDATE SET % = %.% + excluded.%", c.Owner, SlotColumn, ValueColumn, c.Slots, ValueColumn, ValueColumn)
 }
 
 // JITOff writes a query that turns JIT compilation off for the rest of the

@@ -149,6 +149,8 @@ func statements(d Dialect) []struct {
 		one("RecountBatch with the column", func(w Writer) { d.RecountBatch(w, count, true, nil, 500, cond) }),
 		one("RecountBatch, a running total", func(w Writer) { d.RecountBatch(w, folderBytes, false, nil, 500, cond) }),
 		one("RecountBatch, two levels", func(w Writer) { d.RecountBatch(w, sectionPages, false, nil, 500, cond) }),
+		one("CountExistingAll", func(w Writer) { d.CountExistingAll(w, count, false) }),
+		one("CountExistingAll with the column, ent's layout", func(w Writer) { d.CountExistingAll(w, entCount, true) }),
 		one("ProbeStorage", func(w Writer) { d.ProbeStorage(w, posts) }),
 		one("KeyUnique", func(w Writer) { d.KeyUnique(w, "posts", "id") }),
 		one("ColumnOwners", func(w Writer) { d.ColumnOwners(w, posts, int64(9), 500) }),

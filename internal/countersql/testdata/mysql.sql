@@ -252,17 +252,23 @@ SELECT `id` FROM `categories` WHERE `id` IN ($1,$2,$3);
 -- args: [1 2 3]
 
 -- RecountBatch
-SELECT `categories`.`id`, CAST((SELECT COUNT(*) FROM `objects` AS `hc_c` WHERE `hc_c`.`category_id` = `categories`.`id` AND (`deleted_at` IS NULL AND (status = 'active'))) - COALESCE((SELECT SUM(hc_s.`n`) FROM `category_object_count_slots` AS hc_s WHERE hc_s.`category_id` = `categories`.`id`), 0) AS SIGNED) FROM `categories` WHERE `categories`.`id` > $1 AND (1=1) ORDER BY `categories`.`id` LIMIT 500;
+SELECT `categories`.`id` AS k, CAST((SELECT COUNT(*) FROM `objects` AS `hc_c` WHERE `hc_c`.`category_id` = `categories`.`id` AND (`deleted_at` IS NULL AND (status = 'active'))) - COALESCE((SELECT SUM(hc_s.`n`) FROM `category_object_count_slots` AS hc_s WHERE hc_s.`category_id` = `categories`.`id`), 0) AS SIGNED) AS d FROM `categories` WHERE `categories`.`id` > $1 AND (1=1) ORDER BY `categories`.`id` LIMIT 500;
 -- args: [9]
 
 -- RecountBatch with the column
-SELECT `categories`.`id`, CAST((SELECT COUNT(*) FROM `objects` AS `hc_c` WHERE `hc_c`.`category_id` = `categories`.`id` AND (`deleted_at` IS NULL AND (status = 'active'))) - COALESCE((SELECT SUM(hc_s.`n`) FROM `category_object_count_slots` AS hc_s WHERE hc_s.`category_id` = `categories`.`id`), 0) - `categories`.`object_count` AS SIGNED) FROM `categories` WHERE (1=1) ORDER BY `categories`.`id` LIMIT 500;
+SELECT `categories`.`id` AS k, CAST((SELECT COUNT(*) FROM `objects` AS `hc_c` WHERE `hc_c`.`category_id` = `categories`.`id` AND (`deleted_at` IS NULL AND (status = 'active'))) - COALESCE((SELECT SUM(hc_s.`n`) FROM `category_object_count_slots` AS hc_s WHERE hc_s.`category_id` = `categories`.`id`), 0) - `categories`.`object_count` AS SIGNED) AS d FROM `categories` WHERE (1=1) ORDER BY `categories`.`id` LIMIT 500;
 
 -- RecountBatch, a running total
-SELECT `folders`.`id`, CAST((SELECT COALESCE(SUM(hc_c.`size`), 0) FROM `files` AS `hc_c` WHERE `hc_c`.`folder_id` = `folders`.`id` AND (1=1)) - COALESCE((SELECT SUM(hc_s.`n`) FROM `folder_bytes_slots` AS hc_s WHERE hc_s.`folder_id` = `folders`.`id`), 0) AS SIGNED) FROM `folders` WHERE (1=1) ORDER BY `folders`.`id` LIMIT 500;
+SELECT `folders`.`id` AS k, CAST((SELECT COALESCE(SUM(hc_c.`size`), 0) FROM `files` AS `hc_c` WHERE `hc_c`.`folder_id` = `folders`.`id` AND (1=1)) - COALESCE((SELECT SUM(hc_s.`n`) FROM `folder_bytes_slots` AS hc_s WHERE hc_s.`folder_id` = `folders`.`id`), 0) AS SIGNED) AS d FROM `folders` WHERE (1=1) ORDER BY `folders`.`id` LIMIT 500;
 
 -- RecountBatch, two levels
-SELECT `sections`.`id`, CAST((SELECT COUNT(*) FROM `pages` AS `hc_c` WHERE `hc_c`.`section_id` IN (SELECT hc_m.`id` FROM `sections` AS hc_m WHERE hc_m.`parent_id` = `sections`.`id`) AND (1=1)) - COALESCE((SELECT SUM(hc_s.`n`) FROM `section_page_count_slots` AS hc_s WHERE hc_s.`section_id` = `sections`.`id`), 0) AS SIGNED) FROM `sections` WHERE (1=1) ORDER BY `sections`.`id` LIMIT 500;
+SELECT `sections`.`id` AS k, CAST((SELECT COUNT(*) FROM `pages` AS `hc_c` WHERE `hc_c`.`section_id` IN (SELECT hc_m.`id` FROM `sections` AS hc_m WHERE hc_m.`parent_id` = `sections`.`id`) AND (1=1)) - COALESCE((SELECT SUM(hc_s.`n`) FROM `section_page_count_slots` AS hc_s WHERE hc_s.`section_id` = `sections`.`id`), 0) AS SIGNED) AS d FROM `sections` WHERE (1=1) ORDER BY `sections`.`id` LIMIT 500;
+
+-- CountExistingAll
+INSERT INTO `category_object_count_slots` (`category_id`, `slot`, `n`) SELECT `hc_r`.k, 0, `hc_r`.d FROM (SELECT `categories`.`id` AS k, CAST((SELECT COUNT(*) FROM `objects` AS `hc_c` WHERE `hc_c`.`category_id` = `categories`.`id` AND (`deleted_at` IS NULL AND (status = 'active'))) - COALESCE((SELECT SUM(hc_s.`n`) FROM `category_object_count_slots` AS hc_s WHERE hc_s.`category_id` = `categories`.`id`), 0) AS SIGNED) AS d FROM `categories` WHERE (1=1)) AS `hc_r` WHERE `hc_r`.d <> 0 ORDER BY `hc_r`.k ON DUPLICATE KEY UPDATE `n` = `category_object_count_slots`.`n` + VALUES(`n`);
+
+-- CountExistingAll with the column, ent's layout
+INSERT INTO `category_object_count_slots` (`category_id`, `slot`, `n`) SELECT `hc_r`.k, 0, `hc_r`.d FROM (SELECT `categories`.`id` AS k, CAST((SELECT COUNT(*) FROM `objects` AS `hc_c` WHERE `hc_c`.`category_id` = `categories`.`id` AND (`deleted_at` IS NULL AND (status = 'active'))) - COALESCE((SELECT SUM(hc_s.`n`) FROM `category_object_count_slots` AS hc_s WHERE hc_s.`category_id` = `categories`.`id`), 0) - `categories`.`object_count` AS SIGNED) AS d FROM `categories` WHERE (1=1)) AS `hc_r` WHERE `hc_r`.d <> 0 ORDER BY `hc_r`.k ON DUPLICATE KEY UPDATE `n` = `category_object_count_slots`.`n` + VALUES(`n`);
 
 -- ProbeStorage
 SELECT COUNT(*) > 0, COALESCE(MAX(c.COLUMN_TYPE), ''), COALESCE(MAX(c.IS_NULLABLE = 'YES'), 0), COALESCE(MAX(CASE WHEN c.COLUMN_DEFAULT IS NULL OR c.COLUMN_DEFAULT = 'NULL' THEN '' ELSE c.COLUMN_DEFAULT END), ''), (SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = $1) > 0, (SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = $2) > 0 FROM information_schema.COLUMNS c WHERE c.TABLE_SCHEMA = DATABASE() AND c.TABLE_NAME = $3 AND c.COLUMN_NAME = $4;

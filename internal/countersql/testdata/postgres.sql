@@ -375,17 +375,23 @@ SELECT "id" FROM "categories" WHERE "id" = ANY($1);
 -- args: [{[1 2 3]}]
 
 -- RecountBatch
-SELECT "categories"."id", CAST((SELECT COUNT(*) FROM "objects" AS "hc_c" WHERE "hc_c"."category_id" = "categories"."id" AND ("deleted_at" IS NULL AND (status = 'active'))) - COALESCE((SELECT SUM(hc_s."n") FROM "category_object_count_slots" AS hc_s WHERE hc_s."category_id" = "categories"."id"), 0) AS BIGINT) FROM "categories" WHERE "categories"."id" > $1 AND (1=1) ORDER BY "categories"."id" LIMIT 500;
+SELECT "categories"."id" AS k, CAST((SELECT COUNT(*) FROM "objects" AS "hc_c" WHERE "hc_c"."category_id" = "categories"."id" AND ("deleted_at" IS NULL AND (status = 'active'))) - COALESCE((SELECT SUM(hc_s."n") FROM "category_object_count_slots" AS hc_s WHERE hc_s."category_id" = "categories"."id"), 0) AS BIGINT) AS d FROM "categories" WHERE "categories"."id" > $1 AND (1=1) ORDER BY "categories"."id" LIMIT 500;
 -- args: [9]
 
 -- RecountBatch with the column
-SELECT "categories"."id", CAST((SELECT COUNT(*) FROM "objects" AS "hc_c" WHERE "hc_c"."category_id" = "categories"."id" AND ("deleted_at" IS NULL AND (status = 'active'))) - COALESCE((SELECT SUM(hc_s."n") FROM "category_object_count_slots" AS hc_s WHERE hc_s."category_id" = "categories"."id"), 0) - "categories"."object_count" AS BIGINT) FROM "categories" WHERE (1=1) ORDER BY "categories"."id" LIMIT 500;
+SELECT "categories"."id" AS k, CAST((SELECT COUNT(*) FROM "objects" AS "hc_c" WHERE "hc_c"."category_id" = "categories"."id" AND ("deleted_at" IS NULL AND (status = 'active'))) - COALESCE((SELECT SUM(hc_s."n") FROM "category_object_count_slots" AS hc_s WHERE hc_s."category_id" = "categories"."id"), 0) - "categories"."object_count" AS BIGINT) AS d FROM "categories" WHERE (1=1) ORDER BY "categories"."id" LIMIT 500;
 
 -- RecountBatch, a running total
-SELECT "folders"."id", CAST((SELECT COALESCE(SUM(hc_c."size"), 0) FROM "files" AS "hc_c" WHERE "hc_c"."folder_id" = "folders"."id" AND (1=1)) - COALESCE((SELECT SUM(hc_s."n") FROM "folder_bytes_slots" AS hc_s WHERE hc_s."folder_id" = "folders"."id"), 0) AS BIGINT) FROM "folders" WHERE (1=1) ORDER BY "folders"."id" LIMIT 500;
+SELECT "folders"."id" AS k, CAST((SELECT COALESCE(SUM(hc_c."size"), 0) FROM "files" AS "hc_c" WHERE "hc_c"."folder_id" = "folders"."id" AND (1=1)) - COALESCE((SELECT SUM(hc_s."n") FROM "folder_bytes_slots" AS hc_s WHERE hc_s."folder_id" = "folders"."id"), 0) AS BIGINT) AS d FROM "folders" WHERE (1=1) ORDER BY "folders"."id" LIMIT 500;
 
 -- RecountBatch, two levels
-SELECT "sections"."id", CAST((SELECT COUNT(*) FROM "pages" AS "hc_c" WHERE "hc_c"."section_id" IN (SELECT hc_m."id" FROM "sections" AS hc_m WHERE hc_m."parent_id" = "sections"."id") AND (1=1)) - COALESCE((SELECT SUM(hc_s."n") FROM "section_page_count_slots" AS hc_s WHERE hc_s."section_id" = "sections"."id"), 0) AS BIGINT) FROM "sections" WHERE (1=1) ORDER BY "sections"."id" LIMIT 500;
+SELECT "sections"."id" AS k, CAST((SELECT COUNT(*) FROM "pages" AS "hc_c" WHERE "hc_c"."section_id" IN (SELECT hc_m."id" FROM "sections" AS hc_m WHERE hc_m."parent_id" = "sections"."id") AND (1=1)) - COALESCE((SELECT SUM(hc_s."n") FROM "section_page_count_slots" AS hc_s WHERE hc_s."section_id" = "sections"."id"), 0) AS BIGINT) AS d FROM "sections" WHERE (1=1) ORDER BY "sections"."id" LIMIT 500;
+
+-- CountExistingAll
+INSERT INTO "category_object_count_slots" ("category_id", "slot", "n") SELECT "hc_r".k, 0, "hc_r".d FROM (SELECT "categories"."id" AS k, CAST((SELECT COUNT(*) FROM "objects" AS "hc_c" WHERE "hc_c"."category_id" = "categories"."id" AND ("deleted_at" IS NULL AND (status = 'active'))) - COALESCE((SELECT SUM(hc_s."n") FROM "category_object_count_slots" AS hc_s WHERE hc_s."category_id" = "categories"."id"), 0) AS BIGINT) AS d FROM "categories" WHERE (1=1)) AS "hc_r" WHERE "hc_r".d <> 0 ORDER BY "hc_r".k ON CONFLICT ("category_id", "slot") DO UPDATE SET "n" = "category_object_count_slots"."n" + excluded."n";
+
+-- CountExistingAll with the column, ent's layout
+INSERT INTO "category_object_count_slots" ("category_id", "slot", "n") SELECT "hc_r".k, 0, "hc_r".d FROM (SELECT "categories"."id" AS k, CAST((SELECT COUNT(*) FROM "objects" AS "hc_c" WHERE "hc_c"."category_id" = "categories"."id" AND ("deleted_at" IS NULL AND (status = 'active'))) - COALESCE((SELECT SUM(hc_s."n") FROM "category_object_count_slots" AS hc_s WHERE hc_s."category_id" = "categories"."id"), 0) - "categories"."object_count" AS BIGINT) AS d FROM "categories" WHERE (1=1)) AS "hc_r" WHERE "hc_r".d <> 0 ORDER BY "hc_r".k ON CONFLICT ("category_id", "slot") DO UPDATE SET "n" = "category_object_count_slots"."n" + excluded."n";
 
 -- ProbeStorage
 SELECT a.attname IS NOT NULL, COALESCE(format_type(a.atttypid, a.atttypmod), ''), COALESCE(NOT a.attnotnull, false), COALESCE(pg_get_expr(ad.adbin, ad.adrelid), ''), to_regclass($1) IS NOT NULL, to_regclass($2) IS NOT NULL FROM (SELECT 1) AS one LEFT JOIN pg_attribute a ON a.attrelid = to_regclass($3) AND a.attname = $4 AND a.attnum > 0 AND NOT a.attisdropped LEFT JOIN pg_attrdef ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum;

@@ -252,17 +252,23 @@ SELECT "id" FROM "categories" WHERE "id" IN ($1,$2,$3);
 -- args: [1 2 3]
 
 -- RecountBatch
-SELECT "categories"."id", CAST((SELECT COUNT(*) FROM "objects" AS "hc_c" WHERE "hc_c"."category_id" = "categories"."id" AND ("deleted_at" IS NULL AND (status = 'active'))) - COALESCE((SELECT SUM(hc_s."n") FROM "category_object_count_slots" AS hc_s WHERE hc_s."category_id" = "categories"."id"), 0) AS INTEGER) FROM "categories" WHERE "categories"."id" > $1 AND (1=1) ORDER BY "categories"."id" LIMIT 500;
+SELECT "categories"."id" AS k, CAST((SELECT COUNT(*) FROM "objects" AS "hc_c" WHERE "hc_c"."category_id" = "categories"."id" AND ("deleted_at" IS NULL AND (status = 'active'))) - COALESCE((SELECT SUM(hc_s."n") FROM "category_object_count_slots" AS hc_s WHERE hc_s."category_id" = "categories"."id"), 0) AS INTEGER) AS d FROM "categories" WHERE "categories"."id" > $1 AND (1=1) ORDER BY "categories"."id" LIMIT 500;
 -- args: [9]
 
 -- RecountBatch with the column
-SELECT "categories"."id", CAST((SELECT COUNT(*) FROM "objects" AS "hc_c" WHERE "hc_c"."category_id" = "categories"."id" AND ("deleted_at" IS NULL AND (status = 'active'))) - COALESCE((SELECT SUM(hc_s."n") FROM "category_object_count_slots" AS hc_s WHERE hc_s."category_id" = "categories"."id"), 0) - "categories"."object_count" AS INTEGER) FROM "categories" WHERE (1=1) ORDER BY "categories"."id" LIMIT 500;
+SELECT "categories"."id" AS k, CAST((SELECT COUNT(*) FROM "objects" AS "hc_c" WHERE "hc_c"."category_id" = "categories"."id" AND ("deleted_at" IS NULL AND (status = 'active'))) - COALESCE((SELECT SUM(hc_s."n") FROM "category_object_count_slots" AS hc_s WHERE hc_s."category_id" = "categories"."id"), 0) - "categories"."object_count" AS INTEGER) AS d FROM "categories" WHERE (1=1) ORDER BY "categories"."id" LIMIT 500;
 
 -- RecountBatch, a running total
-SELECT "folders"."id", CAST((SELECT COALESCE(SUM(hc_c."size"), 0) FROM "files" AS "hc_c" WHERE "hc_c"."folder_id" = "folders"."id" AND (1=1)) - COALESCE((SELECT SUM(hc_s."n") FROM "folder_bytes_slots" AS hc_s WHERE hc_s."folder_id" = "folders"."id"), 0) AS INTEGER) FROM "folders" WHERE (1=1) ORDER BY "folders"."id" LIMIT 500;
+SELECT "folders"."id" AS k, CAST((SELECT COALESCE(SUM(hc_c."size"), 0) FROM "files" AS "hc_c" WHERE "hc_c"."folder_id" = "folders"."id" AND (1=1)) - COALESCE((SELECT SUM(hc_s."n") FROM "folder_bytes_slots" AS hc_s WHERE hc_s."folder_id" = "folders"."id"), 0) AS INTEGER) AS d FROM "folders" WHERE (1=1) ORDER BY "folders"."id" LIMIT 500;
 
 -- RecountBatch, two levels
-SELECT "sections"."id", CAST((SELECT COUNT(*) FROM "pages" AS "hc_c" WHERE "hc_c"."section_id" IN (SELECT hc_m."id" FROM "sections" AS hc_m WHERE hc_m."parent_id" = "sections"."id") AND (1=1)) - COALESCE((SELECT SUM(hc_s."n") FROM "section_page_count_slots" AS hc_s WHERE hc_s."section_id" = "sections"."id"), 0) AS INTEGER) FROM "sections" WHERE (1=1) ORDER BY "sections"."id" LIMIT 500;
+SELECT "sections"."id" AS k, CAST((SELECT COUNT(*) FROM "pages" AS "hc_c" WHERE "hc_c"."section_id" IN (SELECT hc_m."id" FROM "sections" AS hc_m WHERE hc_m."parent_id" = "sections"."id") AND (1=1)) - COALESCE((SELECT SUM(hc_s."n") FROM "section_page_count_slots" AS hc_s WHERE hc_s."section_id" = "sections"."id"), 0) AS INTEGER) AS d FROM "sections" WHERE (1=1) ORDER BY "sections"."id" LIMIT 500;
+
+-- CountExistingAll
+INSERT INTO "category_object_count_slots" ("category_id", "slot", "n") SELECT "hc_r".k, 0, "hc_r".d FROM (SELECT "categories"."id" AS k, CAST((SELECT COUNT(*) FROM "objects" AS "hc_c" WHERE "hc_c"."category_id" = "categories"."id" AND ("deleted_at" IS NULL AND (status = 'active'))) - COALESCE((SELECT SUM(hc_s."n") FROM "category_object_count_slots" AS hc_s WHERE hc_s."category_id" = "categories"."id"), 0) AS INTEGER) AS d FROM "categories" WHERE (1=1)) AS "hc_r" WHERE "hc_r".d <> 0 ORDER BY "hc_r".k ON CONFLICT ("category_id", "slot") DO UPDATE SET "n" = "category_object_count_slots"."n" + excluded."n";
+
+-- CountExistingAll with the column, ent's layout
+INSERT INTO "category_object_count_slots" ("category_id", "slot", "n") SELECT "hc_r".k, 0, "hc_r".d FROM (SELECT "categories"."id" AS k, CAST((SELECT COUNT(*) FROM "objects" AS "hc_c" WHERE "hc_c"."category_id" = "categories"."id" AND ("deleted_at" IS NULL AND (status = 'active'))) - COALESCE((SELECT SUM(hc_s."n") FROM "category_object_count_slots" AS hc_s WHERE hc_s."category_id" = "categories"."id"), 0) - "categories"."object_count" AS INTEGER) AS d FROM "categories" WHERE (1=1)) AS "hc_r" WHERE "hc_r".d <> 0 ORDER BY "hc_r".k ON CONFLICT ("category_id", "slot") DO UPDATE SET "n" = "category_object_count_slots"."n" + excluded."n";
 
 -- ProbeStorage
 SELECT c.name IS NOT NULL, COALESCE(c.type, ''), COALESCE(c."notnull" = 0, 0), COALESCE(c.dflt_value, ''), (SELECT COUNT(*) FROM "main"."sqlite_master" WHERE type = 'table' AND name = $1) > 0, (SELECT COUNT(*) FROM "main"."sqlite_master" WHERE type = 'table' AND name = $2) > 0 FROM (SELECT 1) AS one LEFT JOIN pragma_table_info($3, $4) c ON c.name = $5;

@@ -1,0 +1,55 @@
+package entcounter
+
+import (
+	"fmt"
+
+	"github.com/hotcounter/hotcounter/internal/engine"
+)
+
+// Script is the library's part of a schema as a migration file holds it:
+// the statements that make it (Up) and those that take it away (Down), in
+// the order to run them. UpSQL, DownSQL and Goose render it as files.
+type Script = engine.Script
+
+// SchemaSQL returns, without sending anything to the database, every
+// statement the client's counters need beyond what ent's own migration
+// writes (the slot and delta tables are ent schemas, in ent's files): per
+// counter, PostgreSQL's fillfactor on its slot table, the slot rows of the
+// parents that exist where slot rows are pre-created (MySQL/MariaDB by
+// default), and for a count kept by triggers its triggers (and functions)
+// and one statement that counts the children that exist. Down removes the
+// triggers.
+//
+//	script, err := entcounter.SchemaSQL(client)
+//	os.WriteFile("migrations/20261206000002_counters.sql", []byte(script.UpSQL()), 0o644)
+//
+// It goes in a file after the one ent writes (migrate.NamedDiff), which
+// creates the tables it names. Every Up statement can run again on a
+// database that has them, changing nothing. The client's driver is not
+// used: no connection is opened. docs/migrations.md walks through
+// NamedDiff, Atlas's ent:// and goose.
+func SchemaSQL(src Source) (Script, error) {
+	r := src.HotCounter()
+	st, err := r.Store()
+	if err != nil {
+		return Script{}, err
+	}
+	parts := make([]engine.SchemaPart, 0, len(r.Defs))
+	for _, d := range r.Defs {
+		part := engine.SchemaPart{Counter: d.Counter(st.Dialect)}
+		if d.Count != nil {
+			cs := d.CountSpec()
+			part.Count = &cs
+			part.Counter.Options.Hooks = d.Count.Hooks
+			// ent's M2M join tables delete with either side (ON DELETE
+			// CASCADE on both keys).
+			part.Cascades = cs.Across != nil
+		}
+		parts = append(parts, part)
+	}
+	script, err := st.Schema(parts)
+	if err != nil {
+		return Script{}, fmt.Errorf("entcounter: %w", err)
+	}
+	return script, nil
+}

@@ -1,0 +1,282 @@
+package integration_test
+
+import (
+	"context"
+	stdsql "database/sql"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/pressly/goose/v3"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/hotcounter/hotcounter/gormcounter"
+)
+
+// FilePost is migrated by files: every kind of counter, a count of its
+// comments and, through the join table file_post_tags, a tag's count of
+// posts (whose key deletes with the post: MySQL needs a trigger on posts).
+type FilePost struct {
+	ID           uint
+	Title        string
+	Likes        int64 `gorm:"counter"`
+	Views        int64 `gorm:"counter:rollup"`
+	Claps        int64 `gorm:"counter:append"`
+	CommentCount int64 `gorm:"counter:counts=FileComments"`
+	FileComments []FileComment
+	FileTags     []FileTag `gorm:"many2many:file_post_tags;constraint:OnDelete:CASCADE"`
+}
+
+// FileComment is a comment of a FilePost.
+type FileComment struct {
+	ID         uint
+	FilePostID uint
+	Approved   bool
+}
+
+// FileTag counts its posts through file_post_tags.
+type FileTag struct {
+	ID        uint
+	PostCount int64      `gorm:"counter:counts=FilePosts"`
+	FilePosts []FilePost `gorm:"many2many:file_post_tags;constraint:OnDelete:CASCADE"`
+}
+
+// FilePostV2 is FilePost as a later release declares it: a new sum
+// counter and a new count, added by a second file over existing rows.
+type FilePostV2 struct {
+	ID            uint
+	Title         string
+	Likes         int64         `gorm:"counter"`
+	Views         int64         `gorm:"counter:rollup"`
+	Claps         int64         `gorm:"counter:append"`
+	CommentCount  int64         `gorm:"counter:counts=FileComments"`
+	Shares        int64         `gorm:"counter"`
+	ApprovedCount int64         `gorm:"counter:counts=FileComments,where=approved = true"`
+	FileComments  []FileComment `gorm:"foreignKey:FilePostID"`
+}
+
+func (FilePostV2) TableName() string { return "file_posts" }
+
+// recordingLogger keeps the statements a dry run shows.
+type recordingLogger struct {
+	logger.Interface
+	mu    sync.Mutex
+	stmts []string
+}
+
+func (l *recordingLogger) Trace(_ context.Context, _ time.Time, fc func() (string, int64), err error) {
+	sql, _ := fc()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.stmts = append(l.stmts, sql)
+}
+
+// dryRunFile returns what a dry run of AutoMigrate of models shows, on e's
+// database as it is, as a goose file.
+func dryRunFile(t *testing.T, db *gorm.DB, models ...any) string {
+	t.Helper()
+	rec := &recordingLogger{Interface: logger.Discard}
+	must(t, db.Session(&gorm.Session{DryRun: true, Logger: rec}).AutoMigrate(models...))
+	var b strings.Builder
+	b.WriteString("-- +goose Up\n")
+	for _, st := range rec.stmts {
+		if strings.HasPrefix(st, "SELECT") { // the catalog reads GORM logs beside what it shows
+			continue
+		}
+		b.WriteString("-- +goose StatementBegin\n" + st + ";\n-- +goose StatementEnd\n")
+	}
+	return b.String()
+}
+
+// gooseUp applies files, named in order, to the database of kind at dsn
+// with goose.
+func gooseUp(t *testing.T, e *env, files ...string) {
+	t.Helper()
+	fsys := fstest.MapFS{}
+	for i, f := range files {
+		fsys[fmt.Sprintf("%05d_step.sql", i+1)] = &fstest.MapFile{Data: []byte(f)}
+	}
+	dialect := map[dbKind]goose.Dialect{pg: goose.DialectPostgres, my: goose.DialectMySQL, lite: goose.DialectSQLite3}[e.kind]
+	p, err := goose.NewProvider(dialect, openPool(t, e, 2), fsys)
+	must(t, err)
+	if _, err := p.Up(context.Background()); err != nil {
+		t.Fatalf("goose up: %v\n%s", err, strings.Join(files, "\n"))
+	}
+}
+
+// catalog describes what a database holds, as migrations leave it: its
+// tables and their columns, its triggers and, on PostgreSQL, the storage
+// options of its tables. goose's own table is left out.
+func catalog(t *testing.T, e *env, db *stdsql.DB) []string {
+	t.Helper()
+	var queries []string
+	switch e.kind {
+	case pg:
+		queries = []string{
+			`SELECT table_name || '.' || column_name || ' ' || data_type || ' ' || is_nullable || ' ' || COALESCE(column_default, '') FROM information_schema.columns WHERE table_schema = current_schema()`,
+			`SELECT 'trigger ' || event_object_table || '.' || trigger_name || ' ' || event_manipulation FROM information_schema.triggers WHERE trigger_schema = current_schema()`,
+			`SELECT 'options ' || c.relname || ' ' || array_to_string(c.reloptions, ',') FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = current_schema() AND c.reloptions IS NOT NULL`,
+			`SELECT 'index ' || tablename || ' ' || replace(indexdef, current_schema() || '.', '') FROM pg_indexes WHERE schemaname = current_schema()`,
+		}
+	case my:
+		queries = []string{
+			`SELECT CONCAT(TABLE_NAME, '.', COLUMN_NAME, ' ', COLUMN_TYPE, ' ', IS_NULLABLE, ' ', COALESCE(COLUMN_DEFAULT, '')) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE()`,
+			`SELECT CONCAT('trigger ', EVENT_OBJECT_TABLE, '.', TRIGGER_NAME, ' ', EVENT_MANIPULATION) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE()`,
+			`SELECT CONCAT('index ', TABLE_NAME, ' ', INDEX_NAME, ' ', COLUMN_NAME, ' ', NON_UNIQUE) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE()`,
+		}
+	default:
+		queries = []string{
+			`SELECT m.name || '.' || p.name || ' ' || p.type || ' ' || p."notnull" || ' ' || COALESCE(p.dflt_value, '') FROM sqlite_master m JOIN pragma_table_info(m.name) p WHERE m.type = 'table'`,
+			`SELECT 'trigger ' || tbl_name || '.' || name FROM sqlite_master WHERE type = 'trigger'`,
+			`SELECT 'index ' || tbl_name || ' ' || name FROM sqlite_master WHERE type = 'index'`,
+		}
+	}
+	var out []string
+	for _, q := range queries {
+		rows, err := db.Query(q)
+		must(t, err)
+		for rows.Next() {
+			var s string
+			must(t, rows.Scan(&s))
+			if !strings.Contains(s, "goose_db_version") && !strings.Contains(s, "sqlite_sequence") {
+				out = append(out, s)
+			}
+		}
+		must(t, rows.Err())
+		rows.Close()
+	}
+	slices.Sort(out)
+	return out
+}
+
+// filePostCounts loads a post and returns its counters, and what its
+// comments, as GORM's query returns them, add up to.
+func filePostCounts(t *testing.T, db *gorm.DB, id uint) (FilePost, int64) {
+	t.Helper()
+	var p FilePost
+	must(t, db.Preload("FileComments").First(&p, id).Error)
+	return p, int64(len(p.FileComments))
+}
+
+// TestADatabaseMigratedByFilesCountsExactly: a team that migrates by files
+// gets the whole schema from a dry run of AutoMigrate (GORM's DDL and the
+// library's, nothing sent), applies it with goose, and never calls
+// AutoMigrate. Increments of every kind, counts kept by triggers (create,
+// move, delete, raw SQL, a cascade through a join table) and the passes
+// are then exact. A second file made the same way adds a counter and a
+// count over existing rows, which count from the start. The database so
+// migrated has the same tables, columns, indexes, triggers and storage as
+// one AutoMigrate migrated.
+func TestADatabaseMigratedByFilesCountsExactly(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		v1 := []any{&FilePost{}, &FileComment{}, &FileTag{}}
+		first := dryRunFile(t, e.db, v1...)
+		has, err := e.db.Migrator().GetTables()
+		must(t, err)
+		if len(has) != 0 {
+			t.Fatalf("a dry run of AutoMigrate created %v", has)
+		}
+		gooseUp(t, e, first)
+
+		// Writers: 8 goroutines each like, view and clap every post, and add
+		// comments; a raw insert and a move and a delete beside them.
+		posts := make([]FilePost, 3)
+		must(t, e.db.Create(&posts).Error)
+		tag := FileTag{}
+		must(t, e.db.Create(&tag).Error)
+		must(t, e.db.Model(&tag).Association("FilePosts").Append(&posts))
+		const writers, each = 8, 10
+		var wg sync.WaitGroup
+		errs := make(chan error, writers)
+		for range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range each {
+					p := posts[i%len(posts)]
+					for _, f := range []string{"Likes", "Views", "Claps"} {
+						if err := gormcounter.Increment(e.db.Model(&p), f, 1).Error; err != nil {
+							errs <- err
+							return
+						}
+					}
+					if err := e.db.Create(&FileComment{FilePostID: p.ID, Approved: i%2 == 0}).Error; err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		must(t, e.db.Exec("INSERT INTO file_comments (file_post_id, approved) VALUES (?, ?)", posts[0].ID, true).Error)
+		var moved FileComment
+		must(t, e.db.Where("file_post_id = ?", posts[1].ID).First(&moved).Error)
+		must(t, e.db.Model(&moved).Update("file_post_id", posts[2].ID).Error)
+		var gone FileComment
+		must(t, e.db.Where("file_post_id = ?", posts[2].ID).First(&gone).Error)
+		must(t, e.db.Delete(&gone).Error)
+		must(t, gormcounter.RollupPass(e.db, &FilePost{}))
+
+		for i, p := range posts {
+			var want int64 // writer k's write i goes to post i%3
+			for w := range each {
+				if w%len(posts) == i {
+					want += writers
+				}
+			}
+			got, comments := filePostCounts(t, e.db, p.ID)
+			if got.Likes != want || got.Views != want || got.Claps != want {
+				t.Errorf("post %d: likes %d, views %d, claps %d; want %d each", i, got.Likes, got.Views, got.Claps, want)
+			}
+			if got.CommentCount != comments {
+				t.Errorf("post %d: comment_count %d, its comments %d", i, got.CommentCount, comments)
+			}
+		}
+		n, err := gormcounter.Recount(e.db.Model(&FilePost{}), "CommentCount")
+		must(t, err)
+		if n != 0 {
+			t.Errorf("Recount corrected %d posts: the triggers the file installed missed writes", n)
+		}
+		must(t, e.db.Select("FileComments").Delete(&posts[0]).Error)
+		var tagNow FileTag
+		must(t, e.db.First(&tagNow, tag.ID).Error)
+		if tagNow.PostCount != 2 {
+			t.Errorf("after deleting one of its 3 posts the tag counts %d; want 2", tagNow.PostCount)
+		}
+
+		// A second file adds a counter and a count over the rows that exist.
+		second := dryRunFile(t, e.db, &FilePostV2{}, &FileComment{})
+		gooseUp(t, e, first, second)
+		for _, p := range posts[1:] {
+			must(t, gormcounter.Increment(e.db.Model(&FilePostV2{ID: p.ID}), "Shares", 2).Error)
+			var got FilePostV2
+			must(t, e.db.First(&got, p.ID).Error)
+			var approved int64
+			must(t, e.db.Model(&FileComment{}).Where("file_post_id = ? AND approved = ?", p.ID, true).Count(&approved).Error)
+			if got.Shares != 2 || got.ApprovedCount != approved || approved == 0 {
+				t.Errorf("post %d after the second file: shares %d (want 2), approved_count %d (want %d)", p.ID, got.Shares, got.ApprovedCount, approved)
+			}
+		}
+
+		// The same models, migrated by AutoMigrate on a database of their
+		// own, make the same schema.
+		orm := open(t, e.kind)
+		must(t, orm.db.AutoMigrate(v1...))
+		must(t, orm.db.AutoMigrate(&FilePostV2{}, &FileComment{}))
+		byFiles, byORM := catalog(t, e, openPool(t, e, 2)), catalog(t, orm, openPool(t, orm, 2))
+		if !slices.Equal(byFiles, byORM) {
+			t.Errorf("the schema the files made differs from AutoMigrate's:\nfiles: %s\nORM:   %s", strings.Join(byFiles, "\n       "), strings.Join(byORM, "\n       "))
+		}
+		_ = ctx
+	})
+}

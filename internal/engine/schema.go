@@ -1,0 +1,149 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/hotcounter/hotcounter/internal/countersql"
+	"github.com/hotcounter/hotcounter/internal/spec"
+)
+
+// A SchemaPart is one counter as a migration file declares it: what both
+// ORMs' exports hand the store, which alone writes the statements.
+type SchemaPart struct {
+	Counter Counter
+	// OwnerType is the column type of the slot (or delta) table's owner
+	// column, as the ORM maps the parent's key. Empty when the ORM's own
+	// migration creates the table (ent's generated slot schemas): the
+	// script then holds only what comes after it.
+	OwnerType string
+	// Count is the spec of a count of child rows (Counter.Count), nil
+	// otherwise.
+	Count *countersql.Count
+	// Cascades says, for a count through a join table (Count.Across), that
+	// the join's key to the other side deletes with it (ON DELETE
+	// CASCADE): MySQL and MariaDB then need a trigger on the other side's
+	// table, since a cascade fires none. The live migration reads it from
+	// the catalog; a file is written before the tables exist, so the ORM
+	// says what its declaration makes.
+	Cascades bool
+}
+
+// Script is a schema as a migration file holds it: the statements that
+// make it (Up) and those that take it away (Down), each in the order to
+// run them. Every Up statement can run again on a database that has the
+// schema already, changing nothing: tables are created IF NOT EXISTS,
+// triggers are dropped and created afresh, slot rows are inserted where
+// missing, and the count of existing children adds only a difference.
+type Script struct {
+	Up, Down []string
+}
+
+// Schema writes the script of parts, in their order, without touching the
+// database. For each counter, Up holds:
+//   - its slot table (or an append counter's delta table and the index on
+//     its owner), where the part gives an owner type;
+//   - on PostgreSQL, the slot table's fillfactor (ReadySlotTable);
+//   - where slot rows are pre-created, those of the parents that exist;
+//   - for a count kept by triggers, its triggers (and functions), then
+//     one statement that counts the children that exist; for a count kept
+//     by hooks, the removal of triggers left from when triggers kept it.
+//
+// Down removes the triggers, then the tables Up created, in reverse.
+func (st Store) Schema(parts []SchemaPart) (Script, error) {
+	d := st.Dialect
+	var s Script
+	var down [][]func(countersql.Writer)
+	for _, p := range parts {
+		c := p.Counter
+		t := c.Table
+		var up []func(countersql.Writer)
+		var undo []func(countersql.Writer)
+		appends := c.Options.Mode == spec.Append
+		if p.OwnerType != "" {
+			if appends {
+				up = append(up, d.CreateDeltaTable(t, p.OwnerType)...)
+			} else {
+				up = append(up, func(w countersql.Writer) { d.CreateSlotTable(w, t, p.OwnerType) })
+			}
+			undo = append(undo, func(w countersql.Writer) { d.DropSlotTable(w, t) })
+		}
+		if !appends {
+			if build := d.SlotStorage(t); build != nil {
+				up = append(up, build)
+			}
+			if c.Precreate {
+				up = append(up, func(w countersql.Writer) { d.PrecreateSlots(w, t, c.Options.Slots, everyParent) })
+			}
+		}
+		if c.Count {
+			if p.Count == nil {
+				return Script{}, fmt.Errorf("%s: %s is a count with no spec", st.Pkg, c.Name)
+			}
+			count := *p.Count
+			drop := d.DropCountTriggers(count)
+			if c.Options.Hooks {
+				up = append(up, drop...)
+			} else {
+				up = append(up, d.InstallCountTriggers(count)...)
+				if my, ok := d.OnMySQL(); ok && count.Across != nil && p.Cascades {
+					up = append(up, my.CascadeTrigger(count))
+				}
+				withColumn := c.Options.Mode.HasColumn()
+				up = append(up, func(w countersql.Writer) { d.CountExistingAll(w, count, withColumn) })
+				undo = append(drop, undo...)
+			}
+		}
+		for _, build := range up {
+			text, err := d.Render(build)
+			if err != nil {
+				return Script{}, fmt.Errorf("%s: %s: %w", st.Pkg, c.Name, err)
+			}
+			s.Up = append(s.Up, text)
+		}
+		down = append(down, undo)
+	}
+	for i := len(down) - 1; i >= 0; i-- {
+		for _, build := range down[i] {
+			text, err := d.Render(build)
+			if err != nil {
+				return Script{}, err
+			}
+			s.Down = append(s.Down, text)
+		}
+	}
+	return s, nil
+}
+
+// UpSQL returns the Up statements as one file's text, each ending with a
+// semicolon on its own line: what golang-migrate's up file, psql, sqlite3
+// or a driver that runs several statements at once (MySQL's
+// multiStatements=true) takes as it is.
+func (s Script) UpSQL() string { return joinStatements(s.Up) }
+
+// DownSQL returns the Down statements as UpSQL does.
+func (s Script) DownSQL() string { return joinStatements(s.Down) }
+
+// Goose returns the script as a goose migration file: an Up and a Down
+// section, each statement between StatementBegin and StatementEnd, since
+// function and trigger bodies hold semicolons of their own.
+func (s Script) Goose() string {
+	var b strings.Builder
+	section := func(name string, stmts []string) {
+		b.WriteString("-- +goose " + name + "\n")
+		for _, st := range stmts {
+			b.WriteString("-- +goose StatementBegin\n" + st + ";\n-- +goose StatementEnd\n")
+		}
+	}
+	section("Up", s.Up)
+	section("Down", s.Down)
+	return b.String()
+}
+
+func joinStatements(stmts []string) string {
+	var b strings.Builder
+	for _, st := range stmts {
+		b.WriteString(st + ";\n")
+	}
+	return b.String()
+}
