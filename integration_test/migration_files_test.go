@@ -15,7 +15,10 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
+	"github.com/hotcounter/hotcounter/entcounter"
 	"github.com/hotcounter/hotcounter/gormcounter"
+	"github.com/hotcounter/hotcounter/integration_test/ent"
+	"github.com/hotcounter/hotcounter/integration_test/ent/file"
 )
 
 // FilePost is migrated by files: every kind of counter, a count of its
@@ -173,110 +176,226 @@ func filePostCounts(t *testing.T, db *gorm.DB, id uint) (FilePost, int64) {
 // migrated has the same tables, columns, indexes, triggers and storage as
 // one AutoMigrate migrated.
 func TestADatabaseMigratedByFilesCountsExactly(t *testing.T) {
-	eachDB(t, func(t *testing.T, e *env) {
-		ctx := context.Background()
-		v1 := []any{&FilePost{}, &FileComment{}, &FileTag{}}
-		first := dryRunFile(t, e.db, v1...)
-		has, err := e.db.Migrator().GetTables()
-		must(t, err)
-		if len(has) != 0 {
-			t.Fatalf("a dry run of AutoMigrate created %v", has)
-		}
-		gooseUp(t, e, first)
+	t.Run("gorm", func(t *testing.T) { eachDB(t, gormByFiles) })
+	t.Run("ent", func(t *testing.T) { eachDB(t, entByFiles) })
+}
 
-		// Writers: 8 goroutines each like, view and clap every post, and add
-		// comments; a raw insert and a move and a delete beside them.
-		posts := make([]FilePost, 3)
-		must(t, e.db.Create(&posts).Error)
-		tag := FileTag{}
-		must(t, e.db.Create(&tag).Error)
-		must(t, e.db.Model(&tag).Association("FilePosts").Append(&posts))
-		const writers, each = 8, 10
-		var wg sync.WaitGroup
-		errs := make(chan error, writers)
-		for range writers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := range each {
-					p := posts[i%len(posts)]
-					for _, f := range []string{"Likes", "Views", "Claps"} {
-						if err := gormcounter.Increment(e.db.Model(&p), f, 1).Error; err != nil {
-							errs <- err
-							return
-						}
-					}
-					if err := e.db.Create(&FileComment{FilePostID: p.ID, Approved: i%2 == 0}).Error; err != nil {
+// gormByFiles: the GORM half of TestADatabaseMigratedByFilesCountsExactly.
+func gormByFiles(t *testing.T, e *env) {
+	v1 := []any{&FilePost{}, &FileComment{}, &FileTag{}}
+	first := dryRunFile(t, e.db, v1...)
+	has, err := e.db.Migrator().GetTables()
+	must(t, err)
+	if len(has) != 0 {
+		t.Fatalf("a dry run of AutoMigrate created %v", has)
+	}
+	gooseUp(t, e, first)
+
+	// Writers: 8 goroutines each like, view and clap every post, and add
+	// comments; a raw insert and a move and a delete beside them.
+	posts := make([]FilePost, 3)
+	must(t, e.db.Create(&posts).Error)
+	tag := FileTag{}
+	must(t, e.db.Create(&tag).Error)
+	must(t, e.db.Model(&tag).Association("FilePosts").Append(&posts))
+	const writers, each = 8, 10
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				p := posts[i%len(posts)]
+				for _, f := range []string{"Likes", "Views", "Claps"} {
+					if err := gormcounter.Increment(e.db.Model(&p), f, 1).Error; err != nil {
 						errs <- err
 						return
 					}
 				}
-			}()
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Fatal(err)
-		}
-		must(t, e.db.Exec("INSERT INTO file_comments (file_post_id, approved) VALUES (?, ?)", posts[0].ID, true).Error)
-		var moved FileComment
-		must(t, e.db.Where("file_post_id = ?", posts[1].ID).First(&moved).Error)
-		must(t, e.db.Model(&moved).Update("file_post_id", posts[2].ID).Error)
-		var gone FileComment
-		must(t, e.db.Where("file_post_id = ?", posts[2].ID).First(&gone).Error)
-		must(t, e.db.Delete(&gone).Error)
-		must(t, gormcounter.RollupPass(e.db, &FilePost{}))
-
-		for i, p := range posts {
-			var want int64 // writer k's write i goes to post i%3
-			for w := range each {
-				if w%len(posts) == i {
-					want += writers
+				if err := e.db.Create(&FileComment{FilePostID: p.ID, Approved: i%2 == 0}).Error; err != nil {
+					errs <- err
+					return
 				}
 			}
-			got, comments := filePostCounts(t, e.db, p.ID)
-			if got.Likes != want || got.Views != want || got.Claps != want {
-				t.Errorf("post %d: likes %d, views %d, claps %d; want %d each", i, got.Likes, got.Views, got.Claps, want)
-			}
-			if got.CommentCount != comments {
-				t.Errorf("post %d: comment_count %d, its comments %d", i, got.CommentCount, comments)
-			}
-		}
-		n, err := gormcounter.Recount(e.db.Model(&FilePost{}), "CommentCount")
-		must(t, err)
-		if n != 0 {
-			t.Errorf("Recount corrected %d posts: the triggers the file installed missed writes", n)
-		}
-		must(t, e.db.Select("FileComments").Delete(&posts[0]).Error)
-		var tagNow FileTag
-		must(t, e.db.First(&tagNow, tag.ID).Error)
-		if tagNow.PostCount != 2 {
-			t.Errorf("after deleting one of its 3 posts the tag counts %d; want 2", tagNow.PostCount)
-		}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	must(t, e.db.Exec("INSERT INTO file_comments (file_post_id, approved) VALUES (?, ?)", posts[0].ID, true).Error)
+	var moved FileComment
+	must(t, e.db.Where("file_post_id = ?", posts[1].ID).First(&moved).Error)
+	must(t, e.db.Model(&moved).Update("file_post_id", posts[2].ID).Error)
+	var gone FileComment
+	must(t, e.db.Where("file_post_id = ?", posts[2].ID).First(&gone).Error)
+	must(t, e.db.Delete(&gone).Error)
+	must(t, gormcounter.RollupPass(e.db, &FilePost{}))
 
-		// A second file adds a counter and a count over the rows that exist.
-		second := dryRunFile(t, e.db, &FilePostV2{}, &FileComment{})
-		gooseUp(t, e, first, second)
-		for _, p := range posts[1:] {
-			must(t, gormcounter.Increment(e.db.Model(&FilePostV2{ID: p.ID}), "Shares", 2).Error)
-			var got FilePostV2
-			must(t, e.db.First(&got, p.ID).Error)
-			var approved int64
-			must(t, e.db.Model(&FileComment{}).Where("file_post_id = ? AND approved = ?", p.ID, true).Count(&approved).Error)
-			if got.Shares != 2 || got.ApprovedCount != approved || approved == 0 {
-				t.Errorf("post %d after the second file: shares %d (want 2), approved_count %d (want %d)", p.ID, got.Shares, got.ApprovedCount, approved)
+	for i, p := range posts {
+		var want int64 // writer k's write i goes to post i%3
+		for w := range each {
+			if w%len(posts) == i {
+				want += writers
 			}
 		}
-
-		// The same models, migrated by AutoMigrate on a database of their
-		// own, make the same schema.
-		orm := open(t, e.kind)
-		must(t, orm.db.AutoMigrate(v1...))
-		must(t, orm.db.AutoMigrate(&FilePostV2{}, &FileComment{}))
-		byFiles, byORM := catalog(t, e, openPool(t, e, 2)), catalog(t, orm, openPool(t, orm, 2))
-		if !slices.Equal(byFiles, byORM) {
-			t.Errorf("the schema the files made differs from AutoMigrate's:\nfiles: %s\nORM:   %s", strings.Join(byFiles, "\n       "), strings.Join(byORM, "\n       "))
+		got, comments := filePostCounts(t, e.db, p.ID)
+		if got.Likes != want || got.Views != want || got.Claps != want {
+			t.Errorf("post %d: likes %d, views %d, claps %d; want %d each", i, got.Likes, got.Views, got.Claps, want)
 		}
-		_ = ctx
-	})
+		if got.CommentCount != comments {
+			t.Errorf("post %d: comment_count %d, its comments %d", i, got.CommentCount, comments)
+		}
+	}
+	n, err := gormcounter.Recount(e.db.Model(&FilePost{}), "CommentCount")
+	must(t, err)
+	if n != 0 {
+		t.Errorf("Recount corrected %d posts: the triggers the file installed missed writes", n)
+	}
+	must(t, e.db.Select("FileComments").Delete(&posts[0]).Error)
+	var tagNow FileTag
+	must(t, e.db.First(&tagNow, tag.ID).Error)
+	if tagNow.PostCount != 2 {
+		t.Errorf("after deleting one of its 3 posts the tag counts %d; want 2", tagNow.PostCount)
+	}
+
+	// A second file adds a counter and a count over the rows that exist.
+	second := dryRunFile(t, e.db, &FilePostV2{}, &FileComment{})
+	gooseUp(t, e, first, second)
+	for _, p := range posts[1:] {
+		must(t, gormcounter.Increment(e.db.Model(&FilePostV2{ID: p.ID}), "Shares", 2).Error)
+		var got FilePostV2
+		must(t, e.db.First(&got, p.ID).Error)
+		var approved int64
+		must(t, e.db.Model(&FileComment{}).Where("file_post_id = ? AND approved = ?", p.ID, true).Count(&approved).Error)
+		if got.Shares != 2 || got.ApprovedCount != approved || approved == 0 {
+			t.Errorf("post %d after the second file: shares %d (want 2), approved_count %d (want %d)", p.ID, got.Shares, got.ApprovedCount, approved)
+		}
+	}
+
+	// The same models, migrated by AutoMigrate on a database of their
+	// own, make the same schema.
+	orm := open(t, e.kind)
+	must(t, orm.db.AutoMigrate(v1...))
+	must(t, orm.db.AutoMigrate(&FilePostV2{}, &FileComment{}))
+	byFiles, byORM := catalog(t, e, openPool(t, e, 2)), catalog(t, orm, openPool(t, orm, 2))
+	if !slices.Equal(byFiles, byORM) {
+		t.Errorf("the schema the files made differs from AutoMigrate's:\n%s", diffLines(byFiles, byORM))
+	}
+}
+
+// entGooseFile returns the statements of what ent's Schema.WriteTo
+// wrote, as a goose file: one per line, without the transaction around
+// them (goose runs a file in one) and comments.
+func entGooseFile(written string) string {
+	var b strings.Builder
+	b.WriteString("-- +goose Up\n")
+	for _, line := range strings.Split(written, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "--") || line == "BEGIN;" || line == "COMMIT;" {
+			continue
+		}
+		b.WriteString("-- +goose StatementBegin\n" + line + "\n-- +goose StatementEnd\n")
+	}
+	return b.String()
+}
+
+// entByFiles: the ent half of TestADatabaseMigratedByFilesCountsExactly.
+// ent's own dry run (Schema.WriteTo) writes the tables, including the
+// slot tables, which are ent schemas; entcounter.SchemaSQL the rest.
+func entByFiles(t *testing.T, e *env) {
+	ctx := context.Background()
+	files := withEnt(t, e, false)
+	c := files.client
+	var ddl strings.Builder
+	must(t, oneMigrationAtATime(func() error { return c.Schema.WriteTo(ctx, &ddl) }))
+	script, err := entcounter.SchemaSQL(c)
+	must(t, err)
+	gooseUp(t, e, entGooseFile(ddl.String()), script.Goose())
+
+	// 8 writers add files to two folders and like two posts; then a raw
+	// insert, a move and a delete.
+	folders := []int{c.Folder.Create().SaveX(ctx).ID, c.Folder.Create().SaveX(ctx).ID}
+	posts := []int{c.Post.Create().SaveX(ctx).ID, c.Post.Create().SaveX(ctx).ID}
+	const writers, each = 8, 10
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				if err := c.File.Create().SetSize(int64(w + i)).SetFolderID(folders[i%2]).Exec(ctx); err != nil {
+					errs <- err
+					return
+				}
+				if err := c.Post.UpdateOneID(posts[i%2]).AddLikes(1).Exec(ctx); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	_, err = files.sqlDB.ExecContext(ctx, fmt.Sprintf("INSERT INTO files (size, folder_id) VALUES (1000, %d)", folders[0]))
+	must(t, err)
+	first := c.File.Query().Where(file.FolderID(folders[0])).FirstX(ctx)
+	c.File.UpdateOneID(first.ID).SetFolderID(folders[1]).ExecX(ctx)
+	second := c.File.Query().Where(file.FolderID(folders[1])).FirstX(ctx)
+	c.File.DeleteOneID(second.ID).ExecX(ctx)
+
+	for _, id := range folders {
+		var sum []struct{ Sum int64 }
+		c.File.Query().Where(file.FolderID(id)).Aggregate(ent.Sum(file.FieldSize)).ScanX(ctx, &sum)
+		if got := c.Folder.GetX(ctx, id).Bytes; got != sum[0].Sum || got == 0 {
+			t.Errorf("folder %d: bytes %d, its files' sizes add up to %d", id, got, sum[0].Sum)
+		}
+	}
+	for _, id := range posts {
+		if got := c.Post.GetX(ctx, id).Likes; got != writers*each/2 {
+			t.Errorf("post %d: likes %d; want %d", id, got, writers*each/2)
+		}
+	}
+	n, err := c.Folder.RecountBytes(ctx)
+	must(t, err)
+	if n != 0 {
+		t.Errorf("Recount corrected %d folders: the triggers the file installed missed writes", n)
+	}
+	label := c.Label.Create().SaveX(ctx)
+	convs := []int{c.Conversation.Create().AddLabelIDs(label.ID).SaveX(ctx).ID, c.Conversation.Create().AddLabelIDs(label.ID).SaveX(ctx).ID}
+	c.Conversation.DeleteOneID(convs[0]).ExecX(ctx)
+	if got := c.Label.GetX(ctx, label.ID).ConversationCount; got != 1 {
+		t.Errorf("after deleting one of its 2 conversations the label counts %d; want 1", got)
+	}
+
+	// The same client, migrated by Schema.Create with WithCounters on a
+	// database of its own, makes the same schema.
+	orm := withEnt(t, open(t, e.kind), false)
+	must(t, entMigrate(ctx, orm.client, entcounter.WithCounters(orm.client)))
+	byFiles, byORM := catalog(t, e, files.sqlDB), catalog(t, orm.env, orm.sqlDB)
+	if !slices.Equal(byFiles, byORM) {
+		t.Errorf("the schema the files made differs from Schema.Create's:\n%s", diffLines(byFiles, byORM))
+	}
+}
+
+// diffLines lists the lines only one of a and b (sorted) has.
+func diffLines(a, b []string) string {
+	var out []string
+	for _, l := range a {
+		if !slices.Contains(b, l) {
+			out = append(out, "files only: "+l)
+		}
+	}
+	for _, l := range b {
+		if !slices.Contains(a, l) {
+			out = append(out, "ORM only:   "+l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
