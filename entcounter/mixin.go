@@ -2,6 +2,7 @@ package entcounter
 
 import (
 	"context"
+	"crypto/md5"
 	"fmt"
 	"reflect"
 
@@ -121,7 +122,8 @@ func (c configuredCheck) Intercept(next ent.Querier) ent.Querier {
 // the layout gormcounter uses, plus the id ent needs.
 func SlotsOf(owner any, fieldName string) ent.Mixin {
 	m := slotsMixin{owner: owner, field: fieldName}
-	m.ownerName, m.prefix, m.keyField, m.err = describeOwner(owner)
+	m.ownerName, m.table, m.keyField, m.err = describeOwner(owner)
+	m.prefix = inflection.Singular(m.table)
 	return m
 }
 
@@ -138,7 +140,8 @@ func SlotsOf(owner any, fieldName string) ent.Mixin {
 // foreign key ON DELETE CASCADE; the layout gormcounter uses.
 func DeltasOf(owner any, fieldName string) ent.Mixin {
 	m := slotsMixin{owner: owner, field: fieldName, deltas: true}
-	m.ownerName, m.prefix, m.keyField, m.err = describeOwner(owner)
+	m.ownerName, m.table, m.keyField, m.err = describeOwner(owner)
+	m.prefix = inflection.Singular(m.table)
 	return m
 }
 
@@ -148,6 +151,7 @@ type slotsMixin struct {
 	owner     any
 	field     string
 	ownerName string
+	table     string // the owner's table, e.g. posts
 	prefix    string // singular owner table, e.g. post
 	keyField  ent.Field
 	err       error
@@ -173,10 +177,28 @@ func (m slotsMixin) Fields() []ent.Field {
 }
 
 func (m slotsMixin) Edges() []ent.Edge {
-	return []ent.Edge{
-		edge.To(snake(m.ownerName), m.owner).Field(m.ownerKey()).Unique().Required().Immutable().
-			Annotations(entsql.OnDelete(entsql.Cascade)),
+	e := edge.To(snake(m.ownerName), m.owner).Field(m.ownerKey()).Unique().Required().Immutable().
+		Annotations(entsql.OnDelete(entsql.Cascade))
+	if sym := foreignKeySymbol(m.prefix+"_"+m.field+tableSuffix(m.deltas), m.table, snake(m.ownerName)); sym != "" {
+		e = e.StorageKey(edge.Symbol(sym))
 	}
+	return []ent.Edge{e}
+}
+
+// foreignKeySymbol returns the name of the slot table's foreign key when
+// ent's own (<table>_<owner table>_<edge>) is longer than PostgreSQL's 63
+// bytes, else "" (ent's own). ent shortens a long name when it migrates,
+// to 64 bytes on MySQL and 63 on PostgreSQL, in the table definitions it
+// shares across clients: a process that migrates both (or a test suite)
+// then finds a MySQL key named the other way, and renames it at every
+// migration. The name given here is ent's PostgreSQL one, on every
+// database.
+func foreignKeySymbol(table, ownerTable, edgeName string) string {
+	name := table + "_" + ownerTable + "_" + edgeName
+	if len(name) <= 63 {
+		return ""
+	}
+	return fmt.Sprintf("%s_%x", name[:30], md5.Sum([]byte(name)))
 }
 
 func (m slotsMixin) Indexes() []ent.Index {
@@ -214,7 +236,7 @@ func (m slotsMixin) ownerKey() string { return m.prefix + "_id" }
 
 // describeOwner reads the owner schema: its type name, the singular of its
 // table name and a field of its key's type for the owner key column.
-func describeOwner(owner any) (name, prefix string, key ent.Field, err error) {
+func describeOwner(owner any) (name, table string, key ent.Field, err error) {
 	t := reflect.TypeOf(owner)
 	if t == nil || t.Kind() != reflect.Func || t.NumIn() != 1 {
 		return fmt.Sprint(owner), "", nil, fmt.Errorf("pass the owner schema's Type method, as in SlotsOf(Post.Type, \"likes\"), not %T", owner)
@@ -227,7 +249,7 @@ func describeOwner(owner any) (name, prefix string, key ent.Field, err error) {
 	}
 	// The table ent names the owner (entsql.Table, or the snake case of the
 	// plural type name), singular, as GORM names slot tables after tables.
-	table := snakeCase(pluralize(name))
+	table = snakeCase(pluralize(name))
 	for _, a := range s.Annotations() {
 		if t, ok := a.(entsql.Annotation); ok && t.Table != "" {
 			table = t.Table
@@ -236,8 +258,7 @@ func describeOwner(owner any) (name, prefix string, key ent.Field, err error) {
 			table = t.Table
 		}
 	}
-	prefix = inflection.Singular(table)
-	col := prefix + "_id"
+	col := inflection.Singular(table) + "_id"
 	key = field.Int(col).Immutable()
 	fields := s.Fields()
 	for _, m := range s.Mixin() {
@@ -246,11 +267,11 @@ func describeOwner(owner any) (name, prefix string, key ent.Field, err error) {
 	for _, f := range fields {
 		if d := f.Descriptor(); d.Name == "id" {
 			if key, err = keyField(col, d); err != nil {
-				return name, prefix, nil, fmt.Errorf("%s's id is %w", name, err)
+				return name, table, nil, fmt.Errorf("%s's id is %w", name, err)
 			}
 		}
 	}
-	return name, prefix, key, nil
+	return name, table, key, nil
 }
 
 // snakeCase and pluralize are ent's own (entc/gen's template functions), so

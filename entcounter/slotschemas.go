@@ -65,7 +65,7 @@ func slotSchema(g *gen.Graph, n *gen.Type, fieldName string, deltas bool) (*load
 	if err != nil {
 		return nil, fmt.Errorf("%s's id: %w", n.Name, err)
 	}
-	m := slotsMixin{field: fieldName, deltas: deltas, ownerName: n.Name, prefix: prefix, keyField: key,
+	m := slotsMixin{field: fieldName, deltas: deltas, ownerName: n.Name, table: n.Table(), prefix: prefix, keyField: key,
 		owner: func(ent.Schema) {}, dbDefault: true}
 	b, err := load.MarshalSchema(generatedSlots{m: m})
 	if err != nil {

@@ -915,6 +915,13 @@ func (d SQLite) LegacyAlterTable(w Writer) { w.WriteString("PRAGMA legacy_alter_
 // on or off for the connection (SQLite).
 func (d SQLite) SetLegacyAlterTable(w Writer, on bool) { setPragma(w, "legacy_alter_table", on) }
 
+// TriggerNamed writes the query of the trigger of that name (SQLite): a
+// row when it exists.
+func (d SQLite) TriggerNamed(w Writer, name string) {
+	w.WriteString("SELECT name FROM sqlite_master WHERE type = 'trigger' AND name = ")
+	literal(w, name)
+}
+
 // DropTrigger writes the DROP of a trigger (SQLite), if it exists.
 func (d SQLite) DropTrigger(w Writer, name string) {
 	q(w, "DROP TRIGGER IF EXISTS %", name)

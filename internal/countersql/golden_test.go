@@ -151,6 +151,8 @@ func statements(d Dialect) []struct {
 		one("RecountBatch, two levels", func(w Writer) { d.RecountBatch(w, sectionPages, false, nil, 500, cond) }),
 		one("CountExistingAll", func(w Writer) { d.CountExistingAll(w, count, false) }),
 		one("CountExistingAll with the column, ent's layout", func(w Writer) { d.CountExistingAll(w, entCount, true) }),
+		one("CountTriggersMarked", func(w Writer) { d.CountTriggersMarked(w, count, "hotcounter:0123456789abcdef") }),
+		one("CountTriggersMarked, two levels", func(w Writer) { d.CountTriggersMarked(w, sectionPages, "hotcounter:0123456789abcdef") }),
 		one("ProbeStorage", func(w Writer) { d.ProbeStorage(w, posts) }),
 		one("KeyUnique", func(w Writer) { d.KeyUnique(w, "posts", "id") }),
 		one("ColumnOwners", func(w Writer) { d.ColumnOwners(w, posts, int64(9), 500) }),

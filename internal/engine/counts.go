@@ -296,6 +296,24 @@ func (st Store) InstallCountTriggers(ctx context.Context, s Session, c Counter, 
 		if steps, err = driverOf(d).CountTriggers(ctx, s, count); err != nil {
 			return false, fmt.Errorf("%s: read the foreign keys of %s: %w", st.Pkg, count.Child, err)
 		}
+		var (
+			mark string
+			want int
+		)
+		if steps, mark, want, err = d.MarkTriggers(steps); err != nil {
+			return false, fmt.Errorf("%s: %s: %w", st.Pkg, c.Name, err)
+		}
+		current, err := QueryKeys(ctx, s, func(w countersql.Writer) { d.CountTriggersMarked(w, count, mark) })
+		if err != nil {
+			return false, fmt.Errorf("%s: read the triggers that keep %s (counts %s): %w", st.Pkg, c.Name, count.Child, err)
+		}
+		if len(current) == want {
+			// Every trigger is there as this migration would make it: a
+			// deploy that changes nothing sends no DDL (each statement would
+			// lock the child table, and on MySQL/MariaDB commit on its own,
+			// leaving writes between a DROP and its CREATE uncounted).
+			return false, nil
+		}
 		if missing, err = CountTriggersMissing(ctx, s, d, count); err != nil {
 			return false, fmt.Errorf("%s: read the triggers that keep %s (counts %s): %w", st.Pkg, c.Name, count.Child, err)
 		}
@@ -373,6 +391,15 @@ func readTriggers(ctx context.Context, c Conn, d countersql.SQLite, tables []str
 func putBackTriggers(d countersql.SQLite, saved []savedTrigger) func(context.Context, Conn) error {
 	return func(ctx context.Context, c Conn) error {
 		for _, t := range saved {
+			// Only those the migration took: a statement that creates a
+			// trigger, even one that exists, is DDL sent for nothing.
+			there, err := QueryKeys(ctx, c, func(w countersql.Writer) { d.TriggerNamed(w, t.name) })
+			if err != nil {
+				return fmt.Errorf("put back trigger %s after a migration: %w", t.name, err)
+			}
+			if len(there) > 0 {
+				continue
+			}
 			if _, err := c.Exec(ctx, func(w countersql.Writer) { d.Recreate(w, t.sql) }); err != nil {
 				return fmt.Errorf("put back trigger %s after a migration: %w", t.name, err)
 			}

@@ -85,10 +85,17 @@ func (st Store) Schema(parts []SchemaPart) (Script, error) {
 			if c.Options.Hooks {
 				up = append(up, drop...)
 			} else {
-				up = append(up, d.InstallCountTriggers(count)...)
+				install := d.InstallCountTriggers(count)
 				if my, ok := d.OnMySQL(); ok && count.Across != nil && p.Cascades {
-					up = append(up, my.CascadeTrigger(count))
+					install = append(install, my.CascadeTrigger(count))
 				}
+				// Marked as a live migration marks them, which then finds
+				// them current and sends nothing.
+				install, _, _, err := d.MarkTriggers(install)
+				if err != nil {
+					return Script{}, fmt.Errorf("%s: %s: %w", st.Pkg, c.Name, err)
+				}
+				up = append(up, install...)
 				withColumn := c.Options.Mode.HasColumn()
 				up = append(up, func(w countersql.Writer) { d.CountExistingAll(w, count, withColumn) })
 				undo = append(drop, undo...)

@@ -1330,7 +1330,7 @@ var (
 		PrimaryKey: []*schema.Column{HookedConversationLabelCountSlotsColumns[0]},
 		ForeignKeys: []*schema.ForeignKey{
 			{
-				Symbol:     "hooked_conversation_label_count_slots_hooked_conversations_hooked_conversation",
+				Symbol:     "hooked_conversation_label_coun_90b3542016902554bcdceee409037f78",
 				Columns:    []*schema.Column{HookedConversationLabelCountSlotsColumns[3]},
 				RefColumns: []*schema.Column{HookedConversationsColumns[0]},
 				OnDelete:   schema.Cascade,
@@ -1358,7 +1358,7 @@ var (
 		PrimaryKey: []*schema.Column{HookedLabelConversationCountSlotsColumns[0]},
 		ForeignKeys: []*schema.ForeignKey{
 			{
-				Symbol:     "hooked_label_conversation_count_slots_hooked_labels_hooked_label",
+				Symbol:     "hooked_label_conversation_coun_63481a65aab7bbb9fa61a7bdbb1eb6fa",
 				Columns:    []*schema.Column{HookedLabelConversationCountSlotsColumns[3]},
 				RefColumns: []*schema.Column{HookedLabelsColumns[0]},
 				OnDelete:   schema.Cascade,

@@ -270,6 +270,12 @@ INSERT INTO `category_object_count_slots` (`category_id`, `slot`, `n`) SELECT `h
 -- CountExistingAll with the column, ent's layout
 INSERT INTO `category_object_count_slots` (`category_id`, `slot`, `n`) SELECT `hc_r`.k, 0, `hc_r`.d FROM (SELECT `categories`.`id` AS k, CAST((SELECT COUNT(*) FROM `objects` AS `hc_c` WHERE `hc_c`.`category_id` = `categories`.`id` AND (`deleted_at` IS NULL AND (status = 'active'))) - COALESCE((SELECT SUM(hc_s.`n`) FROM `category_object_count_slots` AS hc_s WHERE hc_s.`category_id` = `categories`.`id`), 0) - `categories`.`object_count` AS SIGNED) AS d FROM `categories` WHERE (1=1)) AS `hc_r` WHERE `hc_r`.d <> 0 ORDER BY `hc_r`.k ON DUPLICATE KEY UPDATE `n` = `category_object_count_slots`.`n` + VALUES(`n`);
 
+-- CountTriggersMarked
+SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE EVENT_OBJECT_SCHEMA = DATABASE() AND TRIGGER_NAME IN ('hc_category_object_count_slots_ins', 'hc_category_object_count_slots_upd', 'hc_category_object_count_slots_del', 'hc_category_object_count_slots_mupd', 'hc_category_object_count_slots_mdel', 'hc_category_object_count_slots_cas') AND INSTR(ACTION_STATEMENT, 'hotcounter:0123456789abcdef') > 0;
+
+-- CountTriggersMarked, two levels
+SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE EVENT_OBJECT_SCHEMA = DATABASE() AND TRIGGER_NAME IN ('hc_section_page_count_slots_ins', 'hc_section_page_count_slots_upd', 'hc_section_page_count_slots_del', 'hc_section_page_count_slots_mupd', 'hc_section_page_count_slots_mdel', 'hc_section_page_count_slots_cas') AND INSTR(ACTION_STATEMENT, 'hotcounter:0123456789abcdef') > 0;
+
 -- ProbeStorage
 SELECT COUNT(*) > 0, COALESCE(MAX(c.COLUMN_TYPE), ''), COALESCE(MAX(c.IS_NULLABLE = 'YES'), 0), COALESCE(MAX(CASE WHEN c.COLUMN_DEFAULT IS NULL OR c.COLUMN_DEFAULT = 'NULL' THEN '' ELSE c.COLUMN_DEFAULT END), ''), (SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = $1) > 0, (SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = $2) > 0 FROM information_schema.COLUMNS c WHERE c.TABLE_SCHEMA = DATABASE() AND c.TABLE_NAME = $3 AND c.COLUMN_NAME = $4;
 -- args: [post_likes_slots post_likes_deltas posts likes]

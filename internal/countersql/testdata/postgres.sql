@@ -393,6 +393,12 @@ INSERT INTO "category_object_count_slots" ("category_id", "slot", "n") SELECT "h
 -- CountExistingAll with the column, ent's layout
 INSERT INTO "category_object_count_slots" ("category_id", "slot", "n") SELECT "hc_r".k, 0, "hc_r".d FROM (SELECT "categories"."id" AS k, CAST((SELECT COUNT(*) FROM "objects" AS "hc_c" WHERE "hc_c"."category_id" = "categories"."id" AND ("deleted_at" IS NULL AND (status = 'active'))) - COALESCE((SELECT SUM(hc_s."n") FROM "category_object_count_slots" AS hc_s WHERE hc_s."category_id" = "categories"."id"), 0) - "categories"."object_count" AS BIGINT) AS d FROM "categories" WHERE (1=1)) AS "hc_r" WHERE "hc_r".d <> 0 ORDER BY "hc_r".k ON CONFLICT ("category_id", "slot") DO UPDATE SET "n" = "category_object_count_slots"."n" + excluded."n";
 
+-- CountTriggersMarked
+SELECT t.tgname FROM pg_trigger AS t JOIN pg_proc AS p ON p.oid = t.tgfoid WHERE t.tgrelid IN (to_regclass('"objects"')) AND t.tgname IN ('hc_category_object_count_slots_ins', 'hc_category_object_count_slots_upd', 'hc_category_object_count_slots_del', 'hc_category_object_count_slots_mupd', 'hc_category_object_count_slots_mdel', 'hc_category_object_count_slots_cas') AND strpos(p.prosrc, 'hotcounter:0123456789abcdef') > 0;
+
+-- CountTriggersMarked, two levels
+SELECT t.tgname FROM pg_trigger AS t JOIN pg_proc AS p ON p.oid = t.tgfoid WHERE t.tgrelid IN (to_regclass('"pages"'), to_regclass('"sections"')) AND t.tgname IN ('hc_section_page_count_slots_ins', 'hc_section_page_count_slots_upd', 'hc_section_page_count_slots_del', 'hc_section_page_count_slots_mupd', 'hc_section_page_count_slots_mdel', 'hc_section_page_count_slots_cas') AND strpos(p.prosrc, 'hotcounter:0123456789abcdef') > 0;
+
 -- ProbeStorage
 SELECT a.attname IS NOT NULL, COALESCE(format_type(a.atttypid, a.atttypmod), ''), COALESCE(NOT a.attnotnull, false), COALESCE(pg_get_expr(ad.adbin, ad.adrelid), ''), to_regclass($1) IS NOT NULL, to_regclass($2) IS NOT NULL FROM (SELECT 1) AS one LEFT JOIN pg_attribute a ON a.attrelid = to_regclass($3) AND a.attname = $4 AND a.attnum > 0 AND NOT a.attisdropped LEFT JOIN pg_attrdef ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum;
 -- args: ["post_likes_slots" "post_likes_deltas" "posts" likes]

@@ -270,6 +270,12 @@ INSERT INTO "category_object_count_slots" ("category_id", "slot", "n") SELECT "h
 -- CountExistingAll with the column, ent's layout
 INSERT INTO "category_object_count_slots" ("category_id", "slot", "n") SELECT "hc_r".k, 0, "hc_r".d FROM (SELECT "categories"."id" AS k, CAST((SELECT COUNT(*) FROM "objects" AS "hc_c" WHERE "hc_c"."category_id" = "categories"."id" AND ("deleted_at" IS NULL AND (status = 'active'))) - COALESCE((SELECT SUM(hc_s."n") FROM "category_object_count_slots" AS hc_s WHERE hc_s."category_id" = "categories"."id"), 0) - "categories"."object_count" AS INTEGER) AS d FROM "categories" WHERE (1=1)) AS "hc_r" WHERE "hc_r".d <> 0 ORDER BY "hc_r".k ON CONFLICT ("category_id", "slot") DO UPDATE SET "n" = "category_object_count_slots"."n" + excluded."n";
 
+-- CountTriggersMarked
+SELECT name FROM sqlite_master WHERE type = 'trigger' AND name IN ('hc_category_object_count_slots_ins', 'hc_category_object_count_slots_upd', 'hc_category_object_count_slots_del', 'hc_category_object_count_slots_mupd', 'hc_category_object_count_slots_mdel', 'hc_category_object_count_slots_cas') AND instr(sql, 'hotcounter:0123456789abcdef') > 0;
+
+-- CountTriggersMarked, two levels
+SELECT name FROM sqlite_master WHERE type = 'trigger' AND name IN ('hc_section_page_count_slots_ins', 'hc_section_page_count_slots_upd', 'hc_section_page_count_slots_del', 'hc_section_page_count_slots_mupd', 'hc_section_page_count_slots_mdel', 'hc_section_page_count_slots_cas') AND instr(sql, 'hotcounter:0123456789abcdef') > 0;
+
 -- ProbeStorage
 SELECT c.name IS NOT NULL, COALESCE(c.type, ''), COALESCE(c."notnull" = 0, 0), COALESCE(c.dflt_value, ''), (SELECT COUNT(*) FROM "main"."sqlite_master" WHERE type = 'table' AND name = $1) > 0, (SELECT COUNT(*) FROM "main"."sqlite_master" WHERE type = 'table' AND name = $2) > 0 FROM (SELECT 1) AS one LEFT JOIN pragma_table_info($3, $4) c ON c.name = $5;
 -- args: [post_likes_slots post_likes_deltas posts main likes]
