@@ -552,7 +552,7 @@ type write struct {
 // table a change of mode left).
 func (w *write) storage(ctx context.Context) (engine.Storage, error) {
 	st, err := w.r.Storages().Get(ctx, entrt.NewSession(w.r), w.dl, w.d.Tables())
-	return st, w.wrap(err)
+	return st, w.wrap(ctx, err)
 }
 
 // sources returns what adds up to the counter's value (its errors name the
@@ -570,14 +570,21 @@ func (w *write) sources(ctx context.Context) (countersql.Sources, error) {
 // ctx.Err(), and the statement's own errors are wrapped already (one).
 func (w *write) left(ctx context.Context, err error) error {
 	if err != nil && err == ctx.Err() {
-		return w.wrap(err)
+		return w.wrap(ctx, err)
 	}
 	return err
 }
 
-func (w *write) wrap(err error) error {
+// wrap names the counter in err; a write that failed on its own missing
+// table says what makes it (ErrNotMigrated).
+func (w *write) wrap(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
+	}
+	if st, serr := w.r.Store(); serr == nil && ctx.Err() == nil {
+		if named := st.NameMissing(ctx, entrt.NewSession(w.r), w.d.Counter(w.dl), err); named != err {
+			return named
+		}
 	}
 	return fmt.Errorf("entcounter: %s: %w", w.d.Name(), err)
 }
@@ -599,7 +606,7 @@ func (w *write) increment(ctx context.Context, s engine.Session, keys []any, del
 		return n, w.left(ctx, err)
 	}
 	n, err := engine.Apply(ctx, s, w.dl, w.increments(keys, delta))
-	return n, w.wrap(err)
+	return n, w.wrap(ctx, err)
 }
 
 // incrementShowing adds delta to the counter of one parent, shared with
@@ -647,7 +654,7 @@ func (w *write) one(ctx context.Context, s engine.Session, key any, delta int64,
 	if err != nil && err == readErr {
 		return 0, 0, false, err // it names the counter
 	}
-	return n, total, hasTotal, w.wrap(err)
+	return n, total, hasTotal, w.wrap(ctx, err)
 }
 
 // increments is the increment of the counter of keys by delta.
@@ -713,7 +720,7 @@ func (w *write) start(ctx context.Context, keys []any, values []int64) error {
 	if err != nil {
 		return err
 	}
-	return w.wrap(engine.Start(ctx, entrt.NewSession(w.r), w.dl, t, keys, values))
+	return w.wrap(ctx, engine.Start(ctx, entrt.NewSession(w.r), w.dl, t, keys, values))
 }
 
 // update adds delta to the parents' counters or, if set, makes delta their
@@ -731,7 +738,7 @@ func (w *write) update(ctx context.Context, keys []any, set bool, delta int64) (
 		return 0, err
 	}
 	n, err := engine.Set(ctx, s, w.dl, t, keys, delta)
-	return n, w.wrap(err)
+	return n, w.wrap(ctx, err)
 }
 
 // isEmpty reports whether a mutation has nothing left for ent to write.

@@ -286,8 +286,11 @@ func (p *Plugin) prepareCallback(db *gorm.DB) {
 
 // store returns the engine's view of the plugin: what every pass takes.
 func (p *Plugin) store() engine.Store {
-	return engine.Store{Dialect: p.dialect, Settings: p.settings, Storages: &p.storages, Observer: p.obs, Pkg: Name}
+	return engine.Store{Dialect: p.dialect, Settings: p.settings, Storages: &p.storages, Observer: p.obs, Pkg: Name, Migration: migration}
 }
+
+// migration is what errors say makes the schema counters need.
+const migration = "run db.AutoMigrate with the plugin registered, or apply the statements of gormcounter.SchemaSQL (docs/migrations.md)"
 
 // pluginOf returns the plugin registered on db.
 func pluginOf(db *gorm.DB) (*Plugin, error) {

@@ -514,7 +514,7 @@ func (p *Plugin) countsMigrated(db *gorm.DB, cs []*counter) error {
 			return fmt.Errorf("gormcounter: read the triggers that keep %s: %w", c.name(), err)
 		}
 		if missing {
-			return fmt.Errorf("gormcounter: load %s: the triggers that keep %s (on %s) are missing: run AutoMigrate of %s with the plugin registered, which installs them and counts the rows there: %w",
+			return fmt.Errorf("gormcounter: load %s: the triggers that keep %s (on %s) are missing: run AutoMigrate of %s with the plugin registered, which installs them and counts the rows there, or apply the statements of gormcounter.SchemaSQL: %w",
 				c.model.schema.Name, c.name(), count.Child, c.model.schema.Name, ErrNotMigrated)
 		}
 		p.migrated.Store(c.table.Slots, true)

@@ -86,6 +86,12 @@ func (p *Plugin) rewriteUpdate(db *gorm.DB) {
 			case inc.set:
 				db.AddError(fmt.Errorf("gormcounter: set %s to %d: %w", inc.c.name(), inc.delta, err))
 			default:
+				// A write that failed on the counter's own missing table says
+				// what makes it (ErrNotMigrated).
+				if named := p.store().NameMissing(stmt.Context, gormConn{db: db.Session(&gorm.Session{NewDB: true})}, inc.c.engine(), err); named != err {
+					db.AddError(named)
+					return
+				}
 				db.AddError(fmt.Errorf("gormcounter: increment %s: %w", inc.c.name(), err))
 			}
 			return

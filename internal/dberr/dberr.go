@@ -11,6 +11,7 @@ import (
 	"errors"
 	"io"
 	"reflect"
+	"strings"
 )
 
 // Transient reports whether err is worth another attempt of the whole
@@ -135,4 +136,20 @@ func walk(err error, match func(error) bool) bool {
 		}
 	}
 	return false
+}
+
+// UndefinedTable reports a statement that names a table the database does
+// not have: PostgreSQL's undefined_table, MySQL's ER_NO_SUCH_TABLE,
+// SQLite's "no such table" (a generic SQLITE_ERROR, told by its text).
+func UndefinedTable(err error) bool {
+	if err == nil {
+		return false
+	}
+	if sqlState(err) == "42P01" {
+		return true
+	}
+	if n, _ := MySQLNumber(err); n == 1146 {
+		return true
+	}
+	return walk(err, func(e error) bool { return strings.Contains(e.Error(), "no such table") })
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
+	"github.com/hotcounter/hotcounter/internal/dberr"
 	"github.com/hotcounter/hotcounter/internal/observe"
 	"github.com/hotcounter/hotcounter/internal/spec"
 )
@@ -24,6 +25,9 @@ type Store struct {
 	Observer *observe.Observer
 	// Pkg begins every error: "gormcounter" or "entcounter".
 	Pkg string
+	// Migration says, in an error, what makes the schema a counter needs
+	// (the ORM's migration, or the statements of SchemaSQL).
+	Migration string
 }
 
 // Counter is one counter as an ORM resolved its declaration.
@@ -165,6 +169,12 @@ func (st Store) Sources(ctx context.Context, probe Conn, c Counter) (countersql.
 	found, err := st.Storages.Get(ctx, probe, st.Dialect, c.Table)
 	if err != nil {
 		return countersql.Sources{}, fmt.Errorf("%s: %s: where its values live: %w", st.Pkg, c.Name, err)
+	}
+	if !found.Tables[c.Table.Slots] {
+		// A database migrated without the library's part (by files that
+		// lack it): named here, at the counter's first use, not as the
+		// database's "no such table" from every load and write.
+		return countersql.Sources{}, st.notMigrated(c)
 	}
 	read, err := Sources(c.Table, found, c.Options.Mode, c.Count)
 	if err != nil {
@@ -312,3 +322,29 @@ func (st Store) FoldLeftovers(ctx context.Context, conn Conn, inTx func(context.
 
 // bareName is a table name without its schema ("schema.table").
 func bareName(name string) string { return name[strings.LastIndexByte(name, '.')+1:] }
+
+// notMigrated is the error for c, whose own table does not exist.
+func (st Store) notMigrated(c Counter) error {
+	kind := "slot"
+	if c.Options.Mode == spec.Append {
+		kind = "delta"
+	}
+	return fmt.Errorf("%s: %s: its %s table %s does not exist: %w: %s",
+		st.Pkg, c.Name, kind, c.Table.Slots, spec.ErrNotMigrated, st.Migration)
+}
+
+// NameMissing returns, for err, the error of a write of c that failed on a
+// table the database does not have, ErrNotMigrated naming c and its table
+// when it is c's own (probed once more through probe); else err. A write
+// reads no catalog before it goes: this runs only after one failed.
+func (st Store) NameMissing(ctx context.Context, probe Conn, c Counter, err error) error {
+	if !dberr.UndefinedTable(err) {
+		return err
+	}
+	st.Storages.Forget(c.Table)
+	found, perr := st.Storages.Get(ctx, probe, st.Dialect, c.Table)
+	if perr != nil || found.Tables[c.Table.Slots] {
+		return err
+	}
+	return st.notMigrated(c)
+}

@@ -373,7 +373,8 @@ func (r Runtime) Store() (engine.Store, error) {
 	if err != nil {
 		return engine.Store{}, err
 	}
-	return engine.Store{Dialect: dl, Settings: r.Settings(), Storages: r.Storages(), Observer: r.Observer(), Pkg: "entcounter"}, nil
+	return engine.Store{Dialect: dl, Settings: r.Settings(), Storages: r.Storages(), Observer: r.Observer(), Pkg: "entcounter",
+		Migration: "run client.Schema.Create(ctx, entcounter.WithCounters(client)), or apply ent's migration files and the statements of entcounter.SchemaSQL (docs/migrations.md)"}, nil
 }
 
 // Counters returns the client's counters that keep says to, as the engine
@@ -777,7 +778,7 @@ func (r Runtime) countsMigrated(ctx context.Context, typ string) error {
 			return fmt.Errorf("entcounter: load %s: read the triggers that keep %s: %w", typ, d.Name(), err)
 		}
 		if missing {
-			return fmt.Errorf("entcounter: load %s: the triggers that keep %s (on %s) are missing: migrate with client.Schema.Create(ctx, entcounter.WithCounters(client)), or run entcounter.InstallTriggers(ctx, client): %w",
+			return fmt.Errorf("entcounter: load %s: the triggers that keep %s (on %s) are missing: migrate with client.Schema.Create(ctx, entcounter.WithCounters(client)), run entcounter.InstallTriggers(ctx, client), or apply the statements of entcounter.SchemaSQL: %w",
 				typ, d.Name(), d.Count.Table, spec.ErrNotMigrated)
 		}
 		st.migrated.Store(d.SlotTable, true)
