@@ -6,11 +6,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
 	"github.com/hotcounter/hotcounter/entcounter"
+	"github.com/hotcounter/hotcounter/gormcounter"
 	"github.com/hotcounter/hotcounter/integration_test/ent"
 )
 
@@ -62,5 +64,82 @@ func TestMigratingAgainWithNothingChangedSendsNoDDL(t *testing.T) {
 				t.Errorf("the second Schema.Create sent %d statements that change the schema:\n%s", len(sent), strings.Join(sent, "\n"))
 			}
 		})
+	})
+}
+
+// FilePostWider is FilePost as a release that widens its count declares
+// it: the same tables, the count of comments on 32 slots, so its triggers
+// differ from FilePost's.
+type FilePostWider struct {
+	ID           uint
+	Title        string
+	Likes        int64         `gorm:"counter"`
+	Views        int64         `gorm:"counter:rollup"`
+	Claps        int64         `gorm:"counter:append"`
+	CommentCount int64         `gorm:"counter:counts=FileComments,slots=32"`
+	FileComments []FileComment `gorm:"foreignKey:FilePostID"`
+}
+
+func (FilePostWider) TableName() string { return "file_posts" }
+
+// TestMigrationsBesideLiveWritersLoseNoCount: a deploy migrates while the
+// running version writes: 8 goroutines insert, move and delete comments of
+// two posts while AutoMigrate runs five times with nothing changed and
+// once with the count's triggers changed. No write fails and every count
+// equals the rows the ORM reads: on PostgreSQL and SQLite the triggers are
+// replaced in one transaction, on MariaDB each in place (CREATE OR REPLACE
+// TRIGGER), and a migration with nothing changed sends no DDL at all.
+func TestMigrationsBesideLiveWritersLoseNoCount(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		must(t, e.db.AutoMigrate(&FilePost{}, &FileComment{}, &FileTag{}))
+		posts := []FilePost{{Title: "a"}, {Title: "b"}}
+		must(t, e.db.Create(&posts).Error)
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		errs := make(chan error, 8)
+		for w := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					c := FileComment{FilePostID: posts[(w+i)%2].ID}
+					err := e.db.Create(&c).Error
+					if err == nil && i%3 == 1 {
+						err = e.db.Model(&c).Update("file_post_id", posts[(w+i+1)%2].ID).Error
+					}
+					if err == nil && i%3 == 2 {
+						err = e.db.Delete(&c).Error
+					}
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		deploy := withPlugin(t, e, gormcounter.Config{}) // the new version's process
+		for range 5 {
+			must(t, deploy.AutoMigrate(&FilePost{}, &FileComment{}, &FileTag{}))
+		}
+		wider := withPlugin(t, e, gormcounter.Config{})
+		must(t, wider.AutoMigrate(&FilePostWider{}, &FileComment{}))
+		time.Sleep(100 * time.Millisecond) // writes under the new triggers too
+		close(stop)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Errorf("a write beside the migrations failed: %v", err)
+		}
+		for _, p := range posts {
+			got, comments := filePostCounts(t, e.db, p.ID)
+			if got.CommentCount != comments || comments == 0 {
+				t.Errorf("post %d: comment_count %d, its comments %d", p.ID, got.CommentCount, comments)
+			}
+		}
 	})
 }

@@ -116,3 +116,36 @@ func (d Dialect) CountTriggersMarked(w Writer, c Count, mark string) {
 		w.WriteString(") > 0")
 	}
 }
+
+// OrReplace returns steps, statements that drop triggers and create them,
+// as MariaDB can run them while writes go on: each CREATE TRIGGER becomes
+// CREATE OR REPLACE TRIGGER, which swaps the trigger at once, and the DROP
+// of a trigger that a later step creates goes. Dropped and created one
+// statement at a time (each commits on its own), a trigger is missing in
+// between, and the writes of that moment go uncounted. MySQL has no CREATE
+// OR REPLACE TRIGGER.
+func (d MySQL) OrReplace(steps []func(Writer)) ([]func(Writer), error) {
+	texts := make([]string, len(steps))
+	created := map[string]bool{}
+	for i, step := range steps {
+		text, err := d.Render(step)
+		if err != nil {
+			return nil, err
+		}
+		texts[i] = text
+		if rest, ok := strings.CutPrefix(text, "CREATE TRIGGER "); ok {
+			created[strings.Fields(rest)[0]] = true
+		}
+	}
+	var out []func(Writer)
+	for _, text := range texts {
+		if name, ok := strings.CutPrefix(text, "DROP TRIGGER IF EXISTS "); ok && created[name] {
+			continue
+		}
+		if rest, ok := strings.CutPrefix(text, "CREATE TRIGGER "); ok {
+			text = "CREATE OR REPLACE TRIGGER " + rest
+		}
+		out = append(out, func(w Writer) { w.WriteString(text) })
+	}
+	return out, nil
+}

@@ -314,6 +314,11 @@ func (st Store) InstallCountTriggers(ctx context.Context, s Session, c Counter, 
 			// leaving writes between a DROP and its CREATE uncounted).
 			return false, nil
 		}
+		if r, ok := driverOf(d).(triggerReplacer); ok {
+			if steps, err = r.ReplaceTriggers(ctx, s, steps); err != nil {
+				return false, fmt.Errorf("%s: %s: %w", st.Pkg, c.Name, err)
+			}
+		}
 		if missing, err = CountTriggersMissing(ctx, s, d, count); err != nil {
 			return false, fmt.Errorf("%s: read the triggers that keep %s (counts %s): %w", st.Pkg, c.Name, count.Child, err)
 		}
@@ -322,6 +327,12 @@ func (st Store) InstallCountTriggers(ctx context.Context, s Session, c Counter, 
 		return false, fmt.Errorf("%s: install the triggers that keep %s (counts %s): %w", st.Pkg, c.Name, count.Child, err)
 	}
 	return missing, nil
+}
+
+// triggerReplacer is a Driver that replaces triggers in place where the
+// database can (MariaDB), given the statements that drop and create them.
+type triggerReplacer interface {
+	ReplaceTriggers(ctx context.Context, c Conn, steps []func(countersql.Writer)) ([]func(countersql.Writer), error)
 }
 
 // A saved trigger: its name and the SQL that created it.

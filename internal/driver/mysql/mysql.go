@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/dberr"
@@ -154,6 +155,16 @@ func (w driver) CountTriggers(ctx context.Context, c engine.Conn, count counters
 		return steps, err
 	}
 	return append(steps, w.d.CascadeTrigger(count)), nil
+}
+
+// ReplaceTriggers: on MariaDB, triggers are replaced in place (CREATE OR
+// REPLACE TRIGGER), so that no write between a DROP and its CREATE goes
+// uncounted; MySQL has no such statement, and drops and creates them.
+func (w driver) ReplaceTriggers(ctx context.Context, c engine.Conn, steps []func(countersql.Writer)) ([]func(countersql.Writer), error) {
+	if !strings.Contains(w.ServerVersion(ctx, c), "MariaDB") {
+		return steps, nil
+	}
+	return w.d.OrReplace(steps)
 }
 
 // DDL: statement by statement, each committing on its own. Outside a
