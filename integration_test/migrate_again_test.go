@@ -14,6 +14,7 @@ import (
 	"github.com/hotcounter/hotcounter/entcounter"
 	"github.com/hotcounter/hotcounter/gormcounter"
 	"github.com/hotcounter/hotcounter/integration_test/ent"
+	"github.com/hotcounter/hotcounter/integration_test/ent/file"
 )
 
 // ddl matches a statement that changes the schema.
@@ -85,61 +86,123 @@ func (FilePostWider) TableName() string { return "file_posts" }
 // TestMigrationsBesideLiveWritersLoseNoCount: a deploy migrates while the
 // running version writes: 8 goroutines insert, move and delete comments of
 // two posts while AutoMigrate runs five times with nothing changed and
-// once with the count's triggers changed. No write fails and every count
+// once with the count's triggers changed (ent: files of two folders, and
+// Schema.Create with WithCounters twice, nothing changed). No write fails and every count
 // equals the rows the ORM reads: on PostgreSQL and SQLite the triggers are
 // replaced in one transaction, on MariaDB each in place (CREATE OR REPLACE
 // TRIGGER), and a migration with nothing changed sends no DDL at all.
 func TestMigrationsBesideLiveWritersLoseNoCount(t *testing.T) {
-	eachDB(t, func(t *testing.T, e *env) {
-		must(t, e.db.AutoMigrate(&FilePost{}, &FileComment{}, &FileTag{}))
-		posts := []FilePost{{Title: "a"}, {Title: "b"}}
-		must(t, e.db.Create(&posts).Error)
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		errs := make(chan error, 8)
-		for w := range 8 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := 0; ; i++ {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					c := FileComment{FilePostID: posts[(w+i)%2].ID}
-					err := e.db.Create(&c).Error
-					if err == nil && i%3 == 1 {
-						err = e.db.Model(&c).Update("file_post_id", posts[(w+i+1)%2].ID).Error
-					}
-					if err == nil && i%3 == 2 {
-						err = e.db.Delete(&c).Error
-					}
-					if err != nil {
-						errs <- err
-						return
-					}
+	t.Run("gorm", func(t *testing.T) { eachDB(t, gormMigratesBesideWriters) })
+	t.Run("ent", func(t *testing.T) { eachDB(t, entMigratesBesideWriters) })
+}
+
+// entMigratesBesideWriters: ent's half of
+// TestMigrationsBesideLiveWritersLoseNoCount, two migrations of the
+// schema as it is while 8 goroutines add, move and delete files.
+func entMigratesBesideWriters(t *testing.T, e *env) {
+	ctx := context.Background()
+	ee := withEnt(t, e, false)
+	c := ee.client
+	must(t, entMigrate(ctx, c, entcounter.WithCounters(c)))
+	folders := []int{c.Folder.Create().SaveX(ctx).ID, c.Folder.Create().SaveX(ctx).ID}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
 				}
-			}()
-		}
-		deploy := withPlugin(t, e, gormcounter.Config{}) // the new version's process
-		for range 5 {
-			must(t, deploy.AutoMigrate(&FilePost{}, &FileComment{}, &FileTag{}))
-		}
-		wider := withPlugin(t, e, gormcounter.Config{})
-		must(t, wider.AutoMigrate(&FilePostWider{}, &FileComment{}))
-		time.Sleep(100 * time.Millisecond) // writes under the new triggers too
-		close(stop)
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Errorf("a write beside the migrations failed: %v", err)
-		}
-		for _, p := range posts {
-			got, comments := filePostCounts(t, e.db, p.ID)
-			if got.CommentCount != comments || comments == 0 {
-				t.Errorf("post %d: comment_count %d, its comments %d", p.ID, got.CommentCount, comments)
+				f, err := c.File.Create().SetSize(int64(i%7 + 1)).SetFolderID(folders[(w+i)%2]).Save(ctx)
+				if err == nil && i%3 == 1 {
+					err = c.File.UpdateOneID(f.ID).SetFolderID(folders[(w+i+1)%2]).Exec(ctx)
+				}
+				if err == nil && i%3 == 2 {
+					err = c.File.DeleteOneID(f.ID).Exec(ctx)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
 			}
+		}()
+	}
+	for range 2 { // ent's 52 tables take a while to diff
+		deploy := reopenEnt(t, ee) // the new version's process
+		must(t, entMigrate(ctx, deploy, entcounter.WithCounters(deploy)))
+	}
+	time.Sleep(100 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("a write beside the migrations failed: %v", err)
+	}
+	for _, id := range folders {
+		var sum []struct{ Sum int64 }
+		c.File.Query().Where(file.FolderID(id)).Aggregate(ent.Sum(file.FieldSize)).ScanX(ctx, &sum)
+		if got := c.Folder.GetX(ctx, id).Bytes; got != sum[0].Sum || got == 0 {
+			t.Errorf("folder %d: bytes %d, its files' sizes add up to %d", id, got, sum[0].Sum)
 		}
-	})
+	}
+}
+
+// gormMigratesBesideWriters: GORM's half of
+// TestMigrationsBesideLiveWritersLoseNoCount.
+func gormMigratesBesideWriters(t *testing.T, e *env) {
+	must(t, e.db.AutoMigrate(&FilePost{}, &FileComment{}, &FileTag{}))
+	posts := []FilePost{{Title: "a"}, {Title: "b"}}
+	must(t, e.db.Create(&posts).Error)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				c := FileComment{FilePostID: posts[(w+i)%2].ID}
+				err := e.db.Create(&c).Error
+				if err == nil && i%3 == 1 {
+					err = e.db.Model(&c).Update("file_post_id", posts[(w+i+1)%2].ID).Error
+				}
+				if err == nil && i%3 == 2 {
+					err = e.db.Delete(&c).Error
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	deploy := withPlugin(t, e, gormcounter.Config{}) // the new version's process
+	for range 5 {
+		must(t, deploy.AutoMigrate(&FilePost{}, &FileComment{}, &FileTag{}))
+	}
+	wider := withPlugin(t, e, gormcounter.Config{})
+	must(t, wider.AutoMigrate(&FilePostWider{}, &FileComment{}))
+	time.Sleep(100 * time.Millisecond) // writes under the new triggers too
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("a write beside the migrations failed: %v", err)
+	}
+	for _, p := range posts {
+		got, comments := filePostCounts(t, e.db, p.ID)
+		if got.CommentCount != comments || comments == 0 {
+			t.Errorf("post %d: comment_count %d, its comments %d", p.ID, got.CommentCount, comments)
+		}
+	}
 }
