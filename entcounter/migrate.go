@@ -2,7 +2,9 @@ package entcounter
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 
@@ -54,6 +56,9 @@ func WithCounters(src Source) schema.MigrateOption {
 	var left []engine.Leftover // read from the schema ent migrates to, by the diff hook
 	diff := schema.WithDiffHook(func(next schema.Differ) schema.Differ {
 		return schema.DiffFunc(func(current, desired *atlasschema.Schema) ([]atlasschema.Change, error) {
+			if writingFiles() {
+				return nil, ErrWritesNoFiles
+			}
 			// A leftover whose column exists is folded now, in transactions
 			// of its own: ent applies nothing (and runs no apply hook) when
 			// the column is all the schema declares. One whose column this
@@ -125,6 +130,30 @@ func WithCounters(src Source) schema.MigrateOption {
 		})
 	})
 	return func(a *schema.Atlas) { diff(a); apply(a) }
+}
+
+// ErrWritesNoFiles is the error of a versioned migration (ent's NamedDiff,
+// schema.NewMigrate with a directory) given WithCounters: a file holds
+// what ent plans, and ent plans tables, not triggers. Write ent's file
+// without it, then a file of the statements of SchemaSQL.
+var ErrWritesNoFiles = errors.New("entcounter: WithCounters writes nothing into migration files (ent plans tables, not triggers): " +
+	"run NamedDiff without it, then write the statements of entcounter.SchemaSQL(client) into the next file (docs/migrations.md)")
+
+// writingFiles reports whether the migration calling the diff hook writes
+// a migration file (ent's Atlas.NamedDiff is on the stack) rather than
+// changing the database: ent's options say nothing of it.
+func writingFiles() bool {
+	pcs := make([]uintptr, 64)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs)])
+	for {
+		f, more := frames.Next()
+		if strings.HasSuffix(f.Function, "dialect/sql/schema.(*Atlas).NamedDiff") {
+			return true
+		}
+		if !more {
+			return false
+		}
+	}
 }
 
 // leftovers names the tables that would hold the values of the integer

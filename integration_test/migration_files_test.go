@@ -3,6 +3,7 @@ package integration_test
 import (
 	"context"
 	stdsql "database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,6 +12,8 @@ import (
 	"testing/fstest"
 	"time"
 
+	atlasmigrate "ariga.io/atlas/sql/migrate"
+	"entgo.io/ent/dialect/sql/schema"
 	"github.com/pressly/goose/v3"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -19,6 +22,7 @@ import (
 	"github.com/hotcounter/hotcounter/gormcounter"
 	"github.com/hotcounter/hotcounter/integration_test/ent"
 	"github.com/hotcounter/hotcounter/integration_test/ent/file"
+	"github.com/hotcounter/hotcounter/integration_test/ent/migrate"
 )
 
 // FilePost is migrated by files: every kind of counter, a count of its
@@ -398,4 +402,46 @@ func diffLines(a, b []string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestAVersionedMigrationWithCountersSaysWhatToWriteInstead: ent's
+// versioned migration (NamedDiff into a directory) given WithCounters
+// writes nothing and fails with ErrWritesNoFiles, which names SchemaSQL,
+// rather than writing a file without the counts' triggers; the database
+// it diffs against is left as it was. Without the option ent writes its
+// file, slot tables included.
+func TestAVersionedMigrationWithCountersSaysWhatToWriteInstead(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		ee := withEnt(t, e, false)
+		drv := entDriverSending(e.kind, ee.sqlDB, func(string) {})
+		dir, err := atlasmigrate.NewLocalDir(t.TempDir())
+		must(t, err)
+		m, err := schema.NewMigrate(drv, schema.WithDir(dir), entcounter.WithCounters(ee.client))
+		must(t, err)
+		err = oneMigrationAtATime(func() error { return m.NamedDiff(ctx, "counters", migrate.Tables...) })
+		if !errors.Is(err, entcounter.ErrWritesNoFiles) || !strings.Contains(err.Error(), "SchemaSQL") {
+			t.Fatalf("NamedDiff with WithCounters: %v; want ErrWritesNoFiles naming SchemaSQL", err)
+		}
+		if files, err := dir.Files(); err != nil || len(files) != 0 {
+			t.Fatalf("NamedDiff with WithCounters wrote %d files (%v)", len(files), err)
+		}
+		if tables, err := e.db.Migrator().GetTables(); err != nil || len(tables) != 0 {
+			t.Fatalf("NamedDiff with WithCounters changed the database: %v (%v)", tables, err)
+		}
+		m, err = schema.NewMigrate(drv, schema.WithDir(dir))
+		must(t, err)
+		must(t, oneMigrationAtATime(func() error { return m.NamedDiff(ctx, "tables", migrate.Tables...) }))
+		files, err := dir.Files()
+		must(t, err)
+		var names []string
+		slots := false
+		for _, f := range files {
+			names = append(names, f.Name())
+			slots = slots || strings.HasSuffix(f.Name(), ".up.sql") && strings.Contains(string(f.Bytes()), "post_likes_slots")
+		}
+		if !slots {
+			t.Errorf("NamedDiff without WithCounters wrote %v; want an up file that creates post_likes_slots", names)
+		}
+	})
 }
