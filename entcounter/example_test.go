@@ -110,3 +110,15 @@ func ExampleAutoSlots() {
 	}
 	// Output: upvotes {"slots":32,"autoslots":true}
 }
+
+// Writing the counters' part of a versioned migration: after ent's own
+// file (migrate.NamedDiff, which writes the slot tables), the triggers,
+// functions, fillfactor and first counts go into the next file.
+func ExampleSchemaSQL() {
+	var client entcounter.Source // ent.NewClient(...) in a real program; no connection is used
+	script, err := entcounter.SchemaSQL(client)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Print(script.UpSQL()) // migrations/20261206000002_counters.up.sql
+}

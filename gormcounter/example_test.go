@@ -308,3 +308,27 @@ func Example_slotsAuto() {
 	fmt.Println("upvotes:", loaded.Upvotes, "slot rows:", rows)
 	// Output: upvotes: 5 slot rows: 1
 }
+
+// SchemaSQL writes the library's part of the schema as a migration file
+// holds it, without sending anything: here as a goose file, for a database
+// migrated by files instead of AutoMigrate.
+func ExampleSchemaSQL() {
+	db, done := openExample()
+	defer done()
+
+	script, err := gormcounter.SchemaSQL(db, &Post{})
+	if err != nil {
+		panic(err)
+	}
+	for _, st := range script.Up {
+		fmt.Println(st)
+	}
+	fmt.Println("--")
+	fmt.Println(script.DownSQL())
+	// Output:
+	// CREATE TABLE IF NOT EXISTS "post_likes_slots" ("post_id" integer NOT NULL, "slot" INTEGER NOT NULL, "n" BIGINT NOT NULL DEFAULT 0, PRIMARY KEY ("post_id", "slot"), FOREIGN KEY ("post_id") REFERENCES "posts" ("id") ON DELETE CASCADE)
+	// CREATE TABLE IF NOT EXISTS "post_views_slots" ("post_id" integer NOT NULL, "slot" INTEGER NOT NULL, "n" BIGINT NOT NULL DEFAULT 0, PRIMARY KEY ("post_id", "slot"), FOREIGN KEY ("post_id") REFERENCES "posts" ("id") ON DELETE CASCADE)
+	// --
+	// DROP TABLE IF EXISTS "post_views_slots";
+	// DROP TABLE IF EXISTS "post_likes_slots";
+}
