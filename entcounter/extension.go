@@ -201,17 +201,29 @@ func hasSum(t *gen.Type) bool {
 // templates cannot reach the graph; the generation hook fills it first.
 var hooked map[string]bool
 
-// hookedTypes returns the schemas whose writes change a count kept by
-// hooks, the child and the parent (whose edge setters move children): the
-// generated config registers CountHook on each.
+// hookedTypes returns the schemas whose writes change a count: kept by
+// hooks, the child and the parent (whose edge setters move children); kept
+// by triggers, the child (both sides of an M2M edge), whose writes the hook
+// refuses while the triggers are missing. The generated config registers
+// CountHook on each.
 func hookedTypes(g *gen.Graph) []string {
 	var out []string
 	seen := map[string]bool{}
 	for _, d := range graphDefs(g) {
-		if d.Count == nil || !d.Count.Hooks {
+		if d.Count == nil {
 			continue
 		}
-		for _, t := range []string{d.Count.Type, d.Type} {
+		// A count kept by triggers too: its hook refuses a write of its
+		// rows while its triggers are missing (Runtime.ChildCountsMigrated),
+		// but not an edge schema's (a composite id has no row keys).
+		types := []string{d.Count.Type}
+		if d.Count.Hooks || d.Count.Across != nil {
+			types = append(types, d.Type)
+		}
+		for _, t := range types {
+			if !d.Count.Hooks && !singleID(g, t) {
+				continue
+			}
 			if !seen[t] {
 				seen[t] = true
 				out = append(out, t)
@@ -219,6 +231,16 @@ func hookedTypes(g *gen.Graph) []string {
 		}
 	}
 	return out
+}
+
+// singleID reports whether the schema named name has one id field.
+func singleID(g *gen.Graph, name string) bool {
+	for _, n := range g.Nodes {
+		if n.Name == name {
+			return n.ID != nil && !n.HasCompositeID()
+		}
+	}
+	return false
 }
 
 func graphDefs(g *gen.Graph) []entrt.Def {

@@ -183,6 +183,16 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 		},
 		func() error { return cb.Query().Before("gorm:query").Register("gormcounter:select", p.adjustSelect) },
 		func() error { return cb.Query().After("*").Register("gormcounter:overflow", p.nameOverflow) },
+		// A child write whose count's triggers are missing would go uncounted.
+		func() error {
+			return cb.Create().Before("gorm:create").Register("gormcounter:counts_migrated", p.childCountsMigrated)
+		},
+		func() error {
+			return cb.Update().Before("gorm:update").Register("gormcounter:counts_migrated", p.childCountsMigrated)
+		},
+		func() error {
+			return cb.Delete().Before("gorm:delete").Register("gormcounter:counts_migrated", p.childCountsMigrated)
+		},
 		// Counts of child rows kept by hooks (counts=...,hooks).
 		func() error {
 			return cb.Create().After("gorm:begin_transaction").Before("gorm:before_create").Register("gormcounter:count_begin", p.countBegin)

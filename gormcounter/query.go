@@ -498,6 +498,36 @@ func isUnsigned(f *schema.Field) bool {
 // AutoMigrate installs them. A count found migrated is not read again;
 // one found missing is read again at the next load.
 func (p *Plugin) countsMigrated(db *gorm.DB, cs []*counter) error {
+	return p.countsMigratedFor(db, cs, "load "+modelName(cs))
+}
+
+// modelName names the model of the first of cs, for countsMigrated's
+// error.
+func modelName(cs []*counter) string {
+	if len(cs) == 0 || cs[0].model == nil {
+		return ""
+	}
+	return cs[0].model.schema.Name
+}
+
+// childCountsMigrated refuses a create, update or delete of a child whose
+// count, kept by triggers, has none (countsMigrated, once per count): the
+// write would succeed uncounted.
+func (p *Plugin) childCountsMigrated(db *gorm.DB) {
+	if db.Error != nil || db.DryRun || db.Statement.Schema == nil {
+		return
+	}
+	cs := p.countsOn(db.Statement.Schema.Table)
+	if len(cs) == 0 {
+		return
+	}
+	if err := p.countsMigratedFor(db, cs, "write "+db.Statement.Schema.Name); err != nil {
+		db.AddError(err)
+	}
+}
+
+// countsMigratedFor is countsMigrated; what names the statement refused.
+func (p *Plugin) countsMigratedFor(db *gorm.DB, cs []*counter, what string) error {
 	for _, c := range cs {
 		if c.count == nil || c.opts.Hooks {
 			continue
@@ -514,8 +544,8 @@ func (p *Plugin) countsMigrated(db *gorm.DB, cs []*counter) error {
 			return fmt.Errorf("gormcounter: read the triggers that keep %s: %w", c.name(), err)
 		}
 		if missing {
-			return fmt.Errorf("gormcounter: load %s: the triggers that keep %s (on %s) are missing: run AutoMigrate of %s with the plugin registered, which installs them and counts the rows there, or apply the statements of gormcounter.SchemaSQL: %w",
-				c.model.schema.Name, c.name(), count.Child, c.model.schema.Name, ErrNotMigrated)
+			return fmt.Errorf("gormcounter: %s: the triggers that keep %s (on %s) are missing: run AutoMigrate of %s with the plugin registered, which installs them and counts the rows there, or apply the statements of gormcounter.SchemaSQL: %w",
+				what, c.name(), count.Child, c.model.schema.Name, ErrNotMigrated)
 		}
 		p.migrated.Store(c.table.Slots, true)
 	}

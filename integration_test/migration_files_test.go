@@ -13,6 +13,8 @@ import (
 	"time"
 
 	atlasmigrate "ariga.io/atlas/sql/migrate"
+	"entgo.io/ent/dialect"
+	entsql "entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/schema"
 	"github.com/pressly/goose/v3"
 	"gorm.io/gorm"
@@ -23,6 +25,8 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent"
 	"github.com/hotcounter/hotcounter/integration_test/ent/file"
 	"github.com/hotcounter/hotcounter/integration_test/ent/migrate"
+	"github.com/hotcounter/hotcounter/integration_test/entversions/plain"
+	"github.com/hotcounter/hotcounter/integration_test/entversions/sum16"
 )
 
 // FilePost is migrated by files: every kind of counter, a count of its
@@ -182,6 +186,47 @@ func filePostCounts(t *testing.T, db *gorm.DB, id uint) (FilePost, int64) {
 func TestADatabaseMigratedByFilesCountsExactly(t *testing.T) {
 	t.Run("gorm", func(t *testing.T) { eachDB(t, gormByFiles) })
 	t.Run("ent", func(t *testing.T) { eachDB(t, entByFiles) })
+	t.Run("ent, a counter added by a second file", func(t *testing.T) { eachDB(t, entAddsACounterByFiles) })
+}
+
+// entAddsACounterByFiles: a plain plays column (entversions/plain) becomes
+// a counter (sum16) by a second pair of files, ent's (the slot table) and
+// SchemaSQL's, over a reel that exists: its plays count on, the column
+// adopted.
+func entAddsACounterByFiles(t *testing.T, e *env) {
+	ctx := context.Background()
+	drv := entDriver(t, e, 4, func(string) {})
+	v1 := plain.NewClient(plain.Driver(drv))
+	var ddl1 strings.Builder
+	must(t, oneMigrationAtATime(func() error { return v1.Schema.WriteTo(ctx, &ddl1) }))
+	first := entGooseFile(ddl1.String())
+	gooseUp(t, e, first)
+	reel := v1.Reel.Create().SetPlays(5).SaveX(ctx)
+
+	v2 := sum16.NewClient(sum16.Driver(drv))
+	var ddl2 strings.Builder
+	must(t, oneMigrationAtATime(func() error { return v2.Schema.WriteTo(ctx, &ddl2) }))
+	script, err := entcounter.SchemaSQL(v2)
+	must(t, err)
+	gooseUp(t, e, first, entGooseFile(ddl2.String()), script.Goose())
+	const writers = 8
+	var wg sync.WaitGroup
+	for range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 5 {
+				if err := v2.Reel.UpdateOneID(reel.ID).AddPlays(1).Exec(ctx); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if got := v2.Reel.GetX(ctx, reel.ID).Plays; got != 5+writers*5 {
+		t.Errorf("after the second files and %d increments: plays %d; want %d", writers*5, got, 5+writers*5)
+	}
 }
 
 // gormByFiles: the GORM half of TestADatabaseMigratedByFilesCountsExactly.
@@ -442,6 +487,29 @@ func TestAVersionedMigrationWithCountersSaysWhatToWriteInstead(t *testing.T) {
 		}
 		if !slots {
 			t.Errorf("NamedDiff without WithCounters wrote %v; want an up file that creates post_likes_slots", names)
+		}
+	})
+}
+
+// BenchmarkSchemaSQL: the script of the integration tests' ent client (52
+// tables, 40 counters) and of GORM's file models, written without a
+// database connection.
+func BenchmarkSchemaSQL(b *testing.B) {
+	b.Run("ent", func(b *testing.B) {
+		client := ent.NewClient(ent.Driver(entsql.OpenDB(dialect.Postgres, nil)))
+		for b.Loop() {
+			if _, err := entcounter.SchemaSQL(client); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("gorm", func(b *testing.B) {
+		e := open(b, lite)
+		models := []any{&FilePost{}, &FileComment{}, &FileTag{}}
+		for b.Loop() {
+			if _, err := gormcounter.SchemaSQL(e.db, models...); err != nil {
+				b.Fatal(err)
+			}
 		}
 	})
 }

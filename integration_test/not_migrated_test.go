@@ -80,3 +80,62 @@ func TestACounterWithoutItsSlotTableSaysToMigrate(t *testing.T) {
 		})
 	})
 }
+
+// TestAChildWriteWhoseCountHasNoTriggersIsRefused: on a database whose
+// migration left out a count's triggers, a write of the counted rows
+// through the ORM fails with ErrNotMigrated naming the count and what
+// makes its triggers, instead of succeeding uncounted; once they are
+// installed, the same process writes and counts.
+func TestAChildWriteWhoseCountHasNoTriggersIsRefused(t *testing.T) {
+	check := func(t *testing.T, what string, err error, counter string) {
+		t.Helper()
+		if !errors.Is(err, gormcounter.ErrNotMigrated) || !strings.Contains(err.Error(), counter) || !strings.Contains(err.Error(), "SchemaSQL") {
+			t.Errorf("%s: got %v; want ErrNotMigrated naming %s and SchemaSQL", what, err, counter)
+		}
+	}
+	t.Run("gorm", func(t *testing.T) {
+		eachDB(t, func(t *testing.T, e *env) {
+			plain, err := gorm.Open(dialectorFor(e.kind, e.dsn), &gorm.Config{Logger: e.log})
+			must(t, err)
+			e.limit(t, plain)
+			must(t, plain.AutoMigrate(&FilePost{}, &FileComment{})) // no plugin: tables only
+			post := FilePost{Title: "a"}
+			must(t, plain.Create(&post).Error)
+			db := withPlugin(t, e, gormcounter.Config{Models: []any{&FilePost{}}})
+			check(t, "Create", db.Create(&FileComment{FilePostID: post.ID}).Error, "FilePost.CommentCount")
+
+			script, err := gormcounter.SchemaSQL(db, &FilePost{})
+			must(t, err)
+			for _, st := range script.Up {
+				must(t, plain.Exec(st).Error)
+			}
+			must(t, db.Create(&FileComment{FilePostID: post.ID}).Error)
+			var got FilePost
+			must(t, db.First(&got, post.ID).Error)
+			if got.CommentCount != 1 {
+				t.Errorf("after applying SchemaSQL: comment_count %d; want 1", got.CommentCount)
+			}
+		})
+	})
+	t.Run("ent", func(t *testing.T) {
+		eachDB(t, func(t *testing.T, e *env) {
+			ctx := context.Background()
+			ee := withEnt(t, e, false)
+			must(t, entMigrate(ctx, ee.client)) // without WithCounters: no triggers
+			folder := ee.client.Folder.Create().SaveX(ctx)
+			err := ee.client.File.Create().SetSize(3).SetFolderID(folder.ID).Exec(ctx)
+			check(t, "File.Create", err, "Folder.bytes")
+
+			script, err := entcounter.SchemaSQL(ee.client)
+			must(t, err)
+			for _, st := range script.Up {
+				_, err := ee.sqlDB.ExecContext(ctx, st)
+				must(t, err)
+			}
+			ee.client.File.Create().SetSize(3).SetFolderID(folder.ID).ExecX(ctx)
+			if got := ee.client.Folder.GetX(ctx, folder.ID).Bytes; got != 3 {
+				t.Errorf("after applying SchemaSQL: bytes %d; want 3", got)
+			}
+		})
+	})
+}

@@ -132,6 +132,9 @@ func (_c *BookCreate) createSpec() (*Book, *sqlgraph.CreateSpec) {
 		_node = &Book{config: _c.config}
 		_spec = sqlgraph.NewCreateSpec(book.Table, sqlgraph.NewFieldSpec(book.FieldID, field.TypeInt))
 	)
+	if len(_c.conflict) > 0 {
+		_c.mutation.hotcounterUpsert = true
+	}
 	_spec.OnConflict = _c.conflict
 	if value, ok := _c.mutation.Status(); ok {
 		_spec.SetField(book.FieldStatus, field.TypeString, value)
@@ -379,6 +382,12 @@ func (_c *BookCreateBulk) Save(ctx context.Context) ([]*Book, error) {
 					_, err = mutators[i+1].Mutate(root, _c.builders[i+1].mutation)
 				} else {
 					spec := &sqlgraph.BatchCreateSpec{Nodes: specs}
+					if len(_c.conflict) > 0 {
+						for _, b := range _c.builders {
+							b.mutation.hotcounterUpsert = true
+							b.mutation.hotcounterBulkUpsert = true
+						}
+					}
 					spec.OnConflict = _c.conflict
 					// Invoke the actual operation on the latest mutation in the chain.
 					if err = sqlgraph.BatchCreate(ctx, _c.driver, spec); err != nil {

@@ -339,14 +339,21 @@ type (
 func newConfig(opts ...Option) config {
 	cfg := config{log: log.Println, hooks: &hooks{}, inters: &inters{}}
 	cfg.hotcounter = generated.NewState()
+	cfg.hooks.Label = append(cfg.hooks.Label, generated.CountHook())
+	cfg.hooks.Conversation = append(cfg.hooks.Conversation, generated.CountHook())
 	cfg.hooks.Topic = append(cfg.hooks.Topic, generated.CountHook())
 	cfg.hooks.Desk = append(cfg.hooks.Desk, generated.CountHook())
+	cfg.hooks.Rating = append(cfg.hooks.Rating, generated.CountHook())
+	cfg.hooks.File = append(cfg.hooks.File, generated.CountHook())
 	cfg.hooks.HookedLabel = append(cfg.hooks.HookedLabel, generated.CountHook())
 	cfg.hooks.HookedConversation = append(cfg.hooks.HookedConversation, generated.CountHook())
+	cfg.hooks.MemberNote = append(cfg.hooks.MemberNote, generated.CountHook())
 	cfg.hooks.Pin = append(cfg.hooks.Pin, generated.CountHook())
 	cfg.hooks.Member = append(cfg.hooks.Member, generated.CountHook())
 	cfg.hooks.Item = append(cfg.hooks.Item, generated.CountHook())
 	cfg.hooks.Rack = append(cfg.hooks.Rack, generated.CountHook())
+	cfg.hooks.Page = append(cfg.hooks.Page, generated.CountHook())
+	cfg.hooks.Book = append(cfg.hooks.Book, generated.CountHook())
 	cfg.options(opts...)
 	return cfg
 }

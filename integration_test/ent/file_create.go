@@ -115,6 +115,9 @@ func (_c *FileCreate) createSpec() (*File, *sqlgraph.CreateSpec) {
 		_node = &File{config: _c.config}
 		_spec = sqlgraph.NewCreateSpec(file.Table, sqlgraph.NewFieldSpec(file.FieldID, field.TypeInt))
 	)
+	if len(_c.conflict) > 0 {
+		_c.mutation.hotcounterUpsert = true
+	}
 	_spec.OnConflict = _c.conflict
 	if value, ok := _c.mutation.Size(); ok {
 		_spec.SetField(file.FieldSize, field.TypeInt64, value)
@@ -387,6 +390,12 @@ func (_c *FileCreateBulk) Save(ctx context.Context) ([]*File, error) {
 					_, err = mutators[i+1].Mutate(root, _c.builders[i+1].mutation)
 				} else {
 					spec := &sqlgraph.BatchCreateSpec{Nodes: specs}
+					if len(_c.conflict) > 0 {
+						for _, b := range _c.builders {
+							b.mutation.hotcounterUpsert = true
+							b.mutation.hotcounterBulkUpsert = true
+						}
+					}
 					spec.OnConflict = _c.conflict
 					// Invoke the actual operation on the latest mutation in the chain.
 					if err = sqlgraph.BatchCreate(ctx, _c.driver, spec); err != nil {

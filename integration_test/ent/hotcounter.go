@@ -10,10 +10,12 @@ import (
 	"github.com/hotcounter/hotcounter/entcounter/generated"
 	"github.com/hotcounter/hotcounter/integration_test/ent/author"
 	"github.com/hotcounter/hotcounter/integration_test/ent/badge"
+	"github.com/hotcounter/hotcounter/integration_test/ent/book"
 	"github.com/hotcounter/hotcounter/integration_test/ent/clip"
 	"github.com/hotcounter/hotcounter/integration_test/ent/comment"
 	"github.com/hotcounter/hotcounter/integration_test/ent/conversation"
 	"github.com/hotcounter/hotcounter/integration_test/ent/desk"
+	"github.com/hotcounter/hotcounter/integration_test/ent/file"
 	"github.com/hotcounter/hotcounter/integration_test/ent/film"
 	"github.com/hotcounter/hotcounter/integration_test/ent/folder"
 	"github.com/hotcounter/hotcounter/integration_test/ent/forum"
@@ -22,11 +24,14 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/item"
 	"github.com/hotcounter/hotcounter/integration_test/ent/label"
 	"github.com/hotcounter/hotcounter/integration_test/ent/member"
+	"github.com/hotcounter/hotcounter/integration_test/ent/membernote"
+	"github.com/hotcounter/hotcounter/integration_test/ent/page"
 	"github.com/hotcounter/hotcounter/integration_test/ent/pin"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 	"github.com/hotcounter/hotcounter/integration_test/ent/predicate"
 	"github.com/hotcounter/hotcounter/integration_test/ent/product"
 	"github.com/hotcounter/hotcounter/integration_test/ent/rack"
+	"github.com/hotcounter/hotcounter/integration_test/ent/rating"
 	"github.com/hotcounter/hotcounter/integration_test/ent/reel"
 	"github.com/hotcounter/hotcounter/integration_test/ent/section"
 	"github.com/hotcounter/hotcounter/integration_test/ent/shelf"
@@ -4844,6 +4849,75 @@ func (m *ViewerMutation) HotCounterLate(field string) (int64, bool) {
 	return v, ok
 }
 
+// HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
+func (m *BookMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterRowKeys returns the ids of the Book rows the mutation
+// writes, read with the mutation's predicates but without query
+// interceptors, which do not apply to writes. Called by entcounter's
+// count hooks.
+func (m *BookMutation) HotCounterRowKeys(ctx context.Context) ([]any, error) {
+	id, hasID := m.ID()
+	if hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) && len(m.predicates) == 0 {
+		return []any{id}, nil
+	}
+	selector := sql.Dialect(m.driver.Dialect()).Select(book.FieldID).From(sql.Table(book.Table))
+	if hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) {
+		selector.Where(sql.EQ(book.FieldID, id))
+	}
+	for _, p := range m.predicates {
+		p(selector)
+	}
+	query, args := selector.Query()
+	rows := &sql.Rows{}
+	if err := m.driver.Query(ctx, query, args, rows); err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var keys []any
+	for rows.Next() {
+		var k int
+		if err := rows.Scan(&k); err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	return keys, rows.Err()
+}
+
+// HotCounterRowKeys returns the ids of the Conversation rows the mutation
+// writes, read with the mutation's predicates but without query
+// interceptors, which do not apply to writes. Called by entcounter's
+// count hooks.
+func (m *ConversationMutation) HotCounterRowKeys(ctx context.Context) ([]any, error) {
+	id, hasID := m.ID()
+	if hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) && len(m.predicates) == 0 {
+		return []any{id}, nil
+	}
+	selector := sql.Dialect(m.driver.Dialect()).Select(conversation.FieldID).From(sql.Table(conversation.Table))
+	if hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) {
+		selector.Where(sql.EQ(conversation.FieldID, id))
+	}
+	for _, p := range m.predicates {
+		p(selector)
+	}
+	query, args := selector.Query()
+	rows := &sql.Rows{}
+	if err := m.driver.Query(ctx, query, args, rows); err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var keys []any
+	for rows.Next() {
+		var k int
+		if err := rows.Scan(&k); err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	return keys, rows.Err()
+}
+
 // HotCounterRowKeys returns the ids of the Desk rows the mutation
 // writes, read with the mutation's predicates but without query
 // interceptors, which do not apply to writes. Called by entcounter's
@@ -4856,6 +4930,42 @@ func (m *DeskMutation) HotCounterRowKeys(ctx context.Context) ([]any, error) {
 	selector := sql.Dialect(m.driver.Dialect()).Select(desk.FieldID).From(sql.Table(desk.Table))
 	if hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) {
 		selector.Where(sql.EQ(desk.FieldID, id))
+	}
+	for _, p := range m.predicates {
+		p(selector)
+	}
+	query, args := selector.Query()
+	rows := &sql.Rows{}
+	if err := m.driver.Query(ctx, query, args, rows); err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var keys []any
+	for rows.Next() {
+		var k int
+		if err := rows.Scan(&k); err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	return keys, rows.Err()
+}
+
+// HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
+func (m *FileMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterRowKeys returns the ids of the File rows the mutation
+// writes, read with the mutation's predicates but without query
+// interceptors, which do not apply to writes. Called by entcounter's
+// count hooks.
+func (m *FileMutation) HotCounterRowKeys(ctx context.Context) ([]any, error) {
+	id, hasID := m.ID()
+	if hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) && len(m.predicates) == 0 {
+		return []any{id}, nil
+	}
+	selector := sql.Dialect(m.driver.Dialect()).Select(file.FieldID).From(sql.Table(file.Table))
+	if hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) {
+		selector.Where(sql.EQ(file.FieldID, id))
 	}
 	for _, p := range m.predicates {
 		p(selector)
@@ -4979,6 +5089,39 @@ func (m *ItemMutation) HotCounterRowKeys(ctx context.Context) ([]any, error) {
 	return keys, rows.Err()
 }
 
+// HotCounterRowKeys returns the ids of the Label rows the mutation
+// writes, read with the mutation's predicates but without query
+// interceptors, which do not apply to writes. Called by entcounter's
+// count hooks.
+func (m *LabelMutation) HotCounterRowKeys(ctx context.Context) ([]any, error) {
+	id, hasID := m.ID()
+	if hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) && len(m.predicates) == 0 {
+		return []any{id}, nil
+	}
+	selector := sql.Dialect(m.driver.Dialect()).Select(label.FieldID).From(sql.Table(label.Table))
+	if hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) {
+		selector.Where(sql.EQ(label.FieldID, id))
+	}
+	for _, p := range m.predicates {
+		p(selector)
+	}
+	query, args := selector.Query()
+	rows := &sql.Rows{}
+	if err := m.driver.Query(ctx, query, args, rows); err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var keys []any
+	for rows.Next() {
+		var k int
+		if err := rows.Scan(&k); err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	return keys, rows.Err()
+}
+
 // HotCounterRowKeys returns the ids of the Member rows the mutation
 // writes, read with the mutation's predicates but without query
 // interceptors, which do not apply to writes. Called by entcounter's
@@ -5004,6 +5147,78 @@ func (m *MemberMutation) HotCounterRowKeys(ctx context.Context) ([]any, error) {
 	var keys []any
 	for rows.Next() {
 		var k uuid.UUID
+		if err := rows.Scan(&k); err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	return keys, rows.Err()
+}
+
+// HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
+func (m *MemberNoteMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterRowKeys returns the ids of the MemberNote rows the mutation
+// writes, read with the mutation's predicates but without query
+// interceptors, which do not apply to writes. Called by entcounter's
+// count hooks.
+func (m *MemberNoteMutation) HotCounterRowKeys(ctx context.Context) ([]any, error) {
+	id, hasID := m.ID()
+	if hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) && len(m.predicates) == 0 {
+		return []any{id}, nil
+	}
+	selector := sql.Dialect(m.driver.Dialect()).Select(membernote.FieldID).From(sql.Table(membernote.Table))
+	if hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) {
+		selector.Where(sql.EQ(membernote.FieldID, id))
+	}
+	for _, p := range m.predicates {
+		p(selector)
+	}
+	query, args := selector.Query()
+	rows := &sql.Rows{}
+	if err := m.driver.Query(ctx, query, args, rows); err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var keys []any
+	for rows.Next() {
+		var k uuid.UUID
+		if err := rows.Scan(&k); err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	return keys, rows.Err()
+}
+
+// HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
+func (m *PageMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterRowKeys returns the ids of the Page rows the mutation
+// writes, read with the mutation's predicates but without query
+// interceptors, which do not apply to writes. Called by entcounter's
+// count hooks.
+func (m *PageMutation) HotCounterRowKeys(ctx context.Context) ([]any, error) {
+	id, hasID := m.ID()
+	if hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) && len(m.predicates) == 0 {
+		return []any{id}, nil
+	}
+	selector := sql.Dialect(m.driver.Dialect()).Select(page.FieldID).From(sql.Table(page.Table))
+	if hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) {
+		selector.Where(sql.EQ(page.FieldID, id))
+	}
+	for _, p := range m.predicates {
+		p(selector)
+	}
+	query, args := selector.Query()
+	rows := &sql.Rows{}
+	if err := m.driver.Query(ctx, query, args, rows); err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var keys []any
+	for rows.Next() {
+		var k int
 		if err := rows.Scan(&k); err != nil {
 			return nil, err
 		}
@@ -5060,6 +5275,42 @@ func (m *RackMutation) HotCounterRowKeys(ctx context.Context) ([]any, error) {
 	selector := sql.Dialect(m.driver.Dialect()).Select(rack.FieldID).From(sql.Table(rack.Table))
 	if hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) {
 		selector.Where(sql.EQ(rack.FieldID, id))
+	}
+	for _, p := range m.predicates {
+		p(selector)
+	}
+	query, args := selector.Query()
+	rows := &sql.Rows{}
+	if err := m.driver.Query(ctx, query, args, rows); err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var keys []any
+	for rows.Next() {
+		var k int
+		if err := rows.Scan(&k); err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	return keys, rows.Err()
+}
+
+// HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
+func (m *RatingMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterRowKeys returns the ids of the Rating rows the mutation
+// writes, read with the mutation's predicates but without query
+// interceptors, which do not apply to writes. Called by entcounter's
+// count hooks.
+func (m *RatingMutation) HotCounterRowKeys(ctx context.Context) ([]any, error) {
+	id, hasID := m.ID()
+	if hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) && len(m.predicates) == 0 {
+		return []any{id}, nil
+	}
+	selector := sql.Dialect(m.driver.Dialect()).Select(rating.FieldID).From(sql.Table(rating.Table))
+	if hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) {
+		selector.Where(sql.EQ(rating.FieldID, id))
 	}
 	for _, p := range m.predicates {
 		p(selector)

@@ -129,6 +129,9 @@ func (_c *MemberNoteCreate) createSpec() (*MemberNote, *sqlgraph.CreateSpec) {
 		_node = &MemberNote{config: _c.config}
 		_spec = sqlgraph.NewCreateSpec(membernote.Table, sqlgraph.NewFieldSpec(membernote.FieldID, field.TypeUUID))
 	)
+	if len(_c.conflict) > 0 {
+		_c.mutation.hotcounterUpsert = true
+	}
 	_spec.OnConflict = _c.conflict
 	if id, ok := _c.mutation.ID(); ok {
 		_node.ID = id
@@ -350,6 +353,12 @@ func (_c *MemberNoteCreateBulk) Save(ctx context.Context) ([]*MemberNote, error)
 					_, err = mutators[i+1].Mutate(root, _c.builders[i+1].mutation)
 				} else {
 					spec := &sqlgraph.BatchCreateSpec{Nodes: specs}
+					if len(_c.conflict) > 0 {
+						for _, b := range _c.builders {
+							b.mutation.hotcounterUpsert = true
+							b.mutation.hotcounterBulkUpsert = true
+						}
+					}
 					spec.OnConflict = _c.conflict
 					// Invoke the actual operation on the latest mutation in the chain.
 					if err = sqlgraph.BatchCreate(ctx, _c.driver, spec); err != nil {

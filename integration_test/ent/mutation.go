@@ -2215,16 +2215,18 @@ func (m *BadgeAwardsSlotMutation) ResetEdge(name string) error {
 // BookMutation represents an operation that mutates the Book nodes in the graph.
 type BookMutation struct {
 	config
-	op            Op
-	typ           string
-	id            *int
-	status        *string
-	clearedFields map[string]struct{}
-	shelf         *int
-	clearedshelf  bool
-	done          bool
-	oldValue      func(context.Context) (*Book, error)
-	predicates    []predicate.Book
+	op                   Op
+	typ                  string
+	id                   *int
+	status               *string
+	clearedFields        map[string]struct{}
+	shelf                *int
+	clearedshelf         bool
+	done                 bool
+	oldValue             func(context.Context) (*Book, error)
+	predicates           []predicate.Book
+	hotcounterUpsert     bool
+	hotcounterBulkUpsert bool
 }
 
 var _ ent.Mutation = (*BookMutation)(nil)
@@ -8053,17 +8055,19 @@ func (m *FandomMutation) ResetEdge(name string) error {
 // FileMutation represents an operation that mutates the File nodes in the graph.
 type FileMutation struct {
 	config
-	op            Op
-	typ           string
-	id            *int
-	size          *int64
-	addsize       *int64
-	clearedFields map[string]struct{}
-	folder        *int
-	clearedfolder bool
-	done          bool
-	oldValue      func(context.Context) (*File, error)
-	predicates    []predicate.File
+	op                   Op
+	typ                  string
+	id                   *int
+	size                 *int64
+	addsize              *int64
+	clearedFields        map[string]struct{}
+	folder               *int
+	clearedfolder        bool
+	done                 bool
+	oldValue             func(context.Context) (*File, error)
+	predicates           []predicate.File
+	hotcounterUpsert     bool
+	hotcounterBulkUpsert bool
 }
 
 var _ ent.Mutation = (*FileMutation)(nil)
@@ -15943,15 +15947,17 @@ func (m *MemberMutation) ResetEdge(name string) error {
 // MemberNoteMutation represents an operation that mutates the MemberNote nodes in the graph.
 type MemberNoteMutation struct {
 	config
-	op            Op
-	typ           string
-	id            *uuid.UUID
-	clearedFields map[string]struct{}
-	member        *uuid.UUID
-	clearedmember bool
-	done          bool
-	oldValue      func(context.Context) (*MemberNote, error)
-	predicates    []predicate.MemberNote
+	op                   Op
+	typ                  string
+	id                   *uuid.UUID
+	clearedFields        map[string]struct{}
+	member               *uuid.UUID
+	clearedmember        bool
+	done                 bool
+	oldValue             func(context.Context) (*MemberNote, error)
+	predicates           []predicate.MemberNote
+	hotcounterUpsert     bool
+	hotcounterBulkUpsert bool
 }
 
 var _ ent.Mutation = (*MemberNoteMutation)(nil)
@@ -16691,15 +16697,17 @@ func (m *NaivePostMutation) ResetEdge(name string) error {
 // PageMutation represents an operation that mutates the Page nodes in the graph.
 type PageMutation struct {
 	config
-	op             Op
-	typ            string
-	id             *int
-	clearedFields  map[string]struct{}
-	section        *int
-	clearedsection bool
-	done           bool
-	oldValue       func(context.Context) (*Page, error)
-	predicates     []predicate.Page
+	op                   Op
+	typ                  string
+	id                   *int
+	clearedFields        map[string]struct{}
+	section              *int
+	clearedsection       bool
+	done                 bool
+	oldValue             func(context.Context) (*Page, error)
+	predicates           []predicate.Page
+	hotcounterUpsert     bool
+	hotcounterBulkUpsert bool
 }
 
 var _ ent.Mutation = (*PageMutation)(nil)
@@ -22074,19 +22082,21 @@ func (m *RackOpenCountSlotMutation) ResetEdge(name string) error {
 // RatingMutation represents an operation that mutates the Rating nodes in the graph.
 type RatingMutation struct {
 	config
-	op            Op
-	typ           string
-	id            *int
-	score         *int
-	addscore      *int
-	clearedFields map[string]struct{}
-	film          *int
-	clearedfilm   bool
-	viewer        *int
-	clearedviewer bool
-	done          bool
-	oldValue      func(context.Context) (*Rating, error)
-	predicates    []predicate.Rating
+	op                   Op
+	typ                  string
+	id                   *int
+	score                *int
+	addscore             *int
+	clearedFields        map[string]struct{}
+	film                 *int
+	clearedfilm          bool
+	viewer               *int
+	clearedviewer        bool
+	done                 bool
+	oldValue             func(context.Context) (*Rating, error)
+	predicates           []predicate.Rating
+	hotcounterUpsert     bool
+	hotcounterBulkUpsert bool
 }
 
 var _ ent.Mutation = (*RatingMutation)(nil)

@@ -101,6 +101,9 @@ func (_c *PageCreate) createSpec() (*Page, *sqlgraph.CreateSpec) {
 		_node = &Page{config: _c.config}
 		_spec = sqlgraph.NewCreateSpec(page.Table, sqlgraph.NewFieldSpec(page.FieldID, field.TypeInt))
 	)
+	if len(_c.conflict) > 0 {
+		_c.mutation.hotcounterUpsert = true
+	}
 	_spec.OnConflict = _c.conflict
 	if nodes := _c.mutation.SectionIDs(); len(nodes) > 0 {
 		edge := &sqlgraph.EdgeSpec{
@@ -317,6 +320,12 @@ func (_c *PageCreateBulk) Save(ctx context.Context) ([]*Page, error) {
 					_, err = mutators[i+1].Mutate(root, _c.builders[i+1].mutation)
 				} else {
 					spec := &sqlgraph.BatchCreateSpec{Nodes: specs}
+					if len(_c.conflict) > 0 {
+						for _, b := range _c.builders {
+							b.mutation.hotcounterUpsert = true
+							b.mutation.hotcounterBulkUpsert = true
+						}
+					}
 					spec.OnConflict = _c.conflict
 					// Invoke the actual operation on the latest mutation in the chain.
 					if err = sqlgraph.BatchCreate(ctx, _c.driver, spec); err != nil {

@@ -143,6 +143,9 @@ func (_c *RatingCreate) createSpec() (*Rating, *sqlgraph.CreateSpec) {
 		_node = &Rating{config: _c.config}
 		_spec = sqlgraph.NewCreateSpec(rating.Table, sqlgraph.NewFieldSpec(rating.FieldID, field.TypeInt))
 	)
+	if len(_c.conflict) > 0 {
+		_c.mutation.hotcounterUpsert = true
+	}
 	_spec.OnConflict = _c.conflict
 	if value, ok := _c.mutation.Score(); ok {
 		_spec.SetField(rating.FieldScore, field.TypeInt, value)
@@ -433,6 +436,12 @@ func (_c *RatingCreateBulk) Save(ctx context.Context) ([]*Rating, error) {
 					_, err = mutators[i+1].Mutate(root, _c.builders[i+1].mutation)
 				} else {
 					spec := &sqlgraph.BatchCreateSpec{Nodes: specs}
+					if len(_c.conflict) > 0 {
+						for _, b := range _c.builders {
+							b.mutation.hotcounterUpsert = true
+							b.mutation.hotcounterBulkUpsert = true
+						}
+					}
 					spec.OnConflict = _c.conflict
 					// Invoke the actual operation on the latest mutation in the chain.
 					if err = sqlgraph.BatchCreate(ctx, _c.driver, spec); err != nil {

@@ -56,6 +56,9 @@ func CountHook() ent.Hook {
 				return next.Mutate(ctx, m)
 			}
 			r := hm.HotCounter()
+			if err := r.ChildCountsMigrated(ctx, m.Type()); err != nil {
+				return nil, err
+			}
 			// The parent side first (its edge setters move children), then
 			// the child side, for a schema that is both.
 			mut := next

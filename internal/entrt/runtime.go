@@ -761,8 +761,24 @@ func ToInt64(v ent.Value) int64 {
 // count found migrated is not read again; one found missing is read again
 // at the next load (the migration may have run meanwhile).
 func (r Runtime) countsMigrated(ctx context.Context, typ string) error {
+	return r.triggersThere(ctx, "load "+typ, func(d Def) bool { return d.Type == typ })
+}
+
+// ChildCountsMigrated refuses a mutation of schema typ that writes the
+// rows of a count kept by triggers (its child, or a side of its M2M edge)
+// when the count has none: the write would succeed uncounted. Checked once
+// per client and count, as loads check it.
+func (r Runtime) ChildCountsMigrated(ctx context.Context, typ string) error {
+	return r.triggersThere(ctx, "write "+typ, func(d Def) bool {
+		return d.Count.Type == typ || d.Count.Across != nil && d.Type == typ
+	})
+}
+
+// triggersThere is countsMigrated for the counts kept by triggers that
+// keep selects; what names the statement refused.
+func (r Runtime) triggersThere(ctx context.Context, what string, keep func(Def) bool) error {
 	for _, d := range r.Defs {
-		if d.Type != typ || d.Count == nil || d.Count.Hooks {
+		if d.Count == nil || d.Count.Hooks || !keep(d) {
 			continue
 		}
 		st := r.state()
@@ -775,11 +791,11 @@ func (r Runtime) countsMigrated(ctx context.Context, typ string) error {
 		}
 		missing, err := engine.CountTriggersMissing(ctx, Conn{r.driver(), r.driver().Dialect()}, dl, d.CountSpec())
 		if err != nil {
-			return fmt.Errorf("entcounter: load %s: read the triggers that keep %s: %w", typ, d.Name(), err)
+			return fmt.Errorf("entcounter: %s: read the triggers that keep %s: %w", what, d.Name(), err)
 		}
 		if missing {
-			return fmt.Errorf("entcounter: load %s: the triggers that keep %s (on %s) are missing: migrate with client.Schema.Create(ctx, entcounter.WithCounters(client)), run entcounter.InstallTriggers(ctx, client), or apply the statements of entcounter.SchemaSQL: %w",
-				typ, d.Name(), d.Count.Table, spec.ErrNotMigrated)
+			return fmt.Errorf("entcounter: %s: the triggers that keep %s (on %s) are missing: migrate with client.Schema.Create(ctx, entcounter.WithCounters(client)), run entcounter.InstallTriggers(ctx, client), or apply the statements of entcounter.SchemaSQL: %w",
+				what, d.Name(), d.Count.Table, spec.ErrNotMigrated)
 		}
 		st.migrated.Store(d.SlotTable, true)
 	}
