@@ -544,7 +544,7 @@ func (p *Plugin) countsMigratedFor(db *gorm.DB, cs []*counter, what string) erro
 			return fmt.Errorf("gormcounter: read the triggers that keep %s: %w", c.name(), err)
 		}
 		if missing {
-			return fmt.Errorf("gormcounter: %s: the triggers that keep %s (on %s) are missing: run AutoMigrate of %s with the plugin registered, which installs them and counts the rows there, or apply the statements of gormcounter.SchemaSQL: %w",
+			return fmt.Errorf("gormcounter: %s: the triggers that keep %s (on %s) are missing: run AutoMigrate of %s with the plugin registered, which installs them and counts the rows there, or apply the statements of gormcounter.SchemaSQL (docs/migrations.md): %w",
 				what, c.name(), count.Child, c.model.schema.Name, ErrNotMigrated)
 		}
 		p.migrated.Store(c.table.Slots, true)

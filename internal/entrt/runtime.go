@@ -794,7 +794,7 @@ func (r Runtime) triggersThere(ctx context.Context, what string, keep func(Def) 
 			return fmt.Errorf("entcounter: %s: read the triggers that keep %s: %w", what, d.Name(), err)
 		}
 		if missing {
-			return fmt.Errorf("entcounter: %s: the triggers that keep %s (on %s) are missing: migrate with client.Schema.Create(ctx, entcounter.WithCounters(client)), run entcounter.InstallTriggers(ctx, client), or apply the statements of entcounter.SchemaSQL: %w",
+			return fmt.Errorf("entcounter: %s: the triggers that keep %s (on %s) are missing: migrate with client.Schema.Create(ctx, entcounter.WithCounters(client)), run entcounter.InstallTriggers(ctx, client), or apply the statements of entcounter.SchemaSQL (docs/migrations.md): %w",
 				what, d.Name(), d.Count.Table, spec.ErrNotMigrated)
 		}
 		st.migrated.Store(d.SlotTable, true)
