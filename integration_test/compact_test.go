@@ -410,7 +410,15 @@ func TestPassesRefuseTransactions(t *testing.T) {
 // table, and ent's (a surrogate key and a second index), both created with
 // room on every page (fillfactor 90).
 func TestCompactionLeavesTheSlotTableNoLarger(t *testing.T) {
-	parallel(t)
+	// Alone on PostgreSQL: whether a removed row's space is reused depends
+	// on every session of the database (the horizon of what may be
+	// pruned), and a page not pruned in time makes the table grow. The
+	// pass waits for the sessions it sees holding old rows; under the
+	// whole suite (its 8 writers migrating beside live writes and the rest)
+	// the table still grew by 6 pages in one fresh-clone run of three
+	// (5,390,336 to 5,439,488 bytes), where alone it passed every time.
+	// Alone it takes about 6 s.
+	exclusive(t, pg)
 	const posts = 20000
 	for _, order := range []string{"id, g", "g, id"} {
 		t.Run("by "+order, func(t *testing.T) {
