@@ -22,6 +22,11 @@ import (
 type dialector struct {
 	gorm.Dialector
 	plugin *Plugin
+	// records is set where the connection records statements instead of
+	// running them (atlas-provider-gorm's loader): migrations then show
+	// the models' tables and the counters' own, as a tool that keeps
+	// tables alone takes them (see records).
+	records bool
 }
 
 var (
@@ -49,8 +54,9 @@ func (d *dialector) Migrator(db *gorm.DB) gorm.Migrator {
 		return d.Dialector.Migrator(db)
 	}
 	db = db.Clauses(dbresolver.Write).Session(&gorm.Session{})
-	if db.DryRun {
-		return dryRunMigrator{counterMigrator{Migrator: d.Dialector.Migrator(db.Set(dryRunInner, true)), db: db, plugin: d.plugin}}
+	if db.DryRun || d.records {
+		return dryRunMigrator{counterMigrator: counterMigrator{Migrator: d.Dialector.Migrator(db.Set(dryRunInner, true)), db: db, plugin: d.plugin},
+			tablesOnly: d.records}
 	}
 	return counterMigrator{Migrator: d.Dialector.Migrator(db), db: db, plugin: d.plugin}
 }

@@ -125,7 +125,8 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 	if err != nil {
 		return err
 	}
-	if pragma := d.ForeignKeysPragma(); pragma != "" {
+	recording := records(db)
+	if pragma := d.ForeignKeysPragma(); pragma != "" && !recording {
 		// See checkForeignKeys: refused before any write is counted.
 		var on int
 		if err := db.Raw(pragma).Row().Scan(&on); err != nil {
@@ -150,8 +151,8 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 		}
 	}
 
-	if _, wrapped := db.Dialector.(*dialector); !wrapped {
-		db.Dialector = &dialector{Dialector: db.Dialector, plugin: p}
+	if _, wrapped := db.Dialector.(*dialector); !wrapped && !loaderDialector(db.Dialector) {
+		db.Dialector = &dialector{Dialector: db.Dialector, plugin: p, records: recording}
 	}
 
 	cb := db.Callback()

@@ -95,7 +95,16 @@ func (co *countOf) cascades(ref string) bool {
 // SchemaSQL's Up (Down before DropTable), is shown the same way and never
 // sent. It shows the whole script, not what differs from the database:
 // every statement of it can run again, changing nothing.
-type dryRunMigrator struct{ counterMigrator }
+//
+// Where the connection records statements (atlas-provider-gorm), the
+// migrator runs the same way with tablesOnly: GORM's tables, then the
+// counters' slot and delta tables (Script.Tables), which is all a tool
+// that keeps tables holds; the rest of SchemaSQL's Up goes in a file of
+// its own.
+type dryRunMigrator struct {
+	counterMigrator
+	tablesOnly bool
+}
 
 // AutoMigrate shows what AutoMigrate would run.
 func (m dryRunMigrator) AutoMigrate(values ...any) error {
@@ -159,8 +168,11 @@ func (m dryRunMigrator) show(values []any, down bool) error {
 		return err
 	}
 	stmts := script.Up
-	if down {
+	switch {
+	case down:
 		stmts = script.Down
+	case m.tablesOnly:
+		stmts = script.Tables
 	}
 	exec := m.db
 	if g, ok := m.Migrator.(interface{ GetQueryAndExecTx() (*gorm.DB, *gorm.DB) }); ok {

@@ -12,6 +12,8 @@ import (
 	"testing/fstest"
 	"time"
 
+	"ariga.io/atlas-provider-gorm/gormschema"
+	"ariga.io/atlas/sdk/recordriver"
 	atlasmigrate "ariga.io/atlas/sql/migrate"
 	"entgo.io/ent/dialect"
 	entsql "entgo.io/ent/dialect/sql"
@@ -185,6 +187,7 @@ func filePostCounts(t *testing.T, db *gorm.DB, id uint) (FilePost, int64) {
 // one AutoMigrate migrated.
 func TestADatabaseMigratedByFilesCountsExactly(t *testing.T) {
 	t.Run("gorm", func(t *testing.T) { eachDB(t, gormByFiles) })
+	t.Run("gorm, tables from atlas-provider-gorm", func(t *testing.T) { eachDB(t, gormByAtlasFiles) })
 	t.Run("ent", func(t *testing.T) { eachDB(t, entByFiles) })
 	t.Run("ent, a counter added by a second file", func(t *testing.T) { eachDB(t, entAddsACounterByFiles) })
 }
@@ -239,7 +242,96 @@ func gormByFiles(t *testing.T, e *env) {
 		t.Fatalf("a dry run of AutoMigrate created %v", has)
 	}
 	gooseUp(t, e, first)
+	posts := gormFilesWork(t, e)
 
+	// A second file adds a counter and a count over the rows that exist.
+	second := dryRunFile(t, e.db, &FilePostV2{}, &FileComment{})
+	gooseUp(t, e, first, second)
+	for _, p := range posts[1:] {
+		must(t, gormcounter.Increment(e.db.Model(&FilePostV2{ID: p.ID}), "Shares", 2).Error)
+		var got FilePostV2
+		must(t, e.db.First(&got, p.ID).Error)
+		var approved int64
+		must(t, e.db.Model(&FileComment{}).Where("file_post_id = ? AND approved = ?", p.ID, true).Count(&approved).Error)
+		if got.Shares != 2 || got.ApprovedCount != approved || approved == 0 {
+			t.Errorf("post %d after the second file: shares %d (want 2), approved_count %d (want %d)", p.ID, got.Shares, got.ApprovedCount, approved)
+		}
+	}
+	sameSchemaAsAutoMigrate(t, e, v1, []any{&FilePostV2{}, &FileComment{}})
+}
+
+// gormByAtlasFiles: atlas-provider-gorm, loading the models with the
+// plugin, gives the models' tables without a column for a sum counter and
+// the counters' slot and delta tables; SchemaSQL's file beside it holds
+// what Atlas's free edition does not keep (triggers, functions, storage,
+// the counts of existing rows). Applied in that order, by goose here as
+// Atlas would apply its directory, the database counts exactly and has
+// AutoMigrate's schema.
+func gormByAtlasFiles(t *testing.T, e *env) {
+	v1 := []any{&FilePost{}, &FileComment{}, &FileTag{}}
+	loaded := atlasLoad(t, e.kind, gormcounter.New(gormcounter.Config{}), v1...)
+	for _, sum := range []string{"likes", "comment_count", "post_count"} {
+		if strings.Contains(loaded, sum) && !strings.Contains(loaded, "_"+sum+"_slots") {
+			t.Errorf("atlas-provider-gorm's schema has a column for the sum counter %s:\n%s", sum, loaded)
+		}
+	}
+	tables := "-- +goose Up\n"
+	for _, st := range strings.Split(strings.TrimSpace(loaded), ";\n") {
+		tables += "-- +goose StatementBegin\n" + strings.TrimSuffix(st, ";") + ";\n-- +goose StatementEnd\n"
+	}
+	script, err := gormcounter.SchemaSQL(e.db, v1...)
+	must(t, err)
+	gooseUp(t, e, tables, script.Goose())
+	gormFilesWork(t, e)
+	sameSchemaAsAutoMigrate(t, e, v1)
+}
+
+// atlasLoads serializes atlas-provider-gorm's loads: its recording driver
+// keeps one session, named "gorm", for the whole process.
+var atlasLoads sync.Mutex
+
+// atlasLoad returns what atlas-provider-gorm's loader (its "Go program"
+// mode, as an atlas.hcl's external_schema runs it) prints for models, with
+// the plugin in the gorm.Config it is given.
+func atlasLoad(t *testing.T, kind dbKind, plugin *gormcounter.Plugin, models ...any) string {
+	t.Helper()
+	dialect := map[dbKind]string{pg: "postgres", my: "mysql", lite: "sqlite"}[kind]
+	atlasLoads.Lock()
+	defer atlasLoads.Unlock()
+	if s, ok := recordriver.Session("gorm"); ok {
+		s.Statements = nil
+	}
+	out, err := gormschema.New(dialect, gormschema.WithConfig(&gorm.Config{
+		Plugins: map[string]gorm.Plugin{plugin.Name(): plugin},
+	})).Load(models...)
+	if err != nil {
+		t.Fatalf("atlas-provider-gorm with the plugin: %v", err)
+	}
+	return out
+}
+
+// sameSchemaAsAutoMigrate fails t unless the database the files made has
+// the tables, columns, indexes, triggers and storage that AutoMigrate
+// makes of each release's models, in order, on a database of its own.
+func sameSchemaAsAutoMigrate(t *testing.T, e *env, releases ...[]any) {
+	t.Helper()
+	orm := open(t, e.kind)
+	for _, models := range releases {
+		must(t, orm.db.AutoMigrate(models...))
+	}
+	byFiles, byORM := catalog(t, e, openPool(t, e, 2)), catalog(t, orm, openPool(t, orm, 2))
+	if !slices.Equal(byFiles, byORM) {
+		t.Errorf("the schema the files made differs from AutoMigrate's:\n%s", diffLines(byFiles, byORM))
+	}
+}
+
+// gormFilesWork runs the writes and checks of a database migrated by
+// files: 8 goroutines each like, view and clap three posts and add
+// comments; a raw insert, a move and a delete beside them; a rollup pass,
+// a recount that finds nothing to correct, and a cascade through the join
+// table. It returns the posts.
+func gormFilesWork(t *testing.T, e *env) []FilePost {
+	t.Helper()
 	// Writers: 8 goroutines each like, view and clap every post, and add
 	// comments; a raw insert and a move and a delete beside them.
 	posts := make([]FilePost, 3)
@@ -309,30 +401,7 @@ func gormByFiles(t *testing.T, e *env) {
 	if tagNow.PostCount != 2 {
 		t.Errorf("after deleting one of its 3 posts the tag counts %d; want 2", tagNow.PostCount)
 	}
-
-	// A second file adds a counter and a count over the rows that exist.
-	second := dryRunFile(t, e.db, &FilePostV2{}, &FileComment{})
-	gooseUp(t, e, first, second)
-	for _, p := range posts[1:] {
-		must(t, gormcounter.Increment(e.db.Model(&FilePostV2{ID: p.ID}), "Shares", 2).Error)
-		var got FilePostV2
-		must(t, e.db.First(&got, p.ID).Error)
-		var approved int64
-		must(t, e.db.Model(&FileComment{}).Where("file_post_id = ? AND approved = ?", p.ID, true).Count(&approved).Error)
-		if got.Shares != 2 || got.ApprovedCount != approved || approved == 0 {
-			t.Errorf("post %d after the second file: shares %d (want 2), approved_count %d (want %d)", p.ID, got.Shares, got.ApprovedCount, approved)
-		}
-	}
-
-	// The same models, migrated by AutoMigrate on a database of their
-	// own, make the same schema.
-	orm := open(t, e.kind)
-	must(t, orm.db.AutoMigrate(v1...))
-	must(t, orm.db.AutoMigrate(&FilePostV2{}, &FileComment{}))
-	byFiles, byORM := catalog(t, e, openPool(t, e, 2)), catalog(t, orm, openPool(t, orm, 2))
-	if !slices.Equal(byFiles, byORM) {
-		t.Errorf("the schema the files made differs from AutoMigrate's:\n%s", diffLines(byFiles, byORM))
-	}
+	return posts
 }
 
 // entGooseFile returns the statements of what ent's Schema.WriteTo

@@ -37,6 +37,13 @@ type SchemaPart struct {
 // missing, and the count of existing children adds only a difference.
 type Script struct {
 	Up, Down []string
+	// Tables holds the statements of Up that make tables and their
+	// indexes (slot and delta tables), in Up's order: what a tool that
+	// keeps tables and nothing else (Atlas's free edition, through
+	// atlas-provider-gorm) takes from the models. The rest of Up (storage
+	// options, slot rows, triggers, functions, counts of existing rows)
+	// must come from a file of Up beside that tool's.
+	Tables []string
 }
 
 // Schema writes the script of parts, in their order, without touching the
@@ -68,6 +75,7 @@ func (st Store) Schema(parts []SchemaPart) (Script, error) {
 			}
 			undo = append(undo, func(w countersql.Writer) { d.DropSlotTable(w, t) })
 		}
+		tables := len(up)
 		if !appends {
 			if build := d.SlotStorage(t); build != nil {
 				up = append(up, build)
@@ -101,12 +109,15 @@ func (st Store) Schema(parts []SchemaPart) (Script, error) {
 				undo = append(drop, undo...)
 			}
 		}
-		for _, build := range up {
+		for i, build := range up {
 			text, err := d.Render(build)
 			if err != nil {
 				return Script{}, fmt.Errorf("%s: %s: %w", st.Pkg, c.Name, err)
 			}
 			s.Up = append(s.Up, text)
+			if i < tables {
+				s.Tables = append(s.Tables, text)
+			}
 		}
 		down = append(down, undo)
 	}
