@@ -70,7 +70,7 @@ func (p *Plugin) begin(db *gorm.DB, del bool) {
 		return
 	}
 	if len(counts) == 0 {
-		if joins, _ := p.acrossCounts(db); len(joins) == 0 || !del {
+		if joins, _, _ := p.acrossCounts(db); len(joins) == 0 || !del {
 			return
 		}
 	}
@@ -119,39 +119,53 @@ func (p *Plugin) countBeforeDelete(db *gorm.DB) {
 // as the other side: deleting those rows takes their join rows with them
 // (the join's cascade), and the counts of the rows they were attached to
 // change.
-func (p *Plugin) acrossCounts(db *gorm.DB) ([][]countersql.Count, error) {
+//
+// refs[i] is the column of join table i that names the statement's rows:
+// the other side's reference of the count that reaches them, whatever
+// count comes first in the join table's list (a join table may carry a
+// count on each side).
+func (p *Plugin) acrossCounts(db *gorm.DB) (joins [][]countersql.Count, refs []string, err error) {
 	stmt := db.Statement
 	if stmt.Schema == nil || stmt.Schema.PrioritizedPrimaryField == nil {
-		return nil, nil
+		return nil, nil, nil
+	}
+	type found struct {
+		list []*counter
+		via  *counter
 	}
 	p.countsMu.Lock()
-	var joins [][]*counter
+	var lists []found
 	for _, list := range p.counts {
 		for _, c := range list {
 			if c.opts.Hooks && c.count.rel.JoinTable != nil && c.count.rel.FieldSchema.Table == stmt.Schema.Table {
-				joins = append(joins, list)
+				lists = append(lists, found{list, c})
 				break
 			}
 		}
 	}
 	p.countsMu.Unlock()
-	var out [][]countersql.Count
-	for _, list := range joins {
+	sort.Slice(lists, func(i, j int) bool {
+		return lists[i].list[0].count.rel.JoinTable.Table < lists[j].list[0].count.rel.JoinTable.Table
+	})
+	for _, f := range lists {
 		var counts []countersql.Count
-		for _, c := range list {
+		ref := ""
+		for _, c := range f.list {
 			if !c.opts.Hooks {
 				continue
 			}
 			cs, err := p.countSpec(db, c)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			counts = append(counts, cs)
+			if c == f.via {
+				ref = cs.Across.Ref
+			}
 		}
-		out = append(out, counts)
+		joins, refs = append(joins, counts), append(refs, ref)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i][0].Child < out[j][0].Child })
-	return out, nil
+	return joins, refs, nil
 }
 
 // acrossState is what acrossBefore read: the keys of the rows deleted,
@@ -159,6 +173,7 @@ func (p *Plugin) acrossCounts(db *gorm.DB) ([][]countersql.Count, error) {
 type acrossState struct {
 	keys   []any
 	counts [][]countersql.Count
+	refs   []string // per join table, the column naming the deleted rows
 	before [][]engine.CountedRow
 }
 
@@ -176,7 +191,7 @@ func (p *Plugin) acrossBefore(db *gorm.DB) {
 	if db.Error != nil || db.DryRun || (stmt.Schema != nil && softDeletes(stmt.Schema) && !stmt.Unscoped) {
 		return
 	}
-	joins, err := p.acrossCounts(db)
+	joins, refs, err := p.acrossCounts(db)
 	if err != nil {
 		db.AddError(err)
 		return
@@ -201,9 +216,9 @@ func (p *Plugin) acrossBefore(db *gorm.DB) {
 		return
 	}
 	stmt.AddClause(clause.Where{Exprs: []clause.Expression{clause.IN{Column: clause.Column{Table: clause.CurrentTable, Name: key}, Values: keys}}})
-	state := acrossState{keys: keys, counts: joins}
-	for _, counts := range joins {
-		rows, err := engine.ReadCounted(stmt.Context, conn, p.dialect, counts, p.dialect.ChildColumnIn(counts[0], counts[0].Across.Ref, keys), true)
+	state := acrossState{keys: keys, counts: joins, refs: refs}
+	for i, counts := range joins {
+		rows, err := engine.ReadCounted(stmt.Context, conn, p.dialect, counts, p.dialect.ChildColumnIn(counts[0], refs[i], keys), true)
 		if err != nil {
 			db.AddError(fmt.Errorf("gormcounter: read the %s rows a delete of %s takes with it: %w", counts[0].Child, stmt.Schema.Name, err))
 			return
@@ -225,7 +240,7 @@ func (p *Plugin) acrossAfter(db *gorm.DB) {
 	for i, counts := range state.counts {
 		var cond func(countersql.Writer) = func(w countersql.Writer) { w.WriteString("1=0") }
 		if len(state.keys) > 0 {
-			cond = p.dialect.ChildColumnIn(counts[0], counts[0].Across.Ref, state.keys)
+			cond = p.dialect.ChildColumnIn(counts[0], state.refs[i], state.keys)
 		}
 		if err := engine.CountAgain(stmt.Context, conn, p.dialect, counts, state.before[i], cond); err != nil {
 			db.AddError(fmt.Errorf("gormcounter: count the %s rows a delete of %s took with it: %w", counts[0].Child, stmt.Schema.Name, err))

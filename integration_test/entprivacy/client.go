@@ -14,10 +14,14 @@ import (
 	"entgo.io/ent/dialect"
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
+	"github.com/hotcounter/hotcounter/integration_test/entprivacy/label"
+	"github.com/hotcounter/hotcounter/integration_test/entprivacy/labelhookedreplycountslot"
+	"github.com/hotcounter/hotcounter/integration_test/entprivacy/labelreplycountslot"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/post"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/postlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/postviewsslot"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/reply"
+	"github.com/hotcounter/hotcounter/integration_test/entprivacy/replyhookedlabelcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/thread"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/threadhookedreplycountslot"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/threadreplycountslot"
@@ -31,6 +35,8 @@ type Client struct {
 	config
 	// Schema is the client for creating, migrating and dropping schema.
 	Schema *migrate.Schema
+	// Label is the client for interacting with the Label builders.
+	Label *LabelClient
 	// Post is the client for interacting with the Post builders.
 	Post *PostClient
 	// PostLikesSlot is the client for interacting with the PostLikesSlot builders.
@@ -41,6 +47,12 @@ type Client struct {
 	Reply *ReplyClient
 	// Thread is the client for interacting with the Thread builders.
 	Thread *ThreadClient
+	// LabelReplyCountSlot is the client for interacting with the LabelReplyCountSlot builders.
+	LabelReplyCountSlot *LabelReplyCountSlotClient
+	// LabelHookedReplyCountSlot is the client for interacting with the LabelHookedReplyCountSlot builders.
+	LabelHookedReplyCountSlot *LabelHookedReplyCountSlotClient
+	// ReplyHookedLabelCountSlot is the client for interacting with the ReplyHookedLabelCountSlot builders.
+	ReplyHookedLabelCountSlot *ReplyHookedLabelCountSlotClient
 	// ThreadReplyCountSlot is the client for interacting with the ThreadReplyCountSlot builders.
 	ThreadReplyCountSlot *ThreadReplyCountSlotClient
 	// ThreadHookedReplyCountSlot is the client for interacting with the ThreadHookedReplyCountSlot builders.
@@ -56,11 +68,15 @@ func NewClient(opts ...Option) *Client {
 
 func (c *Client) init() {
 	c.Schema = migrate.NewSchema(c.driver)
+	c.Label = NewLabelClient(c.config)
 	c.Post = NewPostClient(c.config)
 	c.PostLikesSlot = NewPostLikesSlotClient(c.config)
 	c.PostViewsSlot = NewPostViewsSlotClient(c.config)
 	c.Reply = NewReplyClient(c.config)
 	c.Thread = NewThreadClient(c.config)
+	c.LabelReplyCountSlot = NewLabelReplyCountSlotClient(c.config)
+	c.LabelHookedReplyCountSlot = NewLabelHookedReplyCountSlotClient(c.config)
+	c.ReplyHookedLabelCountSlot = NewReplyHookedLabelCountSlotClient(c.config)
 	c.ThreadReplyCountSlot = NewThreadReplyCountSlotClient(c.config)
 	c.ThreadHookedReplyCountSlot = NewThreadHookedReplyCountSlotClient(c.config)
 }
@@ -91,6 +107,7 @@ func newConfig(opts ...Option) config {
 	cfg := config{log: log.Println, hooks: &hooks{}, inters: &inters{}}
 	cfg.hotcounter = generated.NewState()
 	cfg.hooks.Reply = append(cfg.hooks.Reply, generated.CountHook())
+	cfg.hooks.Label = append(cfg.hooks.Label, generated.CountHook())
 	cfg.hooks.Thread = append(cfg.hooks.Thread, generated.CountHook())
 	cfg.options(opts...)
 	return cfg
@@ -161,11 +178,15 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 	return &Tx{
 		ctx:                        ctx,
 		config:                     cfg,
+		Label:                      NewLabelClient(cfg),
 		Post:                       NewPostClient(cfg),
 		PostLikesSlot:              NewPostLikesSlotClient(cfg),
 		PostViewsSlot:              NewPostViewsSlotClient(cfg),
 		Reply:                      NewReplyClient(cfg),
 		Thread:                     NewThreadClient(cfg),
+		LabelReplyCountSlot:        NewLabelReplyCountSlotClient(cfg),
+		LabelHookedReplyCountSlot:  NewLabelHookedReplyCountSlotClient(cfg),
+		ReplyHookedLabelCountSlot:  NewReplyHookedLabelCountSlotClient(cfg),
 		ThreadReplyCountSlot:       NewThreadReplyCountSlotClient(cfg),
 		ThreadHookedReplyCountSlot: NewThreadHookedReplyCountSlotClient(cfg),
 	}, nil
@@ -187,11 +208,15 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 	return &Tx{
 		ctx:                        ctx,
 		config:                     cfg,
+		Label:                      NewLabelClient(cfg),
 		Post:                       NewPostClient(cfg),
 		PostLikesSlot:              NewPostLikesSlotClient(cfg),
 		PostViewsSlot:              NewPostViewsSlotClient(cfg),
 		Reply:                      NewReplyClient(cfg),
 		Thread:                     NewThreadClient(cfg),
+		LabelReplyCountSlot:        NewLabelReplyCountSlotClient(cfg),
+		LabelHookedReplyCountSlot:  NewLabelHookedReplyCountSlotClient(cfg),
+		ReplyHookedLabelCountSlot:  NewReplyHookedLabelCountSlotClient(cfg),
 		ThreadReplyCountSlot:       NewThreadReplyCountSlotClient(cfg),
 		ThreadHookedReplyCountSlot: NewThreadHookedReplyCountSlotClient(cfg),
 	}, nil
@@ -200,7 +225,7 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 // Debug returns a new debug-client. It's used to get verbose logging on specific operations.
 //
 //	client.Debug().
-//		Post.
+//		Label.
 //		Query().
 //		Count(ctx)
 func (c *Client) Debug() *Client {
@@ -223,8 +248,10 @@ func (c *Client) Close() error {
 // In order to add hooks to a specific client, call: `client.Node.Use(...)`.
 func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
-		c.Post, c.PostLikesSlot, c.PostViewsSlot, c.Reply, c.Thread,
-		c.ThreadReplyCountSlot, c.ThreadHookedReplyCountSlot,
+		c.Label, c.Post, c.PostLikesSlot, c.PostViewsSlot, c.Reply, c.Thread,
+		c.LabelReplyCountSlot, c.LabelHookedReplyCountSlot,
+		c.ReplyHookedLabelCountSlot, c.ThreadReplyCountSlot,
+		c.ThreadHookedReplyCountSlot,
 	} {
 		n.Use(hooks...)
 	}
@@ -234,8 +261,10 @@ func (c *Client) Use(hooks ...Hook) {
 // In order to add interceptors to a specific client, call: `client.Node.Intercept(...)`.
 func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
-		c.Post, c.PostLikesSlot, c.PostViewsSlot, c.Reply, c.Thread,
-		c.ThreadReplyCountSlot, c.ThreadHookedReplyCountSlot,
+		c.Label, c.Post, c.PostLikesSlot, c.PostViewsSlot, c.Reply, c.Thread,
+		c.LabelReplyCountSlot, c.LabelHookedReplyCountSlot,
+		c.ReplyHookedLabelCountSlot, c.ThreadReplyCountSlot,
+		c.ThreadHookedReplyCountSlot,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -244,6 +273,8 @@ func (c *Client) Intercept(interceptors ...Interceptor) {
 // Mutate implements the ent.Mutator interface.
 func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 	switch m := m.(type) {
+	case *LabelMutation:
+		return c.Label.mutate(ctx, m)
 	case *PostMutation:
 		return c.Post.mutate(ctx, m)
 	case *PostLikesSlotMutation:
@@ -254,12 +285,169 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.Reply.mutate(ctx, m)
 	case *ThreadMutation:
 		return c.Thread.mutate(ctx, m)
+	case *LabelReplyCountSlotMutation:
+		return c.LabelReplyCountSlot.mutate(ctx, m)
+	case *LabelHookedReplyCountSlotMutation:
+		return c.LabelHookedReplyCountSlot.mutate(ctx, m)
+	case *ReplyHookedLabelCountSlotMutation:
+		return c.ReplyHookedLabelCountSlot.mutate(ctx, m)
 	case *ThreadReplyCountSlotMutation:
 		return c.ThreadReplyCountSlot.mutate(ctx, m)
 	case *ThreadHookedReplyCountSlotMutation:
 		return c.ThreadHookedReplyCountSlot.mutate(ctx, m)
 	default:
 		return nil, fmt.Errorf("entprivacy: unknown mutation type %T", m)
+	}
+}
+
+// LabelClient is a client for the Label schema.
+type LabelClient struct {
+	config
+}
+
+// NewLabelClient returns a client for the Label from the given config.
+func NewLabelClient(c config) *LabelClient {
+	return &LabelClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `label.Hooks(f(g(h())))`.
+func (c *LabelClient) Use(hooks ...Hook) {
+	c.hooks.Label = append(c.hooks.Label, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `label.Intercept(f(g(h())))`.
+func (c *LabelClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Label = append(c.inters.Label, interceptors...)
+}
+
+// Create returns a builder for creating a Label entity.
+func (c *LabelClient) Create() *LabelCreate {
+	mutation := newLabelMutation(c.config, OpCreate)
+	return &LabelCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Label entities.
+func (c *LabelClient) CreateBulk(builders ...*LabelCreate) *LabelCreateBulk {
+	return &LabelCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *LabelClient) MapCreateBulk(slice any, setFunc func(*LabelCreate, int)) *LabelCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &LabelCreateBulk{err: fmt.Errorf("calling to LabelClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*LabelCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &LabelCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Label.
+func (c *LabelClient) Update() *LabelUpdate {
+	mutation := newLabelMutation(c.config, OpUpdate)
+	return &LabelUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *LabelClient) UpdateOne(_m *Label) *LabelUpdateOne {
+	mutation := newLabelMutation(c.config, OpUpdateOne, withLabel(_m))
+	return &LabelUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *LabelClient) UpdateOneID(id int) *LabelUpdateOne {
+	mutation := newLabelMutation(c.config, OpUpdateOne, withLabelID(id))
+	return &LabelUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Label.
+func (c *LabelClient) Delete() *LabelDelete {
+	mutation := newLabelMutation(c.config, OpDelete)
+	return &LabelDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *LabelClient) DeleteOne(_m *Label) *LabelDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *LabelClient) DeleteOneID(id int) *LabelDeleteOne {
+	builder := c.Delete().Where(label.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &LabelDeleteOne{builder}
+}
+
+// Query returns a query builder for Label.
+func (c *LabelClient) Query() *LabelQuery {
+	return &LabelQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeLabel},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Label entity by its id.
+func (c *LabelClient) Get(ctx context.Context, id int) (*Label, error) {
+	return c.Query().Where(label.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *LabelClient) GetX(ctx context.Context, id int) *Label {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryReplies queries the replies edge of a Label.
+func (c *LabelClient) QueryReplies(_m *Label) *ReplyQuery {
+	query := (&ReplyClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(label.Table, label.FieldID, id),
+			sqlgraph.To(reply.Table, reply.FieldID),
+			sqlgraph.Edge(sqlgraph.M2M, false, label.RepliesTable, label.RepliesPrimaryKey...),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *LabelClient) Hooks() []Hook {
+	hooks := c.hooks.Label
+	return append(hooks[:len(hooks):len(hooks)], label.Hooks[:]...)
+}
+
+// Interceptors returns the client interceptors.
+func (c *LabelClient) Interceptors() []Interceptor {
+	inters := c.inters.Label
+	return append(inters[:len(inters):len(inters)], label.Interceptors[:]...)
+}
+
+func (c *LabelClient) mutate(ctx context.Context, m *LabelMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&LabelCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&LabelUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&LabelUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&LabelDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("entprivacy: unknown Label mutation op: %q", m.Op())
 	}
 }
 
@@ -820,6 +1008,22 @@ func (c *ReplyClient) QueryThread(_m *Reply) *ThreadQuery {
 	return query
 }
 
+// QueryLabels queries the labels edge of a Reply.
+func (c *ReplyClient) QueryLabels(_m *Reply) *LabelQuery {
+	query := (&LabelClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(reply.Table, reply.FieldID, id),
+			sqlgraph.To(label.Table, label.FieldID),
+			sqlgraph.Edge(sqlgraph.M2M, true, reply.LabelsTable, reply.LabelsPrimaryKey...),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
 // Hooks returns the client hooks.
 func (c *ReplyClient) Hooks() []Hook {
 	hooks := c.hooks.Reply
@@ -995,6 +1199,453 @@ func (c *ThreadClient) mutate(ctx context.Context, m *ThreadMutation) (Value, er
 		return (&ThreadDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("entprivacy: unknown Thread mutation op: %q", m.Op())
+	}
+}
+
+// LabelReplyCountSlotClient is a client for the LabelReplyCountSlot schema.
+type LabelReplyCountSlotClient struct {
+	config
+}
+
+// NewLabelReplyCountSlotClient returns a client for the LabelReplyCountSlot from the given config.
+func NewLabelReplyCountSlotClient(c config) *LabelReplyCountSlotClient {
+	return &LabelReplyCountSlotClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `labelreplycountslot.Hooks(f(g(h())))`.
+func (c *LabelReplyCountSlotClient) Use(hooks ...Hook) {
+	c.hooks.LabelReplyCountSlot = append(c.hooks.LabelReplyCountSlot, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `labelreplycountslot.Intercept(f(g(h())))`.
+func (c *LabelReplyCountSlotClient) Intercept(interceptors ...Interceptor) {
+	c.inters.LabelReplyCountSlot = append(c.inters.LabelReplyCountSlot, interceptors...)
+}
+
+// Create returns a builder for creating a LabelReplyCountSlot entity.
+func (c *LabelReplyCountSlotClient) Create() *LabelReplyCountSlotCreate {
+	mutation := newLabelReplyCountSlotMutation(c.config, OpCreate)
+	return &LabelReplyCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of LabelReplyCountSlot entities.
+func (c *LabelReplyCountSlotClient) CreateBulk(builders ...*LabelReplyCountSlotCreate) *LabelReplyCountSlotCreateBulk {
+	return &LabelReplyCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *LabelReplyCountSlotClient) MapCreateBulk(slice any, setFunc func(*LabelReplyCountSlotCreate, int)) *LabelReplyCountSlotCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &LabelReplyCountSlotCreateBulk{err: fmt.Errorf("calling to LabelReplyCountSlotClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*LabelReplyCountSlotCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &LabelReplyCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for LabelReplyCountSlot.
+func (c *LabelReplyCountSlotClient) Update() *LabelReplyCountSlotUpdate {
+	mutation := newLabelReplyCountSlotMutation(c.config, OpUpdate)
+	return &LabelReplyCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *LabelReplyCountSlotClient) UpdateOne(_m *LabelReplyCountSlot) *LabelReplyCountSlotUpdateOne {
+	mutation := newLabelReplyCountSlotMutation(c.config, OpUpdateOne, withLabelReplyCountSlot(_m))
+	return &LabelReplyCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *LabelReplyCountSlotClient) UpdateOneID(id int) *LabelReplyCountSlotUpdateOne {
+	mutation := newLabelReplyCountSlotMutation(c.config, OpUpdateOne, withLabelReplyCountSlotID(id))
+	return &LabelReplyCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for LabelReplyCountSlot.
+func (c *LabelReplyCountSlotClient) Delete() *LabelReplyCountSlotDelete {
+	mutation := newLabelReplyCountSlotMutation(c.config, OpDelete)
+	return &LabelReplyCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *LabelReplyCountSlotClient) DeleteOne(_m *LabelReplyCountSlot) *LabelReplyCountSlotDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *LabelReplyCountSlotClient) DeleteOneID(id int) *LabelReplyCountSlotDeleteOne {
+	builder := c.Delete().Where(labelreplycountslot.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &LabelReplyCountSlotDeleteOne{builder}
+}
+
+// Query returns a query builder for LabelReplyCountSlot.
+func (c *LabelReplyCountSlotClient) Query() *LabelReplyCountSlotQuery {
+	return &LabelReplyCountSlotQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeLabelReplyCountSlot},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a LabelReplyCountSlot entity by its id.
+func (c *LabelReplyCountSlotClient) Get(ctx context.Context, id int) (*LabelReplyCountSlot, error) {
+	return c.Query().Where(labelreplycountslot.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *LabelReplyCountSlotClient) GetX(ctx context.Context, id int) *LabelReplyCountSlot {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryLabel queries the label edge of a LabelReplyCountSlot.
+func (c *LabelReplyCountSlotClient) QueryLabel(_m *LabelReplyCountSlot) *LabelQuery {
+	query := (&LabelClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(labelreplycountslot.Table, labelreplycountslot.FieldID, id),
+			sqlgraph.To(label.Table, label.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, labelreplycountslot.LabelTable, labelreplycountslot.LabelColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *LabelReplyCountSlotClient) Hooks() []Hook {
+	return c.hooks.LabelReplyCountSlot
+}
+
+// Interceptors returns the client interceptors.
+func (c *LabelReplyCountSlotClient) Interceptors() []Interceptor {
+	return c.inters.LabelReplyCountSlot
+}
+
+func (c *LabelReplyCountSlotClient) mutate(ctx context.Context, m *LabelReplyCountSlotMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&LabelReplyCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&LabelReplyCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&LabelReplyCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&LabelReplyCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("entprivacy: unknown LabelReplyCountSlot mutation op: %q", m.Op())
+	}
+}
+
+// LabelHookedReplyCountSlotClient is a client for the LabelHookedReplyCountSlot schema.
+type LabelHookedReplyCountSlotClient struct {
+	config
+}
+
+// NewLabelHookedReplyCountSlotClient returns a client for the LabelHookedReplyCountSlot from the given config.
+func NewLabelHookedReplyCountSlotClient(c config) *LabelHookedReplyCountSlotClient {
+	return &LabelHookedReplyCountSlotClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `labelhookedreplycountslot.Hooks(f(g(h())))`.
+func (c *LabelHookedReplyCountSlotClient) Use(hooks ...Hook) {
+	c.hooks.LabelHookedReplyCountSlot = append(c.hooks.LabelHookedReplyCountSlot, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `labelhookedreplycountslot.Intercept(f(g(h())))`.
+func (c *LabelHookedReplyCountSlotClient) Intercept(interceptors ...Interceptor) {
+	c.inters.LabelHookedReplyCountSlot = append(c.inters.LabelHookedReplyCountSlot, interceptors...)
+}
+
+// Create returns a builder for creating a LabelHookedReplyCountSlot entity.
+func (c *LabelHookedReplyCountSlotClient) Create() *LabelHookedReplyCountSlotCreate {
+	mutation := newLabelHookedReplyCountSlotMutation(c.config, OpCreate)
+	return &LabelHookedReplyCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of LabelHookedReplyCountSlot entities.
+func (c *LabelHookedReplyCountSlotClient) CreateBulk(builders ...*LabelHookedReplyCountSlotCreate) *LabelHookedReplyCountSlotCreateBulk {
+	return &LabelHookedReplyCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *LabelHookedReplyCountSlotClient) MapCreateBulk(slice any, setFunc func(*LabelHookedReplyCountSlotCreate, int)) *LabelHookedReplyCountSlotCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &LabelHookedReplyCountSlotCreateBulk{err: fmt.Errorf("calling to LabelHookedReplyCountSlotClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*LabelHookedReplyCountSlotCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &LabelHookedReplyCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for LabelHookedReplyCountSlot.
+func (c *LabelHookedReplyCountSlotClient) Update() *LabelHookedReplyCountSlotUpdate {
+	mutation := newLabelHookedReplyCountSlotMutation(c.config, OpUpdate)
+	return &LabelHookedReplyCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *LabelHookedReplyCountSlotClient) UpdateOne(_m *LabelHookedReplyCountSlot) *LabelHookedReplyCountSlotUpdateOne {
+	mutation := newLabelHookedReplyCountSlotMutation(c.config, OpUpdateOne, withLabelHookedReplyCountSlot(_m))
+	return &LabelHookedReplyCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *LabelHookedReplyCountSlotClient) UpdateOneID(id int) *LabelHookedReplyCountSlotUpdateOne {
+	mutation := newLabelHookedReplyCountSlotMutation(c.config, OpUpdateOne, withLabelHookedReplyCountSlotID(id))
+	return &LabelHookedReplyCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for LabelHookedReplyCountSlot.
+func (c *LabelHookedReplyCountSlotClient) Delete() *LabelHookedReplyCountSlotDelete {
+	mutation := newLabelHookedReplyCountSlotMutation(c.config, OpDelete)
+	return &LabelHookedReplyCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *LabelHookedReplyCountSlotClient) DeleteOne(_m *LabelHookedReplyCountSlot) *LabelHookedReplyCountSlotDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *LabelHookedReplyCountSlotClient) DeleteOneID(id int) *LabelHookedReplyCountSlotDeleteOne {
+	builder := c.Delete().Where(labelhookedreplycountslot.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &LabelHookedReplyCountSlotDeleteOne{builder}
+}
+
+// Query returns a query builder for LabelHookedReplyCountSlot.
+func (c *LabelHookedReplyCountSlotClient) Query() *LabelHookedReplyCountSlotQuery {
+	return &LabelHookedReplyCountSlotQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeLabelHookedReplyCountSlot},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a LabelHookedReplyCountSlot entity by its id.
+func (c *LabelHookedReplyCountSlotClient) Get(ctx context.Context, id int) (*LabelHookedReplyCountSlot, error) {
+	return c.Query().Where(labelhookedreplycountslot.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *LabelHookedReplyCountSlotClient) GetX(ctx context.Context, id int) *LabelHookedReplyCountSlot {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryLabel queries the label edge of a LabelHookedReplyCountSlot.
+func (c *LabelHookedReplyCountSlotClient) QueryLabel(_m *LabelHookedReplyCountSlot) *LabelQuery {
+	query := (&LabelClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(labelhookedreplycountslot.Table, labelhookedreplycountslot.FieldID, id),
+			sqlgraph.To(label.Table, label.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, labelhookedreplycountslot.LabelTable, labelhookedreplycountslot.LabelColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *LabelHookedReplyCountSlotClient) Hooks() []Hook {
+	return c.hooks.LabelHookedReplyCountSlot
+}
+
+// Interceptors returns the client interceptors.
+func (c *LabelHookedReplyCountSlotClient) Interceptors() []Interceptor {
+	return c.inters.LabelHookedReplyCountSlot
+}
+
+func (c *LabelHookedReplyCountSlotClient) mutate(ctx context.Context, m *LabelHookedReplyCountSlotMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&LabelHookedReplyCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&LabelHookedReplyCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&LabelHookedReplyCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&LabelHookedReplyCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("entprivacy: unknown LabelHookedReplyCountSlot mutation op: %q", m.Op())
+	}
+}
+
+// ReplyHookedLabelCountSlotClient is a client for the ReplyHookedLabelCountSlot schema.
+type ReplyHookedLabelCountSlotClient struct {
+	config
+}
+
+// NewReplyHookedLabelCountSlotClient returns a client for the ReplyHookedLabelCountSlot from the given config.
+func NewReplyHookedLabelCountSlotClient(c config) *ReplyHookedLabelCountSlotClient {
+	return &ReplyHookedLabelCountSlotClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `replyhookedlabelcountslot.Hooks(f(g(h())))`.
+func (c *ReplyHookedLabelCountSlotClient) Use(hooks ...Hook) {
+	c.hooks.ReplyHookedLabelCountSlot = append(c.hooks.ReplyHookedLabelCountSlot, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `replyhookedlabelcountslot.Intercept(f(g(h())))`.
+func (c *ReplyHookedLabelCountSlotClient) Intercept(interceptors ...Interceptor) {
+	c.inters.ReplyHookedLabelCountSlot = append(c.inters.ReplyHookedLabelCountSlot, interceptors...)
+}
+
+// Create returns a builder for creating a ReplyHookedLabelCountSlot entity.
+func (c *ReplyHookedLabelCountSlotClient) Create() *ReplyHookedLabelCountSlotCreate {
+	mutation := newReplyHookedLabelCountSlotMutation(c.config, OpCreate)
+	return &ReplyHookedLabelCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of ReplyHookedLabelCountSlot entities.
+func (c *ReplyHookedLabelCountSlotClient) CreateBulk(builders ...*ReplyHookedLabelCountSlotCreate) *ReplyHookedLabelCountSlotCreateBulk {
+	return &ReplyHookedLabelCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *ReplyHookedLabelCountSlotClient) MapCreateBulk(slice any, setFunc func(*ReplyHookedLabelCountSlotCreate, int)) *ReplyHookedLabelCountSlotCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &ReplyHookedLabelCountSlotCreateBulk{err: fmt.Errorf("calling to ReplyHookedLabelCountSlotClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*ReplyHookedLabelCountSlotCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &ReplyHookedLabelCountSlotCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for ReplyHookedLabelCountSlot.
+func (c *ReplyHookedLabelCountSlotClient) Update() *ReplyHookedLabelCountSlotUpdate {
+	mutation := newReplyHookedLabelCountSlotMutation(c.config, OpUpdate)
+	return &ReplyHookedLabelCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *ReplyHookedLabelCountSlotClient) UpdateOne(_m *ReplyHookedLabelCountSlot) *ReplyHookedLabelCountSlotUpdateOne {
+	mutation := newReplyHookedLabelCountSlotMutation(c.config, OpUpdateOne, withReplyHookedLabelCountSlot(_m))
+	return &ReplyHookedLabelCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *ReplyHookedLabelCountSlotClient) UpdateOneID(id int) *ReplyHookedLabelCountSlotUpdateOne {
+	mutation := newReplyHookedLabelCountSlotMutation(c.config, OpUpdateOne, withReplyHookedLabelCountSlotID(id))
+	return &ReplyHookedLabelCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for ReplyHookedLabelCountSlot.
+func (c *ReplyHookedLabelCountSlotClient) Delete() *ReplyHookedLabelCountSlotDelete {
+	mutation := newReplyHookedLabelCountSlotMutation(c.config, OpDelete)
+	return &ReplyHookedLabelCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *ReplyHookedLabelCountSlotClient) DeleteOne(_m *ReplyHookedLabelCountSlot) *ReplyHookedLabelCountSlotDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *ReplyHookedLabelCountSlotClient) DeleteOneID(id int) *ReplyHookedLabelCountSlotDeleteOne {
+	builder := c.Delete().Where(replyhookedlabelcountslot.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &ReplyHookedLabelCountSlotDeleteOne{builder}
+}
+
+// Query returns a query builder for ReplyHookedLabelCountSlot.
+func (c *ReplyHookedLabelCountSlotClient) Query() *ReplyHookedLabelCountSlotQuery {
+	return &ReplyHookedLabelCountSlotQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeReplyHookedLabelCountSlot},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a ReplyHookedLabelCountSlot entity by its id.
+func (c *ReplyHookedLabelCountSlotClient) Get(ctx context.Context, id int) (*ReplyHookedLabelCountSlot, error) {
+	return c.Query().Where(replyhookedlabelcountslot.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *ReplyHookedLabelCountSlotClient) GetX(ctx context.Context, id int) *ReplyHookedLabelCountSlot {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryReply queries the reply edge of a ReplyHookedLabelCountSlot.
+func (c *ReplyHookedLabelCountSlotClient) QueryReply(_m *ReplyHookedLabelCountSlot) *ReplyQuery {
+	query := (&ReplyClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(replyhookedlabelcountslot.Table, replyhookedlabelcountslot.FieldID, id),
+			sqlgraph.To(reply.Table, reply.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, replyhookedlabelcountslot.ReplyTable, replyhookedlabelcountslot.ReplyColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *ReplyHookedLabelCountSlotClient) Hooks() []Hook {
+	return c.hooks.ReplyHookedLabelCountSlot
+}
+
+// Interceptors returns the client interceptors.
+func (c *ReplyHookedLabelCountSlotClient) Interceptors() []Interceptor {
+	return c.inters.ReplyHookedLabelCountSlot
+}
+
+func (c *ReplyHookedLabelCountSlotClient) mutate(ctx context.Context, m *ReplyHookedLabelCountSlotMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&ReplyHookedLabelCountSlotCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&ReplyHookedLabelCountSlotUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&ReplyHookedLabelCountSlotUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&ReplyHookedLabelCountSlotDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("entprivacy: unknown ReplyHookedLabelCountSlot mutation op: %q", m.Op())
 	}
 }
 
@@ -1299,11 +1950,13 @@ func (c *ThreadHookedReplyCountSlotClient) mutate(ctx context.Context, m *Thread
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
-		Post, PostLikesSlot, PostViewsSlot, Reply, Thread, ThreadReplyCountSlot,
+		Label, Post, PostLikesSlot, PostViewsSlot, Reply, Thread, LabelReplyCountSlot,
+		LabelHookedReplyCountSlot, ReplyHookedLabelCountSlot, ThreadReplyCountSlot,
 		ThreadHookedReplyCountSlot []ent.Hook
 	}
 	inters struct {
-		Post, PostLikesSlot, PostViewsSlot, Reply, Thread, ThreadReplyCountSlot,
+		Label, Post, PostLikesSlot, PostViewsSlot, Reply, Thread, LabelReplyCountSlot,
+		LabelHookedReplyCountSlot, ReplyHookedLabelCountSlot, ThreadReplyCountSlot,
 		ThreadHookedReplyCountSlot []ent.Interceptor
 	}
 )
@@ -1318,6 +1971,8 @@ func (c config) HotCounter() generated.Runtime {
 // errors of a missing row (a Take).
 func hotcounterNotFound(typ string) error {
 	switch typ {
+	case "Label":
+		return &NotFoundError{label.Label}
 	case "Post":
 		return &NotFoundError{post.Label}
 	case "PostLikesSlot":
@@ -1328,6 +1983,12 @@ func hotcounterNotFound(typ string) error {
 		return &NotFoundError{reply.Label}
 	case "Thread":
 		return &NotFoundError{thread.Label}
+	case "LabelReplyCountSlot":
+		return &NotFoundError{labelreplycountslot.Label}
+	case "LabelHookedReplyCountSlot":
+		return &NotFoundError{labelhookedreplycountslot.Label}
+	case "ReplyHookedLabelCountSlot":
+		return &NotFoundError{replyhookedlabelcountslot.Label}
 	case "ThreadReplyCountSlot":
 		return &NotFoundError{threadreplycountslot.Label}
 	case "ThreadHookedReplyCountSlot":
@@ -1361,19 +2022,26 @@ func (c config) hotcounterAdd(ctx context.Context, typ, field string, id any, de
 
 // hotCounterTables maps every schema type to its table.
 var hotCounterTables = map[string]string{
+	"Label":                      "labels",
 	"Post":                       "posts",
 	"PostLikesSlot":              "post_likes_slots",
 	"PostViewsSlot":              "post_views_slots",
 	"Reply":                      "replies",
 	"Thread":                     "threads",
+	"LabelReplyCountSlot":        "label_reply_count_slots",
+	"LabelHookedReplyCountSlot":  "label_hooked_reply_count_slots",
+	"ReplyHookedLabelCountSlot":  "reply_hooked_label_count_slots",
 	"ThreadReplyCountSlot":       "thread_reply_count_slots",
 	"ThreadHookedReplyCountSlot": "thread_hooked_reply_count_slots",
 }
 
 // hotCounterDefs lists the sharded counters of this schema.
 var hotCounterDefs = []generated.Def{
+	{Type: "Label", Field: "reply_count", StructField: "ReplyCount", Table: "labels", Key: "id", SlotTable: "label_reply_count_slots", Owner: "label_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "replies", Back: "labels", Type: "Reply", Hooks: false, Table: "label_replies", Key: "", Ref: "label_id", Columns: []string{"label_id", "reply_id"}, Where: "", Across: &generated.Across{Ref: "reply_id", Table: "replies", Key: "id"}}},
+	{Type: "Label", Field: "hooked_reply_count", StructField: "HookedReplyCount", Table: "labels", Key: "id", SlotTable: "label_hooked_reply_count_slots", Owner: "label_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "replies", Back: "labels", Type: "Reply", Hooks: true, Table: "label_replies", Key: "", Ref: "label_id", Columns: []string{"label_id", "reply_id"}, Where: "", Across: &generated.Across{Ref: "reply_id", Table: "replies", Key: "id"}}},
 	{Type: "Post", Field: "likes", StructField: "Likes", Table: "posts", Key: "id", SlotTable: "post_likes_slots", Owner: "post_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false},
 	{Type: "Post", Field: "views", StructField: "Views", Table: "posts", Key: "id", SlotTable: "post_views_slots", Owner: "post_id", Slots: 16, Rollup: true, Append: false, Precreate: 0, SkipLocked: false},
+	{Type: "Reply", Field: "hooked_label_count", StructField: "HookedLabelCount", Table: "replies", Key: "id", SlotTable: "reply_hooked_label_count_slots", Owner: "reply_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "labels", Back: "replies", Type: "Label", Hooks: true, Table: "label_replies", Key: "", Ref: "reply_id", Columns: []string{"reply_id", "label_id"}, Where: "", Across: &generated.Across{Ref: "label_id", Table: "labels", Key: "id"}}},
 	{Type: "Thread", Field: "reply_count", StructField: "ReplyCount", Table: "threads", Key: "id", SlotTable: "thread_reply_count_slots", Owner: "thread_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "replies", Type: "Reply", Hooks: false, Table: "replies", Key: "id", Ref: "thread_id", Columns: []string{"id", "delete_time", "thread_id", "body"}, Where: "", SoftDelete: "delete_time"}},
 	{Type: "Thread", Field: "hooked_reply_count", StructField: "HookedReplyCount", Table: "threads", Key: "id", SlotTable: "thread_hooked_reply_count_slots", Owner: "thread_id", Slots: 16, Rollup: false, Append: false, Precreate: 0, SkipLocked: false, Count: &generated.CountDef{Edge: "replies", Type: "Reply", Hooks: true, Table: "replies", Key: "id", Ref: "thread_id", Columns: []string{"id", "delete_time", "thread_id", "body"}, Where: "", SoftDelete: "delete_time"}},
 }

@@ -12,10 +12,14 @@ import (
 	"entgo.io/ent"
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
+	"github.com/hotcounter/hotcounter/integration_test/entprivacy/label"
+	"github.com/hotcounter/hotcounter/integration_test/entprivacy/labelhookedreplycountslot"
+	"github.com/hotcounter/hotcounter/integration_test/entprivacy/labelreplycountslot"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/post"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/postlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/postviewsslot"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/reply"
+	"github.com/hotcounter/hotcounter/integration_test/entprivacy/replyhookedlabelcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/thread"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/threadhookedreplycountslot"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/threadreplycountslot"
@@ -79,11 +83,15 @@ var (
 func checkColumn(t, c string) error {
 	initCheck.Do(func() {
 		columnCheck = sql.NewColumnCheck(map[string]func(string) bool{
+			label.Table:                      label.ValidColumn,
 			post.Table:                       post.ValidColumn,
 			postlikesslot.Table:              postlikesslot.ValidColumn,
 			postviewsslot.Table:              postviewsslot.ValidColumn,
 			reply.Table:                      reply.ValidColumn,
 			thread.Table:                     thread.ValidColumn,
+			labelreplycountslot.Table:        labelreplycountslot.ValidColumn,
+			labelhookedreplycountslot.Table:  labelhookedreplycountslot.ValidColumn,
+			replyhookedlabelcountslot.Table:  replyhookedlabelcountslot.ValidColumn,
 			threadreplycountslot.Table:       threadreplycountslot.ValidColumn,
 			threadhookedreplycountslot.Table: threadhookedreplycountslot.ValidColumn,
 		})

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/hotcounter/hotcounter/entcounter/generated"
+	"github.com/hotcounter/hotcounter/integration_test/entprivacy/label"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/post"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/predicate"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/reply"
@@ -15,6 +16,215 @@ import (
 	"entgo.io/ent"
 	"entgo.io/ent/dialect/sql"
 )
+
+// HotCounterKeys returns the keys of the Label rows the mutation
+// writes: for UpdateOne its id, if the row matches the mutation's
+// predicates and the query interceptors show it; for Update the ids of the
+// rows that match. A read it needs runs in the mutation's transaction or in
+// one of its own, so that it reads where the write goes (a driver may send
+// queries outside transactions to a replica). Called by entcounter's hooks.
+func (m *LabelMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
+	id, hasID := m.ID()
+	one := hasID && m.Op().Is(OpUpdateOne)
+	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
+		return []any{id}, nil
+	}
+	if one && m.HotCounterReadShared() {
+		// Outside a transaction, through interceptors that only filter:
+		// rendered, the read of the row is shared with the concurrent
+		// reads that render alike (the writers of a hot row).
+		q := m.Client().Label.Query().Where(m.predicates...).Where(label.ID(id)).Select(label.FieldID)
+		if err := q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		query, args := q.sqlQuery(ctx).Query()
+		found, err := generated.ReadShared(ctx, m.HotCounter(), m.driver, query, args)
+		if err != nil || !found {
+			return nil, err
+		}
+		return []any{id}, nil
+	}
+	var ids []int
+	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
+		q := c.Label.Query().Where(m.predicates...)
+		if one {
+			q = q.Where(label.ID(id))
+		}
+		ids, err = q.IDs(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]any, len(ids))
+	for i, id := range ids {
+		keys[i] = id
+	}
+	return keys, nil
+}
+
+// HotCounterPin pins an update or delete whose predicates read a counter
+// that has no column (a sum counter, a count) to the ids of the rows they
+// select: it reads them with the counters' values put in (without query
+// interceptors, which do not apply to writes), in the mutation's
+// transaction if it has one, and replaces the predicates with those ids,
+// so that the statement ent sends names no missing column. Predicates that
+// read no such counter are left as they are. Called by entcounter's hooks.
+func (m *LabelMutation) HotCounterPin(ctx context.Context) error {
+	if len(m.predicates) == 0 || !m.Op().Is(OpUpdate|OpUpdateOne|OpDelete|OpDeleteOne) {
+		return nil
+	}
+	selector := sql.Dialect(m.driver.Dialect()).Select(label.FieldID).From(sql.Table(label.Table))
+	if id, hasID := m.ID(); hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) {
+		selector.Where(sql.EQ(label.FieldID, id))
+	}
+	for _, p := range m.predicates {
+		p(selector)
+	}
+	query, args := selector.Query()
+	query, reads, err := generated.ReadsCounter(ctx, m.HotCounter(), "Label", query)
+	if err != nil || !reads {
+		return err
+	}
+	rows := &sql.Rows{}
+	if err := m.driver.Query(ctx, query, args, rows); err != nil {
+		return err
+	}
+	defer rows.Close()
+	var ids []int
+	for rows.Next() {
+		var id int
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(ids) > generated.MaxPinned {
+		return fmt.Errorf("the predicates select %d rows, more than the %d one statement may name: write them in batches", len(ids), generated.MaxPinned)
+	}
+	m.predicates = []predicate.Label{label.IDIn(ids...)}
+	return nil
+}
+
+// HotCounterReadShared reports whether an UpdateOne's read of its row
+// (HotCounterKeys) is shared with concurrent reads that render alike:
+// outside a transaction, when the query interceptors only filter (and
+// there are some, or predicates).
+func (m *LabelMutation) HotCounterReadShared() bool {
+	_, err := m.Tx()
+	return err != nil && m.Op().Is(OpUpdateOne) && (len(m.predicates) > 0 || m.hotcounterIntercepted()) &&
+		generated.OnlyTraversers(m.inters.Label, label.Interceptors[:])
+}
+
+// hotcounterIntercepted reports whether the client's or the schema's query
+// interceptors hold one of the user's (not entcounter's own), read from the
+// mutation's config: building a client for it (m.Client()) costs more than
+// a buffered add.
+func (m *LabelMutation) hotcounterIntercepted() bool {
+	return generated.Intercepted(m.inters.Label) || generated.Intercepted(label.Interceptors[:])
+}
+
+// hotcounterInTx runs read with a client of the mutation's transaction;
+// outside one, with the mutation's client when its driver sends every
+// statement to one database, else in a transaction of its own (which a
+// driver that sends reads to a replica sends where the write goes). A
+// transaction costs two more round trips, while the read holds its
+// connection.
+func (m *LabelMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
+	if _, err := m.Tx(); err == nil || generated.OneServer(m.driver) {
+		return read(m.Client())
+	}
+	tx, err := m.Client().Tx(ctx)
+	if err != nil {
+		return err
+	}
+	if err := read(tx.Client()); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// HotCounterID returns the id of the Label the mutation created or
+// updates, if known.
+func (m *LabelMutation) HotCounterID() (any, bool) {
+	id, ok := m.ID()
+	return id, ok
+}
+
+// HotCounterNotFound is the error of an UpdateOne whose Label is
+// missing or does not match the predicates.
+func (m *LabelMutation) HotCounterNotFound() error { return &NotFoundError{label.Label} }
+
+// HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
+func (m *LabelMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterStub is what an UpdateOne whose add went to a write-behind
+// buffer returns: the Label with its id alone (nothing was read).
+func (m *LabelMutation) HotCounterStub(id any) (ent.Value, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("Label: id %v (%T) is not a int", id, id)
+	}
+	return &Label{ID: key, config: m.config}, nil
+}
+
+// HotCounterByIDOnly reports whether the mutation names its row by id
+// alone (UpdateOneID without Where).
+func (m *LabelMutation) HotCounterByIDOnly() bool { return len(m.predicates) == 0 }
+
+// HotCounterEntity loads the Label with the given id, counters
+// filled: the entity an UpdateOne that wrote only counters returns, read
+// after the write.
+func (m *LabelMutation) HotCounterEntity(ctx context.Context, id any) (any, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("Label: id %v (%T) is not a int", id, id)
+	}
+	// Read as ent's own UpdateOne reads its row back: past the query
+	// interceptors (HotCounterKeys read through them before the write) and
+	// outside a query's context, which a driver that sends queries to a
+	// replica reads as a write's (ent's FAQ): the row as just written.
+	// (Limit 1, as Get's 2: a load of one row selects its totals.)
+	nodes, err := m.Client().Label.Query().Where(label.ID(key)).Limit(1).sqlAll(ctx)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(nodes) == 0:
+		return nil, &NotFoundError{label.Label}
+	}
+	return nodes[0], nil
+}
+
+// HotCounterBulkUpsert reports whether the mutation is one row of a bulk
+// create with ON CONFLICT.
+func (m *LabelMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
+
+// HotCounterBulk returns the CreateBulk (without ON CONFLICT) that the
+// create is one row of, or nil.
+func (m *LabelMutation) HotCounterBulk() *generated.Bulk {
+	return m.hotcounterBulk
+}
+
+// HotCounterKeep marks the value of the sum counter field as one that
+// entcounter's hook left for the row's column (a column it was adopted
+// over), not one that a later hook wrote.
+func (m *LabelMutation) HotCounterKeep(field string) {
+	if m.hotcounterKept == nil {
+		m.hotcounterKept = map[string]bool{}
+	}
+	m.hotcounterKept[field] = true
+}
+
+// HotCounterLate returns the starting total of the sum counter field that a
+// hook ent ran after entcounter's wrote, taken out of the row's columns.
+func (m *LabelMutation) HotCounterLate(field string) (int64, bool) {
+	v, ok := m.hotcounterLate[field]
+	return v, ok
+}
 
 // HotCounterKeys returns the keys of the Post rows the mutation
 // writes: for UpdateOne its id, if the row matches the mutation's
@@ -221,6 +431,215 @@ func (m *PostMutation) HotCounterKeep(field string) {
 // HotCounterLate returns the starting total of the sum counter field that a
 // hook ent ran after entcounter's wrote, taken out of the row's columns.
 func (m *PostMutation) HotCounterLate(field string) (int64, bool) {
+	v, ok := m.hotcounterLate[field]
+	return v, ok
+}
+
+// HotCounterKeys returns the keys of the Reply rows the mutation
+// writes: for UpdateOne its id, if the row matches the mutation's
+// predicates and the query interceptors show it; for Update the ids of the
+// rows that match. A read it needs runs in the mutation's transaction or in
+// one of its own, so that it reads where the write goes (a driver may send
+// queries outside transactions to a replica). Called by entcounter's hooks.
+func (m *ReplyMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
+	id, hasID := m.ID()
+	one := hasID && m.Op().Is(OpUpdateOne)
+	if one && len(m.predicates) == 0 && !m.hotcounterIntercepted() {
+		return []any{id}, nil
+	}
+	if one && m.HotCounterReadShared() {
+		// Outside a transaction, through interceptors that only filter:
+		// rendered, the read of the row is shared with the concurrent
+		// reads that render alike (the writers of a hot row).
+		q := m.Client().Reply.Query().Where(m.predicates...).Where(reply.ID(id)).Select(reply.FieldID)
+		if err := q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		query, args := q.sqlQuery(ctx).Query()
+		found, err := generated.ReadShared(ctx, m.HotCounter(), m.driver, query, args)
+		if err != nil || !found {
+			return nil, err
+		}
+		return []any{id}, nil
+	}
+	var ids []int
+	err := m.hotcounterInTx(ctx, func(c *Client) (err error) {
+		q := c.Reply.Query().Where(m.predicates...)
+		if one {
+			q = q.Where(reply.ID(id))
+		}
+		ids, err = q.IDs(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]any, len(ids))
+	for i, id := range ids {
+		keys[i] = id
+	}
+	return keys, nil
+}
+
+// HotCounterPin pins an update or delete whose predicates read a counter
+// that has no column (a sum counter, a count) to the ids of the rows they
+// select: it reads them with the counters' values put in (without query
+// interceptors, which do not apply to writes), in the mutation's
+// transaction if it has one, and replaces the predicates with those ids,
+// so that the statement ent sends names no missing column. Predicates that
+// read no such counter are left as they are. Called by entcounter's hooks.
+func (m *ReplyMutation) HotCounterPin(ctx context.Context) error {
+	if len(m.predicates) == 0 || !m.Op().Is(OpUpdate|OpUpdateOne|OpDelete|OpDeleteOne) {
+		return nil
+	}
+	selector := sql.Dialect(m.driver.Dialect()).Select(reply.FieldID).From(sql.Table(reply.Table))
+	if id, hasID := m.ID(); hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) {
+		selector.Where(sql.EQ(reply.FieldID, id))
+	}
+	for _, p := range m.predicates {
+		p(selector)
+	}
+	query, args := selector.Query()
+	query, reads, err := generated.ReadsCounter(ctx, m.HotCounter(), "Reply", query)
+	if err != nil || !reads {
+		return err
+	}
+	rows := &sql.Rows{}
+	if err := m.driver.Query(ctx, query, args, rows); err != nil {
+		return err
+	}
+	defer rows.Close()
+	var ids []int
+	for rows.Next() {
+		var id int
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(ids) > generated.MaxPinned {
+		return fmt.Errorf("the predicates select %d rows, more than the %d one statement may name: write them in batches", len(ids), generated.MaxPinned)
+	}
+	m.predicates = []predicate.Reply{reply.IDIn(ids...)}
+	return nil
+}
+
+// HotCounterReadShared reports whether an UpdateOne's read of its row
+// (HotCounterKeys) is shared with concurrent reads that render alike:
+// outside a transaction, when the query interceptors only filter (and
+// there are some, or predicates).
+func (m *ReplyMutation) HotCounterReadShared() bool {
+	_, err := m.Tx()
+	return err != nil && m.Op().Is(OpUpdateOne) && (len(m.predicates) > 0 || m.hotcounterIntercepted()) &&
+		generated.OnlyTraversers(m.inters.Reply, reply.Interceptors[:])
+}
+
+// hotcounterIntercepted reports whether the client's or the schema's query
+// interceptors hold one of the user's (not entcounter's own), read from the
+// mutation's config: building a client for it (m.Client()) costs more than
+// a buffered add.
+func (m *ReplyMutation) hotcounterIntercepted() bool {
+	return generated.Intercepted(m.inters.Reply) || generated.Intercepted(reply.Interceptors[:])
+}
+
+// hotcounterInTx runs read with a client of the mutation's transaction;
+// outside one, with the mutation's client when its driver sends every
+// statement to one database, else in a transaction of its own (which a
+// driver that sends reads to a replica sends where the write goes). A
+// transaction costs two more round trips, while the read holds its
+// connection.
+func (m *ReplyMutation) hotcounterInTx(ctx context.Context, read func(*Client) error) error {
+	if _, err := m.Tx(); err == nil || generated.OneServer(m.driver) {
+		return read(m.Client())
+	}
+	tx, err := m.Client().Tx(ctx)
+	if err != nil {
+		return err
+	}
+	if err := read(tx.Client()); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// HotCounterID returns the id of the Reply the mutation created or
+// updates, if known.
+func (m *ReplyMutation) HotCounterID() (any, bool) {
+	id, ok := m.ID()
+	return id, ok
+}
+
+// HotCounterNotFound is the error of an UpdateOne whose Reply is
+// missing or does not match the predicates.
+func (m *ReplyMutation) HotCounterNotFound() error { return &NotFoundError{reply.Label} }
+
+// HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
+func (m *ReplyMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+
+// HotCounterStub is what an UpdateOne whose add went to a write-behind
+// buffer returns: the Reply with its id alone (nothing was read).
+func (m *ReplyMutation) HotCounterStub(id any) (ent.Value, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("Reply: id %v (%T) is not a int", id, id)
+	}
+	return &Reply{ID: key, config: m.config}, nil
+}
+
+// HotCounterByIDOnly reports whether the mutation names its row by id
+// alone (UpdateOneID without Where).
+func (m *ReplyMutation) HotCounterByIDOnly() bool { return len(m.predicates) == 0 }
+
+// HotCounterEntity loads the Reply with the given id, counters
+// filled: the entity an UpdateOne that wrote only counters returns, read
+// after the write.
+func (m *ReplyMutation) HotCounterEntity(ctx context.Context, id any) (any, error) {
+	key, ok := id.(int)
+	if !ok {
+		return nil, fmt.Errorf("Reply: id %v (%T) is not a int", id, id)
+	}
+	// Read as ent's own UpdateOne reads its row back: past the query
+	// interceptors (HotCounterKeys read through them before the write) and
+	// outside a query's context, which a driver that sends queries to a
+	// replica reads as a write's (ent's FAQ): the row as just written.
+	// (Limit 1, as Get's 2: a load of one row selects its totals.)
+	nodes, err := m.Client().Reply.Query().Where(reply.ID(key)).Limit(1).sqlAll(ctx)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(nodes) == 0:
+		return nil, &NotFoundError{reply.Label}
+	}
+	return nodes[0], nil
+}
+
+// HotCounterBulkUpsert reports whether the mutation is one row of a bulk
+// create with ON CONFLICT.
+func (m *ReplyMutation) HotCounterBulkUpsert() bool { return m.hotcounterBulkUpsert }
+
+// HotCounterBulk returns the CreateBulk (without ON CONFLICT) that the
+// create is one row of, or nil.
+func (m *ReplyMutation) HotCounterBulk() *generated.Bulk {
+	return m.hotcounterBulk
+}
+
+// HotCounterKeep marks the value of the sum counter field as one that
+// entcounter's hook left for the row's column (a column it was adopted
+// over), not one that a later hook wrote.
+func (m *ReplyMutation) HotCounterKeep(field string) {
+	if m.hotcounterKept == nil {
+		m.hotcounterKept = map[string]bool{}
+	}
+	m.hotcounterKept[field] = true
+}
+
+// HotCounterLate returns the starting total of the sum counter field that a
+// hook ent ran after entcounter's wrote, taken out of the row's columns.
+func (m *ReplyMutation) HotCounterLate(field string) (int64, bool) {
 	v, ok := m.hotcounterLate[field]
 	return v, ok
 }
@@ -434,8 +853,38 @@ func (m *ThreadMutation) HotCounterLate(field string) (int64, bool) {
 	return v, ok
 }
 
-// HotCounterUpsert reports whether the mutation creates with ON CONFLICT.
-func (m *ReplyMutation) HotCounterUpsert() bool { return m.hotcounterUpsert }
+// HotCounterRowKeys returns the ids of the Label rows the mutation
+// writes, read with the mutation's predicates but without query
+// interceptors, which do not apply to writes. Called by entcounter's
+// count hooks.
+func (m *LabelMutation) HotCounterRowKeys(ctx context.Context) ([]any, error) {
+	id, hasID := m.ID()
+	if hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) && len(m.predicates) == 0 {
+		return []any{id}, nil
+	}
+	selector := sql.Dialect(m.driver.Dialect()).Select(label.FieldID).From(sql.Table(label.Table))
+	if hasID && m.Op().Is(OpUpdateOne|OpDeleteOne) {
+		selector.Where(sql.EQ(label.FieldID, id))
+	}
+	for _, p := range m.predicates {
+		p(selector)
+	}
+	query, args := selector.Query()
+	rows := &sql.Rows{}
+	if err := m.driver.Query(ctx, query, args, rows); err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var keys []any
+	for rows.Next() {
+		var k int
+		if err := rows.Scan(&k); err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	return keys, rows.Err()
+}
 
 // HotCounterRowKeys returns the ids of the Reply rows the mutation
 // writes, read with the mutation's predicates but without query
@@ -503,6 +952,28 @@ func (m *ThreadMutation) HotCounterRowKeys(ctx context.Context) ([]any, error) {
 	return keys, rows.Err()
 }
 
+// RecountReplyCount recomputes the reply_count of the Label
+// rows with the given ids (none: every row) from the rows it counts, and
+// returns how many were off (entcounter.Recount).
+func (c *LabelClient) RecountReplyCount(ctx context.Context, ids ...int) (int64, error) {
+	keys := make([]any, len(ids))
+	for i, id := range ids {
+		keys[i] = id
+	}
+	return generated.Recount(ctx, c.config, "Label", "reply_count", keys...)
+}
+
+// RecountHookedReplyCount recomputes the hooked_reply_count of the Label
+// rows with the given ids (none: every row) from the rows it counts, and
+// returns how many were off (entcounter.Recount).
+func (c *LabelClient) RecountHookedReplyCount(ctx context.Context, ids ...int) (int64, error) {
+	keys := make([]any, len(ids))
+	for i, id := range ids {
+		keys[i] = id
+	}
+	return generated.Recount(ctx, c.config, "Label", "hooked_reply_count", keys...)
+}
+
 // PostBuffered adds to the counters of Post rows through a
 // write-behind buffer: client.Post.Buffered(buf).
 type PostBuffered struct{ buf generated.Incrementer }
@@ -531,6 +1002,17 @@ func (b *PostBuffered) AddLikes(ctx context.Context, id int, delta int64) error 
 // it before anything is buffered.
 func (b *PostBuffered) AddViews(ctx context.Context, id int, delta int64) error {
 	return b.buf.Increment(ctx, "Post", "views", id, delta)
+}
+
+// RecountHookedLabelCount recomputes the hooked_label_count of the Reply
+// rows with the given ids (none: every row) from the rows it counts, and
+// returns how many were off (entcounter.Recount).
+func (c *ReplyClient) RecountHookedLabelCount(ctx context.Context, ids ...int) (int64, error) {
+	keys := make([]any, len(ids))
+	for i, id := range ids {
+		keys[i] = id
+	}
+	return generated.Recount(ctx, c.config, "Reply", "hooked_label_count", keys...)
 }
 
 // RecountReplyCount recomputes the reply_count of the Thread

@@ -12,11 +12,15 @@ import (
 	"entgo.io/ent"
 	"entgo.io/ent/dialect/sql"
 	"github.com/hotcounter/hotcounter/entcounter/generated"
+	"github.com/hotcounter/hotcounter/integration_test/entprivacy/label"
+	"github.com/hotcounter/hotcounter/integration_test/entprivacy/labelhookedreplycountslot"
+	"github.com/hotcounter/hotcounter/integration_test/entprivacy/labelreplycountslot"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/post"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/postlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/postviewsslot"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/predicate"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/reply"
+	"github.com/hotcounter/hotcounter/integration_test/entprivacy/replyhookedlabelcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/thread"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/threadhookedreplycountslot"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/threadreplycountslot"
@@ -31,14 +35,608 @@ const (
 	OpUpdateOne = ent.OpUpdateOne
 
 	// Node types.
+	TypeLabel                      = "Label"
 	TypePost                       = "Post"
 	TypePostLikesSlot              = "PostLikesSlot"
 	TypePostViewsSlot              = "PostViewsSlot"
 	TypeReply                      = "Reply"
 	TypeThread                     = "Thread"
+	TypeLabelReplyCountSlot        = "LabelReplyCountSlot"
+	TypeLabelHookedReplyCountSlot  = "LabelHookedReplyCountSlot"
+	TypeReplyHookedLabelCountSlot  = "ReplyHookedLabelCountSlot"
 	TypeThreadReplyCountSlot       = "ThreadReplyCountSlot"
 	TypeThreadHookedReplyCountSlot = "ThreadHookedReplyCountSlot"
 )
+
+// LabelMutation represents an operation that mutates the Label nodes in the graph.
+type LabelMutation struct {
+	config
+	op                    Op
+	typ                   string
+	id                    *int
+	reply_count           *int64
+	addreply_count        *int64
+	hooked_reply_count    *int64
+	addhooked_reply_count *int64
+	clearedFields         map[string]struct{}
+	replies               map[int]struct{}
+	removedreplies        map[int]struct{}
+	clearedreplies        bool
+	done                  bool
+	oldValue              func(context.Context) (*Label, error)
+	predicates            []predicate.Label
+	hotcounterUpsert      bool
+	hotcounterBulkUpsert  bool
+	hotcounterBulk        *generated.Bulk  // the CreateBulk the create is one row of, if any
+	hotcounterKept        map[string]bool  // sum counters whose value entcounter's hook left for the column
+	hotcounterLate        map[string]int64 // starting totals written by a hook that ent ran after entcounter's
+}
+
+var _ ent.Mutation = (*LabelMutation)(nil)
+
+// labelOption allows management of the mutation configuration using functional options.
+type labelOption func(*LabelMutation)
+
+// newLabelMutation creates new mutation for the Label entity.
+func newLabelMutation(c config, op Op, opts ...labelOption) *LabelMutation {
+	m := &LabelMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeLabel,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withLabelID sets the ID field of the mutation.
+func withLabelID(id int) labelOption {
+	return func(m *LabelMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *Label
+		)
+		m.oldValue = func(ctx context.Context) (*Label, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().Label.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withLabel sets the old Label of the mutation.
+func withLabel(node *Label) labelOption {
+	return func(m *LabelMutation) {
+		m.oldValue = func(context.Context) (*Label, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m LabelMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m LabelMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("entprivacy: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *LabelMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *LabelMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().Label.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetReplyCount sets the "reply_count" field.
+func (m *LabelMutation) SetReplyCount(i int64) {
+	m.reply_count = &i
+	m.addreply_count = nil
+}
+
+// ReplyCount returns the value of the "reply_count" field in the mutation.
+func (m *LabelMutation) ReplyCount() (r int64, exists bool) {
+	v := m.reply_count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldReplyCount returns the old "reply_count" field's value of the Label entity.
+// If the Label object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *LabelMutation) OldReplyCount(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldReplyCount is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldReplyCount requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldReplyCount: %w", err)
+	}
+	return oldValue.ReplyCount, nil
+}
+
+// AddReplyCount adds i to the "reply_count" field.
+func (m *LabelMutation) AddReplyCount(i int64) {
+	if m.addreply_count != nil {
+		*m.addreply_count += i
+	} else {
+		m.addreply_count = &i
+	}
+}
+
+// AddedReplyCount returns the value that was added to the "reply_count" field in this mutation.
+func (m *LabelMutation) AddedReplyCount() (r int64, exists bool) {
+	v := m.addreply_count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearReplyCount clears the value of the "reply_count" field.
+func (m *LabelMutation) ClearReplyCount() {
+	m.reply_count = nil
+	m.addreply_count = nil
+	m.clearedFields[label.FieldReplyCount] = struct{}{}
+}
+
+// ReplyCountCleared returns if the "reply_count" field was cleared in this mutation.
+func (m *LabelMutation) ReplyCountCleared() bool {
+	_, ok := m.clearedFields[label.FieldReplyCount]
+	return ok
+}
+
+// ResetReplyCount resets all changes to the "reply_count" field.
+func (m *LabelMutation) ResetReplyCount() {
+	m.reply_count = nil
+	m.addreply_count = nil
+	delete(m.clearedFields, label.FieldReplyCount)
+}
+
+// SetHookedReplyCount sets the "hooked_reply_count" field.
+func (m *LabelMutation) SetHookedReplyCount(i int64) {
+	m.hooked_reply_count = &i
+	m.addhooked_reply_count = nil
+}
+
+// HookedReplyCount returns the value of the "hooked_reply_count" field in the mutation.
+func (m *LabelMutation) HookedReplyCount() (r int64, exists bool) {
+	v := m.hooked_reply_count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldHookedReplyCount returns the old "hooked_reply_count" field's value of the Label entity.
+// If the Label object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *LabelMutation) OldHookedReplyCount(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldHookedReplyCount is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldHookedReplyCount requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldHookedReplyCount: %w", err)
+	}
+	return oldValue.HookedReplyCount, nil
+}
+
+// AddHookedReplyCount adds i to the "hooked_reply_count" field.
+func (m *LabelMutation) AddHookedReplyCount(i int64) {
+	if m.addhooked_reply_count != nil {
+		*m.addhooked_reply_count += i
+	} else {
+		m.addhooked_reply_count = &i
+	}
+}
+
+// AddedHookedReplyCount returns the value that was added to the "hooked_reply_count" field in this mutation.
+func (m *LabelMutation) AddedHookedReplyCount() (r int64, exists bool) {
+	v := m.addhooked_reply_count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearHookedReplyCount clears the value of the "hooked_reply_count" field.
+func (m *LabelMutation) ClearHookedReplyCount() {
+	m.hooked_reply_count = nil
+	m.addhooked_reply_count = nil
+	m.clearedFields[label.FieldHookedReplyCount] = struct{}{}
+}
+
+// HookedReplyCountCleared returns if the "hooked_reply_count" field was cleared in this mutation.
+func (m *LabelMutation) HookedReplyCountCleared() bool {
+	_, ok := m.clearedFields[label.FieldHookedReplyCount]
+	return ok
+}
+
+// ResetHookedReplyCount resets all changes to the "hooked_reply_count" field.
+func (m *LabelMutation) ResetHookedReplyCount() {
+	m.hooked_reply_count = nil
+	m.addhooked_reply_count = nil
+	delete(m.clearedFields, label.FieldHookedReplyCount)
+}
+
+// AddReplyIDs adds the "replies" edge to the Reply entity by ids.
+func (m *LabelMutation) AddReplyIDs(ids ...int) {
+	if m.replies == nil {
+		m.replies = make(map[int]struct{})
+	}
+	for i := range ids {
+		m.replies[ids[i]] = struct{}{}
+	}
+}
+
+// ClearReplies clears the "replies" edge to the Reply entity.
+func (m *LabelMutation) ClearReplies() {
+	m.clearedreplies = true
+}
+
+// RepliesCleared reports if the "replies" edge to the Reply entity was cleared.
+func (m *LabelMutation) RepliesCleared() bool {
+	return m.clearedreplies
+}
+
+// RemoveReplyIDs removes the "replies" edge to the Reply entity by IDs.
+func (m *LabelMutation) RemoveReplyIDs(ids ...int) {
+	if m.removedreplies == nil {
+		m.removedreplies = make(map[int]struct{})
+	}
+	for i := range ids {
+		delete(m.replies, ids[i])
+		m.removedreplies[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedReplies returns the removed IDs of the "replies" edge to the Reply entity.
+func (m *LabelMutation) RemovedRepliesIDs() (ids []int) {
+	for id := range m.removedreplies {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// RepliesIDs returns the "replies" edge IDs in the mutation.
+func (m *LabelMutation) RepliesIDs() (ids []int) {
+	for id := range m.replies {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetReplies resets all changes to the "replies" edge.
+func (m *LabelMutation) ResetReplies() {
+	m.replies = nil
+	m.clearedreplies = false
+	m.removedreplies = nil
+}
+
+// Where appends a list predicates to the LabelMutation builder.
+func (m *LabelMutation) Where(ps ...predicate.Label) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the LabelMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *LabelMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.Label, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *LabelMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *LabelMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (Label).
+func (m *LabelMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *LabelMutation) Fields() []string {
+	fields := make([]string, 0, 2)
+	if m.reply_count != nil {
+		fields = append(fields, label.FieldReplyCount)
+	}
+	if m.hooked_reply_count != nil {
+		fields = append(fields, label.FieldHookedReplyCount)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *LabelMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case label.FieldReplyCount:
+		return m.ReplyCount()
+	case label.FieldHookedReplyCount:
+		return m.HookedReplyCount()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *LabelMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case label.FieldReplyCount:
+		return m.OldReplyCount(ctx)
+	case label.FieldHookedReplyCount:
+		return m.OldHookedReplyCount(ctx)
+	}
+	return nil, fmt.Errorf("unknown Label field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *LabelMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case label.FieldReplyCount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetReplyCount(v)
+		return nil
+	case label.FieldHookedReplyCount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetHookedReplyCount(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Label field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *LabelMutation) AddedFields() []string {
+	var fields []string
+	if m.addreply_count != nil {
+		fields = append(fields, label.FieldReplyCount)
+	}
+	if m.addhooked_reply_count != nil {
+		fields = append(fields, label.FieldHookedReplyCount)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *LabelMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case label.FieldReplyCount:
+		return m.AddedReplyCount()
+	case label.FieldHookedReplyCount:
+		return m.AddedHookedReplyCount()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *LabelMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case label.FieldReplyCount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddReplyCount(v)
+		return nil
+	case label.FieldHookedReplyCount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddHookedReplyCount(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Label numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *LabelMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(label.FieldReplyCount) {
+		fields = append(fields, label.FieldReplyCount)
+	}
+	if m.FieldCleared(label.FieldHookedReplyCount) {
+		fields = append(fields, label.FieldHookedReplyCount)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *LabelMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *LabelMutation) ClearField(name string) error {
+	switch name {
+	case label.FieldReplyCount:
+		m.ClearReplyCount()
+		return nil
+	case label.FieldHookedReplyCount:
+		m.ClearHookedReplyCount()
+		return nil
+	}
+	return fmt.Errorf("unknown Label nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *LabelMutation) ResetField(name string) error {
+	switch name {
+	case label.FieldReplyCount:
+		m.ResetReplyCount()
+		return nil
+	case label.FieldHookedReplyCount:
+		m.ResetHookedReplyCount()
+		return nil
+	}
+	return fmt.Errorf("unknown Label field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *LabelMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.replies != nil {
+		edges = append(edges, label.EdgeReplies)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *LabelMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case label.EdgeReplies:
+		ids := make([]ent.Value, 0, len(m.replies))
+		for id := range m.replies {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *LabelMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.removedreplies != nil {
+		edges = append(edges, label.EdgeReplies)
+	}
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *LabelMutation) RemovedIDs(name string) []ent.Value {
+	switch name {
+	case label.EdgeReplies:
+		ids := make([]ent.Value, 0, len(m.removedreplies))
+		for id := range m.removedreplies {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *LabelMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedreplies {
+		edges = append(edges, label.EdgeReplies)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *LabelMutation) EdgeCleared(name string) bool {
+	switch name {
+	case label.EdgeReplies:
+		return m.clearedreplies
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *LabelMutation) ClearEdge(name string) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown Label unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *LabelMutation) ResetEdge(name string) error {
+	switch name {
+	case label.EdgeReplies:
+		m.ResetReplies()
+		return nil
+	}
+	return fmt.Errorf("unknown Label edge %s", name)
+}
 
 // PostMutation represents an operation that mutates the Post nodes in the graph.
 type PostMutation struct {
@@ -1761,19 +2359,27 @@ func (m *PostViewsSlotMutation) ResetEdge(name string) error {
 // ReplyMutation represents an operation that mutates the Reply nodes in the graph.
 type ReplyMutation struct {
 	config
-	op                   Op
-	typ                  string
-	id                   *int
-	delete_time          *time.Time
-	body                 *string
-	clearedFields        map[string]struct{}
-	thread               *int
-	clearedthread        bool
-	done                 bool
-	oldValue             func(context.Context) (*Reply, error)
-	predicates           []predicate.Reply
-	hotcounterUpsert     bool
-	hotcounterBulkUpsert bool
+	op                    Op
+	typ                   string
+	id                    *int
+	delete_time           *time.Time
+	hooked_label_count    *int64
+	addhooked_label_count *int64
+	body                  *string
+	clearedFields         map[string]struct{}
+	thread                *int
+	clearedthread         bool
+	labels                map[int]struct{}
+	removedlabels         map[int]struct{}
+	clearedlabels         bool
+	done                  bool
+	oldValue              func(context.Context) (*Reply, error)
+	predicates            []predicate.Reply
+	hotcounterUpsert      bool
+	hotcounterBulkUpsert  bool
+	hotcounterBulk        *generated.Bulk  // the CreateBulk the create is one row of, if any
+	hotcounterKept        map[string]bool  // sum counters whose value entcounter's hook left for the column
+	hotcounterLate        map[string]int64 // starting totals written by a hook that ent ran after entcounter's
 }
 
 var _ ent.Mutation = (*ReplyMutation)(nil)
@@ -1923,6 +2529,76 @@ func (m *ReplyMutation) ResetDeleteTime() {
 	delete(m.clearedFields, reply.FieldDeleteTime)
 }
 
+// SetHookedLabelCount sets the "hooked_label_count" field.
+func (m *ReplyMutation) SetHookedLabelCount(i int64) {
+	m.hooked_label_count = &i
+	m.addhooked_label_count = nil
+}
+
+// HookedLabelCount returns the value of the "hooked_label_count" field in the mutation.
+func (m *ReplyMutation) HookedLabelCount() (r int64, exists bool) {
+	v := m.hooked_label_count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldHookedLabelCount returns the old "hooked_label_count" field's value of the Reply entity.
+// If the Reply object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ReplyMutation) OldHookedLabelCount(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldHookedLabelCount is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldHookedLabelCount requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldHookedLabelCount: %w", err)
+	}
+	return oldValue.HookedLabelCount, nil
+}
+
+// AddHookedLabelCount adds i to the "hooked_label_count" field.
+func (m *ReplyMutation) AddHookedLabelCount(i int64) {
+	if m.addhooked_label_count != nil {
+		*m.addhooked_label_count += i
+	} else {
+		m.addhooked_label_count = &i
+	}
+}
+
+// AddedHookedLabelCount returns the value that was added to the "hooked_label_count" field in this mutation.
+func (m *ReplyMutation) AddedHookedLabelCount() (r int64, exists bool) {
+	v := m.addhooked_label_count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearHookedLabelCount clears the value of the "hooked_label_count" field.
+func (m *ReplyMutation) ClearHookedLabelCount() {
+	m.hooked_label_count = nil
+	m.addhooked_label_count = nil
+	m.clearedFields[reply.FieldHookedLabelCount] = struct{}{}
+}
+
+// HookedLabelCountCleared returns if the "hooked_label_count" field was cleared in this mutation.
+func (m *ReplyMutation) HookedLabelCountCleared() bool {
+	_, ok := m.clearedFields[reply.FieldHookedLabelCount]
+	return ok
+}
+
+// ResetHookedLabelCount resets all changes to the "hooked_label_count" field.
+func (m *ReplyMutation) ResetHookedLabelCount() {
+	m.hooked_label_count = nil
+	m.addhooked_label_count = nil
+	delete(m.clearedFields, reply.FieldHookedLabelCount)
+}
+
 // SetThreadID sets the "thread_id" field.
 func (m *ReplyMutation) SetThreadID(i int) {
 	m.thread = &i
@@ -2022,6 +2698,60 @@ func (m *ReplyMutation) ResetThread() {
 	m.clearedthread = false
 }
 
+// AddLabelIDs adds the "labels" edge to the Label entity by ids.
+func (m *ReplyMutation) AddLabelIDs(ids ...int) {
+	if m.labels == nil {
+		m.labels = make(map[int]struct{})
+	}
+	for i := range ids {
+		m.labels[ids[i]] = struct{}{}
+	}
+}
+
+// ClearLabels clears the "labels" edge to the Label entity.
+func (m *ReplyMutation) ClearLabels() {
+	m.clearedlabels = true
+}
+
+// LabelsCleared reports if the "labels" edge to the Label entity was cleared.
+func (m *ReplyMutation) LabelsCleared() bool {
+	return m.clearedlabels
+}
+
+// RemoveLabelIDs removes the "labels" edge to the Label entity by IDs.
+func (m *ReplyMutation) RemoveLabelIDs(ids ...int) {
+	if m.removedlabels == nil {
+		m.removedlabels = make(map[int]struct{})
+	}
+	for i := range ids {
+		delete(m.labels, ids[i])
+		m.removedlabels[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedLabels returns the removed IDs of the "labels" edge to the Label entity.
+func (m *ReplyMutation) RemovedLabelsIDs() (ids []int) {
+	for id := range m.removedlabels {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// LabelsIDs returns the "labels" edge IDs in the mutation.
+func (m *ReplyMutation) LabelsIDs() (ids []int) {
+	for id := range m.labels {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetLabels resets all changes to the "labels" edge.
+func (m *ReplyMutation) ResetLabels() {
+	m.labels = nil
+	m.clearedlabels = false
+	m.removedlabels = nil
+}
+
 // Where appends a list predicates to the ReplyMutation builder.
 func (m *ReplyMutation) Where(ps ...predicate.Reply) {
 	m.predicates = append(m.predicates, ps...)
@@ -2056,9 +2786,12 @@ func (m *ReplyMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *ReplyMutation) Fields() []string {
-	fields := make([]string, 0, 3)
+	fields := make([]string, 0, 4)
 	if m.delete_time != nil {
 		fields = append(fields, reply.FieldDeleteTime)
+	}
+	if m.hooked_label_count != nil {
+		fields = append(fields, reply.FieldHookedLabelCount)
 	}
 	if m.thread != nil {
 		fields = append(fields, reply.FieldThreadID)
@@ -2076,6 +2809,8 @@ func (m *ReplyMutation) Field(name string) (ent.Value, bool) {
 	switch name {
 	case reply.FieldDeleteTime:
 		return m.DeleteTime()
+	case reply.FieldHookedLabelCount:
+		return m.HookedLabelCount()
 	case reply.FieldThreadID:
 		return m.ThreadID()
 	case reply.FieldBody:
@@ -2091,6 +2826,8 @@ func (m *ReplyMutation) OldField(ctx context.Context, name string) (ent.Value, e
 	switch name {
 	case reply.FieldDeleteTime:
 		return m.OldDeleteTime(ctx)
+	case reply.FieldHookedLabelCount:
+		return m.OldHookedLabelCount(ctx)
 	case reply.FieldThreadID:
 		return m.OldThreadID(ctx)
 	case reply.FieldBody:
@@ -2110,6 +2847,13 @@ func (m *ReplyMutation) SetField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetDeleteTime(v)
+		return nil
+	case reply.FieldHookedLabelCount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetHookedLabelCount(v)
 		return nil
 	case reply.FieldThreadID:
 		v, ok := value.(int)
@@ -2133,6 +2877,9 @@ func (m *ReplyMutation) SetField(name string, value ent.Value) error {
 // this mutation.
 func (m *ReplyMutation) AddedFields() []string {
 	var fields []string
+	if m.addhooked_label_count != nil {
+		fields = append(fields, reply.FieldHookedLabelCount)
+	}
 	return fields
 }
 
@@ -2141,6 +2888,8 @@ func (m *ReplyMutation) AddedFields() []string {
 // was not set, or was not defined in the schema.
 func (m *ReplyMutation) AddedField(name string) (ent.Value, bool) {
 	switch name {
+	case reply.FieldHookedLabelCount:
+		return m.AddedHookedLabelCount()
 	}
 	return nil, false
 }
@@ -2150,6 +2899,13 @@ func (m *ReplyMutation) AddedField(name string) (ent.Value, bool) {
 // type.
 func (m *ReplyMutation) AddField(name string, value ent.Value) error {
 	switch name {
+	case reply.FieldHookedLabelCount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddHookedLabelCount(v)
+		return nil
 	}
 	return fmt.Errorf("unknown Reply numeric field %s", name)
 }
@@ -2160,6 +2916,9 @@ func (m *ReplyMutation) ClearedFields() []string {
 	var fields []string
 	if m.FieldCleared(reply.FieldDeleteTime) {
 		fields = append(fields, reply.FieldDeleteTime)
+	}
+	if m.FieldCleared(reply.FieldHookedLabelCount) {
+		fields = append(fields, reply.FieldHookedLabelCount)
 	}
 	return fields
 }
@@ -2178,6 +2937,9 @@ func (m *ReplyMutation) ClearField(name string) error {
 	case reply.FieldDeleteTime:
 		m.ClearDeleteTime()
 		return nil
+	case reply.FieldHookedLabelCount:
+		m.ClearHookedLabelCount()
+		return nil
 	}
 	return fmt.Errorf("unknown Reply nullable field %s", name)
 }
@@ -2188,6 +2950,9 @@ func (m *ReplyMutation) ResetField(name string) error {
 	switch name {
 	case reply.FieldDeleteTime:
 		m.ResetDeleteTime()
+		return nil
+	case reply.FieldHookedLabelCount:
+		m.ResetHookedLabelCount()
 		return nil
 	case reply.FieldThreadID:
 		m.ResetThreadID()
@@ -2201,9 +2966,12 @@ func (m *ReplyMutation) ResetField(name string) error {
 
 // AddedEdges returns all edge names that were set/added in this mutation.
 func (m *ReplyMutation) AddedEdges() []string {
-	edges := make([]string, 0, 1)
+	edges := make([]string, 0, 2)
 	if m.thread != nil {
 		edges = append(edges, reply.EdgeThread)
+	}
+	if m.labels != nil {
+		edges = append(edges, reply.EdgeLabels)
 	}
 	return edges
 }
@@ -2216,27 +2984,47 @@ func (m *ReplyMutation) AddedIDs(name string) []ent.Value {
 		if id := m.thread; id != nil {
 			return []ent.Value{*id}
 		}
+	case reply.EdgeLabels:
+		ids := make([]ent.Value, 0, len(m.labels))
+		for id := range m.labels {
+			ids = append(ids, id)
+		}
+		return ids
 	}
 	return nil
 }
 
 // RemovedEdges returns all edge names that were removed in this mutation.
 func (m *ReplyMutation) RemovedEdges() []string {
-	edges := make([]string, 0, 1)
+	edges := make([]string, 0, 2)
+	if m.removedlabels != nil {
+		edges = append(edges, reply.EdgeLabels)
+	}
 	return edges
 }
 
 // RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
 // the given name in this mutation.
 func (m *ReplyMutation) RemovedIDs(name string) []ent.Value {
+	switch name {
+	case reply.EdgeLabels:
+		ids := make([]ent.Value, 0, len(m.removedlabels))
+		for id := range m.removedlabels {
+			ids = append(ids, id)
+		}
+		return ids
+	}
 	return nil
 }
 
 // ClearedEdges returns all edge names that were cleared in this mutation.
 func (m *ReplyMutation) ClearedEdges() []string {
-	edges := make([]string, 0, 1)
+	edges := make([]string, 0, 2)
 	if m.clearedthread {
 		edges = append(edges, reply.EdgeThread)
+	}
+	if m.clearedlabels {
+		edges = append(edges, reply.EdgeLabels)
 	}
 	return edges
 }
@@ -2247,6 +3035,8 @@ func (m *ReplyMutation) EdgeCleared(name string) bool {
 	switch name {
 	case reply.EdgeThread:
 		return m.clearedthread
+	case reply.EdgeLabels:
+		return m.clearedlabels
 	}
 	return false
 }
@@ -2268,6 +3058,9 @@ func (m *ReplyMutation) ResetEdge(name string) error {
 	switch name {
 	case reply.EdgeThread:
 		m.ResetThread()
+		return nil
+	case reply.EdgeLabels:
+		m.ResetLabels()
 		return nil
 	}
 	return fmt.Errorf("unknown Reply edge %s", name)
@@ -2861,6 +3654,1677 @@ func (m *ThreadMutation) ResetEdge(name string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown Thread edge %s", name)
+}
+
+// LabelReplyCountSlotMutation represents an operation that mutates the LabelReplyCountSlot nodes in the graph.
+type LabelReplyCountSlotMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int
+	slot          *int16
+	addslot       *int16
+	n             *int64
+	addn          *int64
+	clearedFields map[string]struct{}
+	label         *int
+	clearedlabel  bool
+	done          bool
+	oldValue      func(context.Context) (*LabelReplyCountSlot, error)
+	predicates    []predicate.LabelReplyCountSlot
+}
+
+var _ ent.Mutation = (*LabelReplyCountSlotMutation)(nil)
+
+// labelreplycountslotOption allows management of the mutation configuration using functional options.
+type labelreplycountslotOption func(*LabelReplyCountSlotMutation)
+
+// newLabelReplyCountSlotMutation creates new mutation for the LabelReplyCountSlot entity.
+func newLabelReplyCountSlotMutation(c config, op Op, opts ...labelreplycountslotOption) *LabelReplyCountSlotMutation {
+	m := &LabelReplyCountSlotMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeLabelReplyCountSlot,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withLabelReplyCountSlotID sets the ID field of the mutation.
+func withLabelReplyCountSlotID(id int) labelreplycountslotOption {
+	return func(m *LabelReplyCountSlotMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *LabelReplyCountSlot
+		)
+		m.oldValue = func(ctx context.Context) (*LabelReplyCountSlot, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().LabelReplyCountSlot.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withLabelReplyCountSlot sets the old LabelReplyCountSlot of the mutation.
+func withLabelReplyCountSlot(node *LabelReplyCountSlot) labelreplycountslotOption {
+	return func(m *LabelReplyCountSlotMutation) {
+		m.oldValue = func(context.Context) (*LabelReplyCountSlot, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m LabelReplyCountSlotMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m LabelReplyCountSlotMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("entprivacy: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *LabelReplyCountSlotMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *LabelReplyCountSlotMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().LabelReplyCountSlot.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetLabelID sets the "label_id" field.
+func (m *LabelReplyCountSlotMutation) SetLabelID(i int) {
+	m.label = &i
+}
+
+// LabelID returns the value of the "label_id" field in the mutation.
+func (m *LabelReplyCountSlotMutation) LabelID() (r int, exists bool) {
+	v := m.label
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLabelID returns the old "label_id" field's value of the LabelReplyCountSlot entity.
+// If the LabelReplyCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *LabelReplyCountSlotMutation) OldLabelID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLabelID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLabelID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLabelID: %w", err)
+	}
+	return oldValue.LabelID, nil
+}
+
+// ResetLabelID resets all changes to the "label_id" field.
+func (m *LabelReplyCountSlotMutation) ResetLabelID() {
+	m.label = nil
+}
+
+// SetSlot sets the "slot" field.
+func (m *LabelReplyCountSlotMutation) SetSlot(i int16) {
+	m.slot = &i
+	m.addslot = nil
+}
+
+// Slot returns the value of the "slot" field in the mutation.
+func (m *LabelReplyCountSlotMutation) Slot() (r int16, exists bool) {
+	v := m.slot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSlot returns the old "slot" field's value of the LabelReplyCountSlot entity.
+// If the LabelReplyCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *LabelReplyCountSlotMutation) OldSlot(ctx context.Context) (v int16, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSlot is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSlot requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSlot: %w", err)
+	}
+	return oldValue.Slot, nil
+}
+
+// AddSlot adds i to the "slot" field.
+func (m *LabelReplyCountSlotMutation) AddSlot(i int16) {
+	if m.addslot != nil {
+		*m.addslot += i
+	} else {
+		m.addslot = &i
+	}
+}
+
+// AddedSlot returns the value that was added to the "slot" field in this mutation.
+func (m *LabelReplyCountSlotMutation) AddedSlot() (r int16, exists bool) {
+	v := m.addslot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetSlot resets all changes to the "slot" field.
+func (m *LabelReplyCountSlotMutation) ResetSlot() {
+	m.slot = nil
+	m.addslot = nil
+}
+
+// SetN sets the "n" field.
+func (m *LabelReplyCountSlotMutation) SetN(i int64) {
+	m.n = &i
+	m.addn = nil
+}
+
+// N returns the value of the "n" field in the mutation.
+func (m *LabelReplyCountSlotMutation) N() (r int64, exists bool) {
+	v := m.n
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldN returns the old "n" field's value of the LabelReplyCountSlot entity.
+// If the LabelReplyCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *LabelReplyCountSlotMutation) OldN(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldN is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldN requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldN: %w", err)
+	}
+	return oldValue.N, nil
+}
+
+// AddN adds i to the "n" field.
+func (m *LabelReplyCountSlotMutation) AddN(i int64) {
+	if m.addn != nil {
+		*m.addn += i
+	} else {
+		m.addn = &i
+	}
+}
+
+// AddedN returns the value that was added to the "n" field in this mutation.
+func (m *LabelReplyCountSlotMutation) AddedN() (r int64, exists bool) {
+	v := m.addn
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetN resets all changes to the "n" field.
+func (m *LabelReplyCountSlotMutation) ResetN() {
+	m.n = nil
+	m.addn = nil
+}
+
+// ClearLabel clears the "label" edge to the Label entity.
+func (m *LabelReplyCountSlotMutation) ClearLabel() {
+	m.clearedlabel = true
+	m.clearedFields[labelreplycountslot.FieldLabelID] = struct{}{}
+}
+
+// LabelCleared reports if the "label" edge to the Label entity was cleared.
+func (m *LabelReplyCountSlotMutation) LabelCleared() bool {
+	return m.clearedlabel
+}
+
+// LabelIDs returns the "label" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// LabelID instead. It exists only for internal usage by the builders.
+func (m *LabelReplyCountSlotMutation) LabelIDs() (ids []int) {
+	if id := m.label; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetLabel resets all changes to the "label" edge.
+func (m *LabelReplyCountSlotMutation) ResetLabel() {
+	m.label = nil
+	m.clearedlabel = false
+}
+
+// Where appends a list predicates to the LabelReplyCountSlotMutation builder.
+func (m *LabelReplyCountSlotMutation) Where(ps ...predicate.LabelReplyCountSlot) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the LabelReplyCountSlotMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *LabelReplyCountSlotMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.LabelReplyCountSlot, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *LabelReplyCountSlotMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *LabelReplyCountSlotMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (LabelReplyCountSlot).
+func (m *LabelReplyCountSlotMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *LabelReplyCountSlotMutation) Fields() []string {
+	fields := make([]string, 0, 3)
+	if m.label != nil {
+		fields = append(fields, labelreplycountslot.FieldLabelID)
+	}
+	if m.slot != nil {
+		fields = append(fields, labelreplycountslot.FieldSlot)
+	}
+	if m.n != nil {
+		fields = append(fields, labelreplycountslot.FieldN)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *LabelReplyCountSlotMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case labelreplycountslot.FieldLabelID:
+		return m.LabelID()
+	case labelreplycountslot.FieldSlot:
+		return m.Slot()
+	case labelreplycountslot.FieldN:
+		return m.N()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *LabelReplyCountSlotMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case labelreplycountslot.FieldLabelID:
+		return m.OldLabelID(ctx)
+	case labelreplycountslot.FieldSlot:
+		return m.OldSlot(ctx)
+	case labelreplycountslot.FieldN:
+		return m.OldN(ctx)
+	}
+	return nil, fmt.Errorf("unknown LabelReplyCountSlot field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *LabelReplyCountSlotMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case labelreplycountslot.FieldLabelID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLabelID(v)
+		return nil
+	case labelreplycountslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSlot(v)
+		return nil
+	case labelreplycountslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown LabelReplyCountSlot field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *LabelReplyCountSlotMutation) AddedFields() []string {
+	var fields []string
+	if m.addslot != nil {
+		fields = append(fields, labelreplycountslot.FieldSlot)
+	}
+	if m.addn != nil {
+		fields = append(fields, labelreplycountslot.FieldN)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *LabelReplyCountSlotMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case labelreplycountslot.FieldSlot:
+		return m.AddedSlot()
+	case labelreplycountslot.FieldN:
+		return m.AddedN()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *LabelReplyCountSlotMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case labelreplycountslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddSlot(v)
+		return nil
+	case labelreplycountslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown LabelReplyCountSlot numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *LabelReplyCountSlotMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *LabelReplyCountSlotMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *LabelReplyCountSlotMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown LabelReplyCountSlot nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *LabelReplyCountSlotMutation) ResetField(name string) error {
+	switch name {
+	case labelreplycountslot.FieldLabelID:
+		m.ResetLabelID()
+		return nil
+	case labelreplycountslot.FieldSlot:
+		m.ResetSlot()
+		return nil
+	case labelreplycountslot.FieldN:
+		m.ResetN()
+		return nil
+	}
+	return fmt.Errorf("unknown LabelReplyCountSlot field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *LabelReplyCountSlotMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.label != nil {
+		edges = append(edges, labelreplycountslot.EdgeLabel)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *LabelReplyCountSlotMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case labelreplycountslot.EdgeLabel:
+		if id := m.label; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *LabelReplyCountSlotMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *LabelReplyCountSlotMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *LabelReplyCountSlotMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedlabel {
+		edges = append(edges, labelreplycountslot.EdgeLabel)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *LabelReplyCountSlotMutation) EdgeCleared(name string) bool {
+	switch name {
+	case labelreplycountslot.EdgeLabel:
+		return m.clearedlabel
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *LabelReplyCountSlotMutation) ClearEdge(name string) error {
+	switch name {
+	case labelreplycountslot.EdgeLabel:
+		m.ClearLabel()
+		return nil
+	}
+	return fmt.Errorf("unknown LabelReplyCountSlot unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *LabelReplyCountSlotMutation) ResetEdge(name string) error {
+	switch name {
+	case labelreplycountslot.EdgeLabel:
+		m.ResetLabel()
+		return nil
+	}
+	return fmt.Errorf("unknown LabelReplyCountSlot edge %s", name)
+}
+
+// LabelHookedReplyCountSlotMutation represents an operation that mutates the LabelHookedReplyCountSlot nodes in the graph.
+type LabelHookedReplyCountSlotMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int
+	slot          *int16
+	addslot       *int16
+	n             *int64
+	addn          *int64
+	clearedFields map[string]struct{}
+	label         *int
+	clearedlabel  bool
+	done          bool
+	oldValue      func(context.Context) (*LabelHookedReplyCountSlot, error)
+	predicates    []predicate.LabelHookedReplyCountSlot
+}
+
+var _ ent.Mutation = (*LabelHookedReplyCountSlotMutation)(nil)
+
+// labelhookedreplycountslotOption allows management of the mutation configuration using functional options.
+type labelhookedreplycountslotOption func(*LabelHookedReplyCountSlotMutation)
+
+// newLabelHookedReplyCountSlotMutation creates new mutation for the LabelHookedReplyCountSlot entity.
+func newLabelHookedReplyCountSlotMutation(c config, op Op, opts ...labelhookedreplycountslotOption) *LabelHookedReplyCountSlotMutation {
+	m := &LabelHookedReplyCountSlotMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeLabelHookedReplyCountSlot,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withLabelHookedReplyCountSlotID sets the ID field of the mutation.
+func withLabelHookedReplyCountSlotID(id int) labelhookedreplycountslotOption {
+	return func(m *LabelHookedReplyCountSlotMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *LabelHookedReplyCountSlot
+		)
+		m.oldValue = func(ctx context.Context) (*LabelHookedReplyCountSlot, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().LabelHookedReplyCountSlot.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withLabelHookedReplyCountSlot sets the old LabelHookedReplyCountSlot of the mutation.
+func withLabelHookedReplyCountSlot(node *LabelHookedReplyCountSlot) labelhookedreplycountslotOption {
+	return func(m *LabelHookedReplyCountSlotMutation) {
+		m.oldValue = func(context.Context) (*LabelHookedReplyCountSlot, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m LabelHookedReplyCountSlotMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m LabelHookedReplyCountSlotMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("entprivacy: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *LabelHookedReplyCountSlotMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *LabelHookedReplyCountSlotMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().LabelHookedReplyCountSlot.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetLabelID sets the "label_id" field.
+func (m *LabelHookedReplyCountSlotMutation) SetLabelID(i int) {
+	m.label = &i
+}
+
+// LabelID returns the value of the "label_id" field in the mutation.
+func (m *LabelHookedReplyCountSlotMutation) LabelID() (r int, exists bool) {
+	v := m.label
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLabelID returns the old "label_id" field's value of the LabelHookedReplyCountSlot entity.
+// If the LabelHookedReplyCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *LabelHookedReplyCountSlotMutation) OldLabelID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLabelID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLabelID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLabelID: %w", err)
+	}
+	return oldValue.LabelID, nil
+}
+
+// ResetLabelID resets all changes to the "label_id" field.
+func (m *LabelHookedReplyCountSlotMutation) ResetLabelID() {
+	m.label = nil
+}
+
+// SetSlot sets the "slot" field.
+func (m *LabelHookedReplyCountSlotMutation) SetSlot(i int16) {
+	m.slot = &i
+	m.addslot = nil
+}
+
+// Slot returns the value of the "slot" field in the mutation.
+func (m *LabelHookedReplyCountSlotMutation) Slot() (r int16, exists bool) {
+	v := m.slot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSlot returns the old "slot" field's value of the LabelHookedReplyCountSlot entity.
+// If the LabelHookedReplyCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *LabelHookedReplyCountSlotMutation) OldSlot(ctx context.Context) (v int16, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSlot is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSlot requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSlot: %w", err)
+	}
+	return oldValue.Slot, nil
+}
+
+// AddSlot adds i to the "slot" field.
+func (m *LabelHookedReplyCountSlotMutation) AddSlot(i int16) {
+	if m.addslot != nil {
+		*m.addslot += i
+	} else {
+		m.addslot = &i
+	}
+}
+
+// AddedSlot returns the value that was added to the "slot" field in this mutation.
+func (m *LabelHookedReplyCountSlotMutation) AddedSlot() (r int16, exists bool) {
+	v := m.addslot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetSlot resets all changes to the "slot" field.
+func (m *LabelHookedReplyCountSlotMutation) ResetSlot() {
+	m.slot = nil
+	m.addslot = nil
+}
+
+// SetN sets the "n" field.
+func (m *LabelHookedReplyCountSlotMutation) SetN(i int64) {
+	m.n = &i
+	m.addn = nil
+}
+
+// N returns the value of the "n" field in the mutation.
+func (m *LabelHookedReplyCountSlotMutation) N() (r int64, exists bool) {
+	v := m.n
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldN returns the old "n" field's value of the LabelHookedReplyCountSlot entity.
+// If the LabelHookedReplyCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *LabelHookedReplyCountSlotMutation) OldN(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldN is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldN requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldN: %w", err)
+	}
+	return oldValue.N, nil
+}
+
+// AddN adds i to the "n" field.
+func (m *LabelHookedReplyCountSlotMutation) AddN(i int64) {
+	if m.addn != nil {
+		*m.addn += i
+	} else {
+		m.addn = &i
+	}
+}
+
+// AddedN returns the value that was added to the "n" field in this mutation.
+func (m *LabelHookedReplyCountSlotMutation) AddedN() (r int64, exists bool) {
+	v := m.addn
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetN resets all changes to the "n" field.
+func (m *LabelHookedReplyCountSlotMutation) ResetN() {
+	m.n = nil
+	m.addn = nil
+}
+
+// ClearLabel clears the "label" edge to the Label entity.
+func (m *LabelHookedReplyCountSlotMutation) ClearLabel() {
+	m.clearedlabel = true
+	m.clearedFields[labelhookedreplycountslot.FieldLabelID] = struct{}{}
+}
+
+// LabelCleared reports if the "label" edge to the Label entity was cleared.
+func (m *LabelHookedReplyCountSlotMutation) LabelCleared() bool {
+	return m.clearedlabel
+}
+
+// LabelIDs returns the "label" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// LabelID instead. It exists only for internal usage by the builders.
+func (m *LabelHookedReplyCountSlotMutation) LabelIDs() (ids []int) {
+	if id := m.label; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetLabel resets all changes to the "label" edge.
+func (m *LabelHookedReplyCountSlotMutation) ResetLabel() {
+	m.label = nil
+	m.clearedlabel = false
+}
+
+// Where appends a list predicates to the LabelHookedReplyCountSlotMutation builder.
+func (m *LabelHookedReplyCountSlotMutation) Where(ps ...predicate.LabelHookedReplyCountSlot) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the LabelHookedReplyCountSlotMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *LabelHookedReplyCountSlotMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.LabelHookedReplyCountSlot, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *LabelHookedReplyCountSlotMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *LabelHookedReplyCountSlotMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (LabelHookedReplyCountSlot).
+func (m *LabelHookedReplyCountSlotMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *LabelHookedReplyCountSlotMutation) Fields() []string {
+	fields := make([]string, 0, 3)
+	if m.label != nil {
+		fields = append(fields, labelhookedreplycountslot.FieldLabelID)
+	}
+	if m.slot != nil {
+		fields = append(fields, labelhookedreplycountslot.FieldSlot)
+	}
+	if m.n != nil {
+		fields = append(fields, labelhookedreplycountslot.FieldN)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *LabelHookedReplyCountSlotMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case labelhookedreplycountslot.FieldLabelID:
+		return m.LabelID()
+	case labelhookedreplycountslot.FieldSlot:
+		return m.Slot()
+	case labelhookedreplycountslot.FieldN:
+		return m.N()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *LabelHookedReplyCountSlotMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case labelhookedreplycountslot.FieldLabelID:
+		return m.OldLabelID(ctx)
+	case labelhookedreplycountslot.FieldSlot:
+		return m.OldSlot(ctx)
+	case labelhookedreplycountslot.FieldN:
+		return m.OldN(ctx)
+	}
+	return nil, fmt.Errorf("unknown LabelHookedReplyCountSlot field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *LabelHookedReplyCountSlotMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case labelhookedreplycountslot.FieldLabelID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLabelID(v)
+		return nil
+	case labelhookedreplycountslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSlot(v)
+		return nil
+	case labelhookedreplycountslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown LabelHookedReplyCountSlot field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *LabelHookedReplyCountSlotMutation) AddedFields() []string {
+	var fields []string
+	if m.addslot != nil {
+		fields = append(fields, labelhookedreplycountslot.FieldSlot)
+	}
+	if m.addn != nil {
+		fields = append(fields, labelhookedreplycountslot.FieldN)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *LabelHookedReplyCountSlotMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case labelhookedreplycountslot.FieldSlot:
+		return m.AddedSlot()
+	case labelhookedreplycountslot.FieldN:
+		return m.AddedN()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *LabelHookedReplyCountSlotMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case labelhookedreplycountslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddSlot(v)
+		return nil
+	case labelhookedreplycountslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown LabelHookedReplyCountSlot numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *LabelHookedReplyCountSlotMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *LabelHookedReplyCountSlotMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *LabelHookedReplyCountSlotMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown LabelHookedReplyCountSlot nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *LabelHookedReplyCountSlotMutation) ResetField(name string) error {
+	switch name {
+	case labelhookedreplycountslot.FieldLabelID:
+		m.ResetLabelID()
+		return nil
+	case labelhookedreplycountslot.FieldSlot:
+		m.ResetSlot()
+		return nil
+	case labelhookedreplycountslot.FieldN:
+		m.ResetN()
+		return nil
+	}
+	return fmt.Errorf("unknown LabelHookedReplyCountSlot field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *LabelHookedReplyCountSlotMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.label != nil {
+		edges = append(edges, labelhookedreplycountslot.EdgeLabel)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *LabelHookedReplyCountSlotMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case labelhookedreplycountslot.EdgeLabel:
+		if id := m.label; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *LabelHookedReplyCountSlotMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *LabelHookedReplyCountSlotMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *LabelHookedReplyCountSlotMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedlabel {
+		edges = append(edges, labelhookedreplycountslot.EdgeLabel)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *LabelHookedReplyCountSlotMutation) EdgeCleared(name string) bool {
+	switch name {
+	case labelhookedreplycountslot.EdgeLabel:
+		return m.clearedlabel
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *LabelHookedReplyCountSlotMutation) ClearEdge(name string) error {
+	switch name {
+	case labelhookedreplycountslot.EdgeLabel:
+		m.ClearLabel()
+		return nil
+	}
+	return fmt.Errorf("unknown LabelHookedReplyCountSlot unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *LabelHookedReplyCountSlotMutation) ResetEdge(name string) error {
+	switch name {
+	case labelhookedreplycountslot.EdgeLabel:
+		m.ResetLabel()
+		return nil
+	}
+	return fmt.Errorf("unknown LabelHookedReplyCountSlot edge %s", name)
+}
+
+// ReplyHookedLabelCountSlotMutation represents an operation that mutates the ReplyHookedLabelCountSlot nodes in the graph.
+type ReplyHookedLabelCountSlotMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int
+	slot          *int16
+	addslot       *int16
+	n             *int64
+	addn          *int64
+	clearedFields map[string]struct{}
+	reply         *int
+	clearedreply  bool
+	done          bool
+	oldValue      func(context.Context) (*ReplyHookedLabelCountSlot, error)
+	predicates    []predicate.ReplyHookedLabelCountSlot
+}
+
+var _ ent.Mutation = (*ReplyHookedLabelCountSlotMutation)(nil)
+
+// replyhookedlabelcountslotOption allows management of the mutation configuration using functional options.
+type replyhookedlabelcountslotOption func(*ReplyHookedLabelCountSlotMutation)
+
+// newReplyHookedLabelCountSlotMutation creates new mutation for the ReplyHookedLabelCountSlot entity.
+func newReplyHookedLabelCountSlotMutation(c config, op Op, opts ...replyhookedlabelcountslotOption) *ReplyHookedLabelCountSlotMutation {
+	m := &ReplyHookedLabelCountSlotMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeReplyHookedLabelCountSlot,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withReplyHookedLabelCountSlotID sets the ID field of the mutation.
+func withReplyHookedLabelCountSlotID(id int) replyhookedlabelcountslotOption {
+	return func(m *ReplyHookedLabelCountSlotMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *ReplyHookedLabelCountSlot
+		)
+		m.oldValue = func(ctx context.Context) (*ReplyHookedLabelCountSlot, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().ReplyHookedLabelCountSlot.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withReplyHookedLabelCountSlot sets the old ReplyHookedLabelCountSlot of the mutation.
+func withReplyHookedLabelCountSlot(node *ReplyHookedLabelCountSlot) replyhookedlabelcountslotOption {
+	return func(m *ReplyHookedLabelCountSlotMutation) {
+		m.oldValue = func(context.Context) (*ReplyHookedLabelCountSlot, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m ReplyHookedLabelCountSlotMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m ReplyHookedLabelCountSlotMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("entprivacy: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *ReplyHookedLabelCountSlotMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *ReplyHookedLabelCountSlotMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().ReplyHookedLabelCountSlot.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetReplyID sets the "reply_id" field.
+func (m *ReplyHookedLabelCountSlotMutation) SetReplyID(i int) {
+	m.reply = &i
+}
+
+// ReplyID returns the value of the "reply_id" field in the mutation.
+func (m *ReplyHookedLabelCountSlotMutation) ReplyID() (r int, exists bool) {
+	v := m.reply
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldReplyID returns the old "reply_id" field's value of the ReplyHookedLabelCountSlot entity.
+// If the ReplyHookedLabelCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ReplyHookedLabelCountSlotMutation) OldReplyID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldReplyID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldReplyID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldReplyID: %w", err)
+	}
+	return oldValue.ReplyID, nil
+}
+
+// ResetReplyID resets all changes to the "reply_id" field.
+func (m *ReplyHookedLabelCountSlotMutation) ResetReplyID() {
+	m.reply = nil
+}
+
+// SetSlot sets the "slot" field.
+func (m *ReplyHookedLabelCountSlotMutation) SetSlot(i int16) {
+	m.slot = &i
+	m.addslot = nil
+}
+
+// Slot returns the value of the "slot" field in the mutation.
+func (m *ReplyHookedLabelCountSlotMutation) Slot() (r int16, exists bool) {
+	v := m.slot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSlot returns the old "slot" field's value of the ReplyHookedLabelCountSlot entity.
+// If the ReplyHookedLabelCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ReplyHookedLabelCountSlotMutation) OldSlot(ctx context.Context) (v int16, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSlot is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSlot requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSlot: %w", err)
+	}
+	return oldValue.Slot, nil
+}
+
+// AddSlot adds i to the "slot" field.
+func (m *ReplyHookedLabelCountSlotMutation) AddSlot(i int16) {
+	if m.addslot != nil {
+		*m.addslot += i
+	} else {
+		m.addslot = &i
+	}
+}
+
+// AddedSlot returns the value that was added to the "slot" field in this mutation.
+func (m *ReplyHookedLabelCountSlotMutation) AddedSlot() (r int16, exists bool) {
+	v := m.addslot
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetSlot resets all changes to the "slot" field.
+func (m *ReplyHookedLabelCountSlotMutation) ResetSlot() {
+	m.slot = nil
+	m.addslot = nil
+}
+
+// SetN sets the "n" field.
+func (m *ReplyHookedLabelCountSlotMutation) SetN(i int64) {
+	m.n = &i
+	m.addn = nil
+}
+
+// N returns the value of the "n" field in the mutation.
+func (m *ReplyHookedLabelCountSlotMutation) N() (r int64, exists bool) {
+	v := m.n
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldN returns the old "n" field's value of the ReplyHookedLabelCountSlot entity.
+// If the ReplyHookedLabelCountSlot object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ReplyHookedLabelCountSlotMutation) OldN(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldN is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldN requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldN: %w", err)
+	}
+	return oldValue.N, nil
+}
+
+// AddN adds i to the "n" field.
+func (m *ReplyHookedLabelCountSlotMutation) AddN(i int64) {
+	if m.addn != nil {
+		*m.addn += i
+	} else {
+		m.addn = &i
+	}
+}
+
+// AddedN returns the value that was added to the "n" field in this mutation.
+func (m *ReplyHookedLabelCountSlotMutation) AddedN() (r int64, exists bool) {
+	v := m.addn
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetN resets all changes to the "n" field.
+func (m *ReplyHookedLabelCountSlotMutation) ResetN() {
+	m.n = nil
+	m.addn = nil
+}
+
+// ClearReply clears the "reply" edge to the Reply entity.
+func (m *ReplyHookedLabelCountSlotMutation) ClearReply() {
+	m.clearedreply = true
+	m.clearedFields[replyhookedlabelcountslot.FieldReplyID] = struct{}{}
+}
+
+// ReplyCleared reports if the "reply" edge to the Reply entity was cleared.
+func (m *ReplyHookedLabelCountSlotMutation) ReplyCleared() bool {
+	return m.clearedreply
+}
+
+// ReplyIDs returns the "reply" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// ReplyID instead. It exists only for internal usage by the builders.
+func (m *ReplyHookedLabelCountSlotMutation) ReplyIDs() (ids []int) {
+	if id := m.reply; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetReply resets all changes to the "reply" edge.
+func (m *ReplyHookedLabelCountSlotMutation) ResetReply() {
+	m.reply = nil
+	m.clearedreply = false
+}
+
+// Where appends a list predicates to the ReplyHookedLabelCountSlotMutation builder.
+func (m *ReplyHookedLabelCountSlotMutation) Where(ps ...predicate.ReplyHookedLabelCountSlot) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the ReplyHookedLabelCountSlotMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *ReplyHookedLabelCountSlotMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.ReplyHookedLabelCountSlot, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *ReplyHookedLabelCountSlotMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *ReplyHookedLabelCountSlotMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (ReplyHookedLabelCountSlot).
+func (m *ReplyHookedLabelCountSlotMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *ReplyHookedLabelCountSlotMutation) Fields() []string {
+	fields := make([]string, 0, 3)
+	if m.reply != nil {
+		fields = append(fields, replyhookedlabelcountslot.FieldReplyID)
+	}
+	if m.slot != nil {
+		fields = append(fields, replyhookedlabelcountslot.FieldSlot)
+	}
+	if m.n != nil {
+		fields = append(fields, replyhookedlabelcountslot.FieldN)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *ReplyHookedLabelCountSlotMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case replyhookedlabelcountslot.FieldReplyID:
+		return m.ReplyID()
+	case replyhookedlabelcountslot.FieldSlot:
+		return m.Slot()
+	case replyhookedlabelcountslot.FieldN:
+		return m.N()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *ReplyHookedLabelCountSlotMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case replyhookedlabelcountslot.FieldReplyID:
+		return m.OldReplyID(ctx)
+	case replyhookedlabelcountslot.FieldSlot:
+		return m.OldSlot(ctx)
+	case replyhookedlabelcountslot.FieldN:
+		return m.OldN(ctx)
+	}
+	return nil, fmt.Errorf("unknown ReplyHookedLabelCountSlot field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ReplyHookedLabelCountSlotMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case replyhookedlabelcountslot.FieldReplyID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetReplyID(v)
+		return nil
+	case replyhookedlabelcountslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSlot(v)
+		return nil
+	case replyhookedlabelcountslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown ReplyHookedLabelCountSlot field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *ReplyHookedLabelCountSlotMutation) AddedFields() []string {
+	var fields []string
+	if m.addslot != nil {
+		fields = append(fields, replyhookedlabelcountslot.FieldSlot)
+	}
+	if m.addn != nil {
+		fields = append(fields, replyhookedlabelcountslot.FieldN)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *ReplyHookedLabelCountSlotMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case replyhookedlabelcountslot.FieldSlot:
+		return m.AddedSlot()
+	case replyhookedlabelcountslot.FieldN:
+		return m.AddedN()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ReplyHookedLabelCountSlotMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case replyhookedlabelcountslot.FieldSlot:
+		v, ok := value.(int16)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddSlot(v)
+		return nil
+	case replyhookedlabelcountslot.FieldN:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddN(v)
+		return nil
+	}
+	return fmt.Errorf("unknown ReplyHookedLabelCountSlot numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *ReplyHookedLabelCountSlotMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *ReplyHookedLabelCountSlotMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *ReplyHookedLabelCountSlotMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown ReplyHookedLabelCountSlot nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *ReplyHookedLabelCountSlotMutation) ResetField(name string) error {
+	switch name {
+	case replyhookedlabelcountslot.FieldReplyID:
+		m.ResetReplyID()
+		return nil
+	case replyhookedlabelcountslot.FieldSlot:
+		m.ResetSlot()
+		return nil
+	case replyhookedlabelcountslot.FieldN:
+		m.ResetN()
+		return nil
+	}
+	return fmt.Errorf("unknown ReplyHookedLabelCountSlot field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *ReplyHookedLabelCountSlotMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.reply != nil {
+		edges = append(edges, replyhookedlabelcountslot.EdgeReply)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *ReplyHookedLabelCountSlotMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case replyhookedlabelcountslot.EdgeReply:
+		if id := m.reply; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *ReplyHookedLabelCountSlotMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *ReplyHookedLabelCountSlotMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *ReplyHookedLabelCountSlotMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedreply {
+		edges = append(edges, replyhookedlabelcountslot.EdgeReply)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *ReplyHookedLabelCountSlotMutation) EdgeCleared(name string) bool {
+	switch name {
+	case replyhookedlabelcountslot.EdgeReply:
+		return m.clearedreply
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *ReplyHookedLabelCountSlotMutation) ClearEdge(name string) error {
+	switch name {
+	case replyhookedlabelcountslot.EdgeReply:
+		m.ClearReply()
+		return nil
+	}
+	return fmt.Errorf("unknown ReplyHookedLabelCountSlot unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *ReplyHookedLabelCountSlotMutation) ResetEdge(name string) error {
+	switch name {
+	case replyhookedlabelcountslot.EdgeReply:
+		m.ResetReply()
+		return nil
+	}
+	return fmt.Errorf("unknown ReplyHookedLabelCountSlot edge %s", name)
 }
 
 // ThreadReplyCountSlotMutation represents an operation that mutates the ThreadReplyCountSlot nodes in the graph.

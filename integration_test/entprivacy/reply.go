@@ -20,6 +20,8 @@ type Reply struct {
 	ID int `json:"id,omitempty"`
 	// DeleteTime holds the value of the "delete_time" field.
 	DeleteTime time.Time `json:"delete_time,omitempty"`
+	// HookedLabelCount holds the value of the "hooked_label_count" field.
+	HookedLabelCount int64 `json:"hooked_label_count,omitempty"`
 	// ThreadID holds the value of the "thread_id" field.
 	ThreadID int `json:"thread_id,omitempty"`
 	// Body holds the value of the "body" field.
@@ -34,9 +36,11 @@ type Reply struct {
 type ReplyEdges struct {
 	// Thread holds the value of the thread edge.
 	Thread *Thread `json:"thread,omitempty"`
+	// Labels holds the value of the labels edge.
+	Labels []*Label `json:"labels,omitempty"`
 	// loadedTypes holds the information for reporting if a
 	// type was loaded (or requested) in eager-loading or not.
-	loadedTypes [1]bool
+	loadedTypes [2]bool
 }
 
 // ThreadOrErr returns the Thread value or an error if the edge
@@ -50,12 +54,21 @@ func (e ReplyEdges) ThreadOrErr() (*Thread, error) {
 	return nil, &NotLoadedError{edge: "thread"}
 }
 
+// LabelsOrErr returns the Labels value or an error if the edge
+// was not loaded in eager-loading.
+func (e ReplyEdges) LabelsOrErr() ([]*Label, error) {
+	if e.loadedTypes[1] {
+		return e.Labels, nil
+	}
+	return nil, &NotLoadedError{edge: "labels"}
+}
+
 // scanValues returns the types for scanning values from sql.Rows.
 func (*Reply) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
 	for i := range columns {
 		switch columns[i] {
-		case reply.FieldID, reply.FieldThreadID:
+		case reply.FieldID, reply.FieldHookedLabelCount, reply.FieldThreadID:
 			values[i] = new(sql.NullInt64)
 		case reply.FieldBody:
 			values[i] = new(sql.NullString)
@@ -88,6 +101,12 @@ func (_m *Reply) assignValues(columns []string, values []any) error {
 			} else if value.Valid {
 				_m.DeleteTime = value.Time
 			}
+		case reply.FieldHookedLabelCount:
+			if value, ok := values[i].(*sql.NullInt64); !ok {
+				return fmt.Errorf("unexpected type %T for field hooked_label_count", values[i])
+			} else if value.Valid {
+				_m.HookedLabelCount = value.Int64
+			}
 		case reply.FieldThreadID:
 			if value, ok := values[i].(*sql.NullInt64); !ok {
 				return fmt.Errorf("unexpected type %T for field thread_id", values[i])
@@ -118,6 +137,11 @@ func (_m *Reply) QueryThread() *ThreadQuery {
 	return NewReplyClient(_m.config).QueryThread(_m)
 }
 
+// QueryLabels queries the "labels" edge of the Reply entity.
+func (_m *Reply) QueryLabels() *LabelQuery {
+	return NewReplyClient(_m.config).QueryLabels(_m)
+}
+
 // Update returns a builder for updating this Reply.
 // Note that you need to call Reply.Unwrap() before calling this method if this Reply
 // was returned from a transaction, and the transaction was committed or rolled back.
@@ -143,6 +167,9 @@ func (_m *Reply) String() string {
 	builder.WriteString(fmt.Sprintf("id=%v, ", _m.ID))
 	builder.WriteString("delete_time=")
 	builder.WriteString(_m.DeleteTime.Format(time.ANSIC))
+	builder.WriteString(", ")
+	builder.WriteString("hooked_label_count=")
+	builder.WriteString(fmt.Sprintf("%v", _m.HookedLabelCount))
 	builder.WriteString(", ")
 	builder.WriteString("thread_id=")
 	builder.WriteString(fmt.Sprintf("%v", _m.ThreadID))

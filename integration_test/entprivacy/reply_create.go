@@ -11,6 +11,8 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
+	"github.com/hotcounter/hotcounter/entcounter/generated"
+	"github.com/hotcounter/hotcounter/integration_test/entprivacy/label"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/reply"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/thread"
 )
@@ -33,6 +35,20 @@ func (_c *ReplyCreate) SetDeleteTime(v time.Time) *ReplyCreate {
 func (_c *ReplyCreate) SetNillableDeleteTime(v *time.Time) *ReplyCreate {
 	if v != nil {
 		_c.SetDeleteTime(*v)
+	}
+	return _c
+}
+
+// SetHookedLabelCount sets the "hooked_label_count" field.
+func (_c *ReplyCreate) SetHookedLabelCount(v int64) *ReplyCreate {
+	_c.mutation.SetHookedLabelCount(v)
+	return _c
+}
+
+// SetNillableHookedLabelCount sets the "hooked_label_count" field if the given value is not nil.
+func (_c *ReplyCreate) SetNillableHookedLabelCount(v *int64) *ReplyCreate {
+	if v != nil {
+		_c.SetHookedLabelCount(*v)
 	}
 	return _c
 }
@@ -60,6 +76,21 @@ func (_c *ReplyCreate) SetNillableBody(v *string) *ReplyCreate {
 // SetThread sets the "thread" edge to the Thread entity.
 func (_c *ReplyCreate) SetThread(v *Thread) *ReplyCreate {
 	return _c.SetThreadID(v.ID)
+}
+
+// AddLabelIDs adds the "labels" edge to the Label entity by IDs.
+func (_c *ReplyCreate) AddLabelIDs(ids ...int) *ReplyCreate {
+	_c.mutation.AddLabelIDs(ids...)
+	return _c
+}
+
+// AddLabels adds the "labels" edges to the Label entity.
+func (_c *ReplyCreate) AddLabels(v ...*Label) *ReplyCreate {
+	ids := make([]int, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _c.AddLabelIDs(ids...)
 }
 
 // Mutation returns the ReplyMutation object of the builder.
@@ -99,6 +130,10 @@ func (_c *ReplyCreate) ExecX(ctx context.Context) {
 
 // defaults sets the default values of the builder before save.
 func (_c *ReplyCreate) defaults() error {
+	if _, ok := _c.mutation.HookedLabelCount(); !ok {
+		v := reply.DefaultHookedLabelCount
+		_c.mutation.SetHookedLabelCount(v)
+	}
 	if _, ok := _c.mutation.Body(); !ok {
 		v := reply.DefaultBody
 		_c.mutation.SetBody(v)
@@ -143,6 +178,13 @@ func (_c *ReplyCreate) createSpec() (*Reply, *sqlgraph.CreateSpec) {
 		_node = &Reply{config: _c.config}
 		_spec = sqlgraph.NewCreateSpec(reply.Table, sqlgraph.NewFieldSpec(reply.FieldID, field.TypeInt))
 	)
+	if v, ok := _c.mutation.HookedLabelCount(); ok && !_c.mutation.hotcounterKept[reply.FieldHookedLabelCount] {
+		if _c.mutation.hotcounterLate == nil {
+			_c.mutation.hotcounterLate = map[string]int64{}
+		}
+		_c.mutation.hotcounterLate[reply.FieldHookedLabelCount] = int64(v)
+		_c.mutation.ResetHookedLabelCount()
+	}
 	if len(_c.conflict) > 0 {
 		_c.mutation.hotcounterUpsert = true
 	}
@@ -150,6 +192,10 @@ func (_c *ReplyCreate) createSpec() (*Reply, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.DeleteTime(); ok {
 		_spec.SetField(reply.FieldDeleteTime, field.TypeTime, value)
 		_node.DeleteTime = value
+	}
+	if value, ok := _c.mutation.HookedLabelCount(); ok {
+		_spec.SetField(reply.FieldHookedLabelCount, field.TypeInt64, value)
+		_node.HookedLabelCount = value
 	}
 	if value, ok := _c.mutation.Body(); ok {
 		_spec.SetField(reply.FieldBody, field.TypeString, value)
@@ -170,6 +216,22 @@ func (_c *ReplyCreate) createSpec() (*Reply, *sqlgraph.CreateSpec) {
 			edge.Target.Nodes = append(edge.Target.Nodes, k)
 		}
 		_node.ThreadID = nodes[0]
+		_spec.Edges = append(_spec.Edges, edge)
+	}
+	if nodes := _c.mutation.LabelsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.M2M,
+			Inverse: true,
+			Table:   reply.LabelsTable,
+			Columns: reply.LabelsPrimaryKey,
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(label.FieldID, field.TypeInt),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
 		_spec.Edges = append(_spec.Edges, edge)
 	}
 	return _node, _spec
@@ -239,6 +301,30 @@ func (u *ReplyUpsert) UpdateDeleteTime() *ReplyUpsert {
 // ClearDeleteTime clears the value of the "delete_time" field.
 func (u *ReplyUpsert) ClearDeleteTime() *ReplyUpsert {
 	u.SetNull(reply.FieldDeleteTime)
+	return u
+}
+
+// SetHookedLabelCount sets the "hooked_label_count" field.
+func (u *ReplyUpsert) SetHookedLabelCount(v int64) *ReplyUpsert {
+	u.Set(reply.FieldHookedLabelCount, v)
+	return u
+}
+
+// UpdateHookedLabelCount sets the "hooked_label_count" field to the value that was provided on create.
+func (u *ReplyUpsert) UpdateHookedLabelCount() *ReplyUpsert {
+	u.SetExcluded(reply.FieldHookedLabelCount)
+	return u
+}
+
+// AddHookedLabelCount adds v to the "hooked_label_count" field.
+func (u *ReplyUpsert) AddHookedLabelCount(v int64) *ReplyUpsert {
+	u.Add(reply.FieldHookedLabelCount, v)
+	return u
+}
+
+// ClearHookedLabelCount clears the value of the "hooked_label_count" field.
+func (u *ReplyUpsert) ClearHookedLabelCount() *ReplyUpsert {
+	u.SetNull(reply.FieldHookedLabelCount)
 	return u
 }
 
@@ -324,6 +410,34 @@ func (u *ReplyUpsertOne) UpdateDeleteTime() *ReplyUpsertOne {
 func (u *ReplyUpsertOne) ClearDeleteTime() *ReplyUpsertOne {
 	return u.Update(func(s *ReplyUpsert) {
 		s.ClearDeleteTime()
+	})
+}
+
+// SetHookedLabelCount sets the "hooked_label_count" field.
+func (u *ReplyUpsertOne) SetHookedLabelCount(v int64) *ReplyUpsertOne {
+	return u.Update(func(s *ReplyUpsert) {
+		s.SetHookedLabelCount(v)
+	})
+}
+
+// AddHookedLabelCount adds v to the "hooked_label_count" field.
+func (u *ReplyUpsertOne) AddHookedLabelCount(v int64) *ReplyUpsertOne {
+	return u.Update(func(s *ReplyUpsert) {
+		s.AddHookedLabelCount(v)
+	})
+}
+
+// UpdateHookedLabelCount sets the "hooked_label_count" field to the value that was provided on create.
+func (u *ReplyUpsertOne) UpdateHookedLabelCount() *ReplyUpsertOne {
+	return u.Update(func(s *ReplyUpsert) {
+		s.UpdateHookedLabelCount()
+	})
+}
+
+// ClearHookedLabelCount clears the value of the "hooked_label_count" field.
+func (u *ReplyUpsertOne) ClearHookedLabelCount() *ReplyUpsertOne {
+	return u.Update(func(s *ReplyUpsert) {
+		s.ClearHookedLabelCount()
 	})
 }
 
@@ -423,6 +537,12 @@ func (_c *ReplyCreateBulk) Save(ctx context.Context) ([]*Reply, error) {
 					_, err = mutators[i+1].Mutate(root, _c.builders[i+1].mutation)
 				} else {
 					spec := &sqlgraph.BatchCreateSpec{Nodes: specs}
+					if len(_c.conflict) == 0 {
+						bulk := generated.NewBulk(len(_c.builders))
+						for _, b := range _c.builders {
+							b.mutation.hotcounterBulk = bulk
+						}
+					}
 					if len(_c.conflict) > 0 {
 						for _, b := range _c.builders {
 							b.mutation.hotcounterUpsert = true
@@ -583,6 +703,34 @@ func (u *ReplyUpsertBulk) UpdateDeleteTime() *ReplyUpsertBulk {
 func (u *ReplyUpsertBulk) ClearDeleteTime() *ReplyUpsertBulk {
 	return u.Update(func(s *ReplyUpsert) {
 		s.ClearDeleteTime()
+	})
+}
+
+// SetHookedLabelCount sets the "hooked_label_count" field.
+func (u *ReplyUpsertBulk) SetHookedLabelCount(v int64) *ReplyUpsertBulk {
+	return u.Update(func(s *ReplyUpsert) {
+		s.SetHookedLabelCount(v)
+	})
+}
+
+// AddHookedLabelCount adds v to the "hooked_label_count" field.
+func (u *ReplyUpsertBulk) AddHookedLabelCount(v int64) *ReplyUpsertBulk {
+	return u.Update(func(s *ReplyUpsert) {
+		s.AddHookedLabelCount(v)
+	})
+}
+
+// UpdateHookedLabelCount sets the "hooked_label_count" field to the value that was provided on create.
+func (u *ReplyUpsertBulk) UpdateHookedLabelCount() *ReplyUpsertBulk {
+	return u.Update(func(s *ReplyUpsert) {
+		s.UpdateHookedLabelCount()
+	})
+}
+
+// ClearHookedLabelCount clears the value of the "hooked_label_count" field.
+func (u *ReplyUpsertBulk) ClearHookedLabelCount() *ReplyUpsertBulk {
+	return u.Update(func(s *ReplyUpsert) {
+		s.ClearHookedLabelCount()
 	})
 }
 

@@ -4,6 +4,7 @@ package entprivacy
 
 import (
 	"context"
+	"database/sql/driver"
 	"fmt"
 	"math"
 
@@ -11,6 +12,8 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
+	"github.com/hotcounter/hotcounter/entcounter/generated"
+	"github.com/hotcounter/hotcounter/integration_test/entprivacy/label"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/predicate"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/reply"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/thread"
@@ -24,6 +27,7 @@ type ReplyQuery struct {
 	inters     []Interceptor
 	predicates []predicate.Reply
 	withThread *ThreadQuery
+	withLabels *LabelQuery
 	// intermediate query (i.e. traversal path).
 	sql  *sql.Selector
 	path func(context.Context) (*sql.Selector, error)
@@ -75,6 +79,28 @@ func (_q *ReplyQuery) QueryThread() *ThreadQuery {
 			sqlgraph.From(reply.Table, reply.FieldID, selector),
 			sqlgraph.To(thread.Table, thread.FieldID),
 			sqlgraph.Edge(sqlgraph.M2O, true, reply.ThreadTable, reply.ThreadColumn),
+		)
+		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
+		return fromU, nil
+	}
+	return query
+}
+
+// QueryLabels chains the current query on the "labels" edge.
+func (_q *ReplyQuery) QueryLabels() *LabelQuery {
+	query := (&LabelClient{config: _q.config}).Query()
+	query.path = func(ctx context.Context) (fromU *sql.Selector, err error) {
+		if err := _q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		selector := _q.sqlQuery(ctx)
+		if err := selector.Err(); err != nil {
+			return nil, err
+		}
+		step := sqlgraph.NewStep(
+			sqlgraph.From(reply.Table, reply.FieldID, selector),
+			sqlgraph.To(label.Table, label.FieldID),
+			sqlgraph.Edge(sqlgraph.M2M, true, reply.LabelsTable, reply.LabelsPrimaryKey...),
 		)
 		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
 		return fromU, nil
@@ -275,6 +301,7 @@ func (_q *ReplyQuery) Clone() *ReplyQuery {
 		inters:     append([]Interceptor{}, _q.inters...),
 		predicates: append([]predicate.Reply{}, _q.predicates...),
 		withThread: _q.withThread.Clone(),
+		withLabels: _q.withLabels.Clone(),
 		// clone intermediate query.
 		sql:  _q.sql.Clone(),
 		path: _q.path,
@@ -289,6 +316,17 @@ func (_q *ReplyQuery) WithThread(opts ...func(*ThreadQuery)) *ReplyQuery {
 		opt(query)
 	}
 	_q.withThread = query
+	return _q
+}
+
+// WithLabels tells the query-builder to eager-load the nodes that are connected to
+// the "labels" edge. The optional arguments are used to configure the query builder of the edge.
+func (_q *ReplyQuery) WithLabels(opts ...func(*LabelQuery)) *ReplyQuery {
+	query := (&LabelClient{config: _q.config}).Query()
+	for _, opt := range opts {
+		opt(query)
+	}
+	_q.withLabels = query
 	return _q
 }
 
@@ -370,8 +408,9 @@ func (_q *ReplyQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Reply,
 	var (
 		nodes       = []*Reply{}
 		_spec       = _q.querySpec()
-		loadedTypes = [1]bool{
+		loadedTypes = [2]bool{
 			_q.withThread != nil,
+			_q.withLabels != nil,
 		}
 	)
 	_spec.ScanValues = func(columns []string) ([]any, error) {
@@ -383,6 +422,9 @@ func (_q *ReplyQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Reply,
 		node.Edges.loadedTypes = loadedTypes
 		return node.assignValues(columns, values)
 	}
+	_q.driver = generated.Rewriting(_q.driver, _q.HotCounter(), "Reply")
+	_spec.Node.Columns = generated.WithoutColumns(_q.HotCounter(), "Reply", _spec.Node.Columns)
+	ctx = generated.InlineTotals(ctx, _q.HotCounter(), "Reply", _q.ctx.Fields, _spec)
 	for i := range hooks {
 		hooks[i](ctx, _spec)
 	}
@@ -397,6 +439,23 @@ func (_q *ReplyQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Reply,
 			func(n *Reply, e *Thread) { n.Edges.Thread = e }); err != nil {
 			return nil, err
 		}
+	}
+	if query := _q.withLabels; query != nil {
+		if err := _q.loadLabels(ctx, query, nodes,
+			func(n *Reply) { n.Edges.Labels = []*Label{} },
+			func(n *Reply, e *Label) { n.Edges.Labels = append(n.Edges.Labels, e) }); err != nil {
+			return nil, err
+		}
+	}
+	if err := generated.Load(generated.InlinedFor(ctx, _spec), _q.HotCounter(), "Reply", _q.ctx.Fields, len(nodes),
+		func(i int) any { return nodes[i].ID },
+		func(i int, f string, v int64) {
+			switch f {
+			case reply.FieldHookedLabelCount:
+				nodes[i].HookedLabelCount = v
+			}
+		}); err != nil {
+		return nil, err
 	}
 	return nodes, nil
 }
@@ -430,9 +489,73 @@ func (_q *ReplyQuery) loadThread(ctx context.Context, query *ThreadQuery, nodes 
 	}
 	return nil
 }
+func (_q *ReplyQuery) loadLabels(ctx context.Context, query *LabelQuery, nodes []*Reply, init func(*Reply), assign func(*Reply, *Label)) error {
+	edgeIDs := make([]driver.Value, len(nodes))
+	byID := make(map[int]*Reply)
+	nids := make(map[int]map[*Reply]struct{})
+	for i, node := range nodes {
+		edgeIDs[i] = node.ID
+		byID[node.ID] = node
+		if init != nil {
+			init(node)
+		}
+	}
+	query.Where(func(s *sql.Selector) {
+		joinT := sql.Table(reply.LabelsTable)
+		s.Join(joinT).On(s.C(label.FieldID), joinT.C(reply.LabelsPrimaryKey[0]))
+		s.Where(sql.InValues(joinT.C(reply.LabelsPrimaryKey[1]), edgeIDs...))
+		columns := s.SelectedColumns()
+		s.Select(joinT.C(reply.LabelsPrimaryKey[1]))
+		s.AppendSelect(columns...)
+		s.SetDistinct(false)
+	})
+	if err := query.prepareQuery(ctx); err != nil {
+		return err
+	}
+	qr := QuerierFunc(func(ctx context.Context, q Query) (Value, error) {
+		return query.sqlAll(ctx, func(_ context.Context, spec *sqlgraph.QuerySpec) {
+			assign := spec.Assign
+			values := spec.ScanValues
+			spec.ScanValues = func(columns []string) ([]any, error) {
+				values, err := values(columns[1:])
+				if err != nil {
+					return nil, err
+				}
+				return append([]any{new(sql.NullInt64)}, values...), nil
+			}
+			spec.Assign = func(columns []string, values []any) error {
+				outValue := int(values[0].(*sql.NullInt64).Int64)
+				inValue := int(values[1].(*sql.NullInt64).Int64)
+				if nids[inValue] == nil {
+					nids[inValue] = map[*Reply]struct{}{byID[outValue]: {}}
+					return assign(columns[1:], values[1:])
+				}
+				nids[inValue][byID[outValue]] = struct{}{}
+				return nil
+			}
+		})
+	})
+	neighbors, err := withInterceptors[[]*Label](ctx, query, qr, query.inters)
+	if err != nil {
+		return err
+	}
+	for _, n := range neighbors {
+		nodes, ok := nids[n.ID]
+		if !ok {
+			return fmt.Errorf(`unexpected "labels" node returned %v`, n.ID)
+		}
+		for kn := range nodes {
+			assign(kn, n)
+		}
+	}
+	return nil
+}
 
 func (_q *ReplyQuery) sqlCount(ctx context.Context) (int, error) {
 	_spec := _q.querySpec()
+	_q.driver = generated.Rewriting(_q.driver, _q.HotCounter(), "Reply")
+	_spec.Node.Columns = generated.WithoutColumns(_q.HotCounter(), "Reply", _spec.Node.Columns)
+	ctx = generated.InlineTotals(ctx, _q.HotCounter(), "Reply", _q.ctx.Fields, _spec)
 	_spec.Node.Columns = _q.ctx.Fields
 	if len(_q.ctx.Fields) > 0 {
 		_spec.Unique = _q.ctx.Unique != nil && *_q.ctx.Unique
@@ -497,6 +620,12 @@ func (_q *ReplyQuery) sqlQuery(ctx context.Context) *sql.Selector {
 	}
 	if _q.ctx.Unique != nil && *_q.ctx.Unique {
 		selector.Distinct()
+	}
+	_q.driver = generated.Rewriting(_q.driver, _q.HotCounter(), "Reply")
+	if len(_q.ctx.Fields) == 0 {
+		if cols := generated.WithoutColumns(_q.HotCounter(), "Reply", columns); len(cols) != len(columns) {
+			selector.Select(selector.Columns(cols...)...)
+		}
 	}
 	for _, p := range _q.predicates {
 		p(selector)

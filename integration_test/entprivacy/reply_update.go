@@ -11,6 +11,8 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
+	"github.com/hotcounter/hotcounter/entcounter/generated"
+	"github.com/hotcounter/hotcounter/integration_test/entprivacy/label"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/predicate"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/reply"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/thread"
@@ -49,6 +51,33 @@ func (_u *ReplyUpdate) ClearDeleteTime() *ReplyUpdate {
 	return _u
 }
 
+// SetHookedLabelCount sets the "hooked_label_count" field.
+func (_u *ReplyUpdate) SetHookedLabelCount(v int64) *ReplyUpdate {
+	_u.mutation.ResetHookedLabelCount()
+	_u.mutation.SetHookedLabelCount(v)
+	return _u
+}
+
+// SetNillableHookedLabelCount sets the "hooked_label_count" field if the given value is not nil.
+func (_u *ReplyUpdate) SetNillableHookedLabelCount(v *int64) *ReplyUpdate {
+	if v != nil {
+		_u.SetHookedLabelCount(*v)
+	}
+	return _u
+}
+
+// AddHookedLabelCount adds value to the "hooked_label_count" field.
+func (_u *ReplyUpdate) AddHookedLabelCount(v int64) *ReplyUpdate {
+	_u.mutation.AddHookedLabelCount(v)
+	return _u
+}
+
+// ClearHookedLabelCount clears the value of the "hooked_label_count" field.
+func (_u *ReplyUpdate) ClearHookedLabelCount() *ReplyUpdate {
+	_u.mutation.ClearHookedLabelCount()
+	return _u
+}
+
 // SetThreadID sets the "thread_id" field.
 func (_u *ReplyUpdate) SetThreadID(v int) *ReplyUpdate {
 	_u.mutation.SetThreadID(v)
@@ -82,6 +111,21 @@ func (_u *ReplyUpdate) SetThread(v *Thread) *ReplyUpdate {
 	return _u.SetThreadID(v.ID)
 }
 
+// AddLabelIDs adds the "labels" edge to the Label entity by IDs.
+func (_u *ReplyUpdate) AddLabelIDs(ids ...int) *ReplyUpdate {
+	_u.mutation.AddLabelIDs(ids...)
+	return _u
+}
+
+// AddLabels adds the "labels" edges to the Label entity.
+func (_u *ReplyUpdate) AddLabels(v ...*Label) *ReplyUpdate {
+	ids := make([]int, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.AddLabelIDs(ids...)
+}
+
 // Mutation returns the ReplyMutation object of the builder.
 func (_u *ReplyUpdate) Mutation() *ReplyMutation {
 	return _u.mutation
@@ -91,6 +135,27 @@ func (_u *ReplyUpdate) Mutation() *ReplyMutation {
 func (_u *ReplyUpdate) ClearThread() *ReplyUpdate {
 	_u.mutation.ClearThread()
 	return _u
+}
+
+// ClearLabels clears all "labels" edges to the Label entity.
+func (_u *ReplyUpdate) ClearLabels() *ReplyUpdate {
+	_u.mutation.ClearLabels()
+	return _u
+}
+
+// RemoveLabelIDs removes the "labels" edge to Label entities by IDs.
+func (_u *ReplyUpdate) RemoveLabelIDs(ids ...int) *ReplyUpdate {
+	_u.mutation.RemoveLabelIDs(ids...)
+	return _u
+}
+
+// RemoveLabels removes "labels" edges to Label entities.
+func (_u *ReplyUpdate) RemoveLabels(v ...*Label) *ReplyUpdate {
+	ids := make([]int, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.RemoveLabelIDs(ids...)
 }
 
 // Save executes the query and returns the number of nodes affected by the update operation.
@@ -146,6 +211,15 @@ func (_u *ReplyUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	if _u.mutation.DeleteTimeCleared() {
 		_spec.ClearField(reply.FieldDeleteTime, field.TypeTime)
 	}
+	if value, ok := _u.mutation.HookedLabelCount(); ok {
+		_spec.SetField(reply.FieldHookedLabelCount, field.TypeInt64, value)
+	}
+	if value, ok := _u.mutation.AddedHookedLabelCount(); ok {
+		_spec.AddField(reply.FieldHookedLabelCount, field.TypeInt64, value)
+	}
+	if _u.mutation.HookedLabelCountCleared() {
+		_spec.ClearField(reply.FieldHookedLabelCount, field.TypeInt64)
+	}
 	if value, ok := _u.mutation.Body(); ok {
 		_spec.SetField(reply.FieldBody, field.TypeString, value)
 	}
@@ -178,6 +252,57 @@ func (_u *ReplyUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 		}
 		_spec.Edges.Add = append(_spec.Edges.Add, edge)
 	}
+	if _u.mutation.LabelsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.M2M,
+			Inverse: true,
+			Table:   reply.LabelsTable,
+			Columns: reply.LabelsPrimaryKey,
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(label.FieldID, field.TypeInt),
+			},
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RemovedLabelsIDs(); len(nodes) > 0 && !_u.mutation.LabelsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.M2M,
+			Inverse: true,
+			Table:   reply.LabelsTable,
+			Columns: reply.LabelsPrimaryKey,
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(label.FieldID, field.TypeInt),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.LabelsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.M2M,
+			Inverse: true,
+			Table:   reply.LabelsTable,
+			Columns: reply.LabelsPrimaryKey,
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(label.FieldID, field.TypeInt),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Add = append(_spec.Edges.Add, edge)
+	}
+	if generated.WrittenLate(_u.HotCounter(), _u.mutation) {
+		v, err := generated.WriteLate(ctx, _u.HotCounter(), _u.mutation, func(ctx context.Context) (Value, error) { return _u.sqlSave(ctx) })
+		_node, _ = v.(int)
+		return _node, err
+	}
+	_spec.Node.Columns = generated.WithoutColumns(_u.HotCounter(), "Reply", _spec.Node.Columns)
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
 		if _, ok := err.(*sqlgraph.NotFoundError); ok {
 			err = &NotFoundError{reply.Label}
@@ -218,6 +343,33 @@ func (_u *ReplyUpdateOne) ClearDeleteTime() *ReplyUpdateOne {
 	return _u
 }
 
+// SetHookedLabelCount sets the "hooked_label_count" field.
+func (_u *ReplyUpdateOne) SetHookedLabelCount(v int64) *ReplyUpdateOne {
+	_u.mutation.ResetHookedLabelCount()
+	_u.mutation.SetHookedLabelCount(v)
+	return _u
+}
+
+// SetNillableHookedLabelCount sets the "hooked_label_count" field if the given value is not nil.
+func (_u *ReplyUpdateOne) SetNillableHookedLabelCount(v *int64) *ReplyUpdateOne {
+	if v != nil {
+		_u.SetHookedLabelCount(*v)
+	}
+	return _u
+}
+
+// AddHookedLabelCount adds value to the "hooked_label_count" field.
+func (_u *ReplyUpdateOne) AddHookedLabelCount(v int64) *ReplyUpdateOne {
+	_u.mutation.AddHookedLabelCount(v)
+	return _u
+}
+
+// ClearHookedLabelCount clears the value of the "hooked_label_count" field.
+func (_u *ReplyUpdateOne) ClearHookedLabelCount() *ReplyUpdateOne {
+	_u.mutation.ClearHookedLabelCount()
+	return _u
+}
+
 // SetThreadID sets the "thread_id" field.
 func (_u *ReplyUpdateOne) SetThreadID(v int) *ReplyUpdateOne {
 	_u.mutation.SetThreadID(v)
@@ -251,6 +403,21 @@ func (_u *ReplyUpdateOne) SetThread(v *Thread) *ReplyUpdateOne {
 	return _u.SetThreadID(v.ID)
 }
 
+// AddLabelIDs adds the "labels" edge to the Label entity by IDs.
+func (_u *ReplyUpdateOne) AddLabelIDs(ids ...int) *ReplyUpdateOne {
+	_u.mutation.AddLabelIDs(ids...)
+	return _u
+}
+
+// AddLabels adds the "labels" edges to the Label entity.
+func (_u *ReplyUpdateOne) AddLabels(v ...*Label) *ReplyUpdateOne {
+	ids := make([]int, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.AddLabelIDs(ids...)
+}
+
 // Mutation returns the ReplyMutation object of the builder.
 func (_u *ReplyUpdateOne) Mutation() *ReplyMutation {
 	return _u.mutation
@@ -260,6 +427,27 @@ func (_u *ReplyUpdateOne) Mutation() *ReplyMutation {
 func (_u *ReplyUpdateOne) ClearThread() *ReplyUpdateOne {
 	_u.mutation.ClearThread()
 	return _u
+}
+
+// ClearLabels clears all "labels" edges to the Label entity.
+func (_u *ReplyUpdateOne) ClearLabels() *ReplyUpdateOne {
+	_u.mutation.ClearLabels()
+	return _u
+}
+
+// RemoveLabelIDs removes the "labels" edge to Label entities by IDs.
+func (_u *ReplyUpdateOne) RemoveLabelIDs(ids ...int) *ReplyUpdateOne {
+	_u.mutation.RemoveLabelIDs(ids...)
+	return _u
+}
+
+// RemoveLabels removes "labels" edges to Label entities.
+func (_u *ReplyUpdateOne) RemoveLabels(v ...*Label) *ReplyUpdateOne {
+	ids := make([]int, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.RemoveLabelIDs(ids...)
 }
 
 // Where appends a list predicates to the ReplyUpdate builder.
@@ -345,6 +533,15 @@ func (_u *ReplyUpdateOne) sqlSave(ctx context.Context) (_node *Reply, err error)
 	if _u.mutation.DeleteTimeCleared() {
 		_spec.ClearField(reply.FieldDeleteTime, field.TypeTime)
 	}
+	if value, ok := _u.mutation.HookedLabelCount(); ok {
+		_spec.SetField(reply.FieldHookedLabelCount, field.TypeInt64, value)
+	}
+	if value, ok := _u.mutation.AddedHookedLabelCount(); ok {
+		_spec.AddField(reply.FieldHookedLabelCount, field.TypeInt64, value)
+	}
+	if _u.mutation.HookedLabelCountCleared() {
+		_spec.ClearField(reply.FieldHookedLabelCount, field.TypeInt64)
+	}
 	if value, ok := _u.mutation.Body(); ok {
 		_spec.SetField(reply.FieldBody, field.TypeString, value)
 	}
@@ -377,6 +574,57 @@ func (_u *ReplyUpdateOne) sqlSave(ctx context.Context) (_node *Reply, err error)
 		}
 		_spec.Edges.Add = append(_spec.Edges.Add, edge)
 	}
+	if _u.mutation.LabelsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.M2M,
+			Inverse: true,
+			Table:   reply.LabelsTable,
+			Columns: reply.LabelsPrimaryKey,
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(label.FieldID, field.TypeInt),
+			},
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RemovedLabelsIDs(); len(nodes) > 0 && !_u.mutation.LabelsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.M2M,
+			Inverse: true,
+			Table:   reply.LabelsTable,
+			Columns: reply.LabelsPrimaryKey,
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(label.FieldID, field.TypeInt),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.LabelsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.M2M,
+			Inverse: true,
+			Table:   reply.LabelsTable,
+			Columns: reply.LabelsPrimaryKey,
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(label.FieldID, field.TypeInt),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Add = append(_spec.Edges.Add, edge)
+	}
+	if generated.WrittenLate(_u.HotCounter(), _u.mutation) {
+		v, err := generated.WriteLate(ctx, _u.HotCounter(), _u.mutation, func(ctx context.Context) (Value, error) { return _u.sqlSave(ctx) })
+		_node, _ = v.(*Reply)
+		return _node, err
+	}
+	_spec.Node.Columns = generated.WithoutColumns(_u.HotCounter(), "Reply", _spec.Node.Columns)
 	_node = &Reply{config: _u.config}
 	_spec.Assign = _node.assignValues
 	_spec.ScanValues = _node.scanValues

@@ -12,6 +12,8 @@ import (
 // Tx is a transactional client that is created by calling Client.Tx().
 type Tx struct {
 	config
+	// Label is the client for interacting with the Label builders.
+	Label *LabelClient
 	// Post is the client for interacting with the Post builders.
 	Post *PostClient
 	// PostLikesSlot is the client for interacting with the PostLikesSlot builders.
@@ -22,6 +24,12 @@ type Tx struct {
 	Reply *ReplyClient
 	// Thread is the client for interacting with the Thread builders.
 	Thread *ThreadClient
+	// LabelReplyCountSlot is the client for interacting with the LabelReplyCountSlot builders.
+	LabelReplyCountSlot *LabelReplyCountSlotClient
+	// LabelHookedReplyCountSlot is the client for interacting with the LabelHookedReplyCountSlot builders.
+	LabelHookedReplyCountSlot *LabelHookedReplyCountSlotClient
+	// ReplyHookedLabelCountSlot is the client for interacting with the ReplyHookedLabelCountSlot builders.
+	ReplyHookedLabelCountSlot *ReplyHookedLabelCountSlotClient
 	// ThreadReplyCountSlot is the client for interacting with the ThreadReplyCountSlot builders.
 	ThreadReplyCountSlot *ThreadReplyCountSlotClient
 	// ThreadHookedReplyCountSlot is the client for interacting with the ThreadHookedReplyCountSlot builders.
@@ -157,11 +165,15 @@ func (tx *Tx) Client() *Client {
 }
 
 func (tx *Tx) init() {
+	tx.Label = NewLabelClient(tx.config)
 	tx.Post = NewPostClient(tx.config)
 	tx.PostLikesSlot = NewPostLikesSlotClient(tx.config)
 	tx.PostViewsSlot = NewPostViewsSlotClient(tx.config)
 	tx.Reply = NewReplyClient(tx.config)
 	tx.Thread = NewThreadClient(tx.config)
+	tx.LabelReplyCountSlot = NewLabelReplyCountSlotClient(tx.config)
+	tx.LabelHookedReplyCountSlot = NewLabelHookedReplyCountSlotClient(tx.config)
+	tx.ReplyHookedLabelCountSlot = NewReplyHookedLabelCountSlotClient(tx.config)
 	tx.ThreadReplyCountSlot = NewThreadReplyCountSlotClient(tx.config)
 	tx.ThreadHookedReplyCountSlot = NewThreadHookedReplyCountSlotClient(tx.config)
 }
@@ -173,7 +185,7 @@ func (tx *Tx) init() {
 // of them in order to commit or rollback the transaction.
 //
 // If a closed transaction is embedded in one of the generated entities, and the entity
-// applies a query, for example: Post.QueryXXX(), the query will be executed
+// applies a query, for example: Label.QueryXXX(), the query will be executed
 // through the driver which created this transaction.
 //
 // Note that txDriver is not goroutine safe.

@@ -150,6 +150,9 @@ func m2mHook(ctx context.Context, m hookedMutation, r Runtime, edges []*m2mEdge,
 	if err != nil {
 		return nil, err
 	}
+	if del {
+		return deleteEdges(ctx, c, dl, m.Type(), todo, engine.SortKeys(ids), func() (ent.Value, error) { return next.Mutate(ctx, m) })
+	}
 	if len(ids) > 0 {
 		for _, e := range todo {
 			if err := writeEdge(ctx, c, dl, e, engine.SortKeys(ids), true); err != nil {
@@ -158,6 +161,58 @@ func m2mHook(ctx context.Context, m hookedMutation, r Runtime, edges []*m2mEdge,
 		}
 	}
 	return next.Mutate(ctx, m)
+}
+
+// deleteEdges runs the delete of this type's rows ids (del) and counts the
+// join rows it takes with it: the join's foreign keys delete them with the
+// row (ON DELETE CASCADE), so the hook locks the rows and reads the join
+// rows first (as a clear does), lets the delete run, and counts those that
+// are gone. A delete that another hook turns into an update (ent's
+// soft-delete mixin re-runs the mutation as an update of delete_time)
+// takes none: the join rows and their counts stay, and a restore needs
+// nothing put back.
+func deleteEdges(ctx context.Context, c Conn, dl countersql.Dialect, typ string, todo []*m2mEdge, ids []any, del func() (ent.Value, error)) (ent.Value, error) {
+	type taken struct {
+		counts []countersql.Count
+		cond   func(countersql.Writer)
+		before []engine.CountedRow
+	}
+	var all []taken
+	if len(ids) > 0 {
+		// A join table with a count on each side is reached by two edges
+		// of a type on it; its rows naming ids are read (and counted) once.
+		seen := map[[2]string]bool{}
+		for _, e := range todo {
+			k := [2]string{e.counts[0].Child, e.mine}
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			if err := engine.LockForClear(ctx, c, dl, e.lockCount, ids, e.across); err != nil {
+				return nil, fmt.Errorf("entcounter: %s: %w", e.edge, err)
+			}
+			cond := dl.ChildColumnIn(e.counts[0], e.mine, ids)
+			before, err := engine.ReadCounted(ctx, c, dl, e.counts, cond, true)
+			if err != nil {
+				return nil, fmt.Errorf("entcounter: %s: %w", e.edge, err)
+			}
+			if len(before) > engine.MaxHookRows {
+				return nil, fmt.Errorf("entcounter: a delete of %s that takes %d %s rows at once: counts kept by hooks allow %d per statement",
+					typ, len(before), e.counts[0].Child, engine.MaxHookRows)
+			}
+			all = append(all, taken{e.counts, cond, before})
+		}
+	}
+	v, err := del()
+	if err != nil {
+		return v, err
+	}
+	for _, t := range all {
+		if err := engine.CountAgain(ctx, c, dl, t.counts, t.before, t.cond); err != nil {
+			return v, fmt.Errorf("entcounter: count the %s rows the delete of %s took: %w", t.counts[0].Child, typ, err)
+		}
+	}
+	return v, nil
 }
 
 // writeEdge makes e's changes for this type's rows ids and counts them

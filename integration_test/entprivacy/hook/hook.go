@@ -9,6 +9,18 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy"
 )
 
+// The LabelFunc type is an adapter to allow the use of ordinary
+// function as Label mutator.
+type LabelFunc func(context.Context, *entprivacy.LabelMutation) (entprivacy.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f LabelFunc) Mutate(ctx context.Context, m entprivacy.Mutation) (entprivacy.Value, error) {
+	if mv, ok := m.(*entprivacy.LabelMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *entprivacy.LabelMutation", m)
+}
+
 // The PostFunc type is an adapter to allow the use of ordinary
 // function as Post mutator.
 type PostFunc func(context.Context, *entprivacy.PostMutation) (entprivacy.Value, error)
@@ -67,6 +79,42 @@ func (f ThreadFunc) Mutate(ctx context.Context, m entprivacy.Mutation) (entpriva
 		return f(ctx, mv)
 	}
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *entprivacy.ThreadMutation", m)
+}
+
+// The LabelReplyCountSlotFunc type is an adapter to allow the use of ordinary
+// function as LabelReplyCountSlot mutator.
+type LabelReplyCountSlotFunc func(context.Context, *entprivacy.LabelReplyCountSlotMutation) (entprivacy.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f LabelReplyCountSlotFunc) Mutate(ctx context.Context, m entprivacy.Mutation) (entprivacy.Value, error) {
+	if mv, ok := m.(*entprivacy.LabelReplyCountSlotMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *entprivacy.LabelReplyCountSlotMutation", m)
+}
+
+// The LabelHookedReplyCountSlotFunc type is an adapter to allow the use of ordinary
+// function as LabelHookedReplyCountSlot mutator.
+type LabelHookedReplyCountSlotFunc func(context.Context, *entprivacy.LabelHookedReplyCountSlotMutation) (entprivacy.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f LabelHookedReplyCountSlotFunc) Mutate(ctx context.Context, m entprivacy.Mutation) (entprivacy.Value, error) {
+	if mv, ok := m.(*entprivacy.LabelHookedReplyCountSlotMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *entprivacy.LabelHookedReplyCountSlotMutation", m)
+}
+
+// The ReplyHookedLabelCountSlotFunc type is an adapter to allow the use of ordinary
+// function as ReplyHookedLabelCountSlot mutator.
+type ReplyHookedLabelCountSlotFunc func(context.Context, *entprivacy.ReplyHookedLabelCountSlotMutation) (entprivacy.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f ReplyHookedLabelCountSlotFunc) Mutate(ctx context.Context, m entprivacy.Mutation) (entprivacy.Value, error) {
+	if mv, ok := m.(*entprivacy.ReplyHookedLabelCountSlotMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *entprivacy.ReplyHookedLabelCountSlotMutation", m)
 }
 
 // The ThreadReplyCountSlotFunc type is an adapter to allow the use of ordinary

@@ -8,11 +8,15 @@ import (
 
 	"entgo.io/ent/dialect/sql"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy"
+	"github.com/hotcounter/hotcounter/integration_test/entprivacy/label"
+	"github.com/hotcounter/hotcounter/integration_test/entprivacy/labelhookedreplycountslot"
+	"github.com/hotcounter/hotcounter/integration_test/entprivacy/labelreplycountslot"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/post"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/postlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/postviewsslot"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/predicate"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/reply"
+	"github.com/hotcounter/hotcounter/integration_test/entprivacy/replyhookedlabelcountslot"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/thread"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/threadhookedreplycountslot"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/threadreplycountslot"
@@ -72,6 +76,33 @@ func (f TraverseFunc) Traverse(ctx context.Context, q entprivacy.Query) error {
 		return err
 	}
 	return f(ctx, query)
+}
+
+// The LabelFunc type is an adapter to allow the use of ordinary function as a Querier.
+type LabelFunc func(context.Context, *entprivacy.LabelQuery) (entprivacy.Value, error)
+
+// Query calls f(ctx, q).
+func (f LabelFunc) Query(ctx context.Context, q entprivacy.Query) (entprivacy.Value, error) {
+	if q, ok := q.(*entprivacy.LabelQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *entprivacy.LabelQuery", q)
+}
+
+// The TraverseLabel type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseLabel func(context.Context, *entprivacy.LabelQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseLabel) Intercept(next entprivacy.Querier) entprivacy.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseLabel) Traverse(ctx context.Context, q entprivacy.Query) error {
+	if q, ok := q.(*entprivacy.LabelQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *entprivacy.LabelQuery", q)
 }
 
 // The PostFunc type is an adapter to allow the use of ordinary function as a Querier.
@@ -209,6 +240,87 @@ func (f TraverseThread) Traverse(ctx context.Context, q entprivacy.Query) error 
 	return fmt.Errorf("unexpected query type %T. expect *entprivacy.ThreadQuery", q)
 }
 
+// The LabelReplyCountSlotFunc type is an adapter to allow the use of ordinary function as a Querier.
+type LabelReplyCountSlotFunc func(context.Context, *entprivacy.LabelReplyCountSlotQuery) (entprivacy.Value, error)
+
+// Query calls f(ctx, q).
+func (f LabelReplyCountSlotFunc) Query(ctx context.Context, q entprivacy.Query) (entprivacy.Value, error) {
+	if q, ok := q.(*entprivacy.LabelReplyCountSlotQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *entprivacy.LabelReplyCountSlotQuery", q)
+}
+
+// The TraverseLabelReplyCountSlot type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseLabelReplyCountSlot func(context.Context, *entprivacy.LabelReplyCountSlotQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseLabelReplyCountSlot) Intercept(next entprivacy.Querier) entprivacy.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseLabelReplyCountSlot) Traverse(ctx context.Context, q entprivacy.Query) error {
+	if q, ok := q.(*entprivacy.LabelReplyCountSlotQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *entprivacy.LabelReplyCountSlotQuery", q)
+}
+
+// The LabelHookedReplyCountSlotFunc type is an adapter to allow the use of ordinary function as a Querier.
+type LabelHookedReplyCountSlotFunc func(context.Context, *entprivacy.LabelHookedReplyCountSlotQuery) (entprivacy.Value, error)
+
+// Query calls f(ctx, q).
+func (f LabelHookedReplyCountSlotFunc) Query(ctx context.Context, q entprivacy.Query) (entprivacy.Value, error) {
+	if q, ok := q.(*entprivacy.LabelHookedReplyCountSlotQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *entprivacy.LabelHookedReplyCountSlotQuery", q)
+}
+
+// The TraverseLabelHookedReplyCountSlot type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseLabelHookedReplyCountSlot func(context.Context, *entprivacy.LabelHookedReplyCountSlotQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseLabelHookedReplyCountSlot) Intercept(next entprivacy.Querier) entprivacy.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseLabelHookedReplyCountSlot) Traverse(ctx context.Context, q entprivacy.Query) error {
+	if q, ok := q.(*entprivacy.LabelHookedReplyCountSlotQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *entprivacy.LabelHookedReplyCountSlotQuery", q)
+}
+
+// The ReplyHookedLabelCountSlotFunc type is an adapter to allow the use of ordinary function as a Querier.
+type ReplyHookedLabelCountSlotFunc func(context.Context, *entprivacy.ReplyHookedLabelCountSlotQuery) (entprivacy.Value, error)
+
+// Query calls f(ctx, q).
+func (f ReplyHookedLabelCountSlotFunc) Query(ctx context.Context, q entprivacy.Query) (entprivacy.Value, error) {
+	if q, ok := q.(*entprivacy.ReplyHookedLabelCountSlotQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *entprivacy.ReplyHookedLabelCountSlotQuery", q)
+}
+
+// The TraverseReplyHookedLabelCountSlot type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseReplyHookedLabelCountSlot func(context.Context, *entprivacy.ReplyHookedLabelCountSlotQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseReplyHookedLabelCountSlot) Intercept(next entprivacy.Querier) entprivacy.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseReplyHookedLabelCountSlot) Traverse(ctx context.Context, q entprivacy.Query) error {
+	if q, ok := q.(*entprivacy.ReplyHookedLabelCountSlotQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *entprivacy.ReplyHookedLabelCountSlotQuery", q)
+}
+
 // The ThreadReplyCountSlotFunc type is an adapter to allow the use of ordinary function as a Querier.
 type ThreadReplyCountSlotFunc func(context.Context, *entprivacy.ThreadReplyCountSlotQuery) (entprivacy.Value, error)
 
@@ -266,6 +378,8 @@ func (f TraverseThreadHookedReplyCountSlot) Traverse(ctx context.Context, q entp
 // NewQuery returns the generic Query interface for the given typed query.
 func NewQuery(q entprivacy.Query) (Query, error) {
 	switch q := q.(type) {
+	case *entprivacy.LabelQuery:
+		return &query[*entprivacy.LabelQuery, predicate.Label, label.OrderOption]{typ: entprivacy.TypeLabel, tq: q}, nil
 	case *entprivacy.PostQuery:
 		return &query[*entprivacy.PostQuery, predicate.Post, post.OrderOption]{typ: entprivacy.TypePost, tq: q}, nil
 	case *entprivacy.PostLikesSlotQuery:
@@ -276,6 +390,12 @@ func NewQuery(q entprivacy.Query) (Query, error) {
 		return &query[*entprivacy.ReplyQuery, predicate.Reply, reply.OrderOption]{typ: entprivacy.TypeReply, tq: q}, nil
 	case *entprivacy.ThreadQuery:
 		return &query[*entprivacy.ThreadQuery, predicate.Thread, thread.OrderOption]{typ: entprivacy.TypeThread, tq: q}, nil
+	case *entprivacy.LabelReplyCountSlotQuery:
+		return &query[*entprivacy.LabelReplyCountSlotQuery, predicate.LabelReplyCountSlot, labelreplycountslot.OrderOption]{typ: entprivacy.TypeLabelReplyCountSlot, tq: q}, nil
+	case *entprivacy.LabelHookedReplyCountSlotQuery:
+		return &query[*entprivacy.LabelHookedReplyCountSlotQuery, predicate.LabelHookedReplyCountSlot, labelhookedreplycountslot.OrderOption]{typ: entprivacy.TypeLabelHookedReplyCountSlot, tq: q}, nil
+	case *entprivacy.ReplyHookedLabelCountSlotQuery:
+		return &query[*entprivacy.ReplyHookedLabelCountSlotQuery, predicate.ReplyHookedLabelCountSlot, replyhookedlabelcountslot.OrderOption]{typ: entprivacy.TypeReplyHookedLabelCountSlot, tq: q}, nil
 	case *entprivacy.ThreadReplyCountSlotQuery:
 		return &query[*entprivacy.ThreadReplyCountSlotQuery, predicate.ThreadReplyCountSlot, threadreplycountslot.OrderOption]{typ: entprivacy.TypeThreadReplyCountSlot, tq: q}, nil
 	case *entprivacy.ThreadHookedReplyCountSlotQuery:

@@ -9,6 +9,16 @@ import (
 )
 
 var (
+	// LabelsColumns holds the columns for the "labels" table.
+	LabelsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+	}
+	// LabelsTable holds the schema information for the "labels" table.
+	LabelsTable = &schema.Table{
+		Name:       "labels",
+		Columns:    LabelsColumns,
+		PrimaryKey: []*schema.Column{LabelsColumns[0]},
+	}
 	// PostsColumns holds the columns for the "posts" table.
 	PostsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt, Increment: true},
@@ -109,6 +119,90 @@ var (
 		Columns:    ThreadsColumns,
 		PrimaryKey: []*schema.Column{ThreadsColumns[0]},
 	}
+	// LabelReplyCountSlotsColumns holds the columns for the "label_reply_count_slots" table.
+	LabelReplyCountSlotsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "slot", Type: field.TypeInt16},
+		{Name: "n", Type: field.TypeInt64, Default: "0"},
+		{Name: "label_id", Type: field.TypeInt},
+	}
+	// LabelReplyCountSlotsTable holds the schema information for the "label_reply_count_slots" table.
+	LabelReplyCountSlotsTable = &schema.Table{
+		Name:       "label_reply_count_slots",
+		Columns:    LabelReplyCountSlotsColumns,
+		PrimaryKey: []*schema.Column{LabelReplyCountSlotsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "label_reply_count_slots_labels_label",
+				Columns:    []*schema.Column{LabelReplyCountSlotsColumns[3]},
+				RefColumns: []*schema.Column{LabelsColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "labelreplycountslot_label_id_slot",
+				Unique:  true,
+				Columns: []*schema.Column{LabelReplyCountSlotsColumns[3], LabelReplyCountSlotsColumns[1]},
+			},
+		},
+	}
+	// LabelHookedReplyCountSlotsColumns holds the columns for the "label_hooked_reply_count_slots" table.
+	LabelHookedReplyCountSlotsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "slot", Type: field.TypeInt16},
+		{Name: "n", Type: field.TypeInt64, Default: "0"},
+		{Name: "label_id", Type: field.TypeInt},
+	}
+	// LabelHookedReplyCountSlotsTable holds the schema information for the "label_hooked_reply_count_slots" table.
+	LabelHookedReplyCountSlotsTable = &schema.Table{
+		Name:       "label_hooked_reply_count_slots",
+		Columns:    LabelHookedReplyCountSlotsColumns,
+		PrimaryKey: []*schema.Column{LabelHookedReplyCountSlotsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "label_hooked_reply_count_slots_labels_label",
+				Columns:    []*schema.Column{LabelHookedReplyCountSlotsColumns[3]},
+				RefColumns: []*schema.Column{LabelsColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "labelhookedreplycountslot_label_id_slot",
+				Unique:  true,
+				Columns: []*schema.Column{LabelHookedReplyCountSlotsColumns[3], LabelHookedReplyCountSlotsColumns[1]},
+			},
+		},
+	}
+	// ReplyHookedLabelCountSlotsColumns holds the columns for the "reply_hooked_label_count_slots" table.
+	ReplyHookedLabelCountSlotsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "slot", Type: field.TypeInt16},
+		{Name: "n", Type: field.TypeInt64, Default: "0"},
+		{Name: "reply_id", Type: field.TypeInt},
+	}
+	// ReplyHookedLabelCountSlotsTable holds the schema information for the "reply_hooked_label_count_slots" table.
+	ReplyHookedLabelCountSlotsTable = &schema.Table{
+		Name:       "reply_hooked_label_count_slots",
+		Columns:    ReplyHookedLabelCountSlotsColumns,
+		PrimaryKey: []*schema.Column{ReplyHookedLabelCountSlotsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "reply_hooked_label_count_slots_replies_reply",
+				Columns:    []*schema.Column{ReplyHookedLabelCountSlotsColumns[3]},
+				RefColumns: []*schema.Column{RepliesColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "replyhookedlabelcountslot_reply_id_slot",
+				Unique:  true,
+				Columns: []*schema.Column{ReplyHookedLabelCountSlotsColumns[3], ReplyHookedLabelCountSlotsColumns[1]},
+			},
+		},
+	}
 	// ThreadReplyCountSlotsColumns holds the columns for the "thread_reply_count_slots" table.
 	ThreadReplyCountSlotsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt, Increment: true},
@@ -165,15 +259,45 @@ var (
 			},
 		},
 	}
+	// LabelRepliesColumns holds the columns for the "label_replies" table.
+	LabelRepliesColumns = []*schema.Column{
+		{Name: "label_id", Type: field.TypeInt},
+		{Name: "reply_id", Type: field.TypeInt},
+	}
+	// LabelRepliesTable holds the schema information for the "label_replies" table.
+	LabelRepliesTable = &schema.Table{
+		Name:       "label_replies",
+		Columns:    LabelRepliesColumns,
+		PrimaryKey: []*schema.Column{LabelRepliesColumns[0], LabelRepliesColumns[1]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "label_replies_label_id",
+				Columns:    []*schema.Column{LabelRepliesColumns[0]},
+				RefColumns: []*schema.Column{LabelsColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+			{
+				Symbol:     "label_replies_reply_id",
+				Columns:    []*schema.Column{LabelRepliesColumns[1]},
+				RefColumns: []*schema.Column{RepliesColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+		},
+	}
 	// Tables holds all the tables in the schema.
 	Tables = []*schema.Table{
+		LabelsTable,
 		PostsTable,
 		PostLikesSlotsTable,
 		PostViewsSlotsTable,
 		RepliesTable,
 		ThreadsTable,
+		LabelReplyCountSlotsTable,
+		LabelHookedReplyCountSlotsTable,
+		ReplyHookedLabelCountSlotsTable,
 		ThreadReplyCountSlotsTable,
 		ThreadHookedReplyCountSlotsTable,
+		LabelRepliesTable,
 	}
 )
 
@@ -187,6 +311,18 @@ func init() {
 		Table: "post_views_slots",
 	}
 	RepliesTable.ForeignKeys[0].RefTable = ThreadsTable
+	LabelReplyCountSlotsTable.ForeignKeys[0].RefTable = LabelsTable
+	LabelReplyCountSlotsTable.Annotation = &entsql.Annotation{
+		Table: "label_reply_count_slots",
+	}
+	LabelHookedReplyCountSlotsTable.ForeignKeys[0].RefTable = LabelsTable
+	LabelHookedReplyCountSlotsTable.Annotation = &entsql.Annotation{
+		Table: "label_hooked_reply_count_slots",
+	}
+	ReplyHookedLabelCountSlotsTable.ForeignKeys[0].RefTable = RepliesTable
+	ReplyHookedLabelCountSlotsTable.Annotation = &entsql.Annotation{
+		Table: "reply_hooked_label_count_slots",
+	}
 	ThreadReplyCountSlotsTable.ForeignKeys[0].RefTable = ThreadsTable
 	ThreadReplyCountSlotsTable.Annotation = &entsql.Annotation{
 		Table: "thread_reply_count_slots",
@@ -195,4 +331,6 @@ func init() {
 	ThreadHookedReplyCountSlotsTable.Annotation = &entsql.Annotation{
 		Table: "thread_hooked_reply_count_slots",
 	}
+	LabelRepliesTable.ForeignKeys[0].RefTable = LabelsTable
+	LabelRepliesTable.ForeignKeys[1].RefTable = RepliesTable
 }

@@ -6,6 +6,9 @@ import (
 	"entgo.io/ent/dialect/sql"
 )
 
+// Label is the predicate function for label builders.
+type Label func(*sql.Selector)
+
 // Post is the predicate function for post builders.
 type Post func(*sql.Selector)
 
@@ -20,6 +23,15 @@ type Reply func(*sql.Selector)
 
 // Thread is the predicate function for thread builders.
 type Thread func(*sql.Selector)
+
+// LabelReplyCountSlot is the predicate function for labelreplycountslot builders.
+type LabelReplyCountSlot func(*sql.Selector)
+
+// LabelHookedReplyCountSlot is the predicate function for labelhookedreplycountslot builders.
+type LabelHookedReplyCountSlot func(*sql.Selector)
+
+// ReplyHookedLabelCountSlot is the predicate function for replyhookedlabelcountslot builders.
+type ReplyHookedLabelCountSlot func(*sql.Selector)
 
 // ThreadReplyCountSlot is the predicate function for threadreplycountslot builders.
 type ThreadReplyCountSlot func(*sql.Selector)

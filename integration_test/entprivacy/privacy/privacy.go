@@ -110,6 +110,30 @@ func DenyMutationOperationRule(op entprivacy.Op) MutationRule {
 	return OnMutationOperation(rule, op)
 }
 
+// The LabelQueryRuleFunc type is an adapter to allow the use of ordinary
+// functions as a query rule.
+type LabelQueryRuleFunc func(context.Context, *entprivacy.LabelQuery) error
+
+// EvalQuery return f(ctx, q).
+func (f LabelQueryRuleFunc) EvalQuery(ctx context.Context, q entprivacy.Query) error {
+	if q, ok := q.(*entprivacy.LabelQuery); ok {
+		return f(ctx, q)
+	}
+	return Denyf("entprivacy/privacy: unexpected query type %T, expect *entprivacy.LabelQuery", q)
+}
+
+// The LabelMutationRuleFunc type is an adapter to allow the use of ordinary
+// functions as a mutation rule.
+type LabelMutationRuleFunc func(context.Context, *entprivacy.LabelMutation) error
+
+// EvalMutation calls f(ctx, m).
+func (f LabelMutationRuleFunc) EvalMutation(ctx context.Context, m entprivacy.Mutation) error {
+	if m, ok := m.(*entprivacy.LabelMutation); ok {
+		return f(ctx, m)
+	}
+	return Denyf("entprivacy/privacy: unexpected mutation type %T, expect *entprivacy.LabelMutation", m)
+}
+
 // The PostQueryRuleFunc type is an adapter to allow the use of ordinary
 // functions as a query rule.
 type PostQueryRuleFunc func(context.Context, *entprivacy.PostQuery) error
@@ -228,6 +252,78 @@ func (f ThreadMutationRuleFunc) EvalMutation(ctx context.Context, m entprivacy.M
 		return f(ctx, m)
 	}
 	return Denyf("entprivacy/privacy: unexpected mutation type %T, expect *entprivacy.ThreadMutation", m)
+}
+
+// The LabelReplyCountSlotQueryRuleFunc type is an adapter to allow the use of ordinary
+// functions as a query rule.
+type LabelReplyCountSlotQueryRuleFunc func(context.Context, *entprivacy.LabelReplyCountSlotQuery) error
+
+// EvalQuery return f(ctx, q).
+func (f LabelReplyCountSlotQueryRuleFunc) EvalQuery(ctx context.Context, q entprivacy.Query) error {
+	if q, ok := q.(*entprivacy.LabelReplyCountSlotQuery); ok {
+		return f(ctx, q)
+	}
+	return Denyf("entprivacy/privacy: unexpected query type %T, expect *entprivacy.LabelReplyCountSlotQuery", q)
+}
+
+// The LabelReplyCountSlotMutationRuleFunc type is an adapter to allow the use of ordinary
+// functions as a mutation rule.
+type LabelReplyCountSlotMutationRuleFunc func(context.Context, *entprivacy.LabelReplyCountSlotMutation) error
+
+// EvalMutation calls f(ctx, m).
+func (f LabelReplyCountSlotMutationRuleFunc) EvalMutation(ctx context.Context, m entprivacy.Mutation) error {
+	if m, ok := m.(*entprivacy.LabelReplyCountSlotMutation); ok {
+		return f(ctx, m)
+	}
+	return Denyf("entprivacy/privacy: unexpected mutation type %T, expect *entprivacy.LabelReplyCountSlotMutation", m)
+}
+
+// The LabelHookedReplyCountSlotQueryRuleFunc type is an adapter to allow the use of ordinary
+// functions as a query rule.
+type LabelHookedReplyCountSlotQueryRuleFunc func(context.Context, *entprivacy.LabelHookedReplyCountSlotQuery) error
+
+// EvalQuery return f(ctx, q).
+func (f LabelHookedReplyCountSlotQueryRuleFunc) EvalQuery(ctx context.Context, q entprivacy.Query) error {
+	if q, ok := q.(*entprivacy.LabelHookedReplyCountSlotQuery); ok {
+		return f(ctx, q)
+	}
+	return Denyf("entprivacy/privacy: unexpected query type %T, expect *entprivacy.LabelHookedReplyCountSlotQuery", q)
+}
+
+// The LabelHookedReplyCountSlotMutationRuleFunc type is an adapter to allow the use of ordinary
+// functions as a mutation rule.
+type LabelHookedReplyCountSlotMutationRuleFunc func(context.Context, *entprivacy.LabelHookedReplyCountSlotMutation) error
+
+// EvalMutation calls f(ctx, m).
+func (f LabelHookedReplyCountSlotMutationRuleFunc) EvalMutation(ctx context.Context, m entprivacy.Mutation) error {
+	if m, ok := m.(*entprivacy.LabelHookedReplyCountSlotMutation); ok {
+		return f(ctx, m)
+	}
+	return Denyf("entprivacy/privacy: unexpected mutation type %T, expect *entprivacy.LabelHookedReplyCountSlotMutation", m)
+}
+
+// The ReplyHookedLabelCountSlotQueryRuleFunc type is an adapter to allow the use of ordinary
+// functions as a query rule.
+type ReplyHookedLabelCountSlotQueryRuleFunc func(context.Context, *entprivacy.ReplyHookedLabelCountSlotQuery) error
+
+// EvalQuery return f(ctx, q).
+func (f ReplyHookedLabelCountSlotQueryRuleFunc) EvalQuery(ctx context.Context, q entprivacy.Query) error {
+	if q, ok := q.(*entprivacy.ReplyHookedLabelCountSlotQuery); ok {
+		return f(ctx, q)
+	}
+	return Denyf("entprivacy/privacy: unexpected query type %T, expect *entprivacy.ReplyHookedLabelCountSlotQuery", q)
+}
+
+// The ReplyHookedLabelCountSlotMutationRuleFunc type is an adapter to allow the use of ordinary
+// functions as a mutation rule.
+type ReplyHookedLabelCountSlotMutationRuleFunc func(context.Context, *entprivacy.ReplyHookedLabelCountSlotMutation) error
+
+// EvalMutation calls f(ctx, m).
+func (f ReplyHookedLabelCountSlotMutationRuleFunc) EvalMutation(ctx context.Context, m entprivacy.Mutation) error {
+	if m, ok := m.(*entprivacy.ReplyHookedLabelCountSlotMutation); ok {
+		return f(ctx, m)
+	}
+	return Denyf("entprivacy/privacy: unexpected mutation type %T, expect *entprivacy.ReplyHookedLabelCountSlotMutation", m)
 }
 
 // The ThreadReplyCountSlotQueryRuleFunc type is an adapter to allow the use of ordinary

@@ -15,12 +15,16 @@ const (
 	FieldID = "id"
 	// FieldDeleteTime holds the string denoting the delete_time field in the database.
 	FieldDeleteTime = "delete_time"
+	// FieldHookedLabelCount holds the string denoting the hooked_label_count field in the database.
+	FieldHookedLabelCount = "hooked_label_count"
 	// FieldThreadID holds the string denoting the thread_id field in the database.
 	FieldThreadID = "thread_id"
 	// FieldBody holds the string denoting the body field in the database.
 	FieldBody = "body"
 	// EdgeThread holds the string denoting the thread edge name in mutations.
 	EdgeThread = "thread"
+	// EdgeLabels holds the string denoting the labels edge name in mutations.
+	EdgeLabels = "labels"
 	// Table holds the table name of the reply in the database.
 	Table = "replies"
 	// ThreadTable is the table that holds the thread relation/edge.
@@ -30,15 +34,27 @@ const (
 	ThreadInverseTable = "threads"
 	// ThreadColumn is the table column denoting the thread relation/edge.
 	ThreadColumn = "thread_id"
+	// LabelsTable is the table that holds the labels relation/edge. The primary key declared below.
+	LabelsTable = "label_replies"
+	// LabelsInverseTable is the table name for the Label entity.
+	// It exists in this package in order to avoid circular dependency with the "label" package.
+	LabelsInverseTable = "labels"
 )
 
 // Columns holds all SQL columns for reply fields.
 var Columns = []string{
 	FieldID,
 	FieldDeleteTime,
+	FieldHookedLabelCount,
 	FieldThreadID,
 	FieldBody,
 }
+
+var (
+	// LabelsPrimaryKey and LabelsColumn2 are the table columns denoting the
+	// primary key for the labels relation (M2M).
+	LabelsPrimaryKey = []string{"label_id", "reply_id"}
+)
 
 // ValidColumn reports if the column name is valid (part of the table columns).
 func ValidColumn(column string) bool {
@@ -56,8 +72,10 @@ func ValidColumn(column string) bool {
 //
 //	import _ "github.com/hotcounter/hotcounter/integration_test/entprivacy/runtime"
 var (
-	Hooks        [1]ent.Hook
-	Interceptors [1]ent.Interceptor
+	Hooks        [2]ent.Hook
+	Interceptors [2]ent.Interceptor
+	// DefaultHookedLabelCount holds the default value on creation for the "hooked_label_count" field.
+	DefaultHookedLabelCount int64
 	// DefaultBody holds the default value on creation for the "body" field.
 	DefaultBody string
 )
@@ -73,6 +91,11 @@ func ByID(opts ...sql.OrderTermOption) OrderOption {
 // ByDeleteTime orders the results by the delete_time field.
 func ByDeleteTime(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldDeleteTime, opts...).ToFunc()
+}
+
+// ByHookedLabelCount orders the results by the hooked_label_count field.
+func ByHookedLabelCount(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldHookedLabelCount, opts...).ToFunc()
 }
 
 // ByThreadID orders the results by the thread_id field.
@@ -91,10 +114,31 @@ func ByThreadField(field string, opts ...sql.OrderTermOption) OrderOption {
 		sqlgraph.OrderByNeighborTerms(s, newThreadStep(), sql.OrderByField(field, opts...))
 	}
 }
+
+// ByLabelsCount orders the results by labels count.
+func ByLabelsCount(opts ...sql.OrderTermOption) OrderOption {
+	return func(s *sql.Selector) {
+		sqlgraph.OrderByNeighborsCount(s, newLabelsStep(), opts...)
+	}
+}
+
+// ByLabels orders the results by labels terms.
+func ByLabels(term sql.OrderTerm, terms ...sql.OrderTerm) OrderOption {
+	return func(s *sql.Selector) {
+		sqlgraph.OrderByNeighborTerms(s, newLabelsStep(), append([]sql.OrderTerm{term}, terms...)...)
+	}
+}
 func newThreadStep() *sqlgraph.Step {
 	return sqlgraph.NewStep(
 		sqlgraph.From(Table, FieldID),
 		sqlgraph.To(ThreadInverseTable, FieldID),
 		sqlgraph.Edge(sqlgraph.M2O, true, ThreadTable, ThreadColumn),
+	)
+}
+func newLabelsStep() *sqlgraph.Step {
+	return sqlgraph.NewStep(
+		sqlgraph.From(Table, FieldID),
+		sqlgraph.To(LabelsInverseTable, FieldID),
+		sqlgraph.Edge(sqlgraph.M2M, true, LabelsTable, LabelsPrimaryKey...),
 	)
 }

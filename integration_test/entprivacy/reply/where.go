@@ -60,6 +60,11 @@ func DeleteTime(v time.Time) predicate.Reply {
 	return predicate.Reply(sql.FieldEQ(FieldDeleteTime, v))
 }
 
+// HookedLabelCount applies equality check predicate on the "hooked_label_count" field. It's identical to HookedLabelCountEQ.
+func HookedLabelCount(v int64) predicate.Reply {
+	return predicate.Reply(sql.FieldEQ(FieldHookedLabelCount, v))
+}
+
 // ThreadID applies equality check predicate on the "thread_id" field. It's identical to ThreadIDEQ.
 func ThreadID(v int) predicate.Reply {
 	return predicate.Reply(sql.FieldEQ(FieldThreadID, v))
@@ -118,6 +123,56 @@ func DeleteTimeIsNil() predicate.Reply {
 // DeleteTimeNotNil applies the NotNil predicate on the "delete_time" field.
 func DeleteTimeNotNil() predicate.Reply {
 	return predicate.Reply(sql.FieldNotNull(FieldDeleteTime))
+}
+
+// HookedLabelCountEQ applies the EQ predicate on the "hooked_label_count" field.
+func HookedLabelCountEQ(v int64) predicate.Reply {
+	return predicate.Reply(sql.FieldEQ(FieldHookedLabelCount, v))
+}
+
+// HookedLabelCountNEQ applies the NEQ predicate on the "hooked_label_count" field.
+func HookedLabelCountNEQ(v int64) predicate.Reply {
+	return predicate.Reply(sql.FieldNEQ(FieldHookedLabelCount, v))
+}
+
+// HookedLabelCountIn applies the In predicate on the "hooked_label_count" field.
+func HookedLabelCountIn(vs ...int64) predicate.Reply {
+	return predicate.Reply(sql.FieldIn(FieldHookedLabelCount, vs...))
+}
+
+// HookedLabelCountNotIn applies the NotIn predicate on the "hooked_label_count" field.
+func HookedLabelCountNotIn(vs ...int64) predicate.Reply {
+	return predicate.Reply(sql.FieldNotIn(FieldHookedLabelCount, vs...))
+}
+
+// HookedLabelCountGT applies the GT predicate on the "hooked_label_count" field.
+func HookedLabelCountGT(v int64) predicate.Reply {
+	return predicate.Reply(sql.FieldGT(FieldHookedLabelCount, v))
+}
+
+// HookedLabelCountGTE applies the GTE predicate on the "hooked_label_count" field.
+func HookedLabelCountGTE(v int64) predicate.Reply {
+	return predicate.Reply(sql.FieldGTE(FieldHookedLabelCount, v))
+}
+
+// HookedLabelCountLT applies the LT predicate on the "hooked_label_count" field.
+func HookedLabelCountLT(v int64) predicate.Reply {
+	return predicate.Reply(sql.FieldLT(FieldHookedLabelCount, v))
+}
+
+// HookedLabelCountLTE applies the LTE predicate on the "hooked_label_count" field.
+func HookedLabelCountLTE(v int64) predicate.Reply {
+	return predicate.Reply(sql.FieldLTE(FieldHookedLabelCount, v))
+}
+
+// HookedLabelCountIsNil applies the IsNil predicate on the "hooked_label_count" field.
+func HookedLabelCountIsNil() predicate.Reply {
+	return predicate.Reply(sql.FieldIsNull(FieldHookedLabelCount))
+}
+
+// HookedLabelCountNotNil applies the NotNil predicate on the "hooked_label_count" field.
+func HookedLabelCountNotNil() predicate.Reply {
+	return predicate.Reply(sql.FieldNotNull(FieldHookedLabelCount))
 }
 
 // ThreadIDEQ applies the EQ predicate on the "thread_id" field.
@@ -220,6 +275,29 @@ func HasThread() predicate.Reply {
 func HasThreadWith(preds ...predicate.Thread) predicate.Reply {
 	return predicate.Reply(func(s *sql.Selector) {
 		step := newThreadStep()
+		sqlgraph.HasNeighborsWith(s, step, func(s *sql.Selector) {
+			for _, p := range preds {
+				p(s)
+			}
+		})
+	})
+}
+
+// HasLabels applies the HasEdge predicate on the "labels" edge.
+func HasLabels() predicate.Reply {
+	return predicate.Reply(func(s *sql.Selector) {
+		step := sqlgraph.NewStep(
+			sqlgraph.From(Table, FieldID),
+			sqlgraph.Edge(sqlgraph.M2M, true, LabelsTable, LabelsPrimaryKey...),
+		)
+		sqlgraph.HasNeighbors(s, step)
+	})
+}
+
+// HasLabelsWith applies the HasEdge predicate on the "labels" edge with a given conditions (other predicates).
+func HasLabelsWith(preds ...predicate.Label) predicate.Reply {
+	return predicate.Reply(func(s *sql.Selector) {
+		step := newLabelsStep()
 		sqlgraph.HasNeighborsWith(s, step, func(s *sql.Selector) {
 			for _, p := range preds {
 				p(s)

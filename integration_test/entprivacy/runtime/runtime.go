@@ -5,6 +5,7 @@ package runtime
 import (
 	"context"
 
+	"github.com/hotcounter/hotcounter/integration_test/entprivacy/label"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/post"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/postlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/postviewsslot"
@@ -20,6 +21,29 @@ import (
 // (default values, validators, hooks and policies) and stitches it
 // to their package variables.
 func init() {
+	labelMixin := schema.Label{}.Mixin()
+	labelMixinHooks0 := labelMixin[0].Hooks()
+	labelMixinHooks1 := labelMixin[1].Hooks()
+	label.Hooks[0] = labelMixinHooks0[0]
+	label.Hooks[1] = labelMixinHooks1[0]
+	labelMixinInters0 := labelMixin[0].Interceptors()
+	labelMixinInters1 := labelMixin[1].Interceptors()
+	label.Interceptors[0] = labelMixinInters0[0]
+	label.Interceptors[1] = labelMixinInters1[0]
+	labelMixinFields0 := labelMixin[0].Fields()
+	_ = labelMixinFields0
+	labelMixinFields1 := labelMixin[1].Fields()
+	_ = labelMixinFields1
+	labelFields := schema.Label{}.Fields()
+	_ = labelFields
+	// labelDescReplyCount is the schema descriptor for reply_count field.
+	labelDescReplyCount := labelMixinFields0[0].Descriptor()
+	// label.DefaultReplyCount holds the default value on creation for the reply_count field.
+	label.DefaultReplyCount = labelDescReplyCount.Default.(int64)
+	// labelDescHookedReplyCount is the schema descriptor for hooked_reply_count field.
+	labelDescHookedReplyCount := labelMixinFields1[0].Descriptor()
+	// label.DefaultHookedReplyCount holds the default value on creation for the hooked_reply_count field.
+	label.DefaultHookedReplyCount = labelDescHookedReplyCount.Default.(int64)
 	postMixin := schema.Post{}.Mixin()
 	post.Policy = privacy.NewPolicies(schema.Post{})
 	post.Hooks[0] = func(next ent.Mutator) ent.Mutator {
@@ -79,11 +103,21 @@ func init() {
 	postviewsslot.DefaultN = postviewsslotDescN.Default.(int64)
 	replyMixin := schema.Reply{}.Mixin()
 	replyMixinHooks0 := replyMixin[0].Hooks()
+	replyMixinHooks1 := replyMixin[1].Hooks()
 	reply.Hooks[0] = replyMixinHooks0[0]
+	reply.Hooks[1] = replyMixinHooks1[0]
 	replyMixinInters0 := replyMixin[0].Interceptors()
+	replyMixinInters1 := replyMixin[1].Interceptors()
 	reply.Interceptors[0] = replyMixinInters0[0]
+	reply.Interceptors[1] = replyMixinInters1[0]
+	replyMixinFields1 := replyMixin[1].Fields()
+	_ = replyMixinFields1
 	replyFields := schema.Reply{}.Fields()
 	_ = replyFields
+	// replyDescHookedLabelCount is the schema descriptor for hooked_label_count field.
+	replyDescHookedLabelCount := replyMixinFields1[0].Descriptor()
+	// reply.DefaultHookedLabelCount holds the default value on creation for the hooked_label_count field.
+	reply.DefaultHookedLabelCount = replyDescHookedLabelCount.Default.(int64)
 	// replyDescBody is the schema descriptor for body field.
 	replyDescBody := replyFields[1].Descriptor()
 	// reply.DefaultBody holds the default value on creation for the body field.

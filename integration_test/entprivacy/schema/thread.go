@@ -35,8 +35,33 @@ func (Reply) Fields() []ent.Field {
 
 // Edges of Reply.
 func (Reply) Edges() []ent.Edge {
-	return []ent.Edge{edge.From("thread", Thread.Type).Ref("replies").Field("thread_id").Unique().Required()}
+	return []ent.Edge{
+		edge.From("thread", Thread.Type).Ref("replies").Field("thread_id").Unique().Required(),
+		edge.From("labels", Label.Type).Ref("replies"),
+	}
 }
 
-// Mixin of Reply.
-func (Reply) Mixin() []ent.Mixin { return []ent.Mixin{mixin.SoftDeleteMixin{}} }
+// Mixin of Reply: soft delete, and a count of its labels kept by hooks
+// through the join table.
+func (Reply) Mixin() []ent.Mixin {
+	return []ent.Mixin{
+		mixin.SoftDeleteMixin{},
+		entcounter.Counter("hooked_label_count", entcounter.Counts("labels"), entcounter.ByHooks()),
+	}
+}
+
+// Label labels replies (many to many) and counts them by triggers and by
+// hooks. A soft delete of a reply keeps its join rows, so it stays
+// counted on both sides and a restore finds its labels.
+type Label struct{ ent.Schema }
+
+// Edges of Label.
+func (Label) Edges() []ent.Edge { return []ent.Edge{edge.To("replies", Reply.Type)} }
+
+// Mixin of Label.
+func (Label) Mixin() []ent.Mixin {
+	return []ent.Mixin{
+		entcounter.Counter("reply_count", entcounter.Counts("replies")),
+		entcounter.Counter("hooked_reply_count", entcounter.Counts("replies"), entcounter.ByHooks()),
+	}
+}
