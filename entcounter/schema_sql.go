@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/hotcounter/hotcounter/internal/engine"
+	"github.com/hotcounter/hotcounter/internal/writebehind"
 )
 
 // Script is the library's part of a schema as a migration file holds it:
@@ -48,6 +49,27 @@ func SchemaSQL(src Source) (Script, error) {
 		parts = append(parts, part)
 	}
 	script, err := st.Schema(parts)
+	if err != nil {
+		return Script{}, fmt.Errorf("entcounter: %w", err)
+	}
+	return script, nil
+}
+
+// BufferSchemaSQL returns, without sending anything, the statements of the
+// table in which a write-behind buffer of cfg records the batches it
+// applied (cfg.Ledger, hotcounter_ledger by default) and its index: Up
+// creates them if they do not exist, Down drops the table. NewBuffer
+// creates the table when it is missing; one that a migration file made is
+// used as it is, so the application's role needs no right to create
+// tables.
+//
+//	script, err := entcounter.BufferSchemaSQL(client, entcounter.BufferConfig{})
+func BufferSchemaSQL(src Source, cfg BufferConfig) (Script, error) {
+	st, err := src.HotCounter().Store()
+	if err != nil {
+		return Script{}, err
+	}
+	script, err := st.LedgerSchema(writebehind.Ledger(cfg))
 	if err != nil {
 		return Script{}, fmt.Errorf("entcounter: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/hotcounter/hotcounter/internal/engine"
+	"github.com/hotcounter/hotcounter/internal/writebehind"
 )
 
 // Script is the library's part of a schema as a migration file holds it:
@@ -65,6 +66,27 @@ func SchemaSQL(db *gorm.DB, models ...any) (Script, error) {
 		}
 	}
 	script, err := p.store().Schema(parts)
+	if err != nil {
+		return Script{}, fmt.Errorf("gormcounter: %w", err)
+	}
+	return script, nil
+}
+
+// BufferSchemaSQL returns, without sending anything, the statements of the
+// table in which a write-behind buffer of cfg records the batches it
+// applied (cfg.Ledger, hotcounter_ledger by default) and its index: Up
+// creates them if they do not exist, Down drops the table. NewBuffer
+// creates the table when it is missing; one that a migration file made is
+// used as it is, so the application's role needs no right to create
+// tables.
+//
+//	script, err := gormcounter.BufferSchemaSQL(db, gormcounter.BufferConfig{})
+func BufferSchemaSQL(db *gorm.DB, cfg BufferConfig) (Script, error) {
+	p, err := pluginOf(db)
+	if err != nil {
+		return Script{}, err
+	}
+	script, err := p.store().LedgerSchema(writebehind.Ledger(cfg))
 	if err != nil {
 		return Script{}, fmt.Errorf("gormcounter: %w", err)
 	}

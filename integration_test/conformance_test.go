@@ -121,6 +121,9 @@ type counterORM interface {
 	// buffer returns a write-behind buffer of the ORM (gormcounter's or
 	// entcounter's NewBuffer).
 	buffer(t testing.TB, cfg gormcounter.BufferConfig) counterBuffer
+	// bufferSchema returns the statements of a buffer's ledger table
+	// (gormcounter's or entcounter's BufferSchemaSQL).
+	bufferSchema(cfg gormcounter.BufferConfig) (gormcounter.Script, error)
 	// sent returns how many statements the ORM sent while fn ran.
 	sent(fn func()) int64
 	// within returns the same ORM with its statements under ctx.
@@ -497,6 +500,10 @@ func (o gormORM) buffer(t testing.TB, cfg gormcounter.BufferConfig) counterBuffe
 	return gormBuffer{b, o.gdb}
 }
 
+func (o gormORM) bufferSchema(cfg gormcounter.BufferConfig) (gormcounter.Script, error) {
+	return gormcounter.BufferSchemaSQL(o.gdb, cfg)
+}
+
 func (o gormORM) sent(fn func()) int64 {
 	before := o.e.log.count()
 	fn()
@@ -586,6 +593,10 @@ func (o entORM) buffer(t testing.TB, cfg gormcounter.BufferConfig) counterBuffer
 }
 
 func (o entORM) sent(fn func()) int64 { return entStatements(o.e, fn) }
+
+func (o entORM) bufferSchema(cfg gormcounter.BufferConfig) (gormcounter.Script, error) {
+	return entcounter.BufferSchemaSQL(o.client, cfg)
+}
 
 func (o entORM) db() *gorm.DB { return o.e.db }
 func (o entORM) onEnv() *env  { return o.e.env }

@@ -640,3 +640,55 @@ func TestBufferRefusesMistakes(t *testing.T) {
 		t.Fatalf("NewBuffer without the plugin: %v, want ErrNotConfigured", err)
 	}
 }
+
+// TestABufferUsesTheLedgerAMigrationFileMade: BufferSchemaSQL's Up makes
+// the ledger table (and runs again changing nothing); a buffer started on
+// that database sends one statement, its look for the table, and creates
+// nothing, so an application role without the right to create tables can
+// start it; its increments count exactly; Down takes the table away.
+// GORM and ent, every database.
+func TestABufferUsesTheLedgerAMigrationFileMade(t *testing.T) {
+	eachORM(t, func(t *testing.T, o counterORM) {
+		ctx := context.Background()
+		cfg := gormcounter.BufferConfig{Interval: time.Hour, Ledger: "filed_ledger"}
+		script, err := o.bufferSchema(cfg)
+		must(t, err)
+		for range 2 {
+			for _, st := range script.Up {
+				must(t, o.db().Exec(st).Error)
+			}
+		}
+		var buf counterBuffer
+		if n := o.sent(func() { buf = o.buffer(t, cfg) }); n != 1 {
+			t.Errorf("starting a buffer whose ledger a file made sent %d statements; want 1, its look for the table", n)
+		}
+		post := o.create(t, modelPost)
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 10 {
+					if err := buf.increment(ctx, modelPost, post, "likes", 1); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		must(t, buf.close(ctx))
+		if got := exactly(t, o, modelPost, post, "likes"); got != 80 {
+			t.Errorf("likes %d after 80 buffered increments; want 80", got)
+		}
+		if n := rawInt(t, o.db(), "SELECT COUNT(*) FROM filed_ledger"); n == 0 {
+			t.Error("the buffer's flush recorded no batch in the ledger the file made")
+		}
+		for _, st := range script.Down {
+			must(t, o.db().Exec(st).Error)
+		}
+		if o.db().Migrator().HasTable("filed_ledger") {
+			t.Error("the ledger is still there after Down")
+		}
+	})
+}

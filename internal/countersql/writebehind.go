@@ -43,6 +43,11 @@ func (d Dialect) CreateLedger(ledger string) []func(Writer) {
 	}
 }
 
+// DropLedger writes the DDL that removes the ledger table, if it exists.
+func (d Dialect) DropLedger(w Writer, ledger string) {
+	q(w, "DROP TABLE IF EXISTS %", ledger)
+}
+
 // LedgerHas writes a query that returns a row if batch was applied.
 func (d Dialect) LedgerHas(w Writer, ledger, batch string) {
 	q(w, "SELECT 1 FROM % WHERE % = ", ledger, "batch")

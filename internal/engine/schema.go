@@ -133,6 +133,28 @@ func (st Store) Schema(parts []SchemaPart) (Script, error) {
 	return s, nil
 }
 
+// LedgerSchema writes the script of the write-behind ledger table named
+// ledger: its table and index (Up, every statement re-runnable) and its
+// drop (Down). A buffer that finds the table creates nothing.
+func (st Store) LedgerSchema(ledger string) (Script, error) {
+	d := st.Dialect
+	var s Script
+	for _, build := range d.CreateLedger(ledger) {
+		text, err := d.Render(build)
+		if err != nil {
+			return Script{}, fmt.Errorf("%s: ledger %s: %w", st.Pkg, ledger, err)
+		}
+		s.Up = append(s.Up, text)
+	}
+	s.Tables = s.Up
+	text, err := d.Render(func(w countersql.Writer) { d.DropLedger(w, ledger) })
+	if err != nil {
+		return Script{}, err
+	}
+	s.Down = []string{text}
+	return s, nil
+}
+
 // UpSQL returns the Up statements as one file's text, each ending with a
 // semicolon on its own line: what golang-migrate's up file, psql, sqlite3
 // or a driver that runs several statements at once (MySQL's

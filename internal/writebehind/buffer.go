@@ -206,6 +206,12 @@ type Buffer struct {
 	lastPrune time.Time
 }
 
+// Ledger returns the table that records cfg's applied batches.
+func Ledger(cfg Config) string {
+	cfg.defaults()
+	return cfg.Ledger
+}
+
 // New starts a buffer that writes through s. It creates the ledger table
 // if missing, and starts the goroutine that flushes every interval.
 // declared lists the counters the process declares (called at every flush
@@ -215,9 +221,18 @@ func New(ctx context.Context, s engine.Session, d countersql.Dialect, cfg Config
 		return nil, err
 	}
 	cfg.defaults()
-	for _, step := range d.CreateLedger(cfg.Ledger) {
-		if _, err := s.Exec(ctx, step); err != nil {
-			return nil, fmt.Errorf("create ledger %s: %w", cfg.Ledger, err)
+	// A ledger that a migration file made (BufferSchemaSQL) is used as it
+	// is: an application role without the right to create tables (the
+	// public schema of PostgreSQL 15 grants none) starts all the same.
+	exists, err := engine.QueryKeys(ctx, s, func(w countersql.Writer) { d.TableExists(w, cfg.Ledger) })
+	if err != nil {
+		return nil, fmt.Errorf("look for ledger %s: %w", cfg.Ledger, err)
+	}
+	if len(exists) == 0 {
+		for _, step := range d.CreateLedger(cfg.Ledger) {
+			if _, err := s.Exec(ctx, step); err != nil {
+				return nil, fmt.Errorf("create ledger %s: %w", cfg.Ledger, err)
+			}
 		}
 	}
 	b := &Buffer{
