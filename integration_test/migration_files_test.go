@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -40,6 +41,7 @@ type FilePost struct {
 	Likes        int64 `gorm:"counter"`
 	Views        int64 `gorm:"counter:rollup"`
 	Claps        int64 `gorm:"counter:append"`
+	Stock        int64 `gorm:"counter:guarded"`
 	CommentCount int64 `gorm:"counter:counts=FileComments"`
 	FileComments []FileComment
 	FileTags     []FileTag `gorm:"many2many:file_post_tags;constraint:OnDelete:CASCADE"`
@@ -395,6 +397,29 @@ func gormFilesWork(t *testing.T, e *env) []FilePost {
 	if n != 0 {
 		t.Errorf("Recount corrected %d posts: the triggers the file installed missed writes", n)
 	}
+	// 8 buyers take 1 each of a stock of 5: exactly 5 get one.
+	must(t, gormcounter.Increment(e.db.Model(&posts[1]), "Stock", 5).Error)
+	var sold, refused atomic.Int64
+	for range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			switch err := gormcounter.Take(e.db.Model(&FilePost{ID: posts[1].ID}), "Stock", 1).Error; {
+			case err == nil:
+				sold.Add(1)
+			case errors.Is(err, gormcounter.ErrInsufficient):
+				refused.Add(1)
+			default:
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	var stocked FilePost
+	must(t, e.db.First(&stocked, posts[1].ID).Error)
+	if sold.Load() != 5 || refused.Load() != writers-5 || stocked.Stock != 0 {
+		t.Errorf("%d buyers of a stock of 5: %d sold, %d refused, %d left", writers, sold.Load(), refused.Load(), stocked.Stock)
+	}
 	must(t, e.db.Select("FileComments").Delete(&posts[0]).Error)
 	var tagNow FileTag
 	must(t, e.db.First(&tagNow, tag.ID).Error)
@@ -484,6 +509,35 @@ func entByFiles(t *testing.T, e *env) {
 	must(t, err)
 	if n != 0 {
 		t.Errorf("Recount corrected %d folders: the triggers the file installed missed writes", n)
+	}
+	story := c.Story.Create().SaveX(ctx)
+	c.Story.UpdateOneID(story.ID).AddClaps(7).ExecX(ctx)
+	must(t, entcounter.RollupPass(ctx, c))
+	var column int64
+	must(t, files.sqlDB.QueryRowContext(ctx, fmt.Sprintf("SELECT claps FROM stories WHERE id = %d", story.ID)).Scan(&column))
+	if got := c.Story.GetX(ctx, story.ID).Claps; got != 7 || column != 7 {
+		t.Errorf("after a rollup pass the story's claps load %d, and its column holds %d; want 7", got, column)
+	}
+	product := c.Product.Create().SaveX(ctx)
+	c.Product.UpdateOneID(product.ID).AddStock(5).ExecX(ctx)
+	var sold, refused atomic.Int64
+	for range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			switch err := c.Product.TakeStock(ctx, product.ID, 1); {
+			case err == nil:
+				sold.Add(1)
+			case errors.Is(err, entcounter.ErrInsufficient):
+				refused.Add(1)
+			default:
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if left := c.Product.GetX(ctx, product.ID).Stock; sold.Load() != 5 || refused.Load() != writers-5 || left != 0 {
+		t.Errorf("%d buyers of a stock of 5: %d sold, %d refused, %d left", writers, sold.Load(), refused.Load(), left)
 	}
 	label := c.Label.Create().SaveX(ctx)
 	convs := []int{c.Conversation.Create().AddLabelIDs(label.ID).SaveX(ctx).ID, c.Conversation.Create().AddLabelIDs(label.ID).SaveX(ctx).ID}
