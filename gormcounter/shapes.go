@@ -32,6 +32,10 @@ type refs struct {
 	cols   []string
 	values map[string]string
 	err    error // from rendering a value; the statement fails with it
+	// qualified is set for a model the statement joins (Joins("Author")):
+	// table is then the join's alias, and only references qualified by it
+	// are its counters.
+	qualified bool
 }
 
 // statementRefs returns the replacements for the statement's model, or nil
@@ -56,6 +60,46 @@ func (p *Plugin) statementRefs(db *gorm.DB) (*refs, error) {
 		return nil, nil
 	}
 	return r, nil
+}
+
+// joinedRefs returns the replacements for the models the statement joins
+// by relation (Joins("Author"), Joins("Author.Company")), under the
+// aliases GORM gives them ("Author", "Author__Company"): a condition or an
+// order on Author.followers reads the author's exact followers.
+func (p *Plugin) joinedRefs(db *gorm.DB) ([]*refs, error) {
+	stmt := db.Statement
+	if db.Error != nil || stmt.Schema == nil || stmt.SQL.Len() > 0 {
+		return nil, nil
+	}
+	live := isLive(stmt.Context)
+	var out []*refs
+	for _, j := range stmt.Joins {
+		rels := joinedRelations(stmt.Schema, j.Name)
+		if rels == nil {
+			continue
+		}
+		jm, err := p.model(db, rels[len(rels)-1].FieldSchema)
+		if err != nil {
+			return nil, err
+		}
+		if jm == nil {
+			continue
+		}
+		alias := j.Alias
+		if alias == "" {
+			alias = strings.ReplaceAll(j.Name, ".", "__")
+		}
+		r := &refs{db: db, p: p, d: p.dialect, table: alias, m: jm, values: map[string]string{}, qualified: true}
+		for _, c := range jm.counters {
+			if c.opts.Mode == spec.Sum || (live && c.opts.Mode.HasColumn()) {
+				r.cols = append(r.cols, c.field.DBName)
+			}
+		}
+		if len(r.cols) > 0 {
+			out = append(out, r)
+		}
+	}
+	return out, nil
 }
 
 // value returns the SQL of the value of the counter with column col.
@@ -99,9 +143,23 @@ func (p *Plugin) replaceRefs(db *gorm.DB, selects bool) {
 		db.AddError(err)
 		return
 	}
-	if r == nil {
+	joined, err := p.joinedRefs(db)
+	if err != nil {
+		db.AddError(err)
 		return
 	}
+	if r != nil {
+		r.replace(db, selects)
+	}
+	for _, j := range joined {
+		j.replace(db, selects)
+	}
+}
+
+// replace replaces r's references in the statement's clauses: its
+// conditions; for a query (selects), its order, grouping and, for the
+// statement's own model where rows are not filled, its select list.
+func (r *refs) replace(db *gorm.DB, selects bool) {
 	stmt := db.Statement
 	if c, ok := stmt.Clauses["WHERE"]; ok {
 		if w, ok := c.Expression.(clause.Where); ok {
@@ -145,7 +203,7 @@ func (p *Plugin) replaceRefs(db *gorm.DB, selects bool) {
 			stmt.Clauses["GROUP BY"] = c
 		}
 	}
-	if _, filled := stmt.Settings.Load(fillPlanKey); !filled {
+	if _, filled := stmt.Settings.Load(fillPlanKey); !filled && !r.qualified {
 		r.selectValues(db)
 	}
 	if r.err != nil {
@@ -196,7 +254,7 @@ func (r *refs) selectValues(db *gorm.DB) {
 // select list (as) a lone counter keeps its name as the value's.
 func (r *refs) column(col clause.Column, as bool) clause.Column {
 	if !col.Raw {
-		if col.Table != "" && col.Table != clause.CurrentTable && col.Table != r.table {
+		if col.Table != "" && col.Table != clause.CurrentTable && col.Table != r.table || r.qualified && col.Table != r.table {
 			return col
 		}
 		c := r.m.lookup(col.Name)
@@ -244,7 +302,11 @@ func (r *refs) column(col clause.Column, as bool) clause.Column {
 func (r *refs) rewrite(sql string) (string, int) {
 	var b strings.Builder
 	n := 0
-	for _, piece := range r.d.ColumnRefs(sql, r.table, r.cols) {
+	pieces := r.d.ColumnRefs
+	if r.qualified {
+		pieces = r.d.QualifiedColumnRefs
+	}
+	for _, piece := range pieces(sql, r.table, r.cols) {
 		if piece.Column == "" {
 			b.WriteString(piece.Text)
 			continue

@@ -210,6 +210,12 @@ func (d Dialect) ColumnRefs(sql, table string, columns []string) []Piece {
 	return d.columnRefs(sql, table, columns, false)
 }
 
+// QualifiedColumnRefs is ColumnRefs for references qualified by
+// qualifier alone (a joined table's alias): bare names are text.
+func (d Dialect) QualifiedColumnRefs(sql, qualifier string, columns []string) []Piece {
+	return d.columnRefs(sql, qualifier, columns, true)
+}
+
 // columnRefs is ColumnRefs, taking only qualified references if qualified.
 func (d Dialect) columnRefs(sql, table string, columns []string, qualified bool) []Piece {
 	toks := d.lexCondition(sql)
