@@ -29,6 +29,9 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent/file"
 	"github.com/hotcounter/hotcounter/integration_test/ent/migrate"
 	"github.com/hotcounter/hotcounter/integration_test/entversions/plain"
+	"github.com/hotcounter/hotcounter/integration_test/entversions/remarked"
+	_ "github.com/hotcounter/hotcounter/integration_test/entversions/remarked/runtime"
+	"github.com/hotcounter/hotcounter/integration_test/entversions/remarks"
 	"github.com/hotcounter/hotcounter/integration_test/entversions/sum16"
 )
 
@@ -192,6 +195,7 @@ func TestADatabaseMigratedByFilesCountsExactly(t *testing.T) {
 	t.Run("gorm, tables from atlas-provider-gorm", func(t *testing.T) { eachDB(t, gormByAtlasFiles) })
 	t.Run("ent", func(t *testing.T) { eachDB(t, entByFiles) })
 	t.Run("ent, a counter added by a second file", func(t *testing.T) { eachDB(t, entAddsACounterByFiles) })
+	t.Run("ent, a count added by a second file", func(t *testing.T) { eachDB(t, entAddsACountByFiles) })
 }
 
 // entAddsACounterByFiles: a plain plays column (entversions/plain) becomes
@@ -234,6 +238,58 @@ func entAddsACounterByFiles(t *testing.T, e *env) {
 	}
 }
 
+// entAddsACountByFiles: a count of a reel's remarks (entversions/remarked)
+// is added by a second pair of files, ent's (the slot table) and
+// SchemaSQL's (its triggers, and the first count of the remarks that
+// exist), over a reel that has remarks: it counts them, then 8 writers'
+// remarks, a raw insert and a delete.
+func entAddsACountByFiles(t *testing.T, e *env) {
+	ctx := context.Background()
+	pool := openPool(t, e, 4)
+	drv := entDriverSending(e.kind, pool, func(string) {})
+	v1 := remarks.NewClient(remarks.Driver(drv))
+	var ddl1 strings.Builder
+	must(t, oneMigrationAtATime(func() error { return v1.Schema.WriteTo(ctx, &ddl1) }))
+	first := entGooseFile(ddl1.String())
+	gooseUp(t, e, first)
+	reel := v1.Reel.Create().SaveX(ctx)
+	for range 3 {
+		v1.Remark.Create().SetReelID(reel.ID).ExecX(ctx)
+	}
+
+	v2 := remarked.NewClient(remarked.Driver(drv))
+	var ddl2 strings.Builder
+	must(t, oneMigrationAtATime(func() error { return v2.Schema.WriteTo(ctx, &ddl2) }))
+	script, err := entcounter.SchemaSQL(v2)
+	must(t, err)
+	gooseUp(t, e, first, entGooseFile(ddl2.String()), script.Goose())
+	if got := v2.Reel.GetX(ctx, reel.ID).RemarkCount; got != 3 {
+		t.Errorf("after the second files the reel counts %d remarks; it has 3", got)
+	}
+	const writers = 8
+	var wg sync.WaitGroup
+	for range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 5 {
+				if err := v2.Remark.Create().SetReelID(reel.ID).Exec(ctx); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	_, err = pool.ExecContext(ctx, fmt.Sprintf("INSERT INTO remarks (reel_id, kind) VALUES (%d, false)", reel.ID))
+	must(t, err)
+	v2.Remark.DeleteOneID(v2.Remark.Query().FirstIDX(ctx)).ExecX(ctx)
+	has := v2.Remark.Query().CountX(ctx)
+	if got := v2.Reel.GetX(ctx, reel.ID).RemarkCount; got != int64(has) || has != 3+writers*5 {
+		t.Errorf("the reel counts %d remarks; it has %d (want %d)", got, has, 3+writers*5)
+	}
+}
+
 // gormByFiles: the GORM half of TestADatabaseMigratedByFilesCountsExactly.
 func gormByFiles(t *testing.T, e *env) {
 	v1 := []any{&FilePost{}, &FileComment{}, &FileTag{}}
@@ -252,7 +308,7 @@ func gormByFiles(t *testing.T, e *env) {
 	for _, p := range posts[1:] {
 		must(t, gormcounter.Increment(e.db.Model(&FilePostV2{ID: p.ID}), "Shares", 2).Error)
 		var got FilePostV2
-		must(t, e.db.First(&got, p.ID).Error)
+		must(t, e.db.Clauses(gormcounter.Live).First(&got, p.ID).Error)
 		var approved int64
 		must(t, e.db.Model(&FileComment{}).Where("file_post_id = ? AND approved = ?", p.ID, true).Count(&approved).Error)
 		if got.Shares != 2 || got.ApprovedCount != approved || approved == 0 {
@@ -427,6 +483,49 @@ func gormFilesWork(t *testing.T, e *env) []FilePost {
 		t.Errorf("after deleting one of its 3 posts the tag counts %d; want 2", tagNow.PostCount)
 	}
 	return posts
+}
+
+// SavedPost has a plain nullable column, saves, that SavedPostV2 adopts
+// as a rollup counter.
+type SavedPost struct {
+	ID    uint
+	Saves *int64
+}
+
+// SavedPostV2 is SavedPost in a release that counts saves.
+type SavedPostV2 struct {
+	ID    uint
+	Saves int64 `gorm:"counter:rollup"`
+}
+
+func (SavedPostV2) TableName() string { return "saved_posts" }
+
+// TestADryRunZeroesARollupColumnsNullsBeforeGormMakesItNotNull: a release
+// that turns a nullable column holding NULLs into a rollup counter, by a
+// file from the dry run: the file sets the NULLs to 0 before GORM's DDL
+// makes the column NOT NULL (AutoMigrate does the same in batches), so
+// goose applies it and the counter counts on. MariaDB: GORM's own dry run
+// of a column's change to NOT NULL fails on PostgreSQL ("dry run mode
+// unsupported") and panics on SQLite (both read the catalog through a
+// query the dry run does not run), with or without the plugin.
+func TestADryRunZeroesARollupColumnsNullsBeforeGormMakesItNotNull(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		must(t, e.db.AutoMigrate(&SavedPost{}))
+		posts := make([]SavedPost, 3)
+		must(t, e.db.Create(&posts).Error)
+		gooseUp(t, e, dryRunFile(t, e.db, &SavedPostV2{}))
+		for _, p := range posts {
+			must(t, gormcounter.Increment(e.db.Model(&SavedPostV2{ID: p.ID}), "Saves", 2).Error)
+			var got SavedPostV2
+			must(t, e.db.Clauses(gormcounter.Live).First(&got, p.ID).Error)
+			if got.Saves != 2 {
+				t.Errorf("post %d: saves %d after +2 on a column that held NULL; want 2", p.ID, got.Saves)
+			}
+		}
+		if n := rawInt(t, e.db, "SELECT COUNT(*) FROM saved_posts WHERE saves IS NULL"); n != 0 {
+			t.Errorf("%d posts still hold NULL saves", n)
+		}
+	}, on(my))
 }
 
 // entGooseFile returns the statements of what ent's Schema.WriteTo
