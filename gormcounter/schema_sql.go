@@ -1,6 +1,7 @@
 package gormcounter
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -132,8 +133,35 @@ type dryRunMigrator struct {
 func (m dryRunMigrator) AutoMigrate(values ...any) error {
 	// Settled first, as AutoMigrate settles them: a sum counter has no
 	// column for GORM to add.
-	if _, err := m.models(values); err != nil {
+	mds, err := m.models(values)
+	if err != nil {
 		return err
+	}
+	// A rollup or append counter over a nullable column of the parent: its
+	// NULLs become 0 before GORM's DDL makes the column NOT NULL, as
+	// AutoMigrate does (in batches there).
+	if !m.tablesOnly {
+		ctx := m.db.Statement.Context
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		query, exec := m.db, m.db
+		if g, ok := m.Migrator.(interface{ GetQueryAndExecTx() (*gorm.DB, *gorm.DB) }); ok {
+			query, exec = g.GetQueryAndExecTx()
+		}
+		for _, md := range mds {
+			for _, c := range md.counters {
+				st, err := m.plugin.store().NullsToZero(ctx, gormConn{db: query}, c.engine())
+				if err != nil {
+					return err
+				}
+				if st != "" {
+					if err := exec.Exec(st).Error; err != nil {
+						return err
+					}
+				}
+			}
+		}
 	}
 	if err := m.Migrator.AutoMigrate(values...); err != nil {
 		return err

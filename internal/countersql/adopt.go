@@ -221,6 +221,14 @@ func (d Dialect) ZeroNullColumns(w Writer, t Table, keys []any) {
 	d.keyIn(w, keys)
 }
 
+// ZeroAllNulls writes the update that sets every NULL of t's column to 0,
+// in one statement: a migration file's step before the column becomes
+// NOT NULL (ZeroNullColumns does it in batches, by key, where the library
+// runs the migration itself).
+func (d Dialect) ZeroAllNulls(w Writer, t Table) {
+	q(w, "UPDATE % SET % = 0 WHERE % IS NULL", t.Parent, t.Column, t.Column)
+}
+
 // NullOwners writes a lock-free query for up to limit parents, in key
 // order after the key `after`, whose column is NULL.
 func (d Dialect) NullOwners(w Writer, t Table, after any, limit int) {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -131,6 +132,27 @@ func (st Store) Schema(parts []SchemaPart) (Script, error) {
 		}
 	}
 	return s, nil
+}
+
+// NullsToZero returns the statement a migration file needs before the
+// ORM's own DDL makes the column of c, a rollup or append counter, NOT
+// NULL: the update of its NULLs to 0, when the parent table has the
+// column and it is nullable (read from the catalog, as a dry run reads
+// what differs); "" otherwise. It is what PrepareColumn does in batches
+// when the library migrates.
+func (st Store) NullsToZero(ctx context.Context, conn Conn, c Counter) (string, error) {
+	if !c.Options.Mode.HasColumn() {
+		return "", nil
+	}
+	found, err := Probe(ctx, conn, st.Dialect, c.Table)
+	if err != nil {
+		return "", fmt.Errorf("%s: %s: read the columns of %s: %w", st.Pkg, c.Name, c.Table.Parent, err)
+	}
+	if !found.Column || !found.Nullable {
+		return "", nil
+	}
+	t := c.Table
+	return st.Dialect.Render(func(w countersql.Writer) { st.Dialect.ZeroAllNulls(w, t) })
 }
 
 // LedgerSchema writes the script of the write-behind ledger table named
