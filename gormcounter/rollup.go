@@ -3,6 +3,7 @@ package gormcounter
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -23,7 +24,9 @@ import (
 // Increments made during the pass are folded now or next time, never twice,
 // never lost. Deadlocks and serialization failures of its own transactions
 // are retried. Given a *gorm.DB inside a transaction it returns an error:
-// it runs transactions of its own.
+// it runs transactions of its own. Models without rollup counters are
+// passed over, so the application's whole list of models can be given;
+// when none has one, it is an error naming them.
 func RollupPass(db *gorm.DB, models ...any) error {
 	p, counters, err := rollupCounters(db, models)
 	if err != nil {
@@ -41,8 +44,9 @@ func (p *Plugin) rollup(db *gorm.DB, counters []*counter, stop func() bool) erro
 // done, and then returns nil. Cancelling ctx lets the batch in progress
 // commit and stops before the next one, so no fold is left half done. A
 // failed pass is retried at the next tick; onError hears of it, or, when
-// nil, db's logger. A model without rollup counters or with a bad
-// declaration is an error at the start. Run it in its own goroutine:
+// nil, db's logger. Models without rollup counters are passed over (an
+// error at the start when none has one), and a bad declaration is an
+// error at the start. Run it in its own goroutine:
 //
 //	go gormcounter.RollupLoop(ctx, db, time.Second, nil, &Post{})
 func RollupLoop(ctx context.Context, db *gorm.DB, interval time.Duration, onError func(error), models ...any) error {
@@ -81,8 +85,9 @@ func rollupCounters(db *gorm.DB, models []any) (*Plugin, []*counter, error) {
 }
 
 // passCounters returns db's plugin and the counters of models that a pass
-// named name works on (want); a model without one is an error saying it
-// has no `what`.
+// named name works on (want). Models without one are passed over, so that
+// the application's whole list of models can be given; when none of them
+// has one, the error names them and says they have no `what`.
 func passCounters(db *gorm.DB, models []any, name, what string, want func(*counter) bool) (*Plugin, []*counter, error) {
 	p, err := ownPassPlugin(db, name)
 	if err != nil {
@@ -92,6 +97,7 @@ func passCounters(db *gorm.DB, models []any, name, what string, want func(*count
 		return nil, nil, fmt.Errorf("gormcounter: %s: no model given", name)
 	}
 	var out []*counter
+	var without []string
 	for _, v := range models {
 		m, err := p.modelOf(db, v)
 		if err != nil {
@@ -106,8 +112,15 @@ func passCounters(db *gorm.DB, models []any, name, what string, want func(*count
 			}
 		}
 		if len(out) == n {
-			return nil, nil, fmt.Errorf("gormcounter: %s: %T has no %s", name, v, what)
+			without = append(without, fmt.Sprintf("%T", v))
 		}
+	}
+	if len(out) == 0 {
+		verb := "has"
+		if len(without) > 1 {
+			verb = "have"
+		}
+		return nil, nil, fmt.Errorf("gormcounter: %s: %s %s no %s", name, strings.Join(without, ", "), verb, what)
 	}
 	return p, out, nil
 }
@@ -139,8 +152,9 @@ type Compacted = engine.Compacted
 // deadlocks and serialization failures, and refuses to run inside the
 // caller's transaction. A pass reads the slot table's primary key from end
 // to end to find the parents it compacts, so run it as often as the table's
-// size allows (every minute, every hour), not on the rollup interval. A
-// model without sum counters is an error.
+// size allows (every minute, every hour), not on the rollup interval.
+// Models without sum counters are passed over; when none has one, it is an
+// error.
 //
 // PostgreSQL and SQLite only: on MySQL and MariaDB it returns an error
 // wrapping [errors.ErrUnsupported] and changes nothing. Under their default

@@ -352,7 +352,8 @@ func TestCompactionUnderConcurrentIncrementsIsExact(t *testing.T) {
 
 // TestCompactNeedsSumCounters: Compact of a model without sum counters, or
 // of no model, is an error naming what is wrong; Rollup still refuses a
-// model without rollup counters.
+// model without rollup counters. Given several models, both pass over
+// those without and work on the others.
 func TestCompactNeedsSumCounters(t *testing.T) {
 	parallel(t)
 	e := open(t, lite)
@@ -368,6 +369,18 @@ func TestCompactNeedsSumCounters(t *testing.T) {
 	}
 	if err := gormcounter.RollupPass(e.db, &Author{}); err == nil || !strings.Contains(err.Error(), "Author has no rollup counter") {
 		t.Fatalf("Rollup(&Author{}) = %v, want an error naming Author", err)
+	}
+	// The application's whole list of models: those without are passed over.
+	must(t, e.db.AutoMigrate(&Author{}))
+	p := Post{}
+	must(t, e.db.Create(&p).Error)
+	must(t, gormcounter.Increment(e.db.Model(&p), "Views", 7).Error)
+	must(t, gormcounter.RollupPass(e.db, &Board{}, &Author{}, &Post{}))
+	if n := rawInt(t, e.db, fmt.Sprintf("SELECT views FROM posts WHERE id = %d", p.ID)); n != 7 {
+		t.Errorf("RollupPass of Board, Author and Post folded %d views into the post's column; want 7", n)
+	}
+	if err := errOf(gormcounter.CompactPass(e.db, &Board{}, &Post{})); err != nil {
+		t.Errorf("CompactPass of Board and Post = %v; want Board passed over", err)
 	}
 }
 
