@@ -12,7 +12,8 @@ import (
 // TestAJoinedModelsCounterFiltersAndOrders: a condition or an order on the
 // counter of a model the query reaches through a relation reads its exact
 // value: GORM's Joins("Author") with Where and Order on Author.followers,
-// and a Count of the same; ent's HasAuthorWith(author.FollowersGT). Four posts whose authors have 2, 3, 4 and 5
+// and a Count of the same; ent's HasAuthorWith(author.FollowersGT) in a
+// query and in an update. Four posts whose authors have 2, 3, 4 and 5
 // followers (in slot rows, no column), every database.
 func TestAJoinedModelsCounterFiltersAndOrders(t *testing.T) {
 	parallel(t)
@@ -64,6 +65,12 @@ func TestAJoinedModelsCounterFiltersAndOrders(t *testing.T) {
 			got := c.Post.Query().Where(post.HasAuthorWith(author.FollowersGT(3))).Order(post.ByID()).IDsX(ctx)
 			if fmt.Sprint(got) != fmt.Sprint(ids[2:]) {
 				t.Errorf("HasAuthorWith(author.FollowersGT(3)): posts %v; want %v", got, ids[2:])
+			}
+			// A write whose predicate reaches the counter through the edge.
+			n := c.Post.Update().Where(post.HasAuthorWith(author.FollowersGT(3))).SetTitle("popular").SaveX(ctx)
+			popular := c.Post.Query().Where(post.Title("popular")).Order(post.ByID()).IDsX(ctx)
+			if n != 2 || fmt.Sprint(popular) != fmt.Sprint(ids[2:]) {
+				t.Errorf("Update().Where(HasAuthorWith(FollowersGT(3))): %d updated, titled %v; want 2, %v", n, popular, ids[2:])
 			}
 		})
 	})
