@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 
+	entsql "entgo.io/ent/dialect/sql"
+
 	"github.com/hotcounter/hotcounter/integration_test/ent/author"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 )
@@ -13,7 +15,8 @@ import (
 // counter of a model the query reaches through a relation reads its exact
 // value: GORM's Joins("Author") with Where and Order on Author.followers,
 // and a Count of the same; ent's HasAuthorWith(author.FollowersGT) in a
-// query and in an update. Four posts whose authors have 2, 3, 4 and 5
+// query and in an update, and an order by the author's followers
+// (ByAuthorField). Four posts whose authors have 2, 3, 4 and 5
 // followers (in slot rows, no column), every database.
 func TestAJoinedModelsCounterFiltersAndOrders(t *testing.T) {
 	parallel(t)
@@ -65,6 +68,10 @@ func TestAJoinedModelsCounterFiltersAndOrders(t *testing.T) {
 			got := c.Post.Query().Where(post.HasAuthorWith(author.FollowersGT(3))).Order(post.ByID()).IDsX(ctx)
 			if fmt.Sprint(got) != fmt.Sprint(ids[2:]) {
 				t.Errorf("HasAuthorWith(author.FollowersGT(3)): posts %v; want %v", got, ids[2:])
+			}
+			ordered := c.Post.Query().Order(post.ByAuthorField(author.FieldFollowers, entsql.OrderDesc())).IDsX(ctx)
+			if fmt.Sprint(ordered) != fmt.Sprint([]int{ids[3], ids[2], ids[1], ids[0]}) {
+				t.Errorf("ordered by the author's followers, descending: posts %v; want %v", ordered, []int{ids[3], ids[2], ids[1], ids[0]})
 			}
 			// A write whose predicate reaches the counter through the edge.
 			n := c.Post.Update().Where(post.HasAuthorWith(author.FollowersGT(3))).SetTitle("popular").SaveX(ctx)

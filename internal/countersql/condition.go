@@ -379,16 +379,81 @@ func (d Dialect) RewriteRefs(sql, table string, columns []string, values map[str
 
 // RewriteQualifiedRefs is RewriteRefs for the references qualified by the
 // table's name alone (another table's columns in a query of one table).
+//
+// A reference that stands alone as an item of a select list (ent's order
+// by a neighbor's field selects "authors"."followers" in a subquery that
+// the outer query reads as t1.followers) keeps its name: its value is
+// selected AS the column.
 func (d Dialect) RewriteQualifiedRefs(sql, table string, columns []string, values map[string]string) string {
 	var b strings.Builder
-	for _, p := range d.columnRefs(sql, table, columns, true) {
+	pieces := d.columnRefs(sql, table, columns, true)
+	for i, p := range pieces {
 		if p.Column == "" {
 			b.WriteString(p.Text)
-		} else {
-			b.WriteString(values[p.Column])
+			continue
+		}
+		b.WriteString(values[p.Column])
+		var after strings.Builder
+		for _, q := range pieces[i+1:] {
+			if q.Column != "" {
+				after.WriteString(q.Column) // a name: not a comma or FROM
+				break
+			}
+			after.WriteString(q.Text)
+		}
+		if d.selectItem(b.String(), values[p.Column], after.String()) {
+			b.WriteString(" AS ")
+			b.WriteString(d.Quote(p.Column))
 		}
 	}
 	return b.String()
+}
+
+// selectItem reports whether a value just written at the end of before
+// (the value's own text last) stands alone as an item of a select list:
+// SELECT, DISTINCT or a comma of that list before it, and a comma or FROM
+// after it.
+func (d Dialect) selectItem(before, value, after string) bool {
+	next := d.lexCondition(after)
+	for len(next) > 0 && strings.TrimSpace(next[0].text) == "" {
+		next = next[1:]
+	}
+	if len(next) == 0 || !(next[0].text == "," || next[0].bare && strings.EqualFold(next[0].ident, "from")) {
+		return false
+	}
+	toks := d.lexCondition(strings.TrimSuffix(before, value))
+	depth, first := 0, true
+	for i := len(toks) - 1; i >= 0; i-- {
+		t := toks[i]
+		if strings.TrimSpace(t.text) == "" {
+			continue
+		}
+		word := ""
+		if t.bare {
+			word = strings.ToLower(t.ident)
+		}
+		if first {
+			first = false
+			if t.text != "," && word != "select" && word != "distinct" {
+				return false
+			}
+		}
+		switch {
+		case t.text == ")":
+			depth++
+		case t.text == "(":
+			if depth == 0 {
+				return false // a function's arguments, or a list in parentheses
+			}
+			depth--
+		case depth > 0:
+		case word == "select":
+			return true
+		case word == "from", word == "where", word == "by", word == "on", word == "join", word == "having", word == "set", word == "values":
+			return false
+		}
+	}
+	return false
 }
 
 // Refers reports whether sql holds a reference to one of the columns of

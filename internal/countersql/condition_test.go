@@ -112,6 +112,26 @@ func TestRewriteRefsReadsValuesAndKeepsSelectedNames(t *testing.T) {
 	}
 }
 
+// A qualified reference to another table's counter keeps its name where it
+// stands alone in a select list (a subquery that an outer query reads by
+// that name, as ent's order by a neighbor's field does), and nowhere else.
+func TestRewriteQualifiedRefsKeepsTheNameOfASelectedItem(t *testing.T) {
+	d := Dialect{postgres}
+	values := map[string]string{"followers": "(F)"}
+	for sql, want := range map[string]string{
+		`SELECT "posts"."id" FROM "posts" LEFT JOIN (SELECT "authors"."id", "authors"."followers" FROM "authors") AS "t1" ON "posts"."author_id" = "t1"."id" ORDER BY "t1"."followers" DESC`: `SELECT "posts"."id" FROM "posts" LEFT JOIN (SELECT "authors"."id", (F) AS "followers" FROM "authors") AS "t1" ON "posts"."author_id" = "t1"."id" ORDER BY "t1"."followers" DESC`,
+		`SELECT DISTINCT "authors"."followers" FROM "authors"`:                                                                       `SELECT DISTINCT (F) AS "followers" FROM "authors"`,
+		`SELECT "authors"."followers" AS "f", "authors"."id" FROM "authors"`:                                                         `SELECT (F) AS "f", "authors"."id" FROM "authors"`,
+		`SELECT * FROM "posts" WHERE "posts"."author_id" IN (SELECT "authors"."id" FROM "authors" WHERE "authors"."followers" > $1)`: `SELECT * FROM "posts" WHERE "posts"."author_id" IN (SELECT "authors"."id" FROM "authors" WHERE (F) > $1)`,
+		`SELECT GREATEST(1, "authors"."followers", 2) FROM "authors"`:                                                                `SELECT GREATEST(1, (F), 2) FROM "authors"`,
+		`SELECT 1 - "authors"."followers", 2 FROM "authors"`:                                                                         `SELECT 1 - (F), 2 FROM "authors"`,
+	} {
+		if got := d.RewriteQualifiedRefs(sql, "authors", []string{"followers"}, values); got != want {
+			t.Errorf("RewriteQualifiedRefs(%s):\n got %s\nwant %s", sql, got, want)
+		}
+	}
+}
+
 // Refers keeps its answers, and asked again about the same text for
 // another table, other columns or a qualified reference, it answers each
 // question apart: the second round answers from what the first kept.
