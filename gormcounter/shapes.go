@@ -68,7 +68,7 @@ func (p *Plugin) statementRefs(db *gorm.DB) (*refs, error) {
 // order on Author.followers reads the author's exact followers.
 func (p *Plugin) joinedRefs(db *gorm.DB) ([]*refs, error) {
 	stmt := db.Statement
-	if db.Error != nil || stmt.Schema == nil || stmt.SQL.Len() > 0 {
+	if len(stmt.Joins) == 0 || db.Error != nil || stmt.Schema == nil || stmt.SQL.Len() > 0 {
 		return nil, nil
 	}
 	live := isLive(stmt.Context)
