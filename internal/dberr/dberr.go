@@ -41,6 +41,12 @@ func Transient(err error) bool {
 	return false
 }
 
+// SerializationFailure reports a statement or transaction that
+// PostgreSQL aborted because it could not serialize it beside concurrent
+// ones (40001): under SERIALIZABLE (or REPEATABLE READ), writers of one
+// row abort one another's, and an attempt on a fresh snapshot goes on.
+func SerializationFailure(err error) bool { return err != nil && sqlState(err) == "40001" }
+
 // ConnectionBroken reports a statement whose connection broke under it:
 // database/sql's ErrBadConn, an unexpected EOF, or go-sql-driver's
 // ErrInvalidConn ("invalid connection", recognised by its text, as the

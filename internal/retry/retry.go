@@ -18,11 +18,18 @@ import (
 func Transient(err error) bool { return dberr.Transient(err) }
 
 // Do runs fn up to attempts times while it fails with a transient error,
-// sleeping a little longer, with jitter, before each new attempt.
+// sleeping a little longer, with jitter, before each new attempt. A
+// serialization failure (PostgreSQL's 40001) is retried for as long as ctx
+// allows, whatever attempts says: under SERIALIZABLE, writers of one hot
+// row abort one another's statements without end, and each new attempt,
+// on a fresh snapshot, is the one that goes through once the others have.
 func Do(ctx context.Context, attempts int, fn func() error) error {
 	var err error
-	for i := 0; i < attempts; i++ {
+	for i := 0; ; i++ {
 		if err = fn(); !Transient(err) {
+			return err
+		}
+		if i+1 >= attempts && !dberr.SerializationFailure(err) {
 			return err
 		}
 		// Exponential from 5 ms, capped at 200 ms, half of it jitter, so that
@@ -35,5 +42,4 @@ func Do(ctx context.Context, attempts int, fn func() error) error {
 		case <-time.After(backoff):
 		}
 	}
-	return err
 }
