@@ -177,7 +177,7 @@ func (b *Buffer) resolve(model any, field string) (resolved, error) {
 		return resolved{}, fmt.Errorf("gormcounter: Buffer %s: %w: the model needs one primary key", c.name(), ErrInvalidCounter)
 	}
 	wc := b.counterFor(c, stmt.Schema.Table)
-	return resolved{c: wc, pk: stmt.Schema.PrimaryFields[0], hot: wc.Table.Parent + "." + wc.Column, fits: c.deltaFits}, nil
+	return resolved{c: wc, pk: stmt.Schema.PrimaryFields[0], hot: wc.Table.Parent + "." + wc.Column, fits: c.bufferedDeltaFits}, nil
 }
 
 // counterFor is the buffer's description of counter c of parent table.

@@ -38,7 +38,8 @@ var (
 
 	// ErrOverflow is wrapped by the error for an increment whose delta no
 	// total of the field's type could take (an int32 counter incremented by
-	// more than math.MaxInt32), refused before anything is written, and by
+	// more than math.MaxInt32) or a decrease that would take an unsigned
+	// counter below zero, refused before anything is written, and by
 	// the error of a load whose counter value, written by other code, does
 	// not fit the field (above math.MaxInt32 for an int32, below 0 for a
 	// uint); both name model and field. It is entcounter.ErrOverflow.

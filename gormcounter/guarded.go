@@ -1,6 +1,8 @@
 package gormcounter
 
 import (
+	"errors"
+
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
@@ -113,4 +115,41 @@ func (p *Plugin) guarded(db *gorm.DB, inc increment, t countersql.Table, key any
 		return 0, err
 	}
 	return 1, nil
+}
+
+// decrease writes a decrease of an unsigned counter (inc.floor) as a take
+// of inc.delta from each row the update targets, so that none goes below
+// zero: one row named by its key alone goes as Take goes (combined with
+// others); any other update reads the keys its conditions select (a
+// soft-delete condition, a Where) and takes from each in one transaction,
+// all or nothing.
+func (p *Plugin) decrease(db *gorm.DB, inc increment, t countersql.Table, where clause.Where) (int64, error) {
+	if key, ok := primaryKeyOnly(db.Statement); ok {
+		return p.guarded(db, inc, t, key, where)
+	}
+	s := gormSession{gormConn{db: detach(db), table: t.Parent}}
+	ctx := db.Statement.Context
+	var n int64
+	err := engine.OwnTransaction(ctx, s, func(tx engine.Session) error {
+		keys, err := engine.QueryKeys(ctx, tx, func(w countersql.Writer) { p.dialect.SelectKeys(w, t, whereCond(where)) })
+		if err != nil {
+			return err
+		}
+		takeAll := func() error {
+			for _, key := range keys {
+				if err := engine.Take(ctx, tx, p.dialect, t, inc.c.opts.Slots, key, inc.delta); err != nil && !errors.Is(err, engine.ErrNotFound) {
+					return err
+				}
+			}
+			return nil
+		}
+		if s.InTx() {
+			err = engine.InSavepoint(ctx, tx, "hc_decrease", takeAll)
+		} else {
+			err = takeAll()
+		}
+		n = int64(len(keys))
+		return err
+	})
+	return n, err
 }

@@ -67,6 +67,45 @@ func (c *counter) deltaFits(delta int64) error {
 	return nil
 }
 
+// unsigned reports whether the counter's field is an unsigned integer,
+// which a decrease must not take below zero.
+func (c *counter) unsigned() bool {
+	t := c.field.FieldType
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t.Kind() >= reflect.Uint && t.Kind() <= reflect.Uintptr
+}
+
+// decreaseAllowed returns the error for a decrease of an unsigned counter
+// that it cannot check against its floor as it writes: one kept in a
+// rollup column or in appended deltas. A decrease of an unsigned sum
+// counter is a take from its slot rows (increment.floor), refused when
+// less is left.
+func (c *counter) decreaseAllowed() error {
+	if c.opts.Mode != spec.Sum {
+		return fmt.Errorf("gormcounter: %s: %w: a decrease of an unsigned counter kept in a column (rollup or append) could take it below zero, "+
+			"which that mode cannot check as it writes; nothing was written (declare it a sum counter, the default, or give it a signed type)", c.name(), ErrOverflow)
+	}
+	return nil
+}
+
+// bufferedDeltaFits is deltaFits for a write-behind buffer, which also
+// refuses any decrease of a guarded or unsigned counter: the buffer
+// acknowledges it before it could check the floor, and a flush cannot
+// refuse what was acknowledged.
+func (c *counter) bufferedDeltaFits(delta int64) error {
+	switch {
+	case delta < 0 && c.opts.Guarded:
+		return fmt.Errorf("gormcounter: Buffer %s: %w: a buffer cannot check a decrease of %d against the stock; use gormcounter.Take",
+			c.name(), ErrNegativeGuarded, -delta)
+	case delta < 0 && c.unsigned():
+		return fmt.Errorf("gormcounter: Buffer %s: %w: a buffer cannot check a decrease of %d of an unsigned counter against zero; "+
+			"decrease it with gormcounter.Increment, which refuses one that would go below zero", c.name(), ErrOverflow, -delta)
+	}
+	return c.deltaFits(delta)
+}
+
 // name is how errors name the counter: Model.Field.
 func (c *counter) name() string { return c.model.schema.Name + "." + c.field.Name }
 

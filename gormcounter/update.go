@@ -26,6 +26,9 @@ type increment struct {
 	c     *counter
 	delta int64
 	take  bool // a Take of delta from a guarded counter
+	// floor: a decrease of an unsigned counter, written as a take of
+	// delta (> 0) from its slot rows, refused when less is left.
+	floor bool
 	set   bool // an assignment: delta is the new total
 }
 
@@ -78,7 +81,15 @@ func (p *Plugin) rewriteUpdate(db *gorm.DB) {
 		n, err := p.increment(db, inc, where)
 		p.obs.Increment(stmt.Context, parentTable(stmt), inc.c.field.DBName, time.Since(start), err)
 		if err != nil {
+			var short *engine.Shortage
 			switch {
+			case inc.floor && errors.Is(err, engine.ErrNotFound):
+				continue // no such row: nothing to decrease, as an UPDATE would find none
+			case inc.floor && errors.As(err, &short):
+				db.AddError(fmt.Errorf("gormcounter: %s: %w: a decrease of %d would take it below zero (%d left); nothing was written",
+					inc.c.name(), ErrOverflow, inc.delta, short.Left))
+			case inc.floor:
+				db.AddError(fmt.Errorf("gormcounter: decrease %s by %d: %w", inc.c.name(), inc.delta, err))
 			case inc.take && errors.Is(err, engine.ErrNotFound):
 				db.AddError(fmt.Errorf("gormcounter: take %d from %s: %w (%w)", inc.delta, inc.c.name(), gorm.ErrRecordNotFound, err))
 			case inc.take:
@@ -172,6 +183,12 @@ func incrementOf(stmt *gorm.Statement, c *counter, v any) (inc increment, ok boo
 	if c.opts.Guarded && delta < 0 {
 		return increment{}, false, fmt.Errorf("gormcounter: %s: %w: a decrease of %d could take it below zero; use gormcounter.Take, which refuses when less is left",
 			c.name(), ErrNegativeGuarded, -delta)
+	}
+	if c.unsigned() && delta < 0 {
+		if err := c.decreaseAllowed(); err != nil {
+			return increment{}, false, err
+		}
+		return increment{c: c, delta: -delta, take: true, floor: true}, true, nil
 	}
 	return increment{c: c, delta: delta}, true, nil
 }
@@ -302,6 +319,9 @@ func (p *Plugin) increment(db *gorm.DB, inc increment, where clause.Where) (int6
 	t.Parent = parent
 	if inc.set {
 		return p.set(db, inc.c, t, where, inc.delta)
+	}
+	if inc.floor {
+		return p.decrease(db, inc, t, where)
 	}
 	if inc.c.opts.Guarded {
 		if key, ok := primaryKeyOnly(stmt); ok {

@@ -206,6 +206,12 @@ func takeAcross(ctx context.Context, c Conn, d countersql.Dialect, t countersql.
 	after := make([]int64, len(parts))
 	left := amount
 	for i, p := range parts {
+		if p.n <= 0 {
+			// A row below zero (an unsigned counter's, written before its
+			// decreases were takes) keeps what it holds: it is in total.
+			after[i] = p.n
+			continue
+		}
 		x := min(p.n, left)
 		after[i], left = p.n-x, left-x
 	}
