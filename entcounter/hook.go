@@ -54,6 +54,9 @@ func counterHook(field string, ann annotation) ent.Hook {
 				// sum counter's column, which does not exist.
 				return nil, fmt.Errorf("%s.%s: %w", em.Type(), field, errNotGenerated)
 			}
+			if !ann.Rollup && em.Op().Is(ent.OpCreate) {
+				defer func() { err = upsertWroteColumn(m, field, err) }()
+			}
 			if p, ok := em.(interface{ HotCounterPin(context.Context) error }); ok {
 				// An update or delete whose predicates read a counter
 				// without a column writes the rows they select, by id.
@@ -111,6 +114,20 @@ func counterHook(field string, ann annotation) ent.Hook {
 		}
 		return self
 	}
+}
+
+// upsertWroteColumn explains the error of an upsert whose conflict update
+// (OnConflict(...).AddLikes, SetLikes, UpdateLikes, UpdateNewValues after a
+// hook set it) wrote a sum counter's column, which does not exist: ent
+// writes that update in the INSERT itself, past the hooks.
+func upsertWroteColumn(m mutation, field string, err error) error {
+	if err == nil || !m.HotCounterUpsert() || !dberr.UndefinedColumn(err) || !strings.Contains(err.Error(), field) {
+		return err
+	}
+	return fmt.Errorf("entcounter: %s.%s: the upsert's conflict update writes the counter's column, and a sum counter has none "+
+		"(OnConflict(...).Add, Set or Update of the field: ent writes them in the INSERT, past the hooks); "+
+		"nothing was written: increment it after the upsert (UpdateOneID(id).Add...), or declare it Rollup(), whose column takes them: %w",
+		m.Type(), field, err)
 }
 
 // bufferAdd hands an UpdateOne's add to a write-behind buffer (a Buffer's

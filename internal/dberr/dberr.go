@@ -159,3 +159,19 @@ func UndefinedTable(err error) bool {
 	}
 	return walk(err, func(e error) bool { return strings.Contains(e.Error(), "no such table") })
 }
+
+// UndefinedColumn reports a statement that names a column the table does
+// not have: PostgreSQL's undefined_column, MySQL's ER_BAD_FIELD_ERROR,
+// SQLite's "no such column" (a generic SQLITE_ERROR, told by its text).
+func UndefinedColumn(err error) bool {
+	if err == nil {
+		return false
+	}
+	if sqlState(err) == "42703" {
+		return true
+	}
+	if n, _ := MySQLNumber(err); n == 1054 {
+		return true
+	}
+	return walk(err, func(e error) bool { return strings.Contains(e.Error(), "no such column") })
+}
