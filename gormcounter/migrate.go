@@ -208,7 +208,7 @@ func (m counterMigrator) CreateTable(values ...any) error {
 func (m counterMigrator) DropTable(values ...any) error {
 	models, err := m.models(values)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w; DropTable dropped nothing: it finds a counter's slot tables and triggers by its declaration, so fix the tag first", err)
 	}
 	for _, md := range models {
 		if err := m.dropCountTriggers(md); err != nil {

@@ -249,6 +249,7 @@ func TestBadDeclarationsNameModelAndField(t *testing.T) {
 		}{
 			{"AutoMigrate", func() error { return e.db.AutoMigrate(c.model) }},
 			{"Find", func() error { return e.db.Find(c.model).Error }},
+			{"DropTable", func() error { return e.db.Migrator().DropTable(c.model) }},
 		} {
 			err := step.run()
 			if !errors.Is(err, gormcounter.ErrInvalidCounter) {
