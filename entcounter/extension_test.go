@@ -1,6 +1,7 @@
 package entcounter
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -120,5 +121,15 @@ func TestExtensionAndSlotsOfAgreeOnNames(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// A client generated without the extension does not compile where
+// entcounter takes one, and the compiler names the first method of Source
+// it lacks: that name says what to do.
+func TestTheCompilerNamesTheExtensionForAClientGeneratedWithoutIt(t *testing.T) {
+	src := reflect.TypeOf((*Source)(nil)).Elem()
+	if first := src.Method(0).Name; first != "GeneratedByEntcounterExtension" {
+		t.Fatalf("the first method of Source is %s: a client without the extension would be told it misses that, not the extension", first)
 	}
 }

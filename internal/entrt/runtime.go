@@ -361,7 +361,14 @@ func (r Runtime) Storages() *engine.Storages { return &r.state().storages }
 
 // Source is anything with a HotCounter method: a generated *ent.Client,
 // *ent.Tx, query or mutation.
-type Source interface{ HotCounter() Runtime }
+type Source interface {
+	// GeneratedByEntcounterExtension marks code generated with
+	// entcounter's extension. Its name is what the compiler says of a
+	// client generated without it ("missing method
+	// GeneratedByEntcounterExtension"): it sorts before HotCounter.
+	GeneratedByEntcounterExtension()
+	HotCounter() Runtime
+}
 
 func (r Runtime) Dialect() (countersql.Dialect, error) {
 	return driver.For(r.driver().Dialect())
