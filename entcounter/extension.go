@@ -283,6 +283,11 @@ func defsOf(g *gen.Graph) ([]entrt.Def, error) {
 					errs = append(errs, fmt.Sprintf("%s: %v", where, err))
 					continue
 				}
+				if bad := countersql.UnknownColumns(a.Where, c.Columns); len(bad) > 0 {
+					errs = append(errs, fmt.Sprintf("%s: Where(%q) names %s, which the rows it counts (table %s) do not have; their columns: %s",
+						where, a.Where, strings.Join(bad, ", "), c.Table, strings.Join(c.Columns, ", ")))
+					continue
+				}
 				d.Count = c
 			}
 			var slot *gen.Type

@@ -49,6 +49,7 @@ func TestExtensionReportsBadDeclarations(t *testing.T) {
 	}{
 		{"./testdata/badslots", []string{"Post.likes", "Slots(0) is out of range"}},
 		{"./testdata/badwhere", []string{"Shelf.open_count", "subquery"}},
+		{"./testdata/badwherecolumn", []string{"Shelf.open_count", "names state", "books", "status, shelf_id"}},
 		{"./testdata/bidihooks", []string{"friend_count", "bidirectional M2M edge friends", "kept by triggers"}},
 		{"./testdata/twice", []string{"Post.likes: invalid counter declaration: Slots given twice", "Post.views: invalid counter declaration: Slots and AutoSlots both given",
 			"Post.shares: invalid counter declaration: Precreate and NoPrecreate both given"}},

@@ -221,6 +221,11 @@ func (p *Plugin) countSpec(db *gorm.DB, c *counter) (countersql.Count, error) {
 			}
 			total = f.DBName
 		}
+		if bad := countersql.UnknownColumns(c.opts.Where, columnsOf(child)); len(bad) > 0 {
+			co.err = fmt.Errorf("gormcounter: %s: %w: where=%s names %s, which the rows it counts (table %s) do not have; their columns: %s",
+				c.name(), ErrInvalidCounter, c.opts.Where, strings.Join(bad, ", "), child.Table, strings.Join(columnsOf(child), ", "))
+			return
+		}
 		s := countersql.Count{
 			Table:     c.table,
 			SlotCount: c.opts.Slots,

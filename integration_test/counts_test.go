@@ -500,6 +500,12 @@ type countsWhereSubquery struct {
 	Objects []Object `gorm:"foreignKey:CategoryID"`
 }
 
+type countsWhereUnknownColumn struct {
+	ID      uint
+	N       int64    `gorm:"counter:counts=Objects,where=state = 'open' AND deleted_at IS NULL"`
+	Objects []Object `gorm:"foreignKey:CategoryID"`
+}
+
 type countsTotalByHooks struct {
 	ID    uint
 	N     int64  `gorm:"counter:counts=Files,total=size,hooks"`
@@ -507,8 +513,9 @@ type countsTotalByHooks struct {
 }
 
 // TestCountDeclarationErrors: a count that names no has-many relation, a
-// condition without a count, or a condition that reads other rows (a
-// subquery), fails AutoMigrate naming the model and field.
+// condition without a count, a condition that reads other rows (a
+// subquery) or names a column the child rows lack, fails AutoMigrate
+// naming the model and field (before any table is made).
 func TestCountDeclarationErrors(t *testing.T) {
 	parallel(t)
 	e := open(t, lite)
@@ -520,6 +527,7 @@ func TestCountDeclarationErrors(t *testing.T) {
 		{&countsBelongsTo{}, []string{"countsBelongsTo.N", "belongs_to", "has many or many to many"}},
 		{&countsWhereAlone{}, []string{"countsWhereAlone.N", "add counts="}},
 		{&countsWhereSubquery{}, []string{"countsWhereSubquery.N", "subquery"}},
+		{&countsWhereUnknownColumn{}, []string{"countsWhereUnknownColumn.N", "names state", "objects", "status"}},
 		{&countsTotalByHooks{}, []string{"countsTotalByHooks.N", "total=", "hooks"}},
 	} {
 		err := e.db.AutoMigrate(c.model)

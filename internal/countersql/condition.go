@@ -191,6 +191,66 @@ func CheckCondition(cond string) error {
 	return nil
 }
 
+// conditionWords are the words of a condition that name no column: SQL's
+// operators, literals, CASE, type and interval words, and the niladic
+// functions written without parentheses.
+var conditionWords = map[string]bool{}
+
+func init() {
+	for _, w := range strings.Fields(`and or not is null true false unknown in like ilike glob regexp rlike match
+		similar to between symmetric case when then else end escape collate as distinct from div mod xor any all some
+		exists array binary date time timestamp interval with without zone at local year month day hour minute second
+		week quarter microsecond current_date current_time current_timestamp localtime localtimestamp current_user
+		session_user user nocase rtrim asc desc signed unsigned integer int bigint smallint text char varchar
+		boolean bool real double precision decimal numeric float json jsonb uuid`) {
+		conditionWords[w] = true
+	}
+}
+
+// UnknownColumns returns the words of cond that stand where a column would
+// and name none of columns (case-insensitively): a count's where=
+// condition naming a column its child rows do not have, caught where the
+// counter is declared instead of when the database first runs it. Words
+// that are qualified, call a function, follow a cast (::) or are SQL's own
+// are left alone; quoted text is never read as a column.
+func UnknownColumns(cond string, columns []string) []string {
+	d := Dialect{mysql} // the widest quoting: '...' and "..." are strings, `...` identifiers
+	toks := d.lexCondition(cond)
+	next := func(i, step int) string {
+		for j := i + step; j >= 0 && j < len(toks); j += step {
+			if strings.TrimSpace(toks[j].text) != "" {
+				return toks[j].text
+			}
+		}
+		return ""
+	}
+	var out []string
+	seen := map[string]bool{}
+	for i, t := range toks {
+		if t.ident == "" || next(i, -1) == "." || next(i, 1) == "." || next(i, 1) == "(" || next(i, -1) == ":" {
+			continue
+		}
+		if t.bare && i+1 < len(toks) && strings.HasPrefix(toks[i+1].text, "'") {
+			continue // a typed literal: DATE '2024-01-01', E'...', X'ff'
+		}
+		if t.bare && conditionWords[strings.ToLower(t.ident)] {
+			continue
+		}
+		known := false
+		for _, col := range columns {
+			if strings.EqualFold(col, t.ident) {
+				known = true
+				break
+			}
+		}
+		if !known && !seen[strings.ToLower(t.ident)] {
+			seen[strings.ToLower(t.ident)] = true
+			out = append(out, t.ident)
+		}
+	}
+	return out
+}
+
 // Piece is a part of SQL text split by [Dialect.ColumnRefs]: text as
 // written, holding Binds '?' placeholders, or (Column != "") a reference to
 // one of the columns asked for, qualifier and quotes included.

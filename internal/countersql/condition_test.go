@@ -183,3 +183,26 @@ func TestRefersKeepsABoundedNumberOfAnswers(t *testing.T) {
 		t.Fatalf("a text of %d bytes was kept, want none over %d", len(long), refersText)
 	}
 }
+
+func TestUnknownColumnsNamesOnlyWordsThatWouldBeMissingColumns(t *testing.T) {
+	cols := []string{"id", "status", "deleted_at", "score", "data"}
+	for _, tc := range []struct {
+		cond string
+		want []string
+	}{
+		{"status = 'open'", nil},
+		{"Status IN ('open', 'held') AND deleted_at IS NULL", nil},
+		{"LOWER(status) = 'open' OR COALESCE(score, 0) > 2", nil},
+		{"CAST(score AS DECIMAL(10, 2)) > 1.5e3 AND status::text <> 'x'", nil},
+		{"deleted_at > CURRENT_TIMESTAMP - INTERVAL '1 day' AND data->>'k' = \"v\"", nil},
+		{"status IS NOT DISTINCT FROM 'open' AND score BETWEEN 1 AND 3", nil},
+		{"created_at > DATE '2024-01-01'", []string{"created_at"}},
+		{"state = 'open' AND `kind` = 1 AND state <> 'x'", []string{"state", "kind"}},
+		{"t.status = 'open'", nil}, // qualified: CheckCondition refuses it
+	} {
+		got := UnknownColumns(tc.cond, cols)
+		if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+			t.Errorf("UnknownColumns(%q) = %q, want %q", tc.cond, got, tc.want)
+		}
+	}
+}
