@@ -219,8 +219,8 @@ func foldLeftoversNow(r entrt.Runtime, left []engine.Leftover) error {
 	return err
 }
 
-// repairCounts installs the missing triggers of the counts whose tables
-// exist, and recounts them, and drops the triggers left on the child table
+// repairCounts installs the missing or outdated triggers of the counts
+// whose tables exist, and recounts them, and drops the triggers left on the child table
 // of a count that hooks keep: a first Schema.Create without WithCounters
 // creates the tables, and a change of a count from triggers to hooks
 // changes no table, so that a later migration with it has nothing to
@@ -238,22 +238,10 @@ func repairCounts(r entrt.Runtime, current *atlasschema.Schema) error {
 		if d.Count == nil || !tableNamed(current, d.Count.Table) || !tableNamed(current, d.SlotTable) {
 			continue
 		}
-		if d.Count.Hooks {
-			if _, err := st.InstallCountTriggers(ctx, s, d.Counter(dl), d.CountSpec(), true); err != nil {
-				return err
-			}
-			continue
-		}
-		// Only where some are missing: a migration that found them all
-		// leaves them be.
-		gone, err := engine.CountTriggersMissing(ctx, s, dl, d.CountSpec())
-		if err != nil {
-			return fmt.Errorf("entcounter: read the triggers that keep %s (counts %s): %w", d.Name(), d.Count.Table, err)
-		}
-		if !gone {
-			continue
-		}
-		if missing[d.Name()], err = st.InstallCountTriggers(ctx, s, d.Counter(dl), d.CountSpec(), false); err != nil {
+		// Triggers all there as this release makes them send no DDL; those
+		// missing, or made for another definition of the count (a changed
+		// Where), are installed and the count recounted.
+		if missing[d.Name()], err = st.InstallCountTriggers(ctx, s, d.Counter(dl), d.CountSpec(), d.Count.Hooks); err != nil {
 			return err
 		}
 	}

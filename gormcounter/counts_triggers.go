@@ -63,7 +63,9 @@ func (m counterMigrator) installCounts(values []any, models []*model, created ma
 		s := gormSession{gormConn{db: m.db, table: c.table.Parent}}
 		// Triggers that should have been there (dropped, restored from a
 		// dump without them, migrated before the plugin was registered)
-		// missed the child rows written meanwhile: they are recounted.
+		// missed the child rows written meanwhile, and triggers of another
+		// definition (a changed where=) counted by another rule: the count
+		// is recounted.
 		missing, err := st.InstallCountTriggers(ctx, s, c.engine(), cs, c.opts.Hooks)
 		if err != nil {
 			return err
@@ -75,7 +77,7 @@ func (m counterMigrator) installCounts(values []any, models []*model, created ma
 			}
 			switch {
 			case !created[c]:
-				m.db.Logger.Warn(ctx, "gormcounter: %s: its triggers on %s were missing: installed them and recounted, %d parents corrected", c.name(), cs.Child, n)
+				m.db.Logger.Warn(ctx, "gormcounter: %s: its triggers on %s were missing or made for another definition of the count: installed them and recounted, %d parents corrected", c.name(), cs.Child, n)
 			case n > 0:
 				m.db.Logger.Warn(ctx, "gormcounter: %s: counted the %s rows that existed before the count: %d parents set", c.name(), cs.Child, n)
 			}

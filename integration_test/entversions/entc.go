@@ -1,6 +1,6 @@
 //go:build ignore
 
-// Generates the eight versions. Run: go generate ./integration_test/entversions
+// Generates the nine versions. Run: go generate ./integration_test/entversions
 package main
 
 import (
@@ -14,7 +14,7 @@ import (
 
 func main() {
 	const module = "github.com/hotcounter/hotcounter/integration_test/entversions/"
-	for _, v := range []string{"sum16", "rollup", "deltas", "sum64", "plain", "noext", "remarks", "remarked"} {
+	for _, v := range []string{"sum16", "rollup", "deltas", "sum64", "plain", "noext", "remarks", "remarked", "remarkedkind"} {
 		cfg := &gen.Config{Target: "./" + v, Package: module + v, Features: []gen.Feature{gen.FeatureUpsert}}
 		var opts []entc.Option
 		if v != "noext" { // noext: a schema with a counter, generated without the extension

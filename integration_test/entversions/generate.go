@@ -6,7 +6,8 @@
 // and one generated without entcounter's extension (noext), whose every
 // operation must say how to generate it. Two more are a reel and its
 // remarks, first not counted (remarks), then counted (remarked): a count
-// added by a later release over existing rows.
+// added by a later release over existing rows, then counted under a
+// condition (remarkedkind): a count whose definition a release changes.
 // The tests migrate one database from version to version and check that no
 // play is lost or counted twice. Generated code is committed; .ci/run
 // regenerates it and fails on a difference.

@@ -276,9 +276,12 @@ func everyParent(w countersql.Writer) { w.WriteString("1=1") }
 // where hooks keep the count (hooks), none: those left from when triggers
 // kept it, which would count each child write a second time, are dropped
 // (only when there are some: a DROP TRIGGER locks the child table); else
-// installed afresh. It reports whether triggers that should have been
-// there were missing: the child rows written meanwhile were not counted,
-// and the caller recounts (CountExisting). The statements run in a
+// installed afresh. It reports whether the caller must recount
+// (CountExisting): triggers that should have been there were missing (the
+// child rows written meanwhile were not counted), or those there were
+// made for another definition of the count (its condition, its child
+// column or the library's trigger body changed), so the counts held were
+// counted by another rule. The statements run in a
 // transaction of s's own, or in s's (on MySQL/MariaDB each DDL statement
 // commits anyway, and they run one by one).
 func (st Store) InstallCountTriggers(ctx context.Context, s Session, c Counter, count countersql.Count, hooks bool) (missing bool, err error) {
@@ -319,9 +322,8 @@ func (st Store) InstallCountTriggers(ctx context.Context, s Session, c Counter, 
 				return false, fmt.Errorf("%s: %s: %w", st.Pkg, c.Name, err)
 			}
 		}
-		if missing, err = CountTriggersMissing(ctx, s, d, count); err != nil {
-			return false, fmt.Errorf("%s: read the triggers that keep %s (counts %s): %w", st.Pkg, c.Name, count.Child, err)
-		}
+		// Missing or made for another definition: recounted either way.
+		missing = true
 	}
 	if err := driverOf(d).DDL(ctx, s, steps); err != nil {
 		return false, fmt.Errorf("%s: install the triggers that keep %s (counts %s): %w", st.Pkg, c.Name, count.Child, err)
