@@ -179,29 +179,13 @@ func notInTx(name string) error {
 //
 //	go entcounter.RollupLoop(ctx, client, time.Second, nil)
 func RollupLoop(ctx context.Context, src Source, interval time.Duration, onError func(error)) error {
-	if interval <= 0 {
-		return fmt.Errorf("entcounter: RollupLoop: interval must be positive, got %v", interval)
-	}
-	r, err := clientOnly(src, "RollupLoop")
+	st, s, err := ownPass(src.HotCounter(), "RollupLoop")
 	if err != nil {
 		return err
 	}
-	work := context.WithoutCancel(ctx)
-	stop := func() bool { return ctx.Err() != nil }
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		if err := rollup(work, r, stop); err != nil {
-			if onError != nil {
-				onError(err)
-			} else {
-				log.Printf("entcounter: rollup pass failed (will retry): %v", err)
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	if onError == nil {
+		onError = func(err error) { log.Printf("entcounter: rollup pass failed (will retry): %v", err) }
 	}
+	session := func(context.Context) engine.Session { return s }
+	return st.RollupLoop(ctx, interval, session, src.HotCounter().Counters(st.Dialect, func(d entrt.Def) bool { return d.Rollup }), onError)
 }

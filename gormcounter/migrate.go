@@ -264,15 +264,11 @@ func (m counterMigrator) checkForeignKeys(models []*model) error {
 	if len(models) == 0 {
 		return nil
 	}
-	pragma := m.plugin.dialect.ForeignKeysPragma()
-	if pragma == "" {
-		return nil
+	off, err := engine.ForeignKeysOff(m.db.Statement.Context, gormConn{db: m.db}, m.plugin.dialect)
+	if err != nil {
+		return fmt.Errorf("gormcounter: %w", err)
 	}
-	var on int
-	if err := querySQL(m.db, "", func(w countersql.Writer) { w.WriteString(pragma) }).Row().Scan(&on); err != nil {
-		return fmt.Errorf("gormcounter: read PRAGMA foreign_keys: %w", err)
-	}
-	if on == 0 {
+	if off {
 		return fmt.Errorf("gormcounter: migrate %s: %w: a deleted %s would leave its counters' slot rows behind", models[0].schema.Name, ErrForeignKeysOff, models[0].schema.Name)
 	}
 	return nil

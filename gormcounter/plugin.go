@@ -126,13 +126,13 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 		return err
 	}
 	recording := records(db)
-	if pragma := d.ForeignKeysPragma(); pragma != "" && !recording {
+	if !recording {
 		// See checkForeignKeys: refused before any write is counted.
-		var on int
-		if err := db.Raw(pragma).Row().Scan(&on); err != nil {
-			return fmt.Errorf("gormcounter: read %s: %w", pragma, err)
+		off, err := engine.ForeignKeysOff(db.Statement.Context, gormConn{db: db.Session(&gorm.Session{NewDB: true})}, d)
+		if err != nil {
+			return fmt.Errorf("gormcounter: %w", err)
 		}
-		if on == 0 {
+		if off {
 			return fmt.Errorf("gormcounter: %w: a deleted row would leave its counters' slot rows behind", ErrForeignKeysOff)
 		}
 	}

@@ -50,31 +50,15 @@ func (p *Plugin) rollup(db *gorm.DB, counters []*counter, stop func() bool) erro
 //
 //	go gormcounter.RollupLoop(ctx, db, time.Second, nil, &Post{})
 func RollupLoop(ctx context.Context, db *gorm.DB, interval time.Duration, onError func(error), models ...any) error {
-	if interval <= 0 {
-		return fmt.Errorf("gormcounter: RollupLoop: interval must be positive, got %v", interval)
-	}
 	p, counters, err := rollupCounters(db, models)
 	if err != nil {
 		return err
 	}
-	db = db.WithContext(context.WithoutCancel(ctx))
-	stop := func() bool { return ctx.Err() != nil }
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		if err := p.rollup(db, counters, stop); err != nil {
-			if onError != nil {
-				onError(err)
-			} else {
-				db.Logger.Error(ctx, "gormcounter: rollup pass failed (will retry): %v", err)
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	if onError == nil {
+		onError = func(err error) { db.Logger.Error(ctx, "gormcounter: rollup pass failed (will retry): %v", err) }
 	}
+	session := func(work context.Context) engine.Session { return passSession(db.WithContext(work)) }
+	return p.store().RollupLoop(ctx, interval, session, engineCounters(counters), onError)
 }
 
 // rollupCounters returns db's plugin and the rollup counters of models; a

@@ -151,6 +151,22 @@ func QueryKeys(ctx context.Context, c Conn, build func(countersql.Writer)) ([]an
 	return keys, rows.Err()
 }
 
+// ForeignKeysOff reports whether the connection leaves foreign keys
+// unenforced where the database lets a connection choose (SQLite's
+// PRAGMA foreign_keys): a deleted parent would then keep its slot rows,
+// which the slot table's ON DELETE CASCADE removes. Elsewhere it is false.
+func ForeignKeysOff(ctx context.Context, c Conn, d countersql.Dialect) (bool, error) {
+	pragma := d.ForeignKeysPragma()
+	if pragma == "" {
+		return false, nil
+	}
+	on, err := QueryInt(ctx, c, func(w countersql.Writer) { w.WriteString(pragma) })
+	if err != nil {
+		return false, fmt.Errorf("read %s: %w", pragma, err)
+	}
+	return on == 0, nil
+}
+
 // QueryInt runs a query written by countersql whose one row is one integer.
 func QueryInt(ctx context.Context, c Conn, build func(countersql.Writer)) (int64, error) {
 	rows, err := c.Query(ctx, build)

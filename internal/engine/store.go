@@ -70,6 +70,33 @@ func (st Store) RollupPass(ctx context.Context, s Session, counters []Counter, s
 	return nil
 }
 
+// RollupLoop runs RollupPass at once and then every interval until ctx is
+// done, and then returns nil. The passes run under ctx without its
+// cancellation: cancelling ctx lets the batch in progress commit and
+// stops before the next one, so no fold is left half done. A failed pass
+// is handed to report and retried at the next tick. s is the session the
+// passes run on, made for the uncancelled context by session.
+func (st Store) RollupLoop(ctx context.Context, interval time.Duration, session func(context.Context) Session, counters []Counter, report func(error)) error {
+	if interval <= 0 {
+		return fmt.Errorf("%s: RollupLoop: interval must be positive, got %v", st.Pkg, interval)
+	}
+	work := context.WithoutCancel(ctx)
+	s := session(work)
+	stop := func() bool { return ctx.Err() != nil }
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if err := st.RollupPass(work, s, counters, stop); err != nil {
+			report(err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
 // MoveToSlots moves the values that sum counters hold in a parent column
 // of their own name onto slot rows (MoveColumns), each counter in turn,
 // folding first the delta rows an append counter left into that column.

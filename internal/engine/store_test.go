@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	_ "github.com/glebarez/go-sqlite" // the pure-Go SQLite driver, "sqlite"
 
@@ -367,5 +368,37 @@ func TestEnginePrepareColumnRefusesAParentWithoutAKey(t *testing.T) {
 	f.exec("CREATE UNIQUE INDEX posts_id ON posts (id)")
 	if _, _, err := f.store.PrepareColumn(f.ctx, f.s.sqlConn, f.c); err != nil {
 		t.Fatalf("PrepareColumn with a unique index on id: %v", err)
+	}
+}
+
+// RollupLoop folds at once and at every tick, hands a failed pass to its
+// report and goes on, and returns nil once its context is done; a
+// non-positive interval is refused before any pass.
+func TestEngineRollupLoopFoldsUntilItsContextIsDone(t *testing.T) {
+	f := newFixture(t, spec.Options{Mode: spec.Rollup, Slots: 4}, 2)
+	session := func(context.Context) engine.Session { return f.s }
+	if err := f.store.RollupLoop(f.ctx, 0, session, []engine.Counter{f.c}, func(error) {}); err == nil {
+		t.Fatal("RollupLoop accepted an interval of 0")
+	}
+	if _, err := f.increment(f.s, f.ids, 3); err != nil {
+		t.Fatal(err)
+	}
+	broken := f.c
+	broken.Table.Slots = "no_such_slots"
+	var reported atomic.Int64
+	ctx, cancel := context.WithCancel(f.ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- f.store.RollupLoop(ctx, time.Millisecond, session, []engine.Counter{f.c, broken}, func(error) { reported.Add(1) })
+	}()
+	for f.count("SELECT COUNT(*) FROM post_views_slots") > 0 || reported.Load() < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("RollupLoop after its context was done: %v, want nil", err)
+	}
+	if got := f.count("SELECT SUM(views) FROM posts"); got != 6 {
+		t.Fatalf("the columns hold %d after the loop, want 6 (3 for each post)", got)
 	}
 }
