@@ -134,3 +134,14 @@ func TestTheCompilerNamesTheExtensionForAClientGeneratedWithoutIt(t *testing.T) 
 		t.Fatalf("the first method of Source is %s: a client without the extension would be told it misses that, not the extension", first)
 	}
 }
+
+// SlotsOf given something other than a schema's Type method fails
+// generation with ent's error for the field, naming SlotsOf and what to
+// pass, as ent reports a field's error (Descriptor.Err), not as a panic of
+// the mixin.
+func TestSlotsOfAnOwnerThatIsNotASchemaFailsGeneration(t *testing.T) {
+	_, err := entc.LoadGraph("./testdata/badowner", &gen.Config{})
+	if err == nil || !strings.Contains(err.Error(), `SlotsOf(Post, "likes")`) || !strings.Contains(err.Error(), "Type method") || strings.Contains(err.Error(), "panic") {
+		t.Fatalf("loading a SlotsOf(\"Post\", ...): %v, want an error naming SlotsOf and the Type method", err)
+	}
+}

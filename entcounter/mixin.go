@@ -160,7 +160,9 @@ type slotsMixin struct {
 
 func (m slotsMixin) Fields() []ent.Field {
 	if m.err != nil {
-		panic(fmt.Sprintf("entcounter: SlotsOf(%s, %q): %v", m.ownerName, m.field, m.err))
+		// ent reports a field's error at generation (Descriptor.Err).
+		return []ent.Field{errField{Field: field.Int16(countersql.SlotColumn),
+			err: fmt.Errorf("entcounter: SlotsOf(%s, %q): %w", m.ownerName, m.field, m.err)}}
 	}
 	if m.deltas {
 		return []ent.Field{m.keyField, field.Int64(countersql.ValueColumn).Immutable()}
@@ -176,7 +178,23 @@ func (m slotsMixin) Fields() []ent.Field {
 	}
 }
 
+// errField is a field whose descriptor carries err, which ent's loader
+// reports naming the field.
+type errField struct {
+	ent.Field
+	err error
+}
+
+func (f errField) Descriptor() *field.Descriptor {
+	d := f.Field.Descriptor()
+	d.Err = f.err
+	return d
+}
+
 func (m slotsMixin) Edges() []ent.Edge {
+	if m.err != nil {
+		return nil // the owner is not a schema: Fields carries the error
+	}
 	e := edge.To(snake(m.ownerName), m.owner).Field(m.ownerKey()).Unique().Required().Immutable().
 		Annotations(entsql.OnDelete(entsql.Cascade))
 	if sym := foreignKeySymbol(m.prefix+"_"+m.field+tableSuffix(m.deltas), m.table, snake(m.ownerName)); sym != "" {
