@@ -32,12 +32,14 @@
 //     replaced by one holding v (rollup: the column is set and the pending
 //     slots removed), in one transaction; Create().SetLikes(v) starts the
 //     post at v. GORM's Update("likes", v) and Create mean the same.
-//   - Get, Only, All and eager loading (WithPosts) fill sum counters exactly
-//     with one grouped query per load; rollup counters read their cached
-//     column, or column + pending slots under [WithLive].
+//   - Get, Only, All and eager loading (WithPosts) fill sum counters
+//     exactly: Get, Only and First in the load's own statement, loads of
+//     many rows and eager-loaded edges with one grouped query per
+//     statement; rollup counters read their cached column, or column +
+//     pending slots under [WithLive].
 //   - [RollupPass] and [RollupLoop] fold pending slots into rollup columns.
-//   - [Counts] makes a counter the number of rows an O2M edge reaches
-//     ([Where] limits it); [WithCounters] or [InstallTriggers] creates the
+//   - [Counts] makes a counter the number of rows an O2M or M2M edge
+//     reaches, or two O2M edges ("children.products") ([Where] limits it); [WithCounters] or [InstallTriggers] creates the
 //     triggers that keep it, and [Recount] repairs drift.
 //   - A plain field that becomes a counter keeps its counts: loads add the
 //     column to the slots until [MoveToSlots] empties it; [WithCounters]

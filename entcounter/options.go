@@ -65,13 +65,16 @@ func NoPrecreate() Option {
 // concurrent writers. On SQLite it changes nothing.
 func SkipLocked() Option { return func(o *spec.Options) { o.Give("SkipLocked"); o.SkipLocked = true } }
 
-// Counts makes the counter the number of rows of the child schema that the
-// parent's O2M edge (named edge) reaches: a count of child rows. Triggers
-// that [InstallTriggers] creates keep it on every insert, delete and move,
-// raw SQL included; [Recount] repairs drift. The field cannot be added to or
-// set: it changes only when child rows do.
+// Counts makes the counter the number of rows that the parent's edge
+// (named edge) reaches: the child rows of an O2M edge, the rows of an M2M
+// edge's join table (or edge schema) that name the parent, or through two
+// O2M edges ("children.products") the rows of the second. Triggers that
+// [InstallTriggers] creates keep it on every insert, delete and move, raw
+// SQL included ([ByHooks]: ent hooks instead); [Recount] repairs drift. The
+// field cannot be added to or set: it changes only when those rows do.
 //
 //	entcounter.Counter("object_count", entcounter.Counts("objects"))
+//	entcounter.Counter("follower_count", entcounter.Counts("followers")) // M2M
 func Counts(edge string) Option { return func(o *spec.Options) { o.Give("Counts"); o.Counts = edge } }
 
 // Total makes a count ([Counts]) a running total: each counted child row

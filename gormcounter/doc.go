@@ -67,7 +67,9 @@
 // # Counts of child rows
 //
 // counts=<relation> makes the counter the number of child rows of a has-many
-// relation, optionally only those matching where=<SQL> (the last option);
+// relation (a polymorphic one too), of the join rows of a many-to-many
+// relation, or of two has-many levels (counts=Children.Products),
+// optionally only those matching where=<SQL> (the last option);
 // soft-deleted rows do not count:
 //
 //	ObjectCount int64 `gorm:"counter:counts=Objects"`

@@ -1,7 +1,6 @@
 package gormcounter
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -138,7 +137,7 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 	}
 	p.dialect = d
 	if p.obs == nil {
-		obs, err := observe.New(observe.Config{System: engine.System(context.Background(), gormConn{db: db.Session(&gorm.Session{NewDB: true})}, p.dialect, p.cfg.MeterProvider != nil), Keys: p.cfg.HotKeys.Keys, Window: p.cfg.HotKeys.Window,
+		obs, err := observe.New(observe.Config{System: engine.System(db.Statement.Context, gormConn{db: db.Session(&gorm.Session{NewDB: true})}, p.dialect, p.cfg.MeterProvider != nil), Keys: p.cfg.HotKeys.Keys, Window: p.cfg.HotKeys.Window,
 			Off: p.cfg.HotKeys.Off, MeterProvider: p.cfg.MeterProvider})
 		if err != nil {
 			return err
