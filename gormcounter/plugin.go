@@ -170,6 +170,9 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 			return cb.Update().After("gormcounter:rewrite_update").Before("gorm:update").
 				Register("gormcounter:hotkeys", p.countPlainIncrements)
 		},
+		func() error {
+			return cb.Update().Before("gorm:begin_transaction").Register("gormcounter:no_default_transaction", p.skipDefaultTransaction)
+		},
 		func() error { return p.guardParentUpdate(db) },
 		func() error {
 			return cb.Create().After("gorm:before_create").Before("gorm:create").Register("gormcounter:check_start", p.checkStart)

@@ -121,6 +121,52 @@ func (p *Plugin) rewriteUpdate(db *gorm.DB) {
 	}
 }
 
+// skipDefaultTransaction runs before GORM opens its default transaction
+// for an update. When the update writes one counter and nothing else, on a
+// model without BeforeSave, BeforeUpdate, AfterUpdate or AfterSave hooks
+// (or with them skipped), outside the caller's transaction, GORM opens
+// none: the increment is written as Increment writes it, its own statement
+// (retried on a serialization failure or deadlock, combined with
+// concurrent increments of the row), where the transaction would hold a
+// connection for nothing and turn a SERIALIZABLE conflict into the
+// caller's error. Any other update is left to GORM's transaction, atomic
+// with the rest.
+func (p *Plugin) skipDefaultTransaction(db *gorm.DB) {
+	stmt := db.Statement
+	if db.Error != nil || db.DryRun || db.Config.SkipDefaultTransaction || stmt.Schema == nil {
+		return
+	}
+	if _, inTx := stmt.ConnPool.(gorm.TxCommitter); inTx {
+		return
+	}
+	if s := stmt.Schema; !stmt.SkipHooks && (s.BeforeSave || s.BeforeUpdate || s.AfterUpdate || s.AfterSave) {
+		return
+	}
+	if _, set := stmt.Clauses["SET"]; set {
+		return
+	}
+	dest, ok := stmt.Dest.(map[string]any)
+	if !ok || len(dest) != 1 {
+		return
+	}
+	m, err := p.model(db, stmt.Schema)
+	if err != nil || m == nil {
+		return
+	}
+	for name, v := range dest {
+		c := m.lookup(name)
+		if c == nil {
+			return
+		}
+		if inc, ok, err := incrementOf(stmt, c, v); err != nil || !ok || inc.set {
+			return
+		}
+	}
+	cfg := *db.Config
+	cfg.SkipDefaultTransaction = true
+	db.Config = &cfg
+}
+
 // takeIncrements takes the counter assignments out of an update's map (or
 // pointer to one) and SET clause, in counter order, and returns them with
 // the number of other assignments left for GORM. An assignment that is not
