@@ -221,9 +221,10 @@ func (p *Plugin) countSpec(db *gorm.DB, c *counter) (countersql.Count, error) {
 			}
 			total = f.DBName
 		}
-		if bad := countersql.UnknownColumns(c.opts.Where, columnsOf(child)); len(bad) > 0 {
+		columns := columnsOf(child)
+		if bad := countersql.UnknownColumns(c.opts.Where, columns); len(bad) > 0 {
 			co.err = fmt.Errorf("gormcounter: %s: %w: where=%s names %s, which the rows it counts (table %s) do not have; their columns: %s",
-				c.name(), ErrInvalidCounter, c.opts.Where, strings.Join(bad, ", "), child.Table, strings.Join(columnsOf(child), ", "))
+				c.name(), ErrInvalidCounter, c.opts.Where, strings.Join(bad, ", "), child.Table, strings.Join(columns, ", "))
 			return
 		}
 		s := countersql.Count{
@@ -231,7 +232,7 @@ func (p *Plugin) countSpec(db *gorm.DB, c *counter) (countersql.Count, error) {
 			SlotCount: c.opts.Slots,
 			Child:     child.Table,
 			Ref:       ref,
-			Columns:   columnsOf(child),
+			Columns:   columns,
 			Where:     co.where(c.opts.Where),
 			Sum:       total,
 			Across:    across,

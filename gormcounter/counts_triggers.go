@@ -66,11 +66,11 @@ func (m counterMigrator) installCounts(values []any, models []*model, created ma
 		// missed the child rows written meanwhile, and triggers of another
 		// definition (a changed where=) counted by another rule: the count
 		// is recounted.
-		missing, err := st.InstallCountTriggers(ctx, s, c.engine(), cs, c.opts.Hooks)
+		recount, err := st.InstallCountTriggers(ctx, s, c.engine(), cs, c.opts.Hooks)
 		if err != nil {
 			return err
 		}
-		if created[c] || missing {
+		if created[c] || recount {
 			n, err := st.CountExisting(ctx, s, c.engine(), cs)
 			if err != nil {
 				return err

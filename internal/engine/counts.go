@@ -284,7 +284,7 @@ func everyParent(w countersql.Writer) { w.WriteString("1=1") }
 // counted by another rule. The statements run in a
 // transaction of s's own, or in s's (on MySQL/MariaDB each DDL statement
 // commits anyway, and they run one by one).
-func (st Store) InstallCountTriggers(ctx context.Context, s Session, c Counter, count countersql.Count, hooks bool) (missing bool, err error) {
+func (st Store) InstallCountTriggers(ctx context.Context, s Session, c Counter, count countersql.Count, hooks bool) (recount bool, err error) {
 	d := st.Dialect
 	steps := d.DropCountTriggers(count)
 	if hooks {
@@ -323,12 +323,12 @@ func (st Store) InstallCountTriggers(ctx context.Context, s Session, c Counter, 
 			}
 		}
 		// Missing or made for another definition: recounted either way.
-		missing = true
+		recount = true
 	}
 	if err := driverOf(d).DDL(ctx, s, steps); err != nil {
 		return false, fmt.Errorf("%s: install the triggers that keep %s (counts %s): %w", st.Pkg, c.Name, count.Child, err)
 	}
-	return missing, nil
+	return recount, nil
 }
 
 // triggerReplacer is a Driver that replaces triggers in place where the
