@@ -129,7 +129,7 @@ func Compact(ctx context.Context, conn Conn, d countersql.Dialect, t countersql.
 		return QueryKeys(ctx, conn, func(w countersql.Writer) { u.CrowdedOwners(w, t, after, batch*split) })
 	}
 	var last string // the id of the last transaction, while its rows may not be reusable yet
-	_, err = walk(batch*split, func() bool { return false }, owners, func(owners []any) error {
+	_, err = walk(ctx, batch*split, func() bool { return false }, owners, func(owners []any) error {
 		parts := split
 		if len(owners) <= batch {
 			parts = 1 // a pass of a batch or less is one transaction

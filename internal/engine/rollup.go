@@ -63,7 +63,7 @@ func foldAll(ctx context.Context, conn Conn, d countersql.Dialect, t countersql.
 	inTx func(ctx context.Context, fn func(Conn) error) error) (int64, error) {
 	foldBatch := driverOf(d).Fold
 	owners := func(after any) ([]any, error) { return PendingOwners(ctx, conn, d, t, after, batch) }
-	return walk(batch, stop, owners, func(owners []any) error {
+	return walk(ctx, batch, stop, owners, func(owners []any) error {
 		return retry.Do(ctx, FoldAttempts, func() error {
 			return inTx(ctx, func(tx Conn) error { return foldBatch(ctx, tx, t, owners) })
 		})
@@ -72,12 +72,17 @@ func foldAll(ctx context.Context, conn Conn, d countersql.Dialect, t countersql.
 
 // walk runs apply on the owners that list returns, a batch at a time,
 // until list returns a short batch or stop says so. It returns how many
-// owners the batches that apply finished held.
-func walk(batch int, stop func() bool, list func(after any) ([]any, error), apply func(owners []any) error) (int64, error) {
+// owners the batches that apply finished held. A list read that the
+// database aborted is read again (readAgain).
+func walk(ctx context.Context, batch int, stop func() bool, list func(after any) ([]any, error), apply func(owners []any) error) (int64, error) {
 	var after any
 	var done int64
 	for !stop() {
-		owners, err := list(after)
+		var owners []any
+		err := readAgain(ctx, func() (err error) {
+			owners, err = list(after)
+			return err
+		})
 		if err != nil {
 			return done, err
 		}
@@ -126,19 +131,34 @@ func foldDeltas(ctx context.Context, c Conn, d countersql.Dialect, t countersql.
 }
 
 func deltaBatchEnd(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table, after int64, limit int) (int64, bool, error) {
-	rows, err := c.Query(ctx, func(w countersql.Writer) { d.DeltaBatchEnd(w, t, after, limit) })
-	if err != nil {
-		return 0, false, err
-	}
-	defer rows.Close()
 	var end sql.NullInt64
-	for rows.Next() {
-		if err := rows.Scan(&end); err != nil {
-			return 0, false, err
+	err := readAgain(ctx, func() error {
+		end = sql.NullInt64{}
+		rows, err := c.Query(ctx, func(w countersql.Writer) { d.DeltaBatchEnd(w, t, after, limit) })
+		if err != nil {
+			return err
 		}
-	}
-	return end.Int64, end.Valid, rows.Err()
+		defer rows.Close()
+		for rows.Next() {
+			if err := rows.Scan(&end); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	})
+	return end.Int64, end.Valid, err
 }
 
 // DeleteChunk bounds the rows of one DELETE of an append fold.
 const DeleteChunk = 10000
+
+// readAgain runs read, a pass's read of the rows it will work on outside
+// its transactions, again while the database aborts it for a reason that
+// another attempt clears. Under SERIALIZABLE, PostgreSQL cancels even a
+// read-only statement when a transaction whose rows it read committed
+// while it ran, after reading what a third had since changed ("conflict
+// out to old pivot"): a pass beside writers in transactions meets it.
+// The read changes nothing, so reading again is safe.
+func readAgain(ctx context.Context, read func() error) error {
+	return retry.Do(ctx, FoldAttempts, read)
+}
