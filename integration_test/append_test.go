@@ -97,7 +97,7 @@ var foldRuns atomic.Int64
 func TestAppendFoldSurvivesCutConnections(t *testing.T) {
 	eachORM(t, func(t *testing.T, o counterORM) {
 		id := o.create(t, modelStory)
-		proxy := newCuttingProxy(t, "127.0.0.1:5432")
+		proxy := newCuttingProxy(t, pgAddr(t))
 		// The folder's sessions, by a name of this run's own: the other
 		// ORM's run kills its own at the same time.
 		app := "hc_fold_fault_" + strconv.FormatInt(foldRuns.Add(1), 10)

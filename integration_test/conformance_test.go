@@ -204,6 +204,7 @@ func exactly(t testing.TB, o counterORM, model string, id int64, field string) i
 // for eachDB), on a migrated schema of its own.
 func eachORM(t *testing.T, fn func(t *testing.T, o counterORM), opts ...option) {
 	t.Helper()
+	conformanceTest(t)
 	parallel(t)
 	var oo openOptions
 	for _, opt := range opts {
@@ -911,6 +912,7 @@ func (o entORM) hotKeys(_ testing.TB, k int) []gormcounter.HotKey {
 // the server the parent holds all have.
 func eachORMInTurn(t *testing.T, kind dbKind, fn func(t *testing.T, o counterORM), opts ...option) {
 	t.Helper()
+	conformanceTest(t)
 	t.Run("gorm", func(t *testing.T) {
 		serial(t)
 		e := open(t, kind, opts...)

@@ -115,6 +115,7 @@ func eachCountScene(t *testing.T, fn func(t *testing.T, s countScene)) {
 // (or those that opts name with on).
 func eachCountSceneKeptBy(t *testing.T, triggers, hooks bool, fn func(t *testing.T, s countScene), opts ...option) {
 	t.Helper()
+	conformanceTest(t)
 	parallel(t)
 	o := openOptions{kinds: allKinds}
 	for _, opt := range opts {

@@ -131,6 +131,7 @@ type HookedLabel struct {
 // counts kept by triggers.
 func eachLabelScene(t *testing.T, kinds []dbKind, fn func(t *testing.T, s labelScene)) {
 	t.Helper()
+	conformanceTest(t)
 	eachLabelSceneAfter(t, kinds, nil, fn)
 }
 
@@ -138,6 +139,7 @@ func eachLabelScene(t *testing.T, kinds []dbKind, fn func(t *testing.T, s labelS
 // with the counts kept by triggers and, apart, by hooks.
 func eachLabelSceneEitherWay(t *testing.T, kinds []dbKind, fn func(t *testing.T, s labelScene)) {
 	t.Helper()
+	conformanceTest(t)
 	parallel(t)
 	t.Run("triggers", func(t *testing.T) { eachLabelScene(t, kinds, fn) })
 	t.Run("hooks", func(t *testing.T) {
@@ -168,6 +170,7 @@ func eachLabelSceneEitherWay(t *testing.T, kinds []dbKind, fn func(t *testing.T,
 // count triggers out).
 func eachLabelSceneAfter(t *testing.T, kinds []dbKind, before func(t testing.TB, db *gorm.DB), fn func(t *testing.T, s labelScene)) {
 	t.Helper()
+	conformanceTest(t)
 	parallel(t)
 	t.Run("gorm", func(t *testing.T) {
 		eachDB(t, func(t *testing.T, e *env) {

@@ -49,6 +49,7 @@ type totalScene interface {
 
 func eachTotalScene(t *testing.T, fn func(t *testing.T, s totalScene)) {
 	t.Helper()
+	conformanceTest(t)
 	parallel(t)
 	t.Run("gorm", func(t *testing.T) {
 		eachDB(t, func(t *testing.T, e *env) {

@@ -53,6 +53,7 @@ type levelScene interface {
 
 func eachLevelScene(t *testing.T, fn func(t *testing.T, s levelScene)) {
 	t.Helper()
+	conformanceTest(t)
 	parallel(t)
 	t.Run("gorm", func(t *testing.T) {
 		eachDB(t, func(t *testing.T, e *env) {

@@ -359,7 +359,67 @@ const (
 	my   dbKind = "mariadb"
 )
 
-var allKinds = []dbKind{pg, lite, my}
+var allKinds = selectedKinds(os.Getenv("HOTCOUNTER_DATABASES"))
+
+// selectedKinds returns the databases a run covers: all three, or those
+// names (comma-separated: postgres, sqlite, mariadb) lists, as .ci/run's
+// runs of the conformance suite on other PostgreSQL majors ask for
+// (HOTCOUNTER_DATABASES=postgres). A test of a database left out is
+// skipped, saying so.
+func selectedKinds(names string) []dbKind {
+	if names == "" {
+		return []dbKind{pg, lite, my}
+	}
+	var kinds []dbKind
+	for _, k := range []dbKind{pg, lite, my} {
+		if slices.Contains(strings.Split(names, ","), string(k)) {
+			kinds = append(kinds, k)
+		}
+	}
+	return kinds
+}
+
+// conformanceOnly is set by HOTCOUNTER_SUITE=conformance: a run of the
+// conformance suite alone (the tests that run through eachORM,
+// eachORMInTurn or a count scene's loop); any other test that opens a
+// database is skipped.
+var conformanceOnly = os.Getenv("HOTCOUNTER_SUITE") == "conformance"
+
+// conformance holds the names of the tests of the conformance suite that
+// have started (conformanceTest: eachORM, eachORMInTurn and the count
+// scenes' loops).
+var conformance sync.Map // test name -> struct{}
+
+// conformanceTest marks t as a test of the conformance suite.
+func conformanceTest(t *testing.T) { conformance.Store(t.Name(), struct{}{}) }
+
+// inConformance reports whether name is a conformance test or one of its
+// subtests.
+func inConformance(name string) bool {
+	for {
+		if _, ok := conformance.Load(name); ok {
+			return true
+		}
+		i := strings.LastIndexByte(name, '/')
+		if i < 0 {
+			return false
+		}
+		name = name[:i]
+	}
+}
+
+// skipUnselected skips t, which opens a database of kind, when the run
+// leaves that database out (HOTCOUNTER_DATABASES) or covers the
+// conformance suite alone (HOTCOUNTER_SUITE) and t is not part of it.
+func skipUnselected(t testing.TB, kind dbKind) {
+	t.Helper()
+	if !slices.Contains(allKinds, kind) {
+		t.Skipf("HOTCOUNTER_DATABASES=%s leaves out %s", os.Getenv("HOTCOUNTER_DATABASES"), kind)
+	}
+	if conformanceOnly && !inConformance(t.Name()) {
+		t.Skip("HOTCOUNTER_SUITE=conformance: not a conformance test")
+	}
+}
 
 // counting is a GORM logger that counts the statements GORM sends, so tests
 // can assert how many queries a load costs, and keeps the warnings. It logs
@@ -465,6 +525,7 @@ const defaultPool = 24
 // (see parallel), within the server's connection budget.
 func open(t testing.TB, kind dbKind, opts ...option) *env {
 	t.Helper()
+	skipUnselected(t, kind)
 	o := openOptions{pool: defaultPool}
 	for _, opt := range opts {
 		opt(&o)
@@ -542,6 +603,9 @@ func eachDB(t *testing.T, fn func(t *testing.T, e *env), opts ...option) {
 		opt(&o)
 	}
 	for _, k := range o.kinds {
+		if !slices.Contains(allKinds, k) {
+			continue
+		}
 		t.Run(string(k), func(t *testing.T) {
 			fn(t, open(t, k, opts...))
 		})
@@ -751,6 +815,9 @@ func TestMain(m *testing.M) {
 	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
 	if !set {
 		_ = flag.Set("test.parallel", "8")
+	}
+	testdb.Before = func(tb testing.TB, kind string) {
+		skipUnselected(tb, map[string]dbKind{"postgres": pg, "mysql": my, "sqlite": lite}[kind])
 	}
 	stop := watchSlowTests(progressOut(), 30*time.Second)
 	code := m.Run()

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -169,6 +170,13 @@ func pgHostPort() ([2]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// pgAddr returns host:port of the tests' PostgreSQL server.
+func pgAddr(t testing.TB) string {
+	hp, err := pgHostPort()
+	must(t, err)
+	return net.JoinHostPort(hp[0], hp[1])
 }
 
 // replaceDBName returns the key=value DSN with dbname set to name.

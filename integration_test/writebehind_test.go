@@ -391,7 +391,7 @@ var bufferFaultRuns atomic.Int64
 
 func bufferFlushSurvivesCutConnections(t *testing.T, o counterORM, inRedis bool) {
 	e := o.onEnv()
-	server := "127.0.0.1:5432"
+	server := pgAddr(t)
 	if e.kind == my {
 		server = "127.0.0.1:3306"
 	}

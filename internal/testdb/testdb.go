@@ -79,6 +79,7 @@ func unavailable(tb testing.TB, what string, err error, why string) {
 // schema's tables, so tests can run in parallel.
 func Postgres(tb testing.TB) string {
 	tb.Helper()
+	before(tb, "postgres")
 	base := PostgresBaseDSN()
 	admin := connect(tb, "pgx", base, "PostgreSQL ("+base+")")
 	if admin == nil {
@@ -148,6 +149,7 @@ const DefaultMySQLDSN = "root@tcp(127.0.0.1:3306)/test"
 // MySQL or MariaDB server, dropped when the test ends.
 func MySQL(tb testing.TB) string {
 	tb.Helper()
+	before(tb, "mysql")
 	base := os.Getenv("HOTCOUNTER_MYSQL_DSN")
 	if base == "" {
 		base = DefaultMySQLDSN
@@ -232,12 +234,26 @@ func withMySQLDatabase(dsn, db string) string {
 // BEGIN avoids the read-then-write upgrade that fails without waiting).
 func SQLite(tb testing.TB) string {
 	tb.Helper()
+	before(tb, "sqlite")
 	return SQLiteFile(filepath.Join(tb.TempDir(), "test.db"))
 }
 
 // SQLiteFile returns the DSN that SQLite uses for the database file at path.
 func SQLiteFile(path string) string {
 	return "file:" + path + "?_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(60000)&_txlock=immediate"
+}
+
+// Before, when set, is called by Postgres, MySQL and SQLite before they
+// make a database, with the server's kind ("postgres", "mysql",
+// "sqlite"): a harness skips there the tests its run leaves out (set it
+// in TestMain, before the tests run).
+var Before func(tb testing.TB, kind string)
+
+func before(tb testing.TB, kind string) {
+	tb.Helper()
+	if Before != nil {
+		Before(tb, kind)
+	}
 }
 
 func randomHex(n int) string {
