@@ -34,7 +34,12 @@ func (d RowLocks) LockWaits(w Writer, mysql8 bool) {
 		// The key is read in the same statement, a moment after the lock
 		// table was copied, through query_to_xml (dynamic SQL in an
 		// expression): a round trip later the row has usually moved on.
-		w.WriteString(`WITH l AS MATERIALIZED (SELECT locktype, granted, pid, relation, page, tuple, transactionid::text AS xid, waitstart
+		//
+		// pg_locks.waitstart is PostgreSQL 14's: read through to_jsonb, the
+		// one statement runs on 13 too, where it is NULL and the wait is
+		// counted from the start of the waiter's statement instead.
+		w.WriteString(`WITH l AS MATERIALIZED (SELECT locktype, granted, pid, relation, page, tuple, transactionid::text AS xid,
+  (to_jsonb(pg_locks) ->> 'waitstart')::timestamptz AS waitstart
   FROM pg_locks WHERE locktype IN ('tuple', 'transactionid')
   AND (database IS NULL OR database = (SELECT oid FROM pg_database WHERE datname = current_database()))),
 w AS (SELECT pid, xid, waitstart FROM l WHERE NOT granted),
@@ -53,7 +58,8 @@ place AS (SELECT relation, page, tuple, n.nspname, c.relname,
   FROM (SELECT DISTINCT relation, page, tuple FROM waiter WHERE relation IS NOT NULL) p
   JOIN pg_class c ON c.oid = p.relation JOIN pg_namespace n ON n.oid = c.relnamespace)
 SELECT waiter.pid::text, place.nspname::text, place.relname::text, '', place.k, waiter.page::int8, waiter.tuple::int8,
-  COALESCE(waiter.waitstart::text, ''), COALESCE((EXTRACT(EPOCH FROM clock_timestamp() - waiter.waitstart) * 1000000)::int8, 0), COALESCE(a.query, '')
+  COALESCE(COALESCE(waiter.waitstart, a.query_start)::text, ''),
+  COALESCE((EXTRACT(EPOCH FROM clock_timestamp() - COALESCE(waiter.waitstart, a.query_start)) * 1000000)::int8, 0), COALESCE(a.query, '')
 FROM waiter JOIN place USING (relation, page, tuple)
 LEFT JOIN pg_stat_activity a ON a.pid = waiter.pid`)
 	case mysql8:

@@ -244,10 +244,12 @@ func (o *observer) sample(ctx context.Context) *sampler {
 					UNIX_TIMESTAMP(NOW(6)), UNIX_TIMESTAMP(NOW(6))
 					FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'`)
 			} else {
+				// waitstart is PostgreSQL 14's: on 13 (through to_jsonb it is
+				// NULL there) a wait counts from its statement's start.
 				rows, err = o.db.QueryContext(ctx, `SELECT l.pid, a.query_start::text,
-				EXTRACT(EPOCH FROM l.waitstart), EXTRACT(EPOCH FROM clock_timestamp())
+				EXTRACT(EPOCH FROM COALESCE((to_jsonb(l) ->> 'waitstart')::timestamptz, a.query_start)), EXTRACT(EPOCH FROM clock_timestamp())
 				FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-				WHERE NOT l.granted AND l.waitstart IS NOT NULL AND a.query_start IS NOT NULL
+				WHERE NOT l.granted AND a.query_start IS NOT NULL
 				AND a.application_name = $1 AND a.datname = current_database()`, o.app)
 			}
 			if err != nil {
