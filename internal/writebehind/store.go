@@ -254,6 +254,14 @@ func (b *Buffer) flushStore(ctx context.Context) error {
 // buffer added to, or every declared counter the store lists.
 func (b *Buffer) survey(ctx context.Context) ([]*Counter, error) {
 	st := b.cfg.Store
+	// What this buffer added before this point is in the backlog read
+	// below: its counter was declared before the snapshot of the
+	// counters next (so its table is read) and its add reached the store
+	// before it was counted. What it adds from here on is counted on top
+	// (an add during the read, twice). Read after the snapshot, adds of a
+	// counter declared in between were subtracted but never read: 10
+	// increments past MaxBacklog were admitted so.
+	addedBefore := b.addedSince.Load()
 	b.mu.Lock()
 	own := append([]*Counter(nil), b.counters...)
 	b.mu.Unlock()
@@ -286,9 +294,6 @@ func (b *Buffer) survey(ctx context.Context) ([]*Counter, error) {
 		}
 		listed[c.Table.Slots] = StoredCounter{Table: c.Table.Slots, Parent: c.Table.Parent, Column: c.Column}
 	}
-	// What this buffer added before the read below is in it; what it adds
-	// from here on is counted on top (an add during the read, twice).
-	addedBefore := b.addedSince.Load()
 	tables := make([]string, 0, len(listed))
 	for t := range listed {
 		tables = append(tables, t)
