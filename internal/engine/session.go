@@ -40,10 +40,23 @@ const OwnAttempts = 12
 // OwnTransaction runs fn in s's transaction if it has one, else in a new
 // transaction that is retried while it fails with a deadlock or lock timeout.
 func OwnTransaction(ctx context.Context, s Session, fn func(tx Session) error) error {
+	return ownTransaction(ctx, s, false, fn)
+}
+
+// OwnReadCommittedTransaction is OwnTransaction whose own transaction
+// runs at READ COMMITTED, where an UPDATE that finds no row locks no gap
+// (MySQL and MariaDB lock the gap at REPEATABLE READ, and two writers
+// that each hold the gap where the other inserts deadlock). In s's
+// transaction fn runs at the caller's isolation.
+func OwnReadCommittedTransaction(ctx context.Context, s Session, fn func(tx Session) error) error {
+	return ownTransaction(ctx, s, true, fn)
+}
+
+func ownTransaction(ctx context.Context, s Session, readCommitted bool, fn func(tx Session) error) error {
 	if s.InTx() {
 		return fn(s)
 	}
-	return retry.Do(ctx, OwnAttempts, func() error { return s.Begin(ctx, false, fn) })
+	return retry.Do(ctx, OwnAttempts, func() error { return s.Begin(ctx, readCommitted, fn) })
 }
 
 // OwnStatement runs fn, which sends one statement, once in s's transaction

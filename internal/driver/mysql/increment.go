@@ -52,9 +52,12 @@ func (in incr) key() any {
 // parent; so rows are inserted only when an UPDATE found none. An UPDATE
 // that finds no row locks the gap where the row would go, and an INSERT
 // after it deadlocks with every other writer doing the same (MySQL bug
-// 52020). So the UPDATE either runs alone in autocommit, whose locks end
-// with it, or inside a savepoint that is rolled back before the INSERT (on
-// MariaDB that releases the gap lock; MySQL 8 is untested).
+// 52020). So the UPDATE runs alone in autocommit, whose locks end with it,
+// or in a transaction of hotcounter's own at READ COMMITTED, where it
+// locks no gap, or, in the caller's transaction, inside a savepoint that
+// is rolled back before the INSERT. (That rollback does not always release
+// the gap lock on MariaDB 10.11: own transactions at REPEATABLE READ
+// deadlocked so, each holding the gap the other inserted into.)
 //
 // Pre-created slot rows (the default for sum counters) always exist, so an
 // increment of one parent named only by its primary key is one UPDATE, with
@@ -93,7 +96,7 @@ func increment(ctx context.Context, s engine.Session, d countersql.MySQL, in inc
 		}
 	}
 	var n int64
-	err := engine.OwnTransaction(ctx, s, func(tx engine.Session) error {
+	err := engine.OwnReadCommittedTransaction(ctx, s, func(tx engine.Session) error {
 		n = 0
 		keys := keys
 		cond := in.Cond
@@ -326,7 +329,7 @@ func appendRow(ctx context.Context, s engine.Session, d countersql.MySQL, in inc
 		return n, err
 	}
 	var n int64
-	err := engine.OwnTransaction(ctx, s, func(tx engine.Session) error {
+	err := engine.OwnReadCommittedTransaction(ctx, s, func(tx engine.Session) error {
 		n = 0
 		keys := in.Keys
 		if keys == nil {
