@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/hotcounter/hotcounter/gormcounter"
 	"github.com/hotcounter/hotcounter/integration_test/ent"
 	"github.com/hotcounter/hotcounter/integration_test/ent/book"
+	entpost "github.com/hotcounter/hotcounter/integration_test/ent/post"
 	"github.com/hotcounter/hotcounter/internal/dberr"
 )
 
@@ -24,8 +27,10 @@ import (
 func serializableDSN(dsn string) string { return dsn + " default_transaction_isolation=serializable" }
 
 // attempt runs fn as a caller retries a transaction the database aborted
-// for a serialization failure or a deadlock: up to 100 times. It returns
-// fn's last error and how many attempts failed so.
+// for a serialization failure or a deadlock: up to 100 times, after a
+// pause that grows from 1 ms to 64 ms, half of it random (immediate
+// retries of 32 writers on one row abort one another without end). It
+// returns fn's last error and how many attempts failed so.
 func attempt(fn func() error) (error, int) {
 	retried := 0
 	for {
@@ -33,26 +38,44 @@ func attempt(fn func() error) (error, int) {
 		if err == nil || !dberr.Transient(err) || retried == 100 {
 			return err, retried
 		}
+		pause := time.Millisecond << min(retried, 6)
+		time.Sleep(pause/2 + rand.N(pause/2+1))
 		retried++
 	}
 }
 
-// With every transaction SERIALIZABLE (PostgreSQL), counters stay exact:
-// increments outside transactions (the library's own statements, retried
-// by it: no 40001 reaches the caller) and in the caller's (which the
-// caller retries when the database aborts them with 40001, as SERIALIZABLE
-// asks),
-// counts of child rows written in transactions, Take (whose transactions
-// the library owns and retries: no serialization failure reaches the
-// buyer), and the rollup and compaction passes. Run for GORM and ent.
+// With every transaction SERIALIZABLE (PostgreSQL), counters stay exact
+// with 32 writers on one post, combining on and off: increments outside
+// transactions (by key, by the ORM's own update, by a condition: the
+// library's own statements, retried by it, so no 40001 reaches the caller)
+// and in the caller's (which the caller retries when the database aborts
+// them with 40001, as SERIALIZABLE asks), counts of child rows written in
+// transactions, Take (whose transactions the library owns and retries: no
+// serialization failure reaches the buyer), beside rollup and compaction
+// passes that loop until the writers are done. Run for GORM and ent.
 func TestCountersUnderSerializableStayExact(t *testing.T) {
 	parallel(t)
+	for _, combining := range []bool{true, false} {
+		t.Run(fmt.Sprintf("combining=%v", combining), func(t *testing.T) {
+			parallel(t)
+			inFlight := 0 // the default: combining on
+			if !combining {
+				inFlight = -1
+			}
+			serializableStorms(t, inFlight)
+		})
+	}
+}
+
+// serializableStorms runs a serializableStorm through GORM and through
+// ent, with InFlight inFlight.
+func serializableStorms(t *testing.T, inFlight int) {
 	t.Run("gorm", func(t *testing.T) {
 		e := open(t, pg, pool(writersPool))
 		db, err := gorm.Open(dialectorFor(pg, serializableDSN(e.dsn)), &gorm.Config{Logger: e.log})
 		must(t, err)
 		e.limit(t, db)
-		must(t, db.Use(gormcounter.New(gormcounter.Config{})))
+		must(t, db.Use(gormcounter.New(gormcounter.Config{InFlight: inFlight})))
 		var level string
 		must(t, db.Raw("SHOW default_transaction_isolation").Row().Scan(&level))
 		if level != "serializable" {
@@ -64,9 +87,16 @@ func TestCountersUnderSerializableStayExact(t *testing.T) {
 		must(t, db.Create(&cat).Error)
 		must(t, db.Create(&prod).Error)
 		s := serializableStorm{
-			increment: func(inTx bool) error {
+			increment: func(inTx bool, form int) error {
 				if !inTx {
-					return gormcounter.Increment(db.Model(&Post{ID: post.ID}), "Likes", 1).Error
+					switch form {
+					case 0:
+						return gormcounter.Increment(db.Model(&Post{ID: post.ID}), "Likes", 1).Error
+					case 1:
+						return db.Model(&Post{ID: post.ID}).UpdateColumn("likes", gorm.Expr("likes + ?", 1)).Error
+					default:
+						return gormcounter.Increment(db.Model(&Post{}).Where("id = ?", post.ID), "Views", 1).Error
+					}
 				}
 				return db.Transaction(func(tx *gorm.DB) error {
 					if err := gormcounter.Increment(tx.Model(&Post{ID: post.ID}), "Likes", 1).Error; err != nil {
@@ -104,14 +134,24 @@ func TestCountersUnderSerializableStayExact(t *testing.T) {
 		ee := &entEnv{env: &se}
 		c := reopenEnt(t, ee)
 		ctx := context.Background()
+		if _, err := entcounter.Configure(c, entcounter.Config{InFlight: inFlight}); err != nil {
+			t.Fatal(err)
+		}
 		must(t, entMigrate(ctx, c, entcounter.WithCounters(c)))
 		post := c.Post.Create().SetTitle("p").SaveX(ctx)
 		sh := c.Shelf.Create().SetName("s").SaveX(ctx)
 		prod := c.Product.Create().SetStock(50).SaveX(ctx)
 		s := serializableStorm{
-			increment: func(inTx bool) error {
+			increment: func(inTx bool, form int) error {
 				if !inTx {
-					return c.Post.UpdateOneID(post.ID).AddLikes(1).Exec(ctx)
+					switch form {
+					case 0:
+						return c.Post.UpdateOneID(post.ID).AddLikes(1).Exec(ctx)
+					case 1:
+						return c.Post.Update().Where(entpost.ID(post.ID)).AddLikes(1).Exec(ctx)
+					default:
+						return c.Post.Update().Where(entpost.ID(post.ID)).AddViews(1).Exec(ctx)
+					}
 				}
 				return inTxRollingBack(ctx, c, false, func(tx *ent.Tx) error {
 					return tx.Post.UpdateOneID(post.ID).AddLikes(1).AddViews(2).Exec(ctx)
@@ -139,9 +179,13 @@ func TestCountersUnderSerializableStayExact(t *testing.T) {
 
 // serializableStorm is one ORM's part of TestCountersUnderSerializableStayExact.
 type serializableStorm struct {
-	increment func(inTx bool) error // a like (and, in a transaction, 2 views)
-	child     func() error          // a counted child, in a transaction
-	take      func() error          // Take(1) of the product's stock of 50
+	// increment adds a like and, in a transaction, 2 views; outside one,
+	// form 0 a like by key, 1 a like by the ORM's own update (GORM's
+	// UpdateColumn with an expression, ent's Update().Where), 2 a view by a
+	// condition.
+	increment func(inTx bool, form int) error
+	child     func() error // a counted child, in a transaction
+	take      func() error // Take(1) of the product's stock of 50
 	passes    func() error
 	totals    func() (likes, views, count, children, stock int64)
 }
@@ -150,7 +194,8 @@ func (s serializableStorm) run(t *testing.T) {
 	var likes, views, children, tried, sold, refused, retried atomic.Int64
 	var wg sync.WaitGroup
 	fail := func(what string, err error) { t.Errorf("%s under SERIALIZABLE: %v", what, err) }
-	for w := range 16 {
+	const writers = 32
+	for w := range writers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -160,26 +205,36 @@ func (s serializableStorm) run(t *testing.T) {
 				// own: it retries it, and the caller never sees 40001.
 				var err error
 				n := 0
+				form := (w/2 + i) % 3
 				if inTx {
-					err, n = attempt(func() error { return s.increment(true) })
+					err, n = attempt(func() error { return s.increment(true, 0) })
 				} else {
-					err = s.increment(false)
+					err = s.increment(false, form)
 				}
 				retried.Add(int64(n))
 				if err != nil {
-					fail("an increment", err)
+					what := fmt.Sprintf("an increment of form %d (the library's own statement)", form)
+					if inTx {
+						what = fmt.Sprintf("an increment in a caller's transaction (retried %d times)", n)
+					}
+					fail(what, err)
 					return
 				}
-				likes.Add(1)
-				if inTx {
+				switch {
+				case inTx:
+					likes.Add(1)
 					views.Add(2)
+				case form == 2:
+					views.Add(1)
+				default:
+					likes.Add(1)
 				}
 				switch i % 4 {
 				case 0:
 					err, n := attempt(s.child)
 					retried.Add(int64(n))
 					if err != nil {
-						fail("a counted child", err)
+						fail(fmt.Sprintf("a counted child in a caller's transaction (retried %d times)", n), err)
 						return
 					}
 					children.Add(1)
@@ -199,17 +254,28 @@ func (s serializableStorm) run(t *testing.T) {
 			}
 		}()
 	}
-	wg.Add(1)
+	// The rollup and compaction passes loop until the writers are done.
+	writing := make(chan struct{})
+	passes := make(chan int)
 	go func() {
-		defer wg.Done()
-		for range 5 {
+		n := 0
+		defer func() { passes <- n }()
+		for {
+			select {
+			case <-writing:
+				return
+			default:
+			}
 			if err := s.passes(); err != nil {
 				fail("the passes", err)
 				return
 			}
+			n++
 		}
 	}()
 	wg.Wait()
+	close(writing)
+	ran := <-passes
 	must(t, s.passes())
 	gotLikes, gotViews, count, rows, stock := s.totals()
 	if gotLikes != likes.Load() || gotViews != views.Load() {
@@ -221,7 +287,11 @@ func (s serializableStorm) run(t *testing.T) {
 	if sold.Load()+stock != 50 || sold.Load()+refused.Load() != tried.Load() {
 		t.Errorf("%d takes: %d sold, %d refused, %d left, from 50", tried.Load(), sold.Load(), refused.Load(), stock)
 	}
-	t.Log(fmt.Sprintf("%d caller transactions retried after a serialization failure", retried.Load()))
+	if ran == 0 {
+		t.Error("no rollup and compaction pass ran beside the writers")
+	}
+	t.Logf("%d writers, %d rollup and compaction passes beside them; %d caller transactions retried after a serialization failure",
+		writers, ran, retried.Load())
 }
 
 // TestAnExprIncrementInGormsDefaultTransactionIsNotAbortedUnderSerializable:
