@@ -90,9 +90,10 @@ func (p *Plugin) adjustSelect(db *gorm.DB) {
 
 // inlineTotals makes a load of the model's rows (First, Find, a Preload
 // level) select its sum counters' totals beside its columns, one
-// correlated subquery each over the row's slot rows, so that it is one
-// statement, not a load and a fill; it returns the counters left to the
-// fill. Loads with Joins, a Table expression, Distinct or grouping, an
+// correlated subquery each over the row's slot rows (on PostgreSQL, for
+// rows named by many keys, one grouped sum per counter joined to them: see
+// manyKeys), so that it is one statement, not a load and a fill; it
+// returns the counters left to the fill. Loads with Joins, a Table expression, Distinct or grouping, an
 // Offset, QueryFields, or a write-behind buffer's Live (its pending amounts are
 // added by the fill) keep the fill's one grouped query; so do counters
 // adopted over a column (the column would be selected twice) and unsigned
@@ -155,8 +156,65 @@ func (p *Plugin) inlineTotals(db *gorm.DB, wanted []*counter) []*counter {
 		}
 	}
 	table := stmt.Table
+	if keys, ok := p.manyKeys(stmt); ok {
+		// Many rows named by key: one grouped SUM per counter over those
+		// keys, joined to the rows, costs less than a subquery per row.
+		stmt.AddClause(clause.Select{Expression: sqlExpr(func(w countersql.Writer) { p.dialect.SelectJoinedTotals(w, table, inline) })})
+		stmt.AddClause(clause.From{Joins: []clause.Join{{Expression: sqlExpr(func(w countersql.Writer) {
+			p.dialect.JoinTotals(w, table, inline, keys)
+		})}}})
+		return rest
+	}
 	stmt.AddClause(clause.Select{Expression: sqlExpr(func(w countersql.Writer) { p.dialect.SelectWithTotals(w, table, inline) })})
 	return rest
+}
+
+// manyKeys returns the keys of a load that names its rows by a list of at
+// least countersql.JoinedFrom primary keys (Find(&posts, ids), a
+// belongs-to Preload), ANDed with any other conditions (none joined by
+// OR), on PostgreSQL, with no FROM clause of the caller's: the loads whose
+// totals JoinTotals reads.
+func (p *Plugin) manyKeys(stmt *gorm.Statement) ([]any, bool) {
+	if _, ok := p.dialect.OnPostgres(); !ok || len(stmt.Schema.PrimaryFields) != 1 {
+		return nil, false
+	}
+	if _, ok := stmt.Clauses["FROM"]; ok {
+		return nil, false
+	}
+	where, ok := stmt.Clauses["WHERE"].Expression.(clause.Where)
+	if !ok {
+		return nil, false
+	}
+	pk := stmt.Schema.PrimaryFields[0].DBName
+	var find func(exprs []clause.Expression) ([]any, bool)
+	find = func(exprs []clause.Expression) ([]any, bool) {
+		for _, e := range exprs {
+			if _, ok := e.(clause.OrConditions); ok {
+				// GORM joins an Or to the expression before it with OR:
+				// the keys would no longer bound the rows.
+				return nil, false
+			}
+		}
+		for _, e := range exprs {
+			switch e := e.(type) {
+			case clause.IN:
+				col, ok := e.Column.(clause.Column)
+				if !ok || len(e.Values) < countersql.JoinedFrom {
+					continue
+				}
+				if !col.Raw && col.Alias == "" && (col.Name == clause.PrimaryKey || col.Name == pk) &&
+					(col.Table == "" || col.Table == clause.CurrentTable || col.Table == stmt.Table) {
+					return e.Values, true
+				}
+			case clause.AndConditions:
+				if keys, ok := find(e.Exprs); ok {
+					return keys, true
+				}
+			}
+		}
+		return nil, false
+	}
+	return find(where.Exprs)
 }
 
 // dropAbsentColumns runs before Row, Rows, Scan and Pluck. They never fill:

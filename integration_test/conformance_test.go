@@ -108,6 +108,10 @@ type counterORM interface {
 	// postsByViews returns the ids of the posts whose views column is over
 	// min, most viewed first: the rollup column in WHERE and ORDER BY.
 	postsByViews(t testing.TB, min int64) []int64
+	// likesByKey loads the posts whose ids are among ids in one load by
+	// key (GORM's Find(&posts, ids), ent's Where(post.IDIn(ids...)).All)
+	// and returns each loaded post's likes by id.
+	likesByKey(t testing.TB, ids []int64) map[int64]int64
 	// rollup and rollupLoop fold the rollup and append counters of model
 	// (GORM names the model; ent folds every counter of the client).
 	rollup(model string) error
@@ -442,6 +446,17 @@ func (o gormORM) postsByViews(t testing.TB, min int64) []int64 {
 		ids[i] = int64(p.ID)
 	}
 	return ids
+}
+
+func (o gormORM) likesByKey(t testing.TB, ids []int64) map[int64]int64 {
+	t.Helper()
+	var ps []Post
+	must(t, o.gdb.Find(&ps, ids).Error)
+	out := make(map[int64]int64, len(ps))
+	for _, p := range ps {
+		out[int64(p.ID)] = p.Likes
+	}
+	return out
 }
 
 func (o gormORM) rollup(model string) error {
@@ -861,6 +876,21 @@ func (o entORM) postsByViews(t testing.TB, min int64) []int64 {
 		ids[i] = int64(p.ID)
 	}
 	return ids
+}
+
+func (o entORM) likesByKey(t testing.TB, ids []int64) map[int64]int64 {
+	t.Helper()
+	keys := make([]int, len(ids))
+	for i, id := range ids {
+		keys[i] = int(id)
+	}
+	ps, err := o.client.Post.Query().Where(post.IDIn(keys...)).All(o.ctx())
+	must(t, err)
+	out := make(map[int64]int64, len(ps))
+	for _, p := range ps {
+		out[int64(p.ID)] = p.Likes
+	}
+	return out
 }
 
 func (o entORM) rollup(string) error { return entcounter.RollupPass(o.ctx(), o.client) }

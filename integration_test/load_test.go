@@ -288,3 +288,135 @@ func TestUnsignedCounterBelowZeroIsAnError(t *testing.T) {
 		}
 	})
 }
+
+// A load of many posts by key (300 keys, duplicates and keys of no post
+// among them) returns each post once with its exact likes: totals written
+// at creation, increments on top, and posts with none. On PostgreSQL GORM
+// reads such a load's totals with one grouped SUM joined to the rows
+// (countersql.JoinedFrom keys or more); ent's load is followed by its
+// grouped fill. GORM and ent, every database.
+func TestALoadOfManyPostsByKeyHasEveryTotal(t *testing.T) {
+	eachORM(t, func(t *testing.T, o counterORM) {
+		const n = 300
+		likes := make([]int64, n)
+		for i := range likes {
+			likes[i] = int64(i % 7) // 0 for every seventh post
+		}
+		ids := o.createPosts(t, likes)
+		want := map[int64]int64{}
+		for i, id := range ids {
+			want[id] = likes[i]
+			if i%3 == 0 {
+				must(t, o.increment(modelPost, id, "likes", 2))
+				want[id] += 2
+			}
+		}
+		keys := append(append([]int64{}, ids...), ids[:10]...) // duplicates
+		for i := range 5 {
+			keys = append(keys, ids[n-1]+1000+int64(i)) // no such post
+		}
+		got := o.likesByKey(t, keys)
+		if len(got) != n {
+			t.Fatalf("the load returned %d posts for %d keys of %d posts, want %d", len(got), len(keys), n, n)
+		}
+		for id, w := range want {
+			if got[id] != w {
+				t.Errorf("post %d: likes=%d, want %d", id, got[id], w)
+			}
+		}
+	})
+}
+
+// An eager load of many parents (GORM's Preload("Author"), ent's
+// WithAuthor, over 300 posts of 300 authors) fills each author's followers
+// exactly, authors without followers included: on PostgreSQL GORM's
+// preload names 250 keys or more and reads the totals with one grouped SUM
+// joined to the rows. GORM and ent, every database.
+func TestAnEagerLoadOfManyParentsHasEveryTotal(t *testing.T) {
+	eachORM(t, func(t *testing.T, o counterORM) {
+		const n = 300
+		followers := func(i int) int64 { return int64(i % 5) }
+		got := map[int64]int64{} // post id -> its author's followers
+		want := map[int64]int64{}
+		switch o := o.(type) {
+		case gormORM:
+			posts := make([]Post, n)
+			for i := range posts {
+				a := Author{Name: "a"}
+				must(t, o.gdb.Create(&a).Error)
+				if f := followers(i); f > 0 {
+					must(t, gormcounter.Increment(o.gdb.Model(&a), "Followers", f).Error)
+				}
+				posts[i] = Post{Title: "p", AuthorID: &a.ID}
+			}
+			must(t, o.gdb.CreateInBatches(&posts, 100).Error)
+			for i, p := range posts {
+				want[int64(p.ID)] = followers(i)
+			}
+			var loaded []Post
+			must(t, o.gdb.Preload("Author").Find(&loaded).Error)
+			for _, p := range loaded {
+				if p.Author != nil {
+					got[int64(p.ID)] = int64(p.Author.Followers)
+				}
+			}
+		case entORM:
+			c, ctx := o.client, o.ctx()
+			for i := range n {
+				a := c.Author.Create().SetName("a").SaveX(ctx)
+				if f := followers(i); f > 0 {
+					c.Author.UpdateOneID(a.ID).AddFollowers(f).ExecX(ctx)
+				}
+				want[int64(c.Post.Create().SetTitle("p").SetAuthorID(a.ID).SaveX(ctx).ID)] = followers(i)
+			}
+			for _, p := range c.Post.Query().WithAuthor().AllX(ctx) {
+				if p.Edges.Author != nil {
+					got[int64(p.ID)] = p.Edges.Author.Followers
+				}
+			}
+		}
+		if len(got) != n {
+			t.Fatalf("%d posts loaded with their author, want %d", len(got), n)
+		}
+		for id, w := range want {
+			if got[id] != w {
+				t.Errorf("post %d: its author's followers=%d, want %d", id, got[id], w)
+			}
+		}
+	})
+}
+
+// A load by 300 keys OR another condition (GORM's Where(map).Or) fills the
+// rows the other condition adds exactly too: the keys do not bound such a
+// load's rows, so its totals are read per row. Every database.
+func TestALoadOfManyKeysOrAnotherConditionFillsEveryRow(t *testing.T) {
+	parallel(t)
+	eachDB(t, func(t *testing.T, e *env) {
+		db := e.db
+		must(t, db.AutoMigrate(&Author{}, &Post{}))
+		posts := make([]Post, 301)
+		for i := range posts {
+			posts[i] = Post{Title: "listed", Likes: int64(i%4 + 1)}
+		}
+		posts[300].Title = "other"
+		must(t, db.CreateInBatches(&posts, 100).Error)
+		ids := make([]uint, 300)
+		for i := range ids {
+			ids[i] = posts[i].ID
+		}
+		var got []Post
+		must(t, db.Where(map[string]any{"id": ids}).Or("title = ?", "other").Find(&got).Error)
+		if len(got) != len(posts) {
+			t.Fatalf("%d posts loaded, want %d", len(got), len(posts))
+		}
+		want := map[uint]int64{}
+		for _, p := range posts {
+			want[p.ID] = p.Likes
+		}
+		for _, p := range got {
+			if p.Likes != want[p.ID] {
+				t.Errorf("post %d (%s): likes=%d, want %d", p.ID, p.Title, p.Likes, want[p.ID])
+			}
+		}
+	})
+}

@@ -104,6 +104,15 @@ func statements(d Dialect) []struct {
 		one("SetColumn", func(w Writer) { d.SetColumn(w, posts, keys, 0) }),
 		one("SelectKeys", func(w Writer) { d.SelectKeys(w, posts, cond) }),
 		one("SlotsHolding", func(w Writer) { d.SlotsHolding(w, posts, int64(1)) }),
+		one("SelectJoinedTotals", func(w Writer) {
+			totals := []Inline{{Table: posts, Read: Sources{Tables: []string{"post_likes_slots"}}, As: "likes"},
+				{Table: posts, Read: Sources{Tables: []string{"post_likes_slots", "post_likes_deltas"}}, As: "views"}}
+			d.SelectJoinedTotals(w, "posts", totals)
+			w.WriteString(" FROM ")
+			w.Ident("posts")
+			w.WriteString(" ")
+			d.JoinTotals(w, "posts", totals, []any{int64(1), int64(2), int64(3)})
+		}),
 		one("SelectWithTotals", func(w Writer) {
 			d.SelectWithTotals(w, "posts", []Inline{{Table: posts, Read: Sources{Tables: []string{"post_likes_slots", "post_likes_deltas"}}, As: "likes"}})
 		}),

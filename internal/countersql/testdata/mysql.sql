@@ -46,6 +46,10 @@ SELECT `posts`.`id` FROM `posts` WHERE 1=1 ORDER BY `posts`.`id`;
 SELECT `slot`, `n` FROM `post_likes_slots` WHERE `post_id` = $1 AND `n` > 0;
 -- args: [1]
 
+-- SelectJoinedTotals
+`posts`.*, COALESCE(`hc_j0`.`n`, 0) AS `likes`, COALESCE(`hc_j1`.`n`, 0) AS `views` FROM `posts` LEFT JOIN (SELECT `hc_all`.`post_id`, SUM(`hc_all`.`n`) AS `n` FROM `post_likes_slots` AS `hc_all` WHERE `hc_all`.`post_id` IN ($1,$2,$3) AND `hc_all`.`n` <> 0 GROUP BY `hc_all`.`post_id`) AS `hc_j0` ON `hc_j0`.`post_id` = `posts`.`id` LEFT JOIN (SELECT `hc_all`.`post_id`, SUM(`hc_all`.`n`) AS `n` FROM (SELECT `post_likes_slots`.`post_id`, `post_likes_slots`.`n` FROM `post_likes_slots` WHERE `post_likes_slots`.`post_id` IN ($4,$5,$6) AND `post_likes_slots`.`n` <> 0 UNION ALL SELECT `post_likes_deltas`.`post_id`, `post_likes_deltas`.`n` FROM `post_likes_deltas` WHERE `post_likes_deltas`.`post_id` IN ($7,$8,$9) AND `post_likes_deltas`.`n` <> 0) `hc_all` GROUP BY `hc_all`.`post_id`) AS `hc_j1` ON `hc_j1`.`post_id` = `posts`.`id`;
+-- args: [1 2 3 1 2 3 1 2 3]
+
 -- SelectWithTotals
 `posts`.*, (COALESCE((SELECT SUM(`hc_s`.`n`) FROM `post_likes_slots` AS `hc_s` WHERE `hc_s`.`post_id` = `posts`.`id`), 0) + COALESCE((SELECT SUM(`hc_s`.`n`) FROM `post_likes_deltas` AS `hc_s` WHERE `hc_s`.`post_id` = `posts`.`id`), 0)) AS `likes`;
 
