@@ -6,6 +6,7 @@ import (
 
 	"github.com/hotcounter/hotcounter/gormcounter"
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 )
 
 // A load of the model's rows (Find, First, FindInBatches, each Preload
@@ -386,10 +387,12 @@ func TestAnEagerLoadOfManyParentsHasEveryTotal(t *testing.T) {
 	})
 }
 
-// A load by 300 keys OR another condition (GORM's Where(map).Or) fills the
-// rows the other condition adds exactly too: the keys do not bound such a
-// load's rows, so its totals are read per row. Every database.
-func TestALoadOfManyKeysOrAnotherConditionFillsEveryRow(t *testing.T) {
+// Loads that name 300 posts by key beside another condition fill every
+// row they return exactly: OR another condition (GORM's Or, and raw SQL
+// whose OR GORM does not bracket, so the rows are not bounded by the keys),
+// under a row lock (FOR UPDATE), and ordered by an unqualified column.
+// Every database.
+func TestLoadsOfManyKeysFillEveryRowTheyReturn(t *testing.T) {
 	parallel(t)
 	eachDB(t, func(t *testing.T, e *env) {
 		db := e.db
@@ -404,18 +407,37 @@ func TestALoadOfManyKeysOrAnotherConditionFillsEveryRow(t *testing.T) {
 		for i := range ids {
 			ids[i] = posts[i].ID
 		}
-		var got []Post
-		must(t, db.Where(map[string]any{"id": ids}).Or("title = ?", "other").Find(&got).Error)
-		if len(got) != len(posts) {
-			t.Fatalf("%d posts loaded, want %d", len(got), len(posts))
-		}
 		want := map[uint]int64{}
 		for _, p := range posts {
 			want[p.ID] = p.Likes
 		}
-		for _, p := range got {
-			if p.Likes != want[p.ID] {
-				t.Errorf("post %d (%s): likes=%d, want %d", p.ID, p.Title, p.Likes, want[p.ID])
+		for _, l := range []struct {
+			name string
+			rows int
+			load func(*[]Post) error
+		}{
+			{"Or", 301, func(got *[]Post) error {
+				return db.Where(map[string]any{"id": ids}).Or("title = ?", "other").Find(got).Error
+			}},
+			{"raw SQL with an OR GORM leaves unbracketed", 1, func(got *[]Post) error {
+				return db.Where("title = 'other'\nOR title = 'none'").Find(got, ids).Error
+			}},
+			{"FOR UPDATE", 300, func(got *[]Post) error {
+				return db.Transaction(func(tx *gorm.DB) error {
+					return tx.Clauses(clause.Locking{Strength: "UPDATE"}).Find(got, ids).Error
+				})
+			}},
+			{"ordered by an unqualified column", 300, func(got *[]Post) error { return db.Order("id DESC").Find(got, ids).Error }},
+		} {
+			var got []Post
+			must(t, l.load(&got))
+			if len(got) != l.rows {
+				t.Fatalf("%s: %d posts loaded, want %d", l.name, len(got), l.rows)
+			}
+			for _, p := range got {
+				if p.Likes != want[p.ID] {
+					t.Errorf("%s: post %d (%s): likes=%d, want %d", l.name, p.ID, p.Title, p.Likes, want[p.ID])
+				}
 			}
 		}
 	})

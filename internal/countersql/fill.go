@@ -84,6 +84,12 @@ func (d Dialect) Fill(w Writer, parts []FillPart) {
 // With several tables each one is filtered by the keys on its own, so
 // every database reads them through the owner index.
 func (d Dialect) sumByOwner(w Writer, t Table, tables []string, keys []any, nonZero bool) {
+	d.sumByOwnerAs(w, t, tables, keys, nonZero, "", ValueColumn)
+}
+
+// sumByOwnerAs is sumByOwner whose owner column is named ownerAs (if not
+// empty) and whose sum is named sumAs.
+func (d Dialect) sumByOwnerAs(w Writer, t Table, tables []string, keys []any, nonZero bool, ownerAs, sumAs string) {
 	const all = "hc_all"
 	where := func(table string) {
 		q(w, " WHERE %.%", table, t.Owner)
@@ -92,13 +98,21 @@ func (d Dialect) sumByOwner(w Writer, t Table, tables []string, keys []any, nonZ
 			q(w, " AND %.% <> 0", table, ValueColumn)
 		}
 	}
+	head := func() {
+		q(w, "SELECT %.%", all, t.Owner)
+		if ownerAs != "" {
+			q(w, " AS %", ownerAs)
+		}
+		q(w, ", SUM(%.%) AS %", all, ValueColumn, sumAs)
+	}
+	head()
 	if len(tables) == 1 {
-		q(w, "SELECT %.%, SUM(%.%) AS % FROM % AS %", all, t.Owner, all, ValueColumn, ValueColumn, tables[0], all)
+		q(w, " FROM % AS %", tables[0], all)
 		where(all)
 		q(w, " GROUP BY %.%", all, t.Owner)
 		return
 	}
-	q(w, "SELECT %.%, SUM(%.%) AS % FROM (", all, t.Owner, all, ValueColumn, ValueColumn)
+	w.WriteString(" FROM (")
 	for i, tb := range tables {
 		if i > 0 {
 			w.WriteString(" UNION ALL ")
@@ -152,7 +166,7 @@ func (d Dialect) SelectJoinedTotals(w Writer, parent string, totals []Inline) {
 			q(w, ", 0 AS %", in.As)
 			continue
 		}
-		q(w, ", COALESCE(%.%, 0) AS %", joinedAlias(i), ValueColumn, in.As)
+		q(w, ", COALESCE(%.%, 0) AS %", joinedAlias(i), joinedSum, in.As)
 	}
 }
 
@@ -161,9 +175,9 @@ func (d Dialect) SelectJoinedTotals(w Writer, parent string, totals []Inline) {
 // selects from: per counter, a LEFT JOIN to one grouped SUM of its
 // tables' rows of keys (the keys bound as one array on PostgreSQL):
 //
-//	LEFT JOIN (SELECT hc_all.post_id, SUM(hc_all.n) AS n FROM post_likes_slots AS hc_all
+//	LEFT JOIN (SELECT hc_all.post_id AS hc_key, SUM(hc_all.n) AS hc_sum FROM post_likes_slots AS hc_all
 //	  WHERE hc_all.post_id = ANY($1) AND hc_all.n <> 0 GROUP BY hc_all.post_id) AS hc_j0
-//	  ON hc_j0.post_id = posts.id
+//	  ON hc_j0.hc_key = posts.id
 func (d Dialect) JoinTotals(w Writer, parent string, totals []Inline, keys []any) {
 	first := true
 	for i, in := range totals {
@@ -176,13 +190,31 @@ func (d Dialect) JoinTotals(w Writer, parent string, totals []Inline, keys []any
 		first = false
 		alias := joinedAlias(i)
 		w.WriteString("LEFT JOIN (")
-		d.sumByOwner(w, in.Table, in.Read.Tables, keys, true)
-		q(w, ") AS % ON %.% = %.%", alias, alias, in.Table.Owner, parent, in.Table.ParentKey)
+		// Named apart from any column of the parent's: a user's
+		// unqualified column in the load's WHERE or ORDER BY must not
+		// become ambiguous.
+		d.sumByOwnerAs(w, in.Table, in.Read.Tables, keys, true, joinedKey, joinedSum)
+		q(w, ") AS % ON %.% = %.%", alias, alias, joinedKey, parent, in.Table.ParentKey)
 	}
 }
 
-// joinedAlias names the grouped sum of the i-th counter JoinTotals joins.
+// joinedAlias names the grouped sum of the i-th counter JoinTotals joins,
+// and joinedKey and joinedSum its columns.
 func joinedAlias(i int) string { return "hc_j" + strconv.Itoa(i) }
+
+const (
+	joinedKey = "hc_key"
+	joinedSum = "hc_sum"
+)
+
+// KeysBindAsOneArray reports whether keys go to the database as one
+// parameter in the statements that read by them (on PostgreSQL: all
+// integers or all strings, bound as one array), rather than one parameter
+// each, which a statement that names them once per table can multiply
+// past PostgreSQL's 65,535.
+func (d Dialect) KeysBindAsOneArray(keys []any) bool {
+	return d.kind == postgres && len(keys) > 1 && typedArray(keys) != nil
+}
 
 // TotalOf writes the parenthesised total of one counter of the parent row
 // whose key key writes (a column of the outer query): the sum of each of
