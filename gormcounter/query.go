@@ -93,9 +93,10 @@ func (p *Plugin) adjustSelect(db *gorm.DB) {
 // correlated subquery each over the row's slot rows (on PostgreSQL, for
 // rows named by many keys, one grouped sum per counter joined to them: see
 // manyKeys), so that it is one statement, not a load and a fill; it
-// returns the counters left to the fill. Loads with Joins, a Table expression, Distinct or grouping, an
-// Offset, QueryFields, or a write-behind buffer's Live (its pending amounts are
-// added by the fill) keep the fill's one grouped query; so do counters
+// returns the counters left to the fill. Loads with Joins, a Table
+// expression, Distinct or grouping, an Offset, QueryFields, or a
+// write-behind buffer's Live (its pending amounts are added by the fill)
+// keep the fill's one grouped query; so do counters
 // adopted over a column (the column would be selected twice) and unsigned
 // fields, and then all the model's counters go to the fill, as they do
 // under Live when the model has a rollup counter.
