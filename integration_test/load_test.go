@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/hotcounter/hotcounter/gormcounter"
+	"github.com/hotcounter/hotcounter/integration_test/ent"
+	"github.com/hotcounter/hotcounter/integration_test/ent/author"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 )
@@ -341,14 +343,21 @@ func TestAnEagerLoadOfManyParentsHasEveryTotal(t *testing.T) {
 		want := map[int64]int64{}
 		switch o := o.(type) {
 		case gormORM:
+			authors := make([]Author, n)
+			for i := range authors {
+				authors[i].Name = "a"
+			}
+			must(t, o.gdb.CreateInBatches(&authors, 100).Error)
+			byFollowers := map[int64][]uint{}
 			posts := make([]Post, n)
-			for i := range posts {
-				a := Author{Name: "a"}
-				must(t, o.gdb.Create(&a).Error)
-				if f := followers(i); f > 0 {
-					must(t, gormcounter.Increment(o.gdb.Model(&a), "Followers", f).Error)
-				}
+			for i, a := range authors {
+				byFollowers[followers(i)] = append(byFollowers[followers(i)], a.ID)
 				posts[i] = Post{Title: "p", AuthorID: &a.ID}
+			}
+			for f, ids := range byFollowers {
+				if f > 0 {
+					must(t, gormcounter.Increment(o.gdb.Model(&Author{}).Where("id IN ?", ids), "Followers", f).Error)
+				}
 			}
 			must(t, o.gdb.CreateInBatches(&posts, 100).Error)
 			for i, p := range posts {
@@ -363,12 +372,24 @@ func TestAnEagerLoadOfManyParentsHasEveryTotal(t *testing.T) {
 			}
 		case entORM:
 			c, ctx := o.client, o.ctx()
-			for i := range n {
-				a := c.Author.Create().SetName("a").SaveX(ctx)
-				if f := followers(i); f > 0 {
-					c.Author.UpdateOneID(a.ID).AddFollowers(f).ExecX(ctx)
+			creates := make([]*ent.AuthorCreate, n)
+			for i := range creates {
+				creates[i] = c.Author.Create().SetName("a")
+			}
+			authors := c.Author.CreateBulk(creates...).SaveX(ctx)
+			byFollowers := map[int64][]int{}
+			posts := make([]*ent.PostCreate, n)
+			for i, a := range authors {
+				byFollowers[followers(i)] = append(byFollowers[followers(i)], a.ID)
+				posts[i] = c.Post.Create().SetTitle("p").SetAuthorID(a.ID)
+			}
+			for f, ids := range byFollowers {
+				if f > 0 {
+					c.Author.Update().Where(author.IDIn(ids...)).AddFollowers(f).ExecX(ctx)
 				}
-				want[int64(c.Post.Create().SetTitle("p").SetAuthorID(a.ID).SaveX(ctx).ID)] = followers(i)
+			}
+			for i, p := range c.Post.CreateBulk(posts...).SaveX(ctx) {
+				want[int64(p.ID)] = followers(i)
 			}
 			for _, p := range c.Post.Query().WithAuthor().AllX(ctx) {
 				if p.Edges.Author != nil {
