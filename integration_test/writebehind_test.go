@@ -476,10 +476,14 @@ func bufferFlushSurvivesCutConnections(t *testing.T, o counterORM, inRedis bool)
 		}
 	})
 	proxy.cutCommits.Store(6) // the first six commits lose their reply
-	// Writers run for a while, so that flushes meet both kinds of fault.
-	deadline := time.Now().Add(1500 * time.Millisecond)
+	// Writers run for a while, so that flushes meet both kinds of fault:
+	// 1.5 s, and on until each fault has happened (a loaded machine's
+	// killer once found no session of the buffer's in 1.5 s), for 15 s at
+	// most.
+	start := time.Now()
+	faulted := func() bool { return proxy.cut.Load() > 0 && killed.Load() > 0 && flushErrs.Load() > 0 }
 	done := hammer(t, 16, 1<<30, func() error {
-		if time.Now().After(deadline) {
+		if ran := time.Since(start); ran > 1500*time.Millisecond && (faulted() || ran > 15*time.Second) {
 			return errStop
 		}
 		p := posts[time.Now().Nanosecond()%len(posts)]
