@@ -170,6 +170,9 @@ func (p *Plugin) inlineTotals(db *gorm.DB, wanted []*counter) []*counter {
 	return rest
 }
 
+// rawOr reports whether raw SQL holds OR in any case, as a word or not.
+func rawOr(sql string) bool { return strings.Contains(strings.ToUpper(sql), "OR") }
+
 // derefKeys returns keys with every pointer replaced by what it points to;
 // false if one is nil.
 func derefKeys(keys []any) ([]any, bool) {
@@ -261,11 +264,11 @@ func (p *Plugin) manyKeys(stmt *gorm.Statement) ([]any, bool) {
 					return true
 				}
 			case clause.Expr:
-				if strings.Contains(strings.ToUpper(e.SQL), "OR") {
+				if rawOr(e.SQL) {
 					return true
 				}
 			case clause.NamedExpr:
-				if strings.Contains(strings.ToUpper(e.SQL), "OR") {
+				if rawOr(e.SQL) {
 					return true
 				}
 			}
