@@ -106,6 +106,9 @@ func WithCounters(src Source) schema.MigrateOption {
 			if err != nil {
 				return err
 			}
+			if err := store.Colocate(ctx, c, r.Counters(dl, func(entrt.Def) bool { return true })); err != nil {
+				return err
+			}
 			for i, d := range r.Defs {
 				t := d.Tables()
 				if !before[i].Tables[t.Slots] && !d.Append {
@@ -245,7 +248,11 @@ func repairCounts(r entrt.Runtime, current *atlasschema.Schema) error {
 			return err
 		}
 	}
-	return recountMissed(ctx, s, r, missing)
+	if err := recountMissed(ctx, s, r, missing); err != nil {
+		return err
+	}
+	// A parent distributed since the last migration (Citus).
+	return st.Colocate(ctx, s, r.Counters(dl, func(d entrt.Def) bool { return tableNamed(current, d.SlotTable) }))
 }
 
 func tableNamed(s *atlasschema.Schema, name string) bool {

@@ -275,9 +275,12 @@ func (m counterMigrator) checkForeignKeys(models []*model) error {
 }
 
 // createSlotTables creates the slot tables that do not exist yet, and
-// returns the counters whose tables it created.
+// returns the counters whose tables it created. On Citus it then
+// distributes every slot table beside its parent where the parent is
+// distributed and the slot table not yet (engine.Store.Colocate).
 func (m counterMigrator) createSlotTables(models []*model) (map[*counter]bool, error) {
 	created := map[*counter]bool{}
+	var all []engine.Counter
 	for _, md := range models {
 		ownerType := m.plugin.ownerType(m.db, md)
 		for _, c := range md.counters {
@@ -317,6 +320,12 @@ func (m counterMigrator) createSlotTables(models []*model) (map[*counter]bool, e
 				}
 			}
 		}
+		for _, c := range md.counters {
+			all = append(all, c.engine())
+		}
+	}
+	if err := m.plugin.store().Colocate(m.db.Statement.Context, gormConn{db: m.db}, all); err != nil {
+		return nil, err
 	}
 	return created, nil
 }

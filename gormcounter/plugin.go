@@ -135,6 +135,12 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 			return fmt.Errorf("gormcounter: %w: a deleted row would leave its counters' slot rows behind", ErrForeignKeysOff)
 		}
 	}
+	if !recording {
+		// Citus takes some statements in another form (countersql's citus.go).
+		if d, err = engine.WithCitus(db.Statement.Context, gormConn{db: db.Session(&gorm.Session{NewDB: true})}, d); err != nil {
+			return fmt.Errorf("gormcounter: %w", err)
+		}
+	}
 	p.dialect = d
 	if p.obs == nil {
 		obs, err := observe.New(observe.Config{System: engine.System(db.Statement.Context, gormConn{db: db.Session(&gorm.Session{NewDB: true})}, p.dialect, p.cfg.MeterProvider != nil), Keys: p.cfg.HotKeys.Keys, Window: p.cfg.HotKeys.Window,

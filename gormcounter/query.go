@@ -157,6 +157,13 @@ func (p *Plugin) inlineTotals(db *gorm.DB, wanted []*counter) []*counter {
 		}
 	}
 	table := stmt.Table
+	if p.dialect.Citus() {
+		if keys, ok := namedKeys(stmt); ok {
+			for i := range inline {
+				inline[i].Keys = keys
+			}
+		}
+	}
 	if keys, ok := p.manyKeys(stmt); ok {
 		// Many rows named by key: one grouped SUM per counter over those
 		// keys, joined to the rows, costs less than a subquery per row.
@@ -229,7 +236,23 @@ func keysOfKind(field reflect.Type, keys []any) bool {
 // where the keys are of the key field's kind (integers or strings) and
 // bind as one array: the loads whose totals JoinTotals reads.
 func (p *Plugin) manyKeys(stmt *gorm.Statement) ([]any, bool) {
-	if _, ok := p.dialect.OnPostgres(); !ok || len(stmt.Schema.PrimaryFields) != 1 {
+	if _, ok := p.dialect.OnPostgres(); !ok {
+		return nil, false
+	}
+	keys, ok := namedKeys(stmt)
+	if !ok || len(keys) < countersql.JoinedFrom || !p.dialect.KeysBindAsOneArray(keys) {
+		return nil, false
+	}
+	return keys, true
+}
+
+// namedKeys returns the primary keys a load names its rows by: those of
+// an IN (or =) on the primary key among the conditions of its WHERE that
+// AND together, when the WHERE holds no OR and the load has no FROM or
+// FOR clause of the caller's, and the keys are integers or strings of the
+// key's kind (dereferenced). Every row the load returns has one of them.
+func namedKeys(stmt *gorm.Statement) ([]any, bool) {
+	if len(stmt.Schema.PrimaryFields) != 1 {
 		return nil, false
 	}
 	for _, name := range []string{"FROM", "FOR"} {
@@ -278,23 +301,27 @@ func (p *Plugin) manyKeys(stmt *gorm.Statement) ([]any, bool) {
 	if hasOr(where.Exprs) {
 		return nil, false
 	}
+	onKey := func(column any, values []any) ([]any, bool) {
+		col, ok := column.(clause.Column)
+		if !ok || len(values) == 0 || col.Raw || col.Alias != "" || col.Name != clause.PrimaryKey && col.Name != pk ||
+			col.Table != "" && col.Table != clause.CurrentTable && col.Table != stmt.Table {
+			return nil, false
+		}
+		// A preload of a parent through a *uint foreign key names it by
+		// pointers.
+		keys, ok := derefKeys(values)
+		return keys, ok && keysOfKind(stmt.Schema.PrimaryFields[0].FieldType, keys)
+	}
 	var find func(exprs []clause.Expression) ([]any, bool)
 	find = func(exprs []clause.Expression) ([]any, bool) {
 		for _, e := range exprs {
 			switch e := e.(type) {
 			case clause.IN:
-				col, ok := e.Column.(clause.Column)
-				if !ok || len(e.Values) < countersql.JoinedFrom {
-					continue
+				if keys, ok := onKey(e.Column, e.Values); ok {
+					return keys, true
 				}
-				if col.Raw || col.Alias != "" || col.Name != clause.PrimaryKey && col.Name != pk ||
-					col.Table != "" && col.Table != clause.CurrentTable && col.Table != stmt.Table {
-					continue
-				}
-				// A preload of a parent through a *uint foreign key names
-				// it by pointers.
-				keys, ok := derefKeys(e.Values)
-				if ok && keysOfKind(stmt.Schema.PrimaryFields[0].FieldType, keys) && p.dialect.KeysBindAsOneArray(keys) {
+			case clause.Eq:
+				if keys, ok := onKey(e.Column, []any{e.Value}); ok {
 					return keys, true
 				}
 			case clause.AndConditions:

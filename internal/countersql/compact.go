@@ -14,7 +14,7 @@ import "strconv"
 // the key `after` (nil starts at the beginning), that have more than one
 // slot row holding a value: the owners a compaction pass folds.
 func (d Upserts) CrowdedOwners(w Writer, t Table, after any, limit int) {
-	if d.kind == postgres {
+	if d.kind == postgres && !d.citus {
 		// The owners of the walk (see pgOwnerWalk) that have two rows
 		// holding a value. The GROUP BY over the table, planned without
 		// statistics, hashed every row after `after` for each batch.
@@ -33,12 +33,13 @@ func (d Upserts) CrowdedOwners(w Writer, t Table, after any, limit int) {
 }
 
 // A Compaction is how a dialect gathers the slot values of a batch of
-// owners into one row each: either Query, one statement whose one row is
-// (parents gathered, slot rows removed, the transaction's id for
-// [Postgres.OldestHolder]), or Gather and Remove, two statements run in
-// that order whose row counts are the first two figures.
+// owners into one row each: either Queries, statements each of whose one
+// row is (parents gathered, slot rows removed, the transaction's id for
+// [Postgres.OldestHolder] or "", a setting's old value), or Gather and
+// Remove, two statements run in that order whose row counts are the first
+// two figures.
 type Compaction struct {
-	Query          func(Writer)
+	Queries        []func(Writer)
 	Gather, Remove func(Writer)
 }
 
@@ -78,8 +79,16 @@ func (d Upserts) CompactSplit() int {
 // takes the write lock, so nothing changes between the two. It moves the
 // values into each owner's lowest slot row.
 func (d Upserts) Compact(t Table, owners []any) Compaction {
-	if d.kind == postgres {
-		return Compaction{Query: func(w Writer) { d.compactPostgres(w, t, owners) }}
+	switch {
+	case d.citus:
+		// One statement per parent, which Citus runs on the parent's node.
+		queries := make([]func(Writer), len(owners))
+		for i, k := range owners {
+			queries[i] = func(w Writer) { d.compactPostgres(w, t, []any{k}) }
+		}
+		return Compaction{Queries: queries}
+	case d.kind == postgres:
+		return Compaction{Queries: []func(Writer){func(w Writer) { d.compactPostgres(w, t, owners) }}}
 	}
 	// UPDATE slots SET n = (SELECT SUM(s.n) FROM slots s WHERE s.owner = slots.owner)
 	//   WHERE owner IN (...) AND slot = (SELECT MIN(s.slot) FROM slots s WHERE s.owner = slots.owner)
@@ -119,15 +128,30 @@ func (d Dialect) compactPostgres(w Writer, t Table, owners []any) {
 	// gone AS (DELETE FROM slots USING locked, kept
 	//   WHERE slots.owner = locked.owner AND slots.slot = locked.slot AND kept.owner = locked.owner AND locked.slot <> kept.slot RETURNING 1),
 	q(w, "% AS (DELETE FROM % USING %, % WHERE ", gone, t.Slots, locked, kept)
-	q(w, "%.% = %.% AND %.% = %.% AND %.% = %.% AND %.% <> %.% RETURNING 1), ",
+	q(w, "%.% = %.% AND %.% = %.% AND %.% = %.% AND %.% <> %.%",
 		t.Slots, t.Owner, locked, t.Owner, t.Slots, SlotColumn, locked, SlotColumn,
 		kept, t.Owner, locked, t.Owner, locked, SlotColumn, kept, SlotColumn)
+	// (Citus routes a statement by the owner each table is read by.)
+	ownersAgain := func() {
+		if d.citus {
+			q(w, " AND %.%", t.Slots, t.Owner)
+			d.keyIn(w, owners)
+		}
+	}
+	ownersAgain()
 	// set AS (UPDATE slots SET n = kept.n FROM kept WHERE slots.owner = kept.owner AND slots.slot = kept.slot RETURNING 1)
-	q(w, "% AS (UPDATE % SET % = %.% FROM % WHERE %.% = %.% AND %.% = %.% RETURNING 1) ",
+	q(w, " RETURNING 1), % AS (UPDATE % SET % = %.% FROM % WHERE %.% = %.% AND %.% = %.%",
 		set, t.Slots, ValueColumn, kept, ValueColumn, kept, t.Slots, t.Owner, kept, t.Owner, t.Slots, SlotColumn, kept, SlotColumn)
+	ownersAgain()
+	if d.citus {
+		// The transaction's id on a worker node says nothing of the
+		// coordinator's sessions, and its commit is Citus's to make.
+		q(w, " RETURNING 1) SELECT (SELECT COUNT(*) FROM %), (SELECT COUNT(*) FROM %), '', ''", set, gone)
+		return
+	}
 	// SELECT (SELECT COUNT(*) FROM set), (SELECT COUNT(*) FROM gone), pg_current_xact_id()::xid::text,
 	//   set_config('synchronous_commit', 'off', true)  -- for the commit of this transaction alone
-	q(w, "SELECT (SELECT COUNT(*) FROM %), (SELECT COUNT(*) FROM %), pg_current_xact_id()::xid::text, "+
+	q(w, " RETURNING 1) SELECT (SELECT COUNT(*) FROM %), (SELECT COUNT(*) FROM %), pg_current_xact_id()::xid::text, "+
 		"set_config('synchronous_commit', 'off', true)", set, gone)
 }
 

@@ -173,7 +173,7 @@ func (d Dialect) rowCondition(w Writer, c Count, row string) {
 // triggers or hooks (and would put a derived table back inside a row
 // trigger); a comment would swallow the rest of a trigger's body.
 func CheckCondition(cond string) error {
-	d := Dialect{mysql} // the widest quoting: '...', "..." and `...` are all opaque
+	d := Dialect{kind: mysql} // the widest quoting: '...', "..." and `...` are all opaque
 	toks := d.lexCondition(cond)
 	for i, t := range toks {
 		switch {
@@ -214,7 +214,7 @@ func init() {
 // that are qualified, call a function, follow a cast (::) or are SQL's own
 // are left alone; quoted text is never read as a column.
 func UnknownColumns(cond string, columns []string) []string {
-	d := Dialect{mysql} // the widest quoting: '...' and "..." are strings, `...` identifiers
+	d := Dialect{kind: mysql} // the widest quoting: '...' and "..." are strings, `...` identifiers
 	toks := d.lexCondition(cond)
 	next := func(i, step int) string {
 		for j := i + step; j >= 0 && j < len(toks); j += step {

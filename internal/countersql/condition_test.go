@@ -15,17 +15,17 @@ func TestRowConditionQualifiesOnlyTheChildColumnsItNames(t *testing.T) {
 		d          Dialect
 		cond, want string
 	}{
-		{Dialect{mysql}, "status = 'active'", "NEW.`status` = 'active'"},
-		{Dialect{mysql}, "status IN ('status', 'body') AND body <> ''", "NEW.`status` IN ('status', 'body') AND NEW.`body` <> ''"},
-		{Dialect{mysql}, `status = "body"`, "NEW.`status` = \"body\""},  // a string on MySQL
-		{Dialect{sqlite}, `"status" = 'body'`, `NEW."status" = 'body'`}, // an identifier on SQLite
-		{Dialect{sqlite}, "[status] = 'x'", `NEW."status" = 'x'`},
-		{Dialect{mysql}, "`status` = 'it''s status'", "NEW.`status` = 'it''s status'"},
-		{Dialect{mysql}, `status = 'it\'s body' AND id > 0`, "NEW.`status` = 'it\\'s body' AND NEW.`id` > 0"},
-		{Dialect{mysql}, "LOWER(status) = 'x' AND lower(body) = 'y'", "LOWER(NEW.`status`) = 'x' AND lower(NEW.`body`) = 'y'"},
-		{Dialect{mysql}, "lower = 1e5 AND id < 0x1F", "NEW.`lower` = 1e5 AND NEW.`id` < 0x1F"},
-		{Dialect{mysql}, "kind IS NOT NULL AND STATUS <> 'x'", "NEW.`Kind` IS NOT NULL AND NEW.`status` <> 'x'"},
-		{Dialect{sqlite}, "état = 1 AND status = 'é'", "état = 1 AND NEW.\"status\" = 'é'"},
+		{Dialect{kind: mysql}, "status = 'active'", "NEW.`status` = 'active'"},
+		{Dialect{kind: mysql}, "status IN ('status', 'body') AND body <> ''", "NEW.`status` IN ('status', 'body') AND NEW.`body` <> ''"},
+		{Dialect{kind: mysql}, `status = "body"`, "NEW.`status` = \"body\""},  // a string on MySQL
+		{Dialect{kind: sqlite}, `"status" = 'body'`, `NEW."status" = 'body'`}, // an identifier on SQLite
+		{Dialect{kind: sqlite}, "[status] = 'x'", `NEW."status" = 'x'`},
+		{Dialect{kind: mysql}, "`status` = 'it''s status'", "NEW.`status` = 'it''s status'"},
+		{Dialect{kind: mysql}, `status = 'it\'s body' AND id > 0`, "NEW.`status` = 'it\\'s body' AND NEW.`id` > 0"},
+		{Dialect{kind: mysql}, "LOWER(status) = 'x' AND lower(body) = 'y'", "LOWER(NEW.`status`) = 'x' AND lower(NEW.`body`) = 'y'"},
+		{Dialect{kind: mysql}, "lower = 1e5 AND id < 0x1F", "NEW.`lower` = 1e5 AND NEW.`id` < 0x1F"},
+		{Dialect{kind: mysql}, "kind IS NOT NULL AND STATUS <> 'x'", "NEW.`Kind` IS NOT NULL AND NEW.`status` <> 'x'"},
+		{Dialect{kind: sqlite}, "état = 1 AND status = 'é'", "état = 1 AND NEW.\"status\" = 'é'"},
 	}
 	for _, tc := range cases {
 		w := &goldenWriter{quote: "`"}
@@ -66,7 +66,7 @@ func TestCheckConditionRefusesSubqueriesCommentsAndQualifiedNames(t *testing.T) 
 // table, and nothing else: other tables' columns, aliases, functions and
 // strings stay text, and the placeholders are counted where they fall.
 func TestColumnRefsFindTheTablesCounterColumns(t *testing.T) {
-	d := Dialect{postgres}
+	d := Dialect{kind: postgres}
 	render := func(ps []Piece) string {
 		var b strings.Builder
 		for _, p := range ps {
@@ -97,7 +97,7 @@ func TestColumnRefsFindTheTablesCounterColumns(t *testing.T) {
 // A whole query an ORM rendered: its references to counters read their
 // values, and a select item that is one alone keeps the counter's name.
 func TestRewriteRefsReadsValuesAndKeepsSelectedNames(t *testing.T) {
-	d := Dialect{postgres}
+	d := Dialect{kind: postgres}
 	values := map[string]string{"likes": "(L)"}
 	for sql, want := range map[string]string{
 		`SELECT "posts"."id", "posts"."likes" FROM "posts" WHERE "posts"."likes" > $1 ORDER BY "posts"."likes" DESC`: `SELECT "posts"."id", (L) AS "likes" FROM "posts" WHERE (L) > $1 ORDER BY (L) DESC`,
@@ -116,7 +116,7 @@ func TestRewriteRefsReadsValuesAndKeepsSelectedNames(t *testing.T) {
 // stands alone in a select list (a subquery that an outer query reads by
 // that name, as ent's order by a neighbor's field does), and nowhere else.
 func TestRewriteQualifiedRefsKeepsTheNameOfASelectedItem(t *testing.T) {
-	d := Dialect{postgres}
+	d := Dialect{kind: postgres}
 	values := map[string]string{"followers": "(F)"}
 	for sql, want := range map[string]string{
 		`SELECT "posts"."id" FROM "posts" LEFT JOIN (SELECT "authors"."id", "authors"."followers" FROM "authors") AS "t1" ON "posts"."author_id" = "t1"."id" ORDER BY "t1"."followers" DESC`: `SELECT "posts"."id" FROM "posts" LEFT JOIN (SELECT "authors"."id", (F) AS "followers" FROM "authors") AS "t1" ON "posts"."author_id" = "t1"."id" ORDER BY "t1"."followers" DESC`,
@@ -136,7 +136,7 @@ func TestRewriteQualifiedRefsKeepsTheNameOfASelectedItem(t *testing.T) {
 // another table, other columns or a qualified reference, it answers each
 // question apart: the second round answers from what the first kept.
 func TestRefersAnswersEachQuestionApartWhenAskedAgain(t *testing.T) {
-	pg := Dialect{postgres}
+	pg := Dialect{kind: postgres}
 	q := `SELECT "posts"."id", "likes" AS "n" FROM "posts" WHERE "posts"."views" > $1`
 	for round := range 2 {
 		for _, tc := range []struct {
@@ -164,7 +164,7 @@ func TestRefersAnswersEachQuestionApartWhenAskedAgain(t *testing.T) {
 // the point where it drops them; a text over refersText bytes is not
 // kept at all.
 func TestRefersKeepsABoundedNumberOfAnswers(t *testing.T) {
-	pg := Dialect{postgres}
+	pg := Dialect{kind: postgres}
 	for i := range refersMax + 100 {
 		q := `SELECT "posts"."id" FROM "posts" WHERE "posts"."views" > $1 LIMIT ` + strconv.Itoa(i)
 		if !pg.Refers(q, "posts", []string{"views"}, true) || pg.Refers(q, "posts", []string{"likes"}, true) {

@@ -17,6 +17,7 @@
 //	counts.go       counts of child rows: triggers, hooks' statements, recount
 //	writebehind.go  the write-behind buffer's flush and ledger
 //	adopt.go        adoption of existing columns: probes, moves, defaults
+//	citus.go        PostgreSQL with Citus: distribution beside the parent
 //
 // testdata/<dialect>.sql holds every statement that database runs (golden
 // files, rewritten by go test ./internal/countersql -update).
@@ -96,18 +97,24 @@ const (
 )
 
 // Dialect writes the SQL of one database family.
-type Dialect struct{ kind kind }
+type Dialect struct {
+	kind kind
+	// citus: a PostgreSQL database with the Citus extension (see
+	// citus.go), whose distributed tables take some statements in another
+	// form.
+	citus bool
+}
 
 // For returns the dialect for an ORM's dialect name: "postgres" (also "pgx"),
 // "sqlite" (also "sqlite3") or "mysql" (MySQL 8 and MariaDB 10.6+, InnoDB).
 func For(name string) (Dialect, error) {
 	switch name {
 	case "postgres", "pgx":
-		return Dialect{postgres}, nil
+		return Dialect{kind: postgres}, nil
 	case "sqlite", "sqlite3":
-		return Dialect{sqlite}, nil
+		return Dialect{kind: sqlite}, nil
 	case "mysql":
-		return Dialect{mysql}, nil
+		return Dialect{kind: mysql}, nil
 	}
 	return Dialect{}, fmt.Errorf("hotcounter: database %q is not supported (PostgreSQL, MySQL/MariaDB and SQLite are)", name)
 }

@@ -189,6 +189,10 @@ func (d Dialect) InstallCountTriggers(c Count) []func(Writer) {
 	steps := d.DropCountTriggers(c)
 	switch d.kind {
 	case postgres:
+		if d.citus {
+			steps = append(steps, d.citusCountTriggers(c)...)
+			break
+		}
 		for _, op := range []struct{ name, event, refs string }{
 			{"ins", "INSERT", "NEW TABLE AS hc_new"},
 			{"upd", "UPDATE", "OLD TABLE AS hc_old NEW TABLE AS hc_new"},

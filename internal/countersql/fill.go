@@ -129,6 +129,11 @@ type Inline struct {
 	Table Table
 	Read  Sources // slot tables only: a column the counter was adopted over is left to the fill
 	As    string  // the name the load scans into the counter's field
+	// Keys are the keys the load names its rows by, where it names them
+	// (nil otherwise). On Citus each subquery names them too: Citus then
+	// sends the load to the nodes of those parents alone, where without
+	// them it sent it to every shard.
+	Keys []any
 }
 
 // SelectWithTotals writes the select list of a load of parent rows from
@@ -228,6 +233,10 @@ func (d Dialect) TotalOf(w Writer, in Inline, key func(Writer)) {
 		}
 		q(w, "COALESCE((SELECT SUM(%.%) FROM % AS % WHERE %.% = ", s, ValueColumn, tb, s, s, in.Table.Owner)
 		key(w)
+		if d.citus && len(in.Keys) > 0 {
+			q(w, " AND %.%", s, in.Table.Owner)
+			d.keyIn(w, in.Keys)
+		}
 		w.WriteString("), 0)")
 	}
 	if len(in.Read.Tables) == 0 {

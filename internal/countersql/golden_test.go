@@ -116,6 +116,9 @@ func statements(d Dialect) []struct {
 		one("SelectWithTotals", func(w Writer) {
 			d.SelectWithTotals(w, "posts", []Inline{{Table: posts, Read: Sources{Tables: []string{"post_likes_slots", "post_likes_deltas"}}, As: "likes"}})
 		}),
+		one("SelectWithTotals, rows named by key", func(w Writer) {
+			d.SelectWithTotals(w, "posts", []Inline{{Table: posts, Read: Sources{Tables: []string{"post_likes_slots"}}, As: "likes", Keys: keys[:2]}})
+		}),
 		one("ReshapeSlots", func(w Writer) { d.ReshapeSlots(w, posts, int64(1), []any{int64(0), int64(3)}, []int64{5, -7}) }),
 		one("TakeFromSlot", func(w Writer) { d.TakeFromSlot(w, posts, int64(1), 3, 2) }),
 		one("LockAllSlots", func(w Writer) { d.LockAllSlots(w, posts, int64(1)) }),
@@ -187,11 +190,12 @@ func statements(d Dialect) []struct {
 		for _, c := range []struct {
 			name  string
 			build func(Writer)
-		}{{"Compact", compaction.Query}, {"Compact: gather", compaction.Gather}, {"Compact: remove", compaction.Remove}} {
+		}{{"Compact: gather", compaction.Gather}, {"Compact: remove", compaction.Remove}} {
 			if c.build != nil {
 				out = append(out, one(c.name, c.build))
 			}
 		}
+		out = append(out, many("Compact", compaction.Queries)...)
 	}
 	if l, ok := d.OnRowLocks(); ok {
 		out = append(out,
@@ -203,6 +207,10 @@ func statements(d Dialect) []struct {
 	}
 	if pg, ok := d.OnPostgres(); ok {
 		out = append(out,
+			one("CitusInstalled", pg.CitusInstalled),
+			one("SessionSlot", func(w Writer) { d.SessionSlot(w, 16) }),
+			one("AddCountsAt", func(w Writer) { pg.Upserts.AddCountsAt(w, count, 17, keys, []int64{1, -1, 2}) }),
+			one("DistributeBeside", func(w Writer) { pg.DistributeBeside(w, posts) }),
 			one("IncrementFreeSlot", func(w Writer) { pg.IncrementFreeSlot(w, posts, 7, 1, d.KeyIn(posts, keys[:1])) }),
 			one("IncrementFreeSlot, lowest first", func(w Writer) { pg.IncrementFreeSlot(w, posts, -1, 1, d.KeyIn(posts, keys[:1])) }),
 			one("IncrementOwnSlot", func(w Writer) { pg.IncrementOwnSlot(w, posts, 16, 7, 1, cond) }),
@@ -264,11 +272,14 @@ func statements(d Dialect) []struct {
 }
 
 func TestGoldenSQL(t *testing.T) {
-	for _, name := range []string{"postgres", "mysql", "sqlite"} {
+	for _, name := range []string{"postgres", "citus", "mysql", "sqlite"} {
 		t.Run(name, func(t *testing.T) {
-			d, err := For(name)
+			d, err := For(strings.Replace(name, "citus", "postgres", 1))
 			if err != nil {
 				t.Fatal(err)
+			}
+			if name == "citus" {
+				d = d.OnCitus()
 			}
 			quote := `"`
 			if d.MySQL() {

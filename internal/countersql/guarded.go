@@ -87,8 +87,16 @@ func (d MySQL) LockSlot(w Writer, t Table, owner any, slot any) {
 // slot slots[i] of owner: a take gathered from several rows, and what
 // remains moved into fewer rows, on rows that LockAllSlots locked.
 func (d Dialect) ReshapeSlots(w Writer, t Table, owner any, slots []any, changes []int64) {
-	q(w, "UPDATE % SET % = % + CASE %", t.Slots, ValueColumn, ValueColumn, SlotColumn)
-	whenThen(w, slots, changes)
+	// A searched CASE (WHEN slot = ...): Citus 13 sends the simple form
+	// (CASE slot WHEN ...) to its workers as a comparison of the slot with
+	// a boolean.
+	q(w, "UPDATE % SET % = % + CASE", t.Slots, ValueColumn, ValueColumn)
+	for i, s := range slots {
+		q(w, " WHEN % = ", SlotColumn)
+		w.Arg(s)
+		w.WriteString(" THEN ")
+		w.Arg(changes[i])
+	}
 	q(w, " ELSE 0 END WHERE % = ", t.Owner)
 	w.Arg(owner)
 	q(w, " AND %", SlotColumn)

@@ -10,10 +10,12 @@ import "strconv"
 // rows, in key order, after the key `after` (nil starts at the beginning).
 // The rollup pass walks the slot table with it in batches.
 func (d Dialect) PendingOwners(w Writer, t Table, after any, limit int) {
-	if d.kind == postgres {
+	if d.kind == postgres && !d.citus {
 		d.pendingOwnersPostgres(w, t, after, limit)
 		return
 	}
+	// (Citus runs a recursive walk only on one shard: each worker lists
+	// its owners, and the coordinator merges them.)
 	q(w, "SELECT DISTINCT % FROM % WHERE ", t.Owner, t.Slots)
 	if d.kind == mysql {
 		// MySQL folds empty slot rows instead of deleting them.
@@ -72,7 +74,16 @@ func pgOwnerWalk(w Writer, t Table, after any) {
 // stays pending for the next pass. SQLite has one writer at a time: the first
 // statement takes the write lock, so nothing changes between the two.
 func (d Upserts) Fold(t Table, owners []any) []func(Writer) {
-	if d.kind == postgres {
+	switch {
+	case d.citus:
+		// One statement per parent, each of which Citus runs on the
+		// parent's node (citusFold).
+		steps := make([]func(Writer), len(owners))
+		for i, k := range owners {
+			steps[i] = func(w Writer) { d.citusFold(w, t, k) }
+		}
+		return steps
+	case d.kind == postgres:
 		return []func(Writer){func(w Writer) { d.foldPostgres(w, t, owners) }}
 	}
 	return []func(Writer){

@@ -193,19 +193,17 @@ const ReuseWait = time.Second
 // id.
 func compactBatch(ctx context.Context, tx Conn, c countersql.Compaction) (Compacted, string, error) {
 	var got Compacted
-	if c.Query != nil {
-		rows, err := tx.Query(ctx, c.Query)
-		if err != nil {
-			return got, "", err
-		}
-		defer rows.Close()
-		var xid, setting string
-		if rows.Next() {
-			if err := rows.Scan(&got.Parents, &got.Removed, &xid, &setting); err != nil {
+	if c.Queries != nil {
+		var xid string
+		for _, query := range c.Queries {
+			one, id, err := compactQuery(ctx, tx, query)
+			if err != nil {
 				return got, "", err
 			}
+			got.Add(one)
+			xid = id
 		}
-		return got, xid, rows.Err()
+		return got, xid, nil
 	}
 	var err error
 	if got.Parents, err = tx.Exec(ctx, c.Gather); err != nil {
@@ -213,4 +211,21 @@ func compactBatch(ctx context.Context, tx Conn, c countersql.Compaction) (Compac
 	}
 	got.Removed, err = tx.Exec(ctx, c.Remove)
 	return got, "", err
+}
+
+// compactQuery runs one query of a Compaction (countersql.Compaction.Queries).
+func compactQuery(ctx context.Context, tx Conn, query func(countersql.Writer)) (Compacted, string, error) {
+	var got Compacted
+	rows, err := tx.Query(ctx, query)
+	if err != nil {
+		return got, "", err
+	}
+	defer rows.Close()
+	var xid, setting string
+	if rows.Next() {
+		if err := rows.Scan(&got.Parents, &got.Removed, &xid, &setting); err != nil {
+			return got, "", err
+		}
+	}
+	return got, xid, rows.Err()
 }

@@ -296,6 +296,9 @@ func (st Store) InstallCountTriggers(ctx context.Context, s Session, c Counter, 
 			return false, nil
 		}
 	} else {
+		if err := d.CitusCountable(count); err != nil {
+			return false, fmt.Errorf("%s: %s: %w", st.Pkg, c.Name, err)
+		}
 		if steps, err = driverOf(d).CountTriggers(ctx, s, count); err != nil {
 			return false, fmt.Errorf("%s: read the foreign keys of %s: %w", st.Pkg, count.Child, err)
 		}

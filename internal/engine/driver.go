@@ -132,10 +132,19 @@ func (f StatementFolds) CountTriggers(_ context.Context, _ Conn, count countersq
 }
 
 // AddCounts: one statement per chunk of keys.
+// On Citus the slot is read first, and written as a value.
 func (f StatementFolds) AddCounts(ctx context.Context, c Conn, count countersql.Count, keys []any, amounts []int64) error {
+	add := func(w countersql.Writer, keys []any, amounts []int64) { f.D.AddCounts(w, count, keys, amounts) }
+	if f.D.Citus() {
+		slot, err := QueryInt(ctx, c, func(w countersql.Writer) { f.D.SessionSlot(w, count.SlotCount) })
+		if err != nil {
+			return err
+		}
+		add = func(w countersql.Writer, keys []any, amounts []int64) { f.D.AddCountsAt(w, count, slot, keys, amounts) }
+	}
 	for start := 0; start < len(keys); start += FillChunk {
 		end := min(start+FillChunk, len(keys))
-		if _, err := c.Exec(ctx, func(w countersql.Writer) { f.D.AddCounts(w, count, keys[start:end], amounts[start:end]) }); err != nil {
+		if _, err := c.Exec(ctx, func(w countersql.Writer) { add(w, keys[start:end], amounts[start:end]) }); err != nil {
 			return err
 		}
 	}

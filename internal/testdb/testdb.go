@@ -7,6 +7,7 @@
 //	HOTCOUNTER_POSTGRES_DSN  default "host=127.0.0.1 port=5432 user=postgres dbname=test sslmode=disable"
 //	HOTCOUNTER_MYSQL_DSN     default "root@tcp(127.0.0.1:3306)/test"
 //	HOTCOUNTER_REDIS_ADDR    default "127.0.0.1:6379" (a key prefix per test)
+//	HOTCOUNTER_CITUS_DSN     no default: a Citus coordinator, for the tests of Citus
 //
 // When the server cannot be reached the test is skipped, except under CI=true,
 // where it fails: CI must never pass by testing nothing.
@@ -80,8 +81,28 @@ func unavailable(tb testing.TB, what string, err error, why string) {
 func Postgres(tb testing.TB) string {
 	tb.Helper()
 	before(tb, "postgres")
-	base := PostgresBaseDSN()
-	admin := connect(tb, "pgx", base, "PostgreSQL ("+base+")")
+	return schemaOn(tb, PostgresBaseDSN(), "PostgreSQL")
+}
+
+// Citus returns a DSN like Postgres's on the Citus coordinator that
+// HOTCOUNTER_CITUS_DSN names (its schema is created on every node when a
+// table in it is distributed), or skips the test when none is named: Citus
+// is not on the CI machine, and its tests run by hand (docs/scaling.md).
+func Citus(tb testing.TB) string {
+	tb.Helper()
+	base := os.Getenv("HOTCOUNTER_CITUS_DSN")
+	if base == "" {
+		tb.Skip("HOTCOUNTER_CITUS_DSN names no Citus coordinator")
+	}
+	return schemaOn(tb, base, "Citus")
+}
+
+// schemaOn creates a schema on the PostgreSQL server at base (named what in
+// errors), dropped when the test ends, and returns base with it as the
+// search_path.
+func schemaOn(tb testing.TB, base, what string) string {
+	tb.Helper()
+	admin := connect(tb, "pgx", base, what+" ("+base+")")
 	if admin == nil {
 		return ""
 	}
@@ -90,7 +111,7 @@ func Postgres(tb testing.TB) string {
 		admin.Close()
 		tb.Fatalf("create schema: %v", err)
 	}
-	gone, err := watchSQL(admin, "pgx", "PostgreSQL ("+base+")")
+	gone, err := watchSQL(admin, "pgx", what+" ("+base+")")
 	if err != nil {
 		admin.Close()
 		tb.Fatal(err)

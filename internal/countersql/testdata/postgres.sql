@@ -53,8 +53,11 @@ SELECT "slot", "n" FROM "post_likes_slots" WHERE "post_id" = $1 AND "n" > 0;
 -- SelectWithTotals
 "posts".*, (COALESCE((SELECT SUM("hc_s"."n") FROM "post_likes_slots" AS "hc_s" WHERE "hc_s"."post_id" = "posts"."id"), 0) + COALESCE((SELECT SUM("hc_s"."n") FROM "post_likes_deltas" AS "hc_s" WHERE "hc_s"."post_id" = "posts"."id"), 0)) AS "likes";
 
+-- SelectWithTotals, rows named by key
+"posts".*, (COALESCE((SELECT SUM("hc_s"."n") FROM "post_likes_slots" AS "hc_s" WHERE "hc_s"."post_id" = "posts"."id"), 0)) AS "likes";
+
 -- ReshapeSlots
-UPDATE "post_likes_slots" SET "n" = "n" + CASE "slot" WHEN $1 THEN $2 WHEN $3 THEN $4 ELSE 0 END WHERE "post_id" = $5 AND "slot" = ANY($6);
+UPDATE "post_likes_slots" SET "n" = "n" + CASE WHEN "slot" = $1 THEN $2 WHEN "slot" = $3 THEN $4 ELSE 0 END WHERE "post_id" = $5 AND "slot" = ANY($6);
 -- args: [0 5 3 -7 1 {[0 3]}]
 
 -- TakeFromSlot
@@ -466,7 +469,7 @@ WITH "hc_parents" AS (SELECT "id" FROM "posts" WHERE "id" = ANY($1) ORDER BY "id
 WITH "hc_picked" AS (SELECT "story_claps_deltas"."id", "story_claps_deltas"."story_id" FROM "story_claps_deltas" WHERE "story_claps_deltas"."id" > $1 AND "story_claps_deltas"."id" <= $2 FOR UPDATE SKIP LOCKED), "hc_parents" AS (SELECT "id" FROM "stories" WHERE "id" IN (SELECT "story_id" FROM "hc_picked") ORDER BY "id" FOR NO KEY UPDATE SKIP LOCKED), "hc_gone" AS (DELETE FROM "story_claps_deltas" USING "hc_picked" WHERE "story_claps_deltas"."id" = "hc_picked"."id" AND "hc_picked"."story_id" IN (SELECT "id" FROM "hc_parents") RETURNING "story_claps_deltas"."story_id", "story_claps_deltas"."n"), "hc_totals" AS (SELECT "story_id", SUM("n") AS "n" FROM "hc_gone" GROUP BY "story_id") UPDATE "stories" SET "claps" = COALESCE("stories"."claps", 0) + "hc_totals"."n" FROM "hc_totals" WHERE "stories"."id" = "hc_totals"."story_id";
 -- args: [10 20]
 
--- Compact
+-- Compact (1 of 1)
 WITH "hc_locked" AS (SELECT "post_id", "slot", "n" FROM "post_likes_slots" WHERE "post_id" = ANY($1) AND "n" <> 0 ORDER BY "post_id", "slot" FOR UPDATE SKIP LOCKED), "hc_kept" AS (SELECT "post_id", MIN("slot") AS "slot", SUM("n") AS "n" FROM "hc_locked" GROUP BY "post_id" HAVING COUNT(*) > 1), "hc_gone" AS (DELETE FROM "post_likes_slots" USING "hc_locked", "hc_kept" WHERE "post_likes_slots"."post_id" = "hc_locked"."post_id" AND "post_likes_slots"."slot" = "hc_locked"."slot" AND "hc_kept"."post_id" = "hc_locked"."post_id" AND "hc_locked"."slot" <> "hc_kept"."slot" RETURNING 1), "hc_set" AS (UPDATE "post_likes_slots" SET "n" = "hc_kept"."n" FROM "hc_kept" WHERE "post_likes_slots"."post_id" = "hc_kept"."post_id" AND "post_likes_slots"."slot" = "hc_kept"."slot" RETURNING 1) SELECT (SELECT COUNT(*) FROM "hc_set"), (SELECT COUNT(*) FROM "hc_gone"), pg_current_xact_id()::xid::text, set_config('synchronous_commit', 'off', true);
 -- args: [{[1 2 3]}]
 
@@ -484,6 +487,20 @@ SELECT "id" FROM "posts" WHERE "id" = ANY($1) ORDER BY "id" FOR UPDATE;
 
 -- SetColumnDefault
 ALTER TABLE "posts" ALTER COLUMN "likes" SET DEFAULT 0;
+
+-- CitusInstalled
+SELECT COUNT(*) FROM pg_extension WHERE extname = 'citus';
+
+-- SessionSlot
+SELECT CAST(COALESCE(16 + COALESCE(NULLIF(current_setting('hotcounter.slot', true), '')::integer, (SELECT hc_own.n FROM generate_series(0, LEAST(current_setting('max_connections')::integer + current_setting('max_prepared_transactions')::integer + current_setting('max_worker_processes')::integer, 30000)) AS hc_own(n) WHERE pg_try_advisory_xact_lock(1751318528, hc_own.n) AND set_config('hotcounter.slot', hc_own.n::text, true) IS NOT NULL LIMIT 1)), mod(pg_backend_pid(), 16)) AS SMALLINT);
+
+-- AddCountsAt
+INSERT INTO "category_object_count_slots" ("category_id", "slot", "n") VALUES ($1, 17, $2), ($3, 17, $4), ($5, 17, $6) ON CONFLICT ("category_id", "slot") DO UPDATE SET "n" = "category_object_count_slots"."n" + excluded."n";
+-- args: [1 1 2 -1 3 2]
+
+-- DistributeBeside
+SELECT create_distributed_table(hc_s.oid, $1, colocate_with => $2) FROM (SELECT to_regclass($3) AS oid) AS hc_s WHERE EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = to_regclass($4) AND partmethod = 'h') AND NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = hc_s.oid);
+-- args: [post_id "posts" "post_likes_slots" "posts"]
 
 -- IncrementFreeSlot
 WITH "hc_pick" AS MATERIALIZED (SELECT "posts"."id" AS "hc_o", "hc_free"."slot" AS "hc_s" FROM "posts" CROSS JOIN LATERAL (SELECT "hc_slots"."slot" FROM "post_likes_slots" AS "hc_slots" WHERE "hc_slots"."post_id" = "posts"."id" AND "hc_slots"."slot" >= 0 ORDER BY MOD("hc_slots"."slot" + 1024 - $1, 1024) FOR UPDATE SKIP LOCKED LIMIT 1) "hc_free" WHERE "posts"."id" IN ($2)) UPDATE "post_likes_slots" SET "n" = "post_likes_slots"."n" + $3 FROM "hc_pick" WHERE "post_likes_slots"."post_id" = "hc_pick"."hc_o" AND "post_likes_slots"."slot" = "hc_pick"."hc_s" RETURNING "post_likes_slots"."post_id";

@@ -53,8 +53,11 @@ SELECT "slot", "n" FROM "post_likes_slots" WHERE "post_id" = $1 AND "n" > 0;
 -- SelectWithTotals
 "posts".*, (COALESCE((SELECT SUM("hc_s"."n") FROM "post_likes_slots" AS "hc_s" WHERE "hc_s"."post_id" = "posts"."id"), 0) + COALESCE((SELECT SUM("hc_s"."n") FROM "post_likes_deltas" AS "hc_s" WHERE "hc_s"."post_id" = "posts"."id"), 0)) AS "likes";
 
+-- SelectWithTotals, rows named by key
+"posts".*, (COALESCE((SELECT SUM("hc_s"."n") FROM "post_likes_slots" AS "hc_s" WHERE "hc_s"."post_id" = "posts"."id"), 0)) AS "likes";
+
 -- ReshapeSlots
-UPDATE "post_likes_slots" SET "n" = "n" + CASE "slot" WHEN $1 THEN $2 WHEN $3 THEN $4 ELSE 0 END WHERE "post_id" = $5 AND "slot" IN ($6,$7);
+UPDATE "post_likes_slots" SET "n" = "n" + CASE WHEN "slot" = $1 THEN $2 WHEN "slot" = $3 THEN $4 ELSE 0 END WHERE "post_id" = $5 AND "slot" IN ($6,$7);
 -- args: [0 5 3 -7 1 0 3]
 
 -- TakeFromSlot

@@ -19,8 +19,12 @@ import (
 
 func init() {
 	d, _ := countersql.For("postgres")
-	pg, _ := d.OnPostgres()
-	engine.Register(d, driver{engine.StatementFolds{D: pg.Upserts}, engine.RowLocking{L: pg.RowLocks}, pg})
+	// PostgreSQL, and PostgreSQL with Citus, whose statements differ where
+	// its distributed tables need another form.
+	for _, d := range []countersql.Dialect{d, d.OnCitus()} {
+		pg, _ := d.OnPostgres()
+		engine.Register(d, driver{engine.StatementFolds{D: pg.Upserts}, engine.RowLocking{L: pg.RowLocks}, pg})
+	}
 }
 
 // driver is PostgreSQL's engine.Driver: one statement per increment. Inside the caller's

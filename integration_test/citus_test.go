@@ -1,0 +1,300 @@
+package integration_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hotcounter/hotcounter/entcounter"
+	"github.com/hotcounter/hotcounter/gormcounter"
+	"github.com/hotcounter/hotcounter/internal/testdb"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+)
+
+// The tests of this file run on a Citus coordinator that
+// HOTCOUNTER_CITUS_DSN names, and are skipped without one (Citus is not on
+// the CI machine: docs/scaling.md says how they were run).
+
+// CitusPost is a parent Citus distributes by its key.
+type CitusPost struct {
+	ID           uint
+	Title        string
+	Likes        int64 `gorm:"counter"`
+	Views        int64 `gorm:"counter:slots=16,rollup"`
+	Stock        int64 `gorm:"counter:guarded"`
+	ReplyCount   int64 `gorm:"counter:counts=CitusReplies"`
+	CitusReplies []CitusReply
+}
+
+// CitusReply is a child distributed beside its parent: Citus wants a
+// unique key to hold the distribution column, so its primary key holds
+// its parent's key.
+type CitusReply struct {
+	CitusPostID uint `gorm:"primaryKey;autoIncrement:false"`
+	ID          uint `gorm:"primaryKey"`
+	Body        string
+}
+
+// openCitus opens GORM with the plugin on a schema of its own on the
+// Citus coordinator, and migrates the models, distributes the parent and
+// the child as an operator would (create_distributed_table, the child
+// beside the parent: its triggers need citus.enable_unsafe_triggers), and
+// migrates again.
+func openCitus(t *testing.T) *gorm.DB {
+	t.Helper()
+	dsn := testdb.WithParams(testdb.Citus(t), map[string]string{"citus.enable_unsafe_triggers": "on"})
+	db, err := gorm.Open(postgres.Open(dsn), &gorm.Config{Logger: (&counting{}).LogMode(0)})
+	must(t, err)
+	sqlDB, err := db.DB()
+	must(t, err)
+	sqlDB.SetMaxOpenConns(writersPool)
+	sqlDB.SetMaxIdleConns(writersPool)
+	t.Cleanup(func() { sqlDB.Close() })
+	must(t, db.Use(gormcounter.New(gormcounter.Config{})))
+	must(t, db.AutoMigrate(&CitusPost{}, &CitusReply{}))
+	must(t, db.Exec("SELECT create_distributed_table('citus_posts', 'id')").Error)
+	must(t, db.Exec("SELECT create_distributed_table('citus_replies', 'citus_post_id', colocate_with => 'citus_posts')").Error)
+	must(t, db.AutoMigrate(&CitusPost{}, &CitusReply{}))
+	return db
+}
+
+// citusShards returns how many shards Citus sends the load to.
+func citusShards(t *testing.T, db *gorm.DB, load func(tx *gorm.DB) *gorm.DB) int {
+	t.Helper()
+	var plan []string
+	must(t, db.Raw("EXPLAIN "+db.ToSQL(load)).Scan(&plan).Error)
+	for _, l := range plan {
+		var n int
+		if _, err := fmt.Sscanf(strings.TrimSpace(l), "Task Count: %d", &n); err == nil {
+			return n
+		}
+	}
+	t.Fatalf("no task count in the plan: %s", strings.Join(plan, "\n"))
+	return 0
+}
+
+func TestAMigrationDistributesSlotTablesBesideTheirParentOnCitus(t *testing.T) {
+	db := openCitus(t)
+	var rows []struct {
+		Table string
+		Same  bool
+	}
+	must(t, db.Raw(`SELECT s.logicalrelid::text AS "table", s.colocationid = p.colocationid AS same
+		FROM pg_dist_partition s, pg_dist_partition p
+		WHERE p.logicalrelid = 'citus_posts'::regclass AND s.logicalrelid::text LIKE 'citus_post_%_slots' ORDER BY 1`).Scan(&rows).Error)
+	if len(rows) != 4 {
+		t.Fatalf("distributed slot tables: %+v, want the 4 counters' tables", rows)
+	}
+	for _, r := range rows {
+		if !r.Same {
+			t.Errorf("%s is distributed apart from citus_posts", r.Table)
+		}
+	}
+	// A migration that changes nothing leaves the triggers as they are.
+	triggers := func() (oids []int64) {
+		must(t, db.Raw("SELECT oid::int8 FROM pg_trigger WHERE tgrelid = 'citus_replies'::regclass AND NOT tgisinternal ORDER BY 1").Scan(&oids).Error)
+		return oids
+	}
+	before := triggers()
+	must(t, db.AutoMigrate(&CitusPost{}, &CitusReply{}))
+	if after := triggers(); len(before) != 3 || fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("count triggers %v became %v on a migration that changed nothing", before, after)
+	}
+}
+
+func TestCountersOnCitusStayExactBesidePasses(t *testing.T) {
+	db := openCitus(t)
+	const posts, writers, rounds = 64, 32, 25
+	ps := make([]CitusPost, posts)
+	for i := range ps {
+		ps[i].Title = "post"
+	}
+	must(t, db.CreateInBatches(&ps, 100).Error)
+	index := map[uint]int{}
+	for i, p := range ps {
+		index[p.ID] = i
+	}
+	var likes, views, replies [posts]atomic.Int64
+	var replyID atomic.Uint32
+
+	stop := make(chan struct{})
+	var passes sync.WaitGroup
+	var passErr atomic.Value
+	passes.Add(1)
+	go func() {
+		defer passes.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := gormcounter.RollupPass(db, &CitusPost{}); err != nil {
+				passErr.Store(err)
+				return
+			}
+			if _, err := gormcounter.CompactPass(db, &CitusPost{}); err != nil {
+				passErr.Store(err)
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	var next atomic.Int64
+	hammer(t, writers, rounds, func() error {
+		i := int(next.Add(1))
+		p := i % posts
+		id := ps[p].ID
+		switch i % 4 {
+		case 0:
+			likes[p].Add(1)
+			return gormcounter.Increment(db.Model(&CitusPost{ID: id}), "Likes", 1).Error
+		case 1:
+			// In a transaction, beside a counted child.
+			err := db.Transaction(func(tx *gorm.DB) error {
+				if err := gormcounter.Increment(tx.Model(&CitusPost{ID: id}), "Likes", 1).Error; err != nil {
+					return err
+				}
+				return tx.Create(&CitusReply{CitusPostID: id, ID: uint(replyID.Add(1)), Body: "reply"}).Error
+			})
+			if err == nil {
+				likes[p].Add(1)
+				replies[p].Add(1)
+			}
+			return err
+		case 2:
+			views[p].Add(1)
+			return gormcounter.Increment(db.Model(&CitusPost{ID: id}), "Views", 1).Error
+		default:
+			likes[p].Add(2)
+			return db.Model(&CitusPost{ID: id}).UpdateColumn("likes", gorm.Expr("likes + ?", 2)).Error
+		}
+	})
+	close(stop)
+	passes.Wait()
+	if err, _ := passErr.Load().(error); err != nil {
+		t.Fatalf("a pass beside the writers: %v", err)
+	}
+	check := func(what string) {
+		t.Helper()
+		var got []CitusPost
+		// Live: a rollup counter's exact value, its column and what its
+		// slot rows hold (a plain load reads the column).
+		must(t, db.WithContext(gormcounter.WithLive(context.Background())).Find(&got).Error)
+		if len(got) != posts {
+			t.Fatalf("%s: %d posts", what, len(got))
+		}
+		for _, p := range got {
+			i := index[p.ID]
+			if p.Likes != likes[i].Load() || p.Views != views[i].Load() || p.ReplyCount != replies[i].Load() {
+				t.Errorf("%s: post %d: likes %d, views %d, replies %d; want %d, %d, %d", what, p.ID,
+					p.Likes, p.Views, p.ReplyCount, likes[i].Load(), views[i].Load(), replies[i].Load())
+			}
+		}
+	}
+	check("after the writers")
+	must(t, gormcounter.RollupPass(db, &CitusPost{}))
+	if _, err := gormcounter.CompactPass(db, &CitusPost{}); err != nil {
+		t.Fatal(err)
+	}
+	check("after a rollup and a compaction")
+	var cached []struct {
+		ID    uint
+		Views int64
+	}
+	must(t, db.Raw("SELECT id, views FROM citus_posts").Scan(&cached).Error)
+	for _, c := range cached {
+		if want := views[index[c.ID]].Load(); c.Views != want {
+			t.Errorf("post %d: views column %d after the rollup, want %d", c.ID, c.Views, want)
+		}
+	}
+	var ranked []CitusPost
+	must(t, db.Order("likes desc").Find(&ranked).Error)
+	if !sort.SliceIsSorted(ranked, func(a, b int) bool { return ranked[a].Likes > ranked[b].Likes }) || len(ranked) != posts {
+		t.Errorf("Order(likes desc) returned %d posts, not by likes", len(ranked))
+	}
+
+	// Deleted children uncount; a changed slot row is found by Recount.
+	must(t, db.Where("citus_post_id = ?", ps[1].ID).Delete(&CitusReply{}).Error)
+	replies[1].Store(0)
+	must(t, db.Exec("UPDATE citus_post_reply_count_slots SET n = n + 5 WHERE citus_post_id = ?", ps[5].ID).Error)
+	fixed, err := gormcounter.Recount(db.Model(&CitusPost{}), "ReplyCount")
+	must(t, err)
+	if fixed != 1 {
+		t.Errorf("Recount fixed %d posts, want 1 (post %d)", fixed, ps[5].ID)
+	}
+	check("after deletes and a recount")
+}
+
+func TestGuardedStockOnCitusIsNeverOversold(t *testing.T) {
+	db := openCitus(t)
+	p := CitusPost{Title: "flash sale"}
+	must(t, db.Create(&p).Error)
+	must(t, gormcounter.Increment(db.Model(&CitusPost{ID: p.ID}), "Stock", 100).Error)
+	var took atomic.Int64
+	hammer(t, 32, 10, func() error {
+		err := gormcounter.Take(db.Model(&CitusPost{ID: p.ID}), "Stock", 1).Error
+		if err == nil {
+			took.Add(1)
+		} else if !errors.Is(err, gormcounter.ErrInsufficient) {
+			return err
+		}
+		return nil
+	})
+	var got CitusPost
+	must(t, db.First(&got, p.ID).Error)
+	if took.Load() != 100 || got.Stock != 0 {
+		t.Errorf("took %d of 100 with 320 takes; %d left", took.Load(), got.Stock)
+	}
+}
+
+func TestLoadsByKeyGoToTheirShardsOnCitus(t *testing.T) {
+	db := openCitus(t)
+	ps := make([]CitusPost, 8)
+	must(t, db.Create(&ps).Error)
+	for _, c := range []struct {
+		name string
+		load func(tx *gorm.DB) *gorm.DB
+		max  int
+	}{
+		{"First by key", func(tx *gorm.DB) *gorm.DB { return tx.First(&CitusPost{}, ps[0].ID) }, 1},
+		{"Take by a struct condition", func(tx *gorm.DB) *gorm.DB { return tx.Where(&CitusPost{ID: ps[1].ID}).Take(&CitusPost{}) }, 1},
+		{"Find by two keys", func(tx *gorm.DB) *gorm.DB { return tx.Find(&[]CitusPost{}, []uint{ps[2].ID, ps[3].ID}) }, 2},
+	} {
+		if n := citusShards(t, db, c.load); n > c.max {
+			t.Errorf("%s: sent to %d shards, want at most %d", c.name, n, c.max)
+		}
+	}
+	var p CitusPost
+	must(t, gormcounter.Increment(db.Model(&CitusPost{ID: ps[0].ID}), "Likes", 3).Error)
+	must(t, db.First(&p, ps[0].ID).Error)
+	if p.Likes != 3 {
+		t.Errorf("likes %d, want 3", p.Likes)
+	}
+}
+
+// ent's slot tables are keyed by an id of their own, which Citus cannot
+// distribute by the parent's key: the migration after the parent is
+// distributed says so, naming the counter, instead of leaving the slot
+// table on the coordinator (where every load of the parent would fail).
+func TestAnEntMigrationNamesTheCounterCitusCannotDistribute(t *testing.T) {
+	e := &env{kind: pg, dsn: testdb.Citus(t), log: &counting{}, pool: 4}
+	ee := withEnt(t, e, false)
+	ctx := context.Background()
+	must(t, entMigrate(ctx, ee.client, entcounter.WithCounters(ee.client)))
+	if _, err := ee.sqlDB.ExecContext(ctx, "SELECT create_distributed_table('products', 'id')"); err != nil {
+		t.Fatal(err)
+	}
+	err := entMigrate(ctx, ee.client, entcounter.WithCounters(ee.client))
+	if err == nil || !strings.Contains(err.Error(), "Product.stock") || !strings.Contains(err.Error(), "keyed by a column of its own") {
+		t.Fatalf("migration after products was distributed: %v; want an error naming Product.stock and its slot table's key", err)
+	}
+	t.Log(err)
+}
