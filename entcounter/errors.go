@@ -3,10 +3,17 @@ package entcounter
 import (
 	"fmt"
 
+	"github.com/hotcounter/hotcounter/internal/engine"
 	"github.com/hotcounter/hotcounter/internal/spec"
 )
 
 var (
+	// ErrNotOnCitus is wrapped by the migration's error for a counter that
+	// Citus cannot keep yet on a parent it distributes (Append(),
+	// SkipLocked(), a count kept ByHooks()), or whose slot table is keyed
+	// by an id of its own, naming the counter (docs/scaling.md). It is
+	// gormcounter.ErrNotOnCitus.
+	ErrNotOnCitus = engine.ErrNotOnCitus
 	// ErrInvalidCounter is wrapped by the error for a counter declaration
 	// that cannot work (Slots(0), an option that does not fit the mode),
 	// reported at generation and by every write of the counter, naming

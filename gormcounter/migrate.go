@@ -249,6 +249,12 @@ func (m counterMigrator) models(values []any) ([]*model, error) {
 	return out, nil
 }
 
+// ErrNotOnCitus is wrapped by AutoMigrate's error for a counter that Citus
+// cannot keep yet on a parent it distributes (append, skiplocked, a count
+// kept by hooks), naming the counter and what to declare instead
+// (docs/scaling.md). It is entcounter.ErrNotOnCitus.
+var ErrNotOnCitus = engine.ErrNotOnCitus
+
 // ErrForeignKeysOff is wrapped by AutoMigrate's error on SQLite when the
 // connection does not enforce foreign keys.
 var ErrForeignKeysOff = errors.New("SQLite does not enforce foreign keys on this connection: open it with _pragma=foreign_keys(1) in the DSN " +

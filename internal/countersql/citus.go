@@ -19,6 +19,13 @@ func (d Dialect) OnCitus() Dialect {
 	return d
 }
 
+// WithoutCitus returns d as For returns it, for tables Citus leaves to
+// PostgreSQL (local ones).
+func (d Dialect) WithoutCitus() Dialect {
+	d.citus = false
+	return d
+}
+
 // Citus reports whether d is a PostgreSQL database with Citus (OnCitus).
 func (d Dialect) Citus() bool { return d.citus }
 
@@ -26,6 +33,14 @@ func (d Dialect) Citus() bool { return d.citus }
 // the Citus extension, 0 when not.
 func (d Postgres) CitusInstalled(w Writer) {
 	w.WriteString("SELECT COUNT(*) FROM pg_extension WHERE extname = 'citus'")
+}
+
+// Distributed writes a query of one integer: 1 when Citus distributes the
+// table by hash, else 0 (it needs Citus: CitusInstalled).
+func (d Postgres) Distributed(w Writer, table string) {
+	w.WriteString("SELECT COUNT(*) FROM pg_dist_partition WHERE logicalrelid = to_regclass(")
+	w.Arg(d.Quote(table))
+	w.WriteString(") AND partmethod = 'h'")
 }
 
 // DistributeBeside writes the statement that distributes a counter's side

@@ -176,8 +176,17 @@ func (d Postgres) OldestHolder(w Writer, xid any) {
 
 // TableSize writes a query for the bytes table and its indexes take on
 // disk, their data files (the main forks) alone (PostgreSQL).
+// On Citus, a distributed table's shards on every node, their indexes
+// included (citus_total_relation_size).
 func (d Postgres) TableSize(w Writer, table string) {
-	w.WriteString("SELECT pg_relation_size(hc_t.oid) + COALESCE((SELECT SUM(pg_relation_size(i.indexrelid)) FROM pg_index AS i WHERE i.indrelid = hc_t.oid), 0) FROM (SELECT ")
+	local := "pg_relation_size(hc_t.oid) + COALESCE((SELECT SUM(pg_relation_size(i.indexrelid)) FROM pg_index AS i WHERE i.indrelid = hc_t.oid), 0)"
+	if d.citus {
+		w.WriteString("SELECT CASE WHEN EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = hc_t.oid) THEN citus_total_relation_size(hc_t.oid) ELSE " + local + " END FROM (SELECT ")
+		w.Arg(table)
+		w.WriteString("::regclass::oid AS oid) AS hc_t")
+		return
+	}
+	w.WriteString("SELECT " + local + " FROM (SELECT ")
 	w.Arg(table)
 	w.WriteString("::regclass::oid AS oid) AS hc_t")
 }

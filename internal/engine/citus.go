@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
@@ -29,10 +30,9 @@ func WithCitus(ctx context.Context, c Conn, d countersql.Dialect) (countersql.Di
 // where Citus distributes the parent and not yet the side table
 // (countersql.Postgres.DistributeBeside): what a migration does after it
 // made the tables, every time, so that the migration after a parent was
-// distributed distributes its counters' tables too. An append counter's
-// delta table, keyed by a column of its own, which Citus cannot distribute
-// by the parent's, is left as it is. On any other database it does
-// nothing.
+// distributed distributes its counters' tables too. A counter of a kind
+// Citus cannot keep yet (notOnCitus) on a distributed parent is an error
+// wrapping ErrNotOnCitus. On any other database it does nothing.
 func (st Store) Colocate(ctx context.Context, c Conn, counters []Counter) error {
 	d := st.Dialect
 	pg, ok := d.OnPostgres()
@@ -47,18 +47,48 @@ func (st Store) Colocate(ctx context.Context, c Conn, counters []Counter) error 
 	}
 	for _, cn := range counters {
 		t := cn.Table
-		if cn.Options.Mode == spec.Append {
+		names := spec.TagNames
+		if st.Pkg == "entcounter" {
+			names = spec.EntNames
+		}
+		if why := notOnCitus(cn, names); why != "" {
+			distributed, err := QueryInt(ctx, c, func(w countersql.Writer) { pg.Distributed(w, t.Parent) })
+			if err != nil {
+				return fmt.Errorf("%s: %s: %w", st.Pkg, cn.Name, err)
+			}
+			if distributed > 0 {
+				return fmt.Errorf("%s: %s: %w: %s", st.Pkg, cn.Name, ErrNotOnCitus, why)
+			}
 			continue
 		}
 		_, err := c.Exec(ctx, func(w countersql.Writer) { pg.DistributeBeside(w, t) })
 		switch {
 		case err != nil && t.RowID != "":
-			return fmt.Errorf("%s: %s: its slot table %s is keyed by a column of its own (%s), and Citus distributes a table only by a column of "+
-				"each of its unique keys: a counter whose slot table has such a key (ent's) cannot live beside a distributed parent yet: %w",
-				st.Pkg, cn.Name, t.Slots, t.RowID, err)
+			return fmt.Errorf("%s: %s: %w: its slot table %s is keyed by a column of its own (%s), and Citus distributes a table only by a column of "+
+				"each of its unique keys (ent's slot tables have such a key): %w",
+				st.Pkg, cn.Name, ErrNotOnCitus, t.Slots, t.RowID, err)
 		case err != nil:
 			return fmt.Errorf("%s: %s: distribute %s beside %s (Citus): %w", st.Pkg, cn.Name, t.Slots, t.Parent, err)
 		}
 	}
 	return nil
+}
+
+// ErrNotOnCitus is wrapped by the migration's error for a counter of a
+// kind that Citus cannot keep yet on a distributed parent (docs/scaling.md).
+var ErrNotOnCitus = errors.New("Citus cannot keep this counter on a distributed parent yet")
+
+// notOnCitus says why Citus cannot keep the counter c on a distributed
+// parent, or "" when it can (what was run on Citus 13.2 and failed
+// there), naming options with n.
+func notOnCitus(c Counter, n spec.Names) string {
+	switch o := c.Options; {
+	case o.Mode == spec.Append:
+		return "an append counter's delta table is keyed by a column of its own, which Citus cannot distribute by the parent's key; remove " + n.Append + " (a rollup counter)"
+	case o.SkipLocked:
+		return "a skip-locked increment's search for a free slot row is a subquery Citus does not push down to the parent's node; remove " + n.SkipLocked
+	case c.Count && o.Hooks:
+		return "a count kept by hooks locks its child rows with a read Citus does not run across shards; remove " + n.Hooks + " (triggers keep it)"
+	}
+	return ""
 }

@@ -297,7 +297,17 @@ func (st Store) InstallCountTriggers(ctx context.Context, s Session, c Counter, 
 		}
 	} else {
 		if err := d.CitusCountable(count); err != nil {
-			return false, fmt.Errorf("%s: %s: %w", st.Pkg, c.Name, err)
+			// Refused where Citus distributes the child table; on a local
+			// one PostgreSQL's own triggers keep it.
+			pg, _ := d.OnPostgres()
+			distributed, qerr := QueryInt(ctx, s, func(w countersql.Writer) { pg.Distributed(w, count.Child) })
+			switch {
+			case qerr != nil:
+				return false, fmt.Errorf("%s: %s: %w", st.Pkg, c.Name, qerr)
+			case distributed > 0:
+				return false, fmt.Errorf("%s: %s: %w: %w", st.Pkg, c.Name, ErrNotOnCitus, err)
+			}
+			d = d.WithoutCitus()
 		}
 		if steps, err = driverOf(d).CountTriggers(ctx, s, count); err != nil {
 			return false, fmt.Errorf("%s: read the foreign keys of %s: %w", st.Pkg, count.Child, err)

@@ -508,6 +508,10 @@ ALTER TABLE "posts" ALTER COLUMN "likes" SET DEFAULT 0;
 -- CitusInstalled
 SELECT COUNT(*) FROM pg_extension WHERE extname = 'citus';
 
+-- Distributed
+SELECT COUNT(*) FROM pg_dist_partition WHERE logicalrelid = to_regclass($1) AND partmethod = 'h';
+-- args: ["posts"]
+
 -- SessionSlot
 SELECT CAST(COALESCE(16 + COALESCE(NULLIF(current_setting('hotcounter.slot', true), '')::integer, (SELECT hc_own.n FROM generate_series(0, LEAST(current_setting('max_connections')::integer + current_setting('max_prepared_transactions')::integer + current_setting('max_worker_processes')::integer, 30000)) AS hc_own(n) WHERE pg_try_advisory_xact_lock(1751318528, hc_own.n) AND set_config('hotcounter.slot', hc_own.n::text, true) IS NOT NULL LIMIT 1)), mod(pg_backend_pid(), 16)) AS SMALLINT);
 
@@ -540,7 +544,7 @@ UPDATE "post_likes_slots" SET "n" = "n" - $1 WHERE "post_id" = $2 AND "slot" = (
 -- args: [2 1 1 2 2]
 
 -- TableSize
-SELECT pg_relation_size(hc_t.oid) + COALESCE((SELECT SUM(pg_relation_size(i.indexrelid)) FROM pg_index AS i WHERE i.indrelid = hc_t.oid), 0) FROM (SELECT $1::regclass::oid AS oid) AS hc_t;
+SELECT CASE WHEN EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = hc_t.oid) THEN citus_total_relation_size(hc_t.oid) ELSE pg_relation_size(hc_t.oid) + COALESCE((SELECT SUM(pg_relation_size(i.indexrelid)) FROM pg_index AS i WHERE i.indrelid = hc_t.oid), 0) END FROM (SELECT $1::regclass::oid AS oid) AS hc_t;
 -- args: [post_likes_slots]
 
 -- OldestHolder

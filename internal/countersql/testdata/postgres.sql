@@ -491,6 +491,10 @@ ALTER TABLE "posts" ALTER COLUMN "likes" SET DEFAULT 0;
 -- CitusInstalled
 SELECT COUNT(*) FROM pg_extension WHERE extname = 'citus';
 
+-- Distributed
+SELECT COUNT(*) FROM pg_dist_partition WHERE logicalrelid = to_regclass($1) AND partmethod = 'h';
+-- args: ["posts"]
+
 -- SessionSlot
 SELECT CAST(COALESCE(16 + COALESCE(NULLIF(current_setting('hotcounter.slot', true), '')::integer, (SELECT hc_own.n FROM generate_series(0, LEAST(current_setting('max_connections')::integer + current_setting('max_prepared_transactions')::integer + current_setting('max_worker_processes')::integer, 30000)) AS hc_own(n) WHERE pg_try_advisory_xact_lock(1751318528, hc_own.n) AND set_config('hotcounter.slot', hc_own.n::text, true) IS NOT NULL LIMIT 1)), mod(pg_backend_pid(), 16)) AS SMALLINT);
 
