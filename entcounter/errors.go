@@ -9,8 +9,8 @@ import (
 
 var (
 	// ErrNotOnCitus is wrapped by the migration's error for a counter that
-	// Citus cannot keep yet on a parent it distributes (Append(),
-	// SkipLocked(), a count kept ByHooks()), or whose slot table is keyed
+	// Citus cannot keep yet on a parent it distributes (Append(), a
+	// count kept ByHooks()), or whose slot table is keyed
 	// by an id of its own, naming the counter (docs/scaling.md). It is
 	// gormcounter.ErrNotOnCitus.
 	ErrNotOnCitus = engine.ErrNotOnCitus

@@ -250,8 +250,8 @@ func (m counterMigrator) models(values []any) ([]*model, error) {
 }
 
 // ErrNotOnCitus is wrapped by AutoMigrate's error for a counter that Citus
-// cannot keep yet on a parent it distributes (append, skiplocked, a count
-// kept by hooks), naming the counter and what to declare instead
+// cannot keep yet on a parent it distributes (append, a count kept by
+// hooks), naming the counter and what to declare instead
 // (docs/scaling.md). It is entcounter.ErrNotOnCitus.
 var ErrNotOnCitus = engine.ErrNotOnCitus
 

@@ -183,3 +183,32 @@ func (d Upserts) AddCountsAt(w Writer, c Count, slot int64, keys []any, amounts 
 	insertSlotRows(w, c.Table, strconv.FormatInt(slot, 10), keys, amounts)
 	q(w, " ON CONFLICT (%, %) DO UPDATE SET % = %.% + excluded.%", c.Owner, SlotColumn, ValueColumn, c.Slots, ValueColumn, ValueColumn)
 }
+
+// CitusIncrementFreeSlot is IncrementFreeSlot of the parent key on Citus,
+// which does not send the parent's LATERAL search to the parent's node: a
+// slot row of that parent no other transaction holds, the first from slot
+// start on (the lowest if start is negative), every table named by the
+// key so that Citus routes the statement to the parent's node. It returns
+// the owner of the row it wrote, none when every slot row is held (the
+// caller then writes the transaction's own, as on PostgreSQL).
+//
+//	WITH hc_pick AS MATERIALIZED (SELECT slot FROM slots WHERE owner = k AND slot >= 0
+//	    ORDER BY MOD(slot + 1024 - start, 1024) FOR UPDATE SKIP LOCKED LIMIT 1)
+//	UPDATE slots SET n = slots.n + delta FROM hc_pick WHERE slots.owner = k AND slots.slot = hc_pick.slot RETURNING slots.owner
+func (d Postgres) CitusIncrementFreeSlot(w Writer, t Table, start int, delta int64, key any) {
+	q(w, "WITH hc_pick AS MATERIALIZED (SELECT % FROM % WHERE % = ", SlotColumn, t.Slots, t.Owner)
+	w.Arg(key)
+	q(w, " AND % >= 0 ORDER BY ", SlotColumn)
+	if start < 0 {
+		w.Ident(SlotColumn)
+	} else {
+		q(w, "MOD(% + 1024 - ", SlotColumn)
+		w.Arg(start)
+		w.WriteString(", 1024)")
+	}
+	q(w, " FOR UPDATE SKIP LOCKED LIMIT 1) UPDATE % SET % = %.% + ", t.Slots, ValueColumn, t.Slots, ValueColumn)
+	w.Arg(delta)
+	q(w, " FROM hc_pick WHERE %.% = ", t.Slots, t.Owner)
+	w.Arg(key)
+	q(w, " AND %.% = hc_pick.% RETURNING %.%", t.Slots, SlotColumn, SlotColumn, t.Slots, t.Owner)
+}

@@ -209,6 +209,7 @@ func statements(d Dialect) []struct {
 		out = append(out,
 			one("CitusInstalled", pg.CitusInstalled),
 			one("Distributed", func(w Writer) { pg.Distributed(w, "posts") }),
+			one("CitusIncrementFreeSlot", func(w Writer) { pg.CitusIncrementFreeSlot(w, posts, 7, 1, int64(1)) }),
 			one("SessionSlot", func(w Writer) { d.SessionSlot(w, 16) }),
 			one("AddCountsAt", func(w Writer) { pg.Upserts.AddCountsAt(w, count, 17, keys, []int64{1, -1, 2}) }),
 			one("DistributeBeside", func(w Writer) { pg.DistributeBeside(w, posts) }),

@@ -85,8 +85,6 @@ func notOnCitus(c Counter, n spec.Names) string {
 	switch o := c.Options; {
 	case o.Mode == spec.Append:
 		return "an append counter's delta table is keyed by a column of its own, which Citus cannot distribute by the parent's key; remove " + n.Append + " (a rollup counter)"
-	case o.SkipLocked:
-		return "a skip-locked increment's search for a free slot row is a subquery Citus does not push down to the parent's node; remove " + n.SkipLocked
 	case c.Count && o.Hooks:
 		return "a count kept by hooks locks its child rows with a read Citus does not run across shards; remove " + n.Hooks + " (triggers keep it)"
 	}

@@ -512,6 +512,10 @@ SELECT COUNT(*) FROM pg_extension WHERE extname = 'citus';
 SELECT COUNT(*) FROM pg_dist_partition WHERE logicalrelid = to_regclass($1) AND partmethod = 'h';
 -- args: ["posts"]
 
+-- CitusIncrementFreeSlot
+WITH hc_pick AS MATERIALIZED (SELECT "slot" FROM "post_likes_slots" WHERE "post_id" = $1 AND "slot" >= 0 ORDER BY MOD("slot" + 1024 - $2, 1024) FOR UPDATE SKIP LOCKED LIMIT 1) UPDATE "post_likes_slots" SET "n" = "post_likes_slots"."n" + $3 FROM hc_pick WHERE "post_likes_slots"."post_id" = $4 AND "post_likes_slots"."slot" = hc_pick."slot" RETURNING "post_likes_slots"."post_id";
+-- args: [1 7 1 1]
+
 -- SessionSlot
 SELECT CAST(COALESCE(16 + COALESCE(NULLIF(current_setting('hotcounter.slot', true), '')::integer, (SELECT hc_own.n FROM generate_series(0, LEAST(current_setting('max_connections')::integer + current_setting('max_prepared_transactions')::integer + current_setting('max_worker_processes')::integer, 30000)) AS hc_own(n) WHERE pg_try_advisory_xact_lock(1751318528, hc_own.n) AND set_config('hotcounter.slot', hc_own.n::text, true) IS NOT NULL LIMIT 1)), mod(pg_backend_pid(), 16)) AS SMALLINT);
 

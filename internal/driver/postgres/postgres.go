@@ -140,7 +140,24 @@ func (w driver) SlotBytes(ctx context.Context, c engine.Conn, table string) (int
 // no free row, so the pair never applies an increment twice. It returns
 // the number of parents incremented: 0 when no parent matches cond.
 func incrementFreeSlot(ctx context.Context, c engine.Conn, d countersql.Postgres, t countersql.Table, slots, slot int, delta int64, cond func(countersql.Writer)) (int64, error) {
-	keys, err := engine.QueryKeys(ctx, c, func(w countersql.Writer) { d.IncrementFreeSlot(w, t, slot, delta, cond) })
+	pick := func(w countersql.Writer) { d.IncrementFreeSlot(w, t, slot, delta, cond) }
+	if d.Citus() {
+		// Citus: the parent's key first (a read of every shard where a
+		// condition other than the key selects it), then a statement
+		// routed to the parent's node.
+		parents, err := engine.QueryKeys(ctx, c, func(w countersql.Writer) { d.KeysWhere(w, t.Parent, t.ParentKey, cond, false) })
+		switch {
+		case err != nil:
+			return 0, err
+		case len(parents) == 0:
+			return 0, nil
+		case len(parents) > 1:
+			return 0, fmt.Errorf("a skip-locked increment of one parent found %d", len(parents))
+		}
+		pick = func(w countersql.Writer) { d.CitusIncrementFreeSlot(w, t, slot, delta, parents[0]) }
+		cond = d.KeyIn(t, parents)
+	}
+	keys, err := engine.QueryKeys(ctx, c, pick)
 	switch {
 	case err != nil:
 		return 0, err
