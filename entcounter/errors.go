@@ -9,9 +9,8 @@ import (
 
 var (
 	// ErrNotOnCitus is wrapped by the migration's error for a counter that
-	// Citus cannot keep yet on a parent it distributes (Append(), a
-	// count kept ByHooks()), or whose slot table is keyed
-	// by an id of its own, naming the counter (docs/scaling.md). It is
+	// Citus cannot keep yet on a parent it distributes (Append(), a count
+	// kept ByHooks()), naming the counter (docs/scaling.md). It is
 	// gormcounter.ErrNotOnCitus.
 	ErrNotOnCitus = engine.ErrNotOnCitus
 	// ErrInvalidCounter is wrapped by the error for a counter declaration

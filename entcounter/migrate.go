@@ -69,6 +69,7 @@ func WithCounters(src Source) schema.MigrateOption {
 				return nil, err
 			}
 			changes, err := next.Diff(current, desired)
+			changes = keepSlotKeys(src.HotCounter(), current, changes)
 			if err != nil || len(changes) > 0 {
 				return changes, err
 			}
@@ -253,6 +254,51 @@ func repairCounts(r entrt.Runtime, current *atlasschema.Schema) error {
 	}
 	// A parent distributed since the last migration (Citus).
 	return st.Colocate(ctx, s, r.Counters(dl, func(d entrt.Def) bool { return tableNamed(current, d.SlotTable) }))
+}
+
+// keepSlotKeys drops from ent's planned changes those that would key a
+// counter's slot table by its id alone again where the table is keyed by
+// its owner column and id, as the migration keys it for Citus to
+// distribute it beside its parent (engine.Store.Colocate): Citus refuses a
+// unique key without the column it distributes by, and the id stays
+// unique within it. A table change left with no changes goes.
+func keepSlotKeys(r entrt.Runtime, current *atlasschema.Schema, changes []atlasschema.Change) []atlasschema.Change {
+	owners := map[string]string{}
+	for _, d := range r.Defs {
+		if t := d.Tables(); t.RowID != "" {
+			owners[t.Slots] = t.Owner
+		}
+	}
+	out := changes[:0]
+	for _, ch := range changes {
+		mt, ok := ch.(*atlasschema.ModifyTable)
+		if ok && owners[mt.T.Name] != "" && keyedByOwner(current, mt.T.Name, owners[mt.T.Name]) {
+			kept := mt.Changes[:0]
+			for _, c := range mt.Changes {
+				switch c.(type) {
+				case *atlasschema.ModifyPrimaryKey, *atlasschema.DropPrimaryKey, *atlasschema.AddPrimaryKey:
+					continue
+				}
+				kept = append(kept, c)
+			}
+			if mt.Changes = kept; len(kept) == 0 {
+				continue
+			}
+		}
+		out = append(out, ch)
+	}
+	return out
+}
+
+// keyedByOwner reports whether the table of current named table has a
+// primary key of two columns, owner first.
+func keyedByOwner(current *atlasschema.Schema, table, owner string) bool {
+	t, ok := current.Table(table)
+	if !ok || t.PrimaryKey == nil || len(t.PrimaryKey.Parts) != 2 {
+		return false
+	}
+	c := t.PrimaryKey.Parts[0].C
+	return c != nil && c.Name == owner
 }
 
 func tableNamed(s *atlasschema.Schema, name string) bool {

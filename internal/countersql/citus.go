@@ -43,6 +43,24 @@ func (d Postgres) Distributed(w Writer, table string) {
 	w.WriteString(") AND partmethod = 'h'")
 }
 
+// PrimaryKeyName writes a query of the name of table's primary key
+// constraint (PostgreSQL).
+func (d Postgres) PrimaryKeyName(w Writer, table string) {
+	w.WriteString("SELECT conname::text FROM pg_constraint WHERE conrelid = to_regclass(")
+	w.Arg(d.Quote(table))
+	w.WriteString(") AND contype = 'p'")
+}
+
+// KeyBesideOwner writes the statement that makes the primary key of a
+// slot table with a surrogate key (ent's: t.RowID) the owner column and
+// that key, the constraint named pkey: Citus distributes a table only by a
+// column of each of its unique keys, and the owner column is the one a
+// slot table is distributed by. The key stays unique, and (owner, slot)
+// keeps its own unique index.
+func (d Postgres) KeyBesideOwner(w Writer, t Table, pkey string) {
+	q(w, "ALTER TABLE % DROP CONSTRAINT %, ADD PRIMARY KEY (%, %)", t.Slots, pkey, t.Owner, t.RowID)
+}
+
 // DistributeBeside writes the statement that distributes a counter's side
 // table (t.Slots) by its owner column, co-located with its parent, when
 // Citus distributes the parent by hash and not yet the side table: the

@@ -49,9 +49,16 @@ func (d Dialect) PrecreateSlots(w Writer, t Table, slots int, cond func(Writer))
 		q(w, " ORDER BY %.%, %.% ON DUPLICATE KEY UPDATE % = %.%", t.Parent, t.ParentKey, s, i, ValueColumn, t.Slots, ValueColumn)
 		return
 	}
-	numbers()
-	q(w, " INSERT INTO % (%, %, %) SELECT %.%, %.%, 0 FROM % CROSS JOIN % WHERE ",
-		t.Slots, t.Owner, SlotColumn, ValueColumn, t.Parent, t.ParentKey, s, i, t.Parent, s)
+	if d.citus {
+		// Citus finds no path for a CTE in an INSERT ... SELECT it sends
+		// to the parents' nodes: the numbers come from generate_series.
+		q(w, "INSERT INTO % (%, %, %) SELECT %.%, %.%, 0 FROM % CROSS JOIN generate_series(0, "+strconv.Itoa(slots-1)+") AS %(%) WHERE ",
+			t.Slots, t.Owner, SlotColumn, ValueColumn, t.Parent, t.ParentKey, s, i, t.Parent, s, i)
+	} else {
+		numbers()
+		q(w, " INSERT INTO % (%, %, %) SELECT %.%, %.%, 0 FROM % CROSS JOIN % WHERE ",
+			t.Slots, t.Owner, SlotColumn, ValueColumn, t.Parent, t.ParentKey, s, i, t.Parent, s)
+	}
 	cond(w)
 	q(w, " ORDER BY %.%, %.% ON CONFLICT DO NOTHING", t.Parent, t.ParentKey, s, i)
 }

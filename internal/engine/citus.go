@@ -61,13 +61,12 @@ func (st Store) Colocate(ctx context.Context, c Conn, counters []Counter) error 
 			}
 			continue
 		}
-		_, err := c.Exec(ctx, func(w countersql.Writer) { pg.DistributeBeside(w, t) })
-		switch {
-		case err != nil && t.RowID != "":
-			return fmt.Errorf("%s: %s: %w: its slot table %s is keyed by a column of its own (%s), and Citus distributes a table only by a column of "+
-				"each of its unique keys (ent's slot tables have such a key): %w",
-				st.Pkg, cn.Name, ErrNotOnCitus, t.Slots, t.RowID, err)
-		case err != nil:
+		if t.RowID != "" {
+			if err := keyBesideOwner(ctx, c, pg, t); err != nil {
+				return fmt.Errorf("%s: %s: key %s by %s and %s, for Citus: %w", st.Pkg, cn.Name, t.Slots, t.Owner, t.RowID, err)
+			}
+		}
+		if _, err := c.Exec(ctx, func(w countersql.Writer) { pg.DistributeBeside(w, t) }); err != nil {
 			return fmt.Errorf("%s: %s: distribute %s beside %s (Citus): %w", st.Pkg, cn.Name, t.Slots, t.Parent, err)
 		}
 	}
@@ -89,4 +88,27 @@ func notOnCitus(c Counter, n spec.Names) string {
 		return "a count kept by hooks locks its child rows with a read Citus does not run across shards; remove " + n.Hooks + " (triggers keep it)"
 	}
 	return ""
+}
+
+// keyBesideOwner makes the primary key of t's slot table, keyed by a
+// column of its own (ent's), its owner column and that key
+// (countersql.Postgres.KeyBesideOwner), when Citus is to distribute it:
+// its parent is distributed and it is not yet.
+func keyBesideOwner(ctx context.Context, c Conn, pg countersql.Postgres, t countersql.Table) error {
+	for _, q := range []struct {
+		table string
+		want  int64
+	}{{t.Parent, 1}, {t.Slots, 0}} {
+		n, err := QueryInt(ctx, c, func(w countersql.Writer) { pg.Distributed(w, q.table) })
+		if err != nil || n != q.want {
+			return err
+		}
+	}
+	names, err := QueryKeys(ctx, c, func(w countersql.Writer) { pg.PrimaryKeyName(w, t.Slots) })
+	if err != nil || len(names) == 0 {
+		return err
+	}
+	name, _ := names[0].(string)
+	_, err = c.Exec(ctx, func(w countersql.Writer) { pg.KeyBesideOwner(w, t, name) })
+	return err
 }

@@ -167,6 +167,9 @@ type State struct {
 	// interceptors render alike (ReadShared), and readFirst the increments
 	// that follow them (CombinedAfterRead).
 	reads, readFirst combine.Group
+	// dialect is the client's database's dialect, once Dialect found
+	// whether it is PostgreSQL with Citus.
+	dialect atomic.Pointer[countersql.Dialect]
 }
 
 // ReadShared reports whether query, the read of one row's id as the
@@ -370,8 +373,29 @@ type Source interface {
 	HotCounter() Runtime
 }
 
+// Dialect is the dialect of the client's database. On PostgreSQL the
+// first call asks whether the database has the Citus extension, which
+// takes some statements in another form (engine.WithCitus), once per
+// client.
 func (r Runtime) Dialect() (countersql.Dialect, error) {
-	return driver.For(r.driver().Dialect())
+	if d := r.state().dialect.Load(); d != nil {
+		return *d, nil
+	}
+	d, err := driver.For(r.driver().Dialect())
+	if err != nil {
+		return d, err
+	}
+	if _, pg := d.OnPostgres(); !pg {
+		return d, nil
+	}
+	// A failed read (in an aborted transaction) is asked again by the
+	// next call.
+	withCitus, err := engine.WithCitus(context.Background(), NewSession(r), d)
+	if err != nil {
+		return d, nil
+	}
+	r.state().dialect.Store(&withCitus)
+	return withCitus, nil
 }
 
 // Store returns the engine's view of the client: what every pass takes.

@@ -8,7 +8,7 @@ CREATE TABLE IF NOT EXISTS "post_likes_slots" ("post_id" bigint NOT NULL, "slot"
 DROP TABLE IF EXISTS "post_likes_slots";
 
 -- PrecreateSlots
-WITH RECURSIVE "hc_slot" ("i") AS (SELECT 0 UNION ALL SELECT "i" + 1 FROM "hc_slot" WHERE "i" < 15) INSERT INTO "post_likes_slots" ("post_id", "slot", "n") SELECT "posts"."id", "hc_slot"."i", 0 FROM "posts" CROSS JOIN "hc_slot" WHERE "posts"."id" = ANY($1) ORDER BY "posts"."id", "hc_slot"."i" ON CONFLICT DO NOTHING;
+INSERT INTO "post_likes_slots" ("post_id", "slot", "n") SELECT "posts"."id", "hc_slot"."i", 0 FROM "posts" CROSS JOIN generate_series(0, 15) AS "hc_slot"("i") WHERE "posts"."id" = ANY($1) ORDER BY "posts"."id", "hc_slot"."i" ON CONFLICT DO NOTHING;
 -- args: [{[1 2 3]}]
 
 -- Fill: slots
