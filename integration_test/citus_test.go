@@ -428,3 +428,36 @@ func TestSkipLockedIncrementsOnCitusStayExact(t *testing.T) {
 		}
 	}
 }
+
+// Increments of the parents a condition selects (rows on several shards),
+// and a write-behind buffer's increments, its Live load and its flush.
+func TestIncrementsByConditionAndTheBufferOnCitusStayExact(t *testing.T) {
+	db := openCitus(t)
+	ps := []CitusPost{{Title: "a"}, {Title: "a"}, {Title: "b"}, {Title: "a"}}
+	must(t, db.Create(&ps).Error)
+	for _, r := range []*gorm.DB{
+		gormcounter.Increment(db.Model(&CitusPost{}).Where("title = ?", "a"), "Likes", 2),
+		gormcounter.Increment(db.Model(&CitusPost{}).Where("title = ?", "a"), "Views", 3),
+		db.Model(&CitusPost{}).Where("title = ?", "b").UpdateColumn("likes", gorm.Expr("likes + ?", 5)),
+	} {
+		must(t, r.Error)
+	}
+	ctx := context.Background()
+	buf, err := gormcounter.NewBuffer(db, gormcounter.BufferConfig{Interval: time.Hour})
+	must(t, err)
+	hammer(t, 16, 10, func() error { return buf.Increment(ctx, &CitusPost{ID: ps[0].ID}, "Likes", 1) })
+	var live []CitusPost
+	must(t, db.Clauses(buf.Live()).Find(&live, []uint{ps[0].ID}).Error)
+	if len(live) != 1 || live[0].Likes != 162 {
+		t.Errorf("Live load of the buffer: %+v, want 162 likes", live)
+	}
+	must(t, buf.Close(ctx))
+	want := map[uint][2]int64{ps[0].ID: {162, 3}, ps[1].ID: {2, 3}, ps[2].ID: {5, 0}, ps[3].ID: {2, 3}}
+	var got []CitusPost
+	must(t, db.WithContext(gormcounter.WithLive(ctx)).Find(&got).Error)
+	for _, p := range got {
+		if w := want[p.ID]; p.Likes != w[0] || p.Views != w[1] {
+			t.Errorf("post %d: likes %d, views %d; want %d, %d", p.ID, p.Likes, p.Views, w[0], w[1])
+		}
+	}
+}
