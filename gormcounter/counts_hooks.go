@@ -305,8 +305,9 @@ func (p *Plugin) keyIn(c countersql.Count, keys []any) clause.Expression {
 // Save of a slice, GORM saving loaded associations, Save falling back to a
 // create) updates them, possibly moving them to another parent. Those rows
 // are read and locked first, so that the count changes by what the write
-// changed, not by one per row. An upsert of rows without keys is refused:
-// the rows it would update are unknown.
+// changed, not by one per row; a plain create (no ON CONFLICT) reads
+// nothing first. An upsert of rows without keys is refused: the rows it
+// would update are unknown.
 func (p *Plugin) countBeforeCreate(db *gorm.DB) {
 	stmt := db.Statement
 	if db.Error != nil || db.DryRun {
@@ -338,6 +339,14 @@ func (p *Plugin) countBeforeCreate(db *gorm.DB) {
 		return
 	}
 	_, upsert := stmt.Clauses["ON CONFLICT"]
+	if !upsert {
+		// A plain create adds rows that did not exist (one that did fails
+		// on its key): there is nothing to read first. (On Citus the read,
+		// FOR UPDATE by a key that is not the distribution column, was
+		// refused: "could not run distributed query with FOR UPDATE".)
+		stmt.Settings.Store(countsBefore, countState{keys: keys})
+		return
+	}
 	joinUpsert := upsert && counts[0].Across != nil
 	ours, present := map[string]bool{}, map[string]bool{}
 	var rows []engine.CountedRow

@@ -250,9 +250,10 @@ func (m counterMigrator) models(values []any) ([]*model, error) {
 }
 
 // ErrNotOnCitus is wrapped by AutoMigrate's error for a counter that Citus
-// cannot keep yet on a parent it distributes (append, a count kept by
-// hooks), naming the counter and what to declare instead
-// (docs/scaling.md). It is entcounter.ErrNotOnCitus.
+// cannot keep yet where it distributes the tables (an append counter on a
+// distributed parent, a count through a middle or join table of a
+// distributed child), naming the counter (docs/scaling.md). It is
+// entcounter.ErrNotOnCitus.
 var ErrNotOnCitus = engine.ErrNotOnCitus
 
 // ErrForeignKeysOff is wrapped by AutoMigrate's error on SQLite when the

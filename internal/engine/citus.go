@@ -74,8 +74,9 @@ func (st Store) Colocate(ctx context.Context, c Conn, counters []Counter) error 
 }
 
 // ErrNotOnCitus is wrapped by the migration's error for a counter of a
-// kind that Citus cannot keep yet on a distributed parent (docs/scaling.md).
-var ErrNotOnCitus = errors.New("Citus cannot keep this counter on a distributed parent yet")
+// kind that Citus cannot keep yet where it distributes the tables
+// (docs/scaling.md).
+var ErrNotOnCitus = errors.New("Citus cannot keep this counter where it distributes the tables yet")
 
 // notOnCitus says why Citus cannot keep the counter c on a distributed
 // parent, or "" when it can (what was run on Citus 13.2 and failed
@@ -84,8 +85,6 @@ func notOnCitus(c Counter, n spec.Names) string {
 	switch o := c.Options; {
 	case o.Mode == spec.Append:
 		return "an append counter's delta table is keyed by a column of its own, which Citus cannot distribute by the parent's key; remove " + n.Append + " (a rollup counter)"
-	case c.Count && o.Hooks:
-		return "a count kept by hooks locks its child rows with a read Citus does not run across shards; remove " + n.Hooks + " (triggers keep it)"
 	}
 	return ""
 }
