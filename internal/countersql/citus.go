@@ -51,9 +51,9 @@ func (d Postgres) PrimaryKeyName(w Writer, table string) {
 	w.WriteString(") AND contype = 'p'")
 }
 
-// KeyBesideOwner writes the statement that makes the primary key of a
-// slot table with a surrogate key (ent's: t.RowID) the owner column and
-// that key, the constraint named pkey: Citus distributes a table only by a
+// KeyBesideOwner writes the statement that replaces the primary key of a
+// slot table with a surrogate key (ent's: t.RowID), the constraint named
+// pkey, by one of the owner column and that key: Citus distributes a table only by a
 // column of each of its unique keys, and the owner column is the one a
 // slot table is distributed by. The key stays unique, and (owner, slot)
 // keeps its own unique index.

@@ -45,12 +45,12 @@ func (st Store) Colocate(ctx context.Context, c Conn, counters []Counter) error 
 			return err
 		}
 	}
+	names := spec.TagNames
+	if st.Pkg == "entcounter" {
+		names = spec.EntNames
+	}
 	for _, cn := range counters {
 		t := cn.Table
-		names := spec.TagNames
-		if st.Pkg == "entcounter" {
-			names = spec.EntNames
-		}
 		if why := notOnCitus(cn, names); why != "" {
 			distributed, err := QueryInt(ctx, c, func(w countersql.Writer) { pg.Distributed(w, t.Parent) })
 			if err != nil {
