@@ -47,7 +47,7 @@ type CitusReply struct {
 // the child as an operator would (create_distributed_table, the child
 // beside the parent: its triggers need citus.enable_unsafe_triggers), and
 // migrates again.
-func openCitus(t *testing.T) *gorm.DB {
+func openCitus(t testing.TB) *gorm.DB {
 	t.Helper()
 	dsn := testdb.WithParams(testdb.Citus(t), map[string]string{"citus.enable_unsafe_triggers": "on"})
 	db, err := gorm.Open(postgres.Open(dsn), &gorm.Config{Logger: (&counting{}).LogMode(0)})
@@ -510,4 +510,44 @@ func TestCountsByHooksOnCitusStayExact(t *testing.T) {
 			t.Errorf("post %d: %d notes counted, %d there", p.ID, got.NoteCount, rows)
 		}
 	}
+}
+
+// BenchmarkLoadOneParentOnCitus: a load of one post by key, against the
+// plain load of its row, and against the library's statement as it was
+// before it named the key in its subqueries (Citus sent it to every
+// shard).
+func BenchmarkLoadOneParentOnCitus(b *testing.B) {
+	db := openCitus(b)
+	ps := make([]CitusPost, 64)
+	for i := range ps {
+		ps[i].Title = "post"
+	}
+	must(b, db.Create(&ps).Error)
+	for _, p := range ps {
+		must(b, gormcounter.Increment(db.Model(&CitusPost{ID: p.ID}), "Likes", 3).Error)
+	}
+	id := ps[7].ID
+	everyShard := `SELECT "citus_posts".*, (COALESCE((SELECT SUM("hc_s"."n") FROM "citus_post_likes_slots" AS "hc_s" WHERE "hc_s"."citus_post_id" = "citus_posts"."id"), 0)) AS "likes",
+		(COALESCE((SELECT SUM("hc_s"."n") FROM "citus_post_stock_slots" AS "hc_s" WHERE "hc_s"."citus_post_id" = "citus_posts"."id"), 0)) AS "stock",
+		(COALESCE((SELECT SUM("hc_s"."n") FROM "citus_post_reply_count_slots" AS "hc_s" WHERE "hc_s"."citus_post_id" = "citus_posts"."id"), 0)) AS "reply_count"
+		FROM "citus_posts" WHERE "citus_posts"."id" = $1 ORDER BY "citus_posts"."id" LIMIT 1`
+	plain := db.Session(&gorm.Session{NewDB: true})
+	b.Run("plain row", func(b *testing.B) {
+		for b.Loop() {
+			var row struct{ ID uint }
+			must(b, plain.Raw(`SELECT * FROM "citus_posts" WHERE "id" = $1 LIMIT 1`, id).Scan(&row).Error)
+		}
+	})
+	b.Run("First", func(b *testing.B) {
+		for b.Loop() {
+			var p CitusPost
+			must(b, db.First(&p, id).Error)
+		}
+	})
+	b.Run("without the key in the subqueries", func(b *testing.B) {
+		for b.Loop() {
+			var row struct{ ID uint }
+			must(b, plain.Raw(everyShard, id).Scan(&row).Error)
+		}
+	})
 }
