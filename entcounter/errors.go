@@ -8,11 +8,10 @@ import (
 )
 
 var (
-	// ErrNotOnCitus is wrapped by the migration's error for a counter that
-	// Citus cannot keep yet where it distributes the tables (an Append()
-	// counter on a distributed parent, a count through a middle or join
-	// table of a distributed child), naming the counter
-	// (docs/scaling.md). It is gormcounter.ErrNotOnCitus.
+	// ErrNotOnCitus is wrapped by the migration's error for a count that
+	// Citus cannot keep yet (one through a middle table whose child table
+	// Citus distributes), naming the counter (docs/scaling.md). It is
+	// gormcounter.ErrNotOnCitus.
 	ErrNotOnCitus = engine.ErrNotOnCitus
 	// ErrInvalidCounter is wrapped by the error for a counter declaration
 	// that cannot work (Slots(0), an option that does not fit the mode),

@@ -249,10 +249,9 @@ func (m counterMigrator) models(values []any) ([]*model, error) {
 	return out, nil
 }
 
-// ErrNotOnCitus is wrapped by AutoMigrate's error for a counter that Citus
-// cannot keep yet where it distributes the tables (an append counter on a
-// distributed parent, a count through a middle or join table of a
-// distributed child), naming the counter (docs/scaling.md). It is
+// ErrNotOnCitus is wrapped by AutoMigrate's error for a count that Citus
+// cannot keep yet (one through a middle table whose child table Citus
+// distributes), naming the counter (docs/scaling.md). It is
 // entcounter.ErrNotOnCitus.
 var ErrNotOnCitus = engine.ErrNotOnCitus
 

@@ -89,8 +89,9 @@ func (d Postgres) DistributeBeside(w Writer, t Table) {
 // node, where each counted row adds to the transaction's own slot row of
 // its parent there (one upsert of one slot row). Each function keeps the
 // search_path it was created under: on a worker the trigger runs in a
-// session of Citus's own, which does not have the application's. Counts
-// through a middle or a join table have none (CitusCountable).
+// session of Citus's own, which does not have the application's. A count
+// through a join table counts the join's rows as a child's; counts through
+// a middle table have none (CitusCountable).
 func (d Dialect) citusCountTriggers(c Count) []func(Writer) {
 	var steps []func(Writer)
 	for _, op := range []struct{ name, event string }{{"ins", "INSERT"}, {"upd", "UPDATE"}, {"del", "DELETE"}} {
@@ -149,17 +150,12 @@ func (d Dialect) citusApply(w Writer, c Count, row, sign string) {
 }
 
 // CitusCountable returns an error when Citus cannot keep c by triggers:
-// a count through a middle table (Via) or a join table (Across) reads rows
-// of a third table from the child's trigger, which Citus does not run on
-// the child's node.
+// a count through a middle table (Via) reads the middle row from the
+// child's trigger, and its middle table's own triggers move whole totals
+// between parents, neither of which Citus runs on one node.
 func (d Dialect) CitusCountable(c Count) error {
-	switch {
-	case !d.citus:
-		return nil
-	case c.Via != nil:
+	if d.citus && c.Via != nil {
 		return fmt.Errorf("a count through the middle table %s is not kept on Citus: count the children of each middle row, and add those up", c.Via.Table)
-	case c.Across != nil:
-		return fmt.Errorf("a count through the join table %s is not kept on Citus", c.Child)
 	}
 	return nil
 }
@@ -175,12 +171,28 @@ func (d Dialect) CitusCountable(c Count) error {
 //	      WHERE owner = k AND EXISTS (SELECT 1 FROM hc_parents) FOR UPDATE SKIP LOCKED) RETURNING n)
 //	UPDATE parent SET col = COALESCE(col, 0) + hc_t.n FROM (SELECT SUM(n) AS n FROM hc_taken) AS hc_t
 //	  WHERE key = k AND hc_t.n IS NOT NULL
-func (d Upserts) citusFold(w Writer, t Table, k any) {
+func (d Upserts) citusFold(w Writer, t Table, k any) { d.citusFoldBy(w, t, k, SlotColumn) }
+
+// CitusFoldDeltas returns the statements that fold the delta rows of an
+// append counter's owners into the parent column on Citus, one per
+// parent, as citusFold folds slot rows (the rows named by their id): what
+// FoldDeltas does by ranges of ids, which Citus would run on every shard.
+func (d Upserts) CitusFoldDeltas(t Table, owners []any) []func(Writer) {
+	steps := make([]func(Writer), len(owners))
+	for i, k := range owners {
+		steps[i] = func(w Writer) { d.citusFoldBy(w, t, k, IDColumn) }
+	}
+	return steps
+}
+
+// citusFoldBy is citusFold of the rows of t.Slots named by the column row
+// within their owner (slot, or a delta row's id).
+func (d Upserts) citusFoldBy(w Writer, t Table, k any, row string) {
 	q(w, "WITH hc_parents AS (SELECT % FROM % WHERE % = ", t.ParentKey, t.Parent, t.ParentKey)
 	w.Arg(k)
 	q(w, " FOR NO KEY UPDATE SKIP LOCKED), hc_taken AS (DELETE FROM % WHERE % = ", t.Slots, t.Owner)
 	w.Arg(k)
-	q(w, " AND % IN (SELECT % FROM % WHERE % = ", SlotColumn, SlotColumn, t.Slots, t.Owner)
+	q(w, " AND % IN (SELECT % FROM % WHERE % = ", row, row, t.Slots, t.Owner)
 	w.Arg(k)
 	q(w, " AND EXISTS (SELECT 1 FROM hc_parents) FOR UPDATE SKIP LOCKED) RETURNING %) ", ValueColumn)
 	q(w, "UPDATE % SET % = COALESCE(%.%, 0) + hc_t.% FROM (SELECT SUM(%) AS % FROM hc_taken) AS hc_t WHERE %.% = ",

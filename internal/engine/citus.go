@@ -30,9 +30,10 @@ func WithCitus(ctx context.Context, c Conn, d countersql.Dialect) (countersql.Di
 // where Citus distributes the parent and not yet the side table
 // (countersql.Postgres.DistributeBeside): what a migration does after it
 // made the tables, every time, so that the migration after a parent was
-// distributed distributes its counters' tables too. A counter of a kind
-// Citus cannot keep yet (notOnCitus) on a distributed parent is an error
-// wrapping ErrNotOnCitus. On any other database it does nothing.
+// distributed distributes its counters' tables too. A table keyed by a
+// column of its own (ent's slot tables, delta tables) is keyed by its
+// owner and that column first (keyBesideOwner). On any other database it
+// does nothing.
 func (st Store) Colocate(ctx context.Context, c Conn, counters []Counter) error {
 	d := st.Dialect
 	pg, ok := d.OnPostgres()
@@ -45,21 +46,11 @@ func (st Store) Colocate(ctx context.Context, c Conn, counters []Counter) error 
 			return err
 		}
 	}
-	names := spec.TagNames
-	if st.Pkg == "entcounter" {
-		names = spec.EntNames
-	}
 	for _, cn := range counters {
 		t := cn.Table
-		if why := notOnCitus(cn, names); why != "" {
-			distributed, err := QueryInt(ctx, c, func(w countersql.Writer) { pg.Distributed(w, t.Parent) })
-			if err != nil {
-				return fmt.Errorf("%s: %s: %w", st.Pkg, cn.Name, err)
-			}
-			if distributed > 0 {
-				return fmt.Errorf("%s: %s: %w: %s", st.Pkg, cn.Name, ErrNotOnCitus, why)
-			}
-			continue
+		if cn.Options.Mode == spec.Append {
+			// A delta table is keyed by a delta row's id.
+			t.RowID = countersql.IDColumn
 		}
 		if t.RowID != "" {
 			if err := keyBesideOwner(ctx, c, pg, t); err != nil {
@@ -77,17 +68,6 @@ func (st Store) Colocate(ctx context.Context, c Conn, counters []Counter) error 
 // kind that Citus cannot keep yet where it distributes the tables
 // (docs/scaling.md).
 var ErrNotOnCitus = errors.New("Citus cannot keep this counter where it distributes the tables yet")
-
-// notOnCitus says why Citus cannot keep the counter c on a distributed
-// parent, or "" when it can (what was run on Citus 13.2 and failed
-// there), naming options with n.
-func notOnCitus(c Counter, n spec.Names) string {
-	switch o := c.Options; {
-	case o.Mode == spec.Append:
-		return "an append counter's delta table is keyed by a column of its own, which Citus cannot distribute by the parent's key; remove " + n.Append + " (a rollup counter)"
-	}
-	return ""
-}
 
 // keyBesideOwner makes the primary key of t's slot table, keyed by a
 // column of its own (ent's), its owner column and that key

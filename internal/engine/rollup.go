@@ -50,6 +50,16 @@ func Rollup(ctx context.Context, conn Conn, d countersql.Dialect, t countersql.T
 // folded (batches committed; 0 for delta rows, which it folds by id).
 func RollupCounted(ctx context.Context, conn Conn, d countersql.Dialect, t countersql.Table, deltas bool, batch int, stop func() bool,
 	inTx func(ctx context.Context, fn func(Conn) error) error) (int64, error) {
+	if u, ok := d.OnUpserts(); ok && deltas && d.Citus() {
+		// Citus: one statement per parent, routed to its node.
+		owners := func(after any) ([]any, error) { return PendingOwners(ctx, conn, d, t, after, batch) }
+		_, err := walk(ctx, batch, stop, owners, func(owners []any) error {
+			return retry.Do(ctx, FoldAttempts, func() error {
+				return inTx(ctx, func(tx Conn) error { return RunSteps(ctx, tx, u.CitusFoldDeltas(t, owners)) })
+			})
+		})
+		return 0, err
+	}
 	if deltas {
 		return 0, foldDeltas(ctx, conn, d, t, batch, stop, inTx)
 	}
