@@ -585,3 +585,78 @@ func BenchmarkLoadOneParentOnCitus(b *testing.B) {
 		}
 	})
 }
+
+// A table an application had before its counters: likes, a column of
+// values, adopted by a sum counter; plays, a counter of adaptive width.
+type citusShowBefore struct {
+	ID    uint
+	Title string
+	Likes int64
+}
+
+func (citusShowBefore) TableName() string { return "citus_shows" }
+
+type citusShow struct {
+	ID    uint
+	Title string
+	Likes int64 `gorm:"counter"`
+	Plays int64 `gorm:"counter:slots=auto"`
+}
+
+func (citusShow) TableName() string { return "citus_shows" }
+
+// Adoption of a column of values on a distributed parent: loads add the
+// column to the slots, MoveToSlots moves it (its locking read one parent
+// per statement), and a slots=auto counter beside it keeps counting.
+func TestAdoptionOnCitusKeepsEveryValue(t *testing.T) {
+	db := openCitus(t)
+	plain := db.Session(&gorm.Session{NewDB: true})
+	must(t, plain.Migrator().CreateTable(&citusShowBefore{}))
+	must(t, db.Exec("SELECT create_distributed_table('citus_shows', 'id', colocate_with => 'citus_posts')").Error)
+	// One at a time: a batch insert returns the new keys in the order of
+	// the shards, which GORM hands to the rows in the order of the slice.
+	before := []citusShowBefore{{Title: "a", Likes: 5}, {Title: "b", Likes: 7}, {Title: "c"}}
+	for i := range before {
+		must(t, plain.Create(&before[i]).Error)
+	}
+	must(t, db.AutoMigrate(&citusShow{}))
+	want := map[uint][2]int64{before[0].ID: {5, 0}, before[1].ID: {7, 0}, before[2].ID: {0, 0}}
+	var mu sync.Mutex
+	var next atomic.Int64
+	hammer(t, 16, 10, func() error {
+		id := before[next.Add(1)%3].ID
+		if err := gormcounter.Increment(db.Model(&citusShow{ID: id}), "Likes", 1).Error; err != nil {
+			return err
+		}
+		if err := gormcounter.Increment(db.Model(&citusShow{ID: id}), "Plays", 1).Error; err != nil {
+			return err
+		}
+		mu.Lock()
+		w := want[id]
+		want[id] = [2]int64{w[0] + 1, w[1] + 1}
+		mu.Unlock()
+		return nil
+	})
+	check := func(what string) {
+		t.Helper()
+		var got []citusShow
+		must(t, db.Find(&got).Error)
+		for _, s := range got {
+			if w := want[s.ID]; s.Likes != w[0] || s.Plays != w[1] {
+				t.Errorf("%s: show %d: likes %d, plays %d; want %d, %d", what, s.ID, s.Likes, s.Plays, w[0], w[1])
+			}
+		}
+	}
+	check("before the move")
+	moved, err := gormcounter.MoveToSlots(db, &citusShow{})
+	must(t, err)
+	if moved.Amount != 12 || moved.Busy != 0 {
+		t.Errorf("MoveToSlots moved %+v, want 12 from 2 parents", moved)
+	}
+	check("after the move")
+	var left int64
+	must(t, db.Raw("SELECT COALESCE(SUM(likes), 0) FROM citus_shows").Scan(&left).Error)
+	if left != 0 {
+		t.Errorf("%d left in the likes column after the move", left)
+	}
+}

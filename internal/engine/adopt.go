@@ -72,37 +72,52 @@ func MoveColumns(ctx context.Context, conn Conn, d countersql.Dialect, t counter
 }
 
 // moveBatch moves the column values of the given parents that it can lock.
+// On Citus each parent's column is locked by a statement of its own, which
+// Citus runs on the parent's node (it refuses a locking read of several
+// shards).
 func moveBatch(ctx context.Context, tx Conn, d countersql.Dialect, t countersql.Table, owners []any) (Moved, error) {
-	rows, err := tx.Query(ctx, func(w countersql.Writer) { d.LockColumns(w, t, owners) })
-	if err != nil {
-		return Moved{}, err
-	}
 	var (
 		m       Moved
 		locked  []any
 		keys    []any
 		amounts []int64
-		kr      = NewKeyReader(rows, 0)
 	)
-	for rows.Next() {
-		var k any
-		var v sql.NullInt64
-		if err := rows.Scan(&k, &v); err != nil {
-			rows.Close()
+	lock := func(owners []any) error {
+		rows, err := tx.Query(ctx, func(w countersql.Writer) { d.LockColumns(w, t, owners) })
+		if err != nil {
+			return err
+		}
+		kr := NewKeyReader(rows, 0)
+		for rows.Next() {
+			var k any
+			var v sql.NullInt64
+			if err := rows.Scan(&k, &v); err != nil {
+				rows.Close()
+				return err
+			}
+			k = kr.Key(k)
+			locked = append(locked, k)
+			m.Parents++
+			if !v.Valid {
+				m.Nulls++
+				continue
+			}
+			m.Amount += v.Int64
+			keys, amounts = append(keys, k), append(amounts, v.Int64)
+		}
+		return errors.Join(rows.Err(), rows.Close())
+	}
+	parts := [][]any{owners}
+	if d.Citus() {
+		parts = parts[:0]
+		for _, k := range owners {
+			parts = append(parts, []any{k})
+		}
+	}
+	for _, part := range parts {
+		if err := lock(part); err != nil {
 			return Moved{}, err
 		}
-		k = kr.Key(k)
-		locked = append(locked, k)
-		m.Parents++
-		if !v.Valid {
-			m.Nulls++
-			continue
-		}
-		m.Amount += v.Int64
-		keys, amounts = append(keys, k), append(amounts, v.Int64)
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return Moved{}, err
 	}
 	m.Busy = int64(len(owners) - len(locked))
 	if len(locked) == 0 {
