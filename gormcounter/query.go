@@ -158,7 +158,7 @@ func (p *Plugin) inlineTotals(db *gorm.DB, wanted []*counter) []*counter {
 	}
 	table := stmt.Table
 	if p.dialect.Citus() {
-		if keys, ok := namedKeys(stmt); ok {
+		if keys, ok := namedKeys(stmt, true); ok {
 			for i := range inline {
 				inline[i].Keys = keys
 			}
@@ -239,7 +239,7 @@ func (p *Plugin) manyKeys(stmt *gorm.Statement) ([]any, bool) {
 	if _, ok := p.dialect.OnPostgres(); !ok {
 		return nil, false
 	}
-	keys, ok := namedKeys(stmt)
+	keys, ok := namedKeys(stmt, false)
 	if !ok || len(keys) < countersql.JoinedFrom || !p.dialect.KeysBindAsOneArray(keys) {
 		return nil, false
 	}
@@ -250,8 +250,9 @@ func (p *Plugin) manyKeys(stmt *gorm.Statement) ([]any, bool) {
 // an IN (or =) on the primary key among the conditions of its WHERE that
 // AND together, when the WHERE holds no OR and the load has no FROM or
 // FOR clause of the caller's, and the keys are integers or strings of the
-// key's kind (dereferenced). Every row the load returns has one of them.
-func namedKeys(stmt *gorm.Statement) ([]any, bool) {
+// key's kind (dereferenced), or of any kind where anyKind is set (UUIDs,
+// bound one by one). Every row the load returns has one of them.
+func namedKeys(stmt *gorm.Statement, anyKind bool) ([]any, bool) {
 	if len(stmt.Schema.PrimaryFields) != 1 {
 		return nil, false
 	}
@@ -310,7 +311,7 @@ func namedKeys(stmt *gorm.Statement) ([]any, bool) {
 		// A preload of a parent through a *uint foreign key names it by
 		// pointers.
 		keys, ok := derefKeys(values)
-		return keys, ok && keysOfKind(stmt.Schema.PrimaryFields[0].FieldType, keys)
+		return keys, ok && (anyKind || keysOfKind(stmt.Schema.PrimaryFields[0].FieldType, keys))
 	}
 	var find func(exprs []clause.Expression) ([]any, bool)
 	find = func(exprs []clause.Expression) ([]any, bool) {

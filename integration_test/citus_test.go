@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/hotcounter/hotcounter/entcounter"
 	"github.com/hotcounter/hotcounter/gormcounter"
 	"github.com/hotcounter/hotcounter/internal/testdb"
@@ -660,5 +661,51 @@ func TestAdoptionOnCitusKeepsEveryValue(t *testing.T) {
 	must(t, db.Raw("SELECT COALESCE(SUM(likes), 0) FROM citus_shows").Scan(&left).Error)
 	if left != 0 {
 		t.Errorf("%d left in the likes column after the move", left)
+	}
+}
+
+// citusMember is keyed by a UUID, the column Citus distributes it by.
+type citusMember struct {
+	ID      uuid.UUID `gorm:"type:uuid;primaryKey"`
+	Name    string
+	Likes   int64 `gorm:"counter"`
+	Views   int64 `gorm:"counter:rollup"`
+	Credits int64 `gorm:"counter:guarded"`
+}
+
+// Counters of a parent keyed by a UUID: exact, and a load by its key goes
+// to its shard alone (the key bound as itself, not as an array).
+func TestUUIDKeyedCountersOnCitusStayExact(t *testing.T) {
+	db := openCitus(t)
+	must(t, db.AutoMigrate(&citusMember{}))
+	must(t, db.Exec("SELECT create_distributed_table('citus_members', 'id')").Error)
+	must(t, db.AutoMigrate(&citusMember{}))
+	m := citusMember{ID: uuid.New(), Name: "member"}
+	must(t, db.Create(&m).Error)
+	must(t, gormcounter.Increment(db.Model(&citusMember{ID: m.ID}), "Credits", 100).Error)
+	var took atomic.Int64
+	hammer(t, 16, 10, func() error {
+		for _, field := range []string{"Likes", "Views"} {
+			if err := gormcounter.Increment(db.Model(&citusMember{ID: m.ID}), field, 1).Error; err != nil {
+				return err
+			}
+		}
+		err := gormcounter.Take(db.Model(&citusMember{ID: m.ID}), "Credits", 1).Error
+		switch {
+		case err == nil:
+			took.Add(1)
+		case errors.Is(err, gormcounter.ErrInsufficient):
+			err = nil // 160 takes of 100
+		}
+		return err
+	})
+	must(t, gormcounter.RollupPass(db, &citusMember{}))
+	var got citusMember
+	must(t, db.Where(&citusMember{ID: m.ID}).Take(&got).Error)
+	if got.Likes != 160 || got.Views != 160 || got.Credits != 100-took.Load() || took.Load() != 100 {
+		t.Errorf("member: likes %d, views %d, credits %d after %d takes; want 160, 160, 0 after 100", got.Likes, got.Views, got.Credits, took.Load())
+	}
+	if n := citusShards(t, db, func(tx *gorm.DB) *gorm.DB { return tx.Where(&citusMember{ID: m.ID}).Take(&citusMember{}) }); n != 1 {
+		t.Errorf("a load by its UUID went to %d shards, want 1", n)
 	}
 }
