@@ -66,6 +66,16 @@ func openCitus(t testing.TB) *gorm.DB {
 	return db
 }
 
+// migrateDistributed migrates model, distributes its table by id beside
+// the table with (Citus's colocate_with: "default" for none), and
+// migrates again, as an operator adding a distributed parent would.
+func migrateDistributed(t *testing.T, db *gorm.DB, table, with string, model any) {
+	t.Helper()
+	must(t, db.AutoMigrate(model))
+	must(t, db.Exec(fmt.Sprintf("SELECT create_distributed_table('%s', 'id', colocate_with => '%s')", table, with)).Error)
+	must(t, db.AutoMigrate(model))
+}
+
 // citusShards returns how many shards Citus sends the load to.
 func citusShards(t *testing.T, db *gorm.DB, load func(tx *gorm.DB) *gorm.DB) int {
 	t.Helper()
@@ -362,9 +372,7 @@ type CitusAppendPost struct {
 // the parent, and rollup passes fold it one parent per statement.
 func TestAppendCountersOnCitusStayExact(t *testing.T) {
 	db := openCitus(t)
-	must(t, db.AutoMigrate(&CitusAppendPost{}))
-	must(t, db.Exec("SELECT create_distributed_table('citus_append_posts', 'id', colocate_with => 'citus_posts')").Error)
-	must(t, db.AutoMigrate(&CitusAppendPost{}))
+	migrateDistributed(t, db, "citus_append_posts", "citus_posts", &CitusAppendPost{})
 	ps := []CitusAppendPost{{Title: "a"}, {Title: "b"}, {Title: "c"}, {Title: "d"}}
 	must(t, db.Create(&ps).Error)
 	stop := make(chan struct{})
@@ -420,9 +428,7 @@ type CitusSkipPost struct {
 
 func TestSkipLockedIncrementsOnCitusStayExact(t *testing.T) {
 	db := openCitus(t)
-	must(t, db.AutoMigrate(&CitusSkipPost{}))
-	must(t, db.Exec("SELECT create_distributed_table('citus_skip_posts', 'id', colocate_with => 'citus_posts')").Error)
-	must(t, db.AutoMigrate(&CitusSkipPost{}))
+	migrateDistributed(t, db, "citus_skip_posts", "citus_posts", &CitusSkipPost{})
 	ps := []CitusSkipPost{{Title: "a"}, {Title: "b"}, {Title: "c"}, {Title: "d"}}
 	must(t, db.Create(&ps).Error)
 	var want [4]atomic.Int64
@@ -677,9 +683,7 @@ type citusMember struct {
 // to its shard alone (the key bound as itself, not as an array).
 func TestUUIDKeyedCountersOnCitusStayExact(t *testing.T) {
 	db := openCitus(t)
-	must(t, db.AutoMigrate(&citusMember{}))
-	must(t, db.Exec("SELECT create_distributed_table('citus_members', 'id')").Error)
-	must(t, db.AutoMigrate(&citusMember{}))
+	migrateDistributed(t, db, "citus_members", "default", &citusMember{})
 	m := citusMember{ID: uuid.New(), Name: "member"}
 	must(t, db.Create(&m).Error)
 	must(t, gormcounter.Increment(db.Model(&citusMember{ID: m.ID}), "Credits", 100).Error)

@@ -57,7 +57,7 @@ func (w driver) Increment(ctx context.Context, s engine.Session, in engine.Incre
 		// Its two statements commit alone, and the first changes nothing
 		// when it finds no free row: retrying the pair cannot count twice.
 		err := engine.OwnStatement(ctx, s, func() (err error) {
-			n, err = incrementFreeSlot(ctx, s, d, t, in.Slots, slot, in.Delta, in.Condition(d.Dialect))
+			n, err = incrementFreeSlot(ctx, s, d, t, in.Slots, slot, in.Delta, in.Key, in.Condition(d.Dialect))
 			return err
 		})
 		return n, err
@@ -136,19 +136,24 @@ func (w driver) SlotBytes(ctx context.Context, c engine.Conn, table string) (int
 // are used before any is inserted; when every slot row of the parent is
 // held (or it has none) it writes the transaction's own row
 // (countersql's IncrementOwnSlot) in a second statement, which never waits
-// for a row lock either. The first statement changes nothing when it finds
+// for a row lock either. key is the parent's key where only it selects the
+// parent (nil otherwise). The first statement changes nothing when it finds
 // no free row, so the pair never applies an increment twice. It returns
 // the number of parents incremented: 0 when no parent matches cond.
-func incrementFreeSlot(ctx context.Context, c engine.Conn, d countersql.Postgres, t countersql.Table, slots, slot int, delta int64, cond func(countersql.Writer)) (int64, error) {
+func incrementFreeSlot(ctx context.Context, c engine.Conn, d countersql.Postgres, t countersql.Table, slots, slot int, delta int64, key any, cond func(countersql.Writer)) (int64, error) {
 	pick := func(w countersql.Writer) { d.IncrementFreeSlot(w, t, slot, delta, cond) }
 	if d.Citus() {
-		// Citus: the parent's key first (a read of every shard where a
-		// condition other than the key selects it), then a statement
-		// routed to the parent's node.
-		parents, err := engine.QueryKeys(ctx, c, func(w countersql.Writer) { d.KeysWhere(w, t.Parent, t.ParentKey, cond, false) })
+		// Citus: a statement routed to the parent's node by its key, read
+		// first (from every shard) where a condition other than the key
+		// selects the parent.
+		parents := []any{key}
+		if key == nil {
+			var err error
+			if parents, err = engine.QueryKeys(ctx, c, func(w countersql.Writer) { d.KeysWhere(w, t.Parent, t.ParentKey, cond, false) }); err != nil {
+				return 0, err
+			}
+		}
 		switch {
-		case err != nil:
-			return 0, err
 		case len(parents) == 0:
 			return 0, nil
 		case len(parents) > 1:
