@@ -425,12 +425,17 @@ func skipUnselected(t testing.TB, kind dbKind) {
 // can assert how many queries a load costs, and keeps the warnings. It logs
 // nothing.
 type counting struct {
-	n   atomic.Int64
-	sql atomic.Value // last statements, for failure messages
+	n atomic.Int64
 
 	mu       sync.Mutex
+	recent   []string // the last keptStatements statements, for failure messages
 	warnings []string
 }
+
+// keptStatements is how many of the last statements a counting logger
+// keeps: the few a failure message shows (every one kept, each copied at
+// every statement, cost a test of thousands of writes quadratic time).
+const keptStatements = 64
 
 func (c *counting) LogMode(logger.LogLevel) logger.Interface { return c }
 
@@ -451,17 +456,32 @@ func (c *counting) warned() []string {
 
 func (c *counting) Error(context.Context, string, ...any) {}
 
-func (c *counting) reset() { c.n.Store(0); c.sql.Store([]string(nil)) }
+func (c *counting) reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n.Store(0)
+	c.recent = nil
+}
 
 func (c *counting) count() int64 { return c.n.Load() }
 
-func (c *counting) statements() []string { s, _ := c.sql.Load().([]string); return s }
+// statements returns the last statements sent since the last reset (at
+// most keptStatements).
+func (c *counting) statements() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.recent)
+}
 
 func (c *counting) Trace(_ context.Context, _ time.Time, fc func() (string, int64), _ error) {
 	c.n.Add(1)
 	s, _ := fc()
-	old, _ := c.sql.Load().([]string)
-	c.sql.Store(append(append([]string(nil), old...), s))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.recent) == keptStatements {
+		c.recent = append(c.recent[:0], c.recent[1:]...)
+	}
+	c.recent = append(c.recent, s)
 }
 
 // env is one test's database.

@@ -14,14 +14,17 @@ func reelSlotRows(t testing.TB, o counterORM, id int64) int64 {
 
 // TestAutoSlotsWidenAViralRowAndCountExactly: 32 writers on one reel of a
 // slots=auto counter: it widens past one row (never past 16) and counts
-// every increment. Both ORMs.
+// every increment. Both ORMs. On SQLite, which writes one statement at a
+// time, a width never saves a wait, and whether it grows at all depends on
+// two of the 8 writers' statements being in flight at once (GORM combines
+// them): there it only counts every increment, on at most 16 rows.
 func TestAutoSlotsWidenAViralRowAndCountExactly(t *testing.T) {
 	eachORM(t, func(t *testing.T, o counterORM) {
 		id, done, writers, each := playAViralReel(t, o)
 		if plays := o.cached(t, modelReel, id, "plays"); plays != done || done != int64(writers*each) {
 			t.Fatalf("plays %d after %d of %d increments", plays, done, writers*each)
 		}
-		if rows := reelSlotRows(t, o, id); rows < 2 || rows > 16 {
+		if rows := reelSlotRows(t, o, id); (rows < 2 && o.kind() != lite) || rows > 16 {
 			t.Fatalf("%d slot rows after %d writers at once: want it widened, to at most 16", rows, writers)
 		}
 	}, pool(writersPool))
