@@ -10,10 +10,10 @@ import (
 	"entgo.io/ent/entc"
 	"entgo.io/ent/entc/gen"
 	"entgo.io/ent/schema/field"
-	"github.com/jinzhu/inflection"
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/entrt"
+	"github.com/hotcounter/hotcounter/internal/spec"
 )
 
 //go:embed template/hotcounter.tmpl
@@ -271,7 +271,7 @@ func defsOf(g *gen.Graph) ([]entrt.Def, error) {
 				errs = append(errs, fmt.Sprintf("%s: entgql.OrderField(%q) on a sum counter: ordering a GraphQL page by it sums the slot rows of every row the database sorts; declare it Rollup() to order by its column, which takes an index", where, order))
 				continue
 			}
-			prefix := inflection.Singular(n.Table())
+			prefix := spec.Singular(n.Table())
 			d := entrt.Def{
 				Type: n.Name, Field: f.Name, StructField: f.StructField(), Table: n.Table(), Key: n.ID.StorageKey(),
 				SlotTable: prefix + "_" + f.Name + tableSuffix(a.Append), Owner: prefix + "_id",

@@ -16,7 +16,7 @@ import (
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/engine"
 	"github.com/hotcounter/hotcounter/internal/entrt"
-	"github.com/jinzhu/inflection"
+	"github.com/hotcounter/hotcounter/internal/spec"
 )
 
 // WithCounters is the migration option for a schema with counters:
@@ -175,7 +175,7 @@ func leftovers(r entrt.Runtime, desired *atlasschema.Schema) []engine.Leftover {
 			continue
 		}
 		key := tbl.PrimaryKey.Parts[0].C.Name
-		prefix := inflection.Singular(tbl.Name)
+		prefix := spec.Singular(tbl.Name)
 		for _, col := range tbl.Columns {
 			if _, integer := col.Type.Type.(*atlasschema.IntegerType); !integer || col.Name == key || counter[[2]string{tbl.Name, col.Name}] {
 				continue

@@ -14,7 +14,6 @@ import (
 	"entgo.io/ent/schema/field"
 	"entgo.io/ent/schema/index"
 	"entgo.io/ent/schema/mixin"
-	"github.com/jinzhu/inflection"
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/entrt"
@@ -123,7 +122,7 @@ func (c configuredCheck) Intercept(next ent.Querier) ent.Querier {
 func SlotsOf(owner any, fieldName string) ent.Mixin {
 	m := slotsMixin{owner: owner, field: fieldName}
 	m.ownerName, m.table, m.keyField, m.err = describeOwner(owner)
-	m.prefix = inflection.Singular(m.table)
+	m.prefix = spec.Singular(m.table)
 	return m
 }
 
@@ -141,7 +140,7 @@ func SlotsOf(owner any, fieldName string) ent.Mixin {
 func DeltasOf(owner any, fieldName string) ent.Mixin {
 	m := slotsMixin{owner: owner, field: fieldName, deltas: true}
 	m.ownerName, m.table, m.keyField, m.err = describeOwner(owner)
-	m.prefix = inflection.Singular(m.table)
+	m.prefix = spec.Singular(m.table)
 	return m
 }
 
@@ -276,7 +275,7 @@ func describeOwner(owner any) (name, table string, key ent.Field, err error) {
 			table = t.Table
 		}
 	}
-	col := inflection.Singular(table) + "_id"
+	col := spec.Singular(table) + "_id"
 	key = field.Int(col).Immutable()
 	fields := s.Fields()
 	for _, m := range s.Mixin() {

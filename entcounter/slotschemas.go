@@ -8,9 +8,9 @@ import (
 	"entgo.io/ent/entc/gen"
 	"entgo.io/ent/entc/load"
 	"entgo.io/ent/schema/field"
-	"github.com/jinzhu/inflection"
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
+	"github.com/hotcounter/hotcounter/internal/spec"
 )
 
 // The slot (or delta) table schema of a counter is generated when the
@@ -59,7 +59,7 @@ func hasSlotSchema(g *gen.Graph, n *gen.Type, field string, deltas bool) bool {
 // default: a Go default is set by generated runtime code that reads the
 // schema's Go type, which a generated schema does not have.
 func slotSchema(g *gen.Graph, n *gen.Type, fieldName string, deltas bool) (*load.Schema, error) {
-	prefix := inflection.Singular(n.Table())
+	prefix := spec.Singular(n.Table())
 	id := ownerID(g, n)
 	key, err := keyField(prefix+"_id", &field.Descriptor{Info: n.ID.Type, ValueScanner: idScanner(id)})
 	if err != nil {

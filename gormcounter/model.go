@@ -7,7 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/jinzhu/inflection"
 	"gorm.io/gorm"
 	"gorm.io/gorm/schema"
 
@@ -418,6 +417,47 @@ func (c *counter) settleField() {
 // post_likes_slots (post_id). The naming strategy supplies its prefix,
 // pluralization and case; a schema qualifier is kept.
 func storageNames(ns schema.Namer, table, column, suffix string) (slots, owner string) {
+	// GORM's own strategy without a replacer is a value whose names depend
+	// on it alone: remembered, as its pluralization tries inflection's
+	// regular expressions in turn (each model's parse asks for each
+	// counter's names).
+	strategy, plain := ns.(schema.NamingStrategy)
+	if p, ok := ns.(*schema.NamingStrategy); ok && p != nil {
+		strategy, plain = *p, true
+	}
+	plain = plain && strategy.NameReplacer == nil
+	if !plain {
+		return namesOfStorage(ns, table, column, suffix)
+	}
+	key := storageKey{strategy, table, column, suffix}
+	storage.Lock()
+	names, ok := storage.names[key]
+	storage.Unlock()
+	if !ok {
+		names[0], names[1] = namesOfStorage(ns, table, column, suffix)
+		storage.Lock()
+		storage.names[key] = names
+		storage.Unlock()
+	}
+	return names[0], names[1]
+}
+
+// storage remembers storageNames' answers for GORM's own naming strategy,
+// by the strategy's value and the names asked about: a bounded set (the
+// application's models and strategies). A typed map, so that a strategy
+// that could not be a key would not compile.
+var storage = struct {
+	sync.Mutex
+	names map[storageKey][2]string
+}{names: map[storageKey][2]string{}}
+
+type storageKey struct {
+	strategy              schema.NamingStrategy
+	table, column, suffix string
+}
+
+// namesOfStorage is storageNames, computed.
+func namesOfStorage(ns schema.Namer, table, column, suffix string) (slots, owner string) {
 	qualifier := ""
 	if i := strings.LastIndexByte(table, '.'); i >= 0 {
 		qualifier, table = table[:i+1], table[i+1:]
@@ -429,7 +469,7 @@ func storageNames(ns schema.Namer, table, column, suffix string) (slots, owner s
 	case *schema.NamingStrategy:
 		prefix = n.TablePrefix
 	}
-	base := inflection.Singular(strings.TrimPrefix(table, prefix))
+	base := spec.Singular(strings.TrimPrefix(table, prefix))
 	return qualifier + ns.TableName(camel(base)+camel(column)+suffix), ns.ColumnName("", camel(base)+"ID")
 }
 
