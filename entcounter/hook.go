@@ -225,10 +225,11 @@ func countCreated(ctx context.Context, m mutation, next ent.Mutator, field strin
 func (w *write) mutateUpdate(ctx context.Context, m mutation, next ent.Mutator, field string, assigned bool, set, add int64) (ent.Value, error) {
 	// The keys are read before the update: its predicates may depend on
 	// the columns it changes.
-	keys, err := m.HotCounterKeys(ctx)
+	keys, err := updateKeys(ctx, m)
 	if err != nil {
 		return nil, err
 	}
+	ctx = withUpdateKeys(ctx, m, keys)
 	one := m.Op().Is(ent.OpUpdateOne)
 	if one && len(keys) == 0 {
 		// The row is missing, does not match the predicates, or the
@@ -273,6 +274,45 @@ func (w *write) mutateUpdate(ctx context.Context, m mutation, next ent.Mutator, 
 		err = w.refresh(ctx, res, keys[0], assigned, set+add)
 	}
 	return res, err
+}
+
+// keysRead is what the counter hook of an update that read its rows' keys
+// hands the counter hooks inside it (next.Mutate): they run before any of
+// them writes, so each would read the same rows again, one query per
+// counter of the update. An inner hook takes the keys only for the same
+// mutation, with the same predicates (HotCounterWhere), under the very
+// context they were handed with (a hook between that wrapped it may have
+// changed what the query interceptors show).
+type keysRead struct {
+	ctx   context.Context
+	m     ent.Mutation
+	where any
+	keys  []any
+}
+
+type keysReadKey struct{}
+
+// updateKeys returns the keys of the rows the update m writes: those a
+// counter hook outside this one read, when they still hold, else read.
+func updateKeys(ctx context.Context, m mutation) ([]any, error) {
+	w, ok := ent.Mutation(m).(interface{ HotCounterWhere() any })
+	if r, _ := ctx.Value(keysReadKey{}).(*keysRead); ok && r != nil && r.ctx == ctx && r.m == ent.Mutation(m) && r.where == w.HotCounterWhere() {
+		return r.keys, nil
+	}
+	return m.HotCounterKeys(ctx)
+}
+
+// withUpdateKeys hands keys, read for the update m, to the counter hooks
+// inside this one (code generated before HotCounterWhere: each reads
+// its own).
+func withUpdateKeys(ctx context.Context, m mutation, keys []any) context.Context {
+	w, ok := ent.Mutation(m).(interface{ HotCounterWhere() any })
+	if !ok {
+		return ctx
+	}
+	r := &keysRead{m: m, where: w.HotCounterWhere(), keys: keys}
+	r.ctx = context.WithValue(ctx, keysReadKey{}, r)
+	return r.ctx
 }
 
 // refused returns the error of a write that the counter does not take: a

@@ -2,13 +2,18 @@ package integration_test
 
 import (
 	"context"
+	"regexp"
 	"sync"
+	"sync/atomic"
 	"testing"
+
+	"entgo.io/ent/dialect/sql"
 
 	"github.com/hotcounter/hotcounter/entcounter"
 	"github.com/hotcounter/hotcounter/integration_test/ent"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 	_ "github.com/hotcounter/hotcounter/integration_test/ent/runtime"
+	"github.com/hotcounter/hotcounter/integration_test/ent/schema"
 	"github.com/hotcounter/hotcounter/integration_test/ent/tag"
 	_ "github.com/jackc/pgx/v5/stdlib"
 )
@@ -28,6 +33,59 @@ func TestEntUpdateOneHonoursPredicates(t *testing.T) {
 		c.Post.UpdateOneID(p.ID).Where(post.TitleEQ("draft")).AddLikes(2).AddViews(3).ExecX(ctx)
 		if got := c.Post.GetX(entcounter.WithLive(ctx), p.ID); got.Likes != 2 || got.Views != 3 {
 			t.Fatalf("likes=%d views=%d, want 2 and 3 (only the matching update)", got.Likes, got.Views)
+		}
+	})
+}
+
+// An update by a condition of two counters reads the keys of the rows it
+// writes once, not once per counter (each counter's hook ran its own
+// SELECT of the same ids), and writes both to exactly those rows; in a
+// transaction too. A hook between the counters' hooks that narrows the
+// update makes the inner counter read them again. Every database.
+func TestEntUpdateOfTwoCountersReadsItsRowsOnce(t *testing.T) {
+	parallel(t)
+	keyReads := regexp.MustCompile("query=SELECT [`\"]posts[`\"]\\.[`\"]id[`\"] FROM")
+	eachEnt(t, func(t *testing.T, e *entEnv) {
+		ctx := context.Background()
+		var reads atomic.Int64
+		c := ent.NewClient(ent.Driver(entDriver(t, e.env, 4, func(statement string) {
+			if keyReads.MatchString(statement) {
+				reads.Add(1)
+			}
+		})))
+		hot := c.Post.Create().SetTitle("hot").SaveX(ctx)
+		also := c.Post.Create().SetTitle("hot").SaveX(ctx)
+		cold := c.Post.Create().SetTitle("cold").SaveX(ctx)
+		reads.Store(0)
+		if n := c.Post.Update().Where(post.TitleEQ("hot")).AddLikes(1).AddViews(2).SaveX(ctx); n != 2 {
+			t.Fatalf("the update reports %d rows, want 2", n)
+		}
+		if n := reads.Swap(0); n != 1 {
+			t.Errorf("an update of two counters by a condition read the posts' keys %d times, want once", n)
+		}
+		must(t, inTx(ctx, c, func(tx *ent.Tx) error {
+			_, err := tx.Post.Update().Where(post.TitleEQ("hot")).AddLikes(1).AddViews(2).Save(ctx)
+			return err
+		}))
+		if n := reads.Load(); n != 1 {
+			t.Errorf("in a transaction, the update read the posts' keys %d times, want once", n)
+		}
+		// A hook between the two counters' hooks (the schema's narrowing
+		// mixin) adds a predicate: the views counter's hook reads the keys
+		// again, and writes only the rows that still match.
+		reads.Store(0)
+		narrowed := schema.Narrowed(ctx, sql.FieldNEQ(post.FieldID, also.ID))
+		c.Post.Update().Where(post.TitleEQ("hot")).AddLikes(1).AddViews(2).ExecX(narrowed)
+		if n := reads.Load(); n != 2 {
+			t.Errorf("an update narrowed between its counters' hooks read the keys %d times, want twice", n)
+		}
+		for _, p := range []struct {
+			id           int
+			likes, views int64
+		}{{hot.ID, 3, 6}, {also.ID, 3, 4}, {cold.ID, 0, 0}} {
+			if got := c.Post.GetX(entcounter.WithLive(ctx), p.id); got.Likes != p.likes || got.Views != p.views {
+				t.Errorf("post %d: likes=%d views=%d, want %d and %d", p.id, got.Likes, got.Views, p.likes, p.views)
+			}
 		}
 	})
 }

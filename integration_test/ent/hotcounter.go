@@ -91,6 +91,19 @@ func (m *AuthorMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	return keys, nil
 }
 
+// HotCounterWhere returns a value that equals what another call returns
+// while the mutation's predicates stay as they were (a hook that adds to
+// them or replaces them changes it): the counter hooks of one update
+// share the keys the first of them read (HotCounterKeys) while it holds.
+// Called by entcounter's hooks.
+func (m *AuthorMutation) HotCounterWhere() any {
+	var first any
+	if len(m.predicates) > 0 {
+		first = &m.predicates[0]
+	}
+	return [2]any{first, len(m.predicates)}
+}
+
 // HotCounterPin pins an update or delete whose predicates read a counter
 // that has no column (a sum counter, a count) to the ids of the rows they
 // select: it reads them with the counters' values put in (without query
@@ -298,6 +311,19 @@ func (m *BadgeMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// HotCounterWhere returns a value that equals what another call returns
+// while the mutation's predicates stay as they were (a hook that adds to
+// them or replaces them changes it): the counter hooks of one update
+// share the keys the first of them read (HotCounterKeys) while it holds.
+// Called by entcounter's hooks.
+func (m *BadgeMutation) HotCounterWhere() any {
+	var first any
+	if len(m.predicates) > 0 {
+		first = &m.predicates[0]
+	}
+	return [2]any{first, len(m.predicates)}
 }
 
 // HotCounterPin pins an update or delete whose predicates read a counter
@@ -509,6 +535,19 @@ func (m *ClipMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	return keys, nil
 }
 
+// HotCounterWhere returns a value that equals what another call returns
+// while the mutation's predicates stay as they were (a hook that adds to
+// them or replaces them changes it): the counter hooks of one update
+// share the keys the first of them read (HotCounterKeys) while it holds.
+// Called by entcounter's hooks.
+func (m *ClipMutation) HotCounterWhere() any {
+	var first any
+	if len(m.predicates) > 0 {
+		first = &m.predicates[0]
+	}
+	return [2]any{first, len(m.predicates)}
+}
+
 // HotCounterPin pins an update or delete whose predicates read a counter
 // that has no column (a sum counter, a count) to the ids of the rows they
 // select: it reads them with the counters' values put in (without query
@@ -716,6 +755,19 @@ func (m *CommentMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// HotCounterWhere returns a value that equals what another call returns
+// while the mutation's predicates stay as they were (a hook that adds to
+// them or replaces them changes it): the counter hooks of one update
+// share the keys the first of them read (HotCounterKeys) while it holds.
+// Called by entcounter's hooks.
+func (m *CommentMutation) HotCounterWhere() any {
+	var first any
+	if len(m.predicates) > 0 {
+		first = &m.predicates[0]
+	}
+	return [2]any{first, len(m.predicates)}
 }
 
 // HotCounterPin pins an update or delete whose predicates read a counter
@@ -927,6 +979,19 @@ func (m *ConversationMutation) HotCounterKeys(ctx context.Context) ([]any, error
 	return keys, nil
 }
 
+// HotCounterWhere returns a value that equals what another call returns
+// while the mutation's predicates stay as they were (a hook that adds to
+// them or replaces them changes it): the counter hooks of one update
+// share the keys the first of them read (HotCounterKeys) while it holds.
+// Called by entcounter's hooks.
+func (m *ConversationMutation) HotCounterWhere() any {
+	var first any
+	if len(m.predicates) > 0 {
+		first = &m.predicates[0]
+	}
+	return [2]any{first, len(m.predicates)}
+}
+
 // HotCounterPin pins an update or delete whose predicates read a counter
 // that has no column (a sum counter, a count) to the ids of the rows they
 // select: it reads them with the counters' values put in (without query
@@ -1134,6 +1199,19 @@ func (m *DeskMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// HotCounterWhere returns a value that equals what another call returns
+// while the mutation's predicates stay as they were (a hook that adds to
+// them or replaces them changes it): the counter hooks of one update
+// share the keys the first of them read (HotCounterKeys) while it holds.
+// Called by entcounter's hooks.
+func (m *DeskMutation) HotCounterWhere() any {
+	var first any
+	if len(m.predicates) > 0 {
+		first = &m.predicates[0]
+	}
+	return [2]any{first, len(m.predicates)}
 }
 
 // HotCounterPin pins an update or delete whose predicates read a counter
@@ -1345,6 +1423,19 @@ func (m *FilmMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	return keys, nil
 }
 
+// HotCounterWhere returns a value that equals what another call returns
+// while the mutation's predicates stay as they were (a hook that adds to
+// them or replaces them changes it): the counter hooks of one update
+// share the keys the first of them read (HotCounterKeys) while it holds.
+// Called by entcounter's hooks.
+func (m *FilmMutation) HotCounterWhere() any {
+	var first any
+	if len(m.predicates) > 0 {
+		first = &m.predicates[0]
+	}
+	return [2]any{first, len(m.predicates)}
+}
+
 // HotCounterPin pins an update or delete whose predicates read a counter
 // that has no column (a sum counter, a count) to the ids of the rows they
 // select: it reads them with the counters' values put in (without query
@@ -1552,6 +1643,19 @@ func (m *FolderMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// HotCounterWhere returns a value that equals what another call returns
+// while the mutation's predicates stay as they were (a hook that adds to
+// them or replaces them changes it): the counter hooks of one update
+// share the keys the first of them read (HotCounterKeys) while it holds.
+// Called by entcounter's hooks.
+func (m *FolderMutation) HotCounterWhere() any {
+	var first any
+	if len(m.predicates) > 0 {
+		first = &m.predicates[0]
+	}
+	return [2]any{first, len(m.predicates)}
 }
 
 // HotCounterPin pins an update or delete whose predicates read a counter
@@ -1763,6 +1867,19 @@ func (m *ForumMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	return keys, nil
 }
 
+// HotCounterWhere returns a value that equals what another call returns
+// while the mutation's predicates stay as they were (a hook that adds to
+// them or replaces them changes it): the counter hooks of one update
+// share the keys the first of them read (HotCounterKeys) while it holds.
+// Called by entcounter's hooks.
+func (m *ForumMutation) HotCounterWhere() any {
+	var first any
+	if len(m.predicates) > 0 {
+		first = &m.predicates[0]
+	}
+	return [2]any{first, len(m.predicates)}
+}
+
 // HotCounterPin pins an update or delete whose predicates read a counter
 // that has no column (a sum counter, a count) to the ids of the rows they
 // select: it reads them with the counters' values put in (without query
@@ -1970,6 +2087,19 @@ func (m *HookedConversationMutation) HotCounterKeys(ctx context.Context) ([]any,
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// HotCounterWhere returns a value that equals what another call returns
+// while the mutation's predicates stay as they were (a hook that adds to
+// them or replaces them changes it): the counter hooks of one update
+// share the keys the first of them read (HotCounterKeys) while it holds.
+// Called by entcounter's hooks.
+func (m *HookedConversationMutation) HotCounterWhere() any {
+	var first any
+	if len(m.predicates) > 0 {
+		first = &m.predicates[0]
+	}
+	return [2]any{first, len(m.predicates)}
 }
 
 // HotCounterPin pins an update or delete whose predicates read a counter
@@ -2183,6 +2313,19 @@ func (m *HookedLabelMutation) HotCounterKeys(ctx context.Context) ([]any, error)
 	return keys, nil
 }
 
+// HotCounterWhere returns a value that equals what another call returns
+// while the mutation's predicates stay as they were (a hook that adds to
+// them or replaces them changes it): the counter hooks of one update
+// share the keys the first of them read (HotCounterKeys) while it holds.
+// Called by entcounter's hooks.
+func (m *HookedLabelMutation) HotCounterWhere() any {
+	var first any
+	if len(m.predicates) > 0 {
+		first = &m.predicates[0]
+	}
+	return [2]any{first, len(m.predicates)}
+}
+
 // HotCounterPin pins an update or delete whose predicates read a counter
 // that has no column (a sum counter, a count) to the ids of the rows they
 // select: it reads them with the counters' values put in (without query
@@ -2390,6 +2533,19 @@ func (m *LabelMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// HotCounterWhere returns a value that equals what another call returns
+// while the mutation's predicates stay as they were (a hook that adds to
+// them or replaces them changes it): the counter hooks of one update
+// share the keys the first of them read (HotCounterKeys) while it holds.
+// Called by entcounter's hooks.
+func (m *LabelMutation) HotCounterWhere() any {
+	var first any
+	if len(m.predicates) > 0 {
+		first = &m.predicates[0]
+	}
+	return [2]any{first, len(m.predicates)}
 }
 
 // HotCounterPin pins an update or delete whose predicates read a counter
@@ -2601,6 +2757,19 @@ func (m *MemberMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	return keys, nil
 }
 
+// HotCounterWhere returns a value that equals what another call returns
+// while the mutation's predicates stay as they were (a hook that adds to
+// them or replaces them changes it): the counter hooks of one update
+// share the keys the first of them read (HotCounterKeys) while it holds.
+// Called by entcounter's hooks.
+func (m *MemberMutation) HotCounterWhere() any {
+	var first any
+	if len(m.predicates) > 0 {
+		first = &m.predicates[0]
+	}
+	return [2]any{first, len(m.predicates)}
+}
+
 // HotCounterPin pins an update or delete whose predicates read a counter
 // that has no column (a sum counter, a count) to the ids of the rows they
 // select: it reads them with the counters' values put in (without query
@@ -2808,6 +2977,19 @@ func (m *PostMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// HotCounterWhere returns a value that equals what another call returns
+// while the mutation's predicates stay as they were (a hook that adds to
+// them or replaces them changes it): the counter hooks of one update
+// share the keys the first of them read (HotCounterKeys) while it holds.
+// Called by entcounter's hooks.
+func (m *PostMutation) HotCounterWhere() any {
+	var first any
+	if len(m.predicates) > 0 {
+		first = &m.predicates[0]
+	}
+	return [2]any{first, len(m.predicates)}
 }
 
 // HotCounterPin pins an update or delete whose predicates read a counter
@@ -3019,6 +3201,19 @@ func (m *ProductMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	return keys, nil
 }
 
+// HotCounterWhere returns a value that equals what another call returns
+// while the mutation's predicates stay as they were (a hook that adds to
+// them or replaces them changes it): the counter hooks of one update
+// share the keys the first of them read (HotCounterKeys) while it holds.
+// Called by entcounter's hooks.
+func (m *ProductMutation) HotCounterWhere() any {
+	var first any
+	if len(m.predicates) > 0 {
+		first = &m.predicates[0]
+	}
+	return [2]any{first, len(m.predicates)}
+}
+
 // HotCounterPin pins an update or delete whose predicates read a counter
 // that has no column (a sum counter, a count) to the ids of the rows they
 // select: it reads them with the counters' values put in (without query
@@ -3226,6 +3421,19 @@ func (m *RackMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// HotCounterWhere returns a value that equals what another call returns
+// while the mutation's predicates stay as they were (a hook that adds to
+// them or replaces them changes it): the counter hooks of one update
+// share the keys the first of them read (HotCounterKeys) while it holds.
+// Called by entcounter's hooks.
+func (m *RackMutation) HotCounterWhere() any {
+	var first any
+	if len(m.predicates) > 0 {
+		first = &m.predicates[0]
+	}
+	return [2]any{first, len(m.predicates)}
 }
 
 // HotCounterPin pins an update or delete whose predicates read a counter
@@ -3437,6 +3645,19 @@ func (m *ReelMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	return keys, nil
 }
 
+// HotCounterWhere returns a value that equals what another call returns
+// while the mutation's predicates stay as they were (a hook that adds to
+// them or replaces them changes it): the counter hooks of one update
+// share the keys the first of them read (HotCounterKeys) while it holds.
+// Called by entcounter's hooks.
+func (m *ReelMutation) HotCounterWhere() any {
+	var first any
+	if len(m.predicates) > 0 {
+		first = &m.predicates[0]
+	}
+	return [2]any{first, len(m.predicates)}
+}
+
 // HotCounterPin pins an update or delete whose predicates read a counter
 // that has no column (a sum counter, a count) to the ids of the rows they
 // select: it reads them with the counters' values put in (without query
@@ -3644,6 +3865,19 @@ func (m *SectionMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// HotCounterWhere returns a value that equals what another call returns
+// while the mutation's predicates stay as they were (a hook that adds to
+// them or replaces them changes it): the counter hooks of one update
+// share the keys the first of them read (HotCounterKeys) while it holds.
+// Called by entcounter's hooks.
+func (m *SectionMutation) HotCounterWhere() any {
+	var first any
+	if len(m.predicates) > 0 {
+		first = &m.predicates[0]
+	}
+	return [2]any{first, len(m.predicates)}
 }
 
 // HotCounterPin pins an update or delete whose predicates read a counter
@@ -3855,6 +4089,19 @@ func (m *ShelfMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	return keys, nil
 }
 
+// HotCounterWhere returns a value that equals what another call returns
+// while the mutation's predicates stay as they were (a hook that adds to
+// them or replaces them changes it): the counter hooks of one update
+// share the keys the first of them read (HotCounterKeys) while it holds.
+// Called by entcounter's hooks.
+func (m *ShelfMutation) HotCounterWhere() any {
+	var first any
+	if len(m.predicates) > 0 {
+		first = &m.predicates[0]
+	}
+	return [2]any{first, len(m.predicates)}
+}
+
 // HotCounterPin pins an update or delete whose predicates read a counter
 // that has no column (a sum counter, a count) to the ids of the rows they
 // select: it reads them with the counters' values put in (without query
@@ -4062,6 +4309,19 @@ func (m *SkipPostMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// HotCounterWhere returns a value that equals what another call returns
+// while the mutation's predicates stay as they were (a hook that adds to
+// them or replaces them changes it): the counter hooks of one update
+// share the keys the first of them read (HotCounterKeys) while it holds.
+// Called by entcounter's hooks.
+func (m *SkipPostMutation) HotCounterWhere() any {
+	var first any
+	if len(m.predicates) > 0 {
+		first = &m.predicates[0]
+	}
+	return [2]any{first, len(m.predicates)}
 }
 
 // HotCounterPin pins an update or delete whose predicates read a counter
@@ -4273,6 +4533,19 @@ func (m *StoryMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	return keys, nil
 }
 
+// HotCounterWhere returns a value that equals what another call returns
+// while the mutation's predicates stay as they were (a hook that adds to
+// them or replaces them changes it): the counter hooks of one update
+// share the keys the first of them read (HotCounterKeys) while it holds.
+// Called by entcounter's hooks.
+func (m *StoryMutation) HotCounterWhere() any {
+	var first any
+	if len(m.predicates) > 0 {
+		first = &m.predicates[0]
+	}
+	return [2]any{first, len(m.predicates)}
+}
+
 // HotCounterPin pins an update or delete whose predicates read a counter
 // that has no column (a sum counter, a count) to the ids of the rows they
 // select: it reads them with the counters' values put in (without query
@@ -4475,6 +4748,19 @@ func (m *TagMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// HotCounterWhere returns a value that equals what another call returns
+// while the mutation's predicates stay as they were (a hook that adds to
+// them or replaces them changes it): the counter hooks of one update
+// share the keys the first of them read (HotCounterKeys) while it holds.
+// Called by entcounter's hooks.
+func (m *TagMutation) HotCounterWhere() any {
+	var first any
+	if len(m.predicates) > 0 {
+		first = &m.predicates[0]
+	}
+	return [2]any{first, len(m.predicates)}
 }
 
 // HotCounterPin pins an update or delete whose predicates read a counter
@@ -4684,6 +4970,19 @@ func (m *ViewerMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 		keys[i] = id
 	}
 	return keys, nil
+}
+
+// HotCounterWhere returns a value that equals what another call returns
+// while the mutation's predicates stay as they were (a hook that adds to
+// them or replaces them changes it): the counter hooks of one update
+// share the keys the first of them read (HotCounterKeys) while it holds.
+// Called by entcounter's hooks.
+func (m *ViewerMutation) HotCounterWhere() any {
+	var first any
+	if len(m.predicates) > 0 {
+		first = &m.predicates[0]
+	}
+	return [2]any{first, len(m.predicates)}
 }
 
 // HotCounterPin pins an update or delete whose predicates read a counter

@@ -68,7 +68,7 @@ func ValidColumn(column string) bool {
 //
 //	import _ "github.com/hotcounter/hotcounter/integration_test/ent/runtime"
 var (
-	Hooks        [2]ent.Hook
+	Hooks        [3]ent.Hook
 	Interceptors [2]ent.Interceptor
 	// DefaultLikes holds the default value on creation for the "likes" field.
 	DefaultLikes int64

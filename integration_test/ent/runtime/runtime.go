@@ -502,16 +502,18 @@ func init() {
 	postMixin := schema.Post{}.Mixin()
 	postMixinHooks0 := postMixin[0].Hooks()
 	postMixinHooks1 := postMixin[1].Hooks()
+	postMixinHooks2 := postMixin[2].Hooks()
 	post.Hooks[0] = postMixinHooks0[0]
 	post.Hooks[1] = postMixinHooks1[0]
+	post.Hooks[2] = postMixinHooks2[0]
 	postMixinInters0 := postMixin[0].Interceptors()
-	postMixinInters1 := postMixin[1].Interceptors()
+	postMixinInters2 := postMixin[2].Interceptors()
 	post.Interceptors[0] = postMixinInters0[0]
-	post.Interceptors[1] = postMixinInters1[0]
+	post.Interceptors[1] = postMixinInters2[0]
 	postMixinFields0 := postMixin[0].Fields()
 	_ = postMixinFields0
-	postMixinFields1 := postMixin[1].Fields()
-	_ = postMixinFields1
+	postMixinFields2 := postMixin[2].Fields()
+	_ = postMixinFields2
 	postFields := schema.Post{}.Fields()
 	_ = postFields
 	// postDescLikes is the schema descriptor for likes field.
@@ -519,7 +521,7 @@ func init() {
 	// post.DefaultLikes holds the default value on creation for the likes field.
 	post.DefaultLikes = postDescLikes.Default.(int64)
 	// postDescViews is the schema descriptor for views field.
-	postDescViews := postMixinFields1[0].Descriptor()
+	postDescViews := postMixinFields2[0].Descriptor()
 	// post.DefaultViews holds the default value on creation for the views field.
 	post.DefaultViews = postDescViews.Default.(int64)
 	// postDescTitle is the schema descriptor for title field.

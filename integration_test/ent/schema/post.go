@@ -3,9 +3,13 @@
 package schema
 
 import (
+	"context"
+
 	"entgo.io/ent"
+	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/schema/edge"
 	"entgo.io/ent/schema/field"
+	"entgo.io/ent/schema/mixin"
 
 	"github.com/hotcounter/hotcounter/entcounter"
 )
@@ -21,12 +25,42 @@ func (Post) Fields() []ent.Field {
 	}
 }
 
-// Mixin of Post: its counters.
+// Mixin of Post: its counters, and between them a mixin whose hook narrows
+// an update when the context asks (Narrowed), as a tenant's or a scope's
+// mixin adds its predicate: the views counter's hook then sees predicates
+// that the likes counter's did not.
 func (Post) Mixin() []ent.Mixin {
 	return []ent.Mixin{
 		entcounter.Counter("likes"),
+		narrowing{},
 		entcounter.Counter("views", entcounter.Slots(64), entcounter.Rollup()),
 	}
+}
+
+// narrowing adds to an update the predicate that Narrowed put in its
+// context; without one it does nothing.
+type narrowing struct{ mixin.Schema }
+
+type narrowedKey struct{}
+
+// Narrowed returns ctx with p, a predicate that the Post mixin between its
+// two counters adds to the updates made under it.
+func Narrowed(ctx context.Context, p func(*sql.Selector)) context.Context {
+	return context.WithValue(ctx, narrowedKey{}, p)
+}
+
+// Hooks of narrowing.
+func (narrowing) Hooks() []ent.Hook {
+	return []ent.Hook{func(next ent.Mutator) ent.Mutator {
+		return ent.MutateFunc(func(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+			p, ok := ctx.Value(narrowedKey{}).(func(*sql.Selector))
+			w, where := m.(interface{ WhereP(...func(*sql.Selector)) })
+			if ok && where && m.Op().Is(ent.OpUpdate|ent.OpUpdateOne) {
+				w.WhereP(p)
+			}
+			return next.Mutate(ctx, m)
+		})
+	}}
 }
 
 // Edges of Post.

@@ -61,6 +61,19 @@ func (m *ReelMutation) HotCounterKeys(ctx context.Context) ([]any, error) {
 	return keys, nil
 }
 
+// HotCounterWhere returns a value that equals what another call returns
+// while the mutation's predicates stay as they were (a hook that adds to
+// them or replaces them changes it): the counter hooks of one update
+// share the keys the first of them read (HotCounterKeys) while it holds.
+// Called by entcounter's hooks.
+func (m *ReelMutation) HotCounterWhere() any {
+	var first any
+	if len(m.predicates) > 0 {
+		first = &m.predicates[0]
+	}
+	return [2]any{first, len(m.predicates)}
+}
+
 // HotCounterPin pins an update or delete whose predicates read a counter
 // that has no column (a sum counter, a count) to the ids of the rows they
 // select: it reads them with the counters' values put in (without query
