@@ -295,8 +295,8 @@ type keysReadKey struct{}
 // updateKeys returns the keys of the rows the update m writes: those a
 // counter hook outside this one read, when they still hold, else read.
 func updateKeys(ctx context.Context, m mutation) ([]any, error) {
-	w, ok := ent.Mutation(m).(interface{ HotCounterWhere() any })
-	if r, _ := ctx.Value(keysReadKey{}).(*keysRead); ok && r != nil && r.ctx == ctx && r.m == ent.Mutation(m) && r.where == w.HotCounterWhere() {
+	where, ok := whereOf(m)
+	if r, _ := ctx.Value(keysReadKey{}).(*keysRead); ok && r != nil && r.ctx == ctx && r.m == ent.Mutation(m) && r.where == where {
 		return r.keys, nil
 	}
 	return m.HotCounterKeys(ctx)
@@ -306,13 +306,23 @@ func updateKeys(ctx context.Context, m mutation) ([]any, error) {
 // inside this one (code generated before HotCounterWhere: each reads
 // its own).
 func withUpdateKeys(ctx context.Context, m mutation, keys []any) context.Context {
-	w, ok := ent.Mutation(m).(interface{ HotCounterWhere() any })
+	where, ok := whereOf(m)
 	if !ok {
 		return ctx
 	}
-	r := &keysRead{m: m, where: w.HotCounterWhere(), keys: keys}
+	r := &keysRead{m: m, where: where, keys: keys}
 	r.ctx = context.WithValue(ctx, keysReadKey{}, r)
 	return r.ctx
+}
+
+// whereOf returns m's HotCounterWhere, and false for a mutation generated
+// before it.
+func whereOf(m mutation) (any, bool) {
+	w, ok := ent.Mutation(m).(interface{ HotCounterWhere() any })
+	if !ok {
+		return nil, false
+	}
+	return w.HotCounterWhere(), true
 }
 
 // refused returns the error of a write that the counter does not take: a
