@@ -116,7 +116,8 @@ func (p *Plugin) dryRunIncrement(db *gorm.DB, inc increment, where clause.Where)
 		}
 	case inc.set:
 		var target engine.Target
-		if target, err = p.target(ctx, gormConn{db: db}, inc.c, t); err == nil {
+		if target, err = p.store().DryTarget(inc.c.engine(), inc.c.widths); err == nil {
+			target.Table = t
 			keys := []any{key}
 			if !byKey {
 				keys, err = engine.QueryKeys(ctx, s, func(w countersql.Writer) { p.dialect.SelectKeys(w, t, whereCond(where)) })

@@ -142,6 +142,14 @@ func (c *Storages) Get(ctx context.Context, conn Conn, d countersql.Dialect, t c
 	return s, nil
 }
 
+// Known returns what was last found of t's storage, however long ago.
+func (c *Storages) Known(t countersql.Table) (Storage, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[storageKey(t)]
+	return e.s, ok && e.knows(t)
+}
+
 // Set records t's storage, as a migration that just made it knows it.
 func (c *Storages) Set(t countersql.Table, s Storage) {
 	c.mu.Lock()

@@ -218,8 +218,30 @@ func (st Store) Target(ctx context.Context, probe Conn, c Counter, widths *Width
 	if err != nil {
 		return Target{}, err
 	}
+	return targetOf(c, widths, read), nil
+}
+
+// targetOf is c as Start and Set write it, its values read from read.
+func targetOf(c Counter, widths *Widths, read countersql.Sources) Target {
 	return Target{Table: c.Table, Mode: c.Options.Mode, Slots: c.Options.Slots, Widths: widths,
-		Guarded: c.Options.Guarded, Precreate: c.Precreate, Read: read}, nil
+		Guarded: c.Options.Guarded, Precreate: c.Precreate, Read: read}
+}
+
+// DryTarget is Target for a dry run, which sends nothing, not even the
+// probe that Target makes the first time and again after AbsentRecheck:
+// it writes c where it was last found to live, however long ago, or, where
+// nothing was found yet, where a migration of c puts it (its own table; a
+// column for a rollup or append counter).
+func (st Store) DryTarget(c Counter, widths *Widths) (Target, error) {
+	found, ok := st.Storages.Known(c.Table)
+	if !ok {
+		found = Storage{Column: c.Options.Mode != spec.Sum, Tables: map[string]bool{c.Table.Slots: true}}
+	}
+	read, err := Sources(c.Table, found, c.Options.Mode, c.Count)
+	if err != nil {
+		return Target{}, fmt.Errorf("%s: %s: %w", st.Pkg, c.Name, err)
+	}
+	return targetOf(c, widths, read), nil
 }
 
 // PrepareColumn checks and readies, before the ORM migrates the parent
