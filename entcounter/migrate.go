@@ -47,6 +47,11 @@ import (
 //     transactions of its own, from ent's diff step: pass WithCounters to
 //     Schema.Create, not to a dry run (Schema.WriteTo, Schema.Diff).
 //
+// A migration of some of the schema's tables (the generated migrate.Create
+// given some of migrate.Tables) does this for the counters whose tables
+// (parent, slot or delta table, a count's child, middle or join tables)
+// it holds, and leaves the others alone.
+//
 // A sum counter declared over an existing column needs nothing more: loads
 // add the column to the slots until [MoveToSlots] empties it. ent runs
 // apply hooks only when the migration changes something; declaring a
@@ -54,33 +59,46 @@ import (
 // versioned migrations, see the adoption guide in docs/.
 func WithCounters(src Source) schema.MigrateOption {
 	var left []engine.Leftover // read from the schema ent migrates to, by the diff hook
+	// covered holds the counters whose tables the migration holds, also
+	// set by the diff hook: a migration of some of the schema's tables
+	// (the generated migrate.Create given some of migrate.Tables) readies
+	// their counters and leaves the others alone.
+	var covered *entrt.Runtime
+	runtime := func() entrt.Runtime {
+		if covered != nil {
+			return *covered
+		}
+		return src.HotCounter()
+	}
 	diff := schema.WithDiffHook(func(next schema.Differ) schema.Differ {
 		return schema.DiffFunc(func(current, desired *atlasschema.Schema) ([]atlasschema.Change, error) {
 			if writingFiles() {
 				return nil, ErrWritesNoFiles
 			}
+			r := src.HotCounter().Covering(func(table string) bool { return tableNamed(desired, table) })
+			covered = &r
 			// A leftover whose column exists is folded now, in transactions
 			// of its own: ent applies nothing (and runs no apply hook) when
 			// the column is all the schema declares. One whose column this
 			// migration adds is folded after ent has added it.
 			var now []engine.Leftover
 			now, left = splitLeftovers(leftovers(src.HotCounter(), desired), current)
-			if err := foldLeftoversNow(src.HotCounter(), now); err != nil {
+			if err := foldLeftoversNow(r, now); err != nil {
 				return nil, err
 			}
 			changes, err := next.Diff(current, desired)
-			changes = keepSlotKeys(src.HotCounter(), current, changes)
+			changes = keepSlotKeys(r, current, changes)
 			if err != nil || len(changes) > 0 {
 				return changes, err
 			}
 			// ent applies nothing and runs no apply hook: repair what a
 			// migration without WithCounters left out.
-			return changes, repairCounts(src.HotCounter(), current)
+			return changes, repairCounts(r, current)
 		})
 	})
 	apply := schema.WithApplyHook(func(next schema.Applier) schema.Applier {
 		return schema.ApplyFunc(func(ctx context.Context, ex dialect.ExecQuerier, plan *migrate.Plan) error {
-			r := src.HotCounter()
+			r := runtime()
 			c := entrt.Conn{Ex: ex, Dialect: r.Driver.Dialect()}
 			store, err := r.Store()
 			if err != nil {

@@ -118,6 +118,36 @@ func (d Def) Mode() spec.Mode {
 
 func (d Def) Name() string { return d.Type + "." + d.Field }
 
+// TablesRead names every table the counter's statements read or write:
+// the parent's, the slot or delta table, and a count's child, middle or
+// join and other-side tables.
+func (d Def) TablesRead() []string {
+	out := []string{d.Table, d.SlotTable}
+	if c := d.Count; c != nil {
+		out = append(out, c.Table)
+		if c.Via != nil {
+			out = append(out, c.Via.Table)
+		}
+		if c.Across != nil {
+			out = append(out, c.Across.Table)
+		}
+	}
+	return out
+}
+
+// Covering returns r with only the counters whose tables all satisfy
+// has: those a migration of some of the schema's tables readies.
+func (r Runtime) Covering(has func(table string) bool) Runtime {
+	var defs []Def
+	for _, d := range r.Defs {
+		if !slices.ContainsFunc(d.TablesRead(), func(t string) bool { return !has(t) }) {
+			defs = append(defs, d)
+		}
+	}
+	r.Defs = defs
+	return r
+}
+
 // Runtime is what generated code hands entcounter: the driver of a client
 // or transaction and the counters of its schema. The extension adds a
 // HotCounter method returning it to the generated config, so that every
