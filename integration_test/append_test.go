@@ -84,7 +84,7 @@ func TestAppendRollupUnderWriters(t *testing.T) {
 		if got := o.cached(t, modelStory, id, "claps"); got != done {
 			t.Fatalf("claps=%d after the final pass, want %d", got, done)
 		}
-	})
+	}, everyEntTable())
 }
 
 var foldRuns atomic.Int64

@@ -21,7 +21,7 @@ func TestRollupLoopHandsAFailedPassToOnErrorAndGoesOn(t *testing.T) {
 		loopRecovers(t, o.db(), loop, func() int64 {
 			return o.cached(t, modelPost, id, "views") // the column, as folded
 		})
-	})
+	}, everyEntTable())
 }
 
 // loopRecovers runs loop with post_views_slots renamed away until onError

@@ -78,7 +78,7 @@ func TestRollupUnderConcurrentIncrementsIsExact(t *testing.T) {
 		if column != done || pending != 0 {
 			t.Fatalf("after final passes the column holds %d (pending %d), want %d", column, pending, done)
 		}
-	})
+	}, everyEntTable())
 }
 
 // A rollup counter's plain load reads its column, which lags until a pass
@@ -123,7 +123,7 @@ func TestRollupLoopStopsWithItsContext(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("RollupLoop did not return after its context was cancelled")
 		}
-	}, on(lite))
+	}, on(lite), everyEntTable())
 }
 
 // GORM's RollupLoop names its models: one without rollup counters fails at
