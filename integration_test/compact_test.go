@@ -31,16 +31,26 @@ func slotsOf(t testing.TB, db *gorm.DB, table, owner string, id uint) (rows, val
 // tables it compacted fails t.
 func compactUntilDone(t testing.TB, pass func() (gormcounter.Compacted, error)) gormcounter.Compacted {
 	t.Helper()
-	var all gormcounter.Compacted
+	all, grew := compactPasses(t, pass)
+	if grew != "" {
+		t.Error(grew)
+	}
+	return all
+}
+
+// compactPasses is compactUntilDone that returns, instead of failing the
+// test, what the first pass that grew the slot tables did ("" if none did).
+func compactPasses(t testing.TB, pass func() (gormcounter.Compacted, error)) (all gormcounter.Compacted, grew string) {
+	t.Helper()
 	for deadline := time.Now().Add(time.Minute); ; {
 		done, err := pass()
 		must(t, err)
-		if done.BytesAfter > done.BytesBefore {
-			t.Errorf("a compaction pass grew the slot tables it compacted from %d to %d bytes", done.BytesBefore, done.BytesAfter)
+		if done.BytesAfter > done.BytesBefore && grew == "" {
+			grew = fmt.Sprintf("a compaction pass grew the slot tables it compacted from %d to %d bytes", done.BytesBefore, done.BytesAfter)
 		}
 		all.Parents, all.Removed, all.Left, all.Postponed = all.Parents+done.Parents, all.Removed+done.Removed, done.Left, done.Postponed
 		if done.Postponed == "" {
-			return all
+			return all, grew
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("every compaction pass for a minute was postponed; the last: %s", done.Postponed)
@@ -445,7 +455,7 @@ func TestCompactionLeavesTheSlotTableNoLarger(t *testing.T) {
 				for attempt := 1; ; attempt++ {
 					seedBulkLikes(t, db, posts, order)
 					before := slotTableSize(t, db)
-					done := compactUntilDone(t, compact)
+					done, grew := compactPasses(t, compact)
 					after := slotTableSize(t, db)
 					if done.Parents != posts || done.Removed != 2*posts {
 						t.Errorf("the pass gathered %d parents and removed %d rows, want %d and %d", done.Parents, done.Removed, posts, 2*posts)
@@ -453,14 +463,14 @@ func TestCompactionLeavesTheSlotTableNoLarger(t *testing.T) {
 					if rows, sum := rawInt(t, db, "SELECT COUNT(*) FROM post_likes_slots"), rawInt(t, db, "SELECT SUM(n) FROM post_likes_slots"); rows != posts || sum != 3*posts {
 						t.Errorf("%d slot rows holding %d after the pass, want %d holding %d", rows, sum, posts, 3*posts)
 					}
-					if after <= before {
+					if after <= before && grew == "" {
 						break
 					}
 					if attempt == 2 {
-						t.Errorf("post_likes_slots and its indexes grew from %d to %d bytes, on a second load too", before, after)
+						t.Errorf("post_likes_slots and its indexes grew from %d to %d bytes, on a second load too (%s)", before, after, grew)
 						break
 					}
-					t.Logf("post_likes_slots and its indexes grew from %d to %d bytes beside the rest of the suite; loading once more", before, after)
+					t.Logf("post_likes_slots and its indexes grew from %d to %d bytes beside the rest of the suite (%s); loading once more", before, after, grew)
 					must(t, db.Exec("TRUNCATE post_likes_slots, posts RESTART IDENTITY CASCADE").Error)
 				}
 			})
