@@ -78,7 +78,7 @@ func TestCompactBetweenReadsOfATransaction(t *testing.T) {
 // delta. One writer, so each returned total must be the previous plus 1.
 func TestEntUpdateOneTotalIsExactDuringCompactPass(t *testing.T) {
 	parallel(t)
-	e := openEnt(t, pg, true)
+	e := openEnt(t, pg, true, everyEntTable())
 	ctx := context.Background()
 	c := e.client
 	target := c.Post.Create().SetTitle("target").SaveX(ctx) // lowest key: locked first in the pass's batch
@@ -132,7 +132,7 @@ func TestEntCompactPassNeverDeadlocksIncrementsInTransactions(t *testing.T) {
 	parallel(t)
 	for _, k := range []dbKind{pg} {
 		t.Run(string(k), func(t *testing.T) {
-			e := openEnt(t, k, true)
+			e := openEnt(t, k, true, everyEntTable())
 			ctx := context.Background()
 			c := e.client
 			posts := []int{c.Post.Create().SetTitle("a").SaveX(ctx).ID, c.Post.Create().SetTitle("b").SaveX(ctx).ID}

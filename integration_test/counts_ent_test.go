@@ -11,17 +11,13 @@ import (
 	"github.com/hotcounter/hotcounter/integration_test/ent"
 )
 
-// entCounts opens ent on a fresh database with the count triggers
-// installed: by the migration (WithCounters), or after it (InstallTriggers).
-func entCounts(t testing.TB, kind dbKind, byMigration bool) *entEnv {
+// entCounts opens ent on a fresh database where shelves count books: the
+// migration of shelves and books (and what they need) installs the count
+// triggers (WithCounters).
+func entCounts(t testing.TB, kind dbKind) *entEnv {
 	t.Helper()
-	ctx := context.Background()
-	e := openEnt(t, kind, !byMigration, pool(writersPool))
-	if byMigration {
-		must(t, entMigrate(ctx, e.client, entcounter.WithCounters(e.client)))
-	} else {
-		must(t, entcounter.InstallTriggers(ctx, e.client))
-	}
+	e := openEnt(t, kind, false, pool(writersPool), entTables("shelves", "books"))
+	must(t, entMigrateOnly(context.Background(), e.client, e.entRoots, entcounter.WithCounters(e.client)))
 	return e
 }
 
@@ -136,7 +132,7 @@ func TestEntCountsFollowDeletingAParentWithChildren(t *testing.T) {
 	parallel(t)
 	for _, k := range allKinds {
 		t.Run(string(k), func(t *testing.T) {
-			e := entCounts(t, k, true)
+			e := entCounts(t, k)
 			c := e.client
 			ss := newShelves(t, c, 2)
 			newBooks(t, c, []*int{&ss[0], &ss[0], &ss[1]}, "open")

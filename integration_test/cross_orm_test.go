@@ -18,7 +18,7 @@ func TestCrossORM(t *testing.T) {
 	for _, k := range allKinds {
 		for _, owner := range []string{"ent", "gorm"} {
 			t.Run(string(k)+"/"+owner+" migrates", func(t *testing.T) {
-				e := openEnt(t, k, owner == "ent")
+				e := openEnt(t, k, owner == "ent", everyEntTable())
 				ctx := context.Background()
 				if owner == "gorm" {
 					must(t, migrateAll(e.db))

@@ -171,9 +171,15 @@ func openEnt(t testing.TB, kind dbKind, migrate bool, opts ...option) *entEnv {
 	return withEnt(t, open(t, kind, opts...), migrate)
 }
 
-// withEnt adds an ent client to e's database, migrated by ent if migrate.
+// withEnt adds an ent client to e's database, migrated by ent if migrate:
+// the tables e.entRoots names and those they need, posts' (entPosts)
+// unless the test asked for others (entTables) or for every table
+// (everyEntTable).
 func withEnt(t testing.TB, e *env, migrate bool) *entEnv {
 	t.Helper()
+	if e.entRoots == nil {
+		e.entRoots = entPosts
+	}
 	ee := &entEnv{env: e}
 	db := openPool(t, e, e.pool)
 	ee.sqlDB = db
@@ -332,6 +338,11 @@ func entMigrateOnly(ctx context.Context, client *ent.Client, roots []string, opt
 // entCore names the tables of the conformance suite's ent models: what
 // eachORM's ent migration creates unless the test names others.
 var entCore = []string{modelPost, modelSkipPost, modelStory, modelReel, modelProduct}
+
+// entPosts names posts, whose migration creates posts, authors, comments
+// and their slot tables: what withEnt's migration creates unless the test
+// names others.
+var entPosts = []string{modelPost}
 
 // tablesNeeded returns the tables of all that roots names, those they
 // reference, and those all of whose references are among them, in the
@@ -605,14 +616,20 @@ type openOptions struct {
 	// unmigrated leaves eachORM's database empty: the test migrates.
 	unmigrated bool
 	// entRoots names the tables the test's ent migration creates, with
-	// what they need (entMigrateOnly); nil: every table, or, in eachORM,
-	// the conformance models'.
+	// what they need (entMigrateOnly); nil: posts' (entPosts), or in
+	// eachORM the conformance models' (entCore); empty: every table.
 	entRoots []string
 }
 
-// everyEntTable has eachORM's ent migration create every table, which
-// the adapter otherwise migrates at the first pass (entEveryTable): for a
-// test whose rollup loop runs beside its writers from their start, or
+// entTables has the test's ent migration (withEnt, eachORM) create the
+// tables roots names and those they need (entMigrateOnly).
+func entTables(roots ...string) option { return func(o *openOptions) { o.entRoots = roots } }
+
+// everyEntTable has the test's ent migration (withEnt, eachORM) create
+// every table: for a test that runs what goes over every counter of the
+// client (an ent pass, PrecreateExisting, InstallTriggers). In eachORM,
+// whose adapter migrates the rest at the first pass (entEveryTable), for
+// a test whose rollup loop runs beside its writers from their start, or
 // that changes tables under a pass.
 func everyEntTable() option { return func(o *openOptions) { o.entRoots = []string{} } }
 

@@ -168,7 +168,7 @@ func TestEntUpserts(t *testing.T) {
 				t.Fatalf("bulk upsert: %s uses=%d, want %d", name, got.Uses, want)
 			}
 		}
-	})
+	}, everyEntTable())
 }
 
 // The entity Save returns shows the counter as a load would.
@@ -255,7 +255,7 @@ func TestEntIncrementLoadRollup(t *testing.T) {
 		if only := c.Post.Query().Select(post.FieldLikes).OnlyX(ctx); only.Likes != 42 {
 			t.Fatalf("Select(likes) filled %d, want 42", only.Likes)
 		}
-	})
+	}, everyEntTable())
 }
 
 func TestEntSetAndBulkUpdate(t *testing.T) {

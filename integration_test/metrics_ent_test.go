@@ -43,5 +43,5 @@ func TestEntHotKeysCountPlainFieldIncrements(t *testing.T) {
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("hot keys = %v, want %v", got, want)
 		}
-	})
+	}, entTables("posts", "naive_posts"))
 }

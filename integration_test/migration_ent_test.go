@@ -40,7 +40,7 @@ func TestEntPrecreateExisting(t *testing.T) {
 				t.Fatalf("the imported post has %d likes slot rows, want 16", n)
 			}
 		}
-	})
+	}, everyEntTable())
 }
 
 // The slot tables are ordinary ent tables: the generated migrate.Tables,

@@ -18,7 +18,7 @@ func TestMariaDBEntRollupDoesNotDeadlockACaller(t *testing.T) { rollupBesideACal
 func TestMariaDBGormRollupDoesNotDeadlockACaller(t *testing.T) { rollupBesideACaller(t, true) }
 
 func rollupBesideACaller(t *testing.T, gormRollup bool) {
-	e := openEnt(t, my, true)
+	e := openEnt(t, my, true, everyEntTable())
 	ctx := context.Background()
 	c := e.client
 	// 50 posts with pending views before the hot one: the fold has written
@@ -90,7 +90,7 @@ func TestMariaDBRollupSkipsAHeldSlot(t *testing.T) {
 // (GORM's MySQL fold skips locked parents).
 func TestMariaDBRollupDoesNotWaitForAHeldParent(t *testing.T) {
 	parallel(t)
-	e := openEnt(t, my, true)
+	e := openEnt(t, my, true, everyEntTable())
 	ctx := context.Background()
 	c := e.client
 	p := c.Post.Create().SetTitle("held").SaveX(ctx)
@@ -120,7 +120,7 @@ func TestMariaDBRollupDoesNotWaitForAHeldParent(t *testing.T) {
 // drew slot 63 would wait for the caller, as random slots do.
 func TestMariaDBEntIncrementsDoNotWaitBehindARollup(t *testing.T) {
 	parallel(t)
-	e := openEnt(t, my, true)
+	e := openEnt(t, my, true, everyEntTable())
 	ctx := context.Background()
 	c := e.client
 	p := c.Post.Create().SetTitle("free").SaveX(ctx)

@@ -36,5 +36,5 @@ func TestEntConfigureSetsThePassesBatchSize(t *testing.T) {
 				t.Errorf("RollupBatchSize %d: the pass over 5 parents committed %d transactions, want %d", batch.size, got, batch.commits)
 			}
 		}
-	})
+	}, everyEntTable())
 }

@@ -50,7 +50,7 @@ func TestAnUpsertsConflictUpdateOfASumCounterSaysWhatToDoInstead(t *testing.T) {
 			if got := c.Tag.GetX(ctx, g.ID); got.Uses != 2 || got.Hits != 7 {
 				t.Fatalf("uses %d, hits %d; want 2 (the refused upsert wrote nothing) and 7", got.Uses, got.Hits)
 			}
-		})
+		}, entTables("tags", "badges"))
 	})
 	t.Run("gorm", func(t *testing.T) {
 		eachDB(t, func(t *testing.T, e *env) {

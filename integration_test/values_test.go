@@ -464,7 +464,7 @@ func TestEntSchemaHooksWriteCounters(t *testing.T) {
 		if title := c.Reel.GetX(ctx, bulk[1].ID).Title; title != "encore" {
 			t.Errorf("the bulk encore left the title %q", title)
 		}
-	})
+	}, entTables(modelReel))
 }
 
 // TestEntCreateBulkStartsEveryRowWhenAHookDropsOneRowsValue: a CreateBulk
