@@ -6,37 +6,11 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/internal/engine"
 	"github.com/hotcounter/hotcounter/internal/entrt"
 	"github.com/hotcounter/hotcounter/internal/writebehind"
 )
-
-// BufferConfig tunes a write-behind Buffer; the zero value is usable:
-// flushes every second (sooner past 10,000 pending parents), holds at most
-// 100,000 entries and then blocks, records batches in hotcounter_ledger.
-type BufferConfig = writebehind.Config
-
-// What Buffer.Increment does when the buffer is full (BufferConfig.OnFull).
-const (
-	BufferBlock = writebehind.Block // wait for a flush to make room (default)
-	BufferFail  = writebehind.Fail  // return ErrBufferFull
-	// BufferKeep, with a Store past MaxBacklog: go on accepting, and
-	// report the backlog to OnError (at most once an interval).
-	BufferKeep = writebehind.Keep
-)
-
-// ErrBufferFull is returned by Buffer.Increment when the buffer is full
-// (MaxPending entries in memory, or with a Store, MaxBacklog increments in
-// the store) and BufferConfig.OnFull is BufferFail; with BufferKeep, the
-// backlog is reported to OnError wrapping it.
-var ErrBufferFull = writebehind.ErrFull
-
-// ErrUndeclaredCounter is wrapped by the error a Buffer with a Store
-// reports to BufferConfig.OnError (at most once a minute per counter) when
-// the store holds increments of a counter that no model of this process
-// declares: they are left in the store for a process that declares the
-// counter. It is the same error in gormcounter and entcounter.
-var ErrUndeclaredCounter = writebehind.ErrUndeclared
 
 // Buffer is write-behind for ent counters, the same as gormcounter's: Increment
 // adds to an in-memory delta and returns; every interval all deltas are
@@ -46,13 +20,13 @@ var ErrUndeclaredCounter = writebehind.ErrUndeclared
 // is lost while the process lives; a crash loses at most one interval's
 // deltas. Close flushes and stops.
 //
-// With BufferConfig.Store (package redisstore) the deltas wait in Redis
+// With hotcounter.BufferConfig.Store (package redisstore) the deltas wait in Redis
 // instead, shared by every process, and every buffer on the store flushes
 // every counter of its client's schemas, whichever process added to it: a
 // restarted process, or one that only flushes, writes what a dead one
 // left. docs/write-behind.md.
 //
-//	buf, err := entcounter.NewBuffer(ctx, client, entcounter.BufferConfig{})
+//	buf, err := entcounter.NewBuffer(ctx, client, hotcounter.BufferConfig{})
 //	defer buf.Close(ctx)
 //	buf.Increment(ctx, "Post", post.FieldLikes, p.ID, 1)
 //	client.Post.Buffered(buf).AddLikes(ctx, p.ID, 1) // the same, generated and typed
@@ -68,7 +42,7 @@ type Buffer struct {
 // NewBuffer starts a write-behind buffer on the client (not a
 // transaction). It creates the ledger table if missing and starts one
 // goroutine.
-func NewBuffer(ctx context.Context, src Source, cfg BufferConfig) (*Buffer, error) {
+func NewBuffer(ctx context.Context, src Source, cfg hotcounter.BufferConfig) (*Buffer, error) {
 	r := src.HotCounter()
 	if r.InTx() {
 		return nil, errors.New("entcounter: NewBuffer needs the client, not a transaction")
@@ -78,7 +52,7 @@ func NewBuffer(ctx context.Context, src Source, cfg BufferConfig) (*Buffer, erro
 		return nil, err
 	}
 	buf := &Buffer{r: r, counters: map[string]*writebehind.Counter{}, byName: map[string]named{}}
-	b, err := writebehind.New(ctx, entrt.NewSession(r), dl, cfg, r.Observer(), buf.declared)
+	b, err := writebehind.New(ctx, entrt.NewSession(r), dl, cfg, r.OnError(), r.Observer(), buf.declared)
 	if err != nil {
 		return nil, fmt.Errorf("entcounter: NewBuffer: %w", err)
 	}
@@ -98,7 +72,7 @@ func (b *Buffer) counter(typ, field string) (*writebehind.Counter, entrt.Def, er
 	}
 	d, ok := findDef(b.r, typ, field)
 	if !ok {
-		return nil, d, fmt.Errorf("entcounter: Buffer: %s.%s: %w", typ, field, ErrNotCounter)
+		return nil, d, fmt.Errorf("entcounter: Buffer: %s.%s: %w", typ, field, hotcounter.ErrNotCounter)
 	}
 	c := b.counterOf(d)
 	b.mu.Lock()
@@ -151,7 +125,7 @@ func (b *Buffer) Increment(ctx context.Context, typ, field string, id any, delta
 		return err
 	}
 	if b.r.Add == nil {
-		return fmt.Errorf("entcounter: Buffer %s: the generated code predates buffered adds through the client's hooks and privacy policy: run go generate: %w", c.Name, ErrNotConfigured)
+		return fmt.Errorf("entcounter: Buffer %s: the generated code predates buffered adds through the client's hooks and privacy policy: run go generate: %w", c.Name, hotcounter.ErrNotConfigured)
 	}
 	return b.r.Add(entrt.WithBuffered(ctx, &entrt.Buffered{Type: d.Type, Field: d.Field, ID: id, Sink: func(ctx context.Context, key any, delta int64) error {
 		if err := b.b.Add(ctx, c, key, delta); err != nil {
@@ -162,17 +136,11 @@ func (b *Buffer) Increment(ctx context.Context, typ, field string, id any, delta
 	}}), d.Type, d.Field, id, delta)
 }
 
-// Pending returns this buffer's delta for a counter of one row, not yet
-// written. A load plus Pending includes this process's own increments;
-// with a Store (Redis), every instance's, read from the store. It is
-// PendingContext without a deadline.
-func (b *Buffer) Pending(typ, field string, id any) (int64, error) {
-	return b.PendingContext(context.Background(), typ, field, id)
-}
-
-// PendingContext is Pending reading the store (Redis) under ctx: it
-// returns when ctx ends, with its error.
-func (b *Buffer) PendingContext(ctx context.Context, typ, field string, id any) (int64, error) {
+// Pending returns this buffer's delta for the counter of the row named by
+// schema type, field and id, not yet written. A load plus Pending includes
+// this process's own increments; with a Store (Redis), every instance's,
+// read from the store under ctx: it returns when ctx ends, with its error.
+func (b *Buffer) Pending(ctx context.Context, typ, field string, id any) (int64, error) {
 	c, _, err := b.counter(typ, field)
 	if err != nil {
 		return 0, err

@@ -8,6 +8,7 @@ import (
 	"entgo.io/ent"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/internal/observe"
 	"github.com/hotcounter/hotcounter/internal/spec"
 )
@@ -32,12 +33,22 @@ type Config struct {
 	AutoCooldown time.Duration
 	// HotKeys tunes the counting of increments per row that [HotKeys]
 	// reports; on unless HotKeys.Off.
-	HotKeys HotKeysConfig
+	HotKeys hotcounter.HotKeysConfig
 	// MeterProvider, when set, receives OpenTelemetry metrics: increments
 	// and their duration, rollup and compaction passes, fold lag,
 	// write-behind flushes and pending amounts, recounts, and the rate of
 	// the hottest rows (see docs/metrics.md). Nil records none.
 	MeterProvider metric.MeterProvider
+	// OnError hears every error of the work the client's counters do in
+	// the background, which no call can return: a pass of [RollupLoop]
+	// that failed (the next tick retries it), a [Buffer]'s flush that
+	// failed (retried) and its ledger's pruning, and, with a Store,
+	// increments the store holds of counters no schema of this process
+	// declares (hotcounter.ErrUndeclaredCounter, at most once a minute per
+	// counter) and a backlog past MaxBacklog under BufferKeep. Nil: they go
+	// to the client's logger (ent.Log; the standard logger by default), as
+	// gormcounter's go to GORM's.
+	OnError func(error)
 }
 
 // Configure sets the client's settings, as gormcounter.New does for a
@@ -63,7 +74,7 @@ func Configure(src Source, cfg Config) (ent.Hook, error) {
 	if err != nil {
 		return nil, fmt.Errorf("entcounter: Configure: %w", err)
 	}
-	r.Configure(spec.Settings{BatchSize: cfg.RollupBatchSize, InFlight: cfg.InFlight, AutoCooldown: cfg.AutoCooldown})
+	r.Configure(spec.Settings{BatchSize: cfg.RollupBatchSize, InFlight: cfg.InFlight, AutoCooldown: cfg.AutoCooldown, OnError: cfg.OnError})
 	r.SetObserver(o)
 	return func(next ent.Mutator) ent.Mutator {
 		return ent.MutateFunc(func(ctx context.Context, m ent.Mutation) (ent.Value, error) {

@@ -10,6 +10,7 @@ import (
 
 	"entgo.io/ent"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/entcounter"
 )
 
@@ -44,14 +45,17 @@ func ExampleCounter() {
 }
 
 // Keeping rollup columns fresh: client is the generated *ent.Client (any
-// value with the generated HotCounter method).
+// value with the generated HotCounter method). A pass that fails goes to
+// the Config's OnError (the client's logger when it is nil) and is
+// retried at the next tick.
 func ExampleRollupLoop() {
 	var client entcounter.Source // ent.NewClient(...) in a real program
+	if _, err := entcounter.Configure(client, entcounter.Config{OnError: func(err error) { log.Printf("counters: %v", err) }}); err != nil {
+		log.Fatal(err)
+	}
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	go func() {
-		_ = entcounter.RollupLoop(ctx, client, time.Second, func(err error) { log.Printf("rollup: %v", err) })
-	}()
+	go func() { _ = entcounter.RollupLoop(ctx, client, time.Second) }()
 }
 
 // Reading rollup counters exactly for one load.
@@ -81,13 +85,13 @@ func ExampleAdoptColumn() {
 }
 
 // A guarded counter: stock that never goes below zero. Take takes in full
-// or refuses with ErrInsufficient; AddStock restocks, spread over the
-// slots; a negative AddStock is refused with ErrNegativeGuarded.
+// or refuses with hotcounter.ErrInsufficient; AddStock restocks, spread over the
+// slots; a negative AddStock is refused with hotcounter.ErrNegativeGuarded.
 func ExampleTake() {
 	_ = entcounter.Counter("stock", entcounter.Guarded()) // in the Item schema's Mixin
 	var client entcounter.Source                          // ent.NewClient(...), or a *ent.Tx to take in it
 	ctx := context.Background()
-	var short *entcounter.Shortage
+	var short *hotcounter.Shortage
 	switch err := entcounter.Take(ctx, client, "Item", "stock", 42, 2); {
 	case errors.As(err, &short):
 		log.Printf("sold out: %d left, %d asked", short.Left, short.Asked)

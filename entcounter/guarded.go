@@ -5,47 +5,21 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/hotcounter/hotcounter/internal/engine"
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/internal/entrt"
-	"github.com/hotcounter/hotcounter/internal/spec"
-)
-
-// Shortage is the error of a take refused for want of stock, wrapped by
-// Take's error: Left is what all the counter's rows held together when it
-// was refused, Asked what the take asked. errors.Is(err, ErrInsufficient)
-// holds for it; errors.As tells how short:
-//
-//	var short *entcounter.Shortage
-//	if errors.As(err, &short) { ... short.Left, short.Asked ... }
-//
-// It is gormcounter.Shortage.
-type Shortage = engine.Shortage
-
-var (
-	// ErrInsufficient is wrapped by Take's error when less than the amount
-	// is left: the take took nothing. It is gormcounter.ErrInsufficient.
-	ErrInsufficient = engine.ErrInsufficient
-	// ErrNegativeGuarded is wrapped by the error for a decrease of a
-	// guarded counter other than Take (an Add of a negative amount, a Set
-	// below zero): it could take the stock below zero. It is
-	// gormcounter.ErrNegativeGuarded.
-	ErrNegativeGuarded = spec.ErrNegativeGuarded
-	// ErrNotGuarded is wrapped by Take's error on a counter not declared
-	// [Guarded]. It is gormcounter.ErrNotGuarded.
-	ErrNotGuarded = spec.ErrNotGuarded
 )
 
 // Take subtracts amount (> 0) from the guarded counter field of schema typ
 // (its type name, Product, or its table) of the row with the given id, in
 // full, or not at all: when less than amount is left, the error wraps
-// [ErrInsufficient] and nothing changed. It never takes the counter below
+// [hotcounter.ErrInsufficient] and nothing changed. It never takes the counter below
 // zero, and refuses only when the total really is short at that moment:
 // if no single slot row holds enough, it locks every row of the item and
 // takes from several, fullest first.
 //
 //	err := entcounter.Take(ctx, client, "Product", product.FieldStock, id, 2)
 //	err := client.Product.TakeStock(ctx, id, 2) // the same, generated and typed
-//	if errors.Is(err, entcounter.ErrInsufficient) { ... sold out ... }
+//	if errors.Is(err, hotcounter.ErrInsufficient) { ... sold out ... }
 //
 // Given a transaction (*ent.Tx) it takes in it (a rollback returns the
 // stock); given the client, in a transaction of its own where it needs
@@ -57,7 +31,7 @@ func Take(ctx context.Context, src Source, typ, field string, id any, amount int
 	r := src.HotCounter()
 	d, ok := findDef(r, typ, field)
 	if !ok {
-		return fmt.Errorf("entcounter: Take %s.%s: %w", typ, field, ErrNotCounter)
+		return fmt.Errorf("entcounter: Take %s.%s: %w", typ, field, hotcounter.ErrNotCounter)
 	}
 	return r.Take(ctx, d, id, amount)
 }

@@ -11,6 +11,7 @@ import (
 
 	"entgo.io/ent"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/internal/combine"
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/dberr"
@@ -331,7 +332,7 @@ func whereOf(m mutation) (any, bool) {
 // SetX). A new parent's count may start at 0 only.
 func refused(em ent.Mutation, field string, ann annotation, hasAdd, hasSet, cleared bool, add, set int64) error {
 	if ann.Err != "" {
-		return fmt.Errorf("entcounter: %s.%s: %w%s", em.Type(), field, ErrInvalidCounter, strings.TrimPrefix(ann.Err, ErrInvalidCounter.Error()))
+		return fmt.Errorf("entcounter: %s.%s: %w%s", em.Type(), field, hotcounter.ErrInvalidCounter, strings.TrimPrefix(ann.Err, hotcounter.ErrInvalidCounter.Error()))
 	}
 	create := em.Op().Is(ent.OpCreate)
 	if ann.Counts != "" {
@@ -339,7 +340,7 @@ func refused(em ent.Mutation, field string, ann annotation, hasAdd, hasSet, clea
 			return nil
 		}
 		return fmt.Errorf("entcounter: %s.%s: %w: it counts the rows of edge %q and changes only when they do (entcounter.Recount corrects it)",
-			em.Type(), field, ErrNotIncrement, ann.Counts)
+			em.Type(), field, hotcounter.ErrNotIncrement, ann.Counts)
 	}
 	if !ann.Guarded {
 		return nil
@@ -354,7 +355,7 @@ func refused(em ent.Mutation, field string, ann annotation, hasAdd, hasSet, clea
 		what = fmt.Sprintf("an Add of %d could take it below zero; use entcounter.Take, which refuses when less is left", add)
 	}
 	if what != "" {
-		return fmt.Errorf("entcounter: %s.%s: %w: %s", em.Type(), field, ErrNegativeGuarded, what)
+		return fmt.Errorf("entcounter: %s.%s: %w: %s", em.Type(), field, hotcounter.ErrNegativeGuarded, what)
 	}
 	return nil
 }
@@ -643,7 +644,7 @@ func (w *write) left(ctx context.Context, err error) error {
 }
 
 // wrap names the counter in err; a write that failed on its own missing
-// table says what makes it (ErrNotMigrated).
+// table says what makes it (hotcounter.ErrNotMigrated).
 func (w *write) wrap(ctx context.Context, err error) error {
 	if err == nil {
 		return nil

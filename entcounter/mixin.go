@@ -15,6 +15,7 @@ import (
 	"entgo.io/ent/schema/index"
 	"entgo.io/ent/schema/mixin"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/entrt"
 	"github.com/hotcounter/hotcounter/internal/spec"
@@ -32,7 +33,7 @@ func Counter(name string, opts ...Option) CounterMixin {
 	o := spec.Options{Slots: spec.DefaultSlots}
 	for i, opt := range opts {
 		if opt == nil {
-			return CounterMixin{name: name, ann: annotationOf(o, fmt.Errorf("%w: option %d of %d is nil", spec.ErrInvalid, i+1, len(opts)))}
+			return CounterMixin{name: name, ann: annotationOf(o, fmt.Errorf("%w: option %d of %d is nil", hotcounter.ErrInvalidCounter, i+1, len(opts)))}
 		}
 		opt(&o)
 	}

@@ -1,29 +1,29 @@
 package entcounter
 
 import (
+	"fmt"
 	"reflect"
 
 	"entgo.io/ent"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/internal/engine"
 	"github.com/hotcounter/hotcounter/internal/observe"
 )
-
-// HotKeysConfig tunes the counting of increments per row that [HotKeys]
-// reports; gormcounter.HotKeysConfig is the same type.
-type HotKeysConfig = observe.HotKeysConfig
-
-// HotKey is how often one row of one counter or plain field was
-// incremented lately, named by table and column; gormcounter.HotKey is
-// the same type.
-type HotKey = observe.HotKey
 
 // HotKeys returns the k rows with the most increments, among all counters
 // and the plain fields counted by [Configure]'s hook, over the last one to
 // two windows, hottest (highest Rate) first. An increment is counted for
 // its row when it names one: UpdateOneID(id).AddX(n), or a Buffer's
-// Increment.
-func HotKeys(src Source, k int) []HotKey { return src.HotCounter().Observer().HotKeys(k) }
+// Increment. It fails when [Configure] turned the counting off, as
+// gormcounter.HotKeys does.
+func HotKeys(src Source, k int) ([]hotcounter.HotKey, error) {
+	keys, err := src.HotCounter().Observer().HotKeys(k)
+	if err != nil {
+		return nil, fmt.Errorf("entcounter: HotKeys: %w", err)
+	}
+	return keys, nil
+}
 
 // countPlainAdds counts the adds of an UpdateOne mutation to fields that
 // are not counters.

@@ -112,8 +112,8 @@ func AdoptColumn() Option {
 
 // Guarded makes a sum counter stock that never goes below zero: it goes
 // down only through [Take], which takes in full or refuses with
-// [ErrInsufficient]; an Add of a negative amount, or a Set below zero, is
-// refused with [ErrNegativeGuarded]. The stock is split over the slot
+// [hotcounter.ErrInsufficient]; an Add of a negative amount, or a Set below zero, is
+// refused with [hotcounter.ErrNegativeGuarded]. The stock is split over the slot
 // rows, each never below zero (docs/guarded.md).
 //
 //	entcounter.Counter("stock", entcounter.Guarded())

@@ -3,9 +3,9 @@ package entcounter
 import (
 	"context"
 	"fmt"
-	"log"
 	"time"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/engine"
 	"github.com/hotcounter/hotcounter/internal/entrt"
@@ -70,9 +70,6 @@ func rollup(ctx context.Context, r entrt.Runtime, stop func() bool) error {
 	return st.RollupPass(ctx, s, r.Counters(st.Dialect, func(d entrt.Def) bool { return d.Rollup }), stop)
 }
 
-// Moved is what [MoveToSlots] did; see its fields.
-type Moved = engine.Moved
-
 // MoveToSlots moves the values that the client's sum counters hold in a
 // parent column of their own name onto slot rows, so that the column can
 // be dropped: a column that existed before the field became a counter (a
@@ -92,23 +89,20 @@ type Moved = engine.Moved
 // transaction holds (old code writing the column) are skipped and reported
 // as Busy; run it again to move them. Running it again, or after an
 // interrupted run, moves only what is left. A NULL column counts as 0 and
-// becomes 0 (Moved.Nulls). It must not run inside a transaction.
+// becomes 0 (hotcounter.Moved.Nulls). It must not run inside a transaction.
 //
 // Dropping the column is yours to do once no code writes it: ent's
 // migrations keep columns that the schema no longer declares unless
 // migrate.WithDropColumn(true) is given; or ALTER TABLE posts DROP COLUMN
 // likes. Loads notice the column is gone.
-func MoveToSlots(ctx context.Context, src Source) (Moved, error) {
+func MoveToSlots(ctx context.Context, src Source) (hotcounter.Moved, error) {
 	r := src.HotCounter()
 	st, s, err := ownPass(r, "MoveToSlots")
 	if err != nil {
-		return Moved{}, err
+		return hotcounter.Moved{}, err
 	}
 	return st.MoveToSlots(ctx, s, r.Counters(st.Dialect, func(d entrt.Def) bool { return !d.Rollup && d.Count == nil }))
 }
-
-// Compacted is what [CompactPass] did; see its fields.
-type Compacted = engine.Compacted
 
 // CompactPass runs one compaction pass over every sum counter of the
 // client's schema. Random slots spread any parent incremented a few dozen
@@ -130,11 +124,11 @@ type Compacted = engine.Compacted
 // the rollup interval. PostgreSQL and SQLite only: on MySQL and MariaDB it
 // returns an error wrapping [errors.ErrUnsupported] (see
 // gormcounter.CompactPass for why).
-func CompactPass(ctx context.Context, src Source) (Compacted, error) {
+func CompactPass(ctx context.Context, src Source) (hotcounter.Compacted, error) {
 	r := src.HotCounter()
 	st, s, err := ownPass(r, "CompactPass")
 	if err != nil {
-		return Compacted{}, err
+		return hotcounter.Compacted{}, err
 	}
 	return st.CompactPass(ctx, s, r.Counters(st.Dialect, func(d entrt.Def) bool { return !d.Rollup }))
 }
@@ -174,18 +168,15 @@ func notInTx(name string) error {
 // RollupLoop runs a [RollupPass] at once and then every interval until ctx
 // is done, and then returns nil. Cancelling ctx lets the batch in progress
 // commit and stops before the next one. A failed pass is retried at the next
-// tick; onError hears of it, or, when nil, the standard logger (ent's
-// default). Run it in its own goroutine:
+// tick; [Config.OnError] hears of it. Run it in its own goroutine:
 //
-//	go entcounter.RollupLoop(ctx, client, time.Second, nil)
-func RollupLoop(ctx context.Context, src Source, interval time.Duration, onError func(error)) error {
-	st, s, err := ownPass(src.HotCounter(), "RollupLoop")
+//	go entcounter.RollupLoop(ctx, client, time.Second)
+func RollupLoop(ctx context.Context, src Source, interval time.Duration) error {
+	r := src.HotCounter()
+	st, s, err := ownPass(r, "RollupLoop")
 	if err != nil {
 		return err
 	}
-	if onError == nil {
-		onError = func(err error) { log.Printf("entcounter: rollup pass failed (will retry): %v", err) }
-	}
 	session := func(context.Context) engine.Session { return s }
-	return st.RollupLoop(ctx, interval, session, src.HotCounter().Counters(st.Dialect, func(d entrt.Def) bool { return d.Rollup }), onError)
+	return st.RollupLoop(ctx, interval, session, r.Counters(st.Dialect, func(d entrt.Def) bool { return d.Rollup }), r.OnError())
 }

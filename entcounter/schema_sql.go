@@ -3,14 +3,10 @@ package entcounter
 import (
 	"fmt"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/internal/engine"
 	"github.com/hotcounter/hotcounter/internal/writebehind"
 )
-
-// Script is the library's part of a schema as a migration file holds it:
-// the statements that make it (Up) and those that take it away (Down), in
-// the order to run them. UpSQL, DownSQL and Goose render it as files.
-type Script = engine.Script
 
 // SchemaSQL returns, without sending anything to the database, every
 // statement the client's counters need beyond what ent's own migration
@@ -29,11 +25,11 @@ type Script = engine.Script
 // database that has them, changing nothing. The client's driver is not
 // used: no connection is opened. docs/migrations.md walks through
 // NamedDiff, Atlas's ent:// and goose.
-func SchemaSQL(src Source) (Script, error) {
+func SchemaSQL(src Source) (hotcounter.Script, error) {
 	r := src.HotCounter()
 	st, err := r.Store()
 	if err != nil {
-		return Script{}, err
+		return hotcounter.Script{}, err
 	}
 	parts := make([]engine.SchemaPart, 0, len(r.Defs))
 	for _, d := range r.Defs {
@@ -50,7 +46,7 @@ func SchemaSQL(src Source) (Script, error) {
 	}
 	script, err := st.Schema(parts)
 	if err != nil {
-		return Script{}, fmt.Errorf("entcounter: %w", err)
+		return hotcounter.Script{}, fmt.Errorf("entcounter: %w", err)
 	}
 	return script, nil
 }
@@ -63,15 +59,15 @@ func SchemaSQL(src Source) (Script, error) {
 // used as it is, so the application's role needs no right to create
 // tables.
 //
-//	script, err := entcounter.BufferSchemaSQL(client, entcounter.BufferConfig{})
-func BufferSchemaSQL(src Source, cfg BufferConfig) (Script, error) {
+//	script, err := entcounter.BufferSchemaSQL(client, hotcounter.BufferConfig{})
+func BufferSchemaSQL(src Source, cfg hotcounter.BufferConfig) (hotcounter.Script, error) {
 	st, err := src.HotCounter().Store()
 	if err != nil {
-		return Script{}, err
+		return hotcounter.Script{}, err
 	}
 	script, err := st.LedgerSchema(writebehind.Ledger(cfg))
 	if err != nil {
-		return Script{}, fmt.Errorf("entcounter: %w", err)
+		return hotcounter.Script{}, fmt.Errorf("entcounter: %w", err)
 	}
 	return script, nil
 }

@@ -7,6 +7,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/schema"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/engine"
 	"github.com/hotcounter/hotcounter/internal/spec"
@@ -15,9 +16,6 @@ import (
 // Adopting a counter over a table that already holds counts: AutoMigrate
 // readies the existing column (see prepareColumns), loads add it to the
 // slots (engine.Sources), and MoveToSlots empties it onto slots.
-
-// Moved is what [MoveToSlots] did; see its fields.
-type Moved = engine.Moved
 
 // MoveToSlots moves the values that the sum counters of the given models
 // hold in a parent column of their own name onto slot rows, so that the
@@ -37,18 +35,18 @@ type Moved = engine.Moved
 // parents that another transaction holds at that moment (old code writing
 // the column) are skipped and reported as Busy; run it again to move them.
 // Running it again, or after an interrupted run, moves only what is left.
-// A NULL column counts as 0 and becomes 0 (Moved.Nulls). Values an append
+// A NULL column counts as 0 and becomes 0 (hotcounter.Moved.Nulls). Values an append
 // counter left in a delta table are folded into the column first, and move
 // with it. Like [Rollup] it refuses to run inside a transaction.
 //
 // Dropping the column is yours to do once no code writes it (GORM never
 // drops columns): db.Migrator().DropColumn(&Post{}, "likes"), or
 // ALTER TABLE posts DROP COLUMN likes. Loads notice the column is gone.
-func MoveToSlots(db *gorm.DB, models ...any) (Moved, error) {
+func MoveToSlots(db *gorm.DB, models ...any) (hotcounter.Moved, error) {
 	p, counters, err := passCounters(db, models, "MoveToSlots", "sum counter (tag one `gorm:\"counter\"`)",
 		func(c *counter) bool { return c.opts.Mode == spec.Sum && c.count == nil })
 	if err != nil {
-		return Moved{}, err
+		return hotcounter.Moved{}, err
 	}
 	return p.store().MoveToSlots(db.Statement.Context, passSession(db), engineCounters(counters))
 }

@@ -10,37 +10,11 @@ import (
 	"gorm.io/gorm/clause"
 	"gorm.io/gorm/schema"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/internal/engine"
 	"github.com/hotcounter/hotcounter/internal/spec"
 	"github.com/hotcounter/hotcounter/internal/writebehind"
 )
-
-// BufferConfig tunes a write-behind Buffer; the zero value is usable:
-// flushes every second (sooner past 10,000 pending parents), holds at most
-// 100,000 entries and then blocks, records batches in hotcounter_ledger.
-type BufferConfig = writebehind.Config
-
-// What Buffer.Increment does when the buffer is full (BufferConfig.OnFull).
-const (
-	BufferBlock = writebehind.Block // wait for a flush to make room (default)
-	BufferFail  = writebehind.Fail  // return ErrBufferFull
-	// BufferKeep, with a Store past MaxBacklog: go on accepting, and
-	// report the backlog to OnError (at most once an interval).
-	BufferKeep = writebehind.Keep
-)
-
-// ErrBufferFull is returned by Buffer.Increment when the buffer is full
-// (MaxPending entries in memory, or with a Store, MaxBacklog increments in
-// the store) and BufferConfig.OnFull is BufferFail; with BufferKeep, the
-// backlog is reported to OnError wrapping it.
-var ErrBufferFull = writebehind.ErrFull
-
-// ErrUndeclaredCounter is wrapped by the error a Buffer with a Store
-// reports to BufferConfig.OnError (at most once a minute per counter) when
-// the store holds increments of a counter that no model of this process
-// declares: they are left in the store for a process that declares the
-// counter. It is the same error in gormcounter and entcounter.
-var ErrUndeclaredCounter = writebehind.ErrUndeclared
 
 // Buffer is write-behind for counters: Increment adds to an in-memory delta
 // and returns; every interval the buffer writes all deltas, one sorted
@@ -51,14 +25,14 @@ var ErrUndeclaredCounter = writebehind.ErrUndeclared
 // crash loses the deltas of at most one interval. Call Close to flush and
 // stop.
 //
-// With BufferConfig.Store (package redisstore) the deltas wait in Redis
+// With hotcounter.BufferConfig.Store (package redisstore) the deltas wait in Redis
 // instead, shared by every process, and every buffer on the store flushes
 // every counter of the models its plugin declares (Config.Models, the
 // models AutoMigrate saw, those of every statement so far), whichever
 // process added to it: a restarted process, or one that only flushes,
 // writes what a dead one left. docs/write-behind.md.
 //
-//	buf, err := gormcounter.NewBuffer(db, gormcounter.BufferConfig{Interval: time.Second})
+//	buf, err := gormcounter.NewBuffer(db, hotcounter.BufferConfig{Interval: time.Second})
 //	defer buf.Close(ctx)
 //	buf.Increment(ctx, &Post{ID: id}, "Likes", 1)
 //
@@ -90,18 +64,15 @@ type resolved struct {
 }
 
 // NewBuffer starts a write-behind buffer on db, which must have the plugin.
-// It creates the ledger table if missing and starts one goroutine.
-func NewBuffer(db *gorm.DB, cfg BufferConfig) (*Buffer, error) {
+// It creates the ledger table if missing, under ctx, and starts one
+// goroutine, which runs until Close.
+func NewBuffer(ctx context.Context, db *gorm.DB, cfg hotcounter.BufferConfig) (*Buffer, error) {
 	p, err := pluginOf(db)
 	if err != nil {
 		return nil, err
 	}
-	ctx := db.Statement.Context
-	if ctx == nil {
-		ctx = context.Background()
-	}
 	buf := &Buffer{p: p, db: db, counters: map[*counter]*writebehind.Counter{}}
-	b, err := writebehind.New(ctx, gormSession{gormConn{db: db.Session(&gorm.Session{NewDB: true, Context: context.Background()})}}, p.dialect, cfg, p.obs, buf.declared)
+	b, err := writebehind.New(ctx, gormSession{gormConn{db: db.Session(&gorm.Session{NewDB: true, Context: context.Background()})}}, p.dialect, cfg, p.onError(db), p.obs, buf.declared)
 	if err != nil {
 		return nil, fmt.Errorf("gormcounter: NewBuffer: %w", err)
 	}
@@ -171,10 +142,10 @@ func (b *Buffer) resolve(model any, field string) (resolved, error) {
 		c = m.lookup(field)
 	}
 	if c == nil {
-		return resolved{}, fmt.Errorf("gormcounter: Buffer %s.%s: %w (tag it `gorm:\"counter\"`)", stmt.Schema.Name, field, ErrNotCounter)
+		return resolved{}, fmt.Errorf("gormcounter: Buffer %s.%s: %w (tag it `gorm:\"counter\"`)", stmt.Schema.Name, field, hotcounter.ErrNotCounter)
 	}
 	if len(stmt.Schema.PrimaryFields) != 1 {
-		return resolved{}, fmt.Errorf("gormcounter: Buffer %s: %w: the model needs one primary key", c.name(), ErrInvalidCounter)
+		return resolved{}, fmt.Errorf("gormcounter: Buffer %s: %w: the model needs one primary key", c.name(), hotcounter.ErrInvalidCounter)
 	}
 	wc := b.counterFor(c, stmt.Schema.Table)
 	return resolved{c: wc, pk: stmt.Schema.PrimaryFields[0], hot: wc.Table.Parent + "." + wc.Column, fits: c.bufferedDeltaFits}, nil
@@ -281,15 +252,11 @@ func (b *Buffer) Increment(ctx context.Context, model any, field string, delta i
 // Pending returns this buffer's delta for the counter of the row model
 // names, not yet written. A load plus Pending is the value including this
 // process's own increments; with a Store (Redis), every instance's, read
-// from the store with db's context.
-func (b *Buffer) Pending(model any, field string) (int64, error) {
+// from the store under ctx: it returns when ctx ends, with its error.
+func (b *Buffer) Pending(ctx context.Context, model any, field string) (int64, error) {
 	c, key, err := b.target(model, field)
 	if err != nil {
 		return 0, err
-	}
-	ctx := b.db.Statement.Context
-	if ctx == nil {
-		ctx = context.Background()
 	}
 	return b.b.PendingIn(ctx, c, key)
 }

@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/schema"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/engine"
 	"github.com/hotcounter/hotcounter/internal/spec"
@@ -62,18 +63,18 @@ func resolveCount(s *schema.Schema, opts spec.Options, key *schema.Field) (*coun
 	switch {
 	case rel == nil:
 		return nil, fmt.Errorf("%w: counts=%s: %s has no relation %s (has-many and many-to-many relations: %s); add a field such as %s []%s",
-			spec.ErrInvalid, opts.Counts, s.Name, opts.Counts, strings.Join(countable, ", "), opts.Counts, strings.TrimSuffix(opts.Counts, "s"))
+			hotcounter.ErrInvalidCounter, opts.Counts, s.Name, opts.Counts, strings.Join(countable, ", "), opts.Counts, strings.TrimSuffix(opts.Counts, "s"))
 	case rel.Type == schema.Many2Many:
 		return resolveMany2Many(s, opts, key, rel)
 	case rel.Type != schema.HasMany:
-		return nil, fmt.Errorf("%w: counts=%s: %s.%s is a %s relation; a count needs has many or many to many", spec.ErrInvalid, opts.Counts, s.Name, rel.Name, rel.Type)
+		return nil, fmt.Errorf("%w: counts=%s: %s.%s is a %s relation; a count needs has many or many to many", hotcounter.ErrInvalidCounter, opts.Counts, s.Name, rel.Name, rel.Type)
 	case rel.Polymorphic != nil:
 		return resolvePolymorphic(s, opts, key, rel)
 	case len(rel.References) != 1 || rel.References[0].PrimaryKey != key:
-		return nil, fmt.Errorf("%w: counts=%s: the relation must reference %s's primary key through one foreign key", spec.ErrInvalid, opts.Counts, s.Name)
+		return nil, fmt.Errorf("%w: counts=%s: the relation must reference %s's primary key through one foreign key", hotcounter.ErrInvalidCounter, opts.Counts, s.Name)
 	case opts.Hooks && rel.FieldSchema.PrioritizedPrimaryField == nil:
 		return nil, fmt.Errorf("%w: counts=%s,hooks: %s needs one primary key for hooks to find the rows a write touches",
-			spec.ErrInvalid, opts.Counts, rel.FieldSchema.Name)
+			hotcounter.ErrInvalidCounter, opts.Counts, rel.FieldSchema.Name)
 	}
 	return &countOf{rel: rel}, nil
 }
@@ -83,7 +84,7 @@ func resolveCount(s *schema.Schema, opts spec.Options, key *schema.Field) (*coun
 // (a category's products through its sub-categories). Triggers keep it.
 func resolveVia(s *schema.Schema, opts spec.Options, key *schema.Field, first, second string) (*countOf, error) {
 	if opts.Hooks {
-		return nil, fmt.Errorf("%w: counts=%s,hooks: a count over two levels is kept by triggers; remove hooks", spec.ErrInvalid, opts.Counts)
+		return nil, fmt.Errorf("%w: counts=%s,hooks: a count over two levels is kept by triggers; remove hooks", hotcounter.ErrInvalidCounter, opts.Counts)
 	}
 	hasMany := func(in *schema.Schema, name string) (*schema.Relationship, error) {
 		if in != s {
@@ -95,11 +96,11 @@ func resolveVia(s *schema.Schema, opts spec.Options, key *schema.Field, first, s
 				continue
 			}
 			if r.Type != schema.HasMany || r.Polymorphic != nil || len(r.References) != 1 || r.References[0].PrimaryKey == nil {
-				return nil, fmt.Errorf("%w: counts=%s: %s.%s must be a has-many relation through one foreign key", spec.ErrInvalid, opts.Counts, in.Name, n)
+				return nil, fmt.Errorf("%w: counts=%s: %s.%s must be a has-many relation through one foreign key", hotcounter.ErrInvalidCounter, opts.Counts, in.Name, n)
 			}
 			return r, nil
 		}
-		return nil, fmt.Errorf("%w: counts=%s: %s has no relation %s", spec.ErrInvalid, opts.Counts, in.Name, name)
+		return nil, fmt.Errorf("%w: counts=%s: %s has no relation %s", hotcounter.ErrInvalidCounter, opts.Counts, in.Name, name)
 	}
 	s.Relationships.Mux.RLock()
 	rel, err := hasMany(s, first)
@@ -108,7 +109,7 @@ func resolveVia(s *schema.Schema, opts spec.Options, key *schema.Field, first, s
 		return nil, err
 	}
 	if rel.References[0].PrimaryKey != key {
-		return nil, fmt.Errorf("%w: counts=%s: %s.%s must reference %s's primary key", spec.ErrInvalid, opts.Counts, s.Name, rel.Name, s.Name)
+		return nil, fmt.Errorf("%w: counts=%s: %s.%s must reference %s's primary key", hotcounter.ErrInvalidCounter, opts.Counts, s.Name, rel.Name, s.Name)
 	}
 	via, err := hasMany(rel.FieldSchema, second)
 	if err != nil {
@@ -131,10 +132,10 @@ func resolvePolymorphic(s *schema.Schema, opts spec.Options, key *schema.Field, 
 	}
 	switch {
 	case len(ids) != 1 || ids[0].PrimaryKey != key || rel.Polymorphic.PolymorphicType == nil:
-		return nil, fmt.Errorf("%w: counts=%s: the polymorphic relation must reference %s's primary key through one id column", spec.ErrInvalid, opts.Counts, s.Name)
+		return nil, fmt.Errorf("%w: counts=%s: the polymorphic relation must reference %s's primary key through one id column", hotcounter.ErrInvalidCounter, opts.Counts, s.Name)
 	case opts.Hooks && rel.FieldSchema.PrioritizedPrimaryField == nil:
 		return nil, fmt.Errorf("%w: counts=%s,hooks: %s needs one primary key for hooks to find the rows a write touches",
-			spec.ErrInvalid, opts.Counts, rel.FieldSchema.Name)
+			hotcounter.ErrInvalidCounter, opts.Counts, rel.FieldSchema.Name)
 	}
 	return &countOf{rel: rel}, nil
 }
@@ -167,7 +168,7 @@ func resolveMany2Many(s *schema.Schema, opts spec.Options, key *schema.Field, re
 	switch {
 	case len(own) != 1 || own[0].PrimaryKey != key || len(other) != 1:
 		return nil, fmt.Errorf("%w: counts=%s: the join table %s must reference %s's primary key and %s's through one column each",
-			spec.ErrInvalid, opts.Counts, rel.JoinTable.Table, s.Name, rel.FieldSchema.Name)
+			hotcounter.ErrInvalidCounter, opts.Counts, rel.JoinTable.Table, s.Name, rel.FieldSchema.Name)
 	}
 	return &countOf{rel: rel}, nil
 }
@@ -216,7 +217,7 @@ func (p *Plugin) countSpec(db *gorm.DB, c *counter) (countersql.Count, error) {
 		if total != "" {
 			f := child.LookUpField(total)
 			if f == nil || f.DBName == "" {
-				co.err = fmt.Errorf("gormcounter: %s: %w: total=%s: %s has no column %s", c.name(), ErrInvalidCounter, total, child.Name, total)
+				co.err = fmt.Errorf("gormcounter: %s: %w: total=%s: %s has no column %s", c.name(), hotcounter.ErrInvalidCounter, total, child.Name, total)
 				return
 			}
 			total = f.DBName
@@ -224,7 +225,7 @@ func (p *Plugin) countSpec(db *gorm.DB, c *counter) (countersql.Count, error) {
 		columns := columnsOf(child)
 		if bad := countersql.UnknownColumns(c.opts.Where, columns); len(bad) > 0 {
 			co.err = fmt.Errorf("gormcounter: %s: %w: where=%s names %s, which the rows it counts (table %s) do not have; their columns: %s",
-				c.name(), ErrInvalidCounter, c.opts.Where, strings.Join(bad, ", "), child.Table, strings.Join(columns, ", "))
+				c.name(), hotcounter.ErrInvalidCounter, c.opts.Where, strings.Join(bad, ", "), child.Table, strings.Join(columns, ", "))
 			return
 		}
 		s := countersql.Count{

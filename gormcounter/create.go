@@ -9,6 +9,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/engine"
 )
@@ -82,10 +83,10 @@ func (p *Plugin) checkStart(db *gorm.DB) {
 				continue
 			case c.count != nil:
 				db.AddError(fmt.Errorf("gormcounter: create %s with %d: %w: it counts %s rows, starts at 0 and changes only when they do",
-					c.name(), v, ErrNotIncrement, c.count.rel.FieldSchema.Name))
+					c.name(), v, hotcounter.ErrNotIncrement, c.count.rel.FieldSchema.Name))
 				return
 			case c.opts.Guarded && v < 0:
-				db.AddError(fmt.Errorf("gormcounter: create %s with %d: %w: a new row's stock cannot start below zero", c.name(), v, ErrNegativeGuarded))
+				db.AddError(fmt.Errorf("gormcounter: create %s with %d: %w: a new row's stock cannot start below zero", c.name(), v, hotcounter.ErrNegativeGuarded))
 				return
 			}
 			k, _ := m.key.ValueOf(stmt.Context, r)
@@ -107,7 +108,7 @@ func (p *Plugin) checkStart(db *gorm.DB) {
 		}
 		if col, ok := a.Value.(clause.Column); !ok || !strings.EqualFold(col.Table, "excluded") || !c.namedBy(col.Name) {
 			db.AddError(fmt.Errorf("gormcounter: upsert of %s: %w: DoUpdates may assign it only the row's own value (clause.AssignmentColumns); "+
-				"use gormcounter.Increment or Update after the upsert", c.name(), ErrNotIncrement))
+				"use gormcounter.Increment or Update after the upsert", c.name(), hotcounter.ErrNotIncrement))
 			return
 		}
 		if c.count == nil {

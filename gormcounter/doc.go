@@ -62,7 +62,7 @@
 // parent take a slot row no other transaction holds (see docs/writes.md for when
 // each matters). guarded makes the counter stock that never goes below zero:
 // it goes down only through [Take], which takes in full or fails with
-// [ErrInsufficient] (docs/guarded.md).
+// [hotcounter.ErrInsufficient] (docs/guarded.md).
 //
 // # Counts of child rows
 //
@@ -97,5 +97,5 @@
 // is its starting total; an assignment of a value (Update("likes", 5),
 // Updates(map)) sets the total, as ent's SetLikes does; Save and Updates
 // with a struct leave an existing row's counters alone. Any other
-// expression fails with ErrNotIncrement.
+// expression fails with hotcounter.ErrNotIncrement.
 package gormcounter

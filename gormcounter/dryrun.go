@@ -8,6 +8,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/engine"
 )
@@ -111,7 +112,7 @@ func (p *Plugin) dryRunIncrement(db *gorm.DB, inc increment, where clause.Where)
 	case inc.take:
 		// Its reads return nothing in a dry run: what it shows is the take
 		// from one row, and the gathering a refusal would follow.
-		if err = engine.Take(ctx, s, p.dialect, t, inc.c.opts.Slots, key, inc.delta); errors.Is(err, ErrInsufficient) || errors.Is(err, engine.ErrNotFound) {
+		if err = engine.Take(ctx, s, p.dialect, t, inc.c.opts.Slots, key, inc.delta); errors.Is(err, hotcounter.ErrInsufficient) || errors.Is(err, engine.ErrNotFound) {
 			err = nil
 		}
 	case inc.set:

@@ -11,6 +11,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/gormcounter"
 )
 
@@ -249,7 +250,7 @@ func ExampleMoveToSlots() {
 }
 
 // A guarded counter: stock that never goes below zero. Take takes in full
-// or fails with ErrInsufficient, a Shortage that says how short; a restock
+// or fails with hotcounter.ErrInsufficient, a hotcounter.Shortage that says how short; a restock
 // is an Increment.
 func ExampleTake() {
 	type Item struct {
@@ -266,8 +267,8 @@ func ExampleTake() {
 	gormcounter.Increment(db.Model(&item), "Stock", 3)
 	fmt.Println(gormcounter.Take(db.Model(&item), "Stock", 2).Error)
 	err := gormcounter.Take(db.Model(&item), "Stock", 2).Error
-	fmt.Println(errors.Is(err, gormcounter.ErrInsufficient))
-	var short *gormcounter.Shortage
+	fmt.Println(errors.Is(err, hotcounter.ErrInsufficient))
+	var short *hotcounter.Shortage
 	if errors.As(err, &short) {
 		fmt.Println(short.Left, "left,", short.Asked, "asked")
 	}

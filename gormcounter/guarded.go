@@ -9,7 +9,6 @@ import (
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/dberr"
 	"github.com/hotcounter/hotcounter/internal/engine"
-	"github.com/hotcounter/hotcounter/internal/spec"
 )
 
 // Guarded counters: stock that never goes below zero.
@@ -19,46 +18,21 @@ import (
 //		Stock int64 `gorm:"counter:guarded"`
 //	}
 //	gormcounter.Increment(db.Model(&item), "Stock", 500)       // restock
-//	err := gormcounter.Take(db.Model(&item), "Stock", 2).Error // takes 2, or ErrInsufficient
+//	err := gormcounter.Take(db.Model(&item), "Stock", 2).Error // takes 2, or hotcounter.ErrInsufficient
 //
 // The stock is split over the counter's slot rows, each never below zero
 // (the escrow method): a take subtracts from one row that holds enough, so
 // buyers of one item do not queue on one row.
 
-// Shortage is the error of a take refused for want of stock, wrapped by
-// Take's error: Left is what all the counter's rows held together when it
-// was refused, Asked what the take asked. errors.Is(err, ErrInsufficient)
-// holds for it; errors.As tells how short:
-//
-//	var short *gormcounter.Shortage
-//	if errors.As(err, &short) { ... short.Left, short.Asked ... }
-//
-// It is entcounter.Shortage.
-type Shortage = engine.Shortage
-
-var (
-	// ErrInsufficient is wrapped by Take's error when less than the amount
-	// is left: the take took nothing.
-	ErrInsufficient = engine.ErrInsufficient
-	// ErrNegativeGuarded is wrapped by the error for a decrease of a
-	// guarded counter other than Take (a negative Increment, gorm.Expr("stock
-	// - ?", n)): it could take the stock below zero. It is
-	// entcounter.ErrNegativeGuarded.
-	ErrNegativeGuarded = spec.ErrNegativeGuarded
-	// ErrNotGuarded is wrapped by Take's error on a counter not declared
-	// guarded. It is entcounter.ErrNotGuarded.
-	ErrNotGuarded = spec.ErrNotGuarded
-)
-
 // Take subtracts amount (> 0) from the guarded counter field of the one row
 // db's model names by its primary key, in full, or not at all: when less
-// than amount is left, Error wraps ErrInsufficient and nothing changed.
+// than amount is left, Error wraps hotcounter.ErrInsufficient and nothing changed.
 // It never takes the counter below zero, and refuses only when the total
 // really is short at that moment: if no single slot row holds enough, it
 // locks every row of the item and takes from several, fullest first.
 //
 //	err := gormcounter.Take(db.Model(&Item{ID: id}), "Stock", 2).Error
-//	if errors.Is(err, gormcounter.ErrInsufficient) { ... sold out ... }
+//	if errors.Is(err, hotcounter.ErrInsufficient) { ... sold out ... }
 //
 // It runs in db's transaction if it has one (a rollback returns the stock),
 // else in one of its own. On PostgreSQL the first try takes a row no other

@@ -8,20 +8,14 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
-	"github.com/hotcounter/hotcounter/internal/observe"
+	"github.com/hotcounter/hotcounter"
 )
-
-// HotKeysConfig tunes the counting of increments per row that
-// [Plugin.HotKeys] reports; entcounter.HotKeysConfig is the same type.
-type HotKeysConfig = observe.HotKeysConfig
-
-// HotKey is how often one row of one counter or plain column was
-// incremented lately; entcounter.HotKey is the same type.
-type HotKey = observe.HotKey
 
 // HotKeys returns the k rows with the most increments, among all counters
 // and the plain columns incremented through GORM, over the last one to two
-// windows ([HotKeysConfig.Window]), hottest (highest Rate) first.
+// windows ([hotcounter.HotKeysConfig.Window]), hottest (highest Rate)
+// first, as entcounter.HotKeys does for an ent client. It fails when db
+// has no plugin, or when the plugin's Config turned the counting off.
 //
 // An increment is counted for its row when the statement names one row by
 // its primary key: db.Model(&post) with the key set, or a Where on the
@@ -30,16 +24,16 @@ type HotKey = observe.HotKey
 // gorm.Expr("col + ?", n), so that a table whose hot column is not a counter
 // yet shows which field to declare and which rows are hot. Raw SQL (db.Exec)
 // is not seen. Memory stays bounded whatever the number of rows.
-func (p *Plugin) HotKeys(k int) []HotKey { return p.obs.HotKeys(k) }
-
-// HotKeys returns [Plugin.HotKeys] of the plugin registered on db, as
-// entcounter.HotKeys does for an ent client.
-func HotKeys(db *gorm.DB, k int) ([]HotKey, error) {
+func HotKeys(db *gorm.DB, k int) ([]hotcounter.HotKey, error) {
 	p, err := pluginOf(db)
 	if err != nil {
 		return nil, err
 	}
-	return p.HotKeys(k), nil
+	keys, err := p.obs.HotKeys(k)
+	if err != nil {
+		return nil, fmt.Errorf("gormcounter: HotKeys: %w", err)
+	}
+	return keys, nil
 }
 
 // countPlainIncrements counts the increments of plain columns (not

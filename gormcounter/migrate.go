@@ -249,12 +249,6 @@ func (m counterMigrator) models(values []any) ([]*model, error) {
 	return out, nil
 }
 
-// ErrNotOnCitus is wrapped by AutoMigrate's error for a count that Citus
-// cannot keep yet (one through a middle table whose child table Citus
-// distributes), naming the counter (docs/scaling.md). It is
-// entcounter.ErrNotOnCitus.
-var ErrNotOnCitus = engine.ErrNotOnCitus
-
 // ErrForeignKeysOff is wrapped by AutoMigrate's error on SQLite when the
 // connection does not enforce foreign keys.
 var ErrForeignKeysOff = errors.New("SQLite does not enforce foreign keys on this connection: open it with _pragma=foreign_keys(1) in the DSN " +

@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/schema"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/engine"
 	"github.com/hotcounter/hotcounter/internal/spec"
@@ -40,7 +41,7 @@ type counter struct {
 	widths *engine.Widths
 }
 
-// deltaFits returns an error wrapping ErrOverflow for a delta beyond the
+// deltaFits returns an error wrapping hotcounter.ErrOverflow for a delta beyond the
 // range of the counter's int8, int16 or int32 field (for an unsigned
 // field, beyond its span either way). A delta within it may still take a
 // total out of the range, which a load then reports naming the counter
@@ -61,7 +62,7 @@ func (c *counter) deltaFits(delta int64) error {
 	}
 	if delta < lo || delta > hi {
 		return fmt.Errorf("gormcounter: %s: %w: an increment of %d is beyond what a %s holds (%d to %d); nothing was written",
-			c.name(), ErrOverflow, delta, t, lo, hi)
+			c.name(), hotcounter.ErrOverflow, delta, t, lo, hi)
 	}
 	return nil
 }
@@ -84,7 +85,7 @@ func (c *counter) unsigned() bool {
 func (c *counter) decreaseAllowed() error {
 	if c.opts.Mode != spec.Sum {
 		return fmt.Errorf("gormcounter: %s: %w: a decrease of an unsigned counter kept in a column (rollup or append) could take it below zero, "+
-			"which that mode cannot check as it writes; nothing was written (declare it a sum counter, the default, or give it a signed type)", c.name(), ErrOverflow)
+			"which that mode cannot check as it writes; nothing was written (declare it a sum counter, the default, or give it a signed type)", c.name(), hotcounter.ErrOverflow)
 	}
 	return nil
 }
@@ -97,10 +98,10 @@ func (c *counter) bufferedDeltaFits(delta int64) error {
 	switch {
 	case delta < 0 && c.opts.Guarded:
 		return fmt.Errorf("gormcounter: Buffer %s: %w: a buffer cannot check a decrease of %d against the stock; use gormcounter.Take",
-			c.name(), ErrNegativeGuarded, -delta)
+			c.name(), hotcounter.ErrNegativeGuarded, -delta)
 	case delta < 0 && c.unsigned():
 		return fmt.Errorf("gormcounter: Buffer %s: %w: a buffer cannot check a decrease of %d of an unsigned counter against zero; "+
-			"decrease it with gormcounter.Increment, which refuses one that would go below zero", c.name(), ErrOverflow, -delta)
+			"decrease it with gormcounter.Increment, which refuses one that would go below zero", c.name(), hotcounter.ErrOverflow, -delta)
 	}
 	return c.deltaFits(delta)
 }
@@ -290,7 +291,7 @@ func (p *Plugin) settle(db *gorm.DB, s *schema.Schema) (*model, error) {
 		if m.key == nil {
 			if len(s.PrimaryFields) != 1 {
 				return nil, fmt.Errorf("gormcounter: %s.%s: %w: the model needs exactly one primary key field, it has %d",
-					s.Name, f.Name, spec.ErrInvalid, len(s.PrimaryFields))
+					s.Name, f.Name, hotcounter.ErrInvalidCounter, len(s.PrimaryFields))
 			}
 			m.key = s.PrimaryFields[0]
 		}
@@ -343,7 +344,7 @@ func strayOptions(f *schema.Field) error {
 			if strings.EqualFold(word, w) {
 				opt := strings.ToLower(key)
 				return fmt.Errorf("%w: %q is a GORM setting of its own here (GORM splits tags on ';'): write counter options after counter:, "+
-					"separated by commas, as in `gorm:\"counter:%s\"`", spec.ErrInvalid, opt, opt)
+					"separated by commas, as in `gorm:\"counter:%s\"`", hotcounter.ErrInvalidCounter, opt, opt)
 			}
 		}
 	}
@@ -353,10 +354,10 @@ func strayOptions(f *schema.Field) error {
 // checkField rejects fields that cannot hold a counter.
 func checkField(s *schema.Schema, f *schema.Field) error {
 	if f.PrimaryKey {
-		return fmt.Errorf("%w: a primary key cannot be a counter", spec.ErrInvalid)
+		return fmt.Errorf("%w: a primary key cannot be a counter", hotcounter.ErrInvalidCounter)
 	}
 	if f.DBName == "" {
-		return fmt.Errorf("%w: the field has no column (is it tagged \"-\"?)", spec.ErrInvalid)
+		return fmt.Errorf("%w: the field has no column (is it tagged \"-\"?)", hotcounter.ErrInvalidCounter)
 	}
 	switch f.FieldType.Kind() {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
@@ -365,9 +366,9 @@ func checkField(s *schema.Schema, f *schema.Field) error {
 	}
 	if t := f.FieldType; t.Kind() == reflect.Pointer && t.Elem().Kind() >= reflect.Int && t.Elem().Kind() <= reflect.Uint64 {
 		return fmt.Errorf("%w: a counter must be an integer field, not a pointer: a counter has no NULL (a row without increments loads 0), %s is %s; declare it %s",
-			spec.ErrInvalid, f.Name, f.FieldType, f.FieldType.Elem())
+			hotcounter.ErrInvalidCounter, f.Name, f.FieldType, f.FieldType.Elem())
 	}
-	return fmt.Errorf("%w: a counter must be an integer field, %s is %s", spec.ErrInvalid, f.Name, f.FieldType)
+	return fmt.Errorf("%w: a counter must be an integer field, %s is %s", hotcounter.ErrInvalidCounter, f.Name, f.FieldType)
 }
 
 // settleField sets how GORM treats the counter field. Both modes: never

@@ -1,6 +1,7 @@
 package gormcounter
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -10,6 +11,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/internal/combine"
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/driver"
@@ -58,14 +60,23 @@ type Config struct {
 	// width halves (the widening is immediate). Zero means 5 seconds.
 	AutoCooldown time.Duration
 	// HotKeys tunes the counting of increments per row that
-	// [Plugin.HotKeys] reports; on unless HotKeys.Off.
-	HotKeys HotKeysConfig
+	// [HotKeys] reports; on unless HotKeys.Off.
+	HotKeys hotcounter.HotKeysConfig
 	// MeterProvider, when set, receives OpenTelemetry metrics of the
 	// plugin's counters: increments and their duration, rollup and
 	// compaction passes, fold lag, write-behind flushes and pending
 	// amounts, recounts, and the rate of the hottest rows. See
 	// docs/metrics.md for the names and attributes. Nil records none.
 	MeterProvider metric.MeterProvider
+	// OnError hears every error of the work the plugin does in the
+	// background, which no call can return: a pass of [RollupLoop] that
+	// failed (the next tick retries it), a [Buffer]'s flush that failed
+	// (retried) and its ledger's pruning, and, with a Store, increments the
+	// store holds of counters no model of this process declares
+	// (hotcounter.ErrUndeclaredCounter, at most once a minute per counter)
+	// and a backlog past MaxBacklog under BufferKeep. Nil: they go to the
+	// logger of the *gorm.DB the work runs on, at its Error level.
+	OnError func(error)
 }
 
 // Plugin makes struct fields tagged `gorm:"counter"` sharded counters. Create
@@ -96,12 +107,21 @@ type Plugin struct {
 
 var _ gorm.Plugin = (*Plugin)(nil)
 
+// onError is where the background work on db reports: Config.OnError, or
+// db's logger.
+func (p *Plugin) onError(db *gorm.DB) func(error) {
+	if p.settings.OnError != nil {
+		return p.settings.OnError
+	}
+	return func(err error) { db.Logger.Error(context.Background(), "gormcounter: %v", err) }
+}
+
 // New returns the plugin with cfg's settings.
 func New(cfg Config) *Plugin {
 	if cfg.DefaultSlots == 0 {
 		cfg.DefaultSlots = spec.DefaultSlots
 	}
-	set := spec.Settings{BatchSize: cfg.RollupBatchSize, InFlight: cfg.InFlight, AutoCooldown: cfg.AutoCooldown}.Resolved()
+	set := spec.Settings{BatchSize: cfg.RollupBatchSize, InFlight: cfg.InFlight, AutoCooldown: cfg.AutoCooldown, OnError: cfg.OnError}.Resolved()
 	cfg.RollupBatchSize, cfg.InFlight = set.BatchSize, set.InFlight
 	p := &Plugin{cfg: cfg, settings: set}
 	p.combined.Limit = cfg.InFlight
@@ -320,4 +340,4 @@ func pluginOf(db *gorm.DB) (*Plugin, error) {
 }
 
 // errNotRegistered is pluginOf's error.
-var errNotRegistered = fmt.Errorf("gormcounter: the plugin is not registered on this *gorm.DB: call db.Use(gormcounter.New(gormcounter.Config{})): %w", ErrNotConfigured)
+var errNotRegistered = fmt.Errorf("gormcounter: the plugin is not registered on this *gorm.DB: call db.Use(gormcounter.New(gormcounter.Config{})): %w", hotcounter.ErrNotConfigured)

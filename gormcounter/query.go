@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm/clause"
 	"gorm.io/gorm/schema"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/engine"
 	"github.com/hotcounter/hotcounter/internal/spec"
@@ -613,7 +614,7 @@ func (p *Plugin) runFill(db *gorm.DB, jobs []fillJob, live bool) error {
 		for _, t := range g.by[key] {
 			if !fitsField(t.dst.FieldType, val) {
 				return fmt.Errorf("gormcounter: %s: %w: the total is %d, beyond what a %s holds (written by other code, or by concurrent increments near the bound)",
-					g.c.name(), ErrOverflow, val, t.dst.FieldType)
+					g.c.name(), hotcounter.ErrOverflow, val, t.dst.FieldType)
 			}
 			if err := t.dst.Set(ctx, t.row, val); err != nil {
 				return fmt.Errorf("gormcounter: fill %s: %w", g.c.name(), err)
@@ -722,7 +723,7 @@ func (p *Plugin) countsMigratedFor(db *gorm.DB, cs []*counter, what string) erro
 		}
 		if missing {
 			return fmt.Errorf("gormcounter: %s: the triggers that keep %s (on %s) are missing: run AutoMigrate of %s with the plugin registered, which installs them and counts the rows there, or apply the statements of gormcounter.SchemaSQL (docs/migrations.md): %w",
-				what, c.name(), count.Child, c.model.schema.Name, ErrNotMigrated)
+				what, c.name(), count.Child, c.model.schema.Name, hotcounter.ErrNotMigrated)
 		}
 		p.migrated.Store(c.table.Slots, true)
 	}
@@ -734,7 +735,7 @@ func (p *Plugin) countsMigratedFor(db *gorm.DB, cs []*counter, what string) erro
 // database/sql's scan error names only the column ("sql: Scan error on
 // column index 6, name \"votes\": converting ... value out of range", or
 // "invalid syntax" for a negative value of an unsigned field). The error
-// then wraps ErrOverflow and the scan error.
+// then wraps hotcounter.ErrOverflow and the scan error.
 func (p *Plugin) nameOverflow(db *gorm.DB) {
 	stmt := db.Statement
 	if db.Error == nil || stmt.Schema == nil {
@@ -759,7 +760,7 @@ func (p *Plugin) nameOverflow(db *gorm.DB) {
 	for _, c := range m.counters {
 		if c.field.DBName == col {
 			db.Error = fmt.Errorf("gormcounter: %s: %w: a loaded value is beyond what a %s holds (written by other code, or by concurrent increments near the bound): %w",
-				c.name(), ErrOverflow, c.field.FieldType, db.Error)
+				c.name(), hotcounter.ErrOverflow, c.field.FieldType, db.Error)
 			return
 		}
 	}

@@ -6,6 +6,8 @@ import (
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
+
+	"github.com/hotcounter/hotcounter"
 )
 
 // Recount recomputes a count of child rows (a counter declared with
@@ -39,7 +41,7 @@ func Recount(db *gorm.DB, field string) (int64, error) {
 	c := m.lookup(field)
 	if c == nil || c.count == nil {
 		return 0, fmt.Errorf("gormcounter: Recount %T.%s: %w: it is not a count of child rows (tag it `gorm:\"counter:counts=<relation>\"`)",
-			stmt.Model, field, ErrNotCounter)
+			stmt.Model, field, hotcounter.ErrNotCounter)
 	}
 	cs, err := p.countSpec(db, c)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/internal/engine"
 	"github.com/hotcounter/hotcounter/internal/spec"
 )
@@ -43,22 +44,19 @@ func (p *Plugin) rollup(db *gorm.DB, counters []*counter, stop func() bool) erro
 // RollupLoop runs a [RollupPass] at once and then every interval until ctx is
 // done, and then returns nil. Cancelling ctx lets the batch in progress
 // commit and stops before the next one, so no fold is left half done. A
-// failed pass is retried at the next tick; onError hears of it, or, when
-// nil, db's logger. Models without rollup counters are passed over (an
-// error at the start when none has one), and a bad declaration is an
-// error at the start. Run it in its own goroutine:
+// failed pass is retried at the next tick; [Config.OnError] hears of it.
+// Models without rollup counters are passed over (an error at the start
+// when none has one), and a bad declaration is an error at the start. Run
+// it in its own goroutine:
 //
-//	go gormcounter.RollupLoop(ctx, db, time.Second, nil, &Post{})
-func RollupLoop(ctx context.Context, db *gorm.DB, interval time.Duration, onError func(error), models ...any) error {
+//	go gormcounter.RollupLoop(ctx, db, time.Second, &Post{})
+func RollupLoop(ctx context.Context, db *gorm.DB, interval time.Duration, models ...any) error {
 	p, counters, err := rollupCounters(db, models)
 	if err != nil {
 		return err
 	}
-	if onError == nil {
-		onError = func(err error) { db.Logger.Error(ctx, "gormcounter: rollup pass failed (will retry): %v", err) }
-	}
 	session := func(work context.Context) engine.Session { return passSession(db.WithContext(work)) }
-	return p.store().RollupLoop(ctx, interval, session, engineCounters(counters), onError)
+	return p.store().RollupLoop(ctx, interval, session, engineCounters(counters), p.onError(db))
 }
 
 // rollupCounters returns db's plugin and the rollup counters of models; a
@@ -109,9 +107,6 @@ func passCounters(db *gorm.DB, models []any, name, what string, want func(*count
 	return p, out, nil
 }
 
-// Compacted is what [CompactPass] did; see its fields.
-type Compacted = engine.Compacted
-
 // CompactPass runs one compaction pass over every sum counter of the given
 // models. Random slots spread any parent incremented a few dozen times over
 // all of its slot rows, hot or not, and every load sums all of them. For
@@ -146,11 +141,11 @@ type Compacted = engine.Compacted
 // reads it again sees its own slot row as it is now and the others as of
 // its snapshot, so values a pass moved in between would count twice or not
 // at all.
-func CompactPass(db *gorm.DB, models ...any) (Compacted, error) {
+func CompactPass(db *gorm.DB, models ...any) (hotcounter.Compacted, error) {
 	p, counters, err := passCounters(db, models, "CompactPass", "sum counter (tag one `gorm:\"counter\"`)",
 		func(c *counter) bool { return c.opts.Mode == spec.Sum })
 	if err != nil {
-		return Compacted{}, err
+		return hotcounter.Compacted{}, err
 	}
 	return p.store().CompactPass(db.Statement.Context, passSession(db), engineCounters(counters))
 }

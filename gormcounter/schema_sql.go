@@ -7,14 +7,10 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/internal/engine"
 	"github.com/hotcounter/hotcounter/internal/writebehind"
 )
-
-// Script is the library's part of a schema as a migration file holds it:
-// the statements that make it (Up) and those that take it away (Down), in
-// the order to run them. UpSQL, DownSQL and Goose render it as files.
-type Script = engine.Script
 
 // SchemaSQL returns, without sending anything to the database, every
 // statement the counters of models need beyond the models' own tables, for
@@ -41,14 +37,14 @@ type Script = engine.Script
 // the other side's table (MySQL fires no trigger for rows a cascade
 // deletes): the file says what the declaration makes, where AutoMigrate
 // reads the key from the catalog.
-func SchemaSQL(db *gorm.DB, models ...any) (Script, error) {
+func SchemaSQL(db *gorm.DB, models ...any) (hotcounter.Script, error) {
 	p, err := pluginOf(db)
 	if err != nil {
-		return Script{}, err
+		return hotcounter.Script{}, err
 	}
 	mds, err := counterMigrator{db: db, plugin: p}.models(models)
 	if err != nil {
-		return Script{}, err
+		return hotcounter.Script{}, err
 	}
 	var parts []engine.SchemaPart
 	for _, md := range mds {
@@ -58,7 +54,7 @@ func SchemaSQL(db *gorm.DB, models ...any) (Script, error) {
 			if c.count != nil {
 				cs, err := p.countSpec(db, c)
 				if err != nil {
-					return Script{}, err
+					return hotcounter.Script{}, err
 				}
 				part.Count = &cs
 				part.Cascades = cs.Across != nil && c.count.cascades(cs.Across.Ref)
@@ -68,7 +64,7 @@ func SchemaSQL(db *gorm.DB, models ...any) (Script, error) {
 	}
 	script, err := p.store().Schema(parts)
 	if err != nil {
-		return Script{}, fmt.Errorf("gormcounter: %w", err)
+		return hotcounter.Script{}, fmt.Errorf("gormcounter: %w", err)
 	}
 	return script, nil
 }
@@ -81,15 +77,15 @@ func SchemaSQL(db *gorm.DB, models ...any) (Script, error) {
 // used as it is, so the application's role needs no right to create
 // tables.
 //
-//	script, err := gormcounter.BufferSchemaSQL(db, gormcounter.BufferConfig{})
-func BufferSchemaSQL(db *gorm.DB, cfg BufferConfig) (Script, error) {
+//	script, err := gormcounter.BufferSchemaSQL(db, hotcounter.BufferConfig{})
+func BufferSchemaSQL(db *gorm.DB, cfg hotcounter.BufferConfig) (hotcounter.Script, error) {
 	p, err := pluginOf(db)
 	if err != nil {
-		return Script{}, err
+		return hotcounter.Script{}, err
 	}
 	script, err := p.store().LedgerSchema(writebehind.Ledger(cfg))
 	if err != nil {
-		return Script{}, fmt.Errorf("gormcounter: %w", err)
+		return hotcounter.Script{}, fmt.Errorf("gormcounter: %w", err)
 	}
 	return script, nil
 }
@@ -121,7 +117,7 @@ func (co *countOf) cascades(ref string) bool {
 //
 // Where the connection records statements (atlas-provider-gorm), the
 // migrator runs the same way with tablesOnly: GORM's tables, then the
-// counters' slot and delta tables (Script.Tables), which is all a tool
+// counters' slot and delta tables (hotcounter.Script.Tables), which is all a tool
 // that keeps tables holds; the rest of SchemaSQL's Up goes in a file of
 // its own.
 type dryRunMigrator struct {

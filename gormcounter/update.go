@@ -16,6 +16,7 @@ import (
 	"gorm.io/gorm/clause"
 	"gorm.io/gorm/schema"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/engine"
 )
@@ -81,13 +82,13 @@ func (p *Plugin) rewriteUpdate(db *gorm.DB) {
 		n, err := p.increment(db, inc, where)
 		p.obs.Increment(stmt.Context, parentTable(stmt), inc.c.field.DBName, time.Since(start), err)
 		if err != nil {
-			var short *engine.Shortage
+			var short *hotcounter.Shortage
 			switch {
 			case inc.floor && errors.Is(err, engine.ErrNotFound):
 				continue // no such row: nothing to decrease, as an UPDATE would find none
 			case inc.floor && errors.As(err, &short):
 				db.AddError(fmt.Errorf("gormcounter: %s: %w: a decrease of %d would take it below zero (%d left); nothing was written",
-					inc.c.name(), ErrOverflow, inc.delta, short.Left))
+					inc.c.name(), hotcounter.ErrOverflow, inc.delta, short.Left))
 			case inc.floor:
 				db.AddError(fmt.Errorf("gormcounter: decrease %s by %d: %w", inc.c.name(), inc.delta, err))
 			case inc.take && errors.Is(err, engine.ErrNotFound):
@@ -98,7 +99,7 @@ func (p *Plugin) rewriteUpdate(db *gorm.DB) {
 				db.AddError(fmt.Errorf("gormcounter: set %s to %d: %w", inc.c.name(), inc.delta, err))
 			default:
 				// A write that failed on the counter's own missing table says
-				// what makes it (ErrNotMigrated).
+				// what makes it (hotcounter.ErrNotMigrated).
 				if named := p.store().NameMissing(stmt.Context, gormConn{db: db.Session(&gorm.Session{NewDB: true})}, inc.c.engine(), err); named != err {
 					db.AddError(named)
 					return
@@ -202,11 +203,11 @@ func incrementOf(stmt *gorm.Statement, c *counter, v any) (inc increment, ok boo
 	}
 	if c.count != nil {
 		return increment{}, false, fmt.Errorf("gormcounter: %s: %w: it counts %s rows and changes only when they do (gormcounter.Recount corrects it)",
-			c.name(), ErrNotIncrement, c.count.rel.FieldSchema.Name)
+			c.name(), hotcounter.ErrNotIncrement, c.count.rel.FieldSchema.Name)
 	}
 	if tv, ok := v.(takeValue); ok {
 		if !c.opts.Guarded {
-			return increment{}, false, fmt.Errorf("gormcounter: Take %s: %w: declare it `gorm:\"counter:guarded\"`", c.name(), ErrNotGuarded)
+			return increment{}, false, fmt.Errorf("gormcounter: Take %s: %w: declare it `gorm:\"counter:guarded\"`", c.name(), hotcounter.ErrNotGuarded)
 		}
 		return increment{c: c, delta: tv.amount, take: true}, true, nil
 	}
@@ -214,11 +215,11 @@ func incrementOf(stmt *gorm.Statement, c *counter, v any) (inc increment, ok boo
 		// An explicit value: the new total, as ent's SetX makes it.
 		if c.opts.Guarded {
 			return increment{}, false, fmt.Errorf("gormcounter: %s: %w: an assignment could take the stock down; Increment restocks and gormcounter.Take sells",
-				c.name(), ErrNegativeGuarded)
+				c.name(), hotcounter.ErrNegativeGuarded)
 		}
 		if !fitsField(c.field.FieldType, total) {
 			return increment{}, false, fmt.Errorf("gormcounter: %s: %w: an assignment of %d is beyond what a %s holds; nothing was written",
-				c.name(), ErrOverflow, total, c.field.FieldType)
+				c.name(), hotcounter.ErrOverflow, total, c.field.FieldType)
 		}
 		return increment{c: c, delta: total, set: true}, true, nil
 	}
@@ -228,7 +229,7 @@ func incrementOf(stmt *gorm.Statement, c *counter, v any) (inc increment, ok boo
 	}
 	if c.opts.Guarded && delta < 0 {
 		return increment{}, false, fmt.Errorf("gormcounter: %s: %w: a decrease of %d could take it below zero; use gormcounter.Take, which refuses when less is left",
-			c.name(), ErrNegativeGuarded, -delta)
+			c.name(), hotcounter.ErrNegativeGuarded, -delta)
 	}
 	if c.unsigned() && delta < 0 {
 		if err := c.decreaseAllowed(); err != nil {
@@ -259,7 +260,7 @@ func takeFromDest(stmt *gorm.Statement, m *model, take func(*counter, any) error
 		for _, name := range stmt.Selects {
 			if c := m.lookup(name); c != nil {
 				if rv.Kind() != reflect.Struct || rv.Type() != m.schema.ModelType {
-					return 0, fmt.Errorf("gormcounter: %s: %w: an update from a %s cannot set it; assign a value with Update", c.name(), ErrNotIncrement, rv.Type())
+					return 0, fmt.Errorf("gormcounter: %s: %w: an update from a %s cannot set it; assign a value with Update", c.name(), hotcounter.ErrNotIncrement, rv.Type())
 				}
 				v, _ := c.field.ValueOf(stmt.Context, rv)
 				if err := take(c, v); err != nil {
@@ -307,15 +308,15 @@ func takeFromMap(stmt *gorm.Statement, m *model, dest map[string]any, take func(
 func notACounter(stmt *gorm.Statement, v any) error {
 	if iv, ok := v.(incrementValue); ok {
 		if stmt.Schema.LookUpField(iv.field) == nil {
-			return fmt.Errorf("gormcounter: Increment %s.%s: %s has no field or column %q (%w)", stmt.Schema.Name, iv.field, stmt.Schema.Name, iv.field, ErrNotCounter)
+			return fmt.Errorf("gormcounter: Increment %s.%s: %s has no field or column %q (%w)", stmt.Schema.Name, iv.field, stmt.Schema.Name, iv.field, hotcounter.ErrNotCounter)
 		}
-		return fmt.Errorf("gormcounter: Increment %s.%s: %w (tag it `gorm:\"counter\"`)", stmt.Schema.Name, iv.field, ErrNotCounter)
+		return fmt.Errorf("gormcounter: Increment %s.%s: %w (tag it `gorm:\"counter\"`)", stmt.Schema.Name, iv.field, hotcounter.ErrNotCounter)
 	}
 	if tv, ok := v.(takeValue); ok {
 		if stmt.Schema.LookUpField(tv.field) == nil {
-			return fmt.Errorf("gormcounter: Take %s.%s: %s has no field or column %q (%w)", stmt.Schema.Name, tv.field, stmt.Schema.Name, tv.field, ErrNotCounter)
+			return fmt.Errorf("gormcounter: Take %s.%s: %s has no field or column %q (%w)", stmt.Schema.Name, tv.field, stmt.Schema.Name, tv.field, hotcounter.ErrNotCounter)
 		}
-		return fmt.Errorf("gormcounter: Take %s.%s: %w (tag it `gorm:\"counter:guarded\"`)", stmt.Schema.Name, tv.field, ErrNotCounter)
+		return fmt.Errorf("gormcounter: Take %s.%s: %w (tag it `gorm:\"counter:guarded\"`)", stmt.Schema.Name, tv.field, hotcounter.ErrNotCounter)
 	}
 	return nil
 }
@@ -658,7 +659,7 @@ func (c *counter) parseIncrement(v any) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("gormcounter: %s: %w: %s; assign gorm.Expr(%q, n) (gorm.io/gen: %s.Add(n)) or call gormcounter.Increment",
-		c.name(), ErrNotIncrement, describe(v), c.field.DBName+" + ?", c.field.Name)
+		c.name(), hotcounter.ErrNotIncrement, describe(v), c.field.DBName+" + ?", c.field.Name)
 }
 
 func describe(v any) string {

@@ -10,9 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hotcounter/hotcounter/gormcounter"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/hotcounter/hotcounter"
 )
 
 // legacyPosts makes the posts table as an application had it before likes
@@ -73,11 +74,11 @@ func TestACounterOverAnExistingColumnHidesNothing(t *testing.T) {
 
 		moved, err := o.moveToSlots(modelPost)
 		must(t, err)
-		assert.Equal(t, gormcounter.Moved{Parents: 2, Amount: 1235 + 1}, moved, "a's column and the new post's")
+		assert.Equal(t, hotcounter.Moved{Parents: 2, Amount: 1235 + 1}, moved, "a's column and the new post's")
 		assert.Equal(t, []int64{1236, 10, 4}, likes(a, b, fresh), "a move changes no total")
 		again, err := o.moveToSlots(modelPost)
 		must(t, err)
-		assert.Equal(t, gormcounter.Moved{}, again, "a second move finds nothing")
+		assert.Equal(t, hotcounter.Moved{}, again, "a second move finds nothing")
 
 		must(t, o.db().Exec("ALTER TABLE posts DROP COLUMN likes").Error)
 		o = o.through(t, o.onEnv().dsn, settings{}) // a new process, which finds the column gone
@@ -171,7 +172,7 @@ func TestAParentWithoutPrimaryKeyIsAnError(t *testing.T) {
 			t.Errorf("the migration's error %q names no counter of Post", err)
 		}
 		assert.Contains(t, err.Error(), "primary key")
-		assert.ErrorIs(t, err, gormcounter.ErrInvalidCounter)
+		assert.ErrorIs(t, err, hotcounter.ErrInvalidCounter)
 	}, unmigrated())
 }
 

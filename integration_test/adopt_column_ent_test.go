@@ -11,12 +11,14 @@ import (
 
 	atlasmigrate "ariga.io/atlas/sql/migrate"
 	"entgo.io/ent/dialect/sql/schema"
-	"github.com/hotcounter/hotcounter/entcounter"
-	"github.com/hotcounter/hotcounter/integration_test/ent/migrate"
-	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
+
+	"github.com/hotcounter/hotcounter"
+	"github.com/hotcounter/hotcounter/entcounter"
+	"github.com/hotcounter/hotcounter/integration_test/ent/migrate"
+	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 )
 
 // legacyEntPosts makes the posts table as an ent application had it
@@ -155,7 +157,7 @@ func TestEntAdoptColumnKeepsTheColumn(t *testing.T) {
 			assert.EqualValues(t, 42, c.Likes)
 			moved, err := entcounter.MoveToSlots(ctx, e.client)
 			must(t, err)
-			assert.Equal(t, entcounter.Moved{Parents: 1, Amount: 41}, moved)
+			assert.Equal(t, hotcounter.Moved{Parents: 1, Amount: 41}, moved)
 		})
 	}
 }

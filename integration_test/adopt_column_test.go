@@ -7,10 +7,12 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/hotcounter/hotcounter/gormcounter"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
+
+	"github.com/hotcounter/hotcounter"
+	"github.com/hotcounter/hotcounter/gormcounter"
 )
 
 // oldShows creates the table as the old application had it, with the
@@ -120,13 +122,13 @@ func TestMoveToSlotsMovesEachValueOnce(t *testing.T) {
 
 		moved, err := gormcounter.MoveToSlots(db, &SumShow{})
 		must(t, err)
-		assert.Equal(t, gormcounter.Moved{Parents: 3, Amount: 1229, Nulls: 1}, moved)
+		assert.Equal(t, hotcounter.Moved{Parents: 3, Amount: 1229, Nulls: 1}, moved)
 		assert.Equal(t, []int64{1235, 0, 0, -5}, sumLikes(t, db, ids), "a move changes no total")
 		assert.EqualValues(t, 0, rawInt(t, db, "SELECT COUNT(*) FROM shows WHERE likes <> 0 OR likes IS NULL"), "every column is 0")
 
 		again, err := gormcounter.MoveToSlots(db, &SumShow{})
 		must(t, err)
-		assert.Equal(t, gormcounter.Moved{}, again, "a second run moves nothing")
+		assert.Equal(t, hotcounter.Moved{}, again, "a second run moves nothing")
 		assert.Equal(t, []int64{1235, 0, 0, -5}, sumLikes(t, db, ids))
 
 		// Old code keeps writing the column after the move: still counted,
@@ -135,7 +137,7 @@ func TestMoveToSlotsMovesEachValueOnce(t *testing.T) {
 		assert.Equal(t, []int64{1235, 7, 0, -5}, sumLikes(t, db, ids))
 		moved, err = gormcounter.MoveToSlots(db, &SumShow{})
 		must(t, err)
-		assert.Equal(t, gormcounter.Moved{Parents: 1, Amount: 7}, moved)
+		assert.Equal(t, hotcounter.Moved{Parents: 1, Amount: 7}, moved)
 
 		// The user drops the column: loads notice.
 		must(t, db.Migrator().DropColumn(&OldShow{}, "likes"))
@@ -150,7 +152,7 @@ func TestMoveToSlotsMovesEachValueOnce(t *testing.T) {
 		assert.Equal(t, []int64{1235, 7, 1, -5}, sumLikes(t, db, ids))
 		moved, err = gormcounter.MoveToSlots(db, &SumShow{})
 		must(t, err)
-		assert.Equal(t, gormcounter.Moved{}, moved, "nothing to move without the column")
+		assert.Equal(t, hotcounter.Moved{}, moved, "nothing to move without the column")
 	})
 }
 
@@ -163,7 +165,7 @@ func TestAdoptingABadColumnIsAnError(t *testing.T) {
 		must(t, o.db().Exec("ALTER TABLE posts ADD COLUMN likes VARCHAR(20)").Error)
 		err := o.migrate()
 		require.Error(t, err)
-		assert.ErrorIs(t, err, gormcounter.ErrInvalidCounter)
+		assert.ErrorIs(t, err, hotcounter.ErrInvalidCounter)
 		assert.Contains(t, err.Error(), o.name(modelPost, "likes"))
 		assert.Contains(t, err.Error(), "integer")
 	})

@@ -8,9 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"gorm.io/gorm"
+
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/gormcounter"
 	"github.com/hotcounter/hotcounter/internal/testdb"
-	"gorm.io/gorm"
 )
 
 func storyClaps(t testing.TB, db *gorm.DB, id uint, live bool) int64 {
@@ -73,7 +75,7 @@ func TestAppendRollupUnderWriters(t *testing.T) {
 		id := o.create(t, modelStory)
 		ctx, stop := context.WithCancel(context.Background())
 		loop := make(chan error, 1)
-		go func() { loop <- o.rollupLoop(ctx, modelStory, 2*time.Millisecond, nil) }()
+		go func() { loop <- o.rollupLoop(ctx, modelStory, 2*time.Millisecond) }()
 		stopReader := watchNeverBackwards([]int64{id}, "live claps", func(id int64) (int64, error) { return o.exact(modelStory, id, "claps") })
 		done := hammer(t, 8, 100, func() error { return o.increment(modelStory, id, "claps", 1) })
 		readErr := stopReader()
@@ -154,7 +156,7 @@ func TestBufferWritesAppendCounters(t *testing.T) {
 	must(t, db.AutoMigrate(&Story{}))
 	s := Story{Title: "s"}
 	must(t, db.Create(&s).Error)
-	buf, err := gormcounter.NewBuffer(db, gormcounter.BufferConfig{Interval: 10 * time.Millisecond})
+	buf, err := gormcounter.NewBuffer(context.Background(), db, hotcounter.BufferConfig{Interval: 10 * time.Millisecond})
 	must(t, err)
 	ctx := context.Background()
 	done := hammer(t, 8, 200, func() error { return buf.Increment(ctx, &Story{ID: s.ID}, "Claps", 1) })

@@ -6,6 +6,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/entcounter"
 	"github.com/hotcounter/hotcounter/gormcounter"
 	"github.com/hotcounter/hotcounter/integration_test/ent"
@@ -54,7 +55,7 @@ func benchEntIncrementOneRow(b *testing.B, kind dbKind) {
 	// policy and interceptors a schema may have): the timing includes the
 	// final flush.
 	b.Run("buffered", func(b *testing.B) {
-		buf, err := entcounter.NewBuffer(ctx, c, entcounter.BufferConfig{})
+		buf, err := entcounter.NewBuffer(ctx, c, hotcounter.BufferConfig{})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/gormcounter"
 	"github.com/hotcounter/hotcounter/internal/detect"
 )
@@ -354,7 +355,7 @@ func benchAtScale(b *testing.B, n int) {
 	run("load-hot", "plain-id", loadOne(hotPost))
 	fresh := true // the likes are as seeded, not compacted yet
 	b.Run("compact", func(b *testing.B) {
-		var done gormcounter.Compacted
+		var done hotcounter.Compacted
 		for range b.N {
 			if !fresh {
 				b.StopTimer()

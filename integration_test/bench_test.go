@@ -9,11 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/gormcounter"
 	"github.com/hotcounter/hotcounter/internal/testdb"
 	"github.com/hotcounter/hotcounter/redisstore"
-	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
 )
 
 // benchWriters is the number of concurrent writers in the write benchmarks.
@@ -137,7 +139,7 @@ func benchIncrementOneRow(b *testing.B, kind dbKind) {
 	// Write-behind: increments add up in memory; the timing includes the
 	// final flush, so every increment counted here is in the database.
 	b.Run("buffer", func(b *testing.B) {
-		buf, err := gormcounter.NewBuffer(db, gormcounter.BufferConfig{Interval: time.Second})
+		buf, err := gormcounter.NewBuffer(context.Background(), db, hotcounter.BufferConfig{Interval: time.Second})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -151,7 +153,7 @@ func benchIncrementOneRow(b *testing.B, kind dbKind) {
 	// the timing includes the final flush.
 	b.Run("redis", func(b *testing.B) {
 		rdb, prefix := redisFor(b)
-		buf, err := gormcounter.NewBuffer(db, gormcounter.BufferConfig{Interval: time.Second,
+		buf, err := gormcounter.NewBuffer(context.Background(), db, hotcounter.BufferConfig{Interval: time.Second,
 			Store: redisstore.New(rdb, redisstore.Options{Prefix: prefix})})
 		if err != nil {
 			b.Fatal(err)

@@ -12,11 +12,13 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/entcounter"
 	"github.com/hotcounter/hotcounter/gormcounter"
 	"github.com/hotcounter/hotcounter/internal/testdb"
-	"gorm.io/driver/postgres"
-	"gorm.io/gorm"
 )
 
 // The tests of this file run on a Citus coordinator that
@@ -258,7 +260,7 @@ func TestGuardedStockOnCitusIsNeverOversold(t *testing.T) {
 		err := gormcounter.Take(db.Model(&CitusPost{ID: p.ID}), "Stock", 1).Error
 		if err == nil {
 			took.Add(1)
-		} else if !errors.Is(err, gormcounter.ErrInsufficient) {
+		} else if !errors.Is(err, hotcounter.ErrInsufficient) {
 			return err
 		}
 		return nil
@@ -342,7 +344,7 @@ func TestEntCountersOnCitusStayExact(t *testing.T) {
 		err := c.Product.TakeStock(ctx, p.ID, 1)
 		if err == nil {
 			took.Add(1)
-		} else if errors.Is(err, entcounter.ErrInsufficient) {
+		} else if errors.Is(err, hotcounter.ErrInsufficient) {
 			err = nil
 		}
 		return err
@@ -474,7 +476,7 @@ func TestIncrementsByConditionAndTheBufferOnCitusStayExact(t *testing.T) {
 		must(t, r.Error)
 	}
 	ctx := context.Background()
-	buf, err := gormcounter.NewBuffer(db, gormcounter.BufferConfig{Interval: time.Hour})
+	buf, err := gormcounter.NewBuffer(context.Background(), db, hotcounter.BufferConfig{Interval: time.Hour})
 	must(t, err)
 	hammer(t, 16, 10, func() error { return buf.Increment(ctx, &CitusPost{ID: ps[0].ID}, "Likes", 1) })
 	var live []CitusPost
@@ -698,7 +700,7 @@ func TestUUIDKeyedCountersOnCitusStayExact(t *testing.T) {
 		switch {
 		case err == nil:
 			took.Add(1)
-		case errors.Is(err, gormcounter.ErrInsufficient):
+		case errors.Is(err, hotcounter.ErrInsufficient):
 			err = nil // 160 takes of 100
 		}
 		return err

@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"gorm.io/gorm"
+
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/entcounter"
 	"github.com/hotcounter/hotcounter/gormcounter"
-	"gorm.io/gorm"
 )
 
 // compactNow runs a compaction pass and fails the test if it does not
@@ -286,7 +288,7 @@ func compactWalksBatches(t *testing.T, e *env) {
 					want[id] += d
 				}
 			}
-			compactUntilDone(t, func() (gormcounter.Compacted, error) { return gormcounter.CompactPass(db, kc.model("")) })
+			compactUntilDone(t, func() (hotcounter.Compacted, error) { return gormcounter.CompactPass(db, kc.model("")) })
 			for _, id := range kc.ids {
 				var got int64
 				must(t, db.Raw(fmt.Sprintf("SELECT COALESCE(SUM(n), 0) FROM %s WHERE %s = ?", kc.slot, kc.owner), id).Row().Scan(&got))

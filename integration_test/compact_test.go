@@ -10,9 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"gorm.io/gorm"
+
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/entcounter"
 	"github.com/hotcounter/hotcounter/gormcounter"
-	"gorm.io/gorm"
 )
 
 // slotsOf returns how many slot rows owner has in table, and how many of
@@ -29,7 +31,7 @@ func slotsOf(t testing.TB, db *gorm.DB, table, owner string, id uint) (rows, val
 // would in production: see engine.ReuseWait), for at most a minute, and
 // returns what they did together. A pass that says it grew the slot
 // tables it compacted fails t.
-func compactUntilDone(t testing.TB, pass func() (gormcounter.Compacted, error)) gormcounter.Compacted {
+func compactUntilDone(t testing.TB, pass func() (hotcounter.Compacted, error)) hotcounter.Compacted {
 	t.Helper()
 	all, grew := compactPasses(t, pass)
 	if grew != "" {
@@ -40,7 +42,7 @@ func compactUntilDone(t testing.TB, pass func() (gormcounter.Compacted, error)) 
 
 // compactPasses is compactUntilDone that returns, instead of failing the
 // test, what the first pass that grew the slot tables did ("" if none did).
-func compactPasses(t testing.TB, pass func() (gormcounter.Compacted, error)) (all gormcounter.Compacted, grew string) {
+func compactPasses(t testing.TB, pass func() (hotcounter.Compacted, error)) (all hotcounter.Compacted, grew string) {
 	t.Helper()
 	for deadline := time.Now().Add(time.Minute); ; {
 		done, err := pass()
@@ -409,7 +411,7 @@ func TestPassesRefuseTransactions(t *testing.T) {
 	cancel() // were the loop to start, it would run one pass and return nil
 	for name, err := range map[string]error{
 		"RollupPass":  gormcounter.RollupPass(tx, &Post{}),
-		"RollupLoop":  gormcounter.RollupLoop(cancelled, tx, time.Second, nil, &Post{}),
+		"RollupLoop":  gormcounter.RollupLoop(cancelled, tx, time.Second, &Post{}),
 		"CompactPass": errOf(gormcounter.CompactPass(tx, &Post{})),
 		"MoveToSlots": func() error { _, err := gormcounter.MoveToSlots(tx, &Post{}); return err }(),
 	} {
@@ -437,7 +439,7 @@ func TestCompactionLeavesTheSlotTableNoLarger(t *testing.T) {
 	const posts = 20000
 	for _, order := range []string{"id, g", "g, id"} {
 		t.Run("by "+order, func(t *testing.T) {
-			compactPostgres(t, func(t *testing.T, db *gorm.DB, compact func() (gormcounter.Compacted, error)) {
+			compactPostgres(t, func(t *testing.T, db *gorm.DB, compact func() (hotcounter.Compacted, error)) {
 				var options string
 				must(t, db.Raw("SELECT COALESCE(array_to_string(reloptions, ','), '') FROM pg_class WHERE oid = 'post_likes_slots'::regclass").Row().Scan(&options))
 				if options != "fillfactor=90" {
@@ -488,7 +490,7 @@ func TestCompactionLeavesTheSlotTableNoLarger(t *testing.T) {
 func TestCompactionPostponesWhileATransactionKeepsTheRoomItMade(t *testing.T) {
 	parallel(t)
 	const posts = 2000 // more than a batch (500): the pass's transactions share pages
-	compactPostgres(t, func(t *testing.T, db *gorm.DB, compact func() (gormcounter.Compacted, error)) {
+	compactPostgres(t, func(t *testing.T, db *gorm.DB, compact func() (hotcounter.Compacted, error)) {
 		seedBulkLikes(t, db, posts, "id, g")
 		holder := db.Begin(&sql.TxOptions{Isolation: sql.LevelRepeatableRead})
 		defer holder.Rollback()
@@ -522,18 +524,18 @@ func TestCompactionPostponesWhileATransactionKeepsTheRoomItMade(t *testing.T) {
 // compactPostgres runs check on PostgreSQL for GORM and for ent (its
 // schema migrated with WithCounters, as docs/ent.md says), with the pass of
 // each, on databases of their own.
-func compactPostgres(t *testing.T, check func(t *testing.T, db *gorm.DB, compact func() (gormcounter.Compacted, error))) {
+func compactPostgres(t *testing.T, check func(t *testing.T, db *gorm.DB, compact func() (hotcounter.Compacted, error))) {
 	t.Run("gorm", func(t *testing.T) {
 		parallel(t)
 		db := open(t, pg).db
 		must(t, db.AutoMigrate(&Author{}, &Post{}))
-		check(t, db, func() (gormcounter.Compacted, error) { return gormcounter.CompactPass(db, &Post{}) })
+		check(t, db, func() (hotcounter.Compacted, error) { return gormcounter.CompactPass(db, &Post{}) })
 	})
 	t.Run("ent", func(t *testing.T) {
 		parallel(t)
 		e := openEnt(t, pg, false)
 		must(t, entMigrate(context.Background(), e.client, entcounter.WithCounters(e.client)))
-		check(t, e.db, func() (gormcounter.Compacted, error) { return entcounter.CompactPass(context.Background(), e.client) })
+		check(t, e.db, func() (hotcounter.Compacted, error) { return entcounter.CompactPass(context.Background(), e.client) })
 	})
 }
 

@@ -28,6 +28,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/entcounter"
 	"github.com/hotcounter/hotcounter/gormcounter"
 	"github.com/hotcounter/hotcounter/integration_test/ent"
@@ -116,19 +117,19 @@ type counterORM interface {
 	// rollup and rollupLoop fold the rollup and append counters of model
 	// (GORM names the model; ent folds every counter of the client).
 	rollup(model string) error
-	rollupLoop(ctx context.Context, model string, every time.Duration, onError func(error)) error
+	rollupLoop(ctx context.Context, model string, every time.Duration) error
 	// compact runs a compaction pass over model's sum counters (ent:
 	// every counter of the client).
-	compact(model string) (gormcounter.Compacted, error)
+	compact(model string) (hotcounter.Compacted, error)
 	// moveToSlots moves what model's sum counters hold in parent columns
 	// of their own name onto slot rows (ent: every counter of the client).
-	moveToSlots(model string) (gormcounter.Moved, error)
+	moveToSlots(model string) (hotcounter.Moved, error)
 	// buffer returns a write-behind buffer of the ORM (gormcounter's or
 	// entcounter's NewBuffer).
-	buffer(t testing.TB, cfg gormcounter.BufferConfig) counterBuffer
+	buffer(t testing.TB, cfg hotcounter.BufferConfig) counterBuffer
 	// bufferSchema returns the statements of a buffer's ledger table
 	// (gormcounter's or entcounter's BufferSchemaSQL).
-	bufferSchema(cfg gormcounter.BufferConfig) (gormcounter.Script, error)
+	bufferSchema(cfg hotcounter.BufferConfig) (hotcounter.Script, error)
 	// sent returns how many statements the ORM sent while fn ran.
 	sent(fn func()) int64
 	// within returns the same ORM with its statements under ctx.
@@ -146,7 +147,7 @@ type counterORM interface {
 	through(t testing.TB, dsn string, s settings) counterORM
 	// hotKeys returns the client's k hottest rows (gormcounter.HotKeys,
 	// entcounter.HotKeys).
-	hotKeys(t testing.TB, k int) []gormcounter.HotKey
+	hotKeys(k int) ([]hotcounter.HotKey, error)
 	// onEnv is the test database the ORM runs on.
 	onEnv() *env
 	// version opens deploy v of the versioned application (appVersion,
@@ -164,7 +165,7 @@ type counterBuffer interface {
 	close(ctx context.Context) error
 	// pending is the buffer's delta of a post's counter, not yet written
 	// (Pending).
-	pending(model string, id int64, field string) (int64, error)
+	pending(ctx context.Context, model string, id int64, field string) (int64, error)
 	// live loads the posts with ids in one query with what the buffer
 	// holds (GORM's buf.Live() clause, ent's buf.Live(ctx)) and returns
 	// each one's likes and views, in the order of ids.
@@ -181,10 +182,15 @@ type settings struct {
 	// process that serves them declares them before any statement (ent's
 	// client declares every schema of its own).
 	DeclareModels bool
+	// HotKeysOff turns the counting of hot keys off (Config.HotKeys.Off).
+	HotKeysOff bool
+	// OnError hears the errors of background work (Config.OnError).
+	OnError func(error)
 }
 
 func (s settings) gorm() gormcounter.Config {
-	cfg := gormcounter.Config{RollupBatchSize: s.BatchSize, InFlight: s.InFlight, AutoCooldown: s.AutoCooldown, MeterProvider: s.MeterProvider}
+	cfg := gormcounter.Config{RollupBatchSize: s.BatchSize, InFlight: s.InFlight, AutoCooldown: s.AutoCooldown, MeterProvider: s.MeterProvider,
+		HotKeys: hotcounter.HotKeysConfig{Off: s.HotKeysOff}, OnError: s.OnError}
 	if s.DeclareModels {
 		for _, m := range []string{modelPost, modelSkipPost, modelStory, modelReel, modelProduct} {
 			cfg.Models = append(cfg.Models, gormModel(m, 0))
@@ -194,7 +200,8 @@ func (s settings) gorm() gormcounter.Config {
 }
 
 func (s settings) ent() entcounter.Config {
-	return entcounter.Config{RollupBatchSize: s.BatchSize, InFlight: s.InFlight, AutoCooldown: s.AutoCooldown, MeterProvider: s.MeterProvider}
+	return entcounter.Config{RollupBatchSize: s.BatchSize, InFlight: s.InFlight, AutoCooldown: s.AutoCooldown, MeterProvider: s.MeterProvider,
+		HotKeys: hotcounter.HotKeysConfig{Off: s.HotKeysOff}, OnError: s.OnError}
 }
 
 // exactly is counterORM.exact, failing t on an error.
@@ -469,11 +476,11 @@ func (o gormORM) rollup(model string) error {
 	return gormcounter.RollupPass(o.gdb, gormModel(model, 0))
 }
 
-func (o gormORM) rollupLoop(ctx context.Context, model string, every time.Duration, onError func(error)) error {
-	return gormcounter.RollupLoop(ctx, o.gdb, every, onError, gormModel(model, 0))
+func (o gormORM) rollupLoop(ctx context.Context, model string, every time.Duration) error {
+	return gormcounter.RollupLoop(ctx, o.gdb, every, gormModel(model, 0))
 }
 
-func (o gormORM) compact(model string) (gormcounter.Compacted, error) {
+func (o gormORM) compact(model string) (hotcounter.Compacted, error) {
 	return gormcounter.CompactPass(o.gdb, gormModel(model, 0))
 }
 
@@ -482,8 +489,8 @@ type gormBuffer struct {
 	db *gorm.DB
 }
 
-func (b gormBuffer) pending(model string, id int64, field string) (int64, error) {
-	return b.b.Pending(gormModel(model, id), gormField(field))
+func (b gormBuffer) pending(ctx context.Context, model string, id int64, field string) (int64, error) {
+	return b.b.Pending(ctx, gormModel(model, id), gormField(field))
 }
 
 func (b gormBuffer) live(ctx context.Context, ids []int64) ([][2]int64, error) {
@@ -511,18 +518,18 @@ func (b gormBuffer) increment(ctx context.Context, model string, id int64, field
 func (b gormBuffer) flush(ctx context.Context) error { return b.b.Flush(ctx) }
 func (b gormBuffer) close(ctx context.Context) error { return b.b.Close(ctx) }
 
-func (o gormORM) moveToSlots(model string) (gormcounter.Moved, error) {
+func (o gormORM) moveToSlots(model string) (hotcounter.Moved, error) {
 	return gormcounter.MoveToSlots(o.gdb, gormModel(model, 0))
 }
 
-func (o gormORM) buffer(t testing.TB, cfg gormcounter.BufferConfig) counterBuffer {
+func (o gormORM) buffer(t testing.TB, cfg hotcounter.BufferConfig) counterBuffer {
 	t.Helper()
-	b, err := gormcounter.NewBuffer(o.gdb, cfg)
+	b, err := gormcounter.NewBuffer(context.Background(), o.gdb, cfg)
 	must(t, err)
 	return gormBuffer{b, o.gdb}
 }
 
-func (o gormORM) bufferSchema(cfg gormcounter.BufferConfig) (gormcounter.Script, error) {
+func (o gormORM) bufferSchema(cfg hotcounter.BufferConfig) (hotcounter.Script, error) {
 	return gormcounter.BufferSchemaSQL(o.gdb, cfg)
 }
 
@@ -556,12 +563,7 @@ func (o gormORM) through(t testing.TB, dsn string, s settings) counterORM {
 	return gormORM{e: o.e, gdb: db}
 }
 
-func (o gormORM) hotKeys(t testing.TB, k int) []gormcounter.HotKey {
-	t.Helper()
-	keys, err := gormcounter.HotKeys(o.gdb, k)
-	must(t, err)
-	return keys
-}
+func (o gormORM) hotKeys(k int) ([]hotcounter.HotKey, error) { return gormcounter.HotKeys(o.gdb, k) }
 
 type entORM struct {
 	e      *entEnv
@@ -584,8 +586,8 @@ type entBuffer struct {
 	client *ent.Client
 }
 
-func (b entBuffer) pending(model string, id int64, field string) (int64, error) {
-	return b.b.Pending(modelTypes[model], field, int(id))
+func (b entBuffer) pending(ctx context.Context, model string, id int64, field string) (int64, error) {
+	return b.b.Pending(ctx, modelTypes[model], field, int(id))
 }
 
 func (b entBuffer) live(ctx context.Context, ids []int64) ([][2]int64, error) {
@@ -603,14 +605,14 @@ func (b entBuffer) increment(ctx context.Context, model string, id int64, field 
 func (b entBuffer) flush(ctx context.Context) error { return b.b.Flush(ctx) }
 func (b entBuffer) close(ctx context.Context) error { return b.b.Close(ctx) }
 
-func (o entORM) moveToSlots(string) (gormcounter.Moved, error) {
+func (o entORM) moveToSlots(string) (hotcounter.Moved, error) {
 	if err := o.e.entEveryTable(o.ctx()); err != nil {
-		return gormcounter.Moved{}, err
+		return hotcounter.Moved{}, err
 	}
 	return entcounter.MoveToSlots(o.ctx(), o.client)
 }
 
-func (o entORM) buffer(t testing.TB, cfg gormcounter.BufferConfig) counterBuffer {
+func (o entORM) buffer(t testing.TB, cfg hotcounter.BufferConfig) counterBuffer {
 	t.Helper()
 	b, err := entcounter.NewBuffer(o.ctx(), o.client, cfg)
 	must(t, err)
@@ -619,7 +621,7 @@ func (o entORM) buffer(t testing.TB, cfg gormcounter.BufferConfig) counterBuffer
 
 func (o entORM) sent(fn func()) int64 { return entStatements(o.e, fn) }
 
-func (o entORM) bufferSchema(cfg gormcounter.BufferConfig) (gormcounter.Script, error) {
+func (o entORM) bufferSchema(cfg hotcounter.BufferConfig) (hotcounter.Script, error) {
 	return entcounter.BufferSchemaSQL(o.client, cfg)
 }
 
@@ -912,16 +914,16 @@ func (o entORM) rollup(string) error {
 	return entcounter.RollupPass(o.ctx(), o.client)
 }
 
-func (o entORM) rollupLoop(ctx context.Context, _ string, every time.Duration, onError func(error)) error {
+func (o entORM) rollupLoop(ctx context.Context, _ string, every time.Duration) error {
 	if err := o.e.entEveryTable(o.ctx()); err != nil {
 		return err
 	}
-	return entcounter.RollupLoop(ctx, o.client, every, onError)
+	return entcounter.RollupLoop(ctx, o.client, every)
 }
 
-func (o entORM) compact(string) (gormcounter.Compacted, error) {
+func (o entORM) compact(string) (hotcounter.Compacted, error) {
 	if err := o.e.entEveryTable(o.ctx()); err != nil {
-		return gormcounter.Compacted{}, err
+		return hotcounter.Compacted{}, err
 	}
 	return entcounter.CompactPass(o.ctx(), o.client)
 }
@@ -954,9 +956,7 @@ func (o entORM) configured(t testing.TB, s settings, c *ent.Client) counterORM {
 	return entORM{e: o.e, client: c}
 }
 
-func (o entORM) hotKeys(_ testing.TB, k int) []gormcounter.HotKey {
-	return entcounter.HotKeys(o.client, k)
-}
+func (o entORM) hotKeys(k int) ([]hotcounter.HotKey, error) { return entcounter.HotKeys(o.client, k) }
 
 // eachORMInTurn runs fn for each ORM in turn on a database of kind, GORM
 // first, never both at once: for a test that reads figures of the whole

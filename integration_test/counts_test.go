@@ -14,6 +14,7 @@ import (
 	entsql "entgo.io/ent/dialect/sql"
 	"gorm.io/gorm"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/entcounter"
 	"github.com/hotcounter/hotcounter/gormcounter"
 	"github.com/hotcounter/hotcounter/integration_test/ent"
@@ -226,7 +227,7 @@ func TestCountsFollowEveryWritePath(t *testing.T) {
 		}
 
 		err := s.incrementCount(ps[0])
-		if !errors.Is(err, gormcounter.ErrNotIncrement) || !strings.Contains(err.Error(), s.countName()) {
+		if !errors.Is(err, hotcounter.ErrNotIncrement) || !strings.Contains(err.Error(), s.countName()) {
 			t.Errorf("an increment of a count: %v; want ErrNotIncrement naming %s", err, s.countName())
 		}
 		check("a refused increment", nil)
@@ -291,7 +292,7 @@ func TestCountsFollowGormsUpdatesAndSoftDeletes(t *testing.T) {
 func TestRecountRefusesACounterThatCountsNothing(t *testing.T) {
 	parallel(t)
 	e := open(t, lite)
-	if _, err := gormcounter.Recount(e.db.Model(&Post{}), "Likes"); !errors.Is(err, gormcounter.ErrNotCounter) {
+	if _, err := gormcounter.Recount(e.db.Model(&Post{}), "Likes"); !errors.Is(err, hotcounter.ErrNotCounter) {
 		t.Fatalf("Recount of a plain counter: %v; want ErrNotCounter", err)
 	}
 }
@@ -531,7 +532,7 @@ func TestCountDeclarationErrors(t *testing.T) {
 		{&countsTotalByHooks{}, []string{"countsTotalByHooks.N", "total=", "hooks"}},
 	} {
 		err := e.db.AutoMigrate(c.model)
-		if !errors.Is(err, gormcounter.ErrInvalidCounter) {
+		if !errors.Is(err, hotcounter.ErrInvalidCounter) {
 			t.Errorf("AutoMigrate(%T) = %v; want ErrInvalidCounter", c.model, err)
 			continue
 		}
@@ -588,7 +589,7 @@ func TestCountsWithRollupLoop(t *testing.T) {
 			objs := k.newChildren(t, db, owners, "active")
 			ctx, cancel := context.WithCancel(context.Background())
 			loop := make(chan error, 1)
-			go func() { loop <- gormcounter.RollupLoop(ctx, db, 5*time.Millisecond, nil, &Category{}) }()
+			go func() { loop <- gormcounter.RollupLoop(ctx, db, 5*time.Millisecond, &Category{}) }()
 			moved := hammer(t, 8, 100, func() error {
 				return db.Model(&Object{}).Where("id = ?", objs[rand.IntN(len(objs))]).Update(k.ref, ps[rand.IntN(len(ps))]).Error
 			})

@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"gorm.io/gorm"
+
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/entcounter"
 	"github.com/hotcounter/hotcounter/gormcounter"
-	"gorm.io/gorm"
 )
 
 // Lock order across statements on MariaDB (docs/counts.md, "Deadlocks"):
@@ -166,7 +168,7 @@ func TestMissingCountTriggersFailLoadsNamingTheMigrationThatRepairsThem(t *testi
 			defer sqlDB.Close()
 			must(t, fresh.Use(gormcounter.New(gormcounter.Config{})))
 			err = fresh.Find(&[]Category{}).Error
-			if !errors.Is(err, gormcounter.ErrNotMigrated) || !strings.Contains(err.Error(), "Category.ObjectCount") || !strings.Contains(err.Error(), "AutoMigrate") {
+			if !errors.Is(err, hotcounter.ErrNotMigrated) || !strings.Contains(err.Error(), "Category.ObjectCount") || !strings.Contains(err.Error(), "AutoMigrate") {
 				t.Fatalf("a load with the triggers missing = %v; want ErrNotMigrated naming Category.ObjectCount and AutoMigrate", err)
 			}
 			k.migrate(t, e.db)
@@ -189,7 +191,7 @@ func TestMissingCountTriggersFailLoadsNamingTheMigrationThatRepairsThem(t *testi
 				must(t, err)
 			}
 			_, err := ee.client.Shelf.Query().All(ctx)
-			if !errors.Is(err, entcounter.ErrNotMigrated) || !strings.Contains(err.Error(), "Shelf.book_count") || !strings.Contains(err.Error(), "WithCounters") {
+			if !errors.Is(err, hotcounter.ErrNotMigrated) || !strings.Contains(err.Error(), "Shelf.book_count") || !strings.Contains(err.Error(), "WithCounters") {
 				t.Fatalf("a load with the triggers missing = %v; want ErrNotMigrated naming Shelf.book_count and WithCounters", err)
 			}
 			must(t, entMigrate(ctx, ee.client, entcounter.WithCounters(ee.client)))

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/entcounter"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 )
@@ -23,7 +24,7 @@ func TestEntTypedMethodsTakeRecountAddThroughABufferAndLoadLive(t *testing.T) {
 		p := c.Product.Create().SaveX(ctx)
 		c.Product.UpdateOneID(p.ID).AddStock(5).ExecX(ctx)
 		must(t, c.Product.TakeStock(ctx, p.ID, 3))
-		if err := c.Product.TakeStock(ctx, p.ID, 3); !errors.Is(err, entcounter.ErrInsufficient) {
+		if err := c.Product.TakeStock(ctx, p.ID, 3); !errors.Is(err, hotcounter.ErrInsufficient) {
 			t.Fatalf("TakeStock of 3 with 2 left = %v, want ErrInsufficient", err)
 		}
 		tx, err := c.Tx(ctx)
@@ -46,12 +47,12 @@ func TestEntTypedMethodsTakeRecountAddThroughABufferAndLoadLive(t *testing.T) {
 			t.Fatalf("book count %d after RecountBookCount, want 3", got)
 		}
 
-		buf, err := entcounter.NewBuffer(ctx, c, entcounter.BufferConfig{Interval: time.Hour})
+		buf, err := entcounter.NewBuffer(ctx, c, hotcounter.BufferConfig{Interval: time.Hour})
 		must(t, err)
 		pst := c.Post.Create().SaveX(ctx)
 		must(t, c.Post.Buffered(buf).AddLikes(ctx, pst.ID, 4))
 		must(t, c.Post.Buffered(buf).AddViews(ctx, pst.ID, 2))
-		if n, err := buf.Pending("Post", post.FieldLikes, pst.ID); err != nil || n != 4 {
+		if n, err := buf.Pending(context.Background(), "Post", post.FieldLikes, pst.ID); err != nil || n != 4 {
 			t.Fatalf("Pending likes = %d, %v; want the 4 added through Buffered", n, err)
 		}
 		must(t, buf.Close(ctx))

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/examples/gormgen/model"
 	"github.com/hotcounter/hotcounter/examples/gormgen/query"
 	"github.com/hotcounter/hotcounter/gormcounter"
@@ -141,7 +142,7 @@ func TestGenReadsAndAssignsCountersAsGORMDoes(t *testing.T) {
 			}
 		}
 		_, err = p.WithContext(ctx).Where(p.ID.Eq(ids[0])).UpdateSimple(p.Likes.Mul(2))
-		if !errors.Is(err, gormcounter.ErrNotIncrement) || !strings.Contains(err.Error(), "Post.Likes") {
+		if !errors.Is(err, hotcounter.ErrNotIncrement) || !strings.Contains(err.Error(), "Post.Likes") {
 			t.Errorf("UpdateSimple(Likes.Mul(2)): %v, want ErrNotIncrement naming Post.Likes", err)
 		}
 	})

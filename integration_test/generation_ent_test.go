@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/hotcounter/hotcounter/entcounter"
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/integration_test/entversions/noext"
 	_ "github.com/hotcounter/hotcounter/integration_test/entversions/noext/runtime"
 )
@@ -34,7 +34,7 @@ func TestEntWithoutTheExtensionEveryOperationSaysHowToGenerate(t *testing.T) {
 			"UpdateOne().AddPlays": func() error { return c.Reel.UpdateOneID(id).AddPlays(1).Exec(ctx) },
 			"Delete":               func() error { return c.Reel.DeleteOneID(id).Exec(ctx) },
 		} {
-			if err := run(); !errors.Is(err, entcounter.ErrNotConfigured) {
+			if err := run(); !errors.Is(err, hotcounter.ErrNotConfigured) {
 				t.Errorf("%s without the extension: %v; want ErrNotConfigured", name, err)
 			}
 		}

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hotcounter/hotcounter/entcounter"
-	"github.com/hotcounter/hotcounter/gormcounter"
 	"gorm.io/gorm"
+
+	"github.com/hotcounter/hotcounter"
 )
 
 // Product's stock is a guarded counter: it never goes below zero.
@@ -111,7 +111,7 @@ func flashSale(t *testing.T, buyers int, initial int64, take, restock func() err
 							restockDone.Store(true)
 						})
 					}
-				case errors.Is(err, gormcounter.ErrInsufficient):
+				case errors.Is(err, hotcounter.ErrInsufficient):
 					nrefused.Add(1)
 					if !restockDone.Load() {
 						if sold := nsold.Load(); sold < initial-int64(buyers) {
@@ -194,10 +194,10 @@ func TestGuardedTakeRollsBackRefusesAndNames(t *testing.T) {
 		}
 		stock := o.name(modelProduct, "stock")
 		err = o.take(modelProduct, id, "stock", 11)
-		if !errors.Is(err, gormcounter.ErrInsufficient) || !errors.Is(err, entcounter.ErrInsufficient) || !strings.Contains(err.Error(), stock) {
+		if !errors.Is(err, hotcounter.ErrInsufficient) || !errors.Is(err, hotcounter.ErrInsufficient) || !strings.Contains(err.Error(), stock) {
 			t.Fatalf("take of 11 from 10: %v; want ErrInsufficient naming %s", err, stock)
 		}
-		if short := (*gormcounter.Shortage)(nil); !errors.As(err, &short) || short.Left != 10 || short.Asked != 11 {
+		if short := (*hotcounter.Shortage)(nil); !errors.As(err, &short) || short.Left != 10 || short.Asked != 11 {
 			t.Fatalf("take of 11 from 10: %v; want a Shortage of 10 left, 11 asked", err)
 		}
 		// Spread over 16 rows, 10 units sit in 10 rows of 1: a take of 4
@@ -210,12 +210,12 @@ func TestGuardedTakeRollsBackRefusesAndNames(t *testing.T) {
 			"an assignment below zero":   func() error { return o.set(modelProduct, id, "stock", -1) },
 			"a creation below zero":      func() error { return errOf(o.createWith(modelProduct, "stock", -5)) },
 		} {
-			if err := write(); !errors.Is(err, gormcounter.ErrNegativeGuarded) || !errors.Is(err, entcounter.ErrNegativeGuarded) || !strings.Contains(err.Error(), stock) {
+			if err := write(); !errors.Is(err, hotcounter.ErrNegativeGuarded) || !errors.Is(err, hotcounter.ErrNegativeGuarded) || !strings.Contains(err.Error(), stock) {
 				t.Fatalf("%s of a guarded counter: %v; want ErrNegativeGuarded naming %s", what, err, stock)
 			}
 		}
 		post := o.create(t, modelPost)
-		if err := o.take(modelPost, post, "likes", 1); !errors.Is(err, gormcounter.ErrNotGuarded) || !strings.Contains(err.Error(), o.name(modelPost, "likes")) {
+		if err := o.take(modelPost, post, "likes", 1); !errors.Is(err, hotcounter.ErrNotGuarded) || !strings.Contains(err.Error(), o.name(modelPost, "likes")) {
 			t.Fatalf("Take of %s: %v; want ErrNotGuarded naming it", o.name(modelPost, "likes"), err)
 		}
 		total, lowest := stockRows(t, db, id)
@@ -241,7 +241,7 @@ func TestGuardedTakeOfAMissingRowIsNotFound(t *testing.T) {
 		if !errors.Is(err, errNoRow) {
 			t.Errorf("a take from a missing row in a transaction: %v; want NotFound", err)
 		}
-		var short *gormcounter.Shortage
+		var short *hotcounter.Shortage
 		if err := o.take(modelProduct, empty, "stock", 1); !errors.As(err, &short) || short.Left != 0 || errors.Is(err, errNoRow) {
 			t.Errorf("a take from a row without stock: %v; want a Shortage of 0 left, not NotFound", err)
 		}
@@ -281,9 +281,9 @@ func buyUntilSoldOut(sold *atomic.Int64, size int64, take func(size int64) error
 		switch {
 		case err == nil:
 			sold.Add(size)
-		case errors.Is(err, gormcounter.ErrInsufficient) && size > 1:
+		case errors.Is(err, hotcounter.ErrInsufficient) && size > 1:
 			size = 1
-		case errors.Is(err, gormcounter.ErrInsufficient):
+		case errors.Is(err, hotcounter.ErrInsufficient):
 			return nil
 		default:
 			return err

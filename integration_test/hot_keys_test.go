@@ -2,15 +2,17 @@ package integration_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"gorm.io/gorm"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/gormcounter"
 )
 
 // hotKey finds the reported row of table.column, or fails.
-func hotKey(t *testing.T, keys []gormcounter.HotKey, table, column, key string) gormcounter.HotKey {
+func hotKey(t *testing.T, keys []hotcounter.HotKey, table, column, key string) hotcounter.HotKey {
 	t.Helper()
 	for _, k := range keys {
 		if k.Table == table && k.Column == column && k.Key == key {
@@ -18,7 +20,7 @@ func hotKey(t *testing.T, keys []gormcounter.HotKey, table, column, key string) 
 		}
 	}
 	t.Fatalf("no hot key %s.%s %s in %+v", table, column, key, keys)
-	return gormcounter.HotKey{}
+	return hotcounter.HotKey{}
 }
 
 func TestHotKeysCountIncrementsPerRowOfCountersAndPlainColumns(t *testing.T) {
@@ -71,6 +73,25 @@ func TestHotKeysCountIncrementsPerRowOfCountersAndPlainColumns(t *testing.T) {
 		must(t, err)
 		if len(top) != 2 || top[0].Key != "42" || top[1].Column != "likes" || top[1].Table != "posts" {
 			t.Errorf("the 2 hottest = %+v, want plains 42 and the post", top)
+		}
+	})
+}
+
+// With the counting of hot keys turned off in the Config, HotKeys says so
+// instead of reporting no hot rows. GORM and ent, on every database.
+func TestHotKeysWithTheCountingTurnedOffSaySo(t *testing.T) {
+	eachORM(t, func(t *testing.T, o counterORM) {
+		o = o.with(t, settings{HotKeysOff: true})
+		post := o.create(t, modelPost)
+		for i := 0; i < 5; i++ {
+			must(t, o.increment(modelPost, post, "likes", 1))
+		}
+		keys, err := o.hotKeys(10)
+		if err == nil || !strings.Contains(err.Error(), "HotKeys.Off") {
+			t.Fatalf("HotKeys with the counting off = %v, %v; want an error saying HotKeys.Off is set", keys, err)
+		}
+		if got := exactly(t, o, modelPost, post, "likes"); got != 5 {
+			t.Errorf("likes = %d, want 5", got)
 		}
 	})
 }

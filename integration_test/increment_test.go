@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hotcounter/hotcounter/gormcounter"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
+
+	"github.com/hotcounter/hotcounter"
+	"github.com/hotcounter/hotcounter/gormcounter"
 )
 
 // TestUpdateOfSomePostsWithACounterTouchesOnlyThem: Updates on a slice of
@@ -397,7 +399,7 @@ func TestExpressionsThatAreNotIncrementsFail(t *testing.T) {
 		}
 		for _, c := range cases {
 			err := c.run()
-			if !errors.Is(err, gormcounter.ErrNotIncrement) {
+			if !errors.Is(err, hotcounter.ErrNotIncrement) {
 				t.Fatalf("%s: err = %v, want ErrNotIncrement", c.name, err)
 			}
 			if !strings.Contains(err.Error(), "Post.") {
@@ -410,7 +412,7 @@ func TestExpressionsThatAreNotIncrementsFail(t *testing.T) {
 		}
 
 		err := gormcounter.Increment(db.Model(&post), "Title", 1).Error
-		if !errors.Is(err, gormcounter.ErrNotCounter) || !strings.Contains(err.Error(), "Post.Title") {
+		if !errors.Is(err, hotcounter.ErrNotCounter) || !strings.Contains(err.Error(), "Post.Title") {
 			t.Fatalf("Increment of a non-counter: %v", err)
 		}
 	})
@@ -646,7 +648,7 @@ func TestIncrementErrorsSayTheRealCause(t *testing.T) {
 			"Increment": gormcounter.Increment(db, "Likes", 1).Error,
 			"Take":      gormcounter.Take(db, "Stock", 1).Error,
 		} {
-			if !errors.Is(err, gormcounter.ErrNoModel) || errors.Is(err, gormcounter.ErrNotConfigured) || !strings.Contains(err.Error(), "db.Model") {
+			if !errors.Is(err, gormcounter.ErrNoModel) || errors.Is(err, hotcounter.ErrNotConfigured) || !strings.Contains(err.Error(), "db.Model") {
 				t.Errorf("%s on %s: %v; want ErrNoModel saying db.Model", call, what, err)
 			}
 		}
@@ -657,7 +659,7 @@ func TestIncrementErrorsSayTheRealCause(t *testing.T) {
 		t.Errorf("likes %d after the refused increments, want 0", loaded.Likes)
 	}
 	err := gormcounter.Increment(e.db.Model(&post), "Lieks", 1).Error
-	if !errors.Is(err, gormcounter.ErrNotCounter) || !strings.Contains(err.Error(), `Post has no field or column "Lieks"`) {
+	if !errors.Is(err, hotcounter.ErrNotCounter) || !strings.Contains(err.Error(), `Post has no field or column "Lieks"`) {
 		t.Errorf("Increment of a field Post does not have: %v", err)
 	}
 }

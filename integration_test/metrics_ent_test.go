@@ -30,7 +30,9 @@ func TestEntHotKeysCountPlainFieldIncrements(t *testing.T) {
 			"naive_posts.likes " + fmt.Sprint(naive.ID) + " plain": 5,
 		}
 		got := map[string]int64{}
-		for _, k := range entcounter.HotKeys(e.client, 10) {
+		hot, err := entcounter.HotKeys(e.client, 10)
+		must(t, err)
+		for _, k := range hot {
 			kind := "plain"
 			if k.Counter {
 				kind = "counter"

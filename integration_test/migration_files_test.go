@@ -23,6 +23,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/entcounter"
 	"github.com/hotcounter/hotcounter/gormcounter"
 	"github.com/hotcounter/hotcounter/integration_test/ent"
@@ -463,7 +464,7 @@ func gormFilesWork(t *testing.T, e *env) []FilePost {
 			switch err := gormcounter.Take(e.db.Model(&FilePost{ID: posts[1].ID}), "Stock", 1).Error; {
 			case err == nil:
 				sold.Add(1)
-			case errors.Is(err, gormcounter.ErrInsufficient):
+			case errors.Is(err, hotcounter.ErrInsufficient):
 				refused.Add(1)
 			default:
 				t.Error(err)
@@ -627,7 +628,7 @@ func entByFiles(t *testing.T, e *env) {
 			switch err := c.Product.TakeStock(ctx, product.ID, 1); {
 			case err == nil:
 				sold.Add(1)
-			case errors.Is(err, entcounter.ErrInsufficient):
+			case errors.Is(err, hotcounter.ErrInsufficient):
 				refused.Add(1)
 			default:
 				t.Error(err)

@@ -6,11 +6,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hotcounter/hotcounter/gormcounter"
 	"github.com/stretchr/testify/assert"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 	"gorm.io/gorm/schema"
+
+	"github.com/hotcounter/hotcounter"
+	"github.com/hotcounter/hotcounter/gormcounter"
 )
 
 func TestMigratorWrapperKeepsGormWorking(t *testing.T) {
@@ -252,7 +254,7 @@ func TestBadDeclarationsNameModelAndField(t *testing.T) {
 			{"DropTable", func() error { return e.db.Migrator().DropTable(c.model) }},
 		} {
 			err := step.run()
-			if !errors.Is(err, gormcounter.ErrInvalidCounter) {
+			if !errors.Is(err, hotcounter.ErrInvalidCounter) {
 				t.Fatalf("%s %T: err = %v, want ErrInvalidCounter", step.what, c.model, err)
 			}
 			if !strings.Contains(err.Error(), c.name) || !strings.Contains(err.Error(), c.says) {
@@ -266,7 +268,7 @@ func TestBadDeclarationsNameModelAndField(t *testing.T) {
 		t.Fatal("Use accepted DefaultSlots: -1")
 	}
 	err = raw.Use(gormcounter.New(gormcounter.Config{Models: []any{&Post{}, &WordSlots{}}}))
-	if !errors.Is(err, gormcounter.ErrInvalidCounter) || !strings.Contains(err.Error(), "WordSlots.N") {
+	if !errors.Is(err, hotcounter.ErrInvalidCounter) || !strings.Contains(err.Error(), "WordSlots.N") {
 		t.Fatalf("Use with a bad model in Config.Models: %v", err)
 	}
 	if _, wrapped := raw.Dialector.(interface{ Unwrap() gorm.Dialector }); wrapped {

@@ -8,6 +8,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/entcounter"
 	"github.com/hotcounter/hotcounter/gormcounter"
 )
@@ -28,7 +29,7 @@ type UnmigratedPost struct {
 func TestACounterWithoutItsSlotTableSaysToMigrate(t *testing.T) {
 	check := func(t *testing.T, what string, err error, counter, table string) {
 		t.Helper()
-		if !errors.Is(err, gormcounter.ErrNotMigrated) || !strings.Contains(err.Error(), counter) || !strings.Contains(err.Error(), table) ||
+		if !errors.Is(err, hotcounter.ErrNotMigrated) || !strings.Contains(err.Error(), counter) || !strings.Contains(err.Error(), table) ||
 			!strings.Contains(err.Error(), "SchemaSQL") {
 			t.Errorf("%s: got %v; want ErrNotMigrated naming %s, %s and SchemaSQL", what, err, counter, table)
 		}
@@ -89,7 +90,7 @@ func TestACounterWithoutItsSlotTableSaysToMigrate(t *testing.T) {
 func TestAChildWriteWhoseCountHasNoTriggersIsRefused(t *testing.T) {
 	check := func(t *testing.T, what string, err error, counter string) {
 		t.Helper()
-		if !errors.Is(err, gormcounter.ErrNotMigrated) || !strings.Contains(err.Error(), counter) || !strings.Contains(err.Error(), "SchemaSQL") {
+		if !errors.Is(err, hotcounter.ErrNotMigrated) || !strings.Contains(err.Error(), counter) || !strings.Contains(err.Error(), "SchemaSQL") {
 			t.Errorf("%s: got %v; want ErrNotMigrated naming %s and SchemaSQL", what, err, counter)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/gormcounter"
 )
 
@@ -47,16 +48,16 @@ func TestCountersBeyondTheirFieldAreNamed(t *testing.T) {
 		must(t, e.db.Create(&b).Error)
 		must(t, gormcounter.Increment(e.db.Model(&b), "Votes", 7).Error)
 		err := gormcounter.Increment(e.db.Model(&b), "Votes", math.MaxInt32+1).Error
-		if !errors.Is(err, gormcounter.ErrOverflow) || !strings.Contains(err.Error(), "Ballot.Votes") {
+		if !errors.Is(err, hotcounter.ErrOverflow) || !strings.Contains(err.Error(), "Ballot.Votes") {
 			t.Fatalf("an increment of an int32 counter by MaxInt32+1: %v, want ErrOverflow naming Ballot.Votes", err)
 		}
 		err = e.db.Model(&b).UpdateColumn("votes", gorm.Expr("votes + ?", int64(math.MaxInt32)+1)).Error
-		if !errors.Is(err, gormcounter.ErrOverflow) {
+		if !errors.Is(err, hotcounter.ErrOverflow) {
 			t.Fatalf("gorm.Expr adding MaxInt32+1 to an int32 counter: %v, want ErrOverflow", err)
 		}
-		buf, err := gormcounter.NewBuffer(e.db, gormcounter.BufferConfig{Interval: time.Hour})
+		buf, err := gormcounter.NewBuffer(context.Background(), e.db, hotcounter.BufferConfig{Interval: time.Hour})
 		must(t, err)
-		if err := buf.Increment(context.Background(), &Ballot{ID: b.ID}, "Votes", math.MaxInt32+1); !errors.Is(err, gormcounter.ErrOverflow) {
+		if err := buf.Increment(context.Background(), &Ballot{ID: b.ID}, "Votes", math.MaxInt32+1); !errors.Is(err, hotcounter.ErrOverflow) {
 			t.Fatalf("a buffered increment of an int32 counter by MaxInt32+1: %v, want ErrOverflow", err)
 		}
 		must(t, buf.Close(context.Background()))
@@ -75,7 +76,7 @@ func TestCountersBeyondTheirFieldAreNamed(t *testing.T) {
 			"Find":    func() error { var x []Ballot; return e.db.Find(&x).Error },
 			"Preload": func() error { var x []BallotNote; return e.db.Preload("Ballot").Find(&x).Error },
 		} {
-			if err := load(); !errors.Is(err, gormcounter.ErrOverflow) || !strings.Contains(err.Error(), "Ballot.Votes") {
+			if err := load(); !errors.Is(err, hotcounter.ErrOverflow) || !strings.Contains(err.Error(), "Ballot.Votes") {
 				t.Errorf("%s of a ballot with 2^31 votes: %v, want ErrOverflow naming Ballot.Votes", name, err)
 			}
 		}
@@ -85,7 +86,7 @@ func TestCountersBeyondTheirFieldAreNamed(t *testing.T) {
 		must(t, gormcounter.Increment(e.db.Model(&b), "Seen", math.MaxInt32).Error)
 		must(t, gormcounter.RollupPass(e.db, &Ballot{}))
 		must(t, gormcounter.Increment(e.db.Model(&b), "Seen", 1).Error)
-		if err := e.db.WithContext(gormcounter.WithLive(context.Background())).First(&Ballot{}, b.ID).Error; !errors.Is(err, gormcounter.ErrOverflow) || !strings.Contains(err.Error(), "Ballot.Seen") {
+		if err := e.db.WithContext(gormcounter.WithLive(context.Background())).First(&Ballot{}, b.ID).Error; !errors.Is(err, hotcounter.ErrOverflow) || !strings.Contains(err.Error(), "Ballot.Seen") {
 			t.Errorf("a live load of a rollup int32 counter at 2^31: %v, want ErrOverflow naming Ballot.Seen", err)
 		}
 		must(t, e.db.Exec("DELETE FROM ballot_seen_slots WHERE ballot_id = ?", b.ID).Error)
@@ -93,14 +94,14 @@ func TestCountersBeyondTheirFieldAreNamed(t *testing.T) {
 			// SQLite's integer column holds what an int32 cannot, and GORM
 			// scans the rollup column itself.
 			must(t, e.db.Exec("UPDATE ballots SET seen = ? WHERE id = ?", int64(math.MaxInt32)+1, b.ID).Error)
-			if err := e.db.First(&Ballot{}, b.ID).Error; !errors.Is(err, gormcounter.ErrOverflow) || !strings.Contains(err.Error(), "Ballot.Seen") {
+			if err := e.db.First(&Ballot{}, b.ID).Error; !errors.Is(err, hotcounter.ErrOverflow) || !strings.Contains(err.Error(), "Ballot.Seen") {
 				t.Errorf("a load of a rollup int32 column at 2^31: %v, want ErrOverflow naming Ballot.Seen", err)
 			}
 			must(t, e.db.Exec("UPDATE ballots SET seen = 0 WHERE id = ?", b.ID).Error)
 		}
 		must(t, e.db.Exec("DELETE FROM ballot_credit_slots WHERE ballot_id = ?", b.ID).Error) // MariaDB pre-creates them
 		must(t, e.db.Exec("INSERT INTO ballot_credit_slots (ballot_id, slot, n) VALUES (?, 0, -4)", b.ID).Error)
-		if err := e.db.First(&Ballot{}, b.ID).Error; !errors.Is(err, gormcounter.ErrOverflow) || !strings.Contains(err.Error(), "Ballot.Credit") {
+		if err := e.db.First(&Ballot{}, b.ID).Error; !errors.Is(err, hotcounter.ErrOverflow) || !strings.Contains(err.Error(), "Ballot.Credit") {
 			t.Errorf("a load of a uint counter at -4: %v, want ErrOverflow naming Ballot.Credit", err)
 		}
 	})
@@ -126,7 +127,7 @@ func TestAnUnsignedCounterNeverGoesBelowZero(t *testing.T) {
 		}
 		refused := func(what string, err error) {
 			t.Helper()
-			if !errors.Is(err, gormcounter.ErrOverflow) || !strings.Contains(err.Error(), "Ballot.Credit") {
+			if !errors.Is(err, hotcounter.ErrOverflow) || !strings.Contains(err.Error(), "Ballot.Credit") {
 				t.Fatalf("%s: %v, want ErrOverflow naming Ballot.Credit", what, err)
 			}
 		}
@@ -154,7 +155,7 @@ func TestAnUnsignedCounterNeverGoesBelowZero(t *testing.T) {
 				switch {
 				case err == nil:
 					won.Add(1)
-				case errors.Is(err, gormcounter.ErrOverflow):
+				case errors.Is(err, hotcounter.ErrOverflow):
 					lost.Add(1)
 				default:
 					t.Errorf("a racing decrease: %v", err)
@@ -166,13 +167,13 @@ func TestAnUnsignedCounterNeverGoesBelowZero(t *testing.T) {
 			t.Fatalf("16 decreases of 1 from 10: %d took, %d refused, credit %d; want 10, 6, 0", won.Load(), lost.Load(), got)
 		}
 
-		buf, err := gormcounter.NewBuffer(e.db, gormcounter.BufferConfig{Interval: time.Hour})
+		buf, err := gormcounter.NewBuffer(context.Background(), e.db, hotcounter.BufferConfig{Interval: time.Hour})
 		must(t, err)
 		refused("a buffered decrease", buf.Increment(context.Background(), &Ballot{ID: b.ID}, "Credit", -1))
 		must(t, buf.Close(context.Background()))
 		must(t, gormcounter.Increment(e.db.Model(&b), "Given", 5).Error)
 		err = gormcounter.Increment(e.db.Model(&b), "Given", -1).Error
-		if !errors.Is(err, gormcounter.ErrOverflow) || !strings.Contains(err.Error(), "Ballot.Given") {
+		if !errors.Is(err, hotcounter.ErrOverflow) || !strings.Contains(err.Error(), "Ballot.Given") {
 			t.Fatalf("a decrease of a rollup uint counter: %v, want ErrOverflow naming Ballot.Given", err)
 		}
 		var got Ballot

@@ -14,6 +14,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/entcounter"
 	"github.com/hotcounter/hotcounter/gormcounter"
 	"github.com/hotcounter/hotcounter/integration_test/ent"
@@ -97,7 +98,7 @@ func TestThroughPgBouncerCountersAreExact(t *testing.T) {
 				must(t, db.AutoMigrate(&SumShow{}))
 				moved, err := gormcounter.MoveToSlots(db, &SumShow{})
 				must(t, err)
-				if (moved != gormcounter.Moved{Parents: 3, Amount: 1229, Nulls: 1}) {
+				if (moved != hotcounter.Moved{Parents: 3, Amount: 1229, Nulls: 1}) {
 					t.Fatalf("MoveToSlots: %+v", moved)
 				}
 				if got := sumLikes(t, db, ids); len(got) != 4 || got[0] != 1234 || got[3] != -5 {
@@ -231,7 +232,7 @@ func (f bouncedFront) run(t *testing.T, direct string) {
 				switch err := f.take(); {
 				case err == nil:
 					sold.Add(1)
-				case errors.Is(err, gormcounter.ErrInsufficient):
+				case errors.Is(err, hotcounter.ErrInsufficient):
 					refused.Add(1)
 				default:
 					t.Errorf("a take through PgBouncer: %v", err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/entcounter"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy"
 	"github.com/hotcounter/hotcounter/integration_test/entprivacy/post"
@@ -30,7 +31,7 @@ func TestEntCounterWritesRunPrivacyAndInterceptors(t *testing.T) {
 		ctx := context.Background()
 		client := entprivacy.NewClient(entprivacy.Driver(entDriverSending(e.kind, openPool(t, e, e.pool), func(string) {})))
 		must(t, oneMigrationAtATime(func() error { return client.Schema.Create(ctx, entcounter.WithCounters(client)) }))
-		buf, err := entcounter.NewBuffer(ctx, client, entcounter.BufferConfig{Interval: time.Hour})
+		buf, err := entcounter.NewBuffer(ctx, client, hotcounter.BufferConfig{Interval: time.Hour})
 		must(t, err)
 		defer buf.Close(ctx)
 		live := client.Post.Create().SetTitle("live").SaveX(ctx)

@@ -9,6 +9,7 @@ import (
 	"gorm.io/gorm/logger"
 	"gorm.io/plugin/dbresolver"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/gormcounter"
 )
 
@@ -98,12 +99,12 @@ func gormMoveToSlotsBehindAReplica(t *testing.T, p *pgPair) {
 	defer p.resume(t)
 	moved, err := gormcounter.MoveToSlots(db, &SumShow{})
 	must(t, err)
-	if (moved != gormcounter.Moved{Parents: 3, Amount: 1229, Nulls: 1}) {
+	if (moved != hotcounter.Moved{Parents: 3, Amount: 1229, Nulls: 1}) {
 		t.Fatalf("the first move: %+v", moved)
 	}
 	again, err := gormcounter.MoveToSlots(db, &SumShow{})
 	must(t, err)
-	if (again != gormcounter.Moved{}) {
+	if (again != hotcounter.Moved{}) {
 		t.Fatalf("a second move while the replica lags: %+v; want nothing moved", again)
 	}
 	p.resume(t)

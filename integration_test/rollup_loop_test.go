@@ -16,7 +16,7 @@ func TestRollupLoopHandsAFailedPassToOnErrorAndGoesOn(t *testing.T) {
 		id := o.create(t, modelPost)
 		must(t, o.increment(modelPost, id, "views", 3))
 		loop := func(ctx context.Context, every time.Duration, onError func(error)) error {
-			return o.rollupLoop(ctx, modelPost, every, onError)
+			return o.with(t, settings{OnError: onError}).rollupLoop(ctx, modelPost, every)
 		}
 		loopRecovers(t, o.db(), loop, func() int64 {
 			return o.cached(t, modelPost, id, "views") // the column, as folded

@@ -18,12 +18,11 @@ func TestRollupUnderConcurrentIncrementsIsExact(t *testing.T) {
 		ctx, stop := context.WithCancel(context.Background())
 		loopDone := make(chan error, 1)
 		var failed atomic.Int64
-		go func() {
-			loopDone <- o.rollupLoop(ctx, modelPost, 2*time.Millisecond, func(err error) {
-				failed.Add(1)
-				t.Logf("rollup pass: %v", err)
-			})
-		}()
+		looping := o.with(t, settings{OnError: func(err error) {
+			failed.Add(1)
+			t.Logf("rollup pass: %v", err)
+		}})
+		go func() { loopDone <- looping.rollupLoop(ctx, modelPost, 2*time.Millisecond) }()
 
 		// Readers check while everything runs that the exact value never goes
 		// backwards: a fold counted twice or missed would show as a jump.
@@ -113,7 +112,7 @@ func TestRollupLoopStopsWithItsContext(t *testing.T) {
 	eachORM(t, func(t *testing.T, o counterORM) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
-		go func() { done <- o.rollupLoop(ctx, modelPost, time.Hour, nil) }()
+		go func() { done <- o.rollupLoop(ctx, modelPost, time.Hour) }()
 		cancel()
 		select {
 		case err := <-done:
@@ -132,7 +131,7 @@ func TestRollupLoopOfAModelWithoutRollupCountersFails(t *testing.T) {
 	parallel(t)
 	e := open(t, lite)
 	must(t, migrateAll(e.db))
-	if err := gormcounter.RollupLoop(context.Background(), e.db, time.Second, nil, &Author{}); err == nil {
+	if err := gormcounter.RollupLoop(context.Background(), e.db, time.Second, &Author{}); err == nil {
 		t.Fatal("RollupLoop on a model without rollup counters must fail at once")
 	}
 }

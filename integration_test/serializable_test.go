@@ -12,6 +12,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/entcounter"
 	"github.com/hotcounter/hotcounter/gormcounter"
 	"github.com/hotcounter/hotcounter/integration_test/ent"
@@ -245,7 +246,7 @@ func (s serializableStorm) run(t *testing.T) {
 					switch err := s.take(); {
 					case err == nil:
 						sold.Add(1)
-					case errors.Is(err, gormcounter.ErrInsufficient):
+					case errors.Is(err, hotcounter.ErrInsufficient):
 						refused.Add(1)
 					default:
 						fail("a take", err)

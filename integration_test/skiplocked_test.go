@@ -24,7 +24,7 @@ func TestSkipLockedLosesNothing(t *testing.T) {
 
 		ctx, stop := context.WithCancel(context.Background())
 		loopDone := make(chan error, 1)
-		go func() { loopDone <- gormcounter.RollupLoop(ctx, db, 2*time.Millisecond, nil, &Clip{}) }()
+		go func() { loopDone <- gormcounter.RollupLoop(ctx, db, 2*time.Millisecond, &Clip{}) }()
 		writers, each := writersFor(e.kind)
 		want := int64(writers * each)
 		for _, field := range []string{"Plays", "Saves"} {

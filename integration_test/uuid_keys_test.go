@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/entcounter"
 	"github.com/hotcounter/hotcounter/gormcounter"
 	"github.com/hotcounter/hotcounter/integration_test/ent"
@@ -164,7 +165,7 @@ func (m entMembers) rollup(t *testing.T) { must(t, entcounter.RollupPass(context
 func (m entMembers) buffered(t *testing.T, ids []uuid.UUID, delta int64) {
 	ctx := context.Background()
 	rdb, prefix := redisFor(t)
-	buf, err := entcounter.NewBuffer(ctx, m.c, entcounter.BufferConfig{Interval: time.Hour,
+	buf, err := entcounter.NewBuffer(ctx, m.c, hotcounter.BufferConfig{Interval: time.Hour,
 		Store: redisstore.New(rdb, redisstore.Options{Prefix: prefix})})
 	must(t, err)
 	for _, id := range ids {
@@ -222,7 +223,7 @@ func TestCountersOnUUIDKeys(t *testing.T) {
 			switch {
 			case err == nil:
 				took.Add(1)
-			case errors.Is(err, gormcounter.ErrInsufficient):
+			case errors.Is(err, hotcounter.ErrInsufficient):
 				refused.Add(1)
 				return nil
 			default:

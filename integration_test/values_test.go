@@ -10,14 +10,16 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/gormcounter"
 	"github.com/hotcounter/hotcounter/integration_test/ent"
 	"github.com/hotcounter/hotcounter/integration_test/ent/hook"
 	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 	"github.com/hotcounter/hotcounter/integration_test/ent/postlikesslot"
 	"github.com/hotcounter/hotcounter/integration_test/ent/reel"
-	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 )
 
 // What a write of a counter's value means, the same in GORM and ent: a new
@@ -94,10 +96,10 @@ func TestGuardedStockStartsSpreadOverItsSlots(t *testing.T) {
 		}
 		must(t, take(f, id, 2999))
 		must(t, take(f, id, 1))
-		if err := take(f, id, 1); !errors.Is(err, gormcounter.ErrInsufficient) {
+		if err := take(f, id, 1); !errors.Is(err, hotcounter.ErrInsufficient) {
 			t.Errorf("a take after 3,000 were sold: %v; want ErrInsufficient", err)
 		}
-		if _, err := newProduct(f, -1); !errors.Is(err, gormcounter.ErrNegativeGuarded) {
+		if _, err := newProduct(f, -1); !errors.Is(err, hotcounter.ErrNegativeGuarded) {
 			t.Errorf("a product created with -1 in stock: %v; want ErrNegativeGuarded", err)
 		}
 	})
@@ -192,7 +194,7 @@ func TestGuardedStockGoesDownOnlyThroughTake(t *testing.T) {
 		id, err := newProduct(f, 10)
 		must(t, err)
 		for _, v := range []int64{3, 20} {
-			if err := setStock(f, id, v); !errors.Is(err, gormcounter.ErrNegativeGuarded) {
+			if err := setStock(f, id, v); !errors.Is(err, hotcounter.ErrNegativeGuarded) {
 				t.Errorf("an assignment of %d to stock: %v; want ErrNegativeGuarded", v, err)
 			}
 		}

@@ -25,6 +25,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/entcounter"
 	"github.com/hotcounter/hotcounter/gormcounter"
 	"github.com/hotcounter/hotcounter/integration_test/ent"
@@ -61,8 +62,8 @@ func runChild(spec string) int {
 	}
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: job.Redis})
-	cfg := gormcounter.BufferConfig{Interval: job.Interval, Store: redisstore.New(rdb, redisstore.Options{Prefix: job.Prefix}),
-		OnError: func(err error) { fmt.Fprintln(os.Stderr, "buffer:", err) }}
+	cfg := hotcounter.BufferConfig{Interval: job.Interval, Store: redisstore.New(rdb, redisstore.Options{Prefix: job.Prefix})}
+	onError := func(err error) { fmt.Fprintln(os.Stderr, "buffer:", err) }
 	var (
 		increment func(ctx context.Context, id int64) error
 		closeBuf  func(ctx context.Context) error
@@ -72,11 +73,11 @@ func runChild(spec string) int {
 		// The plugin declares the model, as a process that serves it does.
 		db, err := gorm.Open(dialectorFor(job.Kind, job.DSN), &gorm.Config{Logger: logger.Discard})
 		if err == nil {
-			err = db.Use(gormcounter.New(gormcounter.Config{Models: []any{&Post{}}}))
+			err = db.Use(gormcounter.New(gormcounter.Config{Models: []any{&Post{}}, OnError: onError}))
 		}
 		var buf *gormcounter.Buffer
 		if err == nil {
-			buf, err = gormcounter.NewBuffer(db, cfg)
+			buf, err = gormcounter.NewBuffer(context.Background(), db, cfg)
 		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "open:", err)
@@ -91,6 +92,10 @@ func runChild(spec string) int {
 			return 2
 		}
 		client := ent.NewClient(ent.Driver(entDriverSending(job.Kind, pool, func(string) {})))
+		if _, err := entcounter.Configure(client, entcounter.Config{OnError: onError}); err != nil {
+			fmt.Fprintln(os.Stderr, "configure:", err)
+			return 2
+		}
 		buf, err := entcounter.NewBuffer(ctx, client, cfg)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "open:", err)

@@ -16,13 +16,14 @@ import (
 	"github.com/redis/go-redis/v9"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/gormcounter"
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/writebehind"
 	"github.com/hotcounter/hotcounter/redisstore"
 )
 
-// reports collects what a buffer tells OnError.
+// reports collects what a buffer tells the Config's OnError.
 type reports struct {
 	mu   sync.Mutex
 	errs []error
@@ -78,7 +79,7 @@ func writesWhatADeadProcessLeft(t *testing.T, o counterORM, rdb redis.UniversalC
 	ctx := context.Background()
 	posts := o.createMany(t, modelPost, 3)
 	dying := &failingStore{Store: redisstore.New(rdb, redisstore.Options{Prefix: prefix})}
-	dead := o.with(t, settings{}).buffer(t, gormcounter.BufferConfig{Interval: time.Hour, Store: dying})
+	dead := o.with(t, settings{}).buffer(t, hotcounter.BufferConfig{Interval: time.Hour, Store: dying})
 	want := make([][2]int64, len(posts))
 	for i, id := range posts {
 		must(t, dead.increment(ctx, modelPost, id, "likes", int64(10*(i+1))))
@@ -96,8 +97,8 @@ func writesWhatADeadProcessLeft(t *testing.T, o counterORM, rdb redis.UniversalC
 	}
 
 	var heard reports
-	fresh := o.with(t, settings{DeclareModels: true}).buffer(t, gormcounter.BufferConfig{Interval: 20 * time.Millisecond,
-		Store: redisstore.New(rdb, redisstore.Options{Prefix: prefix}), OnError: heard.add})
+	fresh := o.with(t, settings{DeclareModels: true, OnError: heard.add}).buffer(t, hotcounter.BufferConfig{Interval: 20 * time.Millisecond,
+		Store: redisstore.New(rdb, redisstore.Options{Prefix: prefix})})
 	waitFor(t, 10*time.Second, "the fresh process to write what the dead one left", func() bool {
 		for i, id := range posts {
 			if exactly(t, o, modelPost, id, "likes") != want[i][0] || exactly(t, o, modelPost, id, "views") != want[i][1] {
@@ -178,10 +179,10 @@ func TestRedisBufferLeavesAndReportsCountersItDoesNotDeclare(t *testing.T) {
 		before := snapshot()
 
 		reader := sdkmetric.NewManualReader()
-		o = o.with(t, settings{DeclareModels: true, MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
-		id := o.create(t, modelPost)
 		var heard reports
-		buf := o.buffer(t, gormcounter.BufferConfig{Interval: time.Hour, OnError: heard.add,
+		o = o.with(t, settings{DeclareModels: true, MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)), OnError: heard.add})
+		id := o.create(t, modelPost)
+		buf := o.buffer(t, hotcounter.BufferConfig{Interval: time.Hour,
 			Store: redisstore.New(rdb, redisstore.Options{Prefix: prefix})})
 		must(t, buf.increment(ctx, modelPost, id, "likes", 4))
 		must(t, buf.flush(ctx))
@@ -190,7 +191,7 @@ func TestRedisBufferLeavesAndReportsCountersItDoesNotDeclare(t *testing.T) {
 			t.Errorf("likes %d after the flush, want 4", got)
 		}
 		errs := heard.all()
-		if len(errs) != 1 || !errors.Is(errs[0], gormcounter.ErrUndeclaredCounter) || !strings.Contains(errs[0].Error(), "ghosts.hits") {
+		if len(errs) != 1 || !errors.Is(errs[0], hotcounter.ErrUndeclaredCounter) || !strings.Contains(errs[0].Error(), "ghosts.hits") {
 			t.Fatalf("reported %v; want one ErrUndeclaredCounter naming ghosts.hits", errs)
 		}
 		m := collect(t, reader)
@@ -236,14 +237,14 @@ func TestRedisBufferBacklogPastMaxBacklog(t *testing.T) {
 		ctx := context.Background()
 		for _, onFull := range []struct {
 			name string
-			mode writebehind.Full
-		}{{"fail", gormcounter.BufferFail}, {"block", gormcounter.BufferBlock}, {"keep", gormcounter.BufferKeep}} {
+			mode hotcounter.OnFull
+		}{{"fail", hotcounter.BufferFail}, {"block", hotcounter.BufferBlock}, {"keep", hotcounter.BufferKeep}} {
 			t.Run(onFull.name, func(t *testing.T) {
 				rdb, prefix := redisFor(t)
 				id := o.create(t, modelPost)
 				var heard reports
-				buf := o.with(t, settings{}).buffer(t, gormcounter.BufferConfig{Interval: 20 * time.Millisecond, MaxBacklog: 50,
-					OnFull: onFull.mode, OnError: heard.add, Store: redisstore.New(rdb, redisstore.Options{Prefix: prefix})})
+				buf := o.with(t, settings{OnError: heard.add}).buffer(t, hotcounter.BufferConfig{Interval: 20 * time.Millisecond, MaxBacklog: 50,
+					OnFull: onFull.mode, Store: redisstore.New(rdb, redisstore.Options{Prefix: prefix})})
 				release := holdWrites(t, o.onEnv(), "post_likes_slots")
 				defer release()
 				var acked atomic.Int64
@@ -254,7 +255,7 @@ func TestRedisBufferBacklogPastMaxBacklog(t *testing.T) {
 						switch {
 						case err == nil:
 							acked.Add(1)
-						case errors.Is(err, gormcounter.ErrBufferFull):
+						case errors.Is(err, hotcounter.ErrBufferFull):
 							refused++
 						default:
 							failed.CompareAndSwap(nil, err)
@@ -269,11 +270,11 @@ func TestRedisBufferBacklogPastMaxBacklog(t *testing.T) {
 					}
 				}()
 				switch onFull.mode {
-				case gormcounter.BufferFail:
+				case hotcounter.BufferFail:
 					if refused := incrementAll(80); refused == 0 || acked.Load() > 50 {
 						t.Fatalf("%d acknowledged and %d refused with MaxBacklog 50; want at most 50 acknowledged and the rest refused", acked.Load(), refused)
 					}
-				case gormcounter.BufferBlock:
+				case hotcounter.BufferBlock:
 					done := make(chan int, 1)
 					go func() { done <- incrementAll(80) }()
 					// The writer goes until the backlog reaches the bound,
@@ -301,14 +302,14 @@ func TestRedisBufferBacklogPastMaxBacklog(t *testing.T) {
 					if refused := <-done; refused != 0 || acked.Load() != 80 {
 						t.Fatalf("%d acknowledged, %d refused after the table was free; want all 80", acked.Load(), refused)
 					}
-				case gormcounter.BufferKeep:
+				case hotcounter.BufferKeep:
 					if refused := incrementAll(80); refused != 0 {
 						t.Fatalf("%d refused with OnFull Keep, want none", refused)
 					}
 					release()
 					waitFor(t, 10*time.Second, "the backlog past MaxBacklog reported", func() bool {
 						for _, err := range heard.all() {
-							if errors.Is(err, gormcounter.ErrBufferFull) {
+							if errors.Is(err, hotcounter.ErrBufferFull) {
 								return true
 							}
 						}
@@ -350,8 +351,8 @@ func TestRedisCrashWhileTheDatabaseIsAwayLosesAtMostMaxBacklog(t *testing.T) {
 			post := Post{Title: "viral"}
 			must(t, e.db.Create(&post).Error)
 			store := redisstore.New(rdb, redisstore.Options{})
-			buf, err := gormcounter.NewBuffer(withPlugin(t, e, gormcounter.Config{}), gormcounter.BufferConfig{Interval: 50 * time.Millisecond,
-				Store: store, MaxBacklog: c.maxBacklog, OnFull: gormcounter.BufferFail})
+			buf, err := gormcounter.NewBuffer(context.Background(), withPlugin(t, e, gormcounter.Config{}), hotcounter.BufferConfig{Interval: 50 * time.Millisecond,
+				Store: store, MaxBacklog: c.maxBacklog, OnFull: hotcounter.BufferFail})
 			must(t, err)
 			w := keepIncrementing(buf, post.ID)
 			time.Sleep(500 * time.Millisecond)

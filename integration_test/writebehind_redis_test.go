@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/gormcounter"
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/testdb"
@@ -28,7 +29,7 @@ func redisFor(t testing.TB) (*redis.Client, string) { return testdb.Redis(t) }
 func redisBuffer(t *testing.T, e *env, rdb redis.UniversalClient, prefix string, interval time.Duration) (*gorm.DB, *gormcounter.Buffer) {
 	t.Helper()
 	db := withPlugin(t, e, gormcounter.Config{})
-	buf, err := gormcounter.NewBuffer(db, gormcounter.BufferConfig{Interval: interval,
+	buf, err := gormcounter.NewBuffer(context.Background(), db, hotcounter.BufferConfig{Interval: interval,
 		Store: redisstore.New(rdb, redisstore.Options{Prefix: prefix})})
 	must(t, err)
 	return db, buf
@@ -47,7 +48,7 @@ func TestRedisBufferCountsEveryAcknowledgedIncrementOnce(t *testing.T) {
 		posts := o.createMany(t, modelPost, 20)
 		var bufs [2]counterBuffer
 		for i := range bufs {
-			bufs[i] = o.with(t, settings{}).buffer(t, gormcounter.BufferConfig{Interval: 20 * time.Millisecond,
+			bufs[i] = o.with(t, settings{}).buffer(t, hotcounter.BufferConfig{Interval: 20 * time.Millisecond,
 				Store: redisstore.New(rdb, redisstore.Options{Prefix: prefix})})
 		}
 		writers, each := writersFor(o.kind())
@@ -101,7 +102,7 @@ func TestRedisBufferCountsEveryAcknowledgedIncrementOnce(t *testing.T) {
 // flusher that died after COMMIT, or after moving the batch out of the
 // pending hash.
 type failingStore struct {
-	writebehind.Store
+	*redisstore.Store
 	failDone, failTake atomic.Bool
 }
 
@@ -139,14 +140,14 @@ func TestRedisBufferWritesABatchOnceWhateverStepItsFlusherDiedAt(t *testing.T) {
 			store.failTake.Store(step == "after taking the batch")
 			store.failDone.Store(step != "after taking the batch")
 			db := withPlugin(t, e, gormcounter.Config{})
-			dying, err := gormcounter.NewBuffer(db, gormcounter.BufferConfig{Interval: time.Hour, Store: store})
+			dying, err := gormcounter.NewBuffer(context.Background(), db, hotcounter.BufferConfig{Interval: time.Hour, Store: store})
 			must(t, err)
 			before := likes()
 			must(t, dying.Increment(ctx, &Post{ID: post.ID}, "Likes", 5))
 			if err := dying.Flush(ctx); !errors.Is(err, errDied) {
 				t.Fatalf("%s: flush = %v, want the flusher to die", step, err)
 			}
-			pending, err := dying.Pending(&Post{ID: post.ID}, "Likes")
+			pending, err := dying.Pending(context.Background(), &Post{ID: post.ID}, "Likes")
 			must(t, err)
 			if pending != 5 {
 				t.Fatalf("%s: %d pending in Redis, want the 5 of the batch in flight", step, pending)
@@ -333,7 +334,7 @@ func TestRedisBufferLiveLoadsAddWhatEveryInstanceHolds(t *testing.T) {
 		rdb, prefix := redisFor(t)
 		posts := o.createMany(t, modelPost, 3)
 		instance := func() counterBuffer {
-			return o.with(t, settings{}).buffer(t, gormcounter.BufferConfig{Interval: time.Hour,
+			return o.with(t, settings{}).buffer(t, hotcounter.BufferConfig{Interval: time.Hour,
 				Store: redisstore.New(rdb, redisstore.Options{Prefix: prefix})})
 		}
 		a, b := instance(), instance()
@@ -350,7 +351,7 @@ func TestRedisBufferLiveLoadsAddWhatEveryInstanceHolds(t *testing.T) {
 				t.Fatalf("a plain load of post %d read likes %d views %d; want SQL only (%d, 0)", i, likes, views, want)
 			}
 		}
-		if n, err := b.pending(modelPost, posts[0], "likes"); err != nil || n != 7 {
+		if n, err := b.pending(ctx, modelPost, posts[0], "likes"); err != nil || n != 7 {
 			t.Fatalf("Pending = %d, %v; want 7 (the other instance's likes)", n, err)
 		}
 		trips := &roundTrips{}
@@ -469,4 +470,26 @@ func TestRedisKilledWithAOFEverysecLosesAtMostTheUnwrittenTail(t *testing.T) {
 	if lost > ackedAtKill-ackedBefore {
 		t.Fatalf("lost %d acknowledged increments, more than the %d acknowledged in the 2 s before the kill", lost, ackedAtKill-ackedBefore)
 	}
+}
+
+// A buffer's Pending reads the store (Redis) under its context: with an
+// ended one it returns the context's error. GORM and ent (on SQLite: the
+// database plays no part).
+func TestRedisBufferPendingEndsWithItsContext(t *testing.T) {
+	eachORM(t, func(t *testing.T, o counterORM) {
+		ctx := context.Background()
+		rdb, prefix := redisFor(t)
+		post := o.create(t, modelPost)
+		buf := o.buffer(t, hotcounter.BufferConfig{Interval: time.Hour, Store: redisstore.New(rdb, redisstore.Options{Prefix: prefix})})
+		defer buf.close(ctx)
+		must(t, buf.increment(ctx, modelPost, post, "likes", 4))
+		if n, err := buf.pending(ctx, modelPost, post, "likes"); err != nil || n != 4 {
+			t.Fatalf("Pending = %d, %v; want 4", n, err)
+		}
+		gone, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, err := buf.pending(gone, modelPost, post, "likes"); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Pending with an ended context: %v, want context.Canceled", err)
+		}
+	}, on(lite))
 }

@@ -13,11 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/gormcounter"
 	"github.com/hotcounter/hotcounter/internal/testdb"
 	"github.com/hotcounter/hotcounter/redisstore"
-	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
 )
 
 // Flush after a failed flush writes the batch that failed and then what is
@@ -29,7 +31,7 @@ func TestBufferFlushWritesPendingAfterAFailure(t *testing.T) {
 	must(t, migrateAll(db))
 	posts := freshPosts(t, db, 2)
 	ctx := context.Background()
-	buf, err := gormcounter.NewBuffer(db, gormcounter.BufferConfig{Interval: time.Hour})
+	buf, err := gormcounter.NewBuffer(context.Background(), db, hotcounter.BufferConfig{Interval: time.Hour})
 	must(t, err)
 	must(t, db.Exec("ALTER TABLE post_likes_slots RENAME TO post_likes_slots_away").Error)
 	must(t, buf.Increment(ctx, &Post{ID: posts[0].ID}, "Likes", 1))
@@ -40,7 +42,7 @@ func TestBufferFlushWritesPendingAfterAFailure(t *testing.T) {
 	must(t, buf.Increment(ctx, &Post{ID: posts[1].ID}, "Likes", 1))
 	must(t, buf.Flush(ctx)) // returns nil
 	if got := exact(t, db, posts[1].ID).Likes; got != 1 {
-		t.Errorf("Flush returned nil but post 1 likes=%d, want 1 (pending=%d)", got, must2(buf.Pending(&Post{ID: posts[1].ID}, "Likes")))
+		t.Errorf("Flush returned nil but post 1 likes=%d, want 1 (pending=%d)", got, must2(buf.Pending(context.Background(), &Post{ID: posts[1].ID}, "Likes")))
 	}
 	must(t, buf.Close(ctx))
 }
@@ -54,7 +56,7 @@ func TestBufferSecondCloseFlushes(t *testing.T) {
 	must(t, migrateAll(db))
 	posts := freshPosts(t, db, 1)
 	ctx := context.Background()
-	buf, err := gormcounter.NewBuffer(db, gormcounter.BufferConfig{Interval: time.Hour})
+	buf, err := gormcounter.NewBuffer(context.Background(), db, hotcounter.BufferConfig{Interval: time.Hour})
 	must(t, err)
 	must(t, db.Exec("ALTER TABLE post_likes_slots RENAME TO post_likes_slots_away").Error)
 	must(t, buf.Increment(ctx, &Post{ID: posts[0].ID}, "Likes", 1))
@@ -67,7 +69,7 @@ func TestBufferSecondCloseFlushes(t *testing.T) {
 	err = buf.Close(ctx)
 	got := exact(t, db, posts[0].ID).Likes
 	if err == nil && got != 1 {
-		t.Errorf("second Close returned nil, but likes=%d, want 1 (pending %d)", got, must2(buf.Pending(&Post{ID: posts[0].ID}, "Likes")))
+		t.Errorf("second Close returned nil, but likes=%d, want 1 (pending %d)", got, must2(buf.Pending(context.Background(), &Post{ID: posts[0].ID}, "Likes")))
 	}
 }
 
@@ -79,7 +81,7 @@ func TestBufferCloseHonoursItsDeadline(t *testing.T) {
 	must(t, migrateAll(db))
 	posts := freshPosts(t, db, 1)
 	ctx := context.Background()
-	buf, err := gormcounter.NewBuffer(db, gormcounter.BufferConfig{Interval: 20 * time.Millisecond})
+	buf, err := gormcounter.NewBuffer(context.Background(), db, hotcounter.BufferConfig{Interval: 20 * time.Millisecond})
 	must(t, err)
 	tx := db.Begin()
 	must(t, tx.Exec("LOCK TABLE hotcounter_ledger IN ACCESS EXCLUSIVE MODE").Error)
@@ -105,7 +107,7 @@ func TestBufferRefusesKeysItCouldNeverWrite(t *testing.T) {
 	must(t, migrateAll(db))
 	posts := freshPosts(t, db, 1)
 	ctx := context.Background()
-	buf, err := gormcounter.NewBuffer(db, gormcounter.BufferConfig{Interval: 10 * time.Millisecond})
+	buf, err := gormcounter.NewBuffer(context.Background(), db, hotcounter.BufferConfig{Interval: 10 * time.Millisecond})
 	must(t, err)
 	must(t, buf.Increment(ctx, &Post{ID: posts[0].ID}, "Likes", 1))
 	// A key no database integer holds is refused, not acknowledged: it could
@@ -146,7 +148,7 @@ func TestBufferKeysSpelledAsTheDatabaseMatchesThem(t *testing.T) {
 	if got := slugHits(t, e, "abc"); got != 1 {
 		t.Fatalf("direct increment: %d", got)
 	}
-	buf, err := gormcounter.NewBuffer(e.db, gormcounter.BufferConfig{Interval: time.Hour})
+	buf, err := gormcounter.NewBuffer(context.Background(), e.db, hotcounter.BufferConfig{Interval: time.Hour})
 	must(t, err)
 	must(t, buf.Increment(ctx, &Slug{ID: "ABC"}, "Hits", 5))
 	must(t, buf.Flush(ctx))
@@ -164,7 +166,7 @@ func TestMariaDBConcurrentBuffersDoNotDeadlock(t *testing.T) {
 		ctx := context.Background()
 		var bufs [2]counterBuffer
 		for i := range bufs {
-			bufs[i] = o.buffer(t, gormcounter.BufferConfig{Interval: time.Hour})
+			bufs[i] = o.buffer(t, hotcounter.BufferConfig{Interval: time.Hour})
 		}
 		var wg sync.WaitGroup
 		var mu sync.Mutex
@@ -213,7 +215,7 @@ func TestBufferDropsDeletedParents(t *testing.T) {
 			posts, stories = append(posts, o.create(t, modelPost)), append(stories, o.create(t, modelStory))
 		}
 		ctx := context.Background()
-		buf := o.buffer(t, gormcounter.BufferConfig{Interval: time.Hour})
+		buf := o.buffer(t, hotcounter.BufferConfig{Interval: time.Hour})
 		for i := range posts {
 			must(t, buf.increment(ctx, modelPost, posts[i], "likes", int64(i+1)))
 			must(t, buf.increment(ctx, modelPost, posts[i], "views", int64(i+1)))
@@ -240,7 +242,7 @@ func TestBufferDropsDeletedParents(t *testing.T) {
 		}
 		// 3,000 posts, one deleted in each chunk of 1,000.
 		many := o.createMany(t, modelPost, 3000)
-		buf = o.buffer(t, gormcounter.BufferConfig{Interval: time.Hour})
+		buf = o.buffer(t, hotcounter.BufferConfig{Interval: time.Hour})
 		for _, id := range many {
 			must(t, buf.increment(ctx, modelPost, id, "likes", 1))
 		}
@@ -265,7 +267,7 @@ func TestBufferPrunesTheLedger(t *testing.T) {
 	must(t, migrateAll(db))
 	posts := freshPosts(t, db, 1)
 	ctx := context.Background()
-	buf, err := gormcounter.NewBuffer(db, gormcounter.BufferConfig{Interval: time.Hour})
+	buf, err := gormcounter.NewBuffer(context.Background(), db, hotcounter.BufferConfig{Interval: time.Hour})
 	must(t, err)
 	old := time.Now().Add(-48 * time.Hour).UnixMilli()
 	must(t, db.Exec("INSERT INTO hotcounter_ledger (batch, at) VALUES ('old', ?)", old).Error)
@@ -285,14 +287,12 @@ func TestBufferLosesNothing(t *testing.T) {
 	eachORM(t, func(t *testing.T, o counterORM) {
 		posts := []int64{o.create(t, modelPost), o.create(t, modelPost), o.create(t, modelPost)}
 		var flushErrs atomic.Int64
-		buf := o.buffer(t, gormcounter.BufferConfig{
-			Interval: 20 * time.Millisecond,
-			OnError:  func(err error) { flushErrs.Add(1); t.Logf("flush: %v", err) },
-		})
+		o = o.with(t, settings{OnError: func(err error) { flushErrs.Add(1); t.Logf("flush: %v", err) }})
+		buf := o.buffer(t, hotcounter.BufferConfig{Interval: 20 * time.Millisecond})
 		ctx := context.Background()
 		// What a flush that writes every row sends, measured on a buffer
 		// of its own that flushes only when told.
-		probe := o.buffer(t, gormcounter.BufferConfig{Interval: time.Hour})
+		probe := o.buffer(t, hotcounter.BufferConfig{Interval: time.Hour})
 		for _, id := range posts {
 			must(t, probe.increment(ctx, modelPost, id, "likes", 1))
 			must(t, probe.increment(ctx, modelPost, id, "views", 2))
@@ -333,8 +333,8 @@ func TestBufferLosesNothing(t *testing.T) {
 			t.Fatalf("the buffer sent %d statements for %d increments in at most %d flushes of about %d statements", sent, increments, flushes, full)
 		}
 		t.Logf("%d increments, %d statements, %d failed flushes", done*int64(2*len(posts)), sent, flushErrs.Load())
-		other := o.buffer(t, gormcounter.BufferConfig{})
-		if err := other.increment(ctx, modelPost, posts[0], "title", 1); !errors.Is(err, gormcounter.ErrNotCounter) {
+		other := o.buffer(t, hotcounter.BufferConfig{})
+		if err := other.increment(ctx, modelPost, posts[0], "title", 1); !errors.Is(err, hotcounter.ErrNotCounter) {
 			t.Fatalf("a buffered increment of a field that is not a counter: %v; want ErrNotCounter", err)
 		}
 		must(t, other.close(ctx))
@@ -352,15 +352,15 @@ func TestBufferBoundsMemoryAndKeepsFailedFlushes(t *testing.T) {
 	posts := freshPosts(t, db, 20)
 	ctx := context.Background()
 	must(t, db.Exec("ALTER TABLE post_likes_slots RENAME TO post_likes_slots_away").Error)
-	fail, err := gormcounter.NewBuffer(db, gormcounter.BufferConfig{Interval: 5 * time.Millisecond, MaxPending: 10, OnFull: gormcounter.BufferFail})
+	fail, err := gormcounter.NewBuffer(context.Background(), db, hotcounter.BufferConfig{Interval: 5 * time.Millisecond, MaxPending: 10, OnFull: hotcounter.BufferFail})
 	must(t, err)
 	for _, p := range posts[:10] {
 		must(t, fail.Increment(ctx, &Post{ID: p.ID}, "Likes", 1))
 	}
-	if err := fail.Increment(ctx, &Post{ID: posts[10].ID}, "Likes", 1); !errors.Is(err, gormcounter.ErrBufferFull) {
+	if err := fail.Increment(ctx, &Post{ID: posts[10].ID}, "Likes", 1); !errors.Is(err, hotcounter.ErrBufferFull) {
 		t.Fatalf("11th parent in a buffer of 10 whose flushes fail: %v, want ErrBufferFull", err)
 	}
-	block, err := gormcounter.NewBuffer(db, gormcounter.BufferConfig{Interval: 5 * time.Millisecond, MaxPending: 10, Ledger: "other_ledger"})
+	block, err := gormcounter.NewBuffer(context.Background(), db, hotcounter.BufferConfig{Interval: 5 * time.Millisecond, MaxPending: 10, Ledger: "other_ledger"})
 	must(t, err)
 	for _, p := range posts[10:] {
 		must(t, block.Increment(ctx, &Post{ID: p.ID}, "Likes", 1))
@@ -370,7 +370,7 @@ func TestBufferBoundsMemoryAndKeepsFailedFlushes(t *testing.T) {
 	if err := block.Increment(short, &Post{ID: posts[0].ID}, "Likes", 1); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a blocked Increment returned %v, want the deadline", err)
 	}
-	if n, err := block.Pending(&Post{ID: posts[12].ID}, "Likes"); err != nil || n != 1 {
+	if n, err := block.Pending(context.Background(), &Post{ID: posts[12].ID}, "Likes"); err != nil || n != 1 {
 		t.Fatalf("Pending = %d, %v; want 1", n, err)
 	}
 	must(t, db.Exec("ALTER TABLE post_likes_slots_away RENAME TO post_likes_slots").Error)
@@ -464,15 +464,12 @@ func bufferFlushSurvivesCutConnections(t *testing.T, o counterORM, inRedis bool)
 		}
 	}
 	var flushErrs atomic.Int64
-	cfg := gormcounter.BufferConfig{
-		Interval: 10 * time.Millisecond,
-		OnError:  func(error) { flushErrs.Add(1) },
-	}
+	cfg := hotcounter.BufferConfig{Interval: 10 * time.Millisecond}
 	if inRedis {
 		rdb, prefix := redisFor(t)
 		cfg.Store = redisstore.New(rdb, redisstore.Options{Prefix: prefix})
 	}
-	buf := o.through(t, viaProxy, settings{}).buffer(t, cfg)
+	buf := o.through(t, viaProxy, settings{OnError: func(error) { flushErrs.Add(1) }}).buffer(t, cfg)
 
 	ctx := context.Background()
 	stop := make(chan struct{})
@@ -631,11 +628,11 @@ func TestBufferRefusesMistakes(t *testing.T) {
 	e := open(t, lite)
 	db := e.db
 	must(t, migrateAll(db))
-	buf, err := gormcounter.NewBuffer(db, gormcounter.BufferConfig{})
+	buf, err := gormcounter.NewBuffer(context.Background(), db, hotcounter.BufferConfig{})
 	must(t, err)
 	defer buf.Close(context.Background())
 	ctx := context.Background()
-	if err := buf.Increment(ctx, &Post{ID: 1}, "Title", 1); !errors.Is(err, gormcounter.ErrNotCounter) || !strings.Contains(err.Error(), "Post.Title") {
+	if err := buf.Increment(ctx, &Post{ID: 1}, "Title", 1); !errors.Is(err, hotcounter.ErrNotCounter) || !strings.Contains(err.Error(), "Post.Title") {
 		t.Fatalf("Increment of a plain field: %v, want ErrNotCounter naming Post.Title", err)
 	}
 	if err := buf.Increment(ctx, &Post{}, "Likes", 1); !errors.Is(err, gorm.ErrMissingWhereClause) || !strings.Contains(err.Error(), "Post.Likes") {
@@ -643,19 +640,19 @@ func TestBufferRefusesMistakes(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name string
-		cfg  gormcounter.BufferConfig
+		cfg  hotcounter.BufferConfig
 		says string
 	}{
-		{"OnFull Keep in memory", gormcounter.BufferConfig{OnFull: gormcounter.BufferKeep}, "needs a Store"},
-		{"MaxBacklog in memory", gormcounter.BufferConfig{MaxBacklog: 10}, "MaxPending bounds"},
+		{"OnFull Keep in memory", hotcounter.BufferConfig{OnFull: hotcounter.BufferKeep}, "needs a Store"},
+		{"MaxBacklog in memory", hotcounter.BufferConfig{MaxBacklog: 10}, "MaxPending bounds"},
 	} {
-		if _, err := gormcounter.NewBuffer(db, c.cfg); err == nil || !strings.Contains(err.Error(), c.says) {
+		if _, err := gormcounter.NewBuffer(context.Background(), db, c.cfg); err == nil || !strings.Contains(err.Error(), c.says) {
 			t.Errorf("NewBuffer with %s: %v, want an error that says %q", c.name, err, c.says)
 		}
 	}
 	plain, err := gorm.Open(dialectorFor(lite, e.dsn), &gorm.Config{Logger: logger.Discard})
 	must(t, err)
-	if _, err := gormcounter.NewBuffer(plain, gormcounter.BufferConfig{}); !errors.Is(err, gormcounter.ErrNotConfigured) {
+	if _, err := gormcounter.NewBuffer(context.Background(), plain, hotcounter.BufferConfig{}); !errors.Is(err, hotcounter.ErrNotConfigured) {
 		t.Fatalf("NewBuffer without the plugin: %v, want ErrNotConfigured", err)
 	}
 }
@@ -669,7 +666,7 @@ func TestBufferRefusesMistakes(t *testing.T) {
 func TestABufferUsesTheLedgerAMigrationFileMade(t *testing.T) {
 	eachORM(t, func(t *testing.T, o counterORM) {
 		ctx := context.Background()
-		cfg := gormcounter.BufferConfig{Interval: time.Hour, Ledger: "filed_ledger"}
+		cfg := hotcounter.BufferConfig{Interval: time.Hour, Ledger: "filed_ledger"}
 		script, err := o.bufferSchema(cfg)
 		must(t, err)
 		for range 2 {

@@ -7,6 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/gormcounter"
 	"github.com/hotcounter/hotcounter/redisstore"
 )
@@ -24,7 +25,7 @@ func ExampleNew() {
 	_ = db.AutoMigrate(&Post{})
 
 	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{"127.0.0.1:6379"}})
-	buf, err := gormcounter.NewBuffer(db, gormcounter.BufferConfig{Store: redisstore.New(rdb, redisstore.Options{})})
+	buf, err := gormcounter.NewBuffer(context.Background(), db, hotcounter.BufferConfig{Store: redisstore.New(rdb, redisstore.Options{})})
 	if err != nil {
 		panic(err)
 	}

@@ -5,8 +5,8 @@
 //
 //	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{"127.0.0.1:6379"}})
 //	store := redisstore.New(rdb, redisstore.Options{})
-//	buf, err := gormcounter.NewBuffer(db, gormcounter.BufferConfig{Store: store})
-//	// or, for ent: entcounter.NewBuffer(ctx, client, entcounter.BufferConfig{Store: store})
+//	buf, err := gormcounter.NewBuffer(ctx, db, hotcounter.BufferConfig{Store: store})
+//	// or, for ent: entcounter.NewBuffer(ctx, client, hotcounter.BufferConfig{Store: store})
 //	buf.Increment(ctx, &Post{ID: id}, "Likes", 1) // returns once Redis has it
 //
 // It is a package of its own so that programs that do not use Redis do not
@@ -239,6 +239,10 @@ if redis.call('GET', KEYS[2]) == ARGV[1] then
   return 1
 end
 return 0`)
+
+// StoreName names the store in errors: "redis". It makes Store a
+// hotcounter.BufferStore, which BufferConfig.Store takes.
+func (s *Store) StoreName() string { return "redis" }
 
 // Add implements writebehind.Store.
 func (s *Store) Add(ctx context.Context, c *writebehind.Counter, key any, delta int64) error {

@@ -13,10 +13,10 @@ import (
 	"entgo.io/ent/dialect"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/engine"
 	"github.com/hotcounter/hotcounter/internal/entrt"
-	"github.com/hotcounter/hotcounter/internal/spec"
 )
 
 // Runtime is what generated code hands entcounter: the driver of a client
@@ -145,8 +145,8 @@ type Source = entrt.Source
 // (the generated hotcounterAdd).
 func KeyAs[T any](typ string, id any) (T, error) { return entrt.KeyAs[T](typ, id) }
 
-// ErrNotCounter is entcounter.ErrNotCounter.
-var ErrNotCounter = spec.ErrNotCounter
+// ErrNotCounter is hotcounter.ErrNotCounter.
+var ErrNotCounter = hotcounter.ErrNotCounter
 
 // Incrementer is what a generated typed buffered add writes to: an
 // entcounter.Buffer.

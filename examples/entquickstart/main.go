@@ -27,6 +27,7 @@ import (
 	_ "github.com/go-sql-driver/mysql" // MySQL/MariaDB, driver "mysql"
 	_ "github.com/jackc/pgx/v5/stdlib" // PostgreSQL, driver "pgx"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/entcounter"
 	"github.com/hotcounter/hotcounter/examples/entquickstart/ent"
 	entpost "github.com/hotcounter/hotcounter/examples/entquickstart/ent/post"
@@ -147,7 +148,7 @@ func run(ctx context.Context, dsn string, writers, each int) error {
 
 	// A write-behind buffer adds up increments in memory and writes them in
 	// batches; the generated Buffered(buf).AddViews is its typed Increment.
-	buf, err := entcounter.NewBuffer(ctx, client, entcounter.BufferConfig{})
+	buf, err := entcounter.NewBuffer(ctx, client, hotcounter.BufferConfig{})
 	if err != nil {
 		return err
 	}

@@ -71,8 +71,7 @@ func run(dsn, serve string) error {
 	if err != nil {
 		return err
 	}
-	plugin := gormcounter.New(gormcounter.Config{MeterProvider: mp})
-	if err := db.Use(plugin); err != nil {
+	if err := db.Use(gormcounter.New(gormcounter.Config{MeterProvider: mp})); err != nil {
 		return err
 	}
 	if err := db.Migrator().DropTable(&Post{}); err != nil {
@@ -154,8 +153,12 @@ func run(dsn, serve string) error {
 		return fmt.Errorf("the scrape returned no hotcounter series")
 	}
 
-	fmt.Println("\nhottest rows (Plugin.HotKeys):")
-	for _, k := range plugin.HotKeys(3) {
+	fmt.Println("\nhottest rows (gormcounter.HotKeys):")
+	hot, err := gormcounter.HotKeys(db, 3)
+	if err != nil {
+		return err
+	}
+	for _, k := range hot {
 		kind := "counter"
 		if !k.Counter {
 			kind = "plain column: declare it a counter"

@@ -5881,7 +5881,7 @@ func (c *LabelClient) RecountConversationCount(ctx context.Context, ids ...int) 
 
 // TakeCredits takes n from the credits of the Member
 // with the given id, in full or not at all: when less is left, the error
-// wraps entcounter.ErrInsufficient and nothing changed (entcounter.Take).
+// wraps hotcounter.ErrInsufficient and nothing changed (entcounter.Take).
 // On a transaction's client it takes in the transaction.
 func (c *MemberClient) TakeCredits(ctx context.Context, id uuid.UUID, n int64) error {
 	return generated.Take(ctx, c.config, "Member", "credits", id, n)
@@ -5981,7 +5981,7 @@ func (b *PostBuffered) AddViews(ctx context.Context, id int, delta int64) error 
 
 // TakeStock takes n from the stock of the Product
 // with the given id, in full or not at all: when less is left, the error
-// wraps entcounter.ErrInsufficient and nothing changed (entcounter.Take).
+// wraps hotcounter.ErrInsufficient and nothing changed (entcounter.Take).
 // On a transaction's client it takes in the transaction.
 func (c *ProductClient) TakeStock(ctx context.Context, id int, n int64) error {
 	return generated.Take(ctx, c.config, "Product", "stock", id, n)

@@ -5,32 +5,10 @@ import (
 	"database/sql"
 	"errors"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/retry"
 )
-
-// Moved is what a move of column values onto slots did.
-type Moved struct {
-	// Parents is how many parents had a value other than 0 in the column
-	// and now have 0 there, their value moved onto a slot row.
-	Parents int64
-	// Amount is the total moved.
-	Amount int64
-	// Nulls is how many of those parents held NULL, counted as 0.
-	Nulls int64
-	// Busy is how many parents another transaction held at that moment
-	// (old code writing the column): they were skipped, and a later run
-	// moves them.
-	Busy int64
-}
-
-// Add adds b's figures to m's.
-func (m *Moved) Add(b Moved) {
-	m.Parents += b.Parents
-	m.Amount += b.Amount
-	m.Nulls += b.Nulls
-	m.Busy += b.Busy
-}
 
 // MoveColumns walks t's parents in key order, a batch per transaction, and
 // for each parent whose column holds a value other than 0 (or NULL) adds
@@ -43,17 +21,17 @@ func (m *Moved) Add(b Moved) {
 // after an interrupted one, or a second run, moves only what is left.
 // inTx runs a function in a transaction of its own.
 func MoveColumns(ctx context.Context, conn Conn, d countersql.Dialect, t countersql.Table, batch int,
-	inTx func(ctx context.Context, fn func(Conn) error) error) (Moved, error) {
-	var total Moved
+	inTx func(ctx context.Context, fn func(Conn) error) error) (hotcounter.Moved, error) {
+	var total hotcounter.Moved
 	var after any
 	for {
 		owners, err := QueryKeys(ctx, conn, func(w countersql.Writer) { d.ColumnOwners(w, t, after, batch) })
 		if err != nil || len(owners) == 0 {
 			return total, err
 		}
-		var done Moved
+		var done hotcounter.Moved
 		err = retry.Do(ctx, FoldAttempts, func() error {
-			done = Moved{}
+			done = hotcounter.Moved{}
 			return inTx(ctx, func(tx Conn) error {
 				var err error
 				done, err = moveBatch(ctx, tx, d, t, owners)
@@ -75,9 +53,9 @@ func MoveColumns(ctx context.Context, conn Conn, d countersql.Dialect, t counter
 // On Citus each parent's column is locked by a statement of its own, which
 // Citus runs on the parent's node (it refuses a locking read of several
 // shards).
-func moveBatch(ctx context.Context, tx Conn, d countersql.Dialect, t countersql.Table, owners []any) (Moved, error) {
+func moveBatch(ctx context.Context, tx Conn, d countersql.Dialect, t countersql.Table, owners []any) (hotcounter.Moved, error) {
 	var (
-		m       Moved
+		m       hotcounter.Moved
 		locked  []any
 		keys    []any
 		amounts []int64
@@ -116,7 +94,7 @@ func moveBatch(ctx context.Context, tx Conn, d countersql.Dialect, t countersql.
 	}
 	for _, part := range parts {
 		if err := lock(part); err != nil {
-			return Moved{}, err
+			return hotcounter.Moved{}, err
 		}
 	}
 	m.Busy = int64(len(owners) - len(locked))
@@ -129,11 +107,11 @@ func moveBatch(ctx context.Context, tx Conn, d countersql.Dialect, t countersql.
 			slots[i] = countersql.ColumnSlot
 		}
 		if _, err := tx.Exec(ctx, func(w countersql.Writer) { d.AddToSlots(w, t, keys, slots, amounts) }); err != nil {
-			return Moved{}, err
+			return hotcounter.Moved{}, err
 		}
 	}
 	if _, err := tx.Exec(ctx, func(w countersql.Writer) { d.SetColumn(w, t, locked, 0) }); err != nil {
-		return Moved{}, err
+		return hotcounter.Moved{}, err
 	}
 	return m, nil
 }

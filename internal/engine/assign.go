@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/spec"
 )
@@ -39,7 +40,7 @@ func Start(ctx context.Context, s Session, d countersql.Dialect, t Target, keys 
 	if t.Guarded {
 		for _, v := range values {
 			if v < 0 {
-				return fmt.Errorf("%w: it cannot start at %d", spec.ErrNegativeGuarded, v)
+				return fmt.Errorf("%w: it cannot start at %d", hotcounter.ErrNegativeGuarded, v)
 			}
 		}
 	}
@@ -82,7 +83,7 @@ func Set(ctx context.Context, s Session, d countersql.Dialect, t Target, keys []
 		return 0, nil
 	}
 	if t.Guarded && total < 0 {
-		return 0, fmt.Errorf("%w: it cannot be set to %d", spec.ErrNegativeGuarded, total)
+		return 0, fmt.Errorf("%w: it cannot be set to %d", hotcounter.ErrNegativeGuarded, total)
 	}
 	tt := t.Table
 	var found []any

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
@@ -63,11 +62,6 @@ func (st Store) Colocate(ctx context.Context, c Conn, counters []Counter) error 
 	}
 	return nil
 }
-
-// ErrNotOnCitus is wrapped by the migration's error for a counter of a
-// kind that Citus cannot keep yet where it distributes the tables
-// (docs/scaling.md).
-var ErrNotOnCitus = errors.New("Citus cannot keep this counter where it distributes the tables yet")
 
 // keyBesideOwner makes the primary key of t's slot table, keyed by a
 // column of its own (ent's), its owner column and that key

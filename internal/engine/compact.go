@@ -6,46 +6,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/retry"
 )
-
-// Compacted is what a compaction pass did.
-type Compacted struct {
-	// Parents is how many parents had their slot values gathered into one
-	// row.
-	Parents int64
-	// Removed is how many slot rows the pass deleted: a load reads that
-	// many rows fewer.
-	Removed int64
-	// Left names each counter the pass left alone, and why: one whose slot
-	// rows are pre-created (its rows stay whatever they hold, so a
-	// compaction would remove none) and guarded stock (spread over its rows
-	// so that takes do not meet).
-	Left []string
-	// Postponed, when not empty, says why the pass stopped before the end:
-	// another session's transaction, open since before the pass's last
-	// transaction committed, kept the rows it removed from being reused
-	// for a second (see Compact). Run the pass again later: it goes on
-	// where rows are still spread.
-	Postponed string
-	// BytesBefore and BytesAfter are the size of the slot tables the pass
-	// compacted and their indexes (their data files), before and after it
-	// (PostgreSQL; 0 elsewhere). The space of the rows it removes is the
-	// table's again once VACUUM (autovacuum) has recorded it; the files
-	// keep their size.
-	BytesBefore, BytesAfter int64
-}
-
-// Add adds b's figures to c's.
-func (c *Compacted) Add(b Compacted) {
-	c.Parents += b.Parents
-	c.Removed += b.Removed
-	c.Left = append(c.Left, b.Left...)
-	c.Postponed += b.Postponed
-	c.BytesBefore += b.BytesBefore
-	c.BytesAfter += b.BytesAfter
-}
 
 // leftBecause returns why a compaction pass leaves c alone, or "" when it
 // compacts it.
@@ -63,8 +27,8 @@ func (c Counter) leftBecause() string {
 // (Compact), leaving alone, named in the result's Left, those whose rows
 // it would not remove or must not gather, and stopping at the first that
 // it postpones. It records each counter's pass.
-func (st Store) CompactPass(ctx context.Context, s Session, counters []Counter) (Compacted, error) {
-	var done Compacted
+func (st Store) CompactPass(ctx context.Context, s Session, counters []Counter) (hotcounter.Compacted, error) {
+	var done hotcounter.Compacted
 	if _, err := driverOf(st.Dialect).Compaction(); err != nil {
 		return done, fmt.Errorf("%s: CompactPass: %w", st.Pkg, err)
 	}
@@ -108,8 +72,8 @@ func (st Store) CompactPass(ctx context.Context, s Session, counters []Counter) 
 // its snapshot, so values a pass moved in between would count twice or
 // not at all.
 func Compact(ctx context.Context, conn Conn, d countersql.Dialect, t countersql.Table, batch int,
-	inTx func(ctx context.Context, fn func(Conn) error) error) (Compacted, error) {
-	var done Compacted
+	inTx func(ctx context.Context, fn func(Conn) error) error) (hotcounter.Compacted, error) {
+	var done hotcounter.Compacted
 	st := driverOf(d)
 	u, err := st.Compaction()
 	if err != nil {
@@ -152,7 +116,7 @@ func Compact(ctx context.Context, conn Conn, d countersql.Dialect, t countersql.
 					return errPostponed
 				}
 			}
-			var got Compacted
+			var got hotcounter.Compacted
 			err := retry.Do(ctx, FoldAttempts, func() error {
 				return inTx(ctx, func(tx Conn) error {
 					var err error
@@ -185,14 +149,14 @@ var errPostponed = errors.New("compaction postponed")
 // transaction of another session that was open when it committed to end.
 // Compacting on without that room would write each gathered row's new
 // version on another page, growing the table and its indexes, so past the
-// wait the pass stops and says why (Compacted.Postponed).
+// wait the pass stops and says why (hotcounter.Compacted.Postponed).
 const ReuseWait = time.Second
 
 // compactBatch runs a dialect's compaction of one batch in tx, and
 // returns what it did and, where the dialect tells it, the transaction's
 // id.
-func compactBatch(ctx context.Context, tx Conn, c countersql.Compaction) (Compacted, string, error) {
-	var got Compacted
+func compactBatch(ctx context.Context, tx Conn, c countersql.Compaction) (hotcounter.Compacted, string, error) {
+	var got hotcounter.Compacted
 	if c.Queries != nil {
 		var xid string
 		for _, query := range c.Queries {
@@ -214,8 +178,8 @@ func compactBatch(ctx context.Context, tx Conn, c countersql.Compaction) (Compac
 }
 
 // compactQuery runs one query of a Compaction (countersql.Compaction.Queries).
-func compactQuery(ctx context.Context, tx Conn, query func(countersql.Writer)) (Compacted, string, error) {
-	var got Compacted
+func compactQuery(ctx context.Context, tx Conn, query func(countersql.Writer)) (hotcounter.Compacted, string, error) {
+	var got hotcounter.Compacted
 	rows, err := tx.Query(ctx, query)
 	if err != nil {
 		return got, "", err

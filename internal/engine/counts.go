@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/dberr"
 )
@@ -305,7 +306,7 @@ func (st Store) InstallCountTriggers(ctx context.Context, s Session, c Counter, 
 			case qerr != nil:
 				return false, fmt.Errorf("%s: %s: %w", st.Pkg, c.Name, qerr)
 			case distributed > 0:
-				return false, fmt.Errorf("%s: %s: %w: %w", st.Pkg, c.Name, ErrNotOnCitus, err)
+				return false, fmt.Errorf("%s: %s: %w: %w", st.Pkg, c.Name, hotcounter.ErrNotOnCitus, err)
 			}
 			d = d.WithoutCitus()
 		}

@@ -7,28 +7,14 @@ import (
 	"math/rand/v2"
 	"slices"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/internal/combine"
 	"github.com/hotcounter/hotcounter/internal/countersql"
 )
 
-// ErrInsufficient is Take's error when less than the amount is left.
-var ErrInsufficient = errors.New("not enough left")
-
 // ErrNotFound is Take's error when the parent row does not exist: it holds
 // nothing, and not for want of stock.
 var ErrNotFound = errors.New("no such row")
-
-// Shortage is the error of a take refused for want of stock: how much was
-// left in all rows together when it was refused, and how much it asked.
-// errors.Is(err, ErrInsufficient) holds for it.
-type Shortage struct{ Left, Asked int64 }
-
-func (e *Shortage) Error() string {
-	return fmt.Sprintf("%v: %d left, %d asked", ErrInsufficient, e.Left, e.Asked)
-}
-
-// Is makes a Shortage match ErrInsufficient.
-func (e *Shortage) Is(target error) bool { return target == ErrInsufficient }
 
 // SplitTakes is the Split of a combine.Group of takes: it answers the
 // buyers of a combined take refused for want of stock (it took nothing): a
@@ -36,20 +22,20 @@ func (e *Shortage) Is(target error) bool { return target == ErrInsufficient }
 // would have been then; the others take alone. Any other error is every
 // buyer's: the take may have committed.
 func SplitTakes(err error) func(amount int64) (bool, error) {
-	var short *Shortage
+	var short *hotcounter.Shortage
 	if !errors.As(err, &short) {
 		return nil
 	}
 	return func(amount int64) (bool, error) {
 		if amount > short.Left {
-			return false, &Shortage{Left: short.Left, Asked: amount}
+			return false, &hotcounter.Shortage{Left: short.Left, Asked: amount}
 		}
 		return true, nil
 	}
 }
 
 // Take subtracts amount (> 0) from the guarded counter of the parent key:
-// in full, or not at all with ErrInsufficient when its total is below
+// in full, or not at all with hotcounter.ErrInsufficient when its total is below
 // amount. First from one slot row that holds enough: on PostgreSQL one no
 // other transaction holds (never waiting); then, and elsewhere at once, the
 // rows holding enough tried one by one from a random one (each try waits
@@ -66,7 +52,7 @@ func SplitTakes(err error) func(amount int64) (bool, error) {
 // own, retried on deadlock.
 func Take(ctx context.Context, s Session, d countersql.Dialect, t countersql.Table, slots int, key any, amount int64) error {
 	err := take(ctx, s, d, t, slots, key, amount)
-	var short *Shortage
+	var short *hotcounter.Shortage
 	if errors.As(err, &short) && short.Left == 0 {
 		// Nothing at all: a parent without stock, or no parent. Only a
 		// refusal pays for the read that tells them apart.
@@ -172,7 +158,7 @@ func TakeOne(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Tab
 		// elsewhere shows what it has not yet taken). Refused without
 		// locking every row, so that buyers after the sell-out do not queue
 		// on them all, one after another.
-		return false, &Shortage{Left: total, Asked: amount}
+		return false, &hotcounter.Shortage{Left: total, Asked: amount}
 	}
 	start := 0
 	if ordered {
@@ -192,14 +178,14 @@ func TakeOne(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Tab
 
 // takeAcross locks every slot row of the parent and takes amount from the
 // fullest first, moving what remains into fewer rows in the endgame, in one
-// statement; or refuses with a Shortage.
+// statement; or refuses with a hotcounter.Shortage.
 func takeAcross(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table, key any, amount int64) error {
 	parts, total, err := lockAll(ctx, c, d, t, key)
 	if err != nil {
 		return err
 	}
 	if total < amount {
-		return &Shortage{Left: total, Asked: amount}
+		return &hotcounter.Shortage{Left: total, Asked: amount}
 	}
 	// Fullest first: the take touches as few rows as it can.
 	slices.SortStableFunc(parts, func(a, b part) int { return int(b.n - a.n) })

@@ -3,8 +3,8 @@ package engine
 import (
 	"context"
 	"fmt"
-	"strings"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/spec"
 )
@@ -30,23 +30,6 @@ type SchemaPart struct {
 	Cascades bool
 }
 
-// Script is a schema as a migration file holds it: the statements that
-// make it (Up) and those that take it away (Down), each in the order to
-// run them. Every Up statement can run again on a database that has the
-// schema already, changing nothing: tables are created IF NOT EXISTS,
-// triggers are dropped and created afresh, slot rows are inserted where
-// missing, and the count of existing children adds only a difference.
-type Script struct {
-	Up, Down []string
-	// Tables holds the statements of Up that make tables and their
-	// indexes (slot and delta tables), in Up's order: what a tool that
-	// keeps tables and nothing else (Atlas's free edition, through
-	// atlas-provider-gorm) takes from the models. The rest of Up (storage
-	// options, slot rows, triggers, functions, counts of existing rows)
-	// must come from a file of Up beside that tool's.
-	Tables []string
-}
-
 // Schema writes the script of parts, in their order, without touching the
 // database. For each counter, Up holds:
 //   - its slot table (or an append counter's delta table and the index on
@@ -58,9 +41,9 @@ type Script struct {
 //     by hooks, the removal of triggers left from when triggers kept it.
 //
 // Down removes the triggers, then the tables Up created, in reverse.
-func (st Store) Schema(parts []SchemaPart) (Script, error) {
+func (st Store) Schema(parts []SchemaPart) (hotcounter.Script, error) {
 	d := st.Dialect
-	var s Script
+	var s hotcounter.Script
 	var down [][]func(countersql.Writer)
 	for _, p := range parts {
 		c := p.Counter
@@ -87,7 +70,7 @@ func (st Store) Schema(parts []SchemaPart) (Script, error) {
 		}
 		if c.Count {
 			if p.Count == nil {
-				return Script{}, fmt.Errorf("%s: %s is a count with no spec", st.Pkg, c.Name)
+				return hotcounter.Script{}, fmt.Errorf("%s: %s is a count with no spec", st.Pkg, c.Name)
 			}
 			count := *p.Count
 			drop := d.DropCountTriggers(count)
@@ -102,7 +85,7 @@ func (st Store) Schema(parts []SchemaPart) (Script, error) {
 				// them current and sends nothing.
 				install, _, _, err := d.MarkTriggers(install)
 				if err != nil {
-					return Script{}, fmt.Errorf("%s: %s: %w", st.Pkg, c.Name, err)
+					return hotcounter.Script{}, fmt.Errorf("%s: %s: %w", st.Pkg, c.Name, err)
 				}
 				up = append(up, install...)
 				withColumn := c.Options.Mode.HasColumn()
@@ -113,7 +96,7 @@ func (st Store) Schema(parts []SchemaPart) (Script, error) {
 		for i, build := range up {
 			text, err := d.Render(build)
 			if err != nil {
-				return Script{}, fmt.Errorf("%s: %s: %w", st.Pkg, c.Name, err)
+				return hotcounter.Script{}, fmt.Errorf("%s: %s: %w", st.Pkg, c.Name, err)
 			}
 			s.Up = append(s.Up, text)
 			if i < tables {
@@ -126,7 +109,7 @@ func (st Store) Schema(parts []SchemaPart) (Script, error) {
 		for _, build := range down[i] {
 			text, err := d.Render(build)
 			if err != nil {
-				return Script{}, err
+				return hotcounter.Script{}, err
 			}
 			s.Down = append(s.Down, text)
 		}
@@ -158,54 +141,21 @@ func (st Store) NullsToZero(ctx context.Context, conn Conn, c Counter) (string, 
 // LedgerSchema writes the script of the write-behind ledger table named
 // ledger: its table and index (Up, every statement re-runnable) and its
 // drop (Down). A buffer that finds the table creates nothing.
-func (st Store) LedgerSchema(ledger string) (Script, error) {
+func (st Store) LedgerSchema(ledger string) (hotcounter.Script, error) {
 	d := st.Dialect
-	var s Script
+	var s hotcounter.Script
 	for _, build := range d.CreateLedger(ledger) {
 		text, err := d.Render(build)
 		if err != nil {
-			return Script{}, fmt.Errorf("%s: ledger %s: %w", st.Pkg, ledger, err)
+			return hotcounter.Script{}, fmt.Errorf("%s: ledger %s: %w", st.Pkg, ledger, err)
 		}
 		s.Up = append(s.Up, text)
 	}
 	s.Tables = s.Up
 	text, err := d.Render(func(w countersql.Writer) { d.DropLedger(w, ledger) })
 	if err != nil {
-		return Script{}, err
+		return hotcounter.Script{}, err
 	}
 	s.Down = []string{text}
 	return s, nil
-}
-
-// UpSQL returns the Up statements as one file's text, each ending with a
-// semicolon on its own line: what golang-migrate's up file, psql, sqlite3
-// or a driver that runs several statements at once (MySQL's
-// multiStatements=true) takes as it is.
-func (s Script) UpSQL() string { return joinStatements(s.Up) }
-
-// DownSQL returns the Down statements as UpSQL does.
-func (s Script) DownSQL() string { return joinStatements(s.Down) }
-
-// Goose returns the script as a goose migration file: an Up and a Down
-// section, each statement between StatementBegin and StatementEnd, since
-// function and trigger bodies hold semicolons of their own.
-func (s Script) Goose() string {
-	var b strings.Builder
-	section := func(name string, stmts []string) {
-		b.WriteString("-- +goose " + name + "\n")
-		for _, st := range stmts {
-			b.WriteString("-- +goose StatementBegin\n" + st + ";\n-- +goose StatementEnd\n")
-		}
-	}
-	section("Up", s.Up)
-	section("Down", s.Down)
-	return b.String()
-}
-
-func joinStatements(stmts []string) string {
-	var b strings.Builder
-	for _, st := range stmts {
-		b.WriteString(st + ";\n")
-	}
-	return b.String()
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/dberr"
 	"github.com/hotcounter/hotcounter/internal/observe"
@@ -87,7 +88,7 @@ func (st Store) RollupLoop(ctx context.Context, interval time.Duration, session 
 	defer t.Stop()
 	for {
 		if err := st.RollupPass(work, s, counters, stop); err != nil {
-			report(err)
+			report(fmt.Errorf("RollupLoop: a pass failed (the next tick retries it): %w", err))
 		}
 		select {
 		case <-ctx.Done():
@@ -101,9 +102,9 @@ func (st Store) RollupLoop(ctx context.Context, interval time.Duration, session 
 // of their own name onto slot rows (MoveColumns), each counter in turn,
 // folding first the delta rows an append counter left into that column.
 // It probes each counter's storage afresh: the column may be gone.
-func (st Store) MoveToSlots(ctx context.Context, s Session, counters []Counter) (Moved, error) {
+func (st Store) MoveToSlots(ctx context.Context, s Session, counters []Counter) (hotcounter.Moved, error) {
 	inTx := PassTransaction(s, st.Dialect)
-	var total Moved
+	var total hotcounter.Moved
 	for _, c := range counters {
 		t := c.Table
 		st.Storages.Forget(t)
@@ -247,7 +248,7 @@ func (st Store) DryTarget(c Counter, widths *Widths) (Target, error) {
 // PrepareColumn checks and readies, before the ORM migrates the parent
 // table, a column of c's name that the table already has, and returns
 // what it found of c's storage: an existing column must hold integers
-// (spec.ErrInvalid otherwise), and a rollup or append counter's NULLs
+// (hotcounter.ErrInvalidCounter otherwise), and a rollup or append counter's NULLs
 // become 0, in batches, before the column becomes NOT NULL; a parent table
 // that exists without c's slot table must have a key the slot table can
 // reference (CheckParentKey). It returns the number of NULLs it set.
@@ -277,7 +278,7 @@ func (st Store) PrepareColumn(ctx context.Context, conn Conn, c Counter) (Storag
 	}
 	if !found.Integer() {
 		return found, 0, fmt.Errorf("%s: %s: %w: the existing column %s.%s is %s; a counter needs an integer column: convert it first, or rename it out of the way",
-			st.Pkg, c.Name, spec.ErrInvalid, t.Parent, t.Column, found.Type)
+			st.Pkg, c.Name, hotcounter.ErrInvalidCounter, t.Parent, t.Column, found.Type)
 	}
 	var nulls int64
 	if c.Options.Mode.HasColumn() && found.Nullable {
@@ -290,7 +291,7 @@ func (st Store) PrepareColumn(ctx context.Context, conn Conn, c Counter) (Storag
 
 // CheckParentKey reports a parent table whose key is neither its primary
 // key nor alone in a unique index: the foreign key of c's slot table could
-// not reference it (spec.ErrInvalid).
+// not reference it (hotcounter.ErrInvalidCounter).
 func (st Store) CheckParentKey(ctx context.Context, conn Conn, c Counter) error {
 	t := c.Table
 	ok, err := KeyUnique(ctx, conn, st.Dialect, t.Parent, t.ParentKey)
@@ -299,7 +300,7 @@ func (st Store) CheckParentKey(ctx context.Context, conn Conn, c Counter) error 
 	}
 	if !ok {
 		return fmt.Errorf("%s: %s: %w: table %s has no primary key (or unique index) on %s, which the foreign key of %s must reference; add one first, as in ALTER TABLE %s ADD PRIMARY KEY (%s)",
-			st.Pkg, c.Name, spec.ErrInvalid, t.Parent, t.ParentKey, t.Slots, t.Parent, t.ParentKey)
+			st.Pkg, c.Name, hotcounter.ErrInvalidCounter, t.Parent, t.ParentKey, t.Slots, t.Parent, t.ParentKey)
 	}
 	return nil
 }
@@ -379,7 +380,7 @@ func (st Store) notMigrated(c Counter) error {
 		kind = "delta"
 	}
 	return fmt.Errorf("%s: %s: its %s table %s does not exist: %w: %s",
-		st.Pkg, c.Name, kind, c.Table.Slots, spec.ErrNotMigrated, st.Migration)
+		st.Pkg, c.Name, kind, c.Table.Slots, hotcounter.ErrNotMigrated, st.Migration)
 }
 
 // NameMissing returns, for err, the error of a write of c that failed on a

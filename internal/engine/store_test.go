@@ -13,6 +13,7 @@ import (
 
 	_ "github.com/glebarez/go-sqlite" // the pure-Go SQLite driver, "sqlite"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/driver"
 	"github.com/hotcounter/hotcounter/internal/engine"
@@ -329,7 +330,7 @@ func TestEngineTakesNeverSellMoreThanTheStock(t *testing.T) {
 		switch {
 		case err == nil:
 			sold.Add(1)
-		case errors.Is(err, engine.ErrInsufficient):
+		case errors.Is(err, hotcounter.ErrInsufficient):
 			refused.Add(1)
 		default:
 			return err
@@ -345,16 +346,16 @@ func TestEngineTakesNeverSellMoreThanTheStock(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := engine.Take(f.ctx, f.s, d, tbl, 4, key, 7)
-	var short *engine.Shortage
+	var short *hotcounter.Shortage
 	if !errors.As(err, &short) || short.Left != 5 || short.Asked != 7 {
-		t.Fatalf("a take of 7 from 5: %v, want a Shortage of 5 left, 7 asked", err)
+		t.Fatalf("a take of 7 from 5: %v, want a hotcounter.Shortage of 5 left, 7 asked", err)
 	}
 	f.expect(map[string]int64{"1": 5})
 }
 
 // PrepareColumn refuses a parent table that exists without the counter's
 // slot table and without a key that table could reference, naming the
-// counter (spec.ErrInvalid), before the ORM migrates anything; with the
+// counter (hotcounter.ErrInvalidCounter), before the ORM migrates anything; with the
 // slot table made, or a key added, it goes on.
 func TestEnginePrepareColumnRefusesAParentWithoutAKey(t *testing.T) {
 	f := newFixture(t, spec.Options{Mode: spec.Sum}, 0)
@@ -362,8 +363,8 @@ func TestEnginePrepareColumnRefusesAParentWithoutAKey(t *testing.T) {
 	f.exec("DROP TABLE posts")
 	f.exec("CREATE TABLE posts (id INTEGER NOT NULL, title TEXT)")
 	_, _, err := f.store.PrepareColumn(f.ctx, f.s.sqlConn, f.c)
-	if !errors.Is(err, spec.ErrInvalid) || !strings.Contains(err.Error(), "Post.Views") || !strings.Contains(err.Error(), "primary key") {
-		t.Fatalf("PrepareColumn of a parent without a key = %v; want spec.ErrInvalid naming Post.Views and the missing primary key", err)
+	if !errors.Is(err, hotcounter.ErrInvalidCounter) || !strings.Contains(err.Error(), "Post.Views") || !strings.Contains(err.Error(), "primary key") {
+		t.Fatalf("PrepareColumn of a parent without a key = %v; want hotcounter.ErrInvalidCounter naming Post.Views and the missing primary key", err)
 	}
 	f.exec("CREATE UNIQUE INDEX posts_id ON posts (id)")
 	if _, _, err := f.store.PrepareColumn(f.ctx, f.s.sqlConn, f.c); err != nil {

@@ -24,6 +24,7 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/internal/combine"
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/driver"
@@ -169,6 +170,10 @@ type Runtime struct {
 	// NotFound is the client's NotFoundError for schema typ (ent.IsNotFound
 	// holds for it). Nil in code generated before it.
 	NotFound func(typ string) error
+	// Log is the client's logger (ent.Log; the standard logger's Println
+	// unless the client was given another). Nil in code generated before
+	// it.
+	Log func(...any)
 }
 
 // State is what an ent client has learned of its database: where each
@@ -332,6 +337,19 @@ func (st *State) configure(s spec.Settings) {
 
 // Settings returns the client's settings, defaults filled in.
 func (r Runtime) Settings() spec.Settings { return *r.state().settings.Load() }
+
+// OnError is where the client's background work reports (a rollup loop's
+// failed pass, a buffer's failed flush): the OnError of
+// entcounter.Configure's Config, or the client's logger.
+func (r Runtime) OnError() func(error) {
+	if f := r.Settings().OnError; f != nil {
+		return f
+	}
+	if r.Log == nil {
+		return func(error) {} // code generated before Log: regenerate it to hear of them
+	}
+	return func(err error) { r.Log("entcounter:", err) }
+}
 
 // Configure sets the client's settings (entcounter.Configure), before the
 // client is used: the combining groups read InFlight without a lock, and
@@ -856,7 +874,7 @@ func (r Runtime) triggersThere(ctx context.Context, what string, keep func(Def) 
 		}
 		if missing {
 			return fmt.Errorf("entcounter: %s: the triggers that keep %s (on %s) are missing: migrate with client.Schema.Create(ctx, entcounter.WithCounters(client)), run entcounter.InstallTriggers(ctx, client), or apply the statements of entcounter.SchemaSQL (docs/migrations.md): %w",
-				what, d.Name(), d.Count.Table, spec.ErrNotMigrated)
+				what, d.Name(), d.Count.Table, hotcounter.ErrNotMigrated)
 		}
 		st.migrated.Store(d.SlotTable, true)
 	}

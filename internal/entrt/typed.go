@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/engine"
-	"github.com/hotcounter/hotcounter/internal/spec"
 )
 
 // What entcounter's generic functions (Take, Recount, Buffer) and the
@@ -30,7 +30,7 @@ func (r Runtime) Lookup(typ, field string) (Def, bool) {
 // not at all (see entcounter.Take).
 func (r Runtime) Take(ctx context.Context, d Def, id any, amount int64) error {
 	if !d.Guarded {
-		return fmt.Errorf("entcounter: Take %s: %w: declare it with entcounter.Guarded()", d.Name(), spec.ErrNotGuarded)
+		return fmt.Errorf("entcounter: Take %s: %w: declare it with entcounter.Guarded()", d.Name(), hotcounter.ErrNotGuarded)
 	}
 	dl, err := r.Dialect()
 	if err != nil {
@@ -75,7 +75,7 @@ func TakeTyped(ctx context.Context, src Source, typ, field string, id any, amoun
 	r := src.HotCounter()
 	d, ok := r.Lookup(typ, field)
 	if !ok {
-		return fmt.Errorf("entcounter: Take %s.%s: %w: regenerate the ent code", typ, field, spec.ErrNotCounter)
+		return fmt.Errorf("entcounter: Take %s.%s: %w: regenerate the ent code", typ, field, hotcounter.ErrNotCounter)
 	}
 	return r.Take(ctx, d, id, amount)
 }
@@ -85,7 +85,7 @@ func RecountTyped(ctx context.Context, src Source, typ, field string, ids ...any
 	r := src.HotCounter()
 	d, ok := r.Lookup(typ, field)
 	if !ok {
-		return 0, fmt.Errorf("entcounter: Recount %s.%s: %w: regenerate the ent code", typ, field, spec.ErrNotCounter)
+		return 0, fmt.Errorf("entcounter: Recount %s.%s: %w: regenerate the ent code", typ, field, hotcounter.ErrNotCounter)
 	}
 	return r.Recount(ctx, d, ids...)
 }

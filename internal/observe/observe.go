@@ -23,6 +23,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/internal/hotkeys"
 )
 
@@ -376,51 +377,23 @@ func watch[S any](mu *sync.Mutex, sources map[*S]struct{}, s *S) (stop func()) {
 	}
 }
 
-// HotKeysConfig tunes the counting of increments per row, which tells
-// which rows of which counter, or of which plain column not declared a
-// counter yet, take the most increments: gormcounter.HotKeysConfig and
-// entcounter.HotKeysConfig.
-type HotKeysConfig struct {
-	// Keys is how many rows are counted per counter or column and window:
-	// exactly while no more rows than that are incremented in a window,
-	// within a known bound (HotKey.Error) after that. Zero means 64.
-	Keys int
-	// Window is the length of the time windows; a report covers the last
-	// complete window and the current one. Zero means one minute.
-	Window time.Duration
-	// Off turns the counting off.
-	Off bool
-}
-
-// HotKey is how often one row of one counter or plain column was
-// incremented lately: gormcounter.HotKey and entcounter.HotKey.
-type HotKey struct {
-	// Table and Column name the counter, or the plain column (Counter
-	// false) incremented with gorm.Expr("col + ?", n) or ent's AddX.
-	Table, Column string
-	Counter       bool
-	// Key is the row's primary key as text (columns joined by ", ").
-	Key string
-	// Count is how many increments (of any size) the row took over Span, an
-	// upper bound: the true number is at least Count-Error. Rate is Count
-	// per second.
-	Count, Error int64
-	Rate         float64
-	Span         time.Duration
-}
+// ErrHotKeysOff is HotKeys' error when the counting is off
+// (HotKeysConfig.Off): it has nothing to report.
+var ErrHotKeysOff = errors.New("hot keys are not counted: the Config's HotKeys.Off is set")
 
 // HotKeys returns the k rows with the most writes among all counters and
-// columns, hottest (highest rate) first.
-func (o *Observer) HotKeys(k int) []HotKey {
+// columns, hottest (highest rate) first; with the counting off, an error
+// saying so.
+func (o *Observer) HotKeys(k int) ([]hotcounter.HotKey, error) {
 	if o == nil || o.hot == nil {
-		return nil
+		return nil, ErrHotKeysOff
 	}
-	var out []HotKey
+	var out []hotcounter.HotKey
 	for _, name := range o.hot.Names() {
 		table, column := split(name)
 		_, isCounter := o.counters.Load(name)
 		for _, key := range o.hot.Top(name, k) {
-			out = append(out, HotKey{Table: table, Column: column, Counter: isCounter, Key: key.Key,
+			out = append(out, hotcounter.HotKey{Table: table, Column: column, Counter: isCounter, Key: key.Key,
 				Count: key.Count, Error: key.Error, Rate: key.Rate, Span: key.Span})
 		}
 	}
@@ -428,7 +401,7 @@ func (o *Observer) HotKeys(k int) []HotKey {
 	if k >= 0 && len(out) > k {
 		out = out[:k] // the k hottest rows of all counters and columns
 	}
-	return out
+	return out, nil
 }
 
 // Close unregisters the gauges' callback.

@@ -17,6 +17,11 @@ type Settings struct {
 	// overlap before its width halves. Zero: the default of
 	// engine.NewWidths (5 seconds).
 	AutoCooldown time.Duration
+	// OnError hears the errors of the work the library does in the
+	// background, which no call returns (a rollup loop's failed pass, a
+	// write-behind buffer's failed flush, ...). Nil: the front end's
+	// logger.
+	OnError func(error)
 }
 
 // DefaultInFlight is Settings.InFlight unless configured.

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/internal/countersql"
 )
 
@@ -133,13 +134,13 @@ func (o Options) checkGiven() error {
 	seen := map[string]bool{}
 	for _, name := range strings.Split(o.Given, ",") {
 		if seen[name] {
-			return fmt.Errorf("%w: %s given twice: give it once", ErrInvalid, name)
+			return fmt.Errorf("%w: %s given twice: give it once", hotcounter.ErrInvalidCounter, name)
 		}
 		seen[name] = true
 	}
 	for _, c := range contradictions {
 		if seen[c[0]] && seen[c[1]] {
-			return fmt.Errorf("%w: %s and %s both given: they contradict each other, give one", ErrInvalid, c[0], c[1])
+			return fmt.Errorf("%w: %s and %s both given: they contradict each other, give one", hotcounter.ErrInvalidCounter, c[0], c[1])
 		}
 	}
 	return nil
@@ -200,13 +201,13 @@ func (o Options) ValidateAs(n Names) error {
 		return err
 	}
 	if o.Auto && (o.Slots < 1 || o.Slots > MaxSlots) {
-		return fmt.Errorf("%w: "+n.AutoSlots+" is out of range: use 1 to %d", ErrInvalid, o.Slots, MaxSlots)
+		return fmt.Errorf("%w: "+n.AutoSlots+" is out of range: use 1 to %d", hotcounter.ErrInvalidCounter, o.Slots, MaxSlots)
 	}
 	if o.Slots < 1 || o.Slots > MaxSlots {
-		return fmt.Errorf("%w: "+n.Slots+" is out of range: use 1 to %d", ErrInvalid, o.Slots, MaxSlots)
+		return fmt.Errorf("%w: "+n.Slots+" is out of range: use 1 to %d", hotcounter.ErrInvalidCounter, o.Slots, MaxSlots)
 	}
 	if o.Mode != Sum && o.Mode != Rollup && o.Mode != Append {
-		return fmt.Errorf("%w: unknown mode %d", ErrInvalid, o.Mode)
+		return fmt.Errorf("%w: unknown mode %d", hotcounter.ErrInvalidCounter, o.Mode)
 	}
 	if o.Auto {
 		if err := o.validateAuto(n); err != nil {
@@ -214,32 +215,32 @@ func (o Options) ValidateAs(n Names) error {
 		}
 	}
 	if o.Mode != Sum && o.Precreate == On {
-		return fmt.Errorf("%w: %s applies to sum counters; a rollup pass removes the rows it folds", ErrInvalid, n.Precreate)
+		return fmt.Errorf("%w: %s applies to sum counters; a rollup pass removes the rows it folds", hotcounter.ErrInvalidCounter, n.Precreate)
 	}
 	if o.Mode == Append && o.SkipLocked {
-		return fmt.Errorf("%w: %s applies to slots; an append counter shares no row", ErrInvalid, n.SkipLocked)
+		return fmt.Errorf("%w: %s applies to slots; an append counter shares no row", hotcounter.ErrInvalidCounter, n.SkipLocked)
 	}
 	if o.Counts == "" && (o.Where != "" || o.Hooks || o.Total != "") {
-		return fmt.Errorf("%w: %s apply to a count of child rows: add %s", ErrInvalid, n.CountOpts, n.AddCounts)
+		return fmt.Errorf("%w: %s apply to a count of child rows: add %s", hotcounter.ErrInvalidCounter, n.CountOpts, n.AddCounts)
 	}
 	if o.Total != "" && o.Hooks {
-		return fmt.Errorf("%w: "+n.Total+" is kept by triggers: remove %s", ErrInvalid, o.Total, n.Hooks)
+		return fmt.Errorf("%w: "+n.Total+" is kept by triggers: remove %s", hotcounter.ErrInvalidCounter, o.Total, n.Hooks)
 	}
 	if o.Counts != "" && o.Mode == Append {
-		return fmt.Errorf("%w: %s keeps its count in slots: use sum or rollup, not %s", ErrInvalid, n.Counts, n.Append)
+		return fmt.Errorf("%w: %s keeps its count in slots: use sum or rollup, not %s", hotcounter.ErrInvalidCounter, n.Counts, n.Append)
 	}
 	if o.Counts != "" && o.SkipLocked {
-		return fmt.Errorf("%w: %s picks the slot of the writer's session, not a free one: remove %s", ErrInvalid, n.Counts, n.SkipLocked)
+		return fmt.Errorf("%w: %s picks the slot of the writer's session, not a free one: remove %s", hotcounter.ErrInvalidCounter, n.Counts, n.SkipLocked)
 	}
 	if o.Guarded && (o.Mode != Sum || o.Counts != "") {
-		return fmt.Errorf("%w: %s applies to sum counters: its slot rows hold the stock (no rollup column, no count of children)", ErrInvalid, n.Guarded)
+		return fmt.Errorf("%w: %s applies to sum counters: its slot rows hold the stock (no rollup column, no count of children)", hotcounter.ErrInvalidCounter, n.Guarded)
 	}
 	if o.KeepColumn && (o.Mode != Sum || o.Counts != "") {
-		return fmt.Errorf("%w: keeping the column applies to sum counters; a rollup or append counter has its column anyway, and a count is recounted from its children", ErrInvalid)
+		return fmt.Errorf("%w: keeping the column applies to sum counters; a rollup or append counter has its column anyway, and a count is recounted from its children", hotcounter.ErrInvalidCounter)
 	}
 	if o.Where != "" {
 		if err := countersql.CheckCondition(o.Where); err != nil {
-			return fmt.Errorf("%w: "+n.Where+": %v", ErrInvalid, o.Where, err)
+			return fmt.Errorf("%w: "+n.Where+": %v", hotcounter.ErrInvalidCounter, o.Where, err)
 		}
 	}
 	return nil
@@ -262,7 +263,7 @@ func (o Options) validateAuto(n Names) error {
 	default:
 		return nil
 	}
-	return fmt.Errorf("%w: %s: %s", ErrInvalid, n.Auto, why)
+	return fmt.Errorf("%w: %s: %s", hotcounter.ErrInvalidCounter, n.Auto, why)
 }
 
 // ParseList parses a comma-separated option list such as "slots=64,rollup",
@@ -284,7 +285,7 @@ func ParseList(list string, def Options) (Options, error) {
 		if k, _, _ := strings.Cut(raw, "="); strings.TrimSpace(k) != "" {
 			k = strings.ToLower(strings.TrimSpace(k))
 			if seen[k] {
-				return o, fmt.Errorf("%w: %s given twice: give it once", ErrInvalid, k)
+				return o, fmt.Errorf("%w: %s given twice: give it once", hotcounter.ErrInvalidCounter, k)
 			}
 			seen[k] = true
 		}
@@ -294,7 +295,7 @@ func ParseList(list string, def Options) (Options, error) {
 			}
 			o.Where, rest = strings.TrimSpace(v), ""
 			if o.Where == "" {
-				return o, fmt.Errorf("%w: where= needs a condition, as in where=status = 'active'", ErrInvalid)
+				return o, fmt.Errorf("%w: where= needs a condition, as in where=status = 'active'", hotcounter.ErrInvalidCounter)
 			}
 			continue
 		}
@@ -308,7 +309,7 @@ func ParseList(list string, def Options) (Options, error) {
 		switch key {
 		case "slots", "max":
 			if !hasValue || value == "" {
-				return o, fmt.Errorf("%w: %s needs a number, as in %s=16", ErrInvalid, key, key)
+				return o, fmt.Errorf("%w: %s needs a number, as in %s=16", hotcounter.ErrInvalidCounter, key, key)
 			}
 			if key == "slots" && strings.EqualFold(value, "auto") {
 				o.Auto = true
@@ -319,7 +320,7 @@ func ParseList(list string, def Options) (Options, error) {
 			}
 			n, err := strconv.Atoi(value)
 			if err != nil {
-				return o, fmt.Errorf("%w: %s=%s is not a number", ErrInvalid, key, value)
+				return o, fmt.Errorf("%w: %s=%s is not a number", hotcounter.ErrInvalidCounter, key, value)
 			}
 			o.Slots = n
 			if key == "max" {
@@ -329,28 +330,28 @@ func ParseList(list string, def Options) (Options, error) {
 			}
 		case "sum", "rollup", "append":
 			if hasValue {
-				return o, fmt.Errorf("%w: %q takes no value", ErrInvalid, key)
+				return o, fmt.Errorf("%w: %q takes no value", hotcounter.ErrInvalidCounter, key)
 			}
 			m := map[string]Mode{"sum": Sum, "rollup": Rollup, "append": Append}[key]
 			if modeSet && o.Mode != m {
-				return o, fmt.Errorf("%w: more than one of sum, rollup and append given", ErrInvalid)
+				return o, fmt.Errorf("%w: more than one of sum, rollup and append given", hotcounter.ErrInvalidCounter)
 			}
 			o.Mode, modeSet = m, true
 		case "precreate":
 			switch strings.ToLower(value) {
 			case "", "true":
 				if hasValue && value == "" {
-					return o, fmt.Errorf("%w: precreate= needs true or false", ErrInvalid)
+					return o, fmt.Errorf("%w: precreate= needs true or false", hotcounter.ErrInvalidCounter)
 				}
 				o.Precreate = On
 			case "false":
 				o.Precreate = Off
 			default:
-				return o, fmt.Errorf("%w: precreate=%s: use precreate, precreate=true or precreate=false", ErrInvalid, value)
+				return o, fmt.Errorf("%w: precreate=%s: use precreate, precreate=true or precreate=false", hotcounter.ErrInvalidCounter, value)
 			}
 		case "skiplocked", "hooks", "guarded":
 			if hasValue {
-				return o, fmt.Errorf("%w: %q takes no value", ErrInvalid, key)
+				return o, fmt.Errorf("%w: %q takes no value", hotcounter.ErrInvalidCounter, key)
 			}
 			switch key {
 			case "hooks":
@@ -362,20 +363,20 @@ func ParseList(list string, def Options) (Options, error) {
 			}
 		case "counts":
 			if value == "" {
-				return o, fmt.Errorf("%w: counts needs the relation it counts, as in counts=Objects", ErrInvalid)
+				return o, fmt.Errorf("%w: counts needs the relation it counts, as in counts=Objects", hotcounter.ErrInvalidCounter)
 			}
 			o.Counts = value
 		case "total":
 			if value == "" {
-				return o, fmt.Errorf("%w: total needs the child column it adds up, as in total=size", ErrInvalid)
+				return o, fmt.Errorf("%w: total needs the child column it adds up, as in total=size", hotcounter.ErrInvalidCounter)
 			}
 			o.Total = value
 		default:
-			return o, fmt.Errorf("%w: unknown option %q (known: slots=N, slots=auto, max=N, sum, rollup, append, precreate, skiplocked, guarded, counts=, total=, where=, hooks)", ErrInvalid, word)
+			return o, fmt.Errorf("%w: unknown option %q (known: slots=N, slots=auto, max=N, sum, rollup, append, precreate, skiplocked, guarded, counts=, total=, where=, hooks)", hotcounter.ErrInvalidCounter, word)
 		}
 	}
 	if maxSet && !o.Auto {
-		return o, fmt.Errorf("%w: max= bounds slots=auto: give slots=auto,max=%d, or slots=%d for a fixed width", ErrInvalid, o.Slots, o.Slots)
+		return o, fmt.Errorf("%w: max= bounds slots=auto: give slots=auto,max=%d, or slots=%d for a fixed width", hotcounter.ErrInvalidCounter, o.Slots, o.Slots)
 	}
 	return o, o.Validate()
 }

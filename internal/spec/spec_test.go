@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/hotcounter/hotcounter"
 )
 
 func TestParseList(t *testing.T) {
@@ -91,8 +93,8 @@ func TestParseListRejects(t *testing.T) {
 	}
 	for in, says := range cases {
 		_, err := ParseList(in, Options{Slots: DefaultSlots})
-		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), says) {
-			t.Errorf("ParseList(%q) error = %v; want ErrInvalid saying %s", in, err, says)
+		if !errors.Is(err, hotcounter.ErrInvalidCounter) || !strings.Contains(err.Error(), says) {
+			t.Errorf("ParseList(%q) error = %v; want hotcounter.ErrInvalidCounter saying %s", in, err, says)
 		}
 	}
 }
@@ -125,8 +127,8 @@ func TestKeepColumnIsForSumCounters(t *testing.T) {
 		{Slots: 16, KeepColumn: true, Mode: Append},
 		{Slots: 16, KeepColumn: true, Counts: "Objects"},
 	} {
-		if err := o.Validate(); !errors.Is(err, ErrInvalid) {
-			t.Errorf("%+v: got %v, want ErrInvalid", o, err)
+		if err := o.Validate(); !errors.Is(err, hotcounter.ErrInvalidCounter) {
+			t.Errorf("%+v: got %v, want hotcounter.ErrInvalidCounter", o, err)
 		}
 	}
 }
@@ -148,8 +150,8 @@ func TestEntErrorsNameEntOptions(t *testing.T) {
 	}
 	for _, c := range cases {
 		err := c.o.ValidateAs(EntNames)
-		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.says) {
-			t.Errorf("%+v: %v; want ErrInvalid saying %s", c.o, err, c.says)
+		if !errors.Is(err, hotcounter.ErrInvalidCounter) || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("%+v: %v; want hotcounter.ErrInvalidCounter saying %s", c.o, err, c.says)
 		}
 		for _, word := range []string{"slots=", "counts=", "where=", "total=", "precreate ", "skiplocked", "hooks"} {
 			if err != nil && strings.Contains(err.Error(), word) {

@@ -31,6 +31,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/engine"
 	"github.com/hotcounter/hotcounter/internal/observe"
@@ -46,80 +47,35 @@ type Counter struct {
 	Append bool
 }
 
-// Full says what an increment does when the buffer holds MaxPending
-// entries.
-type Full int
-
-const (
-	// Block waits until a flush makes room (or the context ends).
-	Block Full = iota
-	// Fail returns ErrFull.
-	Fail
-	// Keep goes on accepting increments and reports the backlog to
-	// OnError, at most once an interval (with a Store only: the store
-	// holds them).
-	Keep
-)
-
-// ErrFull is returned by Add when the buffer is full and Config.OnFull is
-// Fail.
-var ErrFull = errors.New("write-behind buffer is full")
-
-// ErrUndeclared is wrapped by the error that a Buffer with a Store reports
-// to OnError when the store holds increments of a counter that no model of
-// its process declares: they are left in the store, for a process that
-// declares the counter to flush.
-var ErrUndeclared = errors.New("the write-behind store holds increments of a counter this process does not declare")
-
 // ErrClosed is returned by Add after Close.
 var ErrClosed = errors.New("write-behind buffer is closed")
 
-// Config tunes a Buffer. The zero value is usable.
+// Config is a buffer's settings: what the application gave, with its
+// store as the buffer calls it.
 type Config struct {
-	// Interval between flushes; default 1s.
-	Interval time.Duration
-	// FlushAt starts a flush early when this many (counter, parent) entries
-	// are pending; default 10,000.
-	FlushAt int
-	// MaxPending bounds the entries held (pending plus the batch being
-	// written); default 100,000.
-	MaxPending int
-	// OnFull: Block (default) or Fail, when MaxPending entries are held
-	// in memory, or with a Store, when the store's backlog reaches
-	// MaxBacklog. Keep (with a Store only) accepts increments past
-	// MaxBacklog and reports the backlog to OnError, at most once an
-	// interval.
-	OnFull Full
-	// Ledger is the table that records applied batches; default
-	// hotcounter_ledger.
-	Ledger string
-	// LedgerKeep is how long batch ids are kept; default 1h.
-	LedgerKeep time.Duration
-	// OnError hears of failed flushes (they are retried), and with a
-	// Store, of increments the store holds for counters this process does
-	// not declare (ErrUndeclared, at most once a minute per counter) and
-	// of a backlog past MaxBacklog under OnFull Keep.
-	OnError func(error)
-	// Store, when set, keeps the increments instead of this process's
-	// memory: Redis, shared by every app instance (package redisstore,
-	// for either ORM). FlushAt and MaxPending do not apply; MaxBacklog
-	// does.
-	Store Store
-	// MaxBacklog, with a Store, bounds the increments the store holds
-	// acknowledged and not yet written, of the counters this process
-	// declares (every process's increments, as this buffer's last flush
-	// read them, plus its own since): at the bound, OnFull says what an
-	// increment does. It is what a Redis crash can lose while the
-	// database is away and flushes fail. Zero: no bound.
-	MaxBacklog int64
+	hotcounter.BufferConfig
+	// store is BufferConfig.Store, nil without one.
+	store Store
+	// onError hears what goes wrong in the buffer's goroutine: a failed
+	// flush (retried), the ledger's pruning, and with a Store, increments
+	// of counters no model of the process declares and a backlog past
+	// MaxBacklog under BufferKeep. Never nil.
+	onError func(error)
 }
 
 func (c *Config) check() error {
+	if c.Store != nil {
+		st, ok := c.Store.(Store)
+		if !ok {
+			return fmt.Errorf("Store %T (%s) is not a store a Buffer writes through: use redisstore.New", c.Store, c.Store.StoreName())
+		}
+		c.store = st
+	}
 	switch {
-	case c.OnFull < Block || c.OnFull > Keep:
-		return fmt.Errorf("OnFull %d is not Block, Fail or Keep", c.OnFull)
-	case c.Store == nil && c.OnFull == Keep:
-		return errors.New("OnFull Keep needs a Store: in memory, increments past MaxPending are refused or wait")
+	case c.OnFull < hotcounter.BufferBlock || c.OnFull > hotcounter.BufferKeep:
+		return fmt.Errorf("OnFull %d is not BufferBlock, BufferFail or BufferKeep", c.OnFull)
+	case c.Store == nil && c.OnFull == hotcounter.BufferKeep:
+		return errors.New("OnFull BufferKeep needs a Store: in memory, increments past MaxPending are refused or wait")
 	case c.Store == nil && c.MaxBacklog != 0:
 		return errors.New("MaxBacklog bounds a Store's backlog: without a Store, MaxPending bounds the memory held")
 	case c.MaxBacklog < 0:
@@ -207,7 +163,8 @@ type Buffer struct {
 }
 
 // Ledger returns the table that records cfg's applied batches.
-func Ledger(cfg Config) string {
+func Ledger(given hotcounter.BufferConfig) string {
+	cfg := Config{BufferConfig: given}
 	cfg.defaults()
 	return cfg.Ledger
 }
@@ -216,7 +173,8 @@ func Ledger(cfg Config) string {
 // if missing, and starts the goroutine that flushes every interval.
 // declared lists the counters the process declares (called at every flush
 // with a Store; nil for none but those added to).
-func New(ctx context.Context, s engine.Session, d countersql.Dialect, cfg Config, obs *observe.Observer, declared func() []*Counter) (*Buffer, error) {
+func New(ctx context.Context, s engine.Session, d countersql.Dialect, given hotcounter.BufferConfig, onError func(error), obs *observe.Observer, declared func() []*Counter) (*Buffer, error) {
+	cfg := Config{BufferConfig: given, onError: onError}
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
@@ -247,7 +205,7 @@ func New(ctx context.Context, s engine.Session, d countersql.Dialect, cfg Config
 	b.room = sync.NewCond(&b.mu)
 	b.obs = obs
 	b.unwatch = append(b.unwatch, obs.WatchPending(b.pendingByCounter))
-	if cfg.Store != nil {
+	if cfg.store != nil {
 		b.unwatch = append(b.unwatch, obs.WatchBacklog(b.storeBacklog))
 	}
 	go b.loop()
@@ -288,7 +246,7 @@ func (b *Buffer) Add(ctx context.Context, c *Counter, key any, delta int64) erro
 		// No database key column holds it: the flush could never write it.
 		return fmt.Errorf("key %v is out of range of the database's integers", key)
 	}
-	if b.cfg.Store != nil {
+	if b.cfg.store != nil {
 		return b.addToStore(ctx, c, key, delta)
 	}
 	e := entry{c: c, key: engine.KeyText(key)}
@@ -301,8 +259,8 @@ func (b *Buffer) Add(ctx context.Context, c *Counter, key any, delta int64) erro
 		if _, ok := b.pending[e]; ok || b.held() < b.cfg.MaxPending {
 			break
 		}
-		if b.cfg.OnFull == Fail {
-			return fmt.Errorf("%w (%d entries pending)", ErrFull, b.held())
+		if b.cfg.OnFull == hotcounter.BufferFail {
+			return fmt.Errorf("%w (%d entries pending)", hotcounter.ErrBufferFull, b.held())
 		}
 		b.kick()
 		if err := b.wait(ctx); err != nil {
@@ -357,8 +315,8 @@ func (b *Buffer) Pending(c *Counter, key any) int64 {
 // PendingIn is Pending for a buffer with or without a Store: what the
 // store holds (every app instance's increments), else this process's.
 func (b *Buffer) PendingIn(ctx context.Context, c *Counter, key any) (int64, error) {
-	if b.cfg.Store != nil {
-		return b.cfg.Store.Pending(ctx, c, key)
+	if b.cfg.store != nil {
+		return b.cfg.store.Pending(ctx, c, key)
 	}
 	return b.Pending(c, key), nil
 }
@@ -377,9 +335,7 @@ func (b *Buffer) loop() {
 		}
 		if err := b.Flush(b.loopCtx); err != nil {
 			failures++
-			if b.cfg.OnError != nil {
-				b.cfg.OnError(err)
-			}
+			b.cfg.onError(fmt.Errorf("write-behind: a flush failed (retried): %w", err))
 			// Back off: 50 ms doubling to the interval, with jitter.
 			d := min(b.cfg.Interval, time.Duration(1<<min(failures, 10))*25*time.Millisecond)
 			select {
@@ -403,7 +359,7 @@ func (b *Buffer) Flush(ctx context.Context) error {
 		return ctx.Err()
 	}
 	defer func() { <-b.flushing }()
-	if b.cfg.Store != nil {
+	if b.cfg.store != nil {
 		if err := b.flushStore(ctx); err != nil {
 			return err
 		}
@@ -453,8 +409,8 @@ func (b *Buffer) prune(ctx context.Context) {
 	}
 	b.lastPrune = time.Now()
 	before := time.Now().Add(-b.cfg.LedgerKeep).UnixMilli()
-	if _, err := b.s.Exec(ctx, func(w countersql.Writer) { b.d.LedgerPrune(w, b.cfg.Ledger, before) }); err != nil && b.cfg.OnError != nil {
-		b.cfg.OnError(fmt.Errorf("write-behind ledger prune: %w", err))
+	if _, err := b.s.Exec(ctx, func(w countersql.Writer) { b.d.LedgerPrune(w, b.cfg.Ledger, before) }); err != nil {
+		b.cfg.onError(fmt.Errorf("write-behind ledger prune: %w", err))
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/internal/engine"
 	"github.com/hotcounter/hotcounter/internal/observe"
 )
@@ -99,8 +100,8 @@ type PendingItem struct {
 
 // PendingMany is PendingIn for many parents: one round trip to a Store.
 func (b *Buffer) PendingMany(ctx context.Context, items []PendingItem) ([]int64, error) {
-	if b.cfg.Store != nil {
-		return b.cfg.Store.PendingMany(ctx, items)
+	if b.cfg.store != nil {
+		return b.cfg.store.PendingMany(ctx, items)
 	}
 	out := make([]int64, len(items))
 	for i, it := range items {
@@ -180,7 +181,7 @@ func (b *Buffer) addToStore(ctx context.Context, c *Counter, key any, delta int6
 	if err := b.admit(ctx); err != nil {
 		return err
 	}
-	if err := b.cfg.Store.Add(ctx, c, key, delta); err != nil {
+	if err := b.cfg.store.Add(ctx, c, key, delta); err != nil {
 		return err
 	}
 	if b.cfg.MaxBacklog > 0 {
@@ -194,13 +195,13 @@ func (b *Buffer) addToStore(ctx context.Context, c *Counter, key any, delta int6
 func (b *Buffer) backlog() int64 { return b.measured.Load() + b.addedSince.Load() }
 
 // admit returns when an add may go to the store: at once, unless the
-// store's backlog has reached MaxBacklog; then it fails (OnFull Fail) or
-// waits until a flush finds it below (Block), or ctx ends.
+// store's backlog has reached MaxBacklog; then it fails (OnFull BufferFail) or
+// waits until a flush finds it below (BufferBlock), or ctx ends.
 func (b *Buffer) admit(ctx context.Context) error {
 	if b.cfg.MaxBacklog <= 0 || b.backlog() < b.cfg.MaxBacklog {
 		return nil
 	}
-	if b.cfg.OnFull == Keep {
+	if b.cfg.OnFull == hotcounter.BufferKeep {
 		b.reportBacklog(b.backlog())
 		return nil
 	}
@@ -214,8 +215,8 @@ func (b *Buffer) admit(ctx context.Context) error {
 		if n < b.cfg.MaxBacklog {
 			return nil
 		}
-		if b.cfg.OnFull == Fail {
-			return fmt.Errorf("%w: the store holds %d increments not yet written (MaxBacklog %d)", ErrFull, n, b.cfg.MaxBacklog)
+		if b.cfg.OnFull == hotcounter.BufferFail {
+			return fmt.Errorf("%w: the store holds %d increments not yet written (MaxBacklog %d)", hotcounter.ErrBufferFull, n, b.cfg.MaxBacklog)
 		}
 		b.kick()
 		if err := b.wait(ctx); err != nil {
@@ -253,7 +254,7 @@ func (b *Buffer) flushStore(ctx context.Context) error {
 // returns what could still be taken, with the error: the counters this
 // buffer added to, or every declared counter the store lists.
 func (b *Buffer) survey(ctx context.Context) ([]*Counter, error) {
-	st := b.cfg.Store
+	st := b.cfg.store
 	// What this buffer added before this point is in the backlog read
 	// below: its counter was declared before the snapshot of the
 	// counters next (so its table is read) and its add reached the store
@@ -348,7 +349,7 @@ func dedupe(cs []*Counter) []*Counter {
 // recordBacklog keeps what a survey read: the metrics' figures, and the
 // declared counters' backlog that MaxBacklog bounds, which holds the
 // addedBefore adds this buffer had counted before the read; with OnFull
-// Keep, a backlog past MaxBacklog is reported.
+// BufferKeep, a backlog past MaxBacklog is reported.
 func (b *Buffer) recordBacklog(items []observe.BacklogItem, declared, addedBefore int64) {
 	b.mu.Lock()
 	b.backlogItems = items
@@ -356,21 +357,21 @@ func (b *Buffer) recordBacklog(items []observe.BacklogItem, declared, addedBefor
 	b.addedSince.Add(-addedBefore)
 	b.room.Broadcast()
 	b.mu.Unlock()
-	if b.cfg.MaxBacklog > 0 && b.cfg.OnFull == Keep && declared >= b.cfg.MaxBacklog {
+	if b.cfg.MaxBacklog > 0 && b.cfg.OnFull == hotcounter.BufferKeep && declared >= b.cfg.MaxBacklog {
 		b.reportBacklog(declared)
 	}
 }
 
-// reportBacklog tells OnError, at most once an interval, that the store's
+// reportBacklog tells onError, at most once an interval, that the store's
 // backlog is past MaxBacklog and increments are still accepted (OnFull
-// Keep).
+// BufferKeep).
 func (b *Buffer) reportBacklog(n int64) {
 	now := time.Now().UnixNano()
 	last := b.lastKeepReport.Load()
-	if now-last < int64(b.cfg.Interval) || !b.lastKeepReport.CompareAndSwap(last, now) || b.cfg.OnError == nil {
+	if now-last < int64(b.cfg.Interval) || !b.lastKeepReport.CompareAndSwap(last, now) {
 		return
 	}
-	b.cfg.OnError(fmt.Errorf("%w: the store holds %d increments not yet written (MaxBacklog %d); accepting more (OnFull: Keep)", ErrFull, n, b.cfg.MaxBacklog))
+	b.cfg.onError(fmt.Errorf("%w: the store holds %d increments not yet written (MaxBacklog %d); accepting more (OnFull: BufferKeep)", hotcounter.ErrBufferFull, n, b.cfg.MaxBacklog))
 }
 
 // storeBacklog is what the last survey read, for the backlog gauges.
@@ -380,7 +381,7 @@ func (b *Buffer) storeBacklog() []observe.BacklogItem {
 	return b.backlogItems
 }
 
-// reportUndeclared tells OnError, at most once a minute per counter, that
+// reportUndeclared tells onError, at most once a minute per counter, that
 // the store holds increments of a counter no model of this process
 // declares: they stay in the store for a process that declares it.
 func (b *Buffer) reportUndeclared(sc StoredCounter, g Backlog) {
@@ -395,14 +396,12 @@ func (b *Buffer) reportUndeclared(sc StoredCounter, g Backlog) {
 	}
 	b.reported[sc.Table] = time.Now()
 	b.mu.Unlock()
-	if b.cfg.OnError != nil {
-		b.cfg.OnError(fmt.Errorf("write-behind: %w: %s, %d increments, the oldest %v old; left in the store for a process that declares it",
-			ErrUndeclared, sc.Name(), g.Increments, g.Oldest.Round(time.Millisecond)))
-	}
+	b.cfg.onError(fmt.Errorf("write-behind: %w: %s, %d increments, the oldest %v old; left in the store for a process that declares it",
+		hotcounter.ErrUndeclaredCounter, sc.Name(), g.Increments, g.Oldest.Round(time.Millisecond)))
 }
 
 func (b *Buffer) flushStoreOnce(ctx context.Context, counters []*Counter) error {
-	batches, err := b.cfg.Store.Take(ctx, counters)
+	batches, err := b.cfg.store.Take(ctx, counters)
 	var errs []error
 	if err != nil {
 		// The batches that were taken are written all the same: a store
@@ -425,7 +424,7 @@ func (b *Buffer) flushStoreOnce(ctx context.Context, counters []*Counter) error 
 			errs = append(errs, err)
 			continue
 		}
-		if err := b.cfg.Store.Done(ctx, sb); err != nil {
+		if err := b.cfg.store.Done(ctx, sb); err != nil {
 			// Applied: the ledger keeps the next attempt from applying it
 			// again.
 			errs = append(errs, fmt.Errorf("write-behind done %s: %w", sb.ID, err))

@@ -14,6 +14,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/gormcounter"
 )
 
@@ -84,7 +85,7 @@ func guarded[I any](name, what, base string) SaleStrategy {
 		Name: name, What: what, model: new(I),
 		take: func(db *gorm.DB, id uint) error {
 			err := gormcounter.Take(db.Model(item(id)), "Stock", 1).Error
-			if errors.Is(err, gormcounter.ErrInsufficient) {
+			if errors.Is(err, hotcounter.ErrInsufficient) {
 				return fmt.Errorf("%w: %w", errSoldOut, err)
 			}
 			return err

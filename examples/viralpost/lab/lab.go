@@ -23,6 +23,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/gormcounter"
 	"github.com/hotcounter/hotcounter/internal/detect"
 	"github.com/hotcounter/hotcounter/redisstore"
@@ -122,9 +123,9 @@ type StrategyResult struct {
 	// Detected is what hotcounter detect named during the load (the three
 	// hottest rows); DetectErr why it could not run. HotKeys are the
 	// library's three most incremented rows (gormcounter.HotKeys).
-	Detected  []detect.Row         `json:"detected"`
-	DetectErr string               `json:"detect_error,omitempty"`
-	HotKeys   []gormcounter.HotKey `json:"hot_keys"`
+	Detected  []detect.Row        `json:"detected"`
+	DetectErr string              `json:"detect_error,omitempty"`
+	HotKeys   []hotcounter.HotKey `json:"hot_keys"`
 }
 
 // redisBuffer opens a write-behind buffer in Redis on db, under a key
@@ -133,7 +134,7 @@ type StrategyResult struct {
 func redisBuffer(ctx context.Context, cfg Config, db *gorm.DB) (*gormcounter.Buffer, func() error, error) {
 	rdb := redis.NewClient(&redis.Options{Addr: cfg.Redis, PoolSize: cfg.Pool})
 	prefix := fmt.Sprintf("viralpost%d", time.Now().UnixNano())
-	buf, err := gormcounter.NewBuffer(db, gormcounter.BufferConfig{Interval: time.Second,
+	buf, err := gormcounter.NewBuffer(ctx, db, hotcounter.BufferConfig{Interval: time.Second,
 		Store: redisstore.New(rdb, redisstore.Options{Prefix: prefix})})
 	if err != nil {
 		rdb.Close()
