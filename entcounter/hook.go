@@ -613,7 +613,7 @@ func setNodeField(node ent.Value, name string, v int64) error {
 type write struct {
 	r  entrt.Runtime
 	d  entrt.Def
-	dl countersql.Dialect
+	dl engine.Dialect
 }
 
 // storage returns where the counter's values live (an adopted column, a

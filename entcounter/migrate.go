@@ -347,7 +347,7 @@ func prepareColumn(ctx context.Context, c entrt.Conn, store engine.Store, d entr
 // them (engine.SetAsideTriggers: the rename of a copy fails on a trigger
 // of another table that names the table) and returns the function that
 // puts them back after ent's changes.
-func guardRebuilds(ctx context.Context, c entrt.Conn, dl countersql.Dialect, r entrt.Runtime, before []engine.Storage, plan *migrate.Plan) (func(context.Context, engine.Conn) error, error) {
+func guardRebuilds(ctx context.Context, c entrt.Conn, dl engine.Dialect, r entrt.Runtime, before []engine.Storage, plan *migrate.Plan) (func(context.Context, engine.Conn) error, error) {
 	none := func(context.Context, engine.Conn) error { return nil }
 	lite, rebuilds := dl.OnSQLite()
 	if !rebuilds {

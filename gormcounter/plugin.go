@@ -13,7 +13,6 @@ import (
 
 	"github.com/hotcounter/hotcounter"
 	"github.com/hotcounter/hotcounter/internal/combine"
-	"github.com/hotcounter/hotcounter/internal/countersql"
 	"github.com/hotcounter/hotcounter/internal/driver"
 	"github.com/hotcounter/hotcounter/internal/engine"
 	"github.com/hotcounter/hotcounter/internal/observe"
@@ -84,7 +83,7 @@ type Config struct {
 // rollup loop runs only where you call [RollupLoop].
 type Plugin struct {
 	cfg     Config
-	dialect countersql.Dialect
+	dialect engine.Dialect
 	models  sync.Map // *schema.Schema -> *modelEntry
 
 	uniques  sync.Map // *schema.Schema -> bool: a unique key besides the primary key

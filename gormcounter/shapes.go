@@ -8,6 +8,7 @@ import (
 	"gorm.io/gorm/clause"
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
+	"github.com/hotcounter/hotcounter/internal/engine"
 	"github.com/hotcounter/hotcounter/internal/spec"
 )
 
@@ -26,7 +27,7 @@ import (
 type refs struct {
 	db     *gorm.DB
 	p      *Plugin
-	d      countersql.Dialect
+	d      engine.Dialect
 	table  string
 	m      *model
 	cols   []string

@@ -20,7 +20,7 @@ import (
 // one that increments never write, so a move waits for no increment. A run
 // after an interrupted one, or a second run, moves only what is left.
 // inTx runs a function in a transaction of its own.
-func MoveColumns(ctx context.Context, conn Conn, d countersql.Dialect, t countersql.Table, batch int,
+func MoveColumns(ctx context.Context, conn Conn, d Dialect, t countersql.Table, batch int,
 	inTx func(ctx context.Context, fn func(Conn) error) error) (hotcounter.Moved, error) {
 	var total hotcounter.Moved
 	var after any
@@ -53,7 +53,7 @@ func MoveColumns(ctx context.Context, conn Conn, d countersql.Dialect, t counter
 // On Citus each parent's column is locked by a statement of its own, which
 // Citus runs on the parent's node (it refuses a locking read of several
 // shards).
-func moveBatch(ctx context.Context, tx Conn, d countersql.Dialect, t countersql.Table, owners []any) (hotcounter.Moved, error) {
+func moveBatch(ctx context.Context, tx Conn, d Dialect, t countersql.Table, owners []any) (hotcounter.Moved, error) {
 	var (
 		m       hotcounter.Moved
 		locked  []any
@@ -121,7 +121,7 @@ func moveBatch(ctx context.Context, tx Conn, d countersql.Dialect, t countersql.
 // before the column becomes NOT NULL (rollup and append counters), so that
 // a NULL, which a reader counts as 0, stays 0 rather than failing the
 // migration.
-func ZeroNulls(ctx context.Context, conn Conn, d countersql.Dialect, t countersql.Table, batch int) (int64, error) {
+func ZeroNulls(ctx context.Context, conn Conn, d Dialect, t countersql.Table, batch int) (int64, error) {
 	var n int64
 	var after any
 	for {
@@ -147,7 +147,7 @@ func ZeroNulls(ctx context.Context, conn Conn, d countersql.Dialect, t countersq
 
 // KeyUnique reports whether table's column key is its primary key or
 // alone in a unique index, as a slot table's foreign key needs.
-func KeyUnique(ctx context.Context, c Conn, d countersql.Dialect, table, key string) (bool, error) {
+func KeyUnique(ctx context.Context, c Conn, d Dialect, table, key string) (bool, error) {
 	rows, err := c.Query(ctx, func(w countersql.Writer) { d.KeyUnique(w, table, key) })
 	if err != nil {
 		return false, err

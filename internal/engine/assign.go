@@ -36,7 +36,7 @@ type Target struct {
 // pre-created slot rows, and values[i], where not zero, as the starting
 // total of keys[i]. A counter with a column (rollup, append) took its
 // value with the row: only its pre-created rows are written, if any.
-func Start(ctx context.Context, s Session, d countersql.Dialect, t Target, keys []any, values []int64) error {
+func Start(ctx context.Context, s Session, d Dialect, t Target, keys []any, values []int64) error {
 	if t.Guarded {
 		for _, v := range values {
 			if v < 0 {
@@ -78,7 +78,7 @@ func Start(ctx context.Context, s Session, d countersql.Dialect, t Target, keys 
 // guarded counter's spread over its slots). An increment that commits
 // after the assignment adds to the total. It runs in s's transaction, or
 // in one of its own.
-func Set(ctx context.Context, s Session, d countersql.Dialect, t Target, keys []any, total int64) (int64, error) {
+func Set(ctx context.Context, s Session, d Dialect, t Target, keys []any, total int64) (int64, error) {
 	if len(keys) == 0 {
 		return 0, nil
 	}
@@ -91,7 +91,7 @@ func Set(ctx context.Context, s Session, d countersql.Dialect, t Target, keys []
 		found = found[:0]
 		// The parents that exist, locked where the database locks rows.
 		if err := eachChunk(keys, func(k []any) error {
-			got, err := QueryKeys(ctx, tx, func(w countersql.Writer) { driverOf(d).LockForSet(w, tt, k) })
+			got, err := QueryKeys(ctx, tx, func(w countersql.Writer) { d.Driver.LockForSet(w, tt, k) })
 			found = append(found, got...)
 			return err
 		}); err != nil || len(found) == 0 {
@@ -138,7 +138,7 @@ func Set(ctx context.Context, s Session, d countersql.Dialect, t Target, keys []
 
 // add adds v to the counter of keys: spread over the slots of each parent
 // for a guarded counter, else one increment of them all.
-func (t Target) add(ctx context.Context, s Session, d countersql.Dialect, keys []any, v int64) error {
+func (t Target) add(ctx context.Context, s Session, d Dialect, keys []any, v int64) error {
 	if t.Guarded && v > 0 {
 		for _, k := range keys {
 			if err := Restock(ctx, s, d, t.Table, t.Slots, k, v); err != nil {

@@ -10,7 +10,7 @@ import (
 
 // WithCitus returns d as the database behind c takes it: on PostgreSQL
 // with the Citus extension, d.OnCitus(); else d.
-func WithCitus(ctx context.Context, c Conn, d countersql.Dialect) (countersql.Dialect, error) {
+func WithCitus(ctx context.Context, c Conn, d Dialect) (Dialect, error) {
 	pg, ok := d.OnPostgres()
 	if !ok {
 		return d, nil

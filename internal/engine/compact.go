@@ -29,7 +29,7 @@ func (c Counter) leftBecause() string {
 // it postpones. It records each counter's pass.
 func (st Store) CompactPass(ctx context.Context, s Session, counters []Counter) (hotcounter.Compacted, error) {
 	var done hotcounter.Compacted
-	if _, err := driverOf(st.Dialect).Compaction(); err != nil {
+	if _, err := st.Dialect.Driver.Compaction(); err != nil {
 		return done, fmt.Errorf("%s: CompactPass: %w", st.Pkg, err)
 	}
 	inTx := PassTransaction(s, st.Dialect)
@@ -71,10 +71,10 @@ func (st Store) CompactPass(ctx context.Context, s Session, counters []Counter) 
 // reads it again sees its own slot row as it is now and the others as of
 // its snapshot, so values a pass moved in between would count twice or
 // not at all.
-func Compact(ctx context.Context, conn Conn, d countersql.Dialect, t countersql.Table, batch int,
+func Compact(ctx context.Context, conn Conn, d Dialect, t countersql.Table, batch int,
 	inTx func(ctx context.Context, fn func(Conn) error) error) (hotcounter.Compacted, error) {
 	var done hotcounter.Compacted
-	st := driverOf(d)
+	st := d.Driver
 	u, err := st.Compaction()
 	if err != nil {
 		return done, err

@@ -27,7 +27,7 @@ type CountedRow struct {
 }
 
 // ReadCounted runs countersql's CountedRows query.
-func ReadCounted(ctx context.Context, conn Conn, d countersql.Dialect, counts []countersql.Count, cond func(countersql.Writer), lock bool) ([]CountedRow, error) {
+func ReadCounted(ctx context.Context, conn Conn, d Dialect, counts []countersql.Count, cond func(countersql.Writer), lock bool) ([]CountedRow, error) {
 	rows, err := conn.Query(ctx, func(w countersql.Writer) { d.CountedRows(w, counts, cond, lock) })
 	if err != nil {
 		return nil, err
@@ -65,7 +65,7 @@ func ReadCounted(ctx context.Context, conn Conn, d countersql.Dialect, counts []
 // CountWritten finishes a hooked child write: it reads the rows with the
 // given keys again (the rows read before the write, and any it created) and
 // adds to the parents' slots what the write changed.
-func CountWritten(ctx context.Context, conn Conn, d countersql.Dialect, counts []countersql.Count, before []CountedRow, keys []any) error {
+func CountWritten(ctx context.Context, conn Conn, d Dialect, counts []countersql.Count, before []CountedRow, keys []any) error {
 	if len(keys) == 0 {
 		return nil
 	}
@@ -83,7 +83,7 @@ func CountWritten(ctx context.Context, conn Conn, d countersql.Dialect, counts [
 // (the drivers' AddCounts): rows no other transaction writes meanwhile, so the write
 // never waits for a counter row. SQLite has one writer at a time: slot 0.
 // One upsert per chunk of parents, in key order (AddCounts).
-func applyCounts(ctx context.Context, conn Conn, d countersql.Dialect, counts []countersql.Count, before, after []CountedRow) error {
+func applyCounts(ctx context.Context, conn Conn, d Dialect, counts []countersql.Count, before, after []CountedRow) error {
 	for i, c := range counts {
 		sums := map[string]int64{}
 		keyOf := map[string]any{}
@@ -112,7 +112,7 @@ func applyCounts(ctx context.Context, conn Conn, d countersql.Dialect, counts []
 		for j, k := range keys {
 			amounts[j] = sums[KeyText(k)]
 		}
-		if err := driverOf(d).AddCounts(ctx, conn, c, keys, amounts); err != nil {
+		if err := d.Driver.AddCounts(ctx, conn, c, keys, amounts); err != nil {
 			return err
 		}
 	}
@@ -122,7 +122,7 @@ func applyCounts(ctx context.Context, conn Conn, d countersql.Dialect, counts []
 // existing returns the keys (sorted) whose parent exists: without foreign
 // key constraints a child may name a missing parent, whose slot row the
 // slot table's foreign key would refuse, failing the child's write.
-func existing(ctx context.Context, conn Conn, d countersql.Dialect, c countersql.Count, keys []any) ([]any, error) {
+func existing(ctx context.Context, conn Conn, d Dialect, c countersql.Count, keys []any) ([]any, error) {
 	found := map[string]bool{}
 	for start := 0; start < len(keys); start += FillChunk {
 		chunk := keys[start:min(start+FillChunk, len(keys))]
@@ -156,7 +156,7 @@ func existing(ctx context.Context, conn Conn, d countersql.Dialect, c countersql
 // compiled every batch (EXPLAIN ANALYZE of a batch of 1,000: 171 ms of JIT,
 // 50 ms of execution; 20,000 categories and 200,000 children recounted in
 // 4.4 s against 0.23 s analysed).
-func recount(ctx context.Context, s Session, d countersql.Dialect, c countersql.Count, withColumn bool, batch int,
+func recount(ctx context.Context, s Session, d Dialect, c countersql.Count, withColumn bool, batch int,
 	cond func(countersql.Writer), stop func() bool) (int64, error) {
 	var after any
 	var corrected int64
@@ -176,13 +176,13 @@ func recount(ctx context.Context, s Session, d countersql.Dialect, c countersql.
 			if len(keys) == 0 {
 				return nil
 			}
-			err = driverOf(d).AddCounts(ctx, conn, c, keys, diffs)
+			err = d.Driver.AddCounts(ctx, conn, c, keys, diffs)
 			if err == nil {
 				fixed = int64(len(keys))
 			}
 			return err
 		}
-		if err := driverOf(d).RecountIn(ctx, s, run); err != nil {
+		if err := d.Driver.RecountIn(ctx, s, run); err != nil {
 			return corrected, err
 		}
 		after, corrected = next, corrected+fixed
@@ -195,7 +195,7 @@ func recount(ctx context.Context, s Session, d countersql.Dialect, c countersql.
 
 // recountBatch reads one batch of Recount: the keys whose count is off and
 // by how much, the last key read and how many parents it read.
-func recountBatch(ctx context.Context, conn Conn, d countersql.Dialect, c countersql.Count, withColumn bool, after any, batch int,
+func recountBatch(ctx context.Context, conn Conn, d Dialect, c countersql.Count, withColumn bool, after any, batch int,
 	cond func(countersql.Writer)) (keys []any, diffs []int64, last any, n int, err error) {
 	rows, err := conn.Query(ctx, func(w countersql.Writer) { d.RecountBatch(w, c, withColumn, after, batch, cond) })
 	if err != nil {
@@ -223,14 +223,14 @@ func recountBatch(ctx context.Context, conn Conn, d countersql.Dialect, c counte
 // CountTriggersMissing reports whether any trigger that keeps the count c
 // is missing: a migration that installs them then recounts, since the
 // child rows written meanwhile were not counted.
-func CountTriggersMissing(ctx context.Context, conn Conn, d countersql.Dialect, c countersql.Count) (bool, error) {
+func CountTriggersMissing(ctx context.Context, conn Conn, d Dialect, c countersql.Count) (bool, error) {
 	n, err := countTriggers(ctx, conn, d, c)
 	return n < 3, err
 }
 
 // countTriggers returns how many of the three triggers that keep the count
 // c exist.
-func countTriggers(ctx context.Context, conn Conn, d countersql.Dialect, c countersql.Count) (int, error) {
+func countTriggers(ctx context.Context, conn Conn, d Dialect, c countersql.Count) (int, error) {
 	var names []any
 	var err error
 	// A read of the catalog: sent again when its connection broke. (Twice
@@ -310,7 +310,7 @@ func (st Store) InstallCountTriggers(ctx context.Context, s Session, c Counter, 
 			}
 			d = d.WithoutCitus()
 		}
-		if steps, err = driverOf(d).CountTriggers(ctx, s, count); err != nil {
+		if steps, err = d.Driver.CountTriggers(ctx, s, count); err != nil {
 			return false, fmt.Errorf("%s: read the foreign keys of %s: %w", st.Pkg, count.Child, err)
 		}
 		var (
@@ -331,7 +331,7 @@ func (st Store) InstallCountTriggers(ctx context.Context, s Session, c Counter, 
 			// leaving writes between a DROP and its CREATE uncounted).
 			return false, nil
 		}
-		if r, ok := driverOf(d).(triggerReplacer); ok {
+		if r, ok := d.Driver.(triggerReplacer); ok {
 			if steps, err = r.ReplaceTriggers(ctx, s, steps); err != nil {
 				return false, fmt.Errorf("%s: %s: %w", st.Pkg, c.Name, err)
 			}
@@ -339,7 +339,7 @@ func (st Store) InstallCountTriggers(ctx context.Context, s Session, c Counter, 
 		// Missing or made for another definition: recounted either way.
 		recount = true
 	}
-	if err := driverOf(d).DDL(ctx, s, steps); err != nil {
+	if err := d.Driver.DDL(ctx, s, steps); err != nil {
 		return false, fmt.Errorf("%s: install the triggers that keep %s (counts %s): %w", st.Pkg, c.Name, count.Child, err)
 	}
 	return recount, nil
@@ -437,7 +437,7 @@ func putBackTriggers(d countersql.SQLite, saved []savedTrigger) func(context.Con
 
 // CountAgain finishes a hooked write whose rows cond names: it reads them
 // again and adds to the parents' slots what changed since before.
-func CountAgain(ctx context.Context, conn Conn, d countersql.Dialect, counts []countersql.Count, before []CountedRow, cond func(countersql.Writer)) error {
+func CountAgain(ctx context.Context, conn Conn, d Dialect, counts []countersql.Count, before []CountedRow, cond func(countersql.Writer)) error {
 	after, err := ReadCounted(ctx, conn, d, counts, cond, false)
 	if err != nil {
 		return err
@@ -456,7 +456,7 @@ func CountAgain(ctx context.Context, conn Conn, d countersql.Dialect, counts []c
 // own writer counts it. One row per insert is what makes two
 // transactions attaching the same pair at once count it once: the second
 // waits for the first's row and then inserts nothing.
-func WriteJoinRows(ctx context.Context, conn Conn, d countersql.Dialect, counts []countersql.Count, clear func(countersql.Writer), drop, add []countersql.Pair) error {
+func WriteJoinRows(ctx context.Context, conn Conn, d Dialect, counts []countersql.Count, clear func(countersql.Writer), drop, add []countersql.Pair) error {
 	c := counts[0]
 	var before []CountedRow
 	if len(drop) > 0 || clear != nil {

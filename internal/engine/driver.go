@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
 
 	"github.com/hotcounter/hotcounter/internal/countersql"
@@ -13,9 +12,9 @@ import (
 // them, takes from stock, locks a parent's slot rows and the parents of a
 // set, adds to counts, runs DDL and a pass's transaction, whether it
 // compacts, and how it tells its server apart. Each database's is one
-// package of internal/driver (postgres, mysql, sqlite), which registers
-// it for its dialect (Register), so that the sequences here ask no
-// dialect what it can do.
+// package of internal/driver (postgres, mysql, sqlite), which makes it a
+// value of Dialect beside its statements, so that the sequences here ask
+// no dialect what it can do.
 type Driver interface {
 	// Increment writes in, its slot drawn, and returns how many parents it
 	// incremented.
@@ -87,27 +86,32 @@ type Driver interface {
 	ServerVersion(ctx context.Context, c Conn) string
 }
 
-var drivers = map[countersql.Dialect]Driver{}
-
-// Register makes drv the Driver of dialect d. Each database's package of
-// internal/driver registers its own when it is imported, and
-// internal/driver, which the ORMs get their dialect from, imports them
-// all. A second registration of a dialect panics, as database/sql's does.
-func Register(d countersql.Dialect, drv Driver) {
-	if _, dup := drivers[d]; dup {
-		panic(fmt.Sprintf("engine: the driver of %s is registered twice", d.System("")))
-	}
-	drivers[d] = drv
+// Dialect is one database as the engine runs on it: the SQL it speaks
+// (countersql.Dialect, embedded) and what it does its own way (Driver).
+// internal/driver.For makes one for an ORM's dialect name; the front ends
+// hold it and hand it to every call, as River passes its driver, so that
+// nothing is registered and nothing is looked up.
+type Dialect struct {
+	countersql.Dialect
+	Driver Driver
+	// driverOf makes the driver of a variant of the dialect (OnCitus,
+	// WithoutCitus): the same database's package.
+	driverOf func(countersql.Dialect) Driver
 }
 
-// driverOf returns the Driver of d's database.
-func driverOf(d countersql.Dialect) Driver {
-	drv, ok := drivers[d]
-	if !ok {
-		panic(fmt.Sprintf("engine: no driver of %s is registered: the dialect did not come from internal/driver", d.System("")))
-	}
-	return drv
+// NewDialect returns the dialect d with its driver, which driverOf makes
+// (the database's package: postgres.New, mysql.New, sqlite.New).
+func NewDialect(d countersql.Dialect, driverOf func(countersql.Dialect) Driver) Dialect {
+	return Dialect{Dialect: d, Driver: driverOf(d), driverOf: driverOf}
 }
+
+// OnCitus returns the dialect of the same database with the Citus
+// extension, its statements and its driver (d itself elsewhere than on
+// PostgreSQL).
+func (d Dialect) OnCitus() Dialect { return NewDialect(d.Dialect.OnCitus(), d.driverOf) }
+
+// WithoutCitus returns the dialect of the same database without Citus.
+func (d Dialect) WithoutCitus() Dialect { return NewDialect(d.Dialect.WithoutCitus(), d.driverOf) }
 
 // StatementFolds is the part of a Driver that PostgreSQL and SQLite have
 // alike: they fold, compact, add to counts and add a flush's amounts with
@@ -209,8 +213,8 @@ func (r RowLocking) LockForClear(ctx context.Context, c Conn, count countersql.C
 // (sorted) of count before their children are detached in bulk, or with
 // across the other side's rows of a count through a join table (its
 // Driver's LockForClear).
-func LockForClear(ctx context.Context, c Conn, d countersql.Dialect, count countersql.Count, keys []any, across bool) error {
-	return driverOf(d).LockForClear(ctx, c, count, keys, across)
+func LockForClear(ctx context.Context, c Conn, d Dialect, count countersql.Count, keys []any, across bool) error {
+	return d.Driver.LockForClear(ctx, c, count, keys, across)
 }
 
 // RunSteps runs statements in order, stopping at the first that fails.

@@ -155,7 +155,7 @@ func QueryKeys(ctx context.Context, c Conn, build func(countersql.Writer)) ([]an
 // unenforced where the database lets a connection choose (SQLite's
 // PRAGMA foreign_keys): a deleted parent would then keep its slot rows,
 // which the slot table's ON DELETE CASCADE removes. Elsewhere it is false.
-func ForeignKeysOff(ctx context.Context, c Conn, d countersql.Dialect) (bool, error) {
+func ForeignKeysOff(ctx context.Context, c Conn, d Dialect) (bool, error) {
 	pragma := d.ForeignKeysPragma()
 	if pragma == "" {
 		return false, nil
@@ -187,10 +187,10 @@ func QueryInt(ctx context.Context, c Conn, build func(countersql.Writer)) (int64
 // postgresql, sqlite, mysql or mariadb. Telling MariaDB from MySQL takes a
 // query, run only when ask is set (metrics are on); without it, or when
 // the query fails, a MySQL-dialect database is mysql.
-func System(ctx context.Context, c Conn, d countersql.Dialect, ask bool) string {
+func System(ctx context.Context, c Conn, d Dialect, ask bool) string {
 	var version string
 	if ask {
-		version = driverOf(d).ServerVersion(ctx, c)
+		version = d.Driver.ServerVersion(ctx, c)
 	}
 	return d.System(version)
 }

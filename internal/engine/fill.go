@@ -27,7 +27,7 @@ type FillGroup struct {
 // every (group index, key text, value) returned. A group that reads no
 // column returns no row for a parent without slot rows: its value is zero,
 // which the caller sets beforehand.
-func Fill(ctx context.Context, conn Conn, d countersql.Dialect, groups []FillGroup, set func(group int, key string, value int64) error) error {
+func Fill(ctx context.Context, conn Conn, d Dialect, groups []FillGroup, set func(group int, key string, value int64) error) error {
 	var (
 		parts []countersql.FillPart
 		refs  []int // refs[i] is the group of parts[i]

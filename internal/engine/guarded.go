@@ -50,7 +50,7 @@ func SplitTakes(err error) func(amount int64) (bool, error) {
 // not spread thin). Inside the
 // caller's transaction (a rollback returns the stock), else in one of its
 // own, retried on deadlock.
-func Take(ctx context.Context, s Session, d countersql.Dialect, t countersql.Table, slots int, key any, amount int64) error {
+func Take(ctx context.Context, s Session, d Dialect, t countersql.Table, slots int, key any, amount int64) error {
 	err := take(ctx, s, d, t, slots, key, amount)
 	var short *hotcounter.Shortage
 	if errors.As(err, &short) && short.Left == 0 {
@@ -64,7 +64,7 @@ func Take(ctx context.Context, s Session, d countersql.Dialect, t countersql.Tab
 }
 
 // take is Take, a refusal not yet told apart from a missing parent.
-func take(ctx context.Context, s Session, d countersql.Dialect, t countersql.Table, slots int, key any, amount int64) error {
+func take(ctx context.Context, s Session, d Dialect, t countersql.Table, slots int, key any, amount int64) error {
 	if amount <= 0 {
 		return fmt.Errorf("a take of %d: take a positive amount (Increment restocks)", amount)
 	}
@@ -89,7 +89,7 @@ func take(ctx context.Context, s Session, d countersql.Dialect, t countersql.Tab
 	// followed by takeAcross over all would lock them out of order and
 	// deadlock. So the first try is the database's (its Driver's
 	// FirstTake: one that never waits and keeps no stray lock, or none).
-	ok, err := driverOf(d).FirstTake(ctx, s, t, slots, key, amount)
+	ok, err := d.Driver.FirstTake(ctx, s, t, slots, key, amount)
 	if err != nil || ok {
 		return err
 	}
@@ -103,7 +103,7 @@ func take(ctx context.Context, s Session, d countersql.Dialect, t countersql.Tab
 // than was left takes alone: g splits with SplitTakes). key names the item
 // in g; "" takes alone, as does a take inside the caller's transaction,
 // which must roll back alone.
-func TakeTogether(ctx context.Context, s Session, d countersql.Dialect, g *combine.Group, key string, t countersql.Table, slots int, item any, amount int64) error {
+func TakeTogether(ctx context.Context, s Session, d Dialect, g *combine.Group, key string, t countersql.Table, slots int, item any, amount int64) error {
 	take := func(ctx context.Context, amount int64) (int64, error) {
 		return 1, Take(ctx, s, d, t, slots, item, amount)
 	}
@@ -119,8 +119,8 @@ func TakeTogether(ctx context.Context, s Session, d countersql.Dialect, g *combi
 // TakeOne takes amount from one slot row that holds enough, if it finds
 // one. ordered tries the rows in slot order, from the lowest, and never a
 // random one first.
-func TakeOne(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table, slots int, key any, amount int64, ordered bool) (bool, error) {
-	if ok, tried, err := driverOf(d).TakeFree(ctx, c, t, key, amount); tried {
+func TakeOne(ctx context.Context, c Conn, d Dialect, t countersql.Table, slots int, key any, amount int64, ordered bool) (bool, error) {
+	if ok, tried, err := d.Driver.TakeFree(ctx, c, t, key, amount); tried {
 		if err != nil || ok {
 			return ok, err
 		}
@@ -179,7 +179,7 @@ func TakeOne(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Tab
 // takeAcross locks every slot row of the parent and takes amount from the
 // fullest first, moving what remains into fewer rows in the endgame, in one
 // statement; or refuses with a hotcounter.Shortage.
-func takeAcross(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table, key any, amount int64) error {
+func takeAcross(ctx context.Context, c Conn, d Dialect, t countersql.Table, key any, amount int64) error {
 	parts, total, err := lockAll(ctx, c, d, t, key)
 	if err != nil {
 		return err
@@ -243,7 +243,7 @@ type part struct{ slot, n int64 }
 // take locks the unique index, then the row, as single-row takes do: a
 // statement over all rows of a small table may scan it and lock rows then
 // index, and two takes locking in those two orders deadlock.
-func lockAll(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table, key any) ([]part, int64, error) {
+func lockAll(ctx context.Context, c Conn, d Dialect, t countersql.Table, key any) ([]part, int64, error) {
 	var parts []part
 	var total int64
 	read := func(stmt func(w countersql.Writer)) error {
@@ -261,7 +261,7 @@ func lockAll(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Tab
 		}
 		return errors.Join(rows.Err(), rows.Close())
 	}
-	if err := driverOf(d).LockAllSlots(ctx, c, t, key, read); err != nil {
+	if err := d.Driver.LockAllSlots(ctx, c, t, key, read); err != nil {
 		return nil, 0, err
 	}
 	return parts, total, nil
@@ -270,7 +270,7 @@ func lockAll(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Tab
 // Restock adds amount to the guarded counter of the parent key, spread
 // over its slots (the first amount % slots get one more), so that takes
 // find stock in every row.
-func Restock(ctx context.Context, s Session, d countersql.Dialect, t countersql.Table, slots int, key any, amount int64) error {
+func Restock(ctx context.Context, s Session, d Dialect, t countersql.Table, slots int, key any, amount int64) error {
 	n := int64(max(slots, 1))
 	amounts := make([]int64, 0, n)
 	for i := range n {

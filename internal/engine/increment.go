@@ -53,11 +53,11 @@ func (in Increment) Combines(inTx bool) bool {
 // many parents it incremented. The write, by mode (slots or delta rows) and
 // slot choice (random, the transaction's own, skip-locked), is the
 // database's (its Driver, internal/driver), for both ORMs.
-func Apply(ctx context.Context, s Session, d countersql.Dialect, in Increment) (int64, error) {
+func Apply(ctx context.Context, s Session, d Dialect, in Increment) (int64, error) {
 	key, _ := in.One()
 	slot, release := DrawSlot(in.Widths, in.Slots, key)
 	defer release()
-	return driverOf(d).Increment(ctx, s, in, slot)
+	return d.Driver.Increment(ctx, s, in, slot)
 }
 
 // IncrementOne writes in, an increment of the one parent in.Key, and
@@ -72,12 +72,12 @@ func Apply(ctx context.Context, s Session, d countersql.Dialect, in Increment) (
 //     and returns the parent's new total, summed from what read returns
 //     (hasTotal);
 //   - else Apply.
-func IncrementOne(ctx context.Context, s Session, d countersql.Dialect, in Increment, read func(context.Context) (countersql.Sources, error)) (n, total int64, hasTotal bool, err error) {
+func IncrementOne(ctx context.Context, s Session, d Dialect, in Increment, read func(context.Context) (countersql.Sources, error)) (n, total int64, hasTotal bool, err error) {
 	switch {
 	case in.Guarded && in.Delta > 0:
 		return 1, 0, false, Restock(ctx, s, d, in.Table, in.Slots, in.Key, in.Delta)
 	case read != nil:
-		total, found, wrote, err := driverOf(d).IncrementShowing(ctx, s, in, read)
+		total, found, wrote, err := d.Driver.IncrementShowing(ctx, s, in, read)
 		if err != nil || (wrote && !found) {
 			return 0, 0, false, err
 		}
@@ -162,8 +162,8 @@ func ExecIncrement(ctx context.Context, s Session, d countersql.Dialect, in Incr
 // SortKeys), in s's transaction: a batch of increments of different
 // amounts, as the write-behind flush writes them, each the database's way
 // (its Driver). A parent missing from its table is passed over.
-func AddEach(ctx context.Context, s Session, d countersql.Dialect, t countersql.Table, slots int, keys []any, amounts []int64) error {
-	return driverOf(d).AddEach(ctx, s, t, slots, keys, amounts)
+func AddEach(ctx context.Context, s Session, d Dialect, t countersql.Table, slots int, keys []any, amounts []int64) error {
+	return d.Driver.AddEach(ctx, s, t, slots, keys, amounts)
 }
 
 // SkippingGone runs write over the n items of a batch, at most FillChunk

@@ -14,7 +14,7 @@ import (
 
 // PendingOwners returns up to limit owners with slot rows in t, in key
 // order, after the key `after` (nil: from the start).
-func PendingOwners(ctx context.Context, conn Conn, d countersql.Dialect, t countersql.Table, after any, limit int) ([]any, error) {
+func PendingOwners(ctx context.Context, conn Conn, d Dialect, t countersql.Table, after any, limit int) ([]any, error) {
 	rows, err := conn.Query(ctx, func(w countersql.Writer) { d.PendingOwners(w, t, after, limit) })
 	if err != nil {
 		return nil, err
@@ -40,7 +40,7 @@ const FoldAttempts = 5
 // counter's delta rows (deltas) or a counter's slot rows into the parent
 // column. inTx runs a function in a new
 // transaction that it commits when the function returns nil.
-func Rollup(ctx context.Context, conn Conn, d countersql.Dialect, t countersql.Table, deltas bool, batch int, stop func() bool,
+func Rollup(ctx context.Context, conn Conn, d Dialect, t countersql.Table, deltas bool, batch int, stop func() bool,
 	inTx func(ctx context.Context, fn func(Conn) error) error) error {
 	_, err := RollupCounted(ctx, conn, d, t, deltas, batch, stop, inTx)
 	return err
@@ -48,7 +48,7 @@ func Rollup(ctx context.Context, conn Conn, d countersql.Dialect, t countersql.T
 
 // RollupCounted is Rollup that also returns how many parents' slot rows it
 // folded (batches committed; 0 for delta rows, which it folds by id).
-func RollupCounted(ctx context.Context, conn Conn, d countersql.Dialect, t countersql.Table, deltas bool, batch int, stop func() bool,
+func RollupCounted(ctx context.Context, conn Conn, d Dialect, t countersql.Table, deltas bool, batch int, stop func() bool,
 	inTx func(ctx context.Context, fn func(Conn) error) error) (int64, error) {
 	if u, ok := d.OnUpserts(); ok && deltas && d.Citus() {
 		// Citus: one statement per parent, routed to its node.
@@ -69,9 +69,9 @@ func RollupCounted(ctx context.Context, conn Conn, d countersql.Dialect, t count
 // foldAll walks t's slot table in key order, folding up to batch parents
 // per transaction (the database's fold: its Driver), until it has walked it all or stop
 // says so.
-func foldAll(ctx context.Context, conn Conn, d countersql.Dialect, t countersql.Table, batch int, stop func() bool,
+func foldAll(ctx context.Context, conn Conn, d Dialect, t countersql.Table, batch int, stop func() bool,
 	inTx func(ctx context.Context, fn func(Conn) error) error) (int64, error) {
-	foldBatch := driverOf(d).Fold
+	foldBatch := d.Driver.Fold
 	owners := func(after any) ([]any, error) { return PendingOwners(ctx, conn, d, t, after, batch) }
 	return walk(ctx, batch, stop, owners, func(owners []any) error {
 		return retry.Do(ctx, FoldAttempts, func() error {
@@ -116,7 +116,7 @@ func walk(ctx context.Context, batch int, stop func() bool, list func(after any)
 // its own (inTx), until it reaches the last row that existed when it
 // started, or stop says so. Rows inserted meanwhile are left for the next
 // pass, so a pass ends even while writers keep appending.
-func foldDeltas(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table, batch int, stop func() bool,
+func foldDeltas(ctx context.Context, c Conn, d Dialect, t countersql.Table, batch int, stop func() bool,
 	inTx func(ctx context.Context, fn func(Conn) error) error) error {
 	ceiling, ok, err := deltaBatchEnd(ctx, c, d, t, 0, math.MaxInt32)
 	if err != nil || !ok {
@@ -130,7 +130,7 @@ func foldDeltas(ctx context.Context, c Conn, d countersql.Dialect, t countersql.
 		}
 		end = min(end, ceiling)
 		err = retry.Do(ctx, FoldAttempts, func() error {
-			return inTx(ctx, func(tx Conn) error { return driverOf(d).FoldDeltas(ctx, tx, t, after, end) })
+			return inTx(ctx, func(tx Conn) error { return d.Driver.FoldDeltas(ctx, tx, t, after, end) })
 		})
 		if err != nil {
 			return err
@@ -140,7 +140,7 @@ func foldDeltas(ctx context.Context, c Conn, d countersql.Dialect, t countersql.
 	return nil
 }
 
-func deltaBatchEnd(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table, after int64, limit int) (int64, bool, error) {
+func deltaBatchEnd(ctx context.Context, c Conn, d Dialect, t countersql.Table, after int64, limit int) (int64, bool, error) {
 	var end sql.NullInt64
 	err := readAgain(ctx, func() error {
 		end = sql.NullInt64{}

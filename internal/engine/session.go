@@ -115,10 +115,10 @@ func (s TxSession) ParentGone(err error) bool { return ForeignKeyViolation(err) 
 // compiles no plan (JIT off, as in Recount: on tables never analysed the
 // planner's estimates of a batch run into the millions, and the first
 // batches of a pass spent 150 to 300 ms each compiling).
-func PassTransaction(s Session, d countersql.Dialect) func(ctx context.Context, fn func(Conn) error) error {
+func PassTransaction(s Session, d Dialect) func(ctx context.Context, fn func(Conn) error) error {
 	return func(ctx context.Context, fn func(Conn) error) error {
 		return s.Begin(ctx, false, func(tx Session) error {
-			return driverOf(d).Planless(ctx, tx, func() error { return fn(tx) })
+			return d.Driver.Planless(ctx, tx, func() error { return fn(tx) })
 		})
 	}
 }

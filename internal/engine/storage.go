@@ -38,7 +38,7 @@ func (s Storage) Other(t countersql.Table) bool { return t.Other != "" && s.Tabl
 func (s Storage) Integer() bool { return !s.Column || countersql.IntegerType(s.Type) }
 
 // Probe reads where t's values live.
-func Probe(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table) (Storage, error) {
+func Probe(ctx context.Context, c Conn, d Dialect, t countersql.Table) (Storage, error) {
 	rows, err := c.Query(ctx, func(w countersql.Writer) { d.ProbeStorage(w, t) })
 	if err != nil {
 		return Storage{}, err
@@ -126,7 +126,7 @@ func (s Storage) complete(t countersql.Table) bool {
 
 // Get returns t's storage, probing the database the first time (and again
 // after AbsentRecheck where something was absent).
-func (c *Storages) Get(ctx context.Context, conn Conn, d countersql.Dialect, t countersql.Table) (Storage, error) {
+func (c *Storages) Get(ctx context.Context, conn Conn, d Dialect, t countersql.Table) (Storage, error) {
 	k := storageKey(t)
 	c.mu.Lock()
 	e, ok := c.m[k]
@@ -201,7 +201,7 @@ var ErrColumnType = errors.New("the column of a counter's name does not hold int
 // created (countersql.Dialect.SlotStorage): on PostgreSQL room on every
 // page for rows rewritten in place. Both ORMs call it after they create a
 // slot table; a table that existed before is left as it is.
-func ReadySlotTable(ctx context.Context, c Conn, d countersql.Dialect, t countersql.Table) error {
+func ReadySlotTable(ctx context.Context, c Conn, d Dialect, t countersql.Table) error {
 	build := d.SlotStorage(t)
 	if build == nil {
 		return nil

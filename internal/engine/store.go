@@ -20,7 +20,7 @@ import (
 // every operation that walks them, so that the sequence is written here
 // once for both ORMs.
 type Store struct {
-	Dialect  countersql.Dialect
+	Dialect  Dialect
 	Settings spec.Settings // resolved (spec.Settings.Resolved)
 	Storages *Storages
 	Observer *observe.Observer

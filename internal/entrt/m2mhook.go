@@ -171,7 +171,7 @@ func m2mHook(ctx context.Context, m hookedMutation, r Runtime, edges []*m2mEdge,
 // soft-delete mixin re-runs the mutation as an update of delete_time)
 // takes none: the join rows and their counts stay, and a restore needs
 // nothing put back.
-func deleteEdges(ctx context.Context, c Conn, dl countersql.Dialect, typ string, todo []*m2mEdge, ids []any, del func() (ent.Value, error)) (ent.Value, error) {
+func deleteEdges(ctx context.Context, c Conn, dl engine.Dialect, typ string, todo []*m2mEdge, ids []any, del func() (ent.Value, error)) (ent.Value, error) {
 	type taken struct {
 		counts []countersql.Count
 		cond   func(countersql.Writer)
@@ -217,7 +217,7 @@ func deleteEdges(ctx context.Context, c Conn, dl countersql.Dialect, typ string,
 
 // writeEdge makes e's changes for this type's rows ids and counts them
 // (engine.WriteJoinRows); lock locks those rows first for a clear.
-func writeEdge(ctx context.Context, c Conn, dl countersql.Dialect, e *m2mEdge, ids []any, lock bool) error {
+func writeEdge(ctx context.Context, c Conn, dl engine.Dialect, e *m2mEdge, ids []any, lock bool) error {
 	var clear func(countersql.Writer)
 	if e.cleared {
 		if lock {

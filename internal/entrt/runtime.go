@@ -87,7 +87,7 @@ func (d Def) CountSpec() countersql.Count {
 
 // precreate reports whether the counter's slot rows are created with
 // their parent on the database of dialect dl.
-func (d Def) PrecreateOn(dl countersql.Dialect) bool {
+func (d Def) PrecreateOn(dl engine.Dialect) bool {
 	return d.Options().PrecreateOn(dl.PrecreateByDefault())
 }
 
@@ -204,7 +204,7 @@ type State struct {
 	reads, readFirst combine.Group
 	// dialect is the client's database's dialect, once Dialect found
 	// whether it is PostgreSQL with Citus.
-	dialect atomic.Pointer[countersql.Dialect]
+	dialect atomic.Pointer[engine.Dialect]
 }
 
 // ReadShared reports whether query, the read of one row's id as the
@@ -425,7 +425,7 @@ type Source interface {
 // first call asks whether the database has the Citus extension, which
 // takes some statements in another form (engine.WithCitus), once per
 // client.
-func (r Runtime) Dialect() (countersql.Dialect, error) {
+func (r Runtime) Dialect() (engine.Dialect, error) {
 	if d := r.state().dialect.Load(); d != nil {
 		return *d, nil
 	}
@@ -458,7 +458,7 @@ func (r Runtime) Store() (engine.Store, error) {
 
 // Counters returns the client's counters that keep says to, as the engine
 // takes them, for the database of dialect dl.
-func (r Runtime) Counters(dl countersql.Dialect, keep func(Def) bool) []engine.Counter {
+func (r Runtime) Counters(dl engine.Dialect, keep func(Def) bool) []engine.Counter {
 	var out []engine.Counter
 	for _, d := range r.Defs {
 		if keep(d) {
@@ -469,7 +469,7 @@ func (r Runtime) Counters(dl countersql.Dialect, keep func(Def) bool) []engine.C
 }
 
 // Counter returns d as the engine takes it, on the database of dialect dl.
-func (d Def) Counter(dl countersql.Dialect) engine.Counter {
+func (d Def) Counter(dl engine.Dialect) engine.Counter {
 	t := d.Tables()
 	return engine.Counter{Name: d.Name(), Column: t.Column, Options: d.Options(), Precreate: d.PrecreateOn(dl), Count: d.Count != nil, Table: t}
 }
@@ -774,7 +774,7 @@ func WithPending(ctx context.Context, fn PendingFunc) context.Context {
 
 // sources returns what adds up to d's value in this database (its tables
 // and the column it was adopted over), probed once.
-func (r Runtime) sources(ctx context.Context, c engine.Conn, dl countersql.Dialect, d Def) (countersql.Sources, error) {
+func (r Runtime) sources(ctx context.Context, c engine.Conn, dl engine.Dialect, d Def) (countersql.Sources, error) {
 	st, err := r.Store()
 	if err != nil {
 		return countersql.Sources{}, err

@@ -125,7 +125,7 @@ type batch struct {
 // for concurrent use.
 type Buffer struct {
 	s   engine.Session
-	d   countersql.Dialect
+	d   engine.Dialect
 	cfg Config
 	// declared lists the counters the process declares (nil: none but
 	// those added to): with a Store, a flush writes what the store holds
@@ -173,7 +173,7 @@ func Ledger(given hotcounter.BufferConfig) string {
 // if missing, and starts the goroutine that flushes every interval.
 // declared lists the counters the process declares (called at every flush
 // with a Store; nil for none but those added to).
-func New(ctx context.Context, s engine.Session, d countersql.Dialect, given hotcounter.BufferConfig, onError func(error), obs *observe.Observer, declared func() []*Counter) (*Buffer, error) {
+func New(ctx context.Context, s engine.Session, d engine.Dialect, given hotcounter.BufferConfig, onError func(error), obs *observe.Observer, declared func() []*Counter) (*Buffer, error) {
 	cfg := Config{BufferConfig: given, onError: onError}
 	if err := cfg.check(); err != nil {
 		return nil, err

@@ -2,9 +2,8 @@
 // engine's sequences write, fold, take and lock on InnoDB, where an
 // increment or a fold is several statements (the slot rows' keys read
 // first, exact-match updates, the session's own slot row claimed with a
-// named lock), so that no statement locks a gap another writer needs. It
-// registers itself with the engine for the mysql dialect when it is
-// imported (see internal/driver).
+// named lock), so that no statement locks a gap another writer needs.
+// internal/driver.For hands it to the engine with the mysql dialect.
 package mysql
 
 import (
@@ -21,10 +20,10 @@ import (
 	"github.com/hotcounter/hotcounter/internal/spec"
 )
 
-func init() {
-	d, _ := countersql.For("mysql")
+// New returns the driver of d, a MySQL dialect (countersql.For("mysql")).
+func New(d countersql.Dialect) engine.Driver {
 	my, _ := d.OnMySQL()
-	engine.Register(d, driver{engine.RowLocking{L: my.RowLocks}, my})
+	return driver{engine.RowLocking{L: my.RowLocks}, my}
 }
 
 // driver is MySQL's and MariaDB's engine.Driver: several statements per

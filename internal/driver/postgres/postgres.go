@@ -2,8 +2,8 @@
 // sequences write, fold, take and lock on PostgreSQL (increments of one
 // statement, the transaction's own or a free slot row, a take's first try
 // in a savepoint, compaction that waits for its removed rows to be
-// reusable, passes without JIT). It registers itself with the engine for
-// the postgres dialect when it is imported (see internal/driver).
+// reusable, passes without JIT). internal/driver.For hands it to the
+// engine with the postgres dialect.
 package postgres
 
 import (
@@ -17,14 +17,12 @@ import (
 	"github.com/hotcounter/hotcounter/internal/spec"
 )
 
-func init() {
-	d, _ := countersql.For("postgres")
-	// PostgreSQL, and PostgreSQL with Citus, whose statements differ where
-	// its distributed tables need another form.
-	for _, d := range []countersql.Dialect{d, d.OnCitus()} {
-		pg, _ := d.OnPostgres()
-		engine.Register(d, driver{engine.StatementFolds{D: pg.Upserts}, engine.RowLocking{L: pg.RowLocks}, pg})
-	}
+// New returns the driver of d, a PostgreSQL dialect, or PostgreSQL with
+// Citus, whose statements differ where its distributed tables need
+// another form.
+func New(d countersql.Dialect) engine.Driver {
+	pg, _ := d.OnPostgres()
+	return driver{engine.StatementFolds{D: pg.Upserts}, engine.RowLocking{L: pg.RowLocks}, pg}
 }
 
 // driver is PostgreSQL's engine.Driver: one statement per increment. Inside the caller's

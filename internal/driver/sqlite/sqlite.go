@@ -1,7 +1,7 @@
 // Package sqlite is hotcounter's SQLite driver: one writer at a time, so
 // no slot row is ever held by another transaction, and every increment,
-// fold and compaction is one statement. It registers itself with the
-// engine for the sqlite dialect when it is imported (see internal/driver).
+// fold and compaction is one statement. internal/driver.For hands it to
+// the engine with the sqlite dialect.
 package sqlite
 
 import (
@@ -12,10 +12,10 @@ import (
 	"github.com/hotcounter/hotcounter/internal/spec"
 )
 
-func init() {
-	d, _ := countersql.For("sqlite")
+// New returns the driver of d, the SQLite dialect.
+func New(d countersql.Dialect) engine.Driver {
 	lite, _ := d.OnSQLite()
-	engine.Register(d, driver{engine.StatementFolds{D: lite.Upserts}})
+	return driver{engine.StatementFolds{D: lite.Upserts}}
 }
 
 // driver is SQLite's engine.Driver: one upsert per increment. SQLite has one writer at a time:
@@ -38,7 +38,7 @@ func (driver) IncrementShowing(context.Context, engine.Session, engine.Increment
 // FirstTake: one writer at a time, nothing held by another: the rows in
 // slot order.
 func (w driver) FirstTake(ctx context.Context, s engine.Session, t countersql.Table, slots int, key any, amount int64) (bool, error) {
-	return engine.TakeOne(ctx, s, w.D.Dialect, t, slots, key, amount, true)
+	return engine.TakeOne(ctx, s, engine.NewDialect(w.D.Dialect, New), t, slots, key, amount, true)
 }
 
 // TakeFree: none; no row is ever held by another transaction.
