@@ -23,8 +23,12 @@ func (s gormSession) InTx() bool {
 }
 
 func (s gormSession) Begin(ctx context.Context, readCommitted bool, fn func(engine.Session) error) error {
+	p, err := pluginOf(s.db)
+	if err != nil {
+		return err
+	}
 	var opts []*sql.TxOptions
-	if readCommitted || s.db.Dialector.Name() == "postgres" {
+	if p.dialect.Driver.ReadCommitted(readCommitted) {
 		opts = append(opts, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	}
 	return session(s.db.WithContext(ctx), "").Transaction(func(tx *gorm.DB) error {

@@ -8,7 +8,8 @@ import (
 
 // For pairs each database's dialect with its own driver, as a value: the
 // MySQL driver refuses compaction where PostgreSQL's and SQLite's run it,
-// and PostgreSQL's dialect on Citus keeps a driver of its own. A name of no
+// each chooses the isolation of the library's own transactions, and
+// PostgreSQL's dialect on Citus keeps a driver of its own. A name of no
 // database is an error, never a dialect without a driver.
 func TestForPairsEachDialectWithItsDatabasesDriver(t *testing.T) {
 	for _, c := range []struct {
@@ -28,6 +29,18 @@ func TestForPairsEachDialectWithItsDatabasesDriver(t *testing.T) {
 		}
 	}
 	pg, _ := driver.For("postgres")
+	// Own transactions at READ COMMITTED: PostgreSQL's always (its
+	// statements are written for it, whatever the session's default),
+	// MySQL's when asked, SQLite's never (no levels to choose).
+	for _, c := range []struct {
+		name      string
+		asked, rc bool
+	}{{"postgres", false, true}, {"postgres", true, true}, {"mysql", false, false}, {"mysql", true, true}, {"sqlite", false, false}, {"sqlite", true, false}} {
+		d, _ := driver.For(c.name)
+		if got := d.Driver.ReadCommitted(c.asked); got != c.rc {
+			t.Errorf("For(%q).Driver.ReadCommitted(%v) = %v, want %v", c.name, c.asked, got, c.rc)
+		}
+	}
 	citus := pg.OnCitus()
 	if !citus.Citus() || citus.Driver == nil || pg.Citus() {
 		t.Errorf("OnCitus: citus %v (driver %v), plain %v; want a Citus dialect with its driver beside the plain one", citus.Citus(), citus.Driver, pg.Citus())

@@ -84,6 +84,11 @@ type Driver interface {
 	// ServerVersion returns the server's version where it tells the
 	// database apart (MariaDB from MySQL), else "".
 	ServerVersion(ctx context.Context, c Conn) string
+	// ReadCommitted reports whether a transaction the library owns
+	// begins at READ COMMITTED (Session.Begin), given whether its caller
+	// asked for it: whatever the session's default isolation where the
+	// statements are written for it, else as asked.
+	ReadCommitted(asked bool) bool
 }
 
 // Dialect is one database as the engine runs on it: the SQL it speaks

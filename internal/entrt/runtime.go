@@ -553,7 +553,11 @@ func (s Session) Begin(ctx context.Context, readCommitted bool, fn func(engine.S
 	b, ok := s.drv.(interface {
 		BeginTx(context.Context, *stdsql.TxOptions) (dialect.Tx, error)
 	})
-	if (readCommitted || s.Dialect == dialect.Postgres) && ok {
+	dl, err := driver.For(s.Dialect)
+	if err != nil {
+		return err
+	}
+	if dl.Driver.ReadCommitted(readCommitted) && ok {
 		tx, err = b.BeginTx(ctx, &stdsql.TxOptions{Isolation: stdsql.LevelReadCommitted})
 	} else {
 		tx, err = s.drv.Tx(ctx)

@@ -20,6 +20,10 @@ import (
 	"github.com/hotcounter/hotcounter/internal/spec"
 )
 
+// ReadCommitted: when asked (an UPDATE that finds no row locks no gap
+// there); else the session's default, REPEATABLE READ.
+func (driver) ReadCommitted(asked bool) bool { return asked }
+
 // New returns the driver of d, a MySQL dialect (countersql.For("mysql")).
 func New(d countersql.Dialect) engine.Driver {
 	my, _ := d.OnMySQL()

@@ -12,6 +12,10 @@ import (
 	"github.com/hotcounter/hotcounter/internal/spec"
 )
 
+// ReadCommitted: never; SQLite has one writer at a time and no isolation
+// levels to choose.
+func (driver) ReadCommitted(bool) bool { return false }
+
 // New returns the driver of d, the SQLite dialect.
 func New(d countersql.Dialect) engine.Driver {
 	lite, _ := d.OnSQLite()
