@@ -70,6 +70,11 @@ var (
 	// counter (docs/scaling.md).
 	ErrNotOnCitus = errors.New("Citus cannot keep this counter where it distributes the tables yet")
 
+	// ErrHotKeysOff is wrapped by HotKeys' error when the Config turned
+	// the counting of hot keys off (HotKeysConfig.Off): there is nothing
+	// to report, which an empty list would not say.
+	ErrHotKeysOff = errors.New("hot keys are not counted: the Config's HotKeys.Off is set")
+
 	// ErrBufferFull is returned by a Buffer's Increment when the buffer is
 	// full (MaxPending entries in memory, or with a Store, MaxBacklog
 	// increments in the store) and BufferConfig.OnFull is BufferFail; with

@@ -37,7 +37,7 @@ import (
 // Running it again, or after an interrupted run, moves only what is left.
 // A NULL column counts as 0 and becomes 0 (hotcounter.Moved.Nulls). Values an append
 // counter left in a delta table are folded into the column first, and move
-// with it. Like [Rollup] it refuses to run inside a transaction.
+// with it. Like [RollupPass] it refuses to run inside a transaction.
 //
 // Dropping the column is yours to do once no code writes it (GORM never
 // drops columns): db.Migrator().DropColumn(&Post{}, "likes"), or

@@ -22,8 +22,9 @@ import (
 // the batch in a ledger table, so a flush retried after an unknown COMMIT
 // outcome never counts twice. A failed flush keeps its deltas and retries
 // with backoff. Nothing acknowledged is lost while the process lives; a
-// crash loses the deltas of at most one interval. Call Close to flush and
-// stop.
+// crash loses what was not yet flushed: about one interval's deltas while
+// flushes succeed, everything held (up to MaxPending entries) while they
+// fail. Call Close to flush and stop.
 //
 // With hotcounter.BufferConfig.Store (package redisstore) the deltas wait in Redis
 // instead, shared by every process, and every buffer on the store flushes
@@ -32,7 +33,7 @@ import (
 // process added to it: a restarted process, or one that only flushes,
 // writes what a dead one left. docs/write-behind.md.
 //
-//	buf, err := gormcounter.NewBuffer(db, hotcounter.BufferConfig{Interval: time.Second})
+//	buf, err := gormcounter.NewBuffer(ctx, db, hotcounter.BufferConfig{Interval: time.Second})
 //	defer buf.Close(ctx)
 //	buf.Increment(ctx, &Post{ID: id}, "Likes", 1)
 //

@@ -249,8 +249,9 @@ func (m counterMigrator) models(values []any) ([]*model, error) {
 	return out, nil
 }
 
-// ErrForeignKeysOff is wrapped by AutoMigrate's error on SQLite when the
-// connection does not enforce foreign keys.
+// ErrForeignKeysOff is wrapped by the error of db.Use(gormcounter.New(...))
+// and of AutoMigrate on SQLite when the connection does not enforce
+// foreign keys: a deleted parent would keep its slot rows.
 var ErrForeignKeysOff = errors.New("SQLite does not enforce foreign keys on this connection: open it with _pragma=foreign_keys(1) in the DSN " +
 	"(github.com/glebarez/sqlite, modernc.org/sqlite; gorm.io/driver/sqlite and mattn/go-sqlite3: _foreign_keys=1)")
 

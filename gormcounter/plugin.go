@@ -339,4 +339,5 @@ func pluginOf(db *gorm.DB) (*Plugin, error) {
 }
 
 // errNotRegistered is pluginOf's error.
-var errNotRegistered = fmt.Errorf("gormcounter: the plugin is not registered on this *gorm.DB: call db.Use(gormcounter.New(gormcounter.Config{})): %w", hotcounter.ErrNotConfigured)
+var errNotRegistered = fmt.Errorf("gormcounter: the plugin is not registered on this *gorm.DB: call db.Use(gormcounter.New(gormcounter.Config{})) and check its error "+
+	"(on SQLite it fails with ErrForeignKeysOff unless the DSN enforces foreign keys): %w", hotcounter.ErrNotConfigured)

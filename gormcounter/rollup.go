@@ -29,7 +29,7 @@ import (
 // passed over, so the application's whole list of models can be given;
 // when none has one, it is an error naming them.
 func RollupPass(db *gorm.DB, models ...any) error {
-	p, counters, err := rollupCounters(db, models)
+	p, counters, err := rollupCounters(db, models, "RollupPass")
 	if err != nil {
 		return err
 	}
@@ -51,7 +51,7 @@ func (p *Plugin) rollup(db *gorm.DB, counters []*counter, stop func() bool) erro
 //
 //	go gormcounter.RollupLoop(ctx, db, time.Second, &Post{})
 func RollupLoop(ctx context.Context, db *gorm.DB, interval time.Duration, models ...any) error {
-	p, counters, err := rollupCounters(db, models)
+	p, counters, err := rollupCounters(db, models, "RollupLoop")
 	if err != nil {
 		return err
 	}
@@ -61,8 +61,8 @@ func RollupLoop(ctx context.Context, db *gorm.DB, interval time.Duration, models
 
 // rollupCounters returns db's plugin and the rollup counters of models; a
 // model without one is an error.
-func rollupCounters(db *gorm.DB, models []any) (*Plugin, []*counter, error) {
-	return passCounters(db, models, "RollupPass", "rollup counter (tag one `gorm:\"counter:rollup\"`)",
+func rollupCounters(db *gorm.DB, models []any, name string) (*Plugin, []*counter, error) {
+	return passCounters(db, models, name, "rollup counter (tag one `gorm:\"counter:rollup\"`)",
 		func(c *counter) bool { return c.opts.Mode.HasColumn() })
 }
 

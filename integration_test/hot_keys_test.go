@@ -1,6 +1,7 @@
 package integration_test
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -87,8 +88,8 @@ func TestHotKeysWithTheCountingTurnedOffSaySo(t *testing.T) {
 			must(t, o.increment(modelPost, post, "likes", 1))
 		}
 		keys, err := o.hotKeys(10)
-		if err == nil || !strings.Contains(err.Error(), "HotKeys.Off") {
-			t.Fatalf("HotKeys with the counting off = %v, %v; want an error saying HotKeys.Off is set", keys, err)
+		if !errors.Is(err, hotcounter.ErrHotKeysOff) || !strings.Contains(err.Error(), "HotKeys.Off") {
+			t.Fatalf("HotKeys with the counting off = %v, %v; want hotcounter.ErrHotKeysOff saying HotKeys.Off is set", keys, err)
 		}
 		if got := exactly(t, o, modelPost, post, "likes"); got != 5 {
 			t.Errorf("likes = %d, want 5", got)

@@ -377,16 +377,12 @@ func watch[S any](mu *sync.Mutex, sources map[*S]struct{}, s *S) (stop func()) {
 	}
 }
 
-// ErrHotKeysOff is HotKeys' error when the counting is off
-// (HotKeysConfig.Off): it has nothing to report.
-var ErrHotKeysOff = errors.New("hot keys are not counted: the Config's HotKeys.Off is set")
-
 // HotKeys returns the k rows with the most writes among all counters and
 // columns, hottest (highest rate) first; with the counting off, an error
 // saying so.
 func (o *Observer) HotKeys(k int) ([]hotcounter.HotKey, error) {
 	if o == nil || o.hot == nil {
-		return nil, ErrHotKeysOff
+		return nil, hotcounter.ErrHotKeysOff
 	}
 	var out []hotcounter.HotKey
 	for _, name := range o.hot.Names() {
