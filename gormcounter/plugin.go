@@ -2,7 +2,6 @@ package gormcounter
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -179,112 +178,110 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 		db.Dialector = &dialector{Dialector: db.Dialector, plugin: p, records: recording}
 	}
 
-	cb := db.Callback()
-	for _, r := range []func() error{
-		func() error { return cb.Create().Before("*").Register("gormcounter:prepare", p.prepareCallback) },
-		func() error { return cb.Query().Before("*").Register("gormcounter:prepare", p.prepareCallback) },
-		func() error { return cb.Update().Before("*").Register("gormcounter:prepare", p.prepareCallback) },
-		func() error { return cb.Delete().Before("*").Register("gormcounter:prepare", p.prepareCallback) },
-		func() error { return cb.Row().Before("*").Register("gormcounter:prepare", p.prepareCallback) },
-		func() error {
-			// Before associations are saved: an update of counters alone saves none.
-			return cb.Update().After("gorm:before_update").Before("gorm:save_before_associations").
-				Register("gormcounter:rewrite_update", p.rewriteUpdate)
-		},
-		func() error {
-			return cb.Update().After("gormcounter:rewrite_update").Before("gorm:update").
-				Register("gormcounter:hotkeys", p.countPlainIncrements)
-		},
-		func() error {
-			return cb.Update().Before("gorm:begin_transaction").Register("gormcounter:no_default_transaction", p.skipDefaultTransaction)
-		},
-		func() error { return p.guardParentUpdate(db) },
-		func() error {
-			return cb.Create().After("gorm:before_create").Before("gorm:create").Register("gormcounter:check_start", p.checkStart)
-		},
-		func() error {
-			return cb.Create().After("gorm:create").Before("gorm:save_after_associations").
-				Register("gormcounter:start", p.start)
-		},
-		func() error {
-			return cb.Create().Before("gorm:create").Register("gormcounter:batch", p.refuseEmptyBatch)
-		},
-		func() error { return cb.Query().Before("gorm:query").Register("gormcounter:select", p.adjustSelect) },
-		func() error { return cb.Query().After("*").Register("gormcounter:overflow", p.nameOverflow) },
-		// A child write whose count's triggers are missing would go uncounted.
-		func() error {
-			return cb.Create().Before("gorm:create").Register("gormcounter:counts_migrated", p.childCountsMigrated)
-		},
-		func() error {
-			return cb.Update().Before("gorm:update").Register("gormcounter:counts_migrated", p.childCountsMigrated)
-		},
-		func() error {
-			return cb.Delete().Before("gorm:delete").Register("gormcounter:counts_migrated", p.childCountsMigrated)
-		},
-		// Counts of child rows kept by hooks (counts=...,hooks).
-		func() error {
-			return cb.Create().After("gorm:begin_transaction").Before("gorm:before_create").Register("gormcounter:count_begin", p.countBegin)
-		},
-		func() error {
-			return cb.Update().After("gorm:begin_transaction").Before("gorm:setup_reflect_value").Register("gormcounter:count_begin", p.countBegin)
-		},
-		func() error {
-			return cb.Delete().After("gorm:begin_transaction").Before("gorm:before_delete").Register("gormcounter:count_begin", p.countBeginDelete)
-		},
-		func() error {
-			return cb.Create().After("*").Register("gormcounter:count_commit", p.countCommit)
-		},
-		func() error {
-			return cb.Update().After("*").Register("gormcounter:count_commit", p.countCommit)
-		},
-		func() error {
-			return cb.Delete().After("*").Register("gormcounter:count_commit", p.countCommit)
-		},
-		func() error {
-			return cb.Create().Before("gorm:create").Register("gormcounter:count_before_create", p.countBeforeCreate)
-		},
-		func() error {
-			return cb.Create().After("gorm:create").Before("gorm:save_after_associations").
-				Register("gormcounter:count_create", p.countAfterCreate)
-		},
-		func() error {
-			return cb.Update().After("gormcounter:rewrite_update").Before("gorm:update").
-				Register("gormcounter:count_before_update", p.countBeforeUpdate)
-		},
-		func() error {
-			return cb.Update().After("gorm:update").Before("gorm:save_after_associations").
-				Register("gormcounter:count_after_update", p.countAfterWrite)
-		},
-		func() error {
-			return cb.Delete().Before("gorm:delete").Register("gormcounter:count_before_delete", p.countBeforeDelete)
-		},
-		func() error {
-			return cb.Delete().After("gorm:delete").Before("gorm:after_delete").Register("gormcounter:count_after_delete", p.countAfterWrite)
-		},
-		func() error { return cb.Row().Before("gorm:row").Register("gormcounter:columns", p.dropAbsentColumns) },
-		func() error {
-			return cb.Row().After("gormcounter:columns").Before("gorm:row").Register("gormcounter:refs", p.rewriteRefs)
-		},
-		func() error {
-			return cb.Query().After("gormcounter:select").Before("gorm:query").Register("gormcounter:refs", p.rewriteRefs)
-		},
-		func() error {
-			return cb.Update().After("gormcounter:prepare").Before("gormcounter:rewrite_update").Register("gormcounter:refs", p.rewriteWriteRefs)
-		},
-		func() error {
-			return cb.Delete().After("gormcounter:prepare").Before("gorm:delete").Register("gormcounter:refs", p.rewriteWriteRefs)
-		},
-		// After gorm:query alone would land after gorm:after_query, so AfterFind
-		// hooks would see unfilled counters (gorm#4712).
-		func() error {
-			return cb.Query().After("gorm:query").Before("gorm:preload").Register("gormcounter:fill", p.fill)
-		},
-	} {
-		if err := r(); err != nil {
+	for _, c := range p.callbacks() {
+		if err := c.register(db); err != nil {
 			return fmt.Errorf("gormcounter: register callbacks: %w", err)
 		}
 	}
 	return nil
+}
+
+// callback is one of the plugin's GORM callbacks: on which operation, its
+// name, where it goes (GORM's After and Before; "" for none) and what it
+// runs.
+type callback struct {
+	on            operation
+	name          string
+	after, before string
+	fn            func(*gorm.DB)
+	// wrap, when set, replaces GORM's own callback name by what it
+	// returns around it (fn, after and before unused).
+	wrap func(orig func(*gorm.DB)) func(*gorm.DB)
+}
+
+// operation names one of GORM's callback processors.
+type operation int
+
+const (
+	onCreate operation = iota
+	onQuery
+	onUpdate
+	onDelete
+	onRow
+)
+
+// at is the callback name on operation on, placed after and before.
+func at(on operation, name, after, before string, fn func(*gorm.DB)) callback {
+	return callback{on: on, name: name, after: after, before: before, fn: fn}
+}
+
+func (c callback) register(db *gorm.DB) error {
+	cb := db.Callback()
+	if c.wrap != nil { // GORM's gorm:update, the one callback wrapped
+		orig := cb.Update().Get(c.name)
+		if orig == nil {
+			return fmt.Errorf("%s callback not found", c.name)
+		}
+		return cb.Update().Replace(c.name, c.wrap(orig))
+	}
+	switch c.on {
+	case onCreate:
+		return cb.Create().After(c.after).Before(c.before).Register(c.name, c.fn)
+	case onQuery:
+		return cb.Query().After(c.after).Before(c.before).Register(c.name, c.fn)
+	case onUpdate:
+		return cb.Update().After(c.after).Before(c.before).Register(c.name, c.fn)
+	case onDelete:
+		return cb.Delete().After(c.after).Before(c.before).Register(c.name, c.fn)
+	default:
+		return cb.Row().After(c.after).Before(c.before).Register(c.name, c.fn)
+	}
+}
+
+// callbacks lists the plugin's callbacks, registered in this order.
+func (p *Plugin) callbacks() []callback {
+	return []callback{
+		at(onCreate, "gormcounter:prepare", "", "*", p.prepareCallback),
+		at(onQuery, "gormcounter:prepare", "", "*", p.prepareCallback),
+		at(onUpdate, "gormcounter:prepare", "", "*", p.prepareCallback),
+		at(onDelete, "gormcounter:prepare", "", "*", p.prepareCallback),
+		at(onRow, "gormcounter:prepare", "", "*", p.prepareCallback),
+		// Before associations are saved: an update of counters alone saves none.
+		at(onUpdate, "gormcounter:rewrite_update", "gorm:before_update", "gorm:save_before_associations", p.rewriteUpdate),
+		at(onUpdate, "gormcounter:hotkeys", "gormcounter:rewrite_update", "gorm:update", p.countPlainIncrements),
+		at(onUpdate, "gormcounter:no_default_transaction", "", "gorm:begin_transaction", p.skipDefaultTransaction),
+		{on: onUpdate, name: "gorm:update", wrap: guardParentUpdate},
+		at(onCreate, "gormcounter:check_start", "gorm:before_create", "gorm:create", p.checkStart),
+		at(onCreate, "gormcounter:start", "gorm:create", "gorm:save_after_associations", p.start),
+		at(onCreate, "gormcounter:batch", "", "gorm:create", p.refuseEmptyBatch),
+		at(onQuery, "gormcounter:select", "", "gorm:query", p.adjustSelect),
+		at(onQuery, "gormcounter:overflow", "*", "", p.nameOverflow),
+		// A child write whose count's triggers are missing would go uncounted.
+		at(onCreate, "gormcounter:counts_migrated", "", "gorm:create", p.childCountsMigrated),
+		at(onUpdate, "gormcounter:counts_migrated", "", "gorm:update", p.childCountsMigrated),
+		at(onDelete, "gormcounter:counts_migrated", "", "gorm:delete", p.childCountsMigrated),
+		// Counts of child rows kept by hooks (counts=...,hooks).
+		at(onCreate, "gormcounter:count_begin", "gorm:begin_transaction", "gorm:before_create", p.countBegin),
+		at(onUpdate, "gormcounter:count_begin", "gorm:begin_transaction", "gorm:setup_reflect_value", p.countBegin),
+		at(onDelete, "gormcounter:count_begin", "gorm:begin_transaction", "gorm:before_delete", p.countBeginDelete),
+		at(onCreate, "gormcounter:count_commit", "*", "", p.countCommit),
+		at(onUpdate, "gormcounter:count_commit", "*", "", p.countCommit),
+		at(onDelete, "gormcounter:count_commit", "*", "", p.countCommit),
+		at(onCreate, "gormcounter:count_before_create", "", "gorm:create", p.countBeforeCreate),
+		at(onCreate, "gormcounter:count_create", "gorm:create", "gorm:save_after_associations", p.countAfterCreate),
+		at(onUpdate, "gormcounter:count_before_update", "gormcounter:rewrite_update", "gorm:update", p.countBeforeUpdate),
+		at(onUpdate, "gormcounter:count_after_update", "gorm:update", "gorm:save_after_associations", p.countAfterWrite),
+		at(onDelete, "gormcounter:count_before_delete", "", "gorm:delete", p.countBeforeDelete),
+		at(onDelete, "gormcounter:count_after_delete", "gorm:delete", "gorm:after_delete", p.countAfterWrite),
+		at(onRow, "gormcounter:columns", "", "gorm:row", p.dropAbsentColumns),
+		at(onRow, "gormcounter:refs", "gormcounter:columns", "gorm:row", p.rewriteRefs),
+		at(onQuery, "gormcounter:refs", "gormcounter:select", "gorm:query", p.rewriteRefs),
+		at(onUpdate, "gormcounter:refs", "gormcounter:prepare", "gormcounter:rewrite_update", p.rewriteWriteRefs),
+		at(onDelete, "gormcounter:refs", "gormcounter:prepare", "gorm:delete", p.rewriteWriteRefs),
+		// After gorm:query alone would land after gorm:after_query, so
+		// AfterFind hooks would see unfilled counters (gorm#4712).
+		at(onQuery, "gormcounter:fill", "gorm:query", "gorm:preload", p.fill),
+	}
 }
 
 // skipParentUpdate marks a statement whose assignments were all counters: the
@@ -294,20 +291,15 @@ const skipParentUpdate = "gormcounter:skip_parent_update"
 // guardParentUpdate wraps gorm:update so that an update which assigned only
 // counters issues no UPDATE of the parent (not even updated_at): an increment
 // never writes or locks the parent row.
-func (p *Plugin) guardParentUpdate(db *gorm.DB) error {
-	update := db.Callback().Update()
-	orig := update.Get("gorm:update")
-	if orig == nil {
-		return errors.New("gorm:update callback not found")
-	}
-	return update.Replace("gorm:update", func(tx *gorm.DB) {
+func guardParentUpdate(orig func(*gorm.DB)) func(*gorm.DB) {
+	return func(tx *gorm.DB) {
 		if _, skip := tx.Statement.Settings.LoadAndDelete(skipParentUpdate); !skip {
 			orig(tx)
 		}
 		if tx.DryRun {
 			showDryRun(tx)
 		}
-	})
+	}
 }
 
 // prepareCallback validates the statement's model and the models it relates
