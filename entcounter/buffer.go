@@ -17,8 +17,10 @@ import (
 // written in one transaction, one sorted multi-row upsert per slot table,
 // with the batch id recorded in a ledger table so that a flush retried
 // after an unknown COMMIT outcome never counts twice. Nothing acknowledged
-// is lost while the process lives; a crash loses at most one interval's
-// deltas. Close flushes and stops.
+// is lost while the process lives; a crash loses what was not yet
+// flushed: about one interval's deltas while flushes succeed, everything
+// held (up to MaxPending entries) while they fail. Close flushes and
+// stops.
 //
 // With hotcounter.BufferConfig.Store (package redisstore) the deltas wait in Redis
 // instead, shared by every process, and every buffer on the store flushes
