@@ -381,3 +381,78 @@ func TestRedisCrashWhileTheDatabaseIsAwayLosesAtMostMaxBacklog(t *testing.T) {
 		})
 	}
 }
+
+// takingStore tells took each time its Take hands back a batch.
+type takingStore struct {
+	*redisstore.Store
+	took chan<- struct{}
+}
+
+func (s takingStore) Take(ctx context.Context, cs []*writebehind.Counter) ([]writebehind.StoreBatch, error) {
+	bs, err := s.Store.Take(ctx, cs)
+	if len(bs) > 0 {
+		s.took <- struct{}{}
+	}
+	return bs, err
+}
+
+// Two processes that flush at once take the same batch, the one a dead
+// process left in flight: one applies it, the other finds its ledger row
+// and forgets the batch. Neither flush fails nor reports anything, and the
+// batch counts once. The slot table is held until both have taken it, so
+// the second reaches the ledger while the first has not committed. Both
+// ORMs, every database.
+func TestRedisBuffersThatTakeTheSameBatchApplyItOnceAndReportNothing(t *testing.T) {
+	eachORM(t, func(t *testing.T, o counterORM) {
+		ctx := context.Background()
+		rdb, prefix := redisFor(t)
+		post := o.create(t, modelPost)
+		dying := &failingStore{Store: redisstore.New(rdb, redisstore.Options{Prefix: prefix})}
+		dead := o.with(t, settings{}).buffer(t, hotcounter.BufferConfig{Interval: time.Hour, Store: dying})
+		must(t, dead.increment(ctx, modelPost, post, "likes", 7))
+		dying.failTake.Store(true)
+		if err := dead.flush(ctx); !errors.Is(err, errDied) {
+			t.Fatalf("the dying flush: %v, want it to die after taking its batch", err)
+		}
+
+		var heard reports
+		took := make(chan struct{}, 4)
+		live := make([]counterBuffer, 2)
+		for i := range live {
+			live[i] = o.with(t, settings{DeclareModels: true, OnError: heard.add}).buffer(t, hotcounter.BufferConfig{Interval: time.Hour,
+				Store: takingStore{Store: redisstore.New(rdb, redisstore.Options{Prefix: prefix}), took: took}})
+		}
+		release := holdWrites(t, o.onEnv(), "post_likes_slots")
+		flushed := make(chan error, len(live))
+		for _, b := range live {
+			go func() { flushed <- b.flush(ctx) }()
+		}
+		for range live {
+			select {
+			case <-took:
+			case <-time.After(30 * time.Second):
+				release()
+				t.Fatal("both buffers did not take the batch in flight within 30 s")
+			}
+		}
+		release()
+		for range live {
+			if err := <-flushed; err != nil {
+				t.Errorf("a flush of the shared batch failed: %v", err)
+			}
+		}
+		if got := exactly(t, o, modelPost, post, "likes"); got != 7 {
+			t.Errorf("likes %d, want the 7 of the batch, once", got)
+		}
+		if left := keysLeft(t, rdb, prefix); len(left) != 0 {
+			t.Errorf("keys left in Redis: %v", left)
+		}
+		for _, b := range live {
+			must(t, b.close(ctx))
+		}
+		must(t, dead.close(ctx))
+		if errs := heard.all(); len(errs) != 0 {
+			t.Errorf("the live processes reported %v", errs)
+		}
+	})
+}

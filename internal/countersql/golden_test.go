@@ -127,7 +127,6 @@ func statements(d Dialect) []struct {
 	}
 	out = append(out, many("CreateLedger", d.CreateLedger("post_ledger"))...)
 	out = append(out,
-		one("LedgerHas", func(w Writer) { d.LedgerHas(w, "post_ledger", "b1") }),
 		one("LedgerAdd", func(w Writer) { d.LedgerAdd(w, "post_ledger", "b1", 1000) }),
 		one("LedgerPrune", func(w Writer) { d.LedgerPrune(w, "post_ledger", 1000) }),
 	)

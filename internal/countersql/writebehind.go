@@ -48,21 +48,29 @@ func (d Dialect) DropLedger(w Writer, ledger string) {
 	q(w, "DROP TABLE IF EXISTS %", ledger)
 }
 
-// LedgerHas writes a query that returns a row if batch was applied.
-func (d Dialect) LedgerHas(w Writer, ledger, batch string) {
-	q(w, "SELECT 1 FROM % WHERE % = ", ledger, "batch")
-	w.Arg(batch)
-}
-
 // LedgerAdd writes the insert that records batch as applied at the given
-// time (Unix milliseconds). Its primary key makes a second attempt of a
-// batch fail instead of applying it twice.
+// time (Unix milliseconds), unless the ledger holds it: it then affects no
+// row. The primary key settles two attempts of one batch (a retry whose
+// first COMMIT reply was lost, or two processes that took the same batch
+// from a store): the second waits for the first's transaction and, when it
+// committed, inserts nothing, so the caller applies nothing. On
+// MySQL/MariaDB INSERT IGNORE, whose count of affected rows the client's
+// clientFoundRows does not change (ON DUPLICATE KEY UPDATE's would); the
+// ledger has no foreign key or column whose error it could hide.
 func (d Dialect) LedgerAdd(w Writer, ledger, batch string, at int64) {
-	q(w, "INSERT INTO % (%, %) VALUES (", ledger, "batch", "at")
+	if d.kind == mysql {
+		w.WriteString("INSERT IGNORE")
+	} else {
+		w.WriteString("INSERT")
+	}
+	q(w, " INTO % (%, %) VALUES (", ledger, "batch", "at")
 	w.Arg(batch)
 	w.WriteString(", ")
 	w.Arg(at)
 	w.WriteString(")")
+	if d.kind != mysql {
+		w.WriteString(" ON CONFLICT DO NOTHING")
+	}
 }
 
 // LedgerPrune writes the delete of batches recorded before the given time.

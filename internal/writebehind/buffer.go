@@ -416,7 +416,8 @@ func (b *Buffer) prune(ctx context.Context) {
 
 // apply writes a batch in one transaction with its ledger row. A batch
 // whose ledger row is already there was applied by an earlier attempt
-// whose COMMIT reply was lost: it is done.
+// whose COMMIT reply was lost, or by another process that took it from
+// the store too: it is done, not failed.
 func (b *Buffer) apply(ctx context.Context, bt *batch) error {
 	byCounter := map[*Counter][]pendingDelta{}
 	var order []*Counter
@@ -432,24 +433,13 @@ func (b *Buffer) apply(ctx context.Context, bt *batch) error {
 	slices.SortFunc(order, func(x, y *Counter) int { return strings.Compare(x.Table.Slots, y.Table.Slots) })
 	applied := false
 	err := b.s.Begin(ctx, false, func(tx engine.Session) error {
-		var seen int64
-		rows, err := tx.Query(ctx, func(w countersql.Writer) { b.d.LedgerHas(w, b.cfg.Ledger, bt.id) })
+		added, err := tx.Exec(ctx, func(w countersql.Writer) { b.d.LedgerAdd(w, b.cfg.Ledger, bt.id, time.Now().UnixMilli()) })
 		if err != nil {
 			return err
 		}
-		for rows.Next() {
-			seen++
-		}
-		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-			return err
-		}
-		if seen > 0 {
+		if added == 0 {
 			applied = true
 			return nil
-		}
-		now := time.Now()
-		if _, err := tx.Exec(ctx, func(w countersql.Writer) { b.d.LedgerAdd(w, b.cfg.Ledger, bt.id, now.UnixMilli()) }); err != nil {
-			return err
 		}
 		for _, c := range order {
 			if err := b.write(ctx, tx, c, byCounter[c]); err != nil {

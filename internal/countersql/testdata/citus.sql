@@ -83,12 +83,8 @@ CREATE TABLE IF NOT EXISTS "post_ledger" ("batch" VARCHAR(64) NOT NULL PRIMARY K
 -- CreateLedger (2 of 2)
 CREATE INDEX IF NOT EXISTS "idx_post_ledger_at" ON "post_ledger" ("at");
 
--- LedgerHas
-SELECT 1 FROM "post_ledger" WHERE "batch" = $1;
--- args: [b1]
-
 -- LedgerAdd
-INSERT INTO "post_ledger" ("batch", "at") VALUES ($1, $2);
+INSERT INTO "post_ledger" ("batch", "at") VALUES ($1, $2) ON CONFLICT DO NOTHING;
 -- args: [b1 1000]
 
 -- LedgerPrune

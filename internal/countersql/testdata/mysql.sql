@@ -79,12 +79,8 @@ INSERT INTO `post_likes_slots` (`post_id`, `slot`, `n`) VALUES ($1,$2,$3), ($4,$
 -- CreateLedger (1 of 1)
 CREATE TABLE IF NOT EXISTS `post_ledger` (`batch` VARCHAR(64) NOT NULL PRIMARY KEY, `at` BIGINT NOT NULL, INDEX (`at`));
 
--- LedgerHas
-SELECT 1 FROM `post_ledger` WHERE `batch` = $1;
--- args: [b1]
-
 -- LedgerAdd
-INSERT INTO `post_ledger` (`batch`, `at`) VALUES ($1, $2);
+INSERT IGNORE INTO `post_ledger` (`batch`, `at`) VALUES ($1, $2);
 -- args: [b1 1000]
 
 -- LedgerPrune
