@@ -27,11 +27,19 @@ var templates embed.FS
 // when one is missing.
 //
 //	entc.Generate("./schema", &gen.Config{}, entc.Extensions(entcounter.Extension()))
-func Extension() entc.Extension { return extension{} }
+func Extension() entc.Extension { return &extension{hooked: map[string]bool{}} }
 
-type extension struct{ entc.DefaultExtension }
+// extension is one generation's extension. hooked holds the names of the
+// types of the graph being generated whose writes change a count (see
+// hookedTypes): type-scoped templates cannot reach the graph, so the
+// generation hook fills it before the templates run.
+type extension struct {
+	entc.DefaultExtension
+	hooked map[string]bool
+}
 
-func (extension) Templates() []*gen.Template {
+func (e *extension) Templates() []*gen.Template {
+	hooked := e.hooked
 	return []*gen.Template{
 		gen.MustParse(gen.NewTemplate("hotcounter").
 			Funcs(template.FuncMap{
@@ -68,7 +76,7 @@ func (extension) Templates() []*gen.Template {
 	}
 }
 
-func (extension) Hooks() []gen.Hook {
+func (e *extension) Hooks() []gen.Hook {
 	return []gen.Hook{func(next gen.Generator) gen.Generator {
 		return gen.GenerateFunc(func(orig *gen.Graph) error {
 			g, err := withSlotSchemas(orig)
@@ -78,9 +86,9 @@ func (extension) Hooks() []gen.Hook {
 			if _, err := defsOf(g); err != nil {
 				return err
 			}
-			hooked = map[string]bool{}
+			clear(e.hooked)
 			for _, name := range hookedTypes(g) {
-				hooked[name] = true
+				e.hooked[name] = true
 			}
 			if err := next.Generate(g); err != nil {
 				return err
@@ -195,11 +203,6 @@ func hasSum(t *gen.Type) bool {
 	}
 	return false
 }
-
-// hooked holds the names of the types of the graph being generated whose
-// writes change a count kept by hooks (see hookedTypes). Type-scoped
-// templates cannot reach the graph; the generation hook fills it first.
-var hooked map[string]bool
 
 // hookedTypes returns the schemas whose writes change a count: kept by
 // hooks, the child and the parent (whose edge setters move children); kept
