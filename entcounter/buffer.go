@@ -49,7 +49,7 @@ func NewBuffer(ctx context.Context, src Source, cfg hotcounter.BufferConfig) (*B
 	if r.InTx() {
 		return nil, errors.New("entcounter: NewBuffer needs the client, not a transaction")
 	}
-	dl, err := r.Dialect()
+	dl, err := r.Dialect(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -69,7 +69,9 @@ type Config struct {
 // are not counted.
 func Configure(src Source, cfg Config) (ent.Hook, error) {
 	r := src.HotCounter()
-	o, err := observe.New(observe.Config{System: r.System(cfg.MeterProvider != nil), Keys: cfg.HotKeys.Keys, Window: cfg.HotKeys.Window,
+	// Configure takes no context, as GORM's db.Use: the one read (MySQL or
+	// MariaDB, for the metrics' db.system.name) runs under Background.
+	o, err := observe.New(observe.Config{System: r.System(context.Background(), cfg.MeterProvider != nil), Keys: cfg.HotKeys.Keys, Window: cfg.HotKeys.Window,
 		Off: cfg.HotKeys.Off, MeterProvider: cfg.MeterProvider})
 	if err != nil {
 		return nil, fmt.Errorf("entcounter: Configure: %w", err)

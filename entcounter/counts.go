@@ -45,7 +45,7 @@ func InstallTriggers(ctx context.Context, src Source) error {
 // one, and returns the counts whose triggers were missing (some or all):
 // the child rows written without them were not counted.
 func installTriggers(ctx context.Context, s engine.Session, r entrt.Runtime) (missing map[string]bool, err error) {
-	st, err := r.Store()
+	st, err := r.Store(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +63,7 @@ func installTriggers(ctx context.Context, s engine.Session, r entrt.Runtime) (mi
 
 // recountMissed recounts the counts whose triggers were missing.
 func recountMissed(ctx context.Context, s engine.Session, r entrt.Runtime, missing map[string]bool) error {
-	st, err := r.Store()
+	st, err := r.Store(ctx)
 	if err != nil {
 		return err
 	}

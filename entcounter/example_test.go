@@ -119,8 +119,10 @@ func ExampleAutoSlots() {
 // file (migrate.NamedDiff, which writes the slot tables), the triggers,
 // functions, fillfactor and first counts go into the next file.
 func ExampleSchemaSQL() {
-	var client entcounter.Source // ent.NewClient(...) in a real program; no connection is used
-	script, err := entcounter.SchemaSQL(client)
+	var client entcounter.Source // ent.NewClient(...) in a real program
+	// Nothing is written; on PostgreSQL the client reads whether the
+	// database has Citus.
+	script, err := entcounter.SchemaSQL(context.Background(), client)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -90,7 +90,7 @@ func counterHook(field string, ann annotation) ent.Hook {
 			if ann.Counts != "" {
 				return countCreated(ctx, m, next, field, ann)
 			}
-			w, err := newWrite(m, field)
+			w, err := newWrite(ctx, m, field)
 			if err != nil {
 				return nil, err
 			}
@@ -163,13 +163,13 @@ func bufferAdd(ctx context.Context, m mutation, field string, ann annotation, b 
 }
 
 // newWrite returns the write of m's counter field.
-func newWrite(m mutation, field string) (*write, error) {
+func newWrite(ctx context.Context, m mutation, field string) (*write, error) {
 	w := &write{r: m.HotCounter()}
 	d, ok := w.r.Def(m.Type(), field)
 	if !ok {
 		return nil, fmt.Errorf("entcounter: %s.%s is not in the generated counter list: run go generate", m.Type(), field)
 	}
-	dl, err := w.r.Dialect()
+	dl, err := w.r.Dialect(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -186,7 +186,7 @@ func untouched(ctx context.Context, m mutation, next ent.Mutator, field string) 
 	v, err := next.Mutate(ctx, em)
 	if bulk := m.HotCounterBulk(); err == nil && bulk != nil {
 		if keys, values, last := bulk.Skip(field); last && len(keys) > 0 {
-			w, err := newWrite(m, field)
+			w, err := newWrite(ctx, m, field)
 			if err != nil {
 				return v, err
 			}
@@ -626,7 +626,7 @@ func (w *write) storage(ctx context.Context) (engine.Storage, error) {
 // sources returns what adds up to the counter's value (its errors name the
 // counter).
 func (w *write) sources(ctx context.Context) (countersql.Sources, error) {
-	st, err := w.r.Store()
+	st, err := w.r.Store(ctx)
 	if err != nil {
 		return countersql.Sources{}, err
 	}
@@ -649,7 +649,7 @@ func (w *write) wrap(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
 	}
-	if st, serr := w.r.Store(); serr == nil && ctx.Err() == nil {
+	if st, serr := w.r.Store(ctx); serr == nil && ctx.Err() == nil {
 		if named := st.NameMissing(ctx, entrt.NewSession(w.r), w.d.Counter(w.dl), err); named != err {
 			return named
 		}
@@ -757,7 +757,7 @@ func copyNode(v any) any {
 
 // target is the counter as engine.Start and engine.Set write it.
 func (w *write) target(ctx context.Context) (engine.Target, error) {
-	st, err := w.r.Store()
+	st, err := w.r.Store(ctx)
 	if err != nil {
 		return engine.Target{}, err
 	}

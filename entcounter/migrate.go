@@ -100,7 +100,7 @@ func WithCounters(src Source) schema.MigrateOption {
 		return schema.ApplyFunc(func(ctx context.Context, ex dialect.ExecQuerier, plan *migrate.Plan) error {
 			r := runtime()
 			c := entrt.Conn{Ex: ex, Dialect: r.Driver.Dialect()}
-			store, err := r.Store()
+			store, err := r.Store(ctx)
 			if err != nil {
 				return err
 			}
@@ -159,7 +159,7 @@ func WithCounters(src Source) schema.MigrateOption {
 // what ent plans, and ent plans tables, not triggers. Write ent's file
 // without it, then a file of the statements of SchemaSQL.
 var ErrWritesNoFiles = errors.New("entcounter: WithCounters writes nothing into migration files (ent plans tables, not triggers): " +
-	"run NamedDiff without it, then write the statements of entcounter.SchemaSQL(client) into the next file (docs/migrations.md)")
+	"run NamedDiff without it, then write the statements of entcounter.SchemaSQL(ctx, client) into the next file (docs/migrations.md)")
 
 // writingFiles reports whether the migration calling the diff hook writes
 // a migration file (ent's Atlas.NamedDiff is on the stack) rather than
@@ -228,12 +228,14 @@ func splitLeftovers(left []engine.Leftover, current *atlasschema.Schema) (now, l
 
 // foldLeftoversNow folds left through r's client, a batch of parents per
 // transaction, as RollupPass does.
+// It runs from ent's diff hook, which ent calls without a context (a
+// schema.Differ takes none): under Background.
 func foldLeftoversNow(r entrt.Runtime, left []engine.Leftover) error {
 	if len(left) == 0 {
 		return nil
 	}
 	ctx := context.Background()
-	st, s, err := ownPass(r, "WithCounters")
+	st, s, err := ownPass(ctx, r, "WithCounters")
 	if err != nil {
 		return err
 	}
@@ -247,10 +249,12 @@ func foldLeftoversNow(r entrt.Runtime, left []engine.Leftover) error {
 // creates the tables, and a change of a count from triggers to hooks
 // changes no table, so that a later migration with it has nothing to
 // change.
+//
+// Like foldLeftoversNow, it runs from ent's diff hook, without a context.
 func repairCounts(r entrt.Runtime, current *atlasschema.Schema) error {
 	ctx := context.Background()
 	s := entrt.NewSession(r)
-	st, err := r.Store()
+	st, err := r.Store(ctx)
 	if err != nil {
 		return err
 	}

@@ -24,7 +24,7 @@ func PrecreateExisting(ctx context.Context, src Source) error {
 	if err != nil {
 		return err
 	}
-	dl, err := r.Dialect()
+	dl, err := r.Dialect(ctx)
 	if err != nil {
 		return err
 	}
@@ -63,7 +63,7 @@ func RollupPass(ctx context.Context, src Source) error {
 }
 
 func rollup(ctx context.Context, r entrt.Runtime, stop func() bool) error {
-	st, s, err := ownPass(r, "RollupPass")
+	st, s, err := ownPass(ctx, r, "RollupPass")
 	if err != nil {
 		return err
 	}
@@ -97,7 +97,7 @@ func rollup(ctx context.Context, r entrt.Runtime, stop func() bool) error {
 // likes. Loads notice the column is gone.
 func MoveToSlots(ctx context.Context, src Source) (hotcounter.Moved, error) {
 	r := src.HotCounter()
-	st, s, err := ownPass(r, "MoveToSlots")
+	st, s, err := ownPass(ctx, r, "MoveToSlots")
 	if err != nil {
 		return hotcounter.Moved{}, err
 	}
@@ -126,7 +126,7 @@ func MoveToSlots(ctx context.Context, src Source) (hotcounter.Moved, error) {
 // gormcounter.CompactPass for why).
 func CompactPass(ctx context.Context, src Source) (hotcounter.Compacted, error) {
 	r := src.HotCounter()
-	st, s, err := ownPass(r, "CompactPass")
+	st, s, err := ownPass(ctx, r, "CompactPass")
 	if err != nil {
 		return hotcounter.Compacted{}, err
 	}
@@ -137,11 +137,11 @@ func CompactPass(ctx context.Context, src Source) (hotcounter.Compacted, error) 
 // (RollupPass, CompactPass): it refuses a transaction's client, and returns
 // the dialect, r's session, and a function that runs its argument in a
 // transaction of its own, committed when it returns nil.
-func ownPass(r entrt.Runtime, name string) (engine.Store, engine.Session, error) {
+func ownPass(ctx context.Context, r entrt.Runtime, name string) (engine.Store, engine.Session, error) {
 	if r.InTx() {
 		return engine.Store{}, nil, notInTx(name)
 	}
-	st, err := r.Store()
+	st, err := r.Store(ctx)
 	if err != nil {
 		return st, nil, err
 	}
@@ -173,7 +173,7 @@ func notInTx(name string) error {
 //	go entcounter.RollupLoop(ctx, client, time.Second)
 func RollupLoop(ctx context.Context, src Source, interval time.Duration) error {
 	r := src.HotCounter()
-	st, s, err := ownPass(r, "RollupLoop")
+	st, s, err := ownPass(ctx, r, "RollupLoop")
 	if err != nil {
 		return err
 	}

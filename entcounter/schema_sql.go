@@ -1,6 +1,7 @@
 package entcounter
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/hotcounter/hotcounter"
@@ -8,7 +9,7 @@ import (
 	"github.com/hotcounter/hotcounter/internal/writebehind"
 )
 
-// SchemaSQL returns, without sending anything to the database, every
+// SchemaSQL returns, without writing anything to the database, every
 // statement the client's counters need beyond what ent's own migration
 // writes (the slot and delta tables are ent schemas, in ent's files): per
 // counter, PostgreSQL's fillfactor on its slot table, the slot rows of the
@@ -17,17 +18,19 @@ import (
 // and one statement that counts the children that exist. Down removes the
 // triggers.
 //
-//	script, err := entcounter.SchemaSQL(client)
+//	script, err := entcounter.SchemaSQL(ctx, client)
 //	os.WriteFile("migrations/20261206000002_counters.sql", []byte(script.UpSQL()), 0o644)
 //
 // It goes in a file after the one ent writes (migrate.NamedDiff), which
 // creates the tables it names. Every Up statement can run again on a
-// database that has them, changing nothing. The client's driver is not
-// used: no connection is opened. docs/migrations.md walks through
-// NamedDiff, Atlas's ent:// and goose.
-func SchemaSQL(src Source) (hotcounter.Script, error) {
+// database that has them, changing nothing. On PostgreSQL the client
+// reads, once, under ctx, whether the database has the Citus extension
+// (whose count triggers take another form); a client whose database it
+// cannot reach gets PostgreSQL's statements. Nothing else is sent.
+// docs/migrations.md walks through NamedDiff, Atlas's ent:// and goose.
+func SchemaSQL(ctx context.Context, src Source) (hotcounter.Script, error) {
 	r := src.HotCounter()
-	st, err := r.Store()
+	st, err := r.Store(ctx)
 	if err != nil {
 		return hotcounter.Script{}, err
 	}
@@ -51,7 +54,8 @@ func SchemaSQL(src Source) (hotcounter.Script, error) {
 	return script, nil
 }
 
-// BufferSchemaSQL returns, without sending anything, the statements of the
+// BufferSchemaSQL returns, without writing anything (it reads what
+// SchemaSQL reads), the statements of the
 // table in which a write-behind buffer of cfg records the batches it
 // applied (cfg.Ledger, hotcounter_ledger by default) and its index: Up
 // creates them if they do not exist, Down drops the table. NewBuffer
@@ -59,9 +63,9 @@ func SchemaSQL(src Source) (hotcounter.Script, error) {
 // used as it is, so the application's role needs no right to create
 // tables.
 //
-//	script, err := entcounter.BufferSchemaSQL(client, hotcounter.BufferConfig{})
-func BufferSchemaSQL(src Source, cfg hotcounter.BufferConfig) (hotcounter.Script, error) {
-	st, err := src.HotCounter().Store()
+//	script, err := entcounter.BufferSchemaSQL(ctx, client, hotcounter.BufferConfig{})
+func BufferSchemaSQL(ctx context.Context, src Source, cfg hotcounter.BufferConfig) (hotcounter.Script, error) {
+	st, err := src.HotCounter().Store(ctx)
 	if err != nil {
 		return hotcounter.Script{}, err
 	}

@@ -622,7 +622,7 @@ func (o entORM) buffer(t testing.TB, cfg hotcounter.BufferConfig) counterBuffer 
 func (o entORM) sent(fn func()) int64 { return entStatements(o.e, fn) }
 
 func (o entORM) bufferSchema(cfg hotcounter.BufferConfig) (hotcounter.Script, error) {
-	return entcounter.BufferSchemaSQL(o.client, cfg)
+	return entcounter.BufferSchemaSQL(o.ctx(), o.client, cfg)
 }
 
 func (o entORM) db() *gorm.DB { return o.e.db }

@@ -216,7 +216,7 @@ func entAddsACounterByFiles(t *testing.T, e *env) {
 	v2 := sum16.NewClient(sum16.Driver(drv))
 	var ddl2 strings.Builder
 	must(t, oneMigrationAtATime(func() error { return v2.Schema.WriteTo(ctx, &ddl2) }))
-	script, err := entcounter.SchemaSQL(v2)
+	script, err := entcounter.SchemaSQL(ctx, v2)
 	must(t, err)
 	gooseUp(t, e, first, entGooseFile(ddl2.String()), script.Goose())
 	const writers = 8
@@ -261,7 +261,7 @@ func entAddsACountByFiles(t *testing.T, e *env) {
 	v2 := remarked.NewClient(remarked.Driver(drv))
 	var ddl2 strings.Builder
 	must(t, oneMigrationAtATime(func() error { return v2.Schema.WriteTo(ctx, &ddl2) }))
-	script, err := entcounter.SchemaSQL(v2)
+	script, err := entcounter.SchemaSQL(ctx, v2)
 	must(t, err)
 	gooseUp(t, e, first, entGooseFile(ddl2.String()), script.Goose())
 	if got := v2.Reel.GetX(ctx, reel.ID).RemarkCount; got != 3 {
@@ -554,7 +554,7 @@ func entByFiles(t *testing.T, e *env) {
 	c := files.client
 	var ddl strings.Builder
 	must(t, oneMigrationAtATime(func() error { return c.Schema.WriteTo(ctx, &ddl) }))
-	script, err := entcounter.SchemaSQL(c)
+	script, err := entcounter.SchemaSQL(ctx, c)
 	must(t, err)
 	gooseUp(t, e, entGooseFile(ddl.String()), script.Goose())
 
@@ -721,7 +721,7 @@ func BenchmarkSchemaSQL(b *testing.B) {
 	b.Run("ent", func(b *testing.B) {
 		client := ent.NewClient(ent.Driver(entsql.OpenDB(dialect.Postgres, nil)))
 		for b.Loop() {
-			if _, err := entcounter.SchemaSQL(client); err != nil {
+			if _, err := entcounter.SchemaSQL(context.Background(), client); err != nil {
 				b.Fatal(err)
 			}
 		}

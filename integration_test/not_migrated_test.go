@@ -127,7 +127,7 @@ func TestAChildWriteWhoseCountHasNoTriggersIsRefused(t *testing.T) {
 			err := ee.client.File.Create().SetSize(3).SetFolderID(folder.ID).Exec(ctx)
 			check(t, "File.Create", err, "Folder.bytes")
 
-			script, err := entcounter.SchemaSQL(ee.client)
+			script, err := entcounter.SchemaSQL(ctx, ee.client)
 			must(t, err)
 			for _, st := range script.Up {
 				_, err := ee.sqlDB.ExecContext(ctx, st)

@@ -104,7 +104,7 @@ func childHook(ctx context.Context, m hookedMutation, r Runtime, counts []counte
 	if !r.InTx() {
 		return nil, fmt.Errorf("entcounter: %s %s: %w", m.Op(), m.Type(), ErrNeedsTx)
 	}
-	dl, err := r.Dialect()
+	dl, err := r.Dialect(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -207,7 +207,7 @@ func edgeHook(ctx context.Context, m hookedMutation, r Runtime, child string, ne
 	if !r.InTx() {
 		return nil, fmt.Errorf("entcounter: %s %s edges: %w", m.Op(), m.Type(), ErrNeedsTx)
 	}
-	dl, err := r.Dialect()
+	dl, err := r.Dialect(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -118,7 +118,7 @@ func m2mHook(ctx context.Context, m hookedMutation, r Runtime, edges []*m2mEdge,
 	if !r.InTx() {
 		return nil, fmt.Errorf("entcounter: %s %s edges: %w", m.Op(), m.Type(), ErrNeedsTx)
 	}
-	dl, err := r.Dialect()
+	dl, err := r.Dialect(ctx)
 	if err != nil {
 		return nil, err
 	}

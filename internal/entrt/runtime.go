@@ -371,7 +371,7 @@ func (r Runtime) Observer() *observe.Observer {
 	if o := st.obs.Load(); o != nil {
 		return o
 	}
-	o, _ := observe.New(observe.Config{System: r.System(false)}) // without a meter provider it cannot fail
+	o, _ := observe.New(observe.Config{System: r.System(context.Background(), false)}) // reads nothing; without a meter provider it cannot fail
 	st.obs.Store(o)
 	return o
 }
@@ -386,13 +386,13 @@ func (r Runtime) SetObserver(o *observe.Observer) {
 
 // System is db.system.name of the client's database (engine.System: MySQL
 // and MariaDB are told apart by their version when ask is set, as when
-// metrics are configured).
-func (r Runtime) System(ask bool) string {
-	dl, err := r.Dialect()
+// metrics are configured; only then does it read the database).
+func (r Runtime) System(ctx context.Context, ask bool) string {
+	dl, err := driver.For(r.driver().Dialect())
 	if err != nil {
 		return r.driver().Dialect()
 	}
-	return engine.System(context.Background(), NewSession(r), dl, ask)
+	return engine.System(ctx, NewSession(r), dl, ask)
 }
 
 // Combined is the client's group of increments that share a statement
@@ -425,7 +425,7 @@ type Source interface {
 // first call asks whether the database has the Citus extension, which
 // takes some statements in another form (engine.WithCitus), once per
 // client.
-func (r Runtime) Dialect() (engine.Dialect, error) {
+func (r Runtime) Dialect(ctx context.Context) (engine.Dialect, error) {
 	if d := r.state().dialect.Load(); d != nil {
 		return *d, nil
 	}
@@ -438,7 +438,7 @@ func (r Runtime) Dialect() (engine.Dialect, error) {
 	}
 	// A failed read (in an aborted transaction) is asked again by the
 	// next call.
-	withCitus, err := engine.WithCitus(context.Background(), NewSession(r), d)
+	withCitus, err := engine.WithCitus(ctx, NewSession(r), d)
 	if err != nil {
 		return d, nil
 	}
@@ -447,8 +447,8 @@ func (r Runtime) Dialect() (engine.Dialect, error) {
 }
 
 // Store returns the engine's view of the client: what every pass takes.
-func (r Runtime) Store() (engine.Store, error) {
-	dl, err := r.Dialect()
+func (r Runtime) Store(ctx context.Context) (engine.Store, error) {
+	dl, err := r.Dialect(ctx)
 	if err != nil {
 		return engine.Store{}, err
 	}
@@ -632,7 +632,7 @@ func InlineTotals(ctx context.Context, r Runtime, typ string, fields []string, q
 	if qs.ScanValues == nil || qs.Limit <= 0 || qs.Limit > 2 || qs.From != nil || qs.Unique || len(qs.Modifiers) > 0 || ctx.Value(pendingKey{}) != nil {
 		return ctx
 	}
-	dl, err := r.Dialect()
+	dl, err := r.Dialect(ctx)
 	if err != nil {
 		return ctx
 	}
@@ -705,7 +705,7 @@ func Load(ctx context.Context, r Runtime, typ string, selected []string, n int, 
 	if len(defs) == 0 || n == 0 {
 		return nil
 	}
-	st, err := r.Store()
+	st, err := r.Store(ctx)
 	if err != nil {
 		return err
 	}
@@ -779,7 +779,7 @@ func WithPending(ctx context.Context, fn PendingFunc) context.Context {
 // sources returns what adds up to d's value in this database (its tables
 // and the column it was adopted over), probed once.
 func (r Runtime) sources(ctx context.Context, c engine.Conn, dl engine.Dialect, d Def) (countersql.Sources, error) {
-	st, err := r.Store()
+	st, err := r.Store(ctx)
 	if err != nil {
 		return countersql.Sources{}, err
 	}
@@ -868,7 +868,7 @@ func (r Runtime) triggersThere(ctx context.Context, what string, keep func(Def) 
 		if _, ok := st.migrated.Load(d.SlotTable); ok {
 			continue
 		}
-		dl, err := r.Dialect()
+		dl, err := r.Dialect(ctx)
 		if err != nil {
 			return err
 		}

@@ -83,7 +83,7 @@ func (r Runtime) rewriteRefs(ctx context.Context, typ, query string) (string, er
 	if len(tables) == 0 {
 		return query, nil
 	}
-	dl, err := r.Dialect()
+	dl, err := r.Dialect(ctx)
 	if err != nil {
 		return "", err
 	}

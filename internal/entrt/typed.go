@@ -32,7 +32,7 @@ func (r Runtime) Take(ctx context.Context, d Def, id any, amount int64) error {
 	if !d.Guarded {
 		return fmt.Errorf("entcounter: Take %s: %w: declare it with entcounter.Guarded()", d.Name(), hotcounter.ErrNotGuarded)
 	}
-	dl, err := r.Dialect()
+	dl, err := r.Dialect(ctx)
 	if err != nil {
 		return err
 	}
@@ -53,7 +53,7 @@ func (r Runtime) Recount(ctx context.Context, d Def, ids ...any) (int64, error) 
 	if d.Count == nil {
 		return 0, fmt.Errorf("entcounter: Recount %s: not a count of child rows (declare it with entcounter.Counts)", d.Name())
 	}
-	st, err := r.Store()
+	st, err := r.Store(ctx)
 	if err != nil {
 		return 0, err
 	}
