@@ -80,7 +80,7 @@ func TestExtensionReportsBadDeclarations(t *testing.T) {
 	}
 }
 
-func TestSnake(t *testing.T) {
+func TestTypeNamesBecomeSnakeCaseAsEntWritesThem(t *testing.T) {
 	for in, want := range map[string]string{"Post": "post", "BlogPost": "blog_post", "HTTPLog": "http_log", "A": "a"} {
 		if got := snake(in); got != want {
 			t.Errorf("snake(%q) = %q, want %q", in, got, want)

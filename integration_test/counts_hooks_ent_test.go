@@ -54,11 +54,11 @@ func newItems(t testing.TB, c *ent.Client, racks []*int, status string) []int {
 	return ids
 }
 
-// TestEntCountsByHooks walks the items table through ent's writes, each in
+// TestEntCountsKeptByHooksFollowEveryWrite walks the items table through ent's writes, each in
 // a transaction, comparing the racks' counts (kept by hooks) with COUNT(*)
 // after each step. A write outside a transaction is refused, and raw SQL,
 // which hooks do not see, is repaired by Recount.
-func TestEntCountsByHooks(t *testing.T) {
+func TestEntCountsKeptByHooksFollowEveryWrite(t *testing.T) {
 	parallel(t)
 	for _, k := range allKinds {
 		t.Run(string(k), func(t *testing.T) {

@@ -11,9 +11,9 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 )
 
-// TestCrossORM: one database, both ORMs, the same slot tables and rollup
+// TestWhatOneORMWritesTheOtherReadsExactly: one database, both ORMs, the same slot tables and rollup
 // column: what one writes the other reads exactly.
-func TestCrossORM(t *testing.T) {
+func TestWhatOneORMWritesTheOtherReadsExactly(t *testing.T) {
 	parallel(t)
 	for _, k := range allKinds {
 		for _, owner := range []string{"ent", "gorm"} {

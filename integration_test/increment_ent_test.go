@@ -119,7 +119,7 @@ func TestEntConcurrentSetsDoNotAddUp(t *testing.T) {
 
 // Upserts: a create-time counter value sets the total (it does not add on
 // every conflict), and the default 0 never resets a rollup column.
-func TestEntUpserts(t *testing.T) {
+func TestAnUpsertSetsTheCounterTotalAndItsDefaultNeverResetsARollup(t *testing.T) {
 	parallel(t)
 	eachEnt(t, func(t *testing.T, e *entEnv) {
 		ctx := context.Background()
@@ -258,7 +258,7 @@ func TestEntIncrementLoadRollup(t *testing.T) {
 	}, everyEntTable())
 }
 
-func TestEntSetAndBulkUpdate(t *testing.T) {
+func TestEntBulkUpdatesAddAndSetReportRowsAndRefuseMissingOnes(t *testing.T) {
 	parallel(t)
 	eachEnt(t, func(t *testing.T, e *entEnv) {
 		ctx := context.Background()

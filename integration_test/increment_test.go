@@ -289,7 +289,7 @@ func TestIncrementInANestedTransactionRollsBackAlone(t *testing.T) {
 	})
 }
 
-func TestIncrementManyParents(t *testing.T) {
+func TestIncrementAddsToEveryParentItsConditionOrSliceNames(t *testing.T) {
 	parallel(t)
 	eachDB(t, func(t *testing.T, e *env) {
 		db := e.db

@@ -224,7 +224,7 @@ func TestPartialSelectsAndOtherDestinations(t *testing.T) {
 	})
 }
 
-func TestQueryFieldsMode(t *testing.T) {
+func TestCountersLoadUnderQueryFields(t *testing.T) {
 	parallel(t)
 	for _, k := range allKinds {
 		t.Run(string(k), func(t *testing.T) {

@@ -278,7 +278,7 @@ func TestBadDeclarationsNameModelAndField(t *testing.T) {
 
 var itemSchema string
 
-func TestSchemaQualifiedTable(t *testing.T) {
+func TestSlotTablesFollowASchemaQualifiedParentTable(t *testing.T) {
 	parallel(t)
 	e := open(t, pg)
 	db := e.db

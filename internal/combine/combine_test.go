@@ -400,18 +400,18 @@ func TestDoOverflowRunsAlone(t *testing.T) {
 	}
 }
 
-// short is the refusal of a take in TestDoSplit: how much was left.
+// short is the refusal of a take in TestABatchFailingWithASplittableErrorRunsItsCallsAlone: how much was left.
 type short struct{ left int64 }
 
 func (e short) Error() string { return fmt.Sprintf("%d left", e.left) }
 
-// TestDoSplit: a statement carrying several calls that fails with an error
+// TestABatchFailingWithASplittableErrorRunsItsCallsAlone: a statement carrying several calls that fails with an error
 // Split splits is not their answer. Five takes of 1 from 2 left: the take
 // of 5 is refused (2 left); two takes run alone and succeed, the third is
 // refused (0 left), and the last two are refused at once from that news,
 // without statements of their own. An error Split does not split is every
 // call's.
-func TestDoSplit(t *testing.T) {
+func TestABatchFailingWithASplittableErrorRunsItsCallsAlone(t *testing.T) {
 	errBoom := errors.New("boom")
 	g := Group{Split: func(err error) func(int64) (bool, error) {
 		var s short

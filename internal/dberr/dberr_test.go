@@ -25,7 +25,7 @@ func (e *pgError) SQLState() string { return e.code }
 func (e sqliteError) Error() string { return fmt.Sprint("sqlite ", e.code) }
 func (e sqliteError) Code() int     { return e.code }
 
-func TestClassification(t *testing.T) {
+func TestErrorsAreToldTransientOrMissingParentThroughWrapping(t *testing.T) {
 	wrap := func(err error) error { return fmt.Errorf("gormcounter: increment Post.Likes: %w", err) }
 	for _, tc := range []struct {
 		err                  error

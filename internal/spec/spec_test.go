@@ -8,7 +8,7 @@ import (
 	"github.com/hotcounter/hotcounter"
 )
 
-func TestParseList(t *testing.T) {
+func TestTagOptionsParse(t *testing.T) {
 	def := Options{Slots: DefaultSlots}
 	cases := []struct {
 		in   string
@@ -99,7 +99,7 @@ func TestParseListRejects(t *testing.T) {
 	}
 }
 
-func TestPrecreateOn(t *testing.T) {
+func TestPrecreateIsOnBySumModeAndTheDatabaseDefault(t *testing.T) {
 	for _, c := range []struct {
 		o        Options
 		def, yes bool
