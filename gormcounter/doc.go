@@ -56,13 +56,16 @@
 // # Tag options
 //
 // `gorm:"counter"` or `gorm:"counter:<options>"`, options separated by commas:
-// slots=N (1 to 1024, default 16), sum, rollup, append, precreate[=true|false],
-// skiplocked. precreate inserts all N slot rows when a parent is created, so
-// that no increment ever inserts one; skiplocked makes an increment of one
-// parent take a slot row no other transaction holds (see docs/writes.md for when
-// each matters). guarded makes the counter stock that never goes below zero:
-// it goes down only through [Take], which takes in full or fails with
-// [hotcounter.ErrInsufficient] (docs/guarded.md).
+// slots=N (1 to 1024, default Config.DefaultSlots, 16), slots=auto[,max=N],
+// sum, rollup, append, precreate[=true|false], skiplocked, guarded, and for
+// counts counts=, total=, hooks and where= (below). slots=auto starts each
+// parent at one slot row and widens it while its increments contend, up to
+// max (default as slots=N). precreate inserts all N slot rows when a parent
+// is created, so that no increment ever inserts one; skiplocked makes an
+// increment of one parent take a slot row no other transaction holds (see
+// docs/writes.md for when each matters). guarded makes the counter stock
+// that never goes below zero: it goes down only through [Take], which takes
+// in full or fails with [hotcounter.ErrInsufficient] (docs/guarded.md).
 //
 // # Counts of child rows
 //
@@ -70,7 +73,8 @@
 // relation (a polymorphic one too), of the join rows of a many-to-many
 // relation, or of two has-many levels (counts=Children.Products),
 // optionally only those matching where=<SQL> (the last option);
-// soft-deleted rows do not count:
+// soft-deleted rows do not count. total=<column> sums that column of the
+// children instead of counting them (docs/counts.md):
 //
 //	ObjectCount int64 `gorm:"counter:counts=Objects"`
 //	ActiveCount int64 `gorm:"counter:counts=Objects,where=status = 'active'"`
