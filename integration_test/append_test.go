@@ -126,9 +126,12 @@ func TestAppendFoldSurvivesCutConnections(t *testing.T) {
 			}
 		})
 		proxy.cutCommits.Store(5)
-		deadline := time.Now().Add(1500 * time.Millisecond)
+		// At least 1.5 s, and on until both faults have happened (a busy
+		// machine can run few passes in 1.5 s), for at most 30 s.
+		start := time.Now()
 		done := hammer(t, 8, 1<<30, func() error {
-			if time.Now().After(deadline) {
+			faulted := proxy.cut.Load() > 0 && killed.Load() > 0
+			if since := time.Since(start); since > 30*time.Second || since > 1500*time.Millisecond && faulted {
 				return errStop
 			}
 			return o.increment(modelStory, id, "claps", 1)
