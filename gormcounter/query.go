@@ -641,8 +641,13 @@ func (p *Plugin) runFill(db *gorm.DB, jobs []fillJob, live bool) error {
 }
 
 // sources returns what adds up to counter c's value in this database (its
-// tables and the column it was adopted over), probed once.
+// tables and the column it was adopted over), probed once. A dry run
+// probes nothing: it takes what was last found (engine.Store.DrySources),
+// so that the statement it shows reads the totals as a load would.
 func (p *Plugin) sources(ctx context.Context, conn gormConn, c *counter) (countersql.Sources, error) {
+	if conn.db.DryRun {
+		return p.store().DrySources(c.engine())
+	}
 	return p.store().Sources(ctx, conn, c.engine())
 }
 

@@ -1,12 +1,18 @@
 package integration_test
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 
+	"entgo.io/ent/dialect"
+	entsql "entgo.io/ent/dialect/sql"
 	"gorm.io/gorm"
+
+	"github.com/hotcounter/hotcounter/integration_test/ent"
+	"github.com/hotcounter/hotcounter/integration_test/ent/post"
 )
 
 // Loads at the SQL floor: the library's load of 1, 100 and 1,000 posts
@@ -18,6 +24,9 @@ import (
 //
 //   - gorm: the load through GORM, as an application writes it;
 //   - gorm-plain: the same load of the table without counters (PlainPost);
+//   - ent: the same load through ent (the integration tests' ent schema,
+//     whose Post maps the same table and slot table), as an application
+//     writes it; the statements it sends for one load are logged;
 //   - lib: the statement GORM sends for the load, by hand through
 //     database/sql (every column read as raw bytes);
 //   - correlated, joined, cte, lateral (PostgreSQL): hand-written
@@ -62,6 +71,14 @@ func benchLoadFloor(b *testing.B, kind dbKind) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	entDialect := dialect.Postgres
+	if kind == my {
+		entDialect = dialect.MySQL
+	}
+	client := ent.NewClient(ent.Driver(entsql.OpenDB(entDialect, sqlDB)))
+	var entSent []string
+	traced := ent.NewClient(ent.Driver(entDriverSending(kind, sqlDB, func(s string) { entSent = append(entSent, s) })))
+	ctx := context.Background()
 	first := posts[0].ID
 	for _, n := range []int{1, 100, 1000} {
 		ids := make([]uint, n)
@@ -69,12 +86,22 @@ func benchLoadFloor(b *testing.B, kind dbKind) {
 			ids[i] = first + uint(2*i)
 		}
 		lo, hi := first+500, first+500+uint(n)-1
+		entIDs := make([]int, n)
+		for i, id := range ids {
+			entIDs[i] = int(id)
+		}
 		shapes := []loadShape{
-			{name: "key", ids: ids, load: func(tx *gorm.DB, dest any) *gorm.DB { return tx.Find(dest, ids) }},
+			{name: "key", ids: ids, load: func(tx *gorm.DB, dest any) *gorm.DB { return tx.Find(dest, ids) },
+				entLoad: func(c *ent.Client) ([]*ent.Post, error) { return c.Post.Query().Where(post.IDIn(entIDs...)).All(ctx) }},
 			{name: "condition", lo: lo, hi: hi, load: func(tx *gorm.DB, dest any) *gorm.DB {
 				return tx.Where("id BETWEEN ? AND ?", lo, hi).Find(dest)
+			}, entLoad: func(c *ent.Client) ([]*ent.Post, error) {
+				return c.Post.Query().Where(post.IDGTE(int(lo)), post.IDLTE(int(hi))).All(ctx)
 			}},
-			{name: "page", limit: n, load: func(tx *gorm.DB, dest any) *gorm.DB { return tx.Order("id DESC").Limit(n).Find(dest) }},
+			{name: "page", limit: n, load: func(tx *gorm.DB, dest any) *gorm.DB { return tx.Order("id DESC").Limit(n).Find(dest) },
+				entLoad: func(c *ent.Client) ([]*ent.Post, error) {
+					return c.Post.Query().Order(ent.Desc(post.FieldID)).Limit(n).All(ctx)
+				}},
 		}
 		for _, sh := range shapes {
 			b.Run(fmt.Sprintf("%s-%d", sh.name, n), func(b *testing.B) {
@@ -95,6 +122,14 @@ func benchLoadFloor(b *testing.B, kind dbKind) {
 				checkLoad(b, "gorm", want, gormRows(got), sh.limit > 0)
 				run("gorm", func() error { var ps []Post; return sh.load(db, &ps).Error })
 				run("gorm-plain", func() error { var ps []PlainPost; return sh.load(db, &ps).Error })
+				entSent = nil
+				byEnt, err := sh.entLoad(traced)
+				if err != nil {
+					b.Fatal(err)
+				}
+				checkLoad(b, "ent", want, entRows(byEnt), sh.limit > 0)
+				b.Logf("ent sends %d statements: %.300q", len(entSent), entSent)
+				run("ent", func() error { _, err := sh.entLoad(client); return err })
 				st := sh.load(db.Session(&gorm.Session{DryRun: true}), &[]Post{}).Statement
 				statements := map[string]handStatement{"lib": {st.SQL.String(), st.Vars}}
 				b.Logf("lib: %.300s", st.SQL.String())
@@ -126,6 +161,8 @@ type loadShape struct {
 	lo, hi uint
 	limit  int
 	load   func(tx *gorm.DB, dest any) *gorm.DB
+	// entLoad is the same load through ent.
+	entLoad func(c *ent.Client) ([]*ent.Post, error)
 }
 
 // handStatement is a statement text and its arguments.
@@ -281,6 +318,15 @@ func queryLoad(rows interface {
 
 // gormRows is posts as loadedRows.
 func gormRows(posts []Post) []loadedRow {
+	out := make([]loadedRow, len(posts))
+	for i, p := range posts {
+		out[i] = loadedRow{int64(p.ID), p.Likes}
+	}
+	return out
+}
+
+// entRows is ent's posts as loadedRows.
+func entRows(posts []*ent.Post) []loadedRow {
 	out := make([]loadedRow, len(posts))
 	for i, p := range posts {
 		out[i] = loadedRow{int64(p.ID), p.Likes}

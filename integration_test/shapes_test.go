@@ -182,3 +182,54 @@ func TestDryRunShowsTheCounterStatementsAndSendsNone(t *testing.T) {
 		}
 	})
 }
+
+// A dry run of a load (gorm.Session{DryRun: true}, db.ToSQL) shows a
+// statement that returns the counters' totals, as the load itself reads
+// them, also in a process that has not learned where the counter's values
+// live (a new plugin; the same holds once what it learned is older than
+// engine.AbsentRecheck): run by hand, it returns the rows with their
+// totals. Before, such a dry run probed the database through the dry
+// session, found nothing and showed the load without its totals. Every
+// database.
+func TestDryRunOfALoadShowsAStatementThatReturnsTheTotals(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		db := e.db
+		must(t, migrateAll(db))
+		want := map[int64]int64{}
+		var ids []uint
+		for i := range 3 {
+			p := Post{Title: "p"}
+			must(t, db.Create(&p).Error)
+			must(t, gormcounter.Increment(db.Model(&p), "Likes", int64(i+1)).Error)
+			want[int64(p.ID)] = int64(i + 1)
+			ids = append(ids, p.ID)
+		}
+		pool, err := db.DB()
+		must(t, err)
+		for name, load := range map[string]func(tx *gorm.DB) *gorm.DB{
+			"by key":                  func(tx *gorm.DB) *gorm.DB { return tx.Find(&[]Post{}, ids) },
+			"by a condition":          func(tx *gorm.DB) *gorm.DB { return tx.Where("title = ?", "p").Find(&[]Post{}) },
+			"filtered by its counter": func(tx *gorm.DB) *gorm.DB { return tx.Where("likes >= ?", 1).Find(&[]Post{}) },
+		} {
+			fresh := sharedGorm(t, e, gormcounter.Config{}).Session(&gorm.Session{DryRun: true})
+			st := load(fresh).Statement
+			if st.Error != nil {
+				t.Errorf("%s: the dry run: %v", name, st.Error)
+				continue
+			}
+			got, err := queryLoad(pool.Query(st.SQL.String(), st.Vars...))
+			if err != nil {
+				t.Errorf("%s: the dry run's statement: %v\n%s", name, err, st.SQL.String())
+				continue
+			}
+			if len(got) != len(want) {
+				t.Errorf("%s: the dry run's statement returned %d rows, want %d", name, len(got), len(want))
+			}
+			for _, r := range got {
+				if r.likes != want[r.id] {
+					t.Errorf("%s: the dry run's statement returned post %d with %d likes, want %d\n%s", name, r.id, r.likes, want[r.id], st.SQL.String())
+				}
+			}
+		}
+	})
+}

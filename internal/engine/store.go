@@ -230,19 +230,29 @@ func targetOf(c Counter, widths *Widths, read countersql.Sources) Target {
 
 // DryTarget is Target for a dry run, which sends nothing, not even the
 // probe that Target makes the first time and again after AbsentRecheck:
-// it writes c where it was last found to live, however long ago, or, where
-// nothing was found yet, where a migration of c puts it (its own table; a
-// column for a rollup or append counter).
+// it writes c where DrySources says its values live.
 func (st Store) DryTarget(c Counter, widths *Widths) (Target, error) {
+	read, err := st.DrySources(c)
+	if err != nil {
+		return Target{}, err
+	}
+	return targetOf(c, widths, read), nil
+}
+
+// DrySources is Sources for a dry run, which sends nothing: where c's
+// values were last found to live, however long ago, or, where nothing was
+// found yet, where a migration of c puts them (its own table; a column for
+// a rollup or append counter).
+func (st Store) DrySources(c Counter) (countersql.Sources, error) {
 	found, ok := st.Storages.Known(c.Table)
 	if !ok {
 		found = Storage{Column: c.Options.Mode != spec.Sum, Tables: map[string]bool{c.Table.Slots: true}}
 	}
 	read, err := Sources(c.Table, found, c.Options.Mode, c.Count)
 	if err != nil {
-		return Target{}, fmt.Errorf("%s: %s: %w", st.Pkg, c.Name, err)
+		return countersql.Sources{}, fmt.Errorf("%s: %s: %w", st.Pkg, c.Name, err)
 	}
-	return targetOf(c, widths, read), nil
+	return read, nil
 }
 
 // PrepareColumn checks and readies, before the ORM migrates the parent
