@@ -55,10 +55,10 @@ func SchemaSQL(ctx context.Context, src Source) (hotcounter.Script, error) {
 }
 
 // BufferSchemaSQL returns, without writing anything (it reads what
-// SchemaSQL reads), the statements of the
-// table in which a write-behind buffer of cfg records the batches it
-// applied (cfg.Ledger, hotcounter_ledger by default) and its index: Up
-// creates them if they do not exist, Down drops the table. NewBuffer
+// SchemaSQL reads), the statements of the table in which a write-behind
+// buffer of cfg records the batches it applied (cfg.Ledger,
+// hotcounter_ledger by default) and its index: Up creates them if they do
+// not exist, Down drops the table. NewBuffer
 // creates the table when it is missing; one that a migration file made is
 // used as it is, so the application's role needs no right to create
 // tables.
